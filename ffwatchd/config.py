@@ -1,0 +1,498 @@
+"""Config file -> validated, frozen settings; every problem reported by key path."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from ffwatchd import jobspec
+from ffwatchd.errors import ConfigError
+
+CONFIG_ENV = "FFWATCHD_CONFIG"
+
+DEFAULT_INCLUDE = ("*.jpg", "*.jpeg", "*.png", "*.webp", "*.bmp", "*.tif", "*.tiff",
+                   "*.mp4", "*.mov", "*.mkv", "*.webm")
+DEFAULT_IGNORE = (".*", "*.part", "*.tmp", "*.crdownload", "~$*")
+WATCH_MODES = ("auto", "inotify", "poll")
+PROVIDERS = ("cuda", "cpu")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
+MODEL_KINDS = ("detector", "recognizer", "swapper", "enhancer")
+
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, None: 1}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, None: 1}
+
+
+def parse_duration(value: Any) -> float:
+    """`10s`, `5m`, `7d`, `250ms` or a number of seconds -> seconds."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a duration (use e.g. 10s, 5m, 7d)")
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError(f"{value!r} is negative")
+        return float(value)
+    if isinstance(value, str):
+        m = _DURATION_RE.match(value)
+        if m:
+            return float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    raise ValueError(f"{value!r} is not a duration (use e.g. 10s, 5m, 7d)")
+
+
+def parse_size(value: Any) -> int:
+    """`512MiB`, `8GiB`, `5GB` or a number of bytes -> bytes."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a size (use e.g. 512MiB, 8GiB)")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"{value!r} is negative")
+        return value
+    if isinstance(value, str):
+        m = _SIZE_RE.match(value)
+        if m:
+            unit = m.group(2).lower() if m.group(2) else None
+            return int(float(m.group(1)) * _SIZE_UNITS[unit])
+    raise ValueError(f"{value!r} is not a size (use e.g. 512MiB, 8GiB)")
+
+
+@dataclass(frozen=True)
+class WatchSettings:
+    name: str
+    inbox: Path
+    output: Path
+    done: Path
+    failed: Path
+    mode: str = "auto"
+    poll_interval: float = 5.0
+    rescan_interval: float = 600.0
+    settle: float = 10.0
+    sidecar_wait: float = 120.0
+    include: tuple[str, ...] = DEFAULT_INCLUDE
+    ignore: tuple[str, ...] = DEFAULT_IGNORE
+    source_roots: tuple[Path, ...] = ()
+    # A sidecar mapping (see sidecar.py); deep-copied, never shared with callers.
+    defaults: dict = field(default_factory=dict, hash=False, compare=True)
+
+    def folders(self) -> dict[str, Path]:
+        return {"inbox": self.inbox, "output": self.output, "done": self.done, "failed": self.failed}
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    devices: tuple[str, ...] = ("cpu",)       # "cpu" or a CUDA device id as a string
+    providers: tuple[str, ...] = ("cuda", "cpu")
+    cpu_threads: int = 0                      # 0: onnxruntime's choice
+    max_attempts: int = 3
+    retry_backoff: float = 30.0
+    lease: float = 60.0
+    job_timeout: float = 1800.0
+    grace_period: float = 30.0                # SIGTERM: how long a running job may finish
+    ram_limit: int = 8 * 2**30
+    vram_limit: int = 12 * 2**30
+    max_pixels: int = 80_000_000
+    recycle_after: int = 500
+
+
+@dataclass(frozen=True)
+class MetricsSettings:
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = 9808
+
+
+@dataclass(frozen=True)
+class RetentionSettings:
+    interval: float = 600.0
+    temp_max_age: float = 6 * 3600.0
+    done_max_age: float = 7 * 86400.0
+    failed_max_age: float = 30 * 86400.0
+    jobs_max_age: float = 90 * 86400.0
+    min_free_disk: int = 5 * 2**30
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    level: str = "info"
+    format: str = "text"
+
+
+@dataclass(frozen=True)
+class CustomModel:
+    name: str
+    path: Path
+    kind: str
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    source: Path | None
+    state_dir: Path
+    temp_dir: Path
+    models_dir: Path
+    watches: tuple[WatchSettings, ...]
+    workers: WorkerSettings = WorkerSettings()
+    metrics: MetricsSettings = MetricsSettings()
+    retention: RetentionSettings = RetentionSettings()
+    log: LogSettings = LogSettings()
+    models: tuple[CustomModel, ...] = ()
+    ffmpeg: str | None = None
+    provenance: bool = True
+
+    def known_models(self) -> dict[str, str]:
+        """Model name -> kind, built-in and custom."""
+        return {**jobspec.BUILTIN_MODEL_KINDS, **{m.name: m.kind for m in self.models}}
+
+    @property
+    def db_path(self) -> Path:
+        return self.state_dir / "ffwatchd.db"
+
+    def watch(self, name: str) -> WatchSettings:
+        for w in self.watches:
+            if w.name == name:
+                return w
+        raise KeyError(name)
+
+
+# --------------------------------------------------------------------------------------
+# Validation: a small reader that records problems instead of stopping at the first one.
+
+class _Reader:
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.problems: list[str] = []
+
+    def problem(self, path: str, message: str) -> None:
+        self.problems.append(f"{path}: {message}")
+
+    def section(self, raw: Any, path: str, keys: set[str]) -> dict:
+        if raw is None:
+            return {}
+        if not isinstance(raw, dict):
+            self.problem(path, f"must be a mapping, not {type(raw).__name__}")
+            return {}
+        for k in raw:
+            if k not in keys:
+                self.problem(f"{path}.{k}" if path else str(k), f"unknown key (known: {', '.join(sorted(keys))})")
+        return raw
+
+    def get(self, raw: dict, key: str, path: str, conv: Callable[[Any], Any], default: Any) -> Any:
+        if key not in raw or raw[key] is None and default is not None:
+            return default
+        try:
+            return conv(raw[key])
+        except (ValueError, TypeError) as e:
+            self.problem(_join(path, key), str(e))
+            return default
+
+    def path(self, raw: dict, key: str, path: str, default: str | None) -> Path:
+        value = raw.get(key, default)
+        if value is None:
+            self.problem(_join(path, key), "is required")
+            return Path("/nonexistent")
+        if not isinstance(value, str) or not value.strip():
+            self.problem(_join(path, key), f"{value!r} is not a path")
+            return Path("/nonexistent")
+        p = Path(os.path.expanduser(value))
+        return Path(os.path.normpath(p if p.is_absolute() else self.base / p))
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
+    def conv(v: Any) -> str:
+        if not isinstance(v, str) or v not in options:
+            raise ValueError(f"{v!r} is not one of {', '.join(options)}")
+        return v
+    return conv
+
+
+def _int(minimum: int) -> Callable[[Any], int]:
+    def conv(v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"{v!r} is not an integer")
+        if v < minimum:
+            raise ValueError(f"{v!r} is below the minimum {minimum}")
+        return v
+    return conv
+
+
+def _bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ValueError(f"{v!r} is not true or false")
+    return v
+
+
+def _positive_duration(v: Any) -> float:
+    d = parse_duration(v)
+    if d <= 0:
+        raise ValueError(f"{v!r} must be longer than zero")
+    return d
+
+
+def _patterns(v: Any) -> tuple[str, ...]:
+    if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+        raise ValueError(f"{v!r} is not a list of glob patterns")
+    return tuple(v)
+
+
+def _name(v: Any) -> str:
+    if not isinstance(v, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", v):
+        raise ValueError(f"{v!r} is not a name (letters, digits, '_', '.', '-')")
+    return v
+
+
+def _listen(v: Any) -> tuple[str, int]:
+    if not isinstance(v, str) or ":" not in v:
+        raise ValueError(f"{v!r} is not host:port")
+    host, _, port = v.rpartition(":")
+    host = host.strip("[]")
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{v!r} has no valid port")
+    return host or "127.0.0.1", int(port)
+
+
+def _device(v: Any) -> str:
+    if v == "cpu":
+        return "cpu"
+    if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+        return str(v)
+    if isinstance(v, str) and v.isdigit():
+        return v
+    raise ValueError(f"{v!r} is not a device (cpu, or a CUDA device id 0, 1, ...)")
+
+
+def _is_within(child: Path, parent: Path) -> bool:
+    try:
+        child.relative_to(parent)
+        return True
+    except ValueError:
+        return False
+
+
+_TOP_KEYS = {"state_dir", "temp_dir", "models_dir", "watches", "workers", "metrics",
+             "retention", "log", "models", "ffmpeg", "provenance"}
+_WATCH_KEYS = {"name", "inbox", "output", "done", "failed", "mode", "poll_interval",
+               "rescan_interval", "settle", "sidecar_wait", "include", "ignore",
+               "source_roots", "defaults"}
+_WORKER_KEYS = {"devices", "providers", "cpu_threads", "max_attempts", "retry_backoff", "lease",
+                "job_timeout", "grace_period", "ram_limit", "vram_limit", "max_pixels",
+                "recycle_after"}
+_RETENTION_KEYS = {"interval", "temp_max_age", "done_max_age", "failed_max_age",
+                   "jobs_max_age", "min_free_disk"}
+
+
+def _read_watch(r: _Reader, raw: Any, path: str, index: int,
+                known_models: dict[str, str]) -> WatchSettings | None:
+    raw = r.section(raw, path, _WATCH_KEYS)
+    if not raw and not isinstance(raw, dict):
+        return None
+    d = WatchSettings
+    name = r.get(raw, "name", path, _name, f"watch{index}")
+    source_roots: tuple[Path, ...] = ()
+    if "source_roots" in raw:
+        roots = raw["source_roots"]
+        if not isinstance(roots, list) or not all(isinstance(x, str) for x in roots):
+            r.problem(f"{path}.source_roots", f"{roots!r} is not a list of paths")
+        else:
+            source_roots = tuple(r.path({"p": x}, "p", f"{path}.source_roots[{i}]", None)
+                                 for i, x in enumerate(roots))
+    defaults = raw.get("defaults", {}) or {}
+    if not isinstance(defaults, dict):
+        r.problem(f"{path}.defaults", "must be a mapping of sidecar settings")
+        defaults = {}
+    else:
+        r.problems.extend(jobspec.validate(defaults, f"{path}.defaults", known_models))
+    return WatchSettings(
+        name=name,
+        inbox=r.path(raw, "inbox", path, None),
+        output=r.path(raw, "output", path, None),
+        done=r.path(raw, "done", path, None),
+        failed=r.path(raw, "failed", path, None),
+        mode=r.get(raw, "mode", path, _choice(WATCH_MODES), d.mode),
+        poll_interval=r.get(raw, "poll_interval", path, _positive_duration, d.poll_interval),
+        rescan_interval=r.get(raw, "rescan_interval", path, _positive_duration, d.rescan_interval),
+        settle=r.get(raw, "settle", path, parse_duration, d.settle),
+        sidecar_wait=r.get(raw, "sidecar_wait", path, parse_duration, d.sidecar_wait),
+        include=r.get(raw, "include", path, _patterns, DEFAULT_INCLUDE),
+        ignore=r.get(raw, "ignore", path, _patterns, DEFAULT_IGNORE),
+        source_roots=source_roots,
+        defaults=copy.deepcopy(defaults),
+    )
+
+
+def _read_models(r: _Reader, raw: Any) -> tuple[CustomModel, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        r.problem("models", "must be a mapping of model name -> {path, kind, sha256}")
+        return ()
+    out = []
+    for name, spec in raw.items():
+        path = f"models.{name}"
+        spec = r.section(spec, path, {"path", "kind", "sha256"})
+        if not isinstance(spec, dict) or not spec:
+            if spec == {}:
+                r.problem(path, "needs path and kind")
+            continue
+        sha = spec.get("sha256")
+        if sha is not None and not (isinstance(sha, str) and re.fullmatch(r"[0-9a-fA-F]{64}", sha)):
+            r.problem(f"{path}.sha256", f"{sha!r} is not a sha256 hex digest")
+            sha = None
+        out.append(CustomModel(
+            name=str(name),
+            path=r.path(spec, "path", path, None),
+            kind=r.get(spec, "kind", path, _choice(MODEL_KINDS), "detector") if "kind" in spec
+            else (r.problem(f"{path}.kind", "is required") or "detector"),
+            sha256=sha.lower() if sha else None,
+        ))
+    return tuple(out)
+
+
+def _check_folders(r: _Reader, state_dir: Path, temp_dir: Path,
+                   watches: list[WatchSettings]) -> None:
+    owners: dict[Path, str] = {}
+    for i, w in enumerate(watches):
+        path = f"watches[{i}]"
+        folders = w.folders()
+        for a, pa in folders.items():
+            for b, pb in folders.items():
+                if a < b and (pa == pb):
+                    r.problem(f"{path}.{b}", f"is the same folder as {a} ({pa})")
+                elif a != b and pa != pb and _is_within(pa, pb):
+                    r.problem(f"{path}.{a}", f"{pa} is inside {b} ({pb}); the four folders must not nest")
+        for key, p in folders.items():
+            for other, owner in owners.items():
+                if p == other or _is_within(p, other) or _is_within(other, p):
+                    r.problem(f"{path}.{key}", f"{p} overlaps a folder of {owner}")
+        for key, p in folders.items():
+            owners[p] = f"watches[{i}] ({w.name}).{key}"
+        for key, p in (("state_dir", state_dir), ("temp_dir", temp_dir)):
+            if _is_within(p, w.inbox):
+                r.problem(key, f"{p} is inside the inbox of watch {w.name!r}; it must be a local folder outside every share")
+    names = [w.name for w in watches]
+    for i, n in enumerate(names):
+        if n in names[:i]:
+            r.problem(f"watches[{i}].name", f"{n!r} is used by another watch")
+
+
+def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
+    """Validate a parsed YAML document; raises ConfigError with every problem."""
+    r = _Reader(base)
+    where = str(source) if source else "<config>"
+    if not isinstance(raw, dict):
+        raise ConfigError(where, ["(top): the config must be a YAML mapping"])
+    r.section(raw, "", _TOP_KEYS)
+    state_dir = r.path(raw, "state_dir", "", None)
+    temp_dir = r.path(raw, "temp_dir", "", None)
+    models_dir = r.path(raw, "models_dir", "", None)
+
+    models = _read_models(r, raw.get("models"))
+    known_models = {**jobspec.BUILTIN_MODEL_KINDS, **{m.name: m.kind for m in models}}
+    watches: list[WatchSettings] = []
+    raw_watches = raw.get("watches")
+    if not isinstance(raw_watches, list) or not raw_watches:
+        r.problem("watches", "must be a non-empty list of watches")
+    else:
+        for i, rw in enumerate(raw_watches):
+            w = _read_watch(r, rw, f"watches[{i}]", i, known_models)
+            if w is not None:
+                watches.append(w)
+    _check_folders(r, state_dir, temp_dir, watches)
+
+    rw = r.section(raw.get("workers"), "workers", _WORKER_KEYS)
+    d = WorkerSettings
+    devices = d.devices
+    if "devices" in rw:
+        if not isinstance(rw["devices"], list) or not rw["devices"]:
+            r.problem("workers.devices", "must be a non-empty list (cpu, or CUDA device ids)")
+        else:
+            devices = tuple(r.get({"d": v}, "d", f"workers.devices[{i}]", _device, "cpu")
+                            for i, v in enumerate(rw["devices"]))
+    providers = d.providers
+    if "providers" in rw:
+        if not isinstance(rw["providers"], list) or not rw["providers"]:
+            r.problem("workers.providers", "must be a non-empty list of cuda, cpu")
+        else:
+            providers = tuple(r.get({"p": v}, "p", f"workers.providers[{i}]", _choice(PROVIDERS), "cpu")
+                              for i, v in enumerate(rw["providers"]))
+    workers = WorkerSettings(
+        devices=devices,
+        providers=providers,
+        cpu_threads=r.get(rw, "cpu_threads", "workers", _int(0), d.cpu_threads),
+        max_attempts=r.get(rw, "max_attempts", "workers", _int(1), d.max_attempts),
+        retry_backoff=r.get(rw, "retry_backoff", "workers", parse_duration, d.retry_backoff),
+        lease=r.get(rw, "lease", "workers", _positive_duration, d.lease),
+        job_timeout=r.get(rw, "job_timeout", "workers", _positive_duration, d.job_timeout),
+        grace_period=r.get(rw, "grace_period", "workers", parse_duration, d.grace_period),
+        ram_limit=r.get(rw, "ram_limit", "workers", parse_size, d.ram_limit),
+        vram_limit=r.get(rw, "vram_limit", "workers", parse_size, d.vram_limit),
+        max_pixels=r.get(rw, "max_pixels", "workers", _int(1), d.max_pixels),
+        recycle_after=r.get(rw, "recycle_after", "workers", _int(1), d.recycle_after),
+    )
+
+    rm = r.section(raw.get("metrics"), "metrics", {"enabled", "listen"})
+    host, port = r.get(rm, "listen", "metrics", _listen, ("127.0.0.1", 9808))
+    metrics = MetricsSettings(enabled=r.get(rm, "enabled", "metrics", _bool, True), host=host, port=port)
+
+    rr = r.section(raw.get("retention"), "retention", _RETENTION_KEYS)
+    dr = RetentionSettings
+    retention = RetentionSettings(
+        interval=r.get(rr, "interval", "retention", _positive_duration, dr.interval),
+        temp_max_age=r.get(rr, "temp_max_age", "retention", parse_duration, dr.temp_max_age),
+        done_max_age=r.get(rr, "done_max_age", "retention", parse_duration, dr.done_max_age),
+        failed_max_age=r.get(rr, "failed_max_age", "retention", parse_duration, dr.failed_max_age),
+        jobs_max_age=r.get(rr, "jobs_max_age", "retention", parse_duration, dr.jobs_max_age),
+        min_free_disk=r.get(rr, "min_free_disk", "retention", parse_size, dr.min_free_disk),
+    )
+
+    rl = r.section(raw.get("log"), "log", {"level", "format"})
+    log = LogSettings(level=r.get(rl, "level", "log", _choice(LOG_LEVELS), "info"),
+                      format=r.get(rl, "format", "log", _choice(LOG_FORMATS), "text"))
+
+    ffmpeg = raw.get("ffmpeg")
+    if ffmpeg is not None and not isinstance(ffmpeg, str):
+        r.problem("ffmpeg", f"{ffmpeg!r} is not a path to an ffmpeg executable")
+        ffmpeg = None
+    provenance = r.get(raw, "provenance", "", _bool, True)
+
+    if r.problems:
+        raise ConfigError(where, r.problems)
+    return Settings(source=source, state_dir=state_dir, temp_dir=temp_dir, models_dir=models_dir,
+                    watches=tuple(watches), workers=workers, metrics=metrics, retention=retention,
+                    log=log, models=models, ffmpeg=ffmpeg, provenance=provenance)
+
+
+def resolve_config_path(path: str | os.PathLike | None) -> Path:
+    """`-c PATH`, else $FFWATCHD_CONFIG; a usage error when neither is given."""
+    if path:
+        return Path(path)
+    env = os.environ.get(CONFIG_ENV)
+    if env:
+        return Path(env)
+    raise ConfigError("<config>", [f"no config given: use -c CONFIG or set {CONFIG_ENV}"])
+
+
+def load_config(path: str | os.PathLike | None = None) -> Settings:
+    """Read and validate a config file; relative paths resolve against its folder."""
+    p = resolve_config_path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(str(p), [f"(file): cannot read: {e.strerror or e}"]) from e
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(str(p), [f"(file): malformed YAML: {e}"]) from e
+    p_abs = p.resolve()
+    return load_settings(raw, p_abs.parent, p_abs)

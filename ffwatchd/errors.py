@@ -1,0 +1,34 @@
+"""Errors that reach users: each carries a kind and a plain sentence."""
+
+from __future__ import annotations
+
+# Error kinds recorded on failed jobs (DESIGN.md "Jobs").
+PERMANENT_KINDS = frozenset({
+    "bad_input", "no_face", "too_large", "no_sidecar", "bad_sidecar", "model_missing",
+    "cancelled", "outside_inbox",
+})
+TRANSIENT_KINDS = frozenset({
+    "memory", "timeout", "worker_crashed", "internal", "io", "disk_full",
+})
+
+
+class JobError(Exception):
+    """A job failed; `kind` is machine-readable, the message is for people."""
+
+    def __init__(self, kind: str, message: str, *, transient: bool | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.transient = kind in TRANSIENT_KINDS if transient is None else transient
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+
+class ConfigError(Exception):
+    """A config file was refused; `problems` lists every `key.path: reason`."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = list(problems)
+        super().__init__(f"{source}: invalid config:\n" + "\n".join(f"  - {p}" for p in problems))
