@@ -1,0 +1,489 @@
+"""The SQLite job table: enqueue, claim with a lease, heartbeat, finish, fail, retry, cancel.
+
+One WAL database on local disk, shared by the supervisor, the workers and the command line.
+Every method is one transaction; the ones that change state run under `BEGIN IMMEDIATE`.
+The queue sits behind these few verbs so another dispatch engine could take its place.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+STATES = ("queued", "running", "done", "failed", "cancelled")
+FINISHED = ("done", "failed", "cancelled")
+KINDS = ("image", "video")
+
+_MIGRATIONS: list[str] = [
+    # 1: the job table
+    """
+    CREATE TABLE jobs (
+        id              INTEGER PRIMARY KEY,
+        watch           TEXT    NOT NULL,
+        rel_path        TEXT    NOT NULL,
+        size            INTEGER NOT NULL,
+        mtime           REAL    NOT NULL,
+        content_hash    TEXT    NOT NULL,
+        kind            TEXT    NOT NULL CHECK (kind IN ('image', 'video')),
+        priority        INTEGER NOT NULL DEFAULT 0,
+        spec            TEXT    NOT NULL,            -- JSON: the effective sidecar snapshot
+        sources         TEXT    NOT NULL,            -- JSON: [{path, sha256}]
+        sidecars        TEXT    NOT NULL DEFAULT '[]',  -- JSON: the sidecar files merged
+        state           TEXT    NOT NULL CHECK (state IN ('queued', 'running', 'done', 'failed', 'cancelled')),
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        max_attempts    INTEGER NOT NULL,
+        not_before      REAL    NOT NULL DEFAULT 0,
+        lease_owner     TEXT,
+        lease_until     REAL,
+        progress_done   INTEGER,
+        progress_total  INTEGER,
+        created_at      REAL    NOT NULL,
+        queued_at       REAL    NOT NULL,
+        started_at      REAL,
+        finished_at     REAL,
+        output_path     TEXT,
+        error_kind      TEXT,
+        error_message   TEXT,
+        filing          TEXT,                        -- JSON: the finalisation under way
+        worker          TEXT,                        -- JSON: device and provider of the last worker
+        UNIQUE (watch, rel_path, content_hash)
+    ) STRICT;
+    CREATE INDEX jobs_ready ON jobs (priority DESC, queued_at, id) WHERE state = 'queued';
+    CREATE INDEX jobs_running ON jobs (lease_until) WHERE state = 'running';
+    CREATE INDEX jobs_state_finished ON jobs (state, finished_at);
+    """,
+]
+
+
+class TransitionError(Exception):
+    """A state change the job's current state does not allow."""
+
+
+class NotFound(KeyError):
+    """No job with that id."""
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    watch: str
+    rel_path: str
+    size: int
+    mtime: float
+    content_hash: str
+    kind: str
+    priority: int
+    spec: dict
+    sources: list
+    sidecars: list
+    state: str
+    attempts: int
+    max_attempts: int
+    not_before: float
+    lease_owner: str | None
+    lease_until: float | None
+    progress_done: int | None
+    progress_total: int | None
+    created_at: float
+    queued_at: float
+    started_at: float | None
+    finished_at: float | None
+    output_path: str | None
+    error_kind: str | None
+    error_message: str | None
+    filing: dict | None
+    worker: dict | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+_JSON_COLUMNS = {"spec", "sources", "sidecars", "filing", "worker"}
+
+
+def _job(row: sqlite3.Row) -> Job:
+    values = {k: (json.loads(row[k]) if k in _JSON_COLUMNS and row[k] is not None else row[k])
+              for k in row.keys()}
+    return Job(**values)
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """What a heartbeat found: `ok`, `cancelled` (stop now) or `lost` (someone else owns it)."""
+    status: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass
+class Stats:
+    """Counters since this store was opened (fed to metrics by the caller)."""
+    expired_leases: int = 0
+    retries: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class JobStore:
+    """The job table. Safe to use from several threads of one process and from many processes."""
+
+    def __init__(self, path: str | Path, *, max_attempts: int = 3, retry_backoff: float = 30.0,
+                 busy_timeout: float = 30.0, clock: Callable[[], float] = time.time) -> None:
+        self.path = Path(path)
+        self.max_attempts = max_attempts
+        self.retry_backoff = retry_backoff
+        self.clock = clock
+        self.stats = Stats()
+        self._lock = threading.RLock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(self.path), timeout=busy_timeout, isolation_level=None,
+                                   check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        self._db.execute("PRAGMA foreign_keys = ON")
+        mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if mode.lower() != "wal":
+            raise sqlite3.OperationalError(f"{self.path}: WAL mode refused (got {mode}); is it on a network filesystem?")
+        self._db.execute("PRAGMA synchronous = NORMAL")
+        self._migrate()
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> "JobStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _migrate(self) -> None:
+        with self._write():
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version > len(_MIGRATIONS):
+                raise RuntimeError(f"{self.path}: schema version {version} is newer than this ffwatchd "
+                                   f"knows ({len(_MIGRATIONS)}); upgrade ffwatchd")
+            for i in range(version, len(_MIGRATIONS)):
+                for statement in _MIGRATIONS[i].split(";"):
+                    if statement.strip():
+                        self._db.execute(statement)
+                self._db.execute(f"PRAGMA user_version = {i + 1}")
+
+    def schema_version(self) -> int:
+        return self._db.execute("PRAGMA user_version").fetchone()[0]
+
+    class _Tx:
+        def __init__(self, store: "JobStore", durable: bool) -> None:
+            self.store, self.durable = store, durable
+
+        def __enter__(self) -> sqlite3.Connection:
+            self.store._lock.acquire()
+            db = self.store._db
+            try:
+                if self.durable:
+                    db.execute("PRAGMA synchronous = FULL")
+                db.execute("BEGIN IMMEDIATE")
+            except BaseException:
+                self.store._lock.release()
+                raise
+            return db
+
+        def __exit__(self, exc_type: object, *rest: object) -> None:
+            db = self.store._db
+            try:
+                db.execute("ROLLBACK" if exc_type else "COMMIT")
+                if self.durable:
+                    db.execute("PRAGMA synchronous = NORMAL")
+            finally:
+                self.store._lock.release()
+
+    def _write(self, durable: bool = False) -> "JobStore._Tx":
+        """One write transaction; `durable` syncs it to disk (transitions that gate file moves)."""
+        return JobStore._Tx(self, durable)
+
+    def _row(self, db: sqlite3.Connection, job_id: int) -> sqlite3.Row:
+        row = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise NotFound(job_id)
+        return row
+
+    # -- the queue verbs -----------------------------------------------------------------
+
+    def enqueue(self, *, watch: str, rel_path: str, size: int, mtime: float, content_hash: str,
+                kind: str, spec: dict, sources: Sequence[dict] = (), sidecars: Sequence[str] = (),
+                priority: int = 0, max_attempts: int | None = None) -> tuple[Job, bool]:
+        """Add a queued job; the same watch + path + content returns the existing job.
+
+        Returns (job, created)."""
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        now = self.clock()
+        with self._write() as db:
+            row = db.execute(
+                """INSERT INTO jobs (watch, rel_path, size, mtime, content_hash, kind, priority, spec,
+                                     sources, sidecars, state, max_attempts, created_at, queued_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)
+                   ON CONFLICT (watch, rel_path, content_hash) DO NOTHING
+                   RETURNING *""",
+                (watch, rel_path, size, mtime, content_hash, kind, priority, json.dumps(spec),
+                 json.dumps(list(sources)), json.dumps(list(sidecars)),
+                 max_attempts or self.max_attempts, now, now)).fetchone()
+            if row is not None:
+                return _job(row), True
+            row = db.execute("SELECT * FROM jobs WHERE watch = ? AND rel_path = ? AND content_hash = ?",
+                             (watch, rel_path, content_hash)).fetchone()
+            return _job(row), False
+
+    def record_failure(self, *, watch: str, rel_path: str, size: int, mtime: float, content_hash: str,
+                       kind: str, error_kind: str, message: str, spec: dict | None = None,
+                       sidecars: Sequence[str] = ()) -> tuple[Job, bool]:
+        """A file refused before it could run (bad input, bad sidecar): a job born `failed`.
+
+        Idempotent like `enqueue`; returns (job, created)."""
+        now = self.clock()
+        kind = kind if kind in KINDS else "image"
+        with self._write(durable=True) as db:
+            row = db.execute(
+                """INSERT INTO jobs (watch, rel_path, size, mtime, content_hash, kind, spec, sources,
+                                     sidecars, state, max_attempts, created_at, queued_at, finished_at,
+                                     error_kind, error_message)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, '[]', ?, 'failed', ?, ?, ?, ?, ?, ?)
+                   ON CONFLICT (watch, rel_path, content_hash) DO NOTHING
+                   RETURNING *""",
+                (watch, rel_path, size, mtime, content_hash, kind, json.dumps(spec or {}),
+                 json.dumps(list(sidecars)), self.max_attempts, now, now, now, error_kind,
+                 message)).fetchone()
+            if row is not None:
+                return _job(row), True
+            row = db.execute("SELECT * FROM jobs WHERE watch = ? AND rel_path = ? AND content_hash = ?",
+                             (watch, rel_path, content_hash)).fetchone()
+            return _job(row), False
+
+    def _expire_leases(self, db: sqlite3.Connection, now: float) -> list[int]:
+        """Running jobs whose lease ran out go back to the queue, or fail on their last attempt."""
+        rows = db.execute(
+            """UPDATE jobs SET
+                 state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
+                 finished_at = CASE WHEN attempts >= max_attempts THEN :now ELSE NULL END,
+                 queued_at = CASE WHEN attempts >= max_attempts THEN queued_at ELSE :now END,
+                 error_kind = 'worker_crashed',
+                 error_message = 'the worker holding this job stopped heartbeating (lease of ' ||
+                                 ifnull(lease_owner, '?') || ' expired)',
+                 lease_owner = CASE WHEN attempts >= max_attempts THEN lease_owner ELSE NULL END,
+                 lease_until = NULL
+               WHERE state = 'running' AND lease_until < :now
+               RETURNING id""", {"now": now}).fetchall()
+        self.stats.expired_leases += len(rows)
+        return [r[0] for r in rows]
+
+    def requeue_expired(self) -> list[int]:
+        """Hand expired leases back to the queue (or fail them when out of attempts)."""
+        with self._write() as db:
+            return self._expire_leases(db, self.clock())
+
+    def claim(self, owner: str, lease: float, *, watches: Sequence[str] | None = None,
+              worker: dict | None = None) -> Job | None:
+        """Take the next ready job (highest priority, then oldest) with a lease, or None."""
+        now = self.clock()
+        watch_filter, params = "", {"now": now, "owner": owner, "until": now + lease,
+                                     "worker": json.dumps(worker) if worker else None}
+        if watches is not None:
+            if not watches:
+                return None
+            names = {f"w{i}": w for i, w in enumerate(watches)}
+            watch_filter = f"AND watch IN ({', '.join(':' + k for k in names)})"
+            params.update(names)
+        with self._write() as db:
+            self._expire_leases(db, now)
+            row = db.execute(
+                f"""UPDATE jobs SET state = 'running', lease_owner = :owner, lease_until = :until,
+                                    attempts = attempts + 1, started_at = :now,
+                                    worker = ifnull(:worker, worker)
+                    WHERE id = (SELECT id FROM jobs
+                                WHERE state = 'queued' AND not_before <= :now {watch_filter}
+                                ORDER BY priority DESC, queued_at, id LIMIT 1)
+                    RETURNING *""", params).fetchone()
+            return _job(row) if row is not None else None
+
+    def heartbeat(self, job_id: int, owner: str, lease: float, *,
+                  progress: tuple[int, int] | None = None) -> Heartbeat:
+        """Extend the lease while `owner` still holds it; tells a cancelled job to stop."""
+        now = self.clock()
+        with self._write() as db:
+            row = db.execute("SELECT state, lease_owner FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None or row["lease_owner"] != owner:
+                return Heartbeat("lost")
+            if row["state"] == "cancelled":
+                return Heartbeat("cancelled")
+            if row["state"] != "running":
+                return Heartbeat("lost")
+            if progress is not None:
+                db.execute("""UPDATE jobs SET lease_until = ?, progress_done = ?, progress_total = ?
+                              WHERE id = ?""", (now + lease, progress[0], progress[1], job_id))
+            else:
+                db.execute("UPDATE jobs SET lease_until = ? WHERE id = ?", (now + lease, job_id))
+            return Heartbeat("ok")
+
+    def _owned(self, db: sqlite3.Connection, job_id: int, owner: str) -> sqlite3.Row:
+        row = self._row(db, job_id)
+        if row["state"] != "running" or row["lease_owner"] != owner:
+            raise TransitionError(f"job {job_id} is {row['state']} and not held by {owner} "
+                                  f"(lease owner {row['lease_owner']})")
+        return row
+
+    def set_filing(self, job_id: int, owner: str, filing: dict | None) -> None:
+        """Record the finalisation about to happen, durably, before any file moves."""
+        with self._write(durable=True) as db:
+            self._owned(db, job_id, owner)
+            db.execute("UPDATE jobs SET filing = ? WHERE id = ?",
+                       (json.dumps(filing) if filing is not None else None, job_id))
+
+    def set_output(self, job_id: int, output_path: str | None) -> None:
+        with self._write(durable=True) as db:
+            db.execute("UPDATE jobs SET output_path = ? WHERE id = ?", (output_path, job_id))
+
+    def finish(self, job_id: int, owner: str, *, output_path: str | None) -> Job:
+        """running -> done, only by the lease owner."""
+        now = self.clock()
+        with self._write(durable=True) as db:
+            self._owned(db, job_id, owner)
+            row = db.execute(
+                """UPDATE jobs SET state = 'done', finished_at = ?, output_path = ?, lease_until = NULL,
+                                   error_kind = NULL, error_message = NULL,
+                                   progress_done = ifnull(progress_total, progress_done)
+                   WHERE id = ? RETURNING *""", (now, output_path, job_id)).fetchone()
+            return _job(row)
+
+    def fail(self, job_id: int, owner: str, *, error_kind: str, message: str,
+             transient: bool) -> Job:
+        """running -> queued after backoff (transient, attempts left) or -> failed (final)."""
+        now = self.clock()
+        with self._write(durable=True) as db:
+            row = self._owned(db, job_id, owner)
+            if transient and row["attempts"] < row["max_attempts"]:
+                delay = self.retry_backoff * (2 ** max(0, row["attempts"] - 1))
+                self.stats.retries += 1
+                row = db.execute(
+                    """UPDATE jobs SET state = 'queued', not_before = ?, queued_at = ?, lease_owner = NULL,
+                                       lease_until = NULL, error_kind = ?, error_message = ?, filing = NULL
+                       WHERE id = ? RETURNING *""",
+                    (now + delay, now, error_kind, message, job_id)).fetchone()
+            else:
+                row = db.execute(
+                    """UPDATE jobs SET state = 'failed', finished_at = ?, lease_until = NULL,
+                                       error_kind = ?, error_message = ?
+                       WHERE id = ? RETURNING *""", (now, error_kind, message, job_id)).fetchone()
+            return _job(row)
+
+    def release(self, job_id: int, owner: str) -> Job:
+        """running -> queued at once, attempt not counted (graceful shutdown)."""
+        now = self.clock()
+        with self._write(durable=True) as db:
+            self._owned(db, job_id, owner)
+            row = db.execute(
+                """UPDATE jobs SET state = 'queued', attempts = max(0, attempts - 1), queued_at = ?,
+                                   not_before = 0, lease_owner = NULL, lease_until = NULL
+                   WHERE id = ? RETURNING *""", (now, job_id)).fetchone()
+            return _job(row)
+
+    # -- operator verbs ----------------------------------------------------------------------
+
+    def retry(self, job_id: int) -> Job:
+        """failed or cancelled -> queued, with a fresh count of attempts."""
+        now = self.clock()
+        with self._write(durable=True) as db:
+            row = self._row(db, job_id)
+            if row["state"] not in ("failed", "cancelled"):
+                raise TransitionError(f"job {job_id} is {row['state']}: only failed or cancelled jobs can be retried")
+            row = db.execute(
+                """UPDATE jobs SET state = 'queued', attempts = 0, not_before = 0, queued_at = ?,
+                                   finished_at = NULL, lease_owner = NULL, lease_until = NULL,
+                                   error_kind = NULL, error_message = NULL, filing = NULL,
+                                   output_path = NULL, progress_done = NULL, progress_total = NULL
+                   WHERE id = ? RETURNING *""", (now, job_id)).fetchone()
+            return _job(row)
+
+    def cancel(self, job_id: int) -> Job:
+        """queued or running -> cancelled; a running job's owner sees it at its next heartbeat."""
+        now = self.clock()
+        with self._write(durable=True) as db:
+            row = self._row(db, job_id)
+            if row["state"] not in ("queued", "running"):
+                raise TransitionError(f"job {job_id} is {row['state']}: only queued or running jobs can be cancelled")
+            row = db.execute(
+                """UPDATE jobs SET state = 'cancelled', finished_at = ?, lease_until = NULL,
+                                   error_kind = 'cancelled', error_message = 'cancelled by an operator'
+                   WHERE id = ? RETURNING *""", (now, job_id)).fetchone()
+            return _job(row)
+
+    def purge(self, older_than: float, states: Sequence[str] = FINISHED) -> int:
+        """Forget finished jobs that finished more than `older_than` seconds ago."""
+        bad = [s for s in states if s not in FINISHED]
+        if bad:
+            raise ValueError(f"only finished jobs can be purged ({', '.join(FINISHED)}), not {', '.join(bad)}")
+        cutoff = self.clock() - older_than
+        marks = ", ".join("?" for _ in states)
+        with self._write() as db:
+            cur = db.execute(f"DELETE FROM jobs WHERE state IN ({marks}) AND finished_at < ?",
+                             (*states, cutoff))
+            return cur.rowcount
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get(self, job_id: int) -> Job:
+        with self._lock:
+            return _job(self._row(self._db, job_id))
+
+    def find(self, watch: str, rel_path: str, content_hash: str) -> Job | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM jobs WHERE watch = ? AND rel_path = ? AND content_hash = ?",
+                                   (watch, rel_path, content_hash)).fetchone()
+        return _job(row) if row is not None else None
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            rows = self._db.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall()
+        out = {s: 0 for s in STATES}
+        out.update({r[0]: r[1] for r in rows})
+        return out
+
+    def list(self, *, state: str | None = None, watch: str | None = None, limit: int = 100,
+             order: str = "id DESC") -> list[Job]:
+        if state is not None and state not in STATES:
+            raise ValueError(f"unknown state {state!r} (one of {', '.join(STATES)})")
+        where, params = [], []
+        if state:
+            where.append("state = ?")
+            params.append(state)
+        if watch:
+            where.append("watch = ?")
+            params.append(watch)
+        sql = "SELECT * FROM jobs" + (" WHERE " + " AND ".join(where) if where else "")
+        sql += f" ORDER BY {order} LIMIT ?"
+        with self._lock:
+            rows = self._db.execute(sql, (*params, limit)).fetchall()
+        return [_job(r) for r in rows]
+
+    def iter_jobs(self, states: Sequence[str]) -> Iterator[Job]:
+        marks = ", ".join("?" for _ in states)
+        with self._lock:
+            rows = self._db.execute(f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY id",
+                                    tuple(states)).fetchall()
+        return iter([_job(r) for r in rows])
+
+    def oldest_queued_at(self) -> float | None:
+        with self._lock:
+            row = self._db.execute("SELECT min(queued_at) FROM jobs WHERE state = 'queued'").fetchone()
+        return row[0]
+
+    def integrity_check(self) -> str:
+        with self._lock:
+            return self._db.execute("PRAGMA integrity_check").fetchone()[0]
