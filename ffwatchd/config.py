@@ -193,13 +193,23 @@ class _Reader:
             self.problem(_join(path, key), str(e))
             return default
 
+    def value(self, value: Any, path: str, conv: Callable[[Any], Any], default: Any) -> Any:
+        """Convert one value found at `path` (a list item, say)."""
+        try:
+            return conv(value)
+        except (ValueError, TypeError) as e:
+            self.problem(path, str(e))
+            return default
+
     def path(self, raw: dict, key: str, path: str, default: str | None) -> Path:
-        value = raw.get(key, default)
+        return self.path_value(raw.get(key, default), _join(path, key))
+
+    def path_value(self, value: Any, path: str) -> Path:
         if value is None:
-            self.problem(_join(path, key), "is required")
+            self.problem(path, "is required")
             return Path("/nonexistent")
         if not isinstance(value, str) or not value.strip():
-            self.problem(_join(path, key), f"{value!r} is not a path")
+            self.problem(path, f"{value!r} is not a path")
             return Path("/nonexistent")
         p = Path(os.path.expanduser(value))
         return Path(os.path.normpath(p if p.is_absolute() else self.base / p))
@@ -305,7 +315,7 @@ def _read_watch(r: _Reader, raw: Any, path: str, index: int,
         if not isinstance(roots, list) or not all(isinstance(x, str) for x in roots):
             r.problem(f"{path}.source_roots", f"{roots!r} is not a list of paths")
         else:
-            source_roots = tuple(r.path({"p": x}, "p", f"{path}.source_roots[{i}]", None)
+            source_roots = tuple(r.path_value(x, f"{path}.source_roots[{i}]")
                                  for i, x in enumerate(roots))
     defaults = raw.get("defaults", {}) or {}
     if not isinstance(defaults, dict):
@@ -417,14 +427,14 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
         if not isinstance(rw["devices"], list) or not rw["devices"]:
             r.problem("workers.devices", "must be a non-empty list (cpu, or CUDA device ids)")
         else:
-            devices = tuple(r.get({"d": v}, "d", f"workers.devices[{i}]", _device, "cpu")
+            devices = tuple(r.value(v, f"workers.devices[{i}]", _device, "cpu")
                             for i, v in enumerate(rw["devices"]))
     providers = d.providers
     if "providers" in rw:
         if not isinstance(rw["providers"], list) or not rw["providers"]:
             r.problem("workers.providers", "must be a non-empty list of cuda, cpu")
         else:
-            providers = tuple(r.get({"p": v}, "p", f"workers.providers[{i}]", _choice(PROVIDERS), "cpu")
+            providers = tuple(r.value(v, f"workers.providers[{i}]", _choice(PROVIDERS), "cpu")
                               for i, v in enumerate(rw["providers"]))
     workers = WorkerSettings(
         devices=devices,

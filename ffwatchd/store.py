@@ -268,21 +268,37 @@ class JobStore:
             return _job(row), False
 
     def _expire_leases(self, db: sqlite3.Connection, now: float) -> list[int]:
-        """Running jobs whose lease ran out go back to the queue, or fail on their last attempt."""
+        """Running jobs whose lease ran out go back to the queue.
+
+        They always go back, even on their last attempt: the next claimer sees
+        `attempts >= max_attempts` with error_kind `worker_crashed` and files the original
+        to failed/ properly, so no original is left behind in the inbox."""
         rows = db.execute(
-            """UPDATE jobs SET
-                 state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
-                 finished_at = CASE WHEN attempts >= max_attempts THEN :now ELSE NULL END,
-                 queued_at = CASE WHEN attempts >= max_attempts THEN queued_at ELSE :now END,
+            """UPDATE jobs SET state = 'queued', queued_at = :now, not_before = 0,
                  error_kind = 'worker_crashed',
                  error_message = 'the worker holding this job stopped heartbeating (lease of ' ||
                                  ifnull(lease_owner, '?') || ' expired)',
-                 lease_owner = CASE WHEN attempts >= max_attempts THEN lease_owner ELSE NULL END,
-                 lease_until = NULL
+                 lease_owner = NULL, lease_until = NULL
                WHERE state = 'running' AND lease_until < :now
                RETURNING id""", {"now": now}).fetchall()
         self.stats.expired_leases += len(rows)
         return [r[0] for r in rows]
+
+    def requeue_dead_owners(self, is_alive: Callable[[str], bool]) -> list[int]:
+        """Running jobs whose owner is known dead (e.g. after a restart) go back at once."""
+        now = self.clock()
+        with self._write() as db:
+            rows = db.execute("SELECT id, lease_owner FROM jobs WHERE state = 'running'").fetchall()
+            dead = [r["id"] for r in rows if not is_alive(r["lease_owner"] or "")]
+            for job_id in dead:
+                db.execute(
+                    """UPDATE jobs SET state = 'queued', queued_at = ?, not_before = 0,
+                         error_kind = 'worker_crashed',
+                         error_message = 'the worker holding this job died (' || ifnull(lease_owner, '?') || ')',
+                         lease_owner = NULL, lease_until = NULL
+                       WHERE id = ?""", (now, job_id))
+            self.stats.expired_leases += len(dead)
+            return dead
 
     def requeue_expired(self) -> list[int]:
         """Hand expired leases back to the queue (or fail them when out of attempts)."""

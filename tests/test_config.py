@@ -1,0 +1,165 @@
+"""Config loading: units, defaults, relative paths, and every invalid file refused by key."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ffwatchd.config import load_config, parse_duration, parse_size
+from ffwatchd.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BASE = """
+state_dir: state
+temp_dir: tmp
+models_dir: models
+watches:
+  - name: studio
+    inbox: share/inbox
+    output: share/output
+    done: share/done
+    failed: share/failed
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "config.yaml"
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+@pytest.mark.parametrize("text,seconds", [("10s", 10), ("5m", 300), ("7d", 604800), ("2h", 7200),
+                                           ("250ms", 0.25), (3, 3), ("1.5s", 1.5)])
+def test_durations(text, seconds) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text,size", [("512MiB", 512 * 2**20), ("8GiB", 8 * 2**30), ("5GB", 5 * 10**9),
+                                       (1024, 1024), ("100B", 100)])
+def test_sizes(text, size) -> None:
+    assert parse_size(text) == size
+
+
+def test_minimal_config_gets_design_defaults_and_relative_paths(tmp_path: Path) -> None:
+    s = load_config(write(tmp_path, BASE))
+    w = s.watches[0]
+    assert w.inbox == tmp_path / "share/inbox" and s.state_dir == tmp_path / "state"
+    assert s.db_path == tmp_path / "state/ffwatchd.db"
+    assert (w.mode, w.settle, w.sidecar_wait, w.rescan_interval) == ("auto", 10, 120, 600)
+    assert s.workers.devices == ("cpu",) and s.workers.providers == ("cuda", "cpu")
+    assert s.workers.ram_limit == 8 * 2**30 and s.workers.max_attempts == 3
+    assert (s.metrics.host, s.metrics.port) == ("127.0.0.1", 9808)
+    assert s.retention.min_free_disk == 5 * 2**30 and s.log.format == "text"
+    with pytest.raises(Exception):
+        s.state_dir = Path("/")  # frozen
+
+
+def test_env_var_is_the_fallback(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("FFWATCHD_CONFIG", str(write(tmp_path, BASE)))
+    assert load_config(None).watches[0].name == "studio"
+    monkeypatch.delenv("FFWATCHD_CONFIG")
+    with pytest.raises(ConfigError, match="FFWATCHD_CONFIG"):
+        load_config(None)
+
+
+def test_example_config_loads() -> None:
+    s = load_config(ROOT / "config.example.yaml")
+    assert s.watches[0].inbox == ROOT / "var/share/inbox"
+    assert s.watches[0].defaults == {"processors": ["face_swapper"]}
+
+
+INVALID = [
+    # (change to BASE, key path expected in the message, words expected)
+    ("watches[0].settle", "    settle: ten\n", "'ten' is not a duration"),
+    ("watches[0].mode", "    mode: magic\n", "not one of auto, inotify, poll"),
+    ("watches[0].colour", "    colour: blue\n", "unknown key"),
+    ("watches[0].include", "    include: '*.jpg'\n", "not a list of glob patterns"),
+    ("watches[0].defaults.processors[0]", "    defaults: {processors: [face_melter]}\n", "face_melter"),
+    ("watches[0].defaults.face_swapper.model", "    defaults: {face_swapper: {model: nope}}\n",
+     "not a known swapper model"),
+    ("watches[0].defaults.face_detector.score", "    defaults: {face_detector: {score: 3}}\n",
+     "between 0.0 and 1.0"),
+    ("workers.ram_limit", "workers: {ram_limit: lots}\n", "not a size"),
+    ("workers.devices[0]", "workers: {devices: [gpu]}\n", "not a device"),
+    ("workers.providers[0]", "workers: {providers: [tensorrt]}\n", "not one of cuda, cpu"),
+    ("workers.max_attempts", "workers: {max_attempts: 0}\n", "below the minimum"),
+    ("workers.lease", "workers: {lease: 0s}\n", "longer than zero"),
+    ("metrics.listen", "metrics: {listen: 'localhost'}\n", "not host:port"),
+    ("retention.min_free_disk", "retention: {min_free_disk: -5}\n", "negative"),
+    ("log.format", "log: {format: xml}\n", "not one of text, json"),
+    ("colour", "colour: blue\n", "unknown key"),
+    ("models.mine.kind", "models: {mine: {path: m.onnx, kind: toaster}}\n", "not one of"),
+    ("models.mine.sha256", "models: {mine: {path: m.onnx, kind: detector, sha256: abc}}\n", "not a sha256"),
+]
+
+
+@pytest.mark.parametrize("key,extra,words", INVALID, ids=[k for k, _, _ in INVALID])
+def test_invalid_configs_name_the_key(tmp_path: Path, key: str, extra: str, words: str) -> None:
+    text = BASE + extra if not extra.startswith("    ") else BASE.rstrip("\n") + "\n" + extra
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, text))
+    assert any(p.startswith(f"{key}:") and words in p for p in e.value.problems), e.value.problems
+
+
+def test_every_problem_is_listed_at_once(tmp_path: Path) -> None:
+    text = BASE.rstrip("\n") + "\n    settle: ten\n    mode: magic\nworkers: {ram_limit: lots}\nlog: {level: loud}\n"
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, text))
+    keys = {p.split(":")[0] for p in e.value.problems}
+    assert {"watches[0].settle", "watches[0].mode", "workers.ram_limit", "log.level"} <= keys
+    assert "watches[0].settle" in str(e.value)
+
+
+@pytest.mark.parametrize("text,key,words", [
+    ("state_dir: share/inbox/state\n", "state_dir", "inside the inbox"),
+    ("temp_dir: share/inbox/.tmp\n", "temp_dir", "inside the inbox"),
+])
+def test_state_and_temp_outside_inbox(tmp_path: Path, text: str, key: str, words: str) -> None:
+    body = "\n".join(line for line in BASE.splitlines() if not line.startswith(key)) + "\n" + text
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, body))
+    assert any(p.startswith(f"{key}:") and words in p for p in e.value.problems), e.value.problems
+
+
+def test_folders_must_be_distinct_and_not_nested(tmp_path: Path) -> None:
+    text = BASE.replace("output: share/output", "output: share/inbox/out").replace(
+        "done: share/done", "done: share/failed")
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, text))
+    problems = "\n".join(e.value.problems)
+    assert "watches[0].output:" in problems and "inside inbox" in problems
+    assert "watches[0].failed:" in problems and "same folder as done" in problems
+
+
+def test_two_watches_may_not_share_a_folder(tmp_path: Path) -> None:
+    text = BASE + """  - name: second
+    inbox: share/inbox2
+    output: share/output
+    done: share/done2
+    failed: share/failed2
+  - name: studio
+    inbox: other/inbox
+    output: other/output
+    done: other/done
+    failed: other/failed
+"""
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, text))
+    problems = "\n".join(e.value.problems)
+    assert "watches[1].output:" in problems and "overlaps a folder of watches[0]" in problems
+    assert "watches[2].name:" in problems and "used by another watch" in problems
+
+
+@pytest.mark.parametrize("text,words", [("watches: [\n", "malformed YAML"), ("- a\n- b\n", "YAML mapping"),
+                                        ("state_dir: x\n", "watches: must be a non-empty list")])
+def test_unreadable_documents(tmp_path: Path, text: str, words: str) -> None:
+    with pytest.raises(ConfigError, match=words):
+        load_config(write(tmp_path, text))
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "nope.yaml")
