@@ -1,0 +1,66 @@
+"""`ffwatchd retention [--dry-run]`: one retention pass from the command line, as a table."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sqlite3
+import sys
+from typing import TextIO
+
+from ffwatchd.config import load_config, resolve_config_path
+from ffwatchd.diskguard import format_bytes
+from ffwatchd.errors import ConfigError
+from ffwatchd.retention import Deletion, format_age, run_retention, summarize
+from ffwatchd.store import JobStore
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list what would be removed and remove nothing")
+
+
+def format_table(deletions: list[Deletion], dry_run: bool) -> str:
+    """A readable table: what, age, size, path (or row count), reason."""
+    verb = "would remove" if dry_run else "removed"
+    if not deletions:
+        return f"nothing to remove{' (dry run)' if dry_run else ''}\n"
+    rows = [("WHAT", "AGE", "SIZE", "PATH", "REASON")]
+    for d in deletions:
+        where = str(d.path) if d.path is not None else f"{d.count} rows"
+        reason = d.reason if d.error is None else f"NOT REMOVED: {d.error} ({d.reason})"
+        rows.append((d.what, format_age(d.age_s), format_bytes(d.size) if d.size else "-", where, reason))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4] for r in rows]
+    totals = summarize(deletions)
+    failed = sum(1 for d in deletions if d.error is not None)
+    summary = ", ".join(f"{what}: {count} ({format_bytes(size)})" for what, (count, size) in totals.items())
+    lines.append(f"{verb}: {summary or 'nothing'}" + (f"; {failed} could not be removed" if failed else ""))
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """0: done (or nothing to do); 1: something could not be removed or read; 2: no config."""
+    out = out or sys.stdout
+    try:
+        path = resolve_config_path(getattr(args, "config", None))
+    except ConfigError as e:
+        print(f"ffwatchd retention: {e}", file=sys.stderr)
+        return 2
+    try:
+        settings = load_config(path)
+    except ConfigError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    dry_run = bool(getattr(args, "dry_run", False))
+    try:
+        with JobStore(settings.db_path, max_attempts=settings.workers.max_attempts,
+                      retry_backoff=settings.workers.retry_backoff) as store:
+            deletions = run_retention(settings, store, dry_run=dry_run)
+    except (sqlite3.Error, OSError) as e:
+        print(f"ffwatchd retention: retention failed (job table {settings.db_path}): {e}", file=sys.stderr)
+        return 1
+    out.write(format_table(deletions, dry_run))
+    return 1 if any(d.error is not None for d in deletions) else 0

@@ -1,0 +1,338 @@
+"""The Prometheus registry and endpoint: one registry in the supervisor, fed by the workers'
+reports and read from the job table and the folders' filesystems at scrape time."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram, Info,
+                               PlatformCollector, ProcessCollector, generate_latest,
+                               start_http_server)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from ffwatchd import __version__
+from ffwatchd.errors import PERMANENT_KINDS, TRANSIENT_KINDS
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from ffwatchd.store import JobStore
+
+log = logging.getLogger(__name__)
+
+# Buckets for waits and job durations from 50 ms to an hour (seconds).
+DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+                    600.0, 1200.0, 1800.0, 3600.0, float("inf"))
+
+# Every label value is drawn from a bounded set; anything else is counted as "other".
+JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
+JOB_KINDS = ("image", "video")
+OUTCOMES = ("done", "failed", "retried", "cancelled")
+ERROR_KINDS = tuple(sorted(PERMANENT_KINDS | TRANSIENT_KINDS)) + ("other",)
+RESTART_REASONS = ("crashed", "killed", "recycled", "memory", "timeout", "stalled", "other")
+RETRY_CAUSES = ("failure", "lease", "operator", "other")
+PROVIDERS = ("cuda", "tensorrt", "rocm", "migraphx", "openvino", "coreml", "dml", "cpu", "other")
+FOLDER_ROLES = ("inbox", "output", "done", "failed", "temp", "state")
+RETENTION_WHATS = ("temp", "done", "failed", "job_rows")
+
+
+def _bounded(value: str | None, allowed: tuple[str, ...], what: str) -> str:
+    """`value` when it is in `allowed`, else "other" (logged, so a new kind gets noticed)."""
+    if value in allowed:
+        return value  # type: ignore[return-value]
+    log.debug("metrics: %s %r is not a known label value; counted as 'other'", what, value)
+    return "other"
+
+
+def normalize_provider(provider: str) -> str:
+    """`CUDAExecutionProvider`, `cuda` or `CUDA` -> `cuda`; unknown ones -> `other`."""
+    name = provider.strip().lower()
+    if name.endswith("executionprovider"):
+        name = name[: -len("executionprovider")]
+    return _bounded(name, PROVIDERS, "execution provider")
+
+
+class _JobTableCollector(Collector):
+    """`ffwatchd_jobs{state}` and the oldest queued job's age, read from the table per scrape."""
+
+    def __init__(self, store: "JobStore") -> None:
+        self.store = store
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily("ffwatchd_job_table_up",
+                               "1 when the job table could be read at this scrape, else 0")
+        try:
+            counts = self.store.counts()
+            oldest = self.store.oldest_queued_at()
+        except sqlite3.Error as e:
+            log.warning("metrics: cannot read the job table: %s", e)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        jobs = GaugeMetricFamily("ffwatchd_jobs", "Jobs in the table by state", labels=["state"])
+        for state in JOB_STATES:
+            jobs.add_metric([state], counts.get(state, 0))
+        yield jobs
+        age = GaugeMetricFamily("ffwatchd_oldest_queued_job_age_seconds",
+                                "Seconds since the oldest queued job was queued (0 when none)")
+        age.add_metric([], max(0.0, time.time() - oldest) if oldest is not None else 0.0)
+        yield age
+
+    def describe(self) -> list[Metric]:
+        return []  # collected lazily: the table is only read when scraped
+
+
+class _DiskCollector(Collector):
+    """Free and total bytes of each watch folder's filesystem, via os.statvfs per scrape."""
+
+    def __init__(self, folders: dict[str, dict[str, Path]]) -> None:
+        self.folders = {w: dict(roles) for w, roles in folders.items()}
+        self._down: set[tuple[str, str]] = set()
+        for watch, roles in self.folders.items():
+            for role in roles:
+                if role not in FOLDER_ROLES:
+                    raise ValueError(f"metrics: folder role {role!r} of watch {watch!r} is not one "
+                                     f"of {', '.join(FOLDER_ROLES)}")
+
+    def collect(self) -> Iterator[Metric]:
+        free = GaugeMetricFamily("ffwatchd_disk_free_bytes",
+                                 "Bytes available to ffwatchd on the filesystem of a folder",
+                                 labels=["watch", "folder"])
+        size = GaugeMetricFamily("ffwatchd_disk_size_bytes",
+                                 "Total bytes of the filesystem of a folder", labels=["watch", "folder"])
+        up = GaugeMetricFamily("ffwatchd_folder_up",
+                               "1 when the folder's filesystem could be read at this scrape",
+                               labels=["watch", "folder"])
+        for watch, roles in self.folders.items():
+            for role, path in roles.items():
+                try:
+                    st = os.statvfs(path)
+                except OSError as e:
+                    if (watch, role) not in self._down:  # once per outage, not every scrape
+                        self._down.add((watch, role))
+                        log.warning("metrics: cannot read free space of the %s folder of %s (%s): %s",
+                                    role, watch, path, e.strerror or e)
+                    up.add_metric([watch, role], 0)
+                    continue
+                if (watch, role) in self._down:
+                    self._down.discard((watch, role))
+                    log.info("metrics: the %s folder of %s is readable again", role, watch)
+                up.add_metric([watch, role], 1)
+                free.add_metric([watch, role], st.f_bavail * st.f_frsize)
+                size.add_metric([watch, role], st.f_blocks * st.f_frsize)
+        yield free
+        yield size
+        yield up
+
+    def describe(self) -> list[Metric]:
+        return []
+
+
+class Metrics:
+    """The daemon's metrics. Every method is cheap and safe to call from any thread."""
+
+    def __init__(self, store: "JobStore | None" = None,
+                 folders: dict[str, dict[str, Path]] | None = None) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        self._lock = threading.Lock()
+        self._providers: dict[str, set[str]] = {}
+        self._server: "WSGIServer | None" = None
+        self._thread: threading.Thread | None = None
+        self.claiming_paused = False
+        self.claiming_pause_reason = ""
+
+        Info("ffwatchd_build", "ffwatchd version", registry=r).info({"version": __version__})
+        self.files_discovered = Counter("ffwatchd_files_discovered", "Files seen in the inboxes",
+                                        ["watch"], registry=r)
+        self.jobs_enqueued = Counter("ffwatchd_jobs_enqueued", "Jobs added to the queue",
+                                     ["watch"], registry=r)
+        self.jobs_finished = Counter("ffwatchd_jobs_finished",
+                                     "Job attempts that ended, by outcome (done|failed|retried|cancelled)",
+                                     ["watch", "kind", "outcome"], registry=r)
+        self.job_errors = Counter("ffwatchd_job_errors",
+                                  "Job attempts that ended in an error, by error kind; outcome is "
+                                  "failed (final) or retried", ["watch", "error_kind", "outcome"],
+                                  registry=r)
+        self.retries = Counter("ffwatchd_retries", "Jobs sent back to the queue for another attempt",
+                               ["watch", "cause"], registry=r)
+        self.leases_expired_total = Counter("ffwatchd_leases_expired",
+                                            "Running jobs whose worker stopped heartbeating",
+                                            registry=r)
+        self.bytes_processed_total = Counter("ffwatchd_bytes_processed",
+                                             "Bytes of input files processed", ["watch"], registry=r)
+        self.frames_processed_total = Counter("ffwatchd_frames_processed",
+                                              "Images and video frames processed", ["watch"],
+                                              registry=r)
+        self.worker_restarts = Counter("ffwatchd_worker_restarts",
+                                       "Worker processes restarted, by reason", ["device", "reason"],
+                                       registry=r)
+        self.retention_removed = Counter("ffwatchd_retention_removed",
+                                         "Items removed by retention (temp folders, done/failed "
+                                         "files, job rows)", ["what"], registry=r)
+        self.retention_removed_bytes = Counter("ffwatchd_retention_removed_bytes",
+                                               "Bytes freed by retention", ["what"], registry=r)
+        self.unsettled_files = Gauge("ffwatchd_unsettled_files",
+                                     "Files seen but not yet settled", ["watch"], registry=r)
+        self.busy_workers = Gauge("ffwatchd_busy_workers", "Workers running a job", registry=r)
+        self.worker_provider = Gauge("ffwatchd_worker_execution_provider",
+                                     "1 for the execution provider a worker really runs on, "
+                                     "0 for ones it had before", ["device", "provider"], registry=r)
+        self.claiming_paused_gauge = Gauge("ffwatchd_claiming_paused",
+                                           "1 while workers claim no new jobs (disk guard)",
+                                           registry=r)
+        self.last_success_gauge = Gauge("ffwatchd_last_success_timestamp_seconds",
+                                        "Unix time of the last job that finished done", registry=r)
+        self.job_duration = Histogram("ffwatchd_job_duration_seconds",
+                                      "Time a job attempt ran, claim to finish", ["watch", "kind"],
+                                      buckets=DURATION_BUCKETS, registry=r)
+        self.queue_wait = Histogram("ffwatchd_queue_wait_seconds",
+                                    "Time a job waited in the queue before it was claimed",
+                                    ["watch"], buckets=DURATION_BUCKETS, registry=r)
+        self._settle_wait = Histogram("ffwatchd_settle_wait_seconds",
+                                     "Time from first sight of a file to its settling",
+                                     ["watch"], buckets=DURATION_BUCKETS, registry=r)
+        if store is not None:
+            r.register(_JobTableCollector(store))
+        if folders:
+            r.register(_DiskCollector(folders))
+        for watch in folders or {}:
+            self._init_watch(watch)
+        for what in RETENTION_WHATS:
+            self.retention_removed.labels(what)
+            self.retention_removed_bytes.labels(what)
+
+    def _init_watch(self, watch: str) -> None:
+        """Create a watch's series at zero, so rates and alerts see them before the first event."""
+        for c in (self.files_discovered, self.jobs_enqueued, self.bytes_processed_total,
+                  self.frames_processed_total, self.queue_wait, self._settle_wait):
+            c.labels(watch)
+        self.unsettled_files.labels(watch)
+        for kind in JOB_KINDS:
+            self.job_duration.labels(watch, kind)
+            for outcome in OUTCOMES:
+                self.jobs_finished.labels(watch, kind, outcome)
+        for cause in RETRY_CAUSES:
+            self.retries.labels(watch, cause)
+
+    # -- what the daemon reports ----------------------------------------------------------
+
+    def file_discovered(self, watch: str) -> None:
+        self.files_discovered.labels(watch).inc()
+
+    def job_enqueued(self, watch: str) -> None:
+        self.jobs_enqueued.labels(watch).inc()
+
+    def settle_wait(self, watch: str, seconds: float) -> None:
+        self._settle_wait.labels(watch).observe(max(0.0, seconds))
+
+    def job_finished(self, watch: str, kind: str, outcome: str, duration_s: float,
+                     queue_wait_s: float, error_kind: str | None = None) -> None:
+        """One attempt ended. `retried` also counts a retry (cause "failure"); `done` sets the
+        last success time. Call it once per attempt, never for lease expiries."""
+        if outcome not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, not {outcome!r}")
+        kind = _bounded(kind, JOB_KINDS, "job kind")
+        self.jobs_finished.labels(watch, kind, outcome).inc()
+        self.job_duration.labels(watch, kind).observe(max(0.0, duration_s))
+        self.queue_wait.labels(watch).observe(max(0.0, queue_wait_s))
+        if outcome in ("failed", "retried"):
+            ek = _bounded(error_kind, ERROR_KINDS, "error kind")
+            self.job_errors.labels(watch, ek, outcome).inc()
+        if outcome == "retried":
+            self.retried(watch, "failure")
+        elif outcome == "done":
+            self.last_success()
+
+    def retried(self, watch: str, cause: str = "operator") -> None:
+        """A job went back to the queue outside `job_finished` (lease expiry, an operator)."""
+        self.retries.labels(watch, _bounded(cause, RETRY_CAUSES, "retry cause")).inc()
+
+    def leases_expired(self, n: int) -> None:
+        if n > 0:
+            self.leases_expired_total.inc(n)
+
+    def bytes_processed(self, watch: str, n: int) -> None:
+        if n > 0:
+            self.bytes_processed_total.labels(watch).inc(n)
+
+    def frames_processed(self, watch: str, n: int) -> None:
+        if n > 0:
+            self.frames_processed_total.labels(watch).inc(n)
+
+    def set_unsettled(self, watch: str, n: int) -> None:
+        self.unsettled_files.labels(watch).set(n)
+
+    def set_busy_workers(self, n: int) -> None:
+        self.busy_workers.set(n)
+
+    def set_worker_provider(self, device: str, provider: str) -> None:
+        """The provider `device`'s worker really got: 1 for it, 0 for the ones it had before."""
+        active = normalize_provider(provider)
+        with self._lock:
+            seen = self._providers.setdefault(str(device), set())
+            seen.add(active)
+            for p in seen:
+                self.worker_provider.labels(str(device), p).set(1 if p == active else 0)
+
+    def worker_restarted(self, device: str, reason: str) -> None:
+        self.worker_restarts.labels(str(device), _bounded(reason, RESTART_REASONS, "restart reason")).inc()
+
+    def set_claiming_paused(self, paused: bool, reason: str = "") -> None:
+        with self._lock:
+            self.claiming_paused = paused
+            self.claiming_pause_reason = reason if paused else ""
+            self.claiming_paused_gauge.set(1 if paused else 0)
+
+    def last_success(self, when: float | None = None) -> None:
+        self.last_success_gauge.set(time.time() if when is None else when)
+
+    def retention_deleted(self, what: str, count: int = 1, size: int = 0) -> None:
+        """Retention removed `count` items (`temp`, `done`, `failed`, `job_rows`) of `size` bytes."""
+        what = _bounded(what, RETENTION_WHATS, "retention item")
+        if count > 0:
+            self.retention_removed.labels(what).inc(count)
+        if size > 0:
+            self.retention_removed_bytes.labels(what).inc(size)
+
+    # -- the endpoint -------------------------------------------------------------------------
+
+    def start(self, host: str = "127.0.0.1", port: int = 9808) -> int:
+        """Serve `/metrics` on host:port (port 0 picks a free one); returns the bound port."""
+        if self._server is not None:
+            raise RuntimeError("metrics endpoint already started")
+        server, thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server, self._thread = server, thread
+        bound = server.server_port
+        log.info("metrics: serving http://%s:%d/metrics", host, bound)
+        return bound
+
+    @property
+    def port(self) -> int | None:
+        return self._server.server_port if self._server is not None else None
+
+    def stop(self) -> None:
+        """Stop the endpoint (about half a second); a no-op when it is not running."""
+        server, thread = self._server, self._thread
+        if server is None:
+            return
+        self._server = self._thread = None
+        server.shutdown()
+        server.server_close()
+        if thread is not None:
+            thread.join()
+
+    def render(self) -> bytes:
+        """The exposition text, as a scrape would see it."""
+        return generate_latest(self.registry)
