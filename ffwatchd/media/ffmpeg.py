@@ -155,6 +155,7 @@ _INPUT_RE = re.compile(r"^Input #0, (\S+?), from ", re.M)
 _STREAM_RE = re.compile(r"^\s*Stream #0:(\d+)\S*: (Video|Audio|Subtitle|Data|Attachment): ([^\s,]+)(.*)$")
 _SIZE_RE = re.compile(r", (\d+)x(\d+)")
 _SAR_RE = re.compile(r"SAR (\d+:\d+)")
+_NO_PIXFMT_RE = re.compile(r"(?:^|,)\s*none\s*(?:,|$)")  # ffmpeg could not decode a frame
 _ROTATION_RE = re.compile(r"rotation of (-?\d+(?:\.\d+)?) degrees", re.I)
 
 
@@ -237,7 +238,7 @@ def probe(path: Path | str, ffmpeg: str | None = None) -> VideoInfo:
         raise JobError("bad_input", f"{path.name} has no video stream")
     v = videos[0]
     size = _SIZE_RE.search(v["rest"])
-    if v["codec"] == "none" or not size:
+    if v["codec"] == "none" or not size or _NO_PIXFMT_RE.search(v["rest"]):
         raise JobError("bad_input", f"{path.name}: ffmpeg cannot decode its video stream "
                                     f"(codec {v['codec']!r})")
     audio = tuple(s["codec"] for s in streams if s["type"] == "Audio")
