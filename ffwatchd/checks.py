@@ -1,0 +1,153 @@
+"""`ffwatchd check`: folders, permissions, local state, models, providers, ffmpeg."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+from pathlib import Path
+
+from ffwatchd.config import Settings
+from ffwatchd.mounts import filesystem_type, is_network_fs
+
+
+def _writable(folder: Path) -> str | None:
+    """None when a file can really be created in `folder`, else the reason."""
+    probe = folder / f".ffwatchd-check-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+        return None
+    except OSError as e:
+        return e.strerror or str(e)
+
+
+def check_folders(settings: Settings, problems: list[str], notes: list[str]) -> None:
+    for w in settings.watches:
+        for role, folder in w.folders().items():
+            where = f"watch {w.name}: {role} {folder}"
+            if not folder.exists():
+                problems.append(f"{where} does not exist" + (" (is the share mounted?)" if role == "inbox" else ""))
+            elif not folder.is_dir():
+                problems.append(f"{where} is not a folder")
+            else:
+                reason = _writable(folder)
+                if reason:
+                    problems.append(f"{where} is not writable: {reason}")
+                else:
+                    notes.append(f"{where} is writable ({filesystem_type(folder) or 'unknown fs'})")
+
+
+def check_local_dirs(settings: Settings, problems: list[str], warnings: list[str], notes: list[str]) -> None:
+    for name, folder in (("state_dir", settings.state_dir), ("temp_dir", settings.temp_dir),
+                         ("models_dir", settings.models_dir)):
+        existing = folder
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        reason = _writable(existing) if existing.is_dir() else "not a folder"
+        if reason:
+            problems.append(f"{name} {folder}: cannot create or write ({existing}: {reason})")
+            continue
+        fstype = filesystem_type(folder)
+        if name in ("state_dir", "temp_dir") and is_network_fs(fstype):
+            warnings.append(f"{name} {folder} is on {fstype}: SQLite WAL and temp files need a local "
+                            "filesystem; move it to local disk")
+        else:
+            notes.append(f"{name} {folder} ({'exists' if folder.exists() else 'will be created'}, {fstype or 'unknown fs'})")
+
+
+def check_models(settings: Settings, warnings: list[str], notes: list[str]) -> None:
+    """Models the watches' defaults need: present, missing or corrupt (jobs fail as model_missing)."""
+    from ffwatchd.jobspec import JobSpec
+
+    if importlib.util.find_spec("ffwatchd.faces.registry") is None:
+        warnings.append("model registry not available in this build")
+        return
+    from ffwatchd.faces import registry
+
+    needed = set()
+    for w in settings.watches:
+        try:
+            needed.update(JobSpec.from_mapping(w.defaults).models_used())
+        except (TypeError, ValueError):
+            continue
+    for name in sorted(needed):
+        state, detail = registry.model_status(registry.find_model(name, settings.models),
+                                              settings.models_dir)
+        line = f"model {name}: {state}: {detail}"
+        if state in ("present", "unpinned"):
+            notes.append(line)
+        else:
+            warnings.append(f"{line} (jobs that need it fail as model_missing; `ffwatchd models fetch {name}`)")
+
+
+def check_providers(settings: Settings, problems: list[str], warnings: list[str], notes: list[str]) -> None:
+    import onnxruntime as ort
+
+    available = ort.get_available_providers()
+    gpu_devices = [d for d in settings.workers.devices if d != "cpu"]
+    notes.append(f"onnxruntime {ort.__version__}, providers available: {', '.join(available)}")
+    if gpu_devices and "cuda" not in settings.workers.providers:
+        problems.append(f"workers.devices names CUDA devices {gpu_devices} but workers.providers has no cuda")
+    if gpu_devices:
+        for d in gpu_devices:
+            active = probe_cuda(int(d))
+            if "CUDAExecutionProvider" not in active:
+                problems.append(f"device {d}: CUDA was asked for but a real session runs on {', '.join(active)} "
+                                "(onnxruntime falls back silently; see the GPU install step in the README)")
+            else:
+                notes.append(f"device {d}: a real session runs on CUDAExecutionProvider")
+
+
+def probe_cuda(device_id: int) -> list[str]:
+    """Providers a real (tiny) session gets when CUDA on `device_id` is asked for."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    session = ort.InferenceSession(model.SerializeToString(), providers=[
+        ("CUDAExecutionProvider", {"device_id": device_id}), "CPUExecutionProvider"])
+    return session.get_providers()
+
+
+def check_ffmpeg(settings: Settings, warnings: list[str], notes: list[str]) -> None:
+    if importlib.util.find_spec("ffwatchd.media.ffmpeg") is None:
+        warnings.append("video support not available in this build")
+        return
+    from ffwatchd.media.ffmpeg import find_ffmpeg
+
+    try:
+        notes.append(f"ffmpeg: {find_ffmpeg(settings.ffmpeg)}")
+    except Exception as e:  # noqa: BLE001 - any failure to find ffmpeg is reported, not raised
+        warnings.append(f"ffmpeg: {e} (video jobs will fail)")
+
+
+def check_metrics_port(settings: Settings, warnings: list[str]) -> None:
+    if not settings.metrics.enabled:
+        return
+    with socket.socket(socket.AF_INET6 if ":" in settings.metrics.host else socket.AF_INET) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((settings.metrics.host, settings.metrics.port))
+        except OSError as e:
+            warnings.append(f"metrics {settings.metrics.host}:{settings.metrics.port}: cannot bind ({e.strerror}); "
+                            "is a daemon already running?")
+
+
+def run_checks(settings: Settings) -> tuple[list[str], list[str], list[str]]:
+    """(problems, warnings, notes): problems make `check` exit 1."""
+    problems: list[str] = []
+    warnings: list[str] = []
+    notes: list[str] = [f"config {settings.source} is valid ({len(settings.watches)} watch(es))"]
+    check_folders(settings, problems, notes)
+    check_local_dirs(settings, problems, warnings, notes)
+    check_models(settings, warnings, notes)
+    check_providers(settings, problems, warnings, notes)
+    check_ffmpeg(settings, warnings, notes)
+    check_metrics_port(settings, warnings)
+    return problems, warnings, notes

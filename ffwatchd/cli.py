@@ -1,0 +1,358 @@
+"""The `ffwatchd` command line: run, check, status, jobs, enqueue, process, models, retention."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ffwatchd import __version__
+from ffwatchd.config import Settings, load_config, parse_duration
+from ffwatchd.errors import ConfigError
+from ffwatchd.store import STATES, Job, JobStore, NotFound, TransitionError
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Wrong arguments: exit code 2."""
+
+
+def _config_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-c", "--config", help="config file (default: $FFWATCHD_CONFIG)")
+
+
+def open_store(settings: Settings) -> JobStore:
+    return JobStore(settings.db_path, max_attempts=settings.workers.max_attempts,
+                    retry_backoff=settings.workers.retry_backoff)
+
+
+def _iso(t: float | None) -> str:
+    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
+    cells = [[str(c) for c in headers]] + [["-" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    for i, r in enumerate(cells):
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def _progress(job: Job) -> str:
+    if job.progress_total:
+        return f"{job.progress_done or 0}/{job.progress_total} ({100 * (job.progress_done or 0) // job.progress_total}%)"
+    return "-"
+
+
+def _dump(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+# -- run / check / status -----------------------------------------------------------------
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ffwatchd.daemon import run_daemon
+
+    return run_daemon(args.config)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from ffwatchd.checks import run_checks
+
+    settings = load_config(args.config)
+    problems, warnings, notes = run_checks(settings)
+    if args.json:
+        _dump({"ok": not problems, "problems": problems, "warnings": warnings, "notes": notes})
+    else:
+        for n in notes:
+            print(f"ok       {n}")
+        for w in warnings:
+            print(f"warning  {w}")
+        for p in problems:
+            print(f"PROBLEM  {p}")
+        print(f"{settings.source}: " + ("ok" if not problems else f"{len(problems)} problem(s)")
+              + (f", {len(warnings)} warning(s)" if warnings else ""))
+    return EXIT_OK if not problems else EXIT_FAIL
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from ffwatchd.daemon import read_status
+
+    settings = load_config(args.config)
+    with open_store(settings) as store:
+        counts = store.counts()
+        running = store.list(state="running", limit=1000, order="started_at")
+    daemon = read_status(settings)
+    if args.json:
+        _dump({"counts": counts, "daemon": daemon,
+               "running": [{"id": j.id, "watch": j.watch, "path": j.rel_path, "kind": j.kind,
+                            "owner": j.lease_owner, "started_at": j.started_at,
+                            "progress_done": j.progress_done, "progress_total": j.progress_total}
+                           for j in running]})
+        return EXIT_OK
+    print("jobs: " + ", ".join(f"{s} {counts[s]}" for s in STATES))
+    if daemon is None:
+        print("daemon: not running (no live status file in state_dir)")
+    else:
+        paused = daemon.get("claiming_paused")
+        print(f"daemon: pid {daemon['pid']}, up {int(time.time() - daemon['started_at'])} s"
+              + (f", CLAIMING PAUSED: {paused}" if paused else ""))
+        rows = [(w["device"], w.get("provider") or "-", w.get("pid") or "-", w.get("state", "-"),
+                 w.get("job_id") or "-", w.get("jobs_done", 0)) for w in daemon.get("workers", [])]
+        print_table(rows, ["device", "provider", "pid", "state", "job", "jobs done"])
+        for msg in daemon.get("warnings", []):
+            print(f"warning: {msg}")
+    if running:
+        print()
+        print_table([(j.id, j.watch, j.rel_path, j.kind, j.lease_owner, _progress(j),
+                      f"{int(time.time() - (j.started_at or time.time()))} s") for j in running],
+                    ["id", "watch", "path", "kind", "worker", "progress", "running for"])
+    return EXIT_OK
+
+
+# -- jobs ------------------------------------------------------------------------------------
+
+def cmd_jobs_list(args: argparse.Namespace) -> int:
+    settings = load_config(args.config)
+    if args.state and args.state not in STATES:
+        raise UsageError(f"--state must be one of {', '.join(STATES)}")
+    with open_store(settings) as store:
+        jobs = store.list(state=args.state, watch=args.watch, limit=args.limit)
+    if args.json:
+        _dump([j.to_dict() for j in jobs])
+        return EXIT_OK
+    print_table([(j.id, j.state, j.watch, j.rel_path, j.kind, j.attempts, _progress(j),
+                  j.error_kind or "", _iso(j.queued_at)) for j in jobs],
+                ["id", "state", "watch", "path", "kind", "tries", "progress", "error", "queued"])
+    return EXIT_OK
+
+
+def cmd_jobs_show(args: argparse.Namespace) -> int:
+    settings = load_config(args.config)
+    with open_store(settings) as store:
+        try:
+            job = store.get(args.id)
+        except NotFound:
+            print(f"ffwatchd: no job {args.id}", file=sys.stderr)
+            return EXIT_FAIL
+    if args.json:
+        _dump(job.to_dict())
+        return EXIT_OK
+    d = job.to_dict()
+    for key in ("id", "state", "watch", "rel_path", "kind", "size", "content_hash", "priority",
+                "attempts", "max_attempts", "lease_owner", "output_path", "error_kind", "error_message"):
+        print(f"{key:14} {d[key] if d[key] is not None else '-'}")
+    print(f"{'progress':14} {_progress(job)}")
+    for key in ("created_at", "queued_at", "started_at", "finished_at"):
+        print(f"{key:14} {_iso(d[key])}")
+    if job.worker:
+        print(f"{'worker':14} {json.dumps(job.worker)}")
+    print(f"{'sidecars':14} {', '.join(job.sidecars) or '-'}")
+    print("sources:")
+    for s in job.sources:
+        print(f"  {s.get('path')}  sha256 {s.get('sha256')}" + (f"  ({s['role']})" if s.get("role") else ""))
+    print("spec (effective sidecar snapshot):")
+    print("  " + json.dumps(job.spec, indent=2).replace("\n", "\n  "))
+    return EXIT_OK
+
+
+def _each_job(args: argparse.Namespace, verb: Callable[[JobStore, Settings, Job], str]) -> int:
+    settings = load_config(args.config)
+    failures = 0
+    with open_store(settings) as store:
+        ids = args.ids
+        if getattr(args, "failed", False):
+            ids = [j.id for j in store.iter_jobs(["failed"])]
+        if not ids:
+            raise UsageError("name job ids" + (" or --failed" if hasattr(args, "failed") else ""))
+        for job_id in ids:
+            try:
+                print(f"job {job_id}: {verb(store, settings, store.get(job_id))}")
+            except NotFound:
+                print(f"job {job_id}: no such job", file=sys.stderr)
+                failures += 1
+            except TransitionError as e:
+                print(f"job {job_id}: {e}", file=sys.stderr)
+                failures += 1
+    return EXIT_OK if not failures else EXIT_FAIL
+
+
+def _retry(store: JobStore, settings: Settings, job: Job) -> str:
+    from ffwatchd.filing import restore_original
+
+    if job.state not in ("failed", "cancelled"):
+        raise TransitionError(f"job {job.id} is {job.state}: only failed or cancelled jobs can be retried")
+    try:
+        watch = settings.watch(job.watch)
+    except KeyError:
+        raise TransitionError(f"job {job.id} belongs to watch {job.watch!r}, which is not in this config")
+    back = restore_original(watch, job)
+    if back is None:
+        raise TransitionError(f"job {job.id}: its original is neither in {watch.inbox} nor in {watch.failed}; "
+                              "put the file back into the inbox to process it again")
+    store.retry(job.id)
+    return f"queued again ({back})"
+
+
+def _cancel(store: JobStore, settings: Settings, job: Job) -> str:
+    from ffwatchd.filing import file_failed_original
+
+    was = job.state
+    cancelled = store.cancel(job.id)
+    if was == "queued":  # nobody holds it: file the original now, so the inbox does not keep it
+        try:
+            where = file_failed_original(settings.watch(job.watch), cancelled)
+            return f"cancelled; original filed to {where}"
+        except (KeyError, FileNotFoundError) as e:
+            return f"cancelled; original not filed ({e})"
+    return "cancelled; its worker stops at its next heartbeat and files the original to failed/"
+
+
+def cmd_jobs_purge(args: argparse.Namespace) -> int:
+    settings = load_config(args.config)
+    try:
+        age = parse_duration(args.older_than)
+    except ValueError as e:
+        raise UsageError(f"--older-than: {e}")
+    states = [args.state] if args.state else ["done", "failed", "cancelled"]
+    with open_store(settings) as store:
+        try:
+            n = store.purge(age, states)
+        except ValueError as e:
+            raise UsageError(str(e))
+    print(f"purged {n} job(s)")
+    return EXIT_OK
+
+
+def cmd_enqueue(args: argparse.Namespace) -> int:
+    from ffwatchd.ingest import find_watch, ingest_file
+
+    settings = load_config(args.config)
+    failures = 0
+    with open_store(settings) as store:
+        for raw in args.paths:
+            path = Path(raw).absolute()
+            try:
+                watch, _rel = find_watch(settings, path)
+            except (ValueError, LookupError) as e:
+                print(f"{raw}: {e}", file=sys.stderr)
+                failures += 1
+                continue
+            if args.watch and watch.name != args.watch:
+                print(f"{raw}: is in watch {watch.name!r}, not {args.watch!r}", file=sys.stderr)
+                failures += 1
+                continue
+            result = ingest_file(settings, watch, store, path, time.time())
+            print(f"{raw}: {result}")
+    return EXIT_OK if not failures else EXIT_FAIL
+
+
+# -- parser -----------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ffwatchd", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"ffwatchd {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("run", help="the daemon: watchers, workers, metrics, retention")
+    _config_arg(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("check", help="validate config, folders, permissions, models, providers")
+    _config_arg(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("status", help="counts per state, workers, running jobs with progress")
+    _config_arg(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
+
+    jobs = sub.add_parser("jobs", help="the job table").add_subparsers(dest="jobs_command", metavar="VERB")
+    jobs.required = True
+    p = jobs.add_parser("list", help="list jobs")
+    _config_arg(p)
+    p.add_argument("--state", help=f"one of {', '.join(STATES)}")
+    p.add_argument("--watch")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_jobs_list)
+    p = jobs.add_parser("show", help="one job in full, with its provenance")
+    _config_arg(p)
+    p.add_argument("id", type=int)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_jobs_show)
+    p = jobs.add_parser("retry", help="failed or cancelled jobs back to queued (originals back to the inbox)")
+    _config_arg(p)
+    p.add_argument("ids", type=int, nargs="*")
+    p.add_argument("--failed", action="store_true", help="every failed job")
+    p.set_defaults(func=lambda a: _each_job(a, _retry))
+    p = jobs.add_parser("cancel", help="cancel queued or running jobs")
+    _config_arg(p)
+    p.add_argument("ids", type=int, nargs="+")
+    p.set_defaults(func=lambda a: _each_job(a, _cancel))
+    p = jobs.add_parser("purge", help="forget finished jobs")
+    _config_arg(p)
+    p.add_argument("--older-than", required=True, help="e.g. 30d")
+    p.add_argument("--state", choices=["done", "failed", "cancelled"])
+    p.set_defaults(func=cmd_jobs_purge)
+
+    p = sub.add_parser("enqueue", help="enqueue files already in an inbox")
+    _config_arg(p)
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--watch")
+    p.set_defaults(func=cmd_enqueue)
+
+    for name, module, text in (("process", "ffwatchd.cli_process", "one file, no daemon, the same pipeline"),
+                               ("models", "ffwatchd.cli_models", "known models: list | verify | fetch"),
+                               ("retention", "ffwatchd.cli_retention", "run housekeeping now (--dry-run)")):
+        p = sub.add_parser(name, help=text)
+        p.set_defaults(module=module)
+        _add_module_arguments(p, module)
+    return parser
+
+
+def _add_module_arguments(p: argparse.ArgumentParser, module: str) -> None:
+    """Subcommands that live in their own module (each imports its heavy parts lazily)."""
+    import importlib
+
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name != module:
+            raise
+        _config_arg(p)
+        p.set_defaults(func=lambda _a: _missing(module))
+        return
+    mod.add_arguments(p)
+    if "-c" not in p._option_string_actions:
+        _config_arg(p)
+    p.set_defaults(func=mod.run)
+
+
+def _missing(module: str) -> int:
+    print(f"ffwatchd: this build has no {module}", file=sys.stderr)
+    return EXIT_FAIL
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except ConfigError as e:
+        print(f"ffwatchd: {e}", file=sys.stderr)
+        return EXIT_USAGE if "no config given" in str(e) else EXIT_FAIL
+    except UsageError as e:
+        print(f"ffwatchd: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_FAIL
