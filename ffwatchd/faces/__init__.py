@@ -1,0 +1,1 @@
+"""Face models and stages: registry, sessions, detect, embed, select, swap, enhance, anonymize, label."""

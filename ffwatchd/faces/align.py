@@ -1,0 +1,59 @@
+"""Five-point similarity alignment: the crops each model expects, and their inverse."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import cv2
+import numpy as np
+
+from ffwatchd.faces.types import Affine, Frame
+
+# ArcFace's 112x112 template (insightface `arcface_dst`); the 128 inswapper crop shifts it by 8 px.
+ARCFACE_112 = np.array([[38.2946, 51.6963], [73.5318, 51.5014], [56.0252, 71.7366],
+                        [41.5493, 92.3655], [70.7299, 92.2041]], dtype=np.float64)
+# GFPGAN's FFHQ 512x512 template (facexlib's FaceRestoreHelper).
+FFHQ_512 = np.array([[192.98138, 239.94708], [318.90277, 240.1936], [256.63416, 314.01935],
+                     [201.26117, 371.41043], [313.08905, 371.15118]], dtype=np.float64)
+
+
+@lru_cache(maxsize=8)
+def arcface_template(size: int) -> np.ndarray:
+    """The ArcFace template for a crop of `size` (multiples of 112 or 128, as insightface)."""
+    if size % 112 == 0:
+        return ARCFACE_112 * (size / 112.0)
+    if size % 128 == 0:
+        ratio = size / 128.0
+        dst = ARCFACE_112 * ratio
+        dst[:, 0] += 8.0 * ratio
+        return dst
+    raise ValueError(f"no ArcFace template for a {size} px crop")
+
+
+def estimate_similarity(src: np.ndarray, dst: np.ndarray) -> Affine:
+    """Least-squares similarity (Umeyama) mapping points `src` onto `dst`, as a 2x3 matrix."""
+    src = np.asarray(src, dtype=np.float64)
+    dst = np.asarray(dst, dtype=np.float64)
+    n = src.shape[0]
+    src_mean, dst_mean = src.mean(axis=0), dst.mean(axis=0)
+    src_c, dst_c = src - src_mean, dst - dst_mean
+    cov = dst_c.T @ src_c / n
+    u, s, vt = np.linalg.svd(cov)
+    d = np.ones(2)
+    if np.linalg.det(u) * np.linalg.det(vt) < 0:
+        d[1] = -1
+    rot = u @ np.diag(d) @ vt
+    var = (src_c ** 2).sum() / n
+    scale = (s * d).sum() / var if var > 0 else 1.0
+    m = np.zeros((2, 3), dtype=np.float64)
+    m[:, :2] = scale * rot
+    m[:, 2] = dst_mean - scale * rot @ src_mean
+    return m
+
+
+def warp_face(frame: Frame, kps: np.ndarray, size: int, template: np.ndarray) -> tuple[Frame, Affine]:
+    """The aligned `size` x `size` crop of a face and the matrix frame -> crop."""
+    m = estimate_similarity(kps, template)
+    crop = cv2.warpAffine(frame, m, (size, size), flags=cv2.INTER_LINEAR,
+                          borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)
+    return crop, m

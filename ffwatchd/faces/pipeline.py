@@ -1,0 +1,286 @@
+"""The face pipeline a worker process builds once: models load lazily on first use and stay
+loaded; `prepare` turns a job's spec into a per-frame processor; `process_image` runs one file.
+
+The daemon's workers and `ffwatchd process` both call exactly this.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import cv2
+
+from ffwatchd.config import CustomModel
+from ffwatchd.errors import JobError
+from ffwatchd.faces import registry
+from ffwatchd.faces.anonymize import anonymize_face
+from ffwatchd.faces.detect import Detector, load_detector
+from ffwatchd.faces.embed import Recognizer, combine_embeddings
+from ffwatchd.faces.enhance import Enhancer
+from ffwatchd.faces.label import draw_label
+from ffwatchd.faces.select import select_faces
+from ffwatchd.faces.sessions import SessionConfig, probe_providers, provider_kind
+from ffwatchd.faces.swap import Swapper
+from ffwatchd.faces.types import Embedding, Face, Frame
+from ffwatchd.jobspec import JobSpec
+from ffwatchd.media.image import (SUFFIXES, Provenance, read_image, output_format, sniff_format,
+                                  write_image)
+
+log = logging.getLogger(__name__)
+
+FACE_PROCESSORS = ("face_swapper", "face_enhancer", "face_anonymizer")
+_SUFFIX_ALIASES = {"JPEG": (".jpg", ".jpeg", ".jpe", ".jfif"), "PNG": (".png",), "WEBP": (".webp",),
+                   "TIFF": (".tif", ".tiff")}
+_IDENTITY_CACHE_SIZE = 32
+
+
+@dataclass
+class ImageResult:
+    faces: int
+    processors: list[str]
+    models: list[str]
+    output_format: str            # jpeg | png | webp | tiff
+    copied: bool = False          # on_no_face: copy wrote the input unchanged
+    provenance: dict | None = field(default=None)
+
+
+def models_for(spec: JobSpec) -> list[str]:
+    """Model names a spec needs, in pipeline order (none for a label-only job)."""
+    procs = spec.processors
+    if not any(p in FACE_PROCESSORS for p in procs):
+        return []
+    names = [spec.face_detector.model]
+    if "face_swapper" in procs or spec.face_selector.mode == "reference":
+        names.append(spec.face_recognizer.model)
+    if "face_swapper" in procs:
+        names.append(spec.face_swapper.model)
+    if "face_enhancer" in procs:
+        names.append(spec.face_enhancer.model)
+    return names
+
+
+def output_suffix(target: Path, spec: JobSpec) -> str:
+    """The suffix the result of `target` gets: its own when the format is kept, else the new one's."""
+    fmt = output_format(sniff_format(Path(target)), spec.output.format)
+    own = Path(target).suffix
+    return own if own.lower() in _SUFFIX_ALIASES.get(fmt, ()) else SUFFIXES[fmt]
+
+
+class FrameProcessor:
+    """One job's processing of frames: detect, select, then the processors in order."""
+
+    def __init__(self, spec: JobSpec, detector: Detector | None, recognizer: Recognizer | None,
+                 swapper: Swapper | None, enhancer: Enhancer | None, latent: np.ndarray | None,
+                 reference: Embedding | None, models_used: list[str]) -> None:
+        self.spec = spec
+        self.detector, self.recognizer, self.swapper, self.enhancer = detector, recognizer, swapper, enhancer
+        self.latent = latent
+        self.reference = reference
+        self.models_used = models_used
+        self.processors = list(spec.processors)
+
+    def find_faces(self, frame: Frame) -> list[Face]:
+        if self.detector is None:
+            return []
+        d, s = self.spec.face_detector, self.spec.face_selector
+        faces = self.detector.detect(frame, d.score, d.size)
+        return select_faces(faces, s.mode, frame=frame,
+                            embed=self.recognizer.embed if self.recognizer else None,
+                            reference=self.reference, max_distance=s.max_distance)
+
+    def process_frame(self, frame_bgr: np.ndarray) -> tuple[np.ndarray, int]:
+        """(the processed copy of the frame, the number of faces processed)."""
+        frame = np.array(frame_bgr, dtype=np.uint8, order="C", copy=True)
+        faces = self.find_faces(frame)
+        for proc in self.processors:
+            if proc == "face_swapper" and self.swapper is not None:
+                for face in faces:
+                    self.swapper.swap(frame, face, self.latent)
+            elif proc == "face_enhancer" and self.enhancer is not None:
+                for face in faces:
+                    self.enhancer.enhance(frame, face, self.spec.face_enhancer.blend)
+            elif proc == "face_anonymizer":
+                for face in faces:
+                    anonymize_face(frame, face, self.spec.face_anonymizer.method)
+            elif proc == "label":
+                draw_label(frame, self.spec.label.text, self.spec.label.position)
+        return frame, len(faces)
+
+
+class Pipeline:
+    """Built once per worker process; sessions are created on first use and reused for every job."""
+
+    def __init__(self, models_dir: Path, custom_models: tuple[CustomModel, ...] = (),
+                 providers: tuple[str, ...] = ("cpu",), device: str = "cpu",
+                 vram_limit: int = 12 * 2**30, cpu_threads: int = 0,
+                 max_pixels: int = 80_000_000, provenance: bool = True) -> None:
+        self.models_dir = Path(models_dir)
+        self.custom_models = tuple(custom_models)
+        self.session_config = SessionConfig(tuple(providers), str(device), int(vram_limit), int(cpu_threads))
+        self.max_pixels = int(max_pixels)
+        self.provenance = bool(provenance)
+        self._models: dict[str, object] = {}
+        self._lock = threading.Lock()
+        self._probe: list[str] | None = None
+        self._identities: dict[tuple, Embedding] = {}
+
+    # -- models and providers --------------------------------------------------------
+
+    def load_model(self, name: str, kind: str) -> object:
+        """The loaded model `name` (created once per process); JobError model_missing if absent."""
+        with self._lock:
+            model = self._models.get(name)
+            if model is not None:
+                return model
+            info = registry.find_model(name, self.custom_models)
+            if info.kind != kind:
+                raise JobError("model_missing", f"model {name} is a {info.kind}, not a {kind}")
+            path = registry.resolve_model(name, self.models_dir, self.custom_models)
+            cfg = self.session_config
+            if kind == "detector":
+                model = load_detector(name, path, cfg)
+            elif kind == "recognizer":
+                model = Recognizer(name, path, cfg)
+            elif kind == "swapper":
+                model = Swapper(name, path, cfg)
+            elif kind == "enhancer":
+                model = Enhancer(name, path, cfg)
+            else:
+                raise JobError("model_missing", f"model {name} has an unknown kind {kind!r}")
+            self._models[name] = model
+            log.info("loaded model %s (%s) from %s on %s", name, kind, path, ", ".join(model.providers))
+            return model
+
+    def execution_providers(self) -> dict[str, list[str]]:
+        """Model name -> the providers its session really runs on."""
+        with self._lock:
+            return {name: list(m.providers) for name, m in self._models.items()}
+
+    def active_provider(self) -> str:
+        """"cuda" when every onnxruntime session runs CUDA first, else "cpu" (from a probe
+        session before any model is loaded)."""
+        sessions = [p for p in self.execution_providers().values() if p and p[0].endswith("ExecutionProvider")]
+        if sessions:
+            return "cuda" if all(provider_kind(p) == "cuda" for p in sessions) else "cpu"
+        if self._probe is None:
+            self._probe = probe_providers(self.session_config)
+        return provider_kind(self._probe)
+
+    # -- identities ------------------------------------------------------------------
+
+    def _largest_face_embedding(self, path: Path, what: str, spec: JobSpec,
+                                detector: Detector, recognizer: Recognizer) -> Embedding:
+        try:
+            image = read_image(path, self.max_pixels)
+        except JobError as e:
+            raise JobError(e.kind, f"{what} {path}: {e.message}") from e
+        d = spec.face_detector
+        faces = detector.detect(image.bgr, d.score, d.size)
+        if not faces:
+            raise JobError("no_face", f"no face found in {what} {path} (detector {detector.name}, "
+                           f"score >= {d.score})")
+        face = max(faces, key=lambda f: f.area)
+        if len(faces) > 1:
+            log.info("%s %s has %d faces; using the largest", what, path.name, len(faces))
+        return recognizer.embed(image.bgr, face)
+
+    def _cached_embedding(self, paths: list[Path], what: str, spec: JobSpec,
+                          detector: Detector, recognizer: Recognizer) -> Embedding:
+        try:
+            stats = tuple((str(p), os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in paths)
+        except OSError as e:
+            raise JobError("bad_input", f"cannot read {what} {e.filename}: {e.strerror}") from e
+        key = (what, stats, detector.name, recognizer.name, spec.face_detector.score, spec.face_detector.size)
+        cached = self._identities.get(key)
+        if cached is not None:
+            return cached
+        value = combine_embeddings([self._largest_face_embedding(p, what, spec, detector, recognizer)
+                                    for p in paths])
+        if len(self._identities) >= _IDENTITY_CACHE_SIZE:
+            self._identities.pop(next(iter(self._identities)))
+        self._identities[key] = value
+        return value
+
+    # -- jobs ------------------------------------------------------------------------
+
+    def prepare(self, spec: JobSpec) -> FrameProcessor:
+        """Load what the spec needs and compute its source identity and reference once."""
+        names = models_for(spec)
+        procs = spec.processors
+        detector = recognizer = swapper = enhancer = None
+        latent = reference = None
+        if names:
+            detector = self.load_model(spec.face_detector.model, "detector")
+        if spec.face_recognizer.model in names:
+            recognizer = self.load_model(spec.face_recognizer.model, "recognizer")
+        if "face_swapper" in procs:
+            swapper = self.load_model(spec.face_swapper.model, "swapper")
+            if not spec.sources:
+                raise JobError("bad_sidecar", "face_swapper needs at least one source image (`sources`)")
+            identity = self._cached_embedding([Path(s) for s in spec.sources], "source", spec,
+                                              detector, recognizer)
+            latent = swapper.latent(identity)
+        if "face_enhancer" in procs:
+            enhancer = self.load_model(spec.face_enhancer.model, "enhancer")
+        if names and spec.face_selector.mode == "reference":
+            if not spec.face_selector.reference:
+                raise JobError("bad_sidecar", "face_selector.mode is reference but no reference image is given")
+            reference = self._cached_embedding([Path(spec.face_selector.reference)], "reference", spec,
+                                               detector, recognizer)
+        return FrameProcessor(spec, detector, recognizer, swapper, enhancer, latent, reference, names)
+
+    def output_suffix(self, target: Path, spec: JobSpec) -> str:
+        return output_suffix(target, spec)
+
+    def process_image(self, target: Path, output: Path, spec: JobSpec) -> ImageResult:
+        """Run one image job, writing exactly `output`; JobError on failure."""
+        target, output = Path(target), Path(output)
+        try:
+            return self._process_image(target, output, spec)
+        except MemoryError as e:
+            raise JobError("memory", f"out of memory processing {target.name}") from e
+        except (cv2.error, ort.capi.onnxruntime_pybind11_state.Fail,
+                ort.capi.onnxruntime_pybind11_state.RuntimeException) as e:
+            raise JobError("internal", f"processing {target.name} failed: {e}") from e
+
+    def _process_image(self, target: Path, output: Path, spec: JobSpec) -> ImageResult:
+        image = read_image(target, self.max_pixels)
+        processor = self.prepare(spec)
+        frame, faces = processor.process_frame(image.bgr)
+        fmt = output_format(image.format, spec.output.format)
+        face_job = any(p in FACE_PROCESSORS for p in spec.processors)
+        if face_job and faces == 0:
+            where = f"detector {spec.face_detector.model}, score >= {spec.face_detector.score}"
+            if spec.face_selector.mode == "reference":
+                where += f", within {spec.face_selector.max_distance} of the reference"
+            if spec.on_no_face == "fail":
+                raise JobError("no_face", f"no face found in {target.name} ({where})")
+            log.info("no face in %s (%s); on_no_face: copy", target.name, where)
+            if fmt == image.format:
+                copy_file(target, output)
+            else:
+                write_image(output, image.bgr, fmt, alpha=image.alpha, quality=spec.output.image_quality,
+                            exif=image.exif, icc_profile=image.icc_profile)
+            return ImageResult(0, [], [], fmt.lower(), copied=True)
+        prov = None
+        if self.provenance and face_job:
+            prov = Provenance(tuple(spec.processors), tuple(processor.models_used))
+        write_image(output, frame, fmt, alpha=image.alpha, quality=spec.output.image_quality,
+                    exif=image.exif, icc_profile=image.icc_profile, provenance=prov)
+        return ImageResult(faces, list(spec.processors), list(processor.models_used), fmt.lower(),
+                           provenance=prov.as_dict() if prov else None)
+
+
+def copy_file(src: Path, dst: Path) -> None:
+    """Copy bytes to exactly `dst`, fsynced (the caller renames it into place)."""
+    with open(src, "rb") as fi, open(dst, "wb") as fo:
+        shutil.copyfileobj(fi, fo, 4 * 2**20)
+        fo.flush()
+        os.fsync(fo.fileno())

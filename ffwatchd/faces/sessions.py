@@ -1,0 +1,103 @@
+"""onnxruntime sessions with the configured providers, and the truth about what they run on.
+
+onnxruntime falls back to CPU silently when CUDA cannot start; `session.get_providers()` after
+creation is the only truth, so every session is checked and a missing CUDA is logged loudly.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnxruntime as ort
+
+log = logging.getLogger(__name__)
+
+CUDA = "CUDAExecutionProvider"
+CPU = "CPUExecutionProvider"
+_ORT_NAMES = {"cuda": CUDA, "cpu": CPU}
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    providers: tuple[str, ...] = ("cpu",)   # preference order, config names: cuda, cpu
+    device: str = "cpu"                     # "cpu" or a CUDA device id as a string
+    vram_limit: int = 12 * 2**30
+    cpu_threads: int = 0                    # 0: onnxruntime's choice
+
+    @property
+    def wants_cuda(self) -> bool:
+        return self.device != "cpu" and "cuda" in self.providers
+
+
+def provider_chain(cfg: SessionConfig) -> list[tuple[str, dict]]:
+    """onnxruntime providers with their options, in order; a CPU worker gets CPU only."""
+    chain: list[tuple[str, dict]] = []
+    for name in cfg.providers:
+        if name not in _ORT_NAMES:
+            raise ValueError(f"unknown execution provider {name!r} (known: cuda, cpu)")
+        if name == "cuda":
+            if cfg.device == "cpu":
+                continue
+            chain.append((CUDA, {"device_id": int(cfg.device), "gpu_mem_limit": int(cfg.vram_limit),
+                                 "arena_extend_strategy": "kSameAsRequested"}))
+        else:
+            chain.append((CPU, {}))
+    if not any(p == CPU for p, _ in chain):
+        chain.append((CPU, {}))   # onnxruntime needs CPU for the ops a GPU provider lacks
+    return chain
+
+
+def session_options(cfg: SessionConfig) -> ort.SessionOptions:
+    opts = ort.SessionOptions()
+    if cfg.cpu_threads > 0:
+        opts.intra_op_num_threads = cfg.cpu_threads
+        opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3   # errors only; what really runs is checked below
+    return opts
+
+
+def create_session(model: Path | bytes, cfg: SessionConfig, label: str) -> ort.InferenceSession:
+    """A session for `model` (a path or serialized bytes) that reports its real providers."""
+    chain = provider_chain(cfg)
+    available = set(ort.get_available_providers())
+    wanted = [(p, o) for p, o in chain if p in available]
+    if len(wanted) < len(chain):
+        missing = [p for p, _ in chain if p not in available]
+        log.warning("%s: providers %s are not in this onnxruntime build (%s has %s)", label,
+                    ", ".join(missing), ort.__version__, ", ".join(sorted(available)))
+    source = str(model) if isinstance(model, Path) else model
+    session = ort.InferenceSession(source, sess_options=session_options(cfg),
+                                   providers=[p for p, _ in wanted],
+                                   provider_options=[o for _, o in wanted])
+    report_providers(session, cfg, label)
+    return session
+
+
+def report_providers(session: ort.InferenceSession, cfg: SessionConfig, label: str) -> list[str]:
+    active = list(session.get_providers())
+    if cfg.wants_cuda and CUDA not in active:
+        log.warning("%s: CUDA was asked for (device %s) but the session runs on %s; onnxruntime "
+                    "fell back silently (is onnxruntime-gpu installed, with CUDA and cuDNN?)",
+                    label, cfg.device, ", ".join(active))
+    else:
+        log.info("%s: running on %s", label, ", ".join(active))
+    return active
+
+
+def provider_kind(active: list[str]) -> str:
+    """"cuda" when a session really runs CUDA first, else "cpu"."""
+    return "cuda" if active and active[0] == CUDA else "cpu"
+
+
+def probe_providers(cfg: SessionConfig) -> list[str]:
+    """Providers a tiny session really gets with `cfg`: the answer before any model is loaded."""
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("Identity", ["x"], ["y"])
+    graph = helper.make_graph([node], "probe", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return list(create_session(model.SerializeToString(), cfg, "provider probe").get_providers())

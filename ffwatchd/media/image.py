@@ -1,0 +1,272 @@
+"""Image files in and out: size checked from the header before any pixel is decoded, EXIF
+orientation applied, every common mode brought to 8-bit BGR (+ alpha), and outputs written in
+the input's format with its quality settings and machine-readable provenance."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import re
+import struct
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+import numpy as np
+from PIL import Image, ImageOps, PngImagePlugin, TiffImagePlugin, UnidentifiedImageError
+
+from ffwatchd import __version__
+from ffwatchd.errors import JobError
+
+log = logging.getLogger(__name__)
+
+# Formats we write, by Pillow name, with the suffix an output gets.
+SUFFIXES = {"JPEG": ".jpg", "PNG": ".png", "WEBP": ".webp", "TIFF": ".tif"}
+# `output.format` in a sidecar -> Pillow name.
+SPEC_FORMATS = {"jpeg": "JPEG", "png": "PNG", "webp": "WEBP"}
+DIGITAL_SOURCE_TYPE = "http://cv.iptc.org/newscodes/digitalsourcetype/trainedAlgorithmicMedia"
+PROVENANCE_NS = "urn:ffwatchd:provenance:1"
+PNG_PROVENANCE_KEY = "ffwatchd:provenance"
+_EXIF_ORIENTATION, _EXIF_DESCRIPTION, _EXIF_SOFTWARE = 0x0112, 0x010E, 0x0131
+_TIFF_DESCRIPTION, _TIFF_SOFTWARE, _TIFF_XMP = 270, 305, 700
+_DECODE_ERRORS = (OSError, SyntaxError, ValueError, EOFError, IndexError, struct.error)
+
+
+@dataclass
+class DecodedImage:
+    bgr: np.ndarray                    # H x W x 3 uint8
+    alpha: np.ndarray | None           # H x W uint8, kept through processing
+    format: str                        # Pillow's name for the file's format: JPEG, PNG, WEBP, ...
+    exif: bytes | None = None          # the input's EXIF, orientation removed (already applied)
+    icc_profile: bytes | None = None   # kept only when it describes RGB
+    bits: int = 8                      # bits per channel of the input
+    info: dict = field(default_factory=dict)
+
+    @property
+    def pixels(self) -> int:
+        return int(self.bgr.shape[0] * self.bgr.shape[1])
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What an output says about itself: AI-generated, by ffwatchd, with which processors and models."""
+
+    processors: tuple[str, ...]
+    models: tuple[str, ...]
+    generator: str = f"ffwatchd {__version__}"
+
+    def description(self) -> str:
+        return (f"AI-generated: faces processed by {self.generator} "
+                f"(processors: {', '.join(self.processors)}; models: {', '.join(self.models)})")
+
+    def as_dict(self) -> dict:
+        return {"ai_generated": True, "generator": self.generator,
+                "digital_source_type": DIGITAL_SOURCE_TYPE,
+                "processors": list(self.processors), "models": list(self.models)}
+
+    def xmp(self) -> bytes:
+        a = escape(self.generator, {'"': "&quot;"})
+        p = escape(", ".join(self.processors), {'"': "&quot;"})
+        m = escape(", ".join(self.models), {'"': "&quot;"})
+        return (
+            '<?xpacket begin="\ufeff" id="W5M0MpCehiHzreSzNTczkc9d"?>\n'
+            '<x:xmpmeta xmlns:x="adobe:ns:meta/">\n'
+            ' <rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">\n'
+            '  <rdf:Description rdf:about=""\n'
+            '    xmlns:Iptc4xmpExt="http://iptc.org/std/Iptc4xmpExt/2008-02-29/"\n'
+            '    xmlns:xmp="http://ns.adobe.com/xap/1.0/"\n'
+            '    xmlns:dc="http://purl.org/dc/elements/1.1/"\n'
+            f'    xmlns:ffwatchd="{PROVENANCE_NS}"\n'
+            f'    Iptc4xmpExt:DigitalSourceType="{DIGITAL_SOURCE_TYPE}"\n'
+            f'    xmp:CreatorTool="{a}"\n'
+            '    ffwatchd:AIGenerated="True"\n'
+            f'    ffwatchd:Processors="{p}"\n'
+            f'    ffwatchd:Models="{m}">\n'
+            '   <dc:description><rdf:Alt><rdf:li xml:lang="x-default">'
+            f'{escape(self.description())}</rdf:li></rdf:Alt></dc:description>\n'
+            '  </rdf:Description>\n'
+            ' </rdf:RDF>\n'
+            '</x:xmpmeta>\n'
+            '<?xpacket end="w"?>').encode("utf-8")
+
+
+# --------------------------------------------------------------------------------------
+# Reading
+
+def open_checked(path: Path, max_pixels: int) -> Image.Image:
+    """Open an image lazily (header only) and refuse it when it is empty, unknown or too large."""
+    try:
+        size = os.stat(path).st_size
+    except OSError as e:
+        raise JobError("bad_input", f"cannot read {path.name}: {e.strerror or e}") from e
+    if size == 0:
+        raise JobError("bad_input", f"{path.name} is empty (0 bytes)")
+    try:
+        with warnings.catch_warnings():
+            # Our own max_pixels check below is the limit; Pillow's warning is not needed.
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            im = Image.open(path)
+    except Image.DecompressionBombError as e:
+        raise JobError("too_large", f"{path.name}: {e}") from e
+    except UnidentifiedImageError as e:
+        raise JobError("bad_input", f"{path.name} is not an image this service can read") from e
+    except _DECODE_ERRORS as e:
+        raise JobError("bad_input", f"{path.name} has an unreadable header: {e}") from e
+    w, h = im.size
+    if w <= 0 or h <= 0:
+        im.close()
+        raise JobError("bad_input", f"{path.name} declares an empty size {w}x{h}")
+    if w * h > max_pixels:
+        im.close()
+        raise JobError("too_large", f"{path.name} is {w}x{h} = {w * h} pixels, over the limit of "
+                       f"{max_pixels} (workers.max_pixels)")
+    return im
+
+
+def sniff_format(path: Path, max_pixels: int = 2**62) -> str:
+    """Pillow's format name of an image file, from its header."""
+    with open_checked(path, max_pixels) as im:
+        return str(im.format)
+
+
+def read_image(path: Path, max_pixels: int) -> DecodedImage:
+    """Decode an image file to 8-bit BGR (+ alpha), upright; JobError bad_input or too_large."""
+    path = Path(path)
+    im = open_checked(path, max_pixels)
+    with im:
+        fmt = str(im.format)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                im.load()
+                upright = ImageOps.exif_transpose(im)
+        except _DECODE_ERRORS as e:
+            raise JobError("bad_input", f"{path.name} cannot be decoded ({fmt}): {e}; if it is still "
+                           "being copied, drop it again when complete") from e
+        icc = im.info.get("icc_profile") if im.mode in ("RGB", "RGBA", "P", "L", "LA", "PA") else None
+        if im.mode not in ("RGB", "RGBA", "P", "L", "LA", "PA", "1") and im.info.get("icc_profile"):
+            log.info("%s: dropped its %s colour profile (the output is RGB)", path.name, im.mode)
+        exif = _exif_bytes(upright)
+        bgr, alpha, bits = _to_bgr(upright)
+    return DecodedImage(bgr=bgr, alpha=alpha, format=fmt, exif=exif, icc_profile=icc, bits=bits,
+                        info={"mode": im.mode})
+
+
+def _exif_bytes(im: Image.Image) -> bytes | None:
+    exif = im.getexif()
+    if _EXIF_ORIENTATION in exif:
+        del exif[_EXIF_ORIENTATION]
+    return exif.tobytes() if len(exif) else None
+
+
+def _to_bgr(im: Image.Image) -> tuple[np.ndarray, np.ndarray | None, int]:
+    mode = im.mode
+    if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):
+        arr = np.asarray(im).astype(np.int64)
+        gray = (np.clip(arr, 0, 65535) >> 8).astype(np.uint8)
+        return np.ascontiguousarray(np.repeat(gray[:, :, None], 3, axis=2)), None, 16
+    if mode == "F":
+        arr = np.clip(np.asarray(im), 0, 255).astype(np.uint8)
+        return np.ascontiguousarray(np.repeat(arr[:, :, None], 3, axis=2)), None, 32
+    has_alpha = mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in im.info
+    if has_alpha:
+        arr = np.asarray(im.convert("RGBA"))
+        return np.ascontiguousarray(arr[:, :, 2::-1]), np.ascontiguousarray(arr[:, :, 3]), 8
+    arr = np.asarray(im if mode == "RGB" else im.convert("RGB"))
+    return np.ascontiguousarray(arr[:, :, ::-1]), None, 8
+
+
+# --------------------------------------------------------------------------------------
+# Writing
+
+def output_format(input_format: str, requested: str = "keep") -> str:
+    """The Pillow format an output is written in: the sidecar's choice, else the input's
+    (formats that cannot carry metadata, such as BMP or GIF, become PNG)."""
+    if requested != "keep":
+        return SPEC_FORMATS[requested]
+    return input_format if input_format in SUFFIXES else "PNG"
+
+
+def write_image(path: Path, bgr: np.ndarray, fmt: str, *, alpha: np.ndarray | None = None,
+                quality: int = 95, exif: bytes | None = None, icc_profile: bytes | None = None,
+                provenance: Provenance | None = None) -> None:
+    """Encode to exactly `path` (the caller picks a temp name and renames), fsynced."""
+    rgb = bgr[:, :, ::-1]
+    if alpha is not None and fmt == "JPEG":
+        a = alpha.astype(np.float32)[:, :, None] / 255.0   # JPEG has no alpha: flatten on white
+        rgb = (rgb * a + 255.0 * (1.0 - a)).round().astype(np.uint8)
+        alpha = None
+    im = Image.fromarray(np.ascontiguousarray(np.dstack([rgb, alpha]) if alpha is not None else rgb),
+                         "RGBA" if alpha is not None else "RGB")
+    ex = Image.Exif()
+    if exif:
+        ex.load(exif)
+    if provenance is not None:
+        ex[_EXIF_DESCRIPTION] = provenance.description()
+        ex[_EXIF_SOFTWARE] = provenance.generator
+    kwargs: dict = {}
+    if icc_profile:
+        kwargs["icc_profile"] = icc_profile
+    if fmt == "JPEG":
+        kwargs.update(quality=quality, exif=ex.tobytes())
+        if provenance is not None:
+            kwargs["xmp"] = provenance.xmp()
+    elif fmt == "WEBP":
+        kwargs.update(quality=quality, method=4, exif=ex.tobytes())
+        if provenance is not None:
+            kwargs["xmp"] = provenance.xmp()
+    elif fmt == "PNG":
+        info = PngImagePlugin.PngInfo()
+        if provenance is not None:
+            info.add_itxt("XML:com.adobe.xmp", provenance.xmp().decode("utf-8"))
+            info.add_itxt("Description", provenance.description())
+            info.add_text("Software", provenance.generator)
+            info.add_text(PNG_PROVENANCE_KEY, json.dumps(provenance.as_dict(), sort_keys=True))
+        kwargs["pnginfo"] = info
+        if len(ex):
+            kwargs["exif"] = ex.tobytes()
+    elif fmt == "TIFF":
+        ifd = TiffImagePlugin.ImageFileDirectory_v2()
+        if provenance is not None:
+            ifd[_TIFF_DESCRIPTION] = provenance.description()
+            ifd[_TIFF_SOFTWARE] = provenance.generator
+            ifd[_TIFF_XMP] = provenance.xmp()
+        kwargs.update(tiffinfo=ifd, compression="tiff_adobe_deflate")
+    else:
+        raise JobError("internal", f"cannot write images as {fmt}")
+    buf = io.BytesIO()
+    im.save(buf, format=fmt, **kwargs)
+    with open(path, "wb") as f:
+        f.write(buf.getbuffer())
+        f.flush()
+        os.fsync(f.fileno())
+
+
+# --------------------------------------------------------------------------------------
+# Reading provenance back (for `jobs show`, tests and people)
+
+_XMP_ATTR = re.compile(rb'(Iptc4xmpExt:DigitalSourceType|xmp:CreatorTool|ffwatchd:Processors|ffwatchd:Models)="([^"]*)"')
+
+
+def read_provenance(path: Path) -> dict | None:
+    """The provenance an output carries (from XMP, or a PNG text chunk), or None."""
+    with Image.open(path) as im:
+        text = getattr(im, "text", {}) if im.format == "PNG" else {}
+        if PNG_PROVENANCE_KEY in text:
+            return json.loads(text[PNG_PROVENANCE_KEY])
+        xmp = im.info.get("xmp") or im.info.get("XML:com.adobe.xmp")
+    if not xmp:
+        return None
+    if isinstance(xmp, str):
+        xmp = xmp.encode("utf-8")
+    found = {k.decode(): v.decode("utf-8") for k, v in _XMP_ATTR.findall(xmp)}
+    if found.get("Iptc4xmpExt:DigitalSourceType") != DIGITAL_SOURCE_TYPE:
+        return None
+    split = lambda s: [x.strip() for x in s.split(",") if x.strip()]  # noqa: E731
+    return {"ai_generated": True, "generator": found.get("xmp:CreatorTool", ""),
+            "digital_source_type": DIGITAL_SOURCE_TYPE,
+            "processors": split(found.get("ffwatchd:Processors", "")),
+            "models": split(found.get("ffwatchd:Models", ""))}

@@ -1,0 +1,172 @@
+"""Small ONNX models with the real models' signatures, generated at test time (never committed).
+
+- SCRFD-like: 1x3x640x640 -> 9 outputs (scores, boxes, keypoints for strides 8/16/32, 2 anchors),
+  reporting fixed faces wherever they are placed; routed by insightface to SCRFD.
+- ArcFace-like: 1x3x112x112 -> 1x512 (pooled pixels times a fixed random matrix): same crop,
+  same embedding; different faces, different embeddings.
+- inswapper-like: (1x3x128x128, 1x512) -> 1x3x128x128, half the crop plus a colour from the
+  latent, with a 512x512 `emap` as the last initializer; routed by insightface to INSwapper.
+- GFPGAN-like: 1x3x512x512 -> 1x3x512x512 in -1..1 (a darker copy).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 13
+# The face the SCRFD-like model reports by default, in 640x640 detector space.
+DEFAULT_FACE = ((220.0, 150.0, 420.0, 420.0),
+                ((272.0, 250.0), (368.0, 250.0), (320.0, 305.0), (282.0, 360.0), (358.0, 360.0)))
+
+
+@dataclass(frozen=True)
+class SynthModel:
+    name: str
+    kind: str
+    path: Path
+    sha256: str
+
+    def config_entry(self) -> dict:
+        """This model as an entry of the config's `models:` mapping."""
+        return {"path": str(self.path), "kind": self.kind, "sha256": self.sha256}
+
+
+def _save(model: onnx.ModelProto, path: Path) -> Path:
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _tensor(name: str, array: np.ndarray) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(array, dtype=np.float32), name)
+
+
+def make_scrfd_like(path: Path, faces=(DEFAULT_FACE,), input_size: int = 640, score: float = 0.9) -> Path:
+    """An SCRFD-like detector (fixed input) that reports `faces` ((x1,y1,x2,y2), 5 keypoints),
+    given in detector space (a square frame of `input_size` maps 1:1)."""
+    strides = (8, 16, 32)
+    scores, boxes, kpss = [], [], []
+    for stride in strides:
+        n = (input_size // stride) ** 2 * 2
+        scores.append(np.zeros((n, 1), np.float32))
+        boxes.append(np.ones((n, 4), np.float32))
+        kpss.append(np.zeros((n, 10), np.float32))
+    stride, grid = 16, input_size // 16
+    for (x1, y1, x2, y2), kps in faces:
+        cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
+        col, row = int(round(cx / stride)), int(round(cy / stride))
+        ax, ay = col * stride, row * stride
+        idx = (row * grid + col) * 2
+        scores[1][idx, 0] = score
+        boxes[1][idx] = [(ax - x1) / stride, (ay - y1) / stride, (x2 - ax) / stride, (y2 - ay) / stride]
+        kpss[1][idx] = np.array([[(kx - ax) / stride, (ky - ay) / stride] for kx, ky in kps]).ravel()
+    inits, nodes, outputs = [], [], []
+    nodes.append(helper.make_node("ReduceMean", ["input.1"], ["mean"], keepdims=0, name="reduce"))
+    inits.append(_tensor("zero", np.zeros((), np.float32)))
+    nodes.append(helper.make_node("Mul", ["mean", "zero"], ["nil"], name="gate"))
+    for group, arrays in (("score", scores), ("bbox", boxes), ("kps", kpss)):
+        for stride, arr in zip(strides, arrays):
+            name = f"{group}_{stride}"
+            inits.append(_tensor(f"{name}_const", arr))
+            nodes.append(helper.make_node("Add", [f"{name}_const", "nil"], [name], name=f"out_{name}"))
+            outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, list(arr.shape)))
+    graph = helper.make_graph(nodes, "scrfd_like",
+                              [helper.make_tensor_value_info("input.1", TensorProto.FLOAT,
+                                                             [1, 3, input_size, input_size])],
+                              outputs, initializer=inits)
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), path)
+
+
+def make_arcface_like(path: Path, seed: int = 7) -> Path:
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((3 * 16 * 16, 512)).astype(np.float32) / 16.0
+    nodes = [helper.make_node("AveragePool", ["input.1"], ["pooled"], kernel_shape=[7, 7], strides=[7, 7],
+                              name="pool"),
+             helper.make_node("Flatten", ["pooled"], ["flat"], axis=1, name="flatten"),
+             helper.make_node("MatMul", ["flat", "proj_w"], ["embedding"], name="proj")]
+    graph = helper.make_graph(nodes, "arcface_like",
+                              [helper.make_tensor_value_info("input.1", TensorProto.FLOAT, ["N", 3, 112, 112])],
+                              [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["N", 512])],
+                              initializer=[_tensor("proj_w", w)])
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), path)
+
+
+def make_inswapper_like(path: Path, seed: int = 11) -> Path:
+    rng = np.random.default_rng(seed)
+    colour_w = rng.standard_normal((512, 3)).astype(np.float32) * 4.0
+    emap = rng.standard_normal((512, 512)).astype(np.float32) / np.sqrt(512)
+    nodes = [helper.make_node("MatMul", ["source", "colour_w"], ["colour_lin"], name="colour"),
+             helper.make_node("Sigmoid", ["colour_lin"], ["colour_sig"], name="squash"),
+             helper.make_node("Reshape", ["colour_sig", "colour_shape"], ["colour_map"], name="shape"),
+             helper.make_node("Mul", ["target", "half"], ["target_half"], name="keep_half"),
+             helper.make_node("Mul", ["colour_map", "half"], ["colour_half"], name="tint_half"),
+             helper.make_node("Add", ["target_half", "colour_half"], ["output"], name="mix")]
+    inits = [_tensor("colour_w", colour_w),
+             numpy_helper.from_array(np.array([1, 3, 1, 1], np.int64), "colour_shape"),
+             _tensor("half", np.array(0.5, np.float32)),
+             _tensor("emap", emap)]                      # last, as insightface expects
+    graph = helper.make_graph(nodes, "inswapper_like",
+                              [helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, 3, 128, 128]),
+                               helper.make_tensor_value_info("source", TensorProto.FLOAT, [1, 512])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, 128, 128])],
+                              initializer=inits)
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), path)
+
+
+def make_gfpgan_like(path: Path) -> Path:
+    nodes = [helper.make_node("Mul", ["input", "gain"], ["scaled"], name="gain_node"),
+             helper.make_node("Add", ["scaled", "bias"], ["shifted"], name="bias_node"),
+             helper.make_node("Clip", ["shifted", "lo", "hi"], ["output"], name="clip")]
+    inits = [_tensor("gain", np.array(0.6, np.float32)), _tensor("bias", np.array(-0.3, np.float32)),
+             _tensor("lo", np.array(-1.0, np.float32)), _tensor("hi", np.array(1.0, np.float32))]
+    graph = helper.make_graph(nodes, "gfpgan_like",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 512, 512])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, 512, 512])],
+                              initializer=inits)
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), path)
+
+
+def build_all(directory: Path, faces=(DEFAULT_FACE,)) -> dict[str, SynthModel]:
+    """All four synthetic models in `directory`, by the names tests use: synth_scrfd,
+    synth_arcface, synth_inswapper, synth_gfpgan."""
+    directory = Path(directory)
+    specs = (("synth_scrfd", "detector", lambda p: make_scrfd_like(p, faces)),
+             ("synth_arcface", "recognizer", make_arcface_like),
+             ("synth_inswapper", "swapper", make_inswapper_like),
+             ("synth_gfpgan", "enhancer", make_gfpgan_like))
+    out = {}
+    for name, kind, make in specs:
+        path = make(directory / f"{name}.onnx")
+        out[name] = SynthModel(name, kind, path, _sha256(path))
+    return out
+
+
+def make_face_image(size: int = 640, seed: int = 3, face=DEFAULT_FACE) -> np.ndarray:
+    """A BGR test frame: textured background and a drawn face where `face` says (in frame pixels)."""
+    import cv2
+
+    rng = np.random.default_rng(seed)
+    img = rng.integers(40, 200, (size, size, 3), dtype=np.uint8)
+    img = cv2.GaussianBlur(img, (7, 7), 0)
+    (x1, y1, x2, y2), kps = face
+    center = (int((x1 + x2) / 2), int((y1 + y2) / 2))
+    cv2.ellipse(img, center, (int((x2 - x1) / 2), int((y2 - y1) / 2)), 0, 0, 360,
+                (int(rng.integers(120, 200)), int(rng.integers(140, 210)), int(rng.integers(170, 240))), -1)
+    for kx, ky in kps[:2]:
+        cv2.circle(img, (int(kx), int(ky)), 9, (40, 30, 30), -1)
+    cv2.circle(img, (int(kps[2][0]), int(kps[2][1])), 6, (90, 100, 150), -1)
+    cv2.line(img, (int(kps[3][0]), int(kps[3][1])), (int(kps[4][0]), int(kps[4][1])), (60, 60, 160), 5)
+    return img
