@@ -174,11 +174,24 @@ def clean_temp_at_startup(settings: "Settings", store: "JobStore", *,
 
 # -- done/ and failed/ ---------------------------------------------------------------------
 
-def age_folder(root: Path, what: str, max_age: float, *, now: float,
-               dry_run: bool = False) -> list[Deletion]:
-    """Files under `root` older than `max_age` (by mtime), each with its `.error.json`;
-    then the subfolders that this left empty. The root itself always stays; links are
-    removed as links and never followed."""
+def filed_times(store: "JobStore") -> dict[Path, float]:
+    """Where finished jobs filed their originals -> when. Filing links the original into
+    done/ or failed/ and so keeps its old mtime; this keeps it from looking old at once."""
+    out: dict[Path, float] = {}
+    for job in store.iter_jobs(("done", "failed")):
+        dst = (job.filing or {}).get("original_dst")
+        if dst and job.finished_at is not None:
+            out[Path(dst)] = job.finished_at
+    return out
+
+
+def age_folder(root: Path, what: str, max_age: float, *, now: float, dry_run: bool = False,
+               filed: dict[Path, float] | None = None) -> list[Deletion]:
+    """Files under `root` older than `max_age`, each with its `.error.json`; then the
+    subfolders this left empty. Age counts from a file's mtime, or from when a job filed
+    it there (`filed`) if that is later. The root always stays; links are removed as
+    links and never followed."""
+    filed = filed or {}
     if max_age <= 0:
         return []
     if not root.is_dir():
@@ -198,7 +211,7 @@ def age_folder(root: Path, what: str, max_age: float, *, now: float,
             st = stats[name]
             if st is None or name.endswith(ERROR_REPORT_SUFFIX):
                 continue
-            age = now - st.st_mtime
+            age = now - max(st.st_mtime, filed.get(here / name, 0.0))
             if age <= max_age:
                 continue
             d = _apply(Deletion(what, here / name, 1, age, limit, st.st_size), dry_run)
@@ -257,15 +270,16 @@ def _prunable(folder: Path, gone: set[Path], touched: set[Path], cutoff: float) 
     return folder in touched or mtime < cutoff
 
 
-def age_watch_folders(settings: "Settings", *, now: float | None = None,
-                      dry_run: bool = False) -> list[Deletion]:
+def age_watch_folders(settings: "Settings", store: "JobStore | None" = None, *,
+                      now: float | None = None, dry_run: bool = False) -> list[Deletion]:
     """done/ and failed/ of every watch."""
     now = time.time() if now is None else now
     r = settings.retention
+    filed = filed_times(store) if store is not None else {}
     out: list[Deletion] = []
     for w in settings.watches:
-        out += age_folder(w.done, "done", r.done_max_age, now=now, dry_run=dry_run)
-        out += age_folder(w.failed, "failed", r.failed_max_age, now=now, dry_run=dry_run)
+        out += age_folder(w.done, "done", r.done_max_age, now=now, dry_run=dry_run, filed=filed)
+        out += age_folder(w.failed, "failed", r.failed_max_age, now=now, dry_run=dry_run, filed=filed)
     return out
 
 
@@ -295,7 +309,7 @@ def run_retention(settings: "Settings", store: "JobStore", *, now: float | None 
     is judged while its job is still known)."""
     now = time.time() if now is None else now
     out = clean_temp(settings, store, now=now, dry_run=dry_run)
-    out += age_watch_folders(settings, now=now, dry_run=dry_run)
+    out += age_watch_folders(settings, store, now=now, dry_run=dry_run)
     out += purge_job_rows(settings, store, dry_run=dry_run)
     return out
 
