@@ -259,7 +259,10 @@ def probe(path: Path | str, ffmpeg: str | None = None) -> VideoInfo:
 # --------------------------------------------------------------------------------------
 # Child processes: every one is tracked, its stderr drained, and killed with its parent.
 
-_CTX_RE = re.compile(r"^\[[^\]]*@ 0x[0-9a-f]+\]\s*")
+_CTX_RE = re.compile(r"^(?:\[[^\]]*@ 0x[0-9a-f]+\]\s*)+")
+_NOISE_RE = re.compile(r"^(Terminating thread with return code|Task finished with error code|"
+                       r"Last message repeated|Conversion failed|Error closing file|"
+                       r"Nothing was written into output file|Error opening input files?[ :])")
 
 
 def last_line(text: str, count: int = 2) -> str:
@@ -267,7 +270,7 @@ def last_line(text: str, count: int = 2) -> str:
     lines: list[str] = []
     for ln in reversed(text.strip().splitlines()):
         ln = _CTX_RE.sub("", ln.strip())
-        if ln and ln not in lines:
+        if ln and ln not in lines and not _NOISE_RE.match(ln):
             lines.insert(0, ln)
             if len(lines) == count:
                 break

@@ -412,6 +412,8 @@ class FramePipeline:
             self.kill_children()
             for t in self._threads:
                 t.join()
+            for part in self.workdir.glob("seg_*.part"):
+                part.unlink()
 
 
 # --------------------------------------------------------------------------------------
