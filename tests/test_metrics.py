@@ -1,0 +1,227 @@
+"""Metrics: one registry, job-state gauges read from the table at scrape time, bounded labels,
+and the real HTTP endpoint."""
+
+from __future__ import annotations
+
+import os
+import threading
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from ffwatchd.metrics import DURATION_BUCKETS, Metrics, normalize_provider
+from ffwatchd.store import JobStore
+
+
+def samples(text: bytes | str) -> dict[tuple[str, frozenset], float]:
+    """(sample name, labels) -> value."""
+    if isinstance(text, bytes):
+        text = text.decode()
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out
+
+
+def value(text: bytes | str, name: str, **labels: str) -> float:
+    return samples(text)[(name, frozenset(labels.items()))]
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        assert r.status == 200
+        return r.read().decode()
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    s = JobStore(tmp_path / "state" / "ffwatchd.db")
+    yield s
+    s.close()
+
+
+def enqueue(store: JobStore, name: str, priority: int = 0) -> int:
+    job, _ = store.enqueue(watch="studio", rel_path=name, size=10, mtime=1.0, content_hash=name,
+                           kind="image", spec={}, priority=priority)
+    return job.id
+
+
+def test_job_state_gauges_are_read_from_the_table_at_scrape_time(store, tmp_path):
+    m = Metrics(store=store)
+    for i in range(4):
+        enqueue(store, f"{i}.jpg")
+    running = store.claim("w", 60.0)
+    done = store.claim("w", 60.0)
+    store.finish(done.id, "w", output_path=None)
+    failed = store.claim("w", 60.0)
+    store.fail(failed.id, "w", error_kind="no_face", message="no face", transient=False)
+
+    text = m.render()
+    assert {s: value(text, "ffwatchd_jobs", state=s) for s in store.counts()} == store.counts()
+    assert store.counts() == {"queued": 1, "running": 1, "done": 1, "failed": 1, "cancelled": 0}
+    assert value(text, "ffwatchd_job_table_up") == 1
+    assert value(text, "ffwatchd_oldest_queued_job_age_seconds") >= 0
+
+    store.cancel(running.id)                         # no call into Metrics: read at the next scrape
+    assert value(m.render(), "ffwatchd_jobs", state="cancelled") == 1
+    assert value(m.render(), "ffwatchd_jobs", state="running") == 0
+
+
+def test_closed_job_table_shows_as_down_not_as_an_error(tmp_path):
+    s = JobStore(tmp_path / "x.db")
+    m = Metrics(store=s)
+    s.close()
+    text = m.render()
+    assert value(text, "ffwatchd_job_table_up") == 0
+    assert not any(name == "ffwatchd_jobs" for name, _ in samples(text))
+
+
+def test_counters_and_histograms_follow_the_reports():
+    m = Metrics(folders={"studio": {}})
+    m.file_discovered("studio")
+    m.file_discovered("studio")
+    m.job_enqueued("studio")
+    m.settle_wait("studio", 12.0)
+    m.job_finished("studio", "image", "done", duration_s=0.07, queue_wait_s=3.0)
+    m.job_finished("studio", "video", "retried", duration_s=700.0, queue_wait_s=1.0, error_kind="memory")
+    m.job_finished("studio", "video", "failed", duration_s=4000.0, queue_wait_s=1.0,
+                   error_kind="some new kind /srv/share/x.jpg")
+    m.retried("studio", "lease")
+    m.leases_expired(2)
+    m.bytes_processed("studio", 1234)
+    m.frames_processed("studio", 250)
+    m.worker_restarted("0", "memory")
+    m.worker_restarted("0", "exploded")
+    text = m.render()
+
+    assert value(text, "ffwatchd_files_discovered_total", watch="studio") == 2
+    assert value(text, "ffwatchd_jobs_enqueued_total", watch="studio") == 1
+    assert value(text, "ffwatchd_jobs_finished_total", watch="studio", kind="image", outcome="done") == 1
+    assert value(text, "ffwatchd_jobs_finished_total", watch="studio", kind="video", outcome="retried") == 1
+    assert value(text, "ffwatchd_jobs_finished_total", watch="studio", kind="image", outcome="cancelled") == 0
+    assert value(text, "ffwatchd_job_errors_total", watch="studio", error_kind="memory", outcome="retried") == 1
+    assert value(text, "ffwatchd_job_errors_total", watch="studio", error_kind="other", outcome="failed") == 1
+    assert value(text, "ffwatchd_retries_total", watch="studio", cause="failure") == 1
+    assert value(text, "ffwatchd_retries_total", watch="studio", cause="lease") == 1
+    assert value(text, "ffwatchd_leases_expired_total") == 2
+    assert value(text, "ffwatchd_bytes_processed_total", watch="studio") == 1234
+    assert value(text, "ffwatchd_frames_processed_total", watch="studio") == 250
+    assert value(text, "ffwatchd_worker_restarts_total", device="0", reason="memory") == 1
+    assert value(text, "ffwatchd_worker_restarts_total", device="0", reason="other") == 1
+    assert value(text, "ffwatchd_last_success_timestamp_seconds") > 0
+    # 50 ms lands in the first bucket, 700 s in the 20-minute one, 4000 s only in +Inf.
+    assert value(text, "ffwatchd_job_duration_seconds_bucket", watch="studio", kind="image", le="0.1") == 1
+    assert value(text, "ffwatchd_job_duration_seconds_bucket", watch="studio", kind="video", le="600.0") == 0
+    assert value(text, "ffwatchd_job_duration_seconds_bucket", watch="studio", kind="video", le="1200.0") == 1
+    assert value(text, "ffwatchd_job_duration_seconds_bucket", watch="studio", kind="video", le="3600.0") == 1
+    assert value(text, "ffwatchd_job_duration_seconds_bucket", watch="studio", kind="video", le="+Inf") == 2
+    assert value(text, "ffwatchd_queue_wait_seconds_count", watch="studio") == 3
+    assert value(text, "ffwatchd_settle_wait_seconds_sum", watch="studio") == 12.0
+    with pytest.raises(ValueError):
+        m.job_finished("studio", "image", "exploded", 1.0, 1.0)
+
+
+def test_buckets_span_50ms_to_an_hour():
+    assert DURATION_BUCKETS[0] == 0.05
+    assert DURATION_BUCKETS[-2] == 3600.0
+    assert list(DURATION_BUCKETS) == sorted(DURATION_BUCKETS)
+
+
+def test_execution_provider_gauge_marks_the_active_one():
+    m = Metrics()
+    m.set_worker_provider("0", "CUDAExecutionProvider")
+    text = m.render()
+    assert value(text, "ffwatchd_worker_execution_provider", device="0", provider="cuda") == 1
+    m.set_worker_provider("0", "CPUExecutionProvider")     # the silent CPU fallback, made visible
+    m.set_worker_provider("cpu", "cpu")
+    text = m.render()
+    assert value(text, "ffwatchd_worker_execution_provider", device="0", provider="cuda") == 0
+    assert value(text, "ffwatchd_worker_execution_provider", device="0", provider="cpu") == 1
+    assert value(text, "ffwatchd_worker_execution_provider", device="cpu", provider="cpu") == 1
+    assert normalize_provider("TensorrtExecutionProvider") == "tensorrt"
+    assert normalize_provider("/opt/evil") == "other"
+
+
+def test_claiming_paused_gauge_and_reason():
+    m = Metrics()
+    m.set_claiming_paused(True, "/srv/out has 1 MiB free")
+    assert value(m.render(), "ffwatchd_claiming_paused") == 1
+    assert m.claiming_paused and "1 MiB" in m.claiming_pause_reason
+    m.set_claiming_paused(False)
+    assert value(m.render(), "ffwatchd_claiming_paused") == 0
+    assert m.claiming_pause_reason == ""
+
+
+def test_disk_free_per_watch_and_folder_never_labelled_by_path(tmp_path):
+    out, missing = tmp_path / "out", tmp_path / "missing"
+    out.mkdir()
+    m = Metrics(folders={"studio": {"output": out, "temp": missing}})
+    text = m.render()
+    st = os.statvfs(out)
+    free = value(text, "ffwatchd_disk_free_bytes", watch="studio", folder="output")
+    assert abs(free - st.f_bavail * st.f_frsize) < 64 * 2**20   # other writers may move it a little
+    assert value(text, "ffwatchd_disk_size_bytes", watch="studio", folder="output") == st.f_blocks * st.f_frsize
+    assert value(text, "ffwatchd_folder_up", watch="studio", folder="output") == 1
+    assert value(text, "ffwatchd_folder_up", watch="studio", folder="temp") == 0
+    for (_name, labels) in samples(text):
+        for _k, v in labels:
+            assert "/" not in v, f"a path-like label value: {v}"
+    with pytest.raises(ValueError):
+        Metrics(folders={"studio": {"somewhere": out}})
+
+
+def test_process_metrics_are_on_the_same_registry():
+    text = Metrics().render().decode()
+    assert "process_cpu_seconds_total" in text
+    assert "python_info" in text
+    assert 'ffwatchd_build_info{version="' in text
+
+
+def test_endpoint_serves_metrics_on_a_free_port_and_stops(store):
+    m = Metrics(store=store, folders={"studio": {}})
+    enqueue(store, "a.jpg")
+    port = m.start("127.0.0.1", 0)
+    try:
+        assert port > 0 and m.port == port
+        text = scrape(port)
+        assert value(text, "ffwatchd_jobs", state="queued") == 1
+        enqueue(store, "b.jpg")
+        m.job_enqueued("studio")
+        text = scrape(port)
+        assert value(text, "ffwatchd_jobs", state="queued") == 2
+        assert value(text, "ffwatchd_jobs_enqueued_total", watch="studio") == 1
+        with pytest.raises(RuntimeError):
+            m.start("127.0.0.1", 0)
+    finally:
+        m.stop()
+    assert m.port is None
+    with pytest.raises(OSError):
+        scrape(port)
+    m.stop()                                          # a second stop is a no-op
+
+
+def test_reports_from_many_threads_add_up():
+    m = Metrics()
+
+    def report() -> None:
+        for _ in range(500):
+            m.file_discovered("studio")
+            m.set_worker_provider("0", "cuda")
+
+    threads = [threading.Thread(target=report) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert value(m.render(), "ffwatchd_files_discovered_total", watch="studio") == 2000
+
+
+def test_default_bind_is_localhost_9808():
+    import inspect
+    from ffwatchd.config import MetricsSettings
+    sig = inspect.signature(Metrics.start)
+    assert sig.parameters["host"].default == "127.0.0.1" == MetricsSettings().host
+    assert sig.parameters["port"].default == 9808 == MetricsSettings().port
