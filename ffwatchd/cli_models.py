@@ -1,0 +1,179 @@
+"""`ffwatchd models list | verify | fetch`: the known models, their files and sha256."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from ffwatchd.config import CONFIG_ENV, CustomModel, load_config
+from ffwatchd.errors import ConfigError, JobError
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    def common(p: argparse.ArgumentParser, default) -> None:
+        if "-c" not in p._option_string_actions:
+            p.add_argument("-c", "--config", default=default, help=f"config file (default: ${CONFIG_ENV})")
+        p.add_argument("--models-dir", default=default, help="model folder (default: the config's models_dir)")
+
+    common(parser, None)
+    sub = parser.add_subparsers(dest="models_command", metavar="{list,verify,fetch}")
+    sub.required = True
+    p = sub.add_parser("list", help="each known model: present, missing, corrupt or unpinned")
+    common(p, argparse.SUPPRESS)
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("verify", help="check the sha256 of model files (all present ones, or NAMEs)")
+    common(p, argparse.SUPPRESS)
+    p.add_argument("names", nargs="*", metavar="NAME")
+    p = sub.add_parser("fetch", help="download models (with timeouts, resume and a sha256 check)")
+    common(p, argparse.SUPPRESS)
+    p.add_argument("names", nargs="*", metavar="NAME")
+    p.add_argument("--all", action="store_true", help="every built-in model")
+    p.add_argument("--force", action="store_true", help="download even when the file is present and valid")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to connect and per read (default 30)")
+    p.add_argument("--attempts", type=int, default=3, help="tries per model, resuming (default 3)")
+    p.add_argument("--mirror", help="base URL to fetch FILE NAMEs from instead of the official addresses")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def models_location(args: argparse.Namespace) -> tuple[Path, tuple[CustomModel, ...]]:
+    """(models_dir, custom models) from --models-dir and/or the config; ConfigError when neither."""
+    config = getattr(args, "config", None) or os.environ.get(CONFIG_ENV)
+    custom: tuple[CustomModel, ...] = ()
+    models_dir = None
+    if config:
+        settings = load_config(config)
+        models_dir, custom = settings.models_dir, settings.models
+    if getattr(args, "models_dir", None):
+        models_dir = Path(args.models_dir)
+    if models_dir is None:
+        raise ConfigError("<config>", [f"no config given: use --models-dir DIR, -c CONFIG or set {CONFIG_ENV}"])
+    return Path(models_dir), custom
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        models_dir, custom = models_location(args)
+    except ConfigError as e:
+        print(f"ffwatchd models: {e}", file=sys.stderr)
+        return EXIT_USAGE if "no config given" in str(e) else EXIT_FAIL
+    command = {"list": cmd_list, "verify": cmd_verify, "fetch": cmd_fetch}[args.models_command]
+    return command(args, models_dir, custom)
+
+
+def cmd_list(args: argparse.Namespace, models_dir: Path, custom: tuple[CustomModel, ...]) -> int:
+    from ffwatchd.faces import registry
+
+    rows = []
+    for name, info in registry.all_models(custom).items():
+        state, detail = registry.model_status(info, models_dir)
+        rows.append({"name": name, "kind": info.kind, "state": state, "file": str(info.file_in(models_dir)),
+                     "size": info.size, "sha256": info.sha256, "url": info.url, "detail": detail})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    width = max(len(r["name"]) for r in rows)
+    for r in rows:
+        print(f"{r['name']:<{width}}  {r['kind']:<10}  {r['state']:<8}  {r['file']}")
+        if r["state"] == "corrupt":
+            print(f"{'':<{width}}  {r['detail']}")
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace, models_dir: Path, custom: tuple[CustomModel, ...]) -> int:
+    from ffwatchd.faces import registry
+
+    models = registry.all_models(custom)
+    unknown = [n for n in args.names if n not in models]
+    if unknown:
+        print(f"ffwatchd models: unknown model(s) {', '.join(unknown)} (known: {', '.join(models)})",
+              file=sys.stderr)
+        return EXIT_USAGE
+    bad = 0
+    for name in args.names or list(models):
+        state, detail = registry.model_status(models[name], models_dir)
+        if state == "missing" and not args.names:
+            continue
+        print(f"{name}: {state}: {detail}")
+        bad += state in ("missing", "corrupt")
+    return EXIT_FAIL if bad else EXIT_OK
+
+
+def cmd_fetch(args: argparse.Namespace, models_dir: Path, custom: tuple[CustomModel, ...]) -> int:
+    from ffwatchd.faces import registry
+    from ffwatchd.faces.fetch import FetchError, fetch_model
+
+    models = registry.all_models(custom)
+    names = list(registry.BUILTIN_MODELS) if args.all else args.names
+    if not names:
+        print("ffwatchd models fetch: name the models to fetch, or use --all", file=sys.stderr)
+        return EXIT_USAGE
+    unknown = [n for n in names if n not in models]
+    if unknown:
+        print(f"ffwatchd models fetch: unknown model(s) {', '.join(unknown)}", file=sys.stderr)
+        return EXIT_USAGE
+    failed = 0
+    for name in names:
+        info = models[name]
+        state, _ = registry.model_status(info, models_dir)
+        if state == "present" and not args.force:
+            print(f"{name}: present, verified ({info.file_in(models_dir)})")
+            continue
+        url = f"{args.mirror.rstrip('/')}/{info.filename}" if args.mirror else None
+        bar = None if args.no_progress else ProgressBar(name)
+        try:
+            path = fetch_model(info, models_dir, url=url, timeout=args.timeout, attempts=args.attempts,
+                               progress=bar)
+        except (FetchError, JobError, OSError) as e:
+            if bar:
+                bar.close()
+            print(f"{name}: FAILED: {e}", file=sys.stderr)
+            failed += 1
+            continue
+        if bar:
+            bar.close()
+        print(f"{name}: fetched and verified ({path})")
+    return EXIT_FAIL if failed else EXIT_OK
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr, redrawn at most five times a second."""
+
+    def __init__(self, label: str, stream=None) -> None:
+        self.label = label
+        self.stream = stream or sys.stderr
+        self.start = time.monotonic()
+        self.last = 0.0
+        self.drawn = False
+
+    def __call__(self, done: int, total: int | None) -> None:
+        now = time.monotonic()
+        if now - self.last < 0.2 and (total is None or done < total):
+            return
+        self.last = now
+        rate = done / max(1e-6, now - self.start) / 2**20
+        if total:
+            filled = int(30 * done / total)
+            text = f"{self.label} [{'#' * filled}{'.' * (30 - filled)}] {100 * done // total:3d}% " \
+                   f"{done / 2**20:.1f}/{total / 2**20:.1f} MiB {rate:.1f} MiB/s"
+        else:
+            text = f"{self.label} {done / 2**20:.1f} MiB {rate:.1f} MiB/s"
+        self.stream.write("\r" + text)
+        self.stream.flush()
+        self.drawn = True
+
+    def close(self) -> None:
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+if __name__ == "__main__":
+    _parser = argparse.ArgumentParser(prog="ffwatchd models")
+    add_arguments(_parser)
+    sys.exit(run(_parser.parse_args()))

@@ -1,0 +1,210 @@
+"""`ffwatchd process -s SRC… -t TARGET -o OUTPUT`: one file, no daemon, the workers' pipeline."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ffwatchd import jobspec
+from ffwatchd.config import CONFIG_ENV, Settings, load_config, parse_size
+from ffwatchd.errors import ConfigError, JobError
+
+log = logging.getLogger(__name__)
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+_SUFFIX_FORMATS = {".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".webp": "webp"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    if "-c" not in parser._option_string_actions:
+        parser.add_argument("-c", "--config", help=f"config file (optional; default ${CONFIG_ENV} if set)")
+    parser.add_argument("-s", "--source", dest="sources", action="extend", nargs="+", default=[],
+                        metavar="SRC", help="source face image(s) of one person")
+    parser.add_argument("-t", "--target", required=True, help="the image to process")
+    parser.add_argument("-o", "--output", required=True, help="output file, or an existing folder")
+    parser.add_argument("--processors", nargs="+", choices=jobspec.PROCESSORS, metavar="PROC",
+                        help=f"in order, from: {', '.join(jobspec.PROCESSORS)} (default face_swapper)")
+    parser.add_argument("--sidecar", help="take settings from this sidecar YAML (flags override it)")
+    parser.add_argument("--models-dir", help="model folder (default: the config's models_dir)")
+    g = parser.add_argument_group("face settings (as in a sidecar)")
+    g.add_argument("--detector", help="face_detector.model")
+    g.add_argument("--det-score", type=float, help="face_detector.score")
+    g.add_argument("--det-size", type=int, help="face_detector.size")
+    g.add_argument("--recognizer", help="face_recognizer.model")
+    g.add_argument("--selector", choices=jobspec.SELECTOR_MODES, help="face_selector.mode")
+    g.add_argument("--reference", help="face_selector.reference (an image of the face to pick)")
+    g.add_argument("--max-distance", type=float, help="face_selector.max_distance")
+    g.add_argument("--swapper", help="face_swapper.model")
+    g.add_argument("--enhancer", help="face_enhancer.model")
+    g.add_argument("--blend", type=float, help="face_enhancer.blend")
+    g.add_argument("--anonymize", choices=jobspec.ANONYMIZE_METHODS, help="face_anonymizer.method")
+    g.add_argument("--label-text", help="label.text")
+    g.add_argument("--label-position", choices=jobspec.LABEL_POSITIONS, help="label.position")
+    g.add_argument("--format", choices=jobspec.OUTPUT_FORMATS, help="output.format (default keep)")
+    g.add_argument("--quality", type=int, help="output.image_quality")
+    g.add_argument("--on-no-face", choices=jobspec.ON_NO_FACE, help="on_no_face")
+    w = parser.add_argument_group("worker settings (default: the config's, else CPU)")
+    w.add_argument("--providers", help="comma-separated preference, e.g. cuda,cpu")
+    w.add_argument("--device", help="cpu, or a CUDA device id")
+    w.add_argument("--cpu-threads", type=int)
+    w.add_argument("--vram-limit", help="e.g. 8GiB")
+    w.add_argument("--max-pixels", type=int)
+    w.add_argument("--no-provenance", action="store_true", help="write no provenance metadata")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+_FLAGS = {"detector": ("face_detector", "model"), "det_score": ("face_detector", "score"),
+          "det_size": ("face_detector", "size"), "recognizer": ("face_recognizer", "model"),
+          "selector": ("face_selector", "mode"), "max_distance": ("face_selector", "max_distance"),
+          "swapper": ("face_swapper", "model"), "enhancer": ("face_enhancer", "model"),
+          "blend": ("face_enhancer", "blend"), "anonymize": ("face_anonymizer", "method"),
+          "label_text": ("label", "text"), "label_position": ("label", "position"),
+          "format": ("output", "format"), "quality": ("output", "image_quality")}
+
+
+class UsageProblem(Exception):
+    pass
+
+
+def spec_mapping(args: argparse.Namespace, output: Path) -> dict[str, Any]:
+    """The sidecar-shaped mapping: --sidecar (paths relative to it), then the flags over it."""
+    base: dict[str, Any] = {}
+    if args.sidecar:
+        sidecar = Path(args.sidecar)
+        try:
+            base = yaml.safe_load(sidecar.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as e:
+            raise UsageProblem(f"cannot read sidecar {sidecar}: {e}") from e
+        if not isinstance(base, dict):
+            raise UsageProblem(f"sidecar {sidecar} is not a mapping")
+        folder = sidecar.resolve().parent
+        if isinstance(base.get("sources"), list):
+            base["sources"] = [str((folder / s).resolve()) for s in base["sources"] if isinstance(s, str)]
+        ref = (base.get("face_selector") or {}).get("reference")
+        if isinstance(ref, str):
+            base["face_selector"]["reference"] = str((folder / ref).resolve())
+    flags: dict[str, Any] = {}
+    for attr, (section, key) in _FLAGS.items():
+        value = getattr(args, attr)
+        if value is not None:
+            flags.setdefault(section, {})[key] = value
+    if args.reference:
+        flags.setdefault("face_selector", {})["reference"] = str(Path(args.reference).resolve())
+        flags["face_selector"].setdefault("mode", "reference")
+    if args.sources:
+        flags["sources"] = [str(Path(s).resolve()) for s in args.sources]
+    if args.processors:
+        flags["processors"] = list(args.processors)
+    if args.on_no_face:
+        flags["on_no_face"] = args.on_no_face
+    fmt = _SUFFIX_FORMATS.get(output.suffix.lower())
+    if args.format is None and fmt and not output.is_dir():
+        merged_fmt = (base.get("output") or {}).get("format")
+        if merged_fmt in (None, "keep"):
+            flags.setdefault("output", {})["format"] = fmt
+    return jobspec.merge(base, flags)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ffwatchd.faces.pipeline import Pipeline
+
+    try:
+        settings = _settings(args)
+        models_dir = Path(args.models_dir) if args.models_dir else (settings.models_dir if settings else None)
+        if models_dir is None:
+            raise UsageProblem(f"no model folder: use --models-dir DIR, or -c CONFIG (or set {CONFIG_ENV})")
+        custom = settings.models if settings else ()
+        target, output = Path(args.target), Path(args.output)
+        raw = spec_mapping(args, output)
+        known = {**jobspec.BUILTIN_MODEL_KINDS, **{m.name: m.kind for m in custom}}
+        problems = jobspec.validate(raw, "arguments", known)
+        if problems:
+            raise UsageProblem("invalid settings:\n" + "\n".join(f"  - {p}" for p in problems))
+        spec = jobspec.JobSpec.from_mapping(raw)
+        pipeline = Pipeline(models_dir, custom, **_worker_options(args, settings))
+    except UsageProblem as e:
+        print(f"ffwatchd process: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except ConfigError as e:
+        print(f"ffwatchd process: {e}", file=sys.stderr)
+        return EXIT_FAIL
+    if not target.is_file():
+        print(f"ffwatchd process: target {target} is not a file", file=sys.stderr)
+        return EXIT_USAGE
+    tmp = None
+    try:
+        if output.is_dir():
+            output = output / (target.stem + pipeline.output_suffix(target, spec))
+        tmp = output.with_name(f".{output.name}.ffwatchd-{os.getpid()}.tmp")
+        result = pipeline.process_image(target, tmp, spec)
+        os.replace(tmp, output)
+        tmp = None
+    except JobError as e:
+        print(f"ffwatchd process: {e.kind}: {e.message}", file=sys.stderr)
+        return EXIT_FAIL
+    except OSError as e:
+        print(f"ffwatchd process: io: cannot write {output}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_FAIL
+    finally:
+        if tmp is not None and tmp.exists():
+            tmp.unlink()
+    summary = {"output": str(output), "faces": result.faces, "processors": result.processors,
+               "models": result.models, "output_format": result.output_format, "copied": result.copied,
+               "provider": pipeline.active_provider(), "execution_providers": pipeline.execution_providers()}
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        what = "copied unchanged (no face)" if result.copied else f"{result.faces} face(s)"
+        print(f"{output}: {what}, {', '.join(result.processors) or '-'} on {summary['provider']}")
+    return EXIT_OK
+
+
+def _settings(args: argparse.Namespace) -> Settings | None:
+    config = getattr(args, "config", None) or os.environ.get(CONFIG_ENV)
+    return load_config(config) if config else None
+
+
+def _worker_options(args: argparse.Namespace, settings: Settings | None) -> dict[str, Any]:
+    w = settings.workers if settings else None
+    opts: dict[str, Any] = {
+        "providers": tuple(w.providers) if w else ("cpu",),
+        "device": w.devices[0] if w else "cpu",
+        "cpu_threads": w.cpu_threads if w else 0,
+        "vram_limit": w.vram_limit if w else 12 * 2**30,
+        "max_pixels": w.max_pixels if w else 80_000_000,
+        "provenance": settings.provenance if settings else True,
+    }
+    if args.providers:
+        opts["providers"] = tuple(p.strip() for p in args.providers.split(",") if p.strip())
+        bad = [p for p in opts["providers"] if p not in ("cuda", "cpu")]
+        if bad:
+            raise UsageProblem(f"--providers: {', '.join(bad)} not one of cuda, cpu")
+    if args.device:
+        if args.device != "cpu" and not args.device.isdigit():
+            raise UsageProblem(f"--device {args.device!r}: use cpu or a CUDA device id")
+        opts["device"] = args.device
+    if args.cpu_threads is not None:
+        opts["cpu_threads"] = args.cpu_threads
+    if args.vram_limit:
+        try:
+            opts["vram_limit"] = parse_size(args.vram_limit)
+        except ValueError as e:
+            raise UsageProblem(f"--vram-limit: {e}") from e
+    if args.max_pixels is not None:
+        opts["max_pixels"] = args.max_pixels
+    if args.no_provenance:
+        opts["provenance"] = False
+    return opts
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    _parser = argparse.ArgumentParser(prog="ffwatchd process")
+    add_arguments(_parser)
+    sys.exit(run(_parser.parse_args()))
