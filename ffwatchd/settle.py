@@ -1,0 +1,101 @@
+"""The settle tracker: a file is ready once its size, mtime and inode stay the same for `settle`.
+
+Pure bookkeeping with an injectable clock; events and scans only feed it observations.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+
+@dataclass(frozen=True)
+class FileState:
+    """What settling compares: size, mtime (ns), inode and device."""
+    size: int
+    mtime_ns: int
+    inode: int
+    dev: int
+
+    @classmethod
+    def from_stat(cls, st: os.stat_result) -> "FileState":
+        return cls(st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A file that has been unchanged for `settle`; `waited` counts from its first sighting."""
+    path: Path
+    state: FileState
+    waited: float
+
+
+@dataclass
+class _Entry:
+    state: FileState
+    since: float          # when `state` was first observed
+    first_seen: float     # when the path was first observed at all
+
+
+class SettleTracker:
+    """Paths not yet settled, with the state and time of their last change.
+
+    Not thread-safe: one watch loop owns it. `observe` may be called any number of times with
+    the same state (duplicate events); only a different state restarts the wait."""
+
+    def __init__(self, settle: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.settle = float(settle)
+        self.clock = clock
+        self._entries: dict[Path, _Entry] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._entries
+
+    def __iter__(self) -> Iterator[Path]:
+        return iter(list(self._entries))
+
+    def state_of(self, path: Path) -> FileState | None:
+        entry = self._entries.get(path)
+        return entry.state if entry else None
+
+    def observe(self, path: Path, state: FileState, now: float | None = None) -> bool:
+        """Record a sighting; returns True when the path was not tracked before."""
+        now = self.clock() if now is None else now
+        entry = self._entries.get(path)
+        if entry is None:
+            self._entries[path] = _Entry(state, now, now)
+            return True
+        if entry.state != state:
+            entry.state, entry.since = state, now
+        return False
+
+    def forget(self, path: Path) -> bool:
+        """A vanished (or handled) file leaves the tracker; returns whether it was there."""
+        return self._entries.pop(path, None) is not None
+
+    def due(self, now: float | None = None) -> list[Path]:
+        """Paths whose last observed state is at least `settle` old (confirm them with a fresh stat)."""
+        now = self.clock() if now is None else now
+        return [p for p, e in self._entries.items() if now - e.since >= self.settle]
+
+    def confirm(self, path: Path, state: FileState, now: float | None = None) -> Settled | None:
+        """Check a due path against a fresh stat: unchanged and old enough -> Settled (and forgotten).
+
+        A changed state restarts the wait; an untracked path gives None."""
+        now = self.clock() if now is None else now
+        entry = self._entries.get(path)
+        if entry is None:
+            return None
+        if entry.state != state:
+            entry.state, entry.since = state, now
+            return None
+        if now - entry.since < self.settle:
+            return None
+        del self._entries[path]
+        return Settled(path, state, now - entry.first_seen)

@@ -1,0 +1,96 @@
+"""The settle tracker, with a fake clock: no sleeps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ffwatchd.settle import FileState, SettleTracker
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def state(size: int, mtime: int = 1, inode: int = 7) -> FileState:
+    return FileState(size=size, mtime_ns=mtime, inode=inode, dev=1)
+
+
+P = Path("/inbox/a.jpg")
+
+
+def test_unchanged_file_settles_after_settle_time() -> None:
+    clock = Clock()
+    t = SettleTracker(2.0, clock)
+    assert t.observe(P, state(10)) is True
+    clock.t += 1.9
+    assert t.due() == []
+    clock.t += 0.1
+    assert t.due() == [P]
+    settled = t.confirm(P, state(10))
+    assert settled is not None and settled.path == P and settled.waited == 2.0
+    assert P not in t and len(t) == 0
+
+
+def test_growing_file_keeps_waiting_until_last_change() -> None:
+    clock = Clock()
+    t = SettleTracker(1.0, clock)
+    t.observe(P, state(10, 1))
+    for size in range(20, 100, 10):
+        clock.t += 0.5
+        t.observe(P, state(size, size))
+        assert t.due() == []
+    clock.t += 1.0
+    assert t.due() == [P]
+    settled = t.confirm(P, state(90, 90))
+    assert settled is not None and settled.waited == 5.0
+
+
+def test_duplicate_observations_do_not_restart_the_wait() -> None:
+    clock = Clock()
+    t = SettleTracker(1.0, clock)
+    t.observe(P, state(10))
+    for _ in range(5):
+        clock.t += 0.3
+        assert t.observe(P, state(10)) is False
+    assert t.due() == [P]
+
+
+def test_change_seen_only_at_confirm_restarts_the_wait() -> None:
+    # No event announced the write (missed event): the fresh stat at confirm time catches it.
+    clock = Clock()
+    t = SettleTracker(1.0, clock)
+    t.observe(P, state(10))
+    clock.t += 1.0
+    assert t.confirm(P, state(11, 2)) is None
+    assert P in t and t.due() == []
+    clock.t += 1.0
+    assert t.confirm(P, state(11, 2)) is not None
+
+
+def test_inode_change_counts_as_change() -> None:
+    clock = Clock()
+    t = SettleTracker(1.0, clock)
+    t.observe(P, state(10, inode=1))
+    clock.t += 1.0
+    assert t.confirm(P, state(10, inode=2)) is None
+
+
+def test_vanished_file_is_forgotten() -> None:
+    t = SettleTracker(1.0, Clock())
+    t.observe(P, state(10))
+    assert t.forget(P) is True
+    assert t.forget(P) is False
+    assert t.confirm(P, state(10)) is None
+    assert len(t) == 0
+
+
+def test_explicit_now_overrides_clock() -> None:
+    t = SettleTracker(1.0, Clock())
+    t.observe(P, state(1), now=5.0)
+    assert t.due(now=5.5) == []
+    assert t.due(now=6.0) == [P]
+    assert t.state_of(P) == state(1)
