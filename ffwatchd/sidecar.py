@@ -1,0 +1,227 @@
+"""Sidecars on disk: find the ones that apply to a file, validate, merge and resolve their paths.
+
+The schema lives in jobspec.py; this module adds the files: which sidecar applies, where its
+`sources` and `face_selector.reference` point (never outside the inbox or a source root).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+from ffwatchd import jobspec
+from ffwatchd.config import WatchSettings
+from ffwatchd.errors import JobError
+from ffwatchd.sniff import read_head, sniff_bytes
+
+log = logging.getLogger(__name__)
+
+SIDECAR_NAME = "ffwatch.yaml"
+SIDECAR_SUFFIX = ".ffwatch.yaml"
+MAX_SIDECAR_BYTES = 1 << 20
+
+
+def is_sidecar_name(name: str) -> bool:
+    return name == SIDECAR_NAME or name.endswith(SIDECAR_SUFFIX)
+
+
+def find_sidecars(inbox: Path, path: Path) -> list[Path]:
+    """The sidecars for `path`, weakest first: the nearest `ffwatch.yaml` up to the inbox root,
+    then `<name>.ffwatch.yaml` beside the file."""
+    found: list[Path] = []
+    folder = path.parent
+    while True:
+        candidate = folder / SIDECAR_NAME
+        if candidate.is_file():
+            found.append(candidate)
+            break
+        if folder == inbox or inbox not in folder.parents:
+            break
+        folder = folder.parent
+    own = path.with_name(path.name + SIDECAR_SUFFIX)
+    if own.is_file():
+        found.append(own)
+    return found
+
+
+def read_sidecar(path: Path) -> dict:
+    """A sidecar file's mapping ({} when empty); JobError('bad_sidecar') naming it otherwise."""
+    try:
+        if path.stat().st_size > MAX_SIDECAR_BYTES:
+            raise JobError("bad_sidecar", f"sidecar {path} is larger than {MAX_SIDECAR_BYTES} bytes")
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise JobError("bad_sidecar", f"sidecar {path} is not UTF-8 text: {e.reason}") from e
+    except OSError as e:
+        raise JobError("bad_sidecar", f"sidecar {path} cannot be read: {e.strerror or e}") from e
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise JobError("bad_sidecar", f"sidecar {path} is malformed YAML: {' '.join(str(e).split())}") from e
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise JobError("bad_sidecar", f"sidecar {path} must be a mapping of settings, not {type(raw).__name__}")
+    return raw
+
+
+def is_within(child: Path, parent: Path) -> bool:
+    return child == parent or parent in child.parents
+
+
+def allowed_roots(watch: WatchSettings) -> list[Path]:
+    """Where sources may live, after symlinks: the inbox root and the configured source roots."""
+    return [Path(os.path.realpath(p)) for p in (watch.inbox, *watch.source_roots)]
+
+
+def resolve_entry(value: str, base: Path, watch: WatchSettings, where: str, key: str) -> Path:
+    """A `sources`/`reference` entry -> its real absolute path, checked before anything reads it."""
+    raw = Path(value)
+    real = Path(os.path.realpath(raw if raw.is_absolute() else base / raw))
+    if not any(is_within(real, root) for root in allowed_roots(watch)):
+        raise JobError("bad_sidecar", f"{where}: {key}: {value!r} resolves to {real}, outside the inbox "
+                                      f"and the configured source roots")
+    if not real.exists():
+        raise JobError("bad_sidecar", f"{where}: {key}: {value!r} does not exist ({real})")
+    if not real.is_file():
+        raise JobError("bad_sidecar", f"{where}: {key}: {value!r} is not a regular file ({real})")
+    try:
+        head = read_head(real)
+    except OSError as e:
+        raise JobError("bad_sidecar", f"{where}: {key}: {value!r} cannot be read: {e.strerror or e}") from e
+    found = sniff_bytes(head)
+    if found is None or found.kind != "image":
+        raise JobError("bad_sidecar", f"{where}: {key}: {value!r} is not an image (JPEG, PNG, WebP, BMP or TIFF)")
+    return real
+
+
+def _resolve_layer(raw: Mapping[str, Any], base: Path, watch: WatchSettings, where: str) -> dict:
+    """One validated layer with its paths made absolute and checked."""
+    layer = dict(raw)
+    if "sources" in layer:
+        layer["sources"] = [str(resolve_entry(v, base, watch, where, f"sources[{i}]"))
+                            for i, v in enumerate(layer["sources"])]
+    selector = layer.get("face_selector")
+    if isinstance(selector, dict) and selector.get("reference"):
+        selector = dict(selector)
+        selector["reference"] = str(resolve_entry(selector["reference"], base, watch, where,
+                                                  "face_selector.reference"))
+        layer["face_selector"] = selector
+    return layer
+
+
+def check_layer(raw: Any, where: str, known_models: Mapping[str, str]) -> None:
+    problems = [p.lstrip(".") for p in jobspec.validate(raw, "", known_models)]
+    if problems:
+        raise JobError("bad_sidecar", f"{where}: " + "; ".join(problems))
+
+
+def check_complete(merged: Mapping[str, Any], where: str) -> None:
+    """What only the merged result can tell: a swap needs sources, a reference mode a reference."""
+    processors = merged.get("processors") or list(jobspec.JobSpec.processors)
+    if "face_swapper" in processors and not merged.get("sources"):
+        raise JobError("bad_sidecar", f"{where}: sources: face_swapper needs at least one source image")
+    selector = merged.get("face_selector") or {}
+    if selector.get("mode") == "reference" and not selector.get("reference"):
+        raise JobError("bad_sidecar", f"{where}: face_selector.reference: mode 'reference' needs a reference image")
+
+
+def defaults_suffice(watch: WatchSettings) -> bool:
+    """Whether a file may run on the watch defaults alone (they name sources, or need none)."""
+    processors = watch.defaults.get("processors") or list(jobspec.JobSpec.processors)
+    return bool(watch.defaults.get("sources")) or "face_swapper" not in processors
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The effective settings of one file."""
+    mapping: dict                              # merged, sources/reference absolute
+    spec: jobspec.JobSpec
+    sidecars: tuple[Path, ...]                 # files merged, weakest first
+    sources: tuple[Path, ...] = ()
+    reference: Path | None = None
+    references: frozenset[Path] = field(default_factory=frozenset)
+
+
+def resolve_spec(watch: WatchSettings, path: Path, known_models: Mapping[str, str]) -> Resolved:
+    """Find, validate and merge the sidecars for `path` over the watch defaults.
+
+    Raises JobError('bad_sidecar') naming the sidecar and the key."""
+    sidecars = find_sidecars(watch.inbox, path)
+    layers = [_resolve_layer(watch.defaults, watch.inbox, watch, f"watch {watch.name} defaults")]
+    for sc in sidecars:
+        raw = read_sidecar(sc)
+        check_layer(raw, f"sidecar {sc}", known_models)
+        layers.append(_resolve_layer(raw, sc.parent, watch, f"sidecar {sc}"))
+    merged = jobspec.merge(*layers)
+    check_complete(merged, f"sidecar {sidecars[-1]}" if sidecars else f"watch {watch.name} defaults")
+    spec = jobspec.JobSpec.from_mapping(merged)
+    sources = tuple(Path(s) for s in spec.sources)
+    reference = Path(spec.face_selector.reference) if spec.face_selector.reference else None
+    return Resolved(mapping=merged, spec=spec, sidecars=tuple(sidecars), sources=sources,
+                    reference=reference, references=frozenset((*sources, *([reference] if reference else []))))
+
+
+def referenced_by(sidecar: Path, raw: Any) -> set[Path]:
+    """Real paths a sidecar names as sources or reference (unchecked: for never-enqueue only)."""
+    out: set[Path] = set()
+    if not isinstance(raw, dict):
+        return out
+    values: list[Any] = list(raw.get("sources") or []) if isinstance(raw.get("sources"), list) else []
+    selector = raw.get("face_selector")
+    if isinstance(selector, dict):
+        values.append(selector.get("reference"))
+    for v in values:
+        if isinstance(v, str) and v:
+            p = Path(v)
+            out.add(Path(os.path.realpath(p if p.is_absolute() else sidecar.parent / p)))
+    return out
+
+
+class SourceIndex:
+    """Every file some sidecar of a watch names as a source or reference, so it never becomes a job."""
+
+    def __init__(self, watch: WatchSettings) -> None:
+        self.watch = watch
+        self._by_sidecar: dict[Path, set[Path]] = {}
+        self._defaults = referenced_by(watch.inbox / SIDECAR_NAME, watch.defaults)
+        self._all: set[Path] = set(self._defaults)
+
+    def update(self, sidecar: Path) -> None:
+        """(Re)read one sidecar; a broken one names nothing (the files it governs fail on their own)."""
+        try:
+            raw = read_sidecar(sidecar)
+        except JobError as e:
+            log.info("watch %s: %s", self.watch.name, e.message)
+            raw = {}
+        self._by_sidecar[sidecar] = referenced_by(sidecar, raw)
+        self._rebuild()
+
+    def remove(self, sidecar: Path) -> None:
+        if self._by_sidecar.pop(sidecar, None) is not None:
+            self._rebuild()
+
+    def sidecars(self) -> list[Path]:
+        return list(self._by_sidecar)
+
+    def _rebuild(self) -> None:
+        self._all = set(self._defaults).union(*self._by_sidecar.values())
+
+    def contains(self, path: Path) -> bool:
+        return Path(os.path.realpath(path)) in self._all
+
+    @classmethod
+    def from_disk(cls, watch: WatchSettings, sidecars: Iterable[Path] | None = None) -> "SourceIndex":
+        """Walk the inbox for sidecars (the CLI's way; the watcher feeds them as it finds them)."""
+        index = cls(watch)
+        if sidecars is None:
+            sidecars = [Path(d) / n for d, _dirs, names in os.walk(watch.inbox)
+                        for n in names if is_sidecar_name(n)]
+        for sc in sidecars:
+            index.update(sc)
+        return index

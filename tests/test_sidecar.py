@@ -1,0 +1,177 @@
+"""Sidecars on disk: nearest wins, per-file override, defaults, path safety, broken files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ffwatchd.config import WatchSettings, load_settings
+from ffwatchd.errors import JobError
+from ffwatchd.sidecar import SourceIndex, defaults_suffice, find_sidecars, resolve_spec
+
+JPEG = b"\xff\xd8\xff\xe0" + b"\x00" * 64
+KNOWN = {"yunet": "detector", "scrfd_10g": "detector", "arcface_w600k_r50": "recognizer",
+         "inswapper_128": "swapper", "gfpgan_1.4": "enhancer"}
+
+
+def make_watch(tmp_path: Path, **extra: object) -> WatchSettings:
+    raw = {"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"),
+           "models_dir": str(tmp_path / "models"),
+           "watches": [{"name": "w", "inbox": str(tmp_path / "inbox"), "output": str(tmp_path / "out"),
+                        "done": str(tmp_path / "done"), "failed": str(tmp_path / "failed"), **extra}]}
+    settings = load_settings(raw, tmp_path)
+    for folder in settings.watches[0].folders().values():
+        folder.mkdir(parents=True, exist_ok=True)
+    return settings.watches[0]
+
+
+def put(path: Path, data: bytes | str = JPEG) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, str):
+        path.write_text(data)
+    else:
+        path.write_bytes(data)
+    return path
+
+
+@pytest.fixture
+def watch(tmp_path: Path) -> WatchSettings:
+    return make_watch(tmp_path)
+
+
+def test_nearest_sidecar_wins(watch: WatchSettings) -> None:
+    inbox = watch.inbox
+    put(inbox / "faces/a.jpg")
+    put(inbox / "faces/b.jpg")
+    put(inbox / "ffwatch.yaml", "sources: [faces/a.jpg]\npriority: 1\n")
+    put(inbox / "shoot/ffwatch.yaml", "sources: [../faces/b.jpg]\n")
+    img = put(inbox / "shoot/day1/x.jpg")
+    assert find_sidecars(inbox, img) == [inbox / "shoot/ffwatch.yaml"]
+    r = resolve_spec(watch, img, KNOWN)
+    assert r.sources == (Path(os.path.realpath(inbox / "faces/b.jpg")),)
+    assert r.spec.priority == 0          # the root sidecar's priority does not leak in
+    top = put(inbox / "y.jpg")
+    assert resolve_spec(watch, top, KNOWN).spec.priority == 1
+
+
+def test_per_file_sidecar_merges_over_folder(watch: WatchSettings) -> None:
+    inbox = watch.inbox
+    put(inbox / "a.jpg")
+    put(inbox / "ffwatch.yaml", "sources: [a.jpg]\nface_enhancer: {model: gfpgan_1.4, blend: 0.5}\n"
+                                "processors: [face_swapper, face_enhancer]\n")
+    clip = put(inbox / "clip.mp4", b"\x00\x00\x00\x20ftypisom" + b"\x00" * 20)
+    put(inbox / "clip.mp4.ffwatch.yaml", "face_enhancer: {blend: 0.9}\npriority: 5\n")
+    r = resolve_spec(watch, clip, KNOWN)
+    assert r.sidecars == (inbox / "ffwatch.yaml", inbox / "clip.mp4.ffwatch.yaml")
+    assert r.spec.face_enhancer.blend == 0.9 and r.spec.face_enhancer.model == "gfpgan_1.4"
+    assert r.spec.priority == 5 and r.spec.processors == ("face_swapper", "face_enhancer")
+
+
+def test_merge_with_watch_defaults(tmp_path: Path) -> None:
+    watch = make_watch(tmp_path, defaults={"processors": ["face_swapper", "face_enhancer"],
+                                           "face_detector": {"score": 0.7}, "output": {"image_quality": 80}})
+    put(watch.inbox / "s.jpg")
+    put(watch.inbox / "ffwatch.yaml", "sources: [s.jpg]\noutput: {format: png}\n")
+    r = resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+    assert r.spec.processors == ("face_swapper", "face_enhancer")
+    assert r.spec.face_detector.score == 0.7 and r.spec.face_detector.model == "yunet"
+    assert (r.spec.output.format, r.spec.output.image_quality) == ("png", 80)
+    snap = r.spec.to_snapshot()
+    assert snap["sources"] == [str(Path(os.path.realpath(watch.inbox / "s.jpg")))]
+
+
+def test_defaults_sources_are_relative_to_inbox(tmp_path: Path) -> None:
+    watch = make_watch(tmp_path, defaults={"sources": ["lib/me.jpg"]})
+    put(watch.inbox / "lib/me.jpg")
+    assert defaults_suffice(watch)
+    r = resolve_spec(watch, put(watch.inbox / "deep/x.jpg"), KNOWN)
+    assert r.sidecars == () and r.sources == (Path(os.path.realpath(watch.inbox / "lib/me.jpg")),)
+
+
+@pytest.mark.parametrize("value", ["../../../../../../../../etc/passwd", "/etc/passwd", "../../outside.jpg"])
+def test_traversal_is_refused_naming_sidecar_and_key(watch: WatchSettings, value: str) -> None:
+    put(watch.inbox.parent / "outside.jpg")
+    sc = put(watch.inbox / "sub/ffwatch.yaml", f"sources: ['{value}']\n")
+    with pytest.raises(JobError) as e:
+        resolve_spec(watch, put(watch.inbox / "sub/x.jpg"), KNOWN)
+    assert e.value.kind == "bad_sidecar"
+    assert str(sc) in e.value.message and "sources[0]" in e.value.message
+    assert "outside the inbox" in e.value.message
+
+
+def test_symlink_escape_is_refused(watch: WatchSettings, tmp_path: Path) -> None:
+    secret = put(tmp_path / "secret/face.jpg")
+    (watch.inbox / "faces").mkdir(parents=True)
+    (watch.inbox / "faces/me.jpg").symlink_to(secret)
+    sc = put(watch.inbox / "ffwatch.yaml", "face_selector: {mode: reference, reference: faces/me.jpg}\n"
+                                           "processors: [face_anonymizer]\n")
+    with pytest.raises(JobError) as e:
+        resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+    assert str(sc) in e.value.message and "face_selector.reference" in e.value.message
+
+
+def test_source_root_allows_paths_outside_inbox(tmp_path: Path) -> None:
+    lib = tmp_path / "library"
+    face = put(lib / "alice.jpg")
+    watch = make_watch(tmp_path, source_roots=[str(lib)])
+    put(watch.inbox / "ffwatch.yaml", f"sources: ['{face}']\n")
+    assert resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN).sources == (Path(os.path.realpath(face)),)
+
+
+def test_missing_source(watch: WatchSettings) -> None:
+    sc = put(watch.inbox / "ffwatch.yaml", "sources: [faces/nobody.jpg]\n")
+    with pytest.raises(JobError) as e:
+        resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+    assert str(sc) in e.value.message and "does not exist" in e.value.message
+
+
+def test_source_that_is_not_an_image(watch: WatchSettings) -> None:
+    put(watch.inbox / "notes.jpg", "text")
+    put(watch.inbox / "ffwatch.yaml", "sources: [notes.jpg]\n")
+    with pytest.raises(JobError, match="not an image"):
+        resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+
+
+def test_malformed_yaml(watch: WatchSettings) -> None:
+    sc = put(watch.inbox / "ffwatch.yaml", "sources: [a.jpg\nprocessors: ]]\n")
+    with pytest.raises(JobError) as e:
+        resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+    assert e.value.kind == "bad_sidecar" and str(sc) in e.value.message and "malformed YAML" in e.value.message
+
+
+def test_unknown_key_type_and_model_are_all_reported(watch: WatchSettings) -> None:
+    put(watch.inbox / "a.jpg")
+    sc = put(watch.inbox / "ffwatch.yaml", "sources: [a.jpg]\ncolour: red\npriority: high\n"
+                                           "face_swapper: {model: nope}\n")
+    with pytest.raises(JobError) as e:
+        resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+    msg = e.value.message
+    assert str(sc) in msg and "colour: unknown key" in msg and "priority:" in msg and "face_swapper.model" in msg
+
+
+def test_swap_without_sources_is_refused(watch: WatchSettings) -> None:
+    put(watch.inbox / "ffwatch.yaml", "priority: 2\n")
+    with pytest.raises(JobError, match="face_swapper needs at least one source"):
+        resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+
+
+def test_empty_sidecar_on_anonymize_defaults(tmp_path: Path) -> None:
+    watch = make_watch(tmp_path, defaults={"processors": ["face_anonymizer"]})
+    put(watch.inbox / "ffwatch.yaml", "")
+    r = resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+    assert r.spec.processors == ("face_anonymizer",) and r.sources == ()
+
+
+def test_source_index_knows_sources_and_references(watch: WatchSettings) -> None:
+    inbox = watch.inbox
+    put(inbox / "faces/a.jpg")
+    put(inbox / "faces/ref.jpg")
+    put(inbox / "shoot/ffwatch.yaml", "sources: [../faces/a.jpg]\nface_selector: {reference: ../faces/ref.jpg}\n")
+    put(inbox / "broken/ffwatch.yaml", "{{{")
+    index = SourceIndex.from_disk(watch)
+    assert index.contains(inbox / "faces/a.jpg") and index.contains(inbox / "faces/ref.jpg")
+    assert not index.contains(inbox / "shoot/x.jpg")
+    index.remove(inbox / "shoot/ffwatch.yaml")
+    assert not index.contains(inbox / "faces/a.jpg")
