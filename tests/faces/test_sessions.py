@@ -1,0 +1,46 @@
+"""Sessions: the provider chain from the config, and what really runs."""
+
+from __future__ import annotations
+
+import logging
+
+import onnxruntime as ort
+
+from ffwatchd.faces.pipeline import Pipeline
+from ffwatchd.faces.sessions import CPU, CUDA, SessionConfig, create_session, provider_chain
+
+
+def test_cpu_worker_gets_cpu_only():
+    assert provider_chain(SessionConfig(("cuda", "cpu"), "cpu")) == [(CPU, {})]
+
+
+def test_cuda_worker_gets_device_memory_limit_and_arena_strategy():
+    chain = provider_chain(SessionConfig(("cuda", "cpu"), "1", vram_limit=8 * 2**30))
+    assert chain[0] == (CUDA, {"device_id": 1, "gpu_mem_limit": 8 * 2**30,
+                               "arena_extend_strategy": "kSameAsRequested"})
+    assert chain[1] == (CPU, {})
+    assert provider_chain(SessionConfig(("cuda",), "0"))[-1] == (CPU, {})
+
+
+def test_cpu_threads_reach_the_session(synth):
+    s = create_session(synth["synth_arcface"].path, SessionConfig(cpu_threads=1), "t")
+    assert s.get_session_options().intra_op_num_threads == 1
+
+
+def test_missing_cuda_is_said_plainly(synth, caplog):
+    caplog.set_level(logging.INFO, logger="ffwatchd.faces.sessions")
+    s = create_session(synth["synth_arcface"].path, SessionConfig(("cuda", "cpu"), "0"), "model x")
+    if CUDA in ort.get_available_providers() and CUDA in s.get_providers():
+        return                                              # a real GPU: nothing to warn about
+    assert s.get_providers() == [CPU]
+    assert any("CUDA was asked for" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
+
+
+def test_pipeline_reports_the_providers_that_really_run(synth_customs, tmp_path):
+    p = Pipeline(tmp_path, synth_customs)
+    assert p.active_provider() == "cpu"                    # from the probe, before any model
+    assert p.execution_providers() == {}
+    first = p.load_model("synth_arcface", "recognizer")
+    assert p.load_model("synth_arcface", "recognizer") is first   # created once, reused
+    assert p.execution_providers() == {"synth_arcface": [CPU]}
+    assert p.active_provider() == "cpu"
