@@ -5,10 +5,10 @@ from __future__ import annotations
 # Error kinds recorded on failed jobs (DESIGN.md "Jobs").
 PERMANENT_KINDS = frozenset({
     "bad_input", "no_face", "too_large", "no_sidecar", "bad_sidecar", "model_missing",
-    "cancelled", "outside_inbox",
+    "cancelled", "outside_inbox", "memory", "duplicate",
 })
 TRANSIENT_KINDS = frozenset({
-    "memory", "timeout", "worker_crashed", "internal", "io", "disk_full",
+    "timeout", "worker_crashed", "internal", "io", "disk_full",
 })
 
 

@@ -389,7 +389,7 @@ class JobStore:
                 self.stats.retries += 1
                 row = db.execute(
                     """UPDATE jobs SET state = 'queued', not_before = ?, queued_at = ?, lease_owner = NULL,
-                                       lease_until = NULL, error_kind = ?, error_message = ?, filing = NULL
+                                       lease_until = NULL, error_kind = ?, error_message = ?
                        WHERE id = ? RETURNING *""",
                     (now + delay, now, error_kind, message, job_id)).fetchone()
             else:

@@ -1,0 +1,550 @@
+"""The supervisor: watchers, worker processes, metrics, retention, signals, readiness.
+
+It reads like gunicorn's arbiter: signal handlers only queue the signal; one short loop takes
+them off the queue and calls the verbs `spawn_worker`, `reap_workers`, `murder_workers`,
+`manage_workers`, `reload`, `stop`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import multiprocessing as mp
+import os
+import queue
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ffwatchd.config import Settings, load_config
+from ffwatchd.errors import ConfigError
+from ffwatchd.filing import write_json_atomic
+from ffwatchd.logs import setup_logging
+from ffwatchd.store import JobStore
+from ffwatchd.systemd import Notifier
+from ffwatchd.worker import owner_pid, worker_main, worker_owner
+
+log = logging.getLogger("ffwatchd.daemon")
+
+LOOP_TICK = 0.5
+STATUS_EVERY = 2.0
+DISK_EVERY = 5.0
+WORKER_START_TIMEOUT = 120.0
+SPAWN_BACKOFF_MAX = 60.0
+
+
+@dataclass
+class WorkerSlot:
+    """One configured device and the process currently serving it."""
+    index: int
+    device: str
+    process: Any = None
+    pid: int | None = None
+    wake: Any = None
+    stop: Any = None
+    provider: str | None = None
+    state: str = "starting"          # starting | idle | busy | stopping
+    job_id: int | None = None
+    job_started: float | None = None
+    last_beat: float = 0.0
+    jobs_done: int = 0
+    exit_reason: str | None = None   # set when we decided the exit (recycle, timeout, memory)
+    restarts: int = 0
+    next_spawn: float = 0.0
+
+    def info(self) -> dict:
+        return {"device": self.device, "pid": self.pid, "provider": self.provider, "state": self.state,
+                "job_id": self.job_id, "jobs_done": self.jobs_done, "restarts": self.restarts}
+
+
+@dataclass
+class Supervisor:
+    config_path: Path
+    settings: Settings
+    notifier: Notifier = field(default_factory=Notifier)
+
+    def __post_init__(self) -> None:
+        self.ctx = mp.get_context("spawn")
+        self.events = self.ctx.Queue()
+        self.claim_ok = self.ctx.Event()
+        self.signals: "queue.SimpleQueue[int]" = queue.SimpleQueue()
+        self.slots = [WorkerSlot(i, d) for i, d in enumerate(self.settings.workers.devices)]
+        self.started_at = time.time()
+        self.stopping = False
+        self.warnings: list[str] = []
+        self.store: JobStore | None = None
+        self.metrics: Any = None
+        self.watcher: Any = None
+        self.diskguard: Any = None
+        self._retention_thread: threading.Thread | None = None
+        self._next_status = self._next_disk = self._next_retention = 0.0
+
+    # -- start-up --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        s = self.settings
+        for folder in (s.state_dir, s.temp_dir, s.models_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+        self._lock_state_dir()
+        self.store = JobStore(s.db_path, max_attempts=s.workers.max_attempts, retry_backoff=s.workers.retry_backoff)
+        self._recover()
+        self._start_metrics()
+        self._start_diskguard()
+        for slot in self.slots:
+            self.spawn_worker(slot)
+        self._wait_for_workers()
+        self._start_watcher()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, lambda signum, _frame: self.signals.put(signum))
+        self.write_status()
+        self.notifier.ready(self.status_line())
+        log.info("ffwatchd ready: %d watch(es), %d worker(s)", len(s.watches), len(self.slots))
+
+    def _lock_state_dir(self) -> None:
+        path = self.settings.state_dir / "daemon.lock"
+        self._lock_file = open(path, "a+")
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SystemExit(f"ffwatchd: another daemon already runs on {self.settings.state_dir} (lock {path})")
+
+    def _recover(self) -> None:
+        """After a crash: jobs held by dead workers of this host go back; stale temp folders go."""
+        host = socket.gethostname()
+
+        def alive(owner: str) -> bool:
+            parsed = owner_pid(owner)
+            if parsed is None or parsed[0] != host:
+                return True              # another host's worker: its lease decides
+            return False                 # we hold the state-dir lock: no worker of ours is alive
+        back = self.store.requeue_dead_owners(alive)
+        if back:
+            log.warning("recovered %d job(s) held by workers of a previous run: %s", len(back), back)
+        try:
+            from ffwatchd.retention import clean_temp_at_startup
+
+            clean_temp_at_startup(self.settings, self.store)
+        except OSError as e:
+            log.warning("start-up temp cleanup failed: %s", e)
+        self._remove_stale_temp_names()
+
+    def _remove_stale_temp_names(self) -> None:
+        """Hidden `.ffwatchd-*` files a crash left in output/done/failed (never complete files)."""
+        from ffwatchd.filing import TEMP_PREFIX
+
+        for w in self.settings.watches:
+            for root in (w.output, w.done, w.failed):
+                if not root.is_dir():
+                    continue
+                for dirpath, _dirs, files in os.walk(root):
+                    for name in files:
+                        if name.startswith(TEMP_PREFIX):
+                            path = Path(dirpath) / name
+                            log.info("removing a partial file left by a crash: %s", path)
+                            path.unlink(missing_ok=True)
+
+    def _start_metrics(self) -> None:
+        from ffwatchd.metrics import Metrics
+
+        folders = {w.name: {**w.folders(), "temp": self.settings.temp_dir} for w in self.settings.watches}
+        self.metrics = Metrics(self.store, folders)
+        m = self.settings.metrics
+        if m.enabled:
+            port = self.metrics.start(m.host, m.port)
+            log.info("metrics on http://%s:%d/metrics", m.host, port)
+
+    def _start_diskguard(self) -> None:
+        from ffwatchd.diskguard import DiskGuard
+
+        self.diskguard = DiskGuard.from_settings(self.settings, self.metrics)
+        self._update_claiming()
+
+    def _start_watcher(self) -> None:
+        from ffwatchd.watch import WatchService
+
+        self.watcher = WatchService(self.settings, self.store, metrics=_WakingHooks(self))
+        self.watcher.start()
+
+    def _wait_for_workers(self) -> None:
+        deadline = time.monotonic() + WORKER_START_TIMEOUT
+        while any(s.state == "starting" for s in self.slots) and time.monotonic() < deadline:
+            self.handle_events(timeout=LOOP_TICK)
+            self.reap_workers()
+            self.notifier.watchdog()
+        for s in self.slots:
+            if s.state == "starting":
+                log.error("worker for device %s did not become ready in %.0f s", s.device, WORKER_START_TIMEOUT)
+
+    # -- workers ---------------------------------------------------------------------------
+
+    def spawn_worker(self, slot: WorkerSlot) -> None:
+        slot.wake, slot.stop = self.ctx.Event(), self.ctx.Event()
+        slot.wake.set()
+        p = self.ctx.Process(target=worker_main, name=f"ffwatchd-worker-{slot.index}",
+                             args=(self.settings, slot.device, slot.index, self.events, slot.wake,
+                                   slot.stop, self.claim_ok), daemon=False)
+        p.start()
+        slot.process, slot.pid, slot.state = p, p.pid, "starting"
+        slot.job_id = slot.job_started = None
+        slot.exit_reason = None
+        slot.last_beat = time.monotonic()
+        log.info("spawned worker %d (pid %d) for device %s", slot.index, p.pid, slot.device)
+
+    def reap_workers(self) -> None:
+        """Collect exited workers, say why, and give back any job they held."""
+        for slot in self.slots:
+            p = slot.process
+            if p is None or p.is_alive():
+                continue
+            p.join(timeout=0)
+            code = p.exitcode
+            how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
+            reason = slot.exit_reason or ("stopped" if self.stopping and code == 0 else "crashed")
+            if reason == "crashed":
+                log.error("worker %d (pid %s, device %s) died: %s", slot.index, slot.pid, slot.device, how)
+                self.warnings.append(f"worker {slot.index} died ({how}) at {time.strftime('%H:%M:%S')}")
+                self.warnings = self.warnings[-10:]
+            else:
+                log.info("worker %d (pid %s) exited (%s, %s)", slot.index, slot.pid, reason, how)
+            if slot.job_id is not None:
+                self._give_back(slot, "worker_crashed" if reason == "crashed" else reason, how)
+            if not self.stopping and self.metrics is not None:
+                self.metrics.worker_restarted(slot.device, reason if reason != "stopped" else "crashed")
+            slot.process = None
+            slot.state = "down"
+            if reason == "crashed":
+                slot.restarts += 1
+                slot.next_spawn = time.monotonic() + min(SPAWN_BACKOFF_MAX, 2 ** min(slot.restarts, 6) / 4)
+            else:
+                slot.next_spawn = 0.0
+
+    def _give_back(self, slot: WorkerSlot, kind: str, how: str) -> None:
+        owner = worker_owner(slot.device, slot.pid)
+        job_id, slot.job_id = slot.job_id, None
+        messages = {"worker_crashed": f"the worker running it died ({how})",
+                    "timeout": f"it ran longer than workers.job_timeout ({self.settings.workers.job_timeout:.0f} s)",
+                    "stalled": "its worker stopped heartbeating",
+                    "memory": f"its worker went over workers.ram_limit ({self.settings.workers.ram_limit} bytes)"}
+        try:
+            job = self.store.get(job_id)
+            if job.state != "running" or job.lease_owner != owner:
+                return
+            if self.stopping and kind == "stopped":
+                self.store.release(job_id, owner)
+                log.info("job %d given back to the queue", job_id)
+                return
+            err_kind = "memory" if kind == "memory" else ("timeout" if kind == "timeout" else "worker_crashed")
+            after = self.store.fail(job_id, owner, error_kind=err_kind, message=messages.get(kind, kind),
+                                    transient=err_kind != "memory")
+            log.warning("job %d: %s; now %s", job_id, messages.get(kind, kind), after.state)
+            if after.state == "failed":   # out of attempts: file the original like any failure
+                self._file_final_failure(after)
+            elif self.metrics is not None:
+                self.metrics.retried(job.watch, "worker")
+        except Exception:  # noqa: BLE001 - never let one job's bookkeeping stop the supervisor
+            log.exception("job %s: could not give it back after its worker exited", job_id)
+
+    def _file_final_failure(self, job: Any) -> None:
+        from ffwatchd.filing import file_failed_original
+
+        try:
+            file_failed_original(self.settings.watch(job.watch), job)
+        except (KeyError, OSError) as e:
+            log.error("job %d: could not file the original to failed/: %s", job.id, e)
+
+    def murder_workers(self) -> None:
+        """Kill workers whose job ran past job_timeout, whose heartbeats stalled, or that ate too much RAM."""
+        now = time.monotonic()
+        w = self.settings.workers
+        for slot in self.slots:
+            if slot.process is None or not slot.process.is_alive() or slot.exit_reason:
+                continue
+            reason = None
+            if slot.job_id is not None and slot.job_started is not None and time.time() - slot.job_started > w.job_timeout:
+                reason = "timeout"
+            elif slot.job_id is not None and now - slot.last_beat > max(w.lease, 3 * LOOP_TICK) * 1.5:
+                reason = "stalled"
+            elif _rss(slot.pid) > w.ram_limit * 1.1:
+                reason = "memory"
+            if reason:
+                log.error("killing worker %d (pid %s): %s (job %s)", slot.index, slot.pid, reason, slot.job_id)
+                slot.exit_reason = reason
+                slot.process.kill()
+
+    def manage_workers(self) -> None:
+        if self.stopping:
+            return
+        now = time.monotonic()
+        for slot in self.slots:
+            if slot.process is None and now >= slot.next_spawn:
+                self.spawn_worker(slot)
+
+    def handle_events(self, timeout: float) -> None:
+        try:
+            event = self.events.get(timeout=timeout)
+        except queue.Empty:
+            return
+        while True:
+            self._on_event(event)
+            try:
+                event = self.events.get_nowait()
+            except queue.Empty:
+                return
+
+    def _on_event(self, event: tuple) -> None:
+        kind, index = event[0], event[1]
+        slot = self.slots[index]
+        if kind == "ready":
+            slot.pid, slot.provider, slot.state = event[2], event[3], "idle"
+            asked = slot.device != "cpu" and "cuda" in self.settings.workers.providers
+            if asked and slot.provider != "cuda":
+                self.warnings.append(f"device {slot.device}: CUDA asked for, running on {slot.provider}")
+            if self.metrics is not None:
+                self.metrics.set_worker_provider(slot.device, slot.provider)
+        elif kind == "failed_start":
+            log.error("worker %d could not start: %s", index, event[3])
+            self.warnings.append(f"worker {index} could not start: {event[3]}")
+        elif kind == "start":
+            slot.state, slot.job_id, slot.job_started = "busy", event[2], event[3]
+            slot.last_beat = time.monotonic()
+        elif kind == "beat":
+            slot.last_beat = time.monotonic()
+        elif kind == "finish":
+            outcome = event[2]
+            slot.state, slot.job_id, slot.job_started = "idle", None, None
+            slot.jobs_done += 1
+            if outcome.get("fatal"):
+                slot.exit_reason = "memory"
+            self._record_outcome(outcome)
+        elif kind == "recycle":
+            slot.exit_reason = "recycled"
+            log.info("worker %d recycles after %d jobs", index, event[3])
+        if self.metrics is not None:
+            self.metrics.set_busy_workers(sum(1 for s in self.slots if s.state == "busy"))
+
+    def _record_outcome(self, o: dict) -> None:
+        if self.metrics is None:
+            return
+        m = self.metrics
+        m.job_finished(o["watch"], o["kind"], o["outcome"], o["duration"], o["queue_wait"], o.get("error_kind"))
+        if o["outcome"] in ("done", "failed"):
+            m.bytes_processed(o["watch"], o["bytes"])
+            m.frames_processed(o["watch"], o["frames"])
+        if o["outcome"] == "retried":
+            m.retried(o["watch"], "error")
+        if o["outcome"] == "done":
+            m.last_success()
+
+    def wake_workers(self) -> None:
+        for slot in self.slots:
+            if slot.wake is not None:
+                slot.wake.set()
+
+    # -- housekeeping ----------------------------------------------------------------------
+
+    def _update_claiming(self) -> None:
+        allowed = self.diskguard.update() if self.diskguard is not None else True
+        if allowed and not self.stopping:
+            if not self.claim_ok.is_set():
+                self.claim_ok.set()
+                self.wake_workers()
+        else:
+            self.claim_ok.clear()
+
+    def _maybe_retention(self, now: float) -> None:
+        if now < self._next_retention or (self._retention_thread and self._retention_thread.is_alive()):
+            return
+        self._next_retention = now + self.settings.retention.interval
+
+        def run() -> None:
+            from ffwatchd.retention import run_retention
+
+            try:
+                store = JobStore(self.settings.db_path)
+                try:
+                    run_retention(self.settings, store)
+                finally:
+                    store.close()
+            except Exception:  # noqa: BLE001 - housekeeping must never stop the daemon
+                log.exception("retention run failed")
+        self._retention_thread = threading.Thread(target=run, name="retention", daemon=True)
+        self._retention_thread.start()
+
+    def status_line(self) -> str:
+        c = self.store.counts()
+        busy = sum(1 for s in self.slots if s.state == "busy")
+        paused = " (claiming paused: disk low)" if not self.claim_ok.is_set() and not self.stopping else ""
+        return (f"{c['queued']} queued, {c['running']} running, {c['done']} done, {c['failed']} failed; "
+                f"{busy}/{len(self.slots)} workers busy{paused}")
+
+    def write_status(self) -> None:
+        data = {"pid": os.getpid(), "started_at": self.started_at, "updated_at": time.time(),
+                "config": str(self.config_path), "workers": [s.info() for s in self.slots],
+                "claiming_paused": (self.diskguard.reason if self.diskguard is not None and
+                                    not self.claim_ok.is_set() and not self.stopping else None),
+                "watches_available": self.watcher.available() if self.watcher is not None else {},
+                "unsettled": self.watcher.unsettled_count() if self.watcher is not None else {},
+                "warnings": self.warnings, "stopping": self.stopping}
+        write_json_atomic(self.settings.state_dir / "status.json", data)
+        if self.metrics is not None and self.watcher is not None:
+            for name, n in data["unsettled"].items():
+                self.metrics.set_unsettled(name, n)
+            self.metrics.leases_expired(self.store.stats.expired_leases)
+            self.store.stats.expired_leases = 0
+
+    # -- signals ---------------------------------------------------------------------------
+
+    def reload(self) -> None:
+        self.notifier.reloading()
+        try:
+            new = load_config(self.config_path)
+        except ConfigError as e:
+            log.error("reload refused, the running config stays in force:\n%s", e)
+            self.notifier.ready(self.status_line())
+            return
+        if new.state_dir != self.settings.state_dir or new.workers.devices != self.settings.workers.devices \
+                or new.metrics != self.settings.metrics:
+            log.warning("state_dir, workers.devices and metrics changes need a restart; they are kept as they were")
+        new = _keep(new, self.settings)
+        self.settings = new
+        setup_logging(new.log.level, new.log.format, process="main")
+        self.watcher.stop()
+        self._start_watcher()
+        self.diskguard = None
+        self._start_diskguard()
+        for slot in self.slots:           # workers pick up the new settings after their current job
+            if slot.process is not None and slot.stop is not None:
+                slot.exit_reason = "recycled"
+                slot.stop.set()
+                slot.wake.set()
+        log.info("config reloaded from %s", self.config_path)
+        self.notifier.ready(self.status_line())
+
+    def stop(self) -> None:
+        """Graceful: stop claiming, let running jobs finish within the grace period, give back the rest."""
+        self.stopping = True
+        self.notifier.stopping()
+        log.info("stopping: no new claims; running jobs get %.0f s to finish", self.settings.workers.grace_period)
+        self.claim_ok.clear()
+        if self.watcher is not None:
+            self.watcher.stop()
+        for slot in self.slots:
+            if slot.stop is not None:
+                slot.stop.set()
+                slot.wake.set()
+        deadline = time.monotonic() + self.settings.workers.grace_period
+        while any(s.process is not None for s in self.slots) and time.monotonic() < deadline:
+            self.handle_events(timeout=0.2)
+            for s in self.slots:
+                if s.process is not None and not s.process.is_alive():
+                    s.exit_reason = s.exit_reason or "stopped"
+            self.reap_workers()
+            self.notifier.watchdog()
+        for slot in self.slots:
+            if slot.process is not None:
+                log.warning("worker %d still busy with job %s after the grace period: killing it, job back to the queue",
+                            slot.index, slot.job_id)
+                slot.exit_reason = "stopped"
+                slot.process.kill()
+                slot.process.join(10)
+        self.reap_workers()
+        if self.metrics is not None:
+            self.metrics.stop()
+        self.write_status()
+        self.store.close()
+        log.info("ffwatchd stopped")
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def loop(self) -> None:
+        while True:
+            try:
+                signum = self.signals.get_nowait()
+            except queue.Empty:
+                signum = None
+            if signum in (signal.SIGTERM, signal.SIGINT):
+                log.info("received %s", signal.Signals(signum).name)
+                return
+            if signum == signal.SIGHUP:
+                self.reload()
+            self.handle_events(timeout=LOOP_TICK)
+            self.reap_workers()
+            self.murder_workers()
+            self.manage_workers()
+            now = time.monotonic()
+            if now >= self._next_disk:
+                self._next_disk = now + DISK_EVERY
+                self._update_claiming()
+            if now >= self._next_status:
+                self._next_status = now + STATUS_EVERY
+                self.write_status()
+                self.notifier.status(self.status_line())
+            self._maybe_retention(now)
+            self.notifier.watchdog()
+
+
+class _WakingHooks:
+    """Metrics hooks for the watcher that also wake idle workers when a job is enqueued."""
+
+    def __init__(self, sup: Supervisor) -> None:
+        self.sup = sup
+
+    def job_enqueued(self, watch: str) -> None:
+        self.sup.metrics.job_enqueued(watch)
+        self.sup.wake_workers()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sup.metrics, name)
+
+
+def _keep(new: Settings, old: Settings) -> Settings:
+    import dataclasses
+
+    return dataclasses.replace(new, state_dir=old.state_dir, metrics=old.metrics,
+                               workers=dataclasses.replace(new.workers, devices=old.workers.devices))
+
+
+def _rss(pid: int | None) -> int:
+    if not pid:
+        return 0
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def read_status(settings: Settings) -> dict | None:
+    """The running daemon's status file, or None when no daemon is alive."""
+    try:
+        data = json.loads((settings.state_dir / "status.json").read_text())
+        os.kill(int(data["pid"]), 0)
+    except (OSError, ValueError, KeyError):
+        return None
+    if data.get("stopping"):
+        return None
+    return data
+
+
+def run_daemon(config_path: str | None) -> int:
+    from ffwatchd.config import resolve_config_path
+
+    path = resolve_config_path(config_path)
+    settings = load_config(path)
+    setup_logging(settings.log.level, settings.log.format, process="main")
+    sup = Supervisor(path.resolve(), settings)
+    try:
+        sup.start()
+        sup.loop()
+    except SystemExit as e:
+        log.error("%s", e)
+        return 1
+    finally:
+        if sup.store is not None and not sup.stopping:
+            sup.stop()
+    return 0

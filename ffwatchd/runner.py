@@ -1,0 +1,272 @@
+"""One claimed job from start to filing: check the original, run the pipeline, file the outcome.
+
+Runs inside a worker process. The lease is kept alive by `Lease` (a heartbeat thread) while
+the pipeline works; a job that was cancelled or lost meanwhile is not filed as done.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ffwatchd import __version__
+from ffwatchd.config import Settings
+from ffwatchd.diskguard import disk_full_error, is_enospc
+from ffwatchd.errors import JobError
+from ffwatchd.filing import Plan, execute_plan, plan_done, plan_failed
+from ffwatchd.jobspec import JobSpec
+from ffwatchd.store import Job, JobStore, TransitionError
+
+log = logging.getLogger(__name__)
+
+_MEMORY_WORDS = ("bad_alloc", "insufficient memory", "failed to allocate", "out of memory",
+                 "cannot allocate memory")
+
+
+class Lease:
+    """Heartbeats a job's lease from a thread; tells the job when it was cancelled or lost."""
+
+    def __init__(self, store: JobStore, job: Job, owner: str, lease: float, beat: Any = None) -> None:
+        self.store, self.job_id, self.owner, self.lease = store, job.id, owner, lease
+        self.beat = beat                     # callable(job_id) for the supervisor's stall check
+        self.status = "ok"
+        self.progress: tuple[int, int] | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"lease-{job.id}", daemon=True)
+
+    def __enter__(self) -> "Lease":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        interval = max(0.2, self.lease / 3)
+        while not self._stop.wait(interval):
+            self.heartbeat()
+
+    def heartbeat(self) -> None:
+        try:
+            self.status = self.store.heartbeat(self.job_id, self.owner, self.lease, progress=self.progress).status
+        except Exception as e:  # noqa: BLE001 - a failed heartbeat is retried; the lease has slack
+            log.warning("job %d: heartbeat failed: %s", self.job_id, e)
+            return
+        if self.beat is not None:
+            self.beat(self.job_id)
+        if self.status != "ok":
+            log.warning("job %d: lease %s; stopping it", self.job_id, self.status)
+
+    def set_progress(self, done: int, total: int) -> None:
+        self.progress = (done, total)
+        self.heartbeat()                     # progress is visible at once, not one interval later
+
+    @property
+    def should_stop(self) -> bool:
+        return self.status != "ok"
+
+
+@dataclass
+class Outcome:
+    """What happened to one job, for the supervisor's metrics and logs."""
+    job_id: int
+    watch: str
+    kind: str
+    outcome: str                        # done | failed | retried | cancelled | lost
+    error_kind: str | None = None
+    message: str | None = None
+    duration: float = 0.0
+    queue_wait: float = 0.0
+    bytes: int = 0
+    frames: int = 0
+    fatal: bool = False                 # the worker must be replaced (memory)
+    extra: dict = field(default_factory=dict)
+
+
+def as_job_error(exc: BaseException, where: Path | None = None) -> JobError:
+    """Map an unexpected exception to a JobError with the right kind."""
+    if isinstance(exc, JobError):
+        return exc
+    text = str(exc).lower()
+    if isinstance(exc, MemoryError) or any(w in text for w in _MEMORY_WORDS):
+        return JobError("memory", f"the job ran out of memory under workers.ram_limit ({exc.__class__.__name__}: "
+                                  f"{str(exc)[:200]}); raise ram_limit or lower max_pixels", transient=False)
+    if isinstance(exc, OSError) and is_enospc(exc):
+        return disk_full_error(exc, where)
+    if isinstance(exc, OSError):
+        return JobError("io", f"{exc.strerror or exc} ({exc.filename or where})", transient=True)
+    return JobError("internal", f"{exc.__class__.__name__}: {exc}", transient=True)
+
+
+class JobRunner:
+    """Runs claimed jobs on this worker's pipeline (models stay loaded between jobs)."""
+
+    def __init__(self, settings: Settings, store: JobStore, pipeline: Any, owner: str,
+                 on_cuda: bool = False) -> None:
+        self.settings, self.store, self.pipeline, self.owner = settings, store, pipeline, owner
+        self.on_cuda = on_cuda
+        self._ffmpeg: str | None = None
+
+    def run(self, job: Job, beat: Any = None) -> Outcome:
+        started = time.time()
+        out = Outcome(job.id, job.watch, job.kind, "failed", queue_wait=max(0.0, started - job.queued_at),
+                      bytes=job.size)
+        with Lease(self.store, job, self.owner, self.settings.workers.lease, beat) as lease:
+            try:
+                self._run(job, lease, out)
+            except TransitionError as e:     # the lease went to someone else, or a cancel
+                log.warning("job %d: %s", job.id, e)
+                out.outcome = "lost"
+        out.duration = time.time() - started
+        return out
+
+    # -- the steps ------------------------------------------------------------------------
+
+    def _run(self, job: Job, lease: Lease, out: Outcome) -> None:
+        try:
+            watch = self.settings.watch(job.watch)
+        except KeyError:
+            self._fail_without_filing(job, out, "internal", f"watch {job.watch!r} is no longer in the config")
+            return
+        workdir = self.settings.temp_dir / f"job-{job.id}"
+        if job.filing:                         # a crash interrupted filing: finish it, do not redo work
+            if self._resume_filing(job, Plan.from_dict(job.filing), out, workdir):
+                return
+        if job.attempts > job.max_attempts:
+            self._fail_final(watch, job, out, job.error_kind or "worker_crashed",
+                             (job.error_message or "the worker died") + f" (after {job.max_attempts} attempts)",
+                             workdir)
+            return
+        original = watch.inbox / job.rel_path
+        problem = self._original_problem(job, original)
+        if problem:
+            self._fail_without_filing(job, out, "bad_input", problem)
+            return
+        spec = JobSpec.from_snapshot(job.spec)
+        log.info("job %d: %s %s (attempt %d/%d)", job.id, job.kind, original, job.attempts, job.max_attempts)
+        try:
+            workdir.mkdir(parents=True, exist_ok=True)
+            result, suffix, frames = self._process(job, spec, original, workdir, lease)
+            out.frames = frames
+            if lease.should_stop:
+                self._stopped(watch, job, lease, out, workdir)
+                return
+            plan = plan_done(watch, job, result, suffix)
+            self.store.set_filing(job.id, self.owner, plan.to_dict())
+            execute_plan(plan, job)
+            self.store.finish(job.id, self.owner, output_path=plan.result_dst)
+            out.outcome = "done"
+            shutil.rmtree(workdir, ignore_errors=True)
+        except TransitionError:
+            raise
+        except JobError as e:
+            self._failed(watch, job, lease, out, e, workdir)
+        except Exception as e:  # noqa: BLE001 - every failure ends as a job error with a kind
+            err = as_job_error(e, workdir)
+            if err.kind == "internal":
+                log.exception("job %d: unexpected error", job.id)
+            self._failed(watch, job, lease, out, err, workdir)
+
+    def _process(self, job: Job, spec: JobSpec, original: Path, workdir: Path,
+                 lease: Lease) -> tuple[Path, str, int]:
+        if job.kind == "image":
+            suffix = self.pipeline.output_suffix(original, spec)
+            result = workdir / f"result{suffix}"
+            self.pipeline.process_image(original, result, spec)
+            return result, suffix, 1
+        from ffwatchd.media.ffmpeg import find_ffmpeg
+        from ffwatchd.media.video import process_video
+
+        if self._ffmpeg is None:
+            self._ffmpeg = find_ffmpeg(self.settings.ffmpeg)
+        suffix = original.suffix.lower()
+        result = workdir / f"result{suffix}"
+        processor = self.pipeline.prepare(spec)
+        metadata = None
+        if self.settings.provenance:
+            metadata = {"comment": f"AI-generated by ffwatchd {__version__}; processors: "
+                                   f"{', '.join(spec.processors)}; models: {', '.join(spec.models_used())}"}
+        video = process_video(original, result, processor, workdir=workdir / "video", spec_output=spec.output,
+                              ffmpeg=self._ffmpeg, max_pixels=self.settings.workers.max_pixels,
+                              on_cuda=self.on_cuda, progress=lease.set_progress,
+                              should_stop=lambda: lease.should_stop, metadata=metadata)
+        return result, suffix, video.frames
+
+    def _original_problem(self, job: Job, original: Path) -> str | None:
+        try:
+            st = original.stat()
+        except FileNotFoundError:
+            return f"{original} left the inbox before it was processed"
+        except OSError as e:
+            return f"{original} cannot be read: {e.strerror}"
+        if st.st_size != job.size or abs(st.st_mtime - job.mtime) > 1e-3:
+            return (f"{original} changed after it was queued (size {job.size} -> {st.st_size}); "
+                    "the new content is queued as its own job")
+        return None
+
+    def _resume_filing(self, job: Job, plan: Plan, out: Outcome, workdir: Path) -> bool:
+        """True when the plan was completed; False when the work must be done again."""
+        if plan.outcome == "done" and plan.result_src and plan.result_dst and \
+                not Path(plan.result_src).exists() and not Path(plan.result_dst).exists() and \
+                not Path(plan.result_dst).with_name(Path(plan.result_dst).stem + f"-{job.id}" +
+                                                    Path(plan.result_dst).suffix).exists():
+            log.warning("job %d: its result was lost before filing; processing again", job.id)
+            self.store.set_filing(job.id, self.owner, None)
+            return False
+        log.info("job %d: finishing the filing a crash interrupted", job.id)
+        execute_plan(plan, job)
+        if plan.outcome == "done":
+            self.store.finish(job.id, self.owner, output_path=plan.result_dst)
+            out.outcome = "done"
+        else:
+            self.store.fail(job.id, self.owner, error_kind=plan.error_kind or "internal",
+                            message=plan.message or "", transient=False)
+            out.outcome, out.error_kind, out.message = "failed", plan.error_kind, plan.message
+        shutil.rmtree(workdir, ignore_errors=True)
+        return True
+
+    def _failed(self, watch: Any, job: Job, lease: Lease, out: Outcome, err: JobError, workdir: Path) -> None:
+        if lease.should_stop:
+            self._stopped(watch, job, lease, out, workdir)
+            return
+        out.error_kind, out.message = err.kind, err.message
+        out.fatal = err.kind == "memory"
+        log.warning("job %d: %s", job.id, err)
+        if err.transient and job.attempts < job.max_attempts:
+            self.store.fail(job.id, self.owner, error_kind=err.kind, message=err.message, transient=True)
+            out.outcome = "retried"
+            if job.kind == "image":
+                shutil.rmtree(workdir, ignore_errors=True)   # videos keep finished segments to resume
+            return
+        self._fail_final(watch, job, out, err.kind, err.message, workdir)
+
+    def _fail_final(self, watch: Any, job: Job, out: Outcome, kind: str, message: str, workdir: Path) -> None:
+        plan = plan_failed(watch, job, kind, message)
+        self.store.set_filing(job.id, self.owner, plan.to_dict())
+        execute_plan(plan, job)
+        self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False)
+        out.outcome, out.error_kind, out.message = "failed", kind, message
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    def _fail_without_filing(self, job: Job, out: Outcome, kind: str, message: str) -> None:
+        """The original is not ours to move (gone, or replaced by new content)."""
+        log.warning("job %d: %s: %s", job.id, kind, message)
+        self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False)
+        out.outcome, out.error_kind, out.message = "failed", kind, message
+
+    def _stopped(self, watch: Any, job: Job, lease: Lease, out: Outcome, workdir: Path) -> None:
+        if lease.status == "cancelled":
+            plan = plan_failed(watch, job, "cancelled", "cancelled by an operator while running")
+            execute_plan(plan, job)
+            shutil.rmtree(workdir, ignore_errors=True)
+            out.outcome, out.error_kind = "cancelled", "cancelled"
+        else:
+            out.outcome = "lost"
+        log.info("job %d: stopped (%s); nothing filed as done", job.id, lease.status)
+

@@ -1,0 +1,122 @@
+"""The worker process: models loaded once, then claim, run, file, repeat; memory guards.
+
+A worker is spawned by the supervisor, one per configured device. It talks back through a
+queue of small event tuples; it never touches the supervisor's state directly.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import resource
+import signal
+import socket
+import sys
+import time
+from typing import Any
+
+from ffwatchd.config import Settings
+
+log = logging.getLogger(__name__)
+
+PR_SET_PDEATHSIG = 1
+IDLE_POLL = 5.0           # seconds between claims when nobody wakes us (backoff expiries)
+
+
+def worker_owner(device: str, pid: int | None = None) -> str:
+    """The lease owner name: host, process and device (host:pid/device)."""
+    return f"{socket.gethostname()}:{pid or os.getpid()}/{device}"
+
+
+def owner_pid(owner: str) -> tuple[str, int] | None:
+    host, _, rest = owner.partition(":")
+    pid = rest.split("/", 1)[0]
+    return (host, int(pid)) if pid.isdigit() else None
+
+
+def die_with_parent() -> None:
+    """Ask the kernel to SIGKILL us when the supervisor dies (even by kill -9)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError as e:
+        log.warning("cannot set the parent-death signal (%s); relying on the parent check", e)
+
+
+def limit_memory(ram_limit: int, device: str) -> str:
+    """Cap the process's data segment (heap and anonymous mappings) at `ram_limit`.
+
+    Over the cap, allocations fail (MemoryError, cv2 and onnxruntime allocation errors) and the
+    job fails as `memory`. CUDA workers are not capped this way, since the CUDA driver maps
+    large regions of its own; the supervisor's RSS check covers them."""
+    if device != "cpu":
+        return "rss-check"
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    limit = ram_limit if hard == resource.RLIM_INFINITY else min(ram_limit, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+    return "rlimit-data"
+
+
+def worker_main(settings: Settings, device: str, index: int, events: Any, wake: Any, stop: Any,
+                claim_ok: Any) -> None:
+    """Entry point of a spawned worker process."""
+    from ffwatchd.logs import setup_logging
+
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)       # the supervisor decides when we stop
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    setup_logging(settings.log.level, settings.log.format, process=f"worker-{index}/{device}")
+    parent = os.getppid()
+    owner = worker_owner(device)
+    try:
+        from ffwatchd.faces.pipeline import Pipeline
+        from ffwatchd.runner import JobRunner
+        from ffwatchd.store import JobStore
+
+        store = JobStore(settings.db_path, max_attempts=settings.workers.max_attempts,
+                         retry_backoff=settings.workers.retry_backoff)
+        w = settings.workers
+        pipeline = Pipeline(settings.models_dir, settings.models, providers=w.providers, device=device,
+                            vram_limit=w.vram_limit, cpu_threads=w.cpu_threads, max_pixels=w.max_pixels,
+                            provenance=settings.provenance)
+        provider = pipeline.active_provider()
+        guard = limit_memory(w.ram_limit, device)
+    except Exception as e:  # noqa: BLE001 - report why the worker could not start, then exit
+        log.exception("worker could not start")
+        events.put(("failed_start", index, os.getpid(), f"{e.__class__.__name__}: {e}"))
+        sys.exit(3)
+    asked_cuda = device != "cpu" and "cuda" in w.providers
+    if asked_cuda and provider != "cuda":
+        log.error("device %s: CUDA was asked for but sessions run on %s (onnxruntime fell back "
+                  "silently); jobs run on CPU", device, provider)
+    log.info("worker ready: device %s, execution provider %s, memory guard %s", device, provider, guard)
+    events.put(("ready", index, os.getpid(), provider))
+    runner = JobRunner(settings, store, pipeline, owner, on_cuda=provider == "cuda")
+    worker_info = {"device": device, "provider": provider, "pid": os.getpid()}
+    done = 0
+    while not stop.is_set():
+        if os.getppid() != parent:
+            log.error("supervisor is gone; exiting")
+            break
+        if done >= w.recycle_after:
+            events.put(("recycle", index, os.getpid(), done))
+            break
+        if not claim_ok.is_set():
+            stop.wait(1.0)
+            continue
+        wake.clear()
+        job = store.claim(owner, w.lease, worker=worker_info)
+        if job is None:
+            wake.wait(IDLE_POLL)
+            continue
+        events.put(("start", index, job.id, time.time()))
+        outcome = runner.run(job, beat=lambda job_id: events.put(("beat", index, job_id, time.time())))
+        done += 1
+        events.put(("finish", index, outcome.__dict__))
+        if outcome.fatal:
+            log.warning("job %d hit the memory ceiling; this worker exits so a fresh one takes over", job.id)
+            break
+    store.close()
+    log.info("worker stopped after %d job(s)", done)

@@ -1,0 +1,217 @@
+"""Whole-daemon test harness: real folders, synthetic models, `python -m ffwatchd run` as a subprocess.
+
+Waits are on the filesystem and the job table, with timeouts; never fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import cv2
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import synthetic_models  # noqa: E402
+
+from ffwatchd.store import JobStore  # noqa: E402
+
+SYNTH_SIDECAR = {
+    "sources": ["faces/alice.jpg"],
+    "processors": ["face_swapper"],
+    "face_detector": {"model": "synth_scrfd"},
+    "face_recognizer": {"model": "synth_arcface"},
+    "face_swapper": {"model": "synth_inswapper"},
+    "face_enhancer": {"model": "synth_gfpgan"},
+}
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def face_jpeg(seed: int, size: int = 320) -> bytes:
+    img = synthetic_models.make_face_image(size=640, seed=seed)
+    img = cv2.resize(img, (size, size))
+    ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 90])
+    assert ok
+    return buf.tobytes()
+
+
+class Daemon:
+    """One daemon under test with its own folders, config and database."""
+
+    def __init__(self, root: Path, models: dict, *, settle: str = "0.3s", workers: dict | None = None,
+                 metrics: bool = False, retention: dict | None = None, sidecar: dict | None = None,
+                 watch_extra: dict | None = None, output_dir: Path | None = None) -> None:
+        self.root = root
+        self.inbox, self.output = root / "share/inbox", output_dir or root / "share/output"
+        self.done, self.failed = root / "share/done", root / "share/failed"
+        for d in (self.inbox, self.output, self.done, self.failed):
+            d.mkdir(parents=True, exist_ok=True)
+        self.state_dir, self.temp_dir = root / "state", root / "tmp"
+        self.metrics_port = free_port() if metrics else None
+        self.config = {
+            "state_dir": str(self.state_dir), "temp_dir": str(self.temp_dir), "models_dir": str(root / "models"),
+            "models": {m.name: {"path": str(m.path), "kind": m.kind, "sha256": m.sha256} for m in models.values()},
+            "watches": [{"name": "studio", "inbox": str(self.inbox), "output": str(self.output),
+                         "done": str(self.done), "failed": str(self.failed), "mode": "inotify",
+                         "settle": settle, "sidecar_wait": "1s", "rescan_interval": "30s",
+                         **(watch_extra or {})}],
+            "workers": {"devices": ["cpu"], "providers": ["cpu"], "cpu_threads": 1, "lease": "3s",
+                        "retry_backoff": "0.2s", "max_attempts": 3, "grace_period": "10s",
+                        "ram_limit": "3GiB", **(workers or {})},
+            "metrics": {"enabled": metrics, "listen": f"127.0.0.1:{self.metrics_port or 9808}"},
+            "retention": {"interval": "1h", "min_free_disk": "1MiB", **(retention or {})},
+            "log": {"level": "info"},
+        }
+        self.config_path = root / "config.yaml"
+        self.write_config()
+        faces = self.inbox / "faces"
+        faces.mkdir(exist_ok=True)
+        (faces / "alice.jpg").write_bytes(face_jpeg(seed=21, size=400))
+        (self.inbox / "ffwatch.yaml").write_text(yaml.safe_dump(sidecar or SYNTH_SIDECAR))
+        self.proc: subprocess.Popen | None = None
+        self.log_path = root / "daemon.log"
+        self.starts = 0
+
+    def write_config(self, text: str | None = None) -> None:
+        self.config_path.write_text(text if text is not None else yaml.safe_dump(self.config))
+
+    # -- process ---------------------------------------------------------------------------
+
+    def start(self, env: dict | None = None, wait: bool = True) -> "Daemon":
+        self.starts += 1
+        log = open(self.log_path, "a")
+        log.write(f"\n===== start {self.starts} =====\n")
+        log.flush()
+        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.proc = subprocess.Popen([sys.executable, "-m", "ffwatchd", "run", "-c", str(self.config_path)],
+                                     cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=full_env,
+                                     start_new_session=True)
+        if wait:
+            self.wait_ready()
+        return self
+
+    def status(self) -> dict | None:
+        try:
+            return json.loads((self.state_dir / "status.json").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def wait_ready(self, timeout: float = 90) -> dict:
+        def ready() -> dict | None:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.log_tail()}")
+            st = self.status()
+            if st and st["pid"] == self.proc.pid and st["workers"] and \
+                    all(w["provider"] and w["state"] in ("idle", "busy") for w in st["workers"]):
+                return st
+            return None
+        return wait_for(ready, timeout, "the daemon's workers to be ready")
+
+    def worker_pids(self) -> list[int]:
+        st = self.status() or {}
+        return [w["pid"] for w in st.get("workers", []) if w.get("pid")]
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def kill9(self) -> None:
+        """SIGKILL the supervisor; its workers die with it (parent-death signal)."""
+        assert self.proc is not None
+        pids = self.worker_pids()
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        for pid in pids:
+            wait_for(lambda: not _alive(pid), 30, f"worker {pid} to die with its supervisor")
+
+    def stop(self, timeout: float = 60) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            raise AssertionError(f"daemon did not stop within {timeout} s:\n{self.log_tail()}")
+
+    def log_tail(self, n: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text().splitlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    # -- files and jobs --------------------------------------------------------------------
+
+    def drop(self, rel: str, data: bytes) -> Path:
+        """Copy a file in the way a careful client does: a temp name, then a rename."""
+        dest = self.inbox / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.part")
+        tmp.write_bytes(data)
+        os.rename(tmp, dest)
+        return dest
+
+    def store(self) -> JobStore:
+        return JobStore(self.state_dir / "ffwatchd.db")
+
+    def counts(self) -> dict[str, int]:
+        if not (self.state_dir / "ffwatchd.db").exists():
+            return {}
+        with self.store() as s:
+            return s.counts()
+
+    def files(self, root: Path, pattern: str = "*") -> list[Path]:
+        return sorted(p for p in root.rglob(pattern) if p.is_file())
+
+    def wait_counts(self, timeout: float, **expected: int) -> dict:
+        def check() -> dict | None:
+            c = self.counts()
+            return c if all(c.get(k, 0) == v for k, v in expected.items()) else None
+        try:
+            return wait_for(check, timeout, f"job counts {expected}", interval=0.2)
+        except AssertionError as e:
+            raise AssertionError(f"{e}; now {self.counts()}\n{self.log_tail()}") from None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def decodes(path: Path) -> bool:
+    img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    return img is not None and img.size > 0 and np.asarray(img).ndim >= 2
