@@ -1,0 +1,339 @@
+"""A settled file -> a job row: name rules, symlink check, sidecar, type sniffing, hash, enqueue.
+
+Used by the watcher and by `ffwatchd enqueue PATH`. A refused file becomes a failed job and is
+moved to failed/ with its report; nothing here raises for a bad file.
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import hashlib
+import logging
+import os
+import re
+import stat as statmod
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path, PurePosixPath
+from typing import Callable
+
+from ffwatchd import filing
+from ffwatchd.config import Settings, WatchSettings
+from ffwatchd.errors import JobError
+from ffwatchd.settle import FileState
+from ffwatchd.sidecar import (Resolved, SourceIndex, defaults_suffice, find_sidecars, is_sidecar_name, is_within,
+                              resolve_spec)
+from ffwatchd.sniff import sniff_file
+from ffwatchd.store import FINISHED, Job, JobStore
+
+log = logging.getLogger(__name__)
+
+DAEMON_PREFIX = filing.TEMP_PREFIX       # ".ffwatchd-": never an input, whatever `ignore` says
+CHUNK = 1 << 20
+# errnos that mean "the share is in trouble, try again later", not "this file is bad".
+TRANSIENT_ERRNOS = {errno.EIO, errno.ENOTCONN, errno.ESTALE, errno.ETIMEDOUT, errno.EHOSTDOWN,
+                    errno.EHOSTUNREACH, errno.ENETDOWN, errno.ENETUNREACH, errno.ECONNRESET,
+                    errno.ECONNABORTED, errno.EAGAIN, errno.EBUSY, errno.ENODEV}
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What became of one file.
+
+    status: enqueued (new job) | exists (job queued or running) | duplicate (finished job, re-drop
+    filed to failed/) | failed (refused, failed job recorded) | waiting (no sidecar yet) |
+    skipped (not an input: name, source, vanished) | changed (changed while read) | retry (I/O trouble)."""
+    status: str
+    path: Path
+    message: str = ""
+    job: Job | None = None
+    created: bool = False
+
+
+# -- names -----------------------------------------------------------------------------
+
+@lru_cache(maxsize=64)
+def _compile(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{fnmatch.translate(p.lower())})" for p in patterns))
+
+
+def _matches(patterns: tuple[str, ...], name: str, rel: str) -> bool:
+    rx = _compile(patterns)
+    if rx is None:
+        return False
+    return rx.match(name.lower()) is not None or ("/" in rel and rx.match(rel.lower()) is not None)
+
+
+def is_ignored_dir(watch: WatchSettings, name: str) -> bool:
+    """Folders the scan does not enter: the daemon's own, and those matching `ignore`."""
+    return name.startswith(DAEMON_PREFIX) or _matches(watch.ignore, name, name)
+
+
+def classify_name(watch: WatchSettings, rel: str) -> str | None:
+    """Why a relative path is not an input ('sidecar', 'daemon temp', 'ignored', 'not included'), or None."""
+    name = rel.rsplit("/", 1)[-1]
+    if is_sidecar_name(name):
+        return "sidecar"
+    if name.startswith(DAEMON_PREFIX):
+        return "daemon temp"
+    if _matches(watch.ignore, name, rel):
+        return "ignored"
+    if not _matches(watch.include, name, rel):
+        return "not included"
+    return None
+
+
+def find_watch(settings: Settings, path: Path) -> tuple[WatchSettings, str]:
+    """The watch whose inbox holds `path`, and the path relative to it (posix form).
+
+    Raises ValueError naming the path when it is in no inbox."""
+    absolute = Path(os.path.abspath(path))
+    real = Path(os.path.realpath(path))
+    for w in settings.watches:
+        for candidate, root in ((absolute, w.inbox), (real, Path(os.path.realpath(w.inbox)))):
+            if candidate != root and is_within(candidate, root):
+                return w, PurePosixPath(*candidate.relative_to(root).parts).as_posix()
+    inboxes = ", ".join(str(w.inbox) for w in settings.watches)
+    raise ValueError(f"{path} is not inside any watch's inbox ({inboxes})")
+
+
+# -- hashing ----------------------------------------------------------------------------
+
+def hash_file(path: Path) -> tuple[str, FileState]:
+    """sha256 of a regular file, read in chunks; the state is the open file's own (fstat after)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not statmod.S_ISREG(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "not a regular file", str(path))
+        h = hashlib.sha256()
+        with os.fdopen(os.dup(fd), "rb", buffering=0) as f:
+            while chunk := f.read(CHUNK):
+                h.update(chunk)
+        return h.hexdigest(), FileState.from_stat(os.fstat(fd))
+    finally:
+        os.close(fd)
+
+
+class HashCache:
+    """sha256 of source images by (path, state): many targets share a few sources."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._data: dict[tuple[Path, FileState], str] = {}
+
+    def sha256(self, path: Path) -> str:
+        key = (path, FileState.from_stat(os.stat(path)))
+        if key not in self._data:
+            digest, _ = hash_file(path)
+            if len(self._data) >= self.size:
+                self._data.pop(next(iter(self._data)))
+            self._data[key] = digest
+        return self._data[key]
+
+
+# -- the steps ---------------------------------------------------------------------------
+
+def ingest_file(settings: Settings, watch: WatchSettings, store: JobStore, path: Path, now: float, *,
+                expected: FileState | None = None, waiting_since: float | None = None,
+                referenced: Callable[[Path], bool] | None = None,
+                hashes: HashCache | None = None) -> IngestResult:
+    """Turn one file of `watch`'s inbox into a job row (or a failed job, or nothing).
+
+    `now` is wall-clock time; `waiting_since` (watcher only) is when the file started waiting
+    for a sidecar: without it a file with no sidecar fails at once. `expected` is the settled
+    state; a file that no longer matches it comes back as 'changed'. `referenced` says whether
+    a path is some sidecar's source (default: read every sidecar of the inbox).
+    Raises ValueError when `path` is not inside the watch's inbox."""
+    path = Path(os.path.abspath(path))
+    if path == watch.inbox or not is_within(path, watch.inbox):
+        raise ValueError(f"{path} is not inside the inbox of watch {watch.name} ({watch.inbox})")
+    rel = PurePosixPath(*path.relative_to(watch.inbox).parts).as_posix()
+    why = classify_name(watch, rel)
+    if why:
+        return IngestResult("skipped", path, f"{rel}: {why}")
+    try:
+        lst = os.lstat(path)
+    except FileNotFoundError:
+        return IngestResult("skipped", path, f"{rel}: vanished")
+    except OSError as e:
+        return IngestResult("retry", path, f"{rel}: cannot stat: {e.strerror or e}")
+    lstate = FileState.from_stat(lst)
+    if expected is not None and lstate != expected:
+        return IngestResult("changed", path, f"{rel}: changed since it settled")
+    real = Path(os.path.realpath(path))
+    if not is_within(real, Path(os.path.realpath(watch.inbox))):
+        target = os.readlink(path) if statmod.S_ISLNK(lst.st_mode) else str(real)
+        return _refuse(watch, store, path, rel, lstate, f"outside:{hashlib.sha256(target.encode()).hexdigest()}",
+                       "image", "outside_inbox", f"{rel} leads to {real}, outside the inbox; it was not read")
+    if statmod.S_ISLNK(lst.st_mode):
+        # A link to a file inside the inbox: read the target, never the link.
+        path_to_read = real
+    else:
+        path_to_read = path
+    try:
+        st = os.stat(path_to_read)
+    except OSError as e:
+        return _os_trouble(watch, store, path, rel, lstate, e, "stat")
+    if not statmod.S_ISREG(st.st_mode):
+        return IngestResult("skipped", path, f"{rel}: not a regular file")
+    if (referenced or SourceIndex.from_disk(watch).contains)(path):
+        return IngestResult("skipped", path, f"{rel}: named as a source or reference by a sidecar")
+
+    # Sidecar before hashing: waiting for one must not re-read a large video every second.
+    resolved: Resolved | None = None
+    sidecar_error: JobError | None = None
+    if not find_sidecars(watch.inbox, path) and not defaults_suffice(watch):
+        if waiting_since is not None and now - waiting_since < watch.sidecar_wait:
+            return IngestResult("waiting", path, f"{rel}: no sidecar yet")
+        sidecar_error = JobError("no_sidecar", f"{rel} has no ffwatch.yaml in its folder or above (up to the "
+                                               f"inbox) and no {path.name}.ffwatch.yaml, and the defaults of "
+                                               f"watch {watch.name} name no sources")
+    else:
+        try:
+            resolved = resolve_spec(watch, path, settings.known_models())
+        except JobError as e:
+            sidecar_error = e
+    try:
+        sniffed = sniff_file(path_to_read)
+        digest, hstate = hash_file(path_to_read)
+    except JobError as e:
+        return _refuse(watch, store, path, rel, lstate, _hash_or_substitute(path_to_read, st), "image",
+                       e.kind, e.message)
+    except OSError as e:
+        return _os_trouble(watch, store, path, rel, lstate, e, "read")
+    try:
+        after = FileState.from_stat(os.lstat(path))
+    except FileNotFoundError:
+        return IngestResult("skipped", path, f"{rel}: vanished while it was read")
+    except OSError as e:
+        return IngestResult("retry", path, f"{rel}: cannot stat: {e.strerror or e}")
+    if hstate != FileState.from_stat(st) or after != lstate:
+        return IngestResult("changed", path, f"{rel}: changed while it was read")
+    if sidecar_error is not None or resolved is None:
+        err = sidecar_error or JobError("internal", "no sidecar resolution")
+        return _refuse(watch, store, path, rel, hstate, digest, sniffed.kind, err.kind, err.message,
+                       sidecars=[str(p) for p in find_sidecars(watch.inbox, path)])
+    try:
+        sources = _hash_sources(resolved, hashes or HashCache())
+    except OSError as e:
+        return IngestResult("retry", path, f"{rel}: a source could not be read: {e.strerror or e}")
+    job, created = store.enqueue(
+        watch=watch.name, rel_path=rel, size=hstate.size, mtime=hstate.mtime_ns / 1e9, content_hash=digest,
+        kind=sniffed.kind, spec=resolved.spec.to_snapshot(), sources=sources,
+        sidecars=[str(p) for p in resolved.sidecars], priority=resolved.spec.priority)
+    if created:
+        log.info("job %d: enqueued %s (%s, %s, %d bytes)", job.id, rel, watch.name, sniffed.format, hstate.size)
+        return IngestResult("enqueued", path, f"{rel}: job {job.id}", job, True)
+    return _existing(watch, path, rel, job)
+
+
+def _hash_sources(resolved: Resolved, hashes: HashCache) -> list[dict]:
+    out = [{"path": str(p), "sha256": hashes.sha256(p), "role": "source"} for p in resolved.sources]
+    if resolved.reference is not None:
+        out.append({"path": str(resolved.reference), "sha256": hashes.sha256(resolved.reference),
+                    "role": "reference"})
+    return out
+
+
+def _hash_or_substitute(path: Path, st: os.stat_result) -> str:
+    try:
+        return hash_file(path)[0]
+    except OSError:
+        return f"unreadable:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _os_trouble(watch: WatchSettings, store: JobStore, path: Path, rel: str, state: FileState,
+                e: OSError, what: str) -> IngestResult:
+    if isinstance(e, FileNotFoundError):
+        return IngestResult("skipped", path, f"{rel}: vanished while it was read")
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return _refuse(watch, store, path, rel, state, f"unreadable:{state.size}:{state.mtime_ns}", "image",
+                       "unreadable", f"{rel} cannot be read ({what}: {e.strerror or e}); "
+                                     f"check its permissions and drop it again")
+    return IngestResult("retry", path, f"{rel}: cannot {what}: {e.strerror or e}")
+
+
+# -- refusals and re-drops ------------------------------------------------------------------
+
+def _refuse(watch: WatchSettings, store: JobStore, path: Path, rel: str, state: FileState, content_hash: str,
+            kind: str, error_kind: str, message: str, sidecars: list[str] | None = None) -> IngestResult:
+    """Record a job born failed and move the original to failed/ with its report."""
+    job, created = store.record_failure(watch=watch.name, rel_path=rel, size=state.size,
+                                        mtime=state.mtime_ns / 1e9, content_hash=content_hash, kind=kind,
+                                        error_kind=error_kind, message=message, sidecars=sidecars or ())
+    if not created and _report_exists(watch, job):
+        return _file_duplicate(watch, path, rel, job)
+    log.warning("job %d: refused %s (%s): %s", job.id, rel, error_kind, message)
+    try:
+        filed = _file_refused(watch, path, job)
+    except OSError as e:
+        log.error("job %d: could not move %s to failed/: %s", job.id, rel, e)
+        return IngestResult("failed", path, f"{message} (not filed: {e})", job, created)
+    return IngestResult("failed", path, f"{message} (filed as {filed})", job, created)
+
+
+def _file_refused(watch: WatchSettings, path: Path, job: Job) -> Path:
+    if not os.path.islink(path):
+        return filing.file_failed_original(watch, job)
+    # A link is moved as a link (rename never follows it) and its target never read.
+    dest = filing.choose_destination(watch.failed / job.rel_path, job.id)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    os.rename(path, dest)
+    filing.write_json_atomic(filing.report_path(dest), filing.error_report(
+        job, job.error_kind or "internal", job.error_message or "", path, dest))
+    return dest
+
+
+def _report_exists(watch: WatchSettings, job: Job) -> bool:
+    """Whether job's original was already filed to failed/ with its report."""
+    candidates = [watch.failed / job.rel_path, filing.with_job_id(watch.failed / job.rel_path, job.id)]
+    if job.filing and job.filing.get("original_dst"):
+        candidates.insert(0, Path(job.filing["original_dst"]))
+    return any(filing._report_is_for(filing.report_path(c), job.id) for c in candidates)
+
+
+def _existing(watch: WatchSettings, path: Path, rel: str, job: Job) -> IngestResult:
+    """The same content at the same path already has a job."""
+    if job.state not in FINISHED:
+        return IngestResult("exists", path, f"{rel}: already job {job.id} ({job.state})", job)
+    if job.state == "failed" and not _report_exists(watch, job):
+        # An earlier filing did not finish (crash between the row and the move): finish it.
+        filed = _file_refused(watch, path, job)
+        return IngestResult("failed", path, f"{rel}: job {job.id} failed earlier; filed as {filed}", job)
+    plan_dst = (job.filing or {}).get("original_dst")
+    if job.state == "done" and plan_dst and (job.filing or {}).get("original_src") == str(path) \
+            and not os.path.lexists(plan_dst):
+        return IngestResult("exists", path, f"{rel}: job {job.id} is done and its filing is unfinished", job)
+    return _file_duplicate(watch, path, rel, job)
+
+
+def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job) -> IngestResult:
+    """A re-drop of content already finished at this path: filed to failed/ as `duplicate`."""
+    if job.state == "done":
+        advice = "rename the file (or put it in another folder) to process it again"
+    else:
+        advice = f"run `ffwatchd jobs retry {job.id}` to run that job again"
+    message = (f"{rel} has the same content as job {job.id}, which is already {job.state}; "
+               f"it was not processed again: {advice}")
+    base = watch.failed / rel
+    candidates = [base, filing.with_job_id(base, job.id)]
+    candidates += [base.with_name(f"{base.stem}-{job.id}-dup{k}{base.suffix}") for k in range(2, 1000)]
+    dest = next(c for c in candidates if not os.path.lexists(c) and not os.path.lexists(filing.report_path(c)))
+    log.warning("duplicate of job %d: %s", job.id, message)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(path, dest) if os.path.islink(path) else filing.place_file(path, dest, job.id)
+        report = filing.error_report(replace(job, error_kind="duplicate"), "duplicate", message, path, dest)
+        report["duplicate_of"] = job.id
+        report["earlier_state"] = job.state
+        if job.state == "done":
+            report["retry"] = None
+        filing.write_json_atomic(filing.report_path(dest), report)
+    except OSError as e:
+        log.error("duplicate of job %d: could not move %s to failed/: %s", job.id, rel, e)
+        return IngestResult("duplicate", path, f"{message} (not filed: {e})", job)
+    return IngestResult("duplicate", path, f"{message} (filed as {dest})", job)

@@ -1,0 +1,277 @@
+"""Ingest: a settled file -> a job row, a failed job filed to failed/, or nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from ffwatchd import ingest as ingest_mod
+from ffwatchd.config import Settings, load_settings
+from ffwatchd.ingest import classify_name, find_watch, ingest_file
+from ffwatchd.settle import FileState
+from ffwatchd.store import JobStore
+
+JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100
+FACE = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100
+MP4 = b"\x00\x00\x00\x20ftypisom\x00\x00\x02\x00isomiso2" + b"\x00" * 100
+
+
+def make_settings(tmp_path: Path, **extra: object) -> Settings:
+    raw = {"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"),
+           "models_dir": str(tmp_path / "models"),
+           "watches": [{"name": "w", "inbox": str(tmp_path / "inbox"), "output": str(tmp_path / "out"),
+                        "done": str(tmp_path / "done"), "failed": str(tmp_path / "failed"), **extra}]}
+    settings = load_settings(raw, tmp_path)
+    for folder in settings.watches[0].folders().values():
+        folder.mkdir(parents=True, exist_ok=True)
+    return settings
+
+
+def put(path: Path, data: bytes | str = JPEG) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(data) if isinstance(data, str) else path.write_bytes(data)
+    return path
+
+
+@pytest.fixture
+def env(tmp_path: Path):
+    settings = make_settings(tmp_path)
+    store = JobStore(tmp_path / "state/ffwatchd.db")
+    put(settings.watches[0].inbox / "faces/alice.png", FACE)
+    put(settings.watches[0].inbox / "ffwatch.yaml", "sources: [faces/alice.png]\npriority: 3\n")
+    yield settings, settings.watches[0], store
+    store.close()
+
+
+def report_of(watch, rel: str) -> dict:
+    return json.loads((watch.failed / (rel + ".error.json")).read_text())
+
+
+def test_good_file_is_enqueued_with_snapshot_and_sources(env) -> None:
+    settings, watch, store = env
+    img = put(watch.inbox / "shoot/x.jpg")
+    r = ingest_file(settings, watch, store, img, 0.0)
+    assert r.status == "enqueued" and r.created
+    job = store.get(r.job.id)
+    face = str(Path(os.path.realpath(watch.inbox / "faces/alice.png")))
+    assert (job.watch, job.rel_path, job.kind, job.priority, job.state) == ("w", "shoot/x.jpg", "image", 3, "queued")
+    assert job.spec["sources"] == [face] and job.spec["processors"] == ["face_swapper"]
+    assert job.sources == [{"path": face, "sha256": ingest_mod.hash_file(Path(face))[0], "role": "source"}]
+    assert job.sidecars == [str(watch.inbox / "ffwatch.yaml")]
+    assert job.content_hash == ingest_mod.hash_file(img)[0] and job.size == len(JPEG)
+    again = ingest_file(settings, watch, store, img, 0.0)
+    assert again.status == "exists" and again.job.id == job.id
+    assert store.counts()["queued"] == 1
+
+
+def test_video_kind_and_reference(env) -> None:
+    settings, watch, store = env
+    put(watch.inbox / "v/ffwatch.yaml", "sources: [../faces/alice.png]\n"
+                                        "face_selector: {mode: reference, reference: ../faces/alice.png}\n")
+    r = ingest_file(settings, watch, store, put(watch.inbox / "v/clip.mov", MP4), 0.0)
+    assert r.status == "enqueued" and r.job.kind == "video"
+    assert [s["role"] for s in r.job.sources] == ["source", "reference"]
+    assert r.job.spec["face_selector"]["reference"] == str(Path(os.path.realpath(watch.inbox / "faces/alice.png")))
+
+
+def test_changed_sidecar_applies_to_later_files_only(env) -> None:
+    settings, watch, store = env
+    first = ingest_file(settings, watch, store, put(watch.inbox / "a.jpg"), 0.0).job
+    put(watch.inbox / "ffwatch.yaml", "sources: [faces/alice.png]\npriority: 9\n")
+    second = ingest_file(settings, watch, store, put(watch.inbox / "b.jpg", JPEG + b"b"), 0.0).job
+    assert store.get(first.id).priority == 3 and store.get(first.id).spec["priority"] == 3
+    assert second.priority == 9
+
+
+def test_text_named_jpg_fails_as_bad_input_and_is_filed(env) -> None:
+    settings, watch, store = env
+    img = put(watch.inbox / "sub/notes.jpg", "hello")
+    r = ingest_file(settings, watch, store, img, 0.0)
+    assert r.status == "failed" and r.job.error_kind == "bad_input" and r.job.state == "failed"
+    assert not img.exists() and (watch.failed / "sub/notes.jpg").read_text() == "hello"
+    rep = report_of(watch, "sub/notes.jpg")
+    assert rep["error_kind"] == "bad_input" and rep["job_id"] == r.job.id
+
+
+def test_png_named_mp4_is_an_image_job(env) -> None:
+    settings, watch, store = env
+    r = ingest_file(settings, watch, store, put(watch.inbox / "clip.mp4", FACE + b"x"), 0.0)
+    assert r.status == "enqueued" and r.job.kind == "image"
+
+
+def test_bad_sidecar_fails_the_file_naming_sidecar(env) -> None:
+    settings, watch, store = env
+    sc = put(watch.inbox / "bad/ffwatch.yaml", "sources: [../../../etc/passwd]\n")
+    r = ingest_file(settings, watch, store, put(watch.inbox / "bad/x.jpg"), 0.0)
+    assert r.status == "failed" and r.job.error_kind == "bad_sidecar"
+    assert str(sc) in r.job.error_message and "sources[0]" in r.job.error_message
+    assert report_of(watch, "bad/x.jpg")["sidecars"] == [str(sc)]
+
+
+def test_no_sidecar_waits_then_fails(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, sidecar_wait="10s")
+    watch = settings.watches[0]
+    with JobStore(tmp_path / "db") as store:
+        img = put(watch.inbox / "x.jpg")
+        assert ingest_file(settings, watch, store, img, 105.0, waiting_since=100.0).status == "waiting"
+        assert store.counts()["failed"] == 0 and img.exists()
+        r = ingest_file(settings, watch, store, img, 110.0, waiting_since=100.0)
+        assert r.status == "failed" and r.job.error_kind == "no_sidecar"
+        assert (watch.failed / "x.jpg").exists()
+        # The command line does not wait.
+        r2 = ingest_file(settings, watch, store, put(watch.inbox / "y.jpg"), 0.0)
+        assert r2.status == "failed" and r2.job.error_kind == "no_sidecar"
+
+
+def test_sidecar_arriving_while_waiting(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    watch = settings.watches[0]
+    with JobStore(tmp_path / "db") as store:
+        img = put(watch.inbox / "x.jpg")
+        assert ingest_file(settings, watch, store, img, 1.0, waiting_since=0.0).status == "waiting"
+        put(watch.inbox / "me.png", FACE)
+        put(watch.inbox / "ffwatch.yaml", "sources: [me.png]\n")
+        assert ingest_file(settings, watch, store, img, 2.0, waiting_since=0.0).status == "enqueued"
+
+
+def test_defaults_with_sources_need_no_sidecar(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, defaults={"sources": ["lib/me.png"]})
+    watch = settings.watches[0]
+    put(watch.inbox / "lib/me.png", FACE)
+    with JobStore(tmp_path / "db") as store:
+        r = ingest_file(settings, watch, store, put(watch.inbox / "x.jpg"), 0.0)
+        assert r.status == "enqueued" and r.job.sidecars == []
+        assert ingest_file(settings, watch, store, watch.inbox / "lib/me.png", 0.0).status == "skipped"
+
+
+def test_sources_sidecars_and_ignored_names_are_never_jobs(env) -> None:
+    settings, watch, store = env
+    for rel in ("faces/alice.png", "ffwatch.yaml", "x.jpg.ffwatch.yaml", ".hidden.jpg", "a.jpg.part",
+                "b.tmp", "c.crdownload", "~$d.jpg", ".ffwatchd-17-out.jpg.tmp", "notes.txt"):
+        p = watch.inbox / rel
+        if not p.exists():
+            put(p)
+        r = ingest_file(settings, watch, store, p, 0.0)
+        assert r.status == "skipped", rel
+    assert sum(store.counts().values()) == 0
+
+
+def test_daemon_temp_prefix_is_ignored_even_without_ignore_patterns(tmp_path: Path) -> None:
+    watch = make_settings(tmp_path, ignore=["*.bak"]).watches[0]
+    assert classify_name(watch, "a/.ffwatchd-3-x.jpg") == "daemon temp"
+    assert classify_name(watch, "a/.x.jpg") is None
+    assert classify_name(watch, "a/X.JPG") is None
+    assert classify_name(watch, "a/x.bak") == "ignored"
+
+
+def test_symlink_out_of_inbox_is_refused_unread(env, tmp_path: Path) -> None:
+    settings, watch, store = env
+    secret = put(tmp_path / "secret.jpg")
+    link = watch.inbox / "sneaky.jpg"
+    link.symlink_to(secret)
+    r = ingest_file(settings, watch, store, link, 0.0)
+    assert r.status == "failed" and r.job.error_kind == "outside_inbox"
+    assert not r.job.content_hash.startswith(ingest_mod.hash_file(secret)[0])
+    filed = watch.failed / "sneaky.jpg"
+    assert filed.is_symlink() and not os.path.lexists(link) and secret.read_bytes() == JPEG
+    assert report_of(watch, "sneaky.jpg")["error_kind"] == "outside_inbox"
+
+
+def test_symlink_inside_inbox_is_read(env) -> None:
+    settings, watch, store = env
+    target = put(watch.inbox / "real/x.jpg", JPEG + b"t")
+    (watch.inbox / "alias.jpg").symlink_to(target)
+    r = ingest_file(settings, watch, store, watch.inbox / "alias.jpg", 0.0)
+    assert r.status == "enqueued" and r.job.content_hash == ingest_mod.hash_file(target)[0]
+
+
+def test_unreadable_file_fails_with_stable_key(env, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings, watch, store = env
+    img = put(watch.inbox / "locked.jpg")
+    st = img.stat()
+
+    def denied(path: Path):
+        raise PermissionError(13, "Permission denied", str(path))
+    monkeypatch.setattr(ingest_mod, "sniff_file", denied)
+    r = ingest_file(settings, watch, store, img, 0.0)
+    assert r.status == "failed" and r.job.error_kind == "unreadable"
+    assert r.job.content_hash == f"unreadable:{st.st_size}:{st.st_mtime_ns}"
+    assert (watch.failed / "locked.jpg").exists()
+
+
+def test_file_deleted_mid_hash_is_skipped(env, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings, watch, store = env
+    img = put(watch.inbox / "gone.jpg")
+    real = ingest_mod.hash_file
+
+    def hash_then_delete(path: Path):
+        out = real(path)
+        if path.name == "gone.jpg":
+            path.unlink()
+        return out
+    monkeypatch.setattr(ingest_mod, "hash_file", hash_then_delete)
+    r = ingest_file(settings, watch, store, img, 0.0)
+    assert r.status == "skipped" and "vanished" in r.message
+    assert sum(store.counts().values()) == 0
+
+
+def test_file_changed_mid_hash_comes_back_as_changed(env, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings, watch, store = env
+    img = put(watch.inbox / "grow.jpg")
+    real = ingest_mod.hash_file
+
+    def hash_then_append(path: Path):
+        out = real(path)
+        if path.name == "grow.jpg":
+            with open(path, "ab") as f:
+                f.write(b"more")
+        return out
+    monkeypatch.setattr(ingest_mod, "hash_file", hash_then_append)
+    r = ingest_file(settings, watch, store, img, 0.0, expected=FileState.from_stat(img.stat()))
+    assert r.status == "changed" and sum(store.counts().values()) == 0
+
+
+def test_redrop_of_done_content_is_filed_as_duplicate(env) -> None:
+    settings, watch, store = env
+    img = put(watch.inbox / "a/x.jpg")
+    job = ingest_file(settings, watch, store, img, 0.0).job
+    claimed = store.claim("w1", 60)
+    assert claimed.id == job.id
+    os.replace(img, watch.done / "x.jpg")                      # what the worker's filing does
+    store.finish(job.id, "w1", output_path=str(watch.output / "a/x.jpg"))
+    put(img)                                                   # the same content dropped again
+    r = ingest_file(settings, watch, store, img, 0.0)
+    assert r.status == "duplicate" and r.job.id == job.id
+    assert not img.exists() and (watch.failed / "a/x.jpg").read_bytes() == JPEG
+    rep = report_of(watch, "a/x.jpg")
+    assert rep["error_kind"] == "duplicate" and rep["duplicate_of"] == job.id and str(job.id) in rep["message"]
+    assert store.get(job.id).state == "done" and sum(store.counts().values()) == 1
+    put(img)                                                   # and again: no overwrite of the first
+    r2 = ingest_file(settings, watch, store, img, 0.0)
+    assert r2.status == "duplicate" and (watch.failed / f"a/x-{job.id}.jpg").exists()
+    assert (watch.failed / "a/x.jpg").exists()
+
+
+def test_redrop_of_refused_content_is_a_duplicate_with_retry_advice(env) -> None:
+    settings, watch, store = env
+    img = put(watch.inbox / "t.jpg", "text")
+    first = ingest_file(settings, watch, store, img, 0.0)
+    assert first.status == "failed"
+    put(img, "text")
+    r = ingest_file(settings, watch, store, img, 0.0)
+    assert r.status == "duplicate" and f"ffwatchd jobs retry {first.job.id}" in r.message
+    assert report_of(watch, "t.jpg")["job_id"] == first.job.id                  # the first report is kept
+    assert (watch.failed / f"t-{first.job.id}.jpg").exists()
+
+
+def test_find_watch(env, tmp_path: Path) -> None:
+    settings, watch, _ = env
+    w, rel = find_watch(settings, watch.inbox / "a/b.jpg")
+    assert w.name == "w" and rel == "a/b.jpg"
+    with pytest.raises(ValueError, match="not inside any watch"):
+        find_watch(settings, tmp_path / "elsewhere.jpg")
+    with pytest.raises(ValueError, match="not inside the inbox"):
+        ingest_file(settings, watch, None, tmp_path / "elsewhere.jpg", 0.0)  # type: ignore[arg-type]
