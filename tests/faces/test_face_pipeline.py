@@ -1,0 +1,113 @@
+"""The Pipeline contract the workers, `ffwatchd process` and the video path rely on."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+import synthetic_models as sm
+from conftest import synth_spec
+from PIL import Image
+
+from ffwatchd.config import CustomModel
+from ffwatchd.errors import JobError
+from ffwatchd.faces.pipeline import Pipeline, models_for, output_suffix
+from ffwatchd.faces.registry import sha256_file
+from ffwatchd.media.image import read_provenance
+
+
+@pytest.fixture
+def target(tmp_path, face_frame):
+    path = tmp_path / "party.jpg"
+    cv2.imwrite(str(path), face_frame, [cv2.IMWRITE_JPEG_QUALITY, 95])
+    return path
+
+
+def test_swap_job_writes_the_output_with_provenance(pipeline, target, tmp_path, source_image):
+    spec = synth_spec(sources=[str(source_image)], processors=["face_swapper", "face_enhancer"])
+    out = tmp_path / ".tmp-out"
+    result = pipeline.process_image(target, out, spec)
+    assert result.faces == 1 and result.output_format == "jpeg" and not result.copied
+    assert result.models == ["synth_scrfd", "synth_arcface", "synth_inswapper", "synth_gfpgan"]
+    with Image.open(out) as im:
+        assert im.format == "JPEG"
+    before, after = cv2.imread(str(target)), cv2.imread(str(out))
+    assert np.abs(before[250:350, 280:360].astype(int) - after[250:350, 280:360].astype(int)).mean() > 5
+    prov = read_provenance(out)
+    assert prov["processors"] == ["face_swapper", "face_enhancer"] and "synth_inswapper" in prov["models"]
+
+
+def test_prepare_gives_a_reusable_frame_processor(pipeline, face_frame, source_image):
+    proc = pipeline.prepare(synth_spec(sources=[str(source_image)], processors=["face_swapper", "label"]))
+    assert proc.processors == ["face_swapper", "label"] and proc.models_used[0] == "synth_scrfd"
+    original = face_frame.copy()
+    a, n = proc.process_frame(face_frame)
+    b, m = proc.process_frame(face_frame)
+    assert n == m == 1 and np.array_equal(a, b)
+    assert np.array_equal(face_frame, original)            # the caller's frame is not modified
+    blank, k = proc.process_frame(np.zeros((10, 10, 3), np.uint8) + 0)
+    assert blank.shape == (10, 10, 3)
+
+
+def test_several_sources_make_one_identity(pipeline, tmp_path, face_frame):
+    paths = []
+    for seed in (31, 32):
+        p = tmp_path / f"src{seed}.png"
+        cv2.imwrite(str(p), sm.make_face_image(seed=seed))
+        paths.append(str(p))
+    one = pipeline.prepare(synth_spec(sources=paths[:1])).latent
+    both = pipeline.prepare(synth_spec(sources=paths)).latent
+    assert one.shape == (1, 512) and not np.allclose(one, both)
+
+
+def test_no_face_fails_or_copies(tmp_path, synth_customs, target):
+    nodet = sm.make_scrfd_like(tmp_path / "nodet.onnx", faces=())
+    p = Pipeline(tmp_path, synth_customs + (CustomModel("nodet", nodet, "detector", sha256_file(nodet)),))
+    spec = synth_spec(processors=["face_anonymizer"], face_detector={"model": "nodet"})
+    with pytest.raises(JobError) as e:
+        p.process_image(target, tmp_path / "o1", spec)
+    assert e.value.kind == "no_face" and "party.jpg" in e.value.message
+    copy = synth_spec(processors=["face_anonymizer"], face_detector={"model": "nodet"}, on_no_face="copy")
+    result = p.process_image(target, tmp_path / "o2", copy)
+    assert result.copied and (tmp_path / "o2").read_bytes() == target.read_bytes()
+    assert read_provenance(tmp_path / "o2") is None
+
+
+def test_label_only_needs_no_model(tmp_path, target):
+    p = Pipeline(tmp_path / "no_models_here")
+    spec = synth_spec(processors=["label"])
+    assert models_for(spec) == []
+    result = p.process_image(target, tmp_path / "o.jpg", spec)
+    assert result.faces == 0 and not result.copied and p.execution_providers() == {}
+
+
+def test_missing_model_fails_as_model_missing(tmp_path, target):
+    p = Pipeline(tmp_path)
+    with pytest.raises(JobError) as e:
+        p.process_image(target, tmp_path / "o", synth_spec(processors=["face_anonymizer"],
+                                                          face_detector={"model": "yunet"}))
+    assert e.value.kind == "model_missing" and "face_detection_yunet_2023mar.onnx" in e.value.message
+
+
+def test_reference_selection_without_a_reference_is_a_sidecar_problem(pipeline, target, tmp_path):
+    spec = synth_spec(processors=["face_anonymizer"], face_selector={"mode": "reference"})
+    with pytest.raises(JobError) as e:
+        pipeline.process_image(target, tmp_path / "o", spec)
+    assert e.value.kind == "bad_sidecar"
+
+
+def test_output_format_and_suffix(pipeline, target, tmp_path):
+    spec = synth_spec(processors=["face_anonymizer"], output={"format": "webp", "image_quality": 80})
+    assert output_suffix(target, spec) == ".webp" and pipeline.output_suffix(target, synth_spec()) == ".jpg"
+    upper = tmp_path / "IMG_1.JPEG"
+    upper.write_bytes(target.read_bytes())
+    assert output_suffix(upper, synth_spec()) == ".JPEG"
+    result = pipeline.process_image(target, tmp_path / "o", spec)
+    with Image.open(tmp_path / "o") as im:
+        assert im.format == "WEBP" and result.output_format == "webp"
+
+
+def test_provenance_can_be_turned_off_by_the_operator(synth_customs, target, tmp_path):
+    p = Pipeline(tmp_path, synth_customs, provenance=False)
+    p.process_image(target, tmp_path / "o.jpg", synth_spec(processors=["face_anonymizer"]))
+    assert read_provenance(tmp_path / "o.jpg") is None
