@@ -1,0 +1,98 @@
+"""The stages on real faces with the real small models from ../shared/assets (skipped without them)."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from ffwatchd.config import CustomModel
+from ffwatchd.faces.anonymize import face_box
+from ffwatchd.faces.embed import cosine_similarity
+from ffwatchd.faces.pipeline import Pipeline
+from ffwatchd.faces.registry import sha256_file
+from ffwatchd.jobspec import JobSpec
+
+EXPECTED = {"t1.jpg": 6, "astronaut.png": 1, "mask_white.jpg": 0, "grace_hopper.jpg": 1}
+
+
+@pytest.fixture(scope="module")
+def real(assets):
+    rec = assets / "models" / "w600k_mbf_int8.onnx"
+    customs = (CustomModel("mbf_int8", rec, "recognizer", sha256_file(rec)),)
+    return Pipeline(assets / "models", customs)
+
+
+def image(assets, name):
+    return cv2.imread(str(assets / "images" / name))
+
+
+def iou(a, b) -> float:
+    x1, y1 = max(a[0], b[0]), max(a[1], b[1])
+    x2, y2 = min(a[2], b[2]), min(a[3], b[3])
+    inter = max(0.0, x2 - x1) * max(0.0, y2 - y1)
+    return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
+
+
+@pytest.mark.parametrize("detector", ["yunet", "scrfd_500m"])
+def test_detectors_count_faces(real, assets, detector):
+    det = real.load_model(detector, "detector")
+    for name, count in EXPECTED.items():
+        faces = det.detect(image(assets, name), 0.5, 640)
+        assert len(faces) == count, f"{detector} on {name}"
+        for f in faces:
+            assert f.kps.shape == (5, 2) and f.kps[0, 0] < f.kps[1, 0]      # eyes in image order
+
+
+def test_recognizer_same_person_and_different_people(real, assets):
+    det = real.load_model("scrfd_500m", "detector")
+    rec = real.load_model("mbf_int8", "recognizer")
+
+    def embedding(frame):
+        return rec.embed(frame, max(det.detect(frame, 0.5, 640), key=lambda f: f.area))
+
+    astronaut = image(assets, "astronaut.png")
+    altered = cv2.GaussianBlur(cv2.convertScaleAbs(astronaut, alpha=1.1, beta=12), (3, 3), 0)
+    altered = cv2.resize(altered, None, fx=0.85, fy=0.85, interpolation=cv2.INTER_AREA)
+    same = cosine_similarity(embedding(astronaut), embedding(altered))
+    different = cosine_similarity(embedding(astronaut), embedding(image(assets, "grace_hopper.jpg")))
+    assert same > 0.8, same
+    assert different < 0.4, different
+
+
+@pytest.mark.parametrize("pick", [1, 4])
+def test_reference_selection_picks_the_matching_face(real, assets, tmp_path, pick):
+    frame = image(assets, "t1.jpg")
+    faces = sorted(real.load_model("scrfd_500m", "detector").detect(frame, 0.5, 640), key=lambda f: f.bbox[0])
+    x1, y1, x2, y2 = faces[pick].bbox
+    w, h = x2 - x1, y2 - y1
+    crop = frame[int(max(0, y1 - h)):int(y2 + h), int(max(0, x1 - w)):int(x2 + w)]
+    ref = tmp_path / "ref.png"
+    cv2.imwrite(str(ref), crop)
+    spec = JobSpec.from_mapping({"processors": ["face_anonymizer"],
+                                 "face_detector": {"model": "scrfd_500m"},
+                                 "face_recognizer": {"model": "mbf_int8"},
+                                 "face_selector": {"mode": "reference", "reference": str(ref),
+                                                   "max_distance": 0.6}})
+    chosen = real.prepare(spec).find_faces(frame)
+    assert len(chosen) >= 1 and iou(chosen[0].bbox, faces[pick].bbox) > 0.8
+    assert all(iou(c.bbox, faces[pick].bbox) < 0.3 for c in chosen[1:])
+    assert len(chosen) == 1
+
+
+def test_anonymizer_changes_every_face_and_nothing_far_from_them(real, assets, tmp_path):
+    spec = JobSpec.from_mapping({"processors": ["face_anonymizer"], "face_detector": {"model": "yunet"},
+                                 "output": {"format": "png"}})
+    target = assets / "images" / "t1.jpg"
+    out = tmp_path / "t1.png"
+    result = real.process_image(target, out, spec)
+    assert result.faces == 6
+    before, after = image(assets, "t1.jpg"), cv2.imread(str(out))
+    changed = np.any(before != after, axis=2)
+    faces = real.load_model("yunet", "detector").detect(before, 0.5, 640)
+    near = np.zeros_like(changed)
+    for f in faces:
+        x0, y0, x1, y1 = face_box(f, before.shape)
+        assert changed[y0:y1, x0:x1].mean() > 0.5            # this face region was changed
+        near[max(0, y0 - 20):y1 + 20, max(0, x0 - 20):x1 + 20] = True
+    assert not changed[~near].any()                          # nothing far from the faces
