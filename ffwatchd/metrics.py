@@ -9,7 +9,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram, Info,
                                PlatformCollector, ProcessCollector, generate_latest,
@@ -23,6 +23,7 @@ from ffwatchd.errors import PERMANENT_KINDS, TRANSIENT_KINDS
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
+    from ffwatchd.retention import Deletion
     from ffwatchd.store import JobStore
 
 log = logging.getLogger(__name__)
@@ -34,20 +35,26 @@ DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0
 # Every label value is drawn from a bounded set; anything else is counted as "other".
 JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
 JOB_KINDS = ("image", "video")
-OUTCOMES = ("done", "failed", "retried", "cancelled")
+OUTCOMES = ("done", "failed", "retried", "cancelled", "lost", "other")   # lost: lease gone, no verdict
 ERROR_KINDS = tuple(sorted(PERMANENT_KINDS | TRANSIENT_KINDS)) + ("other",)
 RESTART_REASONS = ("crashed", "killed", "recycled", "memory", "timeout", "stalled", "other")
-RETRY_CAUSES = ("failure", "lease", "operator", "other")
+RETRY_CAUSES = ("failure", "worker", "lease", "operator", "other")
 PROVIDERS = ("cuda", "tensorrt", "rocm", "migraphx", "openvino", "coreml", "dml", "cpu", "other")
 FOLDER_ROLES = ("inbox", "output", "done", "failed", "temp", "state")
 RETENTION_WHATS = ("temp", "done", "failed", "job_rows")
 
 
+_unknown_seen: set[tuple[str, str]] = set()
+
+
 def _bounded(value: str | None, allowed: tuple[str, ...], what: str) -> str:
-    """`value` when it is in `allowed`, else "other" (logged, so a new kind gets noticed)."""
+    """`value` when it is in `allowed`, else "other" (logged once per value, so a new kind
+    gets noticed and a label never takes an unbounded value)."""
     if value in allowed:
         return value  # type: ignore[return-value]
-    log.debug("metrics: %s %r is not a known label value; counted as 'other'", what, value)
+    if (what, str(value)) not in _unknown_seen and len(_unknown_seen) < 1000:
+        _unknown_seen.add((what, str(value)))
+        log.warning("metrics: %s %r is not a known label value; counted as 'other'", what, value)
     return "other"
 
 
@@ -239,10 +246,10 @@ class Metrics:
 
     def job_finished(self, watch: str, kind: str, outcome: str, duration_s: float,
                      queue_wait_s: float, error_kind: str | None = None) -> None:
-        """One attempt ended. `retried` also counts a retry (cause "failure"); `done` sets the
-        last success time. Call it once per attempt, never for lease expiries."""
-        if outcome not in OUTCOMES:
-            raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, not {outcome!r}")
+        """One attempt ended. `retried` also counts a retry (cause "failure") and `done` sets
+        the last success time: do not call `retried()` or `last_success()` for it as well.
+        `lost`: the attempt ended without a verdict (its lease went elsewhere, or shutdown)."""
+        outcome = _bounded(outcome, OUTCOMES, "job outcome")
         kind = _bounded(kind, JOB_KINDS, "job kind")
         self.jobs_finished.labels(watch, kind, outcome).inc()
         self.job_duration.labels(watch, kind).observe(max(0.0, duration_s))
@@ -256,7 +263,8 @@ class Metrics:
             self.last_success()
 
     def retried(self, watch: str, cause: str = "operator") -> None:
-        """A job went back to the queue outside `job_finished` (lease expiry, an operator)."""
+        """A job went back to the queue outside `job_finished`: `worker` (its worker died or
+        was killed), `lease` (its lease expired), `operator` (`ffwatchd jobs retry`)."""
         self.retries.labels(watch, _bounded(cause, RETRY_CAUSES, "retry cause")).inc()
 
     def leases_expired(self, n: int) -> None:
@@ -297,6 +305,12 @@ class Metrics:
 
     def last_success(self, when: float | None = None) -> None:
         self.last_success_gauge.set(time.time() if when is None else when)
+
+    def record_retention(self, deletions: Iterable["Deletion"]) -> None:
+        """Count what a retention pass removed (failed removals and dry runs aside)."""
+        for d in deletions:
+            if d.error is None:
+                self.retention_deleted(d.what, d.count, d.size)
 
     def retention_deleted(self, what: str, count: int = 1, size: int = 0) -> None:
         """Retention removed `count` items (`temp`, `done`, `failed`, `job_rows`) of `size` bytes."""

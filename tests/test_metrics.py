@@ -120,8 +120,11 @@ def test_counters_and_histograms_follow_the_reports():
     assert value(text, "ffwatchd_job_duration_seconds_bucket", watch="studio", kind="video", le="+Inf") == 2
     assert value(text, "ffwatchd_queue_wait_seconds_count", watch="studio") == 3
     assert value(text, "ffwatchd_settle_wait_seconds_sum", watch="studio") == 12.0
-    with pytest.raises(ValueError):
-        m.job_finished("studio", "image", "exploded", 1.0, 1.0)
+    m.job_finished("studio", "image", "lost", 1.0, 1.0)          # a lease taken over: no verdict
+    m.job_finished("studio", "image", "exploded", 1.0, 1.0)      # never an error in the daemon
+    text = m.render()
+    assert value(text, "ffwatchd_jobs_finished_total", watch="studio", kind="image", outcome="lost") == 1
+    assert value(text, "ffwatchd_jobs_finished_total", watch="studio", kind="image", outcome="other") == 1
 
 
 def test_buckets_span_50ms_to_an_hour():
@@ -225,3 +228,17 @@ def test_default_bind_is_localhost_9808():
     sig = inspect.signature(Metrics.start)
     assert sig.parameters["host"].default == "127.0.0.1" == MetricsSettings().host
     assert sig.parameters["port"].default == 9808 == MetricsSettings().port
+
+
+def test_retention_results_are_counted(tmp_path):
+    from ffwatchd.retention import Deletion
+    m = Metrics()
+    m.record_retention([Deletion("temp", tmp_path / "job-1", 1, 10.0, "done", 4096),
+                        Deletion("done", tmp_path / "a.jpg", 1, 10.0, "old", 100),
+                        Deletion("done", tmp_path / "b.jpg", 1, 10.0, "old", 100, error="EACCES"),
+                        Deletion("job_rows", None, 12, None, "old")])
+    text = m.render()
+    assert value(text, "ffwatchd_retention_removed_total", what="temp") == 1
+    assert value(text, "ffwatchd_retention_removed_total", what="done") == 1
+    assert value(text, "ffwatchd_retention_removed_total", what="job_rows") == 12
+    assert value(text, "ffwatchd_retention_removed_bytes_total", what="temp") == 4096
