@@ -301,6 +301,7 @@ class Supervisor:
         slot = self.slots[index]
         if kind == "ready":
             slot.pid, slot.provider, slot.state = event[2], event[3], "idle"
+            self._next_status = 0.0          # show the new worker at once
             asked = slot.device != "cpu" and "cuda" in self.settings.workers.providers
             if asked and slot.provider != "cuda":
                 self.warnings.append(f"device {slot.device}: CUDA asked for, running on {slot.provider}")
