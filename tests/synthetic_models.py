@@ -170,3 +170,15 @@ def make_face_image(size: int = 640, seed: int = 3, face=DEFAULT_FACE) -> np.nda
     cv2.circle(img, (int(kps[2][0]), int(kps[2][1])), 6, (90, 100, 150), -1)
     cv2.line(img, (int(kps[3][0]), int(kps[3][1])), (int(kps[4][0]), int(kps[4][1])), (60, 60, 160), 5)
     return img
+
+
+def synthetic_spec(**overrides):
+    """A JobSpec that uses the synthetic models by their `build_all` names; `overrides` are
+    sidecar keys (sections merge key by key)."""
+    from ffwatchd.jobspec import JobSpec
+
+    raw = {"face_detector": {"model": "synth_scrfd"}, "face_recognizer": {"model": "synth_arcface"},
+           "face_swapper": {"model": "synth_inswapper"}, "face_enhancer": {"model": "synth_gfpgan"}}
+    for key, value in overrides.items():
+        raw[key] = {**raw.get(key, {}), **value} if isinstance(value, dict) else value
+    return JobSpec.from_mapping(raw)

@@ -15,7 +15,6 @@ import synthetic_models  # noqa: E402
 
 from ffwatchd.config import CustomModel  # noqa: E402
 from ffwatchd.faces.pipeline import Pipeline  # noqa: E402
-from ffwatchd.jobspec import JobSpec  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,17 +52,6 @@ def synth_customs(synth) -> tuple[CustomModel, ...]:
 def pipeline(synth, synth_customs, tmp_path_factory) -> Pipeline:
     return Pipeline(tmp_path_factory.mktemp("models_dir"), synth_customs)
 
-
-def synth_spec(**overrides) -> JobSpec:
-    """A spec that uses the synthetic models; `overrides` are sidecar keys."""
-    raw = {"face_detector": {"model": "synth_scrfd"}, "face_recognizer": {"model": "synth_arcface"},
-           "face_swapper": {"model": "synth_inswapper"}, "face_enhancer": {"model": "synth_gfpgan"}}
-    for key, value in overrides.items():
-        if isinstance(value, dict):
-            raw[key] = {**raw.get(key, {}), **value}
-        else:
-            raw[key] = value
-    return JobSpec.from_mapping(raw)
 
 
 @pytest.fixture

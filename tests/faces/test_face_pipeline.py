@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 import pytest
 import synthetic_models as sm
-from conftest import synth_spec
+from synthetic_models import synthetic_spec as synth_spec
 from PIL import Image
 
 from ffwatchd.config import CustomModel

@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 import pytest
 import synthetic_models as sm
-from conftest import synth_spec
+from synthetic_models import synthetic_spec as synth_spec
 
 from ffwatchd.errors import JobError
 from ffwatchd.faces.align import arcface_template, estimate_similarity

@@ -1,0 +1,125 @@
+"""`ffwatchd process`: one file through the workers' pipeline, with and without a config."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import cv2
+import pytest
+import yaml
+from PIL import Image
+
+from ffwatchd import cli_process
+from ffwatchd.faces import registry
+from ffwatchd.faces.registry import ModelInfo
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import synthetic_models as sm  # noqa: E402
+
+
+def run_process(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    cli_process.add_arguments(parser)
+    return cli_process.run(parser.parse_args(argv))
+
+
+@pytest.fixture
+def models(tmp_path_factory):
+    return sm.build_all(tmp_path_factory.mktemp("m"))
+
+
+@pytest.fixture
+def files(tmp_path):
+    cv2.imwrite(str(tmp_path / "target.jpg"), sm.make_face_image())
+    cv2.imwrite(str(tmp_path / "alice.png"), sm.make_face_image(seed=44))
+    return tmp_path
+
+
+@pytest.fixture
+def config(tmp_path, models):
+    for d in ("inbox", "output", "done", "failed"):
+        (tmp_path / "share" / d).mkdir(parents=True)
+    cfg = {"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"),
+           "models_dir": str(tmp_path / "models"),
+           "watches": [{"name": "w", **{d: str(tmp_path / "share" / d) for d in ("inbox", "output", "done", "failed")}}],
+           "models": {m.name: m.config_entry() for m in models.values()}}
+    path = tmp_path / "ffwatchd.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+SYNTH_FLAGS = ["--detector", "synth_scrfd", "--recognizer", "synth_arcface", "--swapper", "synth_inswapper",
+               "--enhancer", "synth_gfpgan"]
+
+
+def test_swap_with_a_config_into_a_folder(files, config, capsys, monkeypatch):
+    monkeypatch.delenv("FFWATCHD_CONFIG", raising=False)
+    out_dir = files / "out"
+    out_dir.mkdir()
+    rc = run_process(["-c", str(config), "-s", str(files / "alice.png"), "-t", str(files / "target.jpg"),
+                      "-o", str(out_dir), "--processors", "face_swapper", "face_enhancer", "label",
+                      "--json", *SYNTH_FLAGS])
+    assert rc == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["faces"] == 1 and summary["provider"] == "cpu"
+    assert summary["output"] == str(out_dir / "target.jpg") and (out_dir / "target.jpg").is_file()
+    assert set(summary["execution_providers"]) == {"synth_scrfd", "synth_arcface", "synth_inswapper", "synth_gfpgan"}
+    assert [p.name for p in out_dir.iterdir()] == ["target.jpg"]          # no temp file left behind
+
+
+def test_without_a_config_using_models_dir(files, models, monkeypatch, capsys):
+    monkeypatch.delenv("FFWATCHD_CONFIG", raising=False)
+    det = models["synth_scrfd"]
+    monkeypatch.setitem(registry.BUILTIN_MODELS, "scrfd_500m",
+                        ModelInfo("scrfd_500m", "detector", det.path.name, det.sha256, det.path.stat().st_size, None))
+    out = files / "anon.png"                                   # the suffix picks the format
+    rc = run_process(["-t", str(files / "target.jpg"), "-o", str(out), "--models-dir", str(det.path.parent),
+                      "--processors", "face_anonymizer", "--detector", "scrfd_500m", "--anonymize", "pixelate"])
+    assert rc == 0, capsys.readouterr().err
+    with Image.open(out) as im:
+        assert im.format == "PNG"
+
+
+def test_failures_exit_1_with_the_error_kind(files, config, capsys, tmp_path):
+    rc = run_process(["-c", str(config), "-t", str(files / "target.jpg"), "-o", str(tmp_path / "o.jpg"),
+                      "--processors", "face_swapper", "-s", str(files / "target.jpg"), "--detector", "yunet",
+                      "--recognizer", "synth_arcface", "--swapper", "synth_inswapper"])
+    assert rc == 1 and "model_missing" in capsys.readouterr().err
+    assert not (tmp_path / "o.jpg").exists() and not list(tmp_path.glob(".o.jpg*"))
+    (files / "broken.jpg").write_bytes(b"")
+    rc = run_process(["-c", str(config), "-t", str(files / "broken.jpg"), "-o", str(tmp_path / "o.jpg"),
+                      "--processors", "label"])
+    assert rc == 1 and "bad_input" in capsys.readouterr().err
+
+
+def test_usage_problems_exit_2(files, config, capsys, monkeypatch, tmp_path):
+    monkeypatch.delenv("FFWATCHD_CONFIG", raising=False)
+    target = str(files / "target.jpg")
+    assert run_process(["-t", target, "-o", str(tmp_path / "o.jpg")]) == 2
+    assert "--models-dir" in capsys.readouterr().err
+    assert run_process(["-c", str(config), "-t", target, "-o", str(tmp_path / "o.jpg"), "--detector", "nosuch"]) == 2
+    assert "nosuch" in capsys.readouterr().err
+    assert run_process(["-c", str(config), "-t", str(tmp_path / "none.jpg"), "-o", str(tmp_path / "o.jpg")]) == 2
+
+
+def test_sidecar_settings_and_flags(files, config, tmp_path, capsys):
+    (files / "ffwatch.yaml").write_text(yaml.safe_dump({
+        "sources": ["alice.png"], "processors": ["face_swapper"],
+        "face_detector": {"model": "synth_scrfd"}, "face_recognizer": {"model": "synth_arcface"},
+        "face_swapper": {"model": "synth_inswapper"}, "output": {"format": "webp"}}))
+    rc = run_process(["-c", str(config), "--sidecar", str(files / "ffwatch.yaml"), "-t", str(files / "target.jpg"),
+                      "-o", str(tmp_path / "res"), "--quality", "70", "--json"])
+    assert rc == 0, capsys.readouterr().err
+    with Image.open(tmp_path / "res") as im:
+        assert im.format == "WEBP"
+
+
+def test_the_main_command_line_reaches_process(files, config, tmp_path, monkeypatch):
+    from ffwatchd.cli import main
+
+    monkeypatch.setenv("FFWATCHD_CONFIG", str(config))        # -c falls back to the environment
+    rc = main(["process", "-t", str(files / "target.jpg"), "-o", str(tmp_path / "l.jpg"), "--processors", "label"])
+    assert rc == 0 and (tmp_path / "l.jpg").is_file()

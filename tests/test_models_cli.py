@@ -1,0 +1,91 @@
+"""`ffwatchd models list | verify | fetch`, the fetch against a local HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import json
+import os
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from ffwatchd import cli_models
+from ffwatchd.faces import registry
+from ffwatchd.faces.registry import ModelInfo
+
+
+def run_models(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    cli_models.add_arguments(parser)
+    return cli_models.run(parser.parse_args(argv))
+
+
+@pytest.fixture(autouse=True)
+def no_env_config(monkeypatch):
+    monkeypatch.delenv("FFWATCHD_CONFIG", raising=False)
+
+
+@pytest.fixture
+def served(tmp_path, monkeypatch):
+    """A generated model file served from 127.0.0.1, registered as built-in `gfpgan_1.4`."""
+    root = tmp_path / "www"
+    root.mkdir()
+    data = os.urandom(2 * 2**20 + 7)
+    (root / "gfpgan_1.4.onnx").write_bytes(data)
+    monkeypatch.setitem(registry.BUILTIN_MODELS, "gfpgan_1.4",
+                        ModelInfo("gfpgan_1.4", "enhancer", "gfpgan_1.4.onnx", hashlib.sha256(data).hexdigest(),
+                                  len(data), "https://example.invalid/gfpgan_1.4.onnx"))
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *a: None
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", data
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def test_list_shows_every_model_with_its_state(tmp_path, capsys):
+    (tmp_path / "det_500m.onnx").write_bytes(b"not the model")
+    assert run_models(["--models-dir", str(tmp_path), "list", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert set(registry.BUILTIN_MODELS) <= set(rows)
+    assert rows["scrfd_500m"]["state"] == "corrupt" and rows["yunet"]["state"] == "missing"
+    assert rows["inswapper_128"]["sha256"] and rows["inswapper_128"]["url"].startswith("https://")
+    assert run_models(["list", "--models-dir", str(tmp_path)]) == 0
+    assert "corrupt" in capsys.readouterr().out
+
+
+def test_verify_fails_on_corrupt_or_named_missing_files(tmp_path, capsys):
+    assert run_models(["--models-dir", str(tmp_path), "verify"]) == 0            # nothing there, nothing wrong
+    assert run_models(["--models-dir", str(tmp_path), "verify", "yunet"]) == 1
+    (tmp_path / "det_500m.onnx").write_bytes(b"x")
+    assert run_models(["--models-dir", str(tmp_path), "verify"]) == 1
+    assert "corrupt" in capsys.readouterr().out
+    assert run_models(["--models-dir", str(tmp_path), "verify", "nosuch"]) == 2
+
+
+def test_fetch_downloads_verifies_and_skips_present_files(tmp_path, served, capsys):
+    base, data = served
+    models = tmp_path / "models"
+    assert run_models(["fetch", "gfpgan_1.4", "--models-dir", str(models), "--mirror", base]) == 0
+    assert (models / "gfpgan_1.4.onnx").read_bytes() == data
+    captured = capsys.readouterr()
+    assert "fetched and verified" in captured.out and "100%" in captured.err           # the progress bar
+    assert run_models(["fetch", "gfpgan_1.4", "--models-dir", str(models), "--mirror", base]) == 0
+    assert "present" in capsys.readouterr().out
+    assert run_models(["verify", "gfpgan_1.4", "--models-dir", str(models)]) == 0
+
+
+def test_fetch_failures_and_usage(tmp_path, served, capsys):
+    base, _ = served
+    args = ["--models-dir", str(tmp_path), "--mirror", base + "/missing", "--attempts", "1", "--no-progress"]
+    assert run_models(["fetch", "gfpgan_1.4", *args]) == 1
+    assert "FAILED" in capsys.readouterr().err and not (tmp_path / "gfpgan_1.4.onnx").exists()
+    assert run_models(["fetch", "--models-dir", str(tmp_path)]) == 2
+    assert run_models(["fetch", "nosuch", "--models-dir", str(tmp_path)]) == 2
+    assert run_models(["list"]) == 2                                             # no models dir at all
