@@ -1,0 +1,500 @@
+"""Watching inboxes: inotify or polling per watch, start-up scan, periodic rescans, availability.
+
+Events and scans only say "look at this path"; the settle tracker decides when a file is ready.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import sqlite3
+import stat as statmod
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from watchdog.events import (DirModifiedEvent, FileClosedNoWriteEvent, FileOpenedEvent, FileSystemEvent,
+                             FileSystemEventHandler)
+from watchdog.observers import Observer
+
+from ffwatchd.config import Settings, WatchSettings
+from ffwatchd.ingest import HashCache, IngestResult, classify_name, ingest_file, is_ignored_dir
+from ffwatchd.settle import FileState, SettleTracker
+from ffwatchd.sidecar import SIDECAR_NAME, SIDECAR_SUFFIX, SourceIndex, is_sidecar_name, is_within
+from ffwatchd.store import JobStore
+
+log = logging.getLogger(__name__)
+
+POLL_FSTYPES = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse"})
+MOUNTINFO = Path("/proc/self/mountinfo")
+WAITING_RECHECK = 1.0        # seconds between looks for a late sidecar
+
+
+class WatchMetrics(Protocol):
+    def file_discovered(self, watch: str) -> None: ...
+    def job_enqueued(self, watch: str) -> None: ...
+    def settle_wait(self, watch: str, seconds: float) -> None: ...
+
+
+# -- mode detection -------------------------------------------------------------------------
+
+def _unescape(field_: str) -> str:
+    """mountinfo escapes space, tab, newline and backslash as octal (\\040)."""
+    out, i = [], 0
+    while i < len(field_):
+        if field_[i] == "\\" and i + 4 <= len(field_) and field_[i + 1:i + 4].isdigit():
+            out.append(chr(int(field_[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(field_[i])
+            i += 1
+    return "".join(out)
+
+
+def parse_mountinfo(text: str) -> list[tuple[str, str]]:
+    """(mount point, fs type) for each line of /proc/self/mountinfo."""
+    mounts = []
+    for line in text.splitlines():
+        left, sep, right = line.partition(" - ")
+        fields = left.split()
+        if not sep or len(fields) < 5 or not right.split():
+            continue
+        mounts.append((_unescape(fields[4]), right.split()[0]))
+    return mounts
+
+
+def detect_mode(path: Path, mountinfo: str | None = None) -> tuple[str, str]:
+    """('poll' | 'inotify', fs type) for the mount holding `path` (longest mount-point prefix)."""
+    text = MOUNTINFO.read_text() if mountinfo is None else mountinfo
+    real = Path(os.path.realpath(path))
+    best, fstype = -1, "unknown"
+    for point, kind in parse_mountinfo(text):
+        mp = Path(point)
+        if is_within(real, mp) and len(mp.parts) > best:
+            best, fstype = len(mp.parts), kind
+    polled = fstype in POLL_FSTYPES or fstype.startswith("fuse.")
+    return ("poll" if polled else "inotify"), fstype
+
+
+# -- scanning --------------------------------------------------------------------------------
+
+class InboxUnavailable(Exception):
+    """The inbox root cannot be listed (missing, share gone, stale handle)."""
+
+
+@dataclass
+class ScanResult:
+    top: Path
+    files: dict[Path, FileState] = field(default_factory=dict)
+    sidecars: dict[Path, FileState] = field(default_factory=dict)
+    failed_dirs: list[Path] = field(default_factory=list)   # could not be listed: forget nothing there
+    missing: bool = False                                   # `top` (below the root) is gone
+
+
+def scan_inbox(watch: WatchSettings, top: Path | None = None) -> ScanResult:
+    """List candidate files and sidecars under `top` (default: the whole inbox).
+
+    Never enters symlinked or ignored folders. Raises InboxUnavailable when the inbox root
+    itself cannot be listed."""
+    top = top or watch.inbox
+    result = ScanResult(top)
+    prefix0 = "" if top == watch.inbox else top.relative_to(watch.inbox).as_posix() + "/"
+    stack: list[tuple[str, str]] = [(str(top), prefix0)]
+    while stack:
+        folder, prefix = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = list(it)
+        except OSError as e:
+            if folder == str(watch.inbox):
+                raise InboxUnavailable(f"{watch.inbox}: {e.strerror or e}") from e
+            if isinstance(e, (FileNotFoundError, NotADirectoryError)):
+                result.missing = result.missing or folder == str(top)
+            else:
+                log.warning("watch %s: cannot list %s: %s", watch.name, folder, e.strerror or e)
+                result.failed_dirs.append(Path(folder))
+            continue
+        for entry in entries:
+            name = entry.name
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if not is_ignored_dir(watch, name):
+                        stack.append((entry.path, prefix + name + "/"))
+                    continue
+                why = classify_name(watch, prefix + name)
+                if why is None:
+                    result.files[Path(entry.path)] = FileState.from_stat(entry.stat(follow_symlinks=False))
+                elif why == "sidecar":
+                    result.sidecars[Path(entry.path)] = FileState.from_stat(entry.stat(follow_symlinks=False))
+            except FileNotFoundError:
+                continue
+    return result
+
+
+# -- one watch ---------------------------------------------------------------------------------
+
+class _Handler(FileSystemEventHandler):
+    """Turns watchdog events into paths to look at; nothing else."""
+
+    def __init__(self, loop: "WatchLoop") -> None:
+        self.loop = loop
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if isinstance(event, (DirModifiedEvent, FileOpenedEvent, FileClosedNoWriteEvent)):
+            return
+        paths = [event.src_path, getattr(event, "dest_path", "")]
+        self.loop.note_paths([os.fsdecode(p) for p in paths if p], directory=event.is_directory)
+
+
+class WatchLoop:
+    """One watch: its observer, its thread, its tracker and its memory of handled files."""
+
+    def __init__(self, settings: Settings, watch: WatchSettings, store: JobStore,
+                 metrics: WatchMetrics | None = None, mountinfo: str | None = None) -> None:
+        self.settings, self.watch, self.store, self.metrics = settings, watch, store, metrics
+        self.mode, self.fstype = (detect_mode(watch.inbox, mountinfo) if watch.mode == "auto"
+                                  else (watch.mode, "configured"))
+        self.tracker = SettleTracker(watch.settle)
+        self.handled: dict[Path, FileState] = {}
+        self.waiting: dict[Path, tuple[float, FileState, float]] = {}   # since (wall), state, next try
+        self.sidecar_states: dict[Path, FileState] = {}
+        self.index = SourceIndex(watch)
+        self.hashes = HashCache()
+        self.available = False
+        self.tick = min(0.5, max(0.05, watch.settle / 4), watch.poll_interval)
+        self._ever_available = False
+        self._root_id: tuple[int, int] | None = None
+        self._observer: Any = None
+        self._lock = threading.Lock()
+        self._dirty: set[Path] = set()
+        self._dirty_dirs: set[Path] = set()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._rescan_wanted = False
+        self._next_check = self._next_poll = self._next_rescan = 0.0
+        self._thread = threading.Thread(target=self._run, name=f"watch-{watch.name}", daemon=True)
+
+    # -- called from other threads --------------------------------------------------------
+
+    def start(self) -> None:
+        log.info("watch %s: watching %s by %s (fs %s), settle %gs", self.watch.name, self.watch.inbox,
+                 self.mode, self.fstype, self.watch.settle)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        self._stop_observer()
+
+    def request_rescan(self) -> None:
+        self._rescan_wanted = True
+        self._wake.set()
+
+    def note_paths(self, paths: list[str], directory: bool = False) -> None:
+        with self._lock:
+            (self._dirty_dirs if directory else self._dirty).update(Path(p) for p in paths)
+
+    def unsettled(self) -> int:
+        return len(self.tracker) + len(self.waiting)
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._step(time.monotonic())
+            except (sqlite3.Error, OSError) as e:
+                log.error("watch %s: %s; carrying on", self.watch.name, e)
+            except Exception:       # a bug must not end the watch; it is logged in full
+                log.exception("watch %s: unexpected error; carrying on", self.watch.name)
+            self._wake.wait(self.tick)
+            self._wake.clear()
+
+    def _step(self, now: float) -> None:
+        if now >= self._next_check:
+            self._next_check = now + self.watch.poll_interval
+            self._check_availability()
+        if not self.available:
+            return
+        self._drain_events()
+        if self._rescan_wanted or now >= self._next_rescan or (self.mode == "poll" and now >= self._next_poll):
+            self._rescan_wanted = False
+            self.full_scan()
+        self._settle_due()
+        self._retry_waiting()
+
+    def full_scan(self) -> None:
+        now = time.monotonic()
+        self._next_rescan = now + self.watch.rescan_interval
+        self._next_poll = now + self.watch.poll_interval
+        try:
+            result = scan_inbox(self.watch)
+        except InboxUnavailable as e:
+            self._set_unavailable(str(e))
+            return
+        self._apply_scan(result)
+
+    # -- availability ------------------------------------------------------------------------
+
+    def _check_availability(self) -> None:
+        try:
+            st = os.stat(self.watch.inbox)
+            if not statmod.S_ISDIR(st.st_mode):
+                raise NotADirectoryError(errno.ENOTDIR, "not a folder")
+        except OSError as e:
+            self._set_unavailable(f"{self.watch.inbox}: {e.strerror or e}")
+            return
+        root_id = (st.st_dev, st.st_ino)
+        if self.available and root_id == self._root_id:
+            return
+        if self._ever_available:
+            log.warning("watch %s: inbox %s is %s; rescanning", self.watch.name, self.watch.inbox,
+                        "back" if not self.available else "a new folder")
+        self._root_id, self.available, self._ever_available = root_id, True, True
+        if self.mode == "inotify":
+            self._start_observer()
+        self.full_scan()
+
+    def _set_unavailable(self, why: str) -> None:
+        if self.available or not self._ever_available:
+            log.warning("watch %s: inbox unavailable (%s); nothing is forgotten, retrying every %gs",
+                        self.watch.name, why, self.watch.poll_interval)
+        self._ever_available = True
+        self.available = False
+        self._stop_observer()
+
+    def _start_observer(self) -> None:
+        self._stop_observer()
+        observer = Observer()
+        try:
+            observer.schedule(_Handler(self), str(self.watch.inbox), recursive=True)
+            observer.start()
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EMFILE):
+                log.error("watch %s: inotify refused (%s); polling every %gs instead (raise "
+                          "fs.inotify.max_user_watches to watch by events)", self.watch.name, e,
+                          self.watch.poll_interval)
+                self.mode = "poll"
+                return
+            self._set_unavailable(f"cannot watch {self.watch.inbox}: {e.strerror or e}")
+            return
+        self._observer = observer
+
+    def _stop_observer(self) -> None:
+        observer, self._observer = self._observer, None
+        if observer is not None:
+            try:
+                observer.stop()
+                if observer is not threading.current_thread():
+                    observer.join(5.0)
+            except (OSError, RuntimeError, KeyError) as e:
+                log.debug("watch %s: stopping the observer: %s", self.watch.name, e)
+
+    # -- feeding the tracker --------------------------------------------------------------------
+
+    def _apply_scan(self, result: ScanResult) -> None:
+        for path, state in result.sidecars.items():
+            self._observe_sidecar(path, state)
+        for path, state in result.files.items():
+            self._observe(path, state)
+        seen = result.files.keys() | result.sidecars.keys()
+        known = set(self.tracker) | self.handled.keys() | self.waiting.keys() | self.sidecar_states.keys()
+        for path in known - seen:
+            if not is_within(path, result.top):
+                continue
+            if result.failed_dirs and any(is_within(path, d) for d in result.failed_dirs):
+                continue
+            self._vanish(path)
+
+    def _observe(self, path: Path, state: FileState) -> None:
+        if path in self.handled:
+            if self.handled[path] == state:
+                return
+            del self.handled[path]
+        if path in self.waiting:
+            if self.waiting[path][1] == state:
+                return
+            del self.waiting[path]
+        if self.tracker.observe(path, state) and self.metrics:
+            self.metrics.file_discovered(self.watch.name)
+
+    def _observe_sidecar(self, path: Path, state: FileState) -> None:
+        if self.sidecar_states.get(path) != state:
+            self.tracker.observe(path, state)
+
+    def _vanish(self, path: Path) -> None:
+        self.tracker.forget(path)
+        self.handled.pop(path, None)
+        self.waiting.pop(path, None)
+        if self.sidecar_states.pop(path, None) is not None:
+            self.index.remove(path)
+
+    def _drain_events(self) -> None:
+        with self._lock:
+            paths, dirs = self._dirty, self._dirty_dirs
+            self._dirty, self._dirty_dirs = set(), set()
+        for d in dirs:
+            if d != self.watch.inbox and is_within(d, self.watch.inbox) and not self._in_ignored_dir(d, True):
+                result = scan_inbox(self.watch, d)
+                self._apply_scan(result)
+            elif d == self.watch.inbox:
+                self._next_check = 0.0        # the root itself moved or went: check at once
+        for p in paths:
+            if p == self.watch.inbox or not is_within(p, self.watch.inbox) or self._in_ignored_dir(p, False):
+                continue
+            why = classify_name(self.watch, p.relative_to(self.watch.inbox).as_posix())
+            if why not in (None, "sidecar"):
+                continue
+            try:
+                st = os.lstat(p)
+            except FileNotFoundError:
+                self._vanish(p)
+                continue
+            except OSError as e:
+                log.debug("watch %s: cannot stat %s: %s", self.watch.name, p, e)
+                continue
+            if statmod.S_ISDIR(st.st_mode):
+                self._apply_scan(scan_inbox(self.watch, p))
+            elif why == "sidecar":
+                self._observe_sidecar(p, FileState.from_stat(st))
+            else:
+                self._observe(p, FileState.from_stat(st))
+
+    def _in_ignored_dir(self, path: Path, include_self: bool) -> bool:
+        parts = path.relative_to(self.watch.inbox).parts
+        return any(is_ignored_dir(self.watch, part) for part in (parts if include_self else parts[:-1]))
+
+    # -- settling and ingesting ----------------------------------------------------------------
+
+    def _settle_due(self) -> None:
+        now = time.monotonic()
+        due = self.tracker.due(now)
+        if not due:
+            return
+        due.sort(key=lambda p: not is_sidecar_name(p.name))     # sidecars first
+        pending: set[Path] | None = None
+        for path in due:
+            if self._stop.is_set():
+                return
+            try:
+                state = FileState.from_stat(os.lstat(path))
+            except FileNotFoundError:
+                self._vanish(path)
+                continue
+            except OSError as e:
+                log.debug("watch %s: cannot stat %s: %s", self.watch.name, path, e)
+                continue
+            if is_sidecar_name(path.name):
+                if self.tracker.confirm(path, state, now):
+                    self.sidecar_states[path] = state
+                    self.index.update(path)
+                    self.waiting = {p: (s, st, 0.0) for p, (s, st, _) in self.waiting.items()}
+                continue
+            if pending is None:
+                pending = {p for p in self.tracker if is_sidecar_name(p.name)}
+            if pending and self._sidecar_pending(path, pending):
+                continue
+            settled = self.tracker.confirm(path, state, now)
+            if settled is None:
+                continue
+            if self.metrics:
+                self.metrics.settle_wait(self.watch.name, settled.waited)
+            self._ingest(path, state, time.time())
+
+    def _sidecar_pending(self, path: Path, pending: set[Path]) -> bool:
+        """Whether a sidecar that would apply to `path` is itself still settling."""
+        if path.with_name(path.name + SIDECAR_SUFFIX) in pending:
+            return True
+        return any(p.name == SIDECAR_NAME and p.parent in path.parents for p in pending)
+
+    def _retry_waiting(self) -> None:
+        now = time.monotonic()
+        for path, (since, state, next_try) in list(self.waiting.items()):
+            if next_try > now or self._stop.is_set():
+                continue
+            try:
+                fresh = FileState.from_stat(os.lstat(path))
+            except FileNotFoundError:
+                self._vanish(path)
+                continue
+            except OSError:
+                continue
+            if fresh != state:
+                del self.waiting[path]
+                self.tracker.observe(path, fresh)
+                continue
+            del self.waiting[path]
+            self._ingest(path, state, since)
+
+    def _ingest(self, path: Path, state: FileState, waiting_since: float) -> IngestResult | None:
+        try:
+            r = ingest_file(self.settings, self.watch, self.store, path, time.time(), expected=state,
+                            waiting_since=waiting_since, referenced=self.index.contains, hashes=self.hashes)
+        except (sqlite3.Error, OSError) as e:
+            log.error("watch %s: could not ingest %s: %s; will try again", self.watch.name, path, e)
+            self.tracker.observe(path, state)
+            return None
+        if r.status == "waiting":
+            self.waiting[path] = (waiting_since, state, time.monotonic() + WAITING_RECHECK)
+        elif r.status in ("changed", "retry"):
+            log.info("watch %s: %s", self.watch.name, r.message)
+            self.tracker.observe(path, state)
+        elif r.status == "skipped" and "vanished" in r.message:
+            self._vanish(path)
+        else:
+            self.handled[path] = state
+            if r.status == "enqueued" and self.metrics:
+                self.metrics.job_enqueued(self.watch.name)
+            if r.status == "skipped":
+                log.debug("watch %s: %s", self.watch.name, r.message)
+        return r
+
+
+# -- the service ---------------------------------------------------------------------------------
+
+class WatchService:
+    """All watches of a config, each in its own thread; nothing here blocks the caller."""
+
+    def __init__(self, settings: Settings, store: JobStore, *, metrics: WatchMetrics | None = None,
+                 mountinfo: str | None = None) -> None:
+        self.settings = settings
+        self.loops = {w.name: WatchLoop(settings, w, store, metrics, mountinfo) for w in settings.watches}
+        self._started = self._stopped = False
+
+    def start(self) -> None:
+        """Start every watch: start-up scan, observer and rescans run in the watch's thread."""
+        if self._started:
+            return
+        self._started = True
+        for loop in self.loops.values():
+            loop.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop observers and threads; safe to call twice."""
+        if self._stopped or not self._started:
+            self._stopped = True
+            return
+        self._stopped = True
+        for loop in self.loops.values():
+            loop.stop(timeout)
+
+    def rescan_now(self, watch: str | None = None) -> None:
+        """Ask for a full rescan of one watch (or all) at the next tick; returns at once."""
+        for name, loop in self.loops.items():
+            if watch is None or name == watch:
+                loop.request_rescan()
+
+    def unsettled_count(self) -> dict[str, int]:
+        """Files seen but not yet jobs (settling, or waiting for their sidecar), per watch."""
+        return {name: loop.unsettled() for name, loop in self.loops.items()}
+
+    def available(self) -> dict[str, bool]:
+        return {name: loop.available for name, loop in self.loops.items()}
+
+    def modes(self) -> dict[str, tuple[str, str]]:
+        return {name: (loop.mode, loop.fstype) for name, loop in self.loops.items()}

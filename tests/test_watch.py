@@ -1,0 +1,305 @@
+"""Watching real folders, by inotify and by polling: settle, bursts, renames, rescans, dropouts."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+from ffwatchd.config import Settings, load_settings
+from ffwatchd.store import JobStore
+from ffwatchd.watch import WatchService, detect_mode, parse_mountinfo, scan_inbox
+
+JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100
+FACE = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100
+MODES = ["inotify", "poll"]
+
+
+def wait_for(cond: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def file_discovered(self, watch: str) -> None:
+        with self.lock:
+            self.calls["discovered"] += 1
+
+    def job_enqueued(self, watch: str) -> None:
+        with self.lock:
+            self.calls["enqueued"] += 1
+
+    def settle_wait(self, watch: str, seconds: float) -> None:
+        with self.lock:
+            self.calls["settled"] += 1
+
+
+def make_settings(tmp_path: Path, mode: str, **extra: object) -> Settings:
+    lib = tmp_path / "lib"
+    lib.mkdir(exist_ok=True)
+    (lib / "me.png").write_bytes(FACE)
+    watch = {"name": "w", "inbox": str(tmp_path / "inbox"), "output": str(tmp_path / "out"),
+             "done": str(tmp_path / "done"), "failed": str(tmp_path / "failed"), "mode": mode,
+             "settle": 0.3, "poll_interval": 0.1, "rescan_interval": "1h", "sidecar_wait": "30s",
+             "source_roots": [str(lib)], "defaults": {"sources": [str(lib / "me.png")]}}
+    watch.update(extra)
+    raw = {"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"),
+           "models_dir": str(tmp_path / "models"), "watches": [watch]}
+    settings = load_settings(raw, tmp_path)
+    for folder in settings.watches[0].folders().values():
+        folder.mkdir(parents=True, exist_ok=True)
+    return settings
+
+
+class Env:
+    def __init__(self, tmp_path: Path, mode: str, **extra: object) -> None:
+        self.settings = make_settings(tmp_path, mode, **extra)
+        self.watch = self.settings.watches[0]
+        self.inbox = self.watch.inbox
+        self.store = JobStore(tmp_path / "state/ffwatchd.db")
+        self.metrics = Recorder()
+        self.service = WatchService(self.settings, self.store, metrics=self.metrics)
+
+    def jobs(self, state: str | None = None) -> list:
+        return self.store.list(state=state, limit=100000)
+
+    def close(self) -> None:
+        self.service.stop()
+        self.service.stop()          # idempotent
+        self.store.close()
+
+
+@pytest.fixture
+def make_env(tmp_path: Path) -> Iterator[Callable[..., Env]]:
+    envs: list[Env] = []
+
+    def make(mode: str, **extra: object) -> Env:
+        env = Env(tmp_path, mode, **extra)
+        envs.append(env)
+        return env
+    yield make
+    for env in envs:
+        env.close()
+
+
+def put(path: Path, data: bytes = JPEG) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_slow_write_is_enqueued_once_after_last_write(make_env, mode: str) -> None:
+    env = make_env(mode)
+    env.service.start()
+    target = env.inbox / "slow.jpg"
+    with open(target, "wb") as f:
+        f.write(JPEG[:8])
+        f.flush()
+        for i in range(12):                  # 1.2 s of writing, a chunk every 0.1 s < settle 0.3 s
+            time.sleep(0.1)
+            f.write(bytes([i]) * 64)
+            f.flush()
+    last_write = time.time()
+    size = target.stat().st_size
+    wait_for(lambda: env.jobs(), what="the job")
+    env.service.rescan_now()
+    time.sleep(0.5)                          # room for a wrong second job to appear
+    jobs = env.jobs()
+    assert len(jobs) == 1 and jobs[0].size == size
+    assert jobs[0].created_at >= last_write
+    assert env.metrics.calls["enqueued"] == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_thousand_files_at_once_each_enqueued_exactly_once(make_env, mode: str) -> None:
+    env = make_env(mode)
+    env.service.start()
+    wait_for(lambda: env.service.available()["w"], what="the watch to start")
+    for i in range(1000):
+        put(env.inbox / f"d{i % 10}" / f"f{i:04d}.jpg", JPEG + i.to_bytes(4, "big"))
+    wait_for(lambda: env.store.counts()["queued"] >= 1000, timeout=60, what="1000 jobs")
+    env.service.rescan_now()
+    wait_for(lambda: env.service.unsettled_count()["w"] == 0, what="nothing unsettled")
+    jobs = env.jobs()
+    assert len(jobs) == 1000 and len({j.rel_path for j in jobs}) == 1000
+    assert env.metrics.calls["enqueued"] == 1000 and env.metrics.calls["discovered"] == 1000
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_file_renamed_into_inbox_is_found(make_env, tmp_path: Path, mode: str) -> None:
+    env = make_env(mode)
+    env.service.start()
+    wait_for(lambda: env.service.available()["w"], what="the watch to start")
+    outside = put(tmp_path / "staging/moved.jpg")
+    os.rename(outside, env.inbox / "moved.jpg")
+    put(env.inbox / "upload.jpg.part", JPEG + b"u")               # ignored while it has .part
+    os.rename(env.inbox / "upload.jpg.part", env.inbox / "upload.jpg")
+    wait_for(lambda: len(env.jobs()) == 2, what="two jobs")
+    assert sorted(j.rel_path for j in env.jobs()) == ["moved.jpg", "upload.jpg"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_files_present_before_start_are_found(make_env, mode: str) -> None:
+    env = make_env(mode)
+    put(env.inbox / "old/a.jpg")
+    put(env.inbox / "b.jpg", JPEG + b"b")
+    env.service.start()
+    wait_for(lambda: len(env.jobs()) == 2, what="two jobs")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_file_created_while_observer_stopped_is_found_by_rescan(make_env, mode: str) -> None:
+    # poll: the poll interval is an hour, so only the rescan can find it.
+    env = make_env(mode, rescan_interval="1s", poll_interval="1h" if mode == "poll" else 0.1)
+    env.service.start()
+    loop = env.service.loops["w"]
+    wait_for(lambda: loop.available, what="the watch to start")
+    loop._stop_observer()                     # no events from now on
+    put(env.inbox / "missed.jpg")
+    wait_for(lambda: env.jobs(), what="the rescan to find the file")
+    assert env.jobs()[0].rel_path == "missed.jpg"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_inbox_removed_and_recreated_is_watched_again(make_env, mode: str) -> None:
+    env = make_env(mode)
+    env.service.start()
+    wait_for(lambda: env.service.available()["w"], what="the watch to start")
+    put(env.inbox / "before.jpg")
+    wait_for(lambda: env.jobs(), what="the first job")
+    shutil.rmtree(env.inbox)
+    wait_for(lambda: not env.service.available()["w"], what="the inbox to be unavailable")
+    env.inbox.mkdir()
+    loop = env.service.loops["w"]
+    wait_for(lambda: env.service.available()["w"], what="the inbox to be back")
+    if mode == "inotify":                                     # events again, on the new folder
+        wait_for(lambda: loop._observer is not None and loop._observer.is_alive(), what="a new observer")
+        loop._next_rescan = float("inf")
+    put(env.inbox / "after.jpg", JPEG + b"after")            # found by events (inotify) or polls
+    wait_for(lambda: len(env.jobs()) == 2, what="the second job")
+    assert sorted(j.rel_path for j in env.jobs()) == ["after.jpg", "before.jpg"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_unavailable_inbox_forgets_nothing_and_redoes_nothing(make_env, tmp_path: Path, mode: str) -> None:
+    env = make_env(mode)
+    put(env.inbox / "queued.jpg")
+    env.service.start()
+    wait_for(lambda: env.jobs(), what="the job")
+    moved = tmp_path / "share-offline"
+    os.rename(env.inbox, moved)                               # the share drops out
+    wait_for(lambda: not env.service.available()["w"], what="unavailable")
+    os.rename(moved, env.inbox)                               # and comes back with the same file
+    wait_for(lambda: env.service.available()["w"], what="available again")
+    env.service.rescan_now()
+    time.sleep(1.0)
+    assert len(env.jobs()) == 1 and env.jobs()[0].state == "queued"
+    assert (env.inbox / "queued.jpg").exists() and not list(env.watch.failed.iterdir())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_sidecar_arriving_after_its_images(make_env, mode: str) -> None:
+    env = make_env(mode, defaults={})
+    env.service.start()
+    wait_for(lambda: env.service.available()["w"], what="the watch to start")
+    put(env.inbox / "shoot/a.jpg")
+    put(env.inbox / "shoot/b.jpg", JPEG + b"b")
+    put(env.inbox / "shoot/faces/me.png", FACE)
+    wait_for(lambda: env.service.unsettled_count()["w"] == 3 and not env.service.loops["w"].tracker,
+             what="the files to settle and wait for a sidecar")
+    assert env.jobs() == []
+    put(env.inbox / "shoot/ffwatch.yaml", b"sources: [faces/me.png]\n")
+    wait_for(lambda: len(env.jobs()) == 2, what="two jobs")
+    assert sorted(j.rel_path for j in env.jobs()) == ["shoot/a.jpg", "shoot/b.jpg"]
+    assert all(j.state == "queued" for j in env.jobs())
+    wait_for(lambda: env.service.unsettled_count()["w"] == 0, what="the source to be let go")
+    assert (env.inbox / "shoot/faces/me.png").exists()
+
+
+def test_bad_files_do_not_stop_the_watch(make_env) -> None:
+    env = make_env("inotify")
+    env.service.start()
+    wait_for(lambda: env.service.available()["w"], what="the watch to start")
+    put(env.inbox / "text.jpg", b"just text")
+    put(env.inbox / "empty.png", b"")
+    put(env.inbox / "bad/ffwatch.yaml", b"sources: [/etc/passwd]\n")
+    put(env.inbox / "bad/x.jpg", JPEG + b"x")
+    put(env.inbox / "good.jpg", JPEG + b"g")
+    wait_for(lambda: len(env.jobs()) == 4, what="four jobs")
+    kinds = {j.rel_path: (j.state, j.error_kind) for j in env.jobs()}
+    assert kinds == {"text.jpg": ("failed", "bad_input"), "empty.png": ("failed", "bad_input"),
+                     "bad/x.jpg": ("failed", "bad_sidecar"), "good.jpg": ("queued", None)}
+    wait_for(lambda: (env.watch.failed / "bad/x.jpg.error.json").exists(), what="the report")
+    assert (env.inbox / "bad/ffwatch.yaml").exists()          # a sidecar is never moved
+
+
+def test_start_and_stop_do_not_block_and_stop_is_idempotent(make_env) -> None:
+    env = make_env("inotify")
+    t0 = time.monotonic()
+    env.service.start()
+    env.service.start()
+    env.service.stop()
+    env.service.stop()
+    assert time.monotonic() - t0 < 10
+    assert not env.service.loops["w"]._thread.is_alive()
+
+
+MOUNTINFO = """\
+22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+40 22 0:35 / /srv/share rw,relatime shared:20 - nfs4 nas:/export rw,vers=4.2
+41 40 0:36 / /srv/share/local\\040disk rw - ext4 /dev/sdb1 rw
+42 22 0:37 / /mnt/smb rw - cifs //host/share rw
+43 22 0:38 / /mnt/sshfs rw - fuse.sshfs user@host: rw
+44 22 0:39 / /mnt/rclone rw - fuse rclone rw
+"""
+
+
+@pytest.mark.parametrize("path, expected", [
+    ("/srv/share/inbox", ("poll", "nfs4")),
+    ("/srv/share/local disk/inbox", ("inotify", "ext4")),
+    ("/srv/shared/inbox", ("inotify", "ext4")),
+    ("/mnt/smb/in", ("poll", "cifs")),
+    ("/mnt/sshfs", ("poll", "fuse.sshfs")),
+    ("/mnt/rclone/x", ("poll", "fuse")),
+    ("/home/me/inbox", ("inotify", "ext4")),
+])
+def test_detect_mode_from_mountinfo(path: str, expected: tuple[str, str]) -> None:
+    assert detect_mode(Path(path), MOUNTINFO) == expected
+
+
+def test_parse_mountinfo_skips_junk() -> None:
+    assert parse_mountinfo("garbage\n" + MOUNTINFO)[0] == ("/", "ext4")
+
+
+def test_auto_mode_on_local_tmp_is_inotify(tmp_path: Path) -> None:
+    mode, fstype = detect_mode(tmp_path)
+    assert (mode == "poll") == (fstype in {"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse"} or fstype.startswith("fuse."))
+
+
+def test_scan_skips_ignored_and_symlinked_folders(tmp_path: Path) -> None:
+    watch = make_settings(tmp_path, "poll").watches[0]
+    put(watch.inbox / "a/x.jpg")
+    put(watch.inbox / ".snapshot/x.jpg")
+    put(watch.inbox / ".ffwatchd-tmp/x.jpg")
+    put(tmp_path / "elsewhere/y.jpg")
+    (watch.inbox / "link").symlink_to(tmp_path / "elsewhere")
+    put(watch.inbox / "a/ffwatch.yaml", b"{}")
+    put(watch.inbox / "a/notes.txt", b"text")
+    result = scan_inbox(watch)
+    assert set(result.files) == {watch.inbox / "a/x.jpg"}
+    assert set(result.sidecars) == {watch.inbox / "a/ffwatch.yaml"}
