@@ -93,8 +93,10 @@ def test_is_enospc_sees_through_wrapping():
             raise JobError("io", "write failed") from e
     except JobError as wrapped:
         assert is_enospc(wrapped)
-    err = disk_full_error(full, "/srv/out/.ffwatchd-1-a.jpg.tmp")
+    err = disk_full_error(full, "/var/tmp/job-1")
     assert err.kind == "disk_full" and err.transient and "no space left" in err.message
+    named = OSError(errno.ENOSPC, "No space left on device", "/srv/out/.ffwatchd-1-a.jpg.tmp")
+    assert "/srv/out/.ffwatchd-1-a.jpg.tmp" in disk_full_error(named, "/var/tmp/job-1").message
 
 
 def test_really_full_filesystem_pauses_then_resumes(tiny_fs, caplog):
