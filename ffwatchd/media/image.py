@@ -96,6 +96,11 @@ class Provenance:
 # --------------------------------------------------------------------------------------
 # Reading
 
+# workers.max_pixels, checked from the header below, is the one limit; Pillow's own bomb limit
+# (about 179 Mpx) would otherwise refuse images an operator allowed.
+Image.MAX_IMAGE_PIXELS = None
+
+
 def open_checked(path: Path, max_pixels: int) -> Image.Image:
     """Open an image lazily (header only) and refuse it when it is empty, unknown or too large."""
     try:

@@ -1,0 +1,142 @@
+"""The command line: jobs list/show/retry/cancel/purge, enqueue, check, status; exit codes 0/1/2."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ffwatchd.cli import main
+from ffwatchd.config import load_config
+from ffwatchd.filing import file_failed_original
+from ffwatchd.store import JobStore
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def cfg(tmp_path: Path) -> Path:
+    for d in ("inbox", "output", "done", "failed"):
+        (tmp_path / "share" / d).mkdir(parents=True)
+    p = tmp_path / "config.yaml"
+    p.write_text(textwrap.dedent("""
+        state_dir: state
+        temp_dir: tmp
+        models_dir: models
+        metrics: {enabled: false}
+        watches:
+          - name: studio
+            inbox: share/inbox
+            output: share/output
+            done: share/done
+            failed: share/failed
+    """))
+    return p
+
+
+def store_for(cfg: Path) -> JobStore:
+    s = load_config(cfg)
+    return JobStore(s.db_path)
+
+
+def add_job(cfg: Path, rel: str = "a.jpg") -> int:
+    with store_for(cfg) as s:
+        job, _ = s.enqueue(watch="studio", rel_path=rel, size=3, mtime=1.0, content_hash=rel,
+                           kind="image", spec={"processors": ["face_swapper"]})
+        return job.id
+
+
+def test_list_and_show_human_and_json(cfg: Path, capsys) -> None:
+    job_id = add_job(cfg)
+    assert main(["jobs", "list", "-c", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "a.jpg" in out and "queued" in out
+    assert main(["jobs", "list", "-c", str(cfg), "--json", "--state", "queued"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["id"] == job_id
+    assert main(["jobs", "show", str(job_id), "-c", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "face_swapper" in out and "rel_path" in out
+    assert main(["jobs", "show", "999", "-c", str(cfg)]) == 1
+    assert main(["jobs", "list", "-c", str(cfg), "--state", "bogus"]) == 2
+
+
+def test_config_from_environment_and_usage_errors(cfg: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("FFWATCHD_CONFIG", str(cfg))
+    assert main(["jobs", "list"]) == 0
+    monkeypatch.delenv("FFWATCHD_CONFIG")
+    assert main(["jobs", "list"]) == 2
+    with pytest.raises(SystemExit) as e:
+        main(["jobs", "frobnicate"])
+    assert e.value.code == 2
+
+
+def test_invalid_config_exits_1_naming_the_key(tmp_path: Path, capsys) -> None:
+    p = tmp_path / "bad.yaml"
+    p.write_text("state_dir: s\ntemp_dir: t\nmodels_dir: m\nwatches: [{inbox: i, output: o, done: d, failed: f, settle: ten}]\n")
+    assert main(["check", "-c", str(p)]) == 1
+    assert "watches[0].settle" in capsys.readouterr().err
+
+
+def test_cancel_queued_files_the_original_and_retry_brings_it_back(cfg: Path, capsys) -> None:
+    settings = load_config(cfg)
+    inbox_file = settings.watches[0].inbox / "a.jpg"
+    inbox_file.write_bytes(b"abc")
+    job_id = add_job(cfg)
+    assert main(["jobs", "cancel", str(job_id), "-c", str(cfg)]) == 0
+    assert not inbox_file.exists()
+    failed = settings.watches[0].failed / "a.jpg"
+    report = json.loads((settings.watches[0].failed / "a.jpg.error.json").read_text())
+    assert failed.exists() and report["error_kind"] == "cancelled" and report["job_id"] == job_id
+    assert main(["jobs", "cancel", str(job_id), "-c", str(cfg)]) == 1      # already cancelled
+    assert main(["jobs", "retry", str(job_id), "-c", str(cfg)]) == 0
+    assert inbox_file.read_bytes() == b"abc" and not failed.exists()
+    with store_for(cfg) as s:
+        assert s.get(job_id).state == "queued"
+    assert main(["jobs", "retry", str(job_id), "-c", str(cfg)]) == 1      # queued: not retryable
+
+
+def test_retry_failed_moves_every_failed_original_back(cfg: Path) -> None:
+    settings = load_config(cfg)
+    watch = settings.watches[0]
+    for name in ("x.jpg", "y.jpg"):
+        (watch.inbox / name).write_bytes(name.encode())
+        with store_for(cfg) as s:
+            job, _ = s.record_failure(watch="studio", rel_path=name, size=5, mtime=1.0, content_hash=name,
+                                      kind="image", error_kind="bad_input", message="nope")
+        file_failed_original(watch, job)
+    assert sorted(p.name for p in watch.failed.iterdir()) == ["x.jpg", "x.jpg.error.json", "y.jpg", "y.jpg.error.json"]
+    assert main(["jobs", "retry", "--failed", "-c", str(cfg)]) == 0
+    assert sorted(p.name for p in watch.inbox.iterdir()) == ["x.jpg", "y.jpg"]
+    assert list(watch.failed.iterdir()) == []
+
+
+def test_purge(cfg: Path, capsys) -> None:
+    add_job(cfg)
+    assert main(["jobs", "purge", "--older-than", "30d", "-c", str(cfg)]) == 0
+    assert "purged 0" in capsys.readouterr().out
+    assert main(["jobs", "purge", "--older-than", "soon", "-c", str(cfg)]) == 2
+
+
+def test_enqueue_refuses_paths_outside_every_inbox(cfg: Path, tmp_path: Path, capsys) -> None:
+    outside = tmp_path / "elsewhere.jpg"
+    outside.write_bytes(b"x")
+    assert main(["enqueue", str(outside), "-c", str(cfg)]) == 1
+    err = capsys.readouterr().err
+    assert "elsewhere.jpg" in err
+
+
+def test_status_without_a_daemon(cfg: Path, capsys) -> None:
+    add_job(cfg)
+    assert main(["status", "-c", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "queued 1" in out and "not running" in out
+    assert main(["status", "-c", str(cfg), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["counts"]["queued"] == 1 and data["daemon"] is None
+
+
+def test_check_passes_on_the_example_config(capsys) -> None:
+    assert main(["check", "-c", str(ROOT / "config.example.yaml")]) == 0
+    assert "is valid" in capsys.readouterr().out
