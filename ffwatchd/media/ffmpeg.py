@@ -130,6 +130,11 @@ class VideoInfo:
     vfr: bool                 # packet intervals vary
     has_audio: bool
     audio_codecs: tuple[str, ...]
+    pix_fmt: str = ""
+    color_range: str = ""     # tv | pc, "" when not stated (likewise below)
+    color_space: str = ""
+    color_primaries: str = ""
+    color_trc: str = ""
 
     @property
     def audio_codec(self) -> str | None:
@@ -155,6 +160,7 @@ _INPUT_RE = re.compile(r"^Input #0, (\S+?), from ", re.M)
 _STREAM_RE = re.compile(r"^\s*Stream #0:(\d+)\S*: (Video|Audio|Subtitle|Data|Attachment): ([^\s,]+)(.*)$")
 _SIZE_RE = re.compile(r", (\d+)x(\d+)")
 _SAR_RE = re.compile(r"SAR (\d+:\d+)")
+_PIXFMT_RE = re.compile(r", ([a-z0-9_]+)(?:\(([^)]*)\))?, \d+x\d+")
 _NO_PIXFMT_RE = re.compile(r"(?:^|,)\s*none\s*(?:,|$)")  # ffmpeg could not decode a frame
 _ROTATION_RE = re.compile(r"rotation of (-?\d+(?:\.\d+)?) degrees", re.I)
 
@@ -171,11 +177,30 @@ def _parse_streams(text: str) -> list[dict[str, Any]]:
     return streams
 
 
+def _parse_color(rest: str) -> dict[str, str]:
+    """Pixel format and colour tags from `yuv420p(tv, bt709/bt709/bt709, progressive)`."""
+    m = _PIXFMT_RE.search(rest)
+    if not m:
+        return {}
+    out = {"pix_fmt": m.group(1)}
+    for token in (t.strip() for t in (m.group(2) or "").split(",")):
+        if token in ("tv", "pc"):
+            out["color_range"] = token
+        elif token and not token.startswith(("progressive", "top", "bottom")):
+            parts = token.split("/")
+            space, primaries, trc = parts if len(parts) == 3 else (parts[0],) * 3
+            for key, value in (("color_space", space), ("color_primaries", primaries),
+                               ("color_trc", trc)):
+                if value not in ("unknown", "reserved", ""):
+                    out[key] = value
+    return out
+
+
 def _scan_packets(ffmpeg: str, path: Path, index: int) -> tuple[Fraction, list[tuple[int, int]], str]:
     """(time base, [(pts, duration)] of every packet, error text) of one stream, by stream copy."""
     cmd = [ffmpeg, "-hide_banner", "-nostdin", "-v", "error", "-i", str(path), "-map", f"0:{index}",
            "-c", "copy", "-f", "framecrc", "-"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=_PREEXEC)
     tb = Fraction(1, 1)
     packets: list[tuple[int, int]] = []
     for line in r.stdout.splitlines():
@@ -227,7 +252,7 @@ def probe(path: Path | str, ffmpeg: str | None = None) -> VideoInfo:
     if not path.is_file():
         raise JobError("bad_input", f"{path.name}: no such file")
     r = subprocess.run([ffmpeg, "-hide_banner", "-nostdin", "-i", str(path)], capture_output=True,
-                       text=True, timeout=120)
+                       text=True, timeout=120, preexec_fn=_PREEXEC)
     text = r.stderr
     m = _INPUT_RE.search(text)
     if not m:
@@ -253,7 +278,7 @@ def probe(path: Path | str, ffmpeg: str | None = None) -> VideoInfo:
                      stream_index=v["index"], width=int(size.group(1)), height=int(size.group(2)),
                      rotation=v["rotation"], sar=sar.group(1) if sar else "1:1", fps=fps,
                      frame_count=frames, packets=len(packets), duration=duration, vfr=vfr,
-                     has_audio=bool(audio), audio_codecs=audio)
+                     has_audio=bool(audio), audio_codecs=audio, **_parse_color(v["rest"]))
 
 
 # --------------------------------------------------------------------------------------
@@ -277,15 +302,22 @@ def last_line(text: str, count: int = 2) -> str:
     return "; ".join(lines) if lines else "no message"
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def _die_with_parent() -> None:
+    """Runs in the child between fork and exec: SIGKILL it when the spawning thread dies.
+
+    Linux ties PR_SET_PDEATHSIG to the thread that forked, so a child must not outlive the
+    thread that started it (here each thread waits for or kills its own children), and a
+    worker killed with SIGKILL takes its ffmpeg children with it.
+    """
     if _PRCTL is not None:
-        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        _PRCTL(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
 
 
 try:
     _PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
 except (OSError, AttributeError):
     _PRCTL = None
+_PREEXEC = _die_with_parent if _PRCTL is not None else None
 
 
 class Child:
@@ -298,7 +330,7 @@ class Child:
         self.proc = subprocess.Popen(
             self.cmd, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE if stdout else subprocess.DEVNULL, stderr=subprocess.PIPE,
-            preexec_fn=_die_with_parent if _PRCTL is not None else None)
+            preexec_fn=_PREEXEC)
         self.tail: collections.deque[str] = collections.deque(maxlen=20)
         self._drain = threading.Thread(target=self._read_stderr, name=f"{role}-stderr", daemon=True)
         self._drain.start()

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from ffwatchd.errors import JobError
 from ffwatchd.jobspec import OutputSpec
 from ffwatchd.media import video
 from ffwatchd.media.ffmpeg import probe
+from ffwatchd.media.segments import MANIFEST
 from ffwatchd.media.video import process_video
 from videoclips import FPS, SIZE, FaceInverter, Invert, decode_frames, ffmpeg_children, make_clip
 
@@ -124,7 +126,7 @@ def test_containers(suffix: str, vcodec: str, acodec: tuple[str, ...], audio_out
 
 def test_webm_with_aac_audio_gets_opus() -> None:
     info = video.VideoInfo(path="x.webm", container="matroska,webm", video_codec="vp9", stream_index=0,
-                           width=2, height=2, rotation=0, sar="1:1", fps=video.Fraction(25),
+                           width=2, height=2, rotation=0, sar="1:1", fps=Fraction(25),
                            frame_count=1, packets=1, duration=0.04, vfr=False, has_audio=True,
                            audio_codecs=("aac",))
     assert video.audio_args(info, "webm", True)[-3:] == ["libopus", "-b:a", "160k"]
@@ -174,7 +176,7 @@ def test_libx265_output(clips: dict[str, Path], tmp_path: Path, ffmpeg_exe: str)
 # ---- resume
 
 def _segment_stats(work: Path) -> dict[str, tuple[int, int]]:
-    manifest = json.loads((work / video.MANIFEST).read_text())
+    manifest = json.loads((work / MANIFEST).read_text())
     return {s["file"]: ((work / s["file"]).stat().st_ino, (work / s["file"]).stat().st_mtime_ns)
             for s in manifest["segments"]}
 
@@ -220,7 +222,7 @@ def test_kill_9_resumes_from_finished_segments(clips: dict[str, Path], tmp_path:
     work, out = tmp_path / "work", tmp_path / "out.mp4"
     helper = subprocess.Popen([sys.executable, str(HERE / "crash_helper.py"), str(clips["face"]),
                                str(out), str(work), "0.02"], cwd=HERE)
-    manifest, children = work / video.MANIFEST, []
+    manifest, children = work / MANIFEST, []
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         children = ffmpeg_children(helper.pid) or children

@@ -1,0 +1,274 @@
+"""The threads of a video job: decode -> process -> encode, overlapped through bounded queues.
+
+A decoder thread reads raw frames from one ffmpeg, the caller's thread runs the frame processor,
+an encoder thread feeds one ffmpeg per segment, and a finisher thread seals each segment
+(exit status, rename, manifest) while the next one is already being encoded.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+import cv2
+import numpy as np
+
+from ffwatchd.errors import JobError
+from ffwatchd.media.ffmpeg import Child, VideoInfo
+from ffwatchd.media.segments import Plan, encode_command, write_manifest
+
+log = logging.getLogger(__name__)
+
+QUEUE_BYTES = 192 * 2**20          # frames held in each queue, at most about this much
+POLL = 0.1                         # seconds between checks of should_stop while waiting
+_END = object()
+
+
+class FrameProcessor(Protocol):
+    def process_frame(self, frame_bgr: np.ndarray) -> tuple[np.ndarray, int]: ...
+
+
+class _Stopped(Exception):
+    """Raised inside a pipeline thread when the pipeline is being torn down."""
+
+
+class FramePipeline:
+    """Runs the frames of one job from `start_segment` on; see the module docstring."""
+
+    def __init__(self, target: Path, info: VideoInfo, plan: Plan, workdir: Path, ffmpeg: str,
+                 manifest: dict[str, Any], start_segment: int) -> None:
+        self.target, self.info, self.plan, self.workdir, self.ffmpeg = target, info, plan, workdir, ffmpeg
+        self.manifest = manifest
+        self.start_segment = start_segment
+        self.start_frame = start_segment * plan.segment_frames
+        depth = max(2, min(8, QUEUE_BYTES // (plan.width * plan.height * 3)))
+        self.decoded: queue.Queue = queue.Queue(depth)
+        self.processed: queue.Queue = queue.Queue(depth)
+        self.sealing: queue.Queue = queue.Queue()      # segments whose encoder is finishing
+        self.events: queue.Queue = queue.Queue()       # frames done, after each segment
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.decoded_count = 0
+        self._children: list[Child] = []
+        self._lock = threading.Lock()
+        self._decoder = threading.Thread(target=self._guard, args=(self._decode,), name="video-decode")
+        self._encoder = threading.Thread(target=self._guard, args=(self._encode,), name="video-encode")
+        self._finisher = threading.Thread(target=self._guard, args=(self._finish,), name="video-finish")
+
+    # ---- children
+    def _spawn(self, cmd: list[str], role: str, **kw: bool) -> Child:
+        with self._lock:
+            if self.stop.is_set():
+                raise _Stopped()
+            child = Child(cmd, role=role, **kw)
+            self._children.append(child)
+            log.debug("started ffmpeg %s (pid %d)", role, child.pid)
+            return child
+
+    def kill_children(self) -> None:
+        with self._lock:
+            self.stop.set()
+            children = list(self._children)
+        for child in children:
+            child.kill()
+
+    # ---- queue helpers that give up when stopping
+    def _put(self, q: queue.Queue, item: Any) -> None:
+        while True:
+            try:
+                q.put(item, timeout=POLL)
+                return
+            except queue.Full:
+                if self.stop.is_set():
+                    raise _Stopped() from None
+
+    def _get(self, q: queue.Queue) -> Any:
+        while True:
+            try:
+                return q.get(timeout=POLL)
+            except queue.Empty:
+                if self.stop.is_set():
+                    raise _Stopped() from None
+
+    def _guard(self, body: Callable[[], None]) -> None:
+        try:
+            body()
+        except _Stopped:
+            pass
+        except BaseException as e:  # handed to the caller's thread, which re-raises it
+            if self.error is None:
+                self.error = e
+            self.stop.set()
+
+    # ---- decoder thread
+    def decode_command(self) -> list[str]:
+        filters = [f"fps=fps={self.plan.fps}"]
+        if self.start_frame:  # resume: decode and drop the frames of finished segments
+            filters.append(f"trim=start_frame={self.start_frame}")
+        return [self.ffmpeg, "-hide_banner", "-nostdin", "-v", "error", "-i", str(self.target),
+                "-map", f"0:{self.info.stream_index}", "-vf", ",".join(filters),
+                "-fps_mode", "passthrough", "-an", "-sn", "-dn",
+                "-f", "rawvideo", "-pix_fmt", self.plan.transport, "-"]
+
+    def _decode(self) -> None:
+        child = self._spawn(self.decode_command(), "decoder", stdout=True)
+        stdout = child.proc.stdout
+        assert stdout is not None
+        p = self.plan
+        size = p.frame_bytes
+        shape = (p.height * 3 // 2, p.width) if p.transport == "yuv420p" else (p.height, p.width, 3)
+        while True:
+            raw = np.empty(shape, np.uint8)
+            view, got = memoryview(raw).cast("B"), 0
+            while got < size:
+                n = stdout.readinto(view[got:])
+                if not n:
+                    break
+                got += n
+            if got == 0:
+                break
+            if got < size:
+                raise JobError("bad_input", f"{self.target.name}: decoding stopped inside frame "
+                                            f"{self.start_frame + self.decoded_count}")
+            self.decoded_count += 1
+            frame = cv2.cvtColor(raw, cv2.COLOR_YUV2BGR_I420) if p.transport == "yuv420p" else raw
+            self._put(self.decoded, frame)
+        rc = child.wait()
+        if rc != 0 and not self.stop.is_set():
+            raise JobError("bad_input", f"{self.target.name} could not be decoded after frame "
+                                        f"{self.start_frame + self.decoded_count} (ffmpeg: {child.stderr_tail()})")
+        expected = p.total_frames - self.start_frame
+        if self.decoded_count < expected - 1:
+            raise JobError("bad_input", f"{self.target.name}: only {self.start_frame + self.decoded_count} "
+                                        f"of {p.total_frames} frames could be decoded "
+                                        f"(ffmpeg: {child.stderr_tail()})")
+        if self.decoded_count != expected:
+            log.warning("%s: decoded %d frames where %d were expected", self.target.name,
+                        self.start_frame + self.decoded_count, p.total_frames)
+        self._put(self.decoded, _END)
+
+    # ---- encoder thread
+    def _encode(self) -> None:
+        index, frames, faces, child = self.start_segment, 0, 0, None
+        yuv = self.plan.transport == "yuv420p"
+        try:
+            while True:
+                item = self._get(self.processed)
+                if item is _END:
+                    break
+                frame, count = item
+                if child is None:
+                    tmp = self.workdir / f"{self.plan.segment_name(index)}.part"
+                    child = self._spawn(encode_command(self.ffmpeg, self.plan, tmp),
+                                        f"encoder seg {index}", stdin=True)
+                data = cv2.cvtColor(frame, cv2.COLOR_BGR2YUV_I420) if yuv else frame
+                try:
+                    child.proc.stdin.write(memoryview(data).cast("B"))  # type: ignore[union-attr]
+                except (BrokenPipeError, ValueError) as e:
+                    if self.stop.is_set():
+                        raise _Stopped() from None
+                    child.wait()
+                    raise JobError("internal", f"ffmpeg encoder for segment {index} exited early: "
+                                               f"{child.stderr_tail()}") from e
+                frames, faces = frames + 1, faces + count
+                if frames == self.plan.segment_frames and index < self.plan.last_index:
+                    child.proc.stdin.close()  # type: ignore[union-attr]
+                    self.sealing.put((child, index, frames, faces, False))
+                    index, frames, faces, child = index + 1, 0, 0, None
+            if child is not None:
+                child.proc.stdin.close()  # type: ignore[union-attr]
+                self.sealing.put((child, index, frames, faces, True))
+            self.sealing.put(_END)
+        except BaseException:
+            self.stop.set()         # the finisher gives up too
+            raise
+        finally:
+            # Children die with the thread that started them (PR_SET_PDEATHSIG): stay until
+            # the finisher has sealed every segment this thread started.
+            while self._finisher.is_alive():
+                self._finisher.join(POLL)
+
+    # ---- finisher thread
+    def _finish(self) -> None:
+        while True:
+            item = self._get(self.sealing)
+            if item is _END:
+                if not self.manifest["complete"]:   # no frames left after a resume
+                    self.manifest["complete"] = True
+                    write_manifest(self.workdir, self.manifest)
+                return
+            child, index, frames, faces, last = item
+            rc = child.wait()
+            if rc != 0:
+                if self.stop.is_set():
+                    raise _Stopped()
+                raise JobError("internal", f"ffmpeg encoder for segment {index} failed (exit {rc}): "
+                                           f"{child.stderr_tail()}")
+            name = self.plan.segment_name(index)
+            tmp = self.workdir / f"{name}.part"
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, self.workdir / name)
+            self.manifest["segments"].append({"index": index, "start": index * self.plan.segment_frames,
+                                              "frames": frames, "faces": faces, "file": name})
+            self.manifest["complete"] = last
+            write_manifest(self.workdir, self.manifest)
+            with self._lock:
+                self._children.remove(child)
+            self.events.put(sum(s["frames"] for s in self.manifest["segments"]))
+            log.info("%s: segment %d done (%d frames)", self.target.name, index, frames)
+
+    # ---- caller's thread
+    def run(self, processor: FrameProcessor, progress: Callable[[int, int], None] | None,
+            should_stop: Callable[[], bool] | None) -> None:
+        """Process every remaining frame; progress and should_stop are called in this thread."""
+        def check() -> None:
+            while not self.events.empty():
+                done = self.events.get()
+                if progress is not None:
+                    progress(done, self.plan.total_frames)
+            if self.error is not None:
+                raise self.error
+            if should_stop is not None and should_stop():
+                raise JobError("cancelled", f"{self.target.name}: stopped at frame "
+                                            f"{self.start_frame + self.decoded_count}")
+
+        shape = (self.plan.height, self.plan.width, 3)
+        try:
+            for t in (self._finisher, self._encoder, self._decoder):
+                t.start()
+            while True:
+                try:
+                    item = self.decoded.get(timeout=POLL)
+                except queue.Empty:
+                    check()
+                    continue
+                check()
+                if item is _END:
+                    break
+                out, faces = processor.process_frame(item)
+                if not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != np.uint8:
+                    raise JobError("internal", f"frame processor returned {getattr(out, 'shape', out)!r}"
+                                               f" {getattr(out, 'dtype', '')}, expected {shape} uint8")
+                while True:
+                    try:
+                        self.processed.put((np.ascontiguousarray(out), int(faces)), timeout=POLL)
+                        break
+                    except queue.Full:
+                        check()
+            self.processed.put(_END)
+            while self._encoder.is_alive():
+                self._encoder.join(POLL)
+                check()
+            check()
+        finally:
+            self.kill_children()
+            for t in (self._decoder, self._encoder, self._finisher):
+                if t.ident is not None:
+                    t.join()
+            for part in self.workdir.glob("seg_*.part"):
+                part.unlink()
