@@ -106,6 +106,8 @@ def encode_command(ffmpeg: str, plan: Plan, out: Path) -> list[str]:
            "-pix_fmt", plan.transport, "-s", f"{plan.width}x{plan.height}", "-framerate", plan.fps,
            "-i", "-"]
     filters = []
+    if plan.width % 2 or plan.height % 2:   # 4:2:0 needs even sizes: drop the odd row/column
+        filters.append(f"crop={plan.width // 2 * 2}:{plan.height // 2 * 2}:0:0")
     if plan.sar != "1:1":
         filters.append(f"setsar={plan.sar.replace(':', '/')}")
     if plan.color:

@@ -340,3 +340,29 @@ def test_a_wrong_frame_from_the_processor_is_internal(clips: dict[str, Path], tm
         run(clips["silent"], tmp_path, WrongShape())
     assert e.value.kind == "internal" and "expected (240, 320, 3)" in e.value.message
     assert ffmpeg_children() == []
+
+
+def test_colour_tags_are_kept(tmp_path: Path, ffmpeg_exe: str) -> None:
+    clip = make_clip(ffmpeg_exe, tmp_path / "hd.mp4", extra_filter="setparams=range=tv:colorspace=bt709:"
+                     "color_primaries=bt709:color_trc=bt709")
+    src = probe(clip, ffmpeg_exe)
+    assert (src.color_space, src.color_primaries, src.color_trc, src.color_range) == ("bt709",) * 3 + ("tv",)
+    _, out = run(clip, tmp_path)
+    dst = probe(out, ffmpeg_exe)
+    assert (dst.color_space, dst.color_primaries, dst.color_trc, dst.color_range) == \
+        (src.color_space, src.color_primaries, src.color_trc, src.color_range)
+    before, after = decode_frames(ffmpeg_exe, clip), decode_frames(ffmpeg_exe, out)
+    assert np.abs((255 - before[10]).astype(int) - after[10].astype(int)).mean() < 8
+
+
+def test_odd_sized_input_goes_through_bgr_pipes(tmp_path: Path, ffmpeg_exe: str) -> None:
+    clip = make_clip(ffmpeg_exe, tmp_path / "odd.mkv", size=(321, 241), audio=False,
+                     vcodec=("-c:v", "ffv1"), seconds=1.0)
+    src = probe(clip, ffmpeg_exe)
+    assert (src.width, src.height) == (321, 241)
+    result, out = run(clip, tmp_path)
+    dst = probe(out, ffmpeg_exe)
+    assert (dst.width, dst.height) == (320, 240)       # yuv420p needs even sizes
+    assert dst.frame_count == src.frame_count == result.frames == 25
+    before, after = decode_frames(ffmpeg_exe, clip), decode_frames(ffmpeg_exe, out)
+    assert np.abs((255 - before[10, :240, :320]).astype(int) - after[10].astype(int)).mean() < 8

@@ -40,7 +40,7 @@ def asset(relpath: str) -> Path:
 
 def make_clip(ffmpeg: str, out: Path, *, audio: bool = True, seconds: float = SECONDS,
               size: tuple[int, int] = SIZE, fps: int = FPS, rotation: int = 0,
-              vfr: bool = False, vcodec: tuple[str, ...] = ("-c:v", "libx264", "-preset", "veryfast"),
+              vfr: bool = False, extra_filter: str = "", vcodec: tuple[str, ...] = ("-c:v", "libx264", "-preset", "veryfast"),
               acodec: tuple[str, ...] = ("-c:a", "aac")) -> Path:
     """The astronaut photo sliding left to right over a grey background, plus a 440 Hz tone."""
     photo = asset("images/astronaut.png")
@@ -51,6 +51,8 @@ def make_clip(ffmpeg: str, out: Path, *, audio: bool = True, seconds: float = SE
              f"color=c=gray:s={w}x{h}:r={fps}[bg];"
              f"[bg][f]overlay=x='-{face // 4}+t*{speed:.2f}':y={(h - face) // 2}:shortest=1,"
              f"format=yuv420p[v]")
+    if extra_filter:
+        graph = graph[:-3] + f",{extra_filter}[v]"
     if vfr:  # drop a run of frames: a gap in the timestamps
         graph = graph[:-3] + f",select='not(between(n\\,{fps}\\,{fps + fps // 2}))'[v]"
     cmd = [ffmpeg, "-hide_banner", "-nostdin", "-v", "error", "-y", "-loop", "1", "-i", str(photo)]
