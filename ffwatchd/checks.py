@@ -91,7 +91,7 @@ def check_providers(settings: Settings, problems: list[str], warnings: list[str]
         problems.append(f"workers.devices names CUDA devices {gpu_devices} but workers.providers has no cuda")
     if gpu_devices:
         for d in gpu_devices:
-            active = probe_cuda(int(d))
+            active = probe_cuda(int(d), settings.workers.vram_limit)
             if "CUDAExecutionProvider" not in active:
                 problems.append(f"device {d}: CUDA was asked for but a real session runs on {', '.join(active)} "
                                 "(onnxruntime falls back silently; see the GPU install step in the README)")
@@ -99,20 +99,11 @@ def check_providers(settings: Settings, problems: list[str], warnings: list[str]
                 notes.append(f"device {d}: a real session runs on CUDAExecutionProvider")
 
 
-def probe_cuda(device_id: int) -> list[str]:
+def probe_cuda(device_id: int, vram_limit: int) -> list[str]:
     """Providers a real (tiny) session gets when CUDA on `device_id` is asked for."""
-    import onnx
-    import onnxruntime as ort
-    from onnx import TensorProto, helper
+    from ffwatchd.faces.sessions import SessionConfig, probe_providers
 
-    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    session = ort.InferenceSession(model.SerializeToString(), providers=[
-        ("CUDAExecutionProvider", {"device_id": device_id}), "CPUExecutionProvider"])
-    return session.get_providers()
+    return probe_providers(SessionConfig(("cuda", "cpu"), str(device_id), vram_limit))
 
 
 def check_ffmpeg(settings: Settings, warnings: list[str], notes: list[str]) -> None:

@@ -140,3 +140,15 @@ def test_status_without_a_daemon(cfg: Path, capsys) -> None:
 def test_check_passes_on_the_example_config(capsys) -> None:
     assert main(["check", "-c", str(ROOT / "config.example.yaml")]) == 0
     assert "is valid" in capsys.readouterr().out
+
+
+def test_check_says_plainly_when_cuda_is_asked_for_but_not_active(cfg: Path, capsys) -> None:
+    import onnxruntime as ort
+
+    cfg.write_text(cfg.read_text() + "workers: {devices: [0], providers: [cuda, cpu]}\n")
+    code = main(["check", "-c", str(cfg)])
+    out = capsys.readouterr().out
+    if ort.get_device() == "GPU" and "CUDAExecutionProvider" in out and "PROBLEM" not in out:
+        pytest.skip("this machine really has CUDA")
+    assert code == 1
+    assert "device 0: CUDA was asked for but a real session runs on CPUExecutionProvider" in out
