@@ -89,7 +89,7 @@ def test_claiming_pauses_while_the_output_disk_is_low_and_resumes(make_daemon, s
     filler.unlink()
     d.wait_counts(90, done=2)
     assert "claiming resumed" in d.log_path.read_text()
-    assert not d.status().get("claiming_paused")
+    wait_for(lambda: not d.status().get("claiming_paused"), 30, "status.json to show claiming again")
     assert paused_metric(d.metrics_port) == 0
     outputs = everything_under(small_fs / "output")
     assert [p.name for p in outputs] == ["img0.jpg", "img1.jpg"] and all(decodes(p) for p in outputs)
