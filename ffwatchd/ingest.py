@@ -43,7 +43,8 @@ class IngestResult:
 
     status: enqueued (new job) | exists (job queued or running) | duplicate (finished job, re-drop
     filed to failed/) | failed (refused, failed job recorded) | waiting (no sidecar yet) |
-    skipped (not an input: name, source, vanished) | changed (changed while read) | retry (I/O trouble)."""
+    skipped (not an input: name, source, not a regular file) | vanished (gone before or while read) |
+    changed (changed while read) | retry (I/O trouble: try again later)."""
     status: str
     path: Path
     message: str = ""
@@ -158,7 +159,7 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobStore, path:
     try:
         lst = os.lstat(path)
     except FileNotFoundError:
-        return IngestResult("skipped", path, f"{rel}: vanished")
+        return IngestResult("vanished", path, f"{rel}: vanished")
     except OSError as e:
         return IngestResult("retry", path, f"{rel}: cannot stat: {e.strerror or e}")
     lstate = FileState.from_stat(lst)
@@ -208,7 +209,7 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobStore, path:
     try:
         after = FileState.from_stat(os.lstat(path))
     except FileNotFoundError:
-        return IngestResult("skipped", path, f"{rel}: vanished while it was read")
+        return IngestResult("vanished", path, f"{rel}: vanished while it was read")
     except OSError as e:
         return IngestResult("retry", path, f"{rel}: cannot stat: {e.strerror or e}")
     if hstate != FileState.from_stat(st) or after != lstate:
@@ -249,7 +250,7 @@ def _hash_or_substitute(path: Path, st: os.stat_result) -> str:
 def _os_trouble(watch: WatchSettings, store: JobStore, path: Path, rel: str, state: FileState,
                 e: OSError, what: str) -> IngestResult:
     if isinstance(e, FileNotFoundError):
-        return IngestResult("skipped", path, f"{rel}: vanished while it was read")
+        return IngestResult("vanished", path, f"{rel}: vanished while it was read")
     if e.errno in (errno.EACCES, errno.EPERM):
         return _refuse(watch, store, path, rel, state, f"unreadable:{state.size}:{state.mtime_ns}", "image",
                        "unreadable", f"{rel} cannot be read ({what}: {e.strerror or e}); "

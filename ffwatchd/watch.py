@@ -251,6 +251,10 @@ class WatchLoop:
             return
         root_id = (st.st_dev, st.st_ino)
         if self.available and root_id == self._root_id:
+            if self._observer is not None and not self._observer.is_alive():
+                log.warning("watch %s: the inotify observer stopped; starting it again", self.watch.name)
+                self._start_observer()
+                self.full_scan()
             return
         if self._ever_available:
             log.warning("watch %s: inbox %s is %s; rescanning", self.watch.name, self.watch.inbox,
@@ -444,7 +448,7 @@ class WatchLoop:
         elif r.status in ("changed", "retry"):
             log.info("watch %s: %s", self.watch.name, r.message)
             self.tracker.observe(path, state)
-        elif r.status == "skipped" and "vanished" in r.message:
+        elif r.status == "vanished":
             self._vanish(path)
         else:
             self.handled[path] = state

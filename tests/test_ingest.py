@@ -214,7 +214,7 @@ def test_file_deleted_mid_hash_is_skipped(env, monkeypatch: pytest.MonkeyPatch) 
         return out
     monkeypatch.setattr(ingest_mod, "hash_file", hash_then_delete)
     r = ingest_file(settings, watch, store, img, 0.0)
-    assert r.status == "skipped" and "vanished" in r.message
+    assert r.status == "vanished"
     assert sum(store.counts().values()) == 0
 
 
