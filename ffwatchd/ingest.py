@@ -51,6 +51,9 @@ class IngestResult:
     job: Job | None = None
     created: bool = False
 
+    def __str__(self) -> str:
+        return f"{self.status}: {self.message}"
+
 
 # -- names -----------------------------------------------------------------------------
 
