@@ -183,6 +183,9 @@ def _each_job(args: argparse.Namespace, verb: Callable[[JobStore, Settings, Job]
     return EXIT_OK if not failures else EXIT_FAIL
 
 
+INGEST_REFUSALS = ("bad_sidecar", "no_sidecar", "bad_input", "outside_inbox", "unreadable", "duplicate")
+
+
 def _retry(store: JobStore, settings: Settings, job: Job) -> str:
     from ffwatchd.filing import restore_original
 
@@ -196,6 +199,11 @@ def _retry(store: JobStore, settings: Settings, job: Job) -> str:
     if back is None:
         raise TransitionError(f"job {job.id}: its original is neither in {watch.inbox} nor in {watch.failed}; "
                               "put the file back into the inbox to process it again")
+    if job.started_at is None and job.error_kind in INGEST_REFUSALS:
+        # Refused at ingest (bad sidecar, no sidecar, bad input): it has no usable spec. Forget the
+        # row so the watcher ingests the file afresh, with the sidecar as it is now.
+        store.forget(job.id)
+        return f"back in the inbox ({back}); the watcher ingests it again with the current sidecar"
     store.retry(job.id)
     return f"queued again ({back})"
 
@@ -250,6 +258,8 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
                 continue
             result = ingest_file(settings, watch, store, path, time.time())
             print(f"{raw}: {result}")
+            if result.status not in ("enqueued", "exists"):
+                failures += 1
     return EXIT_OK if not failures else EXIT_FAIL
 
 

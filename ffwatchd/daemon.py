@@ -244,8 +244,11 @@ class Supervisor:
             log.warning("job %d: %s; now %s", job_id, messages.get(kind, kind), after.state)
             if after.state == "failed":   # out of attempts: file the original like any failure
                 self._file_final_failure(after)
-            elif self.metrics is not None:
-                self.metrics.retried(job.watch, "worker")
+            if self.metrics is not None:
+                started = job.started_at or time.time()
+                self.metrics.job_finished(job.watch, job.kind, "failed" if after.state == "failed" else "retried",
+                                          time.time() - started, max(0.0, started - job.queued_at),
+                                          error_kind=err_kind)
         except Exception:  # noqa: BLE001 - never let one job's bookkeeping stop the supervisor
             log.exception("job %s: could not give it back after its worker exited", job_id)
 
@@ -322,6 +325,9 @@ class Supervisor:
             if outcome.get("fatal"):
                 slot.exit_reason = "memory"
             self._record_outcome(outcome)
+        elif kind == "leases_expired":
+            if self.metrics is not None:
+                self.metrics.leases_expired(event[2])
         elif kind == "recycle":
             slot.exit_reason = "recycled"
             log.info("worker %d recycles after %d jobs", index, event[3])
@@ -336,10 +342,6 @@ class Supervisor:
         if o["outcome"] in ("done", "failed"):
             m.bytes_processed(o["watch"], o["bytes"])
             m.frames_processed(o["watch"], o["frames"])
-        if o["outcome"] == "retried":
-            m.retried(o["watch"], "error")
-        if o["outcome"] == "done":
-            m.last_success()
 
     def wake_workers(self) -> None:
         for slot in self.slots:
@@ -368,7 +370,9 @@ class Supervisor:
             try:
                 store = JobStore(self.settings.db_path)
                 try:
-                    run_retention(self.settings, store)
+                    deletions = run_retention(self.settings, store)
+                    if self.metrics is not None:
+                        self.metrics.record_retention(deletions)
                 finally:
                     store.close()
             except Exception:  # noqa: BLE001 - housekeeping must never stop the daemon

@@ -440,6 +440,14 @@ class JobStore:
                    WHERE id = ? RETURNING *""", (now, job_id)).fetchone()
             return _job(row)
 
+    def forget(self, job_id: int) -> None:
+        """Delete one finished job row (a refused file put back for a fresh ingest)."""
+        with self._write() as db:
+            row = self._row(db, job_id)
+            if row["state"] not in FINISHED:
+                raise TransitionError(f"job {job_id} is {row['state']}: only finished jobs can be forgotten")
+            db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+
     def purge(self, older_than: float, states: Sequence[str] = FINISHED) -> int:
         """Forget finished jobs that finished more than `older_than` seconds ago."""
         bad = [s for s in states if s not in FINISHED]

@@ -108,6 +108,9 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
             continue
         wake.clear()
         job = store.claim(owner, w.lease, worker=worker_info)
+        if store.stats.expired_leases:         # leases this claim found expired, for the metric
+            events.put(("leases_expired", index, store.stats.expired_leases))
+            store.stats.expired_leases = 0
         if job is None:
             wake.wait(IDLE_POLL)
             continue

@@ -110,6 +110,9 @@ def test_retry_failed_moves_every_failed_original_back(cfg: Path) -> None:
     assert main(["jobs", "retry", "--failed", "-c", str(cfg)]) == 0
     assert sorted(p.name for p in watch.inbox.iterdir()) == ["x.jpg", "y.jpg"]
     assert list(watch.failed.iterdir()) == []
+    # Refused at ingest: the rows are forgotten so the watcher ingests the files afresh.
+    with store_for(cfg) as s:
+        assert s.list() == []
 
 
 def test_purge(cfg: Path, capsys) -> None:
