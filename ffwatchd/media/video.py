@@ -141,9 +141,13 @@ def process_video(
     workdir.mkdir(parents=True, exist_ok=True)
     identity = input_identity(target)
     manifest = read_manifest(workdir)
+    info = None
     if manifest and manifest.get("input") == identity:
-        info = VideoInfo.from_dict(manifest["info"])
-    else:
+        try:
+            info = VideoInfo.from_dict(manifest["info"])
+        except (KeyError, TypeError, ValueError) as e:
+            log.warning("%s: manifest has an unusable probe (%s); probing again", target.name, e)
+    if info is None:
         info = probe(target, ffmpeg)
     if info.width * info.height > max_pixels:
         raise JobError("too_large", f"{target.name} is {info.width}x{info.height}, more than "

@@ -211,6 +211,17 @@ def test_resume_after_an_exception_reuses_segments(clips: dict[str, Path], tmp_p
         assert np.abs((255 - before[i]).astype(int) - mid[i].astype(int)).mean() < 8
 
 
+def test_a_finished_job_only_joins_again(clips: dict[str, Path], tmp_path: Path, ffmpeg_exe: str) -> None:
+    first, out = run(clips["face"], tmp_path)
+    out.unlink()                                   # a crash during the final join
+    stats = _segment_stats(tmp_path / "work")
+    again, out = run(clips["face"], tmp_path, WrongShape())   # would fail if any frame were processed
+    assert again.segments_reused == again.segments_total == first.segments_total == 3
+    assert (again.frames, again.faces_total) == (first.frames, first.faces_total)
+    assert _segment_stats(tmp_path / "work") == stats
+    assert probe(out, ffmpeg_exe).frame_count == 60 and probe(out, ffmpeg_exe).has_audio
+
+
 def test_a_changed_plan_starts_over(clips: dict[str, Path], tmp_path: Path) -> None:
     run(clips["silent"], tmp_path)
     result, _ = run(clips["silent"], tmp_path, spec=OutputSpec(video_preset="veryfast", video_crf=30))
