@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import fcntl
 import functools
 import logging
 import os
@@ -28,6 +29,8 @@ from ffwatchd.errors import JobError
 log = logging.getLogger(__name__)
 
 FFMPEG_ENV = "FFMPEG_BINARY"
+PIPE_BYTES = 2**20
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 STANDARD_RATES = tuple(Fraction(r) for r in (
     "24000/1001", "24", "25", "30000/1001", "30", "48", "50", "60000/1001", "60",
     "12", "15", "20", "90", "100", "120", "240"))
@@ -320,6 +323,14 @@ except (OSError, AttributeError):
 _PREEXEC = _die_with_parent if _PRCTL is not None else None
 
 
+def _widen_pipe(fd: int) -> None:
+    """Raise a pipe's buffer to 1 MiB (Linux): raw frames are megabytes, 64 KiB means many wakeups."""
+    try:
+        fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_BYTES)
+    except OSError as e:  # above /proc/sys/fs/pipe-max-size, or not Linux: the default stays
+        log.debug("pipe buffer stays at its default: %s", e)
+
+
 class Child:
     """One ffmpeg child: its stderr is drained into a short tail in a thread."""
 
@@ -331,6 +342,9 @@ class Child:
             self.cmd, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE if stdout else subprocess.DEVNULL, stderr=subprocess.PIPE,
             preexec_fn=_PREEXEC)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                _widen_pipe(stream.fileno())
         self.tail: collections.deque[str] = collections.deque(maxlen=20)
         self._drain = threading.Thread(target=self._read_stderr, name=f"{role}-stderr", daemon=True)
         self._drain.start()
