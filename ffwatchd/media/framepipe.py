@@ -11,6 +11,7 @@ import logging
 import os
 import queue
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 
 QUEUE_BYTES = 192 * 2**20          # frames held in each queue, at most about this much
 POLL = 0.1                         # seconds between checks of should_stop while waiting
+SEAL_WAIT = 20.0                   # on a stop, how long complete segments may still finish
 _END = object()
 
 
@@ -54,6 +56,7 @@ class FramePipeline:
         self.error: BaseException | None = None
         self.decoded_count = 0
         self._children: list[Child] = []
+        self._sealing: set[Child] = set()              # encoders whose input is complete
         self._lock = threading.Lock()
         self._decoder = threading.Thread(target=self._guard, args=(self._decode,), name="video-decode")
         self._encoder = threading.Thread(target=self._guard, args=(self._encode,), name="video-encode")
@@ -69,10 +72,11 @@ class FramePipeline:
             log.debug("started ffmpeg %s (pid %d)", role, child.pid)
             return child
 
-    def kill_children(self) -> None:
+    def kill_children(self, spare_sealing: bool = False) -> None:
+        """Stop the pipeline and kill its children (but those finishing a complete segment, if asked)."""
         with self._lock:
             self.stop.set()
-            children = list(self._children)
+            children = [c for c in self._children if not (spare_sealing and c in self._sealing)]
         for child in children:
             child.kill()
 
@@ -176,12 +180,10 @@ class FramePipeline:
                                                f"{child.stderr_tail()}") from e
                 frames, faces = frames + 1, faces + count
                 if frames == self.plan.segment_frames and index < self.plan.last_index:
-                    child.proc.stdin.close()  # type: ignore[union-attr]
-                    self.sealing.put((child, index, frames, faces, False))
+                    self._hand_over(child, index, frames, faces, last=False)
                     index, frames, faces, child = index + 1, 0, 0, None
             if child is not None:
-                child.proc.stdin.close()  # type: ignore[union-attr]
-                self.sealing.put((child, index, frames, faces, True))
+                self._hand_over(child, index, frames, faces, last=True)
             self.sealing.put(_END)
         except BaseException:
             self.stop.set()         # the finisher gives up too
@@ -191,6 +193,12 @@ class FramePipeline:
             # the finisher has sealed every segment this thread started.
             while self._finisher.is_alive():
                 self._finisher.join(POLL)
+
+    def _hand_over(self, child: Child, index: int, frames: int, faces: int, last: bool) -> None:
+        child.proc.stdin.close()  # type: ignore[union-attr]
+        with self._lock:
+            self._sealing.add(child)
+        self.sealing.put((child, index, frames, faces, last))
 
     # ---- finisher thread
     def _finish(self) -> None:
@@ -219,6 +227,7 @@ class FramePipeline:
             write_manifest(self.workdir, self.manifest)
             with self._lock:
                 self._children.remove(child)
+                self._sealing.discard(child)
             self.events.put(sum(s["frames"] for s in self.manifest["segments"]))
             log.info("%s: segment %d done (%d frames)", self.target.name, index, frames)
 
@@ -266,6 +275,12 @@ class FramePipeline:
                 check()
             check()
         finally:
+            # Segments whose frames are all encoded may still finish (a resume keeps them),
+            # for at most SEAL_WAIT seconds; everything else is killed now.
+            self.kill_children(spare_sealing=True)
+            deadline = time.monotonic() + SEAL_WAIT
+            while self._finisher.is_alive() and time.monotonic() < deadline:
+                self._finisher.join(POLL)
             self.kill_children()
             for t in (self._decoder, self._encoder, self._finisher):
                 if t.ident is not None:
