@@ -8,7 +8,7 @@ import logging
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from ffwatchd.errors import JobError
 from ffwatchd.jobspec import OutputSpec
