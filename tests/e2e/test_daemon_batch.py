@@ -17,6 +17,7 @@ def test_fifty_images_with_a_sidecar(make_daemon) -> None:
     assert all(decodes(p) for p in outputs)
     assert len(d.files(d.done)) == 50 and not d.files(d.failed)
     assert [p for p in d.files(d.inbox) if "batch" in p.parts] == []
+    assert (d.inbox / "faces/alice.jpg").exists(), "a sidecar's source face is never a job"
     assert d.counts()["done"] == 50 and d.counts()["failed"] == 0
     assert d.stop() == 0
     assert list(d.temp_dir.iterdir()) == []
