@@ -318,7 +318,7 @@ def test_cancel_kills_ffmpeg_and_keeps_finished_segments(clips: dict[str, Path],
     with pytest.raises(JobError) as e:
         run(clips["face"], tmp_path, processor, should_stop=should_stop)
     assert e.value.kind == "cancelled"
-    assert max(seen) == 2                       # decoder and encoder were both running
+    assert max(seen) >= 2                       # decoder and encoder(s) were running
     assert ffmpeg_children() == []
     assert len(_segment_stats(tmp_path / "work")) == 1
 
