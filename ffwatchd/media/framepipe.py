@@ -247,15 +247,21 @@ class FramePipeline:
                                             f"{self.start_frame + self.decoded_count}")
 
         shape = (self.plan.height, self.plan.width, 3)
+        clock = time.perf_counter
+        busy = wait_in = wait_out = 0.0
         try:
             for t in (self._finisher, self._encoder, self._decoder):
                 t.start()
             while True:
+                t0 = clock()
                 try:
                     item = self.decoded.get(timeout=POLL)
                 except queue.Empty:
+                    wait_in += clock() - t0
                     check()
                     continue
+                t1 = clock()
+                wait_in += t1 - t0
                 check()
                 if item is _END:
                     break
@@ -263,17 +269,22 @@ class FramePipeline:
                 if not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != np.uint8:
                     raise JobError("internal", f"frame processor returned {getattr(out, 'shape', out)!r}"
                                                f" {getattr(out, 'dtype', '')}, expected {shape} uint8")
+                t2 = clock()
+                busy += t2 - t1
                 while True:
                     try:
                         self.processed.put((np.ascontiguousarray(out), int(faces)), timeout=POLL)
                         break
                     except queue.Full:
                         check()
+                wait_out += clock() - t2
             self.processed.put(_END)
             while self._encoder.is_alive():
                 self._encoder.join(POLL)
                 check()
             check()
+            log.info("%s: processor busy %.2f s, waited %.2f s for decoded frames and %.2f s for "
+                     "the encoder", self.target.name, busy, wait_in, wait_out)
         finally:
             # Segments whose frames are all encoded may still finish (a resume keeps them),
             # for at most SEAL_WAIT seconds; everything else is killed now.
