@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     bound = t_transcode + t_infer
     rows = [
         ("ffmpeg decode + encode alone (same codec settings, audio copied)", t_transcode),
-        ("per-frame inference alone (detect + embed-free swap + paste-back)", t_infer),
+        ("per-frame inference alone (detect, swap, paste-back; source identity computed once)", t_infer),
         ("sum of the two", bound),
         ("**process_video** (pipes, threads, 4 s segments, join, audio mux)", t_pipeline),
         ("PNG round trip (frames to PNG files, file to file, encode back)", t_png),
