@@ -49,8 +49,7 @@ class WorkerSlot:
     stop: Any = None
     provider: str | None = None
     state: str = "starting"          # starting | idle | busy | stopping
-    job_id: int | None = None
-    job_started: float | None = None
+    jobs: dict = field(default_factory=dict)   # job id -> start time: one processing, one being filed
     last_beat: float = 0.0
     jobs_done: int = 0
     exit_reason: str | None = None   # set when we decided the exit (recycle, timeout, memory)
@@ -59,7 +58,13 @@ class WorkerSlot:
 
     def info(self) -> dict:
         return {"device": self.device, "pid": self.pid, "provider": self.provider, "state": self.state,
-                "job_id": self.job_id, "jobs_done": self.jobs_done, "restarts": self.restarts}
+                "job_id": self.job_id, "jobs": sorted(self.jobs), "jobs_done": self.jobs_done,
+                "restarts": self.restarts}
+
+    @property
+    def job_id(self) -> int | None:
+        """The job this worker started last (the one it is processing)."""
+        return max(self.jobs, key=self.jobs.get) if self.jobs else None
 
 
 @dataclass
@@ -190,7 +195,7 @@ class Supervisor:
                                    slot.stop, self.claim_ok), daemon=False)
         p.start()
         slot.process, slot.pid, slot.state = p, p.pid, "starting"
-        slot.job_id = slot.job_started = None
+        slot.jobs = {}
         slot.exit_reason = None
         slot.last_beat = time.monotonic()
         log.info("spawned worker %d (pid %d) for device %s", slot.index, p.pid, slot.device)
@@ -211,8 +216,13 @@ class Supervisor:
                 self.warnings = self.warnings[-10:]
             else:
                 log.info("worker %d (pid %s) exited (%s, %s)", slot.index, slot.pid, reason, how)
-            if slot.job_id is not None:
-                self._give_back(slot, "worker_crashed" if reason == "crashed" else reason, how)
+            current = slot.job_id
+            for job_id in list(slot.jobs):
+                kind = "worker_crashed" if reason == "crashed" else reason
+                if kind in ("memory", "timeout", "stalled") and job_id != current:
+                    kind = "worker_crashed"     # the job being filed, not the one that ran over
+                self._give_back(slot, job_id, kind, how)
+            slot.jobs = {}
             if not self.stopping and self.metrics is not None:
                 self.metrics.worker_restarted(slot.device, reason if reason != "stopped" else "crashed")
             slot.process = None
@@ -223,9 +233,8 @@ class Supervisor:
             else:
                 slot.next_spawn = 0.0
 
-    def _give_back(self, slot: WorkerSlot, kind: str, how: str) -> None:
+    def _give_back(self, slot: WorkerSlot, job_id: int, kind: str, how: str) -> None:
         owner = worker_owner(slot.device, slot.pid)
-        job_id, slot.job_id = slot.job_id, None
         messages = {"worker_crashed": f"the worker running it died ({how})",
                     "timeout": f"it ran longer than workers.job_timeout ({self.settings.workers.job_timeout:.0f} s)",
                     "stalled": "its worker stopped heartbeating",
@@ -268,9 +277,10 @@ class Supervisor:
             if slot.process is None or not slot.process.is_alive() or slot.exit_reason:
                 continue
             reason = None
-            if slot.job_id is not None and slot.job_started is not None and time.time() - slot.job_started > w.job_timeout:
+            oldest = min(slot.jobs.values(), default=None)
+            if oldest is not None and time.time() - oldest > w.job_timeout:
                 reason = "timeout"
-            elif slot.job_id is not None and now - slot.last_beat > max(w.lease, 3 * LOOP_TICK) * 1.5:
+            elif slot.jobs and now - slot.last_beat > max(w.lease, 3 * LOOP_TICK) * 1.5:
                 reason = "stalled"
             elif _rss(slot.pid) > w.ram_limit * 1.1:
                 reason = "memory"
@@ -314,13 +324,15 @@ class Supervisor:
             log.error("worker %d could not start: %s", index, event[3])
             self.warnings.append(f"worker {index} could not start: {event[3]}")
         elif kind == "start":
-            slot.state, slot.job_id, slot.job_started = "busy", event[2], event[3]
+            slot.state = "busy"
+            slot.jobs[event[2]] = event[3]
             slot.last_beat = time.monotonic()
         elif kind == "beat":
             slot.last_beat = time.monotonic()
         elif kind == "finish":
             outcome = event[2]
-            slot.state, slot.job_id, slot.job_started = "idle", None, None
+            slot.jobs.pop(outcome["job_id"], None)
+            slot.state = "busy" if slot.jobs else "idle"
             slot.jobs_done += 1
             if outcome.get("fatal"):
                 slot.exit_reason = "memory"

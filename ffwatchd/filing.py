@@ -64,22 +64,25 @@ def choose_destination(dest: Path, job_id: int) -> Path:
     return dest if not dest.exists() else with_job_id(dest, job_id)
 
 
-def place_file(src: Path, dest: Path, job_id: int) -> Path:
+def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True) -> Path:
     """Move `src` to `dest` without overwriting another file; returns where it landed.
 
     Idempotent: when `src` is gone and `dest` (or its `-<job id>` variant) exists, that is
-    taken as already done."""
+    taken as already done. `sync_source=False` skips syncing the source folder after the
+    unlink, for sources whose reappearance after a power loss is harmless (our temp files)."""
     alt = with_job_id(dest, job_id)
     if not src.exists():
         for candidate in (dest, alt):
             if candidate.exists():
                 return candidate
         raise FileNotFoundError(errno.ENOENT, f"{src} is gone and {dest} does not exist", str(src))
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    if not dest.parent.is_dir():
+        dest.parent.mkdir(parents=True, exist_ok=True)
     for target in (dest, alt):
         if _same_file(src, target):             # linked before a crash: finish the move
             os.unlink(src)
-            _fsync_dir(src.parent)
+            if sync_source:
+                _fsync_dir(src.parent)
             return target
         try:
             _link_or_copy(src, target, job_id)
@@ -89,7 +92,8 @@ def place_file(src: Path, dest: Path, job_id: int) -> Path:
             else:
                 continue
         os.unlink(src)
-        _fsync_dir(src.parent)
+        if sync_source:
+            _fsync_dir(src.parent)
         return target
     raise AssertionError("unreachable")
 
@@ -219,7 +223,7 @@ def execute_plan(plan: Plan, job: Job) -> Filed:
     result: Path | None = None
     if plan.outcome == "done":
         assert plan.result_src and plan.result_dst
-        result = place_file(Path(plan.result_src), Path(plan.result_dst), job.id)
+        result = place_file(Path(plan.result_src), Path(plan.result_dst), job.id, sync_source=False)
     original: Path | None
     try:
         original = place_file(Path(plan.original_src), Path(plan.original_dst), job.id)

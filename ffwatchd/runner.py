@@ -12,13 +12,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ffwatchd import __version__
 from ffwatchd.config import Settings
 from ffwatchd.diskguard import disk_full_error, is_enospc
 from ffwatchd.errors import JobError
-from ffwatchd.filing import Plan, execute_plan, plan_done, plan_failed
+from ffwatchd.filing import Plan, execute_plan, plan_done, plan_failed, with_job_id
+from ffwatchd.ingest import hash_file
 from ffwatchd.jobspec import JobSpec
 from ffwatchd.store import Job, JobStore, TransitionError
 
@@ -39,11 +40,11 @@ class Lease:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"lease-{job.id}", daemon=True)
 
-    def __enter__(self) -> "Lease":
+    def start(self) -> "Lease":
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> None:
         self._stop.set()
         self._thread.join()
 
@@ -114,21 +115,30 @@ class JobRunner:
         self._ffmpeg: str | None = None
 
     def run(self, job: Job, beat: Any = None) -> Outcome:
-        started = time.time()
-        out = Outcome(job.id, job.watch, job.kind, "failed", queue_wait=max(0.0, started - job.queued_at),
+        """Process and file one job, start to end."""
+        return self.start(job, beat).finish()
+
+    def start(self, job: Job, beat: Any = None) -> "Pending":
+        """Process one job under its lease; the filing of a success is left to `Pending.finish`,
+        so a worker can file one job (mostly waiting on fsync) while it processes the next."""
+        out = Outcome(job.id, job.watch, job.kind, "failed", queue_wait=max(0.0, time.time() - job.queued_at),
                       bytes=job.size)
-        with Lease(self.store, job, self.owner, self.settings.workers.lease, beat) as lease:
-            try:
-                self._run(job, lease, out)
-            except TransitionError as e:     # the lease went to someone else, or a cancel
-                log.warning("job %d: %s", job.id, e)
-                out.outcome = "lost"
-        out.duration = time.time() - started
-        return out
+        lease = Lease(self.store, job, self.owner, self.settings.workers.lease, beat).start()
+        filing = None
+        try:
+            filing = self._run(job, lease, out)
+        except TransitionError as e:         # the lease went to someone else, or a cancel
+            log.warning("job %d: %s", job.id, e)
+            out.outcome = "lost"
+        except BaseException:
+            lease.stop()
+            raise
+        return Pending(self, job, lease, out, filing)
 
     # -- the steps ------------------------------------------------------------------------
 
-    def _run(self, job: Job, lease: Lease, out: Outcome) -> None:
+    def _run(self, job: Job, lease: Lease, out: Outcome) -> "Callable[[], None] | None":
+        """Everything up to the result; returns the filing still to do for a success."""
         try:
             watch = self.settings.watch(job.watch)
         except KeyError:
@@ -137,7 +147,7 @@ class JobRunner:
         workdir = self.settings.temp_dir / f"job-{job.id}"
         if job.filing:                         # a crash interrupted filing: finish it, do not redo work
             if self._resume_filing(job, Plan.from_dict(job.filing), out, workdir):
-                return
+                return None
         if job.attempts > job.max_attempts:
             self._fail_final(watch, job, out, job.error_kind or "worker_crashed",
                              (job.error_message or "the worker died") + f" (after {job.max_attempts} attempts)",
@@ -154,6 +164,16 @@ class JobRunner:
             workdir.mkdir(parents=True, exist_ok=True)
             result, suffix, frames = self._process(job, spec, original, workdir, lease)
             out.frames = frames
+        except TransitionError:
+            raise
+        except Exception as e:  # noqa: BLE001 - every failure ends as a job error with a kind
+            self._handle(e, watch, job, lease, out, workdir)
+            return None
+        return lambda: self._file_done(watch, job, lease, out, result, suffix, workdir)
+
+    def _file_done(self, watch: Any, job: Job, lease: Lease, out: Outcome, result: Path, suffix: str,
+                   workdir: Path) -> None:
+        try:
             if lease.should_stop:
                 self._stopped(watch, job, lease, out, workdir)
                 return
@@ -165,13 +185,14 @@ class JobRunner:
             shutil.rmtree(workdir, ignore_errors=True)
         except TransitionError:
             raise
-        except JobError as e:
-            self._failed(watch, job, lease, out, e, workdir)
         except Exception as e:  # noqa: BLE001 - every failure ends as a job error with a kind
-            err = as_job_error(e, workdir)
-            if err.kind == "internal":
-                log.exception("job %d: unexpected error", job.id)
-            self._failed(watch, job, lease, out, err, workdir)
+            self._handle(e, watch, job, lease, out, result)
+
+    def _handle(self, exc: Exception, watch: Any, job: Job, lease: Lease, out: Outcome, where: Path) -> None:
+        err = as_job_error(exc, where)
+        if err.kind == "internal" and not isinstance(exc, JobError):
+            log.error("job %d: unexpected error", job.id, exc_info=exc)
+        self._failed(watch, job, lease, out, err, self.settings.temp_dir / f"job-{job.id}")
 
     def _process(self, job: Job, spec: JobSpec, original: Path, workdir: Path,
                  lease: Lease) -> tuple[Path, str, int]:
@@ -196,6 +217,12 @@ class JobRunner:
                               ffmpeg=self._ffmpeg, max_pixels=self.settings.workers.max_pixels,
                               on_cuda=self.on_cuda, progress=lease.set_progress,
                               should_stop=lambda: lease.should_stop, metadata=metadata)
+        if video.faces_total == 0:             # on_no_face, as for images, over the whole video
+            if spec.on_no_face == "fail":
+                raise JobError("no_face", f"no face found in any of the {video.frames} frames of {original.name} "
+                                          f"(detector {spec.face_detector.model}, score >= {spec.face_detector.score})")
+            log.info("job %d: no face in any frame; the original is copied unchanged (on_no_face: copy)", job.id)
+            shutil.copyfile(original, result)
         return result, suffix, video.frames
 
     def _original_problem(self, job: Job, original: Path) -> str | None:
@@ -208,14 +235,20 @@ class JobRunner:
         if st.st_size != job.size or abs(st.st_mtime - job.mtime) > 1e-3:
             return (f"{original} changed after it was queued (size {job.size} -> {st.st_size}); "
                     "the new content is queued as its own job")
+        try:
+            digest, _state = hash_file(original)
+        except OSError as e:
+            return f"{original} cannot be read: {e.strerror}"
+        if digest != job.content_hash:
+            return (f"{original} changed after it was queued (same size and time, other content); "
+                    "the new content is queued as its own job")
         return None
 
     def _resume_filing(self, job: Job, plan: Plan, out: Outcome, workdir: Path) -> bool:
         """True when the plan was completed; False when the work must be done again."""
         if plan.outcome == "done" and plan.result_src and plan.result_dst and \
                 not Path(plan.result_src).exists() and not Path(plan.result_dst).exists() and \
-                not Path(plan.result_dst).with_name(Path(plan.result_dst).stem + f"-{job.id}" +
-                                                    Path(plan.result_dst).suffix).exists():
+                not with_job_id(Path(plan.result_dst), job.id).exists():
             log.warning("job %d: its result was lost before filing; processing again", job.id)
             self.store.set_filing(job.id, self.owner, None)
             return False
@@ -270,3 +303,25 @@ class JobRunner:
             out.outcome = "lost"
         log.info("job %d: stopped (%s); nothing filed as done", job.id, lease.status)
 
+
+
+class Pending:
+    """A processed job whose filing may still be under way; `finish` completes it once."""
+
+    def __init__(self, runner: JobRunner, job: Job, lease: Lease, out: Outcome,
+                 filing: Callable[[], None] | None) -> None:
+        self.runner, self.job, self.lease, self.out, self._filing = runner, job, lease, out, filing
+
+    def finish(self) -> Outcome:
+        try:
+            if self._filing is not None:
+                filing, self._filing = self._filing, None
+                try:
+                    filing()
+                except TransitionError as e:
+                    log.warning("job %d: %s", self.job.id, e)
+                    self.out.outcome = "lost"
+        finally:
+            self.lease.stop()
+        self.out.duration = max(0.0, time.time() - (self.job.started_at or time.time()))
+        return self.out

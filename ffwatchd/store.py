@@ -367,9 +367,12 @@ class JobStore:
             db.execute("UPDATE jobs SET output_path = ? WHERE id = ?", (output_path, job_id))
 
     def finish(self, job_id: int, owner: str, *, output_path: str | None) -> Job:
-        """running -> done, only by the lease owner."""
+        """running -> done, only by the lease owner.
+
+        Not synced on its own: the worker records a durable filing plan (`set_filing`) first,
+        and a `done` lost to a power cut is redone from that plan (each step is idempotent)."""
         now = self.clock()
-        with self._write(durable=True) as db:
+        with self._write() as db:
             self._owned(db, job_id, owner)
             row = db.execute(
                 """UPDATE jobs SET state = 'done', finished_at = ?, output_path = ?, lease_until = NULL,

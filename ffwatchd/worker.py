@@ -14,6 +14,7 @@ import signal
 import socket
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from ffwatchd.config import Settings
@@ -95,31 +96,49 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
     events.put(("ready", index, os.getpid(), provider))
     runner = JobRunner(settings, store, pipeline, owner, on_cuda=provider == "cuda")
     worker_info = {"device": device, "provider": provider, "pid": os.getpid()}
+    # One job is filed (mostly waiting on fsync) in this thread while the next one is processed.
+    filer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="filing")
+    pending: Future | None = None
+
+    def report_pending() -> None:
+        nonlocal pending
+        if pending is not None:
+            outcome, pending = pending.result(), None
+            events.put(("finish", index, outcome.__dict__))
+
     done = 0
-    while not stop.is_set():
-        if os.getppid() != parent:
-            log.error("supervisor is gone; exiting")
-            break
-        if done >= w.recycle_after:
-            events.put(("recycle", index, os.getpid(), done))
-            break
-        if not claim_ok.is_set():
-            stop.wait(1.0)
-            continue
-        wake.clear()
-        job = store.claim(owner, w.lease, worker=worker_info)
-        if store.stats.expired_leases:         # leases this claim found expired, for the metric
-            events.put(("leases_expired", index, store.stats.expired_leases))
-            store.stats.expired_leases = 0
-        if job is None:
-            wake.wait(IDLE_POLL)
-            continue
-        events.put(("start", index, job.id, time.time()))
-        outcome = runner.run(job, beat=lambda job_id: events.put(("beat", index, job_id, time.time())))
-        done += 1
-        events.put(("finish", index, outcome.__dict__))
-        if outcome.fatal:
-            log.warning("job %d hit the memory ceiling; this worker exits so a fresh one takes over", job.id)
-            break
-    store.close()
+    try:
+        while not stop.is_set():
+            if os.getppid() != parent:
+                log.error("supervisor is gone; exiting")
+                break
+            if done >= w.recycle_after:
+                report_pending()
+                events.put(("recycle", index, os.getpid(), done))
+                break
+            if not claim_ok.is_set():
+                report_pending()
+                stop.wait(1.0)
+                continue
+            wake.clear()
+            job = store.claim(owner, w.lease, worker=worker_info)
+            if store.stats.expired_leases:         # leases this claim found expired, for the metric
+                events.put(("leases_expired", index, store.stats.expired_leases))
+                store.stats.expired_leases = 0
+            if job is None:
+                report_pending()
+                wake.wait(IDLE_POLL)
+                continue
+            events.put(("start", index, job.id, time.time()))
+            processed = runner.start(job, beat=lambda job_id: events.put(("beat", index, job_id, time.time())))
+            report_pending()
+            pending = filer.submit(processed.finish)
+            done += 1
+            if processed.out.fatal:
+                log.warning("job %d hit the memory ceiling; this worker exits so a fresh one takes over", job.id)
+                break
+    finally:
+        report_pending()
+        filer.shutdown()
+        store.close()
     log.info("worker stopped after %d job(s)", done)

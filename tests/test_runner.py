@@ -1,0 +1,157 @@
+"""One job from claim to filing, in process: changed originals, videos without faces, resumed filing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ffwatchd.config import load_config
+from ffwatchd.filing import execute_plan, plan_done
+from ffwatchd.jobspec import JobSpec
+from ffwatchd.runner import JobRunner
+from ffwatchd.store import JobStore
+
+
+class NoFaces:
+    """A frame processor that finds no face and changes nothing."""
+
+    def process_frame(self, frame: np.ndarray) -> tuple[np.ndarray, int]:
+        return frame, 0
+
+
+class FakePipeline:
+    def prepare(self, spec: JobSpec) -> NoFaces:
+        return NoFaces()
+
+    def output_suffix(self, target: Path, spec: JobSpec) -> str:
+        return target.suffix
+
+    def process_image(self, target: Path, output: Path, spec: JobSpec) -> None:
+        output.write_bytes(b"processed:" + target.read_bytes())
+
+
+@pytest.fixture
+def env(tmp_path: Path):
+    for d in ("inbox", "output", "done", "failed"):
+        (tmp_path / "share" / d).mkdir(parents=True)
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(textwrap.dedent("""
+        state_dir: state
+        temp_dir: tmp
+        models_dir: models
+        watches:
+          - {name: studio, inbox: share/inbox, output: share/output, done: share/done, failed: share/failed}
+    """))
+    settings = load_config(cfg)
+    store = JobStore(settings.db_path)
+    yield settings, store, settings.watches[0]
+    store.close()
+
+
+def enqueue(store: JobStore, watch, name: str, data: bytes, kind: str = "image", **spec) -> int:
+    path = watch.inbox / name
+    path.write_bytes(data)
+    st = path.stat()
+    job, _ = store.enqueue(watch="studio", rel_path=name, size=st.st_size, mtime=st.st_mtime,
+                           content_hash=hashlib.sha256(data).hexdigest(), kind=kind,
+                           spec=JobSpec.from_mapping(spec).to_snapshot())
+    return job.id
+
+
+def run_next(settings, store) -> object:
+    runner = JobRunner(settings, store, FakePipeline(), "test-owner")
+    job = store.claim("test-owner", 60)
+    assert job is not None
+    return runner.run(job)
+
+
+def test_a_done_job_files_result_and_original(env) -> None:
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "a.jpg", b"abc")
+    out = run_next(settings, store)
+    assert out.outcome == "done"
+    assert (watch.output / "a.jpg").read_bytes() == b"processed:abc"
+    assert (watch.done / "a.jpg").read_bytes() == b"abc" and not (watch.inbox / "a.jpg").exists()
+    assert store.get(job_id).state == "done" and not (settings.temp_dir / f"job-{job_id}").exists()
+
+
+def test_content_replaced_in_place_is_not_processed_under_the_old_job(env) -> None:
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "a.jpg", b"old")
+    path = watch.inbox / "a.jpg"
+    st = path.stat()
+    path.write_bytes(b"new")                           # same size,
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # same mtime, other content
+    out = run_next(settings, store)
+    job = store.get(job_id)
+    assert out.outcome == "failed" and job.error_kind == "bad_input" and "changed" in job.error_message
+    assert path.read_bytes() == b"new", "the new content stays in the inbox for its own job"
+    assert not (watch.output / "a.jpg").exists() and not (watch.failed / "a.jpg").exists()
+
+
+def test_interrupted_filing_is_finished_without_processing_again(env) -> None:
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "a.jpg", b"abc")
+    job = store.claim("crashed-owner", 60)
+    workdir = settings.temp_dir / f"job-{job_id}"
+    workdir.mkdir(parents=True)
+    (workdir / "result.jpg").write_bytes(b"result-before-crash")
+    plan = plan_done(watch, job, workdir / "result.jpg", ".jpg")
+    store.set_filing(job_id, "crashed-owner", plan.to_dict())
+    os.link(workdir / "result.jpg", plan.result_dst)       # the crash came after the first link
+    assert store.requeue_dead_owners(lambda owner: False) == [job_id]
+    out = run_next(settings, store)
+    assert out.outcome == "done"
+    assert (watch.output / "a.jpg").read_bytes() == b"result-before-crash"
+    assert (watch.done / "a.jpg").exists() and not list(watch.output.glob("a-*"))
+    assert store.get(job_id).attempts == 2
+
+
+def _clip(ffmpeg: str, path: Path) -> Path:
+    subprocess.run([ffmpeg, "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=160x120:rate=10",
+                    "-t", "1", "-c:v", "libx264", "-pix_fmt", "yuv420p", str(path)], check=True)
+    return path
+
+
+@pytest.mark.parametrize("on_no_face", ["fail", "copy"])
+def test_video_without_any_face_follows_on_no_face(env, tmp_path: Path, on_no_face: str) -> None:
+    from ffwatchd.media.ffmpeg import find_ffmpeg
+
+    settings, store, watch = env
+    data = _clip(find_ffmpeg(None), tmp_path / "src.mp4").read_bytes()
+    job_id = enqueue(store, watch, "clip.mp4", data, kind="video", on_no_face=on_no_face)
+    out = run_next(settings, store)
+    job = store.get(job_id)
+    if on_no_face == "fail":
+        assert out.outcome == "failed" and job.error_kind == "no_face"
+        report = json.loads((watch.failed / "clip.mp4.error.json").read_text())
+        assert report["error_kind"] == "no_face" and "clip.mp4" in report["message"]
+        assert not (watch.output / "clip.mp4").exists()
+    else:
+        assert out.outcome == "done"
+        assert (watch.output / "clip.mp4").read_bytes() == data, "copied unchanged"
+        assert (watch.done / "clip.mp4").exists()
+    assert not (settings.temp_dir / f"job-{job_id}").exists()
+
+
+def test_plan_execution_is_idempotent(env) -> None:
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "b.jpg", b"xyz")
+    job = store.claim("o", 60)
+    src = settings.temp_dir / "r.jpg"
+    src.parent.mkdir(parents=True)
+    src.write_bytes(b"r")
+    plan = plan_done(watch, job, src, ".jpg")
+    first = execute_plan(plan, job)
+    second = execute_plan(plan, job)
+    assert first.result == second.result == watch.output / "b.jpg"
+    assert first.original == second.original == watch.done / "b.jpg"
+    assert sorted(p.name for p in watch.output.iterdir()) == ["b.jpg"]
+    assert job_id
