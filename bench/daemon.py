@@ -279,7 +279,7 @@ def main() -> int:
     t_start = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="ffwatchd-bench-daemon-"))
     print(f"working in {tmp}", flush=True)
-    wl = Workload(tmp, args.assets)
+    wl = Workload(tmp, args.assets.resolve() if args.assets else None)
     workers = {"cpu_threads": args.cpu_threads, "recycle_after": max(5000, args.rss_jobs + 10)}
 
     # The same image bytes for all three ways; a fresh set per round (the daemon keys jobs on path + content).
@@ -423,7 +423,11 @@ def main() -> int:
     print()
     print(text)
     if not args.no_record:
-        record("daemon", "## Daemon end to end (`bench/daemon.py`)\n\n" + text)
+        if args.assets:
+            record("daemon", "## Daemon end to end, real detector and recognizer "
+                             "(`bench/daemon.py --assets DIR`)\n\n" + text)
+        else:
+            record("daemon-synthetic", "## Daemon end to end, synthetic models only (`bench/daemon.py`)\n\n" + text)
     if not args.keep:
         import shutil
 
