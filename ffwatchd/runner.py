@@ -143,7 +143,7 @@ class JobRunner:
             watch = self.settings.watch(job.watch)
         except KeyError:
             self._fail_without_filing(job, out, "internal", f"watch {job.watch!r} is no longer in the config")
-            return
+            return None
         workdir = self.settings.temp_dir / f"job-{job.id}"
         if job.filing:                         # a crash interrupted filing: finish it, do not redo work
             if self._resume_filing(job, Plan.from_dict(job.filing), out, workdir):
@@ -152,12 +152,12 @@ class JobRunner:
             self._fail_final(watch, job, out, job.error_kind or "worker_crashed",
                              (job.error_message or "the worker died") + f" (after {job.max_attempts} attempts)",
                              workdir)
-            return
+            return None
         original = watch.inbox / job.rel_path
         problem = self._original_problem(job, original)
         if problem:
             self._fail_without_filing(job, out, "bad_input", problem)
-            return
+            return None
         spec = JobSpec.from_snapshot(job.spec)
         log.info("job %d: %s %s (attempt %d/%d)", job.id, job.kind, original, job.attempts, job.max_attempts)
         try:
