@@ -87,6 +87,7 @@ class Supervisor:
         self.watcher: Any = None
         self.diskguard: Any = None
         self._retention_thread: threading.Thread | None = None
+        self._disk_thread: threading.Thread | None = None
         self._next_status = self._next_disk = self._next_retention = 0.0
 
     # -- start-up --------------------------------------------------------------------------
@@ -363,7 +364,8 @@ class Supervisor:
     # -- housekeeping ----------------------------------------------------------------------
 
     def _update_claiming(self) -> None:
-        allowed = self.diskguard.update() if self.diskguard is not None else True
+        guard = self.diskguard
+        allowed = guard.update() if guard is not None else True
         if allowed and not self.stopping:
             if not self.claim_ok.is_set():
                 self.claim_ok.set()
@@ -494,9 +496,11 @@ class Supervisor:
             self.murder_workers()
             self.manage_workers()
             now = time.monotonic()
-            if now >= self._next_disk:
+            if now >= self._next_disk and not (self._disk_thread and self._disk_thread.is_alive()):
+                # statvfs on a hung hard-mounted share blocks: measure in a thread, never in this loop
                 self._next_disk = now + DISK_EVERY
-                self._update_claiming()
+                self._disk_thread = threading.Thread(target=self._update_claiming, name="diskguard", daemon=True)
+                self._disk_thread.start()
             if now >= self._next_status:
                 self._next_status = now + STATUS_EVERY
                 self.write_status()
