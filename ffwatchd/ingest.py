@@ -186,6 +186,11 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobStore, path:
         return IngestResult("skipped", path, f"{rel}: not a regular file")
     if (referenced or SourceIndex.from_disk(watch).contains)(path):
         return IngestResult("skipped", path, f"{rel}: named as a source or reference by a sidecar")
+    active = store.find_active(watch.name, rel)
+    if active is not None and active.size == st.st_size and abs(active.mtime - st.st_mtime_ns / 1e9) < 1e-6:
+        # Already queued (a restart or rescan saw it again): no need to read it once more. The
+        # worker checks the content hash before processing, so a same-size rewrite is still caught.
+        return IngestResult("exists", path, f"{rel}: job {active.id} is {active.state}", active, False)
 
     # Sidecar before hashing: waiting for one must not re-read a large video every second.
     resolved: Resolved | None = None

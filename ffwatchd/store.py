@@ -475,6 +475,14 @@ class JobStore:
                                    (watch, rel_path, content_hash)).fetchone()
         return _job(row) if row is not None else None
 
+    def find_active(self, watch: str, rel_path: str) -> Job | None:
+        """The queued or running job of a path, if any (the newest)."""
+        with self._lock:
+            row = self._db.execute("""SELECT * FROM jobs WHERE watch = ? AND rel_path = ?
+                                      AND state IN ('queued', 'running') ORDER BY id DESC LIMIT 1""",
+                                   (watch, rel_path)).fetchone()
+        return _job(row) if row is not None else None
+
     def counts(self) -> dict[str, int]:
         with self._lock:
             rows = self._db.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall()

@@ -275,3 +275,19 @@ def test_find_watch(env, tmp_path: Path) -> None:
         find_watch(settings, tmp_path / "elsewhere.jpg")
     with pytest.raises(ValueError, match="not inside the inbox"):
         ingest_file(settings, watch, None, tmp_path / "elsewhere.jpg", 0.0)  # type: ignore[arg-type]
+
+
+def test_a_queued_file_seen_again_is_not_read_again(env, monkeypatch) -> None:
+    settings, watch, store = env
+    img = put(watch.inbox / "big.jpg")
+    first = ingest_file(settings, watch, store, img, 0.0)
+    assert first.status == "enqueued"
+
+    def no_reading(path):
+        raise AssertionError(f"{path} was hashed again")
+    monkeypatch.setattr(ingest_mod, "hash_file", no_reading)
+    again = ingest_file(settings, watch, store, img, 0.0)            # a restart's scan, say
+    assert again.status == "exists" and again.job.id == first.job.id
+    monkeypatch.undo()
+    put(img, JPEG + b"\0")                                            # new content: read and queued
+    assert ingest_file(settings, watch, store, img, 0.0).status == "enqueued"
