@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ERROR_REPORT_SUFFIX = ".error.json"
-_JOB_DIR_RE = re.compile(r"^job-(\d+)$")
+_JOB_DIR_RE = re.compile(r"^job-(\d+)(?:\.result\.[A-Za-z0-9]+)?$")   # a video's folder, an image's result
 KEEP_TEMP_AT_STARTUP = ("queued", "running")   # a queued video job resumes from its segments
 
 
@@ -69,6 +69,9 @@ def newest_mtime(folder: Path) -> float:
 
 
 def _tree_size(folder: Path) -> int:
+    st = _lstat(folder)
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        return st.st_size
     total = 0
     for root, _dirs, files in os.walk(folder, followlinks=False):
         for name in files:
@@ -115,7 +118,7 @@ def _job_state(store: "JobStore", job_id: int) -> str | None:
 
 
 def _temp_candidates(temp_dir: Path) -> list[tuple[Path, int]]:
-    """The per-job temp folders `job-<id>` directly under the temp folder."""
+    """The per-job temp folders `job-<id>` and result files `job-<id>.result.<ext>` under the temp folder."""
     if not temp_dir.is_dir():
         return []
     out = []

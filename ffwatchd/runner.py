@@ -30,39 +30,22 @@ _MEMORY_WORDS = ("bad_alloc", "insufficient memory", "failed to allocate", "out 
 
 
 class Lease:
-    """Heartbeats a job's lease from a thread; tells the job when it was cancelled or lost."""
+    """One job's lease, kept alive by the worker's `Heartbeats`; says when it was cancelled or lost."""
 
-    def __init__(self, store: JobStore, job: Job, owner: str, lease: float, beat: Any = None) -> None:
-        self.store, self.job_id, self.owner, self.lease = store, job.id, owner, lease
-        self.beat = beat                     # callable(job_id) for the supervisor's stall check
+    def __init__(self, heartbeats: "Heartbeats", job: Job) -> None:
+        self.heartbeats, self.job_id = heartbeats, job.id
         self.status = "ok"
         self.progress: tuple[int, int] | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"lease-{job.id}", daemon=True)
 
     def start(self) -> "Lease":
-        self._thread.start()
+        self.heartbeats.add(self)
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        interval = max(0.2, self.lease / 3)
-        while not self._stop.wait(interval):
-            self.heartbeat()
+        self.heartbeats.remove(self)
 
     def heartbeat(self) -> None:
-        try:
-            self.status = self.store.heartbeat(self.job_id, self.owner, self.lease, progress=self.progress).status
-        except Exception as e:  # noqa: BLE001 - a failed heartbeat is retried; the lease has slack
-            log.warning("job %d: heartbeat failed: %s", self.job_id, e)
-            return
-        if self.beat is not None:
-            self.beat(self.job_id)
-        if self.status != "ok":
-            log.warning("job %d: lease %s; stopping it", self.job_id, self.status)
+        self.heartbeats.beat_one(self)
 
     def set_progress(self, done: int, total: int) -> None:
         self.progress = (done, total)
@@ -71,6 +54,50 @@ class Lease:
     @property
     def should_stop(self) -> bool:
         return self.status != "ok"
+
+
+class Heartbeats:
+    """One thread per worker that extends the lease of every job it holds, every lease/3."""
+
+    def __init__(self, store: JobStore, owner: str, lease: float) -> None:
+        self.store, self.owner, self.lease = store, owner, lease
+        self.beat: Callable[[int], None] | None = None    # tells the supervisor we are alive
+        self._leases: set[Lease] = set()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, lease: Lease) -> None:
+        with self._lock:
+            self._leases.add(lease)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="heartbeats", daemon=True)
+                self._thread.start()
+
+    def remove(self, lease: Lease) -> None:
+        with self._lock:
+            self._leases.discard(lease)
+
+    def _run(self) -> None:
+        interval = max(0.2, self.lease / 3)
+        while True:
+            self._wake.wait(interval)
+            with self._lock:
+                leases = list(self._leases)
+            for lease in leases:
+                self.beat_one(lease)
+
+    def beat_one(self, lease: Lease) -> None:
+        try:
+            lease.status = self.store.heartbeat(lease.job_id, self.owner, self.lease,
+                                                progress=lease.progress).status
+        except Exception as e:  # noqa: BLE001 - a failed heartbeat is retried; the lease has slack
+            log.warning("job %d: heartbeat failed: %s", lease.job_id, e)
+            return
+        if self.beat is not None:
+            self.beat(lease.job_id)
+        if lease.status != "ok":
+            log.warning("job %d: lease %s; stopping it", lease.job_id, lease.status)
 
 
 @dataclass
@@ -113,6 +140,8 @@ class JobRunner:
         self.settings, self.store, self.pipeline, self.owner = settings, store, pipeline, owner
         self.on_cuda = on_cuda
         self._ffmpeg: str | None = None
+        self.heartbeats = Heartbeats(store, owner, settings.workers.lease)
+        settings.temp_dir.mkdir(parents=True, exist_ok=True)
 
     def run(self, job: Job, beat: Any = None) -> Outcome:
         """Process and file one job, start to end."""
@@ -123,7 +152,9 @@ class JobRunner:
         so a worker can file one job (mostly waiting on fsync) while it processes the next."""
         out = Outcome(job.id, job.watch, job.kind, "failed", queue_wait=max(0.0, time.time() - job.queued_at),
                       bytes=job.size)
-        lease = Lease(self.store, job, self.owner, self.settings.workers.lease, beat).start()
+        if beat is not None:
+            self.heartbeats.beat = beat
+        lease = Lease(self.heartbeats, job).start()
         filing = None
         try:
             filing = self._run(job, lease, out)
@@ -161,7 +192,6 @@ class JobRunner:
         spec = JobSpec.from_snapshot(job.spec)
         log.info("job %d: %s %s (attempt %d/%d)", job.id, job.kind, original, job.attempts, job.max_attempts)
         try:
-            workdir.mkdir(parents=True, exist_ok=True)
             result, suffix, frames = self._process(job, spec, original, workdir, lease)
             out.frames = frames
         except TransitionError:
@@ -182,7 +212,7 @@ class JobRunner:
             execute_plan(plan, job)
             self.store.finish(job.id, self.owner, output_path=plan.result_dst)
             out.outcome = "done"
-            shutil.rmtree(workdir, ignore_errors=True)
+            self._clean_temp(job.id)
         except TransitionError:
             raise
         except Exception as e:  # noqa: BLE001 - every failure ends as a job error with a kind
@@ -196,9 +226,9 @@ class JobRunner:
 
     def _process(self, job: Job, spec: JobSpec, original: Path, workdir: Path,
                  lease: Lease) -> tuple[Path, str, int]:
-        if job.kind == "image":
+        if job.kind == "image":   # one temp file, no folder (creating one per job costs a journal wait)
             suffix = self.pipeline.output_suffix(original, spec)
-            result = workdir / f"result{suffix}"
+            result = self.settings.temp_dir / f"job-{job.id}.result{suffix}"
             self.pipeline.process_image(original, result, spec)
             return result, suffix, 1
         from ffwatchd.media.ffmpeg import find_ffmpeg
@@ -207,6 +237,7 @@ class JobRunner:
         if self._ffmpeg is None:
             self._ffmpeg = find_ffmpeg(self.settings.ffmpeg)
         suffix = original.suffix.lower()
+        workdir.mkdir(parents=True, exist_ok=True)
         result = workdir / f"result{suffix}"
         processor = self.pipeline.prepare(spec)
         metadata = None
@@ -224,6 +255,12 @@ class JobRunner:
             log.info("job %d: no face in any frame; the original is copied unchanged (on_no_face: copy)", job.id)
             shutil.copyfile(original, result)
         return result, suffix, video.frames
+
+    def _clean_temp(self, job_id: int) -> None:
+        """Remove a job's temp folder (videos) and temp result file (images)."""
+        shutil.rmtree(self.settings.temp_dir / f"job-{job_id}", ignore_errors=True)
+        for leftover in self.settings.temp_dir.glob(f"job-{job_id}.result*"):
+            leftover.unlink(missing_ok=True)
 
     def _original_problem(self, job: Job, original: Path) -> str | None:
         try:
@@ -261,7 +298,7 @@ class JobRunner:
             self.store.fail(job.id, self.owner, error_kind=plan.error_kind or "internal",
                             message=plan.message or "", transient=False)
             out.outcome, out.error_kind, out.message = "failed", plan.error_kind, plan.message
-        shutil.rmtree(workdir, ignore_errors=True)
+        self._clean_temp(job.id)
         return True
 
     def _failed(self, watch: Any, job: Job, lease: Lease, out: Outcome, err: JobError, workdir: Path) -> None:
@@ -275,7 +312,7 @@ class JobRunner:
             self.store.fail(job.id, self.owner, error_kind=err.kind, message=err.message, transient=True)
             out.outcome = "retried"
             if job.kind == "image":
-                shutil.rmtree(workdir, ignore_errors=True)   # videos keep finished segments to resume
+                self._clean_temp(job.id)   # videos keep finished segments to resume
             return
         self._fail_final(watch, job, out, err.kind, err.message, workdir)
 
@@ -285,7 +322,7 @@ class JobRunner:
         execute_plan(plan, job)
         self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False)
         out.outcome, out.error_kind, out.message = "failed", kind, message
-        shutil.rmtree(workdir, ignore_errors=True)
+        self._clean_temp(job.id)
 
     def _fail_without_filing(self, job: Job, out: Outcome, kind: str, message: str) -> None:
         """The original is not ours to move (gone, or replaced by new content)."""
@@ -297,7 +334,7 @@ class JobRunner:
         if lease.status == "cancelled":
             plan = plan_failed(watch, job, "cancelled", "cancelled by an operator while running")
             execute_plan(plan, job)
-            shutil.rmtree(workdir, ignore_errors=True)
+            self._clean_temp(job.id)
             out.outcome, out.error_kind = "cancelled", "cancelled"
         else:
             out.outcome = "lost"

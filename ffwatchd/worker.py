@@ -106,7 +106,15 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
             outcome, pending = pending.result(), None
             events.put(("finish", index, outcome.__dict__))
 
+    def claim() -> Any:
+        job = store.claim(owner, w.lease, worker=worker_info)
+        if store.stats.expired_leases:             # leases this claim found expired, for the metric
+            events.put(("leases_expired", index, store.stats.expired_leases))
+            store.stats.expired_leases = 0
+        return job
+
     done = 0
+    job = None                                         # claimed ahead, while the last one waits to be filed
     try:
         while not stop.is_set():
             if os.getppid() != parent:
@@ -116,29 +124,36 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
                 report_pending()
                 events.put(("recycle", index, os.getpid(), done))
                 break
-            if not claim_ok.is_set():
-                report_pending()
-                stop.wait(1.0)
-                continue
-            wake.clear()
-            job = store.claim(owner, w.lease, worker=worker_info)
-            if store.stats.expired_leases:         # leases this claim found expired, for the metric
-                events.put(("leases_expired", index, store.stats.expired_leases))
-                store.stats.expired_leases = 0
             if job is None:
-                report_pending()
-                wake.wait(IDLE_POLL)
-                continue
+                if not claim_ok.is_set():
+                    report_pending()
+                    stop.wait(1.0)
+                    continue
+                wake.clear()
+                job = claim()
+                if job is None:
+                    report_pending()
+                    wake.wait(IDLE_POLL)
+                    continue
             events.put(("start", index, job.id, time.time()))
             processed = runner.start(job, beat=lambda job_id: events.put(("beat", index, job_id, time.time())))
             report_pending()
-            pending = filer.submit(processed.finish)
             done += 1
+            # Claim the next job before filing this one: the filing's durable commit would
+            # otherwise hold the database while the claim waits.
+            job = None
+            if not processed.out.fatal and not stop.is_set() and claim_ok.is_set() and done < w.recycle_after:
+                wake.clear()
+                job = claim()
+            pending = filer.submit(processed.finish)
             if processed.out.fatal:
-                log.warning("job %d hit the memory ceiling; this worker exits so a fresh one takes over", job.id)
+                log.warning("job %d hit the memory ceiling; this worker exits so a fresh one takes over",
+                            processed.job.id)
                 break
     finally:
         report_pending()
+        if job is not None:                            # claimed ahead but never started
+            store.release(job.id, owner)
         filer.shutdown()
         store.close()
     log.info("worker stopped after %d job(s)", done)
