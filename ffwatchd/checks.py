@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import socket
 from pathlib import Path
@@ -60,9 +59,6 @@ def check_models(settings: Settings, warnings: list[str], notes: list[str]) -> N
     """Models the watches' defaults need: present, missing or corrupt (jobs fail as model_missing)."""
     from ffwatchd.jobspec import JobSpec
 
-    if importlib.util.find_spec("ffwatchd.faces.registry") is None:
-        warnings.append("model registry not available in this build")
-        return
     from ffwatchd.faces import registry
 
     needed = set()
@@ -107,14 +103,11 @@ def probe_cuda(device_id: int, vram_limit: int) -> list[str]:
 
 
 def check_ffmpeg(settings: Settings, warnings: list[str], notes: list[str]) -> None:
-    if importlib.util.find_spec("ffwatchd.media.ffmpeg") is None:
-        warnings.append("video support not available in this build")
-        return
-    from ffwatchd.media.ffmpeg import find_ffmpeg
+    from ffwatchd.media.ffmpeg import FfmpegNotFound, find_ffmpeg
 
     try:
         notes.append(f"ffmpeg: {find_ffmpeg(settings.ffmpeg)}")
-    except Exception as e:  # noqa: BLE001 - any failure to find ffmpeg is reported, not raised
+    except FfmpegNotFound as e:
         warnings.append(f"ffmpeg: {e} (video jobs will fail)")
 
 

@@ -333,23 +333,11 @@ def _add_module_arguments(p: argparse.ArgumentParser, module: str) -> None:
     """Subcommands that live in their own module (each imports its heavy parts lazily)."""
     import importlib
 
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if e.name != module:
-            raise
-        _config_arg(p)
-        p.set_defaults(func=lambda _a: _missing(module))
-        return
+    mod = importlib.import_module(module)
     mod.add_arguments(p)
     if "-c" not in p._option_string_actions:
         _config_arg(p)
     p.set_defaults(func=mod.run)
-
-
-def _missing(module: str) -> int:
-    print(f"ffwatchd: this build has no {module}", file=sys.stderr)
-    return EXIT_FAIL
 
 
 def main(argv: Sequence[str] | None = None) -> int:
