@@ -140,19 +140,14 @@ class Supervisor:
         self._remove_stale_temp_names()
 
     def _remove_stale_temp_names(self) -> None:
-        """Hidden `.ffwatchd-*` files a crash left in output/done/failed (never complete files)."""
-        from ffwatchd.filing import TEMP_PREFIX
+        """Hidden partial copies (`.ffwatchd-<job>-*`) a crash left where an interrupted filing
+        was writing; only the folders of unfinished plans are looked at, never the whole share."""
+        from ffwatchd.filing import Plan, remove_partials
 
-        for w in self.settings.watches:
-            for root in (w.output, w.done, w.failed):
-                if not root.is_dir():
-                    continue
-                for dirpath, _dirs, files in os.walk(root):
-                    for name in files:
-                        if name.startswith(TEMP_PREFIX):
-                            path = Path(dirpath) / name
-                            log.info("removing a partial file left by a crash: %s", path)
-                            path.unlink(missing_ok=True)
+        for job in self.store.iter_jobs(["queued", "running"]):
+            if job.filing:
+                for path in remove_partials(Plan.from_dict(job.filing), job.id):
+                    log.info("job %d: removed a partial file left by a crash: %s", job.id, path)
 
     def _start_metrics(self) -> None:
         from ffwatchd.metrics import Metrics

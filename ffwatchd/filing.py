@@ -134,9 +134,11 @@ def _link_or_copy(src: Path, dest: Path, job_id: int, replace: bool = False) -> 
             tmp.unlink()
 
 
-def write_json_atomic(path: Path, data: dict) -> None:
+def write_json_atomic(path: Path, data: dict, tag: int | None = None) -> None:
+    """Write JSON through a hidden temp name and a rename. `tag` (a job id) makes the temp name
+    the same on every attempt, so a retry overwrites what a crash left half-written."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{TEMP_PREFIX}{os.getpid()}-{path.name}.tmp")
+    tmp = path.with_name(f"{TEMP_PREFIX}{os.getpid() if tag is None else tag}-{path.name}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=2, default=str)
         f.write("\n")
@@ -235,10 +237,21 @@ def execute_plan(plan: Plan, job: Job) -> Filed:
         filed_as = original or Path(plan.original_dst)
         write_json_atomic(report_path(filed_as),
                           error_report(job, plan.error_kind or "internal", plan.message or "",
-                                       Path(plan.original_src), filed_as))
+                                       Path(plan.original_src), filed_as), tag=job.id)
     log.info("job %d: filed %s: original -> %s%s", job.id, plan.outcome, original,
              f", result -> {result}" if result else "")
     return Filed(plan.outcome, original, result)
+
+
+def remove_partials(plan: Plan, job_id: int) -> list[Path]:
+    """Hidden partial copies a crash left in a plan's destination folders (ours only)."""
+    gone = []
+    folders = {Path(p).parent for p in (plan.result_dst, plan.original_dst) if p}
+    for folder in folders:
+        for partial in folder.glob(f"{TEMP_PREFIX}{job_id}-*"):
+            partial.unlink(missing_ok=True)
+            gone.append(partial)
+    return gone
 
 
 def file_failed_original(watch: WatchSettings, job: Job) -> Path:

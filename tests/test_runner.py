@@ -155,3 +155,18 @@ def test_plan_execution_is_idempotent(env) -> None:
     assert first.original == second.original == watch.done / "b.jpg"
     assert sorted(p.name for p in watch.output.iterdir()) == ["b.jpg"]
     assert job_id
+
+
+def test_partial_copies_of_an_interrupted_plan_are_found_and_removed(env) -> None:
+    from ffwatchd.filing import TEMP_PREFIX, remove_partials
+
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "c.jpg", b"abc")
+    job = store.claim("o", 60)
+    plan = plan_done(watch, job, settings.temp_dir / "r.jpg", ".jpg")
+    partial = watch.output / f"{TEMP_PREFIX}{job_id}-c.jpg.tmp"        # a copy cut off by kill -9
+    other = watch.output / f"{TEMP_PREFIX}{job_id + 1}-d.jpg.tmp"      # another job's: not ours
+    partial.write_bytes(b"half")
+    other.write_bytes(b"half")
+    assert remove_partials(plan, job_id) == [partial]
+    assert not partial.exists() and other.exists()
