@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import yaml
+
 from ffwatchd import __version__
-from ffwatchd.config import Settings, load_config, parse_duration
+from ffwatchd.config import Settings, load_config, parse_duration, resolve_config_path
 from ffwatchd.errors import ConfigError
 from ffwatchd.store import STATES, Job, JobStore, NotFound, TransitionError
 
@@ -29,6 +32,26 @@ def _config_arg(p: argparse.ArgumentParser) -> None:
 def open_store(settings: Settings) -> JobStore:
     return JobStore(settings.db_path, max_attempts=settings.workers.max_attempts,
                     retry_backoff=settings.workers.retry_backoff)
+
+
+def state_dir_for_reading(config: str | None) -> Path:
+    """The state_dir, for commands that only read the job table: an invalid config (say, one
+    the running daemon refused on reload) is reported but does not hide the table."""
+    try:
+        return load_config(config).state_dir
+    except ConfigError as e:
+        path = resolve_config_path(config)
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+            state_dir = Path(os.path.expanduser(raw["state_dir"]))
+        except (OSError, yaml.YAMLError, TypeError, KeyError):
+            raise e from None
+        print(f"ffwatchd: warning: {e}\nffwatchd: reading the job table in {state_dir} anyway", file=sys.stderr)
+        return state_dir if state_dir.is_absolute() else path.resolve().parent / state_dir
+
+
+def open_store_for_reading(config: str | None) -> JobStore:
+    return JobStore(state_dir_for_reading(config) / "ffwatchd.db")
 
 
 def _iso(t: float | None) -> str:
@@ -84,11 +107,11 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from ffwatchd.daemon import read_status
 
-    settings = load_config(args.config)
-    with open_store(settings) as store:
+    state_dir = state_dir_for_reading(args.config)
+    with JobStore(state_dir / "ffwatchd.db") as store:
         counts = store.counts()
         running = store.list(state="running", limit=1000, order="started_at")
-    daemon = read_status(settings)
+    daemon = read_status(state_dir)
     if args.json:
         _dump({"counts": counts, "daemon": daemon,
                "running": [{"id": j.id, "watch": j.watch, "path": j.rel_path, "kind": j.kind,
@@ -119,10 +142,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 # -- jobs ------------------------------------------------------------------------------------
 
 def cmd_jobs_list(args: argparse.Namespace) -> int:
-    settings = load_config(args.config)
     if args.state and args.state not in STATES:
         raise UsageError(f"--state must be one of {', '.join(STATES)}")
-    with open_store(settings) as store:
+    with open_store_for_reading(args.config) as store:
         jobs = store.list(state=args.state, watch=args.watch, limit=args.limit)
     if args.json:
         _dump([j.to_dict() for j in jobs])
@@ -134,8 +156,7 @@ def cmd_jobs_list(args: argparse.Namespace) -> int:
 
 
 def cmd_jobs_show(args: argparse.Namespace) -> int:
-    settings = load_config(args.config)
-    with open_store(settings) as store:
+    with open_store_for_reading(args.config) as store:
         try:
             job = store.get(args.id)
         except NotFound:
@@ -178,34 +199,35 @@ def _each_job(args: argparse.Namespace, verb: Callable[[JobStore, Settings, Job]
                 print(f"job {job_id}: no such job", file=sys.stderr)
                 failures += 1
             except TransitionError as e:
-                print(f"job {job_id}: {e}", file=sys.stderr)
+                print(f"job {job_id}: {str(e).removeprefix(f'job {job_id} ').removeprefix(f'job {job_id}: ')}",
+                      file=sys.stderr)
                 failures += 1
     return EXIT_OK if not failures else EXIT_FAIL
 
 
-INGEST_REFUSALS = ("bad_sidecar", "no_sidecar", "bad_input", "outside_inbox", "unreadable", "duplicate")
-
-
 def _retry(store: JobStore, settings: Settings, job: Job) -> str:
-    from ffwatchd.filing import restore_original
+    """Back to queued with the sidecars as they are now; the original returns to its inbox path."""
+    from ffwatchd.errors import JobError
+    from ffwatchd.filing import find_failed_original, restore_original
+    from ffwatchd.ingest import snapshot_for
 
     if job.state not in ("failed", "cancelled"):
-        raise TransitionError(f"job {job.id} is {job.state}: only failed or cancelled jobs can be retried")
+        raise TransitionError(f"is {job.state}: only failed or cancelled jobs can be retried")
     try:
         watch = settings.watch(job.watch)
     except KeyError:
-        raise TransitionError(f"job {job.id} belongs to watch {job.watch!r}, which is not in this config")
-    back = restore_original(watch, job)
-    if back is None:
-        raise TransitionError(f"job {job.id}: its original is neither in {watch.inbox} nor in {watch.failed}; "
+        raise TransitionError(f"it belongs to watch {job.watch!r}, which is not in this config")
+    found = find_failed_original(watch, job)
+    if found is None:
+        raise TransitionError(f"its original is neither in {watch.inbox} nor in {watch.failed}; "
                               "put the file back into the inbox to process it again")
-    if job.started_at is None and job.error_kind in INGEST_REFUSALS:
-        # Refused at ingest (bad sidecar, no sidecar, bad input): it has no usable spec. Forget the
-        # row so the watcher ingests the file afresh, with the sidecar as it is now.
-        store.forget(job.id)
-        return f"back in the inbox ({back}); the watcher ingests it again with the current sidecar"
-    store.retry(job.id)
-    return f"queued again ({back})"
+    try:
+        snap = snapshot_for(settings, watch, watch.inbox / job.rel_path, read_from=found)
+    except JobError as e:
+        raise TransitionError(f"not retried, it would be refused again: {e}; fix that, then retry") from None
+    back = restore_original(watch, job, found)
+    store.retry(job.id, **snap)
+    return f"queued again with the current sidecar ({back})"
 
 
 def _cancel(store: JobStore, settings: Settings, job: Job) -> str:

@@ -535,10 +535,10 @@ def _rss(pid: int | None) -> int:
         return 0
 
 
-def read_status(settings: Settings) -> dict | None:
+def read_status(state_dir: Path) -> dict | None:
     """The running daemon's status file, or None when no daemon is alive."""
     try:
-        data = json.loads((settings.state_dir / "status.json").read_text())
+        data = json.loads((state_dir / "status.json").read_text())
         os.kill(int(data["pid"]), 0)
     except (OSError, ValueError, KeyError):
         return None

@@ -31,4 +31,7 @@ class ConfigError(Exception):
     def __init__(self, source: str, problems: list[str]) -> None:
         self.source = source
         self.problems = list(problems)
-        super().__init__(f"{source}: invalid config:\n" + "\n".join(f"  - {p}" for p in problems))
+        if source == "<config>":          # no file at all: nothing was invalid
+            super().__init__("; ".join(problems))
+        else:
+            super().__init__(f"{source}: invalid config:\n" + "\n".join(f"  - {p}" for p in problems))

@@ -262,8 +262,8 @@ def file_failed_original(watch: WatchSettings, job: Job) -> Path:
     return filed.original or Path(plan.original_dst)
 
 
-def restore_original(watch: WatchSettings, job: Job) -> Path | None:
-    """For `jobs retry`: bring a failed original back to its inbox path (report removed)."""
+def find_failed_original(watch: WatchSettings, job: Job) -> Path | None:
+    """Where a failed or cancelled job's original is now: its inbox path, or its place in failed/."""
     inbox_path = watch.inbox / job.rel_path
     if inbox_path.exists():
         return inbox_path
@@ -272,12 +272,19 @@ def restore_original(watch: WatchSettings, job: Job) -> Path | None:
         candidates.append(Path(job.filing["original_dst"]))
     candidates += [watch.failed / job.rel_path, with_job_id(watch.failed / job.rel_path, job.id)]
     for c in candidates:
-        rep = report_path(c)
-        if c.exists() and _report_is_for(rep, job.id):
-            landed = place_file(c, inbox_path, job.id)
-            rep.unlink(missing_ok=True)
-            return landed
+        if c.exists() and _report_is_for(report_path(c), job.id):
+            return c
     return None
+
+
+def restore_original(watch: WatchSettings, job: Job, found: Path) -> Path:
+    """For `jobs retry`: bring a failed original back to its inbox path (its report removed)."""
+    inbox_path = watch.inbox / job.rel_path
+    if found == inbox_path:
+        return inbox_path
+    landed = place_file(found, inbox_path, job.id)
+    report_path(found).unlink(missing_ok=True)
+    return landed
 
 
 def _report_is_for(report: Path, job_id: int) -> bool:

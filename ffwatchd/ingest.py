@@ -22,7 +22,7 @@ from ffwatchd import filing
 from ffwatchd.config import Settings, WatchSettings
 from ffwatchd.errors import JobError
 from ffwatchd.settle import FileState
-from ffwatchd.sidecar import (Resolved, SourceIndex, defaults_suffice, find_sidecars, is_sidecar_name, is_within,
+from ffwatchd.sidecar import (MissingSource, Resolved, SourceIndex, defaults_suffice, find_sidecars, is_sidecar_name, is_within,
                               resolve_spec)
 from ffwatchd.sniff import sniff_file
 from ffwatchd.store import FINISHED, Job, JobStore
@@ -204,6 +204,11 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobStore, path:
     else:
         try:
             resolved = resolve_spec(watch, path, settings.known_models())
+        except MissingSource as e:
+            # A source photo copied after its targets: wait for it as for a late sidecar.
+            if waiting_since is not None and now - waiting_since < watch.sidecar_wait:
+                return IngestResult("waiting", path, f"{rel}: waiting for a source ({e.message})")
+            sidecar_error = e
         except JobError as e:
             sidecar_error = e
     try:
@@ -238,6 +243,20 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobStore, path:
         log.info("job %d: enqueued %s (%s, %s, %d bytes)", job.id, rel, watch.name, sniffed.format, hstate.size)
         return IngestResult("enqueued", path, f"{rel}: job {job.id}", job, True)
     return _existing(watch, path, rel, job)
+
+
+def snapshot_for(settings: Settings, watch: WatchSettings, path: Path, read_from: Path | None = None) -> dict:
+    """What a job for inbox `path` runs with under the sidecars as they are now (for `jobs retry`):
+    kind, spec, sources, sidecars and priority. `read_from` is where the file is now, when not at
+    `path`. Raises JobError (no_sidecar, bad_sidecar, bad_input) when it would be refused."""
+    rel = path.relative_to(watch.inbox).as_posix()
+    if not find_sidecars(watch.inbox, path) and not defaults_suffice(watch):
+        raise JobError("no_sidecar", f"{rel} has no ffwatch.yaml in its folder or above and no "
+                                     f"{path.name}.ffwatch.yaml, and the defaults of watch {watch.name} name no sources")
+    resolved = resolve_spec(watch, path, settings.known_models())
+    sniffed = sniff_file(read_from or path)
+    return {"kind": sniffed.kind, "spec": resolved.spec.to_snapshot(), "sources": _hash_sources(resolved, HashCache()),
+            "sidecars": [str(p) for p in resolved.sidecars], "priority": resolved.spec.priority}
 
 
 def _hash_sources(resolved: Resolved, hashes: HashCache) -> list[dict]:

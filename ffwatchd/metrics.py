@@ -262,6 +262,13 @@ class Metrics:
         elif outcome == "done":
             self.last_success()
 
+    def job_refused(self, watch: str, kind: str, error_kind: str) -> None:
+        """A file refused at ingest (bad input, bad or missing sidecar, duplicate): a failed job
+        that never ran, so no duration or queue wait is observed."""
+        kind = _bounded(kind, JOB_KINDS, "job kind")
+        self.jobs_finished.labels(watch, kind, "failed").inc()
+        self.job_errors.labels(watch, _bounded(error_kind, ERROR_KINDS, "error kind"), "failed").inc()
+
     def retried(self, watch: str, cause: str = "operator") -> None:
         """A job went back to the queue outside `job_finished`: `worker` (its worker died or
         was killed), `lease` (its lease expired), `operator` (`ffwatchd jobs retry`)."""

@@ -79,6 +79,10 @@ def allowed_roots(watch: WatchSettings) -> list[Path]:
     return [Path(os.path.realpath(p)) for p in (watch.inbox, *watch.source_roots)]
 
 
+class MissingSource(JobError):
+    """A source or reference a sidecar names is not there (yet: folders arrive in any order)."""
+
+
 def resolve_entry(value: str, base: Path, watch: WatchSettings, where: str, key: str) -> Path:
     """A `sources`/`reference` entry -> its real absolute path, checked before anything reads it."""
     raw = Path(value)
@@ -87,7 +91,7 @@ def resolve_entry(value: str, base: Path, watch: WatchSettings, where: str, key:
         raise JobError("bad_sidecar", f"{where}: {key}: {value!r} resolves to {real}, outside the inbox "
                                       f"and the configured source roots")
     if not real.exists():
-        raise JobError("bad_sidecar", f"{where}: {key}: {value!r} does not exist ({real})")
+        raise MissingSource("bad_sidecar", f"{where}: {key}: {value!r} does not exist ({real})")
     if not real.is_file():
         raise JobError("bad_sidecar", f"{where}: {key}: {value!r} is not a regular file ({real})")
     try:

@@ -23,7 +23,7 @@ _MIGRATIONS: list[str] = [
     # 1: the job table
     """
     CREATE TABLE jobs (
-        id              INTEGER PRIMARY KEY,
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,   -- ids are never reused
         watch           TEXT    NOT NULL,
         rel_path        TEXT    NOT NULL,
         size            INTEGER NOT NULL,
@@ -415,8 +415,11 @@ class JobStore:
 
     # -- operator verbs ----------------------------------------------------------------------
 
-    def retry(self, job_id: int) -> Job:
-        """failed or cancelled -> queued, with a fresh count of attempts."""
+    def retry(self, job_id: int, *, spec: dict | None = None, sources: Sequence[dict] | None = None,
+              sidecars: Sequence[str] | None = None, kind: str | None = None,
+              priority: int | None = None) -> Job:
+        """failed or cancelled -> queued, with a fresh count of attempts, and (when given) the
+        spec as the sidecars say now."""
         now = self.clock()
         with self._write(durable=True) as db:
             row = self._row(db, job_id)
@@ -426,8 +429,15 @@ class JobStore:
                 """UPDATE jobs SET state = 'queued', attempts = 0, not_before = 0, queued_at = ?,
                                    finished_at = NULL, lease_owner = NULL, lease_until = NULL,
                                    error_kind = NULL, error_message = NULL, filing = NULL,
-                                   output_path = NULL, progress_done = NULL, progress_total = NULL
-                   WHERE id = ? RETURNING *""", (now, job_id)).fetchone()
+                                   output_path = NULL, progress_done = NULL, progress_total = NULL,
+                                   spec = ifnull(?, spec), sources = ifnull(?, sources),
+                                   sidecars = ifnull(?, sidecars), kind = ifnull(?, kind),
+                                   priority = ifnull(?, priority)
+                   WHERE id = ? RETURNING *""",
+                (now, json.dumps(spec) if spec is not None else None,
+                 json.dumps(list(sources)) if sources is not None else None,
+                 json.dumps(list(sidecars)) if sidecars is not None else None, kind, priority,
+                 job_id)).fetchone()
             return _job(row)
 
     def cancel(self, job_id: int) -> Job:
@@ -442,14 +452,6 @@ class JobStore:
                                    error_kind = 'cancelled', error_message = 'cancelled by an operator'
                    WHERE id = ? RETURNING *""", (now, job_id)).fetchone()
             return _job(row)
-
-    def forget(self, job_id: int) -> None:
-        """Delete one finished job row (a refused file put back for a fresh ingest)."""
-        with self._write() as db:
-            row = self._row(db, job_id)
-            if row["state"] not in FINISHED:
-                raise TransitionError(f"job {job_id} is {row['state']}: only finished jobs can be forgotten")
-            db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
 
     def purge(self, older_than: float, states: Sequence[str] = FINISHED) -> int:
         """Forget finished jobs that finished more than `older_than` seconds ago."""

@@ -36,6 +36,7 @@ WAITING_RECHECK = 1.0        # seconds between looks for a late sidecar
 class WatchMetrics(Protocol):
     def file_discovered(self, watch: str) -> None: ...
     def job_enqueued(self, watch: str) -> None: ...
+    def job_refused(self, watch: str, kind: str, error_kind: str) -> None: ...
     def settle_wait(self, watch: str, seconds: float) -> None: ...
 
 
@@ -454,6 +455,9 @@ class WatchLoop:
             self.handled[path] = state
             if r.status == "enqueued" and self.metrics:
                 self.metrics.job_enqueued(self.watch.name)
+            if r.status in ("failed", "duplicate") and self.metrics and r.job is not None:
+                self.metrics.job_refused(self.watch.name, r.job.kind,
+                                         "duplicate" if r.status == "duplicate" else r.job.error_kind or "internal")
             if r.status == "skipped":
                 log.debug("watch %s: %s", self.watch.name, r.message)
         return r

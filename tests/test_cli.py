@@ -16,10 +16,21 @@ from ffwatchd.store import JobStore
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def jpeg(seed: int = 0) -> bytes:
+    import cv2
+    import numpy as np
+
+    ok, buf = cv2.imencode(".jpg", np.full((16, 16, 3), seed, np.uint8))
+    return buf.tobytes()
+
+
 @pytest.fixture
 def cfg(tmp_path: Path) -> Path:
     for d in ("inbox", "output", "done", "failed"):
         (tmp_path / "share" / d).mkdir(parents=True)
+    (tmp_path / "share/inbox/faces").mkdir()
+    (tmp_path / "share/inbox/faces/me.jpg").write_bytes(jpeg(200))
+    (tmp_path / "share/inbox/ffwatch.yaml").write_text("sources: [faces/me.jpg]\n")
     p = tmp_path / "config.yaml"
     p.write_text(textwrap.dedent("""
         state_dir: state
@@ -82,7 +93,7 @@ def test_invalid_config_exits_1_naming_the_key(tmp_path: Path, capsys) -> None:
 def test_cancel_queued_files_the_original_and_retry_brings_it_back(cfg: Path, capsys) -> None:
     settings = load_config(cfg)
     inbox_file = settings.watches[0].inbox / "a.jpg"
-    inbox_file.write_bytes(b"abc")
+    inbox_file.write_bytes(jpeg(1))
     job_id = add_job(cfg)
     assert main(["jobs", "cancel", str(job_id), "-c", str(cfg)]) == 0
     assert not inbox_file.exists()
@@ -91,28 +102,61 @@ def test_cancel_queued_files_the_original_and_retry_brings_it_back(cfg: Path, ca
     assert failed.exists() and report["error_kind"] == "cancelled" and report["job_id"] == job_id
     assert main(["jobs", "cancel", str(job_id), "-c", str(cfg)]) == 1      # already cancelled
     assert main(["jobs", "retry", str(job_id), "-c", str(cfg)]) == 0
-    assert inbox_file.read_bytes() == b"abc" and not failed.exists()
+    assert inbox_file.read_bytes() == jpeg(1) and not failed.exists()
     with store_for(cfg) as s:
         assert s.get(job_id).state == "queued"
     assert main(["jobs", "retry", str(job_id), "-c", str(cfg)]) == 1      # queued: not retryable
+    assert f"job {job_id}: is queued" in capsys.readouterr().err
 
 
-def test_retry_failed_moves_every_failed_original_back(cfg: Path) -> None:
+def refuse(cfg: Path, name: str, data: bytes, kind: str) -> int:
     settings = load_config(cfg)
     watch = settings.watches[0]
-    for name in ("x.jpg", "y.jpg"):
-        (watch.inbox / name).write_bytes(name.encode())
-        with store_for(cfg) as s:
-            job, _ = s.record_failure(watch="studio", rel_path=name, size=5, mtime=1.0, content_hash=name,
-                                      kind="image", error_kind="bad_input", message="nope")
-        file_failed_original(watch, job)
+    (watch.inbox / name).parent.mkdir(parents=True, exist_ok=True)
+    (watch.inbox / name).write_bytes(data)
+    with store_for(cfg) as s:
+        job, _ = s.record_failure(watch="studio", rel_path=name, size=len(data), mtime=1.0, content_hash=name,
+                                  kind="image", error_kind=kind, message="nope")
+    file_failed_original(watch, job)
+    return job.id
+
+
+def test_retry_failed_moves_every_failed_original_back_with_the_current_sidecar(cfg: Path) -> None:
+    settings = load_config(cfg)
+    watch = settings.watches[0]
+    ids = [refuse(cfg, name, jpeg(i), "no_sidecar") for i, name in enumerate(("x.jpg", "y.jpg"))]
     assert sorted(p.name for p in watch.failed.iterdir()) == ["x.jpg", "x.jpg.error.json", "y.jpg", "y.jpg.error.json"]
     assert main(["jobs", "retry", "--failed", "-c", str(cfg)]) == 0
-    assert sorted(p.name for p in watch.inbox.iterdir()) == ["x.jpg", "y.jpg"]
+    assert {"x.jpg", "y.jpg"} <= {p.name for p in watch.inbox.iterdir()}
     assert list(watch.failed.iterdir()) == []
-    # Refused at ingest: the rows are forgotten so the watcher ingests the files afresh.
     with store_for(cfg) as s:
-        assert s.list() == []
+        for job_id in ids:                  # the same job, now with the spec the sidecar gives
+            job = s.get(job_id)
+            assert job.state == "queued" and job.spec["sources"] == [str(watch.inbox / "faces/me.jpg")]
+            assert job.sources[0]["sha256"] and job.sidecars == [str(watch.inbox / "ffwatch.yaml")]
+
+
+def test_retry_is_refused_while_the_sidecar_is_still_broken(cfg: Path, capsys) -> None:
+    settings = load_config(cfg)
+    watch = settings.watches[0]
+    (watch.inbox / "sub").mkdir()
+    (watch.inbox / "sub/ffwatch.yaml").write_text("sorces: [../faces/me.jpg]\n")
+    job_id = refuse(cfg, "sub/z.jpg", jpeg(3), "bad_sidecar")
+    assert main(["jobs", "retry", str(job_id), "-c", str(cfg)]) == 1
+    err = capsys.readouterr().err
+    assert "would be refused again" in err and "sorces" in err
+    assert (watch.failed / "sub/z.jpg").exists() and (watch.failed / "sub/z.jpg.error.json").exists()
+    (watch.inbox / "sub/ffwatch.yaml").write_text("sources: [../faces/me.jpg]\n")
+    assert main(["jobs", "retry", str(job_id), "-c", str(cfg)]) == 0
+    assert (watch.inbox / "sub/z.jpg").exists()
+
+
+def test_job_ids_are_never_reused(cfg: Path) -> None:
+    first = add_job(cfg, "p.jpg")
+    with store_for(cfg) as s:
+        s.cancel(first)
+        s.purge(-1)
+    assert add_job(cfg, "q.jpg") == first + 1
 
 
 def test_purge(cfg: Path, capsys) -> None:
@@ -155,3 +199,16 @@ def test_check_says_plainly_when_cuda_is_asked_for_but_not_active(cfg: Path, cap
         pytest.skip("this machine really has CUDA")
     assert code == 1
     assert "device 0: CUDA was asked for but a real session runs on CPUExecutionProvider" in out
+
+
+def test_a_broken_config_does_not_hide_the_job_table(cfg: Path, capsys) -> None:
+    add_job(cfg)
+    cfg.write_text(cfg.read_text().replace("name: studio", "name: studio\n    mode: sometimes"))
+    assert main(["check", "-c", str(cfg)]) == 1
+    capsys.readouterr()
+    assert main(["jobs", "list", "-c", str(cfg)]) == 0
+    out = capsys.readouterr()
+    assert "a.jpg" in out.out and "watches[0].mode" in out.err and "anyway" in out.err
+    assert main(["status", "-c", str(cfg)]) == 0
+    assert "queued 1" in capsys.readouterr().out
+    assert main(["jobs", "retry", "1", "-c", str(cfg)]) == 1         # changes still need a valid config

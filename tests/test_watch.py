@@ -47,6 +47,10 @@ class Recorder:
         with self.lock:
             self.calls["settled"] += 1
 
+    def job_refused(self, watch: str, kind: str, error_kind: str) -> None:
+        with self.lock:
+            self.calls[f"refused:{error_kind}"] += 1
+
 
 def make_settings(tmp_path: Path, mode: str, **extra: object) -> Settings:
     lib = tmp_path / "lib"
@@ -246,6 +250,23 @@ def test_bad_files_do_not_stop_the_watch(make_env) -> None:
                      "bad/x.jpg": ("failed", "bad_sidecar"), "good.jpg": ("queued", None)}
     wait_for(lambda: (env.watch.failed / "bad/x.jpg.error.json").exists(), what="the report")
     assert (env.inbox / "bad/ffwatch.yaml").exists()          # a sidecar is never moved
+    # Refusals count as failures in the metrics too (the failure-ratio alert sees them).
+    wait_for(lambda: env.metrics.calls["refused:bad_input"] == 2 and env.metrics.calls["refused:bad_sidecar"] == 1,
+             what="the refusals in the metrics")
+
+
+def test_a_source_copied_after_its_target_is_waited_for(make_env) -> None:
+    env = make_env("inotify", sidecar_wait="20s")
+    env.service.start()
+    wait_for(lambda: env.service.available()["w"], what="the watch to start")
+    put(env.inbox / "late/ffwatch.yaml", b"sources: [faces/me.png]\n")
+    put(env.inbox / "late/target.jpg", JPEG + b"t")
+    wait_for(lambda: env.metrics.calls["settled"] >= 1, what="the target to settle")
+    assert env.jobs() == [], "the target waits for its source instead of failing"
+    put(env.inbox / "late/faces/me.png", FACE)
+    wait_for(lambda: len(env.jobs()) == 1, what="the job once the source arrived", timeout=20)
+    job = env.jobs()[0]
+    assert job.state == "queued" and job.rel_path == "late/target.jpg"
 
 
 def test_start_and_stop_do_not_block_and_stop_is_idempotent(make_env) -> None:
