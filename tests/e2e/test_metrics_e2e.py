@@ -72,7 +72,10 @@ def test_scraped_metrics_agree_with_folders_and_table(make_daemon) -> None:
     assert total(s, "ffwatchd_jobs_enqueued_total", watch="studio") == 4
     assert total(s, "ffwatchd_files_discovered_total", watch="studio") >= 5
     assert total(s, "ffwatchd_jobs_finished_total", watch="studio", kind="image", outcome="done") == 4
-    assert total(s, "ffwatchd_jobs_finished_total", outcome="failed") == 0   # refused at ingest, never ran
+    # The refused file counts as a failure (so the failure-ratio alert sees refusals) but it never
+    # ran: no duration, no queue wait.
+    assert total(s, "ffwatchd_jobs_finished_total", outcome="failed") == 1
+    assert total(s, "ffwatchd_job_errors_total", error_kind="bad_input", outcome="failed") == 1
     assert total(s, "ffwatchd_job_duration_seconds_count", kind="image") == 4
     assert total(s, "ffwatchd_queue_wait_seconds_count") == 4
     assert total(s, "ffwatchd_settle_wait_seconds_count") >= 5
