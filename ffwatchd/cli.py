@@ -128,7 +128,7 @@ def cmd_status(args: argparse.Namespace) -> int:
               + (f", CLAIMING PAUSED: {paused}" if paused else ""))
         rows = [(w["device"], w.get("provider") or "-", w.get("pid") or "-", w.get("state", "-"),
                  w.get("job_id") or "-", w.get("jobs_done", 0)) for w in daemon.get("workers", [])]
-        print_table(rows, ["device", "provider", "pid", "state", "job", "jobs done"])
+        print_table(rows, ["device", "provider", "pid", "state", "job", "jobs run"])
         for msg in daemon.get("warnings", []):
             print(f"warning: {msg}")
     if running:

@@ -6,7 +6,9 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ import yaml
 from ffwatchd import jobspec
 from ffwatchd.config import CONFIG_ENV, Settings, load_config, parse_size
 from ffwatchd.errors import ConfigError, JobError
+from ffwatchd.sniff import sniff_file
 
 log = logging.getLogger(__name__)
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -26,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("-c", "--config", help=f"config file (optional; default ${CONFIG_ENV} if set)")
     parser.add_argument("-s", "--source", dest="sources", action="extend", nargs="+", default=[],
                         metavar="SRC", help="source face image(s) of one person")
-    parser.add_argument("-t", "--target", required=True, help="the image to process")
+    parser.add_argument("-t", "--target", required=True, help="the image or video to process")
     parser.add_argument("-o", "--output", required=True, help="output file, or an existing folder")
     parser.add_argument("--processors", nargs="+", choices=jobspec.PROCESSORS, metavar="PROC",
                         help=f"in order, from: {', '.join(jobspec.PROCESSORS)} (default face_swapper)")
@@ -137,12 +140,34 @@ def run(args: argparse.Namespace) -> int:
     if not target.is_file():
         print(f"ffwatchd process: target {target} is not a file", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        kind = sniff_file(target).kind
+    except JobError as e:
+        print(f"ffwatchd process: {e.kind}: {e.message}", file=sys.stderr)
+        return EXIT_FAIL
     tmp = None
+    workdir = None
     try:
         if output.is_dir():
-            output = output / (target.stem + pipeline.output_suffix(target, spec))
-        tmp = output.with_name(f".{output.name}.ffwatchd-{os.getpid()}.tmp")
-        result = pipeline.process_image(target, tmp, spec)
+            suffix = pipeline.output_suffix(target, spec) if kind == "image" else target.suffix.lower()
+            output = output / (target.stem + suffix)
+        tmp = output.with_name(f".{output.name}.ffwatchd-{os.getpid()}.tmp{output.suffix}")
+        if kind == "image":
+            result = pipeline.process_image(target, tmp, spec)
+            summary = {"faces": result.faces, "processors": result.processors, "models": result.models,
+                       "output_format": result.output_format, "copied": result.copied}
+        else:
+            from ffwatchd.media.ffmpeg import find_ffmpeg
+            from ffwatchd.runner import process_video_file
+
+            workdir = Path(tempfile.mkdtemp(prefix="ffwatchd-process-"))
+            video = process_video_file(pipeline, target, tmp, spec, workdir=workdir,
+                                       ffmpeg=find_ffmpeg(settings.ffmpeg if settings else None),
+                                       max_pixels=pipeline.max_pixels, on_cuda=pipeline.active_provider() == "cuda",
+                                       provenance=pipeline.provenance)
+            summary = {"faces": video.faces_total, "frames": video.frames, "processors": list(spec.processors),
+                       "models": spec.models_used(), "has_audio": video.has_audio,
+                       "copied": video.faces_total == 0}
         os.replace(tmp, output)
         tmp = None
     except JobError as e:
@@ -154,14 +179,17 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if tmp is not None and tmp.exists():
             tmp.unlink()
-    summary = {"output": str(output), "faces": result.faces, "processors": result.processors,
-               "models": result.models, "output_format": result.output_format, "copied": result.copied,
-               "provider": pipeline.active_provider(), "execution_providers": pipeline.execution_providers()}
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    summary = {"output": str(output), "kind": kind, **summary, "provider": pipeline.active_provider(),
+               "execution_providers": pipeline.execution_providers()}
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        what = "copied unchanged (no face)" if result.copied else f"{result.faces} face(s)"
-        print(f"{output}: {what}, {', '.join(result.processors) or '-'} on {summary['provider']}")
+        what = "copied unchanged (no face)" if summary["copied"] else f"{summary['faces']} face(s)"
+        if kind == "video":
+            what += f" in {summary['frames']} frames"
+        print(f"{output}: {what}, {', '.join(summary['processors']) or '-'} on {summary['provider']}")
     return EXIT_OK
 
 

@@ -156,8 +156,7 @@ class Supervisor:
         self.metrics = Metrics(self.store, folders)
         m = self.settings.metrics
         if m.enabled:
-            port = self.metrics.start(m.host, m.port)
-            log.info("metrics on http://%s:%d/metrics", m.host, port)
+            self.metrics.start(m.host, m.port)          # it logs its own address
 
     def _start_diskguard(self) -> None:
         from ffwatchd.diskguard import DiskGuard

@@ -123,3 +123,23 @@ def test_the_main_command_line_reaches_process(files, config, tmp_path, monkeypa
     monkeypatch.setenv("FFWATCHD_CONFIG", str(config))        # -c falls back to the environment
     rc = main(["process", "-t", str(files / "target.jpg"), "-o", str(tmp_path / "l.jpg"), "--processors", "label"])
     assert rc == 0 and (tmp_path / "l.jpg").is_file()
+
+
+def test_a_video_goes_through_the_same_video_path_as_the_daemon(files, config, capsys, monkeypatch):
+    import subprocess
+
+    from ffwatchd.media.ffmpeg import find_ffmpeg, probe
+
+    monkeypatch.delenv("FFWATCHD_CONFIG", raising=False)
+    ffmpeg = find_ffmpeg(None)
+    clip = files / "clip.mp4"
+    subprocess.run([ffmpeg, "-v", "error", "-y", "-loop", "1", "-framerate", "10", "-i", str(files / "target.jpg"),
+                    "-t", "1", "-c:v", "libx264", "-pix_fmt", "yuv420p", str(clip)], check=True)
+    out = files / "out.mp4"
+    rc = run_process(["-c", str(config), "-s", str(files / "alice.png"), "-t", str(clip), "-o", str(out),
+                      "--json", *SYNTH_FLAGS])
+    assert rc == 0, capsys.readouterr().err
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["kind"] == "video" and summary["frames"] == 10 and summary["faces"] == 10
+    assert probe(out).frame_count == 10
+    assert sorted(p.name for p in files.iterdir() if p.name.startswith(".")) == []      # no temp left

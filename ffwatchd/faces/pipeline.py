@@ -261,7 +261,8 @@ class Pipeline:
             if spec.face_selector.mode == "reference":
                 where += f", within {spec.face_selector.max_distance} of the reference"
             if spec.on_no_face == "fail":
-                raise JobError("no_face", f"no face found in {target.name} ({where})")
+                raise JobError("no_face", f"no face found in {target.name} ({where}); "
+                                          "on_no_face: copy would pass it through unchanged")
             log.info("no face in %s (%s); on_no_face: copy", target.name, where)
             if fmt == image.format:
                 copy_file(target, output)
