@@ -1,44 +1,63 @@
-"""Which filesystem a path lives on, from /proc/self/mountinfo."""
+"""Which filesystem a path lives on (from /proc/self/mountinfo), and whether it must be polled."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse", "9p", "ceph", "glusterfs")
+MOUNTINFO = Path("/proc/self/mountinfo")
+# Network and FUSE filesystems: inotify does not see writes made by other machines there.
+POLL_FSTYPES = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse", "9p", "ceph", "glusterfs"})
+
+
+def _unescape(field_: str) -> str:
+    """mountinfo escapes space, tab, newline and backslash as octal (\\040)."""
+    out, i = [], 0
+    while i < len(field_):
+        if field_[i] == "\\" and i + 4 <= len(field_) and field_[i + 1:i + 4].isdigit():
+            out.append(chr(int(field_[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(field_[i])
+            i += 1
+    return "".join(out)
 
 
 def parse_mountinfo(text: str) -> list[tuple[str, str]]:
-    """(mount point, filesystem type) for each line of a mountinfo text."""
+    """(mount point, fs type) for each line of /proc/self/mountinfo."""
     mounts = []
     for line in text.splitlines():
         left, sep, right = line.partition(" - ")
         fields = left.split()
-        if not sep or len(fields) < 5:
+        if not sep or len(fields) < 5 or not right.split():
             continue
-        mount_point = fields[4].replace("\\040", " ").replace("\\011", "\t").replace("\\134", "\\")
-        mounts.append((mount_point, right.split()[0]))
+        mounts.append((_unescape(fields[4]), right.split()[0]))
     return mounts
 
 
 def filesystem_type(path: str | os.PathLike, mountinfo: str | None = None) -> str:
-    """The type of the filesystem holding `path` (its nearest existing parent); '' if unknown."""
+    """The type of the filesystem holding `path` (which need not exist yet): the mount with the
+    longest mount-point prefix of its real path; 'unknown' when mountinfo cannot be read."""
     p = Path(path).absolute()
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    real = os.path.realpath(p)
     if mountinfo is None:
         try:
-            mountinfo = Path("/proc/self/mountinfo").read_text()
+            mountinfo = MOUNTINFO.read_text()
         except OSError:
-            return ""
-    best, fstype = "", ""
-    for mount_point, kind in parse_mountinfo(mountinfo):
-        prefix = mount_point.rstrip("/") + "/"
-        if (real == mount_point or real.startswith(prefix) or mount_point == "/") and len(mount_point) >= len(best):
-            best, fstype = mount_point, kind
+            return "unknown"
+    real = Path(os.path.realpath(p))
+    best, fstype = -1, "unknown"
+    for point, kind in parse_mountinfo(mountinfo):
+        mp = Path(point)
+        if (real == mp or mp in real.parents) and len(mp.parts) > best:
+            best, fstype = len(mp.parts), kind
     return fstype
 
 
 def is_network_fs(fstype: str) -> bool:
-    return fstype in NETWORK_FS or fstype.startswith("fuse.") or fstype.startswith("nfs")
+    return fstype in POLL_FSTYPES or fstype.startswith("fuse.") or fstype.startswith("nfs")
+
+
+def detect_mode(path: Path, mountinfo: str | None = None) -> tuple[str, str]:
+    """('poll' | 'inotify', fs type) for the mount holding `path`."""
+    fstype = filesystem_type(path, mountinfo)
+    return ("poll" if is_network_fs(fstype) else "inotify"), fstype

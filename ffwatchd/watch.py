@@ -22,14 +22,13 @@ from watchdog.observers import Observer
 
 from ffwatchd.config import Settings, WatchSettings
 from ffwatchd.ingest import HashCache, IngestResult, classify_name, ingest_file, is_ignored_dir
+from ffwatchd.mounts import detect_mode
 from ffwatchd.settle import FileState, SettleTracker
 from ffwatchd.sidecar import SIDECAR_NAME, SIDECAR_SUFFIX, SourceIndex, is_sidecar_name, is_within
 from ffwatchd.store import JobStore
 
 log = logging.getLogger(__name__)
 
-POLL_FSTYPES = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse"})
-MOUNTINFO = Path("/proc/self/mountinfo")
 WAITING_RECHECK = 1.0        # seconds between looks for a late sidecar
 
 
@@ -38,46 +37,6 @@ class WatchMetrics(Protocol):
     def job_enqueued(self, watch: str) -> None: ...
     def job_refused(self, watch: str, kind: str, error_kind: str) -> None: ...
     def settle_wait(self, watch: str, seconds: float) -> None: ...
-
-
-# -- mode detection -------------------------------------------------------------------------
-
-def _unescape(field_: str) -> str:
-    """mountinfo escapes space, tab, newline and backslash as octal (\\040)."""
-    out, i = [], 0
-    while i < len(field_):
-        if field_[i] == "\\" and i + 4 <= len(field_) and field_[i + 1:i + 4].isdigit():
-            out.append(chr(int(field_[i + 1:i + 4], 8)))
-            i += 4
-        else:
-            out.append(field_[i])
-            i += 1
-    return "".join(out)
-
-
-def parse_mountinfo(text: str) -> list[tuple[str, str]]:
-    """(mount point, fs type) for each line of /proc/self/mountinfo."""
-    mounts = []
-    for line in text.splitlines():
-        left, sep, right = line.partition(" - ")
-        fields = left.split()
-        if not sep or len(fields) < 5 or not right.split():
-            continue
-        mounts.append((_unescape(fields[4]), right.split()[0]))
-    return mounts
-
-
-def detect_mode(path: Path, mountinfo: str | None = None) -> tuple[str, str]:
-    """('poll' | 'inotify', fs type) for the mount holding `path` (longest mount-point prefix)."""
-    text = MOUNTINFO.read_text() if mountinfo is None else mountinfo
-    real = Path(os.path.realpath(path))
-    best, fstype = -1, "unknown"
-    for point, kind in parse_mountinfo(text):
-        mp = Path(point)
-        if is_within(real, mp) and len(mp.parts) > best:
-            best, fstype = len(mp.parts), kind
-    polled = fstype in POLL_FSTYPES or fstype.startswith("fuse.")
-    return ("poll" if polled else "inotify"), fstype
 
 
 # -- scanning --------------------------------------------------------------------------------

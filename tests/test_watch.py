@@ -14,7 +14,8 @@ import pytest
 
 from ffwatchd.config import Settings, load_settings
 from ffwatchd.store import JobStore
-from ffwatchd.watch import WatchService, detect_mode, parse_mountinfo, scan_inbox
+from ffwatchd.mounts import detect_mode, parse_mountinfo
+from ffwatchd.watch import WatchService, scan_inbox
 
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100
 FACE = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100
