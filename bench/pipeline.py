@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import cv2
-import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 # bench/ holds a queue.py that would shadow the standard library's `queue` (urllib3 needs it).

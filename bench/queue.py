@@ -70,8 +70,8 @@ def main() -> None:
         ours_enq, ours_claim = bench_store(Path(d), args.jobs)
         huey_enq, huey_deq = bench_huey(Path(d), args.jobs)
     lines = [
-        f"| queue | enqueue/s | take+finish/s |",
-        f"|---|---|---|",
+        "| queue | enqueue/s | take+finish/s |",
+        "|---|---|---|",
         f"| ffwatchd JobStore (claim with lease + finish: 2 transactions) | {ours_enq:,.0f} | {ours_claim:,.0f} |",
         f"| huey SqliteHuey (enqueue, dequeue = delete-on-take) | {huey_enq:,.0f} | {huey_deq:,.0f} |",
         "",

@@ -7,14 +7,12 @@ them off the queue and calls the verbs `spawn_worker`, `reap_workers`, `murder_w
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import multiprocessing as mp
 import os
 import queue
 import signal
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,7 +25,8 @@ from ffwatchd.filing import write_json_atomic
 from ffwatchd.logs import setup_logging
 from ffwatchd.store import JobStore
 from ffwatchd.systemd import Notifier
-from ffwatchd.worker import owner_pid, worker_main, worker_owner
+from ffwatchd.recovery import give_back, lock_state_dir, recover_at_start
+from ffwatchd.worker import worker_main, worker_owner
 
 log = logging.getLogger("ffwatchd.daemon")
 
@@ -96,9 +95,9 @@ class Supervisor:
         s = self.settings
         for folder in (s.state_dir, s.temp_dir, s.models_dir):
             folder.mkdir(parents=True, exist_ok=True)
-        self._lock_state_dir()
+        self._lock_file = lock_state_dir(s)
         self.store = JobStore(s.db_path, max_attempts=s.workers.max_attempts, retry_backoff=s.workers.retry_backoff)
-        self._recover()
+        recover_at_start(s, self.store)
         self._start_metrics()
         self._start_diskguard()
         for slot in self.slots:
@@ -110,44 +109,6 @@ class Supervisor:
         self.write_status()
         self.notifier.ready(self.status_line())
         log.info("ffwatchd ready: %d watch(es), %d worker(s)", len(s.watches), len(self.slots))
-
-    def _lock_state_dir(self) -> None:
-        path = self.settings.state_dir / "daemon.lock"
-        self._lock_file = open(path, "a+")
-        try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise SystemExit(f"ffwatchd: another daemon already runs on {self.settings.state_dir} (lock {path})")
-
-    def _recover(self) -> None:
-        """After a crash: jobs held by dead workers of this host go back; stale temp folders go."""
-        host = socket.gethostname()
-
-        def alive(owner: str) -> bool:
-            parsed = owner_pid(owner)
-            if parsed is None or parsed[0] != host:
-                return True              # another host's worker: its lease decides
-            return False                 # we hold the state-dir lock: no worker of ours is alive
-        back = self.store.requeue_dead_owners(alive)
-        if back:
-            log.warning("recovered %d job(s) held by workers of a previous run: %s", len(back), back)
-        try:
-            from ffwatchd.retention import clean_temp_at_startup
-
-            clean_temp_at_startup(self.settings, self.store)
-        except OSError as e:
-            log.warning("start-up temp cleanup failed: %s", e)
-        self._remove_stale_temp_names()
-
-    def _remove_stale_temp_names(self) -> None:
-        """Hidden partial copies (`.ffwatchd-<job>-*`) a crash left where an interrupted filing
-        was writing; only the folders of unfinished plans are looked at, never the whole share."""
-        from ffwatchd.filing import Plan, remove_partials
-
-        for job in self.store.iter_jobs(["queued", "running"]):
-            if job.filing:
-                for path in remove_partials(Plan.from_dict(job.filing), job.id):
-                    log.info("job %d: removed a partial file left by a crash: %s", job.id, path)
 
     def _start_metrics(self) -> None:
         from ffwatchd.metrics import Metrics
@@ -216,7 +177,8 @@ class Supervisor:
                 kind = "worker_crashed" if reason == "crashed" else reason
                 if kind in ("memory", "timeout", "stalled") and job_id != current:
                     kind = "worker_crashed"     # the job being filed, not the one that ran over
-                self._give_back(slot, job_id, kind, how)
+                give_back(self.settings, self.store, self.metrics, job_id, worker_owner(slot.device, slot.pid),
+                          kind, how, self.stopping)
             slot.jobs = {}
             if not self.stopping and self.metrics is not None:
                 self.metrics.worker_restarted(slot.device, reason if reason != "stopped" else "crashed")
@@ -227,42 +189,6 @@ class Supervisor:
                 slot.next_spawn = time.monotonic() + min(SPAWN_BACKOFF_MAX, 2 ** min(slot.restarts, 6) / 4)
             else:
                 slot.next_spawn = 0.0
-
-    def _give_back(self, slot: WorkerSlot, job_id: int, kind: str, how: str) -> None:
-        owner = worker_owner(slot.device, slot.pid)
-        messages = {"worker_crashed": f"the worker running it died ({how})",
-                    "timeout": f"it ran longer than workers.job_timeout ({self.settings.workers.job_timeout:.0f} s)",
-                    "stalled": "its worker stopped heartbeating",
-                    "memory": f"its worker went over workers.ram_limit ({self.settings.workers.ram_limit} bytes)"}
-        try:
-            job = self.store.get(job_id)
-            if job.state != "running" or job.lease_owner != owner:
-                return
-            if self.stopping and kind == "stopped":
-                self.store.release(job_id, owner)
-                log.info("job %d given back to the queue", job_id)
-                return
-            err_kind = "memory" if kind == "memory" else ("timeout" if kind == "timeout" else "worker_crashed")
-            after = self.store.fail(job_id, owner, error_kind=err_kind, message=messages.get(kind, kind),
-                                    transient=err_kind != "memory")
-            log.warning("job %d: %s; now %s", job_id, messages.get(kind, kind), after.state)
-            if after.state == "failed":   # out of attempts: file the original like any failure
-                self._file_final_failure(after)
-            if self.metrics is not None:
-                started = job.started_at or time.time()
-                self.metrics.job_finished(job.watch, job.kind, "failed" if after.state == "failed" else "retried",
-                                          time.time() - started, max(0.0, started - job.queued_at),
-                                          error_kind=err_kind)
-        except Exception:  # noqa: BLE001 - never let one job's bookkeeping stop the supervisor
-            log.exception("job %s: could not give it back after its worker exited", job_id)
-
-    def _file_final_failure(self, job: Any) -> None:
-        from ffwatchd.filing import file_failed_original
-
-        try:
-            file_failed_original(self.settings.watch(job.watch), job)
-        except (KeyError, OSError) as e:
-            log.error("job %d: could not file the original to failed/: %s", job.id, e)
 
     def murder_workers(self) -> None:
         """Kill workers whose job ran past job_timeout, whose heartbeats stalled, or that ate too much RAM."""

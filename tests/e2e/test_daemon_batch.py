@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.e2e.harness import decodes, face_jpeg, wait_for
+from tests.e2e.harness import decodes, face_jpeg
 
 
 def test_fifty_images_with_a_sidecar(make_daemon) -> None:

@@ -10,7 +10,6 @@ import time
 
 import cv2
 import numpy as np
-import pytest
 
 from tests.e2e.harness import decodes, face_jpeg, wait_for
 

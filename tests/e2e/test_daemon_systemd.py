@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 
-from tests.e2e.harness import face_jpeg, wait_for
+from tests.e2e.harness import face_jpeg
 
 
 def test_ready_after_workers_and_watchdog_pings(make_daemon, tmp_path) -> None:

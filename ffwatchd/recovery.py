@@ -1,0 +1,86 @@
+"""After a crash or a worker's exit: lock the state dir, give back orphaned jobs, clean leftovers."""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import socket
+import time
+from typing import IO, Any
+
+from ffwatchd.config import Settings
+from ffwatchd.filing import Plan, file_failed_original, remove_partials
+from ffwatchd.store import JobStore
+from ffwatchd.worker import owner_pid
+
+log = logging.getLogger("ffwatchd.recovery")
+
+
+def lock_state_dir(settings: Settings) -> IO[str]:
+    """One daemon per state_dir: an exclusive lock held for the life of the process."""
+    path = settings.state_dir / "daemon.lock"
+    lock = open(path, "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise SystemExit(f"ffwatchd: another daemon already runs on {settings.state_dir} (lock {path})")
+    return lock
+
+
+def recover_at_start(settings: Settings, store: JobStore) -> None:
+    """Jobs held by this host's workers of a previous run go back to the queue (we hold the lock,
+    so none of them lives); temp folders of finished jobs and partial copies of interrupted
+    filings go."""
+    host = socket.gethostname()
+
+    def alive(owner: str) -> bool:
+        parsed = owner_pid(owner)
+        return parsed is None or parsed[0] != host      # another host's worker: its lease decides
+    back = store.requeue_dead_owners(alive)
+    if back:
+        log.warning("recovered %d job(s) held by workers of a previous run: %s", len(back), back)
+    try:
+        from ffwatchd.retention import clean_temp_at_startup
+
+        clean_temp_at_startup(settings, store)
+    except OSError as e:
+        log.warning("start-up temp cleanup failed: %s", e)
+    # Only the folders of unfinished plans are looked at, never the whole share.
+    for job in store.iter_jobs(["queued", "running"]):
+        if job.filing:
+            for path in remove_partials(Plan.from_dict(job.filing), job.id):
+                log.info("job %d: removed a partial file left by a crash: %s", job.id, path)
+
+
+def give_back(settings: Settings, store: JobStore, metrics: Any, job_id: int, owner: str, kind: str,
+              how: str, stopping: bool) -> None:
+    """A worker exited holding `job_id`: back to the queue (shutdown), retried, or failed and filed."""
+    w = settings.workers
+    messages = {"worker_crashed": f"the worker running it died ({how})",
+                "timeout": f"it ran longer than workers.job_timeout ({w.job_timeout:.0f} s)",
+                "stalled": "its worker stopped heartbeating",
+                "memory": f"its worker went over workers.ram_limit ({w.ram_limit} bytes)"}
+    try:
+        job = store.get(job_id)
+        if job.state != "running" or job.lease_owner != owner:
+            return
+        if stopping and kind == "stopped":
+            store.release(job_id, owner)
+            log.info("job %d given back to the queue", job_id)
+            return
+        err_kind = kind if kind in ("memory", "timeout") else "worker_crashed"
+        after = store.fail(job_id, owner, error_kind=err_kind, message=messages.get(kind, kind),
+                           transient=err_kind != "memory")
+        log.warning("job %d: %s; now %s", job_id, messages.get(kind, kind), after.state)
+        if after.state == "failed":               # out of attempts: file the original like any failure
+            try:
+                file_failed_original(settings.watch(job.watch), after)
+            except (KeyError, OSError) as e:
+                log.error("job %d: could not file the original to failed/: %s", job.id, e)
+        if metrics is not None:
+            started = job.started_at or time.time()
+            metrics.job_finished(job.watch, job.kind, "failed" if after.state == "failed" else "retried",
+                                 time.time() - started, max(0.0, started - job.queued_at), error_kind=err_kind)
+    except Exception:  # noqa: BLE001 - never let one job's bookkeeping stop the supervisor
+        log.exception("job %s: could not give it back after its worker exited", job_id)
