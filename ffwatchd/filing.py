@@ -31,7 +31,8 @@ def with_job_id(path: Path, job_id: int) -> Path:
     return path.with_name(f"{path.stem}-{job_id}{path.suffix}")
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make a folder's entries (a rename, a link, an unlink) durable."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
@@ -82,7 +83,7 @@ def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True) 
         if _same_file(src, target):             # linked before a crash: finish the move
             os.unlink(src)
             if sync_source:
-                _fsync_dir(src.parent)
+                fsync_dir(src.parent)
             return target
         try:
             _link_or_copy(src, target, job_id)
@@ -93,7 +94,7 @@ def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True) 
                 continue
         os.unlink(src)
         if sync_source:
-            _fsync_dir(src.parent)
+            fsync_dir(src.parent)
         return target
     raise AssertionError("unreachable")
 
@@ -103,7 +104,7 @@ def _link_or_copy(src: Path, dest: Path, job_id: int, replace: bool = False) -> 
     if not replace:
         try:
             os.link(src, dest)
-            _fsync_dir(dest.parent)
+            fsync_dir(dest.parent)
             return
         except OSError as e:
             if e.errno == errno.EEXIST:
@@ -128,7 +129,7 @@ def _link_or_copy(src: Path, dest: Path, job_id: int, replace: bool = False) -> 
                 if dest.exists():
                     raise FileExistsError(errno.EEXIST, "exists", str(dest)) from e
                 os.rename(tmp, dest)  # filesystems without hard links (some SMB shares)
-        _fsync_dir(dest.parent)
+        fsync_dir(dest.parent)
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -145,7 +146,7 @@ def write_json_atomic(path: Path, data: dict, tag: int | None = None) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def _iso(t: float | None) -> str | None:

@@ -13,6 +13,7 @@ from typing import Callable
 
 from ffwatchd import __version__
 from ffwatchd.faces.registry import ModelInfo
+from ffwatchd.filing import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ def fetch_model(info: ModelInfo, models_dir: Path, *, url: str | None = None, ti
     with open(part, "rb+") as f:
         os.fsync(f.fileno())
     os.replace(part, dest)
-    _fsync_dir(dest.parent)
+    fsync_dir(dest.parent)
     log.info("fetched %s -> %s", info.name, dest)
     return dest
 
@@ -109,11 +110,3 @@ def _download(url: str, part: Path, timeout: float, expected: int | None, progre
                     progress(done, total)
         if total is not None and done < total:
             raise FetchError(f"connection closed after {done} of {total} bytes")
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
