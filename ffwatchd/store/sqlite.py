@@ -1,8 +1,8 @@
-"""The SQLite job table: enqueue, claim with a lease, heartbeat, finish, fail, retry, cancel.
+"""The SQLite backend of the job table: one WAL database on local disk, shared by the
+supervisor, the workers and the command line of one host.
 
-One WAL database on local disk, shared by the supervisor, the workers and the command line.
 Every method is one transaction; the ones that change state run under `BEGIN IMMEDIATE`.
-The queue sits behind these few verbs so another dispatch engine could take its place.
+The verbs and their meaning are in `contract.py`.
 """
 
 from __future__ import annotations
@@ -11,13 +11,11 @@ import json
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-STATES = ("queued", "running", "done", "failed", "cancelled")
-FINISHED = ("done", "failed", "cancelled")
-KINDS = ("image", "video")
+from ffwatchd.store.contract import (FINISHED, KINDS, STATES, Heartbeat, Job, JobQueue, NotFound,
+                                     Stats, TransitionError)
 
 _MIGRATIONS: list[str] = [
     # 1: the job table
@@ -60,49 +58,6 @@ _MIGRATIONS: list[str] = [
 ]
 
 
-class TransitionError(Exception):
-    """A state change the job's current state does not allow."""
-
-
-class NotFound(KeyError):
-    """No job with that id."""
-
-
-@dataclass(frozen=True)
-class Job:
-    id: int
-    watch: str
-    rel_path: str
-    size: int
-    mtime: float
-    content_hash: str
-    kind: str
-    priority: int
-    spec: dict
-    sources: list
-    sidecars: list
-    state: str
-    attempts: int
-    max_attempts: int
-    not_before: float
-    lease_owner: str | None
-    lease_until: float | None
-    progress_done: int | None
-    progress_total: int | None
-    created_at: float
-    queued_at: float
-    started_at: float | None
-    finished_at: float | None
-    output_path: str | None
-    error_kind: str | None
-    error_message: str | None
-    filing: dict | None
-    worker: dict | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-
 _JSON_COLUMNS = {"spec", "sources", "sidecars", "filing", "worker"}
 
 
@@ -112,26 +67,8 @@ def _job(row: sqlite3.Row) -> Job:
     return Job(**values)
 
 
-@dataclass(frozen=True)
-class Heartbeat:
-    """What a heartbeat found: `ok`, `cancelled` (stop now) or `lost` (someone else owns it)."""
-    status: str
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-
-@dataclass
-class Stats:
-    """Counters since this store was opened (fed to metrics by the caller)."""
-    expired_leases: int = 0
-    retries: int = 0
-    extra: dict = field(default_factory=dict)
-
-
-class JobStore:
-    """The job table. Safe to use from several threads of one process and from many processes."""
+class SqliteJobStore(JobQueue):
+    """The job table in SQLite. Safe to use from several threads of one process and from many processes."""
 
     def __init__(self, path: str | Path, *, max_attempts: int = 3, retry_backoff: float = 30.0,
                  busy_timeout: float = 30.0, clock: Callable[[], float] = time.time) -> None:
@@ -159,7 +96,7 @@ class JobStore:
         with self._lock:
             self._db.close()
 
-    def __enter__(self) -> "JobStore":
+    def __enter__(self) -> "SqliteJobStore":
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -181,7 +118,7 @@ class JobStore:
         return self._db.execute("PRAGMA user_version").fetchone()[0]
 
     class _Tx:
-        def __init__(self, store: "JobStore", durable: bool) -> None:
+        def __init__(self, store: "SqliteJobStore", durable: bool) -> None:
             self.store, self.durable = store, durable
 
         def __enter__(self) -> sqlite3.Connection:
@@ -205,9 +142,9 @@ class JobStore:
             finally:
                 self.store._lock.release()
 
-    def _write(self, durable: bool = False) -> "JobStore._Tx":
+    def _write(self, durable: bool = False) -> "SqliteJobStore._Tx":
         """One write transaction; `durable` syncs it to disk (transitions that gate file moves)."""
-        return JobStore._Tx(self, durable)
+        return SqliteJobStore._Tx(self, durable)
 
     def _row(self, db: sqlite3.Connection, job_id: int) -> sqlite3.Row:
         row = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
