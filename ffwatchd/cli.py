@@ -234,10 +234,19 @@ def _cancel(store: JobStore, settings: Settings, job: Job) -> str:
     from ffwatchd.filing import file_failed_original
 
     was = job.state
+    if was == "queued" and job.filing and job.filing.get("outcome") == "done":
+        # Processed, and its filing interrupted: the result is (partly) in place. Finish that.
+        from ffwatchd.recovery import complete_done_plan
+
+        if complete_done_plan(settings, store, job, None):
+            now = store.get(job.id)
+            if now.state == "done":
+                return f"not cancelled: it had been processed; its filing was completed (done, {now.output_path})"
+            return "not cancelled: it had been processed; its filing waits for the share"
     cancelled = store.cancel(job.id)
     if was == "queued":  # nobody holds it: file the original now, so the inbox does not keep it
         try:
-            where = file_failed_original(settings.watch(job.watch), cancelled)
+            where = file_failed_original(settings.watch(job.watch), cancelled, ledger=store)
             return f"cancelled; original filed to {where}"
         except (KeyError, FileNotFoundError) as e:
             return f"cancelled; original not filed ({e})"

@@ -13,6 +13,7 @@ import yaml
 
 from ffwatchd import jobspec
 from ffwatchd.errors import ConfigError
+from ffwatchd.safefs import Perms
 
 CONFIG_ENV = "FFWATCHD_CONFIG"
 
@@ -80,6 +81,13 @@ class WatchSettings:
     source_roots: tuple[Path, ...] = ()
     # A sidecar mapping (see sidecar.py); deep-copied, never shared with callers.
     defaults: dict = field(default_factory=dict, hash=False, compare=True)
+    file_mode: int = 0o664        # what ffwatchd writes on the share, set explicitly (not by umask)
+    dir_mode: int = 0o775
+    group: int | None = None      # gid given to what ffwatchd writes there (None: the process's)
+
+    @property
+    def perms(self) -> Perms:
+        return Perms(self.file_mode, self.dir_mode, self.group)
 
     def folders(self) -> dict[str, Path]:
         return {"inbox": self.inbox, "output": self.output, "done": self.done, "failed": self.failed}
@@ -282,6 +290,33 @@ def _device(v: Any) -> str:
     raise ValueError(f"{v!r} is not a device (cpu, or a CUDA device id 0, 1, ...)")
 
 
+def _mode(allowed: int) -> Callable[[Any], int]:
+    def conv(v: Any) -> int:
+        if not isinstance(v, str) or not re.fullmatch(r"0?[0-7]{3,4}", v.strip()):
+            raise ValueError(f"{v!r} is not a mode: write it as a quoted octal string, e.g. '0664' "
+                             "(an unquoted 0664 is read by YAML as a number)")
+        mode = int(v.strip(), 8)
+        if mode & ~allowed:
+            raise ValueError(f"{v!r} sets bits a file ffwatchd writes may not have (allowed: {allowed:04o})")
+        return mode
+    return conv
+
+
+def _group(v: Any) -> int | None:
+    import grp
+
+    if v is None or v == "":
+        return None
+    if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+        return v
+    if isinstance(v, str):
+        try:
+            return grp.getgrnam(v).gr_gid
+        except KeyError:
+            raise ValueError(f"{v!r} is not a group on this host") from None
+    raise ValueError(f"{v!r} is not a group name or id")
+
+
 def _is_within(child: Path, parent: Path) -> bool:
     try:
         child.relative_to(parent)
@@ -294,7 +329,7 @@ _TOP_KEYS = {"state_dir", "temp_dir", "models_dir", "watches", "workers", "metri
              "retention", "log", "models", "ffmpeg", "provenance"}
 _WATCH_KEYS = {"name", "inbox", "output", "done", "failed", "mode", "poll_interval",
                "rescan_interval", "settle", "sidecar_wait", "include", "ignore",
-               "source_roots", "defaults"}
+               "source_roots", "defaults", "file_mode", "dir_mode", "group"}
 _WORKER_KEYS = {"devices", "providers", "cpu_threads", "max_attempts", "retry_backoff", "lease",
                 "job_timeout", "grace_period", "ram_limit", "vram_limit", "max_pixels",
                 "recycle_after"}
@@ -338,6 +373,9 @@ def _read_watch(r: _Reader, raw: Any, path: str, index: int,
         ignore=r.get(raw, "ignore", path, _patterns, DEFAULT_IGNORE),
         source_roots=source_roots,
         defaults=copy.deepcopy(defaults),
+        file_mode=r.get(raw, "file_mode", path, _mode(0o666), d.file_mode),
+        dir_mode=r.get(raw, "dir_mode", path, _mode(0o7777), d.dir_mode),
+        group=r.get(raw, "group", path, _group, None),
     )
 
 

@@ -26,6 +26,7 @@ from ffwatchd.logs import setup_logging
 from ffwatchd.store import JobStore
 from ffwatchd.systemd import Notifier
 from ffwatchd.recovery import give_back, lock_state_dir, recover_at_start
+from ffwatchd.shares import claim_share_folders
 from ffwatchd.worker import worker_main, worker_owner
 
 log = logging.getLogger("ffwatchd.daemon")
@@ -97,6 +98,9 @@ class Supervisor:
             folder.mkdir(parents=True, exist_ok=True)
         self._lock_file = lock_state_dir(s)
         self.store = JobStore(s.db_path, max_attempts=s.workers.max_attempts, retry_backoff=s.workers.retry_backoff)
+        # The share's folders carry this job table's marker, locked while we run (another
+        # table's marker: refuse to start, naming its holder).
+        self._share_fds = claim_share_folders(s, self.store.queue_id())
         recover_at_start(s, self.store)
         self._start_metrics()
         self._start_diskguard()

@@ -12,13 +12,17 @@ import errno
 import json
 import logging
 import os
-import shutil
+import stat
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable
 
 from ffwatchd.config import WatchSettings
-from ffwatchd.store import Job
+from ffwatchd.errors import JobError
+from ffwatchd.safefs import Folder, Perms, fsync_file, split_under
+from ffwatchd.shares import ShareUnavailable
+from ffwatchd.store import Filing, Job
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +49,6 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _same_file(a: Path, b: Path) -> bool:
     try:
         return os.path.samefile(a, b)
@@ -62,77 +58,123 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def choose_destination(dest: Path, job_id: int) -> Path:
     """`dest` when free, else `dest` with `-<job id>` (which only this job ever uses)."""
-    return dest if not dest.exists() else with_job_id(dest, job_id)
+    return dest if not os.path.lexists(dest) else with_job_id(dest, job_id)
 
 
-def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True) -> Path:
+def _candidates(name: str, job_id: int) -> list[str]:
+    """The names a file may take, in order: its own, `-<job id>`, then `-<job id>-2`, ... ."""
+    p = PurePosixPath(name)
+    alt = f"{p.stem}-{job_id}"
+    return [name, f"{alt}{p.suffix}"] + [f"{alt}-{k}{p.suffix}" for k in range(2, 50)]
+
+
+def _same_content(folder: Folder, name: str, st: os.stat_result, src: Path, src_st: os.stat_result) -> bool:
+    """Whether the file at `name` is `src` (the same inode) or a copy of it an earlier attempt made."""
+    if (st.st_dev, st.st_ino) == (src_st.st_dev, src_st.st_ino):
+        return True
+    if not stat.S_ISREG(st.st_mode) or st.st_size != src_st.st_size:
+        return False
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder.fd)
+    except OSError:
+        return False
+    try:
+        with open(fd, "rb", closefd=False) as a, open(src, "rb") as b:
+            while True:
+                x, y = a.read(1 << 20), b.read(1 << 20)
+                if x != y:
+                    return False
+                if not x:
+                    return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True, root: Path | None = None,
+               perms: Perms | None = None, own: bool = False) -> Path:
     """Move `src` to `dest` without overwriting another file; returns where it landed.
 
-    Idempotent: when `src` is gone and `dest` (or its `-<job id>` variant) exists, that is
-    taken as already done. `sync_source=False` skips syncing the source folder after the
-    unlink, for sources whose reappearance after a power loss is harmless (our temp files)."""
-    alt = with_job_id(dest, job_id)
-    if not src.exists():
-        for candidate in (dest, alt):
-            if candidate.exists():
-                return candidate
-        raise FileNotFoundError(errno.ENOENT, f"{src} is gone and {dest} does not exist", str(src))
-    if not dest.parent.is_dir():
-        dest.parent.mkdir(parents=True, exist_ok=True)
-    for target in (dest, alt):
-        if _same_file(src, target):             # linked before a crash: finish the move
+    `root` is the configured folder `dest` lies under: below it no link is followed and missing
+    folders are made with `perms`. A name already taken by a file that is not this one (another
+    inode, other content) is never replaced: the next free `-<job id>[-k]` name is used.
+    `own`: the file is ffwatchd's (a result), so it gets `perms`' file mode. Idempotent: when `src`
+    is gone and one of the names exists, that is taken as already done. `sync_source=False` skips
+    syncing the source folder after the unlink (for our temp files)."""
+    root = Path(root) if root is not None else Path(dest).parent
+    perms = perms or Perms()
+    rel_dir, name = split_under(root, Path(dest))
+    try:
+        src_st: os.stat_result | None = os.stat(src, follow_symlinks=False)
+    except FileNotFoundError:
+        src_st = None
+    with Folder(root, rel_dir, perms) as folder:
+        names = _candidates(name, job_id)
+        if src_st is None:
+            for candidate in names[:2]:
+                if folder.lstat(candidate) is not None:
+                    return folder.path / candidate
+            raise FileNotFoundError(errno.ENOENT, f"{src} is gone and {dest} does not exist", str(src))
+        for candidate in names:
+            st = folder.lstat(candidate)
+            if st is not None:
+                if not _same_content(folder, candidate, st, src, src_st):
+                    continue                      # someone else's file: never replaced
+            else:
+                try:
+                    _link_or_copy(src, folder, candidate, job_id)
+                except FileExistsError:
+                    continue
+            if own:
+                folder.chmod_entry(candidate)
             os.unlink(src)
             if sync_source:
-                fsync_dir(src.parent)
-            return target
-        try:
-            _link_or_copy(src, target, job_id)
-        except FileExistsError:
-            if target == alt:                   # our own name from an earlier attempt
-                _link_or_copy(src, target, job_id, replace=True)
-            else:
-                continue
-        os.unlink(src)
-        if sync_source:
-            fsync_dir(src.parent)
-        return target
-    raise AssertionError("unreachable")
+                fsync_dir(Path(src).parent)
+            return folder.path / candidate
+    raise JobError("io", f"no free name for {dest} (the names up to {names[-1]} are taken by other files)",
+                   transient=False)
 
 
-def _link_or_copy(src: Path, dest: Path, job_id: int, replace: bool = False) -> None:
-    """Hard-link `src` at `dest` (same filesystem) or copy it there through a hidden temp."""
-    if not replace:
+def _link_or_copy(src: Path, folder: Folder, name: str, job_id: int) -> None:
+    """Hard-link `src` at `name` (same filesystem) or copy it there through a hidden, synced temp."""
+    try:
+        folder.link_from(src, name)
+        folder.sync()
+        return
+    except OSError as e:
+        if e.errno == errno.EEXIST:
+            raise FileExistsError(errno.EEXIST, "exists", str(folder.path / name)) from e
+        if e.errno not in (errno.EXDEV, errno.EPERM, errno.ENOTSUP, errno.EMLINK):
+            raise
+    tmp = f"{TEMP_PREFIX}{job_id}-{name}.tmp"
+    try:
+        folder.copy_in(src, tmp)
         try:
-            os.link(src, dest)
-            fsync_dir(dest.parent)
-            return
+            folder.link_here(tmp, name)
         except OSError as e:
             if e.errno == errno.EEXIST:
-                raise FileExistsError(errno.EEXIST, "exists", str(dest)) from e
-            if e.errno not in (errno.EXDEV, errno.EPERM, errno.ENOTSUP, errno.EMLINK):
+                raise FileExistsError(errno.EEXIST, "exists", str(folder.path / name)) from e
+            if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EMLINK):
                 raise
-    tmp = dest.with_name(f"{TEMP_PREFIX}{job_id}-{dest.name}.tmp")
-    try:
-        shutil.copyfile(src, tmp)
-        shutil.copystat(src, tmp)
-        _fsync_file(tmp)
-        if replace:
-            os.replace(tmp, dest)
-        else:
-            try:
-                os.link(tmp, dest)
-            except OSError as e:
-                if e.errno == errno.EEXIST:
-                    raise FileExistsError(errno.EEXIST, "exists", str(dest)) from e
-                if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EMLINK):
-                    raise
-                if dest.exists():
-                    raise FileExistsError(errno.EEXIST, "exists", str(dest)) from e
-                os.rename(tmp, dest)  # filesystems without hard links (some SMB shares)
-        fsync_dir(dest.parent)
+            if folder.lstat(name) is not None:
+                raise FileExistsError(errno.EEXIST, "exists", str(folder.path / name)) from e
+            folder.rename_here(tmp, name)  # filesystems without hard links (some SMB shares)
+        folder.sync()
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        if folder.lstat(tmp) is not None:
+            folder.unlink(tmp)
+
+
+def write_report(root: Path, path: Path, data: dict, tag: int, perms: Perms | None = None) -> None:
+    """Write an error report on the share: hidden temp name (the same on every attempt), synced,
+    renamed into place; no link below `root` followed; mode from `perms`."""
+    rel_dir, name = split_under(root, path)
+    with Folder(root, rel_dir, perms or Perms()) as folder:
+        tmp = f"{TEMP_PREFIX}{tag}-{name}.tmp"
+        folder.write_new(tmp, (json.dumps(data, indent=2, default=str) + "\n").encode())
+        folder.rename_here(tmp, name)
+        folder.sync()
 
 
 def write_json_atomic(path: Path, data: dict, tag: int | None = None) -> None:
@@ -190,6 +232,7 @@ class Plan:
     result_dst: str | None = None
     error_kind: str | None = None
     message: str | None = None
+    result_size: int | None = None   # the synced result's size: a resumed filing checks it
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -200,11 +243,17 @@ class Plan:
 
 
 def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: str) -> Plan:
+    """The plan of a success; the result is synced to disk first (its size goes in the plan)."""
     rel = Path(job.rel_path)
+    size = None
+    if os.path.exists(result_src):
+        fsync_file(result_src)
+        size = os.stat(result_src).st_size
     result_dst = choose_destination((watch.output / rel).with_suffix(result_suffix), job.id)
     return Plan(outcome="done", original_src=str(watch.inbox / rel),
                 original_dst=str(choose_destination(watch.done / rel, job.id)),
-                result_src=str(result_src), result_dst=str(result_dst))
+                result_src=str(result_src), result_dst=str(result_dst),
+                result_size=size)
 
 
 def plan_failed(watch: WatchSettings, job: Job, kind: str, message: str) -> Plan:
@@ -221,27 +270,97 @@ class Filed:
     result: Path | None
 
 
-def execute_plan(plan: Plan, job: Job) -> Filed:
-    """Carry out (or finish) a plan; safe to run again after a crash at any step."""
+def root_of(watch: WatchSettings | None, dest: Path) -> Path:
+    """The configured folder (output, done, failed, inbox) `dest` lies under; no link below it is followed."""
+    if watch is None:
+        return Path(dest).parent
+    roots = [watch.output, watch.done, watch.failed, watch.inbox]
+    inside = [r for r in roots if Path(dest).is_relative_to(r)]
+    if not inside:
+        raise JobError("io", f"{dest} is not under the folders of watch {watch.name} (was the config changed "
+                             "while the job was being filed?)", transient=False)
+    return max(inside, key=lambda r: len(r.parts))
+
+
+def result_intact(plan: Plan, where: Path) -> bool:
+    """Whether a result file (in temp, or already placed) has the size the plan recorded."""
+    if plan.result_size is None:
+        return True
+    try:
+        return os.stat(where, follow_symlinks=False).st_size == plan.result_size
+    except OSError:
+        return False
+
+
+def result_trusted(plan: Plan, job_id: int) -> bool:
+    """Whether a done plan's result (in temp, or already placed) is whole: the size recorded when
+    it was synced. A cut result in temp is removed; a cut placed one is left (it may not be ours)."""
+    assert plan.result_src and plan.result_dst
+    src, dst = Path(plan.result_src), Path(plan.result_dst)
+    if src.exists():
+        if result_intact(plan, src):
+            return True
+        log.warning("job %d: its result %s is not whole (size %d, recorded %s); processing again",
+                    job_id, src, src.stat().st_size, plan.result_size)
+        src.unlink()
+        return False
+    for placed in (dst, with_job_id(dst, job_id)):
+        if placed.exists():
+            if result_intact(plan, placed):
+                return True
+            log.warning("job %d: the placed result %s is not the recorded size %s; left as it is, "
+                        "and the job is processed again", job_id, placed, plan.result_size)
+            return False
+    log.warning("job %d: its result was lost before filing; processing again", job_id)
+    return False
+
+
+def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, ledger: Any = None,
+                 share_problem: Callable[[], str | None] | None = None) -> Filed:
+    """Carry out (or finish) a plan; safe to run again after a crash at any step.
+
+    `watch` gives the configured roots (nothing below them is followed) and the modes; `ledger`
+    (the job table) records where the original was filed and when; `share_problem` tells a
+    missing original whose inbox is unavailable (ShareUnavailable: try again later) from one
+    that is really gone."""
+    perms = watch.perms if watch is not None else Perms()
     result: Path | None = None
     if plan.outcome == "done":
         assert plan.result_src and plan.result_dst
-        result = place_file(Path(plan.result_src), Path(plan.result_dst), job.id, sync_source=False)
+        src = Path(plan.result_src)
+        if os.path.exists(src):
+            fsync_file(src)
+        dst = Path(plan.result_dst)
+        result = place_file(src, dst, job.id, sync_source=False, root=root_of(watch, dst), perms=perms, own=True)
     original: Path | None
+    dst = Path(plan.original_dst)
     try:
-        original = place_file(Path(plan.original_src), Path(plan.original_dst), job.id)
+        original = place_file(Path(plan.original_src), dst, job.id, root=root_of(watch, dst), perms=perms)
     except FileNotFoundError:
+        why = share_problem() if share_problem is not None else None
+        if why:
+            raise ShareUnavailable(why) from None
         log.warning("job %d: original %s is no longer in the inbox and was not filed before",
                     job.id, plan.original_src)
         original = None
+    if original is not None and ledger is not None and watch is not None:
+        note_filed(ledger, watch, job.id, "done" if plan.outcome == "done" else "failed", original)
     if plan.outcome == "failed":
-        filed_as = original or Path(plan.original_dst)
-        write_json_atomic(report_path(filed_as),
-                          error_report(job, plan.error_kind or "internal", plan.message or "",
-                                       Path(plan.original_src), filed_as), tag=job.id)
+        filed_as = original or dst
+        write_report(root_of(watch, filed_as), report_path(filed_as),
+                     error_report(job, plan.error_kind or "internal", plan.message or "",
+                                  Path(plan.original_src), filed_as), job.id, perms)
     log.info("job %d: filed %s: original -> %s%s", job.id, plan.outcome, original,
              f", result -> {result}" if result else "")
     return Filed(plan.outcome, original, result)
+
+
+def note_filed(ledger: Any, watch: WatchSettings, job_id: int | None, folder: str, path: Path) -> None:
+    """Record in the ledger that ffwatchd filed `path` into done/ or failed/ now."""
+    root = watch.done if folder == "done" else watch.failed
+    st = os.stat(path, follow_symlinks=False)
+    ledger.record_filing(Filing(watch=watch.name, folder=folder, rel_path=Path(path).relative_to(root).as_posix(),
+                                size=st.st_size, inode=st.st_ino, filed_at=time.time(), job_id=job_id))
 
 
 def remove_partials(plan: Plan, job_id: int) -> list[Path]:
@@ -255,11 +374,11 @@ def remove_partials(plan: Plan, job_id: int) -> list[Path]:
     return gone
 
 
-def file_failed_original(watch: WatchSettings, job: Job) -> Path:
+def file_failed_original(watch: WatchSettings, job: Job, ledger: Any = None) -> Path:
     """Move a refused file (a job born failed at ingest) to failed/ with its report."""
     plan = Plan.from_dict(job.filing) if job.filing else plan_failed(
         watch, job, job.error_kind or "internal", job.error_message or "")
-    filed = execute_plan(plan, job)
+    filed = execute_plan(plan, job, watch, ledger=ledger)
     return filed.original or Path(plan.original_dst)
 
 
@@ -283,7 +402,7 @@ def restore_original(watch: WatchSettings, job: Job, found: Path) -> Path:
     inbox_path = watch.inbox / job.rel_path
     if found == inbox_path:
         return inbox_path
-    landed = place_file(found, inbox_path, job.id)
+    landed = place_file(found, inbox_path, job.id, root=watch.inbox, perms=watch.perms)
     report_path(found).unlink(missing_ok=True)
     return landed
 

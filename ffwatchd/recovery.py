@@ -9,7 +9,8 @@ import time
 from typing import IO, Any
 
 from ffwatchd.config import Settings
-from ffwatchd.filing import Plan, file_failed_original, remove_partials
+from ffwatchd.filing import Plan, execute_plan, file_failed_original, remove_partials, result_trusted
+from ffwatchd.shares import ShareCheck
 from ffwatchd.store import JobStore
 from ffwatchd.worker import owner_pid
 
@@ -65,6 +66,9 @@ def give_back(settings: Settings, store: JobStore, metrics: Any, job_id: int, ow
         job = store.get(job_id)
         if job.state != "running" or job.lease_owner != owner:
             return
+        if job.filing and job.filing.get("outcome") == "done" and \
+                complete_done_plan(settings, store, job, owner, metrics):
+            return
         if stopping and kind == "stopped":
             store.release(job_id, owner)
             log.info("job %d given back to the queue", job_id)
@@ -75,7 +79,7 @@ def give_back(settings: Settings, store: JobStore, metrics: Any, job_id: int, ow
         log.warning("job %d: %s; now %s", job_id, messages.get(kind, kind), after.state)
         if after.state == "failed":               # out of attempts: file the original like any failure
             try:
-                file_failed_original(settings.watch(job.watch), after)
+                file_failed_original(settings.watch(job.watch), after, ledger=store)
             except (KeyError, OSError) as e:
                 log.error("job %d: could not file the original to failed/: %s", job.id, e)
         if metrics is not None:
@@ -84,3 +88,29 @@ def give_back(settings: Settings, store: JobStore, metrics: Any, job_id: int, ow
                                  time.time() - started, max(0.0, started - job.queued_at), error_kind=err_kind)
     except Exception:  # noqa: BLE001 - never let one job's bookkeeping stop the supervisor
         log.exception("job %s: could not give it back after its worker exited", job_id)
+
+
+def complete_done_plan(settings: Settings, store: JobStore, job: Any, owner: str | None, metrics: Any = None) -> bool:
+    """A job whose success was being filed when its worker died (or an operator cancelled it
+    queued): finish that filing and record it done, so the table says where the files are.
+    `owner` None: the job is queued. False when the result is not whole (processed again)."""
+    plan = Plan.from_dict(job.filing)
+    watch = settings.watch(job.watch)
+    why = ShareCheck(settings).problem(watch)
+    if why:
+        if owner is not None:
+            store.release(job.id, owner)
+        log.warning("job %d: its filing waits for the share (%s); back to the queue, no attempt spent", job.id, why)
+        return True
+    if not result_trusted(plan, job.id):
+        return False
+    execute_plan(plan, job, watch, ledger=store)
+    if owner is not None:
+        store.finish(job.id, owner, output_path=plan.result_dst)
+    else:
+        store.finish_filed(job.id, output_path=plan.result_dst)
+    log.info("job %d: completed the filing of its result; done", job.id)
+    if metrics is not None:
+        started = job.started_at or time.time()
+        metrics.job_finished(job.watch, job.kind, "done", time.time() - started, max(0.0, started - job.queued_at))
+    return True

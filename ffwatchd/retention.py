@@ -11,9 +11,10 @@ import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
-from ffwatchd.store import FINISHED, NotFound
+from ffwatchd.shares import MARKER_NAME
+from ffwatchd.store import FINISHED, Filing, NotFound
 
 if TYPE_CHECKING:
     from ffwatchd.config import Settings
@@ -177,23 +178,14 @@ def clean_temp_at_startup(settings: "Settings", store: "JobStore", *,
 
 # -- done/ and failed/ ---------------------------------------------------------------------
 
-def filed_times(store: "JobStore") -> dict[Path, float]:
-    """Where finished jobs filed their originals -> when. Filing links the original into
-    done/ or failed/ and so keeps its old mtime; this keeps it from looking old at once."""
-    out: dict[Path, float] = {}
-    for job in store.iter_jobs(("done", "failed")):
-        dst = (job.filing or {}).get("original_dst")
-        if dst and job.finished_at is not None:
-            out[Path(dst)] = job.finished_at
-    return out
-
-
 def age_folder(root: Path, what: str, max_age: float, *, now: float, dry_run: bool = False,
-               filed: dict[Path, float] | None = None) -> list[Deletion]:
-    """Files under `root` older than `max_age`, each with its `.error.json`; then the
-    subfolders this left empty. Age counts from a file's mtime, or from when a job filed
-    it there (`filed`) if that is later. The root always stays; links are removed as
-    links and never followed."""
+               filed: dict[str, Filing] | None = None,
+               forget: Callable[[str], None] | None = None) -> list[Deletion]:
+    """Files under `root` filed by ffwatchd longer than `max_age` ago, each with its
+    `.error.json`; then the subfolders this left empty. Age counts from the filing recorded in
+    the ledger (`filed`: relative path -> entry, the same size and inode), never from the file's
+    own mtime: a file the ledger does not know is kept. The root always stays; links are
+    removed as links and never followed; `forget` drops a removed file's ledger entry."""
     filed = filed or {}
     if max_age <= 0:
         return []
@@ -212,15 +204,21 @@ def age_folder(root: Path, what: str, max_age: float, *, now: float, dry_run: bo
         stats = {name: _lstat(here / name) for name in entries}
         for name in entries:
             st = stats[name]
-            if st is None or name.endswith(ERROR_REPORT_SUFFIX):
+            if st is None or name.endswith(ERROR_REPORT_SUFFIX) or name == MARKER_NAME:
                 continue
-            age = now - max(st.st_mtime, filed.get(here / name, 0.0))
+            rel = (here / name).relative_to(root).as_posix()
+            entry = filed.get(rel)
+            if entry is None or (entry.size, entry.inode) != (st.st_size, st.st_ino):
+                continue       # not filed by this job table (or replaced since): its age is unknown
+            age = now - entry.filed_at
             if age <= max_age:
                 continue
             d = _apply(Deletion(what, here / name, 1, age, limit, st.st_size), dry_run)
             out.append(d)
             if d.error is None:
                 _mark(gone, touched, here / name)
+                if forget is not None and not dry_run:
+                    forget(rel)
             report = name + ERROR_REPORT_SUFFIX
             if stats.get(report) is not None:
                 rst = stats[report]
@@ -278,11 +276,12 @@ def age_watch_folders(settings: "Settings", store: "JobStore | None" = None, *,
     """done/ and failed/ of every watch."""
     now = time.time() if now is None else now
     r = settings.retention
-    filed = filed_times(store) if store is not None else {}
     out: list[Deletion] = []
     for w in settings.watches:
-        out += age_folder(w.done, "done", r.done_max_age, now=now, dry_run=dry_run, filed=filed)
-        out += age_folder(w.failed, "failed", r.failed_max_age, now=now, dry_run=dry_run, filed=filed)
+        for what, root, max_age in (("done", w.done, r.done_max_age), ("failed", w.failed, r.failed_max_age)):
+            filed = store.filings(w.name, what) if store is not None else {}
+            forget = (lambda rel, n=w.name, f=what: store.forget_filing(n, f, rel)) if store is not None else None
+            out += age_folder(root, what, max_age, now=now, dry_run=dry_run, filed=filed, forget=forget)
     return out
 
 

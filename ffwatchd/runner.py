@@ -18,15 +18,23 @@ from ffwatchd import __version__
 from ffwatchd.config import Settings
 from ffwatchd.diskguard import disk_full_error, is_enospc
 from ffwatchd.errors import JobError
-from ffwatchd.filing import Plan, execute_plan, plan_done, plan_failed, with_job_id
+from ffwatchd.filing import Filed, Plan, execute_plan, plan_done, plan_failed, result_trusted
 from ffwatchd.ingest import hash_file
 from ffwatchd.jobspec import JobSpec
+from ffwatchd.shares import ShareCheck, ShareUnavailable
 from ffwatchd.store import Job, JobStore, TransitionError
 
 log = logging.getLogger(__name__)
 
 _MEMORY_WORDS = ("bad_alloc", "insufficient memory", "failed to allocate", "out of memory",
                  "cannot allocate memory")
+
+
+_GONE = "gone"          # _original_problem: the original is not at its inbox path
+
+
+class _ShareWait(Exception):
+    """Waiting longer for the share would run into job_timeout: the job goes back to the queue."""
 
 
 class Lease:
@@ -166,6 +174,7 @@ class JobRunner:
         self.on_cuda = on_cuda
         self._ffmpeg: str | None = None
         self.heartbeats = Heartbeats(store, owner, settings.workers.lease)
+        self.shares = ShareCheck(settings)
         settings.temp_dir.mkdir(parents=True, exist_ok=True)
 
     def run(self, job: Job, beat: Any = None) -> Outcome:
@@ -186,6 +195,8 @@ class JobRunner:
         except TransitionError as e:         # the lease went to someone else, or a cancel
             log.warning("job %d: %s", job.id, e)
             out.outcome = "lost"
+        except _ShareWait as e:
+            self._release_for_share(job, out, str(e))
         except BaseException:
             lease.stop()
             raise
@@ -201,16 +212,28 @@ class JobRunner:
             self._fail_without_filing(job, out, "internal", f"watch {job.watch!r} is no longer in the config")
             return None
         workdir = self.settings.temp_dir / f"job-{job.id}"
+        why = self.shares.problem(watch)
+        if why:                                # claimed just as the share went: it waits, unspent
+            self._release_for_share(job, out, why)
+            return None
         if job.filing:                         # a crash interrupted filing: finish it, do not redo work
-            if self._resume_filing(job, Plan.from_dict(job.filing), out, workdir):
+            if self._resume_filing(watch, job, Plan.from_dict(job.filing), out, lease):
                 return None
         if job.attempts > job.max_attempts:
             self._fail_final(watch, job, out, job.error_kind or "worker_crashed",
                              (job.error_message or "the worker died") + f" (after {job.max_attempts} attempts)",
-                             workdir)
+                             workdir, lease)
             return None
         original = watch.inbox / job.rel_path
         problem = self._original_problem(job, original)
+        if problem == _GONE:
+            why = self.shares.problem(watch)
+            if why:
+                self._release_for_share(job, out, why)
+            else:                              # really gone while its inbox is there: said in a report
+                self._fail_final(watch, job, out, "vanished", f"{original} left the inbox before it was "
+                                 "processed (deleted or moved away while queued)", workdir, lease)
+            return None
         if problem:
             self._fail_without_filing(job, out, "bad_input", problem)
             return None
@@ -232,18 +255,65 @@ class JobRunner:
             if lease.should_stop:
                 self._stopped(watch, job, lease, out, workdir)
                 return
+            why = self.shares.problem(watch)
+            if why:
+                self._wait_for_share(watch, job, lease, why)
             plan = plan_done(watch, job, result, suffix)
             self.store.set_filing(job.id, self.owner, plan.to_dict())
-            execute_plan(plan, job)
+            self._file_plan(watch, plan, job, lease)
             self.store.finish(job.id, self.owner, output_path=plan.result_dst)
             out.outcome = "done"
             self._clean_temp(job.id)
         except TransitionError:
             raise
+        except _ShareWait as e:
+            self._release_for_share(job, out, str(e))
         except Exception as e:  # noqa: BLE001 - every failure ends as a job error with a kind
             self._handle(e, watch, job, lease, out, result)
 
+    # -- share drop-outs: jobs wait, unspent, until the share is back ----------------------------
+
+    def _release_for_share(self, job: Job, out: Outcome, why: str) -> None:
+        log.warning("job %d: the share is unavailable (%s); back to the queue, no attempt spent", job.id, why)
+        self.store.release(job.id, self.owner)
+        out.outcome, out.message = "lost", f"share unavailable: {why}"
+
+    def _wait_for_share(self, watch: Any, job: Job, lease: Lease, why: str) -> None:
+        """Wait (lease kept by the heartbeats) until the watch's folders are back; _ShareWait when
+        waiting longer would run into workers.job_timeout, or the lease went."""
+        w = self.settings.workers
+        limit = (job.started_at or time.time()) + w.job_timeout - max(10.0, w.lease)
+        delay = 0.5
+        log.warning("job %d: the share is unavailable (%s); filing waits for it", job.id, why)
+        while why:
+            if lease.should_stop:
+                raise TransitionError(f"job {job.id}: lease {lease.status} while waiting for the share")
+            if time.time() + delay > limit:
+                raise _ShareWait(why)
+            time.sleep(delay)
+            delay = min(delay * 2, 30.0)
+            why = self.shares.problem(watch)
+        log.info("job %d: the share is back; filing", job.id)
+
+    def _file_plan(self, watch: Any, plan: Plan, job: Job, lease: Lease) -> Filed:
+        """Carry out a recorded plan; while the share is unavailable it is retried with backoff."""
+        while True:
+            try:
+                return execute_plan(plan, job, watch, ledger=self.store,
+                                    share_problem=lambda: self.shares.problem(watch))
+            except ShareUnavailable as e:
+                why = str(e)
+            except OSError:
+                why = self.shares.problem(watch)
+                if not why:
+                    raise
+            self._wait_for_share(watch, job, lease, why)
+
     def _handle(self, exc: Exception, watch: Any, job: Job, lease: Lease, out: Outcome, where: Path) -> None:
+        why = self.shares.problem(watch)
+        if why and not lease.should_stop:      # the failure came from the share going: not the job's
+            self._release_for_share(job, out, why)
+            return
         err = as_job_error(exc, where)
         if err.kind == "internal" and not isinstance(exc, JobError):
             log.error("job %d: unexpected error", job.id, exc_info=exc)
@@ -279,7 +349,7 @@ class JobRunner:
         try:
             st = original.stat()
         except FileNotFoundError:
-            return f"{original} left the inbox before it was processed"
+            return _GONE
         except OSError as e:
             return f"{original} cannot be read: {e.strerror}"
         if st.st_size != job.size or abs(st.st_mtime - job.mtime) > 1e-3:
@@ -294,16 +364,17 @@ class JobRunner:
                     "the new content is queued as its own job")
         return None
 
-    def _resume_filing(self, job: Job, plan: Plan, out: Outcome, workdir: Path) -> bool:
-        """True when the plan was completed; False when the work must be done again."""
-        if plan.outcome == "done" and plan.result_src and plan.result_dst and \
-                not Path(plan.result_src).exists() and not Path(plan.result_dst).exists() and \
-                not with_job_id(Path(plan.result_dst), job.id).exists():
-            log.warning("job %d: its result was lost before filing; processing again", job.id)
+    def _resume_filing(self, watch: Any, job: Job, plan: Plan, out: Outcome, lease: Lease) -> bool:
+        """True when the plan was completed (or the job released); False when the work must be done again."""
+        if plan.outcome == "done" and not result_trusted(plan, job.id):
             self.store.set_filing(job.id, self.owner, None)
             return False
         log.info("job %d: finishing the filing a crash interrupted", job.id)
-        execute_plan(plan, job)
+        try:
+            self._file_plan(watch, plan, job, lease)
+        except _ShareWait as e:
+            self._release_for_share(job, out, str(e))
+            return True
         if plan.outcome == "done":
             self.store.finish(job.id, self.owner, output_path=plan.result_dst)
             out.outcome = "done"
@@ -327,12 +398,16 @@ class JobRunner:
             if job.kind == "image":
                 self._clean_temp(job.id)   # videos keep finished segments to resume
             return
-        self._fail_final(watch, job, out, err.kind, err.message, workdir)
+        self._fail_final(watch, job, out, err.kind, err.message, workdir, lease)
 
-    def _fail_final(self, watch: Any, job: Job, out: Outcome, kind: str, message: str, workdir: Path) -> None:
+    def _fail_final(self, watch: Any, job: Job, out: Outcome, kind: str, message: str, workdir: Path,
+                    lease: Lease | None = None) -> None:
         plan = plan_failed(watch, job, kind, message)
         self.store.set_filing(job.id, self.owner, plan.to_dict())
-        execute_plan(plan, job)
+        if lease is not None:
+            self._file_plan(watch, plan, job, lease)
+        else:
+            execute_plan(plan, job, watch, ledger=self.store)
         self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False)
         out.outcome, out.error_kind, out.message = "failed", kind, message
         self._clean_temp(job.id)
@@ -346,7 +421,7 @@ class JobRunner:
     def _stopped(self, watch: Any, job: Job, lease: Lease, out: Outcome, workdir: Path) -> None:
         if lease.status == "cancelled":
             plan = plan_failed(watch, job, "cancelled", "cancelled by an operator while running")
-            execute_plan(plan, job)
+            execute_plan(plan, job, watch, ledger=self.store)
             self._clean_temp(job.id)
             out.outcome, out.error_kind = "cancelled", "cancelled"
         else:
@@ -371,6 +446,8 @@ class Pending:
                 except TransitionError as e:
                     log.warning("job %d: %s", self.job.id, e)
                     self.out.outcome = "lost"
+                except _ShareWait as e:
+                    self.runner._release_for_share(self.job, self.out, str(e))
         finally:
             self.lease.stop()
         self.out.duration = max(0.0, time.time() - (self.job.started_at or time.time()))

@@ -24,6 +24,7 @@ from ffwatchd.config import Settings, WatchSettings
 from ffwatchd.ingest import HashCache, IngestResult, classify_name, ingest_file, is_ignored_dir
 from ffwatchd.mounts import detect_mode
 from ffwatchd.settle import FileState, SettleTracker
+from ffwatchd.shares import ShareCheck
 from ffwatchd.sidecar import SIDECAR_NAME, SIDECAR_SUFFIX, SourceIndex, is_sidecar_name, is_within
 from ffwatchd.store import JobStore
 
@@ -123,6 +124,7 @@ class WatchLoop:
         self.sidecar_states: dict[Path, FileState] = {}
         self.index = SourceIndex(watch)
         self.hashes = HashCache()
+        self.shares = ShareCheck(settings)
         self.available = False
         self.tick = min(0.5, max(0.05, watch.settle / 4), watch.poll_interval)
         self._ever_available = False
@@ -208,6 +210,10 @@ class WatchLoop:
                 raise NotADirectoryError(errno.ENOTDIR, "not a folder")
         except OSError as e:
             self._set_unavailable(f"{self.watch.inbox}: {e.strerror or e}")
+            return
+        why = self.shares.problem(self.watch, ("inbox",))
+        if why:                               # renamed away and replaced by another folder
+            self._set_unavailable(why)
             return
         root_id = (st.st_dev, st.st_ino)
         if self.available and root_id == self._root_id:

@@ -74,6 +74,7 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
     try:
         from ffwatchd.faces.pipeline import Pipeline
         from ffwatchd.runner import JobRunner
+        from ffwatchd.shares import ShareCheck
         from ffwatchd.store import JobStore
 
         store = JobStore(settings.db_path, max_attempts=settings.workers.max_attempts,
@@ -106,8 +107,11 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
             outcome, pending = pending.result(), None
             events.put(("finish", index, outcome.__dict__))
 
+    shares = ShareCheck(settings)
+
     def claim() -> Any:
-        job = store.claim(owner, w.lease, worker=worker_info)
+        # Only watches whose folders are there: during a share drop-out their jobs wait, unspent.
+        job = store.claim(owner, w.lease, watches=shares.available_names(), worker=worker_info)
         if store.stats.expired_leases:             # leases this claim found expired, for the metric
             events.put(("leases_expired", index, store.stats.expired_leases))
             store.stats.expired_leases = 0

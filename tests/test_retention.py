@@ -16,7 +16,7 @@ import yaml
 from ffwatchd import cli_retention
 from ffwatchd.config import RetentionSettings, Settings, WatchSettings
 from ffwatchd.retention import (clean_temp_at_startup, newest_mtime, run_retention)
-from ffwatchd.store import JobStore
+from ffwatchd.store import Filing, JobStore
 
 DAY = 86400.0
 NOW = time.time()
@@ -40,6 +40,25 @@ def touch(path: Path, age_s: float, data: bytes = b"x") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     os.utime(path, (NOW - age_s, NOW - age_s))
+    return path
+
+
+MTIME_2020 = 1577836800.0      # what `cp -p` / rsync -a / SMB copies keep: old content times
+
+
+def filed(store: JobStore, s: Settings, path: Path, age_s: float, data: bytes = b"x") -> Path:
+    """A file ffwatchd filed into done/ or failed/ `age_s` seconds before NOW (ledger entry), whose
+    own mtime is in 2020 whatever its age."""
+    w = s.watches[0]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.is_symlink():
+        path.write_bytes(data)
+        os.utime(path, (MTIME_2020, MTIME_2020))
+    folder = "done" if path.is_relative_to(w.done) else "failed"
+    st = os.lstat(path)
+    store.record_filing(Filing(watch=w.name, folder=folder,
+                               rel_path=path.relative_to(getattr(w, folder)).as_posix(),
+                               size=st.st_size, inode=st.st_ino, filed_at=NOW - age_s))
     return path
 
 
@@ -161,19 +180,19 @@ def test_temp_link_to_outside_is_removed_as_a_link(tmp_path, store):
 
 # -- done/ and failed/ -------------------------------------------------------------------
 
-def populate(s: Settings) -> dict[str, Path]:
+def populate(s: Settings, store: JobStore) -> dict[str, Path]:
     w = s.watches[0]
     f = {
-        "done_old": touch(w.done / "2024" / "jan" / "old.jpg", 8 * DAY),
-        "done_fresh": touch(w.done / "2024" / "fresh.jpg", 6 * DAY),
-        "done_root_old": touch(w.done / "root-old.jpg", 9 * DAY),
-        "failed_old": touch(w.failed / "x" / "bad.png", 31 * DAY),
+        "done_old": filed(store, s, w.done / "2024" / "jan" / "old.jpg", 8 * DAY),
+        "done_fresh": filed(store, s, w.done / "2024" / "fresh.jpg", 6 * DAY),
+        "done_root_old": filed(store, s, w.done / "root-old.jpg", 9 * DAY),
+        "failed_old": filed(store, s, w.failed / "x" / "bad.png", 31 * DAY),
         "failed_old_report": touch(w.failed / "x" / "bad.png.error.json", 1 * DAY),
-        "failed_fresh": touch(w.failed / "x" / "ok.png", 29 * DAY),
+        "failed_fresh": filed(store, s, w.failed / "x" / "ok.png", 29 * DAY),
         "failed_fresh_report_old": touch(w.failed / "x" / "ok.png.error.json", 40 * DAY),
         "orphan_report_old": touch(w.failed / "y" / "gone.png.error.json", 31 * DAY),
         "orphan_report_fresh": touch(w.failed / "y" / "new.png.error.json", 2 * DAY),
-        "failed_only_old": touch(w.failed / "z" / "deep" / "only.mp4", 60 * DAY),
+        "failed_only_old": filed(store, s, w.failed / "z" / "deep" / "only.mp4", 60 * DAY),
     }
     for d in (w.done / "2024" / "jan", w.failed / "z" / "deep", w.failed / "z"):
         age_dir(d, 60 * DAY)
@@ -183,7 +202,7 @@ def populate(s: Settings) -> dict[str, Path]:
 def test_done_and_failed_files_go_exactly_when_older_than_their_max_age(tmp_path, store, caplog):
     s = make_settings(tmp_path)
     w = s.watches[0]
-    f = populate(s)
+    f = populate(s, store)
     with caplog.at_level(logging.INFO, logger="ffwatchd.retention"):
         deletions = run_retention(s, store, now=NOW)
 
@@ -208,7 +227,7 @@ def test_done_and_failed_files_go_exactly_when_older_than_their_max_age(tmp_path
 def test_emptied_roots_stay(tmp_path, store):
     s = make_settings(tmp_path)
     w = s.watches[0]
-    touch(w.done / "a.jpg", 8 * DAY)
+    filed(store, s, w.done / "a.jpg", 8 * DAY)
     age_dir(w.done, 8 * DAY)
     run_retention(s, store, now=NOW)
     assert w.done.is_dir() and list(w.done.iterdir()) == []
@@ -238,6 +257,7 @@ def test_links_in_done_are_removed_as_links_and_never_followed(tmp_path, store):
     file_link.symlink_to(old_outside)
     for link in (dir_link, file_link):
         os.utime(link, (NOW - 8 * DAY,) * 2, follow_symlinks=False)
+        filed(store, s, link, 8 * DAY)
 
     deletions = run_retention(s, store, now=NOW)
 
@@ -246,20 +266,30 @@ def test_links_in_done_are_removed_as_links_and_never_followed(tmp_path, store):
     assert old_outside.exists() and outside.is_dir()
 
 
-def test_age_counts_from_filing_when_a_job_filed_an_old_file(tmp_path, store):
-    """Filing hard-links the original, keeping a months-old mtime: the job's finish time counts."""
-    s = make_settings(tmp_path)
+def test_age_counts_from_filing_never_from_mtime_and_survives_a_purge(tmp_path, store):
+    """A copy that kept its 2020 mtime is aged from when ffwatchd filed it, even after its job
+    row is purged; a file the ledger does not know (or another file at that path) is kept."""
+    s = make_settings(tmp_path, jobs_max_age=1)
     w = s.watches[0]
-    original = touch(w.done / "holiday.jpg", 400 * DAY)
     job, _ = store.enqueue(watch="studio", rel_path="holiday.jpg", size=1, mtime=1.0,
                            content_hash="h", kind="image", spec={})
     store.claim("w1", 60.0)
-    store.set_filing(job.id, "w1", {"outcome": "done", "original_dst": str(original)})
-    store.finish(job.id, "w1", output_path=None)          # finished at NOW (the store's clock)
-    assert run_retention(s, store, now=NOW) == []
-    assert original.exists()
-    later = run_retention(s, store, now=NOW + 8 * DAY, dry_run=True)
+    store.finish(job.id, "w1", output_path=None)
+    original = filed(store, s, w.done / "holiday.jpg", 0)
+    unknown = touch(w.done / "dropped-by-hand.jpg", NOW - MTIME_2020)
+    replaced = filed(store, s, w.done / "replaced.jpg", 30 * DAY)
+    replaced.unlink()
+    replaced.write_bytes(b"someone else's, much longer")     # another inode and size at that path
+    os.utime(replaced, (MTIME_2020, MTIME_2020))
+
+    store.clock.t = NOW + 10
+    assert [d.what for d in run_retention(s, store, now=NOW + 10)] == ["job_rows"]   # the row goes
+    assert original.exists() and unknown.exists() and replaced.exists()
+    with JobStore(s.db_path, clock=Clock(NOW)) as reopened:                          # a restart
+        later = run_retention(s, reopened, now=NOW + 8 * DAY)
     assert [d.path for d in later] == [original]
+    assert not original.exists() and unknown.exists() and replaced.exists()
+    assert store.filings("studio", "done").keys() == {"replaced.jpg"}
 
 
 def test_unreachable_done_root_is_skipped_not_emptied(tmp_path, store, caplog):
@@ -313,7 +343,7 @@ def snapshot(root: Path) -> dict[str, float]:
 
 def test_dry_run_deletes_nothing_and_lists_the_same(tmp_path, store, caplog):
     s = make_settings(tmp_path)
-    populate(s)
+    populate(s, store)
     temp_folder(s, add_job(store, "a.jpg", "done"), 7 * 3600)
     before = snapshot(tmp_path / "share") | snapshot(s.temp_dir)
 
@@ -340,8 +370,10 @@ def write_config(tmp_path: Path, s: Settings) -> Path:
 
 def test_cli_dry_run_prints_a_table_and_deletes_nothing(tmp_path, monkeypatch):
     s = make_settings(tmp_path)
-    old = touch(s.watches[0].done / "sub" / "old.jpg", 8 * DAY)
-    fresh = touch(s.watches[0].done / "fresh.jpg", 1 * DAY)
+    with JobStore(s.db_path) as st:
+        old = filed(st, s, s.watches[0].done / "sub" / "old.jpg", 8 * DAY)
+        fresh = filed(st, s, s.watches[0].done / "fresh.jpg", 1 * DAY)
+    age_dir(old.parent, 8 * DAY)
     cfg = write_config(tmp_path, s)
     monkeypatch.setenv("FFWATCHD_CONFIG", str(cfg))
     parser = argparse.ArgumentParser()

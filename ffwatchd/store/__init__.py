@@ -3,11 +3,11 @@
 `JobStore` is the SQLite backend, the embedded default.
 """
 
-from ffwatchd.store.contract import (FINISHED, KINDS, STATES, Heartbeat, Job, JobQueue, NotFound,
+from ffwatchd.store.contract import (FINISHED, KINDS, STATES, Filing, Heartbeat, Job, JobQueue, NotFound,
                                      Stats, TransitionError)
 from ffwatchd.store.sqlite import SqliteJobStore
 
 JobStore = SqliteJobStore
 
-__all__ = ["FINISHED", "KINDS", "STATES", "Heartbeat", "Job", "JobQueue", "JobStore", "NotFound",
+__all__ = ["FINISHED", "Filing", "KINDS", "STATES", "Heartbeat", "Job", "JobQueue", "JobStore", "NotFound",
            "SqliteJobStore", "Stats", "TransitionError"]

@@ -58,6 +58,19 @@ class Job:
 
 
 @dataclass(frozen=True)
+class Filing:
+    """One file ffwatchd put into done/ or failed/ (`folder`), and when: the ledger retention ages by.
+    Size and inode recognise the same file; the ledger is not purged with the job rows."""
+    watch: str
+    folder: str                 # done | failed
+    rel_path: str               # relative to that folder
+    size: int
+    inode: int
+    filed_at: float
+    job_id: int | None = None
+
+
+@dataclass(frozen=True)
 class Heartbeat:
     """What a heartbeat found: `ok`, `cancelled` (stop now) or `lost` (someone else owns it)."""
     status: str
@@ -93,6 +106,22 @@ class JobQueue(abc.ABC):
 
     @abc.abstractmethod
     def schema_version(self) -> int: ...
+
+    @abc.abstractmethod
+    def queue_id(self) -> str:
+        """An id created with the job table, never changed: the share's folders are marked with it."""
+
+    # the ledger of filings (retention ages done/ and failed/ from these times)
+    @abc.abstractmethod
+    def record_filing(self, filing: Filing) -> None:
+        """Insert or replace the entry of (watch, folder, rel_path)."""
+
+    @abc.abstractmethod
+    def filings(self, watch: str, folder: str) -> dict[str, Filing]:
+        """rel_path -> entry, for one watch's done/ or failed/."""
+
+    @abc.abstractmethod
+    def forget_filing(self, watch: str, folder: str, rel_path: str) -> None: ...
 
     # the queue verbs
     @abc.abstractmethod
@@ -141,6 +170,10 @@ class JobQueue(abc.ABC):
         """running -> queued after backoff (transient, attempts left) or -> failed (final)."""
 
     @abc.abstractmethod
+    def finish_filed(self, job_id: int, *, output_path: str | None) -> Job:
+        """queued -> done, for a queued job whose recorded done plan was completed (e.g. by `jobs cancel`)."""
+
+    @abc.abstractmethod
     def release(self, job_id: int, owner: str) -> Job:
         """running -> queued at once, attempt not counted (graceful shutdown)."""
 
@@ -151,7 +184,8 @@ class JobQueue(abc.ABC):
               priority: int | None = None) -> Job: ...
 
     @abc.abstractmethod
-    def cancel(self, job_id: int) -> Job: ...
+    def cancel(self, job_id: int) -> Job:
+        """queued or running -> cancelled; refused (TransitionError) when a done plan is recorded."""
 
     @abc.abstractmethod
     def purge(self, older_than: float, states: Sequence[str] = FINISHED) -> int: ...

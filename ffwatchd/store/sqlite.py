@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import uuid
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from ffwatchd.store.contract import (FINISHED, KINDS, STATES, Heartbeat, Job, JobQueue, NotFound,
-                                     Stats, TransitionError)
+from ffwatchd.store.contract import (FINISHED, KINDS, STATES, Filing, Heartbeat, Job, JobQueue,
+                                     NotFound, Stats, TransitionError)
 
 _MIGRATIONS: list[str] = [
     # 1: the job table
@@ -54,6 +55,24 @@ _MIGRATIONS: list[str] = [
     CREATE INDEX jobs_ready ON jobs (priority DESC, queued_at, id) WHERE state = 'queued';
     CREATE INDEX jobs_running ON jobs (lease_until) WHERE state = 'running';
     CREATE INDEX jobs_state_finished ON jobs (state, finished_at);
+    """,
+    # 2: the table's identity (queue_id, marked on the share's folders) and the ledger of filings
+    # (what ffwatchd put in done/ and failed/, and when: retention ages from that, never from mtime)
+    """
+    CREATE TABLE meta (
+        key     TEXT PRIMARY KEY,
+        value   TEXT NOT NULL
+    ) STRICT;
+    CREATE TABLE filings (
+        watch     TEXT    NOT NULL,
+        folder    TEXT    NOT NULL CHECK (folder IN ('done', 'failed')),
+        rel_path  TEXT    NOT NULL,
+        size      INTEGER NOT NULL,
+        inode     INTEGER NOT NULL,
+        filed_at  REAL    NOT NULL,
+        job_id    INTEGER,
+        PRIMARY KEY (watch, folder, rel_path)
+    ) STRICT;
     """,
 ]
 
@@ -113,9 +132,39 @@ class SqliteJobStore(JobQueue):
                     if statement.strip():
                         self._db.execute(statement)
                 self._db.execute(f"PRAGMA user_version = {i + 1}")
+            if version < 2 <= len(_MIGRATIONS):
+                self._db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('queue_id', ?)",
+                                 (uuid.uuid4().hex,))
 
     def schema_version(self) -> int:
         return self._db.execute("PRAGMA user_version").fetchone()[0]
+
+    def queue_id(self) -> str:
+        """The id created with this job table (marked on the folders it owns)."""
+        with self._lock:
+            return self._db.execute("SELECT value FROM meta WHERE key = 'queue_id'").fetchone()[0]
+
+    # -- the ledger of filings -------------------------------------------------------------
+
+    def record_filing(self, f: Filing) -> None:
+        """Remember that ffwatchd filed a file into done/ or failed/ (replaces an older entry)."""
+        with self._write(durable=True) as db:
+            db.execute("""INSERT INTO filings (watch, folder, rel_path, size, inode, filed_at, job_id)
+                          VALUES (?, ?, ?, ?, ?, ?, ?)
+                          ON CONFLICT (watch, folder, rel_path) DO UPDATE SET size = excluded.size,
+                            inode = excluded.inode, filed_at = excluded.filed_at, job_id = excluded.job_id""",
+                       (f.watch, f.folder, f.rel_path, f.size, f.inode, f.filed_at, f.job_id))
+
+    def filings(self, watch: str, folder: str) -> dict[str, Filing]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM filings WHERE watch = ? AND folder = ?",
+                                    (watch, folder)).fetchall()
+        return {r["rel_path"]: Filing(**dict(r)) for r in rows}
+
+    def forget_filing(self, watch: str, folder: str, rel_path: str) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM filings WHERE watch = ? AND folder = ? AND rel_path = ?",
+                       (watch, folder, rel_path))
 
     class _Tx:
         def __init__(self, store: "SqliteJobStore", durable: bool) -> None:
@@ -339,6 +388,20 @@ class SqliteJobStore(JobQueue):
                        WHERE id = ? RETURNING *""", (now, error_kind, message, job_id)).fetchone()
             return _job(row)
 
+    def finish_filed(self, job_id: int, *, output_path: str | None) -> Job:
+        """queued -> done, for a queued job whose recorded done plan was completed outside a worker."""
+        now = self.clock()
+        with self._write(durable=True) as db:
+            row = self._row(db, job_id)
+            if row["state"] != "queued" or not row["filing"] or \
+                    json.loads(row["filing"]).get("outcome") != "done":
+                raise TransitionError(f"job {job_id} is {row['state']} without a done plan: not finished here")
+            row = db.execute(
+                """UPDATE jobs SET state = 'done', finished_at = ?, output_path = ?, lease_owner = NULL,
+                                   lease_until = NULL, error_kind = NULL, error_message = NULL
+                   WHERE id = ? RETURNING *""", (now, output_path, job_id)).fetchone()
+            return _job(row)
+
     def release(self, job_id: int, owner: str) -> Job:
         """running -> queued at once, attempt not counted (graceful shutdown)."""
         now = self.clock()
@@ -384,6 +447,9 @@ class SqliteJobStore(JobQueue):
             row = self._row(db, job_id)
             if row["state"] not in ("queued", "running"):
                 raise TransitionError(f"job {job_id} is {row['state']}: only queued or running jobs can be cancelled")
+            if row["filing"] and json.loads(row["filing"]).get("outcome") == "done":
+                raise TransitionError(f"job {job_id} has a result being filed to output/ and done/: "
+                                      "it is no longer cancelled, its filing is completed")
             row = db.execute(
                 """UPDATE jobs SET state = 'cancelled', finished_at = ?, lease_until = NULL,
                                    error_kind = 'cancelled', error_message = 'cancelled by an operator'

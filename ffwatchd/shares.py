@@ -1,0 +1,186 @@
+"""The share's folders: whose they are (a marker naming the job table, held with a lock) and whether
+they are there now (a folder, the same one as at start-up), so that a drop-out makes jobs wait."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import logging
+import os
+import socket
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+from ffwatchd.config import Settings, WatchSettings
+from ffwatchd.safefs import apply_perms
+
+log = logging.getLogger(__name__)
+
+MARKER_NAME = ".ffwatchd-owner.json"     # hidden and under the daemon prefix: never an input
+IDENTITY_FILE = "shares.json"            # in state_dir: the folders' device/inode at start-up
+FOLDER_KEYS = ("inbox", "output", "done", "failed")
+
+
+class ShareUnavailable(Exception):
+    """A watch's folders are not there now (share dropped out, folder renamed away or replaced)."""
+
+
+class ShareOwned(SystemExit):
+    """The folders carry the marker of another job table: this daemon must not start."""
+
+
+def _read_marker(fd: int) -> dict:
+    os.lseek(fd, 0, os.SEEK_SET)
+    raw = os.read(fd, 65536)
+    try:
+        data = json.loads(raw.decode("utf-8")) if raw.strip() else {}
+    except (UnicodeDecodeError, ValueError):
+        return {"unreadable": raw[:200].decode("utf-8", "replace")}
+    return data if isinstance(data, dict) else {}
+
+
+def _holder(path: Path, data: dict) -> str:
+    if not data.get("queue_id"):
+        return f"{path} is locked by a daemon that has not written its marker yet"
+    since = data.get("since")
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(since)) if isinstance(since, (int, float)) else "?"
+    return (f"queue {data.get('queue_id')} (state_dir {data.get('state_dir', '?')}, host {data.get('host', '?')}, "
+            f"pid {data.get('pid', '?')}, since {when})")
+
+
+def mark_folder(folder: Path, info: dict, settings_perms: Any) -> int:
+    """Open (or create) the folder's marker, refuse another job table's, lock it; returns the fd,
+    which the daemon keeps open (and so locked) while it runs."""
+    marker = folder / MARKER_NAME
+    fd = os.open(marker, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        data = _read_marker(fd)
+        theirs = data.get("queue_id")
+        if theirs and theirs != info["queue_id"]:
+            raise ShareOwned(f"ffwatchd: {folder} belongs to another ffwatchd job table: {_holder(marker, data)}; "
+                             f"this daemon's job table is queue {info['queue_id']} (state_dir {info['state_dir']}). "
+                             "One share's folders belong to one job table: check state_dir in the config. "
+                             f"If that job table is gone for good, remove {marker} and start again.")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            if theirs == info["queue_id"]:
+                log.info("%s is held by another daemon of the same job table (%s); allowed",
+                         folder, _holder(marker, data))
+                return fd
+            raise ShareOwned(f"ffwatchd: {folder} is in use by another daemon: {_holder(marker, data)}") from e
+        if data != info:
+            body = json.dumps(info, indent=2).encode() + b"\n"
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, body, 0)
+            if not theirs:
+                apply_perms(fd, settings_perms, False)
+            os.fsync(fd)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def claim_share_folders(settings: Settings, queue_id: str) -> list[int]:
+    """At start-up: make output/, done/ and failed/ where the inbox is there, mark and lock every
+    folder of every watch, and record their identities for the workers. Raises ShareOwned."""
+    info = {"queue_id": queue_id, "host": socket.gethostname(), "pid": os.getpid(),
+            "state_dir": str(settings.state_dir), "since": time.time()}
+    fds: list[int] = []
+    identities: dict[str, dict[str, list[int]]] = {}
+    seen: dict[Path, int] = {}
+    try:
+        for w in settings.watches:
+            if not w.inbox.is_dir():
+                log.warning("watch %s: inbox %s is not there at start-up; its folders are not marked "
+                            "(they are once ffwatchd restarts with the share present)", w.name, w.inbox)
+                continue
+            ids: dict[str, list[int]] = {}
+            for key in FOLDER_KEYS:
+                folder = getattr(w, key)
+                if key != "inbox" and not folder.exists():
+                    folder.mkdir(parents=True, exist_ok=True)
+                    os.chmod(folder, w.perms.dir_mode)
+                st = os.stat(folder)
+                ids[key] = [st.st_dev, st.st_ino]
+                if folder not in seen:
+                    seen[folder] = mark_folder(folder, info, w.perms)
+                    fds.append(seen[folder])
+            identities[w.name] = ids
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    from ffwatchd.filing import write_json_atomic
+
+    write_json_atomic(settings.state_dir / IDENTITY_FILE, {"queue_id": queue_id, "watches": identities})
+    return fds
+
+
+class ShareCheck:
+    """Whether a watch's folders are there: each a folder and, when recorded at start-up, the same
+    one (device and inode; after a remount, one carrying this job table's marker)."""
+
+    def __init__(self, settings: Settings, read_markers: bool = True) -> None:
+        self.settings, self.read_markers = settings, read_markers
+        self._stamp: int | None = None
+        self._data: dict = {}
+
+    def _load(self) -> dict:
+        path = self.settings.state_dir / IDENTITY_FILE
+        try:
+            stamp = os.stat(path).st_mtime_ns
+        except OSError:
+            self._stamp, self._data = None, {}
+            return self._data
+        if stamp != self._stamp:
+            try:
+                self._data = json.loads(path.read_text())
+                self._stamp = stamp
+            except (OSError, ValueError):
+                self._data = {}
+        return self._data
+
+    def problem(self, watch: WatchSettings, keys: tuple[str, ...] = FOLDER_KEYS) -> str | None:
+        """None when every folder of `watch` (or those in `keys`) is there; else why not, in a sentence."""
+        data = self._load()
+        ids = data.get("watches", {}).get(watch.name, {})
+        for key in keys:
+            path = getattr(watch, key)
+            try:
+                st = os.stat(path)
+            except OSError as e:
+                return f"{key} folder {path}: {e.strerror or e}"
+            if not stat.S_ISDIR(st.st_mode):
+                return f"{key} folder {path} is not a folder"
+            want = ids.get(key)
+            if want and [st.st_dev, st.st_ino] != list(want) and not self._marked(path, data.get("queue_id")):
+                return (f"{key} folder {path} is not the folder ffwatchd started with (another device/inode "
+                        "and no marker of this job table: renamed away and replaced?)")
+        return None
+
+    def _marked(self, folder: Path, queue_id: str | None) -> bool:
+        if not self.read_markers or not queue_id:
+            return False
+        try:
+            fd = os.open(folder / MARKER_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            return _read_marker(fd).get("queue_id") == queue_id
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+
+    def available(self, watch: WatchSettings) -> bool:
+        return self.problem(watch) is None
+
+    def available_names(self) -> list[str]:
+        return [w.name for w in self.settings.watches if self.problem(w) is None]
