@@ -26,6 +26,7 @@ from ffwatchd.logs import setup_logging
 from ffwatchd.store import JobStore
 from ffwatchd.systemd import Notifier
 from ffwatchd.recovery import give_back, lock_state_dir, recover_at_start
+from ffwatchd.safefs import make_private
 from ffwatchd.shares import claim_share_folders
 from ffwatchd.worker import worker_main, worker_owner
 
@@ -94,8 +95,9 @@ class Supervisor:
 
     def start(self) -> None:
         s = self.settings
-        for folder in (s.state_dir, s.temp_dir, s.models_dir):
-            folder.mkdir(parents=True, exist_ok=True)
+        for folder in (s.state_dir, s.temp_dir):       # private, whatever the umask
+            make_private(folder)
+        s.models_dir.mkdir(parents=True, exist_ok=True)
         self._lock_file = lock_state_dir(s)
         self.store = JobStore(s.db_path, max_attempts=s.workers.max_attempts, retry_backoff=s.workers.retry_backoff)
         # The share's folders carry this job table's marker, locked while we run (another

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from ffwatchd.config import WatchSettings
 from ffwatchd.errors import JobError
-from ffwatchd.safefs import Folder, Perms, fsync_file, split_under
+from ffwatchd.safefs import Folder, Perms, fsync_file, open_folder, split_under
 from ffwatchd.shares import ShareUnavailable
 from ffwatchd.store import Filing, Job
 
@@ -99,7 +99,8 @@ def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True, 
     `root` is the configured folder `dest` lies under: below it no link is followed and missing
     folders are made with `perms`. A name already taken by a file that is not this one (another
     inode, other content) is never replaced: the next free `-<job id>[-k]` name is used.
-    `own`: the file is ffwatchd's (a result), so it gets `perms`' file mode. Idempotent: when `src`
+    The placed file gets `perms`' file mode; `own=False` (an original someone else may own): when
+    that is not allowed it keeps its mode, with a warning. Idempotent: when `src`
     is gone and one of the names exists, that is taken as already done. `sync_source=False` skips
     syncing the source folder after the unlink (for our temp files)."""
     root = Path(root) if root is not None else Path(dest).parent
@@ -126,8 +127,13 @@ def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True, 
                     _link_or_copy(src, folder, candidate, job_id)
                 except FileExistsError:
                     continue
-            if own:
+            try:
                 folder.chmod_entry(candidate)
+            except PermissionError as e:
+                if own:
+                    raise
+                log.warning("job %d: %s keeps its own mode (%s: not ours to change)", job_id,
+                            folder.path / candidate, e.strerror)
             os.unlink(src)
             if sync_source:
                 fsync_dir(Path(src).parent)
@@ -324,6 +330,10 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
     missing original whose inbox is unavailable (ShareUnavailable: try again later) from one
     that is really gone."""
     perms = watch.perms if watch is not None else Perms()
+    for dest in (plan.result_dst, plan.original_dst):   # every destination checked before anything moves
+        if dest:
+            root = root_of(watch, Path(dest))
+            os.close(open_folder(root, split_under(root, Path(dest))[0], perms))
     result: Path | None = None
     if plan.outcome == "done":
         assert plan.result_src and plan.result_dst

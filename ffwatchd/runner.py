@@ -21,6 +21,7 @@ from ffwatchd.errors import JobError
 from ffwatchd.filing import Filed, Plan, execute_plan, plan_done, plan_failed, result_trusted
 from ffwatchd.ingest import hash_file
 from ffwatchd.jobspec import JobSpec
+from ffwatchd.safefs import LinkRefused, make_private
 from ffwatchd.shares import ShareCheck, ShareUnavailable
 from ffwatchd.store import Job, JobStore, TransitionError
 
@@ -175,7 +176,7 @@ class JobRunner:
         self._ffmpeg: str | None = None
         self.heartbeats = Heartbeats(store, owner, settings.workers.lease)
         self.shares = ShareCheck(settings)
-        settings.temp_dir.mkdir(parents=True, exist_ok=True)
+        make_private(settings.temp_dir)
 
     def run(self, job: Job, beat: Any = None) -> Outcome:
         """Process and file one job, start to end."""
@@ -404,10 +405,15 @@ class JobRunner:
                     lease: Lease | None = None) -> None:
         plan = plan_failed(watch, job, kind, message)
         self.store.set_filing(job.id, self.owner, plan.to_dict())
-        if lease is not None:
-            self._file_plan(watch, plan, job, lease)
-        else:
-            execute_plan(plan, job, watch, ledger=self.store)
+        try:
+            if lease is not None:
+                self._file_plan(watch, plan, job, lease)
+            else:
+                execute_plan(plan, job, watch, ledger=self.store)
+        except LinkRefused as e:              # failed/ goes through a link: nothing is written there
+            self._fail_without_filing(job, out, "io", f"{e.message}; the original stays in the inbox "
+                                      f"(the job failed first as {kind}: {message})")
+            return
         self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False)
         out.outcome, out.error_kind, out.message = "failed", kind, message
         self._clean_temp(job.id)

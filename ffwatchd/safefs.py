@@ -24,8 +24,9 @@ class Perms:
     gid: int | None = None
 
 
-class LinkRefused(JobError):
-    """A destination path goes through a symbolic link (or a non-folder) ffwatchd will not follow."""
+class LinkRefused(JobError, OSError):
+    """A destination path goes through a symbolic link (or a non-folder) ffwatchd will not follow.
+    Also an OSError, so callers that give up on a failed move give up on this too."""
 
     def __init__(self, path: Path, what: str = "a symbolic link") -> None:
         super().__init__("io", f"{path} is {what}; ffwatchd never writes through links "
@@ -197,6 +198,14 @@ def split_under(root: Path, dest: Path) -> tuple[PurePosixPath, str]:
     """(folder relative to root, file name) of `dest`, which must lie under `root`."""
     rel = PurePosixPath(Path(dest).relative_to(root).as_posix())
     return rel.parent, rel.name
+
+
+def make_private(path: Path) -> None:
+    """A local folder of the daemon's own (state_dir, temp_dir): made 0700 when ffwatchd makes it."""
+    path = Path(path)
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        os.chmod(path, 0o700)
 
 
 def fsync_file(path: Path) -> None:

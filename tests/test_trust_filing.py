@@ -1,0 +1,295 @@
+"""Issue 10, the filing side: share drop-outs, state that matches the folders, synced results,
+no overwrites, no links followed in destinations, share modes, share markers."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ffwatchd import cli
+from ffwatchd.config import load_config
+from ffwatchd.errors import JobError
+from ffwatchd.filing import place_file, plan_done
+from ffwatchd.jobspec import JobSpec
+from ffwatchd.recovery import give_back
+from ffwatchd.runner import JobRunner
+from ffwatchd.store import TransitionError
+from tests.test_runner import FakePipeline, enqueue, env, run_next  # noqa: F401 - env is a fixture
+
+try:
+    from ffwatchd.shares import MARKER_NAME, ShareCheck, ShareOwned, claim_share_folders
+except ImportError:        # the code before issue 10: the tests that need these fail on their own
+    MARKER_NAME = ShareCheck = ShareOwned = claim_share_folders = None  # type: ignore[assignment]
+
+OWNER = "deadhost:4242/cpu"
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+def _processed_plan(settings, store, watch, name: str, data: bytes, result: bytes):
+    """A job processed by a worker that died while filing: claimed, result made, plan recorded."""
+    job_id = enqueue(store, watch, name, data)
+    job = store.claim(OWNER, 60)
+    settings.temp_dir.mkdir(parents=True, exist_ok=True)
+    src = settings.temp_dir / f"job-{job_id}.result.jpg"
+    src.write_bytes(result)
+    plan = plan_done(watch, job, src, ".jpg")
+    store.set_filing(job_id, OWNER, plan.to_dict())
+    return job_id, plan
+
+
+# -- 6: never replace a file ffwatchd did not write --------------------------------------------
+
+def test_filing_never_replaces_a_file_it_did_not_write(tmp_path: Path) -> None:
+    root = tmp_path / "done"
+    root.mkdir()
+    (root / "a.jpg").write_bytes(b"someone's a")
+    (root / "a-7.jpg").write_bytes(b"someone's a-7")            # the name our job id would take
+    src = tmp_path / "inbox-a.jpg"
+    src.write_bytes(b"ours")
+    landed = place_file(src, root / "a.jpg", 7)
+    assert landed == root / "a-7-2.jpg" and landed.read_bytes() == b"ours"
+    assert (root / "a.jpg").read_bytes() == b"someone's a"
+    assert (root / "a-7.jpg").read_bytes() == b"someone's a-7"
+    assert not src.exists()
+
+
+# -- 5: results synced before placing; a resumed filing checks them ----------------------------
+
+def test_results_are_synced_before_they_are_placed(env, monkeypatch) -> None:
+    settings, store, watch = env
+    events: list[tuple[str, str]] = []
+    real_fsync, real_link = os.fsync, os.link
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def link(src, dst, *a, **kw) -> None:
+        events.append(("link", str(src)))
+        real_link(src, dst, *a, **kw)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "link", link)
+    job_id = enqueue(store, watch, "a.jpg", b"abc")
+    assert run_next(settings, store).outcome == "done"
+    result = str(settings.temp_dir / f"job-{job_id}.result.jpg")
+    assert ("fsync", result) in events, events
+    placed = [i for i, e in enumerate(events) if e == ("link", result)]
+    assert placed and events.index(("fsync", result)) < placed[0]
+
+
+def test_a_cut_result_is_not_trusted_when_filing_resumes(env) -> None:
+    settings, store, watch = env
+    job_id, plan = _processed_plan(settings, store, watch, "a.jpg", b"abc", b"result-before-crash")
+    with open(plan.result_src, "r+b") as f:                      # a power loss cut it
+        f.truncate(6)
+    assert store.requeue_dead_owners(lambda owner: False) == [job_id]
+    assert run_next(settings, store).outcome == "done"
+    assert (watch.output / "a.jpg").read_bytes() == b"processed:abc", "processed again, not the cut result"
+
+
+# -- 4: the recorded state matches where the files are ----------------------------------------
+
+def test_crash_recovery_completes_a_recorded_done_plan(env) -> None:
+    settings, store, watch = env
+    job_id, plan = _processed_plan(settings, store, watch, "a.jpg", b"abc", b"result")
+    os.link(plan.result_src, plan.result_dst)                    # the crash came after the first link
+    give_back(settings, store, None, job_id, OWNER, "worker_crashed", "signal SIGKILL", False)
+    job = store.get(job_id)
+    assert job.state == "done" and job.output_path == str(watch.output / "a.jpg")
+    assert (watch.output / "a.jpg").read_bytes() == b"result" and (watch.done / "a.jpg").exists()
+    assert not (watch.inbox / "a.jpg").exists() and not list(watch.failed.rglob("*.error.json"))
+
+
+def test_cancel_of_a_queued_job_with_a_done_plan_completes_it(env) -> None:
+    settings, store, watch = env
+    job_id, plan = _processed_plan(settings, store, watch, "a.jpg", b"abc", b"result")
+    store.requeue_dead_owners(lambda owner: False)               # queued, plan recorded
+    said = cli._cancel(store, settings, store.get(job_id))
+    assert "not cancelled" in said
+    assert store.get(job_id).state == "done"
+    assert (watch.output / "a.jpg").exists() and (watch.done / "a.jpg").exists()
+    assert not list(watch.failed.rglob("*"))
+
+
+def test_a_running_job_whose_result_is_being_filed_is_not_cancelled(env) -> None:
+    settings, store, watch = env
+    job_id, _ = _processed_plan(settings, store, watch, "a.jpg", b"abc", b"result")
+    with pytest.raises(TransitionError, match="being filed"):
+        store.cancel(job_id)
+
+
+# -- 1: share drop-outs ------------------------------------------------------------------------
+
+def test_jobs_wait_unspent_while_the_inbox_is_away(env) -> None:
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "a.jpg", b"abc")
+    job = store.claim("test-owner", 60)
+    away = watch.inbox.with_name("inbox.away")
+    watch.inbox.rename(away)                                      # the share dropped out
+    out = JobRunner(settings, store, FakePipeline(), "test-owner").run(job)
+    job = store.get(job_id)
+    assert out.outcome == "lost" and job.state == "queued" and job.attempts == 0
+    assert ShareCheck(settings).available_names() == []
+    away.rename(watch.inbox)
+    assert ShareCheck(settings).available_names() == ["studio"]
+    assert run_next(settings, store).outcome == "done"
+    assert (watch.done / "a.jpg").exists() and store.get(job_id).attempts == 1
+
+
+def test_an_inbox_replaced_by_another_folder_is_unavailable(env) -> None:
+    settings, store, watch = env
+    fds = claim_share_folders(settings, store.queue_id())
+    try:
+        enqueue(store, watch, "a.jpg", b"abc")
+        away = watch.inbox.with_name("inbox.away")
+        watch.inbox.rename(away)
+        watch.inbox.mkdir()                                       # an empty folder in its place
+        problem = ShareCheck(settings).problem(watch)
+        assert problem and "not the folder ffwatchd started with" in problem
+        watch.inbox.rmdir()
+        away.rename(watch.inbox)
+        assert ShareCheck(settings).problem(watch) is None
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def test_a_file_really_gone_ends_vanished_with_a_report(env) -> None:
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "a.jpg", b"abc")
+    (watch.inbox / "a.jpg").unlink()
+    out = run_next(settings, store)
+    job = store.get(job_id)
+    assert out.outcome == "failed" and job.error_kind == "vanished"
+    report = json.loads((watch.failed / "a.jpg.error.json").read_text())
+    assert report["error_kind"] == "vanished" and "left the inbox" in report["message"]
+
+
+class DropsTheShare(FakePipeline):
+    """Processing during which the inbox goes away (renamed); it comes back a moment later."""
+
+    def process_image(self, target: Path, output: Path, spec: JobSpec) -> None:
+        super().process_image(target, output, spec)
+        inbox = target.parent
+        away = inbox.with_name("inbox.away")
+        inbox.rename(away)
+        threading.Timer(1.0, lambda: away.rename(inbox)).start()
+
+
+def test_filing_waits_for_the_share_and_then_completes(env) -> None:
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "a.jpg", b"abc")
+    job = store.claim("test-owner", 60)
+    out = JobRunner(settings, store, DropsTheShare(), "test-owner").run(job)
+    assert out.outcome == "done"
+    assert (watch.done / "a.jpg").read_bytes() == b"abc" and not (watch.inbox / "a.jpg").exists()
+    assert (watch.output / "a.jpg").exists() and store.get(job_id).attempts == 1
+
+
+# -- 3: share markers ----------------------------------------------------------------------------
+
+def test_a_marker_refuses_another_job_table_and_allows_the_same(env, tmp_path: Path) -> None:
+    import dataclasses
+
+    settings, store, watch = env
+    first = claim_share_folders(settings, "queue-a")
+    try:
+        marker = json.loads((watch.inbox / MARKER_NAME).read_text())
+        assert marker["queue_id"] == "queue-a" and marker["pid"] == os.getpid()
+        typo = dataclasses.replace(settings, state_dir=tmp_path / "state-typo")
+        typo.state_dir.mkdir()
+        with pytest.raises(ShareOwned) as refused:
+            claim_share_folders(typo, "queue-b")
+        said = str(refused.value)
+        assert "queue-a" in said and str(settings.state_dir) in said and str(os.getpid()) in said
+        for fd in claim_share_folders(settings, "queue-a"):    # another host on the same queue
+            os.close(fd)
+    finally:
+        for fd in first:
+            os.close(fd)
+
+
+# -- 10: no link followed in destinations --------------------------------------------------------
+
+class NoFace(FakePipeline):
+    def process_image(self, target: Path, output: Path, spec: JobSpec) -> None:
+        raise JobError("no_face", f"no face in {target.name}")
+
+
+@pytest.mark.parametrize("folder", ["failed", "output"])
+def test_a_link_in_a_destination_fails_the_job_as_io_and_nothing_is_written_through_it(
+        env, tmp_path: Path, folder: str) -> None:
+    settings, store, watch = env
+    private = tmp_path / "private"
+    private.mkdir()
+    (getattr(watch, folder) / "sub").symlink_to(private, target_is_directory=True)
+    (watch.inbox / "sub").mkdir()
+    job_id = enqueue(store, watch, "sub/a.jpg", b"abc")
+    runner = JobRunner(settings, store, NoFace() if folder == "failed" else FakePipeline(), "o")
+    out = runner.run(store.claim("o", 60))
+    job = store.get(job_id)
+    assert out.outcome == "failed" and job.error_kind == "io", job
+    assert str(getattr(watch, folder) / "sub") in job.error_message and "link" in job.error_message
+    assert list(private.iterdir()) == []
+
+
+# -- 14: modes on the share --------------------------------------------------------------------------
+
+@pytest.fixture
+def umask_0077():
+    old = os.umask(0o077)
+    yield
+    os.umask(old)
+
+
+def test_what_ffwatchd_writes_on_the_share_is_readable_under_umask_0077(env, umask_0077) -> None:
+    settings, store, watch = env
+    (watch.inbox / "a" / "b").mkdir(parents=True)
+    enqueue(store, watch, "a/b/ok.jpg", b"abc")
+    assert run_next(settings, store).outcome == "done"
+    for p in (watch.output / "a", watch.output / "a" / "b", watch.done / "a", watch.done / "a" / "b"):
+        assert _mode(p) == 0o775, p
+    assert _mode(watch.output / "a" / "b" / "ok.jpg") == 0o664
+    assert _mode(watch.done / "a" / "b" / "ok.jpg") == 0o664
+    enqueue(store, watch, "bad.jpg", b"x")
+    assert JobRunner(settings, store, NoFace(), "o").run(store.claim("o", 60)).outcome == "failed"
+    assert _mode(watch.failed / "bad.jpg") == 0o664 and _mode(watch.failed / "bad.jpg.error.json") == 0o664
+    assert _mode(settings.temp_dir) == 0o700
+
+
+def test_share_modes_are_configurable_and_must_be_quoted(tmp_path: Path) -> None:
+    from ffwatchd.errors import ConfigError
+
+    for d in ("inbox", "output", "done", "failed"):
+        (tmp_path / d).mkdir()
+    base = ("state_dir: s\ntemp_dir: t\nmodels_dir: m\nwatches:\n  - {name: w, inbox: inbox, output: output, "
+            "done: done, failed: failed, %s}\n")
+    (tmp_path / "c.yaml").write_text(base % "file_mode: '0640', dir_mode: '2750'")
+    w = load_config(tmp_path / "c.yaml").watches[0]
+    assert (w.file_mode, w.dir_mode, w.group) == (0o640, 0o2750, None)
+    (tmp_path / "c.yaml").write_text(base % "file_mode: 0640")
+    with pytest.raises(ConfigError, match="quoted octal"):
+        load_config(tmp_path / "c.yaml")
+    (tmp_path / "c.yaml").write_text(base % "file_mode: '0755'")
+    with pytest.raises(ConfigError, match="may not have"):
+        load_config(tmp_path / "c.yaml")
+
+
+def test_a_filing_records_the_ledger(env) -> None:
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "a.jpg", b"abc")
+    before = time.time()
+    run_next(settings, store)
+    entry = store.filings("studio", "done")["a.jpg"]
+    st = os.stat(watch.done / "a.jpg")
+    assert (entry.size, entry.inode, entry.job_id) == (st.st_size, st.st_ino, job_id)
+    assert entry.filed_at >= before
