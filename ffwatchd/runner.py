@@ -427,7 +427,10 @@ class JobRunner:
     def _stopped(self, watch: Any, job: Job, lease: Lease, out: Outcome, workdir: Path) -> None:
         if lease.status == "cancelled":
             plan = plan_failed(watch, job, "cancelled", "cancelled by an operator while running")
-            execute_plan(plan, job, watch, ledger=self.store)
+            try:
+                execute_plan(plan, job, watch, ledger=self.store)
+            except LinkRefused as e:
+                log.error("job %d: cancelled; its original stays in the inbox: %s", job.id, e.message)
             self._clean_temp(job.id)
             out.outcome, out.error_kind = "cancelled", "cancelled"
         else:

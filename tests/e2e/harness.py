@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import synthetic_models  # noqa: E402
 
+from ffwatchd.shares import MARKER_NAME  # noqa: E402
 from ffwatchd.store import JobStore  # noqa: E402
 
 SYNTH_SIDECAR = {
@@ -188,7 +189,8 @@ class Daemon:
             return s.counts()
 
     def files(self, root: Path, pattern: str = "*") -> list[Path]:
-        return sorted(p for p in root.rglob(pattern) if p.is_file())
+        """Files under `root`, without the daemon's share marker."""
+        return sorted(p for p in root.rglob(pattern) if p.is_file() and p.name != MARKER_NAME)
 
     def wait_counts(self, timeout: float, **expected: int) -> dict:
         def check() -> dict | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ffwatchd.diskguard import free_bytes
+from ffwatchd.shares import MARKER_NAME
 from tests.e2e.harness import ROOT, decodes, face_jpeg, wait_for
 
 KiB, MiB = 2**10, 2**20
@@ -47,7 +48,7 @@ def fill(fs: Path, leave: int) -> Path:
 
 def everything_under(root: Path) -> list[Path]:
     """Every file, hidden temporary names included."""
-    return sorted(p for p in root.rglob("*") if p.is_file())
+    return sorted(p for p in root.rglob("*") if p.is_file() and p.name != MARKER_NAME)
 
 
 def paused_metric(port: int) -> float:
