@@ -242,7 +242,7 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobStore, path:
     if created:
         log.info("job %d: enqueued %s (%s, %s, %d bytes)", job.id, rel, watch.name, sniffed.format, hstate.size)
         return IngestResult("enqueued", path, f"{rel}: job {job.id}", job, True)
-    return _existing(watch, path, rel, job)
+    return _existing(watch, path, rel, job, store)
 
 
 def snapshot_for(settings: Settings, watch: WatchSettings, path: Path, read_from: Path | None = None) -> dict:
@@ -294,25 +294,27 @@ def _refuse(watch: WatchSettings, store: JobStore, path: Path, rel: str, state: 
                                         mtime=state.mtime_ns / 1e9, content_hash=content_hash, kind=kind,
                                         error_kind=error_kind, message=message, sidecars=sidecars or ())
     if not created and _report_exists(watch, job):
-        return _file_duplicate(watch, path, rel, job)
+        return _file_duplicate(watch, path, rel, job, store)
     log.warning("job %d: refused %s (%s): %s", job.id, rel, error_kind, message)
     try:
-        filed = _file_refused(watch, path, job)
+        filed = _file_refused(watch, path, job, store)
     except OSError as e:
         log.error("job %d: could not move %s to failed/: %s", job.id, rel, e)
         return IngestResult("failed", path, f"{message} (not filed: {e})", job, created)
     return IngestResult("failed", path, f"{message} (filed as {filed})", job, created)
 
 
-def _file_refused(watch: WatchSettings, path: Path, job: Job) -> Path:
+def _file_refused(watch: WatchSettings, path: Path, job: Job, store: JobStore | None = None) -> Path:
     if not os.path.islink(path):
-        return filing.file_failed_original(watch, job)
+        return filing.file_failed_original(watch, job, ledger=store)
     # A link is moved as a link (rename never follows it) and its target never read.
     dest = filing.choose_destination(watch.failed / job.rel_path, job.id)
     dest.parent.mkdir(parents=True, exist_ok=True)
     os.rename(path, dest)
     filing.write_json_atomic(filing.report_path(dest), filing.error_report(
         job, job.error_kind or "internal", job.error_message or "", path, dest))
+    if store is not None:
+        filing.note_filed(store, watch, job.id, "failed", dest)
     return dest
 
 
@@ -324,22 +326,23 @@ def _report_exists(watch: WatchSettings, job: Job) -> bool:
     return any(filing._report_is_for(filing.report_path(c), job.id) for c in candidates)
 
 
-def _existing(watch: WatchSettings, path: Path, rel: str, job: Job) -> IngestResult:
+def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobStore | None = None) -> IngestResult:
     """The same content at the same path already has a job."""
     if job.state not in FINISHED:
         return IngestResult("exists", path, f"{rel}: already job {job.id} ({job.state})", job)
     if job.state == "failed" and not _report_exists(watch, job):
         # An earlier filing did not finish (crash between the row and the move): finish it.
-        filed = _file_refused(watch, path, job)
+        filed = _file_refused(watch, path, job, store)
         return IngestResult("failed", path, f"{rel}: job {job.id} failed earlier; filed as {filed}", job)
     plan_dst = (job.filing or {}).get("original_dst")
     if job.state == "done" and plan_dst and (job.filing or {}).get("original_src") == str(path) \
             and not os.path.lexists(plan_dst):
         return IngestResult("exists", path, f"{rel}: job {job.id} is done and its filing is unfinished", job)
-    return _file_duplicate(watch, path, rel, job)
+    return _file_duplicate(watch, path, rel, job, store)
 
 
-def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job) -> IngestResult:
+def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job,
+                    store: JobStore | None = None) -> IngestResult:
     """A re-drop of content already finished at this path: filed to failed/ as `duplicate`."""
     if job.state == "done":
         advice = "rename the file (or put it in another folder) to process it again"
@@ -361,6 +364,8 @@ def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job) -> Ing
         if job.state == "done":
             report["retry"] = None
         filing.write_json_atomic(filing.report_path(dest), report)
+        if store is not None:
+            filing.note_filed(store, watch, job.id, "failed", dest)
     except OSError as e:
         log.error("duplicate of job %d: could not move %s to failed/: %s", job.id, rel, e)
         return IngestResult("duplicate", path, f"{message} (not filed: {e})", job)

@@ -293,3 +293,14 @@ def test_a_filing_records_the_ledger(env) -> None:
     st = os.stat(watch.done / "a.jpg")
     assert (entry.size, entry.inode, entry.job_id) == (st.st_size, st.st_ino, job_id)
     assert entry.filed_at >= before
+
+
+def test_files_refused_at_ingest_are_in_the_ledger(env) -> None:
+    from ffwatchd.ingest import ingest_file
+
+    settings, store, watch = env
+    (watch.inbox / "notes.jpg").write_text("not a picture\n")
+    r = ingest_file(settings, watch, store, watch.inbox / "notes.jpg", 0.0)
+    assert r.status == "failed" and (watch.failed / "notes.jpg").exists()
+    entry = store.filings("studio", "failed")["notes.jpg"]
+    assert entry.inode == os.stat(watch.failed / "notes.jpg").st_ino and entry.job_id == r.job.id
