@@ -8,179 +8,25 @@ copy to a hidden temporary name in the destination, fsync, link into place, unli
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
-import stat
 import time
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Callable
 
 from ffwatchd.config import WatchSettings
 from ffwatchd.errors import JobError
-from ffwatchd.safefs import Folder, Perms, fsync_file, open_folder, split_under
+from ffwatchd.placing import (TEMP_PREFIX, choose_destination, fsync_dir, place_file,  # noqa: F401 - re-exported
+                              with_job_id, write_report)
+from ffwatchd.safefs import Perms, fsync_file, open_folder, split_under
 from ffwatchd.shares import ShareUnavailable
 from ffwatchd.store import Filing, Job
 
 log = logging.getLogger(__name__)
 
-TEMP_PREFIX = ".ffwatchd-"      # hidden temporary names in destination folders
 REPORT_SUFFIX = ".error.json"
-
-
-def with_job_id(path: Path, job_id: int) -> Path:
-    """`a/b.jpg` -> `a/b-17.jpg`: the name a later file gets on a collision."""
-    return path.with_name(f"{path.stem}-{job_id}{path.suffix}")
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a folder's entries (a rename, a link, an unlink) durable."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some network filesystems refuse fsync on directories; the data itself was synced
-    finally:
-        os.close(fd)
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
-def choose_destination(dest: Path, job_id: int) -> Path:
-    """`dest` when free, else `dest` with `-<job id>` (which only this job ever uses)."""
-    return dest if not os.path.lexists(dest) else with_job_id(dest, job_id)
-
-
-def _candidates(name: str, job_id: int) -> list[str]:
-    """The names a file may take, in order: its own, `-<job id>`, then `-<job id>-2`, ... ."""
-    p = PurePosixPath(name)
-    alt = f"{p.stem}-{job_id}"
-    return [name, f"{alt}{p.suffix}"] + [f"{alt}-{k}{p.suffix}" for k in range(2, 50)]
-
-
-def _same_content(folder: Folder, name: str, st: os.stat_result, src: Path, src_st: os.stat_result) -> bool:
-    """Whether the file at `name` is `src` (the same inode) or a copy of it an earlier attempt made."""
-    if (st.st_dev, st.st_ino) == (src_st.st_dev, src_st.st_ino):
-        return True
-    if not stat.S_ISREG(st.st_mode) or st.st_size != src_st.st_size:
-        return False
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder.fd)
-    except OSError:
-        return False
-    try:
-        with open(fd, "rb", closefd=False) as a, open(src, "rb") as b:
-            while True:
-                x, y = a.read(1 << 20), b.read(1 << 20)
-                if x != y:
-                    return False
-                if not x:
-                    return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-
-
-def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True, root: Path | None = None,
-               perms: Perms | None = None, own: bool = False) -> Path:
-    """Move `src` to `dest` without overwriting another file; returns where it landed.
-
-    `root` is the configured folder `dest` lies under: below it no link is followed and missing
-    folders are made with `perms`. A name already taken by a file that is not this one (another
-    inode, other content) is never replaced: the next free `-<job id>[-k]` name is used.
-    The placed file gets `perms`' file mode; `own=False` (an original someone else may own): when
-    that is not allowed it keeps its mode, with a warning. Idempotent: when `src`
-    is gone and one of the names exists, that is taken as already done. `sync_source=False` skips
-    syncing the source folder after the unlink (for our temp files)."""
-    root = Path(root) if root is not None else Path(dest).parent
-    perms = perms or Perms()
-    rel_dir, name = split_under(root, Path(dest))
-    try:
-        src_st: os.stat_result | None = os.stat(src, follow_symlinks=False)
-    except FileNotFoundError:
-        src_st = None
-    with Folder(root, rel_dir, perms) as folder:
-        names = _candidates(name, job_id)
-        if src_st is None:
-            for candidate in names[:2]:
-                if folder.lstat(candidate) is not None:
-                    return folder.path / candidate
-            raise FileNotFoundError(errno.ENOENT, f"{src} is gone and {dest} does not exist", str(src))
-        for candidate in names:
-            st = folder.lstat(candidate)
-            if st is not None:
-                if not _same_content(folder, candidate, st, src, src_st):
-                    continue                      # someone else's file: never replaced
-            else:
-                try:
-                    _link_or_copy(src, folder, candidate, job_id)
-                except FileExistsError:
-                    continue
-            try:
-                folder.chmod_entry(candidate)
-            except PermissionError as e:
-                if own:
-                    raise
-                log.warning("job %d: %s keeps its own mode (%s: not ours to change)", job_id,
-                            folder.path / candidate, e.strerror)
-            os.unlink(src)
-            if sync_source:
-                fsync_dir(Path(src).parent)
-            return folder.path / candidate
-    raise JobError("io", f"no free name for {dest} (the names up to {names[-1]} are taken by other files)",
-                   transient=False)
-
-
-def _link_or_copy(src: Path, folder: Folder, name: str, job_id: int) -> None:
-    """Hard-link `src` at `name` (same filesystem) or copy it there through a hidden, synced temp."""
-    try:
-        folder.link_from(src, name)
-        folder.sync()
-        return
-    except OSError as e:
-        if e.errno == errno.EEXIST:
-            raise FileExistsError(errno.EEXIST, "exists", str(folder.path / name)) from e
-        if e.errno not in (errno.EXDEV, errno.EPERM, errno.ENOTSUP, errno.EMLINK):
-            raise
-    tmp = f"{TEMP_PREFIX}{job_id}-{name}.tmp"
-    try:
-        folder.copy_in(src, tmp)
-        try:
-            folder.link_here(tmp, name)
-        except OSError as e:
-            if e.errno == errno.EEXIST:
-                raise FileExistsError(errno.EEXIST, "exists", str(folder.path / name)) from e
-            if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EMLINK):
-                raise
-            if folder.lstat(name) is not None:
-                raise FileExistsError(errno.EEXIST, "exists", str(folder.path / name)) from e
-            folder.rename_here(tmp, name)  # filesystems without hard links (some SMB shares)
-        folder.sync()
-    finally:
-        if folder.lstat(tmp) is not None:
-            folder.unlink(tmp)
-
-
-def write_report(root: Path, path: Path, data: dict, tag: int, perms: Perms | None = None) -> None:
-    """Write an error report on the share: hidden temp name (the same on every attempt), synced,
-    renamed into place; no link below `root` followed; mode from `perms`."""
-    rel_dir, name = split_under(root, path)
-    with Folder(root, rel_dir, perms or Perms()) as folder:
-        tmp = f"{TEMP_PREFIX}{tag}-{name}.tmp"
-        folder.write_new(tmp, (json.dumps(data, indent=2, default=str) + "\n").encode())
-        folder.rename_here(tmp, name)
-        folder.sync()
 
 
 def write_json_atomic(path: Path, data: dict, tag: int | None = None) -> None:
@@ -344,6 +190,7 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
         result = place_file(src, dst, job.id, sync_source=False, root=root_of(watch, dst), perms=perms, own=True)
     original: Path | None
     dst = Path(plan.original_dst)
+    moving = os.path.lexists(plan.original_src)   # else an earlier run placed it: not re-recorded
     try:
         original = place_file(Path(plan.original_src), dst, job.id, root=root_of(watch, dst), perms=perms)
     except FileNotFoundError:
@@ -353,7 +200,7 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
         log.warning("job %d: original %s is no longer in the inbox and was not filed before",
                     job.id, plan.original_src)
         original = None
-    if original is not None and ledger is not None and watch is not None:
+    if original is not None and moving and ledger is not None and watch is not None:
         note_filed(ledger, watch, job.id, "done" if plan.outcome == "done" else "failed", original)
     if plan.outcome == "failed":
         filed_as = original or dst
