@@ -6,6 +6,7 @@ from __future__ import annotations
 PERMANENT_KINDS = frozenset({
     "bad_input", "no_face", "too_large", "no_sidecar", "bad_sidecar", "model_missing",
     "cancelled", "outside_inbox", "memory", "duplicate", "unreadable",
+    "vanished",           # the original left its inbox (the inbox being there) before it was processed
 })
 TRANSIENT_KINDS = frozenset({
     "timeout", "worker_crashed", "internal", "io", "disk_full",
