@@ -308,11 +308,11 @@ def _file_refused(watch: WatchSettings, path: Path, job: Job, store: JobStore | 
     if not os.path.islink(path):
         return filing.file_failed_original(watch, job, ledger=store)
     # A link is moved as a link (rename never follows it) and its target never read.
+    # Hard-linking a link links the link itself; no link under failed/ is followed.
     dest = filing.choose_destination(watch.failed / job.rel_path, job.id)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    os.rename(path, dest)
-    filing.write_json_atomic(filing.report_path(dest), filing.error_report(
-        job, job.error_kind or "internal", job.error_message or "", path, dest))
+    dest = filing.place_file(path, dest, job.id, root=watch.failed, perms=watch.perms)
+    filing.write_report(watch.failed, filing.report_path(dest), filing.error_report(
+        job, job.error_kind or "internal", job.error_message or "", path, dest), job.id, watch.perms)
     if store is not None:
         filing.note_filed(store, watch, job.id, "failed", dest)
     return dest
@@ -356,14 +356,13 @@ def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job,
     dest = next(c for c in candidates if not os.path.lexists(c) and not os.path.lexists(filing.report_path(c)))
     log.warning("duplicate of job %d: %s", job.id, message)
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(path, dest) if os.path.islink(path) else filing.place_file(path, dest, job.id)
+        dest = filing.place_file(path, dest, job.id, root=watch.failed, perms=watch.perms)
         report = filing.error_report(replace(job, error_kind="duplicate"), "duplicate", message, path, dest)
         report["duplicate_of"] = job.id
         report["earlier_state"] = job.state
         if job.state == "done":
             report["retry"] = None
-        filing.write_json_atomic(filing.report_path(dest), report)
+        filing.write_report(watch.failed, filing.report_path(dest), report, job.id, watch.perms)
         if store is not None:
             filing.note_filed(store, watch, job.id, "failed", dest)
     except OSError as e:

@@ -110,7 +110,8 @@ def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True, 
                 except FileExistsError:
                     continue
             try:
-                folder.chmod_entry(candidate)
+                if stat.S_ISREG(src_st.st_mode):       # a link is moved as a link: no mode of its own
+                    folder.chmod_entry(candidate)
             except PermissionError as e:
                 if own:
                     raise
