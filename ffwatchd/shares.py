@@ -79,7 +79,10 @@ def mark_folder(folder: Path, info: dict, settings_perms: Any) -> int:
             os.ftruncate(fd, 0)
             os.pwrite(fd, body, 0)
             if not theirs:
-                apply_perms(fd, settings_perms, False)
+                try:
+                    apply_perms(fd, settings_perms, False)
+                except OSError as e:
+                    log.warning("%s: cannot set its mode or group (%s); it keeps the default", marker, e.strerror)
             os.fsync(fd)
         return fd
     except BaseException:
@@ -125,7 +128,8 @@ def claim_share_folders(settings: Settings, queue_id: str) -> list[int]:
 
 class ShareCheck:
     """Whether a watch's folders are there: each a folder and, when recorded at start-up, the same
-    one (device and inode; after a remount, one carrying this job table's marker)."""
+    inbox (device and inode) and the same filesystems for the others; after a remount, folders
+    carrying this job table's marker count as the same."""
 
     def __init__(self, settings: Settings, read_markers: bool = True) -> None:
         self.settings, self.read_markers = settings, read_markers
@@ -160,9 +164,14 @@ class ShareCheck:
             if not stat.S_ISDIR(st.st_mode):
                 return f"{key} folder {path} is not a folder"
             want = ids.get(key)
-            if want and [st.st_dev, st.st_ino] != list(want) and not self._marked(path, data.get("queue_id")):
-                return (f"{key} folder {path} is not the folder ffwatchd started with (another device/inode "
-                        "and no marker of this job table: renamed away and replaced?)")
+            # The inbox must be the very folder (device and inode); output/, done/ and failed/ the
+            # same filesystem (a share unmounted leaves its empty mount point on another device).
+            same = (want is None or [st.st_dev, st.st_ino] == list(want) if key == "inbox"
+                    else want is None or st.st_dev == want[0])
+            if not same and not self._marked(path, data.get("queue_id")):
+                return (f"{key} folder {path} is not the folder ffwatchd started with (another "
+                        f"{'device/inode' if key == 'inbox' else 'device'} and no marker of this job table: "
+                        "renamed away and replaced, or the share unmounted?)")
         return None
 
     def _marked(self, folder: Path, queue_id: str | None) -> bool:
