@@ -185,8 +185,12 @@ class Pipeline:
         if len(problems) == 1:
             raise JobError("model_missing", problems[0])
         if problems:
-            raise JobError("model_missing", f"{len(problems)} models are missing ({', '.join(missing)}): "
-                                            + "; ".join(problems))
+            fetchable = [n for n in missing if registry.find_model(n, self.custom_models).url]
+            head = f"{len(problems)} models are missing ({', '.join(missing)})"
+            if fetchable:
+                head += (f"; `ffwatchd models fetch {' '.join(fetchable)}` gets "
+                         + ("them" if len(fetchable) == len(missing) else "the built-in ones"))
+            raise JobError("model_missing", head + ": " + "; ".join(problems))
 
     def model_hashes(self) -> dict[str, str]:
         """Model name -> sha256 of the file loaded for it."""
