@@ -226,6 +226,17 @@ def _retry(store: JobStore, settings: Settings, job: Job) -> str:
         snap = snapshot_for(settings, watch, watch.inbox / job.rel_path, read_from=found)
     except JobError as e:
         raise TransitionError(f"not retried, it would be refused again: {e}; fix that, then retry") from None
+    if job.error_kind == "model_missing":
+        from ffwatchd.faces.registry import fetch_hint, missing_models
+        from ffwatchd.jobspec import JobSpec
+
+        missing = missing_models(JobSpec.from_snapshot(snap["spec"]).models_used(), settings.models_dir,
+                                 settings.models)
+        if missing:
+            names = [n for n, _ in missing]
+            raise TransitionError(f"not retried, it would fail again: model(s) {', '.join(names)} still missing "
+                                  f"({'; '.join(d for _, d in missing)}); {fetch_hint(names, settings.models)}, "
+                                  "then retry")
     back = restore_original(watch, job, found)
     store.retry(job.id, **snap)
     return f"queued again with the current sidecar ({back})"

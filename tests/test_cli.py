@@ -212,3 +212,16 @@ def test_a_broken_config_does_not_hide_the_job_table(cfg: Path, capsys) -> None:
     assert main(["status", "-c", str(cfg)]) == 0
     assert "queued 1" in capsys.readouterr().out
     assert main(["jobs", "retry", "1", "-c", str(cfg)]) == 1         # changes still need a valid config
+
+
+def test_retry_of_a_model_missing_job_is_refused_while_the_model_is_missing(cfg: Path, capsys) -> None:
+    settings = load_config(cfg)
+    watch = settings.watches[0]
+    job_id = refuse(cfg, "m.jpg", jpeg(4), "model_missing")
+    assert main(["jobs", "retry", str(job_id), "-c", str(cfg)]) == 1
+    err = capsys.readouterr().err
+    assert "would fail again" in err and "`ffwatchd models fetch yunet arcface_w600k_r50 inswapper_128`" in err
+    assert (watch.failed / "m.jpg").exists()
+    (watch.inbox / "m.jpg.ffwatch.yaml").write_text("processors: [label]\nlabel: {text: checked}\n")
+    assert main(["jobs", "retry", str(job_id), "-c", str(cfg)]) == 0      # needs no model now
+    assert (watch.inbox / "m.jpg").exists()

@@ -55,17 +55,7 @@ class ImageResult:
 
 def models_for(spec: JobSpec) -> list[str]:
     """Model names a spec needs, in pipeline order (none for a label-only job)."""
-    procs = spec.processors
-    if not any(p in FACE_PROCESSORS for p in procs):
-        return []
-    names = [spec.face_detector.model]
-    if "face_swapper" in procs or spec.face_selector.mode == "reference":
-        names.append(spec.face_recognizer.model)
-    if "face_swapper" in procs:
-        names.append(spec.face_swapper.model)
-    if "face_enhancer" in procs:
-        names.append(spec.face_enhancer.model)
-    return names
+    return spec.models_used()
 
 
 def output_suffix(target: Path, spec: JobSpec) -> str:
