@@ -132,6 +132,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print_table(rows, ["device", "provider", "pid", "state", "job", "jobs run"])
         for msg in daemon.get("warnings", []):
             print(f"warning: {msg}")
+        for msg in daemon.get("models_missing", []):
+            print(f"MODELS MISSING: {msg}")
     if running:
         print()
         print_table([(j.id, j.watch, j.rel_path, j.kind, j.lease_owner, _progress(j),

@@ -81,6 +81,7 @@ class Supervisor:
         self.started_at = time.time()
         self.stopping = False
         self.warnings: list[str] = []
+        self.models_missing: list[str] = []
         self.store: JobStore | None = None
         self.metrics: Any = None
         self.watcher: Any = None
@@ -106,9 +107,18 @@ class Supervisor:
         self._start_watcher()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda signum, _frame: self.signals.put(signum))
+        self.report_models()
         self.write_status()
         self.notifier.ready(self.status_line())
         log.info("ffwatchd ready: %d watch(es), %d worker(s)", len(s.watches), len(self.slots))
+
+    def report_models(self) -> None:
+        """Say at start (and reload) which models the watches' defaults need but lack."""
+        from ffwatchd.checks import missing_default_models
+
+        self.models_missing = missing_default_models(self.settings)
+        for line in self.models_missing:
+            log.warning("%s", line)
 
     def _start_metrics(self) -> None:
         from ffwatchd.metrics import Metrics
@@ -328,7 +338,7 @@ class Supervisor:
                                     not self.claim_ok.is_set() and not self.stopping else None),
                 "watches_available": self.watcher.available() if self.watcher is not None else {},
                 "unsettled": self.watcher.unsettled_count() if self.watcher is not None else {},
-                "warnings": self.warnings, "stopping": self.stopping,
+                "warnings": self.warnings, "models_missing": self.models_missing, "stopping": self.stopping,
                 "metrics": (f"{self.settings.metrics.host}:{self.settings.metrics.port}"
                             if self.metrics is not None and self.settings.metrics.enabled else None)}
         write_json_atomic(self.settings.state_dir / "status.json", data)
@@ -363,6 +373,7 @@ class Supervisor:
                 slot.exit_reason = "recycled"
                 slot.stop.set()
                 slot.wake.set()
+        self.report_models()
         log.info("config reloaded from %s", self.config_path)
         self.notifier.ready(self.status_line())
 

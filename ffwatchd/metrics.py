@@ -98,6 +98,38 @@ class _JobTableCollector(Collector):
         return []  # collected lazily: the table is only read when scraped
 
 
+class _OperatorCollector(Collector):
+    """Brings the operators' retries and cancels (done by `ffwatchd jobs` in another process and
+    counted in the job table) into the counters, at each scrape before they are read."""
+
+    def __init__(self, metrics: "Metrics", store: "JobStore") -> None:
+        self.metrics, self.store = metrics, store
+        self._seen: dict[tuple[str, str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            counts = self.store.operator_counts()
+        except sqlite3.Error as e:
+            log.warning("metrics: cannot read the operator counts: %s", e)
+            return iter(())
+        with self._lock:
+            for (watch, kind, action), n in counts.items():
+                delta = n - self._seen.get((watch, kind, action), 0)
+                if delta <= 0:
+                    continue
+                self._seen[(watch, kind, action)] = n
+                if action == "retry":
+                    self.metrics.retries.labels(watch, "operator").inc(delta)
+                elif action == "cancel_queued":     # a running job's cancel is its worker's outcome
+                    self.metrics.jobs_finished.labels(watch, _bounded(kind, JOB_KINDS, "job kind"),
+                                                      "cancelled").inc(delta)
+        return iter(())
+
+    def describe(self) -> list[Metric]:
+        return []
+
+
 class _DiskCollector(Collector):
     """Free and total bytes of each watch folder's filesystem, via os.statvfs per scrape."""
 
@@ -151,6 +183,8 @@ class Metrics:
                  folders: dict[str, dict[str, Path]] | None = None) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        if store is not None:        # first: a scrape syncs the counters before they are read
+            r.register(_OperatorCollector(self, store))
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
         self._lock = threading.Lock()
@@ -271,7 +305,8 @@ class Metrics:
 
     def retried(self, watch: str, cause: str = "operator") -> None:
         """A job went back to the queue outside `job_finished`: `worker` (its worker died or
-        was killed), `lease` (its lease expired), `operator` (`ffwatchd jobs retry`)."""
+        was killed), `lease` (its lease expired). `operator` (`ffwatchd jobs retry`) is read
+        from the job table at scrape time."""
         self.retries.labels(watch, _bounded(cause, RETRY_CAUSES, "retry cause")).inc()
 
     def leases_expired(self, n: int) -> None:

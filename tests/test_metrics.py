@@ -242,3 +242,25 @@ def test_retention_results_are_counted(tmp_path):
     assert value(text, "ffwatchd_retention_removed_total", what="done") == 1
     assert value(text, "ffwatchd_retention_removed_total", what="job_rows") == 12
     assert value(text, "ffwatchd_retention_removed_bytes_total", what="temp") == 4096
+
+
+def test_operator_retries_and_cancels_are_counted_from_the_table(store, tmp_path):
+    m = Metrics(store=store, folders={"studio": {"inbox": tmp_path}})
+    before = m.render()
+    assert value(before, "ffwatchd_retries_total", watch="studio", cause="operator") == 0
+    queued = enqueue(store, "q.jpg")
+    failed = enqueue(store, "f.jpg")
+    claimed = store.claim("w", 60.0)
+    assert claimed.id == queued
+    store.fail(queued, "w", error_kind="no_face", message="no face", transient=False)
+    other = JobStore(tmp_path / "state" / "ffwatchd.db")     # the CLI: its own connection, no Metrics
+    other.cancel(failed)                                     # queued -> cancelled
+    other.retry(queued)
+    other.retry(failed)
+    other.close()
+    for _ in range(2):                                       # each scrape sees them once
+        text = m.render()
+        assert value(text, "ffwatchd_retries_total", watch="studio", cause="operator") == 2
+        assert value(text, "ffwatchd_jobs_finished_total", watch="studio", kind="image", outcome="cancelled") == 1
+    m2 = Metrics(store=store)                                # a restarted daemon starts from the table's totals
+    assert value(m2.render(), "ffwatchd_retries_total", watch="studio", cause="operator") == 2

@@ -55,7 +55,21 @@ _MIGRATIONS: list[str] = [
     CREATE INDEX jobs_running ON jobs (lease_until) WHERE state = 'running';
     CREATE INDEX jobs_state_finished ON jobs (state, finished_at);
     """,
+    # 2: operator actions (jobs retry, jobs cancel) counted for the metrics, which run in the
+    # daemon, not in the command that acted; monotonic (never purged)
+    """
+    CREATE TABLE operator_counts (
+        watch   TEXT    NOT NULL,
+        kind    TEXT    NOT NULL,
+        action  TEXT    NOT NULL,      -- retry | cancel_queued | cancel_running
+        n       INTEGER NOT NULL,
+        PRIMARY KEY (watch, kind, action)
+    ) STRICT;
+    """,
 ]
+
+_COUNT_OPERATOR = """INSERT INTO operator_counts (watch, kind, action, n) VALUES (?, ?, ?, 1)
+                     ON CONFLICT (watch, kind, action) DO UPDATE SET n = operator_counts.n + 1"""
 
 
 _JSON_COLUMNS = {"spec", "sources", "sidecars", "filing", "worker"}
@@ -375,6 +389,7 @@ class SqliteJobStore(JobQueue):
                  json.dumps(list(sources)) if sources is not None else None,
                  json.dumps(list(sidecars)) if sidecars is not None else None, kind, priority,
                  job_id)).fetchone()
+            db.execute(_COUNT_OPERATOR, (row["watch"], row["kind"], "retry"))
             return _job(row)
 
     def cancel(self, job_id: int) -> Job:
@@ -384,10 +399,12 @@ class SqliteJobStore(JobQueue):
             row = self._row(db, job_id)
             if row["state"] not in ("queued", "running"):
                 raise TransitionError(f"job {job_id} is {row['state']}: only queued or running jobs can be cancelled")
+            was = row["state"]
             row = db.execute(
                 """UPDATE jobs SET state = 'cancelled', finished_at = ?, lease_until = NULL,
                                    error_kind = 'cancelled', error_message = 'cancelled by an operator'
                    WHERE id = ? RETURNING *""", (now, job_id)).fetchone()
+            db.execute(_COUNT_OPERATOR, (row["watch"], row["kind"], f"cancel_{was}"))
             return _job(row)
 
     def purge(self, older_than: float, states: Sequence[str] = FINISHED) -> int:
@@ -421,6 +438,12 @@ class SqliteJobStore(JobQueue):
                                       AND state IN ('queued', 'running') ORDER BY id DESC LIMIT 1""",
                                    (watch, rel_path)).fetchone()
         return _job(row) if row is not None else None
+
+    def operator_counts(self) -> dict[tuple[str, str, str], int]:
+        """(watch, kind, action) -> how many times operators did it, ever."""
+        with self._lock:
+            rows = self._db.execute("SELECT watch, kind, action, n FROM operator_counts").fetchall()
+        return {(r[0], r[1], r[2]): r[3] for r in rows}
 
     def counts(self) -> dict[str, int]:
         with self._lock:
