@@ -118,7 +118,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         running = store.list(state="running", limit=1000, order="started_at")
     daemon = read_status(state_dir)
     if args.json:
-        _dump({"counts": counts, "daemon": daemon,
+        _dump({"counts": counts, "daemon": daemon, "waiting": (daemon or {}).get("waiting", {}),
                "running": [{"id": j.id, "watch": j.watch, "path": j.rel_path, "kind": j.kind,
                             "owner": j.lease_owner, "started_at": j.started_at,
                             "progress_done": j.progress_done, "progress_total": j.progress_total}
@@ -138,12 +138,22 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"warning: {msg}")
         for msg in daemon.get("models_missing", []):
             print(f"MODELS MISSING: {msg}")
+        print_waiting(daemon)
     if running:
         print()
         print_table([(j.id, j.watch, j.rel_path, j.kind, j.lease_owner, _progress(j),
                       f"{int(time.time() - (j.started_at or time.time()))} s") for j in running],
                     ["id", "watch", "path", "kind", "worker", "progress", "running for"])
     return EXIT_OK
+
+
+def print_waiting(daemon: dict | None) -> None:
+    """Files the running daemon holds back for a late sidecar or source (not jobs yet)."""
+    rows = [(name, f["path"], f["waits_for"], f"{max(0, int(f['deadline'] - time.time()))} s")
+            for name, files in ((daemon or {}).get("waiting") or {}).items() for f in files]
+    if rows:
+        print(f"\nwaiting (not jobs yet; they fail as no_sidecar or bad_sidecar when the wait ends): {len(rows)}")
+        print_table(rows, ["watch", "path", "waits for", "time left"])
 
 
 # -- jobs ------------------------------------------------------------------------------------
@@ -173,6 +183,13 @@ def cmd_jobs_list(args: argparse.Namespace) -> int:
     print_table([(j.id, j.state, j.watch, j.rel_path, j.kind, j.attempts, _progress(j),
                   j.error_kind or "", _iso(j.queued_at)) for j in jobs],
                 ["id", "state", "watch", "path", "kind", "tries", "progress", "error", "queued"])
+    if args.state in (None, "queued"):
+        from ffwatchd.daemon import read_status
+
+        daemon = read_status(state_dir_for_reading(args.config))
+        if daemon and args.watch:
+            daemon = {**daemon, "waiting": {args.watch: daemon.get("waiting", {}).get(args.watch, [])}}
+        print_waiting(daemon)
     return EXIT_OK
 
 

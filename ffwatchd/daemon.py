@@ -338,6 +338,7 @@ class Supervisor:
                                     not self.claim_ok.is_set() and not self.stopping else None),
                 "watches_available": self.watcher.available() if self.watcher is not None else {},
                 "unsettled": self.watcher.unsettled_count() if self.watcher is not None else {},
+                "waiting": self.watcher.waiting_files() if self.watcher is not None else {},
                 "warnings": self.warnings, "models_missing": self.models_missing, "stopping": self.stopping,
                 "metrics": (f"{self.settings.metrics.host}:{self.settings.metrics.port}"
                             if self.metrics is not None and self.settings.metrics.enabled else None)}

@@ -199,6 +199,9 @@ class Metrics:
                                         ["watch"], registry=r)
         self.jobs_enqueued = Counter("ffwatchd_jobs_enqueued", "Jobs added to the queue",
                                      ["watch"], registry=r)
+        self.files_ignored = Counter("ffwatchd_files_ignored",
+                                     "Files in an inbox that match no include pattern (each once)",
+                                     ["watch"], registry=r)
         self.jobs_finished = Counter("ffwatchd_jobs_finished",
                                      "Job attempts that ended, by outcome (done|failed|retried|cancelled)",
                                      ["watch", "kind", "outcome"], registry=r)
@@ -256,7 +259,7 @@ class Metrics:
 
     def _init_watch(self, watch: str) -> None:
         """Create a watch's series at zero, so rates and alerts see them before the first event."""
-        for c in (self.files_discovered, self.jobs_enqueued, self.bytes_processed_total,
+        for c in (self.files_discovered, self.files_ignored, self.jobs_enqueued, self.bytes_processed_total,
                   self.frames_processed_total, self.queue_wait, self._settle_wait):
             c.labels(watch)
         self.unsettled_files.labels(watch)
@@ -274,6 +277,9 @@ class Metrics:
 
     def job_enqueued(self, watch: str) -> None:
         self.jobs_enqueued.labels(watch).inc()
+
+    def file_ignored(self, watch: str) -> None:
+        self.files_ignored.labels(watch).inc()
 
     def settle_wait(self, watch: str, seconds: float) -> None:
         self._settle_wait.labels(watch).observe(max(0.0, seconds))
