@@ -175,8 +175,12 @@ class Supervisor:
             p.join(timeout=0)
             code = p.exitcode
             how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
-            reason = slot.exit_reason or ("stopped" if self.stopping and code == 0 else "crashed")
-            if reason == "crashed":
+            reason = slot.exit_reason or ("stopped" if code == 0 else "crashed")
+            unasked = reason == "stopped" and not self.stopping and slot.exit_reason is None
+            if unasked:   # a worker exits 0 only when told to stop: a SIGTERM sent to the whole
+                # process group (timeout, a container runtime) reached it before ours was handled
+                log.info("worker %d (pid %s) stopped on a signal of its own (exit code 0)", slot.index, slot.pid)
+            elif reason == "crashed":
                 log.error("worker %d (pid %s, device %s) died: %s", slot.index, slot.pid, slot.device, how)
                 self.warnings.append(f"worker {slot.index} died ({how}) at {time.strftime('%H:%M:%S')}")
                 self.warnings = self.warnings[-10:]
@@ -191,14 +195,15 @@ class Supervisor:
                           kind, how, self.stopping)
             slot.jobs = {}
             if not self.stopping and self.metrics is not None:
-                self.metrics.worker_restarted(slot.device, reason if reason != "stopped" else "crashed")
+                self.metrics.worker_restarted(slot.device, "other" if unasked else
+                                              reason if reason != "stopped" else "crashed")
             slot.process = None
             slot.state = "down"
             if reason == "crashed":
                 slot.restarts += 1
                 slot.next_spawn = time.monotonic() + min(SPAWN_BACKOFF_MAX, 2 ** min(slot.restarts, 6) / 4)
-            else:
-                slot.next_spawn = 0.0
+            else:           # after an unasked stop, a moment for our own pending signal first
+                slot.next_spawn = time.monotonic() + 1.0 if unasked else 0.0
 
     def murder_workers(self) -> None:
         """Kill workers whose job ran past job_timeout, whose heartbeats stalled, or that ate too much RAM."""

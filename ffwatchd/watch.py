@@ -177,7 +177,7 @@ class WatchLoop:
         waiting = dict(self.waiting)          # a copy by the C loop: safe against the watch thread
         return [{"path": p.relative_to(self.watch.inbox).as_posix(), "since": since,
                  "deadline": since + self.watch.sidecar_wait,
-                 "waits_for": self.waiting_for.get(p, "no sidecar yet")}
+                 "waits_for": self.waiting_for.get(p, "its sidecar (ffwatch.yaml)")}
                 for p, (since, _state, _next) in sorted(waiting.items())]
 
     # -- the loop ----------------------------------------------------------------------------
@@ -444,10 +444,10 @@ class WatchLoop:
             return None
         if r.status == "waiting":
             reason = r.message.split(": ", 1)[-1]
+            reason = "its sidecar (ffwatch.yaml)" if reason == "no sidecar yet" else reason.removeprefix("waiting for ")
             if self.waiting_for.get(path) != reason:       # said once when the wait starts (or changes)
                 log.info("watch %s: %s waits up to %s for %s", self.watch.name,
-                         path.relative_to(self.watch.inbox), _seconds(self.watch.sidecar_wait),
-                         "its sidecar (ffwatch.yaml)" if reason == "no sidecar yet" else reason)
+                         path.relative_to(self.watch.inbox), _seconds(self.watch.sidecar_wait), reason)
             self.waiting_for[path] = reason
             self.waiting[path] = (waiting_since, state, time.monotonic() + WAITING_RECHECK)
             return r

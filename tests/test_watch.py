@@ -269,7 +269,7 @@ def test_a_source_copied_after_its_target_is_waited_for(make_env) -> None:
     wait_for(lambda: env.metrics.calls["settled"] >= 1, what="the target to settle")
     assert env.jobs() == [], "the target waits for its source instead of failing"
     waiting = env.service.waiting_files()["w"]
-    assert [(f["path"], f["waits_for"].split(" (")[0]) for f in waiting] == [("late/target.jpg", "waiting for a source")]
+    assert [(f["path"], f["waits_for"].split(" (")[0]) for f in waiting] == [("late/target.jpg", "a source")]
     assert "faces/me.png" in waiting[0]["waits_for"] and waiting[0]["deadline"] > time.time()
     put(env.inbox / "late/faces/me.png", FACE)
     wait_for(lambda: len(env.jobs()) == 1, what="the job once the source arrived", timeout=20)
@@ -288,7 +288,7 @@ def test_a_file_waiting_for_its_sidecar_is_logged_once_and_listed(make_env, capl
     put(env.inbox / "nosidecar/a.jpg")
     wait_for(lambda: env.service.waiting_files()["w"], what="the file to wait")
     assert env.service.waiting_files()["w"][0]["path"] == "nosidecar/a.jpg"
-    assert env.service.waiting_files()["w"][0]["waits_for"] == "no sidecar yet"
+    assert env.service.waiting_files()["w"][0]["waits_for"] == "its sidecar (ffwatch.yaml)"
     lines = [r.getMessage() for r in caplog.records if "waits up to" in r.getMessage()]
     assert lines == ["watch w: nosidecar/a.jpg waits up to 30 s for its sidecar (ffwatch.yaml)"]
 
