@@ -85,6 +85,7 @@ class Supervisor:
         self.metrics: Any = None
         self.watcher: Any = None
         self.diskguard: Any = None
+        self.batches: Any = None
         self._retention_thread: threading.Thread | None = None
         self._disk_thread: threading.Thread | None = None
         self._next_status = self._next_disk = self._next_retention = 0.0
@@ -104,6 +105,7 @@ class Supervisor:
             self.spawn_worker(slot)
         self._wait_for_workers()
         self._start_watcher()
+        self.batches = _start_batches(self)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda signum, _frame: self.signals.put(signum))
         self.write_status()
@@ -354,6 +356,7 @@ class Supervisor:
         setup_logging(new.log.level, new.log.format, process="main")
         self.watcher.stop()
         self._start_watcher()
+        self.batches.update(new)
         self.diskguard = None
         self._start_diskguard()
         for slot in self.slots:           # workers pick up the new settings after their current job
@@ -392,6 +395,8 @@ class Supervisor:
                 slot.process.kill()
                 slot.process.join(10)
         self.reap_workers()
+        if self.batches is not None:
+            self.batches.stop()
         if self.metrics is not None:
             self.metrics.stop()
         self.write_status()
@@ -441,6 +446,16 @@ class _WakingHooks:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.sup.metrics, name)
+
+
+def _start_batches(sup: Supervisor) -> Any:
+    """Batch reports, finishes and the notification outbox, in their own threads."""
+    from ffwatchd.batches import BatchService
+
+    service = BatchService(sup.settings, sup.metrics,
+                           unsettled=lambda: sup.watcher.unsettled_paths() if sup.watcher is not None else {})
+    service.start()
+    return service
 
 
 def _keep(new: Settings, old: Settings) -> Settings:

@@ -143,7 +143,7 @@ def test_malformed_yaml(watch: WatchSettings) -> None:
 
 def test_unknown_key_type_and_model_are_all_reported(watch: WatchSettings) -> None:
     put(watch.inbox / "a.jpg")
-    sc = put(watch.inbox / "ffwatch.yaml", "sources: [a.jpg]\ncolour: red\npriority: high\n"
+    sc = put(watch.inbox / "ffwatch.yaml", "sources: [a.jpg]\ncolour: red\npriority: urgent\n"
                                            "face_swapper: {model: nope}\n")
     with pytest.raises(JobError) as e:
         resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
