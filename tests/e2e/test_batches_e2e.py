@@ -185,3 +185,56 @@ def test_targets_outside_the_allowed_lists_fail_as_bad_sidecar_and_send_nothing(
         assert elsewhere.requests == [] and receiver.requests == [] and mail.messages == []
     finally:
         elsewhere.close()
+
+
+def test_a_high_priority_file_dropped_after_20_low_ones_runs_next(make_daemon) -> None:
+    """The one worker cannot take new work while the 20 low-priority files and then the high one
+    arrive (claiming is held by the disk guard: synthetic jobs are too quick to keep a worker
+    busy reliably); once it can, the high one is the next it runs."""
+    import signal
+
+    d = make_daemon(retention={"min_free_disk": "1000TiB"})
+    batch_sidecar(d, "low", priority="low")
+    batch_sidecar(d, "urgent", priority="high")
+    d.start()
+    for i in range(20):
+        d.drop(f"low/img{i:02d}.jpg", face_jpeg(seed=500 + i))
+    d.wait_counts(60, queued=20)
+    d.drop("urgent/now.jpg", face_jpeg(seed=999))
+    d.wait_counts(60, queued=21)
+    d.config["retention"]["min_free_disk"] = "1MiB"
+    d.write_config()
+    d.signal(signal.SIGHUP)
+    d.wait_counts(240, done=21)
+    with d.store() as s:
+        jobs = s.list(limit=100)
+    (high,) = [j for j in jobs if j.batch == "urgent"]
+    lows = [j for j in jobs if j.batch == "low"]
+    assert high.priority == 10 and {j.priority for j in lows} == {-10}
+    assert all(j.created_at < high.created_at for j in lows), "the high one came last"
+    assert high.started_at < min(j.started_at for j in lows), "and ran first"
+
+
+def test_batches_command_lists_and_shows_a_batch_with_its_deliveries(make_daemon, tmp_path, receiver) -> None:
+    import subprocess
+    import sys
+
+    d = notifying_daemon(make_daemon, tmp_path, receiver)
+    batch_sidecar(d, "cli", notify={"webhook": receiver.url("/hooks/cli")})
+    d.start()
+    d.drop("cli/a.jpg", face_jpeg(seed=5))
+    wait_for(receiver.delivered, 120, "the webhook")
+    wait_for(lambda: [x for x in deliveries(d) if x.state == "delivered"], 30, "the outbox to record it")
+
+    def cli(*args: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "ffwatchd", "batches", *args, "-c", str(d.config_path)],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+    listed = json.loads(cli("list", "--json"))
+    (b,) = [x for x in listed if x["folder"] == "cli"]
+    assert b["state"] == "finished" and b["counts"]["done"] == 1
+    assert "cli" in cli("list") and "finished" in cli("list")
+    shown = cli("show", str(b["id"]))
+    assert "webhook" in shown and "delivered" in shown and f"ffwatchd-batch-{b['id']}-v1-finished" in shown
+    assert json.loads(cli("show", str(b["id"]), "--json"))["deliveries"][0]["state"] == "delivered"
