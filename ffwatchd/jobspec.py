@@ -136,7 +136,7 @@ class JobSpec:
             output=sub("output", OutputSpec),
             on_no_face=raw.get("on_no_face", "fail"),
             priority=_priority(raw.get("priority", 0)),
-            notify=sub("notify", NotifySpec),
+            notify=NotifySpec(**dict(notify_mapping(raw.get("notify")) or {})),
             package=raw.get("package") or "none",
             batch_quiet=_duration(raw["batch_quiet"]) if raw.get("batch_quiet") is not None else None,
         )
@@ -177,9 +177,17 @@ def _duration(v: Any) -> float:
     return parse_duration(v)
 
 
+def notify_mapping(value: Any) -> Any:
+    """YAML 1.1 reads a bare `on:` key as true: take it as `on`."""
+    if isinstance(value, dict) and True in value:
+        value = {("on" if k is True else k): v for k, v in value.items()}
+    return value
+
+
 def _check_notify(value: Any, path: str) -> list[str]:
     from ffwatchd.config_notify import email_domain
 
+    value = notify_mapping(value)
     if not isinstance(value, dict):
         return [f"{path}: must be a mapping with webhook, email, on"]
     problems = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 from ffwatchd.config import Settings
 from ffwatchd.jobspec import NotifySpec
@@ -104,7 +104,8 @@ def deliver(settings: Settings, d: Delivery) -> None:
         raise DeliveryError(f"unknown channel {d.channel!r}")
 
 
-def deliver_due(settings: Settings, store: JobQueue, metrics: Any = None, limit: int = 20) -> int:
+def deliver_due(settings: Settings, store: JobQueue, metrics: Any = None, limit: int = 20,
+                clock: Callable[[], float] = time.time) -> int:
     """Try every due delivery once; returns how many were tried."""
     due = store.due_deliveries(limit)
     for d in due:
@@ -113,7 +114,7 @@ def deliver_due(settings: Settings, store: JobQueue, metrics: Any = None, limit:
         except DeliveryError as e:
             attempts = d.attempts + 1
             give_up = attempts >= settings.notify.max_attempts
-            retry_at = None if give_up else time.time() + settings.notify.retry_delay(attempts)
+            retry_at = None if give_up else clock() + settings.notify.retry_delay(attempts)
             store.record_attempt(d.id, ok=False, error=str(e), retry_at=retry_at)
             log.warning("notification %d (%s %s, key %s): try %d failed: %s%s", d.id, d.channel, d.event,
                         d.idempotency_key, attempts, e, "; giving up" if give_up else "")
