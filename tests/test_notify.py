@@ -163,3 +163,22 @@ def test_outbox_backs_off_then_gives_up(tmp_path: Path) -> None:
         assert len(r.requests) == 3
     finally:
         r.close()
+
+
+def test_deliveries_and_give_ups_are_counted_in_metrics(tmp_path: Path) -> None:
+    from ffwatchd.metrics import Metrics
+
+    r = WebhookReceiver(fail_first=1)
+    try:
+        s = settings_for(tmp_path, r.port)
+        store = JobStore(tmp_path / "j.db")
+        m = Metrics()
+        store.add_deliveries([{"channel": "webhook", "event": "finished", "target": r.url("/hooks/m"),
+                               "payload": {"watch": "w"}, "idempotency_key": "m-1"}])
+        deliver_due(s, store, m, clock=lambda: 0.0)
+        deliver_due(s, store, m)
+        text = m.render().decode()
+        assert 'ffwatchd_notifications_total{channel="webhook",outcome="retry"} 1.0' in text
+        assert 'ffwatchd_notifications_total{channel="webhook",outcome="delivered"} 1.0' in text
+    finally:
+        r.close()
