@@ -139,11 +139,12 @@ class BatchService:
         self._threads: list[threading.Thread] = []
         self.tracker: BatchTracker | None = None
 
-    def start(self) -> None:
+    def start(self) -> "BatchService":
         for name, target in (("batches", self._track), ("outbox", self._send)):
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
             self._threads.append(t)
+        return self
 
     def update(self, settings: Settings) -> None:
         self.settings = settings

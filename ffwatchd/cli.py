@@ -166,6 +166,7 @@ def cmd_jobs_show(args: argparse.Namespace) -> int:
         _dump(job.to_dict())
         return EXIT_OK
     d = job.to_dict()
+    print(f"{'batch':14} {job.batch if job.batch else '/'}")
     for key in ("id", "state", "watch", "rel_path", "kind", "size", "content_hash", "priority",
                 "attempts", "max_attempts", "lease_owner", "output_path", "error_kind", "error_message"):
         print(f"{key:14} {d[key] if d[key] is not None else '-'}")

@@ -105,7 +105,8 @@ class Supervisor:
             self.spawn_worker(slot)
         self._wait_for_workers()
         self._start_watcher()
-        self.batches = _start_batches(self)
+        from ffwatchd.batches import BatchService     # reports, finishes, the notification outbox
+        self.batches = BatchService(s, self.metrics, unsettled=lambda: self.watcher.unsettled_paths()).start()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda signum, _frame: self.signals.put(signum))
         self.write_status()
@@ -446,16 +447,6 @@ class _WakingHooks:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.sup.metrics, name)
-
-
-def _start_batches(sup: Supervisor) -> Any:
-    """Batch reports, finishes and the notification outbox, in their own threads."""
-    from ffwatchd.batches import BatchService
-
-    service = BatchService(sup.settings, sup.metrics,
-                           unsettled=lambda: sup.watcher.unsettled_paths() if sup.watcher is not None else {})
-    service.start()
-    return service
 
 
 def _keep(new: Settings, old: Settings) -> Settings:
