@@ -5,6 +5,7 @@ the durable outbox (one transaction with the finish). A second thread delivers t
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -15,7 +16,8 @@ from ffwatchd.config import Settings, WatchSettings
 from ffwatchd.jobspec import JobSpec
 from ffwatchd.notify.outbox import deliver_due, failed_deliveries, finished_deliveries
 from ffwatchd.package import write_zip
-from ffwatchd.report import ThumbCache, write_report
+from ffwatchd.filing import TEMP_PREFIX
+from ffwatchd.report import ThumbCache, report_paths, write_report
 from ffwatchd.sidecar import is_within
 from ffwatchd.store import Batch, Job, JobQueue, JobStore
 
@@ -25,6 +27,16 @@ TICK = 1.0                  # how often batches are looked at
 REPORT_EVERY = 3.0          # a running batch's report is rewritten at most this often
 STARVATION_EVERY = 10.0
 SEND_POLL = 0.5
+
+
+def _pid_alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _activity(job: Job) -> float:
@@ -57,6 +69,8 @@ class BatchTracker:
 
     def step(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
+        if self._since == 0.0:
+            self.remove_stale_temps()
         since, self._since = self._since, now - 5.0
         for g in self.store.batch_activity(since):
             self.store.touch_batch(g["watch"], g["folder"], g["last_activity"])
@@ -74,6 +88,18 @@ class BatchTracker:
                 if raised:
                     log.info("watch %s: %d low-priority job(s) waited over %g s and now run as normal: %s",
                              w.name, len(raised), w.starvation_age, ", ".join(map(str, raised[:20])))
+
+    def remove_stale_temps(self) -> None:
+        """Half-written reports or zips a crash left beside the batches' reports (once, at start)."""
+        for batch in self.store.list_batches(limit=1_000_000):
+            try:
+                folder = report_paths(self.settings.watch(batch.watch), batch.folder)[0].parent
+            except KeyError:
+                continue
+            for leftover in folder.glob(f"{TEMP_PREFIX}*-ffwatch-re*.tmp"):
+                if not _pid_alive(leftover.name[len(TEMP_PREFIX):].split("-", 1)[0]):
+                    leftover.unlink(missing_ok=True)
+                    log.info("removed %s, left by an earlier run", leftover)
 
     def check(self, watch: WatchSettings, batch: Batch, now: float, unsettled: list[Path]) -> None:
         jobs = self.store.batch_jobs(batch.watch, batch.folder)

@@ -157,3 +157,16 @@ def test_starvation_guard_raises_long_waiting_low_priority_jobs(env) -> None:
     tracker.step(now=clock.t)
     assert store.get(low.id).priority == 0
     assert store.claim("t", 60).id == low.id, "raised to normal, it is older than the normal one"
+
+
+def test_a_half_written_report_left_by_a_crash_is_removed_at_start(env) -> None:
+    settings, store, clock, tracker, _ = env
+    run_job(settings, store, clock, "s/one.jpg", 1, {})
+    tracker.step(now=clock.t)
+    folder = settings.watches[0].output / "s"
+    dead = folder / ".ffwatchd-999999999-ffwatch-report.html.tmp"
+    ours = folder / f".ffwatchd-{os.getpid()}-ffwatch-report.html.tmp"
+    dead.write_text("<html>half")
+    ours.write_text("<html>being written")
+    BatchTracker(settings, store).step(now=clock.t)
+    assert not dead.exists() and ours.exists()
