@@ -165,7 +165,7 @@ def test_a_half_written_report_left_by_a_crash_is_removed_at_start(env) -> None:
     tracker.step(now=clock.t)
     folder = settings.watches[0].output / "s"
     dead = folder / ".ffwatchd-999999999-ffwatch-report.html.tmp"
-    ours = folder / f".ffwatchd-{os.getpid()}-ffwatch-report.html.tmp"
+    ours = folder / f".ffwatchd-{os.getppid()}-ffwatch-report.html.tmp"   # a live process writing it
     dead.write_text("<html>half")
     ours.write_text("<html>being written")
     BatchTracker(settings, store).step(now=clock.t)
