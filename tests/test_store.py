@@ -42,8 +42,9 @@ def store(tmp_path: Path, clock: Clock) -> JobStore:
 
 
 def test_schema_is_versioned_wal_and_reopens(tmp_path: Path) -> None:
-    s = JobStore(tmp_path / "j.db")
     from ffwatchd.store.sqlite import _MIGRATIONS
+
+    s = JobStore(tmp_path / "j.db")
     assert s.schema_version() == len(_MIGRATIONS) >= 2
     add(s)
     s.close()
