@@ -4,10 +4,10 @@
 """
 
 from ffwatchd.store.contract import (FINISHED, KINDS, STATES, Heartbeat, Job, JobQueue, NotFound,
-                                     Stats, TransitionError)
+                                     Stats, TransitionError, WorkerRow)
 from ffwatchd.store.sqlite import SqliteJobStore
 
 JobStore = SqliteJobStore
 
 __all__ = ["FINISHED", "KINDS", "STATES", "Heartbeat", "Job", "JobQueue", "JobStore", "NotFound",
-           "SqliteJobStore", "Stats", "TransitionError"]
+           "SqliteJobStore", "Stats", "TransitionError", "WorkerRow"]
