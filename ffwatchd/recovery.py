@@ -40,16 +40,26 @@ def recover_at_start(settings: Settings, store: JobStore) -> None:
     back = store.requeue_dead_owners(alive)
     if back:
         log.warning("recovered %d job(s) held by workers of a previous run: %s", len(back), back)
+    with store.singleton("recovery") as granted:
+        if granted:                     # other hosts' expired leases: once across the cluster
+            expired = store.requeue_expired()
+            if expired:
+                log.warning("returned %d job(s) whose leases expired to the queue: %s", len(expired), expired)
     try:
         from ffwatchd.retention import clean_temp_at_startup
 
         clean_temp_at_startup(settings, store)
     except OSError as e:
         log.warning("start-up temp cleanup failed: %s", e)
-    # Only the folders of unfinished plans are looked at, never the whole share.
-    for job in store.iter_jobs(["queued", "running"]):
+    # Only the folders of unfinished plans are looked at, never the whole share; a running job
+    # belongs to a live worker of another host, whose copy in progress must not be touched.
+    for job in store.iter_jobs(["queued"]):
         if job.filing:
-            for path in remove_partials(Plan.from_dict(job.filing), job.id):
+            try:
+                plan = Plan.from_dict(job.filing).localized(settings.watch(job.watch))
+            except KeyError:                # a watch this host does not serve: not ours to clean
+                continue
+            for path in remove_partials(plan, job.id):
                 log.info("job %d: removed a partial file left by a crash: %s", job.id, path)
 
 

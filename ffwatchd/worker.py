@@ -95,7 +95,13 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
     log.info("worker ready: device %s, execution provider %s, memory guard %s", device, provider, guard)
     events.put(("ready", index, os.getpid(), provider))
     runner = JobRunner(settings, store, pipeline, owner, on_cuda=provider == "cuda")
-    worker_info = {"device": device, "provider": provider, "pid": os.getpid()}
+    worker_info = {"device": device, "provider": provider, "pid": os.getpid(), "host": socket.gethostname()}
+    store.register_worker(owner, host=socket.gethostname(), pid=os.getpid(), device=device,
+                          requested_provider="cuda" if asked_cuda else "cpu", provider=provider)
+    runner.heartbeats.registered = True
+    runner.heartbeats.start()
+    # Only jobs of watches this host knows: another host may serve watches we have no path for.
+    watches = [x.name for x in settings.watches]
     # One job is filed (mostly waiting on fsync) in this thread while the next one is processed.
     filer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="filing")
     pending: Future | None = None
@@ -107,7 +113,7 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
             events.put(("finish", index, outcome.__dict__))
 
     def claim() -> Any:
-        job = store.claim(owner, w.lease, worker=worker_info)
+        job = store.claim(owner, w.lease, watches=watches, worker=worker_info)
         if store.stats.expired_leases:             # leases this claim found expired, for the metric
             events.put(("leases_expired", index, store.stats.expired_leases))
             store.stats.expired_leases = 0
@@ -153,7 +159,9 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
     finally:
         report_pending()
         if job is not None:                            # claimed ahead but never started
-            store.release(job.id, owner)
+            store.release(job.id, owner, attempt=job.attempts)
         filer.shutdown()
+        runner.heartbeats.registered = False
+        store.remove_worker(owner)
         store.close()
     log.info("worker stopped after %d job(s)", done)
