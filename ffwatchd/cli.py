@@ -1,4 +1,5 @@
-"""The `ffwatchd` command line: run, check, status, jobs, enqueue, process, models, retention."""
+"""The `ffwatchd` command line: run, check, status, jobs, enqueue, process, models, retention,
+provenance."""
 
 from __future__ import annotations
 
@@ -315,7 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, module, text in (("process", "ffwatchd.cli_process", "one file, no daemon, the same pipeline"),
                                ("models", "ffwatchd.cli_models", "known models: list | verify | fetch"),
-                               ("retention", "ffwatchd.cli_retention", "run housekeeping now (--dry-run)")):
+                               ("retention", "ffwatchd.cli_retention", "run housekeeping now (--dry-run)"),
+                               ("provenance", "ffwatchd.cli_provenance",
+                                "what a file says about how it was made: show FILE")):
         p = sub.add_parser(name, help=text)
         p.set_defaults(module=module)
         _add_module_arguments(p, module)

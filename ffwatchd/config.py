@@ -134,6 +134,14 @@ class CustomModel:
 
 
 @dataclass(frozen=True)
+class C2paSettings:
+    """`provenance.c2pa`: sign every changed output with this certificate chain and key."""
+    cert: Path
+    key: Path
+    timestamp_url: str | None = None
+
+
+@dataclass(frozen=True)
 class Settings:
     source: Path | None
     state_dir: Path
@@ -146,7 +154,8 @@ class Settings:
     log: LogSettings = LogSettings()
     models: tuple[CustomModel, ...] = ()
     ffmpeg: str | None = None
-    provenance: bool = True
+    provenance: bool = True               # XMP/IPTC/PNG/MP4-tag provenance on changed outputs
+    c2pa: C2paSettings | None = None      # None: C2PA signing is off
 
     def known_models(self) -> dict[str, str]:
         """Model name -> kind, built-in and custom."""
@@ -371,6 +380,27 @@ def _read_models(r: _Reader, raw: Any) -> tuple[CustomModel, ...]:
     return tuple(out)
 
 
+def _read_provenance(r: _Reader, raw: Any) -> tuple[bool, C2paSettings | None]:
+    """`provenance: true|false` (metadata on or off), or `{metadata: BOOL, c2pa: {cert, key}}`."""
+    if raw is None or isinstance(raw, bool):
+        return raw is not False, None
+    rp = r.section(raw, "provenance", {"metadata", "c2pa"})
+    if not isinstance(raw, dict):
+        return True, None
+    metadata = r.get(rp, "metadata", "provenance", _bool, True)
+    if rp.get("c2pa") is None:
+        return metadata, None
+    rc = r.section(rp["c2pa"], "provenance.c2pa", {"cert", "key", "timestamp_url"})
+    if not isinstance(rp["c2pa"], dict):
+        return metadata, None
+    url = rc.get("timestamp_url")
+    if url is not None and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
+        r.problem("provenance.c2pa.timestamp_url", f"{url!r} is not an http(s) URL")
+        url = None
+    return metadata, C2paSettings(cert=r.path(rc, "cert", "provenance.c2pa", None),
+                                  key=r.path(rc, "key", "provenance.c2pa", None), timestamp_url=url)
+
+
 def _check_folders(r: _Reader, state_dir: Path, temp_dir: Path,
                    watches: list[WatchSettings]) -> None:
     owners: dict[Path, str] = {}
@@ -481,13 +511,13 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
     if ffmpeg is not None and not isinstance(ffmpeg, str):
         r.problem("ffmpeg", f"{ffmpeg!r} is not a path to an ffmpeg executable")
         ffmpeg = None
-    provenance = r.get(raw, "provenance", "", _bool, True)
+    provenance, c2pa = _read_provenance(r, raw.get("provenance", True))
 
     if r.problems:
         raise ConfigError(where, r.problems)
     return Settings(source=source, state_dir=state_dir, temp_dir=temp_dir, models_dir=models_dir,
                     watches=tuple(watches), workers=workers, metrics=metrics, retention=retention,
-                    log=log, models=models, ffmpeg=ffmpeg, provenance=provenance)
+                    log=log, models=models, ffmpeg=ffmpeg, provenance=provenance, c2pa=c2pa)
 
 
 def resolve_config_path(path: str | os.PathLike | None) -> Path:

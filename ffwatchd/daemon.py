@@ -322,7 +322,9 @@ class Supervisor:
                                     not self.claim_ok.is_set() and not self.stopping else None),
                 "watches_available": self.watcher.available() if self.watcher is not None else {},
                 "unsettled": self.watcher.unsettled_count() if self.watcher is not None else {},
-                "warnings": self.warnings, "stopping": self.stopping}
+                "warnings": self.warnings, "stopping": self.stopping,
+                "metrics": (f"{self.settings.metrics.host}:{self.settings.metrics.port}"
+                            if self.metrics is not None and self.settings.metrics.enabled else None)}
         write_json_atomic(self.settings.state_dir / "status.json", data)
         if self.metrics is not None and self.watcher is not None:
             for name, n in data["unsettled"].items():

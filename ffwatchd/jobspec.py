@@ -68,7 +68,7 @@ class AnonymizerSpec:
 
 @dataclass(frozen=True)
 class LabelSpec:
-    text: str = "AI-generated"
+    text: str = ""                    # "": follows what the job did (media/provenance.py label_text)
     position: str = "bottom-right"
     metadata: bool = True
 
