@@ -127,7 +127,8 @@ class Daemon:
             if self.proc is not None and self.proc.poll() is not None:
                 raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.log_tail()}")
             st = self.status()
-            if st and st["pid"] == self.proc.pid and st["workers"] and \
+            watch_only = not self.config["workers"]["devices"]
+            if st and st["pid"] == self.proc.pid and (st["workers"] or watch_only) and \
                     all(w["provider"] and w["state"] in ("idle", "busy") for w in st["workers"]):
                 return st
             return None
