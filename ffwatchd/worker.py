@@ -78,10 +78,17 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
 
         store = JobStore(settings.db_path, max_attempts=settings.workers.max_attempts,
                          retry_backoff=settings.workers.retry_backoff)
+        from ffwatchd.benchstage import ENV, bench_pipeline
+
         w = settings.workers
-        pipeline = Pipeline(settings.models_dir, settings.models, providers=w.providers, device=device,
-                            vram_limit=w.vram_limit, cpu_threads=w.cpu_threads, max_pixels=w.max_pixels,
-                            provenance=settings.provenance, c2pa=settings.c2pa)
+        pipeline = bench_pipeline()
+        if pipeline is not None:
+            log.warning("BENCH ONLY: %s is set; jobs sleep %.3g s and copy the input, no models run",
+                        ENV, pipeline.seconds)
+        else:
+            pipeline = Pipeline(settings.models_dir, settings.models, providers=w.providers, device=device,
+                                vram_limit=w.vram_limit, cpu_threads=w.cpu_threads, max_pixels=w.max_pixels,
+                                provenance=settings.provenance, c2pa=settings.c2pa)
         provider = pipeline.active_provider()
         guard = limit_memory(w.ram_limit, device)
     except Exception as e:  # noqa: BLE001 - report why the worker could not start, then exit
