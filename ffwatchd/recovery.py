@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import os
 import socket
 import time
 from typing import IO, Any
@@ -36,7 +37,9 @@ def recover_at_start(settings: Settings, store: JobStore) -> None:
 
     def alive(owner: str) -> bool:
         parsed = owner_pid(owner)
-        return parsed is None or parsed[0] != host      # another host's worker: its lease decides
+        if parsed is None or parsed[0] != host:         # another host's worker: its lease decides
+            return True
+        return _pid_alive(parsed[1])                    # another daemon of this host may share the queue
     back = store.requeue_dead_owners(alive)
     if back:
         log.warning("recovered %d job(s) held by workers of a previous run: %s", len(back), back)
@@ -94,3 +97,13 @@ def give_back(settings: Settings, store: JobStore, metrics: Any, job_id: int, ow
                                  time.time() - started, max(0.0, started - job.queued_at), error_kind=err_kind)
     except Exception:  # noqa: BLE001 - never let one job's bookkeeping stop the supervisor
         log.exception("job %s: could not give it back after its worker exited", job_id)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

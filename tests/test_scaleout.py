@@ -181,3 +181,25 @@ def test_a_watch_with_ingest_false_is_not_watched_here(tmp_path, share) -> None:
     service = WatchService(s, store)
     assert list(service.loops) == ["other"]
     store.close()
+
+
+def test_start_up_recovery_leaves_jobs_of_another_live_daemon_on_this_host(tmp_path, share) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    from ffwatchd.recovery import recover_at_start
+
+    a = host_settings(tmp_path, share, "a")
+    store = JobStore(tmp_path / "queue.db")
+    for name in ("live.jpg", "dead.jpg"):
+        store.enqueue(watch="studio", rel_path=name, size=1, mtime=1.0, content_hash=name, kind="image", spec={})
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    host = socket.gethostname()
+    live = store.claim(f"{host}:{os.getpid()}/cpu", 60)           # a worker of another daemon, alive
+    dead = store.claim(f"{host}:{gone.pid}/cpu", 60)              # a worker of our previous run
+    recover_at_start(a, store)
+    assert store.get(live.id).state == "running"
+    assert store.get(dead.id).state == "queued"
+    store.close()
