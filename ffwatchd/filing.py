@@ -61,9 +61,14 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def choose_destination(dest: Path, job_id: int) -> Path:
-    """`dest` when free, else `dest` with `-<job id>` (which only this job ever uses)."""
-    return dest if not dest.exists() else with_job_id(dest, job_id)
+def choose_destination(dest: Path, job_id: int, src: Path | None = None) -> Path:
+    """`dest` when free, else `dest` with `-<job id>` (which only this job ever uses).
+
+    `dest` is also the answer when it already is `src` (another host of the cluster is moving the
+    same original there right now), so both finish the one move instead of filing it twice."""
+    if not dest.exists() or (src is not None and _same_file(src, dest)):
+        return dest
+    return with_job_id(dest, job_id)
 
 
 def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True) -> Path:
@@ -81,23 +86,32 @@ def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True) 
     if not dest.parent.is_dir():
         dest.parent.mkdir(parents=True, exist_ok=True)
     for target in (dest, alt):
-        if _same_file(src, target):             # linked before a crash: finish the move
-            os.unlink(src)
-            if sync_source:
-                fsync_dir(src.parent)
+        if _same_file(src, target):             # linked before a crash, or by another host now
+            _unlink_moved(src, sync_source)
             return target
         try:
             _link_or_copy(src, target, job_id)
         except FileExistsError:
+            if _same_file(src, target):         # another host linked it a moment ago
+                _unlink_moved(src, sync_source)
+                return target
             if target == alt:                   # our own name from an earlier attempt
                 _link_or_copy(src, target, job_id, replace=True)
             else:
                 continue
-        os.unlink(src)
-        if sync_source:
-            fsync_dir(src.parent)
+        _unlink_moved(src, sync_source)
         return target
     raise AssertionError("unreachable")
+
+
+def _unlink_moved(src: Path, sync: bool) -> None:
+    """The source of a finished move goes; gone already means another host finished the same move."""
+    try:
+        os.unlink(src)
+    except FileNotFoundError:
+        return
+    if sync:
+        fsync_dir(src.parent)
 
 
 def _link_or_copy(src: Path, dest: Path, job_id: int, replace: bool = False) -> None:
@@ -218,14 +232,14 @@ def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: s
     rel = Path(job.rel_path)
     result_dst = choose_destination((watch.output / rel).with_suffix(result_suffix), job.id)
     return Plan(outcome="done", original_src=str(watch.inbox / rel),
-                original_dst=str(choose_destination(watch.done / rel, job.id)),
+                original_dst=str(choose_destination(watch.done / rel, job.id, watch.inbox / rel)),
                 result_src=str(result_src), result_dst=str(result_dst), roots=folder_roots(watch))
 
 
 def plan_failed(watch: WatchSettings, job: Job, kind: str, message: str) -> Plan:
     rel = Path(job.rel_path)
     return Plan(outcome="failed", original_src=str(watch.inbox / rel),
-                original_dst=str(choose_destination(watch.failed / rel, job.id)),
+                original_dst=str(choose_destination(watch.failed / rel, job.id, watch.inbox / rel)),
                 error_kind=kind, message=message, roots=folder_roots(watch))
 
 

@@ -299,6 +299,8 @@ def _refuse(watch: WatchSettings, store: JobStore, path: Path, rel: str, state: 
                                         error_kind=error_kind, message=message, sidecars=sidecars or ())
     if not created and _report_exists(watch, job):
         return _file_duplicate(watch, path, rel, job)
+    if not created and not os.path.lexists(path):      # another host refused and filed it meanwhile
+        return IngestResult("vanished", path, f"{rel}: job {job.id} filed it meanwhile", job)
     log.warning("job %d: refused %s (%s): %s", job.id, rel, error_kind, message)
     try:
         filed = _file_refused(watch, path, job)
@@ -312,7 +314,7 @@ def _file_refused(watch: WatchSettings, path: Path, job: Job) -> Path:
     if not os.path.islink(path):
         return filing.file_failed_original(watch, job)
     # A link is moved as a link (rename never follows it) and its target never read.
-    dest = filing.choose_destination(watch.failed / job.rel_path, job.id)
+    dest = filing.choose_destination(watch.failed / job.rel_path, job.id, path)
     dest.parent.mkdir(parents=True, exist_ok=True)
     os.rename(path, dest)
     filing.write_json_atomic(filing.report_path(dest), filing.error_report(
@@ -341,14 +343,14 @@ def _existing(watch: WatchSettings, path: Path, rel: str, job: Job) -> IngestRes
     if job.state == "done" and plan is not None and plan.original_dst and plan.original_src == str(path) \
             and not os.path.lexists(plan.original_dst):
         return IngestResult("exists", path, f"{rel}: job {job.id} is done and its filing is unfinished", job)
-    if not os.path.lexists(path):
-        # Another host's worker filed it while we read it (several hosts watch one share).
-        return IngestResult("vanished", path, f"{rel}: job {job.id} ({job.state}) filed it meanwhile", job)
     return _file_duplicate(watch, path, rel, job)
 
 
 def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job) -> IngestResult:
     """A re-drop of content already finished at this path: filed to failed/ as `duplicate`."""
+    if not os.path.lexists(path):
+        # Another host filed it while we read it (several hosts watch one share): no re-drop.
+        return IngestResult("vanished", path, f"{rel}: job {job.id} ({job.state}) filed it meanwhile", job)
     if job.state == "done":
         advice = "rename the file (or put it in another folder) to process it again"
     else:

@@ -203,3 +203,32 @@ def test_start_up_recovery_leaves_jobs_of_another_live_daemon_on_this_host(tmp_p
     assert store.get(live.id).state == "running"
     assert store.get(dead.id).state == "queued"
     store.close()
+
+
+def test_two_hosts_refusing_one_bad_file_at_once_file_it_once(tmp_path, share) -> None:
+    """Host A has recorded the refusal and linked the original into failed/ but not yet removed
+    it from the inbox when host B, which read the same file, refuses it too."""
+    from ffwatchd import filing
+
+    a = host_settings(tmp_path, share, "a")
+    b = host_settings(tmp_path, share, "b")
+    store = JobStore(tmp_path / "queue.db")
+    bad = share / "inbox/notes.jpg"
+    bad.write_bytes(b"this is a text file, not a picture\n")
+    digest = ingest_mod.hash_file(bad)[0]
+    job, created = store.record_failure(watch="studio", rel_path="notes.jpg", size=bad.stat().st_size,
+                                        mtime=bad.stat().st_mtime_ns / 1e9, content_hash=digest, kind="image",
+                                        error_kind="bad_input", message="not an image")
+    assert created
+    plan = filing.plan_failed(a.watches[0], job, "bad_input", "not an image")
+    os.link(bad, plan.original_dst)                   # host A, halfway through its move
+    r = ingest_file(b, b.watches[0], store, bad, 0.0)
+    assert r.status == "failed" and r.job.id == job.id
+    filing.execute_plan(plan, job)                    # host A finishes its move
+    assert rel_names(share / "failed") == ["notes.jpg", "notes.jpg.error.json"], "filed once, not twice"
+    assert not bad.exists()
+    store.close()
+
+
+def rel_names(root: Path) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
