@@ -12,6 +12,8 @@ from typing import Any, Callable
 import yaml
 
 from ffwatchd import jobspec
+from ffwatchd.config_notify import (NotifySettings, SmtpSettings, WatchNotify, priority_value, read_notify,
+                                    read_smtp, read_watch_notify)
 from ffwatchd.errors import ConfigError
 
 CONFIG_ENV = "FFWATCHD_CONFIG"
@@ -79,6 +81,11 @@ class WatchSettings:
     ignore: tuple[str, ...] = DEFAULT_IGNORE
     source_roots: tuple[Path, ...] = ()
     ingest: bool = True                       # false: this host's workers serve the watch, others watch it
+    batch_quiet: float = 60.0                 # a batch is finished after this long without news
+    batch_quiet_max: float = 3600.0           # the most a sidecar's batch_quiet may ask for
+    priority_max: int = 10                    # sidecar priorities above it are lowered to it
+    starvation_age: float = 1800.0            # a low-priority job queued this long is raised to normal
+    notify: WatchNotify = WatchNotify()
     # A sidecar mapping (see sidecar.py); deep-copied, never shared with callers.
     defaults: dict = field(default_factory=dict, hash=False, compare=True)
 
@@ -156,6 +163,8 @@ class Settings:
     ffmpeg: str | None = None
     provenance: bool = True               # XMP/IPTC/PNG/MP4-tag provenance on changed outputs
     c2pa: C2paSettings | None = None      # None: C2PA signing is off
+    smtp: SmtpSettings | None = None
+    notify: NotifySettings = NotifySettings()
 
     def known_models(self) -> dict[str, str]:
         """Model name -> kind, built-in and custom."""
@@ -301,10 +310,11 @@ def _is_within(child: Path, parent: Path) -> bool:
 
 
 _TOP_KEYS = {"state_dir", "temp_dir", "models_dir", "watches", "workers", "metrics",
-             "retention", "log", "models", "ffmpeg", "provenance"}
+             "retention", "log", "models", "ffmpeg", "provenance", "smtp", "notify"}
 _WATCH_KEYS = {"name", "inbox", "output", "done", "failed", "mode", "poll_interval",
                "rescan_interval", "settle", "sidecar_wait", "include", "ignore",
-               "source_roots", "defaults", "ingest"}
+               "source_roots", "defaults", "batch_quiet", "batch_quiet_max", "priority_max",
+               "starvation_age", "notify", "ingest"}
 _WORKER_KEYS = {"devices", "providers", "cpu_threads", "max_attempts", "retry_backoff", "lease",
                 "job_timeout", "grace_period", "ram_limit", "vram_limit", "max_pixels",
                 "recycle_after"}
@@ -333,6 +343,10 @@ def _read_watch(r: _Reader, raw: Any, path: str, index: int,
         defaults = {}
     else:
         r.problems.extend(jobspec.validate(defaults, f"{path}.defaults", known_models))
+    quiet = r.get(raw, "batch_quiet", path, parse_duration, d.batch_quiet)
+    quiet_max = r.get(raw, "batch_quiet_max", path, parse_duration, d.batch_quiet_max)
+    if quiet > quiet_max:
+        r.problem(f"{path}.batch_quiet", f"{quiet:g} s is longer than batch_quiet_max ({quiet_max:g} s)")
     return WatchSettings(
         name=name,
         inbox=r.path(raw, "inbox", path, None),
@@ -348,6 +362,11 @@ def _read_watch(r: _Reader, raw: Any, path: str, index: int,
         ignore=r.get(raw, "ignore", path, _patterns, DEFAULT_IGNORE),
         source_roots=source_roots,
         ingest=r.get(raw, "ingest", path, _bool, d.ingest),
+        batch_quiet=quiet,
+        batch_quiet_max=quiet_max,
+        priority_max=r.get(raw, "priority_max", path, priority_value, d.priority_max),
+        starvation_age=r.get(raw, "starvation_age", path, _positive_duration, d.starvation_age),
+        notify=read_watch_notify(r, raw.get("notify"), f"{path}.notify", parse_duration),
         defaults=copy.deepcopy(defaults),
     )
 
@@ -512,12 +531,18 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
         r.problem("ffmpeg", f"{ffmpeg!r} is not a path to an ffmpeg executable")
         ffmpeg = None
     provenance, c2pa = _read_provenance(r, raw.get("provenance", True))
+    smtp = read_smtp(r, raw.get("smtp"), parse_duration, _int, _bool)
+    notify = read_notify(r, raw.get("notify"), parse_duration, _int)
+    for i, w in enumerate(watches):
+        if w.notify.email_domains and smtp is None:
+            r.problem(f"watches[{i}].notify.email_domains", "e-mail needs the global smtp: section")
 
     if r.problems:
         raise ConfigError(where, r.problems)
     return Settings(source=source, state_dir=state_dir, temp_dir=temp_dir, models_dir=models_dir,
                     watches=tuple(watches), workers=workers, metrics=metrics, retention=retention,
-                    log=log, models=models, ffmpeg=ffmpeg, provenance=provenance, c2pa=c2pa)
+                    log=log, models=models, ffmpeg=ffmpeg, provenance=provenance, c2pa=c2pa, smtp=smtp,
+                    notify=notify)
 
 
 def resolve_config_path(path: str | os.PathLike | None) -> Path:

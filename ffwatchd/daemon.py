@@ -88,6 +88,7 @@ class Supervisor:
         self.metrics: Any = None
         self.watcher: Any = None
         self.diskguard: Any = None
+        self.batches: Any = None
         self._retention_thread: threading.Thread | None = None
         self._disk_thread: threading.Thread | None = None
         self._next_status = self._next_disk = self._next_retention = self._next_prune = 0.0
@@ -107,6 +108,8 @@ class Supervisor:
             self.spawn_worker(slot)
         self._wait_for_workers()
         self._start_watcher()
+        from ffwatchd.batches import BatchService     # reports, finishes, the notification outbox
+        self.batches = BatchService(s, self.metrics, unsettled=lambda: self.watcher.unsettled_paths()).start()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda signum, _frame: self.signals.put(signum))
         self.write_status()
@@ -350,6 +353,7 @@ class Supervisor:
         setup_logging(new.log.level, new.log.format, process="main")
         self.watcher.stop()
         self._start_watcher()
+        self.batches.update(new)
         self.diskguard = None
         self._start_diskguard()
         for slot in self.slots:           # workers pick up the new settings after their current job
@@ -388,6 +392,8 @@ class Supervisor:
                 slot.process.kill()
                 slot.process.join(10)
         self.reap_workers()
+        if self.batches is not None:
+            self.batches.stop()
         if self.metrics is not None:
             self.metrics.stop()
             self.metrics_lead.release()

@@ -204,6 +204,15 @@ class Metrics:
                                          "files, job rows)", ["what"], registry=r)
         self.retention_removed_bytes = Counter("ffwatchd_retention_removed_bytes",
                                                "Bytes freed by retention", ["what"], registry=r)
+        self.batches_finished = Counter("ffwatchd_batches_finished",
+                                        "Batches that finished (each finish of a batch counts)", ["watch"],
+                                        registry=r)
+        self.notifications = Counter("ffwatchd_notifications",
+                                     "Notification tries by channel (webhook|email) and outcome "
+                                     "(delivered|retry|failed: gave up)", ["channel", "outcome"], registry=r)
+        for channel in ("webhook", "email"):
+            for outcome in ("delivered", "retry", "failed"):
+                self.notifications.labels(channel, outcome)
         self.unsettled_files = Gauge("ffwatchd_unsettled_files",
                                      "Files seen but not yet settled", ["watch"], registry=r)
         self.busy_workers = Gauge("ffwatchd_busy_workers", "Workers of this host running a job", ["host"],
@@ -242,6 +251,7 @@ class Metrics:
                   self.frames_processed_total, self.queue_wait, self._settle_wait):
             c.labels(watch)
         self.unsettled_files.labels(watch)
+        self.batches_finished.labels(watch)
         for kind in JOB_KINDS:
             self.job_duration.labels(watch, kind)
             for outcome in OUTCOMES:
@@ -301,6 +311,12 @@ class Metrics:
     def frames_processed(self, watch: str, n: int) -> None:
         if n > 0:
             self.frames_processed_total.labels(watch).inc(n)
+
+    def batch_finished(self, watch: str) -> None:
+        self.batches_finished.labels(watch).inc()
+
+    def notification(self, channel: str, outcome: str) -> None:
+        self.notifications.labels(channel, outcome).inc()
 
     def set_unsettled(self, watch: str, n: int) -> None:
         self.unsettled_files.labels(watch).set(n)

@@ -167,6 +167,10 @@ class WatchLoop:
     def unsettled(self) -> int:
         return len(self.tracker) + len(self.waiting)
 
+    def unsettled_paths(self) -> list[Path]:
+        """Files settling or waiting for their sidecar (a copy; safe from other threads)."""
+        return [*self.tracker, *list(self.waiting)]
+
     # -- the loop ----------------------------------------------------------------------------
 
     def _run(self) -> None:
@@ -470,6 +474,10 @@ class WatchService:
     def unsettled_count(self) -> dict[str, int]:
         """Files seen but not yet jobs (settling, or waiting for their sidecar), per watch."""
         return {name: loop.unsettled() for name, loop in self.loops.items()}
+
+    def unsettled_paths(self) -> dict[str, list[Path]]:
+        """Per watch, the files not yet jobs (batches are not finished while one is in them)."""
+        return {name: loop.unsettled_paths() for name, loop in self.loops.items()}
 
     def available(self) -> dict[str, bool]:
         return {name: loop.available for name, loop in self.loops.items()}
