@@ -41,7 +41,7 @@ RESTART_REASONS = ("crashed", "killed", "recycled", "memory", "timeout", "stalle
 RETRY_CAUSES = ("failure", "worker", "lease", "operator", "other")
 PROVIDERS = ("cuda", "tensorrt", "rocm", "migraphx", "openvino", "coreml", "dml", "cpu", "other")
 FOLDER_ROLES = ("inbox", "output", "done", "failed", "temp", "state")
-RETENTION_WHATS = ("temp", "done", "failed", "job_rows")
+RETENTION_WHATS = ("temp", "done", "failed", "job_rows", "outbox_rows")
 
 
 _unknown_seen: set[tuple[str, str]] = set()

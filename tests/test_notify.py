@@ -182,3 +182,19 @@ def test_deliveries_and_give_ups_are_counted_in_metrics(tmp_path: Path) -> None:
         assert 'ffwatchd_notifications_total{channel="webhook",outcome="delivered"} 1.0' in text
     finally:
         r.close()
+
+
+def test_old_sent_notifications_are_purged_pending_ones_kept(tmp_path: Path) -> None:
+    now = [1000.0]
+    store = JobStore(tmp_path / "j.db", clock=lambda: now[0])
+    rows = [{"channel": "webhook", "event": "finished", "target": "http://127.0.0.1:9/hooks/x", "payload": {},
+             "idempotency_key": f"p-{i}"} for i in range(3)]
+    store.add_deliveries(rows)
+    ids = sorted(d.id for d in store.deliveries())
+    store.record_attempt(ids[0], ok=True)
+    store.record_attempt(ids[1], ok=False, error="gave up", retry_at=None)
+    now[0] += 100
+    assert store.purge_deliveries(50, count_only=True) == 2 and len(store.deliveries()) == 3
+    assert store.purge_deliveries(200) == 0
+    assert store.purge_deliveries(50) == 2
+    assert [d.state for d in store.deliveries()] == ["pending"]

@@ -313,6 +313,10 @@ class JobQueue(abc.ABC):
     @abc.abstractmethod
     def deliveries(self, batch_id: int | None = None, limit: int = 100) -> list[Delivery]: ...
 
+    @abc.abstractmethod
+    def purge_deliveries(self, older_than: float, *, count_only: bool = False) -> int:
+        """Forget delivered or given-up notifications created more than `older_than` s ago."""
+
     # the cluster: workers of every host, and work done once across hosts
     @abc.abstractmethod
     def register_worker(self, owner: str, *, host: str, pid: int, device: str, requested_provider: str,

@@ -164,3 +164,12 @@ class SqliteBatches:
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit)).fetchall()
         return [_delivery(r) for r in rows]
+
+    def purge_deliveries(self, older_than: float, *, count_only: bool = False) -> int:
+        cutoff = self.clock() - older_than
+        where = "WHERE state IN ('delivered', 'failed') AND created_at < ?"
+        if count_only:
+            with self._lock:
+                return self._db.execute(f"SELECT count(*) FROM outbox {where}", (cutoff,)).fetchone()[0]
+        with self._write() as db:
+            return db.execute(f"DELETE FROM outbox {where}", (cutoff,)).rowcount
