@@ -148,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
     tmp = None
     workdir = None
     try:
+        if args.output.endswith(("/", os.sep)) and not output.is_dir():   # "-o outdir/": a folder, made if missing
+            output.mkdir(parents=True)
         if output.is_dir():
             suffix = pipeline.output_suffix(target, spec) if kind == "image" else target.suffix.lower()
             output = output / (target.stem + suffix)

@@ -46,7 +46,8 @@ def _provider(w: dict) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from ffwatchd.cli import EXIT_OK, _dump, _progress, open_store_for_reading, print_table, state_dir_for_reading
+    from ffwatchd.cli import (EXIT_OK, _dump, _progress, open_store_for_reading, print_table, print_waiting,
+                              state_dir_for_reading)
     from ffwatchd.daemon import read_status
 
     state_dir = state_dir_for_reading(args.config)
@@ -58,6 +59,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         workers = worker_entries(store, lease, daemon)
     if args.json:
         _dump({"counts": counts, "daemon": daemon, "workers": workers,
+               "waiting": (daemon or {}).get("waiting", {}),
                "running": [{"id": j.id, "watch": j.watch, "path": j.rel_path, "kind": j.kind,
                             "owner": j.lease_owner, "started_at": j.started_at,
                             "progress_done": j.progress_done, "progress_total": j.progress_total}
@@ -72,6 +74,8 @@ def cmd_status(args: argparse.Namespace) -> int:
               + (f", CLAIMING PAUSED: {paused}" if paused else ""))
         for msg in daemon.get("warnings", []):
             print(f"warning: {msg}")
+        for msg in daemon.get("models_missing", []):
+            print(f"MODELS MISSING: {msg}")
     print()
     if workers:
         print(f"workers of every host ({len(workers)}):")
@@ -86,6 +90,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                   f"({lost_after(lease):.0f} s); their jobs return to the queue when their leases expire")
     else:
         print("workers of every host: none registered")
+    print_waiting(daemon)
     if running:
         print()
         print_table([(j.id, j.watch, j.rel_path, j.kind, j.lease_owner, _progress(j),

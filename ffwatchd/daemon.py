@@ -84,6 +84,7 @@ class Supervisor:
         self.started_at = time.time()
         self.stopping = False
         self.warnings: list[str] = []
+        self.models_missing: list[str] = []
         self.store: JobStore | None = None
         self.metrics: Any = None
         self.watcher: Any = None
@@ -112,9 +113,18 @@ class Supervisor:
         self.batches = BatchService(s, self.metrics, unsettled=lambda: self.watcher.unsettled_paths()).start()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda signum, _frame: self.signals.put(signum))
+        self.report_models()
         self.write_status()
         self.notifier.ready(self.status_line())
         log.info("ffwatchd ready: %d watch(es), %d worker(s)", len(s.watches), len(self.slots))
+
+    def report_models(self) -> None:
+        """Say at start (and reload) which models the watches' defaults need but lack."""
+        from ffwatchd.checks import missing_default_models
+
+        self.models_missing = missing_default_models(self.settings)
+        for line in self.models_missing:
+            log.warning("%s", line)
 
     def _start_metrics(self) -> None:
         from ffwatchd.metrics import Metrics
@@ -172,8 +182,12 @@ class Supervisor:
             p.join(timeout=0)
             code = p.exitcode
             how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
-            reason = slot.exit_reason or ("stopped" if self.stopping and code == 0 else "crashed")
-            if reason == "crashed":
+            reason = slot.exit_reason or ("stopped" if code == 0 else "crashed")
+            unasked = reason == "stopped" and not self.stopping and slot.exit_reason is None
+            if unasked:   # a worker exits 0 only when told to stop: a SIGTERM sent to the whole
+                # process group (timeout, a container runtime) reached it before ours was handled
+                log.info("worker %d (pid %s) stopped on a signal of its own (exit code 0)", slot.index, slot.pid)
+            elif reason == "crashed":
                 log.error("worker %d (pid %s, device %s) died: %s", slot.index, slot.pid, slot.device, how)
                 self.warnings.append(f"worker {slot.index} died ({how}) at {time.strftime('%H:%M:%S')}")
                 self.warnings = self.warnings[-10:]
@@ -192,14 +206,15 @@ class Supervisor:
                 give_back(self.settings, self.store, self.metrics, job_id, owner, kind, how, self.stopping)
             slot.jobs = {}
             if not self.stopping and self.metrics is not None:
-                self.metrics.worker_restarted(slot.device, reason if reason != "stopped" else "crashed")
+                self.metrics.worker_restarted(slot.device, "other" if unasked else
+                                              reason if reason != "stopped" else "crashed")
             slot.process = None
             slot.state = "down"
             if reason == "crashed":
                 slot.restarts += 1
                 slot.next_spawn = time.monotonic() + min(SPAWN_BACKOFF_MAX, 2 ** min(slot.restarts, 6) / 4)
-            else:
-                slot.next_spawn = 0.0
+            else:           # after an unasked stop, a moment for our own pending signal first
+                slot.next_spawn = time.monotonic() + 1.0 if unasked else 0.0
 
     def murder_workers(self) -> None:
         """Kill workers whose job ran past job_timeout, whose heartbeats stalled, or that ate too much RAM."""
@@ -325,7 +340,8 @@ class Supervisor:
                                     not self.claim_ok.is_set() and not self.stopping else None),
                 "watches_available": self.watcher.available() if self.watcher is not None else {},
                 "unsettled": self.watcher.unsettled_count() if self.watcher is not None else {},
-                "warnings": self.warnings, "stopping": self.stopping,
+                "waiting": self.watcher.waiting_files() if self.watcher is not None else {},
+                "warnings": self.warnings, "models_missing": self.models_missing, "stopping": self.stopping,
                 "metrics": (f"{self.settings.metrics.host}:{self.settings.metrics.port}"
                             if self.metrics is not None and self.settings.metrics.enabled else None)}
         write_json_atomic(self.settings.state_dir / "status.json", data)
@@ -361,6 +377,7 @@ class Supervisor:
                 slot.exit_reason = "recycled"
                 slot.stop.set()
                 slot.wake.set()
+        self.report_models()
         log.info("config reloaded from %s", self.config_path)
         self.notifier.ready(self.status_line())
 

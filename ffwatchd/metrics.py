@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -110,6 +111,44 @@ class _JobTableCollector(Collector):
         return []  # collected lazily: the table is only read when scraped
 
 
+class _OperatorCollector(Collector):
+    """Brings the operators' retries and cancels (done by `ffwatchd jobs` in another process and
+    counted in the job table) into the counters, at each scrape before they are read.
+
+    The table is the cluster's: only the host that `leads` counts them; the others take note of
+    what they saw, so a new leader counts only what happens after it took over."""
+
+    def __init__(self, metrics: "Metrics", store: "JobStore", leads: Callable[[], bool] | None = None) -> None:
+        self.metrics, self.store, self.leads = metrics, store, leads
+        self._seen: dict[tuple[str, str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            counts = self.store.operator_counts()
+            leading = self.leads() if self.leads is not None else True
+        except sqlite3.Error as e:
+            log.warning("metrics: cannot read the operator counts: %s", e)
+            return iter(())
+        with self._lock:
+            for (watch, kind, action), n in counts.items():
+                delta = n - self._seen.get((watch, kind, action), 0)
+                if delta <= 0:
+                    continue
+                self._seen[(watch, kind, action)] = n
+                if not leading:
+                    continue
+                if action == "retry":
+                    self.metrics.retries.labels(watch, "operator").inc(delta)
+                elif action == "cancel_queued":     # a running job's cancel is its worker's outcome
+                    self.metrics.jobs_finished.labels(watch, _bounded(kind, JOB_KINDS, "job kind"),
+                                                      "cancelled").inc(delta)
+        return iter(())
+
+    def describe(self) -> list[Metric]:
+        return []
+
+
 class _DiskCollector(Collector):
     """Free and total bytes of each watch folder's filesystem, via os.statvfs per scrape."""
 
@@ -164,6 +203,8 @@ class Metrics:
                  leads: Callable[[], bool] | None = None) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        if store is not None:        # first: a scrape syncs the counters before they are read
+            r.register(_OperatorCollector(self, store, leads))
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
         self._lock = threading.Lock()
@@ -177,6 +218,9 @@ class Metrics:
         self.files_discovered = Counter("ffwatchd_files_discovered", "Files seen in the inboxes",
                                         ["watch"], registry=r)
         self.jobs_enqueued = Counter("ffwatchd_jobs_enqueued", "Jobs added to the queue",
+                                     ["watch"], registry=r)
+        self.files_ignored = Counter("ffwatchd_files_ignored",
+                                     "Files in an inbox that match no include pattern (each once)",
                                      ["watch"], registry=r)
         self.jobs_finished = Counter("ffwatchd_jobs_finished",
                                      "Job attempts that ended, by outcome (done|failed|retried|cancelled)",
@@ -247,7 +291,7 @@ class Metrics:
 
     def _init_watch(self, watch: str) -> None:
         """Create a watch's series at zero, so rates and alerts see them before the first event."""
-        for c in (self.files_discovered, self.jobs_enqueued, self.bytes_processed_total,
+        for c in (self.files_discovered, self.files_ignored, self.jobs_enqueued, self.bytes_processed_total,
                   self.frames_processed_total, self.queue_wait, self._settle_wait):
             c.labels(watch)
         self.unsettled_files.labels(watch)
@@ -266,6 +310,9 @@ class Metrics:
 
     def job_enqueued(self, watch: str) -> None:
         self.jobs_enqueued.labels(watch).inc()
+
+    def file_ignored(self, watch: str) -> None:
+        self.files_ignored.labels(watch).inc()
 
     def settle_wait(self, watch: str, seconds: float) -> None:
         self._settle_wait.labels(watch).observe(max(0.0, seconds))
@@ -297,7 +344,8 @@ class Metrics:
 
     def retried(self, watch: str, cause: str = "operator") -> None:
         """A job went back to the queue outside `job_finished`: `worker` (its worker died or
-        was killed), `lease` (its lease expired), `operator` (`ffwatchd jobs retry`)."""
+        was killed), `lease` (its lease expired). `operator` (`ffwatchd jobs retry`) is read
+        from the job table at scrape time."""
         self.retries.labels(watch, _bounded(cause, RETRY_CAUSES, "retry cause")).inc()
 
     def leases_expired(self, n: int) -> None:

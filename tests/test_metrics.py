@@ -261,3 +261,38 @@ def test_only_the_leading_host_exports_the_queue_gauges(store):
     text = m.render()
     assert value(text, "ffwatchd_queue_metrics_leader") == 1
     assert value(text, "ffwatchd_jobs", state="queued") == 1
+
+
+def test_operator_actions_in_the_shared_table_are_counted_by_the_leading_host_only(store):
+    leading = {"now": False}
+    m = Metrics(store=store, folders={"studio": {}}, leads=lambda: leading["now"])
+    store.cancel(enqueue(store, "a.jpg"))                 # counted in the table, seen by every host
+    cancelled = lambda: value(m.render(), "ffwatchd_jobs_finished_total", watch="studio", kind="image",
+                              outcome="cancelled")
+    assert cancelled() == 0, "another host leads: it counts this one"
+    leading["now"] = True
+    assert cancelled() == 0, "taking over does not count what the last leader counted"
+    store.cancel(enqueue(store, "b.jpg"))
+    assert cancelled() == 1
+
+
+def test_operator_retries_and_cancels_are_counted_from_the_table(store, tmp_path):
+    m = Metrics(store=store, folders={"studio": {"inbox": tmp_path}})
+    before = m.render()
+    assert value(before, "ffwatchd_retries_total", watch="studio", cause="operator") == 0
+    queued = enqueue(store, "q.jpg")
+    failed = enqueue(store, "f.jpg")
+    claimed = store.claim("w", 60.0)
+    assert claimed.id == queued
+    store.fail(queued, "w", error_kind="no_face", message="no face", transient=False)
+    other = JobStore(tmp_path / "state" / "ffwatchd.db")     # the CLI: its own connection, no Metrics
+    other.cancel(failed)                                     # queued -> cancelled
+    other.retry(queued)
+    other.retry(failed)
+    other.close()
+    for _ in range(2):                                       # each scrape sees them once
+        text = m.render()
+        assert value(text, "ffwatchd_retries_total", watch="studio", cause="operator") == 2
+        assert value(text, "ffwatchd_jobs_finished_total", watch="studio", kind="image", outcome="cancelled") == 1
+    m2 = Metrics(store=store)                                # a restarted daemon starts from the table's totals
+    assert value(m2.render(), "ffwatchd_retries_total", watch="studio", cause="operator") == 2

@@ -251,6 +251,11 @@ class JobQueue(abc.ABC):
     def counts(self) -> dict[str, int]: ...
 
     @abc.abstractmethod
+    def operator_counts(self) -> dict[tuple[str, str, str], int]:
+        """(watch, kind, action) -> times done, ever: `retry` and `cancel` bump a counter row
+        (action retry, cancel_queued or cancel_running) in their own transaction."""
+
+    @abc.abstractmethod
     def list(self, *, state: str | None = None, watch: str | None = None, limit: int = 100,
              order: str = "id DESC") -> list[Job]: ...
 

@@ -93,7 +93,18 @@ _MIGRATIONS: list[str] = [
     ) STRICT;
     CREATE INDEX outbox_due ON outbox (next_attempt) WHERE state = 'pending';
     """,
-    # 3: the workers of every host (status shows them; stale rows are pruned)
+    # 3: operator actions (jobs retry, jobs cancel) counted for the metrics, which run in the
+    # daemon, not in the command that acted; monotonic (never purged)
+    """
+    CREATE TABLE operator_counts (
+        watch   TEXT    NOT NULL,
+        kind    TEXT    NOT NULL,
+        action  TEXT    NOT NULL,      -- retry | cancel_queued | cancel_running
+        n       INTEGER NOT NULL,
+        PRIMARY KEY (watch, kind, action)
+    ) STRICT;
+    """,
+    # 4: the workers of every host (status shows them; stale rows are pruned)
     """
     CREATE TABLE workers (
         owner               TEXT    PRIMARY KEY,     -- host:pid/device, the lease owner name
@@ -108,6 +119,9 @@ _MIGRATIONS: list[str] = [
     ) STRICT;
     """,
 ]
+
+_COUNT_OPERATOR = """INSERT INTO operator_counts (watch, kind, action, n) VALUES (?, ?, ?, 1)
+                     ON CONFLICT (watch, kind, action) DO UPDATE SET n = operator_counts.n + 1"""
 
 
 _JSON_COLUMNS = {"spec", "sources", "sidecars", "filing", "worker"}
@@ -434,6 +448,7 @@ class SqliteJobStore(SqliteBatches, JobQueue):
                  json.dumps(list(sources)) if sources is not None else None,
                  json.dumps(list(sidecars)) if sidecars is not None else None, kind, priority,
                  job_id)).fetchone()
+            db.execute(_COUNT_OPERATOR, (row["watch"], row["kind"], "retry"))
             return _job(row)
 
     def cancel(self, job_id: int) -> Job:
@@ -443,10 +458,12 @@ class SqliteJobStore(SqliteBatches, JobQueue):
             row = self._row(db, job_id)
             if row["state"] not in ("queued", "running"):
                 raise TransitionError(f"job {job_id} is {row['state']}: only queued or running jobs can be cancelled")
+            was = row["state"]
             row = db.execute(
                 """UPDATE jobs SET state = 'cancelled', finished_at = ?, lease_until = NULL,
                                    error_kind = 'cancelled', error_message = 'cancelled by an operator'
                    WHERE id = ? RETURNING *""", (now, job_id)).fetchone()
+            db.execute(_COUNT_OPERATOR, (row["watch"], row["kind"], f"cancel_{was}"))
             return _job(row)
 
     def purge(self, older_than: float, states: Sequence[str] = FINISHED) -> int:
@@ -480,6 +497,12 @@ class SqliteJobStore(SqliteBatches, JobQueue):
                                       AND state IN ('queued', 'running') ORDER BY id DESC LIMIT 1""",
                                    (watch, rel_path)).fetchone()
         return _job(row) if row is not None else None
+
+    def operator_counts(self) -> dict[tuple[str, str, str], int]:
+        """(watch, kind, action) -> how many times operators did it, ever."""
+        with self._lock:
+            rows = self._db.execute("SELECT watch, kind, action, n FROM operator_counts").fetchall()
+        return {(r[0], r[1], r[2]): r[3] for r in rows}
 
     def counts(self) -> dict[str, int]:
         with self._lock:
