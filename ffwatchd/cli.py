@@ -110,41 +110,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from ffwatchd.daemon import read_status
+    from ffwatchd.cli_status import cmd_status as status
 
-    state_dir = state_dir_for_reading(args.config)
-    with JobStore(state_dir / "ffwatchd.db") as store:
-        counts = store.counts()
-        running = store.list(state="running", limit=1000, order="started_at")
-    daemon = read_status(state_dir)
-    if args.json:
-        _dump({"counts": counts, "daemon": daemon, "waiting": (daemon or {}).get("waiting", {}),
-               "running": [{"id": j.id, "watch": j.watch, "path": j.rel_path, "kind": j.kind,
-                            "owner": j.lease_owner, "started_at": j.started_at,
-                            "progress_done": j.progress_done, "progress_total": j.progress_total}
-                           for j in running]})
-        return EXIT_OK
-    print("jobs: " + ", ".join(f"{s} {counts[s]}" for s in STATES))
-    if daemon is None:
-        print("daemon: not running (no live status file in state_dir)")
-    else:
-        paused = daemon.get("claiming_paused")
-        print(f"daemon: pid {daemon['pid']}, up {int(time.time() - daemon['started_at'])} s"
-              + (f", CLAIMING PAUSED: {paused}" if paused else ""))
-        rows = [(w["device"], w.get("provider") or "-", w.get("pid") or "-", w.get("state", "-"),
-                 w.get("job_id") or "-", w.get("jobs_done", 0)) for w in daemon.get("workers", [])]
-        print_table(rows, ["device", "provider", "pid", "state", "job", "jobs run"])
-        for msg in daemon.get("warnings", []):
-            print(f"warning: {msg}")
-        for msg in daemon.get("models_missing", []):
-            print(f"MODELS MISSING: {msg}")
-        print_waiting(daemon)
-    if running:
-        print()
-        print_table([(j.id, j.watch, j.rel_path, j.kind, j.lease_owner, _progress(j),
-                      f"{int(time.time() - (j.started_at or time.time()))} s") for j in running],
-                    ["id", "watch", "path", "kind", "worker", "progress", "running for"])
-    return EXIT_OK
+    return status(args)
 
 
 def print_waiting(daemon: dict | None) -> None:

@@ -13,15 +13,18 @@ import multiprocessing as mp
 import os
 import queue
 import signal
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ffwatchd.cluster import Leadership
 from ffwatchd.config import Settings, load_config
 from ffwatchd.errors import ConfigError
 from ffwatchd.filing import write_json_atomic
+from ffwatchd.housekeeping import prune_lost_workers, start_retention
 from ffwatchd.logs import setup_logging
 from ffwatchd.store import JobStore
 from ffwatchd.systemd import Notifier
@@ -89,7 +92,7 @@ class Supervisor:
         self.batches: Any = None
         self._retention_thread: threading.Thread | None = None
         self._disk_thread: threading.Thread | None = None
-        self._next_status = self._next_disk = self._next_retention = 0.0
+        self._next_status = self._next_disk = self._next_retention = self._next_prune = 0.0
 
     # -- start-up --------------------------------------------------------------------------
 
@@ -132,7 +135,8 @@ class Supervisor:
         from ffwatchd.metrics import Metrics
 
         folders = {w.name: {**w.folders(), "temp": self.settings.temp_dir} for w in self.settings.watches}
-        self.metrics = Metrics(self.store, folders)
+        self.metrics_lead = Leadership(self.store, "metrics")     # queue gauges from one host only
+        self.metrics = Metrics(self.store, folders, leads=self.metrics_lead.held)
         m = self.settings.metrics
         if m.enabled:
             self.metrics.start(m.host, m.port)          # it logs its own address
@@ -195,12 +199,16 @@ class Supervisor:
             else:
                 log.info("worker %d (pid %s) exited (%s, %s)", slot.index, slot.pid, reason, how)
             current = slot.job_id
+            owner = worker_owner(slot.device, slot.pid)
+            try:
+                self.store.remove_worker(owner)       # its own exit path may not have run
+            except Exception as e:  # noqa: BLE001 - informational row; pruned later if left
+                log.warning("could not remove worker %s from the workers table: %s", owner, e)
             for job_id in list(slot.jobs):
                 kind = "worker_crashed" if reason == "crashed" else reason
                 if kind in ("memory", "timeout", "stalled") and job_id != current:
                     kind = "worker_crashed"     # the job being filed, not the one that ran over
-                give_back(self.settings, self.store, self.metrics, job_id, worker_owner(slot.device, slot.pid),
-                          kind, how, self.stopping)
+                give_back(self.settings, self.store, self.metrics, job_id, owner, kind, how, self.stopping)
             slot.jobs = {}
             if not self.stopping and self.metrics is not None:
                 self.metrics.worker_restarted(slot.device, "other" if unasked else
@@ -320,22 +328,8 @@ class Supervisor:
         if now < self._next_retention or (self._retention_thread and self._retention_thread.is_alive()):
             return
         self._next_retention = now + self.settings.retention.interval
-
-        def run() -> None:
-            from ffwatchd.retention import run_retention
-
-            try:
-                store = JobStore(self.settings.db_path)
-                try:
-                    deletions = run_retention(self.settings, store)
-                    if self.metrics is not None:
-                        self.metrics.record_retention(deletions)
-                finally:
-                    store.close()
-            except Exception:  # noqa: BLE001 - housekeeping must never stop the daemon
-                log.exception("retention run failed")
-        self._retention_thread = threading.Thread(target=run, name="retention", daemon=True)
-        self._retention_thread.start()
+        self._retention_thread = start_retention(self.settings, lambda: JobStore(self.settings.db_path),
+                                                 self.metrics)
 
     def status_line(self) -> str:
         c = self.store.counts()
@@ -345,7 +339,7 @@ class Supervisor:
                 f"{busy}/{len(self.slots)} workers busy{paused}")
 
     def write_status(self) -> None:
-        data = {"pid": os.getpid(), "started_at": self.started_at, "updated_at": time.time(),
+        data = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": self.started_at, "updated_at": time.time(),
                 "config": str(self.config_path), "workers": [s.info() for s in self.slots],
                 "claiming_paused": (self.diskguard.reason if self.diskguard is not None and
                                     not self.claim_ok.is_set() and not self.stopping else None),
@@ -424,6 +418,7 @@ class Supervisor:
             self.batches.stop()
         if self.metrics is not None:
             self.metrics.stop()
+            self.metrics_lead.release()
         self.write_status()
         self.store.close()
         log.info("ffwatchd stopped")
@@ -454,6 +449,9 @@ class Supervisor:
             if now >= self._next_status:
                 self._next_status = now + STATUS_EVERY
                 self.write_status()
+                if now >= self._next_prune:
+                    self._next_prune = now + self.settings.workers.lease
+                    prune_lost_workers(self.store, self.settings.workers.lease)
                 self.notifier.status(self.status_line())
             self._maybe_retention(now)
             self.notifier.watchdog()

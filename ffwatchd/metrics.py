@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram, Info,
                                PlatformCollector, ProcessCollector, generate_latest,
@@ -67,24 +68,36 @@ def normalize_provider(provider: str) -> str:
 
 
 class _JobTableCollector(Collector):
-    """`ffwatchd_jobs{state}` and the oldest queued job's age, read from the table per scrape."""
+    """`ffwatchd_jobs{state}` and the oldest queued job's age, read from the table per scrape.
 
-    def __init__(self, store: "JobStore") -> None:
+    Several hosts share one queue: only the host that `leads` (holds the `metrics` singleton)
+    exports the queue gauges, so summing over every scraped host does not count a job twice.
+    `ffwatchd_queue_metrics_leader` says which host it is."""
+
+    def __init__(self, store: "JobStore", leads: Callable[[], bool] | None = None) -> None:
         self.store = store
+        self.leads = leads
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("ffwatchd_job_table_up",
                                "1 when the job table could be read at this scrape, else 0")
+        leader = GaugeMetricFamily("ffwatchd_queue_metrics_leader",
+                                   "1 on the one host of the cluster that exports the queue gauges")
         try:
+            leading = self.leads() if self.leads is not None else True
             counts = self.store.counts()
             oldest = self.store.oldest_queued_at()
-        except sqlite3.Error as e:
+        except Exception as e:  # noqa: BLE001 - sqlite3 or the server's driver: the table is down
             log.warning("metrics: cannot read the job table: %s", e)
             up.add_metric([], 0)
             yield up
             return
         up.add_metric([], 1)
         yield up
+        leader.add_metric([], 1 if leading else 0)
+        yield leader
+        if not leading:
+            return
         jobs = GaugeMetricFamily("ffwatchd_jobs", "Jobs in the table by state", labels=["state"])
         for state in JOB_STATES:
             jobs.add_metric([state], counts.get(state, 0))
@@ -100,16 +113,20 @@ class _JobTableCollector(Collector):
 
 class _OperatorCollector(Collector):
     """Brings the operators' retries and cancels (done by `ffwatchd jobs` in another process and
-    counted in the job table) into the counters, at each scrape before they are read."""
+    counted in the job table) into the counters, at each scrape before they are read.
 
-    def __init__(self, metrics: "Metrics", store: "JobStore") -> None:
-        self.metrics, self.store = metrics, store
+    The table is the cluster's: only the host that `leads` counts them; the others take note of
+    what they saw, so a new leader counts only what happens after it took over."""
+
+    def __init__(self, metrics: "Metrics", store: "JobStore", leads: Callable[[], bool] | None = None) -> None:
+        self.metrics, self.store, self.leads = metrics, store, leads
         self._seen: dict[tuple[str, str, str], int] = {}
         self._lock = threading.Lock()
 
     def collect(self) -> Iterator[Metric]:
         try:
             counts = self.store.operator_counts()
+            leading = self.leads() if self.leads is not None else True
         except sqlite3.Error as e:
             log.warning("metrics: cannot read the operator counts: %s", e)
             return iter(())
@@ -119,6 +136,8 @@ class _OperatorCollector(Collector):
                 if delta <= 0:
                     continue
                 self._seen[(watch, kind, action)] = n
+                if not leading:
+                    continue
                 if action == "retry":
                     self.metrics.retries.labels(watch, "operator").inc(delta)
                 elif action == "cancel_queued":     # a running job's cancel is its worker's outcome
@@ -180,11 +199,12 @@ class Metrics:
     """The daemon's metrics. Every method is cheap and safe to call from any thread."""
 
     def __init__(self, store: "JobStore | None" = None,
-                 folders: dict[str, dict[str, Path]] | None = None) -> None:
+                 folders: dict[str, dict[str, Path]] | None = None, *, host: str | None = None,
+                 leads: Callable[[], bool] | None = None) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         if store is not None:        # first: a scrape syncs the counters before they are read
-            r.register(_OperatorCollector(self, store))
+            r.register(_OperatorCollector(self, store, leads))
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
         self._lock = threading.Lock()
@@ -219,8 +239,9 @@ class Metrics:
         self.frames_processed_total = Counter("ffwatchd_frames_processed",
                                               "Images and video frames processed", ["watch"],
                                               registry=r)
+        self.host = host or socket.gethostname()      # worker metrics are per host
         self.worker_restarts = Counter("ffwatchd_worker_restarts",
-                                       "Worker processes restarted, by reason", ["device", "reason"],
+                                       "Worker processes restarted, by reason", ["host", "device", "reason"],
                                        registry=r)
         self.retention_removed = Counter("ffwatchd_retention_removed",
                                          "Items removed by retention (temp folders, done/failed "
@@ -238,10 +259,12 @@ class Metrics:
                 self.notifications.labels(channel, outcome)
         self.unsettled_files = Gauge("ffwatchd_unsettled_files",
                                      "Files seen but not yet settled", ["watch"], registry=r)
-        self.busy_workers = Gauge("ffwatchd_busy_workers", "Workers running a job", registry=r)
+        self.busy_workers = Gauge("ffwatchd_busy_workers", "Workers of this host running a job", ["host"],
+                                  registry=r)
+        self.busy_workers.labels(self.host)
         self.worker_provider = Gauge("ffwatchd_worker_execution_provider",
                                      "1 for the execution provider a worker really runs on, "
-                                     "0 for ones it had before", ["device", "provider"], registry=r)
+                                     "0 for ones it had before", ["host", "device", "provider"], registry=r)
         self.claiming_paused_gauge = Gauge("ffwatchd_claiming_paused",
                                            "1 while workers claim no new jobs (disk guard)",
                                            registry=r)
@@ -257,7 +280,7 @@ class Metrics:
                                      "Time from first sight of a file to its settling",
                                      ["watch"], buckets=DURATION_BUCKETS, registry=r)
         if store is not None:
-            r.register(_JobTableCollector(store))
+            r.register(_JobTableCollector(store, leads))
         if folders:
             r.register(_DiskCollector(folders))
         for watch in folders or {}:
@@ -347,7 +370,7 @@ class Metrics:
         self.unsettled_files.labels(watch).set(n)
 
     def set_busy_workers(self, n: int) -> None:
-        self.busy_workers.set(n)
+        self.busy_workers.labels(self.host).set(n)
 
     def set_worker_provider(self, device: str, provider: str) -> None:
         """The provider `device`'s worker really got: 1 for it, 0 for the ones it had before."""
@@ -356,10 +379,11 @@ class Metrics:
             seen = self._providers.setdefault(str(device), set())
             seen.add(active)
             for p in seen:
-                self.worker_provider.labels(str(device), p).set(1 if p == active else 0)
+                self.worker_provider.labels(self.host, str(device), p).set(1 if p == active else 0)
 
     def worker_restarted(self, device: str, reason: str) -> None:
-        self.worker_restarts.labels(str(device), _bounded(reason, RESTART_REASONS, "restart reason")).inc()
+        self.worker_restarts.labels(self.host, str(device),
+                                    _bounded(reason, RESTART_REASONS, "restart reason")).inc()
 
     def set_claiming_paused(self, paused: bool, reason: str = "") -> None:
         with self._lock:

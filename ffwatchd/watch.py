@@ -20,6 +20,7 @@ from watchdog.events import (DirModifiedEvent, FileClosedNoWriteEvent, FileOpene
                              FileSystemEventHandler)
 from watchdog.observers import Observer
 
+from ffwatchd.cluster import Leadership
 from ffwatchd.config import Settings, WatchSettings
 from ffwatchd.ingest import HashCache, IngestResult, classify_name, ingest_file, is_ignored_dir
 from ffwatchd.mounts import detect_mode
@@ -144,6 +145,9 @@ class WatchLoop:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._rescan_wanted = False
+        # Periodic rescans and polls run on one host per watch across the cluster; the scan when
+        # the inbox becomes available (start-up, share back) runs on every host.
+        self.rescans = Leadership(store, f"rescan:{watch.name}")
         self._next_check = self._next_poll = self._next_rescan = 0.0
         self._thread = threading.Thread(target=self._run, name=f"watch-{watch.name}", daemon=True)
 
@@ -160,6 +164,7 @@ class WatchLoop:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
         self._stop_observer()
+        self.rescans.release()
 
     def request_rescan(self) -> None:
         self._rescan_wanted = True
@@ -204,9 +209,13 @@ class WatchLoop:
         if not self.available:
             return
         self._drain_events()
-        if self._rescan_wanted or now >= self._next_rescan or (self.mode == "poll" and now >= self._next_poll):
+        due = now >= self._next_rescan or (self.mode == "poll" and now >= self._next_poll)
+        if self._rescan_wanted or (due and self.rescans.held()):
             self._rescan_wanted = False
             self.full_scan()
+        elif due:                        # another host leads this watch's rescans and polls
+            self._next_rescan = now + self.watch.rescan_interval
+            self._next_poll = now + self.watch.poll_interval
         self._settle_due()
         self._retry_waiting()
 
@@ -481,7 +490,9 @@ class WatchService:
     def __init__(self, settings: Settings, store: JobStore, *, metrics: WatchMetrics | None = None,
                  mountinfo: str | None = None) -> None:
         self.settings = settings
-        self.loops = {w.name: WatchLoop(settings, w, store, metrics, mountinfo) for w in settings.watches}
+        # A watch with `ingest: false` is watched by other hosts; this host's workers only serve it.
+        self.loops = {w.name: WatchLoop(settings, w, store, metrics, mountinfo)
+                      for w in settings.watches if w.ingest}
         self._started = self._stopped = False
 
     def start(self) -> None:

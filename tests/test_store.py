@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ffwatchd.store import JobStore, NotFound, TransitionError
+from ffwatchd.store.sqlite import _MIGRATIONS
 
 
 class Clock:

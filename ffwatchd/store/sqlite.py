@@ -12,10 +12,10 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Sequence
 
 from ffwatchd.store.contract import (FINISHED, KINDS, STATES, Heartbeat, Job, JobQueue, NotFound,
-                                     Stats, TransitionError)
+                                     Stats, TransitionError, WorkerRow, always_granted)
 from ffwatchd.store.sqlite_batches import SqliteBatches
 
 _MIGRATIONS: list[str] = [
@@ -102,6 +102,20 @@ _MIGRATIONS: list[str] = [
         action  TEXT    NOT NULL,      -- retry | cancel_queued | cancel_running
         n       INTEGER NOT NULL,
         PRIMARY KEY (watch, kind, action)
+    ) STRICT;
+    """,
+    # 4: the workers of every host (status shows them; stale rows are pruned)
+    """
+    CREATE TABLE workers (
+        owner               TEXT    PRIMARY KEY,     -- host:pid/device, the lease owner name
+        host                TEXT    NOT NULL,
+        pid                 INTEGER NOT NULL,
+        device              TEXT    NOT NULL,
+        requested_provider  TEXT    NOT NULL,
+        provider            TEXT    NOT NULL,
+        job_id              INTEGER,
+        heartbeat_at        REAL    NOT NULL,
+        started_at          REAL    NOT NULL
     ) STRICT;
     """,
 ]
@@ -320,12 +334,14 @@ class SqliteJobStore(SqliteBatches, JobQueue):
             return _job(row) if row is not None else None
 
     def heartbeat(self, job_id: int, owner: str, lease: float, *,
-                  progress: tuple[int, int] | None = None) -> Heartbeat:
+                  progress: tuple[int, int] | None = None, attempt: int | None = None) -> Heartbeat:
         """Extend the lease while `owner` still holds it; tells a cancelled job to stop."""
         now = self.clock()
         with self._write() as db:
-            row = db.execute("SELECT state, lease_owner FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            row = db.execute("SELECT state, lease_owner, attempts FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None or row["lease_owner"] != owner:
+                return Heartbeat("lost")
+            if attempt is not None and row["attempts"] != attempt:
                 return Heartbeat("lost")
             if row["state"] == "cancelled":
                 return Heartbeat("cancelled")
@@ -338,17 +354,21 @@ class SqliteJobStore(SqliteBatches, JobQueue):
                 db.execute("UPDATE jobs SET lease_until = ? WHERE id = ?", (now + lease, job_id))
             return Heartbeat("ok")
 
-    def _owned(self, db: sqlite3.Connection, job_id: int, owner: str) -> sqlite3.Row:
+    def _owned(self, db: sqlite3.Connection, job_id: int, owner: str,
+               attempt: int | None = None) -> sqlite3.Row:
         row = self._row(db, job_id)
         if row["state"] != "running" or row["lease_owner"] != owner:
             raise TransitionError(f"job {job_id} is {row['state']} and not held by {owner} "
                                   f"(lease owner {row['lease_owner']})")
+        if attempt is not None and row["attempts"] != attempt:
+            raise TransitionError(f"job {job_id} is on attempt {row['attempts']}, not {attempt}: "
+                                  f"the lease of attempt {attempt} was lost")
         return row
 
-    def set_filing(self, job_id: int, owner: str, filing: dict | None) -> None:
+    def set_filing(self, job_id: int, owner: str, filing: dict | None, *, attempt: int | None = None) -> None:
         """Record the finalisation about to happen, durably, before any file moves."""
         with self._write(durable=True) as db:
-            self._owned(db, job_id, owner)
+            self._owned(db, job_id, owner, attempt)
             db.execute("UPDATE jobs SET filing = ? WHERE id = ?",
                        (json.dumps(filing) if filing is not None else None, job_id))
 
@@ -356,14 +376,14 @@ class SqliteJobStore(SqliteBatches, JobQueue):
         with self._write(durable=True) as db:
             db.execute("UPDATE jobs SET output_path = ? WHERE id = ?", (output_path, job_id))
 
-    def finish(self, job_id: int, owner: str, *, output_path: str | None) -> Job:
+    def finish(self, job_id: int, owner: str, *, output_path: str | None, attempt: int | None = None) -> Job:
         """running -> done, only by the lease owner.
 
         Not synced on its own: the worker records a durable filing plan (`set_filing`) first,
         and a `done` lost to a power cut is redone from that plan (each step is idempotent)."""
         now = self.clock()
         with self._write() as db:
-            self._owned(db, job_id, owner)
+            self._owned(db, job_id, owner, attempt)
             row = db.execute(
                 """UPDATE jobs SET state = 'done', finished_at = ?, output_path = ?, lease_until = NULL,
                                    error_kind = NULL, error_message = NULL,
@@ -372,11 +392,11 @@ class SqliteJobStore(SqliteBatches, JobQueue):
             return _job(row)
 
     def fail(self, job_id: int, owner: str, *, error_kind: str, message: str,
-             transient: bool) -> Job:
+             transient: bool, attempt: int | None = None) -> Job:
         """running -> queued after backoff (transient, attempts left) or -> failed (final)."""
         now = self.clock()
         with self._write(durable=True) as db:
-            row = self._owned(db, job_id, owner)
+            row = self._owned(db, job_id, owner, attempt)
             if transient and row["attempts"] < row["max_attempts"]:
                 delay = self.retry_backoff * (2 ** max(0, row["attempts"] - 1))
                 self.stats.retries += 1
@@ -392,11 +412,11 @@ class SqliteJobStore(SqliteBatches, JobQueue):
                        WHERE id = ? RETURNING *""", (now, error_kind, message, job_id)).fetchone()
             return _job(row)
 
-    def release(self, job_id: int, owner: str) -> Job:
+    def release(self, job_id: int, owner: str, *, attempt: int | None = None) -> Job:
         """running -> queued at once, attempt not counted (graceful shutdown)."""
         now = self.clock()
         with self._write(durable=True) as db:
-            self._owned(db, job_id, owner)
+            self._owned(db, job_id, owner, attempt)
             row = db.execute(
                 """UPDATE jobs SET state = 'queued', attempts = max(0, attempts - 1), queued_at = ?,
                                    not_before = 0, lease_owner = NULL, lease_until = NULL
@@ -523,3 +543,44 @@ class SqliteJobStore(SqliteBatches, JobQueue):
     def integrity_check(self) -> str:
         with self._lock:
             return self._db.execute("PRAGMA integrity_check").fetchone()[0]
+
+    # -- the cluster (one host on SQLite, but the same verbs) ----------------------------
+
+    def register_worker(self, owner: str, *, host: str, pid: int, device: str, requested_provider: str,
+                        provider: str) -> None:
+        now = self.clock()
+        with self._write() as db:
+            db.execute("""INSERT INTO workers (owner, host, pid, device, requested_provider, provider,
+                                               job_id, heartbeat_at, started_at)
+                          VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)
+                          ON CONFLICT (owner) DO UPDATE SET
+                              host = excluded.host, pid = excluded.pid, device = excluded.device,
+                              requested_provider = excluded.requested_provider,
+                              provider = excluded.provider, job_id = NULL,
+                              heartbeat_at = excluded.heartbeat_at, started_at = excluded.started_at""",
+                       (owner, host, pid, device, requested_provider, provider, now, now))
+
+    def worker_heartbeat(self, owner: str, job_id: int | None) -> None:
+        with self._write() as db:
+            db.execute("UPDATE workers SET heartbeat_at = ?, job_id = ? WHERE owner = ?",
+                       (self.clock(), job_id, owner))
+
+    def remove_worker(self, owner: str) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM workers WHERE owner = ?", (owner,))
+
+    def workers(self) -> list[WorkerRow]:
+        now = self.clock()
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM workers ORDER BY host, started_at, owner").fetchall()
+        return [WorkerRow(**dict(r), age=max(0.0, now - r["heartbeat_at"])) for r in rows]
+
+    def prune_workers(self, older_than: float) -> list[str]:
+        with self._write() as db:
+            rows = db.execute("DELETE FROM workers WHERE heartbeat_at < ? RETURNING owner",
+                              (self.clock() - older_than,)).fetchall()
+        return [r[0] for r in rows]
+
+    def singleton(self, name: str) -> ContextManager[bool]:
+        """SQLite serves one host: the daemon is the only one doing cluster work, always granted."""
+        return always_granted(name)
