@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sqlite3
 import sys
 from typing import TextIO
 
@@ -12,7 +11,7 @@ from ffwatchd.config import load_config, resolve_config_path
 from ffwatchd.diskguard import format_bytes
 from ffwatchd.errors import ConfigError
 from ffwatchd.retention import Deletion, format_age, run_retention, summarize
-from ffwatchd.store import JobStore
+from ffwatchd.store import open_store, store_errors
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +55,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return 1
     dry_run = bool(getattr(args, "dry_run", False))
     try:
-        with JobStore(settings.db_path, max_attempts=settings.workers.max_attempts,
-                      retry_backoff=settings.workers.retry_backoff) as store:
+        with open_store(settings) as store:
             deletions = run_retention(settings, store, dry_run=dry_run)
-    except (sqlite3.Error, OSError) as e:
-        print(f"ffwatchd retention: retention failed (job table {settings.db_path}): {e}", file=sys.stderr)
+    except store_errors() as e:
+        print(f"ffwatchd retention: retention failed (job table {settings.queue.describe()}): {e}", file=sys.stderr)
         return 1
     out.write(format_table(deletions, dry_run))
     return 1 if any(d.error is not None for d in deletions) else 0

@@ -23,7 +23,7 @@ from ffwatchd.config import Settings, load_config
 from ffwatchd.errors import ConfigError
 from ffwatchd.filing import write_json_atomic
 from ffwatchd.logs import setup_logging
-from ffwatchd.store import JobStore
+from ffwatchd.store import JobQueue, open_store
 from ffwatchd.systemd import Notifier
 from ffwatchd.recovery import give_back, lock_state_dir, recover_at_start
 from ffwatchd.worker import worker_main, worker_owner
@@ -81,7 +81,7 @@ class Supervisor:
         self.started_at = time.time()
         self.stopping = False
         self.warnings: list[str] = []
-        self.store: JobStore | None = None
+        self.store: JobQueue | None = None
         self.metrics: Any = None
         self.watcher: Any = None
         self.diskguard: Any = None
@@ -96,7 +96,8 @@ class Supervisor:
         for folder in (s.state_dir, s.temp_dir, s.models_dir):
             folder.mkdir(parents=True, exist_ok=True)
         self._lock_file = lock_state_dir(s)
-        self.store = JobStore(s.db_path, max_attempts=s.workers.max_attempts, retry_backoff=s.workers.retry_backoff)
+        self.store = open_store(s)
+        log.info("job queue: %s", self.store.where)
         recover_at_start(s, self.store)
         self._start_metrics()
         self._start_diskguard()
@@ -302,7 +303,7 @@ class Supervisor:
             from ffwatchd.retention import run_retention
 
             try:
-                store = JobStore(self.settings.db_path)
+                store = open_store(self.settings, migrate=False)
                 try:
                     deletions = run_retention(self.settings, store)
                     if self.metrics is not None:

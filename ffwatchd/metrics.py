@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
     from ffwatchd.retention import Deletion
-    from ffwatchd.store import JobStore
+    from ffwatchd.store import JobQueue
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def normalize_provider(provider: str) -> str:
 class _JobTableCollector(Collector):
     """`ffwatchd_jobs{state}` and the oldest queued job's age, read from the table per scrape."""
 
-    def __init__(self, store: "JobStore") -> None:
+    def __init__(self, store: "JobQueue") -> None:
         self.store = store
 
     def collect(self) -> Iterator[Metric]:
@@ -147,7 +147,7 @@ class _DiskCollector(Collector):
 class Metrics:
     """The daemon's metrics. Every method is cheap and safe to call from any thread."""
 
-    def __init__(self, store: "JobStore | None" = None,
+    def __init__(self, store: "JobQueue | None" = None,
                  folders: dict[str, dict[str, Path]] | None = None) -> None:
         self.registry = CollectorRegistry()
         r = self.registry

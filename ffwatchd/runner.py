@@ -21,7 +21,7 @@ from ffwatchd.errors import JobError
 from ffwatchd.filing import Plan, execute_plan, plan_done, plan_failed, with_job_id
 from ffwatchd.ingest import hash_file
 from ffwatchd.jobspec import JobSpec
-from ffwatchd.store import Job, JobStore, TransitionError
+from ffwatchd.store import Job, JobQueue, TransitionError
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class Lease:
 class Heartbeats:
     """One thread per worker that extends the lease of every job it holds, every lease/3."""
 
-    def __init__(self, store: JobStore, owner: str, lease: float) -> None:
+    def __init__(self, store: JobQueue, owner: str, lease: float) -> None:
         self.store, self.owner, self.lease = store, owner, lease
         self.beat: Callable[[int], None] | None = None    # tells the supervisor we are alive
         self._leases: set[Lease] = set()
@@ -160,7 +160,7 @@ def process_video_file(pipeline: Any, target: Path, result: Path, spec: JobSpec,
 class JobRunner:
     """Runs claimed jobs on this worker's pipeline (models stay loaded between jobs)."""
 
-    def __init__(self, settings: Settings, store: JobStore, pipeline: Any, owner: str,
+    def __init__(self, settings: Settings, store: JobQueue, pipeline: Any, owner: str,
                  on_cuda: bool = False) -> None:
         self.settings, self.store, self.pipeline, self.owner = settings, store, pipeline, owner
         self.on_cuda = on_cuda
@@ -233,9 +233,9 @@ class JobRunner:
                 self._stopped(watch, job, lease, out, workdir)
                 return
             plan = plan_done(watch, job, result, suffix)
-            self.store.set_filing(job.id, self.owner, plan.to_dict())
+            self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
             execute_plan(plan, job)
-            self.store.finish(job.id, self.owner, output_path=plan.result_dst)
+            self.store.finish(job.id, self.owner, output_path=plan.result_dst, attempt=job.attempts)
             out.outcome = "done"
             self._clean_temp(job.id)
         except TransitionError:
@@ -300,16 +300,16 @@ class JobRunner:
                 not Path(plan.result_src).exists() and not Path(plan.result_dst).exists() and \
                 not with_job_id(Path(plan.result_dst), job.id).exists():
             log.warning("job %d: its result was lost before filing; processing again", job.id)
-            self.store.set_filing(job.id, self.owner, None)
+            self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
             return False
         log.info("job %d: finishing the filing a crash interrupted", job.id)
         execute_plan(plan, job)
         if plan.outcome == "done":
-            self.store.finish(job.id, self.owner, output_path=plan.result_dst)
+            self.store.finish(job.id, self.owner, output_path=plan.result_dst, attempt=job.attempts)
             out.outcome = "done"
         else:
             self.store.fail(job.id, self.owner, error_kind=plan.error_kind or "internal",
-                            message=plan.message or "", transient=False)
+                            message=plan.message or "", transient=False, attempt=job.attempts)
             out.outcome, out.error_kind, out.message = "failed", plan.error_kind, plan.message
         self._clean_temp(job.id)
         return True
@@ -322,7 +322,7 @@ class JobRunner:
         out.fatal = err.kind == "memory"
         log.warning("job %d: %s", job.id, err)
         if err.transient and job.attempts < job.max_attempts:
-            self.store.fail(job.id, self.owner, error_kind=err.kind, message=err.message, transient=True)
+            self.store.fail(job.id, self.owner, error_kind=err.kind, message=err.message, transient=True, attempt=job.attempts)
             out.outcome = "retried"
             if job.kind == "image":
                 self._clean_temp(job.id)   # videos keep finished segments to resume
@@ -331,16 +331,16 @@ class JobRunner:
 
     def _fail_final(self, watch: Any, job: Job, out: Outcome, kind: str, message: str, workdir: Path) -> None:
         plan = plan_failed(watch, job, kind, message)
-        self.store.set_filing(job.id, self.owner, plan.to_dict())
+        self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
         execute_plan(plan, job)
-        self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False)
+        self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False, attempt=job.attempts)
         out.outcome, out.error_kind, out.message = "failed", kind, message
         self._clean_temp(job.id)
 
     def _fail_without_filing(self, job: Job, out: Outcome, kind: str, message: str) -> None:
         """The original is not ours to move (gone, or replaced by new content)."""
         log.warning("job %d: %s: %s", job.id, kind, message)
-        self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False)
+        self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False, attempt=job.attempts)
         out.outcome, out.error_kind, out.message = "failed", kind, message
 
     def _stopped(self, watch: Any, job: Job, lease: Lease, out: Outcome, workdir: Path) -> None:

@@ -25,7 +25,7 @@ from ffwatchd.ingest import HashCache, IngestResult, classify_name, ingest_file,
 from ffwatchd.mounts import detect_mode
 from ffwatchd.settle import FileState, SettleTracker
 from ffwatchd.sidecar import SIDECAR_NAME, SIDECAR_SUFFIX, SourceIndex, is_sidecar_name, is_within
-from ffwatchd.store import JobStore
+from ffwatchd.store import JobQueue
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ class _Handler(FileSystemEventHandler):
 class WatchLoop:
     """One watch: its observer, its thread, its tracker and its memory of handled files."""
 
-    def __init__(self, settings: Settings, watch: WatchSettings, store: JobStore,
+    def __init__(self, settings: Settings, watch: WatchSettings, store: JobQueue,
                  metrics: WatchMetrics | None = None, mountinfo: str | None = None) -> None:
         self.settings, self.watch, self.store, self.metrics = settings, watch, store, metrics
         self.mode, self.fstype = (detect_mode(watch.inbox, mountinfo) if watch.mode == "auto"
@@ -427,7 +427,7 @@ class WatchLoop:
 class WatchService:
     """All watches of a config, each in its own thread; nothing here blocks the caller."""
 
-    def __init__(self, settings: Settings, store: JobStore, *, metrics: WatchMetrics | None = None,
+    def __init__(self, settings: Settings, store: JobQueue, *, metrics: WatchMetrics | None = None,
                  mountinfo: str | None = None) -> None:
         self.settings = settings
         self.loops = {w.name: WatchLoop(settings, w, store, metrics, mountinfo) for w in settings.watches}

@@ -70,9 +70,13 @@ def _job(row: sqlite3.Row) -> Job:
 class SqliteJobStore(JobQueue):
     """The job table in SQLite. Safe to use from several threads of one process and from many processes."""
 
+    pushes_work = False
+
     def __init__(self, path: str | Path, *, max_attempts: int = 3, retry_backoff: float = 30.0,
-                 busy_timeout: float = 30.0, clock: Callable[[], float] = time.time) -> None:
+                 busy_timeout: float = 30.0, clock: Callable[[], float] = time.time,
+                 migrate_schema: bool = True) -> None:
         self.path = Path(path)
+        self.where = f"sqlite {self.path}"
         self.max_attempts = max_attempts
         self.retry_backoff = retry_backoff
         self.clock = clock
@@ -88,7 +92,8 @@ class SqliteJobStore(JobQueue):
         if mode.lower() != "wal":
             raise sqlite3.OperationalError(f"{self.path}: WAL mode refused (got {mode}); is it on a network filesystem?")
         self._db.execute("PRAGMA synchronous = NORMAL")
-        self._migrate()
+        if migrate_schema:
+            self._migrate()
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -285,17 +290,25 @@ class SqliteJobStore(JobQueue):
                 db.execute("UPDATE jobs SET lease_until = ? WHERE id = ?", (now + lease, job_id))
             return Heartbeat("ok")
 
-    def _owned(self, db: sqlite3.Connection, job_id: int, owner: str) -> sqlite3.Row:
+    def _owned(self, db: sqlite3.Connection, job_id: int, owner: str, attempt: int | None,
+               now: float | None = None) -> sqlite3.Row:
+        """The job's row when `owner` holds it on `attempt` (and, given `now`, its lease is live)."""
         row = self._row(db, job_id)
         if row["state"] != "running" or row["lease_owner"] != owner:
             raise TransitionError(f"job {job_id} is {row['state']} and not held by {owner} "
                                   f"(lease owner {row['lease_owner']})")
+        if attempt is not None and row["attempts"] != attempt:
+            raise TransitionError(f"job {job_id}: attempt {attempt} of {owner} is stale "
+                                  f"(the job is on attempt {row['attempts']})")
+        if now is not None and (row["lease_until"] is None or row["lease_until"] < now):
+            raise TransitionError(f"job {job_id}: the lease of {owner} expired; it may be running elsewhere")
         return row
 
-    def set_filing(self, job_id: int, owner: str, filing: dict | None) -> None:
-        """Record the finalisation about to happen, durably, before any file moves."""
+    def set_filing(self, job_id: int, owner: str, filing: dict | None, *, attempt: int | None = None) -> None:
+        """Record the finalisation about to happen, durably, before any file moves (fenced)."""
+        now = self.clock()
         with self._write(durable=True) as db:
-            self._owned(db, job_id, owner)
+            self._owned(db, job_id, owner, attempt, now)
             db.execute("UPDATE jobs SET filing = ? WHERE id = ?",
                        (json.dumps(filing) if filing is not None else None, job_id))
 
@@ -303,14 +316,15 @@ class SqliteJobStore(JobQueue):
         with self._write(durable=True) as db:
             db.execute("UPDATE jobs SET output_path = ? WHERE id = ?", (output_path, job_id))
 
-    def finish(self, job_id: int, owner: str, *, output_path: str | None) -> Job:
+    def finish(self, job_id: int, owner: str, *, output_path: str | None,
+               attempt: int | None = None) -> Job:
         """running -> done, only by the lease owner.
 
         Not synced on its own: the worker records a durable filing plan (`set_filing`) first,
         and a `done` lost to a power cut is redone from that plan (each step is idempotent)."""
         now = self.clock()
         with self._write() as db:
-            self._owned(db, job_id, owner)
+            self._owned(db, job_id, owner, attempt)
             row = db.execute(
                 """UPDATE jobs SET state = 'done', finished_at = ?, output_path = ?, lease_until = NULL,
                                    error_kind = NULL, error_message = NULL,
@@ -319,11 +333,11 @@ class SqliteJobStore(JobQueue):
             return _job(row)
 
     def fail(self, job_id: int, owner: str, *, error_kind: str, message: str,
-             transient: bool) -> Job:
+             transient: bool, attempt: int | None = None) -> Job:
         """running -> queued after backoff (transient, attempts left) or -> failed (final)."""
         now = self.clock()
         with self._write(durable=True) as db:
-            row = self._owned(db, job_id, owner)
+            row = self._owned(db, job_id, owner, attempt)
             if transient and row["attempts"] < row["max_attempts"]:
                 delay = self.retry_backoff * (2 ** max(0, row["attempts"] - 1))
                 self.stats.retries += 1
@@ -343,12 +357,16 @@ class SqliteJobStore(JobQueue):
         """running -> queued at once, attempt not counted (graceful shutdown)."""
         now = self.clock()
         with self._write(durable=True) as db:
-            self._owned(db, job_id, owner)
+            self._owned(db, job_id, owner, None)
             row = db.execute(
                 """UPDATE jobs SET state = 'queued', attempts = max(0, attempts - 1), queued_at = ?,
                                    not_before = 0, lease_owner = NULL, lease_until = NULL
                    WHERE id = ? RETURNING *""", (now, job_id)).fetchone()
             return _job(row)
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """SQLite has no push: return at once; the supervisor's wake-up and polling cover it."""
+        return False
 
     # -- operator verbs ----------------------------------------------------------------------
 
