@@ -1,4 +1,4 @@
-"""`ffwatchd check`: folders, permissions, local state, models, providers, ffmpeg."""
+"""`ffwatchd check`: folders, permissions, local state, models, providers, ffmpeg, C2PA, metrics."""
 
 from __future__ import annotations
 
@@ -111,16 +111,47 @@ def check_ffmpeg(settings: Settings, warnings: list[str], notes: list[str]) -> N
         warnings.append(f"ffmpeg: {e} (video jobs will fail)")
 
 
-def check_metrics_port(settings: Settings, warnings: list[str]) -> None:
+def check_metrics_port(settings: Settings, warnings: list[str], notes: list[str]) -> None:
+    """The metrics port is free, or held by this config's own running daemon (which is fine)."""
+    from ffwatchd.daemon import read_status
+
     if not settings.metrics.enabled:
         return
+    where = f"{settings.metrics.host}:{settings.metrics.port}"
     with socket.socket(socket.AF_INET6 if ":" in settings.metrics.host else socket.AF_INET) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((settings.metrics.host, settings.metrics.port))
+            notes.append(f"metrics {where} is free")
+            return
         except OSError as e:
-            warnings.append(f"metrics {settings.metrics.host}:{settings.metrics.port}: cannot bind ({e.strerror}); "
-                            "is a daemon already running?")
+            reason = e.strerror
+    daemon = read_status(settings.state_dir)
+    if daemon is not None and daemon.get("metrics") == where:
+        notes.append(f"ffwatchd is running (pid {daemon['pid']}) and serves metrics on {where}")
+    else:
+        warnings.append(f"metrics {where}: cannot bind ({reason}) and no ffwatchd daemon of this config "
+                        "(state_dir) holds it: another program uses the port")
+
+
+def check_c2pa(settings: Settings, problems: list[str], notes: list[str]) -> None:
+    """C2PA signing: off without a certificate; with one, the chain and key checked and a test
+    manifest signed and read back."""
+    if settings.c2pa is None:
+        notes.append("C2PA signing is off (no provenance.c2pa cert and key in the config); changed outputs "
+                     + ("carry XMP/IPTC provenance only" if settings.provenance else "carry no provenance"))
+        return
+    from ffwatchd.media.c2pa_sign import load_credentials, self_test
+
+    c = settings.c2pa
+    try:
+        creds = load_credentials(c.cert, c.key, c.timestamp_url)
+        state = self_test(creds)
+    except ValueError as e:
+        problems.extend(f"provenance.c2pa: {line}" for line in str(e).splitlines())
+        return
+    notes.append(f"C2PA signing is on: {creds.subject} ({creds.alg}), valid until {creds.not_after:%Y-%m-%d}; "
+                 f"a test manifest signs and validates ({state})")
 
 
 def check_queue(settings: Settings, problems: list[str], notes: list[str]) -> None:
@@ -156,5 +187,6 @@ def run_checks(settings: Settings) -> tuple[list[str], list[str], list[str]]:
     check_models(settings, warnings, notes)
     check_providers(settings, problems, warnings, notes)
     check_ffmpeg(settings, warnings, notes)
-    check_metrics_port(settings, warnings)
+    check_c2pa(settings, problems, notes)
+    check_metrics_port(settings, warnings, notes)
     return problems, warnings, notes

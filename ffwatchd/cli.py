@@ -1,4 +1,5 @@
-"""The `ffwatchd` command line: run, check, status, jobs, enqueue, process, models, retention."""
+"""The `ffwatchd` command line: run, check, status, jobs, enqueue, process, models, retention,
+provenance."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ import yaml
 from ffwatchd import __version__
 from ffwatchd.config import Settings, load_config, parse_duration, resolve_config_path
 from ffwatchd.errors import ConfigError
-from ffwatchd.store import STATES, Job, JobQueue, NotFound, TransitionError, open_store
+from ffwatchd.store import (PRIORITIES, STATES, Job, JobQueue, NotFound, TransitionError, open_store,
+                            priority_name)
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -157,9 +159,9 @@ def cmd_jobs_list(args: argparse.Namespace) -> int:
     if args.json:
         _dump([j.to_dict() for j in jobs])
         return EXIT_OK
-    print_table([(j.id, j.state, j.watch, j.rel_path, j.kind, j.attempts, _progress(j),
-                  j.error_kind or "", _iso(j.queued_at)) for j in jobs],
-                ["id", "state", "watch", "path", "kind", "tries", "progress", "error", "queued"])
+    print_table([(j.id, j.state, j.watch, j.rel_path, j.kind, priority_name(j.priority), j.attempts,
+                  _progress(j), j.error_kind or "", _iso(j.queued_at)) for j in jobs],
+                ["id", "state", "watch", "path", "kind", "priority", "tries", "progress", "error", "queued"])
     return EXIT_OK
 
 
@@ -174,6 +176,7 @@ def cmd_jobs_show(args: argparse.Namespace) -> int:
         _dump(job.to_dict())
         return EXIT_OK
     d = job.to_dict()
+    print(f"{'batch':14} {job.batch if job.batch else '/'}")
     for key in ("id", "state", "watch", "rel_path", "kind", "size", "content_hash", "priority",
                 "attempts", "max_attempts", "lease_owner", "output_path", "error_kind", "error_message"):
         print(f"{key:14} {d[key] if d[key] is not None else '-'}")
@@ -213,7 +216,7 @@ def _each_job(args: argparse.Namespace, verb: Callable[[JobQueue, Settings, Job]
     return EXIT_OK if not failures else EXIT_FAIL
 
 
-def _retry(store: JobQueue, settings: Settings, job: Job) -> str:
+def _retry(store: JobQueue, settings: Settings, job: Job, priority: str | None = None) -> str:
     """Back to queued with the sidecars as they are now; the original returns to its inbox path."""
     from ffwatchd.errors import JobError
     from ffwatchd.filing import find_failed_original, restore_original
@@ -233,9 +236,15 @@ def _retry(store: JobQueue, settings: Settings, job: Job) -> str:
         snap = snapshot_for(settings, watch, watch.inbox / job.rel_path, read_from=found)
     except JobError as e:
         raise TransitionError(f"not retried, it would be refused again: {e}; fix that, then retry") from None
+    if priority is not None:
+        snap["priority"] = PRIORITIES[priority]
     back = restore_original(watch, job, found)
     store.retry(job.id, **snap)
-    return f"queued again with the current sidecar ({back})"
+    return f"queued again with the current sidecar, priority {priority_name(snap['priority'])} ({back})"
+
+
+def _cmd_retry(args: argparse.Namespace) -> int:
+    return _each_job(args, lambda store, settings, job: _retry(store, settings, job, args.priority))
 
 
 def _cancel(store: JobQueue, settings: Settings, job: Job) -> str:
@@ -333,7 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
     _config_arg(p)
     p.add_argument("ids", type=int, nargs="*")
     p.add_argument("--failed", action="store_true", help="every failed job")
-    p.set_defaults(func=lambda a: _each_job(a, _retry))
+    p.add_argument("--priority", choices=list(PRIORITIES), help="run them at this priority (default: the sidecar's)")
+    p.set_defaults(func=_cmd_retry)
     p = jobs.add_parser("cancel", help="cancel queued or running jobs")
     _config_arg(p)
     p.add_argument("ids", type=int, nargs="+")
@@ -352,7 +362,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, module, text in (("process", "ffwatchd.cli_process", "one file, no daemon, the same pipeline"),
                                ("models", "ffwatchd.cli_models", "known models: list | verify | fetch"),
-                               ("retention", "ffwatchd.cli_retention", "run housekeeping now (--dry-run)")):
+                               ("retention", "ffwatchd.cli_retention", "run housekeeping now (--dry-run)"),
+                               ("batches", "ffwatchd.cli_batches", "batches: list | show (report, deliveries)"),
+                               ("provenance", "ffwatchd.cli_provenance",
+                                "what a file says about how it was made: show FILE")):
         p = sub.add_parser(name, help=text)
         p.set_defaults(module=module)
         _add_module_arguments(p, module)

@@ -12,6 +12,8 @@ from typing import Any, Callable
 import yaml
 
 from ffwatchd import jobspec
+from ffwatchd.config_notify import (NotifySettings, SmtpSettings, WatchNotify, priority_value, read_notify,
+                                    read_smtp, read_watch_notify)
 from ffwatchd.errors import ConfigError
 
 CONFIG_ENV = "FFWATCHD_CONFIG"
@@ -78,6 +80,11 @@ class WatchSettings:
     include: tuple[str, ...] = DEFAULT_INCLUDE
     ignore: tuple[str, ...] = DEFAULT_IGNORE
     source_roots: tuple[Path, ...] = ()
+    batch_quiet: float = 60.0                 # a batch is finished after this long without news
+    batch_quiet_max: float = 3600.0           # the most a sidecar's batch_quiet may ask for
+    priority_max: int = 10                    # sidecar priorities above it are lowered to it
+    starvation_age: float = 1800.0            # a low-priority job queued this long is raised to normal
+    notify: WatchNotify = WatchNotify()
     # A sidecar mapping (see sidecar.py); deep-copied, never shared with callers.
     defaults: dict = field(default_factory=dict, hash=False, compare=True)
 
@@ -150,6 +157,14 @@ class QueueSettings:
 
 
 @dataclass(frozen=True)
+class C2paSettings:
+    """`provenance.c2pa`: sign every changed output with this certificate chain and key."""
+    cert: Path
+    key: Path
+    timestamp_url: str | None = None
+
+
+@dataclass(frozen=True)
 class Settings:
     source: Path | None
     state_dir: Path
@@ -162,7 +177,10 @@ class Settings:
     log: LogSettings = LogSettings()
     models: tuple[CustomModel, ...] = ()
     ffmpeg: str | None = None
-    provenance: bool = True
+    provenance: bool = True               # XMP/IPTC/PNG/MP4-tag provenance on changed outputs
+    c2pa: C2paSettings | None = None      # None: C2PA signing is off
+    smtp: SmtpSettings | None = None
+    notify: NotifySettings = NotifySettings()
     queue: QueueSettings = QueueSettings()
 
     def known_models(self) -> dict[str, str]:
@@ -309,10 +327,12 @@ def _is_within(child: Path, parent: Path) -> bool:
 
 
 _TOP_KEYS = {"state_dir", "temp_dir", "models_dir", "watches", "workers", "metrics",
-             "retention", "log", "models", "ffmpeg", "provenance", "queue"}
+             "retention", "log", "models", "ffmpeg", "provenance", "smtp", "notify",
+             "queue"}
 _WATCH_KEYS = {"name", "inbox", "output", "done", "failed", "mode", "poll_interval",
                "rescan_interval", "settle", "sidecar_wait", "include", "ignore",
-               "source_roots", "defaults"}
+               "source_roots", "defaults", "batch_quiet", "batch_quiet_max", "priority_max",
+               "starvation_age", "notify"}
 _WORKER_KEYS = {"devices", "providers", "cpu_threads", "max_attempts", "retry_backoff", "lease",
                 "job_timeout", "grace_period", "ram_limit", "vram_limit", "max_pixels",
                 "recycle_after"}
@@ -341,6 +361,10 @@ def _read_watch(r: _Reader, raw: Any, path: str, index: int,
         defaults = {}
     else:
         r.problems.extend(jobspec.validate(defaults, f"{path}.defaults", known_models))
+    quiet = r.get(raw, "batch_quiet", path, parse_duration, d.batch_quiet)
+    quiet_max = r.get(raw, "batch_quiet_max", path, parse_duration, d.batch_quiet_max)
+    if quiet > quiet_max:
+        r.problem(f"{path}.batch_quiet", f"{quiet:g} s is longer than batch_quiet_max ({quiet_max:g} s)")
     return WatchSettings(
         name=name,
         inbox=r.path(raw, "inbox", path, None),
@@ -355,6 +379,11 @@ def _read_watch(r: _Reader, raw: Any, path: str, index: int,
         include=r.get(raw, "include", path, _patterns, DEFAULT_INCLUDE),
         ignore=r.get(raw, "ignore", path, _patterns, DEFAULT_IGNORE),
         source_roots=source_roots,
+        batch_quiet=quiet,
+        batch_quiet_max=quiet_max,
+        priority_max=r.get(raw, "priority_max", path, priority_value, d.priority_max),
+        starvation_age=r.get(raw, "starvation_age", path, _positive_duration, d.starvation_age),
+        notify=read_watch_notify(r, raw.get("notify"), f"{path}.notify", parse_duration),
         defaults=copy.deepcopy(defaults),
     )
 
@@ -409,6 +438,27 @@ def _read_queue(r: _Reader, raw: Any) -> QueueSettings:
         if not password_file.is_file():
             r.problem("queue.password_file", f"{password_file} is not a readable file")
     return QueueSettings(url=url, password_file=password_file)
+
+
+def _read_provenance(r: _Reader, raw: Any) -> tuple[bool, C2paSettings | None]:
+    """`provenance: true|false` (metadata on or off), or `{metadata: BOOL, c2pa: {cert, key}}`."""
+    if raw is None or isinstance(raw, bool):
+        return raw is not False, None
+    rp = r.section(raw, "provenance", {"metadata", "c2pa"})
+    if not isinstance(raw, dict):
+        return True, None
+    metadata = r.get(rp, "metadata", "provenance", _bool, True)
+    if rp.get("c2pa") is None:
+        return metadata, None
+    rc = r.section(rp["c2pa"], "provenance.c2pa", {"cert", "key", "timestamp_url"})
+    if not isinstance(rp["c2pa"], dict):
+        return metadata, None
+    url = rc.get("timestamp_url")
+    if url is not None and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
+        r.problem("provenance.c2pa.timestamp_url", f"{url!r} is not an http(s) URL")
+        url = None
+    return metadata, C2paSettings(cert=r.path(rc, "cert", "provenance.c2pa", None),
+                                  key=r.path(rc, "key", "provenance.c2pa", None), timestamp_url=url)
 
 
 def _check_folders(r: _Reader, state_dir: Path, temp_dir: Path,
@@ -516,15 +566,20 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
     if ffmpeg is not None and not isinstance(ffmpeg, str):
         r.problem("ffmpeg", f"{ffmpeg!r} is not a path to an ffmpeg executable")
         ffmpeg = None
-    provenance = r.get(raw, "provenance", "", _bool, True)
+    provenance, c2pa = _read_provenance(r, raw.get("provenance", True))
+    smtp = read_smtp(r, raw.get("smtp"), parse_duration, _int, _bool)
+    notify = read_notify(r, raw.get("notify"), parse_duration, _int)
+    for i, w in enumerate(watches):
+        if w.notify.email_domains and smtp is None:
+            r.problem(f"watches[{i}].notify.email_domains", "e-mail needs the global smtp: section")
     queue = _read_queue(r, raw.get("queue"))
 
     if r.problems:
         raise ConfigError(where, r.problems)
     return Settings(source=source, state_dir=state_dir, temp_dir=temp_dir, models_dir=models_dir,
                     watches=tuple(watches), workers=workers, metrics=metrics, retention=retention,
-                    log=log, models=models, ffmpeg=ffmpeg, provenance=provenance,
-                    queue=queue)
+                    log=log, models=models, ffmpeg=ffmpeg, provenance=provenance, c2pa=c2pa, smtp=smtp,
+                    notify=notify, queue=queue)
 
 
 def resolve_config_path(path: str | os.PathLike | None) -> Path:

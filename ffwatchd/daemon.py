@@ -85,6 +85,7 @@ class Supervisor:
         self.metrics: Any = None
         self.watcher: Any = None
         self.diskguard: Any = None
+        self.batches: Any = None
         self._retention_thread: threading.Thread | None = None
         self._disk_thread: threading.Thread | None = None
         self._next_status = self._next_disk = self._next_retention = 0.0
@@ -105,6 +106,8 @@ class Supervisor:
             self.spawn_worker(slot)
         self._wait_for_workers()
         self._start_watcher()
+        from ffwatchd.batches import BatchService     # reports, finishes, the notification outbox
+        self.batches = BatchService(s, self.metrics, unsettled=lambda: self.watcher.unsettled_paths()).start()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda signum, _frame: self.signals.put(signum))
         self.write_status()
@@ -329,7 +332,9 @@ class Supervisor:
                                     not self.claim_ok.is_set() and not self.stopping else None),
                 "watches_available": self.watcher.available() if self.watcher is not None else {},
                 "unsettled": self.watcher.unsettled_count() if self.watcher is not None else {},
-                "warnings": self.warnings, "stopping": self.stopping}
+                "warnings": self.warnings, "stopping": self.stopping,
+                "metrics": (f"{self.settings.metrics.host}:{self.settings.metrics.port}"
+                            if self.metrics is not None and self.settings.metrics.enabled else None)}
         write_json_atomic(self.settings.state_dir / "status.json", data)
         if self.metrics is not None and self.watcher is not None:
             for name, n in data["unsettled"].items():
@@ -355,6 +360,7 @@ class Supervisor:
         setup_logging(new.log.level, new.log.format, process="main")
         self.watcher.stop()
         self._start_watcher()
+        self.batches.update(new)
         self.diskguard = None
         self._start_diskguard()
         for slot in self.slots:           # workers pick up the new settings after their current job
@@ -393,6 +399,8 @@ class Supervisor:
                 slot.process.kill()
                 slot.process.join(10)
         self.reap_workers()
+        if self.batches is not None:
+            self.batches.stop()
         if self.metrics is not None:
             self.metrics.stop()
         self.write_status()

@@ -22,8 +22,8 @@ from ffwatchd import filing
 from ffwatchd.config import Settings, WatchSettings
 from ffwatchd.errors import JobError
 from ffwatchd.settle import FileState
-from ffwatchd.sidecar import (MissingSource, Resolved, SourceIndex, defaults_suffice, find_sidecars, is_sidecar_name, is_within,
-                              resolve_spec)
+from ffwatchd.sidecar import (MissingSource, Resolved, SourceIndex, batch_folder, defaults_suffice, find_sidecars,
+                              is_sidecar_name, is_within, resolve_spec)
 from ffwatchd.sniff import sniff_file
 from ffwatchd.store import FINISHED, Job, JobQueue
 
@@ -238,7 +238,8 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
     job, created = store.enqueue(
         watch=watch.name, rel_path=rel, size=hstate.size, mtime=hstate.mtime_ns / 1e9, content_hash=digest,
         kind=sniffed.kind, spec=resolved.spec.to_snapshot(), sources=sources,
-        sidecars=[str(p) for p in resolved.sidecars], priority=resolved.spec.priority)
+        sidecars=[str(p) for p in resolved.sidecars], priority=min(resolved.spec.priority, watch.priority_max),
+        batch=batch_folder(watch.inbox, resolved.sidecars))
     if created:
         log.info("job %d: enqueued %s (%s, %s, %d bytes)", job.id, rel, watch.name, sniffed.format, hstate.size)
         return IngestResult("enqueued", path, f"{rel}: job {job.id}", job, True)
@@ -256,7 +257,8 @@ def snapshot_for(settings: Settings, watch: WatchSettings, path: Path, read_from
     resolved = resolve_spec(watch, path, settings.known_models())
     sniffed = sniff_file(read_from or path)
     return {"kind": sniffed.kind, "spec": resolved.spec.to_snapshot(), "sources": _hash_sources(resolved, HashCache()),
-            "sidecars": [str(p) for p in resolved.sidecars], "priority": resolved.spec.priority}
+            "sidecars": [str(p) for p in resolved.sidecars],
+            "priority": min(resolved.spec.priority, watch.priority_max)}
 
 
 def _hash_sources(resolved: Resolved, hashes: HashCache) -> list[dict]:
@@ -290,9 +292,11 @@ def _os_trouble(watch: WatchSettings, store: JobQueue, path: Path, rel: str, sta
 def _refuse(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: FileState, content_hash: str,
             kind: str, error_kind: str, message: str, sidecars: list[str] | None = None) -> IngestResult:
     """Record a job born failed and move the original to failed/ with its report."""
+    batch = batch_folder(watch.inbox, sidecars if sidecars is not None else find_sidecars(watch.inbox, path))
     job, created = store.record_failure(watch=watch.name, rel_path=rel, size=state.size,
                                         mtime=state.mtime_ns / 1e9, content_hash=content_hash, kind=kind,
-                                        error_kind=error_kind, message=message, sidecars=sidecars or ())
+                                        error_kind=error_kind, message=message, sidecars=sidecars or (),
+                                        batch=batch)
     if not created and _report_exists(watch, job):
         return _file_duplicate(watch, path, rel, job)
     log.warning("job %d: refused %s (%s): %s", job.id, rel, error_kind, message)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from prometheus_client.registry import Collector
 
 from ffwatchd import __version__
 from ffwatchd.errors import PERMANENT_KINDS, TRANSIENT_KINDS
+from ffwatchd.store import store_errors
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -41,7 +41,7 @@ RESTART_REASONS = ("crashed", "killed", "recycled", "memory", "timeout", "stalle
 RETRY_CAUSES = ("failure", "worker", "lease", "operator", "other")
 PROVIDERS = ("cuda", "tensorrt", "rocm", "migraphx", "openvino", "coreml", "dml", "cpu", "other")
 FOLDER_ROLES = ("inbox", "output", "done", "failed", "temp", "state")
-RETENTION_WHATS = ("temp", "done", "failed", "job_rows")
+RETENTION_WHATS = ("temp", "done", "failed", "job_rows", "outbox_rows")
 
 
 _unknown_seen: set[tuple[str, str]] = set()
@@ -78,7 +78,7 @@ class _JobTableCollector(Collector):
         try:
             counts = self.store.counts()
             oldest = self.store.oldest_queued_at()
-        except sqlite3.Error as e:
+        except store_errors() as e:
             log.warning("metrics: cannot read the job table: %s", e)
             up.add_metric([], 0)
             yield up
@@ -190,6 +190,15 @@ class Metrics:
                                          "files, job rows)", ["what"], registry=r)
         self.retention_removed_bytes = Counter("ffwatchd_retention_removed_bytes",
                                                "Bytes freed by retention", ["what"], registry=r)
+        self.batches_finished = Counter("ffwatchd_batches_finished",
+                                        "Batches that finished (each finish of a batch counts)", ["watch"],
+                                        registry=r)
+        self.notifications = Counter("ffwatchd_notifications",
+                                     "Notification tries by channel (webhook|email) and outcome "
+                                     "(delivered|retry|failed: gave up)", ["channel", "outcome"], registry=r)
+        for channel in ("webhook", "email"):
+            for outcome in ("delivered", "retry", "failed"):
+                self.notifications.labels(channel, outcome)
         self.unsettled_files = Gauge("ffwatchd_unsettled_files",
                                      "Files seen but not yet settled", ["watch"], registry=r)
         self.busy_workers = Gauge("ffwatchd_busy_workers", "Workers running a job", registry=r)
@@ -226,6 +235,7 @@ class Metrics:
                   self.frames_processed_total, self.queue_wait, self._settle_wait):
             c.labels(watch)
         self.unsettled_files.labels(watch)
+        self.batches_finished.labels(watch)
         for kind in JOB_KINDS:
             self.job_duration.labels(watch, kind)
             for outcome in OUTCOMES:
@@ -285,6 +295,12 @@ class Metrics:
     def frames_processed(self, watch: str, n: int) -> None:
         if n > 0:
             self.frames_processed_total.labels(watch).inc(n)
+
+    def batch_finished(self, watch: str) -> None:
+        self.batches_finished.labels(watch).inc()
+
+    def notification(self, channel: str, outcome: str) -> None:
+        self.notifications.labels(channel, outcome).inc()
 
     def set_unsettled(self, watch: str, n: int) -> None:
         self.unsettled_files.labels(watch).set(n)

@@ -29,7 +29,7 @@ KEEP_TEMP_AT_STARTUP = ("queued", "running")   # a queued video job resumes from
 @dataclass(frozen=True)
 class Deletion:
     """One thing retention removed (or, in a dry run, would remove)."""
-    what: str                  # temp | done | failed | job_rows
+    what: str                  # temp | done | failed | job_rows | outbox_rows
     path: Path | None          # None for job rows
     count: int                 # 1 for a file or folder, the number of rows for job_rows
     age_s: float | None        # seconds since last modified (None for job rows)
@@ -303,7 +303,13 @@ def purge_job_rows(settings: "Settings", store: "JobQueue", *, dry_run: bool = F
         n = store.purge(max_age)
         if n:
             log.info("retention: removed %d finished job rows (%s)", n, reason)
-    return [Deletion("job_rows", None, n, None, reason)] if n else []
+    out = [Deletion("job_rows", None, n, None, reason)] if n else []
+    sent = store.purge_deliveries(max_age, count_only=dry_run)
+    if sent:
+        log.info("retention: %s %d sent or given-up notifications (%s)", "would remove" if dry_run else "removed",
+                 sent, reason.replace("finished", "created"))
+        out.append(Deletion("outbox_rows", None, sent, None, reason.replace("finished", "created")))
+    return out
 
 
 def run_retention(settings: "Settings", store: "JobQueue", *, now: float | None = None,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import sqlite3
 import stat as statmod
 import threading
 import time
@@ -25,7 +24,7 @@ from ffwatchd.ingest import HashCache, IngestResult, classify_name, ingest_file,
 from ffwatchd.mounts import detect_mode
 from ffwatchd.settle import FileState, SettleTracker
 from ffwatchd.sidecar import SIDECAR_NAME, SIDECAR_SUFFIX, SourceIndex, is_sidecar_name, is_within
-from ffwatchd.store import JobQueue
+from ffwatchd.store import JobQueue, store_errors
 
 log = logging.getLogger(__name__)
 
@@ -162,13 +161,17 @@ class WatchLoop:
     def unsettled(self) -> int:
         return len(self.tracker) + len(self.waiting)
 
+    def unsettled_paths(self) -> list[Path]:
+        """Files settling or waiting for their sidecar (a copy; safe from other threads)."""
+        return [*self.tracker, *list(self.waiting)]
+
     # -- the loop ----------------------------------------------------------------------------
 
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
                 self._step(time.monotonic())
-            except (sqlite3.Error, OSError) as e:
+            except store_errors() as e:
                 log.error("watch %s: %s; carrying on", self.watch.name, e)
             except Exception:       # a bug must not end the watch; it is logged in full
                 log.exception("watch %s: unexpected error; carrying on", self.watch.name)
@@ -399,7 +402,7 @@ class WatchLoop:
         try:
             r = ingest_file(self.settings, self.watch, self.store, path, time.time(), expected=state,
                             waiting_since=waiting_since, referenced=self.index.contains, hashes=self.hashes)
-        except (sqlite3.Error, OSError) as e:
+        except store_errors() as e:
             log.error("watch %s: could not ingest %s: %s; will try again", self.watch.name, path, e)
             self.tracker.observe(path, state)
             return None
@@ -459,6 +462,10 @@ class WatchService:
     def unsettled_count(self) -> dict[str, int]:
         """Files seen but not yet jobs (settling, or waiting for their sidecar), per watch."""
         return {name: loop.unsettled() for name, loop in self.loops.items()}
+
+    def unsettled_paths(self) -> dict[str, list[Path]]:
+        """Per watch, the files not yet jobs (batches are not finished while one is in them)."""
+        return {name: loop.unsettled_paths() for name, loop in self.loops.items()}
 
     def available(self) -> dict[str, bool]:
         return {name: loop.available for name, loop in self.loops.items()}

@@ -94,7 +94,7 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
         w = settings.workers
         pipeline = Pipeline(settings.models_dir, settings.models, providers=w.providers, device=device,
                             vram_limit=w.vram_limit, cpu_threads=w.cpu_threads, max_pixels=w.max_pixels,
-                            provenance=settings.provenance)
+                            provenance=settings.provenance, c2pa=settings.c2pa)
         provider = pipeline.active_provider()
         guard = limit_memory(w.ram_limit, device)
     except Exception as e:  # noqa: BLE001 - report why the worker could not start, then exit

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ffwatchd.store.contract import (FINISHED, KINDS, STATES, Heartbeat, Job, JobQueue, NotFound,
-                                     Stats, TransitionError)
+from ffwatchd.store.contract import (FINISHED, KINDS, PRIORITIES, STATES, Batch, Delivery, Heartbeat, Job,
+                                     JobQueue, NotFound, Stats, TransitionError, priority_name)
 from ffwatchd.store.pgschema import redact_url
 from ffwatchd.store.sqlite import SqliteJobStore
 
@@ -62,6 +62,6 @@ def open_store(settings: "Settings", *, migrate: bool = True) -> JobQueue:
                             retry_backoff=w.retry_backoff, migrate_schema=migrate)
 
 
-__all__ = ["FINISHED", "KINDS", "STATES", "Heartbeat", "Job", "JobQueue", "JobStore", "NotFound",
-           "SqliteJobStore", "Stats", "TransitionError", "open_store", "queue_password", "redact_url",
-           "store_errors"]
+__all__ = ["FINISHED", "KINDS", "PRIORITIES", "STATES", "Batch", "Delivery", "priority_name", "Heartbeat", "Job",
+           "JobQueue", "JobStore", "NotFound", "SqliteJobStore", "Stats", "TransitionError", "open_store",
+           "queue_password", "redact_url", "store_errors"]

@@ -53,6 +53,7 @@ class Job:
     error_message: str | None
     filing: dict | None
     worker: dict | None
+    batch: str | None = None         # the batch folder (relative to the inbox; '' is the root)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -76,6 +77,57 @@ class Stats:
     extra: dict = field(default_factory=dict)
 
 
+
+
+PRIORITIES = {"high": 10, "normal": 0, "low": -10}
+BATCH_STATES = ("open", "finished")
+DELIVERY_STATES = ("pending", "delivered", "failed")
+
+
+def priority_name(value: int) -> str:
+    """high (> 0), normal (0) or low (< 0): what `jobs list` shows."""
+    return "high" if value > 0 else "low" if value < 0 else "normal"
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A folder with its sidecar: its jobs finish together and are reported together."""
+    id: int
+    watch: str
+    folder: str                      # relative to the inbox, '' for the inbox root
+    state: str                       # open | finished
+    version: int                     # how many times it finished (each finish is a report version)
+    created_at: float
+    last_activity: float             # newest job created or finished in it
+    finished_at: float | None
+    finished_activity: float | None  # last_activity as it was at the last finish
+    report_path: str | None
+    package_path: str | None
+    counts: dict
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One notification in the durable outbox (webhook or e-mail), delivered at least once."""
+    id: int
+    batch_id: int | None
+    channel: str                     # webhook | email
+    event: str                       # finished | failed
+    target: str                      # URL, or comma-separated addresses
+    payload: dict
+    idempotency_key: str
+    state: str                       # pending | delivered | failed
+    attempts: int
+    next_attempt: float
+    created_at: float
+    delivered_at: float | None
+    last_error: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
 class JobQueue(abc.ABC):
@@ -110,13 +162,14 @@ class JobQueue(abc.ABC):
     @abc.abstractmethod
     def enqueue(self, *, watch: str, rel_path: str, size: int, mtime: float, content_hash: str,
                 kind: str, spec: dict, sources: Sequence[dict] = (), sidecars: Sequence[str] = (),
-                priority: int = 0, max_attempts: int | None = None) -> tuple[Job, bool]:
+                priority: int = 0, max_attempts: int | None = None,
+                batch: str | None = None) -> tuple[Job, bool]:
         """Add a queued job; the same watch + path + content returns the existing one. (job, created)"""
 
     @abc.abstractmethod
     def record_failure(self, *, watch: str, rel_path: str, size: int, mtime: float, content_hash: str,
                        kind: str, error_kind: str, message: str, spec: dict | None = None,
-                       sidecars: Sequence[str] = ()) -> tuple[Job, bool]:
+                       sidecars: Sequence[str] = (), batch: str | None = None) -> tuple[Job, bool]:
         """A file refused before it could run: a job born `failed`. Idempotent like `enqueue`."""
 
     @abc.abstractmethod
@@ -205,3 +258,57 @@ class JobQueue(abc.ABC):
 
     @abc.abstractmethod
     def integrity_check(self) -> str: ...
+
+    @abc.abstractmethod
+    def raise_starved(self, watch: str, older_than: float, to_priority: int = 0) -> list[int]:
+        """Queued jobs of `watch` below `to_priority` waiting longer than `older_than` s are raised to it."""
+
+    # batches and the notification outbox
+    @abc.abstractmethod
+    def batch_activity(self, since: float) -> list[dict]:
+        """Per (watch, batch folder) with a job created or finished after `since`, or still queued
+        or running: {watch, folder, total, active, last_activity}."""
+
+    @abc.abstractmethod
+    def batch_jobs(self, watch: str, folder: str) -> list[Job]:
+        """Every job of one batch, oldest first."""
+
+    @abc.abstractmethod
+    def touch_batch(self, watch: str, folder: str, last_activity: float) -> Batch:
+        """Create the batch row when new; record newer activity (and reopen it when finished)."""
+
+    @abc.abstractmethod
+    def finish_batch(self, batch_id: int, *, activity: float, counts: dict, report_path: str | None,
+                     package_path: str | None, deliveries: Sequence[dict]) -> Batch:
+        """One transaction: the batch becomes finished (version + 1) and its notifications enter
+        the outbox. A delivery dict: channel, event, target, payload, idempotency_key."""
+
+    @abc.abstractmethod
+    def set_batch_report(self, batch_id: int, report_path: str, counts: dict) -> None: ...
+
+    @abc.abstractmethod
+    def get_batch(self, batch_id: int) -> Batch: ...
+
+    @abc.abstractmethod
+    def list_batches(self, *, watch: str | None = None, state: str | None = None,
+                     limit: int = 100) -> list[Batch]: ...
+
+    @abc.abstractmethod
+    def add_deliveries(self, deliveries: Sequence[dict], batch_id: int | None = None) -> int:
+        """Outbox rows for events outside a finish (a failed job); an existing key is kept. Returns added."""
+
+    @abc.abstractmethod
+    def due_deliveries(self, limit: int = 20) -> list[Delivery]:
+        """Pending deliveries whose next attempt is due, oldest first."""
+
+    @abc.abstractmethod
+    def record_attempt(self, delivery_id: int, *, ok: bool, error: str | None = None,
+                       retry_at: float | None = None) -> Delivery:
+        """After one try: delivered (ok), pending until `retry_at`, or failed (retry_at None)."""
+
+    @abc.abstractmethod
+    def deliveries(self, batch_id: int | None = None, limit: int = 100) -> list[Delivery]: ...
+
+    @abc.abstractmethod
+    def purge_deliveries(self, older_than: float, *, count_only: bool = False) -> int:
+        """Forget delivered or given-up notifications created more than `older_than` s ago."""

@@ -17,15 +17,13 @@ from psycopg.types.json import Json
 
 from ffwatchd.store.contract import (FINISHED, KINDS, STATES, Heartbeat, Job, JobQueue, NotFound,
                                      Stats, TransitionError)
+from ffwatchd.store.pg_batches import NOW, PostgresBatches
 from ffwatchd.store.pgschema import migrate, redact_url
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "ffwatchd_jobs"
 T = TypeVar("T")
-
-# The time of a transaction: the caller's clock when one is given (tests), else the database's.
-NOW = "coalesce(%(now)s::float8, extract(epoch FROM now())::float8)"
 
 
 class QueueUnavailable(ConnectionError):
@@ -40,7 +38,7 @@ def _json(value: Any) -> Json | None:
     return Json(value) if value is not None else None
 
 
-class PostgresJobStore(JobQueue):
+class PostgresJobStore(PostgresBatches, JobQueue):
     """The job table in PostgreSQL. Safe to use from several threads; one connection per store.
 
     A dropped connection (database restart) is logged and reconnected; the transaction that
@@ -169,19 +167,22 @@ class PostgresJobStore(JobQueue):
 
     def enqueue(self, *, watch: str, rel_path: str, size: int, mtime: float, content_hash: str,
                 kind: str, spec: dict, sources: Sequence[dict] = (), sidecars: Sequence[str] = (),
-                priority: int = 0, max_attempts: int | None = None) -> tuple[Job, bool]:
+                priority: int = 0, max_attempts: int | None = None,
+                batch: str | None = None) -> tuple[Job, bool]:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
         p = self._params(watch=watch, rel_path=rel_path, size=size, mtime=mtime, hash=content_hash,
                          kind=kind, priority=priority, spec=Json(spec), sources=Json(list(sources)),
-                         sidecars=Json(list(sidecars)), max_attempts=max_attempts or self.max_attempts)
+                         sidecars=Json(list(sidecars)), max_attempts=max_attempts or self.max_attempts,
+                         batch=batch)
 
         def body(cur: psycopg.Cursor) -> tuple[Job, bool]:
             row = cur.execute(
                 f"""INSERT INTO jobs (watch, rel_path, size, mtime, content_hash, kind, priority, spec,
-                                      sources, sidecars, state, max_attempts, created_at, queued_at)
+                                      sources, sidecars, state, max_attempts, created_at, queued_at, batch)
                     VALUES (%(watch)s, %(rel_path)s, %(size)s, %(mtime)s, %(hash)s, %(kind)s, %(priority)s,
-                            %(spec)s, %(sources)s, %(sidecars)s, 'queued', %(max_attempts)s, {NOW}, {NOW})
+                            %(spec)s, %(sources)s, %(sidecars)s, 'queued', %(max_attempts)s, {NOW}, {NOW},
+                            %(batch)s)
                     ON CONFLICT (watch, rel_path, content_hash) DO NOTHING
                     RETURNING *""", p).fetchone()
             if row is not None:
@@ -198,21 +199,21 @@ class PostgresJobStore(JobQueue):
 
     def record_failure(self, *, watch: str, rel_path: str, size: int, mtime: float, content_hash: str,
                        kind: str, error_kind: str, message: str, spec: dict | None = None,
-                       sidecars: Sequence[str] = ()) -> tuple[Job, bool]:
+                       sidecars: Sequence[str] = (), batch: str | None = None) -> tuple[Job, bool]:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
         p = self._params(watch=watch, rel_path=rel_path, size=size, mtime=mtime, hash=content_hash,
                          kind=kind, spec=Json(spec or {}), sidecars=Json(list(sidecars)),
-                         max_attempts=self.max_attempts, error_kind=error_kind, message=message)
+                         max_attempts=self.max_attempts, error_kind=error_kind, message=message, batch=batch)
 
         def body(cur: psycopg.Cursor) -> tuple[Job, bool]:
             row = cur.execute(
                 f"""INSERT INTO jobs (watch, rel_path, size, mtime, content_hash, kind, spec, sources,
                                       sidecars, state, max_attempts, created_at, queued_at, finished_at,
-                                      error_kind, error_message)
+                                      error_kind, error_message, batch)
                     VALUES (%(watch)s, %(rel_path)s, %(size)s, %(mtime)s, %(hash)s, %(kind)s, %(spec)s,
                             '[]', %(sidecars)s, 'failed', %(max_attempts)s, {NOW}, {NOW}, {NOW},
-                            %(error_kind)s, %(message)s)
+                            %(error_kind)s, %(message)s, %(batch)s)
                     ON CONFLICT (watch, rel_path, content_hash) DO NOTHING
                     RETURNING *""", p).fetchone()
             if row is not None:

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from ffwatchd.store.contract import (FINISHED, KINDS, STATES, Heartbeat, Job, JobQueue, NotFound,
                                      Stats, TransitionError)
+from ffwatchd.store.sqlite_batches import SqliteBatches
 
 _MIGRATIONS: list[str] = [
     # 1: the job table
@@ -55,6 +56,43 @@ _MIGRATIONS: list[str] = [
     CREATE INDEX jobs_running ON jobs (lease_until) WHERE state = 'running';
     CREATE INDEX jobs_state_finished ON jobs (state, finished_at);
     """,
+    # 2: batches (a folder with its sidecar) and the notification outbox
+    """
+    ALTER TABLE jobs ADD COLUMN batch TEXT;
+    CREATE INDEX jobs_batch ON jobs (watch, batch);
+    CREATE TABLE batches (
+        id                INTEGER PRIMARY KEY AUTOINCREMENT,
+        watch             TEXT    NOT NULL,
+        folder            TEXT    NOT NULL,          -- relative to the inbox, '' for the root
+        state             TEXT    NOT NULL CHECK (state IN ('open', 'finished')),
+        version           INTEGER NOT NULL DEFAULT 0,
+        created_at        REAL    NOT NULL,
+        last_activity     REAL    NOT NULL,
+        finished_at       REAL,
+        finished_activity REAL,
+        report_path       TEXT,
+        package_path      TEXT,
+        counts            TEXT    NOT NULL DEFAULT '{}',
+        UNIQUE (watch, folder)
+    ) STRICT;
+    CREATE TABLE outbox (
+        id               INTEGER PRIMARY KEY AUTOINCREMENT,
+        batch_id         INTEGER,
+        channel          TEXT    NOT NULL CHECK (channel IN ('webhook', 'email')),
+        event            TEXT    NOT NULL,
+        target           TEXT    NOT NULL,
+        payload          TEXT    NOT NULL,
+        idempotency_key  TEXT    NOT NULL,
+        state            TEXT    NOT NULL CHECK (state IN ('pending', 'delivered', 'failed')),
+        attempts         INTEGER NOT NULL DEFAULT 0,
+        next_attempt     REAL    NOT NULL,
+        created_at       REAL    NOT NULL,
+        delivered_at     REAL,
+        last_error       TEXT,
+        UNIQUE (channel, idempotency_key)
+    ) STRICT;
+    CREATE INDEX outbox_due ON outbox (next_attempt) WHERE state = 'pending';
+    """,
 ]
 
 
@@ -67,7 +105,7 @@ def _job(row: sqlite3.Row) -> Job:
     return Job(**values)
 
 
-class SqliteJobStore(JobQueue):
+class SqliteJobStore(SqliteBatches, JobQueue):
     """The job table in SQLite. Safe to use from several threads of one process and from many processes."""
 
     pushes_work = False
@@ -161,7 +199,8 @@ class SqliteJobStore(JobQueue):
 
     def enqueue(self, *, watch: str, rel_path: str, size: int, mtime: float, content_hash: str,
                 kind: str, spec: dict, sources: Sequence[dict] = (), sidecars: Sequence[str] = (),
-                priority: int = 0, max_attempts: int | None = None) -> tuple[Job, bool]:
+                priority: int = 0, max_attempts: int | None = None,
+                batch: str | None = None) -> tuple[Job, bool]:
         """Add a queued job; the same watch + path + content returns the existing job.
 
         Returns (job, created)."""
@@ -171,13 +210,13 @@ class SqliteJobStore(JobQueue):
         with self._write() as db:
             row = db.execute(
                 """INSERT INTO jobs (watch, rel_path, size, mtime, content_hash, kind, priority, spec,
-                                     sources, sidecars, state, max_attempts, created_at, queued_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)
+                                     sources, sidecars, state, max_attempts, created_at, queued_at, batch)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)
                    ON CONFLICT (watch, rel_path, content_hash) DO NOTHING
                    RETURNING *""",
                 (watch, rel_path, size, mtime, content_hash, kind, priority, json.dumps(spec),
                  json.dumps(list(sources)), json.dumps(list(sidecars)),
-                 max_attempts or self.max_attempts, now, now)).fetchone()
+                 max_attempts or self.max_attempts, now, now, batch)).fetchone()
             if row is not None:
                 return _job(row), True
             row = db.execute("SELECT * FROM jobs WHERE watch = ? AND rel_path = ? AND content_hash = ?",
@@ -186,7 +225,7 @@ class SqliteJobStore(JobQueue):
 
     def record_failure(self, *, watch: str, rel_path: str, size: int, mtime: float, content_hash: str,
                        kind: str, error_kind: str, message: str, spec: dict | None = None,
-                       sidecars: Sequence[str] = ()) -> tuple[Job, bool]:
+                       sidecars: Sequence[str] = (), batch: str | None = None) -> tuple[Job, bool]:
         """A file refused before it could run (bad input, bad sidecar): a job born `failed`.
 
         Idempotent like `enqueue`; returns (job, created)."""
@@ -196,13 +235,13 @@ class SqliteJobStore(JobQueue):
             row = db.execute(
                 """INSERT INTO jobs (watch, rel_path, size, mtime, content_hash, kind, spec, sources,
                                      sidecars, state, max_attempts, created_at, queued_at, finished_at,
-                                     error_kind, error_message)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, '[]', ?, 'failed', ?, ?, ?, ?, ?, ?)
+                                     error_kind, error_message, batch)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, '[]', ?, 'failed', ?, ?, ?, ?, ?, ?, ?)
                    ON CONFLICT (watch, rel_path, content_hash) DO NOTHING
                    RETURNING *""",
                 (watch, rel_path, size, mtime, content_hash, kind, json.dumps(spec or {}),
                  json.dumps(list(sidecars)), self.max_attempts, now, now, now, error_kind,
-                 message)).fetchone()
+                 message, batch)).fetchone()
             if row is not None:
                 return _job(row), True
             row = db.execute("SELECT * FROM jobs WHERE watch = ? AND rel_path = ? AND content_hash = ?",

@@ -190,6 +190,10 @@ class Daemon:
     def files(self, root: Path, pattern: str = "*") -> list[Path]:
         return sorted(p for p in root.rglob(pattern) if p.is_file())
 
+    def results(self) -> list[Path]:
+        """Result files under output/ (without the batch reports and packages beside them)."""
+        return [p for p in self.files(self.output) if not p.name.startswith(("ffwatch-report.", "ffwatch-results."))]
+
     def wait_counts(self, timeout: float, **expected: int) -> dict:
         def check() -> dict | None:
             c = self.counts()
