@@ -77,6 +77,26 @@ def check_models(settings: Settings, warnings: list[str], notes: list[str]) -> N
             warnings.append(f"{line} (jobs that need it fail as model_missing; `ffwatchd models fetch {name}`)")
 
 
+def missing_default_models(settings: Settings) -> list[str]:
+    """One sentence per watch whose defaults need models that are not in models_dir (file and size
+    only: no hashing at start), naming them and the fetch command; [] when none is missing."""
+    from ffwatchd.faces.registry import fetch_hint, missing_models
+    from ffwatchd.jobspec import JobSpec
+
+    out = []
+    for w in settings.watches:
+        try:
+            names = JobSpec.from_mapping(w.defaults).models_used()
+        except (TypeError, ValueError):
+            continue
+        missing = [n for n, _ in missing_models(names, settings.models_dir, settings.models, quick=True)]
+        if missing:
+            out.append(f"watch {w.name}: its defaults need model(s) {', '.join(missing)}, missing from "
+                       f"{settings.models_dir}; jobs that need them fail as model_missing; "
+                       f"{fetch_hint(missing, settings.models)}")
+    return out
+
+
 def check_providers(settings: Settings, problems: list[str], warnings: list[str], notes: list[str]) -> None:
     import onnxruntime as ort
 

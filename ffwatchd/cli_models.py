@@ -30,6 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("verify", help="check the sha256 of model files (all present ones, or NAMEs)")
     common(p, argparse.SUPPRESS)
     p.add_argument("names", nargs="*", metavar="NAME")
+    p.add_argument("--json", action="store_true")
     p = sub.add_parser("fetch", help="download models (with timeouts, resume and a sha256 check)")
     common(p, argparse.SUPPRESS)
     p.add_argument("names", nargs="*", metavar="NAME")
@@ -94,13 +95,20 @@ def cmd_verify(args: argparse.Namespace, models_dir: Path, custom: tuple[CustomM
         print(f"ffwatchd models: unknown model(s) {', '.join(unknown)} (known: {', '.join(models)})",
               file=sys.stderr)
         return EXIT_USAGE
-    bad = 0
+    rows = []
     for name in args.names or list(models):
         state, detail = registry.model_status(models[name], models_dir)
         if state == "missing" and not args.names:
             continue
-        print(f"{name}: {state}: {detail}")
-        bad += state in ("missing", "corrupt")
+        rows.append({"name": name, "state": state, "detail": detail})
+    bad = sum(r["state"] in ("missing", "corrupt") for r in rows)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    elif not rows:
+        print(f"nothing to verify: no model file is in {models_dir} (and no custom model file exists); "
+              "`ffwatchd models list` shows what is known, `ffwatchd models fetch NAME` gets one")
+    for r in rows if not args.json else ():
+        print(f"{r['name']}: {r['state']}: {r['detail']}")
     return EXIT_FAIL if bad else EXIT_OK
 
 

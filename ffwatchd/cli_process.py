@@ -148,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
     tmp = None
     workdir = None
     try:
+        if args.output.endswith(("/", os.sep)) and not output.is_dir():   # "-o outdir/": a folder, made if missing
+            output.mkdir(parents=True)
         if output.is_dir():
             suffix = pipeline.output_suffix(target, spec) if kind == "image" else target.suffix.lower()
             output = output / (target.stem + suffix)
@@ -201,7 +203,7 @@ def _worker_options(args: argparse.Namespace, settings: Settings | None) -> dict
     w = settings.workers if settings else None
     opts: dict[str, Any] = {
         "providers": tuple(w.providers) if w else ("cpu",),
-        "device": w.devices[0] if w else "cpu",
+        "device": w.devices[0] if w and w.devices else "cpu",   # a watch-only host: process on CPU
         "cpu_threads": w.cpu_threads if w else 0,
         "vram_limit": w.vram_limit if w else 12 * 2**30,
         "max_pixels": w.max_pixels if w else 80_000_000,

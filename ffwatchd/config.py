@@ -80,6 +80,7 @@ class WatchSettings:
     include: tuple[str, ...] = DEFAULT_INCLUDE
     ignore: tuple[str, ...] = DEFAULT_IGNORE
     source_roots: tuple[Path, ...] = ()
+    ingest: bool = True                       # false: this host's workers serve the watch, others watch it
     batch_quiet: float = 60.0                 # a batch is finished after this long without news
     batch_quiet_max: float = 3600.0           # the most a sidecar's batch_quiet may ask for
     priority_max: int = 10                    # sidecar priorities above it are lowered to it
@@ -151,7 +152,7 @@ class QueueSettings:
 
     def describe(self) -> str:
         """Safe to log and show: the URL without its password."""
-        from ffwatchd.store.pgschema import redact_url
+        from ffwatchd.store.urls import redact_url
 
         return "sqlite (state_dir/ffwatchd.db)" if self.url is None else redact_url(self.url)
 
@@ -332,7 +333,7 @@ _TOP_KEYS = {"state_dir", "temp_dir", "models_dir", "watches", "workers", "metri
 _WATCH_KEYS = {"name", "inbox", "output", "done", "failed", "mode", "poll_interval",
                "rescan_interval", "settle", "sidecar_wait", "include", "ignore",
                "source_roots", "defaults", "batch_quiet", "batch_quiet_max", "priority_max",
-               "starvation_age", "notify"}
+               "starvation_age", "notify", "ingest"}
 _WORKER_KEYS = {"devices", "providers", "cpu_threads", "max_attempts", "retry_backoff", "lease",
                 "job_timeout", "grace_period", "ram_limit", "vram_limit", "max_pixels",
                 "recycle_after"}
@@ -379,6 +380,7 @@ def _read_watch(r: _Reader, raw: Any, path: str, index: int,
         include=r.get(raw, "include", path, _patterns, DEFAULT_INCLUDE),
         ignore=r.get(raw, "ignore", path, _patterns, DEFAULT_IGNORE),
         source_roots=source_roots,
+        ingest=r.get(raw, "ingest", path, _bool, d.ingest),
         batch_quiet=quiet,
         batch_quiet_max=quiet_max,
         priority_max=r.get(raw, "priority_max", path, priority_value, d.priority_max),
@@ -426,7 +428,7 @@ def _read_queue(r: _Reader, raw: Any) -> QueueSettings:
     raw = r.section(raw, "queue", {"url", "password_file"})
     url = raw.get("url")
     if not isinstance(url, str) or not re.match(r"^postgres(ql)?://", url):
-        from ffwatchd.store.pgschema import redact_url
+        from ffwatchd.store.urls import redact_url
 
         shown = redact_url(url) if isinstance(url, str) else repr(url)
         r.problem("queue.url", "is required" if url is None
@@ -516,8 +518,9 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
     d = WorkerSettings
     devices = d.devices
     if "devices" in rw:
-        if not isinstance(rw["devices"], list) or not rw["devices"]:
-            r.problem("workers.devices", "must be a non-empty list (cpu, or CUDA device ids)")
+        if not isinstance(rw["devices"], list):
+            r.problem("workers.devices", "must be a list (cpu, or CUDA device ids; [] for a host that "
+                                         "only watches and leaves the work to other hosts)")
         else:
             devices = tuple(r.value(v, f"workers.devices[{i}]", _device, "cpu")
                             for i, v in enumerate(rw["devices"]))
@@ -542,6 +545,10 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
         max_pixels=r.get(rw, "max_pixels", "workers", _int(1), d.max_pixels),
         recycle_after=r.get(rw, "recycle_after", "workers", _int(1), d.recycle_after),
     )
+
+    if not workers.devices and watches and not any(w.ingest for w in watches):
+        r.problem("workers.devices", "is empty and every watch has ingest: false, so this host would "
+                                     "neither watch nor work; give it a device or a watch to ingest")
 
     rm = r.section(raw.get("metrics"), "metrics", {"enabled", "listen"})
     host, port = r.get(rm, "listen", "metrics", _listen, ("127.0.0.1", 9808))

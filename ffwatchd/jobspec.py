@@ -154,7 +154,9 @@ class JobSpec:
         return cls.from_mapping(snap)
 
     def models_used(self) -> list[str]:
-        """Model names this spec needs, in pipeline order."""
+        """Model names this spec needs, in pipeline order (none for a label-only job)."""
+        if not any(p in ("face_swapper", "face_enhancer", "face_anonymizer") for p in self.processors):
+            return []
         names = [self.face_detector.model]
         if "face_swapper" in self.processors or self.face_selector.mode == "reference":
             names.append(self.face_recognizer.model)

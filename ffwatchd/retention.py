@@ -177,12 +177,18 @@ def clean_temp_at_startup(settings: "Settings", store: "JobQueue", *,
 
 # -- done/ and failed/ ---------------------------------------------------------------------
 
-def filed_times(store: "JobQueue") -> dict[Path, float]:
+def filed_times(store: "JobQueue", settings: "Settings | None" = None) -> dict[Path, float]:
     """Where finished jobs filed their originals -> when. Filing links the original into
-    done/ or failed/ and so keeps its old mtime; this keeps it from looking old at once."""
+    done/ or failed/ and so keeps its old mtime; this keeps it from looking old at once.
+    With `settings`, plans recorded by another host are mapped onto this host's mount."""
+    from ffwatchd.sharepaths import rebase
+
+    watches = {w.name: w for w in settings.watches} if settings is not None else {}
     out: dict[Path, float] = {}
     for job in store.iter_jobs(("done", "failed")):
         dst = (job.filing or {}).get("original_dst")
+        if job.watch in watches:
+            dst = rebase(dst, (job.filing or {}).get("roots"), watches[job.watch])
         if dst and job.finished_at is not None:
             out[Path(dst)] = job.finished_at
     return out
@@ -278,7 +284,7 @@ def age_watch_folders(settings: "Settings", store: "JobQueue | None" = None, *,
     """done/ and failed/ of every watch."""
     now = time.time() if now is None else now
     r = settings.retention
-    filed = filed_times(store) if store is not None else {}
+    filed = filed_times(store, settings) if store is not None else {}
     out: list[Deletion] = []
     for w in settings.watches:
         out += age_folder(w.done, "done", r.done_max_age, now=now, dry_run=dry_run, filed=filed)

@@ -21,6 +21,7 @@ from ffwatchd.errors import JobError
 from ffwatchd.filing import Plan, execute_plan, plan_done, plan_failed, with_job_id
 from ffwatchd.ingest import hash_file
 from ffwatchd.jobspec import JobSpec
+from ffwatchd.sharepaths import localize_spec
 from ffwatchd.store import Job, JobQueue, TransitionError
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ class Lease:
     """One job's lease, kept alive by the worker's `Heartbeats`; says when it was cancelled or lost."""
 
     def __init__(self, heartbeats: "Heartbeats", job: Job) -> None:
-        self.heartbeats, self.job_id = heartbeats, job.id
+        self.heartbeats, self.job_id, self.attempt = heartbeats, job.id, job.attempts
         self.status = "ok"
         self.progress: tuple[int, int] | None = None
 
@@ -57,26 +58,38 @@ class Lease:
 
 
 class Heartbeats:
-    """One thread per worker that extends the lease of every job it holds, every lease/3."""
+    """One thread per worker that extends the lease of every job it holds, every lease/3, and
+    stamps the worker's row in the workers table (what `status` shows for every host)."""
 
     def __init__(self, store: JobQueue, owner: str, lease: float) -> None:
         self.store, self.owner, self.lease = store, owner, lease
         self.beat: Callable[[int], None] | None = None    # tells the supervisor we are alive
-        self._leases: set[Lease] = set()
+        self.registered = False                           # the worker has a row to stamp
+        self._leases: list[Lease] = []
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     def add(self, lease: Lease) -> None:
         with self._lock:
-            self._leases.add(lease)
+            self._leases.append(lease)
+        self.start()
+
+    def remove(self, lease: Lease) -> None:
+        with self._lock:
+            if lease in self._leases:
+                self._leases.remove(lease)
+
+    def start(self) -> None:
+        with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="heartbeats", daemon=True)
                 self._thread.start()
 
-    def remove(self, lease: Lease) -> None:
+    def current_job(self) -> int | None:
+        """The job this worker processes now: the lease taken last."""
         with self._lock:
-            self._leases.discard(lease)
+            return self._leases[-1].job_id if self._leases else None
 
     def _run(self) -> None:
         interval = max(0.2, self.lease / 3)
@@ -86,11 +99,16 @@ class Heartbeats:
                 leases = list(self._leases)
             for lease in leases:
                 self.beat_one(lease)
+            if self.registered:
+                try:
+                    self.store.worker_heartbeat(self.owner, self.current_job())
+                except Exception as e:  # noqa: BLE001 - the row is informational; retried next beat
+                    log.warning("worker row heartbeat failed: %s", e)
 
     def beat_one(self, lease: Lease) -> None:
         try:
             lease.status = self.store.heartbeat(lease.job_id, self.owner, self.lease,
-                                                progress=lease.progress).status
+                                                progress=lease.progress, attempt=lease.attempt).status
         except Exception as e:  # noqa: BLE001 - a failed heartbeat is retried; the lease has slack
             log.warning("job %d: heartbeat failed: %s", lease.job_id, e)
             return
@@ -217,7 +235,7 @@ class JobRunner:
             return None
         workdir = self.settings.temp_dir / f"job-{job.id}"
         if job.filing:                         # a crash interrupted filing: finish it, do not redo work
-            if self._resume_filing(job, Plan.from_dict(job.filing), out, workdir):
+            if self._resume_filing(job, Plan.from_dict(job.filing).localized(watch), out, workdir):
                 return None
         if job.attempts > job.max_attempts:
             self._fail_final(watch, job, out, job.error_kind or "worker_crashed",
@@ -229,7 +247,7 @@ class JobRunner:
         if problem:
             self._fail_without_filing(job, out, "bad_input", problem)
             return None
-        spec = JobSpec.from_snapshot(job.spec)
+        spec = JobSpec.from_snapshot(localize_spec(job.spec, job.sources, watch))
         log.info("job %d: %s %s (attempt %d/%d)", job.id, job.kind, original, job.attempts, job.max_attempts)
         try:
             result, suffix, frames = self._process(job, spec, original, workdir, lease)
@@ -337,7 +355,8 @@ class JobRunner:
         out.fatal = err.kind == "memory"
         log.warning("job %d: %s", job.id, err)
         if err.transient and job.attempts < job.max_attempts:
-            self.store.fail(job.id, self.owner, error_kind=err.kind, message=err.message, transient=True, attempt=job.attempts)
+            self.store.fail(job.id, self.owner, error_kind=err.kind, message=err.message, transient=True,
+                            attempt=job.attempts)
             out.outcome = "retried"
             if job.kind == "image":
                 self._clean_temp(job.id)   # videos keep finished segments to resume
@@ -348,14 +367,16 @@ class JobRunner:
         plan = plan_failed(watch, job, kind, message)
         self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
         execute_plan(plan, job)
-        self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False, attempt=job.attempts)
+        self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
+                        attempt=job.attempts)
         out.outcome, out.error_kind, out.message = "failed", kind, message
         self._clean_temp(job.id)
 
     def _fail_without_filing(self, job: Job, out: Outcome, kind: str, message: str) -> None:
         """The original is not ours to move (gone, or replaced by new content)."""
         log.warning("job %d: %s: %s", job.id, kind, message)
-        self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False, attempt=job.attempts)
+        self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
+                        attempt=job.attempts)
         out.outcome, out.error_kind, out.message = "failed", kind, message
 
     def _stopped(self, watch: Any, job: Job, lease: Lease, out: Outcome, workdir: Path) -> None:

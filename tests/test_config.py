@@ -85,6 +85,9 @@ INVALID = [
     ("workers.ram_limit", "workers: {ram_limit: lots}\n", "not a size"),
     ("workers.devices[0]", "workers: {devices: [gpu]}\n", "not a device"),
     ("workers.providers[0]", "workers: {providers: [tensorrt]}\n", "not one of cuda, cpu"),
+    ("workers.devices", "workers: {devices: cpu}\n", "must be a list"),
+    ("watches[0].ingest", "    ingest: sometimes\n", "not true or false"),
+    ("workers.devices", "    ingest: false\nworkers: {devices: []}\n", "neither watch nor work"),
     ("workers.max_attempts", "workers: {max_attempts: 0}\n", "below the minimum"),
     ("workers.lease", "workers: {lease: 0s}\n", "longer than zero"),
     ("metrics.listen", "metrics: {listen: 'localhost'}\n", "not host:port"),
@@ -163,6 +166,13 @@ def test_unreadable_documents(tmp_path: Path, text: str, words: str) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "nope.yaml")
+
+
+def test_scale_out_roles_watch_only_and_work_only(tmp_path: Path) -> None:
+    watch_only = load_config(write(tmp_path, BASE + "workers: {devices: []}\n"))
+    assert watch_only.workers.devices == () and watch_only.watches[0].ingest is True
+    work_only = load_config(write(tmp_path, BASE.rstrip("\n") + "\n    ingest: false\n"))
+    assert work_only.watches[0].ingest is False and work_only.workers.devices == ("cpu",)
 
 
 def test_notify_smtp_and_batch_settings_are_read(tmp_path: Path) -> None:

@@ -55,17 +55,7 @@ class ImageResult:
 
 def models_for(spec: JobSpec) -> list[str]:
     """Model names a spec needs, in pipeline order (none for a label-only job)."""
-    procs = spec.processors
-    if not any(p in FACE_PROCESSORS for p in procs):
-        return []
-    names = [spec.face_detector.model]
-    if "face_swapper" in procs or spec.face_selector.mode == "reference":
-        names.append(spec.face_recognizer.model)
-    if "face_swapper" in procs:
-        names.append(spec.face_swapper.model)
-    if "face_enhancer" in procs:
-        names.append(spec.face_enhancer.model)
-    return names
+    return spec.models_used()
 
 
 def output_suffix(target: Path, spec: JobSpec) -> str:
@@ -185,8 +175,12 @@ class Pipeline:
         if len(problems) == 1:
             raise JobError("model_missing", problems[0])
         if problems:
-            raise JobError("model_missing", f"{len(problems)} models are missing ({', '.join(missing)}): "
-                                            + "; ".join(problems))
+            fetchable = [n for n in missing if registry.find_model(n, self.custom_models).url]
+            head = f"{len(problems)} models are missing ({', '.join(missing)})"
+            if fetchable:
+                head += (f"; `ffwatchd models fetch {' '.join(fetchable)}` gets "
+                         + ("them" if len(fetchable) == len(missing) else "the built-in ones"))
+            raise JobError("model_missing", head + ": " + "; ".join(problems))
 
     def model_hashes(self) -> dict[str, str]:
         """Model name -> sha256 of the file loaded for it."""

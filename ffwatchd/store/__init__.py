@@ -10,8 +10,9 @@ import os
 from typing import TYPE_CHECKING
 
 from ffwatchd.store.contract import (FINISHED, KINDS, PRIORITIES, STATES, Batch, Delivery, Heartbeat, Job,
-                                     JobQueue, NotFound, Stats, TransitionError, priority_name)
-from ffwatchd.store.pgschema import redact_url
+                                     JobQueue, NotFound, Stats, TransitionError, WorkerRow,
+                                     priority_name)
+from ffwatchd.store.urls import redact_url
 from ffwatchd.store.sqlite import SqliteJobStore
 
 if TYPE_CHECKING:
@@ -64,4 +65,4 @@ def open_store(settings: "Settings", *, migrate: bool = True) -> JobQueue:
 
 __all__ = ["FINISHED", "KINDS", "PRIORITIES", "STATES", "Batch", "Delivery", "priority_name", "Heartbeat", "Job",
            "JobQueue", "JobStore", "NotFound", "SqliteJobStore", "Stats", "TransitionError", "open_store",
-           "queue_password", "redact_url", "store_errors"]
+           "queue_password", "redact_url", "store_errors", "WorkerRow"]

@@ -8,8 +8,9 @@ without the daemon noticing; `open_store` in `__init__.py` picks one from the se
 from __future__ import annotations
 
 import abc
+import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Sequence
 
 STATES = ("queued", "running", "done", "failed", "cancelled")
 FINISHED = ("done", "failed", "cancelled")
@@ -67,6 +68,26 @@ class Heartbeat:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    """One worker process of some host, as its heartbeat last recorded it (the `workers` table).
+
+    `age` is the seconds since its last heartbeat on the database's clock."""
+    owner: str                     # the lease owner name, host:pid/device
+    host: str
+    pid: int
+    device: str
+    requested_provider: str        # what the config asked for (cuda or cpu)
+    provider: str                  # what onnxruntime really runs on
+    job_id: int | None             # the job it processes now
+    heartbeat_at: float
+    started_at: float
+    age: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
 @dataclass
@@ -187,30 +208,34 @@ class JobQueue(abc.ABC):
 
     @abc.abstractmethod
     def heartbeat(self, job_id: int, owner: str, lease: float, *,
-                  progress: tuple[int, int] | None = None) -> Heartbeat:
-        """Extend the lease while `owner` still holds it; tells a cancelled job to stop."""
+                  progress: tuple[int, int] | None = None, attempt: int | None = None) -> Heartbeat:
+        """Extend the lease while `owner` still holds it (and, when given, on that `attempt`);
+        tells a cancelled job to stop."""
 
     @abc.abstractmethod
     def set_filing(self, job_id: int, owner: str, filing: dict | None, *, attempt: int | None = None) -> None:
         """Record the finalisation about to happen, durably, before any file moves.
 
-        Fenced: only the lease owner, on the claimed attempt, with its lease not expired."""
+        Fenced: raises TransitionError unless the job is running under `owner`, (when given) on
+        `attempt`, and its lease has not expired -- checked in the same transaction as the
+        write. A worker whose lease expired and was claimed again (even by itself) must throw
+        its result away."""
 
     @abc.abstractmethod
     def set_output(self, job_id: int, output_path: str | None) -> None: ...
 
     @abc.abstractmethod
-    def finish(self, job_id: int, owner: str, *, output_path: str | None,
-               attempt: int | None = None) -> Job:
-        """running -> done, only by the lease owner (on `attempt` when given)."""
+    def finish(self, job_id: int, owner: str, *, output_path: str | None, attempt: int | None = None) -> Job:
+        """running -> done, only by the lease owner (on `attempt`, when given)."""
 
     @abc.abstractmethod
     def fail(self, job_id: int, owner: str, *, error_kind: str, message: str, transient: bool,
              attempt: int | None = None) -> Job:
-        """running -> queued after backoff (transient, attempts left) or -> failed (final)."""
+        """running -> queued after backoff (transient, attempts left) or -> failed (final);
+        only by the lease owner (on `attempt`, when given)."""
 
     @abc.abstractmethod
-    def release(self, job_id: int, owner: str) -> Job:
+    def release(self, job_id: int, owner: str, *, attempt: int | None = None) -> Job:
         """running -> queued at once, attempt not counted (graceful shutdown)."""
 
     @abc.abstractmethod
@@ -245,6 +270,11 @@ class JobQueue(abc.ABC):
 
     @abc.abstractmethod
     def counts(self) -> dict[str, int]: ...
+
+    @abc.abstractmethod
+    def operator_counts(self) -> dict[tuple[str, str, str], int]:
+        """(watch, kind, action) -> times done, ever: `retry` and `cancel` bump a counter row
+        (action retry, cancel_queued or cancel_running) in their own transaction."""
 
     @abc.abstractmethod
     def list(self, *, state: str | None = None, watch: str | None = None, limit: int = 100,
@@ -312,3 +342,39 @@ class JobQueue(abc.ABC):
     @abc.abstractmethod
     def purge_deliveries(self, older_than: float, *, count_only: bool = False) -> int:
         """Forget delivered or given-up notifications created more than `older_than` s ago."""
+
+    # the cluster: workers of every host, and work done once across hosts
+    @abc.abstractmethod
+    def register_worker(self, owner: str, *, host: str, pid: int, device: str, requested_provider: str,
+                        provider: str) -> None:
+        """A worker process says it is up (replaces an older row of the same owner)."""
+
+    @abc.abstractmethod
+    def worker_heartbeat(self, owner: str, job_id: int | None) -> None:
+        """The worker is alive and processes `job_id` (None: idle); stamps the database's clock."""
+
+    @abc.abstractmethod
+    def remove_worker(self, owner: str) -> None:
+        """The worker exited (or its supervisor saw it die)."""
+
+    @abc.abstractmethod
+    def workers(self) -> list[WorkerRow]:
+        """Every host's registered workers, oldest host first."""
+
+    @abc.abstractmethod
+    def prune_workers(self, older_than: float) -> list[str]:
+        """Forget workers with no heartbeat for `older_than` seconds; returns their owners."""
+
+    @abc.abstractmethod
+    def singleton(self, name: str) -> ContextManager[bool]:
+        """Work that runs once across the cluster: yields True when this caller holds `name`
+        until the block ends, False when another host holds it (skip the work then).
+
+        PostgreSQL: `pg_try_advisory_lock(hashtext(name))` on a session of its own.
+        SQLite: one host by definition, so always granted."""
+
+
+@contextlib.contextmanager
+def always_granted(name: str) -> Iterator[bool]:
+    """The singleton of a backend that serves one host."""
+    yield True

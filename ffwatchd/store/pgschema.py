@@ -1,11 +1,8 @@
-"""The job table's schema on PostgreSQL: versioned migrations numbered like SQLite's, and the
-URL redaction every message about the queue goes through.
-"""
+"""The job table's schema on PostgreSQL: versioned migrations numbered like SQLite's."""
 
 from __future__ import annotations
 
-import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from ffwatchd.store.pg_cluster import WORKERS_MIGRATION
 
 # Same numbering as _MIGRATIONS in sqlite.py: migration N here does what migration N does there.
 MIGRATIONS: list[str] = [
@@ -83,6 +80,18 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX outbox_due ON outbox (next_attempt) WHERE state = 'pending';
     """,
+    # 3: operator actions (jobs retry, jobs cancel) counted for the metrics; monotonic
+    """
+    CREATE TABLE operator_counts (
+        watch   text    NOT NULL,
+        kind    text    NOT NULL,
+        action  text    NOT NULL,
+        n       bigint  NOT NULL,
+        PRIMARY KEY (watch, kind, action)
+    );
+    """,
+    # 4: the workers of every host (status shows them; stale rows are pruned)
+    WORKERS_MIGRATION,
 ]
 
 # pg_advisory_xact_lock key: hosts starting together migrate one after the other.
@@ -108,27 +117,3 @@ def migrate(conn: "psycopg.Connection", where: str, migrations: list[str] | None
             conn.execute(steps[i])
             conn.execute("UPDATE schema_version SET version = %s", (i + 1,))
         return len(steps)
-
-
-_SECRET_PARAMS = {"password", "passfile", "sslpassword"}
-
-
-def redact_url(url: str) -> str:
-    """A PostgreSQL URL (or key=value conninfo) with any password replaced by `***`."""
-    if "://" not in url:
-        return re.sub(r"(\b(?:password|sslpassword)\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", url)
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable url>"
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostinfo = netloc.rpartition("@")
-        if ":" in userinfo:
-            userinfo = userinfo.split(":", 1)[0] + ":***"
-        netloc = f"{userinfo}@{hostinfo}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode([(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in pairs], safe="/*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

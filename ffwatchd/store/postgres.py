@@ -18,12 +18,18 @@ from psycopg.types.json import Json
 from ffwatchd.store.contract import (FINISHED, KINDS, STATES, Heartbeat, Job, JobQueue, NotFound,
                                      Stats, TransitionError)
 from ffwatchd.store.pg_batches import NOW, PostgresBatches
-from ffwatchd.store.pgschema import migrate, redact_url
+from ffwatchd.store.pg_cluster import PgClusterVerbs
+from ffwatchd.store.pgschema import migrate
+from ffwatchd.store.urls import redact_url
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "ffwatchd_jobs"
 T = TypeVar("T")
+
+
+_COUNT_OPERATOR = """INSERT INTO operator_counts (watch, kind, action, n) VALUES (%s, %s, %s, 1)
+                     ON CONFLICT (watch, kind, action) DO UPDATE SET n = operator_counts.n + 1"""
 
 
 class QueueUnavailable(ConnectionError):
@@ -38,7 +44,7 @@ def _json(value: Any) -> Json | None:
     return Json(value) if value is not None else None
 
 
-class PostgresJobStore(PostgresBatches, JobQueue):
+class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
     """The job table in PostgreSQL. Safe to use from several threads; one connection per store.
 
     A dropped connection (database restart) is logged and reconnected; the transaction that
@@ -280,8 +286,8 @@ class PostgresJobStore(PostgresBatches, JobQueue):
         return self._run(body)
 
     def heartbeat(self, job_id: int, owner: str, lease: float, *,
-                  progress: tuple[int, int] | None = None) -> Heartbeat:
-        p = self._params(id=job_id, owner=owner, lease=lease,
+                  progress: tuple[int, int] | None = None, attempt: int | None = None) -> Heartbeat:
+        p = self._params(id=job_id, owner=owner, lease=lease, attempt=attempt,
                          done=progress[0] if progress else None, total=progress[1] if progress else None)
 
         def body(cur: psycopg.Cursor) -> Heartbeat:
@@ -289,12 +295,13 @@ class PostgresJobStore(PostgresBatches, JobQueue):
                 f"""UPDATE jobs SET lease_until = {NOW} + %(lease)s,
                                     progress_done = coalesce(%(done)s, progress_done),
                                     progress_total = coalesce(%(total)s, progress_total)
-                    WHERE id = %(id)s AND state = 'running' AND lease_owner = %(owner)s
+                    WHERE {self._FENCE}
                     RETURNING id""", p).fetchone()
             if row is not None:
                 return Heartbeat("ok")
-            row = cur.execute("SELECT state, lease_owner FROM jobs WHERE id = %s", (job_id,)).fetchone()
-            if row is not None and row["lease_owner"] == owner and row["state"] == "cancelled":
+            row = cur.execute("SELECT state, lease_owner, attempts FROM jobs WHERE id = %s", (job_id,)).fetchone()
+            if row is not None and row["lease_owner"] == owner and row["state"] == "cancelled" \
+                    and (attempt is None or row["attempts"] == attempt):
                 return Heartbeat("cancelled")
             return Heartbeat("lost")
         return self._run(body)
@@ -310,8 +317,8 @@ class PostgresJobStore(PostgresBatches, JobQueue):
             return TransitionError(f"job {job_id} is {row['state']} and not held by {owner} "
                                    f"(lease owner {row['lease_owner']})")
         if attempt is not None and row["attempts"] != attempt:
-            return TransitionError(f"job {job_id}: attempt {attempt} of {owner} is stale "
-                                   f"(the job is on attempt {row['attempts']})")
+            return TransitionError(f"job {job_id} is on attempt {row['attempts']}, not {attempt}: "
+                                   f"the lease of attempt {attempt} was lost")
         return TransitionError(f"job {job_id}: the lease of {owner} expired; it may be running elsewhere")
 
     _FENCE = ("id = %(id)s AND state = 'running' AND lease_owner = %(owner)s "
@@ -365,8 +372,8 @@ class PostgresJobStore(PostgresBatches, JobQueue):
             self.stats.retries += 1
         return job
 
-    def release(self, job_id: int, owner: str) -> Job:
-        return self._fenced(job_id, owner, None,
+    def release(self, job_id: int, owner: str, *, attempt: int | None = None) -> Job:
+        return self._fenced(job_id, owner, attempt,
                             f"""state = 'queued', attempts = greatest(0, attempts - 1), queued_at = {NOW},
                                 not_before = 0, lease_owner = NULL, lease_until = NULL""", notify=True)
 
@@ -421,6 +428,7 @@ class PostgresJobStore(PostgresBatches, JobQueue):
                                     kind = coalesce(%(kind)s, kind),
                                     priority = coalesce(%(priority)s::int, priority)
                     WHERE id = %(id)s RETURNING *""", p).fetchone()
+            cur.execute(_COUNT_OPERATOR, (row["watch"], row["kind"], "retry"))
             self._notify(cur)
             return _job(row)
         return self._run(body)
@@ -432,10 +440,13 @@ class PostgresJobStore(PostgresBatches, JobQueue):
             row = self._row(cur, job_id, lock=True)
             if row["state"] not in ("queued", "running"):
                 raise TransitionError(f"job {job_id} is {row['state']}: only queued or running jobs can be cancelled")
-            return _job(cur.execute(
+            was = row["state"]
+            row = cur.execute(
                 f"""UPDATE jobs SET state = 'cancelled', finished_at = {NOW}, lease_until = NULL,
                                     error_kind = 'cancelled', error_message = 'cancelled by an operator'
-                    WHERE id = %(id)s RETURNING *""", p).fetchone())
+                    WHERE id = %(id)s RETURNING *""", p).fetchone()
+            cur.execute(_COUNT_OPERATOR, (row["watch"], row["kind"], f"cancel_{was}"))
+            return _job(row)
         return self._run(body)
 
     def purge(self, older_than: float, states: Sequence[str] = FINISHED) -> int:
@@ -468,6 +479,11 @@ class PostgresJobStore(PostgresBatches, JobQueue):
         out = {s: 0 for s in STATES}
         out.update({r["state"]: r["n"] for r in rows})
         return out
+
+    def operator_counts(self) -> dict[tuple[str, str, str], int]:
+        """(watch, kind, action) -> how many times operators did it, ever."""
+        rows = self._run(lambda cur: cur.execute("SELECT watch, kind, action, n FROM operator_counts").fetchall())
+        return {(r["watch"], r["kind"], r["action"]): r["n"] for r in rows}
 
     def list(self, *, state: str | None = None, watch: str | None = None, limit: int = 100,
              order: str = "id DESC") -> list[Job]:

@@ -12,10 +12,10 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Sequence
 
 from ffwatchd.store.contract import (FINISHED, KINDS, STATES, Heartbeat, Job, JobQueue, NotFound,
-                                     Stats, TransitionError)
+                                     Stats, TransitionError, WorkerRow, always_granted)
 from ffwatchd.store.sqlite_batches import SqliteBatches
 
 _MIGRATIONS: list[str] = [
@@ -93,7 +93,35 @@ _MIGRATIONS: list[str] = [
     ) STRICT;
     CREATE INDEX outbox_due ON outbox (next_attempt) WHERE state = 'pending';
     """,
+    # 3: operator actions (jobs retry, jobs cancel) counted for the metrics, which run in the
+    # daemon, not in the command that acted; monotonic (never purged)
+    """
+    CREATE TABLE operator_counts (
+        watch   TEXT    NOT NULL,
+        kind    TEXT    NOT NULL,
+        action  TEXT    NOT NULL,      -- retry | cancel_queued | cancel_running
+        n       INTEGER NOT NULL,
+        PRIMARY KEY (watch, kind, action)
+    ) STRICT;
+    """,
+    # 4: the workers of every host (status shows them; stale rows are pruned)
+    """
+    CREATE TABLE workers (
+        owner               TEXT    PRIMARY KEY,     -- host:pid/device, the lease owner name
+        host                TEXT    NOT NULL,
+        pid                 INTEGER NOT NULL,
+        device              TEXT    NOT NULL,
+        requested_provider  TEXT    NOT NULL,
+        provider            TEXT    NOT NULL,
+        job_id              INTEGER,
+        heartbeat_at        REAL    NOT NULL,
+        started_at          REAL    NOT NULL
+    ) STRICT;
+    """,
 ]
+
+_COUNT_OPERATOR = """INSERT INTO operator_counts (watch, kind, action, n) VALUES (?, ?, ?, 1)
+                     ON CONFLICT (watch, kind, action) DO UPDATE SET n = operator_counts.n + 1"""
 
 
 _JSON_COLUMNS = {"spec", "sources", "sidecars", "filing", "worker"}
@@ -311,12 +339,14 @@ class SqliteJobStore(SqliteBatches, JobQueue):
             return _job(row) if row is not None else None
 
     def heartbeat(self, job_id: int, owner: str, lease: float, *,
-                  progress: tuple[int, int] | None = None) -> Heartbeat:
+                  progress: tuple[int, int] | None = None, attempt: int | None = None) -> Heartbeat:
         """Extend the lease while `owner` still holds it; tells a cancelled job to stop."""
         now = self.clock()
         with self._write() as db:
-            row = db.execute("SELECT state, lease_owner FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            row = db.execute("SELECT state, lease_owner, attempts FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None or row["lease_owner"] != owner:
+                return Heartbeat("lost")
+            if attempt is not None and row["attempts"] != attempt:
                 return Heartbeat("lost")
             if row["state"] == "cancelled":
                 return Heartbeat("cancelled")
@@ -329,7 +359,7 @@ class SqliteJobStore(SqliteBatches, JobQueue):
                 db.execute("UPDATE jobs SET lease_until = ? WHERE id = ?", (now + lease, job_id))
             return Heartbeat("ok")
 
-    def _owned(self, db: sqlite3.Connection, job_id: int, owner: str, attempt: int | None,
+    def _owned(self, db: sqlite3.Connection, job_id: int, owner: str, attempt: int | None = None,
                now: float | None = None) -> sqlite3.Row:
         """The job's row when `owner` holds it on `attempt` (and, given `now`, its lease is live)."""
         row = self._row(db, job_id)
@@ -337,8 +367,8 @@ class SqliteJobStore(SqliteBatches, JobQueue):
             raise TransitionError(f"job {job_id} is {row['state']} and not held by {owner} "
                                   f"(lease owner {row['lease_owner']})")
         if attempt is not None and row["attempts"] != attempt:
-            raise TransitionError(f"job {job_id}: attempt {attempt} of {owner} is stale "
-                                  f"(the job is on attempt {row['attempts']})")
+            raise TransitionError(f"job {job_id} is on attempt {row['attempts']}, not {attempt}: "
+                                  f"the lease of attempt {attempt} was lost")
         if now is not None and (row["lease_until"] is None or row["lease_until"] < now):
             raise TransitionError(f"job {job_id}: the lease of {owner} expired; it may be running elsewhere")
         return row
@@ -355,8 +385,7 @@ class SqliteJobStore(SqliteBatches, JobQueue):
         with self._write(durable=True) as db:
             db.execute("UPDATE jobs SET output_path = ? WHERE id = ?", (output_path, job_id))
 
-    def finish(self, job_id: int, owner: str, *, output_path: str | None,
-               attempt: int | None = None) -> Job:
+    def finish(self, job_id: int, owner: str, *, output_path: str | None, attempt: int | None = None) -> Job:
         """running -> done, only by the lease owner.
 
         Not synced on its own: the worker records a durable filing plan (`set_filing`) first,
@@ -392,11 +421,11 @@ class SqliteJobStore(SqliteBatches, JobQueue):
                        WHERE id = ? RETURNING *""", (now, error_kind, message, job_id)).fetchone()
             return _job(row)
 
-    def release(self, job_id: int, owner: str) -> Job:
+    def release(self, job_id: int, owner: str, *, attempt: int | None = None) -> Job:
         """running -> queued at once, attempt not counted (graceful shutdown)."""
         now = self.clock()
         with self._write(durable=True) as db:
-            self._owned(db, job_id, owner, None)
+            self._owned(db, job_id, owner, attempt)
             row = db.execute(
                 """UPDATE jobs SET state = 'queued', attempts = max(0, attempts - 1), queued_at = ?,
                                    not_before = 0, lease_owner = NULL, lease_until = NULL
@@ -432,6 +461,7 @@ class SqliteJobStore(SqliteBatches, JobQueue):
                  json.dumps(list(sources)) if sources is not None else None,
                  json.dumps(list(sidecars)) if sidecars is not None else None, kind, priority,
                  job_id)).fetchone()
+            db.execute(_COUNT_OPERATOR, (row["watch"], row["kind"], "retry"))
             return _job(row)
 
     def cancel(self, job_id: int) -> Job:
@@ -441,10 +471,12 @@ class SqliteJobStore(SqliteBatches, JobQueue):
             row = self._row(db, job_id)
             if row["state"] not in ("queued", "running"):
                 raise TransitionError(f"job {job_id} is {row['state']}: only queued or running jobs can be cancelled")
+            was = row["state"]
             row = db.execute(
                 """UPDATE jobs SET state = 'cancelled', finished_at = ?, lease_until = NULL,
                                    error_kind = 'cancelled', error_message = 'cancelled by an operator'
                    WHERE id = ? RETURNING *""", (now, job_id)).fetchone()
+            db.execute(_COUNT_OPERATOR, (row["watch"], row["kind"], f"cancel_{was}"))
             return _job(row)
 
     def purge(self, older_than: float, states: Sequence[str] = FINISHED) -> int:
@@ -478,6 +510,12 @@ class SqliteJobStore(SqliteBatches, JobQueue):
                                       AND state IN ('queued', 'running') ORDER BY id DESC LIMIT 1""",
                                    (watch, rel_path)).fetchone()
         return _job(row) if row is not None else None
+
+    def operator_counts(self) -> dict[tuple[str, str, str], int]:
+        """(watch, kind, action) -> how many times operators did it, ever."""
+        with self._lock:
+            rows = self._db.execute("SELECT watch, kind, action, n FROM operator_counts").fetchall()
+        return {(r[0], r[1], r[2]): r[3] for r in rows}
 
     def counts(self) -> dict[str, int]:
         with self._lock:
@@ -518,3 +556,44 @@ class SqliteJobStore(SqliteBatches, JobQueue):
     def integrity_check(self) -> str:
         with self._lock:
             return self._db.execute("PRAGMA integrity_check").fetchone()[0]
+
+    # -- the cluster (one host on SQLite, but the same verbs) ----------------------------
+
+    def register_worker(self, owner: str, *, host: str, pid: int, device: str, requested_provider: str,
+                        provider: str) -> None:
+        now = self.clock()
+        with self._write() as db:
+            db.execute("""INSERT INTO workers (owner, host, pid, device, requested_provider, provider,
+                                               job_id, heartbeat_at, started_at)
+                          VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)
+                          ON CONFLICT (owner) DO UPDATE SET
+                              host = excluded.host, pid = excluded.pid, device = excluded.device,
+                              requested_provider = excluded.requested_provider,
+                              provider = excluded.provider, job_id = NULL,
+                              heartbeat_at = excluded.heartbeat_at, started_at = excluded.started_at""",
+                       (owner, host, pid, device, requested_provider, provider, now, now))
+
+    def worker_heartbeat(self, owner: str, job_id: int | None) -> None:
+        with self._write() as db:
+            db.execute("UPDATE workers SET heartbeat_at = ?, job_id = ? WHERE owner = ?",
+                       (self.clock(), job_id, owner))
+
+    def remove_worker(self, owner: str) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM workers WHERE owner = ?", (owner,))
+
+    def workers(self) -> list[WorkerRow]:
+        now = self.clock()
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM workers ORDER BY host, started_at, owner").fetchall()
+        return [WorkerRow(**dict(r), age=max(0.0, now - r["heartbeat_at"])) for r in rows]
+
+    def prune_workers(self, older_than: float) -> list[str]:
+        with self._write() as db:
+            rows = db.execute("DELETE FROM workers WHERE heartbeat_at < ? RETURNING owner",
+                              (self.clock() - older_than,)).fetchall()
+        return [r[0] for r in rows]
+
+    def singleton(self, name: str) -> ContextManager[bool]:
+        """SQLite serves one host: the daemon is the only one doing cluster work, always granted."""
+        return always_granted(name)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.e2e.harness import SYNTH_SIDECAR, face_jpeg, wait_for
+from tests.e2e.harness import SYNTH_SIDECAR, face_jpeg, synthetic_models, wait_for
 from tests.html_check import check_report_html
 from tests.servers import MailSink, WebhookReceiver
 
@@ -189,8 +189,7 @@ def test_targets_outside_the_allowed_lists_fail_as_bad_sidecar_and_send_nothing(
 
 def test_a_high_priority_file_dropped_after_20_low_ones_runs_next(make_daemon) -> None:
     """The one worker cannot take new work while the 20 low-priority files and then the high one
-    arrive (claiming is held by the disk guard: synthetic jobs are too quick to keep a worker
-    busy reliably); once it can, the high one is the next it runs."""
+    arrive (claiming held by the disk guard); once it can, the high one is the next it runs."""
     import signal
 
     d = make_daemon(retention={"min_free_disk": "1000TiB"})
@@ -238,3 +237,44 @@ def test_batches_command_lists_and_shows_a_batch_with_its_deliveries(make_daemon
     shown = cli("show", str(b["id"]))
     assert "webhook" in shown and "delivered" in shown and f"ffwatchd-batch-{b['id']}-v1-finished" in shown
     assert json.loads(cli("show", str(b["id"]), "--json"))["deliveries"][0]["state"] == "delivered"
+
+
+def test_with_the_one_worker_busy_on_a_video_the_high_priority_file_runs_next(make_daemon, tmp_path) -> None:
+    """The same, with the worker really busy: a 20 s clip is running while the 20 low-priority
+    files and then the high one arrive."""
+    import subprocess
+
+    from ffwatchd.media.ffmpeg import find_ffmpeg
+
+    ffmpeg = find_ffmpeg(None)
+    clip = tmp_path / "clip.mp4"
+    face = tmp_path / "face.png"
+    cv2.imwrite(str(face), cv2.resize(synthetic_models.make_face_image(640, seed=5), (320, 320)))
+    subprocess.run([ffmpeg, "-v", "error", "-y", "-loop", "1", "-framerate", "25", "-i", str(face),
+                    "-vf", "noise=alls=8:allf=t", "-t", "20", "-c:v", "libx264", "-preset", "veryfast",
+                    "-pix_fmt", "yuv420p", str(clip)], check=True)
+    d = make_daemon()
+    batch_sidecar(d, "busy")
+    batch_sidecar(d, "low", priority="low")
+    batch_sidecar(d, "urgent", priority="high")
+    d.start()
+    d.drop("busy/clip.mp4", clip.read_bytes())
+
+    def video_running():
+        with d.store() as s:
+            return [j for j in s.list(state="running") if j.kind == "video"]
+    (video,) = wait_for(video_running, 120, "the worker to be busy with the clip")
+    for i in range(20):
+        d.drop(f"low/img{i:02d}.jpg", face_jpeg(seed=600 + i))
+    d.wait_counts(60, queued=20)
+    d.drop("urgent/now.jpg", face_jpeg(seed=998))
+    d.wait_counts(60, queued=21)
+    with d.store() as s:
+        assert s.get(video.id).state == "running", "the clip ended too soon: the test proves nothing"
+    d.wait_counts(300, done=22)
+    with d.store() as s:
+        jobs = s.list(limit=100)
+    (high,) = [j for j in jobs if j.batch == "urgent"]
+    lows = [j for j in jobs if j.batch == "low"]
+    assert all(j.created_at < high.created_at for j in lows)
+    assert high.started_at < min(j.started_at for j in lows), "the high-priority file ran next"

@@ -274,9 +274,9 @@ def test_the_same_owner_on_an_older_attempt_is_refused(store: JobQueue, clock: C
     clock.t += 61
     again = store.claim("w1", 60)
     assert again.attempts == first.attempts + 1
-    with pytest.raises(TransitionError, match="stale"):
+    with pytest.raises(TransitionError, match="was lost"):
         store.set_filing(job.id, "w1", {"outcome": "done"}, attempt=first.attempts)
-    with pytest.raises(TransitionError, match="stale"):
+    with pytest.raises(TransitionError, match="was lost"):
         store.finish(job.id, "w1", output_path=None, attempt=first.attempts)
     store.finish(job.id, "w1", output_path=None, attempt=again.attempts)
 
