@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from pathlib import Path
 
 from ffwatchd.config import Settings
 from ffwatchd.mounts import filesystem_type, is_network_fs
+
+log = logging.getLogger(__name__)
 
 
 def _writable(folder: Path) -> str | None:
@@ -152,6 +155,22 @@ def check_metrics_port(settings: Settings, warnings: list[str], notes: list[str]
     else:
         warnings.append(f"metrics {where}: cannot bind ({reason}) and no ffwatchd daemon of this config "
                         "(state_dir) holds it: another program uses the port")
+
+
+def c2pa_problem(settings: Settings) -> str | None:
+    """A sentence when C2PA signing is configured but its credentials are unusable (no test
+    signature: for the daemon's start); None when signing is off or fine."""
+    if settings.c2pa is None:
+        return None
+    from ffwatchd.media.c2pa_sign import load_credentials
+
+    try:
+        creds = load_credentials(settings.c2pa.cert, settings.c2pa.key, settings.c2pa.timestamp_url)
+    except ValueError as e:
+        return (f"C2PA signing is configured but its credentials are unusable: {' '.join(str(e).splitlines())}; "
+                "every changed output fails as provenance until this is fixed (`ffwatchd check` tells more)")
+    log.info("C2PA signing is on: %s (%s), valid until %s", creds.subject, creds.alg, f"{creds.not_after:%Y-%m-%d}")
+    return None
 
 
 def check_c2pa(settings: Settings, problems: list[str], notes: list[str]) -> None:

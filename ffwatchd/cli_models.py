@@ -40,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--attempts", type=int, default=3, help="tries per model, resuming (default 3)")
     p.add_argument("--mirror", help="base URL to fetch FILE NAMEs from instead of the official addresses")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--json", action="store_true", help="one JSON report at the end (no progress bar)")
 
 
 def models_location(args: argparse.Namespace) -> tuple[Path, tuple[CustomModel, ...]]:
@@ -126,26 +127,33 @@ def cmd_fetch(args: argparse.Namespace, models_dir: Path, custom: tuple[CustomMo
         print(f"ffwatchd models fetch: unknown model(s) {', '.join(unknown)}", file=sys.stderr)
         return EXIT_USAGE
     failed = 0
+    report = []
+    say = (lambda *a, **k: None) if args.json else print
     for name in names:
         info = models[name]
         state, _ = registry.model_status(info, models_dir)
         if state == "present" and not args.force:
-            print(f"{name}: present, verified ({info.file_in(models_dir)})")
+            say(f"{name}: present, verified ({info.file_in(models_dir)})")
+            report.append({"name": name, "state": "present", "path": str(info.file_in(models_dir))})
             continue
         url = f"{args.mirror.rstrip('/')}/{info.filename}" if args.mirror else None
-        bar = None if args.no_progress else ProgressBar(name)
+        bar = None if args.no_progress or args.json else ProgressBar(name)
         try:
             path = fetch_model(info, models_dir, url=url, timeout=args.timeout, attempts=args.attempts,
                                progress=bar)
         except (FetchError, JobError, OSError) as e:
             if bar:
                 bar.close()
-            print(f"{name}: FAILED: {e}", file=sys.stderr)
+            say(f"{name}: FAILED: {e}", file=sys.stderr)
+            report.append({"name": name, "state": "failed", "error": str(e)})
             failed += 1
             continue
         if bar:
             bar.close()
-        print(f"{name}: fetched and verified ({path})")
+        say(f"{name}: fetched and verified ({path})")
+        report.append({"name": name, "state": "fetched", "path": str(path)})
+    if args.json:
+        print(json.dumps(report, indent=2))
     return EXIT_FAIL if failed else EXIT_OK
 
 

@@ -120,12 +120,17 @@ class Supervisor:
         log.info("ffwatchd ready: %d watch(es), %d worker(s)", len(s.watches), len(self.slots))
 
     def report_models(self) -> None:
-        """Say at start (and reload) which models the watches' defaults need but lack."""
-        from ffwatchd.checks import missing_default_models
+        """Say at start (and reload) which models the watches' defaults need but lack, and
+        whether C2PA signing can work."""
+        from ffwatchd.checks import c2pa_problem, missing_default_models
 
         self.models_missing = missing_default_models(self.settings)
         for line in self.models_missing:
             log.warning("%s", line)
+        problem = c2pa_problem(self.settings)
+        if problem:
+            log.error("%s", problem)
+            self.warnings.append(problem)
 
     def _start_metrics(self) -> None:
         from ffwatchd.metrics import Metrics

@@ -121,3 +121,19 @@ def test_check_validates_the_certificate_and_key(tmp_path, chain, capsys):
         assert main(["check", "-c", str(cfg), "--json"]) == 1
         problems = json.loads(capsys.readouterr().out)["problems"]
         assert any(p.startswith("provenance.c2pa: ") and words in p for p in problems), problems
+
+
+def test_video_tags_read_back_from_mkv_too(tmp_path, capsys):
+    import subprocess
+
+    from ffwatchd.media.ffmpeg import find_ffmpeg
+
+    ffmpeg = find_ffmpeg(None)
+    out = tmp_path / "clip.mkv"
+    tags = [x for k, v in PROV.video_tags().items() for x in ("-metadata", f"{k}={v}")]
+    subprocess.run([ffmpeg, "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=64x64:rate=5:duration=1",
+                    "-c:v", "libx264", *tags, str(out)], check=True, timeout=120)
+    assert main(["provenance", "show", str(out), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["video_tags"]["ffwatchd_processors"] == "face_swapper" and info["c2pa"] is None
+    assert info["video_tags"]["digital_source_type"].endswith("compositeWithTrainedAlgorithmicMedia")

@@ -165,7 +165,8 @@ def read_image_metadata(path: Path) -> dict:
 
 
 def read_video_tags(path: Path, ffmpeg: str) -> dict[str, str]:
-    """The container (global) tags of a video, as ffmpeg's ffmetadata writer lists them."""
+    """The container (global) tags of a video, as ffmpeg's ffmetadata writer lists them (names
+    in lower case)."""
     r = subprocess.run([ffmpeg, "-hide_banner", "-nostdin", "-v", "error", "-i", str(path),
                         "-f", "ffmetadata", "-"], capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
@@ -176,7 +177,7 @@ def read_video_tags(path: Path, ffmpeg: str) -> dict[str, str]:
             break
         key, sep, value = line.partition("=")
         if sep and not key.startswith((";", "#")):
-            tags[key] = re.sub(r"\\(.)", r"\1", value, flags=re.S)
+            tags[key.lower()] = re.sub(r"\\(.)", r"\1", value, flags=re.S)   # Matroska upper-cases names
     return tags
 
 

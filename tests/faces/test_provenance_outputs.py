@@ -193,3 +193,43 @@ def test_mkv_cannot_be_signed_and_says_so_before_processing(signing, tmp_path):
                            workdir=tmp_path / "work", ffmpeg=ffmpeg, max_pixels=10**8)
     assert e.value.kind == "provenance" and ".mkv" in e.value.message
     assert not (tmp_path / "work").exists()
+
+
+def test_tiff_and_mov_outputs_are_signed_too(signing, face_frame, tmp_path):
+    target = tmp_path / "party.tif"
+    Image.fromarray(face_frame[:, :, ::-1]).save(target)
+    out = tmp_path / "out.tif"
+    assert signing.process_image(target, out, synth_spec(processors=["face_anonymizer"])).signed
+    assert read_manifest(out)["validation_state"] == "Valid"
+    ffmpeg = find_ffmpeg(None)
+    clip = _clip(tmp_path, ffmpeg)
+    mov = tmp_path / "clip.mov"
+    subprocess.run([ffmpeg, "-v", "error", "-y", "-i", str(clip), "-c", "copy", str(mov)], check=True, timeout=60)
+    result = tmp_path / "result.mov"
+    process_video_file(signing, mov, result, synth_spec(processors=["face_anonymizer"],
+                                                        output={"video_preset": "veryfast"}),
+                       workdir=tmp_path / "work", ffmpeg=ffmpeg, max_pixels=10**8)
+    m = read_manifest(result)
+    assert m["validation_state"] == "Valid" and m["ingredients"][0]["format"] == "video/quicktime"
+
+
+def test_process_command_signs_with_the_configs_certificate(synth, chain, face_frame, tmp_path, capsys):
+    from ffwatchd.cli import main
+
+    target = write_target(tmp_path, face_frame, "JPEG")
+    models = {m.name: {"path": str(m.path), "kind": m.kind, "sha256": m.sha256} for m in synth.values()}
+    import yaml
+    (tmp_path / "in").mkdir()
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "state_dir": "state", "temp_dir": "tmp", "models_dir": "models", "models": models,
+        "watches": [{"name": "w", "inbox": "in", "output": "o", "done": "d", "failed": "f"}],
+        "provenance": {"c2pa": {"cert": str(chain.cert), "key": str(chain.key)}}}))
+    out = tmp_path / "signed.jpg"
+    rc = main(["process", "-c", str(cfg), "-t", str(target), "-o", str(out), "--processors", "face_anonymizer",
+               "--detector", "synth_scrfd"])
+    assert rc == 0, capsys.readouterr().err
+    assert read_manifest(out)["validation_state"] == "Valid"
+    rc = main(["process", "-c", str(cfg), "-t", str(target), "-o", str(tmp_path / "plain.jpg"),
+               "--processors", "face_anonymizer", "--detector", "synth_scrfd", "--no-provenance"])
+    assert rc == 0 and read_manifest(tmp_path / "plain.jpg") is None and read_provenance(tmp_path / "plain.jpg") is None
