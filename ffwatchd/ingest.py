@@ -26,7 +26,7 @@ from ffwatchd.sharepaths import locate
 from ffwatchd.sidecar import (MissingSource, Resolved, SourceIndex, batch_folder, defaults_suffice, find_sidecars,
                               is_sidecar_name, is_within, resolve_spec)
 from ffwatchd.sniff import sniff_file
-from ffwatchd.store import FINISHED, Job, JobStore
+from ffwatchd.store import FINISHED, Job, JobQueue
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ class HashCache:
 
 # -- the steps ---------------------------------------------------------------------------
 
-def ingest_file(settings: Settings, watch: WatchSettings, store: JobStore, path: Path, now: float, *,
+def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path: Path, now: float, *,
                 expected: FileState | None = None, waiting_since: float | None = None,
                 referenced: Callable[[Path], bool] | None = None,
                 hashes: HashCache | None = None) -> IngestResult:
@@ -280,7 +280,7 @@ def _hash_or_substitute(path: Path, st: os.stat_result) -> str:
         return f"unreadable:{st.st_size}:{st.st_mtime_ns}"
 
 
-def _os_trouble(watch: WatchSettings, store: JobStore, path: Path, rel: str, state: FileState,
+def _os_trouble(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: FileState,
                 e: OSError, what: str) -> IngestResult:
     if isinstance(e, FileNotFoundError):
         return IngestResult("vanished", path, f"{rel}: vanished while it was read")
@@ -293,7 +293,7 @@ def _os_trouble(watch: WatchSettings, store: JobStore, path: Path, rel: str, sta
 
 # -- refusals and re-drops ------------------------------------------------------------------
 
-def _refuse(watch: WatchSettings, store: JobStore, path: Path, rel: str, state: FileState, content_hash: str,
+def _refuse(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: FileState, content_hash: str,
             kind: str, error_kind: str, message: str, sidecars: list[str] | None = None) -> IngestResult:
     """Record a job born failed and move the original to failed/ with its report."""
     batch = batch_folder(watch.inbox, sidecars if sidecars is not None else find_sidecars(watch.inbox, path))

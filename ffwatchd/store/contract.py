@@ -1,7 +1,8 @@
 """The job table's contract: the states, the Job row, and the verbs every backend provides.
 
-Backends: `sqlite.py` (one host, the embedded default). The queue sits behind these few
-verbs so that another engine can take its place without the daemon noticing.
+Backends: `sqlite.py` (one host, the embedded default) and `postgres.py` (several hosts on
+one queue). The queue sits behind these few verbs so that either engine can take its place
+without the daemon noticing; `open_store` in `__init__.py` picks one from the settings.
 """
 
 from __future__ import annotations
@@ -151,9 +152,20 @@ class Delivery:
 
 
 class JobQueue(abc.ABC):
-    """What the daemon, the workers and the command line need from a job table."""
+    """What the daemon, the workers and the command line need from a job table.
+
+    Fencing: `set_filing`, `finish` and `fail` take the `attempt` the caller claimed
+    (`Job.attempts`); a caller whose claim is stale (another claim happened since) is refused
+    with TransitionError even when the owner name matches. `set_filing` also refuses an
+    expired lease, so nothing is filed by a holder the queue may already have given away."""
 
     stats: Stats
+    #: where the table lives, safe to log (a path, or a URL without its password)
+    where: str = ""
+    #: whether `wait_for_work` really waits for a push (else callers keep their own wake-up)
+    pushes_work: bool = False
+    #: seconds since the epoch on the queue's clock (the database's for PostgreSQL)
+    clock: Callable[[], float]
 
     @abc.abstractmethod
     def close(self) -> None: ...
@@ -204,9 +216,10 @@ class JobQueue(abc.ABC):
     def set_filing(self, job_id: int, owner: str, filing: dict | None, *, attempt: int | None = None) -> None:
         """Record the finalisation about to happen, durably, before any file moves.
 
-        Fenced: raises TransitionError unless the job is running under `owner` and (when given)
-        on `attempt` -- checked in the same transaction as the write. A worker whose lease
-        expired and was claimed again (even by itself) must throw its result away."""
+        Fenced: raises TransitionError unless the job is running under `owner`, (when given) on
+        `attempt`, and its lease has not expired -- checked in the same transaction as the
+        write. A worker whose lease expired and was claimed again (even by itself) must throw
+        its result away."""
 
     @abc.abstractmethod
     def set_output(self, job_id: int, output_path: str | None) -> None: ...
@@ -224,6 +237,14 @@ class JobQueue(abc.ABC):
     @abc.abstractmethod
     def release(self, job_id: int, owner: str, *, attempt: int | None = None) -> Job:
         """running -> queued at once, attempt not counted (graceful shutdown)."""
+
+    @abc.abstractmethod
+    def wait_for_work(self, timeout: float) -> bool:
+        """Block up to `timeout` seconds until new work may be ready to claim.
+
+        True when the queue pushed a wake-up (PostgreSQL's LISTEN/NOTIFY on enqueue, retry,
+        release and requeue), False on timeout. Backends without push (SQLite) return False
+        at once: their callers keep their own wake-up and poll."""
 
     # operator verbs
     @abc.abstractmethod
