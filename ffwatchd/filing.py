@@ -12,7 +12,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,6 +22,7 @@ from ffwatchd.placing import (TEMP_PREFIX, choose_destination, fsync_dir, place_
                               with_job_id, write_report)
 from ffwatchd.safefs import Perms, fsync_file, open_folder, split_under
 from ffwatchd.shares import ShareUnavailable
+from ffwatchd.sharepaths import folder_roots, rebase
 from ffwatchd.store import Filing, Job
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,22 @@ def write_json_atomic(path: Path, data: dict, tag: int | None = None) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write a file through a hidden temp name in its folder, fsync and a rename (reports, zips)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{TEMP_PREFIX}{os.getpid()}-{path.name}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
     fsync_dir(path.parent)
 
 
@@ -84,6 +101,7 @@ class Plan:
     result_dst: str | None = None
     error_kind: str | None = None
     message: str | None = None
+    roots: dict | None = None    # the planning host's folders by role, to map the paths on another host
     result_size: int | None = None   # the synced result's size: a resumed filing checks it
 
     def to_dict(self) -> dict:
@@ -92,6 +110,19 @@ class Plan:
     @classmethod
     def from_dict(cls, d: dict) -> "Plan":
         return cls(**d)
+
+    def localized(self, watch: WatchSettings) -> "Plan":
+        """The same plan on this host's mount of the share (hosts mount it at different places).
+
+        The result's temp file stays as recorded: it is on the planning host's local disk."""
+        return replace(self, original_src=rebase(self.original_src, self.roots, watch),
+                       original_dst=rebase(self.original_dst, self.roots, watch),
+                       result_dst=rebase(self.result_dst, self.roots, watch), roots=folder_roots(watch))
+
+
+def job_plan(job: Job, watch: WatchSettings) -> "Plan | None":
+    """A job's recorded filing plan on this host's mount, or None."""
+    return Plan.from_dict(job.filing).localized(watch) if job.filing else None
 
 
 def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: str) -> Plan:
@@ -103,16 +134,16 @@ def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: s
         size = os.stat(result_src).st_size
     result_dst = choose_destination((watch.output / rel).with_suffix(result_suffix), job.id)
     return Plan(outcome="done", original_src=str(watch.inbox / rel),
-                original_dst=str(choose_destination(watch.done / rel, job.id)),
-                result_src=str(result_src), result_dst=str(result_dst),
+                original_dst=str(choose_destination(watch.done / rel, job.id, watch.inbox / rel)),
+                result_src=str(result_src), result_dst=str(result_dst), roots=folder_roots(watch),
                 result_size=size)
 
 
 def plan_failed(watch: WatchSettings, job: Job, kind: str, message: str) -> Plan:
     rel = Path(job.rel_path)
     return Plan(outcome="failed", original_src=str(watch.inbox / rel),
-                original_dst=str(choose_destination(watch.failed / rel, job.id)),
-                error_kind=kind, message=message)
+                original_dst=str(choose_destination(watch.failed / rel, job.id, watch.inbox / rel)),
+                error_kind=kind, message=message, roots=folder_roots(watch))
 
 
 @dataclass(frozen=True)
@@ -233,8 +264,7 @@ def remove_partials(plan: Plan, job_id: int) -> list[Path]:
 
 def file_failed_original(watch: WatchSettings, job: Job, ledger: Any = None) -> Path:
     """Move a refused file (a job born failed at ingest) to failed/ with its report."""
-    plan = Plan.from_dict(job.filing) if job.filing else plan_failed(
-        watch, job, job.error_kind or "internal", job.error_message or "")
+    plan = job_plan(job, watch) or plan_failed(watch, job, job.error_kind or "internal", job.error_message or "")
     filed = execute_plan(plan, job, watch, ledger=ledger)
     return filed.original or Path(plan.original_dst)
 
@@ -245,8 +275,9 @@ def find_failed_original(watch: WatchSettings, job: Job) -> Path | None:
     if inbox_path.exists():
         return inbox_path
     candidates = []
-    if job.filing and job.filing.get("original_dst"):
-        candidates.append(Path(job.filing["original_dst"]))
+    plan = job_plan(job, watch)
+    if plan is not None and plan.original_dst:
+        candidates.append(Path(plan.original_dst))
     candidates += [watch.failed / job.rel_path, with_job_id(watch.failed / job.rel_path, job.id)]
     for c in candidates:
         if c.exists() and _report_is_for(report_path(c), job.id):

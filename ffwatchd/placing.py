@@ -38,9 +38,21 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def choose_destination(dest: Path, job_id: int) -> Path:
-    """`dest` when free, else `dest` with `-<job id>` (which only this job ever uses)."""
-    return dest if not os.path.lexists(dest) else with_job_id(dest, job_id)
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def choose_destination(dest: Path, job_id: int, src: Path | None = None) -> Path:
+    """`dest` when free, else `dest` with `-<job id>` (which only this job ever uses).
+
+    `dest` is also the answer when it already is `src` (another host of the cluster is moving the
+    same original there right now), so both finish the one move instead of filing it twice."""
+    if not os.path.lexists(dest) or (src is not None and _same_file(src, dest)):
+        return dest
+    return with_job_id(dest, job_id)
 
 
 def _candidates(name: str, job_id: int) -> list[str]:
@@ -107,8 +119,10 @@ def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True, 
             else:
                 try:
                     _link_or_copy(src, folder, candidate, job_id)
-                except FileExistsError:
-                    continue
+                except FileExistsError:           # taken a moment ago: by another host moving this file?
+                    st = folder.lstat(candidate)
+                    if st is None or not _same_content(folder, candidate, st, src, src_st):
+                        continue
             try:
                 if stat.S_ISREG(src_st.st_mode):       # a link is moved as a link: no mode of its own
                     folder.chmod_entry(candidate)
@@ -117,12 +131,20 @@ def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True, 
                     raise
                 log.warning("job %d: %s keeps its own mode (%s: not ours to change)", job_id,
                             folder.path / candidate, e.strerror)
-            os.unlink(src)
-            if sync_source:
-                fsync_dir(Path(src).parent)
+            _unlink_moved(Path(src), sync_source)
             return folder.path / candidate
     raise JobError("io", f"no free name for {dest} (the names up to {names[-1]} are taken by other files)",
                    transient=False)
+
+
+def _unlink_moved(src: Path, sync: bool) -> None:
+    """The source of a finished move goes; gone already means another host finished the same move."""
+    try:
+        os.unlink(src)
+    except FileNotFoundError:
+        return
+    if sync:
+        fsync_dir(src.parent)
 
 
 def _link_or_copy(src: Path, folder: Folder, name: str, job_id: int) -> None:

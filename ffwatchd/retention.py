@@ -18,7 +18,7 @@ from ffwatchd.store import FINISHED, Filing, NotFound
 
 if TYPE_CHECKING:
     from ffwatchd.config import Settings
-    from ffwatchd.store import JobStore
+    from ffwatchd.store import JobQueue
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ KEEP_TEMP_AT_STARTUP = ("queued", "running")   # a queued video job resumes from
 @dataclass(frozen=True)
 class Deletion:
     """One thing retention removed (or, in a dry run, would remove)."""
-    what: str                  # temp | done | failed | job_rows
+    what: str                  # temp | done | failed | job_rows | outbox_rows
     path: Path | None          # None for job rows
     count: int                 # 1 for a file or folder, the number of rows for job_rows
     age_s: float | None        # seconds since last modified (None for job rows)
@@ -111,7 +111,7 @@ def _apply(d: Deletion, dry_run: bool) -> Deletion:
 
 # -- temp folders ---------------------------------------------------------------------------
 
-def _job_state(store: "JobStore", job_id: int) -> str | None:
+def _job_state(store: "JobQueue", job_id: int) -> str | None:
     try:
         return store.get(job_id).state
     except NotFound:
@@ -132,7 +132,7 @@ def _temp_candidates(temp_dir: Path) -> list[tuple[Path, int]]:
     return out
 
 
-def clean_temp(settings: "Settings", store: "JobStore", *, now: float | None = None,
+def clean_temp(settings: "Settings", store: "JobQueue", *, now: float | None = None,
                dry_run: bool = False) -> list[Deletion]:
     """Temp folders of finished or unknown jobs, unchanged for longer than temp_max_age."""
     max_age = settings.retention.temp_max_age
@@ -157,7 +157,7 @@ def clean_temp(settings: "Settings", store: "JobStore", *, now: float | None = N
     return out
 
 
-def clean_temp_at_startup(settings: "Settings", store: "JobStore", *,
+def clean_temp_at_startup(settings: "Settings", store: "JobQueue", *,
                           dry_run: bool = False) -> list[Deletion]:
     """At start-up: the temp folders of every job that is neither queued nor running, any age."""
     now = time.time()
@@ -271,7 +271,7 @@ def _prunable(folder: Path, gone: set[Path], touched: set[Path], cutoff: float) 
     return folder in touched or mtime < cutoff
 
 
-def age_watch_folders(settings: "Settings", store: "JobStore | None" = None, *,
+def age_watch_folders(settings: "Settings", store: "JobQueue | None" = None, *,
                       now: float | None = None, dry_run: bool = False) -> list[Deletion]:
     """done/ and failed/ of every watch."""
     now = time.time() if now is None else now
@@ -287,7 +287,7 @@ def age_watch_folders(settings: "Settings", store: "JobStore | None" = None, *,
 
 # -- job rows -------------------------------------------------------------------------------
 
-def purge_job_rows(settings: "Settings", store: "JobStore", *, dry_run: bool = False) -> list[Deletion]:
+def purge_job_rows(settings: "Settings", store: "JobQueue", *, dry_run: bool = False) -> list[Deletion]:
     """Finished job rows older than jobs_max_age (by finish time, on the store's clock)."""
     max_age = settings.retention.jobs_max_age
     if max_age <= 0:
@@ -302,10 +302,16 @@ def purge_job_rows(settings: "Settings", store: "JobStore", *, dry_run: bool = F
         n = store.purge(max_age)
         if n:
             log.info("retention: removed %d finished job rows (%s)", n, reason)
-    return [Deletion("job_rows", None, n, None, reason)] if n else []
+    out = [Deletion("job_rows", None, n, None, reason)] if n else []
+    sent = store.purge_deliveries(max_age, count_only=dry_run)
+    if sent:
+        log.info("retention: %s %d sent or given-up notifications (%s)", "would remove" if dry_run else "removed",
+                 sent, reason.replace("finished", "created"))
+        out.append(Deletion("outbox_rows", None, sent, None, reason.replace("finished", "created")))
+    return out
 
 
-def run_retention(settings: "Settings", store: "JobStore", *, now: float | None = None,
+def run_retention(settings: "Settings", store: "JobQueue", *, now: float | None = None,
                   dry_run: bool = False) -> list[Deletion]:
     """One retention pass: temp folders, done/ and failed/, then job rows (so that a temp folder
     is judged while its job is still known)."""
