@@ -18,12 +18,13 @@ from typing import Any, Callable
 from ffwatchd.config import Settings
 from ffwatchd.diskguard import disk_full_error, is_enospc
 from ffwatchd.errors import JobError
-from ffwatchd.filing import Filed, Plan, execute_plan, plan_done, plan_failed, result_trusted
+from ffwatchd.filing import Plan, execute_plan, plan_done, plan_failed, result_trusted
 from ffwatchd.ingest import hash_file
 from ffwatchd.jobspec import JobSpec
 from ffwatchd.safefs import LinkRefused, make_private
 from ffwatchd.sharepaths import localize_spec
-from ffwatchd.shares import ShareCheck, ShareUnavailable
+from ffwatchd.shares import ShareCheck
+from ffwatchd.sharewait import ShareWaits, _ShareWait
 from ffwatchd.store import Job, JobQueue, TransitionError
 
 log = logging.getLogger(__name__)
@@ -33,10 +34,6 @@ _MEMORY_WORDS = ("bad_alloc", "insufficient memory", "failed to allocate", "out 
 
 
 _GONE = "gone"          # _original_problem: the original is not at its inbox path
-
-
-class _ShareWait(Exception):
-    """Waiting longer for the share would run into job_timeout: the job goes back to the queue."""
 
 
 class Lease:
@@ -199,7 +196,7 @@ def process_video_file(pipeline: Any, target: Path, result: Path, spec: JobSpec,
     return video
 
 
-class JobRunner:
+class JobRunner(ShareWaits):
     """Runs claimed jobs on this worker's pipeline (models stay loaded between jobs)."""
 
     def __init__(self, settings: Settings, store: JobQueue, pipeline: Any, owner: str,
@@ -304,44 +301,6 @@ class JobRunner:
             self._release_for_share(job, out, str(e))
         except Exception as e:  # noqa: BLE001 - every failure ends as a job error with a kind
             self._handle(e, watch, job, lease, out, result)
-
-    # -- share drop-outs: jobs wait, unspent, until the share is back ----------------------------
-
-    def _release_for_share(self, job: Job, out: Outcome, why: str) -> None:
-        log.warning("job %d: the share is unavailable (%s); back to the queue, no attempt spent", job.id, why)
-        self.store.release(job.id, self.owner, attempt=job.attempts)
-        out.outcome, out.message = "lost", f"share unavailable: {why}"
-
-    def _wait_for_share(self, watch: Any, job: Job, lease: Lease, why: str) -> None:
-        """Wait (lease kept by the heartbeats) until the watch's folders are back; _ShareWait when
-        waiting longer would run into workers.job_timeout, or the lease went."""
-        w = self.settings.workers
-        limit = (job.started_at or time.time()) + w.job_timeout - max(10.0, w.lease)
-        delay = 0.5
-        log.warning("job %d: the share is unavailable (%s); filing waits for it", job.id, why)
-        while why:
-            if lease.should_stop:
-                raise TransitionError(f"job {job.id}: lease {lease.status} while waiting for the share")
-            if time.time() + delay > limit:
-                raise _ShareWait(why)
-            time.sleep(delay)
-            delay = min(delay * 2, 30.0)
-            why = self.shares.problem(watch)
-        log.info("job %d: the share is back; filing", job.id)
-
-    def _file_plan(self, watch: Any, plan: Plan, job: Job, lease: Lease) -> Filed:
-        """Carry out a recorded plan; while the share is unavailable it is retried with backoff."""
-        while True:
-            try:
-                return execute_plan(plan, job, watch, ledger=self.store,
-                                    share_problem=lambda: self.shares.problem(watch))
-            except ShareUnavailable as e:
-                why = str(e)
-            except OSError:
-                why = self.shares.problem(watch)
-                if not why:
-                    raise
-            self._wait_for_share(watch, job, lease, why)
 
     def _handle(self, exc: Exception, watch: Any, job: Job, lease: Lease, out: Outcome, where: Path) -> None:
         why = self.shares.problem(watch)
