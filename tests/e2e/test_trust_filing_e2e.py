@@ -19,8 +19,10 @@ MTIME_2020 = 1577836800.0
 
 
 def _names(root, exclude_reports: bool = True) -> list[str]:
+    """Files under `root`, without hidden ones (the share marker), batch reports and packages,
+    and (unless asked) error reports."""
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
-                  if p.is_file() and not p.name.startswith(".") and
+                  if p.is_file() and not p.name.startswith((".", "ffwatch-report.", "ffwatch-results.")) and
                   not (exclude_reports and p.name.endswith(".error.json")))
 
 
