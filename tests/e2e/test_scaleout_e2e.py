@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from ffwatchd.shares import MARKER_NAME
 from tests.e2e.harness import Daemon, decodes, face_jpeg, wait_for
 
 _pg = pytest.importorskip("tests.pg", reason="the PostgreSQL test fixtures (tests/pg.py) are not in this tree")
@@ -92,8 +93,9 @@ def wait_finished(d: Daemon, n: int, timeout: float) -> None:
 
 
 def rel_files(root: Path) -> list[str]:
+    """Files under `root`, without error reports and the share marker."""
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
-                  if p.is_file() and not p.name.endswith(".error.json"))
+                  if p.is_file() and not p.name.endswith(".error.json") and p.name != MARKER_NAME)
 
 
 def assert_exactly_once(d: Daemon, share: Path, names: list[str]) -> list:
