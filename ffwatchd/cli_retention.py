@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
-import sqlite3
 import sys
 from typing import TextIO
 
@@ -12,7 +12,7 @@ from ffwatchd.config import load_config, resolve_config_path
 from ffwatchd.diskguard import format_bytes
 from ffwatchd.errors import ConfigError
 from ffwatchd.retention import Deletion, format_age, run_retention, summarize
-from ffwatchd.store import JobStore
+from ffwatchd.store import open_store, store_errors
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="list what would be removed and remove nothing")
+    parser.add_argument("--json", action="store_true")
 
 
 def format_table(deletions: list[Deletion], dry_run: bool) -> str:
@@ -56,11 +57,16 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return 1
     dry_run = bool(getattr(args, "dry_run", False))
     try:
-        with JobStore(settings.db_path, max_attempts=settings.workers.max_attempts,
-                      retry_backoff=settings.workers.retry_backoff) as store:
+        with open_store(settings) as store:
             deletions = run_retention(settings, store, dry_run=dry_run)
-    except (sqlite3.Error, OSError) as e:
-        print(f"ffwatchd retention: retention failed (job table {settings.db_path}): {e}", file=sys.stderr)
+    except store_errors() as e:
+        print(f"ffwatchd retention: retention failed (job table {settings.queue.describe()}): {e}", file=sys.stderr)
         return 1
-    out.write(format_table(deletions, dry_run))
+    if getattr(args, "json", False):
+        out.write(json.dumps({"dry_run": dry_run, "removed": [
+            {"what": d.what, "path": str(d.path) if d.path is not None else None, "count": d.count,
+             "size": d.size, "age_s": d.age_s, "reason": d.reason, "error": d.error}
+            for d in deletions]}, indent=2) + "\n")
+    else:
+        out.write(format_table(deletions, dry_run))
     return 1 if any(d.error is not None for d in deletions) else 0

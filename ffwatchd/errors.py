@@ -5,7 +5,7 @@ from __future__ import annotations
 # Error kinds recorded on failed jobs (docs/daemon.md, docs/operations.md).
 PERMANENT_KINDS = frozenset({
     "bad_input", "no_face", "too_large", "no_sidecar", "bad_sidecar", "model_missing",
-    "cancelled", "outside_inbox", "memory", "duplicate", "unreadable",
+    "cancelled", "outside_inbox", "memory", "duplicate", "unreadable", "provenance",
 })
 TRANSIENT_KINDS = frozenset({
     "timeout", "worker_crashed", "internal", "io", "disk_full",

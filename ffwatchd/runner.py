@@ -7,6 +7,7 @@ the pipeline works; a job that was cancelled or lost meanwhile is not filed as d
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import time
@@ -14,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ffwatchd import __version__
 from ffwatchd.config import Settings
 from ffwatchd.diskguard import disk_full_error, is_enospc
 from ffwatchd.errors import JobError
@@ -22,7 +22,8 @@ from ffwatchd.filing import Plan, execute_plan, plan_done, plan_failed, with_job
 from ffwatchd.ingest import hash_file
 from ffwatchd.jobspec import JobSpec
 from ffwatchd.prefetch import Prefetched, Prefetcher
-from ffwatchd.store import Job, JobStore, TransitionError
+from ffwatchd.sharepaths import localize_spec
+from ffwatchd.store import Job, JobQueue, TransitionError
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ class Lease:
     """One job's lease, kept alive by the worker's `Heartbeats`; says when it was cancelled or lost."""
 
     def __init__(self, heartbeats: "Heartbeats", job: Job) -> None:
-        self.heartbeats, self.job_id = heartbeats, job.id
+        self.heartbeats, self.job_id, self.attempt = heartbeats, job.id, job.attempts
         self.status = "ok"
         self.progress: tuple[int, int] | None = None
 
@@ -58,26 +59,38 @@ class Lease:
 
 
 class Heartbeats:
-    """One thread per worker that extends the lease of every job it holds, every lease/3."""
+    """One thread per worker that extends the lease of every job it holds, every lease/3, and
+    stamps the worker's row in the workers table (what `status` shows for every host)."""
 
-    def __init__(self, store: JobStore, owner: str, lease: float) -> None:
+    def __init__(self, store: JobQueue, owner: str, lease: float) -> None:
         self.store, self.owner, self.lease = store, owner, lease
         self.beat: Callable[[int], None] | None = None    # tells the supervisor we are alive
-        self._leases: set[Lease] = set()
+        self.registered = False                           # the worker has a row to stamp
+        self._leases: list[Lease] = []
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     def add(self, lease: Lease) -> None:
         with self._lock:
-            self._leases.add(lease)
+            self._leases.append(lease)
+        self.start()
+
+    def remove(self, lease: Lease) -> None:
+        with self._lock:
+            if lease in self._leases:
+                self._leases.remove(lease)
+
+    def start(self) -> None:
+        with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="heartbeats", daemon=True)
                 self._thread.start()
 
-    def remove(self, lease: Lease) -> None:
+    def current_job(self) -> int | None:
+        """The job this worker processes now: the lease taken last."""
         with self._lock:
-            self._leases.discard(lease)
+            return self._leases[-1].job_id if self._leases else None
 
     def _run(self) -> None:
         interval = max(0.2, self.lease / 3)
@@ -87,11 +100,16 @@ class Heartbeats:
                 leases = list(self._leases)
             for lease in leases:
                 self.beat_one(lease)
+            if self.registered:
+                try:
+                    self.store.worker_heartbeat(self.owner, self.current_job())
+                except Exception as e:  # noqa: BLE001 - the row is informational; retried next beat
+                    log.warning("worker row heartbeat failed: %s", e)
 
     def beat_one(self, lease: Lease) -> None:
         try:
             lease.status = self.store.heartbeat(lease.job_id, self.owner, self.lease,
-                                                progress=lease.progress).status
+                                                progress=lease.progress, attempt=lease.attempt).status
         except Exception as e:  # noqa: BLE001 - a failed heartbeat is retried; the lease has slack
             log.warning("job %d: heartbeat failed: %s", lease.job_id, e)
             return
@@ -134,34 +152,49 @@ def as_job_error(exc: BaseException, where: Path | None = None) -> JobError:
 
 
 def process_video_file(pipeline: Any, target: Path, result: Path, spec: JobSpec, *, workdir: Path, ffmpeg: str,
-                       max_pixels: int, on_cuda: bool = False, provenance: bool = True,
+                       max_pixels: int, on_cuda: bool = False,
                        progress: Callable[[int, int], None] | None = None,
                        should_stop: Callable[[], bool] | None = None) -> Any:
     """One video through the pipeline (the daemon's workers and `ffwatchd process` both call this);
-    `on_no_face` applies to the video as a whole."""
+    `on_no_face` applies to the video as a whole. A changed output carries the pipeline's
+    provenance tags and, when signing is configured, a C2PA manifest (JobError provenance)."""
+    from ffwatchd.faces.pipeline import FACE_PROCESSORS, sha256_of
+    from ffwatchd.media.c2pa_sign import MIME_BY_SUFFIX
     from ffwatchd.media.video import process_video
 
-    metadata = None
-    if provenance:
-        metadata = {"comment": f"AI-generated by ffwatchd {__version__}; processors: "
-                               f"{', '.join(spec.processors)}; models: {', '.join(spec.models_used())}"}
-    video = process_video(target, result, pipeline.prepare(spec), workdir=workdir, spec_output=spec.output,
+    processor = pipeline.prepare(spec)
+    signer = pipeline.signer()
+    if signer is not None and result.suffix.lower() not in MIME_BY_SUFFIX:
+        raise JobError("provenance", f"C2PA signing is configured but {result.suffix} videos cannot carry "
+                                     "a manifest (MP4 and MOV can); convert the input or turn signing off")
+    prov = pipeline.provenance_for(processor, 1)      # what the output says if a face was processed
+    metadata = prov.video_tags() if prov is not None and pipeline.provenance else None
+    video = process_video(target, result, processor, workdir=workdir, spec_output=spec.output,
                           ffmpeg=ffmpeg, max_pixels=max_pixels, on_cuda=on_cuda, progress=progress,
                           should_stop=should_stop, metadata=metadata)
-    if video.faces_total == 0:
+    if video.faces_total == 0 and any(p in FACE_PROCESSORS for p in spec.processors):
         if spec.on_no_face == "fail":
             raise JobError("no_face", f"no face found in any of the {video.frames} frames of {target.name} "
                                       f"(detector {spec.face_detector.model}, score >= {spec.face_detector.score}); "
                                       "on_no_face: copy would pass it through unchanged")
         log.info("%s: no face in any frame; the original is copied unchanged (on_no_face: copy)", target.name)
         shutil.copyfile(target, result)
+        return video
+    prov = pipeline.provenance_for(processor, video.faces_total)
+    if signer is not None and prov is not None:
+        unsigned = result.with_name(f"unsigned-{result.name}")
+        os.replace(result, unsigned)
+        try:
+            signer.sign(unsigned, result, original=target, original_sha256=sha256_of(target), provenance=prov)
+        finally:
+            unsigned.unlink(missing_ok=True)
     return video
 
 
 class JobRunner:
     """Runs claimed jobs on this worker's pipeline (models stay loaded between jobs)."""
 
-    def __init__(self, settings: Settings, store: JobStore, pipeline: Any, owner: str,
+    def __init__(self, settings: Settings, store: JobQueue, pipeline: Any, owner: str,
                  on_cuda: bool = False) -> None:
         self.settings, self.store, self.pipeline, self.owner = settings, store, pipeline, owner
         self.on_cuda = on_cuda
@@ -195,7 +228,7 @@ class JobRunner:
         if lease is not None:
             lease.stop()
         try:
-            self.store.release(job.id, self.owner)
+            self.store.release(job.id, self.owner, attempt=job.attempts)
         except TransitionError as e:
             log.warning("job %d: %s", job.id, e)
 
@@ -234,7 +267,7 @@ class JobRunner:
             return None
         workdir = self.settings.temp_dir / f"job-{job.id}"
         if job.filing:                         # a crash interrupted filing: finish it, do not redo work
-            if self._resume_filing(job, Plan.from_dict(job.filing), out, workdir):
+            if self._resume_filing(job, Plan.from_dict(job.filing).localized(watch), out, workdir):
                 return None
         if job.attempts > job.max_attempts:
             self._fail_final(watch, job, out, job.error_kind or "worker_crashed",
@@ -247,7 +280,7 @@ class JobRunner:
         if problem:
             self._fail_without_filing(job, out, "bad_input", problem)
             return None
-        spec = JobSpec.from_snapshot(job.spec)
+        spec = JobSpec.from_snapshot(localize_spec(job.spec, job.sources, watch))
         log.info("job %d: %s %s (attempt %d/%d)", job.id, job.kind, original, job.attempts, job.max_attempts)
         try:
             result, suffix, frames, write = self._process(job, spec, original, workdir, lease, pre)
@@ -268,9 +301,9 @@ class JobRunner:
             if write is not None:             # the image's encode, in the filing thread
                 write(result)
             plan = plan_done(watch, job, result, suffix)
-            self.store.set_filing(job.id, self.owner, plan.to_dict())
+            self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
             execute_plan(plan, job)
-            self.store.finish(job.id, self.owner, output_path=plan.result_dst)
+            self.store.finish(job.id, self.owner, output_path=plan.result_dst, attempt=job.attempts)
             out.outcome = "done"
             self._clean_temp(job.id)
         except TransitionError:
@@ -307,7 +340,7 @@ class JobRunner:
         result = workdir / f"result{suffix}"
         video = process_video_file(self.pipeline, original, result, spec, workdir=workdir / "video",
                                    ffmpeg=self._ffmpeg, max_pixels=self.settings.workers.max_pixels,
-                                   on_cuda=self.on_cuda, provenance=self.settings.provenance,
+                                   on_cuda=self.on_cuda,
                                    progress=lease.set_progress, should_stop=lambda: lease.should_stop)
         return result, suffix, video.frames, None
 
@@ -342,16 +375,16 @@ class JobRunner:
                 not Path(plan.result_src).exists() and not Path(plan.result_dst).exists() and \
                 not with_job_id(Path(plan.result_dst), job.id).exists():
             log.warning("job %d: its result was lost before filing; processing again", job.id)
-            self.store.set_filing(job.id, self.owner, None)
+            self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
             return False
         log.info("job %d: finishing the filing a crash interrupted", job.id)
         execute_plan(plan, job)
         if plan.outcome == "done":
-            self.store.finish(job.id, self.owner, output_path=plan.result_dst)
+            self.store.finish(job.id, self.owner, output_path=plan.result_dst, attempt=job.attempts)
             out.outcome = "done"
         else:
             self.store.fail(job.id, self.owner, error_kind=plan.error_kind or "internal",
-                            message=plan.message or "", transient=False)
+                            message=plan.message or "", transient=False, attempt=job.attempts)
             out.outcome, out.error_kind, out.message = "failed", plan.error_kind, plan.message
         self._clean_temp(job.id)
         return True
@@ -364,7 +397,8 @@ class JobRunner:
         out.fatal = err.kind == "memory"
         log.warning("job %d: %s", job.id, err)
         if err.transient and job.attempts < job.max_attempts:
-            self.store.fail(job.id, self.owner, error_kind=err.kind, message=err.message, transient=True)
+            self.store.fail(job.id, self.owner, error_kind=err.kind, message=err.message, transient=True,
+                            attempt=job.attempts)
             out.outcome = "retried"
             if job.kind == "image":
                 self._clean_temp(job.id)   # videos keep finished segments to resume
@@ -373,16 +407,18 @@ class JobRunner:
 
     def _fail_final(self, watch: Any, job: Job, out: Outcome, kind: str, message: str, workdir: Path) -> None:
         plan = plan_failed(watch, job, kind, message)
-        self.store.set_filing(job.id, self.owner, plan.to_dict())
+        self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
         execute_plan(plan, job)
-        self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False)
+        self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
+                        attempt=job.attempts)
         out.outcome, out.error_kind, out.message = "failed", kind, message
         self._clean_temp(job.id)
 
     def _fail_without_filing(self, job: Job, out: Outcome, kind: str, message: str) -> None:
         """The original is not ours to move (gone, or replaced by new content)."""
         log.warning("job %d: %s: %s", job.id, kind, message)
-        self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False)
+        self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
+                        attempt=job.attempts)
         out.outcome, out.error_kind, out.message = "failed", kind, message
 
     def _stopped(self, watch: Any, job: Job, lease: Lease, out: Outcome, workdir: Path) -> None:

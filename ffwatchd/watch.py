@@ -8,7 +8,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import sqlite3
 import stat as statmod
 import threading
 import time
@@ -20,12 +19,13 @@ from watchdog.events import (DirModifiedEvent, FileClosedNoWriteEvent, FileOpene
                              FileSystemEventHandler)
 from watchdog.observers import Observer
 
+from ffwatchd.cluster import Leadership
 from ffwatchd.config import Settings, WatchSettings
 from ffwatchd.ingest import HashCache, IngestResult, classify_name, ingest_file, is_ignored_dir
 from ffwatchd.mounts import detect_mode
 from ffwatchd.settle import FileState, SettleTracker
 from ffwatchd.sidecar import SIDECAR_NAME, SIDECAR_SUFFIX, SourceIndex, is_sidecar_name, is_within
-from ffwatchd.store import JobStore
+from ffwatchd.store import JobQueue, store_errors
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,7 @@ class WatchMetrics(Protocol):
     def job_enqueued(self, watch: str) -> None: ...
     def job_refused(self, watch: str, kind: str, error_kind: str) -> None: ...
     def settle_wait(self, watch: str, seconds: float) -> None: ...
+    def file_ignored(self, watch: str) -> None: ...
 
 
 # -- scanning --------------------------------------------------------------------------------
@@ -52,6 +53,7 @@ class ScanResult:
     sidecars: dict[Path, FileState] = field(default_factory=dict)
     failed_dirs: list[Path] = field(default_factory=list)   # could not be listed: forget nothing there
     missing: bool = False                                   # `top` (below the root) is gone
+    not_included: list[Path] = field(default_factory=list)  # files no `include` pattern matches
 
 
 def scan_inbox(watch: WatchSettings, top: Path | None = None) -> ScanResult:
@@ -89,9 +91,15 @@ def scan_inbox(watch: WatchSettings, top: Path | None = None) -> ScanResult:
                     result.files[Path(entry.path)] = FileState.from_stat(entry.stat(follow_symlinks=False))
                 elif why == "sidecar":
                     result.sidecars[Path(entry.path)] = FileState.from_stat(entry.stat(follow_symlinks=False))
+                elif why == "not included":
+                    result.not_included.append(Path(entry.path))
             except FileNotFoundError:
                 continue
     return result
+
+
+def _seconds(value: float) -> str:
+    return f"{value / 60:g} min" if value >= 120 else f"{value:g} s"
 
 
 # -- one watch ---------------------------------------------------------------------------------
@@ -112,7 +120,7 @@ class _Handler(FileSystemEventHandler):
 class WatchLoop:
     """One watch: its observer, its thread, its tracker and its memory of handled files."""
 
-    def __init__(self, settings: Settings, watch: WatchSettings, store: JobStore,
+    def __init__(self, settings: Settings, watch: WatchSettings, store: JobQueue,
                  metrics: WatchMetrics | None = None, mountinfo: str | None = None) -> None:
         self.settings, self.watch, self.store, self.metrics = settings, watch, store, metrics
         self.mode, self.fstype = (detect_mode(watch.inbox, mountinfo) if watch.mode == "auto"
@@ -121,6 +129,8 @@ class WatchLoop:
         self.handled: dict[Path, FileState] = {}
         self.waiting: dict[Path, tuple[float, FileState, float]] = {}   # since (wall), state, next try
         self.sidecar_states: dict[Path, FileState] = {}
+        self.not_included: set[Path] = set()     # logged and counted once each
+        self.waiting_for: dict[Path, str] = {}   # what a waiting file waits for (its last answer)
         self.index = SourceIndex(watch)
         self.hashes = HashCache()
         self.available = False
@@ -134,6 +144,9 @@ class WatchLoop:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._rescan_wanted = False
+        # Periodic rescans and polls run on one host per watch across the cluster; the scan when
+        # the inbox becomes available (start-up, share back) runs on every host.
+        self.rescans = Leadership(store, f"rescan:{watch.name}")
         self._next_check = self._next_poll = self._next_rescan = 0.0
         self._thread = threading.Thread(target=self._run, name=f"watch-{watch.name}", daemon=True)
 
@@ -150,6 +163,7 @@ class WatchLoop:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
         self._stop_observer()
+        self.rescans.release()
 
     def request_rescan(self) -> None:
         self._rescan_wanted = True
@@ -162,13 +176,25 @@ class WatchLoop:
     def unsettled(self) -> int:
         return len(self.tracker) + len(self.waiting)
 
+    def waiting_files(self) -> list[dict]:
+        """Files waiting for a sidecar or a source: path (in the inbox), since (unix time), reason."""
+        waiting = dict(self.waiting)          # a copy by the C loop: safe against the watch thread
+        return [{"path": p.relative_to(self.watch.inbox).as_posix(), "since": since,
+                 "deadline": since + self.watch.sidecar_wait,
+                 "waits_for": self.waiting_for.get(p, "its sidecar (ffwatch.yaml)")}
+                for p, (since, _state, _next) in sorted(waiting.items())]
+
+    def unsettled_paths(self) -> list[Path]:
+        """Files settling or waiting for their sidecar (a copy; safe from other threads)."""
+        return [*self.tracker, *list(self.waiting)]
+
     # -- the loop ----------------------------------------------------------------------------
 
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
                 self._step(time.monotonic())
-            except (sqlite3.Error, OSError) as e:
+            except store_errors() as e:
                 log.error("watch %s: %s; carrying on", self.watch.name, e)
             except Exception:       # a bug must not end the watch; it is logged in full
                 log.exception("watch %s: unexpected error; carrying on", self.watch.name)
@@ -182,9 +208,13 @@ class WatchLoop:
         if not self.available:
             return
         self._drain_events()
-        if self._rescan_wanted or now >= self._next_rescan or (self.mode == "poll" and now >= self._next_poll):
+        due = now >= self._next_rescan or (self.mode == "poll" and now >= self._next_poll)
+        if self._rescan_wanted or (due and self.rescans.held()):
             self._rescan_wanted = False
             self.full_scan()
+        elif due:                        # another host leads this watch's rescans and polls
+            self._next_rescan = now + self.watch.rescan_interval
+            self._next_poll = now + self.watch.poll_interval
         self._settle_due()
         self._retry_waiting()
 
@@ -262,6 +292,10 @@ class WatchLoop:
     # -- feeding the tracker --------------------------------------------------------------------
 
     def _apply_scan(self, result: ScanResult) -> None:
+        if result.top == self.watch.inbox and not result.failed_dirs:    # forget the ones gone
+            self.not_included &= set(result.not_included)
+        for path in result.not_included:
+            self._note_not_included(path)
         for path, state in result.sidecars.items():
             self._observe_sidecar(path, state)
         for path, state in result.files.items():
@@ -287,6 +321,16 @@ class WatchLoop:
         if self.tracker.observe(path, state) and self.metrics:
             self.metrics.file_discovered(self.watch.name)
 
+    def _note_not_included(self, path: Path) -> None:
+        """A file no `include` pattern matches: said once (info) and counted, then left alone."""
+        if path in self.not_included or len(self.not_included) >= 100_000:
+            return
+        self.not_included.add(path)
+        log.info("watch %s: %s matches no include pattern (%s); it is left in the inbox, not processed",
+                 self.watch.name, path.relative_to(self.watch.inbox), ", ".join(self.watch.include))
+        if self.metrics:
+            self.metrics.file_ignored(self.watch.name)
+
     def _observe_sidecar(self, path: Path, state: FileState) -> None:
         if self.sidecar_states.get(path) != state:
             self.tracker.observe(path, state)
@@ -295,6 +339,7 @@ class WatchLoop:
         self.tracker.forget(path)
         self.handled.pop(path, None)
         self.waiting.pop(path, None)
+        self.waiting_for.pop(path, None)
         if self.sidecar_states.pop(path, None) is not None:
             self.index.remove(path)
 
@@ -312,6 +357,12 @@ class WatchLoop:
             if p == self.watch.inbox or not is_within(p, self.watch.inbox) or self._in_ignored_dir(p, False):
                 continue
             why = classify_name(self.watch, p.relative_to(self.watch.inbox).as_posix())
+            if why == "not included":
+                if os.path.isfile(p) and not os.path.islink(p):
+                    self._note_not_included(p)
+                else:
+                    self.not_included.discard(p)
+                continue
             if why not in (None, "sidecar"):
                 continue
             try:
@@ -399,13 +450,21 @@ class WatchLoop:
         try:
             r = ingest_file(self.settings, self.watch, self.store, path, time.time(), expected=state,
                             waiting_since=waiting_since, referenced=self.index.contains, hashes=self.hashes)
-        except (sqlite3.Error, OSError) as e:
+        except store_errors() as e:
             log.error("watch %s: could not ingest %s: %s; will try again", self.watch.name, path, e)
             self.tracker.observe(path, state)
             return None
         if r.status == "waiting":
+            reason = r.message.split(": ", 1)[-1]
+            reason = "its sidecar (ffwatch.yaml)" if reason == "no sidecar yet" else reason.removeprefix("waiting for ")
+            if self.waiting_for.get(path) != reason:       # said once when the wait starts (or changes)
+                log.info("watch %s: %s waits up to %s for %s", self.watch.name,
+                         path.relative_to(self.watch.inbox), _seconds(self.watch.sidecar_wait), reason)
+            self.waiting_for[path] = reason
             self.waiting[path] = (waiting_since, state, time.monotonic() + WAITING_RECHECK)
-        elif r.status in ("changed", "retry"):
+            return r
+        self.waiting_for.pop(path, None)
+        if r.status in ("changed", "retry"):
             log.info("watch %s: %s", self.watch.name, r.message)
             self.tracker.observe(path, state)
         elif r.status == "vanished":
@@ -427,10 +486,12 @@ class WatchLoop:
 class WatchService:
     """All watches of a config, each in its own thread; nothing here blocks the caller."""
 
-    def __init__(self, settings: Settings, store: JobStore, *, metrics: WatchMetrics | None = None,
+    def __init__(self, settings: Settings, store: JobQueue, *, metrics: WatchMetrics | None = None,
                  mountinfo: str | None = None) -> None:
         self.settings = settings
-        self.loops = {w.name: WatchLoop(settings, w, store, metrics, mountinfo) for w in settings.watches}
+        # A watch with `ingest: false` is watched by other hosts; this host's workers only serve it.
+        self.loops = {w.name: WatchLoop(settings, w, store, metrics, mountinfo)
+                      for w in settings.watches if w.ingest}
         self._started = self._stopped = False
 
     def start(self) -> None:
@@ -456,9 +517,17 @@ class WatchService:
             if watch is None or name == watch:
                 loop.request_rescan()
 
+    def waiting_files(self) -> dict[str, list[dict]]:
+        """Per watch: files waiting for their sidecar or a source, and what for."""
+        return {name: loop.waiting_files() for name, loop in self.loops.items()}
+
     def unsettled_count(self) -> dict[str, int]:
         """Files seen but not yet jobs (settling, or waiting for their sidecar), per watch."""
         return {name: loop.unsettled() for name, loop in self.loops.items()}
+
+    def unsettled_paths(self) -> dict[str, list[Path]]:
+        """Per watch, the files not yet jobs (batches are not finished while one is in them)."""
+        return {name: loop.unsettled_paths() for name, loop in self.loops.items()}
 
     def available(self) -> dict[str, bool]:
         return {name: loop.available for name, loop in self.loops.items()}

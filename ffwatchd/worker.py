@@ -59,6 +59,20 @@ def limit_memory(ram_limit: int, device: str) -> str:
     return "rlimit-data"
 
 
+def wait_for_work(store: Any, wake: Any, stop: Any) -> None:
+    """Idle: until work may be there, a stop, or the slow poll (IDLE_POLL) as a safety net.
+
+    PostgreSQL pushes (LISTEN/NOTIFY from any host's enqueue); SQLite does not, and the
+    supervisor's `wake` event stands in for it."""
+    if not store.pushes_work:
+        wake.wait(IDLE_POLL)
+        return
+    deadline = time.monotonic() + IDLE_POLL
+    while not (stop.is_set() or wake.is_set()) and time.monotonic() < deadline:
+        if store.wait_for_work(min(1.0, max(0.0, deadline - time.monotonic()))):
+            return
+
+
 def worker_main(settings: Settings, device: str, index: int, events: Any, wake: Any, stop: Any,
                 claim_ok: Any) -> None:
     """Entry point of a spawned worker process."""
@@ -74,14 +88,20 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
     try:
         from ffwatchd.faces.pipeline import Pipeline
         from ffwatchd.runner import JobRunner
-        from ffwatchd.store import JobStore
+        from ffwatchd.store import open_store
 
-        store = JobStore(settings.db_path, max_attempts=settings.workers.max_attempts,
-                         retry_backoff=settings.workers.retry_backoff)
+        store = open_store(settings)
+        from ffwatchd.benchstage import ENV, bench_pipeline
+
         w = settings.workers
-        pipeline = Pipeline(settings.models_dir, settings.models, providers=w.providers, device=device,
-                            vram_limit=w.vram_limit, cpu_threads=w.cpu_threads, max_pixels=w.max_pixels,
-                            provenance=settings.provenance)
+        pipeline = bench_pipeline()
+        if pipeline is not None:
+            log.warning("BENCH ONLY: %s is set; jobs sleep %.3g s and copy the input, no models run",
+                        ENV, pipeline.seconds)
+        else:
+            pipeline = Pipeline(settings.models_dir, settings.models, providers=w.providers, device=device,
+                                vram_limit=w.vram_limit, cpu_threads=w.cpu_threads, max_pixels=w.max_pixels,
+                                provenance=settings.provenance, c2pa=settings.c2pa)
         provider = pipeline.active_provider()
         guard = limit_memory(w.ram_limit, device)
     except Exception as e:  # noqa: BLE001 - report why the worker could not start, then exit
@@ -95,7 +115,13 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
     log.info("worker ready: device %s, execution provider %s, memory guard %s", device, provider, guard)
     events.put(("ready", index, os.getpid(), provider))
     runner = JobRunner(settings, store, pipeline, owner, on_cuda=provider == "cuda")
-    worker_info = {"device": device, "provider": provider, "pid": os.getpid()}
+    worker_info = {"device": device, "provider": provider, "pid": os.getpid(), "host": socket.gethostname()}
+    store.register_worker(owner, host=socket.gethostname(), pid=os.getpid(), device=device,
+                          requested_provider="cuda" if asked_cuda else "cpu", provider=provider)
+    runner.heartbeats.registered = True
+    runner.heartbeats.start()
+    # Only jobs of watches this host knows: another host may serve watches we have no path for.
+    watches = [x.name for x in settings.watches]
     # One job is filed (mostly waiting on fsync) in this thread while the next one is processed.
     filer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="filing")
     pending: Future | None = None
@@ -107,7 +133,7 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
             events.put(("finish", index, outcome.__dict__))
 
     def claim() -> Any:
-        job = store.claim(owner, w.lease, worker=worker_info)
+        job = store.claim(owner, w.lease, watches=watches, worker=worker_info)
         if store.stats.expired_leases:             # leases this claim found expired, for the metric
             events.put(("leases_expired", index, store.stats.expired_leases))
             store.stats.expired_leases = 0
@@ -144,7 +170,7 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
                 job = claim()
                 if job is None:
                     report_pending()
-                    wake.wait(IDLE_POLL)
+                    wait_for_work(store, wake, stop)
                     continue
             # An image's successor is claimed before it runs: its check and decode overlap this
             # one's inference, and this one's encode and filing overlap the successor's.
@@ -170,5 +196,7 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
                 runner.give_back(held)
         runner.close()
         filer.shutdown()
+        runner.heartbeats.registered = False
+        store.remove_worker(owner)
         store.close()
     log.info("worker stopped after %d job(s)", done)
