@@ -7,12 +7,59 @@ verbs so that another engine can take its place without the daemon noticing.
 from __future__ import annotations
 
 import abc
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 STATES = ("queued", "running", "done", "failed", "cancelled")
 FINISHED = ("done", "failed", "cancelled")
 KINDS = ("image", "video")
+
+# -- names that are not UTF-8 -----------------------------------------------------------
+# A path decoded with os.fsdecode keeps each byte that is not UTF-8 as a lone surrogate
+# (U+DC80..U+DCFF), which no database text column takes. Such a path is stored as
+# "./" + the path with "\\" for a backslash and "\\xHH" for each such byte; a stored path
+# never starts with "./" otherwise (relative paths are normalised, absolute ones start with
+# "/"), so every other path is stored as it is and the form decodes back exactly.
+ESCAPED_PREFIX = "./"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPE = re.compile(r"\\(\\|x[0-9a-f]{2}|u[0-9a-f]{4})")
+
+
+def encode_path(path: str | None) -> str | None:
+    """A path as the job table stores it: itself when it is valid UTF-8, else the escaped form."""
+    if path is None or not _SURROGATE.search(path):
+        return path
+
+    def esc(m: re.Match[str]) -> str:
+        c = ord(m.group())
+        return f"\\x{c - 0xDC00:02x}" if 0xDC80 <= c <= 0xDCFF else f"\\u{c:04x}"
+    return ESCAPED_PREFIX + _SURROGATE.sub(esc, path.replace("\\", "\\\\"))
+
+
+def decode_path(stored: str | None) -> str | None:
+    """The inverse of `encode_path`: the os.fsdecode form of the path."""
+    if stored is None or not stored.startswith(ESCAPED_PREFIX):
+        return stored
+
+    def unesc(m: re.Match[str]) -> str:
+        code = m.group(1)
+        if code == "\\":
+            return "\\"
+        return chr(0xDC00 + int(code[1:], 16)) if code[0] == "x" else chr(int(code[1:], 16))
+    return _ESCAPE.sub(unesc, stored[len(ESCAPED_PREFIX):])
+
+
+def printable(text: str) -> str:
+    """Text safe to print or store for people: each byte that is not UTF-8 shown as \\xHH."""
+    if not _SURROGATE.search(text):
+        return text
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = text.encode("utf-8", "backslashreplace")
+    return raw.decode("utf-8", "backslashreplace")
+
 
 class TransitionError(Exception):
     """A state change the job's current state does not allow."""
