@@ -12,7 +12,6 @@ import sqlite3
 import stat as statmod
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -20,9 +19,11 @@ from watchdog.events import (DirModifiedEvent, FileClosedNoWriteEvent, FileOpene
                              FileSystemEventHandler)
 from watchdog.observers import Observer
 
+from ffwatchd import safefs
 from ffwatchd.config import Settings, WatchSettings
 from ffwatchd.ingest import HashCache, IngestResult, classify_name, ingest_file, is_ignored_dir
 from ffwatchd.mounts import detect_mode
+from ffwatchd.scan import InboxUnavailable, ScanResult, left_alone_kind, scan_inbox
 from ffwatchd.settle import FileState, SettleTracker
 from ffwatchd.sidecar import SIDECAR_NAME, SIDECAR_SUFFIX, SourceIndex, is_sidecar_name, is_within
 from ffwatchd.store import JobStore
@@ -37,61 +38,9 @@ class WatchMetrics(Protocol):
     def job_enqueued(self, watch: str) -> None: ...
     def job_refused(self, watch: str, kind: str, error_kind: str) -> None: ...
     def settle_wait(self, watch: str, seconds: float) -> None: ...
+    def file_left_alone(self, watch: str, what: str) -> None: ...
 
-
-# -- scanning --------------------------------------------------------------------------------
-
-class InboxUnavailable(Exception):
-    """The inbox root cannot be listed (missing, share gone, stale handle)."""
-
-
-@dataclass
-class ScanResult:
-    top: Path
-    files: dict[Path, FileState] = field(default_factory=dict)
-    sidecars: dict[Path, FileState] = field(default_factory=dict)
-    failed_dirs: list[Path] = field(default_factory=list)   # could not be listed: forget nothing there
-    missing: bool = False                                   # `top` (below the root) is gone
-
-
-def scan_inbox(watch: WatchSettings, top: Path | None = None) -> ScanResult:
-    """List candidate files and sidecars under `top` (default: the whole inbox).
-
-    Never enters symlinked or ignored folders. Raises InboxUnavailable when the inbox root
-    itself cannot be listed."""
-    top = top or watch.inbox
-    result = ScanResult(top)
-    prefix0 = "" if top == watch.inbox else top.relative_to(watch.inbox).as_posix() + "/"
-    stack: list[tuple[str, str]] = [(str(top), prefix0)]
-    while stack:
-        folder, prefix = stack.pop()
-        try:
-            with os.scandir(folder) as it:
-                entries = list(it)
-        except OSError as e:
-            if folder == str(watch.inbox):
-                raise InboxUnavailable(f"{watch.inbox}: {e.strerror or e}") from e
-            if isinstance(e, (FileNotFoundError, NotADirectoryError)):
-                result.missing = result.missing or folder == str(top)
-            else:
-                log.warning("watch %s: cannot list %s: %s", watch.name, folder, e.strerror or e)
-                result.failed_dirs.append(Path(folder))
-            continue
-        for entry in entries:
-            name = entry.name
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    if not is_ignored_dir(watch, name):
-                        stack.append((entry.path, prefix + name + "/"))
-                    continue
-                why = classify_name(watch, prefix + name)
-                if why is None:
-                    result.files[Path(entry.path)] = FileState.from_stat(entry.stat(follow_symlinks=False))
-                elif why == "sidecar":
-                    result.sidecars[Path(entry.path)] = FileState.from_stat(entry.stat(follow_symlinks=False))
-            except FileNotFoundError:
-                continue
-    return result
+__all__ = ["InboxUnavailable", "ScanResult", "WatchLoop", "WatchService", "scan_inbox"]
 
 
 # -- one watch ---------------------------------------------------------------------------------
@@ -121,6 +70,7 @@ class WatchLoop:
         self.handled: dict[Path, FileState] = {}
         self.waiting: dict[Path, tuple[float, FileState, float]] = {}   # since (wall), state, next try
         self.sidecar_states: dict[Path, FileState] = {}
+        self.left_alone: dict[Path, FileState] = {}      # links, FIFOs, devices: logged once each
         self.index = SourceIndex(watch)
         self.hashes = HashCache()
         self.available = False
@@ -266,8 +216,11 @@ class WatchLoop:
             self._observe_sidecar(path, state)
         for path, state in result.files.items():
             self._observe(path, state)
-        seen = result.files.keys() | result.sidecars.keys()
-        known = set(self.tracker) | self.handled.keys() | self.waiting.keys() | self.sidecar_states.keys()
+        for path, (what, state) in result.left_alone.items():
+            self._leave_alone(path, what, state)
+        seen = result.files.keys() | result.sidecars.keys() | result.left_alone.keys()
+        known = (set(self.tracker) | self.handled.keys() | self.waiting.keys() | self.sidecar_states.keys()
+                 | self.left_alone.keys())
         for path in known - seen:
             if not is_within(path, result.top):
                 continue
@@ -291,10 +244,34 @@ class WatchLoop:
         if self.sidecar_states.get(path) != state:
             self.tracker.observe(path, state)
 
+    def _leave_alone(self, path: Path, what: str, state: FileState) -> None:
+        """A link, FIFO, device or socket: never followed or opened, never a job; said once."""
+        self.tracker.forget(path)
+        self.handled.pop(path, None)
+        self.waiting.pop(path, None)
+        if self.left_alone.get(path) == state:
+            return
+        self.left_alone[path] = state
+        log.warning("watch %s: %s is a %s; left alone (links are never followed, FIFOs and devices never "
+                    "opened)", self.watch.name, path, "symbolic link" if what == "link" else what)
+        if self.metrics:
+            self.metrics.file_left_alone(self.watch.name, what)
+
+    def _lstat(self, path: Path) -> os.stat_result | None:
+        """lstat through real folders only; None (and forgotten) when gone or behind a link."""
+        try:
+            return safefs.lstat_below(self.watch.inbox, path)
+        except (FileNotFoundError, safefs.LinkInPath):
+            self._vanish(path)
+        except OSError as e:
+            log.debug("watch %s: cannot stat %s: %s", self.watch.name, path, e)
+        return None
+
     def _vanish(self, path: Path) -> None:
         self.tracker.forget(path)
         self.handled.pop(path, None)
         self.waiting.pop(path, None)
+        self.left_alone.pop(path, None)
         if self.sidecar_states.pop(path, None) is not None:
             self.index.remove(path)
 
@@ -312,21 +289,18 @@ class WatchLoop:
             if p == self.watch.inbox or not is_within(p, self.watch.inbox) or self._in_ignored_dir(p, False):
                 continue
             why = classify_name(self.watch, p.relative_to(self.watch.inbox).as_posix())
-            if why not in (None, "sidecar"):
+            if why in ("ignored", "daemon temp"):
                 continue
-            try:
-                st = os.lstat(p)
-            except FileNotFoundError:
-                self._vanish(p)
-                continue
-            except OSError as e:
-                log.debug("watch %s: cannot stat %s: %s", self.watch.name, p, e)
+            st = self._lstat(p)
+            if st is None:
                 continue
             if statmod.S_ISDIR(st.st_mode):
                 self._apply_scan(scan_inbox(self.watch, p))
             elif why == "sidecar":
                 self._observe_sidecar(p, FileState.from_stat(st))
-            else:
+            elif not statmod.S_ISREG(st.st_mode):
+                self._leave_alone(p, left_alone_kind(st.st_mode), FileState.from_stat(st))
+            elif why is None:
                 self._observe(p, FileState.from_stat(st))
 
     def _in_ignored_dir(self, path: Path, include_self: bool) -> bool:
@@ -345,14 +319,10 @@ class WatchLoop:
         for path in due:
             if self._stop.is_set():
                 return
-            try:
-                state = FileState.from_stat(os.lstat(path))
-            except FileNotFoundError:
-                self._vanish(path)
+            st = self._lstat(path)
+            if st is None:
                 continue
-            except OSError as e:
-                log.debug("watch %s: cannot stat %s: %s", self.watch.name, path, e)
-                continue
+            state = FileState.from_stat(st)
             if is_sidecar_name(path.name):
                 if self.tracker.confirm(path, state, now):
                     self.sidecar_states[path] = state
@@ -381,13 +351,10 @@ class WatchLoop:
         for path, (since, state, next_try) in list(self.waiting.items()):
             if next_try > now or self._stop.is_set():
                 continue
-            try:
-                fresh = FileState.from_stat(os.lstat(path))
-            except FileNotFoundError:
-                self._vanish(path)
+            st = self._lstat(path)
+            if st is None:
                 continue
-            except OSError:
-                continue
+            fresh = FileState.from_stat(st)
             if fresh != state:
                 del self.waiting[path]
                 self.tracker.observe(path, fresh)
