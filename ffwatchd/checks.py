@@ -1,13 +1,16 @@
-"""`ffwatchd check`: folders, permissions, local state, models, providers, ffmpeg."""
+"""`ffwatchd check`: folders, permissions, local state, models, providers, ffmpeg, C2PA, metrics."""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from pathlib import Path
 
 from ffwatchd.config import Settings
 from ffwatchd.mounts import filesystem_type, is_network_fs
+
+log = logging.getLogger(__name__)
 
 
 def _writable(folder: Path) -> str | None:
@@ -77,6 +80,26 @@ def check_models(settings: Settings, warnings: list[str], notes: list[str]) -> N
             warnings.append(f"{line} (jobs that need it fail as model_missing; `ffwatchd models fetch {name}`)")
 
 
+def missing_default_models(settings: Settings) -> list[str]:
+    """One sentence per watch whose defaults need models that are not in models_dir (file and size
+    only: no hashing at start), naming them and the fetch command; [] when none is missing."""
+    from ffwatchd.faces.registry import fetch_hint, missing_models
+    from ffwatchd.jobspec import JobSpec
+
+    out = []
+    for w in settings.watches:
+        try:
+            names = JobSpec.from_mapping(w.defaults).models_used()
+        except (TypeError, ValueError):
+            continue
+        missing = [n for n, _ in missing_models(names, settings.models_dir, settings.models, quick=True)]
+        if missing:
+            out.append(f"watch {w.name}: its defaults need model(s) {', '.join(missing)}, missing from "
+                       f"{settings.models_dir}; jobs that need them fail as model_missing; "
+                       f"{fetch_hint(missing, settings.models)}")
+    return out
+
+
 def check_providers(settings: Settings, problems: list[str], warnings: list[str], notes: list[str]) -> None:
     import onnxruntime as ort
 
@@ -111,16 +134,63 @@ def check_ffmpeg(settings: Settings, warnings: list[str], notes: list[str]) -> N
         warnings.append(f"ffmpeg: {e} (video jobs will fail)")
 
 
-def check_metrics_port(settings: Settings, warnings: list[str]) -> None:
+def check_metrics_port(settings: Settings, warnings: list[str], notes: list[str]) -> None:
+    """The metrics port is free, or held by this config's own running daemon (which is fine)."""
+    from ffwatchd.daemon import read_status
+
     if not settings.metrics.enabled:
         return
+    where = f"{settings.metrics.host}:{settings.metrics.port}"
     with socket.socket(socket.AF_INET6 if ":" in settings.metrics.host else socket.AF_INET) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((settings.metrics.host, settings.metrics.port))
+            notes.append(f"metrics {where} is free")
+            return
         except OSError as e:
-            warnings.append(f"metrics {settings.metrics.host}:{settings.metrics.port}: cannot bind ({e.strerror}); "
-                            "is a daemon already running?")
+            reason = e.strerror
+    daemon = read_status(settings.state_dir)
+    if daemon is not None and daemon.get("metrics") == where:
+        notes.append(f"ffwatchd is running (pid {daemon['pid']}) and serves metrics on {where}")
+    else:
+        warnings.append(f"metrics {where}: cannot bind ({reason}) and no ffwatchd daemon of this config "
+                        "(state_dir) holds it: another program uses the port")
+
+
+def c2pa_problem(settings: Settings) -> str | None:
+    """A sentence when C2PA signing is configured but its credentials are unusable (no test
+    signature: for the daemon's start); None when signing is off or fine."""
+    if settings.c2pa is None:
+        return None
+    from ffwatchd.media.c2pa_sign import load_credentials
+
+    try:
+        creds = load_credentials(settings.c2pa.cert, settings.c2pa.key, settings.c2pa.timestamp_url)
+    except ValueError as e:
+        return (f"C2PA signing is configured but its credentials are unusable: {' '.join(str(e).splitlines())}; "
+                "every changed output fails as provenance until this is fixed (`ffwatchd check` tells more)")
+    log.info("C2PA signing is on: %s (%s), valid until %s", creds.subject, creds.alg, f"{creds.not_after:%Y-%m-%d}")
+    return None
+
+
+def check_c2pa(settings: Settings, problems: list[str], notes: list[str]) -> None:
+    """C2PA signing: off without a certificate; with one, the chain and key checked and a test
+    manifest signed and read back."""
+    if settings.c2pa is None:
+        notes.append("C2PA signing is off (no provenance.c2pa cert and key in the config); changed outputs "
+                     + ("carry XMP/IPTC provenance only" if settings.provenance else "carry no provenance"))
+        return
+    from ffwatchd.media.c2pa_sign import load_credentials, self_test
+
+    c = settings.c2pa
+    try:
+        creds = load_credentials(c.cert, c.key, c.timestamp_url)
+        state = self_test(creds)
+    except ValueError as e:
+        problems.extend(f"provenance.c2pa: {line}" for line in str(e).splitlines())
+        return
+    notes.append(f"C2PA signing is on: {creds.subject} ({creds.alg}), valid until {creds.not_after:%Y-%m-%d}; "
+                 f"a test manifest signs and validates ({state})")
 
 
 def run_checks(settings: Settings) -> tuple[list[str], list[str], list[str]]:
@@ -133,5 +203,6 @@ def run_checks(settings: Settings) -> tuple[list[str], list[str], list[str]]:
     check_models(settings, warnings, notes)
     check_providers(settings, problems, warnings, notes)
     check_ffmpeg(settings, warnings, notes)
-    check_metrics_port(settings, warnings)
+    check_c2pa(settings, problems, notes)
+    check_metrics_port(settings, warnings, notes)
     return problems, warnings, notes

@@ -1,4 +1,5 @@
-"""The `ffwatchd` command line: run, check, status, jobs, enqueue, process, models, retention."""
+"""The `ffwatchd` command line: run, check, status, jobs, enqueue, process, models, retention,
+provenance."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from ffwatchd import __version__
 from ffwatchd.config import Settings, load_config, parse_duration, resolve_config_path
 from ffwatchd.errors import ConfigError
 from ffwatchd.safeyaml import load_yaml
-from ffwatchd.store import STATES, Job, JobStore, NotFound, TransitionError
+from ffwatchd.store import PRIORITIES, STATES, Job, JobStore, NotFound, TransitionError, priority_name
 from ffwatchd.store.contract import printable
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -25,6 +26,10 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 class UsageError(Exception):
     """Wrong arguments: exit code 2."""
+
+
+class CommandFailed(Exception):
+    """A plain failure with a sentence for people: exit code 1."""
 
 
 def _config_arg(p: argparse.ArgumentParser) -> None:
@@ -107,53 +112,54 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from ffwatchd.daemon import read_status
+    from ffwatchd.cli_status import cmd_status as status
 
-    state_dir = state_dir_for_reading(args.config)
-    with JobStore(state_dir / "ffwatchd.db") as store:
-        counts = store.counts()
-        running = store.list(state="running", limit=1000, order="started_at")
-    daemon = read_status(state_dir)
-    if args.json:
-        _dump({"counts": counts, "daemon": daemon,
-               "running": [{"id": j.id, "watch": j.watch, "path": j.rel_path, "kind": j.kind,
-                            "owner": j.lease_owner, "started_at": j.started_at,
-                            "progress_done": j.progress_done, "progress_total": j.progress_total}
-                           for j in running]})
-        return EXIT_OK
-    print("jobs: " + ", ".join(f"{s} {counts[s]}" for s in STATES))
-    if daemon is None:
-        print("daemon: not running (no live status file in state_dir)")
-    else:
-        paused = daemon.get("claiming_paused")
-        print(f"daemon: pid {daemon['pid']}, up {int(time.time() - daemon['started_at'])} s"
-              + (f", CLAIMING PAUSED: {paused}" if paused else ""))
-        rows = [(w["device"], w.get("provider") or "-", w.get("pid") or "-", w.get("state", "-"),
-                 w.get("job_id") or "-", w.get("jobs_done", 0)) for w in daemon.get("workers", [])]
-        print_table(rows, ["device", "provider", "pid", "state", "job", "jobs run"])
-        for msg in daemon.get("warnings", []):
-            print(f"warning: {msg}")
-    if running:
-        print()
-        print_table([(j.id, j.watch, j.rel_path, j.kind, j.lease_owner, _progress(j),
-                      f"{int(time.time() - (j.started_at or time.time()))} s") for j in running],
-                    ["id", "watch", "path", "kind", "worker", "progress", "running for"])
-    return EXIT_OK
+    return status(args)
+
+
+def print_waiting(daemon: dict | None) -> None:
+    """Files the running daemon holds back for a late sidecar or source (not jobs yet)."""
+    rows = [(name, f["path"], f["waits_for"], f"{max(0, int(f['deadline'] - time.time()))} s")
+            for name, files in ((daemon or {}).get("waiting") or {}).items() for f in files]
+    if rows:
+        print(f"\nwaiting (not jobs yet; they fail as no_sidecar or bad_sidecar when the wait ends): {len(rows)}")
+        print_table(rows, ["watch", "path", "waits for", "time left"])
 
 
 # -- jobs ------------------------------------------------------------------------------------
 
+def check_watch_name(config: str | None, name: str | None) -> None:
+    """An unknown --watch is an error (exit 1), not an empty answer; skipped when the config
+    cannot be read (the job table is still shown)."""
+    if name is None:
+        return
+    try:
+        names = [w.name for w in load_config(config).watches]
+    except ConfigError:
+        return
+    if name not in names:
+        raise CommandFailed(f"no watch named {name!r} in the config (watches: {', '.join(names)})")
+
+
 def cmd_jobs_list(args: argparse.Namespace) -> int:
     if args.state and args.state not in STATES:
         raise UsageError(f"--state must be one of {', '.join(STATES)}")
+    check_watch_name(args.config, args.watch)
     with open_store_for_reading(args.config) as store:
         jobs = store.list(state=args.state, watch=args.watch, limit=args.limit)
     if args.json:
         _dump([j.to_dict() for j in jobs])
         return EXIT_OK
-    print_table([(j.id, j.state, j.watch, j.rel_path, j.kind, j.attempts, _progress(j),
-                  j.error_kind or "", _iso(j.queued_at)) for j in jobs],
-                ["id", "state", "watch", "path", "kind", "tries", "progress", "error", "queued"])
+    print_table([(j.id, j.state, j.watch, j.rel_path, j.kind, priority_name(j.priority), j.attempts,
+                  _progress(j), j.error_kind or "", _iso(j.queued_at)) for j in jobs],
+                ["id", "state", "watch", "path", "kind", "priority", "tries", "progress", "error", "queued"])
+    if args.state in (None, "queued"):
+        from ffwatchd.daemon import read_status
+
+        daemon = read_status(state_dir_for_reading(args.config))
+        if daemon and args.watch:
+            daemon = {**daemon, "waiting": {args.watch: daemon.get("waiting", {}).get(args.watch, [])}}
+        print_waiting(daemon)
     return EXIT_OK
 
 
@@ -168,6 +174,7 @@ def cmd_jobs_show(args: argparse.Namespace) -> int:
         _dump(job.to_dict())
         return EXIT_OK
     d = job.to_dict()
+    print(f"{'batch':14} {printable(job.batch) if job.batch else '/'}")
     for key in ("id", "state", "watch", "rel_path", "kind", "size", "content_hash", "priority",
                 "attempts", "max_attempts", "lease_owner", "output_path", "error_kind", "error_message"):
         print(f"{key:14} {printable(str(d[key])) if d[key] is not None else '-'}")
@@ -194,20 +201,28 @@ def _each_job(args: argparse.Namespace, verb: Callable[[JobStore, Settings, Job]
             ids = [j.id for j in store.iter_jobs(["failed"])]
         if not ids:
             raise UsageError("name job ids" + (" or --failed" if hasattr(args, "failed") else ""))
+        results = []
         for job_id in ids:
             try:
-                print(f"job {job_id}: {verb(store, settings, store.get(job_id))}")
+                text = verb(store, settings, store.get(job_id))
+                results.append({"id": job_id, "ok": True, "message": text})
+                if not args.json:
+                    print(f"job {job_id}: {text}")
             except NotFound:
-                print(f"job {job_id}: no such job", file=sys.stderr)
+                results.append({"id": job_id, "ok": False, "message": "no such job"})
                 failures += 1
             except TransitionError as e:
-                print(f"job {job_id}: {str(e).removeprefix(f'job {job_id} ').removeprefix(f'job {job_id}: ')}",
-                      file=sys.stderr)
+                text = str(e).removeprefix(f'job {job_id} ').removeprefix(f'job {job_id}: ')
+                results.append({"id": job_id, "ok": False, "message": text})
                 failures += 1
+            if not results[-1]["ok"] and not args.json:
+                print(f"job {job_id}: {results[-1]['message']}", file=sys.stderr)
+    if args.json:
+        _dump(results)
     return EXIT_OK if not failures else EXIT_FAIL
 
 
-def _retry(store: JobStore, settings: Settings, job: Job) -> str:
+def _retry(store: JobStore, settings: Settings, job: Job, priority: str | None = None) -> str:
     """Back to queued with the sidecars as they are now; the original returns to its inbox path."""
     from ffwatchd.errors import JobError
     from ffwatchd.filing import find_failed_original, restore_original
@@ -227,9 +242,26 @@ def _retry(store: JobStore, settings: Settings, job: Job) -> str:
         snap = snapshot_for(settings, watch, watch.inbox / job.rel_path, read_from=found)
     except JobError as e:
         raise TransitionError(f"not retried, it would be refused again: {e}; fix that, then retry") from None
+    if job.error_kind == "model_missing":
+        from ffwatchd.faces.registry import fetch_hint, missing_models
+        from ffwatchd.jobspec import JobSpec
+
+        missing = missing_models(JobSpec.from_snapshot(snap["spec"]).models_used(), settings.models_dir,
+                                 settings.models)
+        if missing:
+            names = [n for n, _ in missing]
+            raise TransitionError(f"not retried, it would fail again: model(s) {', '.join(names)} still missing "
+                                  f"({'; '.join(d for _, d in missing)}); {fetch_hint(names, settings.models)}, "
+                                  "then retry")
+    if priority is not None:
+        snap["priority"] = PRIORITIES[priority]
     back = restore_original(watch, job, found)
     store.retry(job.id, **snap)
-    return f"queued again with the current sidecar ({back})"
+    return f"queued again with the current sidecar, priority {priority_name(snap['priority'])} ({back})"
+
+
+def _cmd_retry(args: argparse.Namespace) -> int:
+    return _each_job(args, lambda store, settings, job: _retry(store, settings, job, args.priority))
 
 
 def _cancel(store: JobStore, settings: Settings, job: Job) -> str:
@@ -258,7 +290,10 @@ def cmd_jobs_purge(args: argparse.Namespace) -> int:
             n = store.purge(age, states)
         except ValueError as e:
             raise UsageError(str(e))
-    print(f"purged {n} job(s)")
+    if args.json:
+        _dump({"purged": n})
+    else:
+        print(f"purged {n} job(s)")
     return EXIT_OK
 
 
@@ -266,25 +301,40 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     from ffwatchd.ingest import find_watch, ingest_file
 
     settings = load_config(args.config)
-    failures = 0
+    check_watch_name(args.config, args.watch)
+    results: list[dict] = []
+
+    def say(raw: str, status: str, message: str, ok: bool) -> None:
+        results.append({"path": raw, "status": status, "message": message, "ok": ok})
+        if not args.json:
+            print(printable(f"{raw}: {message}"), file=sys.stdout if ok else sys.stderr)
+
     with open_store(settings) as store:
         for raw in args.paths:
             path = Path(raw).absolute()
+            if not path.exists():
+                say(raw, "missing", "no such file", False)
+                continue
+            if path.is_dir():
+                say(raw, "refused", "is a folder; name the files in it", False)
+                continue
             try:
                 watch, _rel = find_watch(settings, path)
             except (ValueError, LookupError) as e:
-                print(f"{raw}: {e}", file=sys.stderr)
-                failures += 1
+                say(raw, "refused", str(e), False)
                 continue
             if args.watch and watch.name != args.watch:
-                print(f"{raw}: is in watch {watch.name!r}, not {args.watch!r}", file=sys.stderr)
-                failures += 1
+                say(raw, "refused", f"is in watch {watch.name!r}, not {args.watch!r}", False)
                 continue
             result = ingest_file(settings, watch, store, path, time.time())
-            print(printable(f"{raw}: {result}"))
-            if result.status not in ("enqueued", "exists"):
-                failures += 1
-    return EXIT_OK if not failures else EXIT_FAIL
+            ok = result.status in ("enqueued", "exists")
+            results.append({"path": raw, "status": result.status, "message": result.message, "ok": ok,
+                            "job": result.job.id if result.job else None})
+            if not args.json:
+                print(printable(f"{raw}: {result}"))
+    if args.json:
+        _dump(results)
+    return EXIT_OK if all(r["ok"] for r in results) else EXIT_FAIL
 
 
 # -- parser -----------------------------------------------------------------------------------
@@ -327,26 +377,34 @@ def build_parser() -> argparse.ArgumentParser:
     _config_arg(p)
     p.add_argument("ids", type=int, nargs="*")
     p.add_argument("--failed", action="store_true", help="every failed job")
-    p.set_defaults(func=lambda a: _each_job(a, _retry))
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--priority", choices=list(PRIORITIES), help="run them at this priority (default: the sidecar's)")
+    p.set_defaults(func=_cmd_retry)
     p = jobs.add_parser("cancel", help="cancel queued or running jobs")
     _config_arg(p)
     p.add_argument("ids", type=int, nargs="+")
+    p.add_argument("--json", action="store_true")
     p.set_defaults(func=lambda a: _each_job(a, _cancel))
     p = jobs.add_parser("purge", help="forget finished jobs")
     _config_arg(p)
     p.add_argument("--older-than", required=True, help="e.g. 30d")
     p.add_argument("--state", choices=["done", "failed", "cancelled"])
+    p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_jobs_purge)
 
     p = sub.add_parser("enqueue", help="enqueue files already in an inbox")
     _config_arg(p)
     p.add_argument("paths", nargs="+")
     p.add_argument("--watch")
+    p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_enqueue)
 
     for name, module, text in (("process", "ffwatchd.cli_process", "one file, no daemon, the same pipeline"),
                                ("models", "ffwatchd.cli_models", "known models: list | verify | fetch"),
-                               ("retention", "ffwatchd.cli_retention", "run housekeeping now (--dry-run)")):
+                               ("retention", "ffwatchd.cli_retention", "run housekeeping now (--dry-run)"),
+                               ("batches", "ffwatchd.cli_batches", "batches: list | show (report, deliveries)"),
+                               ("provenance", "ffwatchd.cli_provenance",
+                                "what a file says about how it was made: show FILE")):
         p = sub.add_parser(name, help=text)
         p.set_defaults(module=module)
         _add_module_arguments(p, module)
@@ -379,5 +437,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as e:
         print(f"ffwatchd: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except CommandFailed as e:
+        print(f"ffwatchd: {e}", file=sys.stderr)
+        return EXIT_FAIL
     except KeyboardInterrupt:
+        return EXIT_FAIL
+    except BrokenPipeError:
+        # the reader went away (`ffwatchd jobs list --json | head`): stop quietly; stdout is
+        # pointed at /dev/null so the interpreter's final flush cannot complain either
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         return EXIT_FAIL

@@ -30,6 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("verify", help="check the sha256 of model files (all present ones, or NAMEs)")
     common(p, argparse.SUPPRESS)
     p.add_argument("names", nargs="*", metavar="NAME")
+    p.add_argument("--json", action="store_true")
     p = sub.add_parser("fetch", help="download models (with timeouts, resume and a sha256 check)")
     common(p, argparse.SUPPRESS)
     p.add_argument("names", nargs="*", metavar="NAME")
@@ -39,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--attempts", type=int, default=3, help="tries per model, resuming (default 3)")
     p.add_argument("--mirror", help="base URL to fetch FILE NAMEs from instead of the official addresses")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--json", action="store_true", help="one JSON report at the end (no progress bar)")
 
 
 def models_location(args: argparse.Namespace) -> tuple[Path, tuple[CustomModel, ...]]:
@@ -94,13 +96,20 @@ def cmd_verify(args: argparse.Namespace, models_dir: Path, custom: tuple[CustomM
         print(f"ffwatchd models: unknown model(s) {', '.join(unknown)} (known: {', '.join(models)})",
               file=sys.stderr)
         return EXIT_USAGE
-    bad = 0
+    rows = []
     for name in args.names or list(models):
         state, detail = registry.model_status(models[name], models_dir)
         if state == "missing" and not args.names:
             continue
-        print(f"{name}: {state}: {detail}")
-        bad += state in ("missing", "corrupt")
+        rows.append({"name": name, "state": state, "detail": detail})
+    bad = sum(r["state"] in ("missing", "corrupt") for r in rows)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    elif not rows:
+        print(f"nothing to verify: no model file is in {models_dir} (and no custom model file exists); "
+              "`ffwatchd models list` shows what is known, `ffwatchd models fetch NAME` gets one")
+    for r in rows if not args.json else ():
+        print(f"{r['name']}: {r['state']}: {r['detail']}")
     return EXIT_FAIL if bad else EXIT_OK
 
 
@@ -118,26 +127,33 @@ def cmd_fetch(args: argparse.Namespace, models_dir: Path, custom: tuple[CustomMo
         print(f"ffwatchd models fetch: unknown model(s) {', '.join(unknown)}", file=sys.stderr)
         return EXIT_USAGE
     failed = 0
+    report = []
+    say = (lambda *a, **k: None) if args.json else print
     for name in names:
         info = models[name]
         state, _ = registry.model_status(info, models_dir)
         if state == "present" and not args.force:
-            print(f"{name}: present, verified ({info.file_in(models_dir)})")
+            say(f"{name}: present, verified ({info.file_in(models_dir)})")
+            report.append({"name": name, "state": "present", "path": str(info.file_in(models_dir))})
             continue
         url = f"{args.mirror.rstrip('/')}/{info.filename}" if args.mirror else None
-        bar = None if args.no_progress else ProgressBar(name)
+        bar = None if args.no_progress or args.json else ProgressBar(name)
         try:
             path = fetch_model(info, models_dir, url=url, timeout=args.timeout, attempts=args.attempts,
                                progress=bar)
         except (FetchError, JobError, OSError) as e:
             if bar:
                 bar.close()
-            print(f"{name}: FAILED: {e}", file=sys.stderr)
+            say(f"{name}: FAILED: {e}", file=sys.stderr)
+            report.append({"name": name, "state": "failed", "error": str(e)})
             failed += 1
             continue
         if bar:
             bar.close()
-        print(f"{name}: fetched and verified ({path})")
+        say(f"{name}: fetched and verified ({path})")
+        report.append({"name": name, "state": "fetched", "path": str(path)})
+    if args.json:
+        print(json.dumps(report, indent=2))
     return EXIT_FAIL if failed else EXIT_OK
 
 

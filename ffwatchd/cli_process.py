@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     w.add_argument("--cpu-threads", type=int)
     w.add_argument("--vram-limit", help="e.g. 8GiB")
     w.add_argument("--max-pixels", type=int)
-    w.add_argument("--no-provenance", action="store_true", help="write no provenance metadata")
+    w.add_argument("--no-provenance", action="store_true", help="write no provenance metadata and sign no C2PA manifest")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -149,6 +149,8 @@ def run(args: argparse.Namespace) -> int:
     tmp = None
     workdir = None
     try:
+        if args.output.endswith(("/", os.sep)) and not output.is_dir():   # "-o outdir/": a folder, made if missing
+            output.mkdir(parents=True)
         if output.is_dir():
             suffix = pipeline.output_suffix(target, spec) if kind == "image" else target.suffix.lower()
             output = output / (target.stem + suffix)
@@ -164,8 +166,7 @@ def run(args: argparse.Namespace) -> int:
             workdir = Path(tempfile.mkdtemp(prefix="ffwatchd-process-"))
             video = process_video_file(pipeline, target, tmp, spec, workdir=workdir,
                                        ffmpeg=find_ffmpeg(settings.ffmpeg if settings else None),
-                                       max_pixels=pipeline.max_pixels, on_cuda=pipeline.active_provider() == "cuda",
-                                       provenance=pipeline.provenance)
+                                       max_pixels=pipeline.max_pixels, on_cuda=pipeline.active_provider() == "cuda")
             summary = {"faces": video.faces_total, "frames": video.frames, "processors": list(spec.processors),
                        "models": spec.models_used(), "has_audio": video.has_audio,
                        "copied": video.faces_total == 0}
@@ -203,11 +204,12 @@ def _worker_options(args: argparse.Namespace, settings: Settings | None) -> dict
     w = settings.workers if settings else None
     opts: dict[str, Any] = {
         "providers": tuple(w.providers) if w else ("cpu",),
-        "device": w.devices[0] if w else "cpu",
+        "device": w.devices[0] if w and w.devices else "cpu",   # a watch-only host: process on CPU
         "cpu_threads": w.cpu_threads if w else 0,
         "vram_limit": w.vram_limit if w else 12 * 2**30,
         "max_pixels": w.max_pixels if w else 80_000_000,
         "provenance": settings.provenance if settings else True,
+        "c2pa": settings.c2pa if settings else None,
     }
     if args.providers:
         opts["providers"] = tuple(p.strip() for p in args.providers.split(",") if p.strip())
@@ -228,7 +230,7 @@ def _worker_options(args: argparse.Namespace, settings: Settings | None) -> dict
     if args.max_pixels is not None:
         opts["max_pixels"] = args.max_pixels
     if args.no_provenance:
-        opts["provenance"] = False
+        opts["provenance"], opts["c2pa"] = False, None
     return opts
 
 

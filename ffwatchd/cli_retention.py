@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sqlite3
 import sys
@@ -20,6 +21,7 @@ log = logging.getLogger(__name__)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="list what would be removed and remove nothing")
+    parser.add_argument("--json", action="store_true")
 
 
 def format_table(deletions: list[Deletion], dry_run: bool) -> str:
@@ -62,5 +64,11 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     except (sqlite3.Error, OSError) as e:
         print(f"ffwatchd retention: retention failed (job table {settings.db_path}): {e}", file=sys.stderr)
         return 1
-    out.write(format_table(deletions, dry_run))
+    if getattr(args, "json", False):
+        out.write(json.dumps({"dry_run": dry_run, "removed": [
+            {"what": d.what, "path": str(d.path) if d.path is not None else None, "count": d.count,
+             "size": d.size, "age_s": d.age_s, "reason": d.reason, "error": d.error}
+            for d in deletions]}, indent=2) + "\n")
+    else:
+        out.write(format_table(deletions, dry_run))
     return 1 if any(d.error is not None for d in deletions) else 0

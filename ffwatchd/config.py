@@ -12,6 +12,8 @@ from typing import Any, Callable
 import yaml
 
 from ffwatchd import jobspec
+from ffwatchd.config_notify import (NotifySettings, SmtpSettings, WatchNotify, priority_value, read_notify,
+                                    read_smtp, read_watch_notify)
 from ffwatchd.errors import ConfigError, short_repr
 from ffwatchd.safeyaml import UnsafeYaml, load_yaml, yaml_problem
 
@@ -80,6 +82,12 @@ class WatchSettings:
     include: tuple[str, ...] = DEFAULT_INCLUDE
     ignore: tuple[str, ...] = DEFAULT_IGNORE
     source_roots: tuple[Path, ...] = ()
+    ingest: bool = True                       # false: this host's workers serve the watch, others watch it
+    batch_quiet: float = 60.0                 # a batch is finished after this long without news
+    batch_quiet_max: float = 3600.0           # the most a sidecar's batch_quiet may ask for
+    priority_max: int = 10                    # sidecar priorities above it are lowered to it
+    starvation_age: float = 1800.0            # a low-priority job queued this long is raised to normal
+    notify: WatchNotify = WatchNotify()
     # A sidecar mapping (see sidecar.py); deep-copied, never shared with callers.
     defaults: dict = field(default_factory=dict, hash=False, compare=True)
 
@@ -135,6 +143,14 @@ class CustomModel:
 
 
 @dataclass(frozen=True)
+class C2paSettings:
+    """`provenance.c2pa`: sign every changed output with this certificate chain and key."""
+    cert: Path
+    key: Path
+    timestamp_url: str | None = None
+
+
+@dataclass(frozen=True)
 class Settings:
     source: Path | None
     state_dir: Path
@@ -147,7 +163,10 @@ class Settings:
     log: LogSettings = LogSettings()
     models: tuple[CustomModel, ...] = ()
     ffmpeg: str | None = None
-    provenance: bool = True
+    provenance: bool = True               # XMP/IPTC/PNG/MP4-tag provenance on changed outputs
+    c2pa: C2paSettings | None = None      # None: C2PA signing is off
+    smtp: SmtpSettings | None = None
+    notify: NotifySettings = NotifySettings()
 
     def known_models(self) -> dict[str, str]:
         """Model name -> kind, built-in and custom."""
@@ -293,10 +312,11 @@ def _is_within(child: Path, parent: Path) -> bool:
 
 
 _TOP_KEYS = {"state_dir", "temp_dir", "models_dir", "watches", "workers", "metrics",
-             "retention", "log", "models", "ffmpeg", "provenance"}
+             "retention", "log", "models", "ffmpeg", "provenance", "smtp", "notify"}
 _WATCH_KEYS = {"name", "inbox", "output", "done", "failed", "mode", "poll_interval",
                "rescan_interval", "settle", "sidecar_wait", "include", "ignore",
-               "source_roots", "defaults"}
+               "source_roots", "defaults", "batch_quiet", "batch_quiet_max", "priority_max",
+               "starvation_age", "notify", "ingest"}
 _WORKER_KEYS = {"devices", "providers", "cpu_threads", "max_attempts", "retry_backoff", "lease",
                 "job_timeout", "grace_period", "ram_limit", "vram_limit", "max_pixels",
                 "recycle_after"}
@@ -325,6 +345,10 @@ def _read_watch(r: _Reader, raw: Any, path: str, index: int,
         defaults = {}
     else:
         r.problems.extend(jobspec.validate(defaults, f"{path}.defaults", known_models))
+    quiet = r.get(raw, "batch_quiet", path, parse_duration, d.batch_quiet)
+    quiet_max = r.get(raw, "batch_quiet_max", path, parse_duration, d.batch_quiet_max)
+    if quiet > quiet_max:
+        r.problem(f"{path}.batch_quiet", f"{quiet:g} s is longer than batch_quiet_max ({quiet_max:g} s)")
     return WatchSettings(
         name=name,
         inbox=r.path(raw, "inbox", path, None),
@@ -339,6 +363,12 @@ def _read_watch(r: _Reader, raw: Any, path: str, index: int,
         include=r.get(raw, "include", path, _patterns, DEFAULT_INCLUDE),
         ignore=r.get(raw, "ignore", path, _patterns, DEFAULT_IGNORE),
         source_roots=source_roots,
+        ingest=r.get(raw, "ingest", path, _bool, d.ingest),
+        batch_quiet=quiet,
+        batch_quiet_max=quiet_max,
+        priority_max=r.get(raw, "priority_max", path, priority_value, d.priority_max),
+        starvation_age=r.get(raw, "starvation_age", path, _positive_duration, d.starvation_age),
+        notify=read_watch_notify(r, raw.get("notify"), f"{path}.notify", parse_duration),
         defaults=copy.deepcopy(defaults),
     )
 
@@ -369,6 +399,27 @@ def _read_models(r: _Reader, raw: Any) -> tuple[CustomModel, ...]:
             sha256=sha.lower() if sha else None,
         ))
     return tuple(out)
+
+
+def _read_provenance(r: _Reader, raw: Any) -> tuple[bool, C2paSettings | None]:
+    """`provenance: true|false` (metadata on or off), or `{metadata: BOOL, c2pa: {cert, key}}`."""
+    if raw is None or isinstance(raw, bool):
+        return raw is not False, None
+    rp = r.section(raw, "provenance", {"metadata", "c2pa"})
+    if not isinstance(raw, dict):
+        return True, None
+    metadata = r.get(rp, "metadata", "provenance", _bool, True)
+    if rp.get("c2pa") is None:
+        return metadata, None
+    rc = r.section(rp["c2pa"], "provenance.c2pa", {"cert", "key", "timestamp_url"})
+    if not isinstance(rp["c2pa"], dict):
+        return metadata, None
+    url = rc.get("timestamp_url")
+    if url is not None and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
+        r.problem("provenance.c2pa.timestamp_url", f"{short_repr(url)} is not an http(s) URL")
+        url = None
+    return metadata, C2paSettings(cert=r.path(rc, "cert", "provenance.c2pa", None),
+                                  key=r.path(rc, "key", "provenance.c2pa", None), timestamp_url=url)
 
 
 def _check_folders(r: _Reader, state_dir: Path, temp_dir: Path,
@@ -426,8 +477,9 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
     d = WorkerSettings
     devices = d.devices
     if "devices" in rw:
-        if not isinstance(rw["devices"], list) or not rw["devices"]:
-            r.problem("workers.devices", "must be a non-empty list (cpu, or CUDA device ids)")
+        if not isinstance(rw["devices"], list):
+            r.problem("workers.devices", "must be a list (cpu, or CUDA device ids; [] for a host that "
+                                         "only watches and leaves the work to other hosts)")
         else:
             devices = tuple(r.value(v, f"workers.devices[{i}]", _device, "cpu")
                             for i, v in enumerate(rw["devices"]))
@@ -453,6 +505,10 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
         recycle_after=r.get(rw, "recycle_after", "workers", _int(1), d.recycle_after),
     )
 
+    if not workers.devices and watches and not any(w.ingest for w in watches):
+        r.problem("workers.devices", "is empty and every watch has ingest: false, so this host would "
+                                     "neither watch nor work; give it a device or a watch to ingest")
+
     rm = r.section(raw.get("metrics"), "metrics", {"enabled", "listen"})
     host, port = r.get(rm, "listen", "metrics", _listen, ("127.0.0.1", 9808))
     metrics = MetricsSettings(enabled=r.get(rm, "enabled", "metrics", _bool, True), host=host, port=port)
@@ -476,13 +532,19 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
     if ffmpeg is not None and not isinstance(ffmpeg, str):
         r.problem("ffmpeg", f"{short_repr(ffmpeg)} is not a path to an ffmpeg executable")
         ffmpeg = None
-    provenance = r.get(raw, "provenance", "", _bool, True)
+    provenance, c2pa = _read_provenance(r, raw.get("provenance", True))
+    smtp = read_smtp(r, raw.get("smtp"), parse_duration, _int, _bool)
+    notify = read_notify(r, raw.get("notify"), parse_duration, _int)
+    for i, w in enumerate(watches):
+        if w.notify.email_domains and smtp is None:
+            r.problem(f"watches[{i}].notify.email_domains", "e-mail needs the global smtp: section")
 
     if r.problems:
         raise ConfigError(where, r.problems)
     return Settings(source=source, state_dir=state_dir, temp_dir=temp_dir, models_dir=models_dir,
                     watches=tuple(watches), workers=workers, metrics=metrics, retention=retention,
-                    log=log, models=models, ffmpeg=ffmpeg, provenance=provenance)
+                    log=log, models=models, ffmpeg=ffmpeg, provenance=provenance, c2pa=c2pa, smtp=smtp,
+                    notify=notify)
 
 
 def resolve_config_path(path: str | os.PathLike | None) -> Path:

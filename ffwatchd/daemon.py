@@ -13,15 +13,18 @@ import multiprocessing as mp
 import os
 import queue
 import signal
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ffwatchd.cluster import Leadership
 from ffwatchd.config import Settings, load_config
 from ffwatchd.errors import ConfigError
 from ffwatchd.filing import write_json_atomic
+from ffwatchd.housekeeping import prune_lost_workers, start_retention
 from ffwatchd.logs import setup_logging
 from ffwatchd.store import JobStore
 from ffwatchd.systemd import Notifier
@@ -81,13 +84,15 @@ class Supervisor:
         self.started_at = time.time()
         self.stopping = False
         self.warnings: list[str] = []
+        self.models_missing: list[str] = []
         self.store: JobStore | None = None
         self.metrics: Any = None
         self.watcher: Any = None
         self.diskguard: Any = None
+        self.batches: Any = None
         self._retention_thread: threading.Thread | None = None
         self._disk_thread: threading.Thread | None = None
-        self._next_status = self._next_disk = self._next_retention = 0.0
+        self._next_status = self._next_disk = self._next_retention = self._next_prune = 0.0
 
     # -- start-up --------------------------------------------------------------------------
 
@@ -104,17 +109,34 @@ class Supervisor:
             self.spawn_worker(slot)
         self._wait_for_workers()
         self._start_watcher()
+        from ffwatchd.batches import BatchService     # reports, finishes, the notification outbox
+        self.batches = BatchService(s, self.metrics, unsettled=lambda: self.watcher.unsettled_paths()).start()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda signum, _frame: self.signals.put(signum))
+        self.report_models()
         self.write_status()
         self.notifier.ready(self.status_line())
         log.info("ffwatchd ready: %d watch(es), %d worker(s)", len(s.watches), len(self.slots))
+
+    def report_models(self) -> None:
+        """Say at start (and reload) which models the watches' defaults need but lack, and
+        whether C2PA signing can work."""
+        from ffwatchd.checks import c2pa_problem, missing_default_models
+
+        self.models_missing = missing_default_models(self.settings)
+        for line in self.models_missing:
+            log.warning("%s", line)
+        problem = c2pa_problem(self.settings)
+        if problem:
+            log.error("%s", problem)
+            self.warnings.append(problem)
 
     def _start_metrics(self) -> None:
         from ffwatchd.metrics import Metrics
 
         folders = {w.name: {**w.folders(), "temp": self.settings.temp_dir} for w in self.settings.watches}
-        self.metrics = Metrics(self.store, folders)
+        self.metrics_lead = Leadership(self.store, "metrics")     # queue gauges from one host only
+        self.metrics = Metrics(self.store, folders, leads=self.metrics_lead.held)
         m = self.settings.metrics
         if m.enabled:
             self.metrics.start(m.host, m.port)          # it logs its own address
@@ -165,30 +187,39 @@ class Supervisor:
             p.join(timeout=0)
             code = p.exitcode
             how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
-            reason = slot.exit_reason or ("stopped" if self.stopping and code == 0 else "crashed")
-            if reason == "crashed":
+            reason = slot.exit_reason or ("stopped" if code == 0 else "crashed")
+            unasked = reason == "stopped" and not self.stopping and slot.exit_reason is None
+            if unasked:   # a worker exits 0 only when told to stop: a SIGTERM sent to the whole
+                # process group (timeout, a container runtime) reached it before ours was handled
+                log.info("worker %d (pid %s) stopped on a signal of its own (exit code 0)", slot.index, slot.pid)
+            elif reason == "crashed":
                 log.error("worker %d (pid %s, device %s) died: %s", slot.index, slot.pid, slot.device, how)
                 self.warnings.append(f"worker {slot.index} died ({how}) at {time.strftime('%H:%M:%S')}")
                 self.warnings = self.warnings[-10:]
             else:
                 log.info("worker %d (pid %s) exited (%s, %s)", slot.index, slot.pid, reason, how)
             current = slot.job_id
+            owner = worker_owner(slot.device, slot.pid)
+            try:
+                self.store.remove_worker(owner)       # its own exit path may not have run
+            except Exception as e:  # noqa: BLE001 - informational row; pruned later if left
+                log.warning("could not remove worker %s from the workers table: %s", owner, e)
             for job_id in list(slot.jobs):
                 kind = "worker_crashed" if reason == "crashed" else reason
                 if kind in ("memory", "timeout", "stalled") and job_id != current:
                     kind = "worker_crashed"     # the job being filed, not the one that ran over
-                give_back(self.settings, self.store, self.metrics, job_id, worker_owner(slot.device, slot.pid),
-                          kind, how, self.stopping)
+                give_back(self.settings, self.store, self.metrics, job_id, owner, kind, how, self.stopping)
             slot.jobs = {}
             if not self.stopping and self.metrics is not None:
-                self.metrics.worker_restarted(slot.device, reason if reason != "stopped" else "crashed")
+                self.metrics.worker_restarted(slot.device, "other" if unasked else
+                                              reason if reason != "stopped" else "crashed")
             slot.process = None
             slot.state = "down"
             if reason == "crashed":
                 slot.restarts += 1
                 slot.next_spawn = time.monotonic() + min(SPAWN_BACKOFF_MAX, 2 ** min(slot.restarts, 6) / 4)
-            else:
-                slot.next_spawn = 0.0
+            else:           # after an unasked stop, a moment for our own pending signal first
+                slot.next_spawn = time.monotonic() + 1.0 if unasked else 0.0
 
     def murder_workers(self) -> None:
         """Kill workers whose job ran past job_timeout, whose heartbeats stalled, or that ate too much RAM."""
@@ -297,22 +328,8 @@ class Supervisor:
         if now < self._next_retention or (self._retention_thread and self._retention_thread.is_alive()):
             return
         self._next_retention = now + self.settings.retention.interval
-
-        def run() -> None:
-            from ffwatchd.retention import run_retention
-
-            try:
-                store = JobStore(self.settings.db_path)
-                try:
-                    deletions = run_retention(self.settings, store)
-                    if self.metrics is not None:
-                        self.metrics.record_retention(deletions)
-                finally:
-                    store.close()
-            except Exception:  # noqa: BLE001 - housekeeping must never stop the daemon
-                log.exception("retention run failed")
-        self._retention_thread = threading.Thread(target=run, name="retention", daemon=True)
-        self._retention_thread.start()
+        self._retention_thread = start_retention(self.settings, lambda: JobStore(self.settings.db_path),
+                                                 self.metrics)
 
     def status_line(self) -> str:
         c = self.store.counts()
@@ -322,13 +339,16 @@ class Supervisor:
                 f"{busy}/{len(self.slots)} workers busy{paused}")
 
     def write_status(self) -> None:
-        data = {"pid": os.getpid(), "started_at": self.started_at, "updated_at": time.time(),
+        data = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": self.started_at, "updated_at": time.time(),
                 "config": str(self.config_path), "workers": [s.info() for s in self.slots],
                 "claiming_paused": (self.diskguard.reason if self.diskguard is not None and
                                     not self.claim_ok.is_set() and not self.stopping else None),
                 "watches_available": self.watcher.available() if self.watcher is not None else {},
                 "unsettled": self.watcher.unsettled_count() if self.watcher is not None else {},
-                "warnings": self.warnings, "stopping": self.stopping}
+                "waiting": self.watcher.waiting_files() if self.watcher is not None else {},
+                "warnings": self.warnings, "models_missing": self.models_missing, "stopping": self.stopping,
+                "metrics": (f"{self.settings.metrics.host}:{self.settings.metrics.port}"
+                            if self.metrics is not None and self.settings.metrics.enabled else None)}
         write_json_atomic(self.settings.state_dir / "status.json", data)
         if self.metrics is not None and self.watcher is not None:
             for name, n in data["unsettled"].items():
@@ -354,6 +374,7 @@ class Supervisor:
         setup_logging(new.log.level, new.log.format, process="main")
         self.watcher.stop()
         self._start_watcher()
+        self.batches.update(new)
         self.diskguard = None
         self._start_diskguard()
         for slot in self.slots:           # workers pick up the new settings after their current job
@@ -361,6 +382,7 @@ class Supervisor:
                 slot.exit_reason = "recycled"
                 slot.stop.set()
                 slot.wake.set()
+        self.report_models()
         log.info("config reloaded from %s", self.config_path)
         self.notifier.ready(self.status_line())
 
@@ -392,8 +414,11 @@ class Supervisor:
                 slot.process.kill()
                 slot.process.join(10)
         self.reap_workers()
+        if self.batches is not None:
+            self.batches.stop()
         if self.metrics is not None:
             self.metrics.stop()
+            self.metrics_lead.release()
         self.write_status()
         self.store.close()
         log.info("ffwatchd stopped")
@@ -424,6 +449,9 @@ class Supervisor:
             if now >= self._next_status:
                 self._next_status = now + STATUS_EVERY
                 self.write_status()
+                if now >= self._next_prune:
+                    self._next_prune = now + self.settings.workers.lease
+                    prune_lost_workers(self.store, self.settings.workers.lease)
                 self.notifier.status(self.status_line())
             self._maybe_retention(now)
             self.notifier.watchdog()

@@ -7,7 +7,7 @@ import reprlib
 # Error kinds recorded on failed jobs (docs/daemon.md, docs/operations.md).
 PERMANENT_KINDS = frozenset({
     "bad_input", "no_face", "too_large", "no_sidecar", "bad_sidecar", "model_missing",
-    "cancelled", "outside_inbox", "memory", "duplicate", "unreadable", "source_changed",
+    "cancelled", "outside_inbox", "memory", "duplicate", "unreadable", "provenance", "source_changed",
 })
 TRANSIENT_KINDS = frozenset({
     "timeout", "worker_crashed", "internal", "io", "disk_full",

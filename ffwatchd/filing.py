@@ -14,10 +14,11 @@ import logging
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ffwatchd.config import WatchSettings
+from ffwatchd.sharepaths import folder_roots, rebase
 from ffwatchd.store import Job
 
 log = logging.getLogger(__name__)
@@ -60,9 +61,14 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def choose_destination(dest: Path, job_id: int) -> Path:
-    """`dest` when free, else `dest` with `-<job id>` (which only this job ever uses)."""
-    return dest if not dest.exists() else with_job_id(dest, job_id)
+def choose_destination(dest: Path, job_id: int, src: Path | None = None) -> Path:
+    """`dest` when free, else `dest` with `-<job id>` (which only this job ever uses).
+
+    `dest` is also the answer when it already is `src` (another host of the cluster is moving the
+    same original there right now), so both finish the one move instead of filing it twice."""
+    if not dest.exists() or (src is not None and _same_file(src, dest)):
+        return dest
+    return with_job_id(dest, job_id)
 
 
 def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True) -> Path:
@@ -80,23 +86,32 @@ def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True) 
     if not dest.parent.is_dir():
         dest.parent.mkdir(parents=True, exist_ok=True)
     for target in (dest, alt):
-        if _same_file(src, target):             # linked before a crash: finish the move
-            os.unlink(src)
-            if sync_source:
-                fsync_dir(src.parent)
+        if _same_file(src, target):             # linked before a crash, or by another host now
+            _unlink_moved(src, sync_source)
             return target
         try:
             _link_or_copy(src, target, job_id)
         except FileExistsError:
+            if _same_file(src, target):         # another host linked it a moment ago
+                _unlink_moved(src, sync_source)
+                return target
             if target == alt:                   # our own name from an earlier attempt
                 _link_or_copy(src, target, job_id, replace=True)
             else:
                 continue
-        os.unlink(src)
-        if sync_source:
-            fsync_dir(src.parent)
+        _unlink_moved(src, sync_source)
         return target
     raise AssertionError("unreachable")
+
+
+def _unlink_moved(src: Path, sync: bool) -> None:
+    """The source of a finished move goes; gone already means another host finished the same move."""
+    try:
+        os.unlink(src)
+    except FileNotFoundError:
+        return
+    if sync:
+        fsync_dir(src.parent)
 
 
 def _link_or_copy(src: Path, dest: Path, job_id: int, replace: bool = False) -> None:
@@ -149,6 +164,22 @@ def write_json_atomic(path: Path, data: dict, tag: int | None = None) -> None:
     fsync_dir(path.parent)
 
 
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write a file through a hidden temp name in its folder, fsync and a rename (reports, zips)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{TEMP_PREFIX}{os.getpid()}-{path.name}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    fsync_dir(path.parent)
+
+
 def _iso(t: float | None) -> str | None:
     return None if t is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
@@ -190,6 +221,7 @@ class Plan:
     result_dst: str | None = None
     error_kind: str | None = None
     message: str | None = None
+    roots: dict | None = None    # the planning host's folders by role, to map the paths on another host
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -198,20 +230,33 @@ class Plan:
     def from_dict(cls, d: dict) -> "Plan":
         return cls(**d)
 
+    def localized(self, watch: WatchSettings) -> "Plan":
+        """The same plan on this host's mount of the share (hosts mount it at different places).
+
+        The result's temp file stays as recorded: it is on the planning host's local disk."""
+        return replace(self, original_src=rebase(self.original_src, self.roots, watch),
+                       original_dst=rebase(self.original_dst, self.roots, watch),
+                       result_dst=rebase(self.result_dst, self.roots, watch), roots=folder_roots(watch))
+
+
+def job_plan(job: Job, watch: WatchSettings) -> "Plan | None":
+    """A job's recorded filing plan on this host's mount, or None."""
+    return Plan.from_dict(job.filing).localized(watch) if job.filing else None
+
 
 def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: str) -> Plan:
     rel = Path(job.rel_path)
     result_dst = choose_destination((watch.output / rel).with_suffix(result_suffix), job.id)
     return Plan(outcome="done", original_src=str(watch.inbox / rel),
-                original_dst=str(choose_destination(watch.done / rel, job.id)),
-                result_src=str(result_src), result_dst=str(result_dst))
+                original_dst=str(choose_destination(watch.done / rel, job.id, watch.inbox / rel)),
+                result_src=str(result_src), result_dst=str(result_dst), roots=folder_roots(watch))
 
 
 def plan_failed(watch: WatchSettings, job: Job, kind: str, message: str) -> Plan:
     rel = Path(job.rel_path)
     return Plan(outcome="failed", original_src=str(watch.inbox / rel),
-                original_dst=str(choose_destination(watch.failed / rel, job.id)),
-                error_kind=kind, message=message)
+                original_dst=str(choose_destination(watch.failed / rel, job.id, watch.inbox / rel)),
+                error_kind=kind, message=message, roots=folder_roots(watch))
 
 
 @dataclass(frozen=True)
@@ -257,8 +302,7 @@ def remove_partials(plan: Plan, job_id: int) -> list[Path]:
 
 def file_failed_original(watch: WatchSettings, job: Job) -> Path:
     """Move a refused file (a job born failed at ingest) to failed/ with its report."""
-    plan = Plan.from_dict(job.filing) if job.filing else plan_failed(
-        watch, job, job.error_kind or "internal", job.error_message or "")
+    plan = job_plan(job, watch) or plan_failed(watch, job, job.error_kind or "internal", job.error_message or "")
     filed = execute_plan(plan, job)
     return filed.original or Path(plan.original_dst)
 
@@ -269,8 +313,9 @@ def find_failed_original(watch: WatchSettings, job: Job) -> Path | None:
     if inbox_path.exists():
         return inbox_path
     candidates = []
-    if job.filing and job.filing.get("original_dst"):
-        candidates.append(Path(job.filing["original_dst"]))
+    plan = job_plan(job, watch)
+    if plan is not None and plan.original_dst:
+        candidates.append(Path(plan.original_dst))
     candidates += [watch.failed / job.rel_path, with_job_id(watch.failed / job.rel_path, job.id)]
     for c in candidates:
         if c.exists() and _report_is_for(report_path(c), job.id):

@@ -22,10 +22,11 @@ from ffwatchd import filing, safefs
 from ffwatchd.config import Settings, WatchSettings
 from ffwatchd.errors import JobError
 from ffwatchd.settle import FileState
-from ffwatchd.sidecar import (MissingSource, Resolved, SourceIndex, defaults_suffice, find_sidecars, is_sidecar_name, is_within,
-                              resolve_spec)
+from ffwatchd.sharepaths import locate
+from ffwatchd.sidecar import (MissingSource, Resolved, SourceIndex, batch_folder, defaults_suffice, find_sidecars,
+                              is_sidecar_name, is_within, resolve_spec)
 from ffwatchd.sniff import HEAD_SIZE, describe_head, sniff_bytes, sniff_file
-from ffwatchd.store import FINISHED, Job, JobStore
+from ffwatchd.store import FINISHED, Job, JobQueue
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +165,7 @@ class HashCache:
 
 # -- the steps ---------------------------------------------------------------------------
 
-def ingest_file(settings: Settings, watch: WatchSettings, store: JobStore, path: Path, now: float, *,
+def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path: Path, now: float, *,
                 expected: FileState | None = None, waiting_since: float | None = None,
                 referenced: Callable[[Path], bool] | None = None,
                 hashes: HashCache | None = None) -> IngestResult:
@@ -251,13 +252,14 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobStore, path:
         return _refuse(watch, store, path, rel, hstate, digest, sniffed.kind, err.kind, err.message,
                        sidecars=[str(p) for p in find_sidecars(watch.inbox, path)])
     try:
-        sources = _hash_sources(resolved, hashes or HashCache())
+        sources = _hash_sources(watch, resolved, hashes or HashCache())
     except OSError as e:
         return IngestResult("retry", path, f"{rel}: a source could not be read: {e.strerror or e}")
     job, created = store.enqueue(
         watch=watch.name, rel_path=rel, size=hstate.size, mtime=hstate.mtime_ns / 1e9, content_hash=digest,
         kind=sniffed.kind, spec=resolved.spec.to_snapshot(), sources=sources,
-        sidecars=[str(p) for p in resolved.sidecars], priority=resolved.spec.priority)
+        sidecars=[str(p) for p in resolved.sidecars], priority=min(resolved.spec.priority, watch.priority_max),
+        batch=batch_folder(watch.inbox, resolved.sidecars))
     if created:
         log.info("job %d: enqueued %s (%s, %s, %d bytes)", job.id, rel, watch.name, sniffed.format, hstate.size)
         return IngestResult("enqueued", path, f"{rel}: job {job.id}", job, True)
@@ -274,19 +276,23 @@ def snapshot_for(settings: Settings, watch: WatchSettings, path: Path, read_from
                                      f"{path.name}.ffwatch.yaml, and the defaults of watch {watch.name} name no sources")
     resolved = resolve_spec(watch, path, settings.known_models())
     sniffed = sniff_file(read_from or path)
-    return {"kind": sniffed.kind, "spec": resolved.spec.to_snapshot(), "sources": _hash_sources(resolved, HashCache()),
-            "sidecars": [str(p) for p in resolved.sidecars], "priority": resolved.spec.priority}
+    return {"kind": sniffed.kind, "spec": resolved.spec.to_snapshot(), "sources": _hash_sources(watch, resolved, HashCache()),
+            "sidecars": [str(p) for p in resolved.sidecars],
+            "priority": min(resolved.spec.priority, watch.priority_max)}
 
 
-def _hash_sources(resolved: Resolved, hashes: HashCache) -> list[dict]:
-    out = [{"path": str(p), "sha256": hashes.sha256(p), "role": "source"} for p in resolved.sources]
+def _hash_sources(watch: WatchSettings, resolved: Resolved, hashes: HashCache) -> list[dict]:
+    """Each source with its hash and where it lies on the share (`root` and `rel`, so that a host
+    that mounts the share elsewhere finds it)."""
+    out = [{"path": str(p), "sha256": hashes.sha256(p), "role": "source", **(locate(watch, p) or {})}
+           for p in resolved.sources]
     if resolved.reference is not None:
         out.append({"path": str(resolved.reference), "sha256": hashes.sha256(resolved.reference),
-                    "role": "reference"})
+                    "role": "reference", **(locate(watch, resolved.reference) or {})})
     return out
 
 
-def _os_trouble(watch: WatchSettings, store: JobStore, path: Path, rel: str, state: FileState,
+def _os_trouble(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: FileState,
                 e: OSError, what: str) -> IngestResult:
     if isinstance(e, FileNotFoundError):
         return IngestResult("vanished", path, f"{rel}: vanished while it was read")
@@ -299,14 +305,18 @@ def _os_trouble(watch: WatchSettings, store: JobStore, path: Path, rel: str, sta
 
 # -- refusals and re-drops ------------------------------------------------------------------
 
-def _refuse(watch: WatchSettings, store: JobStore, path: Path, rel: str, state: FileState, content_hash: str,
+def _refuse(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: FileState, content_hash: str,
             kind: str, error_kind: str, message: str, sidecars: list[str] | None = None) -> IngestResult:
     """Record a job born failed and move the original to failed/ with its report."""
+    batch = batch_folder(watch.inbox, sidecars if sidecars is not None else find_sidecars(watch.inbox, path))
     job, created = store.record_failure(watch=watch.name, rel_path=rel, size=state.size,
                                         mtime=state.mtime_ns / 1e9, content_hash=content_hash, kind=kind,
-                                        error_kind=error_kind, message=message, sidecars=sidecars or ())
+                                        error_kind=error_kind, message=message, sidecars=sidecars or (),
+                                        batch=batch)
     if not created and _report_exists(watch, job):
         return _file_duplicate(watch, path, rel, job)
+    if not created and not os.path.lexists(path):      # another host refused and filed it meanwhile
+        return IngestResult("vanished", path, f"{rel}: job {job.id} filed it meanwhile", job)
     log.warning("job %d: refused %s (%s): %s", job.id, rel, error_kind, message)
     try:
         filed = _file_refused(watch, path, job)
@@ -323,8 +333,9 @@ def _file_refused(watch: WatchSettings, path: Path, job: Job) -> Path:
 def _report_exists(watch: WatchSettings, job: Job) -> bool:
     """Whether job's original was already filed to failed/ with its report."""
     candidates = [watch.failed / job.rel_path, filing.with_job_id(watch.failed / job.rel_path, job.id)]
-    if job.filing and job.filing.get("original_dst"):
-        candidates.insert(0, Path(job.filing["original_dst"]))
+    plan = filing.job_plan(job, watch)
+    if plan is not None and plan.original_dst:
+        candidates.insert(0, Path(plan.original_dst))
     return any(filing._report_is_for(filing.report_path(c), job.id) for c in candidates)
 
 
@@ -336,15 +347,18 @@ def _existing(watch: WatchSettings, path: Path, rel: str, job: Job) -> IngestRes
         # An earlier filing did not finish (crash between the row and the move): finish it.
         filed = _file_refused(watch, path, job)
         return IngestResult("failed", path, f"{rel}: job {job.id} failed earlier; filed as {filed}", job)
-    plan_dst = (job.filing or {}).get("original_dst")
-    if job.state == "done" and plan_dst and (job.filing or {}).get("original_src") == str(path) \
-            and not os.path.lexists(plan_dst):
+    plan = filing.job_plan(job, watch)
+    if job.state == "done" and plan is not None and plan.original_dst and plan.original_src == str(path) \
+            and not os.path.lexists(plan.original_dst):
         return IngestResult("exists", path, f"{rel}: job {job.id} is done and its filing is unfinished", job)
     return _file_duplicate(watch, path, rel, job)
 
 
 def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job) -> IngestResult:
     """A re-drop of content already finished at this path: filed to failed/ as `duplicate`."""
+    if not os.path.lexists(path):
+        # Another host filed it while we read it (several hosts watch one share): no re-drop.
+        return IngestResult("vanished", path, f"{rel}: job {job.id} ({job.state}) filed it meanwhile", job)
     if job.state == "done":
         advice = "rename the file (or put it in another folder) to process it again"
     else:

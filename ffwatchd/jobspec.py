@@ -70,7 +70,7 @@ class AnonymizerSpec:
 
 @dataclass(frozen=True)
 class LabelSpec:
-    text: str = "AI-generated"
+    text: str = ""                    # "": follows what the job did (media/provenance.py label_text)
     position: str = "bottom-right"
     metadata: bool = True
 
@@ -83,6 +83,22 @@ class OutputSpec:
     video_crf: int = 20
     video_preset: str = "medium"
     keep_audio: bool = True
+
+
+NOTIFY_EVENTS = ("finished", "failed")
+PACKAGES = ("zip", "none")
+
+
+@dataclass(frozen=True)
+class NotifySpec:
+    webhook: str | None = None
+    email: tuple[str, ...] = ()
+    on: tuple[str, ...] = ("finished",)
+
+    def __post_init__(self) -> None:
+        email = (self.email,) if isinstance(self.email, str) else tuple(self.email or ())
+        object.__setattr__(self, "email", email)
+        object.__setattr__(self, "on", tuple(self.on or ()))
 
 
 @dataclass(frozen=True)
@@ -98,7 +114,10 @@ class JobSpec:
     label: LabelSpec = LabelSpec()
     output: OutputSpec = OutputSpec()
     on_no_face: str = "fail"
-    priority: int = 0
+    priority: int = 0                 # high 10, normal 0, low -10 (older sidecars: any integer)
+    notify: NotifySpec = NotifySpec()
+    package: str = "none"
+    batch_quiet: float | None = None  # seconds; None: the watch's batch_quiet
     extra: dict = field(default_factory=dict, compare=False)  # reserved, always empty
 
     @classmethod
@@ -118,7 +137,10 @@ class JobSpec:
             label=sub("label", LabelSpec),
             output=sub("output", OutputSpec),
             on_no_face=raw.get("on_no_face", "fail"),
-            priority=int(raw.get("priority", 0)),
+            priority=_priority(raw.get("priority", 0)),
+            notify=NotifySpec(**dict(notify_mapping(raw.get("notify")) or {})),
+            package=raw.get("package") or "none",
+            batch_quiet=_duration(raw["batch_quiet"]) if raw.get("batch_quiet") is not None else None,
         )
 
     def to_snapshot(self) -> dict:
@@ -126,6 +148,7 @@ class JobSpec:
         d.pop("extra", None)
         d["sources"] = list(self.sources)
         d["processors"] = list(self.processors)
+        d["notify"] = {"webhook": self.notify.webhook, "email": list(self.notify.email), "on": list(self.notify.on)}
         return d
 
     @classmethod
@@ -133,7 +156,9 @@ class JobSpec:
         return cls.from_mapping(snap)
 
     def models_used(self) -> list[str]:
-        """Model names this spec needs, in pipeline order."""
+        """Model names this spec needs, in pipeline order (none for a label-only job)."""
+        if not any(p in ("face_swapper", "face_enhancer", "face_anonymizer") for p in self.processors):
+            return []
         names = [self.face_detector.model]
         if "face_swapper" in self.processors or self.face_selector.mode == "reference":
             names.append(self.face_recognizer.model)
@@ -142,6 +167,52 @@ class JobSpec:
         if "face_enhancer" in self.processors:
             names.append(self.face_enhancer.model)
         return names
+
+
+def _priority(v: Any) -> int:
+    from ffwatchd.config_notify import priority_value
+
+    return priority_value(v)
+
+
+def _duration(v: Any) -> float:
+    from ffwatchd.config import parse_duration
+
+    return parse_duration(v)
+
+
+def notify_mapping(value: Any) -> Any:
+    """YAML 1.1 reads a bare `on:` key as true: take it as `on`."""
+    if isinstance(value, dict) and True in value:
+        value = {("on" if k is True else k): v for k, v in value.items()}
+    return value
+
+
+def _check_notify(value: Any, path: str) -> list[str]:
+    from ffwatchd.config_notify import email_domain
+
+    value = notify_mapping(value)
+    if not isinstance(value, dict):
+        return [f"{path}: must be a mapping with webhook, email, on"]
+    problems = []
+    for key, v in value.items():
+        if key == "webhook":
+            if not isinstance(v, str) or not v.startswith(("http://", "https://")):
+                problems.append(f"{path}.webhook: {short_repr(v)} is not an http(s) URL")
+        elif key == "email":
+            addresses = [v] if isinstance(v, str) else v
+            if not isinstance(addresses, list) or not addresses:
+                problems.append(f"{path}.email: {short_repr(v)} is not an address or a list of addresses")
+            else:
+                for i, a in enumerate(addresses):
+                    if not isinstance(a, str) or email_domain(a) is None:
+                        problems.append(f"{path}.email[{i}]: {short_repr(a)} is not an e-mail address")
+        elif key == "on":
+            if not isinstance(v, list) or not v or any(e not in NOTIFY_EVENTS for e in v):
+                problems.append(f"{path}.on: {short_repr(v)} is not a list of {', '.join(NOTIFY_EVENTS)}")
+        else:
+            problems.append(f"{path}.{key}: unknown key (known: webhook, email, on)")
+    return problems
 
 
 # --------------------------------------------------------------------------------------
@@ -197,7 +268,8 @@ _SECTIONS: dict[str, dict[str, Any]] = {
                "video_codec": _t_choice(VIDEO_CODECS), "video_crf": _t_int(0, 51),
                "video_preset": _t_str, "keep_audio": _t_bool},
 }
-TOP_KEYS = ("sources", "processors", *_SECTIONS, "on_no_face", "priority")
+TOP_KEYS = ("sources", "processors", *_SECTIONS, "on_no_face", "priority", "notify", "package",
+            "batch_quiet")
 
 
 def key_name(key: Any, limit: int = 60) -> str:
@@ -234,9 +306,21 @@ def validate(raw: Any, where: str, known_models: Mapping[str, str] | None = None
             if err:
                 problems.append(f"{path}: {err}")
         elif key == "priority":
-            err = _t_int(-1000, 1000)(value)
+            try:
+                _priority(value)
+            except ValueError as e:
+                problems.append(f"{path}: {e}")
+        elif key == "notify":
+            problems.extend(_check_notify(value, path))
+        elif key == "package":
+            err = _t_choice(PACKAGES)(value)
             if err:
                 problems.append(f"{path}: {err}")
+        elif key == "batch_quiet":
+            try:
+                _duration(value)
+            except ValueError as e:
+                problems.append(f"{path}: {e}")
         else:
             if not isinstance(value, dict):
                 problems.append(f"{path}: must be a mapping, not {type(value).__name__}")

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram, Info,
                                PlatformCollector, ProcessCollector, generate_latest,
@@ -42,7 +43,7 @@ RESTART_REASONS = ("crashed", "killed", "recycled", "memory", "timeout", "stalle
 RETRY_CAUSES = ("failure", "worker", "lease", "operator", "other")
 PROVIDERS = ("cuda", "tensorrt", "rocm", "migraphx", "openvino", "coreml", "dml", "cpu", "other")
 FOLDER_ROLES = ("inbox", "output", "done", "failed", "temp", "state")
-RETENTION_WHATS = ("temp", "done", "failed", "job_rows")
+RETENTION_WHATS = ("temp", "done", "failed", "job_rows", "outbox_rows")
 
 
 _unknown_seen: set[tuple[str, str]] = set()
@@ -68,24 +69,36 @@ def normalize_provider(provider: str) -> str:
 
 
 class _JobTableCollector(Collector):
-    """`ffwatchd_jobs{state}` and the oldest queued job's age, read from the table per scrape."""
+    """`ffwatchd_jobs{state}` and the oldest queued job's age, read from the table per scrape.
 
-    def __init__(self, store: "JobStore") -> None:
+    Several hosts share one queue: only the host that `leads` (holds the `metrics` singleton)
+    exports the queue gauges, so summing over every scraped host does not count a job twice.
+    `ffwatchd_queue_metrics_leader` says which host it is."""
+
+    def __init__(self, store: "JobStore", leads: Callable[[], bool] | None = None) -> None:
         self.store = store
+        self.leads = leads
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("ffwatchd_job_table_up",
                                "1 when the job table could be read at this scrape, else 0")
+        leader = GaugeMetricFamily("ffwatchd_queue_metrics_leader",
+                                   "1 on the one host of the cluster that exports the queue gauges")
         try:
+            leading = self.leads() if self.leads is not None else True
             counts = self.store.counts()
             oldest = self.store.oldest_queued_at()
-        except sqlite3.Error as e:
+        except Exception as e:  # noqa: BLE001 - sqlite3 or the server's driver: the table is down
             log.warning("metrics: cannot read the job table: %s", e)
             up.add_metric([], 0)
             yield up
             return
         up.add_metric([], 1)
         yield up
+        leader.add_metric([], 1 if leading else 0)
+        yield leader
+        if not leading:
+            return
         jobs = GaugeMetricFamily("ffwatchd_jobs", "Jobs in the table by state", labels=["state"])
         for state in JOB_STATES:
             jobs.add_metric([state], counts.get(state, 0))
@@ -97,6 +110,44 @@ class _JobTableCollector(Collector):
 
     def describe(self) -> list[Metric]:
         return []  # collected lazily: the table is only read when scraped
+
+
+class _OperatorCollector(Collector):
+    """Brings the operators' retries and cancels (done by `ffwatchd jobs` in another process and
+    counted in the job table) into the counters, at each scrape before they are read.
+
+    The table is the cluster's: only the host that `leads` counts them; the others take note of
+    what they saw, so a new leader counts only what happens after it took over."""
+
+    def __init__(self, metrics: "Metrics", store: "JobStore", leads: Callable[[], bool] | None = None) -> None:
+        self.metrics, self.store, self.leads = metrics, store, leads
+        self._seen: dict[tuple[str, str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            counts = self.store.operator_counts()
+            leading = self.leads() if self.leads is not None else True
+        except sqlite3.Error as e:
+            log.warning("metrics: cannot read the operator counts: %s", e)
+            return iter(())
+        with self._lock:
+            for (watch, kind, action), n in counts.items():
+                delta = n - self._seen.get((watch, kind, action), 0)
+                if delta <= 0:
+                    continue
+                self._seen[(watch, kind, action)] = n
+                if not leading:
+                    continue
+                if action == "retry":
+                    self.metrics.retries.labels(watch, "operator").inc(delta)
+                elif action == "cancel_queued":     # a running job's cancel is its worker's outcome
+                    self.metrics.jobs_finished.labels(watch, _bounded(kind, JOB_KINDS, "job kind"),
+                                                      "cancelled").inc(delta)
+        return iter(())
+
+    def describe(self) -> list[Metric]:
+        return []
 
 
 class _DiskCollector(Collector):
@@ -149,9 +200,12 @@ class Metrics:
     """The daemon's metrics. Every method is cheap and safe to call from any thread."""
 
     def __init__(self, store: "JobStore | None" = None,
-                 folders: dict[str, dict[str, Path]] | None = None) -> None:
+                 folders: dict[str, dict[str, Path]] | None = None, *, host: str | None = None,
+                 leads: Callable[[], bool] | None = None) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        if store is not None:        # first: a scrape syncs the counters before they are read
+            r.register(_OperatorCollector(self, store, leads))
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
         self._lock = threading.Lock()
@@ -165,6 +219,9 @@ class Metrics:
         self.files_discovered = Counter("ffwatchd_files_discovered", "Files seen in the inboxes",
                                         ["watch"], registry=r)
         self.jobs_enqueued = Counter("ffwatchd_jobs_enqueued", "Jobs added to the queue",
+                                     ["watch"], registry=r)
+        self.files_ignored = Counter("ffwatchd_files_ignored",
+                                     "Files in an inbox that match no include pattern (each once)",
                                      ["watch"], registry=r)
         self.files_left_alone = Counter("ffwatchd_files_left_alone",
                                         "Links, FIFOs, devices and sockets seen in an inbox and left alone "
@@ -186,20 +243,32 @@ class Metrics:
         self.frames_processed_total = Counter("ffwatchd_frames_processed",
                                               "Images and video frames processed", ["watch"],
                                               registry=r)
+        self.host = host or socket.gethostname()      # worker metrics are per host
         self.worker_restarts = Counter("ffwatchd_worker_restarts",
-                                       "Worker processes restarted, by reason", ["device", "reason"],
+                                       "Worker processes restarted, by reason", ["host", "device", "reason"],
                                        registry=r)
         self.retention_removed = Counter("ffwatchd_retention_removed",
                                          "Items removed by retention (temp folders, done/failed "
                                          "files, job rows)", ["what"], registry=r)
         self.retention_removed_bytes = Counter("ffwatchd_retention_removed_bytes",
                                                "Bytes freed by retention", ["what"], registry=r)
+        self.batches_finished = Counter("ffwatchd_batches_finished",
+                                        "Batches that finished (each finish of a batch counts)", ["watch"],
+                                        registry=r)
+        self.notifications = Counter("ffwatchd_notifications",
+                                     "Notification tries by channel (webhook|email) and outcome "
+                                     "(delivered|retry|failed: gave up)", ["channel", "outcome"], registry=r)
+        for channel in ("webhook", "email"):
+            for outcome in ("delivered", "retry", "failed"):
+                self.notifications.labels(channel, outcome)
         self.unsettled_files = Gauge("ffwatchd_unsettled_files",
                                      "Files seen but not yet settled", ["watch"], registry=r)
-        self.busy_workers = Gauge("ffwatchd_busy_workers", "Workers running a job", registry=r)
+        self.busy_workers = Gauge("ffwatchd_busy_workers", "Workers of this host running a job", ["host"],
+                                  registry=r)
+        self.busy_workers.labels(self.host)
         self.worker_provider = Gauge("ffwatchd_worker_execution_provider",
                                      "1 for the execution provider a worker really runs on, "
-                                     "0 for ones it had before", ["device", "provider"], registry=r)
+                                     "0 for ones it had before", ["host", "device", "provider"], registry=r)
         self.claiming_paused_gauge = Gauge("ffwatchd_claiming_paused",
                                            "1 while workers claim no new jobs (disk guard)",
                                            registry=r)
@@ -215,7 +284,7 @@ class Metrics:
                                      "Time from first sight of a file to its settling",
                                      ["watch"], buckets=DURATION_BUCKETS, registry=r)
         if store is not None:
-            r.register(_JobTableCollector(store))
+            r.register(_JobTableCollector(store, leads))
         if folders:
             r.register(_DiskCollector(folders))
         for watch in folders or {}:
@@ -226,10 +295,11 @@ class Metrics:
 
     def _init_watch(self, watch: str) -> None:
         """Create a watch's series at zero, so rates and alerts see them before the first event."""
-        for c in (self.files_discovered, self.jobs_enqueued, self.bytes_processed_total,
+        for c in (self.files_discovered, self.files_ignored, self.jobs_enqueued, self.bytes_processed_total,
                   self.frames_processed_total, self.queue_wait, self._settle_wait):
             c.labels(watch)
         self.unsettled_files.labels(watch)
+        self.batches_finished.labels(watch)
         for what in LEFT_ALONE_KINDS:
             self.files_left_alone.labels(watch, what)
         for kind in JOB_KINDS:
@@ -247,6 +317,8 @@ class Metrics:
     def job_enqueued(self, watch: str) -> None:
         self.jobs_enqueued.labels(watch).inc()
 
+    def file_ignored(self, watch: str) -> None:
+        self.files_ignored.labels(watch).inc()
     def file_left_alone(self, watch: str, what: str) -> None:
         self.files_left_alone.labels(watch, _bounded(what, LEFT_ALONE_KINDS, "left-alone kind")).inc()
 
@@ -280,7 +352,8 @@ class Metrics:
 
     def retried(self, watch: str, cause: str = "operator") -> None:
         """A job went back to the queue outside `job_finished`: `worker` (its worker died or
-        was killed), `lease` (its lease expired), `operator` (`ffwatchd jobs retry`)."""
+        was killed), `lease` (its lease expired). `operator` (`ffwatchd jobs retry`) is read
+        from the job table at scrape time."""
         self.retries.labels(watch, _bounded(cause, RETRY_CAUSES, "retry cause")).inc()
 
     def leases_expired(self, n: int) -> None:
@@ -295,11 +368,17 @@ class Metrics:
         if n > 0:
             self.frames_processed_total.labels(watch).inc(n)
 
+    def batch_finished(self, watch: str) -> None:
+        self.batches_finished.labels(watch).inc()
+
+    def notification(self, channel: str, outcome: str) -> None:
+        self.notifications.labels(channel, outcome).inc()
+
     def set_unsettled(self, watch: str, n: int) -> None:
         self.unsettled_files.labels(watch).set(n)
 
     def set_busy_workers(self, n: int) -> None:
-        self.busy_workers.set(n)
+        self.busy_workers.labels(self.host).set(n)
 
     def set_worker_provider(self, device: str, provider: str) -> None:
         """The provider `device`'s worker really got: 1 for it, 0 for the ones it had before."""
@@ -308,10 +387,11 @@ class Metrics:
             seen = self._providers.setdefault(str(device), set())
             seen.add(active)
             for p in seen:
-                self.worker_provider.labels(str(device), p).set(1 if p == active else 0)
+                self.worker_provider.labels(self.host, str(device), p).set(1 if p == active else 0)
 
     def worker_restarted(self, device: str, reason: str) -> None:
-        self.worker_restarts.labels(str(device), _bounded(reason, RESTART_REASONS, "restart reason")).inc()
+        self.worker_restarts.labels(self.host, str(device),
+                                    _bounded(reason, RESTART_REASONS, "restart reason")).inc()
 
     def set_claiming_paused(self, paused: bool, reason: str = "") -> None:
         with self._lock:

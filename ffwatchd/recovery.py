@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import os
 import socket
 import time
 from typing import IO, Any
@@ -36,20 +37,32 @@ def recover_at_start(settings: Settings, store: JobStore) -> None:
 
     def alive(owner: str) -> bool:
         parsed = owner_pid(owner)
-        return parsed is None or parsed[0] != host      # another host's worker: its lease decides
+        if parsed is None or parsed[0] != host:         # another host's worker: its lease decides
+            return True
+        return _pid_alive(parsed[1])                    # another daemon of this host may share the queue
     back = store.requeue_dead_owners(alive)
     if back:
         log.warning("recovered %d job(s) held by workers of a previous run: %s", len(back), back)
+    with store.singleton("recovery") as granted:
+        if granted:                     # other hosts' expired leases: once across the cluster
+            expired = store.requeue_expired()
+            if expired:
+                log.warning("returned %d job(s) whose leases expired to the queue: %s", len(expired), expired)
     try:
         from ffwatchd.retention import clean_temp_at_startup
 
         clean_temp_at_startup(settings, store)
     except OSError as e:
         log.warning("start-up temp cleanup failed: %s", e)
-    # Only the folders of unfinished plans are looked at, never the whole share.
-    for job in store.iter_jobs(["queued", "running"]):
+    # Only the folders of unfinished plans are looked at, never the whole share; a running job
+    # belongs to a live worker of another host, whose copy in progress must not be touched.
+    for job in store.iter_jobs(["queued"]):
         if job.filing:
-            for path in remove_partials(Plan.from_dict(job.filing), job.id):
+            try:
+                plan = Plan.from_dict(job.filing).localized(settings.watch(job.watch))
+            except KeyError:                # a watch this host does not serve: not ours to clean
+                continue
+            for path in remove_partials(plan, job.id):
                 log.info("job %d: removed a partial file left by a crash: %s", job.id, path)
 
 
@@ -84,3 +97,13 @@ def give_back(settings: Settings, store: JobStore, metrics: Any, job_id: int, ow
                                  time.time() - started, max(0.0, started - job.queued_at), error_kind=err_kind)
     except Exception:  # noqa: BLE001 - never let one job's bookkeeping stop the supervisor
         log.exception("job %s: could not give it back after its worker exited", job_id)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

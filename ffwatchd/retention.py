@@ -29,7 +29,7 @@ KEEP_TEMP_AT_STARTUP = ("queued", "running")   # a queued video job resumes from
 @dataclass(frozen=True)
 class Deletion:
     """One thing retention removed (or, in a dry run, would remove)."""
-    what: str                  # temp | done | failed | job_rows
+    what: str                  # temp | done | failed | job_rows | outbox_rows
     path: Path | None          # None for job rows
     count: int                 # 1 for a file or folder, the number of rows for job_rows
     age_s: float | None        # seconds since last modified (None for job rows)
@@ -177,12 +177,18 @@ def clean_temp_at_startup(settings: "Settings", store: "JobStore", *,
 
 # -- done/ and failed/ ---------------------------------------------------------------------
 
-def filed_times(store: "JobStore") -> dict[Path, float]:
+def filed_times(store: "JobStore", settings: "Settings | None" = None) -> dict[Path, float]:
     """Where finished jobs filed their originals -> when. Filing links the original into
-    done/ or failed/ and so keeps its old mtime; this keeps it from looking old at once."""
+    done/ or failed/ and so keeps its old mtime; this keeps it from looking old at once.
+    With `settings`, plans recorded by another host are mapped onto this host's mount."""
+    from ffwatchd.sharepaths import rebase
+
+    watches = {w.name: w for w in settings.watches} if settings is not None else {}
     out: dict[Path, float] = {}
     for job in store.iter_jobs(("done", "failed")):
         dst = (job.filing or {}).get("original_dst")
+        if job.watch in watches:
+            dst = rebase(dst, (job.filing or {}).get("roots"), watches[job.watch])
         if dst and job.finished_at is not None:
             out[Path(dst)] = job.finished_at
     return out
@@ -278,7 +284,7 @@ def age_watch_folders(settings: "Settings", store: "JobStore | None" = None, *,
     """done/ and failed/ of every watch."""
     now = time.time() if now is None else now
     r = settings.retention
-    filed = filed_times(store) if store is not None else {}
+    filed = filed_times(store, settings) if store is not None else {}
     out: list[Deletion] = []
     for w in settings.watches:
         out += age_folder(w.done, "done", r.done_max_age, now=now, dry_run=dry_run, filed=filed)
@@ -303,7 +309,13 @@ def purge_job_rows(settings: "Settings", store: "JobStore", *, dry_run: bool = F
         n = store.purge(max_age)
         if n:
             log.info("retention: removed %d finished job rows (%s)", n, reason)
-    return [Deletion("job_rows", None, n, None, reason)] if n else []
+    out = [Deletion("job_rows", None, n, None, reason)] if n else []
+    sent = store.purge_deliveries(max_age, count_only=dry_run)
+    if sent:
+        log.info("retention: %s %d sent or given-up notifications (%s)", "would remove" if dry_run else "removed",
+                 sent, reason.replace("finished", "created"))
+        out.append(Deletion("outbox_rows", None, sent, None, reason.replace("finished", "created")))
+    return out
 
 
 def run_retention(settings: "Settings", store: "JobStore", *, now: float | None = None,

@@ -36,6 +36,7 @@ class ScanResult:
     left_alone: dict[Path, tuple[str, FileState]] = field(default_factory=dict)   # kind, state
     failed_dirs: list[Path] = field(default_factory=list)   # could not be listed: forget nothing there
     missing: bool = False                                   # `top` (below the root) is gone
+    not_included: list[Path] = field(default_factory=list)  # regular files no `include` pattern matches
 
 
 def left_alone_kind(mode: int) -> str:
@@ -124,3 +125,5 @@ def _sort_entry(watch: WatchSettings, result: ScanResult, folder: Path, parts: t
             result.left_alone[path] = (left_alone_kind(st.st_mode), FileState.from_stat(st))
     elif why is None:
         result.files[path] = FileState.from_stat(st)
+    elif why == "not included":
+        result.not_included.append(path)

@@ -198,6 +198,37 @@ def check_complete(merged: Mapping[str, Any], where: str) -> None:
         raise JobError("bad_sidecar", f"{where}: face_selector.reference: mode 'reference' needs a reference image")
 
 
+def check_targets(merged: Mapping[str, Any], watch: WatchSettings, where: str) -> None:
+    """Notification targets and the quiet period within what the watch's config allows: a
+    sidecar is written by anyone on the share, so nothing outside the allow-lists is contacted."""
+    from ffwatchd.config_notify import email_domain, url_allowed
+
+    allowed = watch.notify
+    notify = merged.get("notify") or {}
+    url = notify.get("webhook")
+    if url and not url_allowed(url, allowed.webhook_prefixes):
+        raise JobError("bad_sidecar", f"{where}: notify.webhook: {short_repr(url)} is not under an allowed prefix of watch "
+                                      f"{watch.name} ({', '.join(allowed.webhook_prefixes) or 'none configured'})")
+    emails = notify.get("email") or []
+    for i, addr in enumerate([emails] if isinstance(emails, str) else emails):
+        if email_domain(addr) not in allowed.email_domains:
+            raise JobError("bad_sidecar", f"{where}: notify.email[{i}]: {short_repr(addr)} is not in an allowed domain of "
+                                          f"watch {watch.name} ({', '.join(allowed.email_domains) or 'none configured'})")
+    quiet = merged.get("batch_quiet")
+    if quiet is not None and jobspec._duration(quiet) > watch.batch_quiet_max:
+        raise JobError("bad_sidecar", f"{where}: batch_quiet: {short_repr(quiet)} is longer than the watch's "
+                                      f"batch_quiet_max ({watch.batch_quiet_max:g} s)")
+
+
+def batch_folder(inbox: Path, sidecars: Iterable[Path | str]) -> str:
+    """A file's batch: the folder of its nearest `ffwatch.yaml` relative to the inbox ('' is the root)."""
+    for sc in reversed([Path(p) for p in sidecars]):
+        if sc.name == SIDECAR_NAME and is_within(sc.parent, inbox):
+            rel = sc.parent.relative_to(inbox).as_posix()
+            return "" if rel == "." else rel
+    return ""
+
+
 def defaults_suffice(watch: WatchSettings) -> bool:
     """Whether a file may run on the watch defaults alone (they name sources, or need none)."""
     processors = watch.defaults.get("processors") or list(jobspec.JobSpec.processors)
@@ -226,7 +257,9 @@ def resolve_spec(watch: WatchSettings, path: Path, known_models: Mapping[str, st
         check_layer(raw, f"sidecar {sc}", known_models)
         layers.append(_resolve_layer(raw, sc.parent, watch, f"sidecar {sc}"))
     merged = jobspec.merge(*layers)
-    check_complete(merged, f"sidecar {sidecars[-1]}" if sidecars else f"watch {watch.name} defaults")
+    where = f"sidecar {sidecars[-1]}" if sidecars else f"watch {watch.name} defaults"
+    check_complete(merged, where)
+    check_targets(merged, watch, where)
     spec = jobspec.JobSpec.from_mapping(merged)
     sources = tuple(Path(s) for s in spec.sources)
     reference = Path(spec.face_selector.reference) if spec.face_selector.reference else None

@@ -16,6 +16,7 @@ from ffwatchd.config import WatchSettings
 from ffwatchd.errors import JobError
 from ffwatchd.ingest import TRANSIENT_ERRNOS, hash_file
 from ffwatchd.settle import FileState
+from ffwatchd.sharepaths import folder_roots
 from ffwatchd.sidecar import allowed_roots, is_within
 from ffwatchd.store import Job
 
@@ -46,11 +47,17 @@ def check_sources(watch: WatchSettings, job: Job, hashes: SourceHashes) -> JobEr
     and has its recorded sha256; else `source_changed` (permanent), or `io` (transient) when
     the share is in trouble."""
     roots = allowed_roots(watch)
+    here = {k: Path(v) for k, v in folder_roots(watch, real=True).items()
+            if k == "inbox" or k.startswith("source_roots[")}
     for entry in job.sources:
         path, want, role = Path(str(entry.get("path"))), entry.get("sha256"), entry.get("role", "source")
+        root = here.get(str(entry.get("root")))
+        if root is not None and entry.get("rel") is not None:     # recorded portably: this host's mount
+            path = root / str(entry["rel"])
+        else:
+            root = next((r for r in roots if path != r and is_within(path, r)), None)
         what = f"{role} {path}"
-        root = next((r for r in roots if path != r and is_within(path, r)), None)
-        if root is None:
+        if root is None or path == root or not is_within(path, root):
             return _changed(job, f"{what} is no longer inside the inbox or a configured source root")
         try:
             digest = hashes.sha256(root, path)

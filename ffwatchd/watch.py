@@ -20,9 +20,11 @@ from watchdog.events import (DirModifiedEvent, FileClosedNoWriteEvent, FileOpene
 from watchdog.observers import Observer
 
 from ffwatchd import safefs
+from ffwatchd.cluster import Leadership
 from ffwatchd.config import Settings, WatchSettings
 from ffwatchd.ingest import HashCache, IngestResult, classify_name, ingest_file, is_ignored_dir
 from ffwatchd.mounts import detect_mode
+from ffwatchd.notices import Notices
 from ffwatchd.scan import InboxUnavailable, ScanResult, left_alone_kind, scan_inbox
 from ffwatchd.settle import FileState, SettleTracker
 from ffwatchd.sidecar import SIDECAR_NAME, SIDECAR_SUFFIX, SourceIndex, is_sidecar_name, is_within
@@ -38,9 +40,14 @@ class WatchMetrics(Protocol):
     def job_enqueued(self, watch: str) -> None: ...
     def job_refused(self, watch: str, kind: str, error_kind: str) -> None: ...
     def settle_wait(self, watch: str, seconds: float) -> None: ...
+    def file_ignored(self, watch: str) -> None: ...
     def file_left_alone(self, watch: str, what: str) -> None: ...
 
 __all__ = ["InboxUnavailable", "ScanResult", "WatchLoop", "WatchService", "scan_inbox"]
+
+
+def _seconds(value: float) -> str:
+    return f"{value / 60:g} min" if value >= 120 else f"{value:g} s"
 
 
 # -- one watch ---------------------------------------------------------------------------------
@@ -70,7 +77,8 @@ class WatchLoop:
         self.handled: dict[Path, FileState] = {}
         self.waiting: dict[Path, tuple[float, FileState, float]] = {}   # since (wall), state, next try
         self.sidecar_states: dict[Path, FileState] = {}
-        self.left_alone: dict[Path, FileState] = {}      # links, FIFOs, devices: logged once each
+        self.notices = Notices(watch, metrics)  # links, FIFOs, devices, names not included: said once
+        self.waiting_for: dict[Path, str] = {}   # what a waiting file waits for (its last answer)
         self.index = SourceIndex(watch)
         self.hashes = HashCache()
         self.available = False
@@ -84,6 +92,9 @@ class WatchLoop:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._rescan_wanted = False
+        # Periodic rescans and polls run on one host per watch across the cluster; the scan when
+        # the inbox becomes available (start-up, share back) runs on every host.
+        self.rescans = Leadership(store, f"rescan:{watch.name}")
         self._next_check = self._next_poll = self._next_rescan = 0.0
         self._thread = threading.Thread(target=self._run, name=f"watch-{watch.name}", daemon=True)
 
@@ -100,6 +111,7 @@ class WatchLoop:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
         self._stop_observer()
+        self.rescans.release()
 
     def request_rescan(self) -> None:
         self._rescan_wanted = True
@@ -111,6 +123,18 @@ class WatchLoop:
 
     def unsettled(self) -> int:
         return len(self.tracker) + len(self.waiting)
+
+    def waiting_files(self) -> list[dict]:
+        """Files waiting for a sidecar or a source: path (in the inbox), since (unix time), reason."""
+        waiting = dict(self.waiting)          # a copy by the C loop: safe against the watch thread
+        return [{"path": p.relative_to(self.watch.inbox).as_posix(), "since": since,
+                 "deadline": since + self.watch.sidecar_wait,
+                 "waits_for": self.waiting_for.get(p, "its sidecar (ffwatch.yaml)")}
+                for p, (since, _state, _next) in sorted(waiting.items())]
+
+    def unsettled_paths(self) -> list[Path]:
+        """Files settling or waiting for their sidecar (a copy; safe from other threads)."""
+        return [*self.tracker, *list(self.waiting)]
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -132,9 +156,13 @@ class WatchLoop:
         if not self.available:
             return
         self._drain_events()
-        if self._rescan_wanted or now >= self._next_rescan or (self.mode == "poll" and now >= self._next_poll):
+        due = now >= self._next_rescan or (self.mode == "poll" and now >= self._next_poll)
+        if self._rescan_wanted or (due and self.rescans.held()):
             self._rescan_wanted = False
             self.full_scan()
+        elif due:                        # another host leads this watch's rescans and polls
+            self._next_rescan = now + self.watch.rescan_interval
+            self._next_poll = now + self.watch.poll_interval
         self._settle_due()
         self._retry_waiting()
 
@@ -212,6 +240,7 @@ class WatchLoop:
     # -- feeding the tracker --------------------------------------------------------------------
 
     def _apply_scan(self, result: ScanResult) -> None:
+        self.notices.apply_scan(result)
         for path, state in result.sidecars.items():
             self._observe_sidecar(path, state)
         for path, state in result.files.items():
@@ -220,7 +249,7 @@ class WatchLoop:
             self._leave_alone(path, what, state)
         seen = result.files.keys() | result.sidecars.keys() | result.left_alone.keys()
         known = (set(self.tracker) | self.handled.keys() | self.waiting.keys() | self.sidecar_states.keys()
-                 | self.left_alone.keys())
+                 | self.notices.left_alone.keys())
         for path in known - seen:
             if not is_within(path, result.top):
                 continue
@@ -249,13 +278,7 @@ class WatchLoop:
         self.tracker.forget(path)
         self.handled.pop(path, None)
         self.waiting.pop(path, None)
-        if self.left_alone.get(path) == state:
-            return
-        self.left_alone[path] = state
-        log.warning("watch %s: %s is a %s; left alone (links are never followed, FIFOs and devices never "
-                    "opened)", self.watch.name, path, "symbolic link" if what == "link" else what)
-        if self.metrics:
-            self.metrics.file_left_alone(self.watch.name, what)
+        self.notices.leave_alone(path, what, state)
 
     def _lstat(self, path: Path) -> os.stat_result | None:
         """lstat through real folders only; None (and forgotten) when gone or behind a link."""
@@ -271,7 +294,8 @@ class WatchLoop:
         self.tracker.forget(path)
         self.handled.pop(path, None)
         self.waiting.pop(path, None)
-        self.left_alone.pop(path, None)
+        self.waiting_for.pop(path, None)
+        self.notices.forget(path)
         if self.sidecar_states.pop(path, None) is not None:
             self.index.remove(path)
 
@@ -300,7 +324,9 @@ class WatchLoop:
                 self._observe_sidecar(p, FileState.from_stat(st))
             elif not statmod.S_ISREG(st.st_mode):
                 self._leave_alone(p, left_alone_kind(st.st_mode), FileState.from_stat(st))
-            elif why is None:
+            elif why == "not included":
+                self.notices.note_not_included(p)
+            else:
                 self._observe(p, FileState.from_stat(st))
 
     def _in_ignored_dir(self, path: Path, include_self: bool) -> bool:
@@ -371,8 +397,16 @@ class WatchLoop:
             self.tracker.observe(path, state)
             return None
         if r.status == "waiting":
+            reason = r.message.split(": ", 1)[-1]
+            reason = "its sidecar (ffwatch.yaml)" if reason == "no sidecar yet" else reason.removeprefix("waiting for ")
+            if self.waiting_for.get(path) != reason:       # said once when the wait starts (or changes)
+                log.info("watch %s: %s waits up to %s for %s", self.watch.name,
+                         path.relative_to(self.watch.inbox), _seconds(self.watch.sidecar_wait), reason)
+            self.waiting_for[path] = reason
             self.waiting[path] = (waiting_since, state, time.monotonic() + WAITING_RECHECK)
-        elif r.status in ("changed", "retry"):
+            return r
+        self.waiting_for.pop(path, None)
+        if r.status in ("changed", "retry"):
             log.info("watch %s: %s", self.watch.name, r.message)
             self.tracker.observe(path, state)
         elif r.status == "vanished":
@@ -397,7 +431,9 @@ class WatchService:
     def __init__(self, settings: Settings, store: JobStore, *, metrics: WatchMetrics | None = None,
                  mountinfo: str | None = None) -> None:
         self.settings = settings
-        self.loops = {w.name: WatchLoop(settings, w, store, metrics, mountinfo) for w in settings.watches}
+        # A watch with `ingest: false` is watched by other hosts; this host's workers only serve it.
+        self.loops = {w.name: WatchLoop(settings, w, store, metrics, mountinfo)
+                      for w in settings.watches if w.ingest}
         self._started = self._stopped = False
 
     def start(self) -> None:
@@ -423,9 +459,17 @@ class WatchService:
             if watch is None or name == watch:
                 loop.request_rescan()
 
+    def waiting_files(self) -> dict[str, list[dict]]:
+        """Per watch: files waiting for their sidecar or a source, and what for."""
+        return {name: loop.waiting_files() for name, loop in self.loops.items()}
+
     def unsettled_count(self) -> dict[str, int]:
         """Files seen but not yet jobs (settling, or waiting for their sidecar), per watch."""
         return {name: loop.unsettled() for name, loop in self.loops.items()}
+
+    def unsettled_paths(self) -> dict[str, list[Path]]:
+        """Per watch, the files not yet jobs (batches are not finished while one is in them)."""
+        return {name: loop.unsettled_paths() for name, loop in self.loops.items()}
 
     def available(self) -> dict[str, bool]:
         return {name: loop.available for name, loop in self.loops.items()}

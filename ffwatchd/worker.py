@@ -78,10 +78,17 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
 
         store = JobStore(settings.db_path, max_attempts=settings.workers.max_attempts,
                          retry_backoff=settings.workers.retry_backoff)
+        from ffwatchd.benchstage import ENV, bench_pipeline
+
         w = settings.workers
-        pipeline = Pipeline(settings.models_dir, settings.models, providers=w.providers, device=device,
-                            vram_limit=w.vram_limit, cpu_threads=w.cpu_threads, max_pixels=w.max_pixels,
-                            provenance=settings.provenance)
+        pipeline = bench_pipeline()
+        if pipeline is not None:
+            log.warning("BENCH ONLY: %s is set; jobs sleep %.3g s and copy the input, no models run",
+                        ENV, pipeline.seconds)
+        else:
+            pipeline = Pipeline(settings.models_dir, settings.models, providers=w.providers, device=device,
+                                vram_limit=w.vram_limit, cpu_threads=w.cpu_threads, max_pixels=w.max_pixels,
+                                provenance=settings.provenance, c2pa=settings.c2pa)
         provider = pipeline.active_provider()
         guard = limit_memory(w.ram_limit, device)
     except Exception as e:  # noqa: BLE001 - report why the worker could not start, then exit
@@ -95,7 +102,13 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
     log.info("worker ready: device %s, execution provider %s, memory guard %s", device, provider, guard)
     events.put(("ready", index, os.getpid(), provider))
     runner = JobRunner(settings, store, pipeline, owner, on_cuda=provider == "cuda")
-    worker_info = {"device": device, "provider": provider, "pid": os.getpid()}
+    worker_info = {"device": device, "provider": provider, "pid": os.getpid(), "host": socket.gethostname()}
+    store.register_worker(owner, host=socket.gethostname(), pid=os.getpid(), device=device,
+                          requested_provider="cuda" if asked_cuda else "cpu", provider=provider)
+    runner.heartbeats.registered = True
+    runner.heartbeats.start()
+    # Only jobs of watches this host knows: another host may serve watches we have no path for.
+    watches = [x.name for x in settings.watches]
     # One job is filed (mostly waiting on fsync) in this thread while the next one is processed.
     filer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="filing")
     pending: Future | None = None
@@ -107,7 +120,7 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
             events.put(("finish", index, outcome.__dict__))
 
     def claim() -> Any:
-        job = store.claim(owner, w.lease, worker=worker_info)
+        job = store.claim(owner, w.lease, watches=watches, worker=worker_info)
         if store.stats.expired_leases:             # leases this claim found expired, for the metric
             events.put(("leases_expired", index, store.stats.expired_leases))
             store.stats.expired_leases = 0
@@ -153,7 +166,9 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
     finally:
         report_pending()
         if job is not None:                            # claimed ahead but never started
-            store.release(job.id, owner)
+            store.release(job.id, owner, attempt=job.attempts)
         filer.shutdown()
+        runner.heartbeats.registered = False
+        store.remove_worker(owner)
         store.close()
     log.info("worker stopped after %d job(s)", done)

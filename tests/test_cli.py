@@ -239,3 +239,66 @@ def test_names_that_are_not_utf8_print_without_crashing(cfg: Path, tmp_path: Pat
     as_json = run("jobs", "list", "--json")
     assert as_json.returncode == 0
     assert os.fsencode(json.loads(as_json.stdout)[0]["rel_path"]) == b"bad\xffbyte.jpg"
+def test_retry_of_a_model_missing_job_is_refused_while_the_model_is_missing(cfg: Path, capsys) -> None:
+    settings = load_config(cfg)
+    watch = settings.watches[0]
+    job_id = refuse(cfg, "m.jpg", jpeg(4), "model_missing")
+    assert main(["jobs", "retry", str(job_id), "-c", str(cfg)]) == 1
+    err = capsys.readouterr().err
+    assert "would fail again" in err and "`ffwatchd models fetch yunet arcface_w600k_r50 inswapper_128`" in err
+    assert (watch.failed / "m.jpg").exists()
+    (watch.inbox / "m.jpg.ffwatch.yaml").write_text("processors: [label]\nlabel: {text: checked}\n")
+    assert main(["jobs", "retry", str(job_id), "-c", str(cfg)]) == 0      # needs no model now
+    assert (watch.inbox / "m.jpg").exists()
+
+
+def test_a_closed_pipe_ends_quietly(cfg: Path) -> None:
+    import subprocess
+    import sys
+
+    with store_for(cfg) as s:          # well over a pipe's 64 KiB of JSON
+        for i in range(200):
+            s.enqueue(watch="studio", rel_path=f"p{i}.jpg", size=3, mtime=1.0, content_hash=f"p{i}",
+                      kind="image", spec={"processors": ["face_swapper"]})
+    script = (f"{sys.executable} -m ffwatchd jobs list --json --limit 200 -c {cfg} | head -n 2; "
+              f"{sys.executable} -m ffwatchd jobs show 1 -c {cfg} | head -n 1")
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
+    assert r.stdout.splitlines()[0] == "["
+
+
+def test_an_unknown_watch_is_an_error(cfg: Path, capsys) -> None:
+    assert main(["jobs", "list", "--watch", "nope", "-c", str(cfg)]) == 1
+    assert "no watch named 'nope' in the config (watches: studio)" in capsys.readouterr().err
+    assert main(["jobs", "list", "--watch", "studio", "-c", str(cfg)]) == 0
+
+
+def test_enqueue_of_a_missing_path_says_so_plainly(cfg: Path, capsys) -> None:
+    settings = load_config(cfg)
+    inbox = settings.watches[0].inbox
+    assert main(["enqueue", str(inbox / "x.jpg"), "-c", str(cfg)]) == 1
+    assert capsys.readouterr().err.strip() == f"{inbox / 'x.jpg'}: no such file"
+    assert main(["enqueue", str(inbox / "faces"), "-c", str(cfg)]) == 1
+    assert "is a folder" in capsys.readouterr().err
+    (inbox / "y.jpg").write_bytes(jpeg(7))
+    assert main(["enqueue", str(inbox / "y.jpg"), str(inbox / "x.jpg"), "-c", str(cfg), "--json"]) == 1
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["status"], r["ok"]) for r in rows] == [("enqueued", True), ("missing", False)]
+
+
+def test_json_is_accepted_by_every_verb_that_reports(cfg: Path, capsys) -> None:
+    job_id = add_job(cfg, "j.jpg")
+    assert main(["jobs", "cancel", str(job_id), "-c", str(cfg), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["ok"] is True
+    assert main(["jobs", "purge", "--older-than", "0s", "-c", str(cfg), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"purged": 1}
+    assert main(["retention", "--dry-run", "-c", str(cfg), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["dry_run"] is True
+    assert main(["models", "verify", "-c", str(cfg), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_models_verify_with_nothing_to_verify_says_so(cfg: Path, capsys) -> None:
+    assert main(["models", "verify", "-c", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("nothing to verify: no model file is in ") and "ffwatchd models fetch NAME" in out

@@ -143,3 +143,13 @@ def test_a_video_goes_through_the_same_video_path_as_the_daemon(files, config, c
     assert summary["kind"] == "video" and summary["frames"] == 10 and summary["faces"] == 10
     assert probe(out).frame_count == 10
     assert sorted(p.name for p in files.iterdir() if p.name.startswith(".")) == []      # no temp left
+
+
+def test_output_with_a_trailing_slash_is_a_folder_made_when_missing(files, config, capsys, monkeypatch):
+    monkeypatch.delenv("FFWATCHD_CONFIG", raising=False)
+    out_dir = files / "new" / "outdir"
+    rc = run_process(["-c", str(config), "-t", str(files / "target.jpg"), "-o", f"{out_dir}/",
+                      "--processors", "face_anonymizer", "--json", *SYNTH_FLAGS])
+    assert rc == 0, capsys.readouterr().err
+    assert out_dir.is_dir() and [p.name for p in out_dir.iterdir()] == ["target.jpg"]
+    assert json.loads(capsys.readouterr().out)["output"] == str(out_dir / "target.jpg")

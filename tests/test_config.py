@@ -85,6 +85,9 @@ INVALID = [
     ("workers.ram_limit", "workers: {ram_limit: lots}\n", "not a size"),
     ("workers.devices[0]", "workers: {devices: [gpu]}\n", "not a device"),
     ("workers.providers[0]", "workers: {providers: [tensorrt]}\n", "not one of cuda, cpu"),
+    ("workers.devices", "workers: {devices: cpu}\n", "must be a list"),
+    ("watches[0].ingest", "    ingest: sometimes\n", "not true or false"),
+    ("workers.devices", "    ingest: false\nworkers: {devices: []}\n", "neither watch nor work"),
     ("workers.max_attempts", "workers: {max_attempts: 0}\n", "below the minimum"),
     ("workers.lease", "workers: {lease: 0s}\n", "longer than zero"),
     ("metrics.listen", "metrics: {listen: 'localhost'}\n", "not host:port"),
@@ -185,3 +188,63 @@ def test_a_huge_value_is_cut_in_config_problems(tmp_path: Path) -> None:
 def test_oversized_config_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="larger than 1024 KiB"):
         load_config(write(tmp_path, "# " + "x" * (1 << 20) + "\n"))
+def test_scale_out_roles_watch_only_and_work_only(tmp_path: Path) -> None:
+    watch_only = load_config(write(tmp_path, BASE + "workers: {devices: []}\n"))
+    assert watch_only.workers.devices == () and watch_only.watches[0].ingest is True
+    work_only = load_config(write(tmp_path, BASE.rstrip("\n") + "\n    ingest: false\n"))
+    assert work_only.watches[0].ingest is False and work_only.workers.devices == ("cpu",)
+
+
+def test_notify_smtp_and_batch_settings_are_read(tmp_path: Path) -> None:
+    (tmp_path / "secret").write_text("0123456789abcdefXYZ\n")
+    (tmp_path / "smtp.cred").write_text("user:pw\n")
+    s = load_config(write(tmp_path, BASE + """
+    batch_quiet: 30s
+    batch_quiet_max: 10m
+    priority_max: normal
+    starvation_age: 15m
+    notify:
+      webhook_prefixes: ["https://hooks.example.com/ffwatchd/"]
+      email_domains: [Example.com]
+      webhook_secret_file: secret
+smtp: {server: mail.example.com, port: 587, starttls: true, credentials_file: smtp.cred, from: ffwatchd@example.com}
+notify: {backoff: 5s, backoff_max: 1m, max_attempts: 4}
+"""))
+    w = s.watches[0]
+    assert (w.batch_quiet, w.batch_quiet_max, w.priority_max, w.starvation_age) == (30, 600, 0, 900)
+    assert w.notify.webhook_prefixes == ("https://hooks.example.com/ffwatchd/",)
+    assert w.notify.email_domains == ("example.com",)
+    assert w.notify.webhook_secret == "0123456789abcdefXYZ"
+    assert "0123456789abcdef" not in repr(s), "the secret never shows in a repr (or a log line)"
+    assert s.smtp.server == "mail.example.com" and s.smtp.credentials_file == tmp_path / "smtp.cred"
+    assert s.notify.retry_delay(1) == 5 and s.notify.retry_delay(3) == 20 and s.notify.retry_delay(9) == 60
+
+
+def test_notify_problems_are_reported_by_key(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("NO_SUCH_SECRET", raising=False)
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, BASE + """
+    batch_quiet: 2h
+    priority_max: urgent
+    notify:
+      webhook_prefixes: ["https://hooks.example.com", "ftp://x/"]
+      email_domains: [example.com]
+      webhook_secret_env: NO_SUCH_SECRET
+smtp: {port: 99999, from: nobody}
+"""))
+    text = str(e.value)
+    for needle in ("watches[0].batch_quiet: 7200 s is longer than batch_quiet_max",
+                   "watches[0].priority_max: 'urgent' is not high, normal or low",
+                   "watches[0].notify.webhook_prefixes[0]", "watches[0].notify.webhook_prefixes[1]",
+                   "watches[0].notify.webhook_secret_env: environment variable 'NO_SUCH_SECRET' is not set",
+                   "smtp.server: is required", "smtp.port", "smtp.from: 'nobody' is not an e-mail address"):
+        assert needle in text, (needle, text)
+
+
+def test_webhook_prefixes_need_a_secret_and_email_needs_smtp(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, BASE + """
+    notify: {webhook_prefixes: ["https://h.example.com/x/"], email_domains: [example.com]}
+"""))
+    assert "watches[0].notify.webhook_prefixes: webhooks need a secret" in str(e.value)
+    assert "watches[0].notify.email_domains: e-mail needs the global smtp: section" in str(e.value)

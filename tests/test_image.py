@@ -16,7 +16,8 @@ from PIL import Image
 from ffwatchd.errors import JobError
 from ffwatchd.faces.pipeline import Pipeline
 from ffwatchd.jobspec import JobSpec
-from ffwatchd.media.image import (DIGITAL_SOURCE_TYPE, Provenance, read_image, read_provenance,
+from ffwatchd.media.provenance import AI_COMPOSITE as DIGITAL_SOURCE_TYPE
+from ffwatchd.media.image import (Provenance, read_image, read_provenance,
                                   write_image)
 
 PROV = Provenance(("face_swapper", "face_enhancer"), ("yunet", "arcface_w600k_r50", "inswapper_128"))
@@ -171,9 +172,9 @@ def test_provenance_is_readable_back(tmp_path, fmt):
         assert DIGITAL_SOURCE_TYPE in xmp and "ffwatchd" in xmp and "inswapper_128" in xmp
         if fmt in ("JPEG", "WEBP"):
             exif = im.getexif()
-            assert "AI-generated" in exif[0x010E] and exif[0x0131].startswith("ffwatchd ")
+            assert "AI-modified" in exif[0x010E] and exif[0x0131].startswith("ffwatchd ")
         if fmt == "PNG":
-            assert "AI-generated" in im.text["Description"] and "face_swapper" in im.text["Description"]
+            assert "AI-modified" in im.text["Description"] and "face_swapper" in im.text["Description"]
     assert read_provenance(path) == {**PROV.as_dict()}
 
 
@@ -184,5 +185,5 @@ def test_provenance_is_readable_by_exiftool(tmp_path, fmt):
     write_image(path, gradient(), fmt, provenance=PROV)
     out = subprocess.run(["exiftool", "-XMP-iptcExt:DigitalSourceType", "-XMP-xmp:CreatorTool", str(path)],
                          capture_output=True, text=True, timeout=30).stdout
-    assert "trainedAlgorithmicMedia" in out.replace(" ", "") or "Trained Algorithmic Media" in out
+    assert "compositeWithTrainedAlgorithmicMedia" in out.replace(" ", "") or "Composite With Trained" in out
     assert "ffwatchd" in out

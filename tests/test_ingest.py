@@ -61,7 +61,8 @@ def test_good_file_is_enqueued_with_snapshot_and_sources(env) -> None:
     face = str(Path(os.path.realpath(watch.inbox / "faces/alice.png")))
     assert (job.watch, job.rel_path, job.kind, job.priority, job.state) == ("w", "shoot/x.jpg", "image", 3, "queued")
     assert job.spec["sources"] == [face] and job.spec["processors"] == ["face_swapper"]
-    assert job.sources == [{"path": face, "sha256": ingest_mod.hash_file(Path(face))[0], "role": "source"}]
+    assert job.sources == [{"path": face, "sha256": ingest_mod.hash_file(Path(face))[0], "role": "source",
+                            "root": "inbox", "rel": "faces/alice.png"}]
     assert job.sidecars == [str(watch.inbox / "ffwatch.yaml")]
     assert job.content_hash == ingest_mod.hash_file(img)[0] and job.size == len(JPEG)
     again = ingest_file(settings, watch, store, img, 0.0)

@@ -4,6 +4,7 @@ and the real HTTP endpoint."""
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import urllib.request
 from pathlib import Path
@@ -13,6 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ffwatchd.metrics import DURATION_BUCKETS, Metrics, normalize_provider
 from ffwatchd.store import JobStore
+
+HOST = socket.gethostname()
 
 
 def samples(text: bytes | str) -> dict[tuple[str, frozenset], float]:
@@ -109,8 +112,8 @@ def test_counters_and_histograms_follow_the_reports():
     assert value(text, "ffwatchd_leases_expired_total") == 2
     assert value(text, "ffwatchd_bytes_processed_total", watch="studio") == 1234
     assert value(text, "ffwatchd_frames_processed_total", watch="studio") == 250
-    assert value(text, "ffwatchd_worker_restarts_total", device="0", reason="memory") == 1
-    assert value(text, "ffwatchd_worker_restarts_total", device="0", reason="other") == 1
+    assert value(text, "ffwatchd_worker_restarts_total", host=HOST, device="0", reason="memory") == 1
+    assert value(text, "ffwatchd_worker_restarts_total", host=HOST, device="0", reason="other") == 1
     assert value(text, "ffwatchd_last_success_timestamp_seconds") > 0
     # 50 ms lands in the first bucket, 700 s in the 20-minute one, 4000 s only in +Inf.
     assert value(text, "ffwatchd_job_duration_seconds_bucket", watch="studio", kind="image", le="0.1") == 1
@@ -137,13 +140,13 @@ def test_execution_provider_gauge_marks_the_active_one():
     m = Metrics()
     m.set_worker_provider("0", "CUDAExecutionProvider")
     text = m.render()
-    assert value(text, "ffwatchd_worker_execution_provider", device="0", provider="cuda") == 1
+    assert value(text, "ffwatchd_worker_execution_provider", host=HOST, device="0", provider="cuda") == 1
     m.set_worker_provider("0", "CPUExecutionProvider")     # the silent CPU fallback, made visible
     m.set_worker_provider("cpu", "cpu")
     text = m.render()
-    assert value(text, "ffwatchd_worker_execution_provider", device="0", provider="cuda") == 0
-    assert value(text, "ffwatchd_worker_execution_provider", device="0", provider="cpu") == 1
-    assert value(text, "ffwatchd_worker_execution_provider", device="cpu", provider="cpu") == 1
+    assert value(text, "ffwatchd_worker_execution_provider", host=HOST, device="0", provider="cuda") == 0
+    assert value(text, "ffwatchd_worker_execution_provider", host=HOST, device="0", provider="cpu") == 1
+    assert value(text, "ffwatchd_worker_execution_provider", host=HOST, device="cpu", provider="cpu") == 1
     assert normalize_provider("TensorrtExecutionProvider") == "tensorrt"
     assert normalize_provider("/opt/evil") == "other"
 
@@ -242,3 +245,54 @@ def test_retention_results_are_counted(tmp_path):
     assert value(text, "ffwatchd_retention_removed_total", what="done") == 1
     assert value(text, "ffwatchd_retention_removed_total", what="job_rows") == 12
     assert value(text, "ffwatchd_retention_removed_bytes_total", what="temp") == 4096
+
+
+def test_only_the_leading_host_exports_the_queue_gauges(store):
+    """Several hosts scraped: the queue counts come from one of them, so sums do not double."""
+    enqueue(store, "a.jpg")
+    leading = {"now": False}
+    m = Metrics(store=store, host="gpu-2", leads=lambda: leading["now"])
+    m.set_busy_workers(1)
+    text = m.render()
+    assert value(text, "ffwatchd_queue_metrics_leader") == 0
+    assert not any(name == "ffwatchd_jobs" for name, _ in samples(text))
+    assert value(text, "ffwatchd_busy_workers", host="gpu-2") == 1      # worker metrics: every host
+    leading["now"] = True
+    text = m.render()
+    assert value(text, "ffwatchd_queue_metrics_leader") == 1
+    assert value(text, "ffwatchd_jobs", state="queued") == 1
+
+
+def test_operator_actions_in_the_shared_table_are_counted_by_the_leading_host_only(store):
+    leading = {"now": False}
+    m = Metrics(store=store, folders={"studio": {}}, leads=lambda: leading["now"])
+    store.cancel(enqueue(store, "a.jpg"))                 # counted in the table, seen by every host
+    cancelled = lambda: value(m.render(), "ffwatchd_jobs_finished_total", watch="studio", kind="image",
+                              outcome="cancelled")
+    assert cancelled() == 0, "another host leads: it counts this one"
+    leading["now"] = True
+    assert cancelled() == 0, "taking over does not count what the last leader counted"
+    store.cancel(enqueue(store, "b.jpg"))
+    assert cancelled() == 1
+
+
+def test_operator_retries_and_cancels_are_counted_from_the_table(store, tmp_path):
+    m = Metrics(store=store, folders={"studio": {"inbox": tmp_path}})
+    before = m.render()
+    assert value(before, "ffwatchd_retries_total", watch="studio", cause="operator") == 0
+    queued = enqueue(store, "q.jpg")
+    failed = enqueue(store, "f.jpg")
+    claimed = store.claim("w", 60.0)
+    assert claimed.id == queued
+    store.fail(queued, "w", error_kind="no_face", message="no face", transient=False)
+    other = JobStore(tmp_path / "state" / "ffwatchd.db")     # the CLI: its own connection, no Metrics
+    other.cancel(failed)                                     # queued -> cancelled
+    other.retry(queued)
+    other.retry(failed)
+    other.close()
+    for _ in range(2):                                       # each scrape sees them once
+        text = m.render()
+        assert value(text, "ffwatchd_retries_total", watch="studio", cause="operator") == 2
+        assert value(text, "ffwatchd_jobs_finished_total", watch="studio", kind="image", outcome="cancelled") == 1
+    m2 = Metrics(store=store)                                # a restarted daemon starts from the table's totals
+    assert value(m2.render(), "ffwatchd_retries_total", watch="studio", cause="operator") == 2

@@ -89,3 +89,15 @@ def test_fetch_failures_and_usage(tmp_path, served, capsys):
     assert run_models(["fetch", "--models-dir", str(tmp_path)]) == 2
     assert run_models(["fetch", "nosuch", "--models-dir", str(tmp_path)]) == 2
     assert run_models(["list"]) == 2                                             # no models dir at all
+
+
+def test_fetch_json_reports_each_model(tmp_path, served, capsys):
+    base, _ = served
+    models = tmp_path / "models"
+    assert run_models(["fetch", "gfpgan_1.4", "--models-dir", str(models), "--mirror", base, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == [{"name": "gfpgan_1.4", "state": "fetched",
+                                         "path": str(models / "gfpgan_1.4.onnx")}]
+    assert "100%" not in captured.err
+    assert run_models(["fetch", "gfpgan_1.4", "--models-dir", str(models), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["state"] == "present"

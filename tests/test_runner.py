@@ -27,8 +27,16 @@ class NoFaces:
 
 
 class FakePipeline:
+    provenance = True
+
     def prepare(self, spec: JobSpec) -> NoFaces:
         return NoFaces()
+
+    def signer(self) -> None:
+        return None
+
+    def provenance_for(self, processor: object, faces: int) -> None:
+        return None
 
     def output_suffix(self, target: Path, spec: JobSpec) -> str:
         return target.suffix

@@ -144,7 +144,7 @@ def test_malformed_yaml(watch: WatchSettings) -> None:
 
 def test_unknown_key_type_and_model_are_all_reported(watch: WatchSettings) -> None:
     put(watch.inbox / "a.jpg")
-    sc = put(watch.inbox / "ffwatch.yaml", "sources: [a.jpg]\ncolour: red\npriority: high\n"
+    sc = put(watch.inbox / "ffwatch.yaml", "sources: [a.jpg]\ncolour: red\npriority: urgent\n"
                                            "face_swapper: {model: nope}\n")
     with pytest.raises(JobError) as e:
         resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
@@ -272,3 +272,52 @@ def test_a_refused_sidecar_is_not_read_again_until_it_changes(watch: WatchSettin
     sc.write_text("processors: [label]\n")
     resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
     assert reads == [sc, sc]
+@pytest.mark.parametrize("value, expected", [("high", 10), ("normal", 0), ("low", -10), (5, 5), (-3, -3)])
+def test_priority_names_and_the_older_integer_form(watch: WatchSettings, value, expected) -> None:
+    put(watch.inbox / "a.jpg")
+    put(watch.inbox / "ffwatch.yaml", f"sources: [a.jpg]\npriority: {value}\n")
+    assert resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN).spec.priority == expected
+
+
+def test_notify_package_and_quiet_within_the_watch_limits(tmp_path: Path) -> None:
+    import ffwatchd.config as config
+
+    (tmp_path / "secret").write_text("a-long-enough-secret")
+    raw = {"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"), "models_dir": str(tmp_path / "m"),
+           "smtp": {"server": "localhost", "from": "ff@example.com"},
+           "watches": [{"name": "w", "inbox": str(tmp_path / "inbox"), "output": str(tmp_path / "out"),
+                        "done": str(tmp_path / "done"), "failed": str(tmp_path / "failed"), "batch_quiet_max": "5m",
+                        "notify": {"webhook_prefixes": ["https://hooks.example.com/ff/"],
+                                   "email_domains": ["example.com"], "webhook_secret_file": str(tmp_path / "secret")}}]}
+    watch = config.load_settings(raw, tmp_path).watches[0]
+    put(watch.inbox / "a.jpg")
+    sc = put(watch.inbox / "ffwatch.yaml", "sources: [a.jpg]\nnotify: {webhook: 'https://hooks.example.com/ff/x', "
+                                           "email: [Ed@example.com], on: [finished, failed]}\npackage: zip\n"
+                                           "batch_quiet: 2m\n")
+    spec = resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN).spec
+    assert spec.notify.webhook == "https://hooks.example.com/ff/x" and spec.notify.email == ("Ed@example.com",)
+    assert spec.notify.on == ("finished", "failed") and spec.package == "zip" and spec.batch_quiet == 120
+    for text, needle in (("notify: {webhook: 'https://hooks.example.com.evil.org/ff/x'}", "notify.webhook"),
+                         ("notify: {webhook: 'https://hooks.example.com/other'}", "not under an allowed prefix"),
+                         ("notify: {email: [a@example.org]}", "notify.email[0]: 'a@example.org' is not in an allowed"),
+                         ("notify: {email: [not-an-address]}", "notify.email[0]: 'not-an-address' is not an e-mail"),
+                         ("notify: {on: [started]}", "notify.on"),
+                         ("notify: {webhook: 'https://hooks.example.com/ff/x', secret: x}", "notify.secret: unknown key"),
+                         ("package: tar", "package: 'tar' is not one of zip, none"),
+                         ("batch_quiet: 1h", "batch_quiet: '1h' is longer than the watch's batch_quiet_max"),
+                         ("batch_quiet: soon", "batch_quiet: 'soon' is not a duration")):
+        sc.write_text(f"sources: [a.jpg]\n{text}\n")
+        with pytest.raises(JobError) as e:
+            resolve_spec(watch, watch.inbox / "x.jpg", KNOWN)
+        assert e.value.kind == "bad_sidecar" and needle in e.value.message and str(sc) in e.value.message, \
+            (needle, e.value.message)
+
+
+def test_batch_folder_is_the_nearest_folder_sidecar(tmp_path: Path) -> None:
+    from ffwatchd.sidecar import batch_folder
+
+    inbox = tmp_path / "inbox"
+    assert batch_folder(inbox, [inbox / "ffwatch.yaml"]) == ""
+    assert batch_folder(inbox, [inbox / "a/b/ffwatch.yaml", inbox / "a/b/x.jpg.ffwatch.yaml"]) == "a/b"
+    assert batch_folder(inbox, [inbox / ".hidden/ffwatch.yaml"]) == ".hidden"
+    assert batch_folder(inbox, []) == ""

@@ -55,6 +55,9 @@ class Recorder:
     def file_left_alone(self, watch: str, what: str) -> None:
         with self.lock:
             self.calls[f"left_alone:{what}"] += 1
+    def file_ignored(self, watch: str) -> None:
+        with self.lock:
+            self.calls["ignored"] += 1
 
 
 def make_settings(tmp_path: Path, mode: str, **extra: object) -> Settings:
@@ -268,10 +271,50 @@ def test_a_source_copied_after_its_target_is_waited_for(make_env) -> None:
     put(env.inbox / "late/target.jpg", JPEG + b"t")
     wait_for(lambda: env.metrics.calls["settled"] >= 1, what="the target to settle")
     assert env.jobs() == [], "the target waits for its source instead of failing"
+    waiting = env.service.waiting_files()["w"]
+    assert [(f["path"], f["waits_for"].split(" (")[0]) for f in waiting] == [("late/target.jpg", "a source")]
+    assert "faces/me.png" in waiting[0]["waits_for"] and waiting[0]["deadline"] > time.time()
     put(env.inbox / "late/faces/me.png", FACE)
     wait_for(lambda: len(env.jobs()) == 1, what="the job once the source arrived", timeout=20)
     job = env.jobs()[0]
     assert job.state == "queued" and job.rel_path == "late/target.jpg"
+    assert env.service.waiting_files() == {"w": []}
+
+
+def test_a_file_waiting_for_its_sidecar_is_logged_once_and_listed(make_env, caplog) -> None:
+    import logging
+
+    caplog.set_level(logging.INFO, logger="ffwatchd.watch")
+    env = make_env("inotify", sidecar_wait="30s", defaults={})
+    env.service.start()
+    wait_for(lambda: env.service.available()["w"], what="the watch to start")
+    put(env.inbox / "nosidecar/a.jpg")
+    wait_for(lambda: env.service.waiting_files()["w"], what="the file to wait")
+    assert env.service.waiting_files()["w"][0]["path"] == "nosidecar/a.jpg"
+    assert env.service.waiting_files()["w"][0]["waits_for"] == "its sidecar (ffwatch.yaml)"
+    lines = [r.getMessage() for r in caplog.records if "waits up to" in r.getMessage()]
+    assert lines == ["watch w: nosidecar/a.jpg waits up to 30 s for its sidecar (ffwatch.yaml)"]
+
+
+def test_files_matching_no_include_pattern_are_logged_once_and_counted(make_env, caplog) -> None:
+    import logging
+
+    caplog.set_level(logging.INFO, logger="ffwatchd.watch")
+    env = make_env("inotify")
+    put(env.inbox / "before.gif", b"GIF89a")                        # found by the start-up scan
+    env.service.start()
+    wait_for(lambda: env.service.available()["w"], what="the watch to start")
+    put(env.inbox / "sub/anim.gif", b"GIF89a")                       # found by an event
+    put(env.inbox / "notes.txt", b"hello")
+    wait_for(lambda: env.metrics.calls["ignored"] == 3, what="three ignored files")
+    (env.inbox / "sub/anim.gif").write_bytes(b"GIF89a more")         # more events, same file
+    env.service.rescan_now()
+    put(env.inbox / "x.jpg")
+    wait_for(lambda: len(env.jobs()) == 1, what="an included file to be taken")
+    assert env.metrics.calls["ignored"] == 3
+    said = sorted(r.getMessage().split(" matches")[0] for r in caplog.records if "matches no include" in r.getMessage())
+    assert said == ["watch w: before.gif", "watch w: notes.txt", "watch w: sub/anim.gif"]
+    assert (env.inbox / "before.gif").exists()
 
 
 def test_start_and_stop_do_not_block_and_stop_is_idempotent(make_env) -> None:

@@ -53,11 +53,17 @@ class YunetDetector:
     def __init__(self, name: str, path: Path) -> None:
         self.name = name
         self.providers = ["OpenCV-DNN-CPU"]
+        # OpenCV 5 warns "setPreferableTarget Targets are not supported by the new graph engine"
+        # on every load (the target is its own default); errors still show and still raise.
+        quiet = cv2.utils.logging.getLogLevel()
+        cv2.utils.logging.setLogLevel(min(quiet, cv2.utils.logging.LOG_LEVEL_ERROR))
         try:
             self._model = cv2.FaceDetectorYN.create(str(path), "", (320, 320), 0.5, 0.3, 5000)
         except cv2.error as e:
             raise JobError("model_missing", f"model {name} ({path.name}) is not a YuNet detector "
                            f"OpenCV can load: {e.msg.strip() if hasattr(e, 'msg') else e}") from e
+        finally:
+            cv2.utils.logging.setLogLevel(quiet)
 
     def detect(self, frame: Frame, score: float, size: int) -> list[Face]:
         h, w = frame.shape[:2]

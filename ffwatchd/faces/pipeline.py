@@ -6,6 +6,7 @@ The daemon's workers and `ffwatchd process` both call exactly this.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
@@ -17,7 +18,7 @@ import numpy as np
 import onnxruntime as ort
 import cv2
 
-from ffwatchd.config import CustomModel
+from ffwatchd.config import C2paSettings, CustomModel
 from ffwatchd.errors import JobError
 from ffwatchd.faces import registry
 from ffwatchd.faces.anonymize import anonymize_face
@@ -30,8 +31,8 @@ from ffwatchd.faces.sessions import SessionConfig, probe_providers, provider_kin
 from ffwatchd.faces.swap import Swapper
 from ffwatchd.faces.types import Embedding, Face, Frame
 from ffwatchd.jobspec import JobSpec
-from ffwatchd.media.image import (SUFFIXES, Provenance, read_image, output_format, sniff_format,
-                                  write_image)
+from ffwatchd.media.image import SUFFIXES, encode_image, read_image, output_format, sniff_format, write_image
+from ffwatchd.media.provenance import Provenance, job_provenance, label_text
 
 log = logging.getLogger(__name__)
 
@@ -49,21 +50,12 @@ class ImageResult:
     output_format: str            # jpeg | png | webp | tiff
     copied: bool = False          # on_no_face: copy wrote the input unchanged
     provenance: dict | None = field(default=None)
+    signed: bool = False          # carries a C2PA manifest
 
 
 def models_for(spec: JobSpec) -> list[str]:
     """Model names a spec needs, in pipeline order (none for a label-only job)."""
-    procs = spec.processors
-    if not any(p in FACE_PROCESSORS for p in procs):
-        return []
-    names = [spec.face_detector.model]
-    if "face_swapper" in procs or spec.face_selector.mode == "reference":
-        names.append(spec.face_recognizer.model)
-    if "face_swapper" in procs:
-        names.append(spec.face_swapper.model)
-    if "face_enhancer" in procs:
-        names.append(spec.face_enhancer.model)
-    return names
+    return spec.models_used()
 
 
 def output_suffix(target: Path, spec: JobSpec) -> str:
@@ -85,6 +77,12 @@ class FrameProcessor:
         self.reference = reference
         self.models_used = models_used
         self.processors = list(spec.processors)
+        self.label_text = label_text(spec.processors, spec.label.text)
+
+    def applied(self, faces: int) -> list[str]:
+        """The processors that changed a frame in which `faces` faces were processed."""
+        return [p for p in self.processors
+                if (p == "label" and self.label_text) or (p in FACE_PROCESSORS and faces > 0)]
 
     def find_faces(self, frame: Frame) -> list[Face]:
         if self.detector is None:
@@ -109,8 +107,8 @@ class FrameProcessor:
             elif proc == "face_anonymizer":
                 for face in faces:
                     anonymize_face(frame, face, self.spec.face_anonymizer.method)
-            elif proc == "label":
-                draw_label(frame, self.spec.label.text, self.spec.label.position)
+            elif proc == "label" and self.label_text:
+                draw_label(frame, self.label_text, self.spec.label.position)
         return frame, len(faces)
 
 
@@ -120,13 +118,17 @@ class Pipeline:
     def __init__(self, models_dir: Path, custom_models: tuple[CustomModel, ...] = (),
                  providers: tuple[str, ...] = ("cpu",), device: str = "cpu",
                  vram_limit: int = 12 * 2**30, cpu_threads: int = 0,
-                 max_pixels: int = 80_000_000, provenance: bool = True) -> None:
+                 max_pixels: int = 80_000_000, provenance: bool = True,
+                 c2pa: C2paSettings | None = None) -> None:
         self.models_dir = Path(models_dir)
         self.custom_models = tuple(custom_models)
         self.session_config = SessionConfig(tuple(providers), str(device), int(vram_limit), int(cpu_threads))
         self.max_pixels = int(max_pixels)
         self.provenance = bool(provenance)
+        self.c2pa = c2pa
+        self._signer: object | None = None
         self._models: dict[str, object] = {}
+        self._model_hashes: dict[str, str] = {}
         self._lock = threading.Lock()
         self._probe: list[str] | None = None
         self._identities: dict[tuple, Embedding] = {}
@@ -155,8 +157,56 @@ class Pipeline:
             else:
                 raise JobError("model_missing", f"model {name} has an unknown kind {kind!r}")
             self._models[name] = model
+            self._model_hashes[name] = registry.sha256_file(path)
             log.info("loaded model %s (%s) from %s on %s", name, kind, path, ", ".join(model.providers))
             return model
+
+    def check_models(self, names: list[str]) -> None:
+        """JobError model_missing naming every model in `names` that is missing or corrupt."""
+        problems, missing = [], []
+        for name in dict.fromkeys(names):
+            if name in self._models:
+                continue
+            try:
+                registry.resolve_model(name, self.models_dir, self.custom_models)
+            except JobError as e:
+                problems.append(e.message)
+                missing.append(name)
+        if len(problems) == 1:
+            raise JobError("model_missing", problems[0])
+        if problems:
+            fetchable = [n for n in missing if registry.find_model(n, self.custom_models).url]
+            head = f"{len(problems)} models are missing ({', '.join(missing)})"
+            if fetchable:
+                head += (f"; `ffwatchd models fetch {' '.join(fetchable)}` gets "
+                         + ("them" if len(fetchable) == len(missing) else "the built-in ones"))
+            raise JobError("model_missing", head + ": " + "; ".join(problems))
+
+    def model_hashes(self) -> dict[str, str]:
+        """Model name -> sha256 of the file loaded for it."""
+        with self._lock:
+            return dict(self._model_hashes)
+
+    def signer(self) -> object | None:
+        """The C2PA signer (credentials read once), or None when signing is off; JobError provenance."""
+        if self.c2pa is None:
+            return None
+        if self._signer is None:
+            from ffwatchd.media.c2pa_sign import ManifestSigner, load_credentials
+
+            try:
+                creds = load_credentials(self.c2pa.cert, self.c2pa.key, self.c2pa.timestamp_url)
+            except ValueError as e:
+                raise JobError("provenance", f"C2PA signing is configured but its credentials are "
+                                             f"unusable: {e}") from e
+            self._signer = ManifestSigner(creds)
+        return self._signer
+
+    def provenance_for(self, processor: FrameProcessor, faces: int) -> Provenance | None:
+        """What the output of a job that processed `faces` faces says about itself."""
+        applied = processor.applied(faces)
+        models = processor.models_used if any(p in FACE_PROCESSORS for p in applied) else []
+        return job_provenance(applied, models, self.model_hashes())
 
     def execution_providers(self) -> dict[str, list[str]]:
         """Model name -> the providers its session really runs on."""
@@ -213,6 +263,7 @@ class Pipeline:
     def prepare(self, spec: JobSpec) -> FrameProcessor:
         """Load what the spec needs and compute its source identity and reference once."""
         names = models_for(spec)
+        self.check_models(names)
         procs = spec.processors
         detector = recognizer = swapper = enhancer = None
         latent = reference = None
@@ -270,13 +321,33 @@ class Pipeline:
                 write_image(output, image.bgr, fmt, alpha=image.alpha, quality=spec.output.image_quality,
                             exif=image.exif, icc_profile=image.icc_profile)
             return ImageResult(0, [], [], fmt.lower(), copied=True)
-        prov = None
-        if self.provenance and face_job:
-            prov = Provenance(tuple(spec.processors), tuple(processor.models_used))
-        write_image(output, frame, fmt, alpha=image.alpha, quality=spec.output.image_quality,
-                    exif=image.exif, icc_profile=image.icc_profile, provenance=prov)
+        prov = self.provenance_for(processor, faces)
+        signer = self.signer() if prov is not None else None
+        data = encode_image(frame, fmt, alpha=image.alpha, quality=spec.output.image_quality,
+                            exif=image.exif, icc_profile=image.icc_profile,
+                            provenance=prov if self.provenance else None)
+        if signer is not None:
+            signer.sign(data, output, original=target, original_sha256=sha256_of(target), provenance=prov)
+        else:
+            write_bytes(output, data)
         return ImageResult(faces, list(spec.processors), list(processor.models_used), fmt.lower(),
-                           provenance=prov.as_dict() if prov else None)
+                           provenance=prov.as_dict() if prov else None, signed=signer is not None)
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(4 * 2**20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Write exactly `path`, fsynced (the caller renames it into place)."""
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def copy_file(src: Path, dst: Path) -> None:

@@ -121,6 +121,42 @@ def model_status(info: ModelInfo, models_dir: Path) -> tuple[str, str]:
     return "present", str(path)
 
 
+def missing_models(names: Iterable[str], models_dir: Path, custom_models: Iterable[CustomModel] = (),
+                   quick: bool = False) -> list[tuple[str, str]]:
+    """(name, detail) for each of `names` that is unknown, missing or corrupt; `quick` checks the
+    file and its size only (no hashing)."""
+    custom_models = tuple(custom_models)
+    out = []
+    for name in dict.fromkeys(names):
+        try:
+            info = find_model(name, custom_models)
+        except JobError as e:
+            out.append((name, e.message))
+            continue
+        path = info.file_in(models_dir)
+        if quick:
+            if not path.is_file():
+                out.append((name, f"{path} does not exist"))
+            elif info.size is not None and path.stat().st_size != info.size:
+                out.append((name, f"{path} has {path.stat().st_size} bytes, expected {info.size}"))
+            continue
+        state, detail = model_status(info, models_dir)
+        if state in ("missing", "corrupt"):
+            out.append((name, detail))
+    return out
+
+
+def fetch_hint(names: Iterable[str], custom_models: Iterable[CustomModel] = ()) -> str:
+    """How to get these models: one `ffwatchd models fetch` for the built-in ones."""
+    names = list(names)
+    builtin = [n for n in names if n in BUILTIN_MODELS and n not in {m.name for m in custom_models}]
+    others = [n for n in names if n not in builtin]
+    parts = [f"run `ffwatchd models fetch {' '.join(builtin)}`"] if builtin else []
+    if others:
+        parts.append(f"put the files of {', '.join(others)} where the config's models: says")
+    return " and ".join(parts)
+
+
 def how_to_get(info: ModelInfo, models_dir: Path) -> str:
     if info.url is not None:
         return (f"run `ffwatchd models fetch {info.name}`, or download {info.url} "

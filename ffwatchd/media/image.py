@@ -8,18 +8,16 @@ import io
 import json
 import logging
 import os
-import re
 import struct
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from xml.sax.saxutils import escape
 
 import numpy as np
 from PIL import Image, ImageOps, PngImagePlugin, TiffImagePlugin, UnidentifiedImageError
 
-from ffwatchd import __version__
 from ffwatchd.errors import JobError
+from ffwatchd.media.provenance import PNG_PROVENANCE_KEY, Provenance, read_provenance  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +25,6 @@ log = logging.getLogger(__name__)
 SUFFIXES = {"JPEG": ".jpg", "PNG": ".png", "WEBP": ".webp", "TIFF": ".tif"}
 # `output.format` in a sidecar -> Pillow name.
 SPEC_FORMATS = {"jpeg": "JPEG", "png": "PNG", "webp": "WEBP"}
-DIGITAL_SOURCE_TYPE = "http://cv.iptc.org/newscodes/digitalsourcetype/trainedAlgorithmicMedia"
-PROVENANCE_NS = "urn:ffwatchd:provenance:1"
-PNG_PROVENANCE_KEY = "ffwatchd:provenance"
 _EXIF_ORIENTATION, _EXIF_DESCRIPTION, _EXIF_SOFTWARE = 0x0112, 0x010E, 0x0131
 _TIFF_DESCRIPTION, _TIFF_SOFTWARE, _TIFF_XMP = 270, 305, 700
 _DECODE_ERRORS = (OSError, SyntaxError, ValueError, EOFError, IndexError, struct.error)
@@ -48,49 +43,6 @@ class DecodedImage:
     @property
     def pixels(self) -> int:
         return int(self.bgr.shape[0] * self.bgr.shape[1])
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """What an output says about itself: AI-generated, by ffwatchd, with which processors and models."""
-
-    processors: tuple[str, ...]
-    models: tuple[str, ...]
-    generator: str = f"ffwatchd {__version__}"
-
-    def description(self) -> str:
-        return (f"AI-generated: faces processed by {self.generator} "
-                f"(processors: {', '.join(self.processors)}; models: {', '.join(self.models)})")
-
-    def as_dict(self) -> dict:
-        return {"ai_generated": True, "generator": self.generator,
-                "digital_source_type": DIGITAL_SOURCE_TYPE,
-                "processors": list(self.processors), "models": list(self.models)}
-
-    def xmp(self) -> bytes:
-        a = escape(self.generator, {'"': "&quot;"})
-        p = escape(", ".join(self.processors), {'"': "&quot;"})
-        m = escape(", ".join(self.models), {'"': "&quot;"})
-        return (
-            '<?xpacket begin="\ufeff" id="W5M0MpCehiHzreSzNTczkc9d"?>\n'
-            '<x:xmpmeta xmlns:x="adobe:ns:meta/">\n'
-            ' <rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">\n'
-            '  <rdf:Description rdf:about=""\n'
-            '    xmlns:Iptc4xmpExt="http://iptc.org/std/Iptc4xmpExt/2008-02-29/"\n'
-            '    xmlns:xmp="http://ns.adobe.com/xap/1.0/"\n'
-            '    xmlns:dc="http://purl.org/dc/elements/1.1/"\n'
-            f'    xmlns:ffwatchd="{PROVENANCE_NS}"\n'
-            f'    Iptc4xmpExt:DigitalSourceType="{DIGITAL_SOURCE_TYPE}"\n'
-            f'    xmp:CreatorTool="{a}"\n'
-            '    ffwatchd:AIGenerated="True"\n'
-            f'    ffwatchd:Processors="{p}"\n'
-            f'    ffwatchd:Models="{m}">\n'
-            '   <dc:description><rdf:Alt><rdf:li xml:lang="x-default">'
-            f'{escape(self.description())}</rdf:li></rdf:Alt></dc:description>\n'
-            '  </rdf:Description>\n'
-            ' </rdf:RDF>\n'
-            '</x:xmpmeta>\n'
-            '<?xpacket end="w"?>').encode("utf-8")
 
 
 # --------------------------------------------------------------------------------------
@@ -199,6 +151,18 @@ def write_image(path: Path, bgr: np.ndarray, fmt: str, *, alpha: np.ndarray | No
                 quality: int = 95, exif: bytes | None = None, icc_profile: bytes | None = None,
                 provenance: Provenance | None = None) -> None:
     """Encode to exactly `path` (the caller picks a temp name and renames), fsynced."""
+    data = encode_image(bgr, fmt, alpha=alpha, quality=quality, exif=exif, icc_profile=icc_profile,
+                        provenance=provenance)
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def encode_image(bgr: np.ndarray, fmt: str, *, alpha: np.ndarray | None = None,
+                 quality: int = 95, exif: bytes | None = None, icc_profile: bytes | None = None,
+                 provenance: Provenance | None = None) -> bytes:
+    """The encoded file, with the provenance metadata when given."""
     rgb = bgr[:, :, ::-1]
     if alpha is not None and fmt == "JPEG":
         a = alpha.astype(np.float32)[:, :, None] / 255.0   # JPEG has no alpha: flatten on white
@@ -244,34 +208,4 @@ def write_image(path: Path, bgr: np.ndarray, fmt: str, *, alpha: np.ndarray | No
         raise JobError("internal", f"cannot write images as {fmt}")
     buf = io.BytesIO()
     im.save(buf, format=fmt, **kwargs)
-    with open(path, "wb") as f:
-        f.write(buf.getbuffer())
-        f.flush()
-        os.fsync(f.fileno())
-
-
-# --------------------------------------------------------------------------------------
-# Reading provenance back (for `jobs show`, tests and people)
-
-_XMP_ATTR = re.compile(rb'(Iptc4xmpExt:DigitalSourceType|xmp:CreatorTool|ffwatchd:Processors|ffwatchd:Models)="([^"]*)"')
-
-
-def read_provenance(path: Path) -> dict | None:
-    """The provenance an output carries (from XMP, or a PNG text chunk), or None."""
-    with Image.open(path) as im:
-        text = getattr(im, "text", {}) if im.format == "PNG" else {}
-        if PNG_PROVENANCE_KEY in text:
-            return json.loads(text[PNG_PROVENANCE_KEY])
-        xmp = im.info.get("xmp") or im.info.get("XML:com.adobe.xmp")
-    if not xmp:
-        return None
-    if isinstance(xmp, str):
-        xmp = xmp.encode("utf-8")
-    found = {k.decode(): v.decode("utf-8") for k, v in _XMP_ATTR.findall(xmp)}
-    if found.get("Iptc4xmpExt:DigitalSourceType") != DIGITAL_SOURCE_TYPE:
-        return None
-    split = lambda s: [x.strip() for x in s.split(",") if x.strip()]  # noqa: E731
-    return {"ai_generated": True, "generator": found.get("xmp:CreatorTool", ""),
-            "digital_source_type": DIGITAL_SOURCE_TYPE,
-            "processors": split(found.get("ffwatchd:Processors", "")),
-            "models": split(found.get("ffwatchd:Models", ""))}
+    return buf.getvalue()

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import abc
 import re
+import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Sequence
 
 STATES = ("queued", "running", "done", "failed", "cancelled")
 FINISHED = ("done", "failed", "cancelled")
@@ -99,6 +100,7 @@ class Job:
     error_message: str | None
     filing: dict | None
     worker: dict | None
+    batch: str | None = None         # the batch folder (relative to the inbox; '' is the root)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -114,6 +116,26 @@ class Heartbeat:
         return self.status == "ok"
 
 
+@dataclass(frozen=True)
+class WorkerRow:
+    """One worker process of some host, as its heartbeat last recorded it (the `workers` table).
+
+    `age` is the seconds since its last heartbeat on the database's clock."""
+    owner: str                     # the lease owner name, host:pid/device
+    host: str
+    pid: int
+    device: str
+    requested_provider: str        # what the config asked for (cuda or cpu)
+    provider: str                  # what onnxruntime really runs on
+    job_id: int | None             # the job it processes now
+    heartbeat_at: float
+    started_at: float
+    age: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
 @dataclass
 class Stats:
     """Counters since this store was opened (fed to metrics by the caller)."""
@@ -122,6 +144,57 @@ class Stats:
     extra: dict = field(default_factory=dict)
 
 
+
+
+PRIORITIES = {"high": 10, "normal": 0, "low": -10}
+BATCH_STATES = ("open", "finished")
+DELIVERY_STATES = ("pending", "delivered", "failed")
+
+
+def priority_name(value: int) -> str:
+    """high (> 0), normal (0) or low (< 0): what `jobs list` shows."""
+    return "high" if value > 0 else "low" if value < 0 else "normal"
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A folder with its sidecar: its jobs finish together and are reported together."""
+    id: int
+    watch: str
+    folder: str                      # relative to the inbox, '' for the inbox root
+    state: str                       # open | finished
+    version: int                     # how many times it finished (each finish is a report version)
+    created_at: float
+    last_activity: float             # newest job created or finished in it
+    finished_at: float | None
+    finished_activity: float | None  # last_activity as it was at the last finish
+    report_path: str | None
+    package_path: str | None
+    counts: dict
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One notification in the durable outbox (webhook or e-mail), delivered at least once."""
+    id: int
+    batch_id: int | None
+    channel: str                     # webhook | email
+    event: str                       # finished | failed
+    target: str                      # URL, or comma-separated addresses
+    payload: dict
+    idempotency_key: str
+    state: str                       # pending | delivered | failed
+    attempts: int
+    next_attempt: float
+    created_at: float
+    delivered_at: float | None
+    last_error: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
 class JobQueue(abc.ABC):
@@ -145,13 +218,14 @@ class JobQueue(abc.ABC):
     @abc.abstractmethod
     def enqueue(self, *, watch: str, rel_path: str, size: int, mtime: float, content_hash: str,
                 kind: str, spec: dict, sources: Sequence[dict] = (), sidecars: Sequence[str] = (),
-                priority: int = 0, max_attempts: int | None = None) -> tuple[Job, bool]:
+                priority: int = 0, max_attempts: int | None = None,
+                batch: str | None = None) -> tuple[Job, bool]:
         """Add a queued job; the same watch + path + content returns the existing one. (job, created)"""
 
     @abc.abstractmethod
     def record_failure(self, *, watch: str, rel_path: str, size: int, mtime: float, content_hash: str,
                        kind: str, error_kind: str, message: str, spec: dict | None = None,
-                       sidecars: Sequence[str] = ()) -> tuple[Job, bool]:
+                       sidecars: Sequence[str] = (), batch: str | None = None) -> tuple[Job, bool]:
         """A file refused before it could run: a job born `failed`. Idempotent like `enqueue`."""
 
     @abc.abstractmethod
@@ -169,26 +243,33 @@ class JobQueue(abc.ABC):
 
     @abc.abstractmethod
     def heartbeat(self, job_id: int, owner: str, lease: float, *,
-                  progress: tuple[int, int] | None = None) -> Heartbeat:
-        """Extend the lease while `owner` still holds it; tells a cancelled job to stop."""
+                  progress: tuple[int, int] | None = None, attempt: int | None = None) -> Heartbeat:
+        """Extend the lease while `owner` still holds it (and, when given, on that `attempt`);
+        tells a cancelled job to stop."""
 
     @abc.abstractmethod
-    def set_filing(self, job_id: int, owner: str, filing: dict | None) -> None:
-        """Record the finalisation about to happen, durably, before any file moves (fenced by the lease)."""
+    def set_filing(self, job_id: int, owner: str, filing: dict | None, *, attempt: int | None = None) -> None:
+        """Record the finalisation about to happen, durably, before any file moves.
+
+        Fenced: raises TransitionError unless the job is running under `owner` and (when given)
+        on `attempt` -- checked in the same transaction as the write. A worker whose lease
+        expired and was claimed again (even by itself) must throw its result away."""
 
     @abc.abstractmethod
     def set_output(self, job_id: int, output_path: str | None) -> None: ...
 
     @abc.abstractmethod
-    def finish(self, job_id: int, owner: str, *, output_path: str | None) -> Job:
-        """running -> done, only by the lease owner."""
+    def finish(self, job_id: int, owner: str, *, output_path: str | None, attempt: int | None = None) -> Job:
+        """running -> done, only by the lease owner (on `attempt`, when given)."""
 
     @abc.abstractmethod
-    def fail(self, job_id: int, owner: str, *, error_kind: str, message: str, transient: bool) -> Job:
-        """running -> queued after backoff (transient, attempts left) or -> failed (final)."""
+    def fail(self, job_id: int, owner: str, *, error_kind: str, message: str, transient: bool,
+             attempt: int | None = None) -> Job:
+        """running -> queued after backoff (transient, attempts left) or -> failed (final);
+        only by the lease owner (on `attempt`, when given)."""
 
     @abc.abstractmethod
-    def release(self, job_id: int, owner: str) -> Job:
+    def release(self, job_id: int, owner: str, *, attempt: int | None = None) -> Job:
         """running -> queued at once, attempt not counted (graceful shutdown)."""
 
     # operator verbs
@@ -217,6 +298,11 @@ class JobQueue(abc.ABC):
     def counts(self) -> dict[str, int]: ...
 
     @abc.abstractmethod
+    def operator_counts(self) -> dict[tuple[str, str, str], int]:
+        """(watch, kind, action) -> times done, ever: `retry` and `cancel` bump a counter row
+        (action retry, cancel_queued or cancel_running) in their own transaction."""
+
+    @abc.abstractmethod
     def list(self, *, state: str | None = None, watch: str | None = None, limit: int = 100,
              order: str = "id DESC") -> list[Job]: ...
 
@@ -228,3 +314,93 @@ class JobQueue(abc.ABC):
 
     @abc.abstractmethod
     def integrity_check(self) -> str: ...
+
+    @abc.abstractmethod
+    def raise_starved(self, watch: str, older_than: float, to_priority: int = 0) -> list[int]:
+        """Queued jobs of `watch` below `to_priority` waiting longer than `older_than` s are raised to it."""
+
+    # batches and the notification outbox
+    @abc.abstractmethod
+    def batch_activity(self, since: float) -> list[dict]:
+        """Per (watch, batch folder) with a job created or finished after `since`, or still queued
+        or running: {watch, folder, total, active, last_activity}."""
+
+    @abc.abstractmethod
+    def batch_jobs(self, watch: str, folder: str) -> list[Job]:
+        """Every job of one batch, oldest first."""
+
+    @abc.abstractmethod
+    def touch_batch(self, watch: str, folder: str, last_activity: float) -> Batch:
+        """Create the batch row when new; record newer activity (and reopen it when finished)."""
+
+    @abc.abstractmethod
+    def finish_batch(self, batch_id: int, *, activity: float, counts: dict, report_path: str | None,
+                     package_path: str | None, deliveries: Sequence[dict]) -> Batch:
+        """One transaction: the batch becomes finished (version + 1) and its notifications enter
+        the outbox. A delivery dict: channel, event, target, payload, idempotency_key."""
+
+    @abc.abstractmethod
+    def set_batch_report(self, batch_id: int, report_path: str, counts: dict) -> None: ...
+
+    @abc.abstractmethod
+    def get_batch(self, batch_id: int) -> Batch: ...
+
+    @abc.abstractmethod
+    def list_batches(self, *, watch: str | None = None, state: str | None = None,
+                     limit: int = 100) -> list[Batch]: ...
+
+    @abc.abstractmethod
+    def add_deliveries(self, deliveries: Sequence[dict], batch_id: int | None = None) -> int:
+        """Outbox rows for events outside a finish (a failed job); an existing key is kept. Returns added."""
+
+    @abc.abstractmethod
+    def due_deliveries(self, limit: int = 20) -> list[Delivery]:
+        """Pending deliveries whose next attempt is due, oldest first."""
+
+    @abc.abstractmethod
+    def record_attempt(self, delivery_id: int, *, ok: bool, error: str | None = None,
+                       retry_at: float | None = None) -> Delivery:
+        """After one try: delivered (ok), pending until `retry_at`, or failed (retry_at None)."""
+
+    @abc.abstractmethod
+    def deliveries(self, batch_id: int | None = None, limit: int = 100) -> list[Delivery]: ...
+
+    @abc.abstractmethod
+    def purge_deliveries(self, older_than: float, *, count_only: bool = False) -> int:
+        """Forget delivered or given-up notifications created more than `older_than` s ago."""
+
+    # the cluster: workers of every host, and work done once across hosts
+    @abc.abstractmethod
+    def register_worker(self, owner: str, *, host: str, pid: int, device: str, requested_provider: str,
+                        provider: str) -> None:
+        """A worker process says it is up (replaces an older row of the same owner)."""
+
+    @abc.abstractmethod
+    def worker_heartbeat(self, owner: str, job_id: int | None) -> None:
+        """The worker is alive and processes `job_id` (None: idle); stamps the database's clock."""
+
+    @abc.abstractmethod
+    def remove_worker(self, owner: str) -> None:
+        """The worker exited (or its supervisor saw it die)."""
+
+    @abc.abstractmethod
+    def workers(self) -> list[WorkerRow]:
+        """Every host's registered workers, oldest host first."""
+
+    @abc.abstractmethod
+    def prune_workers(self, older_than: float) -> list[str]:
+        """Forget workers with no heartbeat for `older_than` seconds; returns their owners."""
+
+    @abc.abstractmethod
+    def singleton(self, name: str) -> ContextManager[bool]:
+        """Work that runs once across the cluster: yields True when this caller holds `name`
+        until the block ends, False when another host holds it (skip the work then).
+
+        PostgreSQL: `pg_try_advisory_lock(hashtext(name))` on a session of its own.
+        SQLite: one host by definition, so always granted."""
+
+
+@contextlib.contextmanager
+def always_granted(name: str) -> Iterator[bool]:
+    """The singleton of a backend that serves one host."""
+    yield True

@@ -12,10 +12,12 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Sequence
 
-from ffwatchd.store.contract import (FINISHED, KINDS, STATES, Heartbeat, Job, JobQueue, NotFound, decode_path, encode_path, printable,
-                                     Stats, TransitionError)
+from ffwatchd.store.contract import (FINISHED, KINDS, STATES, Heartbeat, Job, JobQueue, NotFound,
+                                     decode_path, encode_path, printable,
+                                     Stats, TransitionError, WorkerRow, always_granted)
+from ffwatchd.store.sqlite_batches import SqliteBatches
 
 _MIGRATIONS: list[str] = [
     # 1: the job table
@@ -55,7 +57,72 @@ _MIGRATIONS: list[str] = [
     CREATE INDEX jobs_running ON jobs (lease_until) WHERE state = 'running';
     CREATE INDEX jobs_state_finished ON jobs (state, finished_at);
     """,
+    # 2: batches (a folder with its sidecar) and the notification outbox
+    """
+    ALTER TABLE jobs ADD COLUMN batch TEXT;
+    CREATE INDEX jobs_batch ON jobs (watch, batch);
+    CREATE TABLE batches (
+        id                INTEGER PRIMARY KEY AUTOINCREMENT,
+        watch             TEXT    NOT NULL,
+        folder            TEXT    NOT NULL,          -- relative to the inbox, '' for the root
+        state             TEXT    NOT NULL CHECK (state IN ('open', 'finished')),
+        version           INTEGER NOT NULL DEFAULT 0,
+        created_at        REAL    NOT NULL,
+        last_activity     REAL    NOT NULL,
+        finished_at       REAL,
+        finished_activity REAL,
+        report_path       TEXT,
+        package_path      TEXT,
+        counts            TEXT    NOT NULL DEFAULT '{}',
+        UNIQUE (watch, folder)
+    ) STRICT;
+    CREATE TABLE outbox (
+        id               INTEGER PRIMARY KEY AUTOINCREMENT,
+        batch_id         INTEGER,
+        channel          TEXT    NOT NULL CHECK (channel IN ('webhook', 'email')),
+        event            TEXT    NOT NULL,
+        target           TEXT    NOT NULL,
+        payload          TEXT    NOT NULL,
+        idempotency_key  TEXT    NOT NULL,
+        state            TEXT    NOT NULL CHECK (state IN ('pending', 'delivered', 'failed')),
+        attempts         INTEGER NOT NULL DEFAULT 0,
+        next_attempt     REAL    NOT NULL,
+        created_at       REAL    NOT NULL,
+        delivered_at     REAL,
+        last_error       TEXT,
+        UNIQUE (channel, idempotency_key)
+    ) STRICT;
+    CREATE INDEX outbox_due ON outbox (next_attempt) WHERE state = 'pending';
+    """,
+    # 3: operator actions (jobs retry, jobs cancel) counted for the metrics, which run in the
+    # daemon, not in the command that acted; monotonic (never purged)
+    """
+    CREATE TABLE operator_counts (
+        watch   TEXT    NOT NULL,
+        kind    TEXT    NOT NULL,
+        action  TEXT    NOT NULL,      -- retry | cancel_queued | cancel_running
+        n       INTEGER NOT NULL,
+        PRIMARY KEY (watch, kind, action)
+    ) STRICT;
+    """,
+    # 4: the workers of every host (status shows them; stale rows are pruned)
+    """
+    CREATE TABLE workers (
+        owner               TEXT    PRIMARY KEY,     -- host:pid/device, the lease owner name
+        host                TEXT    NOT NULL,
+        pid                 INTEGER NOT NULL,
+        device              TEXT    NOT NULL,
+        requested_provider  TEXT    NOT NULL,
+        provider            TEXT    NOT NULL,
+        job_id              INTEGER,
+        heartbeat_at        REAL    NOT NULL,
+        started_at          REAL    NOT NULL
+    ) STRICT;
+    """,
 ]
+
+_COUNT_OPERATOR = """INSERT INTO operator_counts (watch, kind, action, n) VALUES (?, ?, ?, 1)
+                     ON CONFLICT (watch, kind, action) DO UPDATE SET n = operator_counts.n + 1"""
 
 
 _JSON_COLUMNS = {"spec", "sources", "sidecars", "filing", "worker"}
@@ -66,10 +133,12 @@ def _job(row: sqlite3.Row) -> Job:
               for k in row.keys()}
     values["rel_path"] = decode_path(values["rel_path"])
     values["output_path"] = decode_path(values["output_path"])
+    if "batch" in values:
+        values["batch"] = decode_path(values["batch"])
     return Job(**values)
 
 
-class SqliteJobStore(JobQueue):
+class SqliteJobStore(SqliteBatches, JobQueue):
     """The job table in SQLite. Safe to use from several threads of one process and from many processes."""
 
     def __init__(self, path: str | Path, *, max_attempts: int = 3, retry_backoff: float = 30.0,
@@ -158,24 +227,25 @@ class SqliteJobStore(JobQueue):
 
     def enqueue(self, *, watch: str, rel_path: str, size: int, mtime: float, content_hash: str,
                 kind: str, spec: dict, sources: Sequence[dict] = (), sidecars: Sequence[str] = (),
-                priority: int = 0, max_attempts: int | None = None) -> tuple[Job, bool]:
+                priority: int = 0, max_attempts: int | None = None,
+                batch: str | None = None) -> tuple[Job, bool]:
         """Add a queued job; the same watch + path + content returns the existing job.
 
         Returns (job, created)."""
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
-        rel_path = encode_path(rel_path)
+        rel_path, batch = encode_path(rel_path), encode_path(batch)
         now = self.clock()
         with self._write() as db:
             row = db.execute(
                 """INSERT INTO jobs (watch, rel_path, size, mtime, content_hash, kind, priority, spec,
-                                     sources, sidecars, state, max_attempts, created_at, queued_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)
+                                     sources, sidecars, state, max_attempts, created_at, queued_at, batch)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)
                    ON CONFLICT (watch, rel_path, content_hash) DO NOTHING
                    RETURNING *""",
                 (watch, rel_path, size, mtime, content_hash, kind, priority, json.dumps(spec),
                  json.dumps(list(sources)), json.dumps(list(sidecars)),
-                 max_attempts or self.max_attempts, now, now)).fetchone()
+                 max_attempts or self.max_attempts, now, now, batch)).fetchone()
             if row is not None:
                 return _job(row), True
             row = db.execute("SELECT * FROM jobs WHERE watch = ? AND rel_path = ? AND content_hash = ?",
@@ -184,24 +254,24 @@ class SqliteJobStore(JobQueue):
 
     def record_failure(self, *, watch: str, rel_path: str, size: int, mtime: float, content_hash: str,
                        kind: str, error_kind: str, message: str, spec: dict | None = None,
-                       sidecars: Sequence[str] = ()) -> tuple[Job, bool]:
+                       sidecars: Sequence[str] = (), batch: str | None = None) -> tuple[Job, bool]:
         """A file refused before it could run (bad input, bad sidecar): a job born `failed`.
 
         Idempotent like `enqueue`; returns (job, created)."""
         now = self.clock()
         kind = kind if kind in KINDS else "image"
-        rel_path, message = encode_path(rel_path), printable(message)
+        rel_path, message, batch = encode_path(rel_path), printable(message), encode_path(batch)
         with self._write(durable=True) as db:
             row = db.execute(
                 """INSERT INTO jobs (watch, rel_path, size, mtime, content_hash, kind, spec, sources,
                                      sidecars, state, max_attempts, created_at, queued_at, finished_at,
-                                     error_kind, error_message)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, '[]', ?, 'failed', ?, ?, ?, ?, ?, ?)
+                                     error_kind, error_message, batch)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, '[]', ?, 'failed', ?, ?, ?, ?, ?, ?, ?)
                    ON CONFLICT (watch, rel_path, content_hash) DO NOTHING
                    RETURNING *""",
                 (watch, rel_path, size, mtime, content_hash, kind, json.dumps(spec or {}),
                  json.dumps(list(sidecars)), self.max_attempts, now, now, now, error_kind,
-                 message)).fetchone()
+                 message, batch)).fetchone()
             if row is not None:
                 return _job(row), True
             row = db.execute("SELECT * FROM jobs WHERE watch = ? AND rel_path = ? AND content_hash = ?",
@@ -271,12 +341,14 @@ class SqliteJobStore(JobQueue):
             return _job(row) if row is not None else None
 
     def heartbeat(self, job_id: int, owner: str, lease: float, *,
-                  progress: tuple[int, int] | None = None) -> Heartbeat:
+                  progress: tuple[int, int] | None = None, attempt: int | None = None) -> Heartbeat:
         """Extend the lease while `owner` still holds it; tells a cancelled job to stop."""
         now = self.clock()
         with self._write() as db:
-            row = db.execute("SELECT state, lease_owner FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            row = db.execute("SELECT state, lease_owner, attempts FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None or row["lease_owner"] != owner:
+                return Heartbeat("lost")
+            if attempt is not None and row["attempts"] != attempt:
                 return Heartbeat("lost")
             if row["state"] == "cancelled":
                 return Heartbeat("cancelled")
@@ -289,17 +361,21 @@ class SqliteJobStore(JobQueue):
                 db.execute("UPDATE jobs SET lease_until = ? WHERE id = ?", (now + lease, job_id))
             return Heartbeat("ok")
 
-    def _owned(self, db: sqlite3.Connection, job_id: int, owner: str) -> sqlite3.Row:
+    def _owned(self, db: sqlite3.Connection, job_id: int, owner: str,
+               attempt: int | None = None) -> sqlite3.Row:
         row = self._row(db, job_id)
         if row["state"] != "running" or row["lease_owner"] != owner:
             raise TransitionError(f"job {job_id} is {row['state']} and not held by {owner} "
                                   f"(lease owner {row['lease_owner']})")
+        if attempt is not None and row["attempts"] != attempt:
+            raise TransitionError(f"job {job_id} is on attempt {row['attempts']}, not {attempt}: "
+                                  f"the lease of attempt {attempt} was lost")
         return row
 
-    def set_filing(self, job_id: int, owner: str, filing: dict | None) -> None:
+    def set_filing(self, job_id: int, owner: str, filing: dict | None, *, attempt: int | None = None) -> None:
         """Record the finalisation about to happen, durably, before any file moves."""
         with self._write(durable=True) as db:
-            self._owned(db, job_id, owner)
+            self._owned(db, job_id, owner, attempt)
             db.execute("UPDATE jobs SET filing = ? WHERE id = ?",
                        (json.dumps(filing) if filing is not None else None, job_id))
 
@@ -307,14 +383,14 @@ class SqliteJobStore(JobQueue):
         with self._write(durable=True) as db:
             db.execute("UPDATE jobs SET output_path = ? WHERE id = ?", (encode_path(output_path), job_id))
 
-    def finish(self, job_id: int, owner: str, *, output_path: str | None) -> Job:
+    def finish(self, job_id: int, owner: str, *, output_path: str | None, attempt: int | None = None) -> Job:
         """running -> done, only by the lease owner.
 
         Not synced on its own: the worker records a durable filing plan (`set_filing`) first,
         and a `done` lost to a power cut is redone from that plan (each step is idempotent)."""
         now = self.clock()
         with self._write() as db:
-            self._owned(db, job_id, owner)
+            self._owned(db, job_id, owner, attempt)
             row = db.execute(
                 """UPDATE jobs SET state = 'done', finished_at = ?, output_path = ?, lease_until = NULL,
                                    error_kind = NULL, error_message = NULL,
@@ -323,12 +399,12 @@ class SqliteJobStore(JobQueue):
             return _job(row)
 
     def fail(self, job_id: int, owner: str, *, error_kind: str, message: str,
-             transient: bool) -> Job:
+             transient: bool, attempt: int | None = None) -> Job:
         """running -> queued after backoff (transient, attempts left) or -> failed (final)."""
         now = self.clock()
         message = printable(message)
         with self._write(durable=True) as db:
-            row = self._owned(db, job_id, owner)
+            row = self._owned(db, job_id, owner, attempt)
             if transient and row["attempts"] < row["max_attempts"]:
                 delay = self.retry_backoff * (2 ** max(0, row["attempts"] - 1))
                 self.stats.retries += 1
@@ -344,11 +420,11 @@ class SqliteJobStore(JobQueue):
                        WHERE id = ? RETURNING *""", (now, error_kind, message, job_id)).fetchone()
             return _job(row)
 
-    def release(self, job_id: int, owner: str) -> Job:
+    def release(self, job_id: int, owner: str, *, attempt: int | None = None) -> Job:
         """running -> queued at once, attempt not counted (graceful shutdown)."""
         now = self.clock()
         with self._write(durable=True) as db:
-            self._owned(db, job_id, owner)
+            self._owned(db, job_id, owner, attempt)
             row = db.execute(
                 """UPDATE jobs SET state = 'queued', attempts = max(0, attempts - 1), queued_at = ?,
                                    not_before = 0, lease_owner = NULL, lease_until = NULL
@@ -380,6 +456,7 @@ class SqliteJobStore(JobQueue):
                  json.dumps(list(sources)) if sources is not None else None,
                  json.dumps(list(sidecars)) if sidecars is not None else None, kind, priority,
                  job_id)).fetchone()
+            db.execute(_COUNT_OPERATOR, (row["watch"], row["kind"], "retry"))
             return _job(row)
 
     def cancel(self, job_id: int) -> Job:
@@ -389,10 +466,12 @@ class SqliteJobStore(JobQueue):
             row = self._row(db, job_id)
             if row["state"] not in ("queued", "running"):
                 raise TransitionError(f"job {job_id} is {row['state']}: only queued or running jobs can be cancelled")
+            was = row["state"]
             row = db.execute(
                 """UPDATE jobs SET state = 'cancelled', finished_at = ?, lease_until = NULL,
                                    error_kind = 'cancelled', error_message = 'cancelled by an operator'
                    WHERE id = ? RETURNING *""", (now, job_id)).fetchone()
+            db.execute(_COUNT_OPERATOR, (row["watch"], row["kind"], f"cancel_{was}"))
             return _job(row)
 
     def purge(self, older_than: float, states: Sequence[str] = FINISHED) -> int:
@@ -428,6 +507,12 @@ class SqliteJobStore(JobQueue):
                                       AND state IN ('queued', 'running') ORDER BY id DESC LIMIT 1""",
                                    (watch, rel_path)).fetchone()
         return _job(row) if row is not None else None
+
+    def operator_counts(self) -> dict[tuple[str, str, str], int]:
+        """(watch, kind, action) -> how many times operators did it, ever."""
+        with self._lock:
+            rows = self._db.execute("SELECT watch, kind, action, n FROM operator_counts").fetchall()
+        return {(r[0], r[1], r[2]): r[3] for r in rows}
 
     def counts(self) -> dict[str, int]:
         with self._lock:
@@ -468,3 +553,44 @@ class SqliteJobStore(JobQueue):
     def integrity_check(self) -> str:
         with self._lock:
             return self._db.execute("PRAGMA integrity_check").fetchone()[0]
+
+    # -- the cluster (one host on SQLite, but the same verbs) ----------------------------
+
+    def register_worker(self, owner: str, *, host: str, pid: int, device: str, requested_provider: str,
+                        provider: str) -> None:
+        now = self.clock()
+        with self._write() as db:
+            db.execute("""INSERT INTO workers (owner, host, pid, device, requested_provider, provider,
+                                               job_id, heartbeat_at, started_at)
+                          VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)
+                          ON CONFLICT (owner) DO UPDATE SET
+                              host = excluded.host, pid = excluded.pid, device = excluded.device,
+                              requested_provider = excluded.requested_provider,
+                              provider = excluded.provider, job_id = NULL,
+                              heartbeat_at = excluded.heartbeat_at, started_at = excluded.started_at""",
+                       (owner, host, pid, device, requested_provider, provider, now, now))
+
+    def worker_heartbeat(self, owner: str, job_id: int | None) -> None:
+        with self._write() as db:
+            db.execute("UPDATE workers SET heartbeat_at = ?, job_id = ? WHERE owner = ?",
+                       (self.clock(), job_id, owner))
+
+    def remove_worker(self, owner: str) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM workers WHERE owner = ?", (owner,))
+
+    def workers(self) -> list[WorkerRow]:
+        now = self.clock()
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM workers ORDER BY host, started_at, owner").fetchall()
+        return [WorkerRow(**dict(r), age=max(0.0, now - r["heartbeat_at"])) for r in rows]
+
+    def prune_workers(self, older_than: float) -> list[str]:
+        with self._write() as db:
+            rows = db.execute("DELETE FROM workers WHERE heartbeat_at < ? RETURNING owner",
+                              (self.clock() - older_than,)).fetchall()
+        return [r[0] for r in rows]
+
+    def singleton(self, name: str) -> ContextManager[bool]:
+        """SQLite serves one host: the daemon is the only one doing cluster work, always granted."""
+        return always_granted(name)

@@ -66,10 +66,14 @@ class Daemon:
 
     def __init__(self, root: Path, models: dict, *, settle: str = "0.3s", workers: dict | None = None,
                  metrics: bool = False, retention: dict | None = None, sidecar: dict | None = None,
-                 watch_extra: dict | None = None, output_dir: Path | None = None) -> None:
+                 watch_extra: dict | None = None, output_dir: Path | None = None, share: Path | None = None,
+                 queue: dict | None = None) -> None:
+        """`share`: the folders' parent (several daemons may share one); `queue`: the config's
+        `queue:` section (a PostgreSQL URL), else each daemon has its own SQLite table."""
         self.root = root
-        self.inbox, self.output = root / "share/inbox", output_dir or root / "share/output"
-        self.done, self.failed = root / "share/done", root / "share/failed"
+        share = share or root / "share"
+        self.inbox, self.output = share / "inbox", output_dir or share / "output"
+        self.done, self.failed = share / "done", share / "failed"
         for d in (self.inbox, self.output, self.done, self.failed):
             d.mkdir(parents=True, exist_ok=True)
         self.state_dir, self.temp_dir = root / "state", root / "tmp"
@@ -87,13 +91,15 @@ class Daemon:
             "metrics": {"enabled": metrics, "listen": f"127.0.0.1:{self.metrics_port or 9808}"},
             "retention": {"interval": "1h", "min_free_disk": "1MiB", **(retention or {})},
             "log": {"level": "info"},
+            **({"queue": queue} if queue else {}),
         }
         self.config_path = root / "config.yaml"
         self.write_config()
         faces = self.inbox / "faces"
         faces.mkdir(exist_ok=True)
-        (faces / "alice.jpg").write_bytes(face_jpeg(seed=21, size=400))
-        (self.inbox / "ffwatch.yaml").write_text(yaml.safe_dump(sidecar or SYNTH_SIDECAR))
+        if not (faces / "alice.jpg").exists():          # a second daemon on the same share keeps them
+            (faces / "alice.jpg").write_bytes(face_jpeg(seed=21, size=400))
+            (self.inbox / "ffwatch.yaml").write_text(yaml.safe_dump(sidecar or SYNTH_SIDECAR))
         self.proc: subprocess.Popen | None = None
         self.log_path = root / "daemon.log"
         self.starts = 0
@@ -127,7 +133,8 @@ class Daemon:
             if self.proc is not None and self.proc.poll() is not None:
                 raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.log_tail()}")
             st = self.status()
-            if st and st["pid"] == self.proc.pid and st["workers"] and \
+            watch_only = not self.config["workers"]["devices"]
+            if st and st["pid"] == self.proc.pid and (st["workers"] or watch_only) and \
                     all(w["provider"] and w["state"] in ("idle", "busy") for w in st["workers"]):
                 return st
             return None
@@ -178,17 +185,26 @@ class Daemon:
         os.rename(tmp, dest)
         return dest
 
-    def store(self) -> JobStore:
+    def store(self) -> Any:
+        if self.config.get("queue"):
+            from ffwatchd.config import load_config
+            from ffwatchd.store import open_store
+
+            return open_store(load_config(self.config_path))
         return JobStore(self.state_dir / "ffwatchd.db")
 
     def counts(self) -> dict[str, int]:
-        if not (self.state_dir / "ffwatchd.db").exists():
+        if not self.config.get("queue") and not (self.state_dir / "ffwatchd.db").exists():
             return {}
         with self.store() as s:
             return s.counts()
 
     def files(self, root: Path, pattern: str = "*") -> list[Path]:
         return sorted(p for p in root.rglob(pattern) if p.is_file())
+
+    def results(self) -> list[Path]:
+        """Result files under output/ (without the batch reports and packages beside them)."""
+        return [p for p in self.files(self.output) if not p.name.startswith(("ffwatch-report.", "ffwatch-results."))]
 
     def wait_counts(self, timeout: float, **expected: int) -> dict:
         def check() -> dict | None:

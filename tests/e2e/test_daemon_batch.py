@@ -12,7 +12,7 @@ def test_fifty_images_with_a_sidecar(make_daemon) -> None:
     for i in range(50):
         d.drop(f"batch/img{i:02d}.jpg", face_jpeg(seed=100 + i))
     d.wait_counts(120, done=50)
-    outputs = d.files(d.output)
+    outputs = d.results()
     assert [p.name for p in outputs] == [f"img{i:02d}.jpg" for i in range(50)]
     assert all(decodes(p) for p in outputs)
     assert len(d.files(d.done)) == 50 and not d.files(d.failed)

@@ -42,7 +42,7 @@ def test_kill9_of_the_whole_daemon_at_ten_random_moments(make_daemon) -> None:
     failed = {p.relative_to(d.failed).as_posix() for p in d.files(d.failed) if not p.name.endswith(".json")}
     assert done | failed == set(names) and not (done & failed), "each input in exactly one of done/ and failed/"
     assert len(d.files(d.done)) == 100, "no duplicates in done/"
-    outputs = d.files(d.output)
+    outputs = d.results()
     assert sorted(p.relative_to(d.output).as_posix() for p in outputs) == sorted(names)
     assert all(decodes(p) for p in outputs), "every output decodes"
     assert not [p for p in d.output.rglob(".*") if p.is_file()], "no partial files under output/"

@@ -14,12 +14,22 @@ import os
 import socket
 import stat
 import subprocess
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from tests.e2e.harness import face_jpeg, wait_for
 from tests.e2e.outside_watch import IN_OPEN, TouchRecorder
+
+
+@pytest.fixture
+def elsewhere() -> Iterator[Path]:
+    """The folder outside the share, kept out of pytest's own temp tree (other pytest sessions
+    on this machine list and clean that tree, which the inotify recorder would see)."""
+    with tempfile.TemporaryDirectory(prefix="ffwatchd-outside-") as d:
+        yield Path(d)
 
 
 def alias_bomb(levels: int = 9, width: int = 9) -> str:
@@ -55,8 +65,8 @@ def all_names(root: Path) -> set[bytes]:
     return out
 
 
-def test_hostile_inbox(make_daemon, tmp_path: Path) -> None:
-    outside = tmp_path / "outside"
+def test_hostile_inbox(make_daemon, tmp_path: Path, elsewhere: Path) -> None:
+    outside = elsewhere / "outside"
     (outside / "photos").mkdir(parents=True)
     (outside / "secret.jpg").write_bytes(face_jpeg(seed=90))
     for i in range(4):
@@ -183,10 +193,10 @@ def test_hostile_inbox(make_daemon, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("run", range(3))
-def test_linked_folder_moved_into_a_running_inbox(make_daemon, tmp_path: Path, run: int) -> None:
+def test_linked_folder_moved_into_a_running_inbox(make_daemon, tmp_path: Path, elsewhere: Path, run: int) -> None:
     """Issue 10 point 8, as reported: `ln -s /elsewhere/photos drop/vacation; mv drop inbox/`
     moved the outside files into failed/ (9 of 13 runs); repeated to catch the race."""
-    elsewhere = tmp_path / "elsewhere/photos"
+    elsewhere = elsewhere / "photos"
     elsewhere.mkdir(parents=True)
     names = sorted(f"p{i:02d}.jpg" for i in range(13))
     for i, n in enumerate(names):
@@ -212,10 +222,9 @@ def test_linked_folder_moved_into_a_running_inbox(make_daemon, tmp_path: Path, r
     assert os.path.islink(d.inbox / "drop/vacation")
 
 
-def test_sidecar_linked_outside_is_refused_unread(make_daemon, tmp_path: Path) -> None:
+def test_sidecar_linked_outside_is_refused_unread(make_daemon, elsewhere: Path) -> None:
     """Issue 10 point 9: `ffwatch.yaml -> /elsewhere/creds.yaml` was read and echoed in error.json."""
-    creds = tmp_path / "elsewhere/creds.yaml"
-    creds.parent.mkdir()
+    creds = elsewhere / "creds.yaml"
     creds.write_text("sources: [hunter2-SECRET.jpg]\n")
     touched = TouchRecorder([creds.parent])
     d = make_daemon().start()

@@ -60,7 +60,7 @@ def test_scraped_metrics_agree_with_folders_and_table(make_daemon) -> None:
     assert counts == {"queued": 0, "running": 0, "done": 4, "failed": 1, "cancelled": 0}
     for state, n in counts.items():
         assert total(s, "ffwatchd_jobs", state=state) == n, state
-    outputs = d.files(d.output)
+    outputs = d.results()
     done_files = d.files(d.done)
     failed_originals = [p for p in d.files(d.failed) if not p.name.endswith(".error.json")]
     assert len(outputs) == len(done_files) == total(s, "ffwatchd_jobs", state="done") == 4

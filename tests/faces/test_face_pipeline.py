@@ -111,3 +111,18 @@ def test_provenance_can_be_turned_off_by_the_operator(synth_customs, target, tmp
     p = Pipeline(tmp_path, synth_customs, provenance=False)
     p.process_image(target, tmp_path / "o.jpg", synth_spec(processors=["face_anonymizer"]))
     assert read_provenance(tmp_path / "o.jpg") is None
+
+
+def test_a_job_needing_several_missing_models_names_them_all(tmp_path, target, source_image):
+    p = Pipeline(tmp_path)
+    spec = synth_spec(sources=[str(source_image)], processors=["face_swapper", "face_enhancer"],
+                      face_detector={"model": "yunet"}, face_recognizer={"model": "arcface_w600k_r50"},
+                      face_swapper={"model": "inswapper_128"}, face_enhancer={"model": "gfpgan_1.4"})
+    with pytest.raises(JobError) as e:
+        p.process_image(target, tmp_path / "o.jpg", spec)
+    msg = e.value.message
+    assert e.value.kind == "model_missing" and msg.startswith("4 models are missing (yunet, arcface_w600k_r50, "
+                                                              "inswapper_128, gfpgan_1.4)")
+    assert "`ffwatchd models fetch yunet arcface_w600k_r50 inswapper_128 gfpgan_1.4` gets them" in msg
+    for name in ("yunet", "arcface_w600k_r50", "inswapper_128", "gfpgan_1.4"):
+        assert f"ffwatchd models fetch {name}" in msg

@@ -96,3 +96,23 @@ def test_anonymizer_changes_every_face_and_nothing_far_from_them(real, assets, t
         assert changed[y0:y1, x0:x1].mean() > 0.5            # this face region was changed
         near[max(0, y0 - 20):y1 + 20, max(0, x0 - 20):x1 + 20] = True
     assert not changed[~near].any()                          # nothing far from the faces
+
+
+def test_yunet_loads_without_opencvs_target_warning(assets, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = ("import cv2, numpy as np\n"
+            "from ffwatchd.faces.detect import YunetDetector\n"
+            f"d = YunetDetector('yunet', {str(assets / 'models' / 'face_detection_yunet_2023mar.onnx')!r})\n"
+            "d.detect(np.zeros((64, 64, 3), np.uint8), 0.5, 640)\n"
+            "print(cv2.utils.logging.getLogLevel())\n"
+            f"YunetDetector('bad', {str(tmp_path / 'bad.onnx')!r})\n")
+    (tmp_path / "bad.onnx").write_bytes(b"not a model")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert "setPreferableTarget" not in r.stderr
+    assert r.stdout.strip() == "3"                              # the level is restored afterwards
+    assert "JobError" in r.stderr and "is not a YuNet detector" in r.stderr   # real errors still reach people

@@ -1,0 +1,63 @@
+"""`ffwatchd batches list | show ID`: batches, their counts, report and notification deliveries."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ffwatchd.store import NotFound
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-c", "--config", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    verbs = parser.add_subparsers(dest="batches_command", metavar="VERB")
+    verbs.required = True
+    p = verbs.add_parser("list", help="batches, newest first")
+    p.add_argument("-c", "--config", help="config file (default: $FFWATCHD_CONFIG)")
+    p.add_argument("--watch")
+    p.add_argument("--state", choices=["open", "finished"])
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--json", action="store_true")
+    p = verbs.add_parser("show", help="one batch: counts, report, package, deliveries")
+    p.add_argument("-c", "--config", help="config file (default: $FFWATCHD_CONFIG)")
+    p.add_argument("id", type=int)
+    p.add_argument("--json", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ffwatchd.cli import EXIT_FAIL, EXIT_OK, _dump, _iso, open_store_for_reading, print_table
+
+    with open_store_for_reading(getattr(args, "config", None)) as store:
+        if args.batches_command == "list":
+            batches = store.list_batches(watch=args.watch, state=args.state, limit=args.limit)
+            if args.json:
+                _dump([b.to_dict() for b in batches])
+                return EXIT_OK
+            print_table([(b.id, b.watch, b.folder or "/", b.state, b.version,
+                          " ".join(f"{k}={v}" for k, v in b.counts.items() if v and k != "total") or "-",
+                          _iso(b.finished_at), b.report_path or "-") for b in batches],
+                        ["id", "watch", "batch", "state", "ver", "counts", "finished", "report"])
+            return EXIT_OK
+        try:
+            batch = store.get_batch(args.id)
+        except NotFound:
+            print(f"ffwatchd: no batch {args.id}", file=sys.stderr)
+            return EXIT_FAIL
+        deliveries = store.deliveries(batch.id)
+    if args.json:
+        _dump({**batch.to_dict(), "deliveries": [d.to_dict() for d in deliveries]})
+        return EXIT_OK
+    for key in ("id", "watch", "folder", "state", "version", "report_path", "package_path"):
+        value = getattr(batch, key)
+        print(f"{key:14} {value if value not in (None, '') else ('/' if key == 'folder' else '-')}")
+    print(f"{'last activity':14} {_iso(batch.last_activity)}")
+    print(f"{'finished_at':14} {_iso(batch.finished_at)}")
+    print(f"{'counts':14} {json.dumps(batch.counts)}")
+    print("deliveries:")
+    if not deliveries:
+        print("  none")
+    for d in deliveries:
+        print(f"  {d.id}  {d.channel:7} {d.event:8} {d.state:9} tries {d.attempts}  key {d.idempotency_key}  "
+              f"-> {d.target}" + (f"  last error: {d.last_error}" if d.last_error else ""))
+    return EXIT_OK

@@ -1,0 +1,1 @@
+"""Notifications when a batch finishes (or a job fails): the durable outbox, webhooks, e-mail."""

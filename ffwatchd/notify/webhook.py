@@ -1,0 +1,42 @@
+"""Webhook delivery: one signed JSON POST, no redirects followed (the target was checked against
+the watch's allowed prefixes; a redirect must not lead anywhere else)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import http.client
+from urllib.parse import urlsplit
+
+SIGNATURE_HEADER = "X-Ffwatchd-Signature"
+EVENT_HEADER = "X-Ffwatchd-Event"
+
+
+class DeliveryError(Exception):
+    """A try that did not deliver; the message says why (retried with backoff)."""
+
+
+def sign(secret: str, body: bytes) -> str:
+    """`sha256=<hex HMAC-SHA256 of the body>`: what receivers recompute to verify."""
+    return "sha256=" + hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+
+
+def post(url: str, body: bytes, *, secret: str, idempotency_key: str, event: str, timeout: float) -> int:
+    """POST `body`; returns the 2xx status or raises DeliveryError."""
+    u = urlsplit(url)
+    conn_class = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+    conn = conn_class(u.hostname, u.port, timeout=timeout)
+    target = (u.path or "/") + (f"?{u.query}" if u.query else "")
+    headers = {"Content-Type": "application/json", "User-Agent": "ffwatchd", "Idempotency-Key": idempotency_key,
+               SIGNATURE_HEADER: sign(secret, body), EVENT_HEADER: event}
+    try:
+        conn.request("POST", target, body=body, headers=headers)
+        resp = conn.getresponse()
+        resp.read(65536)
+    except (OSError, http.client.HTTPException) as e:
+        raise DeliveryError(f"POST {url}: {e.__class__.__name__}: {e}") from e
+    finally:
+        conn.close()
+    if not 200 <= resp.status < 300:
+        raise DeliveryError(f"POST {url}: HTTP {resp.status} {resp.reason}")
+    return resp.status

@@ -1,0 +1,178 @@
+"""The SQLite side of batches, the notification outbox and the starvation guard (a mixin of
+SqliteJobStore; the verbs and their meaning are in `contract.py`)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any, Sequence
+
+from ffwatchd.store.contract import Batch, Delivery, Job, NotFound, decode_path, encode_path
+
+
+def _batch(row: sqlite3.Row) -> Batch:
+    values = dict(row)
+    values["counts"] = json.loads(values["counts"] or "{}")
+    for key in ("folder", "report_path", "package_path"):      # names need not be UTF-8
+        values[key] = decode_path(values[key])
+    return Batch(**values)
+
+
+def _delivery(row: sqlite3.Row) -> Delivery:
+    values = dict(row)
+    values["payload"] = json.loads(values["payload"])
+    return Delivery(**values)
+
+
+class SqliteBatches:
+    """Batches and outbox verbs; needs the host class's `_write`, `_lock`, `_db` and `clock`."""
+
+    _db: sqlite3.Connection
+    _lock: Any
+    clock: Any
+
+    def _write(self, durable: bool = False) -> Any:  # provided by SqliteJobStore
+        raise NotImplementedError
+
+    def raise_starved(self, watch: str, older_than: float, to_priority: int = 0) -> list[int]:
+        cutoff = self.clock() - older_than
+        with self._write() as db:
+            rows = db.execute("""UPDATE jobs SET priority = ? WHERE state = 'queued' AND watch = ?
+                                 AND priority < ? AND queued_at < ? RETURNING id""",
+                              (to_priority, watch, to_priority, cutoff)).fetchall()
+        return [r[0] for r in rows]
+
+    # -- batches -------------------------------------------------------------------------
+
+    def batch_activity(self, since: float) -> list[dict]:
+        with self._lock:
+            rows = self._db.execute(
+                """SELECT watch, batch AS folder, count(*) AS total,
+                          sum(CASE WHEN state IN ('queued', 'running') THEN 1 ELSE 0 END) AS active,
+                          max(max(created_at, queued_at, ifnull(finished_at, 0))) AS last_activity
+                   FROM jobs WHERE batch IS NOT NULL AND (watch, batch) IN (
+                       SELECT watch, batch FROM jobs WHERE batch IS NOT NULL AND
+                           (state IN ('queued', 'running') OR created_at > ? OR finished_at > ?))
+                   GROUP BY watch, batch""", (since, since)).fetchall()
+        return [{**dict(r), "folder": decode_path(r["folder"])} for r in rows]
+
+    def batch_jobs(self, watch: str, folder: str) -> list[Job]:
+        from ffwatchd.store.sqlite import _job
+
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM jobs WHERE watch = ? AND batch = ? ORDER BY id",
+                                    (watch, encode_path(folder))).fetchall()
+        return [_job(r) for r in rows]
+
+    def touch_batch(self, watch: str, folder: str, last_activity: float) -> Batch:
+        now = self.clock()
+        with self._write() as db:
+            row = db.execute(
+                """INSERT INTO batches (watch, folder, state, created_at, last_activity)
+                   VALUES (?, ?, 'open', ?, ?)
+                   ON CONFLICT (watch, folder) DO UPDATE SET
+                       last_activity = max(batches.last_activity, excluded.last_activity),
+                       state = CASE WHEN excluded.last_activity > ifnull(batches.finished_activity, -1)
+                                    THEN 'open' ELSE batches.state END
+                   RETURNING *""", (watch, encode_path(folder), now, last_activity)).fetchone()
+        return _batch(row)
+
+    def finish_batch(self, batch_id: int, *, activity: float, counts: dict, report_path: str | None,
+                     package_path: str | None, deliveries: Sequence[dict]) -> Batch:
+        now = self.clock()
+        with self._write(durable=True) as db:
+            row = db.execute(
+                """UPDATE batches SET state = 'finished', version = version + 1, finished_at = ?,
+                                      finished_activity = ?, counts = ?, report_path = ?, package_path = ?
+                   WHERE id = ? RETURNING *""",
+                (now, activity, json.dumps(counts), encode_path(report_path), encode_path(package_path),
+                 batch_id)).fetchone()
+            if row is None:
+                raise NotFound(batch_id)
+            self._insert_deliveries(db, deliveries, batch_id, now)
+        return _batch(row)
+
+    def set_batch_report(self, batch_id: int, report_path: str, counts: dict) -> None:
+        with self._write() as db:
+            db.execute("UPDATE batches SET report_path = ?, counts = ? WHERE id = ?",
+                       (encode_path(report_path), json.dumps(counts), batch_id))
+
+    def get_batch(self, batch_id: int) -> Batch:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM batches WHERE id = ?", (batch_id,)).fetchone()
+        if row is None:
+            raise NotFound(batch_id)
+        return _batch(row)
+
+    def list_batches(self, *, watch: str | None = None, state: str | None = None,
+                     limit: int = 100) -> list[Batch]:
+        where, params = [], []
+        for column, value in (("watch", watch), ("state", state)):
+            if value:
+                where.append(f"{column} = ?")
+                params.append(value)
+        sql = "SELECT * FROM batches" + (" WHERE " + " AND ".join(where) if where else "")
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit)).fetchall()
+        return [_batch(r) for r in rows]
+
+    # -- the outbox ------------------------------------------------------------------------
+
+    def _insert_deliveries(self, db: sqlite3.Connection, deliveries: Sequence[dict],
+                           batch_id: int | None, now: float) -> int:
+        added = 0
+        for d in deliveries:
+            cur = db.execute(
+                """INSERT INTO outbox (batch_id, channel, event, target, payload, idempotency_key, state,
+                                       next_attempt, created_at)
+                   VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)
+                   ON CONFLICT (channel, idempotency_key) DO NOTHING""",
+                (batch_id, d["channel"], d["event"], d["target"], json.dumps(d["payload"]),
+                 d["idempotency_key"], now, now))
+            added += cur.rowcount
+        return added
+
+    def add_deliveries(self, deliveries: Sequence[dict], batch_id: int | None = None) -> int:
+        with self._write(durable=True) as db:
+            return self._insert_deliveries(db, deliveries, batch_id, self.clock())
+
+    def due_deliveries(self, limit: int = 20) -> list[Delivery]:
+        with self._lock:
+            rows = self._db.execute("""SELECT * FROM outbox WHERE state = 'pending' AND next_attempt <= ?
+                                       ORDER BY next_attempt, id LIMIT ?""", (self.clock(), limit)).fetchall()
+        return [_delivery(r) for r in rows]
+
+    def record_attempt(self, delivery_id: int, *, ok: bool, error: str | None = None,
+                       retry_at: float | None = None) -> Delivery:
+        now = self.clock()
+        with self._write(durable=True) as db:
+            if ok:
+                row = db.execute("""UPDATE outbox SET state = 'delivered', attempts = attempts + 1,
+                                    delivered_at = ?, last_error = NULL WHERE id = ? RETURNING *""",
+                                 (now, delivery_id)).fetchone()
+            else:
+                row = db.execute("""UPDATE outbox SET state = ?, attempts = attempts + 1, last_error = ?,
+                                    next_attempt = ? WHERE id = ? RETURNING *""",
+                                 ("pending" if retry_at is not None else "failed", error,
+                                  retry_at if retry_at is not None else now, delivery_id)).fetchone()
+        if row is None:
+            raise NotFound(delivery_id)
+        return _delivery(row)
+
+    def deliveries(self, batch_id: int | None = None, limit: int = 100) -> list[Delivery]:
+        sql, params = "SELECT * FROM outbox", []
+        if batch_id is not None:
+            sql += " WHERE batch_id = ?"
+            params.append(batch_id)
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit)).fetchall()
+        return [_delivery(r) for r in rows]
+
+    def purge_deliveries(self, older_than: float, *, count_only: bool = False) -> int:
+        cutoff = self.clock() - older_than
+        where = "WHERE state IN ('delivered', 'failed') AND created_at < ?"
+        if count_only:
+            with self._lock:
+                return self._db.execute(f"SELECT count(*) FROM outbox {where}", (cutoff,)).fetchone()[0]
+        with self._write() as db:
+            return db.execute(f"DELETE FROM outbox {where}", (cutoff,)).rowcount

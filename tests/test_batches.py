@@ -1,0 +1,172 @@
+"""Batches with a real job table and real files: finish after the quiet period (not before, not
+twice), a new version when more files come, reports, zip packages, the starvation guard."""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from ffwatchd.batches import BatchTracker
+from ffwatchd.config import load_settings
+from ffwatchd.jobspec import JobSpec
+from ffwatchd.store import JobStore
+from tests.html_check import check_report_html
+
+T0 = 1_000_000.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = T0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def env(tmp_path: Path):
+    secret = tmp_path / "secret"
+    secret.write_text("a-secret-of-enough-length")
+    share = tmp_path / "share"
+    raw = {"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"), "models_dir": str(tmp_path / "m"),
+           "watches": [{"name": "w", "inbox": str(share / "in"), "output": str(share / "out"),
+                        "done": str(share / "done"), "failed": str(share / "failed"), "batch_quiet": "10s",
+                        "starvation_age": "60s",
+                        "notify": {"webhook_prefixes": ["http://127.0.0.1:9/hooks/"],
+                                   "webhook_secret_file": str(secret)}}]}
+    settings = load_settings(raw, tmp_path)
+    clock = Clock()
+    store = JobStore(settings.db_path, clock=clock)
+    unsettled: dict = {}
+    tracker = BatchTracker(settings, store, unsettled=lambda: unsettled)
+    yield settings, store, clock, tracker, unsettled
+    store.close()
+
+
+def image(path: Path, seed: int) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    img = np.random.default_rng(seed).integers(0, 255, (200, 300, 3), dtype=np.uint8)
+    cv2.imwrite(str(path), img)
+    return path
+
+
+def run_job(settings, store, clock, rel: str, seed: int, spec: dict, ok: bool = True):
+    """A job through the table as a worker would: enqueue, claim, file, finish or fail."""
+    w = settings.watches[0]
+    full = JobSpec.from_mapping(spec).to_snapshot()
+    job, _ = store.enqueue(watch="w", rel_path=rel, size=1, mtime=1.0, content_hash=f"h{seed}", kind="image",
+                           spec=full, batch=rel.rsplit("/", 1)[0] if "/" in rel else "")
+    job = store.claim("t", 60)
+    clock.t += 1
+    if ok:
+        original = image(w.done / rel, seed)
+        out = image(w.output / rel, seed + 1000)
+        store.set_filing(job.id, "t", {"outcome": "done", "original_src": str(w.inbox / rel),
+                                       "original_dst": str(original)})
+        return store.finish(job.id, "t", output_path=str(out))
+    failed = image(w.failed / rel, seed)
+    failed.with_name(failed.name + ".error.json").write_text(json.dumps({"job_id": job.id}))
+    return store.fail(job.id, "t", error_kind="no_face", message="no face found", transient=False)
+
+
+SPEC = {"notify": {"webhook": "http://127.0.0.1:9/hooks/b", "on": ["finished", "failed"]}, "package": "zip"}
+
+
+def test_a_batch_finishes_after_its_quiet_period_once_and_again_with_new_files(env) -> None:
+    settings, store, clock, tracker, _ = env
+    run_job(settings, store, clock, "b/one.jpg", 1, SPEC)
+    run_job(settings, store, clock, "b/two.jpg", 2, SPEC, ok=False)
+    tracker.step(now=clock.t + 5)
+    (b,) = store.list_batches()
+    assert b.state == "open" and b.folder == "b"
+    out = settings.watches[0].output / "b"
+    running = json.loads((out / "ffwatch-report.json").read_text())
+    assert running["state"] == "running" and running["counts"]["done"] == 1
+    # the failed job's own notification is queued at once
+    assert [(d.event, d.channel) for d in store.deliveries()] == [("failed", "webhook")]
+
+    tracker.step(now=clock.t + 11)
+    (b,) = store.list_batches()
+    assert b.state == "finished" and b.version == 1 and b.counts["done"] == 1 and b.counts["failed"] == 1
+    report = json.loads((out / "ffwatch-report.json").read_text())
+    assert report["state"] == "finished" and report["version"] == 1
+    page = check_report_html((out / "ffwatch-report.html").read_text())
+    assert [len(r["imgs"]) for r in page.rows] == [1, 2]          # failed first: its original; done: before/after
+    with zipfile.ZipFile(out / "ffwatch-results.zip") as z:
+        assert z.namelist() == ["one.jpg"]
+    finished = [d for d in store.deliveries() if d.event == "finished"]
+    assert [d.idempotency_key for d in finished] == [f"ffwatchd-batch-{b.id}-v1-finished"]
+    assert finished[0].payload["package"] == str(out / "ffwatch-results.zip")
+
+    tracker.step(now=clock.t + 30)
+    assert store.list_batches()[0].version == 1 and len(store.deliveries()) == 2, "not finished twice"
+
+    clock.t += 100
+    run_job(settings, store, clock, "b/three.jpg", 3, SPEC)
+    tracker.step(now=clock.t + 1)
+    assert store.list_batches()[0].state == "open"
+    tracker.step(now=clock.t + 11)
+    (b,) = store.list_batches()
+    assert b.version == 2 and b.counts["done"] == 2
+    assert f"ffwatchd-batch-{b.id}-v2-finished" in {d.idempotency_key for d in store.deliveries()}
+
+
+def test_an_unsettled_file_or_a_queued_job_keeps_the_batch_open(env) -> None:
+    settings, store, clock, tracker, unsettled = env
+    run_job(settings, store, clock, "c/one.jpg", 1, {})
+    unsettled["w"] = [settings.watches[0].inbox / "c/late.jpg"]
+    tracker.step(now=clock.t + 100)
+    assert store.list_batches()[0].state == "open"
+    unsettled["w"] = []
+    store.enqueue(watch="w", rel_path="c/two.jpg", size=1, mtime=1.0, content_hash="q", kind="image", spec={},
+                  batch="c")
+    tracker.step(now=clock.t + 100)
+    assert store.list_batches()[0].state == "open"
+    job = store.claim("t", 60)
+    store.finish(job.id, "t", output_path=None)
+    tracker.step(now=clock.t + 100)
+    (b,) = store.list_batches()
+    assert b.state == "finished" and b.counts["done"] == 2
+    assert store.deliveries() == [], "no notify in the sidecar: nothing to send"
+    assert not os.path.exists(settings.watches[0].output / "c/ffwatch-results.zip")
+
+
+def test_a_sidecar_batch_quiet_overrides_the_watch(env) -> None:
+    settings, store, clock, tracker, _ = env
+    run_job(settings, store, clock, "q/one.jpg", 1, {"batch_quiet": "2s"})
+    tracker.step(now=clock.t + 3)
+    assert store.list_batches()[0].state == "finished"
+
+
+def test_starvation_guard_raises_long_waiting_low_priority_jobs(env) -> None:
+    settings, store, clock, tracker, _ = env
+    low, _ = store.enqueue(watch="w", rel_path="l.jpg", size=1, mtime=1, content_hash="l", kind="image", spec={},
+                           priority=-10)
+    clock.t += 30
+    normal, _ = store.enqueue(watch="w", rel_path="n.jpg", size=1, mtime=1, content_hash="n", kind="image", spec={})
+    tracker.step(now=clock.t)
+    assert store.get(low.id).priority == -10, "not old enough yet"
+    clock.t += 31
+    tracker._next_starvation = 0
+    tracker.step(now=clock.t)
+    assert store.get(low.id).priority == 0
+    assert store.claim("t", 60).id == low.id, "raised to normal, it is older than the normal one"
+
+
+def test_a_half_written_report_left_by_a_crash_is_removed_at_start(env) -> None:
+    settings, store, clock, tracker, _ = env
+    run_job(settings, store, clock, "s/one.jpg", 1, {})
+    tracker.step(now=clock.t)
+    folder = settings.watches[0].output / "s"
+    dead = folder / ".ffwatchd-999999999-ffwatch-report.html.tmp"
+    ours = folder / f".ffwatchd-{os.getppid()}-ffwatch-report.html.tmp"   # a live process writing it
+    dead.write_text("<html>half")
+    ours.write_text("<html>being written")
+    BatchTracker(settings, store).step(now=clock.t)
+    assert not dead.exists() and ours.exists()

@@ -1,0 +1,36 @@
+"""`ffwatchd check` pieces that need no daemon: the metrics port held by another program."""
+
+from __future__ import annotations
+
+import socket
+import textwrap
+from pathlib import Path
+
+from ffwatchd.checks import check_metrics_port
+from ffwatchd.config import load_config
+
+
+def settings_on(tmp_path: Path, port: int):
+    p = tmp_path / "config.yaml"
+    p.write_text(textwrap.dedent(f"""
+        state_dir: state
+        temp_dir: tmp
+        models_dir: models
+        metrics: {{listen: "127.0.0.1:{port}"}}
+        watches:
+          - {{name: w, inbox: in, output: out, done: done, failed: failed}}
+    """))
+    return load_config(p)
+
+
+def test_metrics_port_free_or_held_by_another_program(tmp_path: Path) -> None:
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        warnings, notes = [], []
+        check_metrics_port(settings_on(tmp_path, port), warnings, notes)
+        assert len(warnings) == 1 and "another program uses the port" in warnings[0]
+    warnings, notes = [], []
+    check_metrics_port(settings_on(tmp_path, port), warnings, notes)
+    assert warnings == [] and notes == [f"metrics 127.0.0.1:{port} is free"]

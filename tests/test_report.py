@@ -1,0 +1,115 @@
+"""The batch report: thumbnails small and inline, names escaped, valid HTML, and the page rendered
+by headless Chromium (Debian's package) with its thumbnails visible."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from ffwatchd.config import load_settings
+from ffwatchd.report import ThumbCache, render_html, thumbnail, write_report
+from ffwatchd.store import JobStore
+from tests.html_check import check_report_html
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import synthetic_models  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def make_batch(tmp_path: Path, n_done: int = 6, names: tuple[str, ...] = ()):
+    raw = {"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"), "models_dir": str(tmp_path / "m"),
+           "watches": [{"name": "w", "inbox": str(tmp_path / "in"), "output": str(tmp_path / "out"),
+                        "done": str(tmp_path / "done"), "failed": str(tmp_path / "failed")}]}
+    settings = load_settings(raw, tmp_path)
+    w = settings.watches[0]
+    store = JobStore(settings.db_path)
+    rels = list(names) or [f"b/img{i}.jpg" for i in range(n_done)]
+    for i, rel in enumerate(rels):
+        img = synthetic_models.make_face_image(size=480, seed=i)
+        for folder, picture in ((w.done, img), (w.output, cv2.GaussianBlur(img, (9, 9), 0))):
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            cv2.imwrite(str(folder / rel), picture)
+        store.enqueue(watch="w", rel_path=rel, size=1, mtime=1, content_hash=f"h{i}", kind="image",
+                      spec={"processors": ["face_swapper"]}, batch="b")
+        job = store.claim("t", 60)
+        store.set_filing(job.id, "t", {"outcome": "done", "original_src": "x", "original_dst": str(w.done / rel)})
+        store.finish(job.id, "t", output_path=str(w.output / rel))
+    store.record_failure(watch="w", rel_path="b/notes.jpg", size=1, mtime=1, content_hash="bad", kind="image",
+                         error_kind="bad_input", message="b/notes.jpg is not an image", batch="b")
+    jobs = store.batch_jobs("w", "b")
+    store.close()
+    return w, jobs
+
+
+def test_thumbnails_are_small_inline_jpegs(tmp_path: Path) -> None:
+    p = tmp_path / "big.png"
+    cv2.imwrite(str(p), synthetic_models.make_face_image(size=1600, seed=1))
+    uri = thumbnail(p)
+    assert uri.startswith("data:image/jpeg;base64,")
+    raw = base64.b64decode(uri.split(",", 1)[1])
+    img = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_COLOR)
+    assert max(img.shape[:2]) == 96 and len(raw) < 8192
+    (tmp_path / "text.jpg").write_text("not a picture")
+    assert thumbnail(tmp_path / "text.jpg") is None and thumbnail(tmp_path / "missing.jpg") is None
+
+
+def test_report_is_valid_self_contained_html_with_names_escaped(tmp_path: Path) -> None:
+    w, jobs = make_batch(tmp_path, names=("b/<script>alert(1)</script>.jpg", "b/a&b.jpg"))
+    html_path, report = write_report(w, "b", jobs, ThumbCache(), batch_id=1, version=1, final=True)
+    text = html_path.read_text()
+    page = check_report_html(text)
+    assert "<script>" not in text and "&lt;script&gt;" in text
+    assert [r["class"] for r in page.rows] == ["failed", "done", "done"]
+    assert "bad_input" in page.rows[0]["cells"][3] and "ffwatchd jobs retry" in page.rows[0]["cells"][3]
+    assert report["counts"] == {"failed": 1, "done": 2, "running": 0, "queued": 0, "cancelled": 0, "total": 3}
+    assert (html_path.parent / "ffwatch-report.json").exists()
+    assert not [p for p in html_path.parent.iterdir() if p.name.startswith(".ffwatchd-")], "no temp left"
+
+
+def _picture_blobs(png: Path) -> int:
+    """Regions of the screenshot at least 60x60 px that are solidly not page background: pictures
+    (text lines and table rules are thinner than that)."""
+    img = cv2.imread(str(png), cv2.IMREAD_GRAYSCALE)
+    assert img is not None, f"no screenshot at {png}"
+    mask = (img < 200).astype(np.uint8)
+    mask = cv2.morphologyEx(mask, cv2.MORPH_OPEN, np.ones((5, 5), np.uint8))
+    _n, _labels, stats, _c = cv2.connectedComponentsWithStats(mask)
+    return sum(1 for s in stats[1:] if s[cv2.CC_STAT_WIDTH] >= 60 and s[cv2.CC_STAT_HEIGHT] >= 60)
+
+
+def _screenshot(html: Path, out: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={tmp_path / 'chromium-profile'}", f"--screenshot={out}", "--window-size=1200,1400",
+         html.as_uri()], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_chromium_renders_the_report_with_visible_thumbnails(tmp_path: Path) -> None:
+    w, jobs = make_batch(tmp_path, n_done=6)
+    html_path, report = write_report(w, "b", jobs, ThumbCache(), batch_id=1, version=1, final=True)
+    shot = tmp_path / "report.png"
+    run = _screenshot(html_path, shot, tmp_path)
+    assert run.returncode == 0 and shot.exists(), run.stderr[-2000:]
+    assert "net::ERR" not in run.stderr, "the page asked for something it does not contain"
+    dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                          "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                          f"--user-data-dir={tmp_path / 'chromium-profile2'}", "--dump-dom", html_path.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert dom.stdout.count("data:image/jpeg;base64,") == 12 and dom.stdout.count('<tr class="done">') == 6
+    # The same page without its thumbnails is the baseline: thumbnails make coloured regions.
+    bare = html_path.with_name("bare.html")
+    bare.write_text(render_html(report, {}))
+    bare_shot = tmp_path / "bare.png"
+    assert _screenshot(bare, bare_shot, tmp_path).returncode == 0
+    assert _picture_blobs(bare_shot) == 0, "the bare page has no picture-sized regions"
+    assert _picture_blobs(shot) == 12, "six before/after pairs are visible in the screenshot"
