@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ from ffwatchd.package import write_zip
 from ffwatchd.filing import TEMP_PREFIX
 from ffwatchd.report import ThumbCache, report_paths, write_report
 from ffwatchd.sidecar import is_within
-from ffwatchd.store import Batch, Job, JobQueue, JobStore
+from ffwatchd.store import Batch, Job, JobQueue, open_store, store_errors
 
 log = logging.getLogger(__name__)
 
@@ -183,13 +182,13 @@ class BatchService:
             t.join(timeout)
 
     def _track(self) -> None:
-        store = JobStore(self.settings.db_path)
+        store = open_store(self.settings, migrate=False)
         self.tracker = BatchTracker(self.settings, store, self.metrics, self.unsettled)
         try:
             while not self._stop.is_set():
                 try:
                     self.tracker.step()
-                except (sqlite3.Error, OSError) as e:
+                except store_errors() as e:
                     log.error("batches: %s; trying again", e)
                 except Exception:  # noqa: BLE001 - a bug here must not stop the daemon
                     log.exception("batches: unexpected error; trying again")
@@ -198,13 +197,13 @@ class BatchService:
             store.close()
 
     def _send(self) -> None:
-        store = JobStore(self.settings.db_path)
+        store = open_store(self.settings, migrate=False)
         try:
             while not self._stop.is_set():
                 tried = 0
                 try:
                     tried = deliver_due(self.settings, store, self.metrics)
-                except (sqlite3.Error, OSError) as e:
+                except store_errors() as e:
                     log.error("outbox: %s; trying again", e)
                 except Exception:  # noqa: BLE001
                     log.exception("outbox: unexpected error; trying again")

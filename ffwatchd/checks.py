@@ -193,6 +193,28 @@ def check_c2pa(settings: Settings, problems: list[str], notes: list[str]) -> Non
                  f"a test manifest signs and validates ({state})")
 
 
+def check_queue(settings: Settings, problems: list[str], notes: list[str]) -> None:
+    """The job table: which one (URL redacted), whether it opens, and its schema version."""
+    from ffwatchd.store import open_store
+
+    where = settings.queue.describe()
+    if settings.queue.url is None and not settings.db_path.exists():
+        notes.append(f"queue sqlite {settings.db_path} (created at the first run)")
+        return
+    try:
+        with open_store(settings, migrate=False) as store:
+            version = store.schema_version()
+            jobs = f", {sum(store.counts().values())} job(s)" if version else " (tables created at the first run)"
+            notes.append(f"queue {store.where}: connects, schema version {version}{jobs}")
+    except Exception as e:  # noqa: BLE001 - every reason the queue cannot open is a problem to show
+        from ffwatchd.store import redact_url
+
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
+        if settings.queue.url:
+            reason = reason.replace(settings.queue.url, redact_url(settings.queue.url))
+        problems.append(f"queue {where}: cannot open: {reason}")
+
+
 def run_checks(settings: Settings) -> tuple[list[str], list[str], list[str]]:
     """(problems, warnings, notes): problems make `check` exit 1."""
     problems: list[str] = []
@@ -200,6 +222,7 @@ def run_checks(settings: Settings) -> tuple[list[str], list[str], list[str]]:
     notes: list[str] = [f"config {settings.source} is valid ({len(settings.watches)} watch(es))"]
     check_folders(settings, problems, notes)
     check_local_dirs(settings, problems, warnings, notes)
+    check_queue(settings, problems, notes)
     check_models(settings, warnings, notes)
     check_providers(settings, problems, warnings, notes)
     check_ffmpeg(settings, warnings, notes)

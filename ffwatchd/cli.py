@@ -18,7 +18,8 @@ from ffwatchd import __version__
 from ffwatchd.config import Settings, load_config, parse_duration, resolve_config_path
 from ffwatchd.errors import ConfigError
 from ffwatchd.safeyaml import load_yaml
-from ffwatchd.store import PRIORITIES, STATES, Job, JobStore, NotFound, TransitionError, priority_name
+from ffwatchd.store import (PRIORITIES, STATES, Job, JobQueue, NotFound, TransitionError, open_store,
+                            priority_name)
 from ffwatchd.store.contract import printable
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -36,16 +37,17 @@ def _config_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--config", help="config file (default: $FFWATCHD_CONFIG)")
 
 
-def open_store(settings: Settings) -> JobStore:
-    return JobStore(settings.db_path, max_attempts=settings.workers.max_attempts,
-                    retry_backoff=settings.workers.retry_backoff)
-
-
 def state_dir_for_reading(config: str | None) -> Path:
     """The state_dir, for commands that only read the job table: an invalid config (say, one
     the running daemon refused on reload) is reported but does not hide the table."""
+    return _settings_for_reading(config)[1]
+
+
+def _settings_for_reading(config: str | None) -> tuple[Settings | None, Path]:
+    """(settings, state_dir); settings None when the config is invalid but names a state_dir."""
     try:
-        return load_config(config).state_dir
+        settings = load_config(config)
+        return settings, settings.state_dir
     except ConfigError as e:
         path = resolve_config_path(config)
         try:
@@ -53,12 +55,19 @@ def state_dir_for_reading(config: str | None) -> Path:
             state_dir = Path(os.path.expanduser(raw["state_dir"]))
         except (OSError, ValueError, yaml.YAMLError, TypeError, KeyError):
             raise e from None
+        if isinstance(raw.get("queue"), dict):    # a PostgreSQL queue needs a valid config to reach
+            raise e from None
         print(f"ffwatchd: warning: {e}\nffwatchd: reading the job table in {state_dir} anyway", file=sys.stderr)
-        return state_dir if state_dir.is_absolute() else path.resolve().parent / state_dir
+        return None, state_dir if state_dir.is_absolute() else path.resolve().parent / state_dir
 
 
-def open_store_for_reading(config: str | None) -> JobStore:
-    return JobStore(state_dir_for_reading(config) / "ffwatchd.db")
+def open_store_for_reading(config: str | None) -> JobQueue:
+    from ffwatchd.store import SqliteJobStore
+
+    settings, state_dir = _settings_for_reading(config)
+    if settings is not None:
+        return open_store(settings)
+    return SqliteJobStore(state_dir / "ffwatchd.db")
 
 
 def _iso(t: float | None) -> str:
@@ -192,7 +201,7 @@ def cmd_jobs_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _each_job(args: argparse.Namespace, verb: Callable[[JobStore, Settings, Job], str]) -> int:
+def _each_job(args: argparse.Namespace, verb: Callable[[JobQueue, Settings, Job], str]) -> int:
     settings = load_config(args.config)
     failures = 0
     with open_store(settings) as store:
@@ -222,7 +231,7 @@ def _each_job(args: argparse.Namespace, verb: Callable[[JobStore, Settings, Job]
     return EXIT_OK if not failures else EXIT_FAIL
 
 
-def _retry(store: JobStore, settings: Settings, job: Job, priority: str | None = None) -> str:
+def _retry(store: JobQueue, settings: Settings, job: Job, priority: str | None = None) -> str:
     """Back to queued with the sidecars as they are now; the original returns to its inbox path."""
     from ffwatchd.errors import JobError
     from ffwatchd.filing import find_failed_original, restore_original
@@ -264,7 +273,7 @@ def _cmd_retry(args: argparse.Namespace) -> int:
     return _each_job(args, lambda store, settings, job: _retry(store, settings, job, args.priority))
 
 
-def _cancel(store: JobStore, settings: Settings, job: Job) -> str:
+def _cancel(store: JobQueue, settings: Settings, job: Job) -> str:
     from ffwatchd.filing import file_failed_original
 
     was = job.state

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sqlite3
 import sys
 from typing import TextIO
 
@@ -13,7 +12,7 @@ from ffwatchd.config import load_config, resolve_config_path
 from ffwatchd.diskguard import format_bytes
 from ffwatchd.errors import ConfigError
 from ffwatchd.retention import Deletion, format_age, run_retention, summarize
-from ffwatchd.store import JobStore
+from ffwatchd.store import open_store, store_errors
 
 log = logging.getLogger(__name__)
 
@@ -58,11 +57,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return 1
     dry_run = bool(getattr(args, "dry_run", False))
     try:
-        with JobStore(settings.db_path, max_attempts=settings.workers.max_attempts,
-                      retry_backoff=settings.workers.retry_backoff) as store:
+        with open_store(settings) as store:
             deletions = run_retention(settings, store, dry_run=dry_run)
-    except (sqlite3.Error, OSError) as e:
-        print(f"ffwatchd retention: retention failed (job table {settings.db_path}): {e}", file=sys.stderr)
+    except store_errors() as e:
+        print(f"ffwatchd retention: retention failed (job table {settings.queue.describe()}): {e}", file=sys.stderr)
         return 1
     if getattr(args, "json", False):
         out.write(json.dumps({"dry_run": dry_run, "removed": [

@@ -143,6 +143,23 @@ class CustomModel:
 
 
 @dataclass(frozen=True)
+class QueueSettings:
+    """Where the job table lives: SQLite in state_dir (url None) or a PostgreSQL URL."""
+    url: str | None = None
+    password_file: Path | None = None
+
+    @property
+    def kind(self) -> str:
+        return "sqlite" if self.url is None else "postgres"
+
+    def describe(self) -> str:
+        """Safe to log and show: the URL without its password."""
+        from ffwatchd.store.urls import redact_url
+
+        return "sqlite (state_dir/ffwatchd.db)" if self.url is None else redact_url(self.url)
+
+
+@dataclass(frozen=True)
 class C2paSettings:
     """`provenance.c2pa`: sign every changed output with this certificate chain and key."""
     cert: Path
@@ -167,6 +184,7 @@ class Settings:
     c2pa: C2paSettings | None = None      # None: C2PA signing is off
     smtp: SmtpSettings | None = None
     notify: NotifySettings = NotifySettings()
+    queue: QueueSettings = QueueSettings()
 
     def known_models(self) -> dict[str, str]:
         """Model name -> kind, built-in and custom."""
@@ -312,7 +330,8 @@ def _is_within(child: Path, parent: Path) -> bool:
 
 
 _TOP_KEYS = {"state_dir", "temp_dir", "models_dir", "watches", "workers", "metrics",
-             "retention", "log", "models", "ffmpeg", "provenance", "smtp", "notify"}
+             "retention", "log", "models", "ffmpeg", "provenance", "smtp", "notify",
+             "queue"}
 _WATCH_KEYS = {"name", "inbox", "output", "done", "failed", "mode", "poll_interval",
                "rescan_interval", "settle", "sidecar_wait", "include", "ignore",
                "source_roots", "defaults", "batch_quiet", "batch_quiet_max", "priority_max",
@@ -399,6 +418,30 @@ def _read_models(r: _Reader, raw: Any) -> tuple[CustomModel, ...]:
             sha256=sha.lower() if sha else None,
         ))
     return tuple(out)
+
+
+def _read_queue(r: _Reader, raw: Any) -> QueueSettings:
+    """`queue: sqlite` (or nothing) or `queue: {url: postgresql://…, password_file: PATH}`."""
+    if raw is None or raw == "sqlite":
+        return QueueSettings()
+    if not isinstance(raw, dict):
+        r.problem("queue", f"{raw!r} is neither sqlite nor a mapping {{url: postgresql://…}}")
+        return QueueSettings()
+    raw = r.section(raw, "queue", {"url", "password_file"})
+    url = raw.get("url")
+    if not isinstance(url, str) or not re.match(r"^postgres(ql)?://", url):
+        from ffwatchd.store.urls import redact_url
+
+        shown = redact_url(url) if isinstance(url, str) else repr(url)
+        r.problem("queue.url", "is required" if url is None
+                  else f"{shown} is not a PostgreSQL URL (postgresql://user@host:5432/dbname)")
+        return QueueSettings()
+    password_file = None
+    if raw.get("password_file") is not None:
+        password_file = r.path(raw, "password_file", "queue", None)
+        if not password_file.is_file():
+            r.problem("queue.password_file", f"{password_file} is not a readable file")
+    return QueueSettings(url=url, password_file=password_file)
 
 
 def _read_provenance(r: _Reader, raw: Any) -> tuple[bool, C2paSettings | None]:
@@ -538,13 +581,14 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
     for i, w in enumerate(watches):
         if w.notify.email_domains and smtp is None:
             r.problem(f"watches[{i}].notify.email_domains", "e-mail needs the global smtp: section")
+    queue = _read_queue(r, raw.get("queue"))
 
     if r.problems:
         raise ConfigError(where, r.problems)
     return Settings(source=source, state_dir=state_dir, temp_dir=temp_dir, models_dir=models_dir,
                     watches=tuple(watches), workers=workers, metrics=metrics, retention=retention,
                     log=log, models=models, ffmpeg=ffmpeg, provenance=provenance, c2pa=c2pa, smtp=smtp,
-                    notify=notify)
+                    notify=notify, queue=queue)
 
 
 def resolve_config_path(path: str | os.PathLike | None) -> Path:

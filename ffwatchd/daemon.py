@@ -26,7 +26,7 @@ from ffwatchd.errors import ConfigError
 from ffwatchd.filing import write_json_atomic
 from ffwatchd.housekeeping import prune_lost_workers, start_retention
 from ffwatchd.logs import setup_logging
-from ffwatchd.store import JobStore
+from ffwatchd.store import JobQueue, open_store
 from ffwatchd.systemd import Notifier
 from ffwatchd.recovery import give_back, lock_state_dir, recover_at_start
 from ffwatchd.worker import worker_main, worker_owner
@@ -85,7 +85,7 @@ class Supervisor:
         self.stopping = False
         self.warnings: list[str] = []
         self.models_missing: list[str] = []
-        self.store: JobStore | None = None
+        self.store: JobQueue | None = None
         self.metrics: Any = None
         self.watcher: Any = None
         self.diskguard: Any = None
@@ -101,7 +101,8 @@ class Supervisor:
         for folder in (s.state_dir, s.temp_dir, s.models_dir):
             folder.mkdir(parents=True, exist_ok=True)
         self._lock_file = lock_state_dir(s)
-        self.store = JobStore(s.db_path, max_attempts=s.workers.max_attempts, retry_backoff=s.workers.retry_backoff)
+        self.store = open_store(s)
+        log.info("job queue: %s", self.store.where)
         recover_at_start(s, self.store)
         self._start_metrics()
         self._start_diskguard()
@@ -328,7 +329,7 @@ class Supervisor:
         if now < self._next_retention or (self._retention_thread and self._retention_thread.is_alive()):
             return
         self._next_retention = now + self.settings.retention.interval
-        self._retention_thread = start_retention(self.settings, lambda: JobStore(self.settings.db_path),
+        self._retention_thread = start_retention(self.settings, lambda: open_store(self.settings, migrate=False),
                                                  self.metrics)
 
     def status_line(self) -> str:

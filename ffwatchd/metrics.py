@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -20,12 +19,13 @@ from prometheus_client.registry import Collector
 
 from ffwatchd import __version__
 from ffwatchd.errors import PERMANENT_KINDS, TRANSIENT_KINDS
+from ffwatchd.store import store_errors
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
     from ffwatchd.retention import Deletion
-    from ffwatchd.store import JobStore
+    from ffwatchd.store import JobQueue
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class _JobTableCollector(Collector):
     exports the queue gauges, so summing over every scraped host does not count a job twice.
     `ffwatchd_queue_metrics_leader` says which host it is."""
 
-    def __init__(self, store: "JobStore", leads: Callable[[], bool] | None = None) -> None:
+    def __init__(self, store: "JobQueue", leads: Callable[[], bool] | None = None) -> None:
         self.store = store
         self.leads = leads
 
@@ -119,7 +119,7 @@ class _OperatorCollector(Collector):
     The table is the cluster's: only the host that `leads` counts them; the others take note of
     what they saw, so a new leader counts only what happens after it took over."""
 
-    def __init__(self, metrics: "Metrics", store: "JobStore", leads: Callable[[], bool] | None = None) -> None:
+    def __init__(self, metrics: "Metrics", store: "JobQueue", leads: Callable[[], bool] | None = None) -> None:
         self.metrics, self.store, self.leads = metrics, store, leads
         self._seen: dict[tuple[str, str, str], int] = {}
         self._lock = threading.Lock()
@@ -128,7 +128,7 @@ class _OperatorCollector(Collector):
         try:
             counts = self.store.operator_counts()
             leading = self.leads() if self.leads is not None else True
-        except sqlite3.Error as e:
+        except store_errors() as e:
             log.warning("metrics: cannot read the operator counts: %s", e)
             return iter(())
         with self._lock:
@@ -199,7 +199,7 @@ class _DiskCollector(Collector):
 class Metrics:
     """The daemon's metrics. Every method is cheap and safe to call from any thread."""
 
-    def __init__(self, store: "JobStore | None" = None,
+    def __init__(self, store: "JobQueue | None" = None,
                  folders: dict[str, dict[str, Path]] | None = None, *, host: str | None = None,
                  leads: Callable[[], bool] | None = None) -> None:
         self.registry = CollectorRegistry()

@@ -11,7 +11,7 @@ from typing import IO, Any
 
 from ffwatchd.config import Settings
 from ffwatchd.filing import Plan, file_failed_original, remove_partials
-from ffwatchd.store import JobStore
+from ffwatchd.store import JobQueue
 from ffwatchd.worker import owner_pid
 
 log = logging.getLogger("ffwatchd.recovery")
@@ -29,7 +29,7 @@ def lock_state_dir(settings: Settings) -> IO[str]:
     return lock
 
 
-def recover_at_start(settings: Settings, store: JobStore) -> None:
+def recover_at_start(settings: Settings, store: JobQueue) -> None:
     """Jobs held by this host's workers of a previous run go back to the queue (we hold the lock,
     so none of them lives); temp folders of finished jobs and partial copies of interrupted
     filings go."""
@@ -66,7 +66,7 @@ def recover_at_start(settings: Settings, store: JobStore) -> None:
                 log.info("job %d: removed a partial file left by a crash: %s", job.id, path)
 
 
-def give_back(settings: Settings, store: JobStore, metrics: Any, job_id: int, owner: str, kind: str,
+def give_back(settings: Settings, store: JobQueue, metrics: Any, job_id: int, owner: str, kind: str,
               how: str, stopping: bool) -> None:
     """A worker exited holding `job_id`: back to the queue (shutdown), retried, or failed and filed."""
     w = settings.workers

@@ -17,7 +17,7 @@ from ffwatchd.store import FINISHED, NotFound
 
 if TYPE_CHECKING:
     from ffwatchd.config import Settings
-    from ffwatchd.store import JobStore
+    from ffwatchd.store import JobQueue
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ def _apply(d: Deletion, dry_run: bool) -> Deletion:
 
 # -- temp folders ---------------------------------------------------------------------------
 
-def _job_state(store: "JobStore", job_id: int) -> str | None:
+def _job_state(store: "JobQueue", job_id: int) -> str | None:
     try:
         return store.get(job_id).state
     except NotFound:
@@ -131,7 +131,7 @@ def _temp_candidates(temp_dir: Path) -> list[tuple[Path, int]]:
     return out
 
 
-def clean_temp(settings: "Settings", store: "JobStore", *, now: float | None = None,
+def clean_temp(settings: "Settings", store: "JobQueue", *, now: float | None = None,
                dry_run: bool = False) -> list[Deletion]:
     """Temp folders of finished or unknown jobs, unchanged for longer than temp_max_age."""
     max_age = settings.retention.temp_max_age
@@ -156,7 +156,7 @@ def clean_temp(settings: "Settings", store: "JobStore", *, now: float | None = N
     return out
 
 
-def clean_temp_at_startup(settings: "Settings", store: "JobStore", *,
+def clean_temp_at_startup(settings: "Settings", store: "JobQueue", *,
                           dry_run: bool = False) -> list[Deletion]:
     """At start-up: the temp folders of every job that is neither queued nor running, any age."""
     now = time.time()
@@ -177,7 +177,7 @@ def clean_temp_at_startup(settings: "Settings", store: "JobStore", *,
 
 # -- done/ and failed/ ---------------------------------------------------------------------
 
-def filed_times(store: "JobStore", settings: "Settings | None" = None) -> dict[Path, float]:
+def filed_times(store: "JobQueue", settings: "Settings | None" = None) -> dict[Path, float]:
     """Where finished jobs filed their originals -> when. Filing links the original into
     done/ or failed/ and so keeps its old mtime; this keeps it from looking old at once.
     With `settings`, plans recorded by another host are mapped onto this host's mount."""
@@ -279,7 +279,7 @@ def _prunable(folder: Path, gone: set[Path], touched: set[Path], cutoff: float) 
     return folder in touched or mtime < cutoff
 
 
-def age_watch_folders(settings: "Settings", store: "JobStore | None" = None, *,
+def age_watch_folders(settings: "Settings", store: "JobQueue | None" = None, *,
                       now: float | None = None, dry_run: bool = False) -> list[Deletion]:
     """done/ and failed/ of every watch."""
     now = time.time() if now is None else now
@@ -294,7 +294,7 @@ def age_watch_folders(settings: "Settings", store: "JobStore | None" = None, *,
 
 # -- job rows -------------------------------------------------------------------------------
 
-def purge_job_rows(settings: "Settings", store: "JobStore", *, dry_run: bool = False) -> list[Deletion]:
+def purge_job_rows(settings: "Settings", store: "JobQueue", *, dry_run: bool = False) -> list[Deletion]:
     """Finished job rows older than jobs_max_age (by finish time, on the store's clock)."""
     max_age = settings.retention.jobs_max_age
     if max_age <= 0:
@@ -318,7 +318,7 @@ def purge_job_rows(settings: "Settings", store: "JobStore", *, dry_run: bool = F
     return out
 
 
-def run_retention(settings: "Settings", store: "JobStore", *, now: float | None = None,
+def run_retention(settings: "Settings", store: "JobQueue", *, now: float | None = None,
                   dry_run: bool = False) -> list[Deletion]:
     """One retention pass: temp folders, done/ and failed/, then job rows (so that a temp folder
     is judged while its job is still known)."""

@@ -24,7 +24,7 @@ from ffwatchd.filing import Plan, execute_plan, plan_done, plan_failed, with_job
 from ffwatchd.ingest import hash_file
 from ffwatchd.jobspec import JobSpec
 from ffwatchd.sharepaths import localize_spec
-from ffwatchd.store import Job, JobStore, TransitionError
+from ffwatchd.store import Job, JobQueue, TransitionError
 from ffwatchd.verify import SourceHashes, check_sources
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class Heartbeats:
     """One thread per worker that extends the lease of every job it holds, every lease/3, and
     stamps the worker's row in the workers table (what `status` shows for every host)."""
 
-    def __init__(self, store: JobStore, owner: str, lease: float) -> None:
+    def __init__(self, store: JobQueue, owner: str, lease: float) -> None:
         self.store, self.owner, self.lease = store, owner, lease
         self.beat: Callable[[int], None] | None = None    # tells the supervisor we are alive
         self.registered = False                           # the worker has a row to stamp
@@ -196,7 +196,7 @@ def process_video_file(pipeline: Any, target: Path, result: Path, spec: JobSpec,
 class JobRunner:
     """Runs claimed jobs on this worker's pipeline (models stay loaded between jobs)."""
 
-    def __init__(self, settings: Settings, store: JobStore, pipeline: Any, owner: str,
+    def __init__(self, settings: Settings, store: JobQueue, pipeline: Any, owner: str,
                  on_cuda: bool = False) -> None:
         self.settings, self.store, self.pipeline, self.owner = settings, store, pipeline, owner
         self.on_cuda = on_cuda

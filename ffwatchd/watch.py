@@ -8,7 +8,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import sqlite3
 import stat as statmod
 import threading
 import time
@@ -28,7 +27,7 @@ from ffwatchd.notices import Notices
 from ffwatchd.scan import InboxUnavailable, ScanResult, left_alone_kind, scan_inbox
 from ffwatchd.settle import FileState, SettleTracker
 from ffwatchd.sidecar import SIDECAR_NAME, SIDECAR_SUFFIX, SourceIndex, is_sidecar_name, is_within
-from ffwatchd.store import JobStore
+from ffwatchd.store import JobQueue, store_errors
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +67,7 @@ class _Handler(FileSystemEventHandler):
 class WatchLoop:
     """One watch: its observer, its thread, its tracker and its memory of handled files."""
 
-    def __init__(self, settings: Settings, watch: WatchSettings, store: JobStore,
+    def __init__(self, settings: Settings, watch: WatchSettings, store: JobQueue,
                  metrics: WatchMetrics | None = None, mountinfo: str | None = None) -> None:
         self.settings, self.watch, self.store, self.metrics = settings, watch, store, metrics
         self.mode, self.fstype = (detect_mode(watch.inbox, mountinfo) if watch.mode == "auto"
@@ -142,7 +141,7 @@ class WatchLoop:
         while not self._stop.is_set():
             try:
                 self._step(time.monotonic())
-            except (sqlite3.Error, OSError) as e:
+            except store_errors() as e:
                 log.error("watch %s: %s; carrying on", self.watch.name, e)
             except Exception:       # a bug must not end the watch; it is logged in full
                 log.exception("watch %s: unexpected error; carrying on", self.watch.name)
@@ -392,7 +391,7 @@ class WatchLoop:
         try:
             r = ingest_file(self.settings, self.watch, self.store, path, time.time(), expected=state,
                             waiting_since=waiting_since, referenced=self.index.contains, hashes=self.hashes)
-        except (sqlite3.Error, OSError) as e:
+        except store_errors() as e:
             log.error("watch %s: could not ingest %s: %s; will try again", self.watch.name, path, e)
             self.tracker.observe(path, state)
             return None
@@ -428,7 +427,7 @@ class WatchLoop:
 class WatchService:
     """All watches of a config, each in its own thread; nothing here blocks the caller."""
 
-    def __init__(self, settings: Settings, store: JobStore, *, metrics: WatchMetrics | None = None,
+    def __init__(self, settings: Settings, store: JobQueue, *, metrics: WatchMetrics | None = None,
                  mountinfo: str | None = None) -> None:
         self.settings = settings
         # A watch with `ingest: false` is watched by other hosts; this host's workers only serve it.

@@ -59,6 +59,20 @@ def limit_memory(ram_limit: int, device: str) -> str:
     return "rlimit-data"
 
 
+def wait_for_work(store: Any, wake: Any, stop: Any) -> None:
+    """Idle: until work may be there, a stop, or the slow poll (IDLE_POLL) as a safety net.
+
+    PostgreSQL pushes (LISTEN/NOTIFY from any host's enqueue); SQLite does not, and the
+    supervisor's `wake` event stands in for it."""
+    if not store.pushes_work:
+        wake.wait(IDLE_POLL)
+        return
+    deadline = time.monotonic() + IDLE_POLL
+    while not (stop.is_set() or wake.is_set()) and time.monotonic() < deadline:
+        if store.wait_for_work(min(1.0, max(0.0, deadline - time.monotonic()))):
+            return
+
+
 def worker_main(settings: Settings, device: str, index: int, events: Any, wake: Any, stop: Any,
                 claim_ok: Any) -> None:
     """Entry point of a spawned worker process."""
@@ -74,10 +88,9 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
     try:
         from ffwatchd.faces.pipeline import Pipeline
         from ffwatchd.runner import JobRunner
-        from ffwatchd.store import JobStore
+        from ffwatchd.store import open_store
 
-        store = JobStore(settings.db_path, max_attempts=settings.workers.max_attempts,
-                         retry_backoff=settings.workers.retry_backoff)
+        store = open_store(settings)
         from ffwatchd.benchstage import ENV, bench_pipeline
 
         w = settings.workers
@@ -146,7 +159,7 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
                 job = claim()
                 if job is None:
                     report_pending()
-                    wake.wait(IDLE_POLL)
+                    wait_for_work(store, wake, stop)
                     continue
             events.put(("start", index, job.id, time.time()))
             processed = runner.start(job, beat=lambda job_id: events.put(("beat", index, job_id, time.time())))

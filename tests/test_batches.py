@@ -17,6 +17,7 @@ from ffwatchd.config import load_settings
 from ffwatchd.jobspec import JobSpec
 from ffwatchd.store import JobStore
 from tests.html_check import check_report_html
+from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 
 T0 = 1_000_000.0
 
@@ -29,8 +30,8 @@ class Clock:
         return self.t
 
 
-@pytest.fixture
-def env(tmp_path: Path):
+@pytest.fixture(params=["sqlite", "postgres"])
+def env(tmp_path: Path, request: pytest.FixtureRequest):
     secret = tmp_path / "secret"
     secret.write_text("a-secret-of-enough-length")
     share = tmp_path / "share"
@@ -42,7 +43,12 @@ def env(tmp_path: Path):
                                    "webhook_secret_file": str(secret)}}]}
     settings = load_settings(raw, tmp_path)
     clock = Clock()
-    store = JobStore(settings.db_path, clock=clock)
+    if request.param == "sqlite":
+        store = JobStore(settings.db_path, clock=clock)
+    else:
+        from ffwatchd.store.postgres import PostgresJobStore
+
+        store = PostgresJobStore(request.getfixturevalue("pg_url"), clock=clock)
     unsettled: dict = {}
     tracker = BatchTracker(settings, store, unsettled=lambda: unsettled)
     yield settings, store, clock, tracker, unsettled

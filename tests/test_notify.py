@@ -17,6 +17,7 @@ from ffwatchd.notify import smtp, webhook
 from ffwatchd.notify.outbox import deliver_due
 from ffwatchd.notify.webhook import DeliveryError
 from ffwatchd.store import JobStore
+from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 from tests.servers import MailSink, WebhookReceiver
 
 SECRET = "0123456789abcdef-secret"
@@ -137,12 +138,18 @@ def test_smtp_with_starttls_and_a_credentials_file(tmp_path: Path) -> None:
         sink.close()
 
 
-def test_outbox_backs_off_then_gives_up(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_outbox_backs_off_then_gives_up(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
     r = WebhookReceiver(fail_first=100)
     try:
         s = settings_for(tmp_path, r.port)
         now = [1000.0]
-        store = JobStore(tmp_path / "j.db", clock=lambda: now[0])
+        if backend == "sqlite":
+            store = JobStore(tmp_path / "j.db", clock=lambda: now[0])
+        else:
+            from ffwatchd.store.postgres import PostgresJobStore
+
+            store = PostgresJobStore(request.getfixturevalue("pg_url"), clock=lambda: now[0])
         row = {"channel": "webhook", "event": "finished", "target": r.url("/hooks/a"),
                "payload": {"watch": "w", "n": 1}, "idempotency_key": "key-1"}
         assert store.add_deliveries([row]) == 1 and store.add_deliveries([row]) == 0
@@ -184,9 +191,16 @@ def test_deliveries_and_give_ups_are_counted_in_metrics(tmp_path: Path) -> None:
         r.close()
 
 
-def test_old_sent_notifications_are_purged_pending_ones_kept(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_old_sent_notifications_are_purged_pending_ones_kept(tmp_path: Path, backend: str,
+                                                             request: pytest.FixtureRequest) -> None:
     now = [1000.0]
-    store = JobStore(tmp_path / "j.db", clock=lambda: now[0])
+    if backend == "sqlite":
+        store = JobStore(tmp_path / "j.db", clock=lambda: now[0])
+    else:
+        from ffwatchd.store.postgres import PostgresJobStore
+
+        store = PostgresJobStore(request.getfixturevalue("pg_url"), clock=lambda: now[0])
     rows = [{"channel": "webhook", "event": "finished", "target": "http://127.0.0.1:9/hooks/x", "payload": {},
              "idempotency_key": f"p-{i}"} for i in range(3)]
     store.add_deliveries(rows)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ffwatchd.store import JobQueue, JobStore, TransitionError
+from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 
 
 class Clock:
@@ -24,9 +25,14 @@ def clock() -> Clock:
     return Clock()
 
 
-@pytest.fixture
-def queue(tmp_path: Path, clock: Clock) -> JobQueue:
-    s = JobStore(tmp_path / "jobs.db", max_attempts=3, retry_backoff=10.0, clock=clock)
+@pytest.fixture(params=["sqlite", "postgres"])
+def queue(tmp_path: Path, clock: Clock, request: pytest.FixtureRequest) -> JobQueue:
+    if request.param == "sqlite":
+        s = JobStore(tmp_path / "jobs.db", max_attempts=3, retry_backoff=10.0, clock=clock)
+    else:
+        from ffwatchd.store.postgres import PostgresJobStore
+
+        s = PostgresJobStore(request.getfixturevalue("pg_url"), max_attempts=3, retry_backoff=10.0, clock=clock)
     yield s
     s.close()
 
@@ -105,8 +111,23 @@ def test_stale_workers_are_pruned(queue: JobQueue, clock: Clock) -> None:
     assert [w.owner for w in queue.workers()] == ["new:2/cpu"]
 
 
-def test_sqlite_serves_one_host_so_singletons_are_always_granted(queue: JobQueue) -> None:
+def test_sqlite_serves_one_host_so_singletons_are_always_granted(tmp_path: Path) -> None:
+    queue = JobStore(tmp_path / "jobs.db")
     with queue.singleton("retention") as granted:
         assert granted is True
         with queue.singleton("retention") as again:       # the same host may nest (one daemon)
             assert again is True
+
+
+def test_on_postgresql_a_singleton_is_held_by_one_host_at_a_time(pg_url: str) -> None:
+    from ffwatchd.store.postgres import PostgresJobStore
+
+    with PostgresJobStore(pg_url) as host_a, PostgresJobStore(pg_url) as host_b:
+        with host_a.singleton("retention") as a:
+            assert a is True
+            with host_b.singleton("retention") as b:
+                assert b is False                          # taken by host a
+            with host_b.singleton("rescan:studio") as other:
+                assert other is True                       # another name is another lock
+        with host_b.singleton("retention") as b:
+            assert b is True                               # host a's block ended: free again

@@ -13,6 +13,7 @@ import shutil
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnxruntime as ort
@@ -33,6 +34,9 @@ from ffwatchd.faces.types import Embedding, Face, Frame
 from ffwatchd.jobspec import JobSpec
 from ffwatchd.media.image import SUFFIXES, encode_image, read_image, output_format, sniff_format, write_image
 from ffwatchd.media.provenance import Provenance, job_provenance, label_text
+
+if TYPE_CHECKING:
+    from ffwatchd.media.c2pa_sign import ManifestSigner
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +130,7 @@ class Pipeline:
         self.max_pixels = int(max_pixels)
         self.provenance = bool(provenance)
         self.c2pa = c2pa
-        self._signer: object | None = None
+        self._signer: "ManifestSigner | None" = None
         self._models: dict[str, object] = {}
         self._model_hashes: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -187,7 +191,7 @@ class Pipeline:
         with self._lock:
             return dict(self._model_hashes)
 
-    def signer(self) -> object | None:
+    def signer(self) -> "ManifestSigner | None":
         """The C2PA signer (credentials read once), or None when signing is off; JobError provenance."""
         if self.c2pa is None:
             return None

@@ -11,10 +11,14 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 from ffwatchd import __version__
 from ffwatchd.errors import JobError
 from ffwatchd.media.provenance import Provenance
+
+if TYPE_CHECKING:
+    from cryptography import x509
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +88,7 @@ def load_credentials(cert: Path, key: Path, timestamp_url: str | None = None) ->
                        leaf.not_valid_after_utc, timestamp_url)
 
 
-def _leaf_problems(leaf: object, cert: Path) -> list[str]:
+def _leaf_problems(leaf: "x509.Certificate", cert: Path) -> list[str]:
     """What C2PA refuses in a signing certificate, said plainly (c2pa itself says only "invalid")."""
     from cryptography import x509
 
@@ -94,7 +98,7 @@ def _leaf_problems(leaf: object, cert: Path) -> list[str]:
         out.append(f"{cert}: the certificate is valid only from {leaf.not_valid_before_utc:%Y-%m-%d} "
                    f"to {leaf.not_valid_after_utc:%Y-%m-%d}")
 
-    def ext(kind: type) -> object | None:
+    def ext(kind: type) -> "x509.ExtensionType | None":
         try:
             return leaf.extensions.get_extension_for_class(kind).value
         except x509.ExtensionNotFound:
@@ -213,7 +217,8 @@ def read_manifest(path: Path, trust_pem: bytes | None = None) -> dict | None:
         return read_manifest_stream(f, mime, trust_pem)
 
 
-def read_manifest_stream(stream: object, mime: str, trust_pem: bytes | None = None) -> dict | None:
+def read_manifest_stream(stream: IO[bytes], mime: str, trust_pem: bytes | None = None) -> dict | None:
+    """`read_manifest` on an open binary stream of the given MIME type."""
     import c2pa
 
     settings = json.loads(json.dumps(_READ_SETTINGS))

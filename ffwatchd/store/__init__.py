@@ -1,14 +1,68 @@
 """The job table: the contract (`contract.py`) and one module per backend.
 
-`JobStore` is the SQLite backend, the embedded default.
+`JobStore` is the SQLite backend, the embedded default; `open_store(settings)` opens the
+backend the config names (`queue: sqlite` or `queue: {url: postgresql://…}`).
 """
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
 
 from ffwatchd.store.contract import (FINISHED, KINDS, PRIORITIES, STATES, Batch, Delivery, Heartbeat, Job,
                                      JobQueue, NotFound, Stats, TransitionError, WorkerRow,
                                      priority_name)
+from ffwatchd.store.urls import redact_url
 from ffwatchd.store.sqlite import SqliteJobStore
+
+if TYPE_CHECKING:
+    from ffwatchd.config import QueueSettings, Settings
 
 JobStore = SqliteJobStore
 
-__all__ = ["FINISHED", "KINDS", "PRIORITIES", "STATES", "Batch", "Delivery", "priority_name", "Heartbeat", "Job", "JobQueue", "JobStore", "NotFound",
-           "SqliteJobStore", "Stats", "TransitionError", "WorkerRow"]
+PASSWORD_ENV = "FFWATCHD_QUEUE_PASSWORD"
+
+
+def queue_password(queue: "QueueSettings") -> str | None:
+    """The PostgreSQL password: password_file, else $FFWATCHD_QUEUE_PASSWORD, else None
+    (libpq then reads $PGPASSWORD or ~/.pgpass itself)."""
+    if queue.password_file is not None:
+        try:
+            text = queue.password_file.read_text(encoding="utf-8")
+        except OSError as e:
+            raise OSError(f"queue.password_file {queue.password_file}: cannot read: {e.strerror or e}") from e
+        return text.rstrip("\r\n")
+    return os.environ.get(PASSWORD_ENV) or None
+
+
+def store_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions a job table raises when its database fails (for `except`)."""
+    import sqlite3
+
+    errors: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
+    try:
+        import psycopg
+    except ImportError:
+        return errors
+    return errors + (psycopg.Error,)
+
+
+def open_store(settings: "Settings", *, migrate: bool = True) -> JobQueue:
+    """The job table the settings name, with their attempts and backoff."""
+    q = settings.queue
+    w = settings.workers
+    if q.url is None:
+        return SqliteJobStore(settings.db_path, max_attempts=w.max_attempts, retry_backoff=w.retry_backoff,
+                              migrate_schema=migrate)
+    try:
+        from ffwatchd.store.postgres import PostgresJobStore
+    except ImportError as e:           # the single-host install carries no PostgreSQL driver
+        raise ImportError(f"queue {redact_url(q.url)}: the PostgreSQL driver is missing "
+                          f"(pip install 'ffwatchd[postgres]'): {e}") from e
+    return PostgresJobStore(q.url, password=queue_password(q), max_attempts=w.max_attempts,
+                            retry_backoff=w.retry_backoff, migrate_schema=migrate)
+
+
+__all__ = ["FINISHED", "KINDS", "PRIORITIES", "STATES", "Batch", "Delivery", "priority_name", "Heartbeat", "Job",
+           "JobQueue", "JobStore", "NotFound", "SqliteJobStore", "Stats", "TransitionError", "open_store",
+           "queue_password", "redact_url", "store_errors", "WorkerRow"]

@@ -1,7 +1,8 @@
 """The job table's contract: the states, the Job row, and the verbs every backend provides.
 
-Backends: `sqlite.py` (one host, the embedded default). The queue sits behind these few
-verbs so that another engine can take its place without the daemon noticing.
+Backends: `sqlite.py` (one host, the embedded default) and `postgres.py` (several hosts on
+one queue). The queue sits behind these few verbs so that either engine can take its place
+without the daemon noticing; `open_store` in `__init__.py` picks one from the settings.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ KINDS = ("image", "video")
 # -- names that are not UTF-8 -----------------------------------------------------------
 # A path decoded with os.fsdecode keeps each byte that is not UTF-8 as a lone surrogate
 # (U+DC80..U+DCFF), which no database text column takes. Such a path is stored as
-# "./" + the path with "\\" for a backslash and "\\xHH" for each such byte; a stored path
-# never starts with "./" otherwise (relative paths are normalised, absolute ones start with
-# "/"), so every other path is stored as it is and the form decodes back exactly.
+# "./" + the path with "\\" for a backslash and "\\xHH" for each such byte. A text that starts
+# with "./" itself is escaped the same way, so the form is one-to-one on all text; relative
+# paths (normalised) and absolute ones never start with "./", so every other path is stored as
+# it is. Backends whose JSON type refuses lone surrogates (PostgreSQL's jsonb) store each
+# string inside JSON values the same way (`encode_json`).
 ESCAPED_PREFIX = "./"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _ESCAPE = re.compile(r"\\(\\|x[0-9a-f]{2}|u[0-9a-f]{4})")
@@ -29,7 +32,7 @@ _ESCAPE = re.compile(r"\\(\\|x[0-9a-f]{2}|u[0-9a-f]{4})")
 
 def encode_path(path: str | None) -> str | None:
     """A path as the job table stores it: itself when it is valid UTF-8, else the escaped form."""
-    if path is None or not _SURROGATE.search(path):
+    if path is None or (not _SURROGATE.search(path) and not path.startswith(ESCAPED_PREFIX)):
         return path
 
     def esc(m: re.Match[str]) -> str:
@@ -49,6 +52,28 @@ def decode_path(stored: str | None) -> str | None:
             return "\\"
         return chr(0xDC00 + int(code[1:], 16)) if code[0] == "x" else chr(int(code[1:], 16))
     return _ESCAPE.sub(unesc, stored[len(ESCAPED_PREFIX):])
+
+
+def encode_json(value: Any) -> Any:
+    """A JSON value with every string (keys too) in `encode_path` form."""
+    if isinstance(value, str):
+        return encode_path(value)
+    if isinstance(value, list):
+        return [encode_json(v) for v in value]
+    if isinstance(value, dict):
+        return {encode_json(k): encode_json(v) for k, v in value.items()}
+    return value
+
+
+def decode_json(value: Any) -> Any:
+    """The inverse of `encode_json`."""
+    if isinstance(value, str):
+        return decode_path(value)
+    if isinstance(value, list):
+        return [decode_json(v) for v in value]
+    if isinstance(value, dict):
+        return {decode_json(k): decode_json(v) for k, v in value.items()}
+    return value
 
 
 def printable(text: str) -> str:
@@ -198,9 +223,20 @@ class Delivery:
 
 
 class JobQueue(abc.ABC):
-    """What the daemon, the workers and the command line need from a job table."""
+    """What the daemon, the workers and the command line need from a job table.
+
+    Fencing: `set_filing`, `finish` and `fail` take the `attempt` the caller claimed
+    (`Job.attempts`); a caller whose claim is stale (another claim happened since) is refused
+    with TransitionError even when the owner name matches. `set_filing` also refuses an
+    expired lease, so nothing is filed by a holder the queue may already have given away."""
 
     stats: Stats
+    #: where the table lives, safe to log (a path, or a URL without its password)
+    where: str = ""
+    #: whether `wait_for_work` really waits for a push (else callers keep their own wake-up)
+    pushes_work: bool = False
+    #: seconds since the epoch on the queue's clock (the database's for PostgreSQL)
+    clock: Callable[[], float]
 
     @abc.abstractmethod
     def close(self) -> None: ...
@@ -251,9 +287,10 @@ class JobQueue(abc.ABC):
     def set_filing(self, job_id: int, owner: str, filing: dict | None, *, attempt: int | None = None) -> None:
         """Record the finalisation about to happen, durably, before any file moves.
 
-        Fenced: raises TransitionError unless the job is running under `owner` and (when given)
-        on `attempt` -- checked in the same transaction as the write. A worker whose lease
-        expired and was claimed again (even by itself) must throw its result away."""
+        Fenced: raises TransitionError unless the job is running under `owner`, (when given) on
+        `attempt`, and its lease has not expired -- checked in the same transaction as the
+        write. A worker whose lease expired and was claimed again (even by itself) must throw
+        its result away."""
 
     @abc.abstractmethod
     def set_output(self, job_id: int, output_path: str | None) -> None: ...
@@ -271,6 +308,14 @@ class JobQueue(abc.ABC):
     @abc.abstractmethod
     def release(self, job_id: int, owner: str, *, attempt: int | None = None) -> Job:
         """running -> queued at once, attempt not counted (graceful shutdown)."""
+
+    @abc.abstractmethod
+    def wait_for_work(self, timeout: float) -> bool:
+        """Block up to `timeout` seconds until new work may be ready to claim.
+
+        True when the queue pushed a wake-up (PostgreSQL's LISTEN/NOTIFY on enqueue, retry,
+        release and requeue), False on timeout. Backends without push (SQLite) return False
+        at once: their callers keep their own wake-up and poll."""
 
     # operator verbs
     @abc.abstractmethod

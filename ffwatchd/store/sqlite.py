@@ -141,9 +141,13 @@ def _job(row: sqlite3.Row) -> Job:
 class SqliteJobStore(SqliteBatches, JobQueue):
     """The job table in SQLite. Safe to use from several threads of one process and from many processes."""
 
+    pushes_work = False
+
     def __init__(self, path: str | Path, *, max_attempts: int = 3, retry_backoff: float = 30.0,
-                 busy_timeout: float = 30.0, clock: Callable[[], float] = time.time) -> None:
+                 busy_timeout: float = 30.0, clock: Callable[[], float] = time.time,
+                 migrate_schema: bool = True) -> None:
         self.path = Path(path)
+        self.where = f"sqlite {self.path}"
         self.max_attempts = max_attempts
         self.retry_backoff = retry_backoff
         self.clock = clock
@@ -159,7 +163,8 @@ class SqliteJobStore(SqliteBatches, JobQueue):
         if mode.lower() != "wal":
             raise sqlite3.OperationalError(f"{self.path}: WAL mode refused (got {mode}); is it on a network filesystem?")
         self._db.execute("PRAGMA synchronous = NORMAL")
-        self._migrate()
+        if migrate_schema:
+            self._migrate()
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -361,8 +366,9 @@ class SqliteJobStore(SqliteBatches, JobQueue):
                 db.execute("UPDATE jobs SET lease_until = ? WHERE id = ?", (now + lease, job_id))
             return Heartbeat("ok")
 
-    def _owned(self, db: sqlite3.Connection, job_id: int, owner: str,
-               attempt: int | None = None) -> sqlite3.Row:
+    def _owned(self, db: sqlite3.Connection, job_id: int, owner: str, attempt: int | None = None,
+               now: float | None = None) -> sqlite3.Row:
+        """The job's row when `owner` holds it on `attempt` (and, given `now`, its lease is live)."""
         row = self._row(db, job_id)
         if row["state"] != "running" or row["lease_owner"] != owner:
             raise TransitionError(f"job {job_id} is {row['state']} and not held by {owner} "
@@ -370,12 +376,15 @@ class SqliteJobStore(SqliteBatches, JobQueue):
         if attempt is not None and row["attempts"] != attempt:
             raise TransitionError(f"job {job_id} is on attempt {row['attempts']}, not {attempt}: "
                                   f"the lease of attempt {attempt} was lost")
+        if now is not None and (row["lease_until"] is None or row["lease_until"] < now):
+            raise TransitionError(f"job {job_id}: the lease of {owner} expired; it may be running elsewhere")
         return row
 
     def set_filing(self, job_id: int, owner: str, filing: dict | None, *, attempt: int | None = None) -> None:
-        """Record the finalisation about to happen, durably, before any file moves."""
+        """Record the finalisation about to happen, durably, before any file moves (fenced)."""
+        now = self.clock()
         with self._write(durable=True) as db:
-            self._owned(db, job_id, owner, attempt)
+            self._owned(db, job_id, owner, attempt, now)
             db.execute("UPDATE jobs SET filing = ? WHERE id = ?",
                        (json.dumps(filing) if filing is not None else None, job_id))
 
@@ -430,6 +439,10 @@ class SqliteJobStore(SqliteBatches, JobQueue):
                                    not_before = 0, lease_owner = NULL, lease_until = NULL
                    WHERE id = ? RETURNING *""", (now, job_id)).fetchone()
             return _job(row)
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """SQLite has no push: return at once; the supervisor's wake-up and polling cover it."""
+        return False
 
     # -- operator verbs ----------------------------------------------------------------------
 

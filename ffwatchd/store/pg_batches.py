@@ -1,0 +1,163 @@
+"""The PostgreSQL side of batches, the notification outbox and the starvation guard (a mixin of
+PostgresJobStore; the verbs and their meaning are in `contract.py`, the SQLite twin in
+`sqlite_batches.py`)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence, TypeVar
+
+import psycopg
+from psycopg.types.json import Json
+
+from ffwatchd.store.contract import Batch, Delivery, Job, NotFound, decode_json, decode_path, encode_json, encode_path
+
+T = TypeVar("T")
+# The time of a transaction: the caller's clock when one is given (tests), else the database's.
+NOW = "coalesce(%(now)s::float8, extract(epoch FROM now())::float8)"
+
+
+def _batch(row: dict[str, Any]) -> Batch:
+    paths = {k: decode_path(row[k]) for k in ("folder", "report_path", "package_path")}   # names need not be UTF-8
+    return Batch(**{**row, **paths, "counts": row["counts"] or {}})
+
+
+def _delivery(row: dict[str, Any]) -> Delivery:
+    return Delivery(**{**row, "payload": decode_json(row["payload"])})
+
+
+class PostgresBatches:
+    """Batches and outbox verbs; needs the host class's `_run` and `_params`."""
+
+    _run: Callable[..., Any]
+    _params: Callable[..., dict[str, Any]]
+
+    def raise_starved(self, watch: str, older_than: float, to_priority: int = 0) -> list[int]:
+        p = self._params(watch=watch, age=float(older_than), to=to_priority)
+        rows = self._run(lambda cur: cur.execute(
+            f"""UPDATE jobs SET priority = %(to)s WHERE state = 'queued' AND watch = %(watch)s
+                AND priority < %(to)s AND queued_at < {NOW} - %(age)s RETURNING id""", p).fetchall())
+        return [r["id"] for r in rows]
+
+    # -- batches -------------------------------------------------------------------------
+
+    def batch_activity(self, since: float) -> list[dict]:
+        rows = self._run(lambda cur: cur.execute(
+            """SELECT watch, batch AS folder, count(*) AS total,
+                      sum(CASE WHEN state IN ('queued', 'running') THEN 1 ELSE 0 END) AS active,
+                      max(greatest(created_at, queued_at, coalesce(finished_at, 0))) AS last_activity
+               FROM jobs WHERE batch IS NOT NULL AND (watch, batch) IN (
+                   SELECT watch, batch FROM jobs WHERE batch IS NOT NULL AND
+                       (state IN ('queued', 'running') OR created_at > %(since)s OR finished_at > %(since)s))
+               GROUP BY watch, batch""", {"since": since}).fetchall())
+        return [{**dict(r), "folder": decode_path(r["folder"])} for r in rows]
+
+    def batch_jobs(self, watch: str, folder: str) -> list[Job]:
+        rows = self._run(lambda cur: cur.execute(
+            "SELECT * FROM jobs WHERE watch = %s AND batch = %s ORDER BY id", (watch, encode_path(folder))).fetchall())
+        from ffwatchd.store.postgres import _job
+
+        return [_job(r) for r in rows]
+
+    def touch_batch(self, watch: str, folder: str, last_activity: float) -> Batch:
+        p = self._params(watch=watch, folder=encode_path(folder), activity=float(last_activity))
+        return _batch(self._run(lambda cur: cur.execute(
+            f"""INSERT INTO batches (watch, folder, state, created_at, last_activity)
+                VALUES (%(watch)s, %(folder)s, 'open', {NOW}, %(activity)s)
+                ON CONFLICT (watch, folder) DO UPDATE SET
+                    last_activity = greatest(batches.last_activity, excluded.last_activity),
+                    state = CASE WHEN excluded.last_activity > coalesce(batches.finished_activity, -1)
+                                 THEN 'open' ELSE batches.state END
+                RETURNING *""", p).fetchone()))
+
+    def finish_batch(self, batch_id: int, *, activity: float, counts: dict, report_path: str | None,
+                     package_path: str | None, deliveries: Sequence[dict]) -> Batch:
+        p = self._params(id=batch_id, activity=float(activity), counts=Json(counts), report=encode_path(report_path),
+                         package=encode_path(package_path))
+
+        def body(cur: psycopg.Cursor) -> Batch:
+            row = cur.execute(
+                f"""UPDATE batches SET state = 'finished', version = version + 1, finished_at = {NOW},
+                                       finished_activity = %(activity)s, counts = %(counts)s,
+                                       report_path = %(report)s, package_path = %(package)s
+                    WHERE id = %(id)s RETURNING *""", p).fetchone()
+            if row is None:
+                raise NotFound(batch_id)
+            self._insert_deliveries(cur, deliveries, batch_id)
+            return _batch(row)
+        return self._run(body)
+
+    def set_batch_report(self, batch_id: int, report_path: str, counts: dict) -> None:
+        self._run(lambda cur: cur.execute("UPDATE batches SET report_path = %s, counts = %s WHERE id = %s",
+                                          (encode_path(report_path), Json(counts), batch_id)))
+
+    def get_batch(self, batch_id: int) -> Batch:
+        row = self._run(lambda cur: cur.execute("SELECT * FROM batches WHERE id = %s", (batch_id,)).fetchone())
+        if row is None:
+            raise NotFound(batch_id)
+        return _batch(row)
+
+    def list_batches(self, *, watch: str | None = None, state: str | None = None,
+                     limit: int = 100) -> list[Batch]:
+        where, params = [], []
+        for column, value in (("watch", watch), ("state", state)):
+            if value:
+                where.append(f"{column} = %s")
+                params.append(value)
+        sql = "SELECT * FROM batches" + (" WHERE " + " AND ".join(where) if where else "")
+        rows = self._run(lambda cur: cur.execute(sql + " ORDER BY id DESC LIMIT %s", (*params, limit)).fetchall())
+        return [_batch(r) for r in rows]
+
+    # -- the outbox ------------------------------------------------------------------------
+
+    def _insert_deliveries(self, cur: psycopg.Cursor, deliveries: Sequence[dict], batch_id: int | None) -> int:
+        added = 0
+        for d in deliveries:
+            cur.execute(
+                f"""INSERT INTO outbox (batch_id, channel, event, target, payload, idempotency_key, state,
+                                        next_attempt, created_at)
+                    VALUES (%(batch)s, %(channel)s, %(event)s, %(target)s, %(payload)s, %(key)s, 'pending',
+                            {NOW}, {NOW})
+                    ON CONFLICT (channel, idempotency_key) DO NOTHING""",
+                self._params(batch=batch_id, channel=d["channel"], event=d["event"], target=d["target"],
+                             payload=Json(encode_json(d["payload"])), key=d["idempotency_key"]))
+            added += cur.rowcount
+        return added
+
+    def add_deliveries(self, deliveries: Sequence[dict], batch_id: int | None = None) -> int:
+        return self._run(lambda cur: self._insert_deliveries(cur, deliveries, batch_id))
+
+    def due_deliveries(self, limit: int = 20) -> list[Delivery]:
+        rows = self._run(lambda cur: cur.execute(
+            f"""SELECT * FROM outbox WHERE state = 'pending' AND next_attempt <= {NOW}
+                ORDER BY next_attempt, id LIMIT %(limit)s""", self._params(limit=limit)).fetchall())
+        return [_delivery(r) for r in rows]
+
+    def record_attempt(self, delivery_id: int, *, ok: bool, error: str | None = None,
+                       retry_at: float | None = None) -> Delivery:
+        p = self._params(id=delivery_id, error=error, retry_at=retry_at,
+                         state="delivered" if ok else "pending" if retry_at is not None else "failed")
+        if ok:
+            sql = f"""UPDATE outbox SET state = 'delivered', attempts = attempts + 1, delivered_at = {NOW},
+                      last_error = NULL WHERE id = %(id)s RETURNING *"""
+        else:
+            sql = f"""UPDATE outbox SET state = %(state)s, attempts = attempts + 1, last_error = %(error)s,
+                      next_attempt = coalesce(%(retry_at)s::float8, {NOW}) WHERE id = %(id)s RETURNING *"""
+        row = self._run(lambda cur: cur.execute(sql, p).fetchone())
+        if row is None:
+            raise NotFound(delivery_id)
+        return _delivery(row)
+
+    def deliveries(self, batch_id: int | None = None, limit: int = 100) -> list[Delivery]:
+        sql, params = "SELECT * FROM outbox", []
+        if batch_id is not None:
+            sql += " WHERE batch_id = %s"
+            params.append(batch_id)
+        rows = self._run(lambda cur: cur.execute(sql + " ORDER BY id DESC LIMIT %s", (*params, limit)).fetchall())
+        return [_delivery(r) for r in rows]
+
+    def purge_deliveries(self, older_than: float, *, count_only: bool = False) -> int:
+        p = self._params(age=float(older_than))
+        where = f"WHERE state IN ('delivered', 'failed') AND created_at < {NOW} - %(age)s"
+        if count_only:
+            return self._run(lambda cur: cur.execute(f"SELECT count(*) AS n FROM outbox {where}", p).fetchone()["n"])
+        return self._run(lambda cur: cur.execute(f"DELETE FROM outbox {where}", p).rowcount)

@@ -1,0 +1,533 @@
+"""The PostgreSQL backend of the job table: one queue shared by several hosts.
+
+Claims take a row with `FOR UPDATE SKIP LOCKED`; leases and every time are on the database's
+clock; idle workers wake on LISTEN/NOTIFY. The verbs and their meaning are in `contract.py`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable, Iterator, Sequence, TypeVar
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Json
+
+from ffwatchd.store.contract import (FINISHED, KINDS, STATES, Heartbeat, Job, JobQueue, NotFound,
+                                     Stats, TransitionError, decode_json, decode_path, encode_json,
+                                     encode_path, printable)
+from ffwatchd.store.pg_batches import NOW, PostgresBatches
+from ffwatchd.store.pg_cluster import PgClusterVerbs
+from ffwatchd.store.pgschema import migrate
+from ffwatchd.store.urls import redact_url
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "ffwatchd_jobs"
+T = TypeVar("T")
+
+
+_COUNT_OPERATOR = """INSERT INTO operator_counts (watch, kind, action, n) VALUES (%s, %s, %s, 1)
+                     ON CONFLICT (watch, kind, action) DO UPDATE SET n = operator_counts.n + 1"""
+
+
+class QueueUnavailable(ConnectionError):
+    """The database could not be reached again within the reconnect window."""
+
+
+_JSON_COLUMNS = ("spec", "sources", "sidecars", "filing", "worker")
+
+
+def _job(row: dict[str, Any]) -> Job:
+    """A row as a Job: paths and JSON strings back from their stored form (names need not be UTF-8)."""
+    values = dict(row)
+    for key in ("rel_path", "output_path", "batch"):
+        if key in values:
+            values[key] = decode_path(values[key])
+    for key in _JSON_COLUMNS:
+        values[key] = decode_json(values[key])
+    return Job(**values)
+
+
+def _json(value: Any) -> Json | None:
+    """jsonb refuses lone surrogates, so every string goes in its `encode_path` form."""
+    return Json(encode_json(value)) if value is not None else None
+
+
+class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
+    """The job table in PostgreSQL. Safe to use from several threads; one connection per store.
+
+    A dropped connection (database restart) is logged and reconnected; the transaction that
+    hit it runs again, so no transition is lost silently. `clock` replaces the database's
+    clock (tests only); by default every time is `now()` on the server."""
+
+    pushes_work = True
+
+    def __init__(self, url: str, *, password: str | None = None, max_attempts: int = 3,
+                 retry_backoff: float = 30.0, clock: Callable[[], float] | None = None,
+                 connect_timeout: float = 10.0, reconnect_for: float = 60.0,
+                 migrate_schema: bool = True) -> None:
+        self.url = url
+        self.where = redact_url(url)
+        self._password = password
+        self.max_attempts = max_attempts
+        self.retry_backoff = retry_backoff
+        self._clock = clock
+        self.clock = clock if clock is not None else self._db_clock
+        self.connect_timeout = connect_timeout
+        self.reconnect_for = reconnect_for
+        self.stats = Stats()
+        self._lock = threading.RLock()
+        self._listen_lock = threading.Lock()
+        self._conn: psycopg.Connection | None = None
+        self._listener: psycopg.Connection | None = None
+        self._closed = False
+        self._conn = self._new_connection()     # the first connection fails at once, with its reason
+        if migrate_schema:
+            with self._lock:
+                migrate(self._connect(), self.where)
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def _new_connection(self) -> psycopg.Connection:
+        kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(1, int(self.connect_timeout)),
+                                  "application_name": "ffwatchd"}
+        if self._password is not None:
+            kwargs["password"] = self._password
+        return psycopg.connect(self.url, **kwargs)
+
+    def _connect(self) -> psycopg.Connection:
+        """The store's connection, opened again (with retries) when it was lost."""
+        if self._closed:
+            raise psycopg.InterfaceError(f"{self.where}: the job store is closed")
+        if self._conn is not None and not self._conn.closed and not self._conn.broken:
+            return self._conn
+        deadline = time.monotonic() + self.reconnect_for
+        delay = 0.2
+        while True:
+            try:
+                self._conn = self._new_connection()
+                return self._conn
+            except psycopg.OperationalError as e:
+                if time.monotonic() + delay > deadline:
+                    raise QueueUnavailable(f"job queue {self.where} unreachable for {self.reconnect_for:.0f} s: "
+                                           f"{str(e).strip()}") from e
+                log.warning("job queue %s unreachable (%s); trying again in %.1f s", self.where,
+                            str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    def _run(self, body: Callable[[psycopg.Cursor], T]) -> T:
+        """Run `body` in one transaction; on a lost connection, reconnect and run it again."""
+        with self._lock:
+            deadline: float | None = None
+            while True:
+                conn = self._connect()
+                try:
+                    with conn.transaction():
+                        with conn.cursor(row_factory=dict_row) as cur:
+                            return body(cur)
+                except psycopg.OperationalError as e:
+                    if not (conn.closed or conn.broken):
+                        raise
+                    deadline = deadline or time.monotonic() + self.reconnect_for
+                    if time.monotonic() > deadline:
+                        raise QueueUnavailable(f"job queue {self.where}: connection lost ({e})") from e
+                    log.warning("job queue %s: connection lost (%s); reconnecting to run the "
+                                "transaction again", self.where, str(e).strip() or e.__class__.__name__)
+                    self._conn = None
+
+    def _params(self, **values: Any) -> dict[str, Any]:
+        values["now"] = self._clock() if self._clock is not None else None
+        return values
+
+    def _db_clock(self) -> float:
+        return self._run(lambda cur: cur.execute(f"SELECT {NOW} AS t", self._params()).fetchone()["t"])
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._conn is not None:
+                self._conn.close()
+        with self._listen_lock:
+            if self._listener is not None:
+                self._listener.close()
+
+    def __enter__(self) -> "PostgresJobStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def schema_version(self) -> int:
+        """The schema version; 0 for a database ffwatchd has not set up yet."""
+        def body(cur: psycopg.Cursor) -> int:
+            if cur.execute("SELECT to_regclass('schema_version') AS t").fetchone()["t"] is None:
+                return 0
+            return cur.execute("SELECT version FROM schema_version").fetchone()["version"]
+        return self._run(body)
+
+    @staticmethod
+    def _row(cur: psycopg.Cursor, job_id: int, lock: bool = False) -> dict[str, Any]:
+        row = cur.execute("SELECT * FROM jobs WHERE id = %s" + (" FOR UPDATE" if lock else ""),
+                          (job_id,)).fetchone()
+        if row is None:
+            raise NotFound(job_id)
+        return row
+
+    @staticmethod
+    def _notify(cur: psycopg.Cursor) -> None:
+        cur.execute(f"NOTIFY {CHANNEL}")
+
+    # -- the queue verbs -----------------------------------------------------------------
+
+    def enqueue(self, *, watch: str, rel_path: str, size: int, mtime: float, content_hash: str,
+                kind: str, spec: dict, sources: Sequence[dict] = (), sidecars: Sequence[str] = (),
+                priority: int = 0, max_attempts: int | None = None,
+                batch: str | None = None) -> tuple[Job, bool]:
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        rel_path = encode_path(rel_path)
+        p = self._params(watch=watch, rel_path=rel_path, size=size, mtime=mtime, hash=content_hash,
+                         kind=kind, priority=priority, spec=_json(spec), sources=_json(list(sources)),
+                         sidecars=_json(list(sidecars)), max_attempts=max_attempts or self.max_attempts,
+                         batch=encode_path(batch))
+
+        def body(cur: psycopg.Cursor) -> tuple[Job, bool]:
+            row = cur.execute(
+                f"""INSERT INTO jobs (watch, rel_path, size, mtime, content_hash, kind, priority, spec,
+                                      sources, sidecars, state, max_attempts, created_at, queued_at, batch)
+                    VALUES (%(watch)s, %(rel_path)s, %(size)s, %(mtime)s, %(hash)s, %(kind)s, %(priority)s,
+                            %(spec)s, %(sources)s, %(sidecars)s, 'queued', %(max_attempts)s, {NOW}, {NOW},
+                            %(batch)s)
+                    ON CONFLICT (watch, rel_path, content_hash) DO NOTHING
+                    RETURNING *""", p).fetchone()
+            if row is not None:
+                self._notify(cur)
+                return _job(row), True
+            return self._existing(cur, watch, rel_path, content_hash), False
+        return self._run(body)
+
+    @staticmethod
+    def _existing(cur: psycopg.Cursor, watch: str, rel_path: str, content_hash: str) -> Job:
+        row = cur.execute("SELECT * FROM jobs WHERE watch = %s AND rel_path = %s AND content_hash = %s",
+                          (watch, rel_path, content_hash)).fetchone()
+        return _job(row)
+
+    def record_failure(self, *, watch: str, rel_path: str, size: int, mtime: float, content_hash: str,
+                       kind: str, error_kind: str, message: str, spec: dict | None = None,
+                       sidecars: Sequence[str] = (), batch: str | None = None) -> tuple[Job, bool]:
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        rel_path = encode_path(rel_path)
+        p = self._params(watch=watch, rel_path=rel_path, size=size, mtime=mtime, hash=content_hash,
+                         kind=kind, spec=_json(spec or {}), sidecars=_json(list(sidecars)),
+                         max_attempts=self.max_attempts, error_kind=error_kind, message=printable(message),
+                         batch=encode_path(batch))
+
+        def body(cur: psycopg.Cursor) -> tuple[Job, bool]:
+            row = cur.execute(
+                f"""INSERT INTO jobs (watch, rel_path, size, mtime, content_hash, kind, spec, sources,
+                                      sidecars, state, max_attempts, created_at, queued_at, finished_at,
+                                      error_kind, error_message, batch)
+                    VALUES (%(watch)s, %(rel_path)s, %(size)s, %(mtime)s, %(hash)s, %(kind)s, %(spec)s,
+                            '[]', %(sidecars)s, 'failed', %(max_attempts)s, {NOW}, {NOW}, {NOW},
+                            %(error_kind)s, %(message)s, %(batch)s)
+                    ON CONFLICT (watch, rel_path, content_hash) DO NOTHING
+                    RETURNING *""", p).fetchone()
+            if row is not None:
+                return _job(row), True
+            return self._existing(cur, watch, rel_path, content_hash), False
+        return self._run(body)
+
+    def _expire_leases(self, cur: psycopg.Cursor, p: dict[str, Any]) -> list[int]:
+        """Running jobs whose lease ran out go back to the queue (see sqlite.py for why always)."""
+        rows = cur.execute(
+            f"""UPDATE jobs SET state = 'queued', queued_at = {NOW}, not_before = 0,
+                  error_kind = 'worker_crashed',
+                  error_message = 'the worker holding this job stopped heartbeating (lease of ' ||
+                                  coalesce(lease_owner, '?') || ' expired)',
+                  lease_owner = NULL, lease_until = NULL
+                WHERE id IN (SELECT id FROM jobs WHERE state = 'running' AND lease_until < {NOW}
+                             FOR UPDATE SKIP LOCKED)
+                RETURNING id""", p).fetchall()
+        if rows:
+            self._notify(cur)
+        self.stats.expired_leases += len(rows)
+        return [r["id"] for r in rows]
+
+    def requeue_dead_owners(self, is_alive: Callable[[str], bool]) -> list[int]:
+        def body(cur: psycopg.Cursor) -> list[int]:
+            rows = cur.execute("SELECT id, lease_owner FROM jobs WHERE state = 'running' "
+                               "ORDER BY id FOR UPDATE SKIP LOCKED").fetchall()
+            dead = [r["id"] for r in rows if not is_alive(r["lease_owner"] or "")]
+            if dead:
+                cur.execute(
+                    f"""UPDATE jobs SET state = 'queued', queued_at = {NOW}, not_before = 0,
+                          error_kind = 'worker_crashed',
+                          error_message = 'the worker holding this job died (' || coalesce(lease_owner, '?') || ')',
+                          lease_owner = NULL, lease_until = NULL
+                        WHERE id = ANY(%(ids)s)""", self._params(ids=dead))
+                self._notify(cur)
+            self.stats.expired_leases += len(dead)
+            return dead
+        return self._run(body)
+
+    def requeue_expired(self) -> list[int]:
+        return self._run(lambda cur: self._expire_leases(cur, self._params()))
+
+    def claim(self, owner: str, lease: float, *, watches: Sequence[str] | None = None,
+              worker: dict | None = None) -> Job | None:
+        if watches is not None and not watches:
+            return None
+        p = self._params(owner=owner, lease=lease, worker=_json(worker),
+                         watches=list(watches) if watches is not None else None)
+        watch_filter = "AND watch = ANY(%(watches)s)" if watches is not None else ""
+
+        def body(cur: psycopg.Cursor) -> Job | None:
+            self._expire_leases(cur, p)
+            row = cur.execute(
+                f"""UPDATE jobs SET state = 'running', lease_owner = %(owner)s,
+                                    lease_until = {NOW} + %(lease)s, attempts = attempts + 1,
+                                    started_at = {NOW}, worker = coalesce(%(worker)s::json, worker)
+                    WHERE id = (SELECT id FROM jobs
+                                WHERE state = 'queued' AND not_before <= {NOW} {watch_filter}
+                                ORDER BY priority DESC, queued_at, id
+                                FOR UPDATE SKIP LOCKED LIMIT 1)
+                    RETURNING *""", p).fetchone()
+            return _job(row) if row is not None else None
+        return self._run(body)
+
+    def heartbeat(self, job_id: int, owner: str, lease: float, *,
+                  progress: tuple[int, int] | None = None, attempt: int | None = None) -> Heartbeat:
+        p = self._params(id=job_id, owner=owner, lease=lease, attempt=attempt,
+                         done=progress[0] if progress else None, total=progress[1] if progress else None)
+
+        def body(cur: psycopg.Cursor) -> Heartbeat:
+            row = cur.execute(
+                f"""UPDATE jobs SET lease_until = {NOW} + %(lease)s,
+                                    progress_done = coalesce(%(done)s, progress_done),
+                                    progress_total = coalesce(%(total)s, progress_total)
+                    WHERE {self._FENCE}
+                    RETURNING id""", p).fetchone()
+            if row is not None:
+                return Heartbeat("ok")
+            row = cur.execute("SELECT state, lease_owner, attempts FROM jobs WHERE id = %s", (job_id,)).fetchone()
+            if row is not None and row["lease_owner"] == owner and row["state"] == "cancelled" \
+                    and (attempt is None or row["attempts"] == attempt):
+                return Heartbeat("cancelled")
+            return Heartbeat("lost")
+        return self._run(body)
+
+    def _refused(self, cur: psycopg.Cursor, job_id: int, owner: str, attempt: int | None,
+                 check_lease: bool, p: dict[str, Any]) -> TransitionError:
+        """Why a fenced update matched no row, as the error to raise."""
+        row = cur.execute(f"SELECT state, lease_owner, attempts, lease_until < {NOW} AS expired "
+                          "FROM jobs WHERE id = %(id)s", {**p, "id": job_id}).fetchone()
+        if row is None:
+            raise NotFound(job_id)
+        if row["state"] != "running" or row["lease_owner"] != owner:
+            return TransitionError(f"job {job_id} is {row['state']} and not held by {owner} "
+                                   f"(lease owner {row['lease_owner']})")
+        if attempt is not None and row["attempts"] != attempt:
+            return TransitionError(f"job {job_id} is on attempt {row['attempts']}, not {attempt}: "
+                                   f"the lease of attempt {attempt} was lost")
+        return TransitionError(f"job {job_id}: the lease of {owner} expired; it may be running elsewhere")
+
+    _FENCE = ("id = %(id)s AND state = 'running' AND lease_owner = %(owner)s "
+              "AND (%(attempt)s::int IS NULL OR attempts = %(attempt)s::int)")
+
+    def _fenced(self, job_id: int, owner: str, attempt: int | None, set_sql: str,
+                check_lease: bool = False, notify: bool = False, **values: Any) -> Job:
+        """One fenced update: applies only while `owner` holds the job on `attempt`."""
+        p = self._params(id=job_id, owner=owner, attempt=attempt, **values)
+        where = self._FENCE + (f" AND lease_until >= {NOW}" if check_lease else "")
+
+        def body(cur: psycopg.Cursor) -> Job:
+            row = cur.execute(f"UPDATE jobs SET {set_sql} WHERE {where} RETURNING *", p).fetchone()
+            if row is None:
+                raise self._refused(cur, job_id, owner, attempt, check_lease, p)
+            if notify:
+                self._notify(cur)
+            return _job(row)
+        return self._run(body)
+
+    def set_filing(self, job_id: int, owner: str, filing: dict | None, *, attempt: int | None = None) -> None:
+        self._fenced(job_id, owner, attempt, "filing = %(filing)s", check_lease=True, filing=_json(filing))
+
+    def set_output(self, job_id: int, output_path: str | None) -> None:
+        self._run(lambda cur: cur.execute("UPDATE jobs SET output_path = %s WHERE id = %s",
+                                          (encode_path(output_path), job_id)))
+
+    def finish(self, job_id: int, owner: str, *, output_path: str | None,
+               attempt: int | None = None) -> Job:
+        return self._fenced(job_id, owner, attempt,
+                            f"""state = 'done', finished_at = {NOW}, output_path = %(output)s,
+                                lease_until = NULL, error_kind = NULL, error_message = NULL,
+                                progress_done = coalesce(progress_total, progress_done)""",
+                            output=encode_path(output_path))
+
+    def fail(self, job_id: int, owner: str, *, error_kind: str, message: str, transient: bool,
+             attempt: int | None = None) -> Job:
+        """Transient with attempts left: back to the queue after backoff; else final."""
+        job = self._fenced(
+            job_id, owner, attempt,
+            f"""state = CASE WHEN %(transient)s AND attempts < max_attempts THEN 'queued' ELSE 'failed' END,
+                not_before = CASE WHEN %(transient)s AND attempts < max_attempts
+                                  THEN {NOW} + %(backoff)s * power(2, greatest(0, attempts - 1))
+                                  ELSE not_before END,
+                queued_at = CASE WHEN %(transient)s AND attempts < max_attempts THEN {NOW} ELSE queued_at END,
+                lease_owner = CASE WHEN %(transient)s AND attempts < max_attempts THEN NULL ELSE lease_owner END,
+                finished_at = CASE WHEN %(transient)s AND attempts < max_attempts THEN finished_at ELSE {NOW} END,
+                lease_until = NULL, error_kind = %(kind)s, error_message = %(message)s""",
+            transient=transient, backoff=float(self.retry_backoff), kind=error_kind, message=printable(message))
+        if job.state == "queued":
+            self.stats.retries += 1
+        return job
+
+    def release(self, job_id: int, owner: str, *, attempt: int | None = None) -> Job:
+        return self._fenced(job_id, owner, attempt,
+                            f"""state = 'queued', attempts = greatest(0, attempts - 1), queued_at = {NOW},
+                                not_before = 0, lease_owner = NULL, lease_until = NULL""", notify=True)
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """LISTEN on a second connection; True on a NOTIFY (or a fresh LISTEN: look again)."""
+        with self._listen_lock:
+            if self._closed:
+                return False
+            if self._listener is None or self._listener.closed or self._listener.broken:
+                try:
+                    self._listener = self._new_connection()
+                    self._listener.execute(f"LISTEN {CHANNEL}")
+                except psycopg.OperationalError as e:
+                    log.warning("job queue %s: cannot listen for new work (%s)", self.where, str(e).strip())
+                    self._listener = None
+                    time.sleep(min(timeout, 1.0))
+                    return False
+                return True          # work announced before LISTEN was missed: the caller looks again
+            try:
+                woke = any(True for _ in self._listener.notifies(timeout=timeout, stop_after=1))
+                if woke:             # several announcements at once wake the caller once
+                    for _ in self._listener.notifies(timeout=0.0):
+                        pass
+                return woke
+            except psycopg.OperationalError as e:
+                log.warning("job queue %s: listening connection lost (%s); listening again", self.where,
+                            str(e).strip())
+                self._listener = None
+                return True
+
+    # -- operator verbs ----------------------------------------------------------------------
+
+    def retry(self, job_id: int, *, spec: dict | None = None, sources: Sequence[dict] | None = None,
+              sidecars: Sequence[str] | None = None, kind: str | None = None,
+              priority: int | None = None) -> Job:
+        p = self._params(id=job_id, spec=_json(spec), sources=_json(list(sources) if sources is not None else None),
+                         sidecars=_json(list(sidecars) if sidecars is not None else None), kind=kind,
+                         priority=priority)
+
+        def body(cur: psycopg.Cursor) -> Job:
+            row = self._row(cur, job_id, lock=True)
+            if row["state"] not in ("failed", "cancelled"):
+                raise TransitionError(f"job {job_id} is {row['state']}: only failed or cancelled jobs can be retried")
+            row = cur.execute(
+                f"""UPDATE jobs SET state = 'queued', attempts = 0, not_before = 0, queued_at = {NOW},
+                                    finished_at = NULL, lease_owner = NULL, lease_until = NULL,
+                                    error_kind = NULL, error_message = NULL, filing = NULL,
+                                    output_path = NULL, progress_done = NULL, progress_total = NULL,
+                                    spec = coalesce(%(spec)s::json, spec),
+                                    sources = coalesce(%(sources)s::json, sources),
+                                    sidecars = coalesce(%(sidecars)s::json, sidecars),
+                                    kind = coalesce(%(kind)s, kind),
+                                    priority = coalesce(%(priority)s::int, priority)
+                    WHERE id = %(id)s RETURNING *""", p).fetchone()
+            cur.execute(_COUNT_OPERATOR, (row["watch"], row["kind"], "retry"))
+            self._notify(cur)
+            return _job(row)
+        return self._run(body)
+
+    def cancel(self, job_id: int) -> Job:
+        p = self._params(id=job_id)
+
+        def body(cur: psycopg.Cursor) -> Job:
+            row = self._row(cur, job_id, lock=True)
+            if row["state"] not in ("queued", "running"):
+                raise TransitionError(f"job {job_id} is {row['state']}: only queued or running jobs can be cancelled")
+            was = row["state"]
+            row = cur.execute(
+                f"""UPDATE jobs SET state = 'cancelled', finished_at = {NOW}, lease_until = NULL,
+                                    error_kind = 'cancelled', error_message = 'cancelled by an operator'
+                    WHERE id = %(id)s RETURNING *""", p).fetchone()
+            cur.execute(_COUNT_OPERATOR, (row["watch"], row["kind"], f"cancel_{was}"))
+            return _job(row)
+        return self._run(body)
+
+    def purge(self, older_than: float, states: Sequence[str] = FINISHED) -> int:
+        bad = [s for s in states if s not in FINISHED]
+        if bad:
+            raise ValueError(f"only finished jobs can be purged ({', '.join(FINISHED)}), not {', '.join(bad)}")
+        p = self._params(states=list(states), age=float(older_than))
+        return self._run(lambda cur: cur.execute(
+            f"DELETE FROM jobs WHERE state = ANY(%(states)s) AND finished_at < {NOW} - %(age)s", p).rowcount)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get(self, job_id: int) -> Job:
+        return self._run(lambda cur: _job(self._row(cur, job_id)))
+
+    def find(self, watch: str, rel_path: str, content_hash: str) -> Job | None:
+        row = self._run(lambda cur: cur.execute(
+            "SELECT * FROM jobs WHERE watch = %s AND rel_path = %s AND content_hash = %s",
+            (watch, encode_path(rel_path), content_hash)).fetchone())
+        return _job(row) if row is not None else None
+
+    def find_active(self, watch: str, rel_path: str) -> Job | None:
+        row = self._run(lambda cur: cur.execute(
+            """SELECT * FROM jobs WHERE watch = %s AND rel_path = %s AND state IN ('queued', 'running')
+               ORDER BY id DESC LIMIT 1""", (watch, encode_path(rel_path))).fetchone())
+        return _job(row) if row is not None else None
+
+    def counts(self) -> dict[str, int]:
+        rows = self._run(lambda cur: cur.execute("SELECT state, count(*) AS n FROM jobs GROUP BY state").fetchall())
+        out = {s: 0 for s in STATES}
+        out.update({r["state"]: r["n"] for r in rows})
+        return out
+
+    def operator_counts(self) -> dict[tuple[str, str, str], int]:
+        """(watch, kind, action) -> how many times operators did it, ever."""
+        rows = self._run(lambda cur: cur.execute("SELECT watch, kind, action, n FROM operator_counts").fetchall())
+        return {(r["watch"], r["kind"], r["action"]): r["n"] for r in rows}
+
+    def list(self, *, state: str | None = None, watch: str | None = None, limit: int = 100,
+             order: str = "id DESC") -> list[Job]:
+        if state is not None and state not in STATES:
+            raise ValueError(f"unknown state {state!r} (one of {', '.join(STATES)})")
+        where, params = [], []
+        if state:
+            where.append("state = %s")
+            params.append(state)
+        if watch:
+            where.append("watch = %s")
+            params.append(watch)
+        sql = "SELECT * FROM jobs" + (" WHERE " + " AND ".join(where) if where else "")
+        sql += f" ORDER BY {order} LIMIT %s"
+        rows = self._run(lambda cur: cur.execute(sql, (*params, limit)).fetchall())
+        return [_job(r) for r in rows]
+
+    def iter_jobs(self, states: Sequence[str]) -> Iterator[Job]:
+        rows = self._run(lambda cur: cur.execute("SELECT * FROM jobs WHERE state = ANY(%s) ORDER BY id",
+                                                 (list(states),)).fetchall())
+        return iter([_job(r) for r in rows])
+
+    def oldest_queued_at(self) -> float | None:
+        return self._run(lambda cur: cur.execute(
+            "SELECT min(queued_at) AS t FROM jobs WHERE state = 'queued'").fetchone()["t"])
+
+    def integrity_check(self) -> str:
+        """'ok' when the table reads and every running job has a lease; else what is wrong."""
+        row = self._run(lambda cur: cur.execute(
+            """SELECT count(*) FILTER (WHERE state = 'running' AND (lease_owner IS NULL OR lease_until IS NULL))
+                      AS unleased FROM jobs""").fetchone())
+        return "ok" if row["unleased"] == 0 else f"{row['unleased']} running job(s) without a lease"

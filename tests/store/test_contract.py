@@ -1,0 +1,457 @@
+"""The job table's contract, run on both backends (SQLite and a real PostgreSQL): transitions,
+leases, backoff, fencing, migrations, wake-ups, concurrency and crash takeover."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from ffwatchd.store import JobQueue, NotFound, TransitionError
+from ffwatchd.store import pgschema
+from ffwatchd.store import sqlite as sqlite_backend
+from tests.store.conftest import Clock, open_spec
+
+
+def add(store: JobQueue, name: str = "a.jpg", content: str = "h1", priority: int = 0):
+    return store.enqueue(watch="w", rel_path=name, size=10, mtime=1.0, content_hash=content,
+                         kind="image", spec={"processors": ["face_swapper"]},
+                         sources=[{"path": "/s.jpg", "sha256": "x"}], priority=priority)
+
+
+# -- schema and migrations -------------------------------------------------------------------
+
+def test_both_backends_know_the_same_migrations() -> None:
+    assert len(pgschema.MIGRATIONS) == len(sqlite_backend._MIGRATIONS)
+
+
+def test_fresh_schema_is_at_the_latest_version_and_reopens(make_store: Callable[..., JobQueue]) -> None:
+    s = make_store()
+    assert s.schema_version() == len(sqlite_backend._MIGRATIONS)
+    job, _ = add(s)
+    s.close()
+    again = make_store()
+    assert again.get(job.id).rel_path == "a.jpg" and again.schema_version() == len(sqlite_backend._MIGRATIONS)
+
+
+EXTRA_STEP = "CREATE TABLE migration_probe (x INTEGER)"
+
+
+def test_upgrade_runs_only_the_new_steps_and_keeps_the_jobs(make_store: Callable[..., JobQueue],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    known = len(sqlite_backend._MIGRATIONS)
+    old = make_store()
+    job, _ = add(old)
+    old.close()
+    monkeypatch.setattr(sqlite_backend, "_MIGRATIONS", [*sqlite_backend._MIGRATIONS, EXTRA_STEP])
+    monkeypatch.setattr(pgschema, "MIGRATIONS", [*pgschema.MIGRATIONS, EXTRA_STEP])
+    new = make_store()
+    assert new.schema_version() == known + 1
+    assert new.get(job.id).rel_path == "a.jpg"         # a re-run of step 1 would have failed
+
+
+def test_a_schema_newer_than_known_is_refused(make_store: Callable[..., JobQueue],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    make_store().close()
+    monkeypatch.setattr(sqlite_backend, "_MIGRATIONS", [*sqlite_backend._MIGRATIONS, EXTRA_STEP])
+    monkeypatch.setattr(pgschema, "MIGRATIONS", [*pgschema.MIGRATIONS, EXTRA_STEP])
+    make_store().close()
+    monkeypatch.undo()
+    with pytest.raises(RuntimeError, match="newer than this ffwatchd knows"):
+        make_store()
+
+
+def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
+    sqlite_backend.SqliteJobStore(tmp_path / "j.db").close()
+    db = sqlite3.connect(tmp_path / "j.db")
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    db.close()
+
+
+def test_enqueue_is_idempotent_on_watch_path_and_content(store: JobQueue) -> None:
+    job, created = add(store)
+    again, created2 = add(store)
+    assert created and not created2 and again.id == job.id
+    other, created3 = add(store, content="h2")         # same path, new content: a new job
+    assert created3 and other.id != job.id
+    assert store.counts()["queued"] == 2
+    assert job.spec == {"processors": ["face_swapper"]} and job.sources[0]["sha256"] == "x"
+
+
+def test_full_happy_path(store: JobQueue, clock: Clock) -> None:
+    job, _ = add(store)
+    claimed = store.claim("w1", lease=60)
+    assert claimed.id == job.id and claimed.state == "running" and claimed.attempts == 1
+    assert claimed.lease_owner == "w1" and claimed.lease_until == clock.t + 60
+    assert store.claim("w2", lease=60) is None
+    clock.t += 30
+    assert store.heartbeat(job.id, "w1", 60, progress=(5, 10)).ok
+    assert store.get(job.id).lease_until == clock.t + 60
+    assert store.get(job.id).progress_done == 5
+    done = store.finish(job.id, "w1", output_path="/out/a.jpg")
+    assert done.state == "done" and done.output_path == "/out/a.jpg" and done.finished_at == clock.t
+
+
+def test_claim_order_priority_then_oldest(store: JobQueue, clock: Clock) -> None:
+    a, _ = add(store, "a.jpg")
+    clock.t += 1
+    b, _ = add(store, "b.jpg", priority=5)
+    clock.t += 1
+    c, _ = add(store, "c.jpg")
+    order = [store.claim("w", 60).id for _ in range(3)]
+    assert order == [b.id, a.id, c.id]
+
+
+def test_illegal_transitions_are_refused(store: JobQueue) -> None:
+    job, _ = add(store)
+    with pytest.raises(TransitionError):
+        store.finish(job.id, "w1", output_path=None)            # queued, not held
+    with pytest.raises(TransitionError):
+        store.retry(job.id)                                      # queued cannot be retried
+    store.claim("w1", 60)
+    with pytest.raises(TransitionError):
+        store.finish(job.id, "intruder", output_path=None)      # not the owner
+    store.finish(job.id, "w1", output_path=None)
+    for verb in (lambda: store.cancel(job.id), lambda: store.retry(job.id),
+                 lambda: store.fail(job.id, "w1", error_kind="io", message="x", transient=True),
+                 lambda: store.finish(job.id, "w1", output_path=None)):
+        with pytest.raises(TransitionError):
+            verb()
+    assert store.get(job.id).state == "done"
+    with pytest.raises(NotFound):
+        store.get(12345)
+
+
+def test_permanent_failure_is_final_at_once(store: JobQueue) -> None:
+    job, _ = add(store)
+    store.claim("w1", 60)
+    failed = store.fail(job.id, "w1", error_kind="no_face", message="no face", transient=False)
+    assert failed.state == "failed" and failed.error_kind == "no_face" and failed.attempts == 1
+
+
+def test_transient_failure_backs_off_then_fails_finally(store: JobQueue, clock: Clock) -> None:
+    job, _ = add(store)
+    store.claim("w1", 60)
+    after = store.fail(job.id, "w1", error_kind="io", message="share hiccup", transient=True)
+    assert after.state == "queued" and after.not_before == clock.t + 10
+    assert store.claim("w1", 60) is None                  # backoff honoured
+    clock.t += 9.9
+    assert store.claim("w1", 60) is None
+    clock.t += 0.2
+    assert store.claim("w1", 60).attempts == 2
+    after = store.fail(job.id, "w1", error_kind="io", message="again", transient=True)
+    assert after.not_before == clock.t + 20               # doubles
+    clock.t += 20
+    assert store.claim("w1", 60).attempts == 3
+    final = store.fail(job.id, "w1", error_kind="io", message="third", transient=True)
+    assert final.state == "failed" and final.attempts == 3
+    assert store.stats.retries == 2
+
+
+def test_retry_resets_attempts(store: JobQueue) -> None:
+    job, _ = add(store)
+    store.claim("w1", 60)
+    store.fail(job.id, "w1", error_kind="bad_input", message="x", transient=False)
+    again = store.retry(job.id)
+    assert again.state == "queued" and again.attempts == 0 and again.error_kind is None
+    assert store.claim("w1", 60).attempts == 1
+
+
+def test_lease_expiry_and_takeover(store: JobQueue, clock: Clock) -> None:
+    job, _ = add(store)
+    store.claim("w1", 60)
+    clock.t += 61
+    taken = store.claim("w2", 60)
+    assert taken.id == job.id and taken.lease_owner == "w2" and taken.attempts == 2
+    assert taken.error_kind == "worker_crashed"
+    assert store.stats.expired_leases == 1
+    # The old owner has lost it: its heartbeat and its finish are refused.
+    assert store.heartbeat(job.id, "w1", 60).status == "lost"
+    with pytest.raises(TransitionError):
+        store.finish(job.id, "w1", output_path=None)
+    assert store.finish(job.id, "w2", output_path=None).state == "done"
+
+
+def test_requeue_expired_and_dead_owners(store: JobQueue, clock: Clock) -> None:
+    a, _ = add(store, "a.jpg")
+    b, _ = add(store, "b.jpg")
+    store.claim("host:1/cpu", 60)
+    store.claim("host:2/cpu", 60)
+    assert store.requeue_expired() == []
+    assert store.requeue_dead_owners(lambda owner: owner == "host:2/cpu") == [a.id]
+    assert store.get(a.id).state == "queued" and store.get(b.id).state == "running"
+    clock.t += 100
+    assert store.requeue_expired() == [b.id]
+
+
+def test_cancel_is_seen_by_the_running_jobs_next_heartbeat(store: JobQueue) -> None:
+    job, _ = add(store)
+    store.claim("w1", 60)
+    assert store.heartbeat(job.id, "w1", 60).ok
+    store.cancel(job.id)
+    beat = store.heartbeat(job.id, "w1", 60)
+    assert beat.status == "cancelled" and not beat.ok
+    with pytest.raises(TransitionError):
+        store.finish(job.id, "w1", output_path=None)
+    queued, _ = add(store, "b.jpg")
+    assert store.cancel(queued.id).state == "cancelled"
+    assert store.claim("w1", 60) is None
+    assert store.retry(queued.id).state == "queued"
+
+
+def test_release_gives_the_job_back_without_counting(store: JobQueue) -> None:
+    job, _ = add(store)
+    store.claim("w1", 60)
+    back = store.release(job.id, "w1")
+    assert back.state == "queued" and back.attempts == 0
+
+
+def test_purge_only_finished_and_old(store: JobQueue, clock: Clock) -> None:
+    old, _ = add(store, "old.jpg")
+    store.claim("w", 60)
+    store.finish(old.id, "w", output_path=None)
+    clock.t += 40 * 86400
+    new, _ = add(store, "new.jpg")
+    store.claim("w", 60)
+    store.finish(new.id, "w", output_path=None)
+    queued, _ = add(store, "q.jpg")
+    assert store.purge(30 * 86400) == 1
+    assert {j.rel_path for j in store.list()} == {"new.jpg", "q.jpg"}
+    with pytest.raises(ValueError):
+        store.purge(0, states=["queued"])
+
+
+def test_record_failure_is_idempotent(store: JobQueue) -> None:
+    args = dict(watch="w", rel_path="x.txt", size=3, mtime=1.0, content_hash="c", kind="image",
+                error_kind="bad_input", message="not an image")
+    job, created = store.record_failure(**args)
+    again, created2 = store.record_failure(**args)
+    assert created and not created2 and job.id == again.id and job.state == "failed"
+
+
+def test_list_filters(store: JobQueue) -> None:
+    for i in range(5):
+        add(store, f"{i}.jpg")
+    store.claim("w", 60)
+    assert len(store.list(state="queued")) == 4
+    assert len(store.list(limit=2)) == 2
+    assert store.list(watch="nope") == []
+    with pytest.raises(ValueError):
+        store.list(state="weird")
+
+
+# -- fencing ---------------------------------------------------------------------------------
+
+def test_a_stale_attempt_cannot_file_or_finish(store: JobQueue, clock: Clock) -> None:
+    job, _ = add(store)
+    first = store.claim("host-a/w1", 60)
+    clock.t += 61                                     # host a stalls past its lease
+    second = store.claim("host-b/w1", 60)
+    assert second.id == job.id and second.attempts == first.attempts + 1
+    for verb in (lambda: store.set_filing(job.id, "host-a/w1", {"outcome": "done"}, attempt=first.attempts),
+                 lambda: store.finish(job.id, "host-a/w1", output_path="/x", attempt=first.attempts),
+                 lambda: store.fail(job.id, "host-a/w1", error_kind="io", message="x", transient=False,
+                                    attempt=first.attempts)):
+        with pytest.raises(TransitionError):
+            verb()
+    assert store.get(job.id).filing is None and store.get(job.id).lease_owner == "host-b/w1"
+    store.set_filing(job.id, "host-b/w1", {"outcome": "done"}, attempt=second.attempts)
+    assert store.finish(job.id, "host-b/w1", output_path="/y", attempt=second.attempts).output_path == "/y"
+
+
+def test_the_same_owner_on_an_older_attempt_is_refused(store: JobQueue, clock: Clock) -> None:
+    """A worker that lost its job and got it back must not file the first attempt's result."""
+    job, _ = add(store)
+    first = store.claim("w1", 60)
+    clock.t += 61
+    again = store.claim("w1", 60)
+    assert again.attempts == first.attempts + 1
+    with pytest.raises(TransitionError, match="was lost"):
+        store.set_filing(job.id, "w1", {"outcome": "done"}, attempt=first.attempts)
+    with pytest.raises(TransitionError, match="was lost"):
+        store.finish(job.id, "w1", output_path=None, attempt=first.attempts)
+    store.finish(job.id, "w1", output_path=None, attempt=again.attempts)
+
+
+def test_an_expired_lease_cannot_record_a_filing(store: JobQueue, clock: Clock) -> None:
+    job, _ = add(store)
+    held = store.claim("w1", 60)
+    clock.t += 61                                     # nobody took it over yet, but they may
+    with pytest.raises(TransitionError, match="expired"):
+        store.set_filing(job.id, "w1", {"outcome": "done"}, attempt=held.attempts)
+    assert store.heartbeat(job.id, "w1", 60).ok        # still the owner: the lease renews
+    store.set_filing(job.id, "w1", {"outcome": "done"}, attempt=held.attempts)
+    assert store.get(job.id).filing == {"outcome": "done"}
+
+
+# -- wake-ups ------------------------------------------------------------------------------------
+
+def _wait_in_thread(store: JobQueue, timeout: float) -> tuple[threading.Thread, list[bool]]:
+    result: list[bool] = []
+    t = threading.Thread(target=lambda: result.append(store.wait_for_work(timeout)))
+    t.start()
+    return t, result
+
+
+def test_an_idle_worker_wakes_on_work_from_another_connection(make_store: Callable[..., JobQueue],
+                                                              spec: tuple[str, str]) -> None:
+    waiter, other = make_store(), make_store()
+    if not waiter.pushes_work:
+        assert waiter.wait_for_work(30) is False          # SQLite: at once, the caller keeps its wake-up
+        return
+    assert waiter.wait_for_work(0) is True                # listening from now on: look once more
+    assert waiter.wait_for_work(0.05) is False            # nothing happened
+    for announce in (lambda: add(other, "a.jpg"),
+                     lambda: other.release(other.claim("w", 60).id, "w"),
+                     lambda: other.retry(other.cancel(1).id)):
+        thread, result = _wait_in_thread(waiter, 120)
+        announce()
+        thread.join(timeout=150)
+        assert result == [True]
+    add(other, "a.jpg")                                   # already there: no new work, no wake-up
+    assert waiter.wait_for_work(0.05) is False
+
+
+# -- PostgreSQL specifics: the database's clock, restarts ------------------------------------------
+
+def test_leases_use_the_database_clock(pg_url: str) -> None:
+    import psycopg
+
+    from ffwatchd.store.postgres import PostgresJobStore
+
+    with PostgresJobStore(pg_url) as s, psycopg.connect(pg_url) as probe:
+        def db_now() -> float:
+            return probe.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()[0]
+        add(s)
+        before = db_now()
+        job = s.claim("w", 60)
+        after = db_now()
+        assert before <= job.started_at <= after and job.lease_until == job.started_at + 60
+        assert s.clock() >= after
+
+
+def test_a_database_restart_is_survived_without_losing_a_transition(pg_url: str, pg_server,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    from ffwatchd.store.postgres import PostgresJobStore
+
+    if not hasattr(pg_server, "restart"):
+        pytest.skip("needs the throwaway cluster (not FFWATCHD_TEST_PG_URL) to restart it")
+    with PostgresJobStore(pg_url) as s:
+        job, _ = add(s)
+        held = s.claim("w", 60)
+        pg_server.restart()                                # drops every connection
+        s.set_filing(job.id, "w", {"outcome": "done"}, attempt=held.attempts)
+        assert s.finish(job.id, "w", output_path="/o", attempt=held.attempts).state == "done"
+    assert "connection lost" in caplog.text
+
+
+# -- several processes at once -------------------------------------------------------------
+
+def _claim_all(spec: tuple[str, str], owner: str, out: "mp.Queue", start: "mp.Barrier") -> None:
+    s = open_spec(spec, busy_timeout=60)
+    start.wait(timeout=120)          # all four claim at the same moment
+    got = []
+    while True:
+        job = s.claim(owner, 600)
+        if job is None:
+            break
+        time.sleep(0.001)             # a job takes time; the lock is free meanwhile
+        s.finish(job.id, owner, output_path=None, attempt=job.attempts)
+        got.append(job.id)
+    out.put(got)
+
+
+def test_four_processes_claim_2000_jobs_each_exactly_once(make_store: Callable[..., JobQueue],
+                                                          spec: tuple[str, str]) -> None:
+    s = make_store()
+    for i in range(2000):
+        s.enqueue(watch="w", rel_path=f"{i}.jpg", size=1, mtime=0, content_hash=str(i), kind="image", spec={})
+    ctx = mp.get_context("spawn")
+    out, start = ctx.Queue(), ctx.Barrier(4)
+    procs = [ctx.Process(target=_claim_all, args=(spec, f"p{i}", out, start)) for i in range(4)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    claimed = [j for r in results for j in r]
+    assert len(claimed) == 2000 and len(set(claimed)) == 2000
+    print("claims per process:", [len(r) for r in results])
+    assert sum(1 for r in results if r) >= 2, "the processes really competed"
+    assert s.counts() == {"queued": 0, "running": 0, "done": 2000, "failed": 0, "cancelled": 0}
+    assert all(j.attempts == 1 for j in s.list(limit=5000))
+
+
+HOLDER = """
+import sys, time
+from tests.store.conftest import open_spec
+s = open_spec((sys.argv[1], sys.argv[2]))
+job = s.claim("doomed", float(sys.argv[3]))
+print(job.id, flush=True)
+time.sleep(600)
+"""
+
+
+def test_sigkilled_holder_job_is_claimed_again_after_expiry(make_store: Callable[..., JobQueue],
+                                                            spec: tuple[str, str]) -> None:
+    s = make_store()
+    job, _ = add(s)
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, *spec, "1.0"], stdout=subprocess.PIPE, text=True,
+                            cwd=root, env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    try:
+        assert int(proc.stdout.readline()) == job.id
+        assert s.get(job.id).state == "running"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    deadline = time.monotonic() + 60
+    taken = None
+    while taken is None and time.monotonic() < deadline:
+        taken = s.claim("survivor", 60)
+        if taken is None:
+            time.sleep(0.05)
+    assert taken is not None and taken.id == job.id and taken.attempts == 2
+    assert taken.lease_owner == "survivor" and taken.error_kind == "worker_crashed"
+    assert s.integrity_check() == "ok"
+
+
+@pytest.mark.parametrize("name", ["bad\udcffbyte.jpg", "a\\b/caf\udce9\\x41.jpg", "./odd\udc80.jpg", "plain.jpg",
+                                  "\u00e9t\u00e9/ok.jpg"])
+def test_paths_that_are_not_utf8_are_stored_losslessly(store: JobQueue, name: str) -> None:
+    """Issue 10 point 7: a name decoded with surrogateescape is stored and read back exactly,
+    in text columns and inside JSON (sources, sidecars, the filing plan), on every backend."""
+    from ffwatchd.store.contract import decode_path, encode_path
+
+    stored = encode_path(name)
+    stored.encode("utf-8")                       # any text column takes it
+    assert decode_path(stored) == name
+    assert (stored == name) == (name.isprintable() and "\\udc" not in ascii(name) and not name.startswith("./"))
+    src = [{"path": f"/in/{name}", "sha256": "0" * 64, "role": "source"}]
+    job, created = store.enqueue(watch="w", rel_path=name, size=1, mtime=1.0, content_hash="h",
+                                 kind="image", spec={"sources": [f"/in/{name}"]}, sources=src,
+                                 sidecars=[f"/in/{name}.ffwatch.yaml"], batch=name.rpartition("/")[0])
+    assert created and job.rel_path == name and store.get(job.id).rel_path == name
+    got = store.get(job.id)
+    assert got.sources == src and got.spec == {"sources": [f"/in/{name}"]}
+    assert got.sidecars == [f"/in/{name}.ffwatch.yaml"] and got.batch == name.rpartition("/")[0]
+    assert store.find("w", name, "h").id == job.id and store.find_active("w", name).id == job.id
+    claimed = store.claim("o", 60)
+    store.set_filing(claimed.id, "o", {"original_src": f"/in/{name}"})
+    assert store.get(job.id).filing == {"original_src": f"/in/{name}"}
+    done = store.finish(claimed.id, "o", output_path="/out/" + name)
+    assert done.output_path == "/out/" + name
+    failed, _ = store.record_failure(watch="w", rel_path=name, size=1, mtime=1.0, content_hash="h2",
+                                     kind="image", error_kind="bad_input", message=f"{name} is bad")
+    assert failed.rel_path == name
+    failed.error_message.encode("utf-8")         # a message for people: bytes shown as \xHH
+    assert [j.rel_path for j in store.list(limit=10)].count(name) == 2
