@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ffwatchd import __version__, safefs
+from ffwatchd import safefs
 from ffwatchd.config import Settings
 from ffwatchd.diskguard import disk_full_error, is_enospc
 from ffwatchd.errors import JobError
