@@ -1,5 +1,5 @@
 """The `ffwatchd` command line: run, check, status, jobs, enqueue, process, models, retention,
-provenance."""
+batches, queue, provenance."""
 
 from __future__ import annotations
 
@@ -412,6 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
                                ("models", "ffwatchd.cli_models", "known models: list | verify | fetch"),
                                ("retention", "ffwatchd.cli_retention", "run housekeeping now (--dry-run)"),
                                ("batches", "ffwatchd.cli_batches", "batches: list | show (report, deliveries)"),
+                               ("queue", "ffwatchd.cli_queue", "the job table: migrate SQLite into PostgreSQL"),
                                ("provenance", "ffwatchd.cli_provenance",
                                 "what a file says about how it was made: show FILE")):
         p = sub.add_parser(name, help=text)

@@ -119,8 +119,12 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    def _run(self, body: Callable[[psycopg.Cursor], T]) -> T:
-        """Run `body` in one transaction; on a lost connection, reconnect and run it again."""
+    def _run(self, body: Callable[[psycopg.Cursor], T], durable: bool = True) -> T:
+        """Run `body` in one transaction; on a lost connection, reconnect and run it again.
+
+        `durable=False` commits without waiting for the WAL flush (as SQLite's store commits
+        without a sync): for claims, heartbeats and `finish`, whose loss in a database crash
+        is safe -- the fenced, durable filing plan (`set_filing`) gates every file move."""
         with self._lock:
             deadline: float | None = None
             while True:
@@ -128,6 +132,8 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
                 try:
                     with conn.transaction():
                         with conn.cursor(row_factory=dict_row) as cur:
+                            if not durable:
+                                cur.execute("SET LOCAL synchronous_commit TO OFF")
                             return body(cur)
                 except psycopg.OperationalError as e:
                     if not (conn.closed or conn.broken):
@@ -298,7 +304,7 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
                                 FOR UPDATE SKIP LOCKED LIMIT 1)
                     RETURNING *""", p).fetchone()
             return _job(row) if row is not None else None
-        return self._run(body)
+        return self._run(body, durable=False)
 
     def heartbeat(self, job_id: int, owner: str, lease: float, *,
                   progress: tuple[int, int] | None = None, attempt: int | None = None) -> Heartbeat:
@@ -319,7 +325,7 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
                     and (attempt is None or row["attempts"] == attempt):
                 return Heartbeat("cancelled")
             return Heartbeat("lost")
-        return self._run(body)
+        return self._run(body, durable=False)
 
     def _refused(self, cur: psycopg.Cursor, job_id: int, owner: str, attempt: int | None,
                  check_lease: bool, p: dict[str, Any]) -> TransitionError:
@@ -340,7 +346,7 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
               "AND (%(attempt)s::int IS NULL OR attempts = %(attempt)s::int)")
 
     def _fenced(self, job_id: int, owner: str, attempt: int | None, set_sql: str,
-                check_lease: bool = False, notify: bool = False, **values: Any) -> Job:
+                check_lease: bool = False, notify: bool = False, durable: bool = True, **values: Any) -> Job:
         """One fenced update: applies only while `owner` holds the job on `attempt`."""
         p = self._params(id=job_id, owner=owner, attempt=attempt, **values)
         where = self._FENCE + (f" AND lease_until >= {NOW}" if check_lease else "")
@@ -352,7 +358,7 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
             if notify:
                 self._notify(cur)
             return _job(row)
-        return self._run(body)
+        return self._run(body, durable)
 
     def set_filing(self, job_id: int, owner: str, filing: dict | None, *, attempt: int | None = None) -> None:
         self._fenced(job_id, owner, attempt, "filing = %(filing)s", check_lease=True, filing=_json(filing))
@@ -367,7 +373,7 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
                             f"""state = 'done', finished_at = {NOW}, output_path = %(output)s,
                                 lease_until = NULL, error_kind = NULL, error_message = NULL,
                                 progress_done = coalesce(progress_total, progress_done)""",
-                            output=encode_path(output_path))
+                            durable=False, output=encode_path(output_path))
 
     def fail(self, job_id: int, owner: str, *, error_kind: str, message: str, transient: bool,
              attempt: int | None = None) -> Job:

@@ -145,9 +145,12 @@ class SqliteJobStore(SqliteBatches, JobQueue):
 
     def __init__(self, path: str | Path, *, max_attempts: int = 3, retry_backoff: float = 30.0,
                  busy_timeout: float = 30.0, clock: Callable[[], float] = time.time,
-                 migrate_schema: bool = True) -> None:
+                 synchronous: str = "normal", migrate_schema: bool = True) -> None:
+        if synchronous not in ("normal", "full"):
+            raise ValueError(f"synchronous must be normal or full, not {synchronous!r}")
         self.path = Path(path)
         self.where = f"sqlite {self.path}"
+        self.sync_all = synchronous == "full"      # every commit synced, not only the durable ones
         self.max_attempts = max_attempts
         self.retry_backoff = retry_backoff
         self.clock = clock
@@ -162,7 +165,7 @@ class SqliteJobStore(SqliteBatches, JobQueue):
         mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if mode.lower() != "wal":
             raise sqlite3.OperationalError(f"{self.path}: WAL mode refused (got {mode}); is it on a network filesystem?")
-        self._db.execute("PRAGMA synchronous = NORMAL")
+        self._db.execute("PRAGMA synchronous = FULL" if self.sync_all else "PRAGMA synchronous = NORMAL")
         if migrate_schema:
             self._migrate()
 
@@ -195,7 +198,7 @@ class SqliteJobStore(SqliteBatches, JobQueue):
 
     class _Tx:
         def __init__(self, store: "SqliteJobStore", durable: bool) -> None:
-            self.store, self.durable = store, durable
+            self.store, self.durable = store, durable and not store.sync_all
 
         def __enter__(self) -> sqlite3.Connection:
             self.store._lock.acquire()
@@ -339,7 +342,7 @@ class SqliteJobStore(SqliteBatches, JobQueue):
                 f"""UPDATE jobs SET state = 'running', lease_owner = :owner, lease_until = :until,
                                     attempts = attempts + 1, started_at = :now,
                                     worker = ifnull(:worker, worker)
-                    WHERE id = (SELECT id FROM jobs
+                    WHERE id = (SELECT id FROM jobs INDEXED BY jobs_ready   -- else the planner sorts every queued row
                                 WHERE state = 'queued' AND not_before <= :now {watch_filter}
                                 ORDER BY priority DESC, queued_at, id LIMIT 1)
                     RETURNING *""", params).fetchone()
@@ -380,13 +383,26 @@ class SqliteJobStore(SqliteBatches, JobQueue):
             raise TransitionError(f"job {job_id}: the lease of {owner} expired; it may be running elsewhere")
         return row
 
+    def _update_owned(self, db: sqlite3.Connection, job_id: int, owner: str, assignments: str,
+                      params: tuple, attempt: int | None = None, now: float | None = None) -> sqlite3.Row:
+        """One UPDATE of a job `owner` holds on `attempt` (and, given `now`, with a live lease): a
+        single statement on the hot path; TransitionError or NotFound, as `_owned` says, when not."""
+        row = db.execute(f"""UPDATE jobs SET {assignments}
+                             WHERE id = :id AND state = 'running' AND lease_owner = :owner
+                               AND (:attempt IS NULL OR attempts = :attempt)
+                               AND (:now IS NULL OR lease_until >= :now)
+                             RETURNING *""",
+                         {**params, "id": job_id, "owner": owner, "attempt": attempt, "now": now}).fetchone()
+        if row is None:
+            self._owned(db, job_id, owner, attempt, now)      # raises, naming the state and the holder
+        return row
+
     def set_filing(self, job_id: int, owner: str, filing: dict | None, *, attempt: int | None = None) -> None:
         """Record the finalisation about to happen, durably, before any file moves (fenced)."""
         now = self.clock()
         with self._write(durable=True) as db:
-            self._owned(db, job_id, owner, attempt, now)
-            db.execute("UPDATE jobs SET filing = ? WHERE id = ?",
-                       (json.dumps(filing) if filing is not None else None, job_id))
+            self._update_owned(db, job_id, owner, "filing = :filing",
+                               {"filing": json.dumps(filing) if filing is not None else None}, attempt, now)
 
     def set_output(self, job_id: int, output_path: str | None) -> None:
         with self._write(durable=True) as db:
@@ -399,12 +415,11 @@ class SqliteJobStore(SqliteBatches, JobQueue):
         and a `done` lost to a power cut is redone from that plan (each step is idempotent)."""
         now = self.clock()
         with self._write() as db:
-            self._owned(db, job_id, owner, attempt)
-            row = db.execute(
-                """UPDATE jobs SET state = 'done', finished_at = ?, output_path = ?, lease_until = NULL,
-                                   error_kind = NULL, error_message = NULL,
-                                   progress_done = ifnull(progress_total, progress_done)
-                   WHERE id = ? RETURNING *""", (now, encode_path(output_path), job_id)).fetchone()
+            row = self._update_owned(
+                db, job_id, owner,
+                """state = 'done', finished_at = :t, output_path = :out, lease_until = NULL, error_kind = NULL,
+                   error_message = NULL, progress_done = ifnull(progress_total, progress_done)""",
+                {"t": now, "out": encode_path(output_path)}, attempt)
             return _job(row)
 
     def fail(self, job_id: int, owner: str, *, error_kind: str, message: str,

@@ -40,28 +40,31 @@ def cluster(tmp_path, synth_models, pg_url):  # noqa: F811 - the pg_url fixture
     for sub in ("inbox", "output", "done", "failed"):
         (share / sub).mkdir(parents=True)
     mounts: list[Path] = []
-    for i in range(3):
-        at = tmp_path / f"mnt{i}"
-        if _bind(share, at):
-            mounts.append(at)
-    distinct = len(mounts) == 3
-    if not distinct:
-        print("mount --bind is not available here: the three daemons reach the share by the same path")
-    daemons = [Daemon(tmp_path / f"host{i}", synth_models, share=mounts[i] if distinct else share,
-                      settle="0.2s", queue={"url": pg_url},
-                      workers={"devices": ["cpu"], "lease": LEASE, "max_attempts": 5},
-                      watch_extra={"rescan_interval": "5s"})
-               for i in range(3)]
-    yield daemons, share, distinct
-    for d in daemons:
-        try:
-            if d.proc is not None and d.proc.poll() is None:
-                os.killpg(d.proc.pid, signal.SIGCONT)
-            d.stop(timeout=60)
-        except (AssertionError, ProcessLookupError):
-            pass
-    for at in mounts:
-        subprocess.run(["umount", "-l", str(at)], capture_output=True)
+    daemons: list[Daemon] = []
+    try:
+        for i in range(3):
+            at = tmp_path / f"mnt{i}"
+            if _bind(share, at):
+                mounts.append(at)
+        distinct = len(mounts) == 3
+        if not distinct:
+            print("mount --bind is not available here: the three daemons reach the share by the same path")
+        for i in range(3):
+            daemons.append(Daemon(tmp_path / f"host{i}", synth_models, share=mounts[i] if distinct else share,
+                                  settle="0.2s", queue={"url": pg_url},
+                                  workers={"devices": ["cpu"], "lease": LEASE, "max_attempts": 5},
+                                  watch_extra={"rescan_interval": "5s"}))
+        yield daemons, share, distinct
+    finally:
+        for d in daemons:
+            try:
+                if d.proc is not None and d.proc.poll() is None:
+                    os.killpg(d.proc.pid, signal.SIGCONT)
+                d.stop(timeout=60)
+            except (AssertionError, ProcessLookupError):
+                pass
+        for at in mounts:
+            subprocess.run(["umount", str(at)], capture_output=True)
 
 
 def start_all(daemons: list[Daemon]) -> None:
@@ -179,6 +182,7 @@ def test_a_daemon_stopped_past_its_lease_files_nothing_for_the_job_it_lost(clust
     wait_finished(daemons[0], 30, 900)
     jobs = assert_exactly_once(daemons[0], share, names)
     after = stopped.log_path.read_bytes()[marker:].decode(errors="replace")
+    print("\n".join(line for line in after.splitlines() if f"job {lost_job.id}" in line))
     assert not re.search(rf"job {lost_job.id}: filed ", after), after[-3000:]
     final = next(j for j in jobs if j.id == lost_job.id)
     assert final.state == "done" and final.attempts >= 2

@@ -347,9 +347,22 @@ def test_a_database_restart_is_survived_without_losing_a_transition(pg_url: str,
     with PostgresJobStore(pg_url) as s:
         job, _ = add(s)
         held = s.claim("w", 60)
+        assert s.wait_for_work(0) is True                  # listening
         pg_server.restart()                                # drops every connection
         s.set_filing(job.id, "w", {"outcome": "done"}, attempt=held.attempts)
         assert s.finish(job.id, "w", output_path="/o", attempt=held.attempts).state == "done"
+        assert s.get(job.id).filing == {"outcome": "done"}
+        woke = False
+        for _ in range(5):                                 # the lost listener says "look again", then listens anew
+            woke = s.wait_for_work(0)
+            if not woke:
+                break
+        assert woke is False
+        with PostgresJobStore(pg_url) as other:
+            thread, result = _wait_in_thread(s, 120)
+            add(other, "b.jpg")
+            thread.join(timeout=150)
+            assert result == [True]
     assert "connection lost" in caplog.text
 
 
