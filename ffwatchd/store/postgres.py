@@ -16,7 +16,8 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Json
 
 from ffwatchd.store.contract import (FINISHED, KINDS, STATES, Heartbeat, Job, JobQueue, NotFound,
-                                     Stats, TransitionError)
+                                     Stats, TransitionError, decode_json, decode_path, encode_json,
+                                     encode_path, printable)
 from ffwatchd.store.pg_batches import NOW, PostgresBatches
 from ffwatchd.store.pg_cluster import PgClusterVerbs
 from ffwatchd.store.pgschema import migrate
@@ -36,12 +37,23 @@ class QueueUnavailable(ConnectionError):
     """The database could not be reached again within the reconnect window."""
 
 
+_JSON_COLUMNS = ("spec", "sources", "sidecars", "filing", "worker")
+
+
 def _job(row: dict[str, Any]) -> Job:
-    return Job(**row)
+    """A row as a Job: paths and JSON strings back from their stored form (names need not be UTF-8)."""
+    values = dict(row)
+    for key in ("rel_path", "output_path", "batch"):
+        if key in values:
+            values[key] = decode_path(values[key])
+    for key in _JSON_COLUMNS:
+        values[key] = decode_json(values[key])
+    return Job(**values)
 
 
 def _json(value: Any) -> Json | None:
-    return Json(value) if value is not None else None
+    """jsonb refuses lone surrogates, so every string goes in its `encode_path` form."""
+    return Json(encode_json(value)) if value is not None else None
 
 
 class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
@@ -194,10 +206,11 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
                 batch: str | None = None) -> tuple[Job, bool]:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        rel_path = encode_path(rel_path)
         p = self._params(watch=watch, rel_path=rel_path, size=size, mtime=mtime, hash=content_hash,
-                         kind=kind, priority=priority, spec=Json(spec), sources=Json(list(sources)),
-                         sidecars=Json(list(sidecars)), max_attempts=max_attempts or self.max_attempts,
-                         batch=batch)
+                         kind=kind, priority=priority, spec=_json(spec), sources=_json(list(sources)),
+                         sidecars=_json(list(sidecars)), max_attempts=max_attempts or self.max_attempts,
+                         batch=encode_path(batch))
 
         def body(cur: psycopg.Cursor) -> tuple[Job, bool]:
             row = cur.execute(
@@ -225,9 +238,11 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
                        sidecars: Sequence[str] = (), batch: str | None = None) -> tuple[Job, bool]:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        rel_path = encode_path(rel_path)
         p = self._params(watch=watch, rel_path=rel_path, size=size, mtime=mtime, hash=content_hash,
-                         kind=kind, spec=Json(spec or {}), sidecars=Json(list(sidecars)),
-                         max_attempts=self.max_attempts, error_kind=error_kind, message=message, batch=batch)
+                         kind=kind, spec=_json(spec or {}), sidecars=_json(list(sidecars)),
+                         max_attempts=self.max_attempts, error_kind=error_kind, message=printable(message),
+                         batch=encode_path(batch))
 
         def body(cur: psycopg.Cursor) -> tuple[Job, bool]:
             row = cur.execute(
@@ -380,7 +395,7 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
 
     def set_output(self, job_id: int, output_path: str | None) -> None:
         self._run(lambda cur: cur.execute("UPDATE jobs SET output_path = %s WHERE id = %s",
-                                          (output_path, job_id)))
+                                          (encode_path(output_path), job_id)))
 
     def finish(self, job_id: int, owner: str, *, output_path: str | None,
                attempt: int | None = None) -> Job:
@@ -388,7 +403,7 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
                             f"""state = 'done', finished_at = {NOW}, output_path = %(output)s,
                                 lease_until = NULL, error_kind = NULL, error_message = NULL,
                                 progress_done = coalesce(progress_total, progress_done)""",
-                            durable=False, output=output_path)
+                            durable=False, output=encode_path(output_path))
 
     def fail(self, job_id: int, owner: str, *, error_kind: str, message: str, transient: bool,
              attempt: int | None = None) -> Job:
@@ -403,7 +418,7 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
                 lease_owner = CASE WHEN %(transient)s AND attempts < max_attempts THEN NULL ELSE lease_owner END,
                 finished_at = CASE WHEN %(transient)s AND attempts < max_attempts THEN finished_at ELSE {NOW} END,
                 lease_until = NULL, error_kind = %(kind)s, error_message = %(message)s""",
-            transient=transient, backoff=float(self.retry_backoff), kind=error_kind, message=message)
+            transient=transient, backoff=float(self.retry_backoff), kind=error_kind, message=printable(message))
         if job.state == "queued":
             self.stats.retries += 1
         return job
@@ -501,13 +516,13 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
     def find(self, watch: str, rel_path: str, content_hash: str) -> Job | None:
         row = self._run(lambda cur: cur.execute(
             "SELECT * FROM jobs WHERE watch = %s AND rel_path = %s AND content_hash = %s",
-            (watch, rel_path, content_hash)).fetchone())
+            (watch, encode_path(rel_path), content_hash)).fetchone())
         return _job(row) if row is not None else None
 
     def find_active(self, watch: str, rel_path: str) -> Job | None:
         row = self._run(lambda cur: cur.execute(
             """SELECT * FROM jobs WHERE watch = %s AND rel_path = %s AND state IN ('queued', 'running')
-               ORDER BY id DESC LIMIT 1""", (watch, rel_path)).fetchone())
+               ORDER BY id DESC LIMIT 1""", (watch, encode_path(rel_path))).fetchone())
         return _job(row) if row is not None else None
 
     def counts(self) -> dict[str, int]:

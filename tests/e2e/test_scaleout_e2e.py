@@ -4,8 +4,11 @@ when a daemon is killed with -9 at random moments or stopped (SIGSTOP) longer th
 Each daemon has its own config, state_dir and temp_dir, and reaches the share through its own
 bind mount of it when `mount --bind` works (root); otherwise all three use the share's own path
 (the test says so in its output). Skips, saying why, when PostgreSQL's binaries are absent.
-Sizes are kept modest for two cores: 300 files for the plain run, 45 for the kill -9 run and 30
-for the SIGSTOP run.
+Sizes are kept modest for two cores: 300 files for the plain run, 120 for the kill -9 run and 30
+for the SIGSTOP run. A daemon stopped as a whole usually has its worker killed as `stalled` by its
+own supervisor on SIGCONT, before the worker runs again; when the worker runs first, fencing
+refuses its filing. Either way it files nothing for the job it lost (tests/test_scaleout.py
+checks the fencing itself deterministically).
 """
 
 from __future__ import annotations
@@ -140,13 +143,13 @@ def test_kill_9_of_a_whole_daemon_at_5_random_moments(cluster) -> None:
     seed = rng.randrange(1 << 30)
     rng = random.Random(seed)
     print(f"kill -9 moments from seed {seed}")
-    names = drop_batch(daemons[0], 45, "killed")
-    for moment in sorted(rng.sample(range(3, 40), 5)):
+    names = drop_batch(daemons[0], 120, "killed")
+    for moment in sorted(rng.sample(range(3, 110), 5)):
         wait_for(lambda: finished(daemons[0]) >= moment, 600, f"{moment} finished jobs", interval=0.2)
         victim = rng.choice(daemons)
         victim.kill9()
         victim.start()
-    wait_finished(daemons[0], 45, 900)
+    wait_finished(daemons[0], 120, 900)
     assert_exactly_once(daemons[0], share, names)
 
 
