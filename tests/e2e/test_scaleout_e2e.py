@@ -13,16 +13,20 @@ checks the fencing itself deterministically).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
 import signal
 import subprocess
+import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.harness import Daemon, decodes, face_jpeg, wait_for
+from tests.e2e.harness import ROOT, Daemon, decodes, face_jpeg, wait_for
 
 _pg = pytest.importorskip("tests.pg", reason="the PostgreSQL test fixtures (tests/pg.py) are not in this tree")
 pg_server, pg_url = _pg.pg_server, _pg.pg_url     # fixtures: a throwaway cluster, a fresh database
@@ -54,7 +58,7 @@ def cluster(tmp_path, synth_models, pg_url):  # noqa: F811 - the pg_url fixture
             print("mount --bind is not available here: the three daemons reach the share by the same path")
         for i in range(3):
             daemons.append(Daemon(tmp_path / f"host{i}", synth_models, share=mounts[i] if distinct else share,
-                                  settle="0.2s", queue={"url": pg_url},
+                                  settle="0.2s", queue={"url": pg_url}, metrics=True,
                                   workers={"devices": ["cpu"], "lease": LEASE, "max_attempts": 5},
                                   watch_extra={"rescan_interval": "5s"}))
         yield daemons, share, distinct
@@ -122,15 +126,36 @@ def assert_exactly_once(d: Daemon, share: Path, names: list[str]) -> list:
     return jobs
 
 
+def status_json(d: Daemon) -> dict:
+    r = subprocess.run([sys.executable, "-m", "ffwatchd", "status", "--json", "-c", str(d.config_path)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def scrape(d: Daemon) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{d.metrics_port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
 def test_three_daemons_file_300_images_exactly_once(cluster) -> None:
     daemons, share, distinct = cluster
     start_all(daemons)
+    pids = sorted(p for d in daemons for p in d.worker_pids())
+    assert sorted(w["pid"] for w in status_json(daemons[2])["workers"]) == pids, "every host's workers"
     names = drop_batch(daemons[0], 300, "batch")
     wait_finished(daemons[0], 300, 900)
     jobs = assert_exactly_once(daemons[0], share, names)
     assert sum(j.state == "done" for j in jobs) == 300
     pids = {j.worker["pid"] for j in jobs if j.worker}
     assert len(pids) >= 2, f"the work was spread over the hosts' workers: {pids}"
+    scrapes = [scrape(d) for d in daemons]
+    leaders = [s[("ffwatchd_queue_metrics_leader", frozenset())] for s in scrapes]
+    assert sorted(leaders) == [0, 0, 1], "one host exports the queue gauges"
+    done_series = [s.get(("ffwatchd_jobs", frozenset({("state", "done")}))) for s in scrapes]
+    assert sorted(v for v in done_series if v is not None) == [300], done_series
     if distinct:   # each host filed through its own mount path
         roots = {str(Path(j.output_path).parents[2]) for j in jobs}
         assert roots <= {str(d.output) for d in daemons} and len(roots) >= 2, roots
