@@ -15,6 +15,7 @@ from typing import Any
 
 from psycopg.types.json import Json
 
+from ffwatchd.store.contract import encode_json
 from ffwatchd.store.postgres import PostgresJobStore
 from ffwatchd.store.sqlite import _MIGRATIONS, SqliteJobStore
 
@@ -76,7 +77,9 @@ def copy_sqlite_to_postgres(path: Path, store: PostgresJobStore) -> MigrateRepor
             for row in tables[table]:
                 if table == "jobs":
                     row = _prepare_job(dict(row), report)
-                values = {k: (Json(json.loads(v)) if k in json_columns and v is not None else v)
+                # text columns hold paths in the same escaped form on both backends; strings
+                # inside JSON are raw in SQLite and escaped in PostgreSQL (names need not be UTF-8)
+                values = {k: (Json(encode_json(json.loads(v))) if k in json_columns and v is not None else v)
                           for k, v in row.items()}
                 columns = ", ".join(values)
                 marks = ", ".join(f"%({k})s" for k in values)

@@ -81,35 +81,41 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
         self.stats = Stats()
         self._lock = threading.RLock()
         self._listen_lock = threading.Lock()
-        self._conn: psycopg.Connection | None = None
+        # "durable": every commit waits for the WAL flush; "fast": synchronous_commit off for the
+        # verbs whose loss in a database crash is safe (claim, heartbeat, finish; see _run).
+        self._conns: dict[str, psycopg.Connection | None] = {"durable": None, "fast": None}
         self._listener: psycopg.Connection | None = None
         self._closed = False
-        self._conn = self._new_connection()     # the first connection fails at once, with its reason
+        self._conns["durable"] = self._new_connection()   # the first connection fails at once, with its reason
         if migrate_schema:
             with self._lock:
                 migrate(self._connect(), self.where)
 
     # -- plumbing ---------------------------------------------------------------------
 
-    def _new_connection(self) -> psycopg.Connection:
+    def _new_connection(self, kind: str = "durable") -> psycopg.Connection:
         kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(1, int(self.connect_timeout)),
                                   "application_name": "ffwatchd"}
         if self._password is not None:
             kwargs["password"] = self._password
-        return psycopg.connect(self.url, **kwargs)
+        conn = psycopg.connect(self.url, **kwargs)
+        if kind == "fast":
+            conn.execute("SET synchronous_commit TO off")
+        return conn
 
-    def _connect(self) -> psycopg.Connection:
-        """The store's connection, opened again (with retries) when it was lost."""
+    def _connect(self, kind: str = "durable") -> psycopg.Connection:
+        """The store's connection of that kind, opened again (with retries) when it was lost."""
         if self._closed:
             raise psycopg.InterfaceError(f"{self.where}: the job store is closed")
-        if self._conn is not None and not self._conn.closed and not self._conn.broken:
-            return self._conn
+        conn = self._conns[kind]
+        if conn is not None and not conn.closed and not conn.broken:
+            return conn
         deadline = time.monotonic() + self.reconnect_for
         delay = 0.2
         while True:
             try:
-                self._conn = self._new_connection()
-                return self._conn
+                self._conns[kind] = conn = self._new_connection(kind)
+                return conn
             except psycopg.OperationalError as e:
                 if time.monotonic() + delay > deadline:
                     raise QueueUnavailable(f"job queue {self.where} unreachable for {self.reconnect_for:.0f} s: "
@@ -119,21 +125,25 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    def _run(self, body: Callable[[psycopg.Cursor], T], durable: bool = True) -> T:
+    def _run(self, body: Callable[[psycopg.Cursor], T], durable: bool = True, single: bool = False) -> T:
         """Run `body` in one transaction; on a lost connection, reconnect and run it again.
 
         `durable=False` commits without waiting for the WAL flush (as SQLite's store commits
         without a sync): for claims, heartbeats and `finish`, whose loss in a database crash
-        is safe -- the fenced, durable filing plan (`set_filing`) gates every file move."""
+        is safe -- the fenced, durable filing plan (`set_filing`) gates every file move.
+        `single`: the body's one write is a statement of its own (no BEGIN/COMMIT round
+        trips); whatever it reads after that only explains a refusal."""
+        kind = "durable" if durable else "fast"
         with self._lock:
             deadline: float | None = None
             while True:
-                conn = self._connect()
+                conn = self._connect(kind)
                 try:
+                    if single:
+                        with conn.cursor(row_factory=dict_row) as cur:
+                            return body(cur)
                     with conn.transaction():
                         with conn.cursor(row_factory=dict_row) as cur:
-                            if not durable:
-                                cur.execute("SET LOCAL synchronous_commit TO OFF")
                             return body(cur)
                 except psycopg.OperationalError as e:
                     if not (conn.closed or conn.broken):
@@ -143,7 +153,7 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
                         raise QueueUnavailable(f"job queue {self.where}: connection lost ({e})") from e
                     log.warning("job queue %s: connection lost (%s); reconnecting to run the "
                                 "transaction again", self.where, str(e).strip() or e.__class__.__name__)
-                    self._conn = None
+                    self._conns[kind] = None
 
     def _params(self, **values: Any) -> dict[str, Any]:
         values["now"] = self._clock() if self._clock is not None else None
@@ -155,8 +165,9 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            if self._conn is not None:
-                self._conn.close()
+            for conn in self._conns.values():
+                if conn is not None:
+                    conn.close()
         with self._listen_lock:
             if self._listener is not None:
                 self._listener.close()
@@ -248,17 +259,18 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
             return self._existing(cur, watch, rel_path, content_hash), False
         return self._run(body)
 
+    # Running jobs whose lease ran out go back to the queue (see sqlite.py for why always).
+    _EXPIRE = f"""UPDATE jobs SET state = 'queued', queued_at = {NOW}, not_before = 0,
+                    error_kind = 'worker_crashed',
+                    error_message = 'the worker holding this job stopped heartbeating (lease of ' ||
+                                    coalesce(lease_owner, '?') || ' expired)',
+                    lease_owner = NULL, lease_until = NULL
+                  WHERE id IN (SELECT id FROM jobs WHERE state = 'running' AND lease_until < {NOW}
+                               FOR UPDATE SKIP LOCKED)
+                  RETURNING id"""
+
     def _expire_leases(self, cur: psycopg.Cursor, p: dict[str, Any]) -> list[int]:
-        """Running jobs whose lease ran out go back to the queue (see sqlite.py for why always)."""
-        rows = cur.execute(
-            f"""UPDATE jobs SET state = 'queued', queued_at = {NOW}, not_before = 0,
-                  error_kind = 'worker_crashed',
-                  error_message = 'the worker holding this job stopped heartbeating (lease of ' ||
-                                  coalesce(lease_owner, '?') || ' expired)',
-                  lease_owner = NULL, lease_until = NULL
-                WHERE id IN (SELECT id FROM jobs WHERE state = 'running' AND lease_until < {NOW}
-                             FOR UPDATE SKIP LOCKED)
-                RETURNING id""", p).fetchall()
+        rows = cur.execute(self._EXPIRE, p).fetchall()
         if rows:
             self._notify(cur)
         self.stats.expired_leases += len(rows)
@@ -292,19 +304,36 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
                          watches=list(watches) if watches is not None else None)
         watch_filter = "AND watch = ANY(%(watches)s)" if watches is not None else ""
 
+        # One statement (one round trip): expired leases back to the queue (announced), then
+        # the next ready job. Both parts see the same snapshot, so when leases were freed and
+        # nothing else was ready, the statement runs once more to claim one of them.
+        sql = f"""WITH expired AS ({self._EXPIRE}),
+                       announced AS (SELECT pg_notify('{CHANNEL}', '') FROM (SELECT 1 FROM expired LIMIT 1) e),
+                       claimed AS (
+                           UPDATE jobs SET state = 'running', lease_owner = %(owner)s,
+                                           lease_until = {NOW} + %(lease)s, attempts = attempts + 1,
+                                           started_at = {NOW}, worker = coalesce(%(worker)s::json, worker)
+                           WHERE id = (SELECT id FROM jobs
+                                       WHERE state = 'queued' AND not_before <= {NOW} {watch_filter}
+                                       ORDER BY priority DESC, queued_at, id
+                                       FOR UPDATE SKIP LOCKED LIMIT 1)
+                           RETURNING *)
+                  SELECT claimed.*, (SELECT count(*) FROM expired) AS expired_n,
+                         (SELECT count(*) FROM announced) AS announced_n
+                  FROM (SELECT 1) AS one LEFT JOIN claimed ON true"""
+
         def body(cur: psycopg.Cursor) -> Job | None:
-            self._expire_leases(cur, p)
-            row = cur.execute(
-                f"""UPDATE jobs SET state = 'running', lease_owner = %(owner)s,
-                                    lease_until = {NOW} + %(lease)s, attempts = attempts + 1,
-                                    started_at = {NOW}, worker = coalesce(%(worker)s::json, worker)
-                    WHERE id = (SELECT id FROM jobs
-                                WHERE state = 'queued' AND not_before <= {NOW} {watch_filter}
-                                ORDER BY priority DESC, queued_at, id
-                                FOR UPDATE SKIP LOCKED LIMIT 1)
-                    RETURNING *""", p).fetchone()
-            return _job(row) if row is not None else None
-        return self._run(body, durable=False)
+            for _ in range(2):
+                row = cur.execute(sql, p).fetchone()
+                expired = row.pop("expired_n")
+                row.pop("announced_n")
+                self.stats.expired_leases += expired
+                if row["id"] is not None:
+                    return _job(row)
+                if not expired:
+                    break
+            return None
+        return self._run(body, durable=False, single=True)
 
     def heartbeat(self, job_id: int, owner: str, lease: float, *,
                   progress: tuple[int, int] | None = None, attempt: int | None = None) -> Heartbeat:
@@ -325,7 +354,7 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
                     and (attempt is None or row["attempts"] == attempt):
                 return Heartbeat("cancelled")
             return Heartbeat("lost")
-        return self._run(body, durable=False)
+        return self._run(body, durable=False, single=True)
 
     def _refused(self, cur: psycopg.Cursor, job_id: int, owner: str, attempt: int | None,
                  check_lease: bool, p: dict[str, Any]) -> TransitionError:
@@ -358,7 +387,8 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, JobQueue):
             if notify:
                 self._notify(cur)
             return _job(row)
-        return self._run(body, durable)
+        # Without a NOTIFY the update is the one write: a statement of its own.
+        return self._run(body, durable, single=not notify)
 
     def set_filing(self, job_id: int, owner: str, filing: dict | None, *, attempt: int | None = None) -> None:
         self._fenced(job_id, owner, attempt, "filing = %(filing)s", check_lease=True, filing=_json(filing))

@@ -25,6 +25,10 @@ def fill(db: Path) -> dict[str, int]:
         ids[name] = job.id
     s.cancel(ids["gone"])
     s.purge(-1, ["cancelled"])                      # leaves a gap in the ids
+    odd = "b/caf\udce9 ./x.jpg"                     # a name that is not UTF-8 (and a "./" inside)
+    ids["odd"] = s.enqueue(watch="studio", rel_path=odd, size=1, mtime=1.0, content_hash="odd", kind="image",
+                           spec={"sources": [f"/in/{odd}"]}, sources=[{"path": f"./{odd}", "sha256": "y"}],
+                           batch="b")[0].id
     claimed = {}
     for _ in ("queued", "running", "done", "failed", "cancelled"):
         j = s.claim("old-host:1/cpu", 600, worker={"device": "cpu"})
@@ -56,7 +60,7 @@ def test_migrate_copies_everything_once_and_requeues_running_jobs(tmp_path: Path
 
     assert main(["queue", "migrate", "--from", str(db), "-c", str(cfg), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["copied"] == {"jobs": 5, "batches": 1, "outbox": 1}
+    assert report["copied"] == {"jobs": 6, "batches": 1, "outbox": 1}
     assert report["requeued_running_jobs"] == [ids["running"]]
 
     with PostgresJobStore(pg_url) as pg:
@@ -75,14 +79,14 @@ def test_migrate_copies_everything_once_and_requeues_running_jobs(tmp_path: Path
         fresh, _ = pg.enqueue(watch="studio", rel_path="new.jpg", size=1, mtime=1.0, content_hash="n",
                               kind="image", spec={})
         assert fresh.id > max(before)                        # the id sequence moved past the copy
-        ready = {pg.claim("new-host:2/0", 60).id, pg.claim("new-host:2/0", 60).id}
-        assert ready == {ids["queued"], ids["running"]}      # both ready on the new queue
+        ready = {pg.claim("new-host:2/0", 60).id for _ in range(3)}
+        assert ready == {ids["queued"], ids["running"], ids["odd"]}   # all ready on the new queue
 
     assert main(["queue", "migrate", "--from", str(db), "-c", str(cfg)]) == 0   # again: nothing twice
     out = capsys.readouterr().out
-    assert "jobs     0 copied, 5 already there" in out and "outbox   0 copied, 1 already there" in out
+    assert "jobs     0 copied, 6 already there" in out and "outbox   0 copied, 1 already there" in out
     with PostgresJobStore(pg_url) as pg:
-        assert sum(pg.counts().values()) == 6 and pg.counts()["running"] == 2   # nothing reset
+        assert sum(pg.counts().values()) == 7 and pg.counts()["running"] == 3   # nothing reset
         assert pg.operator_counts()[("studio", "image", "retry")] == 1
 
 
@@ -97,4 +101,4 @@ def test_migrate_defaults_to_the_state_dir_and_needs_a_postgresql_queue(tmp_path
     (tmp_path / "state").mkdir()
     fill(tmp_path / "state" / "ffwatchd.db")
     assert main(["queue", "migrate", "-c", str(cfg)]) == 0
-    assert "jobs     5 copied" in capsys.readouterr().out
+    assert "jobs     6 copied" in capsys.readouterr().out
