@@ -351,7 +351,8 @@ def main() -> int:
     early = points[0]
     late = points[-1]
     rss_ratio = late[1] / early[1]
-    ok_inproc, ok_perfile = r_inproc >= 0.9, r_perfile >= 5
+    goal = 1.0 if args.assets else 0.95          # issue 14: real models >= 1.0x, synthetic >= 0.95x
+    ok_inproc, ok_perfile = r_inproc >= goal, r_perfile >= 5
     ok_rss = abs(rss_ratio - 1) <= 0.10 and late[0] >= args.rss_jobs
     verdict = lambda ok: "met" if ok else "NOT met"  # noqa: E731
     dm = {k: med(daemon, k) for k in ("elapsed", "drop_s", "first_enqueued", "last_enqueued", "first_started",
@@ -387,7 +388,7 @@ def main() -> int:
         f"| ratio after {late[0]:,} / after {early[0]:,} | {rss_ratio:.3f} |",
         "",
         "Targets:",
-        f"- daemon throughput >= 0.9x the in-process loop: **{verdict(ok_inproc)}** ({r_inproc:.2f}x).",
+        f"- daemon throughput >= {goal:.2f}x the in-process loop: **{verdict(ok_inproc)}** ({r_inproc:.2f}x).",
         f"- daemon throughput >= 5x one process per file: **{verdict(ok_perfile)}** ({r_perfile:.1f}x).",
         f"- worker RSS after 1,000 jobs within 10% of after 100: **{verdict(ok_rss)}** "
         f"({late[1] / 1024:.1f} vs {early[1] / 1024:.1f} MiB, {100 * (rss_ratio - 1):+.1f}%"

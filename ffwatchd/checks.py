@@ -118,6 +118,22 @@ def check_providers(settings: Settings, problems: list[str], warnings: list[str]
                 notes.append(f"device {d}: a real session runs on CUDAExecutionProvider")
 
 
+def check_packages(warnings: list[str], notes: list[str], path: list[str] | None = None) -> None:
+    """Exactly one installed package should own `onnxruntime/` and one `cv2/`: two owners write
+    the same files, the last installed wins, and uninstalling either deletes the folder."""
+    from ffwatchd.install import owners
+
+    for top, fix in (("onnxruntime", "`python -m ffwatchd.install` (add --gpu for CUDA)"),
+                     ("cv2", "`python -m ffwatchd.install`")):
+        got = owners(top, path)
+        names = ", ".join(f"{n} {v}" for n, v in got)
+        if len(got) > 1:
+            warnings.append(f"{len(got)} packages own {top}/ ({names}): the last installed wins and "
+                            f"uninstalling either deletes it; {fix} leaves one")
+        elif got:
+            notes.append(f"{top}/ is owned by {names} alone")
+
+
 def probe_cuda(device_id: int, vram_limit: int) -> list[str]:
     """Providers a real (tiny) session gets when CUDA on `device_id` is asked for."""
     from ffwatchd.faces.sessions import SessionConfig, probe_providers
@@ -224,6 +240,7 @@ def run_checks(settings: Settings) -> tuple[list[str], list[str], list[str]]:
     check_local_dirs(settings, problems, warnings, notes)
     check_queue(settings, problems, notes)
     check_models(settings, warnings, notes)
+    check_packages(warnings, notes)
     check_providers(settings, problems, warnings, notes)
     check_ffmpeg(settings, warnings, notes)
     check_c2pa(settings, problems, notes)

@@ -29,7 +29,7 @@ from ffwatchd.logs import setup_logging
 from ffwatchd.store import JobQueue, open_store
 from ffwatchd.systemd import Notifier
 from ffwatchd.recovery import give_back, lock_state_dir, recover_at_start
-from ffwatchd.safefs import make_private
+from ffwatchd.writefs import make_private
 from ffwatchd.shares import claim_share_folders
 from ffwatchd.worker import worker_main, worker_owner
 

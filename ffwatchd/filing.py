@@ -20,7 +20,7 @@ from ffwatchd.config import WatchSettings
 from ffwatchd.errors import JobError
 from ffwatchd.placing import (TEMP_PREFIX, choose_destination, fsync_dir, place_file,  # noqa: F401 - re-exported
                               with_job_id, write_report)
-from ffwatchd.safefs import Perms, fsync_file, open_folder, split_under
+from ffwatchd.writefs import Perms, fsync_file, open_folder, split_under
 from ffwatchd.shares import ShareUnavailable
 from ffwatchd.sharepaths import folder_roots, rebase
 from ffwatchd.store import Filing, Job

@@ -8,11 +8,12 @@ import errno
 import json
 import logging
 import os
+import socket
 import stat
 from pathlib import Path, PurePosixPath
 
 from ffwatchd.errors import JobError
-from ffwatchd.safefs import Folder, Perms, split_under
+from ffwatchd.writefs import Folder, Perms, split_under
 
 log = logging.getLogger("ffwatchd.filing")
 
@@ -158,7 +159,8 @@ def _link_or_copy(src: Path, folder: Folder, name: str, job_id: int) -> None:
             raise FileExistsError(errno.EEXIST, "exists", str(folder.path / name)) from e
         if e.errno not in (errno.EXDEV, errno.EPERM, errno.ENOTSUP, errno.EMLINK):
             raise
-    tmp = f"{TEMP_PREFIX}{job_id}-{name}.tmp"
+    # Named per process: two hosts copying the same job's file at once never share a partial copy.
+    tmp = f"{TEMP_PREFIX}{job_id}-{socket.gethostname()}.{os.getpid()}-{name}.tmp"
     try:
         folder.copy_in(src, tmp)
         try:

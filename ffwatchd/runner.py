@@ -9,23 +9,27 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import stat as statmod
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ffwatchd import safefs
 from ffwatchd.config import Settings
 from ffwatchd.diskguard import disk_full_error, is_enospc
 from ffwatchd.errors import JobError
 from ffwatchd.filing import Plan, execute_plan, plan_done, plan_failed, result_trusted
 from ffwatchd.ingest import hash_file
 from ffwatchd.jobspec import JobSpec
-from ffwatchd.safefs import LinkRefused, make_private
+from ffwatchd.prefetch import Prefetched, Prefetcher
+from ffwatchd.writefs import LinkRefused, make_private
 from ffwatchd.sharepaths import localize_spec
 from ffwatchd.shares import ShareCheck
 from ffwatchd.sharewait import ShareWaits, _ShareWait
 from ffwatchd.store import Job, JobQueue, TransitionError
+from ffwatchd.verify import SourceHashes, check_sources
 
 log = logging.getLogger(__name__)
 
@@ -204,13 +208,43 @@ class JobRunner(ShareWaits):
         self.settings, self.store, self.pipeline, self.owner = settings, store, pipeline, owner
         self.on_cuda = on_cuda
         self._ffmpeg: str | None = None
+        self._source_hashes = SourceHashes()
         self.heartbeats = Heartbeats(store, owner, settings.workers.lease)
         self.shares = ShareCheck(settings)
+        self.prefetcher = Prefetcher(self._original_problem, getattr(pipeline, "decode_image", None))
+        self._held: dict[int, Lease] = {}
         make_private(settings.temp_dir)
 
     def run(self, job: Job, beat: Any = None) -> Outcome:
         """Process and file one job, start to end."""
         return self.start(job, beat).finish()
+
+    def hold(self, job: Job) -> None:
+        """A job claimed ahead: keep its lease alive from now and, for an image, check and decode
+        its original in the prefetch stage while the current job is inferred."""
+        self._held[job.id] = Lease(self.heartbeats, job).start()
+        if job.kind != "image" or job.filing or job.attempts > job.max_attempts \
+                or getattr(self.pipeline, "decode_image", None) is None:
+            return
+        try:
+            watch = self.settings.watch(job.watch)
+        except KeyError:
+            return                                 # `start` reports it
+        self.prefetcher.submit(job, watch.inbox / job.rel_path)
+
+    def give_back(self, job: Job) -> None:
+        """A job claimed ahead but never started goes back to the queue (attempt not counted)."""
+        self.prefetcher.discard(job.id)
+        lease = self._held.pop(job.id, None)
+        if lease is not None:
+            lease.stop()
+        try:
+            self.store.release(job.id, self.owner, attempt=job.attempts)
+        except TransitionError as e:
+            log.warning("job %d: %s", job.id, e)
+
+    def close(self) -> None:
+        self.prefetcher.close()
 
     def start(self, job: Job, beat: Any = None) -> "Pending":
         """Process one job under its lease; the filing of a success is left to `Pending.finish`,
@@ -219,7 +253,7 @@ class JobRunner(ShareWaits):
                       bytes=job.size)
         if beat is not None:
             self.heartbeats.beat = beat
-        lease = Lease(self.heartbeats, job).start()
+        lease = self._held.pop(job.id, None) or Lease(self.heartbeats, job).start()
         filing = None
         try:
             filing = self._run(job, lease, out)
@@ -231,6 +265,8 @@ class JobRunner(ShareWaits):
         except BaseException:
             lease.stop()
             raise
+        finally:
+            self.prefetcher.discard(job.id)
         return Pending(self, job, lease, out, filing)
 
     # -- the steps ------------------------------------------------------------------------
@@ -256,7 +292,8 @@ class JobRunner(ShareWaits):
                              workdir, lease)
             return None
         original = watch.inbox / job.rel_path
-        problem = self._original_problem(job, original)
+        pre = self.prefetcher.take(job.id)
+        problem = pre.problem if pre is not None else self._original_problem(job, original)
         if problem == _GONE:
             why = self.shares.problem(watch)
             if why:
@@ -268,24 +305,30 @@ class JobRunner(ShareWaits):
         if problem:
             self._fail_without_filing(job, out, "bad_input", problem)
             return None
+        source_error = check_sources(watch, job, self._source_hashes)
+        if source_error is not None:
+            self._failed(watch, job, lease, out, source_error, workdir)
+            return None
         spec = JobSpec.from_snapshot(localize_spec(job.spec, job.sources, watch))
         log.info("job %d: %s %s (attempt %d/%d)", job.id, job.kind, original, job.attempts, job.max_attempts)
         try:
-            result, suffix, frames = self._process(job, spec, original, workdir, lease)
+            result, suffix, frames, write = self._process(job, spec, original, workdir, lease, pre)
             out.frames = frames
         except TransitionError:
             raise
         except Exception as e:  # noqa: BLE001 - every failure ends as a job error with a kind
             self._handle(e, watch, job, lease, out, workdir)
             return None
-        return lambda: self._file_done(watch, job, lease, out, result, suffix, workdir)
+        return lambda: self._file_done(watch, job, lease, out, result, suffix, workdir, write)
 
     def _file_done(self, watch: Any, job: Job, lease: Lease, out: Outcome, result: Path, suffix: str,
-                   workdir: Path) -> None:
+                   workdir: Path, write: Callable[[Path], Any] | None = None) -> None:
         try:
             if lease.should_stop:
                 self._stopped(watch, job, lease, out, workdir)
                 return
+            if write is not None:             # the image's encode, in the filing thread
+                write(result)
             why = self.shares.problem(watch)
             if why:
                 self._wait_for_share(watch, job, lease, why)
@@ -312,13 +355,20 @@ class JobRunner(ShareWaits):
             log.error("job %d: unexpected error", job.id, exc_info=exc)
         self._failed(watch, job, lease, out, err, self.settings.temp_dir / f"job-{job.id}")
 
-    def _process(self, job: Job, spec: JobSpec, original: Path, workdir: Path,
-                 lease: Lease) -> tuple[Path, str, int]:
+    def _process(self, job: Job, spec: JobSpec, original: Path, workdir: Path, lease: Lease,
+                 pre: Prefetched | None = None) -> tuple[Path, str, int, Callable[[Path], Any] | None]:
+        """(result path, suffix, frames, the writer still to run for an image: its encode is
+        left to the filing thread)."""
         if job.kind == "image":   # one temp file, no folder (creating one per job costs a journal wait)
             suffix = self.pipeline.output_suffix(original, spec)
             result = self.settings.temp_dir / f"job-{job.id}.result{suffix}"
-            self.pipeline.process_image(original, result, spec)
-            return result, suffix, 1
+            if getattr(self.pipeline, "render_image", None) is None:
+                self.pipeline.process_image(original, result, spec)
+                return result, suffix, 1, None
+            if pre is not None and pre.error is not None:
+                raise pre.error
+            image = pre.image if pre is not None and pre.image is not None else self.pipeline.decode_image(original)
+            return result, suffix, 1, self.pipeline.render_image(original, image, spec)
         from ffwatchd.media.ffmpeg import find_ffmpeg
 
         if self._ffmpeg is None:
@@ -330,7 +380,7 @@ class JobRunner(ShareWaits):
                                    ffmpeg=self._ffmpeg, max_pixels=self.settings.workers.max_pixels,
                                    on_cuda=self.on_cuda,
                                    progress=lease.set_progress, should_stop=lambda: lease.should_stop)
-        return result, suffix, video.frames
+        return result, suffix, video.frames, None
 
     def _clean_temp(self, job_id: int) -> None:
         """Remove a job's temp folder (videos) and temp result file (images)."""
@@ -339,17 +389,22 @@ class JobRunner(ShareWaits):
             leftover.unlink(missing_ok=True)
 
     def _original_problem(self, job: Job, original: Path) -> str | None:
+        inbox = self.settings.watch(job.watch).inbox
         try:
-            st = original.stat()
+            st = safefs.lstat_below(inbox, original)     # no link on the way is followed
+        except safefs.LinkInPath as e:
+            return f"{original}: {e.filename} is now a symbolic link; it was not followed"
         except FileNotFoundError:
             return _GONE
         except OSError as e:
             return f"{original} cannot be read: {e.strerror}"
+        if not statmod.S_ISREG(st.st_mode):
+            return f"{original} is now {safefs.describe_mode(st.st_mode)}; it was not opened"
         if st.st_size != job.size or abs(st.st_mtime - job.mtime) > 1e-3:
             return (f"{original} changed after it was queued (size {job.size} -> {st.st_size}); "
                     "the new content is queued as its own job")
         try:
-            digest, _state = hash_file(original)
+            digest, _state = hash_file(original, inbox)
         except OSError as e:
             return f"{original} cannot be read: {e.strerror}"
         if digest != job.content_hash:

@@ -1,89 +1,61 @@
-"""Writing on the share without following links: folders are opened one component at a time from
-the configured root (O_NOFOLLOW | O_DIRECTORY), files are created, linked and renamed relative to
-those folder descriptors, and everything written gets the configured modes (never the umask's)."""
+"""Reaching files below a trusted root without following any link: folders opened one by one
+with O_NOFOLLOW, the final name lstat'ed before it is opened, and only regular files opened.
+
+The root itself (an inbox or source root from the config) may be a link; nothing below it may.
+"""
 
 from __future__ import annotations
 
 import errno
 import os
-import stat
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+import stat as statmod
+from pathlib import Path
 
-from ffwatchd.errors import JobError
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-_CHUNK = 1 << 20
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
-@dataclass(frozen=True)
-class Perms:
-    """Modes (and optional group) of the files and folders ffwatchd writes on a share."""
-    file_mode: int = 0o664
-    dir_mode: int = 0o775
-    gid: int | None = None
+class LinkInPath(OSError):
+    """A folder on the way below the root is a symbolic link (or not a folder): not followed."""
 
 
-class LinkRefused(JobError, OSError):
-    """A destination path goes through a symbolic link (or a non-folder) ffwatchd will not follow.
-    Also an OSError, so callers that give up on a failed move give up on this too."""
+class NotRegular(OSError):
+    """The final name is a link, FIFO, device, socket or folder: never opened."""
 
-    def __init__(self, path: Path, what: str = "a symbolic link") -> None:
-        super().__init__("io", f"{path} is {what}; ffwatchd never writes through links "
-                               "(remove it, or make it a real folder)", transient=False)
-        self.path = path
+    def __init__(self, path: Path, what: str) -> None:
+        super().__init__(errno.EINVAL, f"{what}, not a regular file; it was not opened", str(path))
+        self.what = what
 
 
-def apply_perms(fd: int, perms: Perms, is_dir: bool) -> None:
-    """Set mode and group explicitly on an open file or folder (the umask does not decide)."""
-    if perms.gid is not None:
-        os.fchown(fd, -1, perms.gid)
-    os.fchmod(fd, perms.dir_mode if is_dir else perms.file_mode)
+def describe_mode(mode: int) -> str:
+    """'a symbolic link', 'a FIFO', ... for what a name is when it is not a regular file."""
+    for test, what in ((statmod.S_ISLNK, "a symbolic link"), (statmod.S_ISFIFO, "a FIFO"),
+                       (statmod.S_ISCHR, "a character device"), (statmod.S_ISBLK, "a block device"),
+                       (statmod.S_ISSOCK, "a socket"), (statmod.S_ISDIR, "a folder")):
+        if test(mode):
+            return what
+    return "not a regular file"
 
 
-def _refuse_if_not_folder(parent_fd: int, name: str, where: Path) -> None:
+def relative_parts(root: Path, path: Path) -> tuple[str, ...]:
+    """`path`'s components below `root`; ValueError when it is not below it."""
+    parts = Path(os.path.abspath(path)).relative_to(os.path.abspath(root)).parts
+    if not parts or any(p in ("..", ".") for p in parts):
+        raise ValueError(f"{path} is not below {root}")
+    return parts
+
+
+def open_dir(root: Path, parts: tuple[str, ...] | list[str]) -> int:
+    """An fd of folder `root/parts...`, no component below `root` followed if it is a link."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return
-    if stat.S_ISLNK(st.st_mode):
-        raise LinkRefused(where)
-    if not stat.S_ISDIR(st.st_mode):
-        raise LinkRefused(where, "not a folder")
-
-
-def open_folder(root: Path, rel: str | PurePosixPath, perms: Perms | None, *, create: bool = True) -> int:
-    """A descriptor of `root/rel`. `root` is the configured folder (opened as configured); below
-    it no link is followed, and missing folders are made with `perms` (None: never made)."""
-    fd = os.open(root, _DIR_FLAGS)
-    where = Path(root)
-    try:
-        for part in PurePosixPath(rel).parts:
-            if part in ("", ".", ".."):
-                raise LinkRefused(where / part, "not a plain folder name")
-            where = where / part
+        for i, name in enumerate(parts):
             try:
-                nfd = os.open(part, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
-            except FileNotFoundError:
-                if not create or perms is None:
-                    raise
-                try:
-                    os.mkdir(part, 0o700, dir_fd=fd)
-                    made = True
-                except FileExistsError:
-                    made = False
-                try:
-                    nfd = os.open(part, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
-                except OSError as e:
-                    if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                        _refuse_if_not_folder(fd, part, where)
-                    raise
-                if made:
-                    apply_perms(nfd, perms, True)
-                    _fsync_quiet(fd)
+                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
             except OSError as e:
                 if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                    _refuse_if_not_folder(fd, part, where)
+                    where = Path(root, *parts[:i + 1])
+                    raise LinkInPath(e.errno, "a symbolic link or not a folder; not followed", str(where)) from None
                 raise
             os.close(fd)
             fd = nfd
@@ -93,125 +65,47 @@ def open_folder(root: Path, rel: str | PurePosixPath, perms: Perms | None, *, cr
     return fd
 
 
-def _fsync_quiet(fd: int) -> None:
+def lstat_below(root: Path, path: Path) -> os.stat_result:
+    """lstat of `path`, refusing (LinkInPath) when a folder between `root` and it is a link."""
+    parts = relative_parts(root, path)
+    fd = open_dir(root, parts[:-1])
     try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some network filesystems refuse fsync on folders; the data itself was synced
+        return os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+    finally:
+        os.close(fd)
 
 
-class Folder:
-    """An open destination folder; every operation is relative to it and never follows a link."""
-
-    def __init__(self, root: Path, rel: str | PurePosixPath, perms: Perms) -> None:
-        self.path = Path(root, rel)
-        self.perms = perms
-        self.fd = open_folder(root, rel, perms)
-
-    def __enter__(self) -> "Folder":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    def lstat(self, name: str) -> os.stat_result | None:
-        try:
-            return os.stat(name, dir_fd=self.fd, follow_symlinks=False)
-        except FileNotFoundError:
-            return None
-
-    def sync(self) -> None:
-        _fsync_quiet(self.fd)
-
-    def unlink(self, name: str) -> None:
-        os.unlink(name, dir_fd=self.fd)
-
-    def link_from(self, src: Path, name: str) -> None:
-        """Hard-link `src` (a path outside, never a link followed) as `name`; EEXIST when taken."""
-        os.link(src, name, dst_dir_fd=self.fd, follow_symlinks=False)
-
-    def chmod_entry(self, name: str, is_dir: bool = False) -> None:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self.fd)
-        try:
-            apply_perms(fd, self.perms, is_dir)
-        finally:
-            os.close(fd)
-
-    def copy_in(self, src: Path, tmp_name: str) -> None:
-        """Copy `src` to a new hidden `tmp_name` here, synced, with the configured mode."""
-        try:
-            os.unlink(tmp_name, dir_fd=self.fd)        # what an earlier attempt left (ours: hidden name)
-        except FileNotFoundError:
-            pass
-        sfd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            dfd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                          0o600, dir_fd=self.fd)
-            try:
-                while True:
-                    chunk = os.read(sfd, _CHUNK)
-                    if not chunk:
-                        break
-                    view = memoryview(chunk)
-                    while view:
-                        view = view[os.write(dfd, view):]
-                st = os.fstat(sfd)
-                os.utime(dfd, ns=(st.st_atime_ns, st.st_mtime_ns))
-                apply_perms(dfd, self.perms, False)
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
-        finally:
-            os.close(sfd)
-
-    def write_new(self, tmp_name: str, data: bytes) -> None:
-        """Write `data` to the hidden `tmp_name` (replacing an earlier attempt's), synced."""
-        try:
-            os.unlink(tmp_name, dir_fd=self.fd)
-        except FileNotFoundError:
-            pass
-        fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600, dir_fd=self.fd)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            apply_perms(fd, self.perms, False)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    def link_here(self, src_name: str, name: str) -> None:
-        os.link(src_name, name, src_dir_fd=self.fd, dst_dir_fd=self.fd, follow_symlinks=False)
-
-    def rename_here(self, src_name: str, name: str) -> None:
-        """Rename within this folder, replacing `name` (only for our own hidden temp names and reports)."""
-        os.rename(src_name, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
-
-
-def split_under(root: Path, dest: Path) -> tuple[PurePosixPath, str]:
-    """(folder relative to root, file name) of `dest`, which must lie under `root`."""
-    rel = PurePosixPath(Path(dest).relative_to(root).as_posix())
-    return rel.parent, rel.name
-
-
-def make_private(path: Path) -> None:
-    """A local folder of the daemon's own (state_dir, temp_dir): made 0700 when ffwatchd makes it."""
-    path = Path(path)
-    if not path.is_dir():
-        path.mkdir(parents=True, exist_ok=True)
-        os.chmod(path, 0o700)
-
-
-def fsync_file(path: Path) -> None:
-    """Make a file's data durable (before it is linked into place)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+def open_regular(root: Path, path: Path) -> int:
+    """A read-only fd of the regular file `path` below `root`; never follows a link on the way,
+    never opens a FIFO, device or socket (NotRegular), checks the opened file again (fstat)."""
+    parts = relative_parts(root, path)
+    fd = open_dir(root, parts[:-1])
     try:
-        os.fsync(fd)
+        st = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+        if not statmod.S_ISREG(st.st_mode):
+            raise NotRegular(path, describe_mode(st.st_mode))
+        ffd = os.open(parts[-1], _FILE_FLAGS, dir_fd=fd)
+    finally:
+        os.close(fd)
+    st = os.fstat(ffd)
+    if not statmod.S_ISREG(st.st_mode):     # swapped between the lstat and the open
+        os.close(ffd)
+        raise NotRegular(path, describe_mode(st.st_mode))
+    return ffd
+
+
+def read_regular(root: Path, path: Path, limit: int) -> bytes:
+    """Up to `limit` + 1 bytes of a regular file below `root` (the caller sees an overflow)."""
+    fd = open_regular(root, path)
+    try:
+        chunks: list[bytes] = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
     finally:
         os.close(fd)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ffwatchd.config import Settings, WatchSettings
-from ffwatchd.safefs import apply_perms
+from ffwatchd.writefs import apply_perms
 
 log = logging.getLogger(__name__)
 

@@ -145,8 +145,19 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
             store.stats.expired_leases = 0
         return job
 
+    def claim_ahead(done: int) -> Any:
+        """The next job, claimed now so the prefetch stage checks and decodes it meanwhile."""
+        if stop.is_set() or not claim_ok.is_set() or done + 1 >= w.recycle_after:
+            return None
+        wake.clear()
+        ahead = claim()
+        if ahead is not None:
+            runner.hold(ahead)
+        return ahead
+
     done = 0
-    job = None                                         # claimed ahead, while the last one waits to be filed
+    job = None                                         # claimed ahead: held, its image decoding meanwhile
+    ahead = None
     try:
         while not stop.is_set():
             if os.getppid() != parent:
@@ -167,16 +178,18 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
                     report_pending()
                     wait_for_work(store, wake, stop)
                     continue
+            # An image's successor is claimed before it runs: its check and decode overlap this
+            # one's inference, and this one's encode and filing overlap the successor's.
+            ahead = claim_ahead(done) if job.kind == "image" else None
             events.put(("start", index, job.id, time.time()))
             processed = runner.start(job, beat=lambda job_id: events.put(("beat", index, job_id, time.time())))
             report_pending()
             done += 1
-            # Claim the next job before filing this one: the filing's durable commit would
+            job = ahead
+            # Otherwise claim the next job before filing this one: the filing's durable commit would
             # otherwise hold the database while the claim waits.
-            job = None
-            if not processed.out.fatal and not stop.is_set() and claim_ok.is_set() and done < w.recycle_after:
-                wake.clear()
-                job = claim()
+            if job is None and not processed.out.fatal:
+                job = claim_ahead(done - 1)
             pending = filer.submit(processed.finish)
             if processed.out.fatal:
                 log.warning("job %d hit the memory ceiling; this worker exits so a fresh one takes over",
@@ -184,8 +197,10 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
                 break
     finally:
         report_pending()
-        if job is not None:                            # claimed ahead but never started
-            store.release(job.id, owner, attempt=job.attempts)
+        for held in (job, ahead if ahead is not job else None):
+            if held is not None:                       # claimed ahead but never started
+                runner.give_back(held)
+        runner.close()
         filer.shutdown()
         runner.heartbeats.registered = False
         store.remove_worker(owner)

@@ -11,9 +11,10 @@ import logging
 import os
 import shutil
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 import onnxruntime as ort
@@ -32,7 +33,8 @@ from ffwatchd.faces.sessions import SessionConfig, probe_providers, provider_kin
 from ffwatchd.faces.swap import Swapper
 from ffwatchd.faces.types import Embedding, Face, Frame
 from ffwatchd.jobspec import JobSpec
-from ffwatchd.media.image import SUFFIXES, encode_image, read_image, output_format, sniff_format, write_image
+from ffwatchd.media.image import (SUFFIXES, DecodedImage, encode_image, read_image, output_format, sniff_format,
+                                  write_image)
 from ffwatchd.media.provenance import Provenance, job_provenance, label_text
 
 if TYPE_CHECKING:
@@ -296,17 +298,25 @@ class Pipeline:
 
     def process_image(self, target: Path, output: Path, spec: JobSpec) -> ImageResult:
         """Run one image job, writing exactly `output`; JobError on failure."""
-        target, output = Path(target), Path(output)
-        try:
-            return self._process_image(target, output, spec)
-        except MemoryError as e:
-            raise JobError("memory", f"out of memory processing {target.name}") from e
-        except (cv2.error, ort.capi.onnxruntime_pybind11_state.Fail,
-                ort.capi.onnxruntime_pybind11_state.RuntimeException) as e:
-            raise JobError("internal", f"processing {target.name} failed: {e}") from e
+        return self.render_image(target, self.decode_image(target), spec)(output)
 
-    def _process_image(self, target: Path, output: Path, spec: JobSpec) -> ImageResult:
-        image = read_image(target, self.max_pixels)
+    # The three stages of `process_image`, which a worker runs in different threads so the decode
+    # of the next image and the encode of the last overlap with this one's inference.
+
+    def decode_image(self, target: Path) -> DecodedImage:
+        """Stage 1: read and decode (size checked from the header first)."""
+        target = Path(target)
+        with _job_errors(target):
+            return read_image(target, self.max_pixels)
+
+    def render_image(self, target: Path, image: DecodedImage, spec: JobSpec) -> "Callable[[Path], ImageResult]":
+        """Stage 2: inference on the decoded image; returns stage 3, the writer of the output
+        (encode, provenance), to call with the output path. `no_face` is raised here."""
+        target = Path(target)
+        with _job_errors(target):
+            return self._render_image(target, image, spec)
+
+    def _render_image(self, target: Path, image: DecodedImage, spec: JobSpec) -> "Callable[[Path], ImageResult]":
         processor = self.prepare(spec)
         frame, faces = processor.process_frame(image.bgr)
         fmt = output_format(image.format, spec.output.format)
@@ -319,23 +329,45 @@ class Pipeline:
                 raise JobError("no_face", f"no face found in {target.name} ({where}); "
                                           "on_no_face: copy would pass it through unchanged")
             log.info("no face in %s (%s); on_no_face: copy", target.name, where)
-            if fmt == image.format:
-                copy_file(target, output)
-            else:
-                write_image(output, image.bgr, fmt, alpha=image.alpha, quality=spec.output.image_quality,
-                            exif=image.exif, icc_profile=image.icc_profile)
-            return ImageResult(0, [], [], fmt.lower(), copied=True)
+
+            def write_copy(output: Path) -> ImageResult:
+                with _job_errors(target):
+                    if fmt == image.format:
+                        copy_file(target, Path(output))
+                    else:
+                        write_image(Path(output), image.bgr, fmt, alpha=image.alpha,
+                                    quality=spec.output.image_quality, exif=image.exif,
+                                    icc_profile=image.icc_profile)
+                return ImageResult(0, [], [], fmt.lower(), copied=True)
+            return write_copy
         prov = self.provenance_for(processor, faces)
-        signer = self.signer() if prov is not None else None
-        data = encode_image(frame, fmt, alpha=image.alpha, quality=spec.output.image_quality,
-                            exif=image.exif, icc_profile=image.icc_profile,
-                            provenance=prov if self.provenance else None)
-        if signer is not None:
-            signer.sign(data, output, original=target, original_sha256=sha256_of(target), provenance=prov)
-        else:
-            write_bytes(output, data)
-        return ImageResult(faces, list(spec.processors), list(processor.models_used), fmt.lower(),
-                           provenance=prov.as_dict() if prov else None, signed=signer is not None)
+
+        def write(output: Path) -> ImageResult:
+            output = Path(output)
+            with _job_errors(target):
+                signer = self.signer() if prov is not None else None
+                data = encode_image(frame, fmt, alpha=image.alpha, quality=spec.output.image_quality,
+                                    exif=image.exif, icc_profile=image.icc_profile,
+                                    provenance=prov if self.provenance else None)
+                if signer is not None:
+                    signer.sign(data, output, original=target, original_sha256=sha256_of(target), provenance=prov)
+                else:
+                    write_bytes(output, data)
+            return ImageResult(faces, list(spec.processors), list(processor.models_used), fmt.lower(),
+                               provenance=prov.as_dict() if prov else None, signed=signer is not None)
+        return write
+
+
+@contextmanager
+def _job_errors(target: Path) -> Iterator[None]:
+    """Library errors of one image's stages as JobErrors naming the file."""
+    try:
+        yield
+    except MemoryError as e:
+        raise JobError("memory", f"out of memory processing {target.name}") from e
+    except (cv2.error, ort.capi.onnxruntime_pybind11_state.Fail,
+            ort.capi.onnxruntime_pybind11_state.RuntimeException) as e:
+        raise JobError("internal", f"processing {target.name} failed: {e}") from e
 
 
 def sha256_of(path: Path) -> str:

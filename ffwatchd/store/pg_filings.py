@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 
-from ffwatchd.store.contract import Filing, Job, TransitionError
+from ffwatchd.store.contract import Filing, Job, TransitionError, decode_path, encode_path
 
 # Migration 5, like SQLite's: the id is made once, with the table, on the server.
 FILINGS_MIGRATION = """
@@ -47,16 +47,16 @@ class PgFilings:
                VALUES (%s, %s, %s, %s, %s, %s, %s)
                ON CONFLICT (watch, folder, rel_path) DO UPDATE SET size = excluded.size,
                  inode = excluded.inode, filed_at = excluded.filed_at, job_id = excluded.job_id""",
-            (f.watch, f.folder, f.rel_path, f.size, f.inode, f.filed_at, f.job_id)))
+            (f.watch, f.folder, encode_path(f.rel_path), f.size, f.inode, f.filed_at, f.job_id)))
 
     def filings(self, watch: str, folder: str) -> dict[str, Filing]:
         rows = self._run(lambda cur: cur.execute("SELECT * FROM filings WHERE watch = %s AND folder = %s",
                                                  (watch, folder)).fetchall())
-        return {r["rel_path"]: Filing(**r) for r in rows}
+        return {decode_path(r["rel_path"]): Filing(**{**r, "rel_path": decode_path(r["rel_path"])}) for r in rows}
 
     def forget_filing(self, watch: str, folder: str, rel_path: str) -> None:
         self._run(lambda cur: cur.execute("DELETE FROM filings WHERE watch = %s AND folder = %s AND rel_path = %s",
-                                          (watch, folder, rel_path)))
+                                          (watch, folder, encode_path(rel_path))))
 
     def finish_filed(self, job_id: int, *, output_path: str | None) -> Job:
         from ffwatchd.store.pg_batches import NOW

@@ -16,7 +16,8 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Json
 
 from ffwatchd.store.contract import (FINISHED, KINDS, STATES, Heartbeat, Job, JobQueue, NotFound,
-                                     Stats, TransitionError)
+                                     Stats, TransitionError, decode_json, decode_path, encode_json,
+                                     encode_path, printable)
 from ffwatchd.store.pg_batches import NOW, PostgresBatches
 from ffwatchd.store.pg_cluster import PgClusterVerbs
 from ffwatchd.store.pg_filings import PgFilings
@@ -37,12 +38,23 @@ class QueueUnavailable(ConnectionError):
     """The database could not be reached again within the reconnect window."""
 
 
+_JSON_COLUMNS = ("spec", "sources", "sidecars", "filing", "worker")
+
+
 def _job(row: dict[str, Any]) -> Job:
-    return Job(**row)
+    """A row as a Job: paths and JSON strings back from their stored form (names need not be UTF-8)."""
+    values = dict(row)
+    for key in ("rel_path", "output_path", "batch"):
+        if key in values:
+            values[key] = decode_path(values[key])
+    for key in _JSON_COLUMNS:
+        values[key] = decode_json(values[key])
+    return Job(**values)
 
 
 def _json(value: Any) -> Json | None:
-    return Json(value) if value is not None else None
+    """jsonb refuses lone surrogates, so every string goes in its `encode_path` form."""
+    return Json(encode_json(value)) if value is not None else None
 
 
 class PostgresJobStore(PostgresBatches, PgClusterVerbs, PgFilings, JobQueue):
@@ -70,35 +82,41 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, PgFilings, JobQueue):
         self.stats = Stats()
         self._lock = threading.RLock()
         self._listen_lock = threading.Lock()
-        self._conn: psycopg.Connection | None = None
+        # "durable": every commit waits for the WAL flush; "fast": synchronous_commit off for the
+        # verbs whose loss in a database crash is safe (claim, heartbeat, finish; see _run).
+        self._conns: dict[str, psycopg.Connection | None] = {"durable": None, "fast": None}
         self._listener: psycopg.Connection | None = None
         self._closed = False
-        self._conn = self._new_connection()     # the first connection fails at once, with its reason
+        self._conns["durable"] = self._new_connection()   # the first connection fails at once, with its reason
         if migrate_schema:
             with self._lock:
                 migrate(self._connect(), self.where)
 
     # -- plumbing ---------------------------------------------------------------------
 
-    def _new_connection(self) -> psycopg.Connection:
+    def _new_connection(self, kind: str = "durable") -> psycopg.Connection:
         kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(1, int(self.connect_timeout)),
                                   "application_name": "ffwatchd"}
         if self._password is not None:
             kwargs["password"] = self._password
-        return psycopg.connect(self.url, **kwargs)
+        conn = psycopg.connect(self.url, **kwargs)
+        if kind == "fast":
+            conn.execute("SET synchronous_commit TO off")
+        return conn
 
-    def _connect(self) -> psycopg.Connection:
-        """The store's connection, opened again (with retries) when it was lost."""
+    def _connect(self, kind: str = "durable") -> psycopg.Connection:
+        """The store's connection of that kind, opened again (with retries) when it was lost."""
         if self._closed:
             raise psycopg.InterfaceError(f"{self.where}: the job store is closed")
-        if self._conn is not None and not self._conn.closed and not self._conn.broken:
-            return self._conn
+        conn = self._conns[kind]
+        if conn is not None and not conn.closed and not conn.broken:
+            return conn
         deadline = time.monotonic() + self.reconnect_for
         delay = 0.2
         while True:
             try:
-                self._conn = self._new_connection()
-                return self._conn
+                self._conns[kind] = conn = self._new_connection(kind)
+                return conn
             except psycopg.OperationalError as e:
                 if time.monotonic() + delay > deadline:
                     raise QueueUnavailable(f"job queue {self.where} unreachable for {self.reconnect_for:.0f} s: "
@@ -108,13 +126,23 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, PgFilings, JobQueue):
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    def _run(self, body: Callable[[psycopg.Cursor], T]) -> T:
-        """Run `body` in one transaction; on a lost connection, reconnect and run it again."""
+    def _run(self, body: Callable[[psycopg.Cursor], T], durable: bool = True, single: bool = False) -> T:
+        """Run `body` in one transaction; on a lost connection, reconnect and run it again.
+
+        `durable=False` commits without waiting for the WAL flush (as SQLite's store commits
+        without a sync): for claims, heartbeats and `finish`, whose loss in a database crash
+        is safe -- the fenced, durable filing plan (`set_filing`) gates every file move.
+        `single`: the body's one write is a statement of its own (no BEGIN/COMMIT round
+        trips); whatever it reads after that only explains a refusal."""
+        kind = "durable" if durable else "fast"
         with self._lock:
             deadline: float | None = None
             while True:
-                conn = self._connect()
+                conn = self._connect(kind)
                 try:
+                    if single:
+                        with conn.cursor(row_factory=dict_row) as cur:
+                            return body(cur)
                     with conn.transaction():
                         with conn.cursor(row_factory=dict_row) as cur:
                             return body(cur)
@@ -126,7 +154,7 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, PgFilings, JobQueue):
                         raise QueueUnavailable(f"job queue {self.where}: connection lost ({e})") from e
                     log.warning("job queue %s: connection lost (%s); reconnecting to run the "
                                 "transaction again", self.where, str(e).strip() or e.__class__.__name__)
-                    self._conn = None
+                    self._conns[kind] = None
 
     def _params(self, **values: Any) -> dict[str, Any]:
         values["now"] = self._clock() if self._clock is not None else None
@@ -138,8 +166,9 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, PgFilings, JobQueue):
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            if self._conn is not None:
-                self._conn.close()
+            for conn in self._conns.values():
+                if conn is not None:
+                    conn.close()
         with self._listen_lock:
             if self._listener is not None:
                 self._listener.close()
@@ -178,10 +207,11 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, PgFilings, JobQueue):
                 batch: str | None = None) -> tuple[Job, bool]:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        rel_path = encode_path(rel_path)
         p = self._params(watch=watch, rel_path=rel_path, size=size, mtime=mtime, hash=content_hash,
-                         kind=kind, priority=priority, spec=Json(spec), sources=Json(list(sources)),
-                         sidecars=Json(list(sidecars)), max_attempts=max_attempts or self.max_attempts,
-                         batch=batch)
+                         kind=kind, priority=priority, spec=_json(spec), sources=_json(list(sources)),
+                         sidecars=_json(list(sidecars)), max_attempts=max_attempts or self.max_attempts,
+                         batch=encode_path(batch))
 
         def body(cur: psycopg.Cursor) -> tuple[Job, bool]:
             row = cur.execute(
@@ -209,9 +239,11 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, PgFilings, JobQueue):
                        sidecars: Sequence[str] = (), batch: str | None = None) -> tuple[Job, bool]:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        rel_path = encode_path(rel_path)
         p = self._params(watch=watch, rel_path=rel_path, size=size, mtime=mtime, hash=content_hash,
-                         kind=kind, spec=Json(spec or {}), sidecars=Json(list(sidecars)),
-                         max_attempts=self.max_attempts, error_kind=error_kind, message=message, batch=batch)
+                         kind=kind, spec=_json(spec or {}), sidecars=_json(list(sidecars)),
+                         max_attempts=self.max_attempts, error_kind=error_kind, message=printable(message),
+                         batch=encode_path(batch))
 
         def body(cur: psycopg.Cursor) -> tuple[Job, bool]:
             row = cur.execute(
@@ -228,17 +260,18 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, PgFilings, JobQueue):
             return self._existing(cur, watch, rel_path, content_hash), False
         return self._run(body)
 
+    # Running jobs whose lease ran out go back to the queue (see sqlite.py for why always).
+    _EXPIRE = f"""UPDATE jobs SET state = 'queued', queued_at = {NOW}, not_before = 0,
+                    error_kind = 'worker_crashed',
+                    error_message = 'the worker holding this job stopped heartbeating (lease of ' ||
+                                    coalesce(lease_owner, '?') || ' expired)',
+                    lease_owner = NULL, lease_until = NULL
+                  WHERE id IN (SELECT id FROM jobs WHERE state = 'running' AND lease_until < {NOW}
+                               FOR UPDATE SKIP LOCKED)
+                  RETURNING id"""
+
     def _expire_leases(self, cur: psycopg.Cursor, p: dict[str, Any]) -> list[int]:
-        """Running jobs whose lease ran out go back to the queue (see sqlite.py for why always)."""
-        rows = cur.execute(
-            f"""UPDATE jobs SET state = 'queued', queued_at = {NOW}, not_before = 0,
-                  error_kind = 'worker_crashed',
-                  error_message = 'the worker holding this job stopped heartbeating (lease of ' ||
-                                  coalesce(lease_owner, '?') || ' expired)',
-                  lease_owner = NULL, lease_until = NULL
-                WHERE id IN (SELECT id FROM jobs WHERE state = 'running' AND lease_until < {NOW}
-                             FOR UPDATE SKIP LOCKED)
-                RETURNING id""", p).fetchall()
+        rows = cur.execute(self._EXPIRE, p).fetchall()
         if rows:
             self._notify(cur)
         self.stats.expired_leases += len(rows)
@@ -272,19 +305,36 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, PgFilings, JobQueue):
                          watches=list(watches) if watches is not None else None)
         watch_filter = "AND watch = ANY(%(watches)s)" if watches is not None else ""
 
+        # One statement (one round trip): expired leases back to the queue (announced), then
+        # the next ready job. Both parts see the same snapshot, so when leases were freed and
+        # nothing else was ready, the statement runs once more to claim one of them.
+        sql = f"""WITH expired AS ({self._EXPIRE}),
+                       announced AS (SELECT pg_notify('{CHANNEL}', '') FROM (SELECT 1 FROM expired LIMIT 1) e),
+                       claimed AS (
+                           UPDATE jobs SET state = 'running', lease_owner = %(owner)s,
+                                           lease_until = {NOW} + %(lease)s, attempts = attempts + 1,
+                                           started_at = {NOW}, worker = coalesce(%(worker)s::json, worker)
+                           WHERE id = (SELECT id FROM jobs
+                                       WHERE state = 'queued' AND not_before <= {NOW} {watch_filter}
+                                       ORDER BY priority DESC, queued_at, id
+                                       FOR UPDATE SKIP LOCKED LIMIT 1)
+                           RETURNING *)
+                  SELECT claimed.*, (SELECT count(*) FROM expired) AS expired_n,
+                         (SELECT count(*) FROM announced) AS announced_n
+                  FROM (SELECT 1) AS one LEFT JOIN claimed ON true"""
+
         def body(cur: psycopg.Cursor) -> Job | None:
-            self._expire_leases(cur, p)
-            row = cur.execute(
-                f"""UPDATE jobs SET state = 'running', lease_owner = %(owner)s,
-                                    lease_until = {NOW} + %(lease)s, attempts = attempts + 1,
-                                    started_at = {NOW}, worker = coalesce(%(worker)s::json, worker)
-                    WHERE id = (SELECT id FROM jobs
-                                WHERE state = 'queued' AND not_before <= {NOW} {watch_filter}
-                                ORDER BY priority DESC, queued_at, id
-                                FOR UPDATE SKIP LOCKED LIMIT 1)
-                    RETURNING *""", p).fetchone()
-            return _job(row) if row is not None else None
-        return self._run(body)
+            for _ in range(2):
+                row = cur.execute(sql, p).fetchone()
+                expired = row.pop("expired_n")
+                row.pop("announced_n")
+                self.stats.expired_leases += expired
+                if row["id"] is not None:
+                    return _job(row)
+                if not expired:
+                    break
+            return None
+        return self._run(body, durable=False, single=True)
 
     def heartbeat(self, job_id: int, owner: str, lease: float, *,
                   progress: tuple[int, int] | None = None, attempt: int | None = None) -> Heartbeat:
@@ -305,7 +355,7 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, PgFilings, JobQueue):
                     and (attempt is None or row["attempts"] == attempt):
                 return Heartbeat("cancelled")
             return Heartbeat("lost")
-        return self._run(body)
+        return self._run(body, durable=False, single=True)
 
     def _refused(self, cur: psycopg.Cursor, job_id: int, owner: str, attempt: int | None,
                  check_lease: bool, p: dict[str, Any]) -> TransitionError:
@@ -326,7 +376,7 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, PgFilings, JobQueue):
               "AND (%(attempt)s::int IS NULL OR attempts = %(attempt)s::int)")
 
     def _fenced(self, job_id: int, owner: str, attempt: int | None, set_sql: str,
-                check_lease: bool = False, notify: bool = False, **values: Any) -> Job:
+                check_lease: bool = False, notify: bool = False, durable: bool = True, **values: Any) -> Job:
         """One fenced update: applies only while `owner` holds the job on `attempt`."""
         p = self._params(id=job_id, owner=owner, attempt=attempt, **values)
         where = self._FENCE + (f" AND lease_until >= {NOW}" if check_lease else "")
@@ -338,14 +388,15 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, PgFilings, JobQueue):
             if notify:
                 self._notify(cur)
             return _job(row)
-        return self._run(body)
+        # Without a NOTIFY the update is the one write: a statement of its own.
+        return self._run(body, durable, single=not notify)
 
     def set_filing(self, job_id: int, owner: str, filing: dict | None, *, attempt: int | None = None) -> None:
         self._fenced(job_id, owner, attempt, "filing = %(filing)s", check_lease=True, filing=_json(filing))
 
     def set_output(self, job_id: int, output_path: str | None) -> None:
         self._run(lambda cur: cur.execute("UPDATE jobs SET output_path = %s WHERE id = %s",
-                                          (output_path, job_id)))
+                                          (encode_path(output_path), job_id)))
 
     def finish(self, job_id: int, owner: str, *, output_path: str | None,
                attempt: int | None = None) -> Job:
@@ -353,7 +404,7 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, PgFilings, JobQueue):
                             f"""state = 'done', finished_at = {NOW}, output_path = %(output)s,
                                 lease_until = NULL, error_kind = NULL, error_message = NULL,
                                 progress_done = coalesce(progress_total, progress_done)""",
-                            output=output_path)
+                            durable=False, output=encode_path(output_path))
 
     def fail(self, job_id: int, owner: str, *, error_kind: str, message: str, transient: bool,
              attempt: int | None = None) -> Job:
@@ -368,7 +419,7 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, PgFilings, JobQueue):
                 lease_owner = CASE WHEN %(transient)s AND attempts < max_attempts THEN NULL ELSE lease_owner END,
                 finished_at = CASE WHEN %(transient)s AND attempts < max_attempts THEN finished_at ELSE {NOW} END,
                 lease_until = NULL, error_kind = %(kind)s, error_message = %(message)s""",
-            transient=transient, backoff=float(self.retry_backoff), kind=error_kind, message=message)
+            transient=transient, backoff=float(self.retry_backoff), kind=error_kind, message=printable(message))
         if job.state == "queued":
             self.stats.retries += 1
         return job
@@ -469,13 +520,13 @@ class PostgresJobStore(PostgresBatches, PgClusterVerbs, PgFilings, JobQueue):
     def find(self, watch: str, rel_path: str, content_hash: str) -> Job | None:
         row = self._run(lambda cur: cur.execute(
             "SELECT * FROM jobs WHERE watch = %s AND rel_path = %s AND content_hash = %s",
-            (watch, rel_path, content_hash)).fetchone())
+            (watch, encode_path(rel_path), content_hash)).fetchone())
         return _job(row) if row is not None else None
 
     def find_active(self, watch: str, rel_path: str) -> Job | None:
         row = self._run(lambda cur: cur.execute(
             """SELECT * FROM jobs WHERE watch = %s AND rel_path = %s AND state IN ('queued', 'running')
-               ORDER BY id DESC LIMIT 1""", (watch, rel_path)).fetchone())
+               ORDER BY id DESC LIMIT 1""", (watch, encode_path(rel_path))).fetchone())
         return _job(row) if row is not None else None
 
     def counts(self) -> dict[str, int]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Sequence
 
 from ffwatchd.store.contract import (FINISHED, KINDS, STATES, Filing, Heartbeat, Job, JobQueue, NotFound,
+                                     decode_path, encode_path, printable,
                                      Stats, TransitionError, WorkerRow, always_granted)
 from ffwatchd.store.sqlite_batches import SqliteBatches
 
@@ -149,6 +150,10 @@ _JSON_COLUMNS = {"spec", "sources", "sidecars", "filing", "worker"}
 def _job(row: sqlite3.Row) -> Job:
     values = {k: (json.loads(row[k]) if k in _JSON_COLUMNS and row[k] is not None else row[k])
               for k in row.keys()}
+    values["rel_path"] = decode_path(values["rel_path"])
+    values["output_path"] = decode_path(values["output_path"])
+    if "batch" in values:
+        values["batch"] = decode_path(values["batch"])
     return Job(**values)
 
 
@@ -159,9 +164,12 @@ class SqliteJobStore(SqliteBatches, JobQueue):
 
     def __init__(self, path: str | Path, *, max_attempts: int = 3, retry_backoff: float = 30.0,
                  busy_timeout: float = 30.0, clock: Callable[[], float] = time.time,
-                 migrate_schema: bool = True) -> None:
+                 synchronous: str = "normal", migrate_schema: bool = True) -> None:
+        if synchronous not in ("normal", "full"):
+            raise ValueError(f"synchronous must be normal or full, not {synchronous!r}")
         self.path = Path(path)
         self.where = f"sqlite {self.path}"
+        self.sync_all = synchronous == "full"      # every commit synced, not only the durable ones
         self.max_attempts = max_attempts
         self.retry_backoff = retry_backoff
         self.clock = clock
@@ -176,7 +184,7 @@ class SqliteJobStore(SqliteBatches, JobQueue):
         mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if mode.lower() != "wal":
             raise sqlite3.OperationalError(f"{self.path}: WAL mode refused (got {mode}); is it on a network filesystem?")
-        self._db.execute("PRAGMA synchronous = NORMAL")
+        self._db.execute("PRAGMA synchronous = FULL" if self.sync_all else "PRAGMA synchronous = NORMAL")
         if migrate_schema:
             self._migrate()
 
@@ -224,22 +232,26 @@ class SqliteJobStore(SqliteBatches, JobQueue):
                           VALUES (?, ?, ?, ?, ?, ?, ?)
                           ON CONFLICT (watch, folder, rel_path) DO UPDATE SET size = excluded.size,
                             inode = excluded.inode, filed_at = excluded.filed_at, job_id = excluded.job_id""",
-                       (f.watch, f.folder, f.rel_path, f.size, f.inode, f.filed_at, f.job_id))
+                       (f.watch, f.folder, encode_path(f.rel_path), f.size, f.inode, f.filed_at, f.job_id))
 
     def filings(self, watch: str, folder: str) -> dict[str, Filing]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM filings WHERE watch = ? AND folder = ?",
                                     (watch, folder)).fetchall()
-        return {r["rel_path"]: Filing(**dict(r)) for r in rows}
+        out = {}
+        for r in rows:
+            rel = decode_path(r["rel_path"])
+            out[rel] = Filing(**{**dict(r), "rel_path": rel})
+        return out
 
     def forget_filing(self, watch: str, folder: str, rel_path: str) -> None:
         with self._write() as db:
             db.execute("DELETE FROM filings WHERE watch = ? AND folder = ? AND rel_path = ?",
-                       (watch, folder, rel_path))
+                       (watch, folder, encode_path(rel_path)))
 
     class _Tx:
         def __init__(self, store: "SqliteJobStore", durable: bool) -> None:
-            self.store, self.durable = store, durable
+            self.store, self.durable = store, durable and not store.sync_all
 
         def __enter__(self) -> sqlite3.Connection:
             self.store._lock.acquire()
@@ -283,6 +295,7 @@ class SqliteJobStore(SqliteBatches, JobQueue):
         Returns (job, created)."""
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        rel_path, batch = encode_path(rel_path), encode_path(batch)
         now = self.clock()
         with self._write() as db:
             row = db.execute(
@@ -308,6 +321,7 @@ class SqliteJobStore(SqliteBatches, JobQueue):
         Idempotent like `enqueue`; returns (job, created)."""
         now = self.clock()
         kind = kind if kind in KINDS else "image"
+        rel_path, message, batch = encode_path(rel_path), printable(message), encode_path(batch)
         with self._write(durable=True) as db:
             row = db.execute(
                 """INSERT INTO jobs (watch, rel_path, size, mtime, content_hash, kind, spec, sources,
@@ -381,7 +395,7 @@ class SqliteJobStore(SqliteBatches, JobQueue):
                 f"""UPDATE jobs SET state = 'running', lease_owner = :owner, lease_until = :until,
                                     attempts = attempts + 1, started_at = :now,
                                     worker = ifnull(:worker, worker)
-                    WHERE id = (SELECT id FROM jobs
+                    WHERE id = (SELECT id FROM jobs INDEXED BY jobs_ready   -- else the planner sorts every queued row
                                 WHERE state = 'queued' AND not_before <= :now {watch_filter}
                                 ORDER BY priority DESC, queued_at, id LIMIT 1)
                     RETURNING *""", params).fetchone()
@@ -422,17 +436,30 @@ class SqliteJobStore(SqliteBatches, JobQueue):
             raise TransitionError(f"job {job_id}: the lease of {owner} expired; it may be running elsewhere")
         return row
 
+    def _update_owned(self, db: sqlite3.Connection, job_id: int, owner: str, assignments: str,
+                      params: tuple, attempt: int | None = None, now: float | None = None) -> sqlite3.Row:
+        """One UPDATE of a job `owner` holds on `attempt` (and, given `now`, with a live lease): a
+        single statement on the hot path; TransitionError or NotFound, as `_owned` says, when not."""
+        row = db.execute(f"""UPDATE jobs SET {assignments}
+                             WHERE id = :id AND state = 'running' AND lease_owner = :owner
+                               AND (:attempt IS NULL OR attempts = :attempt)
+                               AND (:now IS NULL OR lease_until >= :now)
+                             RETURNING *""",
+                         {**params, "id": job_id, "owner": owner, "attempt": attempt, "now": now}).fetchone()
+        if row is None:
+            self._owned(db, job_id, owner, attempt, now)      # raises, naming the state and the holder
+        return row
+
     def set_filing(self, job_id: int, owner: str, filing: dict | None, *, attempt: int | None = None) -> None:
         """Record the finalisation about to happen, durably, before any file moves (fenced)."""
         now = self.clock()
         with self._write(durable=True) as db:
-            self._owned(db, job_id, owner, attempt, now)
-            db.execute("UPDATE jobs SET filing = ? WHERE id = ?",
-                       (json.dumps(filing) if filing is not None else None, job_id))
+            self._update_owned(db, job_id, owner, "filing = :filing",
+                               {"filing": json.dumps(filing) if filing is not None else None}, attempt, now)
 
     def set_output(self, job_id: int, output_path: str | None) -> None:
         with self._write(durable=True) as db:
-            db.execute("UPDATE jobs SET output_path = ? WHERE id = ?", (output_path, job_id))
+            db.execute("UPDATE jobs SET output_path = ? WHERE id = ?", (encode_path(output_path), job_id))
 
     def finish(self, job_id: int, owner: str, *, output_path: str | None, attempt: int | None = None) -> Job:
         """running -> done, only by the lease owner.
@@ -441,18 +468,18 @@ class SqliteJobStore(SqliteBatches, JobQueue):
         and a `done` lost to a power cut is redone from that plan (each step is idempotent)."""
         now = self.clock()
         with self._write() as db:
-            self._owned(db, job_id, owner, attempt)
-            row = db.execute(
-                """UPDATE jobs SET state = 'done', finished_at = ?, output_path = ?, lease_until = NULL,
-                                   error_kind = NULL, error_message = NULL,
-                                   progress_done = ifnull(progress_total, progress_done)
-                   WHERE id = ? RETURNING *""", (now, output_path, job_id)).fetchone()
+            row = self._update_owned(
+                db, job_id, owner,
+                """state = 'done', finished_at = :t, output_path = :out, lease_until = NULL, error_kind = NULL,
+                   error_message = NULL, progress_done = ifnull(progress_total, progress_done)""",
+                {"t": now, "out": encode_path(output_path)}, attempt)
             return _job(row)
 
     def fail(self, job_id: int, owner: str, *, error_kind: str, message: str,
              transient: bool, attempt: int | None = None) -> Job:
         """running -> queued after backoff (transient, attempts left) or -> failed (final)."""
         now = self.clock()
+        message = printable(message)
         with self._write(durable=True) as db:
             row = self._owned(db, job_id, owner, attempt)
             if transient and row["attempts"] < row["max_attempts"]:
@@ -564,6 +591,7 @@ class SqliteJobStore(SqliteBatches, JobQueue):
             return _job(self._row(self._db, job_id))
 
     def find(self, watch: str, rel_path: str, content_hash: str) -> Job | None:
+        rel_path = encode_path(rel_path)
         with self._lock:
             row = self._db.execute("SELECT * FROM jobs WHERE watch = ? AND rel_path = ? AND content_hash = ?",
                                    (watch, rel_path, content_hash)).fetchone()
@@ -571,6 +599,7 @@ class SqliteJobStore(SqliteBatches, JobQueue):
 
     def find_active(self, watch: str, rel_path: str) -> Job | None:
         """The queued or running job of a path, if any (the newest)."""
+        rel_path = encode_path(rel_path)
         with self._lock:
             row = self._db.execute("""SELECT * FROM jobs WHERE watch = ? AND rel_path = ?
                                       AND state IN ('queued', 'running') ORDER BY id DESC LIMIT 1""",

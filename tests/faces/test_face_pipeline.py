@@ -113,6 +113,17 @@ def test_provenance_can_be_turned_off_by_the_operator(synth_customs, target, tmp
     assert read_provenance(tmp_path / "o.jpg") is None
 
 
+def test_the_three_stages_give_what_process_image_gives(pipeline, target, tmp_path, source_image):
+    """decode -> render (inference) -> write is process_image, byte for byte: the worker runs the
+    stages in three threads."""
+    spec = synth_spec(sources=[str(source_image)], processors=["face_swapper"])
+    whole = pipeline.process_image(target, tmp_path / "whole.jpg", spec)
+    write = pipeline.render_image(target, pipeline.decode_image(target), spec)
+    staged = write(tmp_path / "staged.jpg")
+    assert whole == staged and whole.faces == 1
+    assert (tmp_path / "whole.jpg").read_bytes() == (tmp_path / "staged.jpg").read_bytes()
+
+
 def test_a_job_needing_several_missing_models_names_them_all(tmp_path, target, source_image):
     p = Pipeline(tmp_path)
     spec = synth_spec(sources=[str(source_image)], processors=["face_swapper", "face_enhancer"],

@@ -1,0 +1,503 @@
+"""GPU figures in one short run (about 3 minutes, at most --budget seconds of measuring):
+
+    python bench/gpu.py --out gpu.json [--assets DIR] [--device 0]   # needs CUDA; prints markdown
+    python bench/gpu.py --record gpu.json                            # folds it into docs/benchmarks.md
+    python bench/gpu.py --out dry.json --allow-cpu --quick           # the same code on CPU, never recorded
+
+Measures, on one GPU: images/s of the in-process loop over `Pipeline.process_image` and of the whole
+daemon (real SCRFD det_2.5g and det_500m, real ArcFace w600k_mbf_int8 from the assets, a synthetic
+swapper with inswapper_128's inputs, outputs and parameter count), two workers on the one GPU,
+1080p video frames/s, whether `workers.vram_limit` is honoured (nvidia-smi), and the providers each
+session really runs on (`session.get_providers()`). Without CUDA it exits 3 and records nothing.
+
+What each part needs (a part whose needs are missing is reported as not measured, with why):
+  every part    onnxruntime with CUDAExecutionProvider (onnxruntime-gpu), numpy, onnx, opencv, Pillow, pyyaml
+  real models   insightface (ffwatchd's SCRFD and ArcFace wrappers), the assets folder
+  daemon rows   + watchdog, prometheus-client
+  video row     an ffmpeg binary (imageio-ffmpeg or PATH); without one, 1080p frames/s is the
+                per-frame inference alone (no decode, no encode), said so in the table
+  vram row      nvidia-smi
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]   # bench/queue.py
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+EXIT_NO_CUDA = 3
+NEEDS = {"insightface": "real models (SCRFD, ArcFace wrappers)", "watchdog": "daemon rows",
+         "prometheus_client": "daemon rows", "yaml": "every part (config)", "PIL": "every part (images)",
+         "onnx": "every part (synthetic swapper)", "cv2": "every part"}
+
+
+def have(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+# -- the synthetic swapper -------------------------------------------------------------------
+
+
+def make_heavy_swapper(path: Path, width: int = 1024, blocks: int = 6, seed: int = 5) -> dict:
+    """inswapper_128's interface (target 1x3x128x128, source 1x512 -> 1x3x128x128, emap as the last
+    initializer) around a network of about its size: a 7x7 stem, two stride-2 3x3 convolutions to
+    32x32, one more to 16x16, `blocks` style blocks (two 3x3 convolutions of `width` channels each,
+    scaled per channel by the source latent), and upsampling back to 128. Returns its size and
+    compute, counted from the graph."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+    params = macs = 0
+
+    def conv(x: str, cin: int, cout: int, k: int, stride: int, hw_out: int, name: str) -> str:
+        nonlocal params, macs
+        w = (rng.standard_normal((cout, cin, k, k)) * np.sqrt(1.0 / (cin * k * k))).astype(np.float32)
+        inits.append(numpy_helper.from_array(w, name + "_w"))
+        inits.append(numpy_helper.from_array(np.zeros(cout, np.float32), name + "_b"))
+        nodes.append(helper.make_node("Conv", [x, name + "_w", name + "_b"], [name], kernel_shape=[k, k],
+                                      strides=[stride, stride], pads=[k // 2] * 4, name=name))
+        params += w.size + cout
+        macs += cin * cout * k * k * hw_out * hw_out
+        return name
+
+    def relu(x: str) -> str:
+        nodes.append(helper.make_node("Relu", [x], [x + "_r"]))
+        return x + "_r"
+
+    half = width // 2
+    x = relu(conv("target", 3, half // 4, 7, 1, 128, "stem"))
+    x = relu(conv(x, half // 4, half // 2, 3, 2, 64, "down1"))
+    x = relu(conv(x, half // 2, half, 3, 2, 32, "down2"))
+    x = relu(conv(x, half, width, 3, 2, 16, "down3"))
+    style_w = (rng.standard_normal((512, width)) / np.sqrt(512)).astype(np.float32)
+    inits.append(numpy_helper.from_array(style_w, "style_w"))
+    inits.append(numpy_helper.from_array(np.array([1, width, 1, 1], np.int64), "style_shape"))
+    nodes += [helper.make_node("MatMul", ["source", "style_w"], ["style_lin"]),
+              helper.make_node("Sigmoid", ["style_lin"], ["style_sig"]),
+              helper.make_node("Reshape", ["style_sig", "style_shape"], ["style"])]
+    params += style_w.size
+    macs += 512 * width
+    for i in range(blocks):
+        y = relu(conv(x, width, width, 3, 1, 16, f"b{i}a"))
+        y = conv(y, width, width, 3, 1, 16, f"b{i}b")
+        nodes += [helper.make_node("Mul", [y, "style"], [f"b{i}s"]), helper.make_node("Add", [x, f"b{i}s"], [f"b{i}o"])]
+        x = f"b{i}o"
+    inits.append(numpy_helper.from_array(np.array([1, 1, 8, 8], np.float32), "up_scales"))
+    nodes.append(helper.make_node("Resize", [x, "", "up_scales"], ["up"], mode="nearest"))
+    x = relu(conv("up", width, half // 4, 3, 1, 128, "up_conv"))
+    x = conv(x, half // 4, 3, 3, 1, 128, "to_rgb")
+    nodes.append(helper.make_node("Tanh", [x], ["output"]))
+    emap = (rng.standard_normal((512, 512)) / np.sqrt(512)).astype(np.float32)
+    inits.append(numpy_helper.from_array(emap, "emap"))            # last, as insightface reads it
+    graph = helper.make_graph(nodes, "inswapper_sized",
+                              [helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, 3, 128, 128]),
+                               helper.make_tensor_value_info("source", TensorProto.FLOAT, [1, 512])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, 128, 128])],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path.write_bytes(model.SerializeToString())
+    return {"params_m": params / 1e6, "gflops": 2 * macs / 1e9, "mib": path.stat().st_size / 2**20,
+            "width": width, "blocks": blocks}
+
+
+# -- the environment -----------------------------------------------------------------------
+
+
+def gpu_name(device: int) -> str | None:
+    if not shutil.which("nvidia-smi"):
+        return None
+    out = subprocess.run(["nvidia-smi", "-i", str(device), "--query-gpu=name,memory.total,driver_version",
+                          "--format=csv,noheader"], capture_output=True, text=True)
+    return out.stdout.strip() or None
+
+
+def cuda_session_providers(device: int) -> tuple[list[str], str]:
+    """Providers a real session gets when CUDA is asked for, and onnxruntime's own words."""
+    from ffwatchd.checks import probe_cuda
+    import onnxruntime as ort
+
+    return probe_cuda(device, 2**30), f"onnxruntime {ort.__version__}, available: {', '.join(ort.get_available_providers())}"
+
+
+def gpu_mib(pid: int) -> float | None:
+    """GPU memory nvidia-smi says process `pid` holds, MiB (None without nvidia-smi)."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True)
+    for line in out.stdout.splitlines():
+        p, _, used = line.partition(",")
+        if p.strip() == str(pid):
+            return float(used)
+    return None
+
+
+# -- the parts -----------------------------------------------------------------------------
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, tmp: Path) -> None:
+        import synthetic_models
+
+        self.args, self.tmp = args, tmp
+        self.cuda = not args.allow_cpu
+        self.providers = ("cuda", "cpu") if self.cuda else ("cpu",)
+        self.device = str(args.device) if self.cuda else "cpu"
+        self.assets = args.assets
+        width, blocks = (1024, 6) if not args.quick else (128, 2)
+        self.swapper_path = tmp / "models" / "inswapper_sized.onnx"
+        self.swapper_path.parent.mkdir(parents=True)
+        self.swapper = make_heavy_swapper(self.swapper_path, width, blocks)
+        sha = synthetic_models._sha256
+        self.models = {
+            "gpu_swapper": synthetic_models.SynthModel("gpu_swapper", "swapper", self.swapper_path,
+                                                       sha(self.swapper_path)),
+            "det_2.5g": synthetic_models.SynthModel("asset_det_2_5g", "detector", self.assets / "models" / "det_2.5g.onnx",
+                                                    sha(self.assets / "models" / "det_2.5g.onnx")),
+            "det_500m": synthetic_models.SynthModel("asset_det_500m", "detector", self.assets / "models" / "det_500m.onnx",
+                                                    sha(self.assets / "models" / "det_500m.onnx")),
+            "mbf": synthetic_models.SynthModel("asset_mbf", "recognizer", self.assets / "models" / "w600k_mbf_int8.onnx",
+                                               sha(self.assets / "models" / "w600k_mbf_int8.onnx")),
+        }
+        import cv2
+
+        self.photo = cv2.imread(str(self.assets / "images" / "grace_hopper.jpg"))
+        self.source = self.assets / "images" / "astronaut.png"
+
+    def sidecar(self, detector: str) -> dict:
+        return {"sources": ["faces/astronaut.png"], "processors": ["face_swapper"],
+                "face_detector": {"model": self.models[detector].name},
+                "face_recognizer": {"model": "asset_mbf"}, "face_swapper": {"model": "gpu_swapper"}}
+
+    def image(self, seed: int, width: int = 1280) -> bytes:
+        import cv2
+        import numpy as np
+
+        h, w = self.photo.shape[:2]
+        img = cv2.resize(self.photo, (width, round(h * width / w)))
+        noise = np.random.default_rng(seed).integers(-2, 3, img.shape, dtype=np.int16)
+        ok, buf = cv2.imencode(".jpg", np.clip(img.astype(np.int16) + noise, 0, 255).astype(np.uint8),
+                               [cv2.IMWRITE_JPEG_QUALITY, 90])
+        return buf.tobytes()
+
+    def pipeline(self, vram_limit: int = 12 * 2**30):
+        from ffwatchd.config import CustomModel
+        from ffwatchd.faces.pipeline import Pipeline
+
+        custom = tuple(CustomModel(m.name, m.path, m.kind, m.sha256) for m in self.models.values())
+        return Pipeline(self.tmp / "models", custom, providers=self.providers, device=self.device,
+                        vram_limit=vram_limit, cpu_threads=0)
+
+    def spec(self, detector: str):
+        from ffwatchd.jobspec import JobSpec
+
+        side = dict(self.sidecar(detector), sources=[str(self.source)])
+        return JobSpec.from_mapping(side)
+
+    # in-process loop ---------------------------------------------------------------------
+
+    def inprocess(self, detector: str, seconds: float) -> dict:
+        files = []
+        folder = self.tmp / f"in-{detector}"
+        folder.mkdir()
+        for i in range(self.args.images):
+            f = folder / f"{i:04d}.jpg"
+            f.write_bytes(self.image(i))
+            files.append(f)
+        pipeline, spec = self.pipeline(), self.spec(detector)
+        pipeline.process_image(files[0], folder / "warm.out.jpg", spec)      # load + warm-up
+        n, t0 = 0, time.perf_counter()
+        while True:
+            for f in files:
+                pipeline.process_image(f, folder / "out.jpg", spec)
+                n += 1
+            if time.perf_counter() - t0 >= seconds:
+                break
+        elapsed = time.perf_counter() - t0
+        return {"images": n, "seconds": elapsed, "images_per_s": n / elapsed,
+                "providers": pipeline.execution_providers()}
+
+    def frames_1080p(self, seconds: float) -> dict:
+        """Per-frame inference on 1080p frames (the video path's FrameProcessor), no decode/encode."""
+        import cv2
+
+        pipeline, spec = self.pipeline(), self.spec("det_2.5g")
+        proc = pipeline.prepare(spec)
+        frame = cv2.resize(self.photo, (1920, 1080))
+        proc.process_frame(frame)
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            proc.process_frame(frame)
+            n += 1
+        elapsed = time.perf_counter() - t0
+        return {"frames": n, "seconds": elapsed, "frames_per_s": n / elapsed, "what": "inference only"}
+
+    def video_1080p(self, ffmpeg: str) -> dict:
+        """A 1080p 25 fps clip through process_video: decode, per-frame inference, encode, mux."""
+        from ffwatchd.jobspec import OutputSpec
+        from ffwatchd.media.video import process_video
+
+        clip = self.tmp / "clip.mp4"
+        frames = 25 * (4 if self.args.quick else 10)
+        face = self.tmp / "face.png"
+        import cv2
+
+        cv2.imwrite(str(face), cv2.resize(self.photo, (480, round(480 * self.photo.shape[0] / self.photo.shape[1]))))
+        subprocess.run([ffmpeg, "-v", "error", "-y", "-f", "lavfi", "-i", "color=c=gray:s=1920x1080:r=25",
+                        "-i", str(face), "-filter_complex", "[0][1]overlay=x='(W-w)*t/10':y=(H-h)/2",
+                        "-frames:v", str(frames), "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p",
+                        str(clip)], check=True)
+        pipeline, spec = self.pipeline(), self.spec("det_2.5g")
+        proc = pipeline.prepare(spec)
+        t0 = time.perf_counter()
+        res = process_video(clip, self.tmp / "clip.out.mp4", proc, workdir=self.tmp / "vw", spec_output=OutputSpec(),
+                            ffmpeg=ffmpeg, max_pixels=80_000_000, on_cuda=self.cuda)
+        elapsed = time.perf_counter() - t0
+        return {"frames": res.frames, "seconds": elapsed, "frames_per_s": res.frames / elapsed,
+                "what": "process_video (decode, inference, libx264 encode, mux)"}
+
+    # the daemon --------------------------------------------------------------------------
+
+    def daemon(self, devices: list[str], detector: str, n: int) -> dict:
+        from e2e.harness import Daemon, wait_for
+
+        root = self.tmp / f"daemon-{len(devices)}-{detector}"
+        d = Daemon(root, self.models, settle="0.2s", sidecar=self.sidecar(detector),
+                   workers={"devices": devices, "providers": list(self.providers), "cpu_threads": 0,
+                            "ram_limit": "16GiB", "lease": "30s"})
+        (d.inbox / "faces" / "alice.jpg").unlink(missing_ok=True)
+        (d.inbox / "faces").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.source, d.inbox / "faces" / "astronaut.png")
+        d.start()
+        try:
+            st = d.status() or {}
+            worker_providers = [w.get("provider") for w in st.get("workers", [])]
+            for i in range(len(devices)):                      # warm every worker
+                d.drop(f"warm{i}.jpg", self.image(900 + i))
+            def warmed() -> bool:
+                c = d.counts()
+                if c.get("failed"):
+                    raise RuntimeError(f"daemon warm-up jobs failed:\n{d.log_tail()}")
+                return len(list(d.done.glob("warm*.jpg"))) >= len(devices)
+            wait_for(warmed, 300, "warm-up jobs")
+            images = [self.image(1000 + i) for i in range(n)]
+            t0 = time.perf_counter()
+            for i, data in enumerate(images):
+                d.drop(f"b_{i:05d}.jpg", data)
+            wait_for(lambda: len(list(d.done.glob("b_*.jpg"))) >= n or d.counts().get("failed"), 600,
+                     f"{n} daemon jobs")
+            elapsed = time.perf_counter() - t0
+            if d.counts().get("failed"):
+                raise RuntimeError(f"daemon jobs failed:\n{d.log_tail()}")
+            return {"workers": len(devices), "images": n, "seconds": elapsed, "images_per_s": n / elapsed,
+                    "worker_providers": worker_providers}
+        finally:
+            d.stop()
+
+    # vram_limit ---------------------------------------------------------------------------
+
+    def vram(self, limit_mib: int) -> dict:
+        """A child process runs 1080p frames with `vram_limit` = limit_mib; nvidia-smi reads its peak."""
+        code = (f"import sys, json; sys.path[:0] = {[str(ROOT), str(ROOT / 'tests'), str(ROOT / 'bench')]!r}\n"
+                "import gpu, argparse\n"
+                f"a = argparse.Namespace(**{vars_for_child(self.args)!r})\n"
+                "from pathlib import Path\n"
+                f"b = gpu.Bench.__new__(gpu.Bench); b.reuse(a, Path({str(self.tmp)!r}))\n"
+                f"p = b.pipeline(vram_limit={limit_mib} * 2**20); proc = p.prepare(b.spec('det_2.5g'))\n"
+                "import cv2, time; f = cv2.resize(b.photo, (1920, 1080))\n"
+                "t = time.time()\n"
+                "while time.time() - t < 6: proc.process_frame(f)\n"
+                "print('providers', json.dumps(p.execution_providers()), flush=True)\n")
+        child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, cwd=ROOT)
+        peak: float | None = None
+        while child.poll() is None:
+            used = gpu_mib(child.pid)
+            if used is not None:
+                peak = max(peak or 0.0, used)
+            time.sleep(0.2)
+        out, err = child.communicate()
+        if child.returncode:
+            return {"limit_mib": limit_mib, "error": err.strip().splitlines()[-1] if err.strip() else "failed"}
+        return {"limit_mib": limit_mib, "peak_mib": peak}
+
+    def reuse(self, args: argparse.Namespace, tmp: Path) -> None:
+        """In a child: the parent's models and photo, without building them again."""
+        import cv2
+        import synthetic_models
+
+        self.args, self.tmp, self.cuda = args, tmp, not args.allow_cpu
+        self.providers = ("cuda", "cpu") if self.cuda else ("cpu",)
+        self.device = str(args.device) if self.cuda else "cpu"
+        self.assets = Path(args.assets)
+        self.swapper_path = tmp / "models" / "inswapper_sized.onnx"
+        sha = synthetic_models._sha256
+        self.models = {k: synthetic_models.SynthModel(n, kind, p, sha(p)) for k, n, kind, p in (
+            ("gpu_swapper", "gpu_swapper", "swapper", self.swapper_path),
+            ("det_2.5g", "asset_det_2_5g", "detector", self.assets / "models" / "det_2.5g.onnx"),
+            ("det_500m", "asset_det_500m", "detector", self.assets / "models" / "det_500m.onnx"),
+            ("mbf", "asset_mbf", "recognizer", self.assets / "models" / "w600k_mbf_int8.onnx"))}
+        self.photo = cv2.imread(str(self.assets / "images" / "grace_hopper.jpg"))
+        self.source = self.assets / "images" / "astronaut.png"
+
+
+def vars_for_child(args: argparse.Namespace) -> dict:
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+
+
+def find_ffmpeg_or_none() -> str | None:
+    try:
+        from ffwatchd.media.ffmpeg import find_ffmpeg
+
+        return find_ffmpeg(None)
+    except Exception:  # noqa: BLE001 - reported as a missing part
+        return None
+
+
+# -- run, report, record ---------------------------------------------------------------------
+
+
+def measure(args: argparse.Namespace) -> dict:
+    name = gpu_name(args.device)
+    active, ort_words = cuda_session_providers(args.device)
+    if active[:1] != ["CUDAExecutionProvider"] and not args.allow_cpu:
+        print(f"bench/gpu.py: no CUDA here: a real session asked for CUDA device {args.device} runs on "
+              f"{', '.join(active) or 'nothing'} ({ort_words}; GPU: {name or 'nvidia-smi finds none'}). "
+              "Install onnxruntime-gpu (bench/GPU_RUN.md) or pass --allow-cpu for a dry run. "
+              "Nothing measured, nothing recorded.", file=sys.stderr)
+        sys.exit(EXIT_NO_CUDA)
+    missing = {m: why for m, why in NEEDS.items() if not have(m)}
+    result: dict = {"dry_run": bool(args.allow_cpu), "device": name or "CPU (dry run)", "onnxruntime": ort_words,
+                    "probe_providers": active, "python": platform.python_version(), "skipped": {},
+                    "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    for m in ("yaml", "PIL", "onnx", "cv2", "insightface"):
+        if m in missing:
+            sys.exit(f"bench/gpu.py: needs the Python package {m} ({missing[m]}); nothing measured")
+    t_all = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="ffwatchd-gpu-") as d:
+        b = Bench(args, Path(d))
+        result["swapper"] = b.swapper
+        secs = 3.0 if args.quick else args.seconds
+        result["inprocess"] = {det: b.inprocess(det, secs) for det in ("det_2.5g", "det_500m")}
+        result["frames_1080p_inference"] = b.frames_1080p(secs)
+        ffmpeg = find_ffmpeg_or_none()
+        if ffmpeg:
+            result["video_1080p"] = b.video_1080p(ffmpeg)
+        else:
+            result["skipped"]["video_1080p"] = "no ffmpeg binary (imageio-ffmpeg or PATH); inference-only row instead"
+        daemon_missing = [m for m in ("watchdog", "prometheus_client") if m in missing]
+        if daemon_missing:
+            result["skipped"]["daemon"] = f"needs {', '.join(daemon_missing)}"
+        else:
+            dev = b.device
+            n = 40 if args.quick else args.daemon_images
+            result["daemon"] = {"one_worker": b.daemon([dev], "det_2.5g", n),
+                                "two_workers": b.daemon([dev, dev], "det_2.5g", n)}
+        result["vram"] = [b.vram(m) for m in (args.vram_small, 12 * 1024)]
+        if not shutil.which("nvidia-smi"):
+            result["skipped"]["vram"] = "no nvidia-smi: the children ran, their GPU memory was not read"
+    result["bench_seconds"] = time.perf_counter() - t_all
+    return result
+
+
+def markdown(r: dict) -> str:
+    dry = " (CPU DRY RUN, not GPU figures)" if r["dry_run"] else ""
+    s = r["swapper"]
+    lines = [f"Device: **{r['device']}**{dry}; {r['onnxruntime']}; a probe session asked for CUDA runs on "
+             f"{', '.join(r['probe_providers'])}. Python {r['python']}, measured {r['when']}.", "",
+             "| way (1280 px JPEG, real det + w600k_mbf_int8, synthetic swapper) | images/s | providers really used |",
+             "|---|---|---|"]
+    for det, x in r["inprocess"].items():
+        provs = "; ".join(f"{m}: {p[0] if p else '?'}" for m, p in x["providers"].items())
+        lines.append(f"| in-process loop, {det} ({x['images']} images, {x['seconds']:.1f} s) | "
+                     f"{x['images_per_s']:.1f} | {provs} |")
+    if "daemon" in r:
+        for key, label in (("one_worker", "daemon, one worker"), ("two_workers", "daemon, two workers on the one GPU")):
+            x = r["daemon"][key]
+            lines.append(f"| {label}, det_2.5g ({x['images']} images dropped at once, until done) | "
+                         f"{x['images_per_s']:.1f} | workers: {', '.join(str(p) for p in x['worker_providers'])} |")
+    f = r["frames_1080p_inference"]
+    lines += ["", "| 1080p video | frames/s |", "|---|---|",
+              f"| per-frame inference alone (detect, swap, paste-back; 1920x1080) | {f['frames_per_s']:.1f} |"]
+    if "video_1080p" in r:
+        v = r["video_1080p"]
+        lines.append(f"| {v['what']}, {v['frames']} frames | {v['frames_per_s']:.1f} |")
+    if "vram" in r:
+        lines += ["", "| `workers.vram_limit` | peak GPU memory of the process (nvidia-smi) |", "|---|---|"]
+        for v in r["vram"]:
+            got = (f"failed: {v['error']}" if "error" in v else
+                   f"{v['peak_mib']:.0f} MiB" if v.get("peak_mib") is not None else "not read")
+            lines.append(f"| {v['limit_mib']} MiB | {got} |")
+        lines.append("The limit caps onnxruntime's CUDA arena (`gpu_mem_limit`, `kSameAsRequested`); the CUDA "
+                     "context and cuDNN workspaces come on top (docs/daemon.md, Limits).")
+    lines += ["", f"Synthetic swapper: inswapper_128's inputs and outputs, {s['params_m']:.0f} M parameters "
+                  f"({s['mib']:.0f} MiB), {s['gflops']:.1f} GFLOPs per face counted from its graph "
+                  f"({s['blocks']} style blocks of two 3x3 convolutions, {s['width']} channels at 16x16). "
+                  "inswapper_128 itself (about 530 MiB, so about 138 M float32 parameters) is not on these "
+                  "machines and its FLOPs are not published; the full-size synthetic network (the default, not "
+                  "--quick) has about its parameter count, and its compute is the count above, not a "
+                  "measurement of inswapper."]
+    for part, why in r["skipped"].items():
+        lines.append(f"- not measured: {part}: {why}")
+    lines.append(f"- whole run: {r['bench_seconds']:.0f} s")
+    return "\n".join(lines)
+
+
+def record_file(path: Path) -> int:
+    r = json.loads(path.read_text())
+    if r.get("dry_run") or r.get("probe_providers", [None])[0] != "CUDAExecutionProvider":
+        print(f"{path}: a CPU dry run (or no CUDA session); not recorded", file=sys.stderr)
+        return 2
+    spec = importlib.util.spec_from_file_location("_bench_record", ROOT / "bench" / "_record.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.record("gpu", f"## GPU (`bench/gpu.py`) on {r['device']}\n\n" + markdown(r))
+    print(f"recorded the gpu section of docs/benchmarks.md from {path}")
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, help="write the figures here as JSON")
+    ap.add_argument("--record", type=Path, help="fold a JSON written by --out into docs/benchmarks.md")
+    ap.add_argument("--assets", type=Path,
+                    default=Path(os.environ.get("FFWATCHD_ASSETS") or ROOT.parent / "shared" / "assets"))
+    ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--seconds", type=float, default=15.0, help="seconds per in-process measurement")
+    ap.add_argument("--images", type=int, default=20, help="distinct images the in-process loop cycles over")
+    ap.add_argument("--daemon-images", type=int, default=300)
+    ap.add_argument("--vram-small", type=int, default=1024, help="the small vram_limit to try, MiB")
+    ap.add_argument("--allow-cpu", action="store_true", help="dry run on CPU (never recordable)")
+    ap.add_argument("--quick", action="store_true", help="small swapper, short parts (with --allow-cpu: the CI check)")
+    args = ap.parse_args()
+    if args.record:
+        return record_file(args.record)
+    if not args.out:
+        ap.error("--out FILE.json is needed (or --record FILE.json)")
+    for f in ("det_2.5g.onnx", "det_500m.onnx", "w600k_mbf_int8.onnx"):
+        if not (args.assets / "models" / f).is_file():
+            sys.exit(f"bench/gpu.py: {args.assets / 'models' / f} is missing (--assets DIR or FFWATCHD_ASSETS)")
+    result = measure(args)
+    args.out.write_text(json.dumps(result, indent=1))
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

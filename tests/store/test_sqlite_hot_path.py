@@ -1,0 +1,66 @@
+"""SQLite backend specifics of the hot path: the claim reads the ready index, owned updates are
+one fenced statement, and `synchronous` says which commits are synced."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ffwatchd.store import JobStore, NotFound, TransitionError
+
+
+def add(store: JobStore, name: str = "a.jpg", content: str = "h1"):
+    return store.enqueue(watch="w", rel_path=name, size=10, mtime=1.0, content_hash=content,
+                         kind="image", spec={"processors": ["face_swapper"]},
+                         sources=[{"path": "/s.jpg", "sha256": "x"}])
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> JobStore:
+    s = JobStore(tmp_path / "jobs.db")
+    yield s
+    s.close()
+
+
+def test_claim_reads_the_ready_index_without_sorting_the_backlog(store: JobStore) -> None:
+    """A claim with thousands queued must not sort every queued row (it did, 0.5 ms at 3,000)."""
+    for i in range(50):
+        add(store, f"{i}.jpg", f"h{i}")
+    seen: list[str] = []
+    store._db.set_trace_callback(seen.append)
+    job = store.claim("me", 60)
+    store._db.set_trace_callback(None)
+    assert job is not None
+    claim_sql = next(s for s in seen if s.lstrip().startswith("UPDATE jobs SET state = 'running'"))
+    plan = " ".join(r[3] for r in store._db.execute("EXPLAIN QUERY PLAN " + claim_sql))
+    assert "jobs_ready" in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_owned_updates_refuse_a_job_held_by_someone_else(store: JobStore) -> None:
+    job, _ = add(store)
+    store.claim("me", 60)
+    with pytest.raises(TransitionError, match="not held by other"):
+        store.set_filing(job.id, "other", {"outcome": "done"})
+    with pytest.raises(TransitionError, match="not held by other"):
+        store.finish(job.id, "other", output_path=None)
+    with pytest.raises(NotFound):
+        store.finish(job.id + 99, "me", output_path=None)
+    with pytest.raises(TransitionError, match="attempt"):
+        store.set_filing(job.id, "me", {"outcome": "done"}, attempt=2)
+    store.set_filing(job.id, "me", {"outcome": "done"}, attempt=1)
+    assert store.finish(job.id, "me", output_path="/o.jpg", attempt=1).state == "done"
+    assert store.get(job.id).filing == {"outcome": "done"}
+
+
+@pytest.mark.parametrize("mode, level", [("normal", 1), ("full", 2)])
+def test_synchronous_setting(tmp_path: Path, mode: str, level: int) -> None:
+    """normal: only durable transitions sync (FULL for their commit); full: every commit syncs."""
+    s = JobStore(tmp_path / "jobs.db", synchronous=mode)
+    job, _ = add(s)
+    s.claim("me", 60)
+    s.set_filing(job.id, "me", {"outcome": "done"})     # a durable transition switches back after it
+    assert s._db.execute("PRAGMA synchronous").fetchone()[0] == level
+    s.close()
+    with pytest.raises(ValueError, match="normal or full"):
+        JobStore(tmp_path / "x.db", synchronous="off")

@@ -1,0 +1,91 @@
+"""`python -m ffwatchd.install`: one package owning onnxruntime/ and one owning cv2/, CPU and GPU."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ffwatchd.checks import check_packages
+from ffwatchd.install import ORT_GPU, owners, plan
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def fake_dist(site: Path, name: str, version: str, top: str) -> None:
+    """An installed distribution as pip leaves it: a dist-info with METADATA and RECORD."""
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "RECORD").write_text(f"{top}/__init__.py,,\n{info.name}/METADATA,,\n")
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    """What `pip install .` leaves on a CPU machine: insightface brings onnxruntime and opencv-python."""
+    fake_dist(tmp_path, "onnxruntime", "1.32.0", "onnxruntime")
+    fake_dist(tmp_path, "opencv-python", "5.0.0.93", "cv2")
+    fake_dist(tmp_path, "opencv-python-headless", "5.0.0.93", "cv2")
+    return tmp_path
+
+
+def test_owners_are_read_from_the_installed_records(site: Path) -> None:
+    assert owners("cv2", [str(site)]) == [("opencv-python", "5.0.0.93"), ("opencv-python-headless", "5.0.0.93")]
+    assert owners("onnxruntime", [str(site)]) == [("onnxruntime", "1.32.0")]
+
+
+def test_cpu_path_keeps_onnxruntime_and_leaves_one_cv2(site: Path) -> None:
+    steps = plan(False, owners("onnxruntime", [str(site)]), owners("cv2", [str(site)]))
+    assert steps == [["uninstall", "-y", "opencv-python", "opencv-python-headless"],
+                     ["install", "--no-deps", "opencv-python-headless==5.0.0.93"]]
+
+
+def test_gpu_path_removes_the_cpu_build_before_the_gpu_one_goes_in(site: Path) -> None:
+    steps = plan(True, owners("onnxruntime", [str(site)]), owners("cv2", [str(site)]))
+    assert steps[:2] == [["uninstall", "-y", "onnxruntime"], ["install", ORT_GPU]]
+    assert steps[2][:2] == ["uninstall", "-y"] and steps[3][-1] == "opencv-python-headless==5.0.0.93"
+
+
+def test_both_onnxruntime_builds_present_are_both_removed_first() -> None:
+    both = [("onnxruntime", "1.32.0"), ("onnxruntime-gpu", "1.31.1")]
+    assert plan(True, both, [("opencv-python-headless", "5.0")]) == [
+        ["uninstall", "-y", "onnxruntime", "onnxruntime-gpu"], ["install", ORT_GPU]]
+
+
+def test_a_clean_install_needs_nothing() -> None:
+    assert plan(True, [("onnxruntime-gpu", "1.31.1")], [("opencv-python-headless", "5.0")]) == []
+    assert plan(False, [("onnxruntime", "1.32.0")], [("opencv-python-headless", "5.0")]) == []
+
+
+def test_check_warns_about_two_owners_of_cv2(site: Path) -> None:
+    warnings: list[str] = []
+    notes: list[str] = []
+    check_packages(warnings, notes, [str(site)])
+    assert len(warnings) == 1 and "2 packages own cv2/" in warnings[0] and "ffwatchd.install" in warnings[0]
+    assert any("onnxruntime/ is owned by onnxruntime 1.32.0 alone" in n for n in notes)
+
+
+def test_install_script_passes_its_arguments_on(tmp_path: Path) -> None:
+    """scripts/install.sh: the venv, then pip install of this checkout, then ffwatchd.install."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    log = tmp_path / "calls"
+    fake = venv / "bin" / "python"     # records its arguments: the script's plumbing, not pip's
+    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\n")
+    fake.chmod(0o755)
+    subprocess.run(["sh", str(ROOT / "scripts" / "install.sh"), "--gpu", str(venv), "--", "--config", "c.yaml"],
+                   check=True)
+    assert log.read_text().splitlines() == [f"-m pip install {ROOT}", "-m ffwatchd.install --gpu --config c.yaml"]
+
+
+@pytest.mark.skipif(os.environ.get("FFWATCHD_NETWORK_TESTS") != "1",
+                    reason="resolves onnxruntime-gpu and the nvidia wheels against the index (~1.5 GB of "
+                           "downloads); set FFWATCHD_NETWORK_TESTS=1")
+def test_gpu_install_resolves_against_the_index() -> None:
+    out = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", ORT_GPU],
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "onnxruntime-gpu-1.31.1" in out.stdout and "nvidia-cudnn-cu13" in out.stdout

@@ -1,0 +1,105 @@
+"""The worker's stages: a held job's original is checked and decoded in the prefetch thread, the
+image inferred in the worker's thread, and encoded in the filing thread."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ffwatchd.errors import JobError
+from ffwatchd.jobspec import JobSpec
+from ffwatchd.runner import JobRunner
+from tests.test_runner import enqueue, env  # noqa: F401 - the fixture
+
+
+class StagedPipeline:
+    """The three image stages of `Pipeline`, recording the thread each ran in."""
+
+    def __init__(self) -> None:
+        self.threads: dict[tuple[str, str], str] = {}
+
+    def _seen(self, stage: str, target: Path) -> None:
+        self.threads[(stage, Path(target).name)] = threading.current_thread().name
+
+    def output_suffix(self, target: Path, spec: JobSpec) -> str:
+        return target.suffix
+
+    def decode_image(self, target: Path) -> bytes:
+        self._seen("decode", target)
+        data = Path(target).read_bytes()
+        if data.startswith(b"broken"):
+            raise JobError("bad_input", f"{Path(target).name} is not an image (decoder says: truncated)")
+        return data
+
+    def render_image(self, target: Path, image: bytes, spec: JobSpec):
+        self._seen("render", target)
+
+        def write(output: Path) -> None:
+            self._seen("write", target)
+            Path(output).write_bytes(b"processed:" + image)
+        return write
+
+
+def test_stages_run_in_their_threads_and_the_result_is_the_same(env) -> None:  # noqa: F811
+    settings, store, watch = env
+    a, b = enqueue(store, watch, "a.jpg", b"aaa"), enqueue(store, watch, "b.jpg", b"bbb")
+    pipeline = StagedPipeline()
+    runner = JobRunner(settings, store, pipeline, "me")
+    filer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="filing")
+    job_a, job_b = store.claim("me", 60), store.claim("me", 60)
+    runner.hold(job_b)                              # claimed ahead while a runs
+    outcomes = [filer.submit(runner.start(job_a).finish), filer.submit(runner.start(job_b).finish)]
+    assert [f.result().outcome for f in outcomes] == ["done", "done"]
+    runner.close()
+    filer.shutdown()
+    assert (watch.output / "b.jpg").read_bytes() == b"processed:bbb"
+    assert (watch.done / "a.jpg").read_bytes() == b"aaa"
+    me = threading.current_thread().name
+    assert pipeline.threads[("decode", "a.jpg")] == me          # not held: decoded when it ran
+    assert pipeline.threads[("decode", "b.jpg")].startswith("prefetch")
+    assert pipeline.threads[("render", "b.jpg")] == me
+    assert pipeline.threads[("write", "a.jpg")].startswith("filing")
+    assert pipeline.threads[("write", "b.jpg")].startswith("filing")
+    assert [store.get(i).state for i in (a, b)] == ["done", "done"]
+
+
+def test_a_held_job_whose_decode_fails_is_failed_with_the_decoders_message(env) -> None:  # noqa: F811
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "x.jpg", b"broken data")
+    runner = JobRunner(settings, store, StagedPipeline(), "me")
+    job = store.claim("me", 60)
+    runner.hold(job)
+    out = runner.start(job).finish()
+    runner.close()
+    assert (out.outcome, out.error_kind) == ("failed", "bad_input")
+    assert "not an image" in store.get(job_id).error_message
+    assert (watch.failed / "x.jpg").exists() and not (watch.inbox / "x.jpg").exists()
+
+
+def test_a_held_job_whose_original_changed_is_not_processed(env) -> None:  # noqa: F811
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "c.jpg", b"old")
+    (watch.inbox / "c.jpg").write_bytes(b"new content")
+    pipeline = StagedPipeline()
+    runner = JobRunner(settings, store, pipeline, "me")
+    job = store.claim("me", 60)
+    runner.hold(job)
+    out = runner.start(job).finish()
+    runner.close()
+    assert out.outcome == "failed" and "changed after it was queued" in store.get(job_id).error_message
+    assert (watch.inbox / "c.jpg").read_bytes() == b"new content"       # not ours to move
+    assert ("decode", "c.jpg") not in pipeline.threads
+
+
+def test_give_back_returns_a_held_job_without_counting_an_attempt(env) -> None:  # noqa: F811
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "d.jpg", b"ddd")
+    runner = JobRunner(settings, store, StagedPipeline(), "me")
+    job = store.claim("me", 60)
+    runner.hold(job)
+    runner.give_back(job)
+    runner.close()
+    j = store.get(job_id)
+    assert (j.state, j.attempts, j.lease_owner) == ("queued", 0, None)
+    assert not runner.heartbeats._leases
