@@ -294,6 +294,8 @@ class JobRunner(ShareWaits):
         original = watch.inbox / job.rel_path
         pre = self.prefetcher.take(job.id)
         problem = pre.problem if pre is not None else self._original_problem(job, original)
+        if problem and pre is not None:        # found ahead of time (during a drop-out since over?): look again
+            problem = self._original_problem(job, original)
         if problem == _GONE:
             why = self.shares.problem(watch)
             if why:
