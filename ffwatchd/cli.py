@@ -1,5 +1,5 @@
 """The `ffwatchd` command line: run, check, status, jobs, enqueue, process, models, retention,
-provenance."""
+batches, queue, provenance."""
 
 from __future__ import annotations
 
@@ -17,8 +17,10 @@ import yaml
 from ffwatchd import __version__
 from ffwatchd.config import Settings, load_config, parse_duration, resolve_config_path
 from ffwatchd.errors import ConfigError
+from ffwatchd.safeyaml import load_yaml
 from ffwatchd.store import (PRIORITIES, STATES, Job, JobQueue, NotFound, TransitionError, open_store,
                             priority_name)
+from ffwatchd.store.contract import printable
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -49,9 +51,9 @@ def _settings_for_reading(config: str | None) -> tuple[Settings | None, Path]:
     except ConfigError as e:
         path = resolve_config_path(config)
         try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+            raw = load_yaml(path.read_text(encoding="utf-8"))
             state_dir = Path(os.path.expanduser(raw["state_dir"]))
-        except (OSError, yaml.YAMLError, TypeError, KeyError):
+        except (OSError, ValueError, yaml.YAMLError, TypeError, KeyError):
             raise e from None
         if isinstance(raw.get("queue"), dict):    # a PostgreSQL queue needs a valid config to reach
             raise e from None
@@ -73,7 +75,7 @@ def _iso(t: float | None) -> str:
 
 
 def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
-    cells = [[str(c) for c in headers]] + [["-" if c is None else str(c) for c in r] for r in rows]
+    cells = [[str(c) for c in headers]] + [["-" if c is None else printable(str(c)) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     for i, r in enumerate(cells):
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
@@ -181,19 +183,19 @@ def cmd_jobs_show(args: argparse.Namespace) -> int:
         _dump(job.to_dict())
         return EXIT_OK
     d = job.to_dict()
-    print(f"{'batch':14} {job.batch if job.batch else '/'}")
+    print(f"{'batch':14} {printable(job.batch) if job.batch else '/'}")
     for key in ("id", "state", "watch", "rel_path", "kind", "size", "content_hash", "priority",
                 "attempts", "max_attempts", "lease_owner", "output_path", "error_kind", "error_message"):
-        print(f"{key:14} {d[key] if d[key] is not None else '-'}")
+        print(f"{key:14} {printable(str(d[key])) if d[key] is not None else '-'}")
     print(f"{'progress':14} {_progress(job)}")
     for key in ("created_at", "queued_at", "started_at", "finished_at"):
         print(f"{key:14} {_iso(d[key])}")
     if job.worker:
         print(f"{'worker':14} {json.dumps(job.worker)}")
-    print(f"{'sidecars':14} {', '.join(job.sidecars) or '-'}")
+    print(f"{'sidecars':14} {printable(', '.join(job.sidecars)) or '-'}")
     print("sources:")
     for s in job.sources:
-        print(f"  {s.get('path')}  sha256 {s.get('sha256')}" + (f"  ({s['role']})" if s.get("role") else ""))
+        print(f"  {printable(str(s.get('path')))}  sha256 {s.get('sha256')}" + (f"  ({s['role']})" if s.get("role") else ""))
     print("spec (effective sidecar snapshot):")
     print("  " + json.dumps(job.spec, indent=2).replace("\n", "\n  "))
     return EXIT_OK
@@ -314,7 +316,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     def say(raw: str, status: str, message: str, ok: bool) -> None:
         results.append({"path": raw, "status": status, "message": message, "ok": ok})
         if not args.json:
-            print(f"{raw}: {message}", file=sys.stdout if ok else sys.stderr)
+            print(printable(f"{raw}: {message}"), file=sys.stdout if ok else sys.stderr)
 
     with open_store(settings) as store:
         for raw in args.paths:
@@ -338,7 +340,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             results.append({"path": raw, "status": result.status, "message": result.message, "ok": ok,
                             "job": result.job.id if result.job else None})
             if not args.json:
-                print(f"{raw}: {result}")
+                print(printable(f"{raw}: {result}"))
     if args.json:
         _dump(results)
     return EXIT_OK if all(r["ok"] for r in results) else EXIT_FAIL
@@ -410,6 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
                                ("models", "ffwatchd.cli_models", "known models: list | verify | fetch"),
                                ("retention", "ffwatchd.cli_retention", "run housekeeping now (--dry-run)"),
                                ("batches", "ffwatchd.cli_batches", "batches: list | show (report, deliveries)"),
+                               ("queue", "ffwatchd.cli_queue", "the job table: migrate SQLite into PostgreSQL"),
                                ("provenance", "ffwatchd.cli_provenance",
                                 "what a file says about how it was made: show FILE")):
         p = sub.add_parser(name, help=text)
@@ -432,6 +435,9 @@ def _add_module_arguments(p: argparse.ArgumentParser, module: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):     # a name that is not UTF-8 never ends a command
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)

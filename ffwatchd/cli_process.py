@@ -17,6 +17,7 @@ import yaml
 from ffwatchd import jobspec
 from ffwatchd.config import CONFIG_ENV, Settings, load_config, parse_size
 from ffwatchd.errors import ConfigError, JobError
+from ffwatchd.safeyaml import load_yaml
 from ffwatchd.sniff import sniff_file
 
 log = logging.getLogger(__name__)
@@ -81,8 +82,8 @@ def spec_mapping(args: argparse.Namespace, output: Path) -> dict[str, Any]:
     if args.sidecar:
         sidecar = Path(args.sidecar)
         try:
-            base = yaml.safe_load(sidecar.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as e:
+            base = load_yaml(sidecar.read_text(encoding="utf-8")) or {}
+        except (OSError, ValueError, yaml.YAMLError) as e:
             raise UsageProblem(f"cannot read sidecar {sidecar}: {e}") from e
         if not isinstance(base, dict):
             raise UsageProblem(f"sidecar {sidecar} is not a mapping")

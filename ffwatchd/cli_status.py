@@ -57,14 +57,16 @@ def cmd_status(args: argparse.Namespace) -> int:
         counts = store.counts()
         running = store.list(state="running", limit=1000, order="started_at")
         workers = worker_entries(store, lease, daemon)
+        where = store.where                       # the queue, its URL without a password
     if args.json:
-        _dump({"counts": counts, "daemon": daemon, "workers": workers,
+        _dump({"queue": where, "counts": counts, "daemon": daemon, "workers": workers,
                "waiting": (daemon or {}).get("waiting", {}),
                "running": [{"id": j.id, "watch": j.watch, "path": j.rel_path, "kind": j.kind,
                             "owner": j.lease_owner, "started_at": j.started_at,
                             "progress_done": j.progress_done, "progress_total": j.progress_total}
                            for j in running]})
         return EXIT_OK
+    print(f"queue: {where}")
     print("jobs: " + ", ".join(f"{s} {counts[s]}" for s in STATES))
     if daemon is None:
         print("daemon on this host: not running (no live status file in state_dir)")

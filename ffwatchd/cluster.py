@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 
 from ffwatchd.store import JobQueue
 
@@ -17,37 +18,54 @@ log = logging.getLogger("ffwatchd.cluster")
 
 
 class Leadership:
-    """A named singleton held until `release`; `held()` tries to take it when not held yet."""
+    """A named singleton held until `release`; `held()` tries to take it when not held yet.
 
-    def __init__(self, store: JobQueue, name: str) -> None:
-        self.store, self.name = store, name
+    Every `recheck` seconds it is given up and asked for again: a session the database dropped
+    (a restart) has lost its lock while this host still thinks it leads, and meanwhile another
+    host may have taken it; so two hosts lead at once for at most that long."""
+
+    def __init__(self, store: JobQueue, name: str, recheck: float = 60.0) -> None:
+        self.store, self.name, self.recheck = store, name, recheck
         self._stack: contextlib.ExitStack | None = None
+        self._since = 0.0
+        self._leading = False                  # for the log: say so only when it changes
         self._lock = threading.Lock()
 
     def held(self) -> bool:
         with self._lock:
             if self._stack is not None:
-                return True
-            stack = contextlib.ExitStack()
-            try:
-                granted = stack.enter_context(self.store.singleton(self.name))
-            except Exception as e:  # noqa: BLE001 - the database is away: we do not lead now
-                log.warning("cannot ask for the %s singleton: %s", self.name, e)
-                stack.close()
-                return False
-            if not granted:
-                stack.close()
-                return False
-            self._stack = stack
-            log.info("this host now leads %s", self.name)
-            return True
+                if time.monotonic() - self._since < self.recheck:
+                    return True
+                self._close(self._stack)
+                self._stack = None
+            granted = self._take()
+            if granted != self._leading:
+                log.info("this host %s %s", "now leads" if granted else "no longer leads", self.name)
+                self._leading = granted
+            return granted
+
+    def _take(self) -> bool:
+        stack = contextlib.ExitStack()
+        try:
+            granted = stack.enter_context(self.store.singleton(self.name))
+        except Exception as e:  # noqa: BLE001 - the database is away: we do not lead now
+            log.warning("cannot ask for the %s singleton: %s", self.name, e)
+            self._close(stack)
+            return False
+        if not granted:
+            self._close(stack)
+            return False
+        self._stack, self._since = stack, time.monotonic()
+        return True
 
     def release(self) -> None:
         with self._lock:
-            stack, self._stack = self._stack, None
+            stack, self._stack, self._leading = self._stack, None, False
         if stack is not None:
-            try:
-                stack.close()
-            except Exception as e:  # noqa: BLE001 - a lost session has released it already
-                log.warning("releasing the %s singleton: %s", self.name, e)
+            self._close(stack)
 
+    def _close(self, stack: contextlib.ExitStack) -> None:
+        try:
+            stack.close()
+        except Exception as e:  # noqa: BLE001 - a lost session has released it already
+            log.warning("releasing the %s singleton: %s", self.name, e)

@@ -14,9 +14,11 @@ import yaml
 from ffwatchd import jobspec
 from ffwatchd.config_notify import (NotifySettings, SmtpSettings, WatchNotify, priority_value, read_notify,
                                     read_smtp, read_watch_notify)
-from ffwatchd.errors import ConfigError
+from ffwatchd.errors import ConfigError, short_repr
+from ffwatchd.safeyaml import UnsafeYaml, load_yaml, yaml_problem
 
 CONFIG_ENV = "FFWATCHD_CONFIG"
+MAX_CONFIG_BYTES = 1 << 20          # a config is a few KiB; anything near this is a mistake
 
 DEFAULT_INCLUDE = ("*.jpg", "*.jpeg", "*.png", "*.webp", "*.bmp", "*.tif", "*.tiff",
                    "*.mp4", "*.mov", "*.mkv", "*.webm")
@@ -37,32 +39,32 @@ _SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
 def parse_duration(value: Any) -> float:
     """`10s`, `5m`, `7d`, `250ms` or a number of seconds -> seconds."""
     if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a duration (use e.g. 10s, 5m, 7d)")
+        raise ValueError(f"{short_repr(value)} is not a duration (use e.g. 10s, 5m, 7d)")
     if isinstance(value, (int, float)):
         if value < 0:
-            raise ValueError(f"{value!r} is negative")
+            raise ValueError(f"{short_repr(value)} is negative")
         return float(value)
     if isinstance(value, str):
         m = _DURATION_RE.match(value)
         if m:
             return float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-    raise ValueError(f"{value!r} is not a duration (use e.g. 10s, 5m, 7d)")
+    raise ValueError(f"{short_repr(value)} is not a duration (use e.g. 10s, 5m, 7d)")
 
 
 def parse_size(value: Any) -> int:
     """`512MiB`, `8GiB`, `5GB` or a number of bytes -> bytes."""
     if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a size (use e.g. 512MiB, 8GiB)")
+        raise ValueError(f"{short_repr(value)} is not a size (use e.g. 512MiB, 8GiB)")
     if isinstance(value, int):
         if value < 0:
-            raise ValueError(f"{value!r} is negative")
+            raise ValueError(f"{short_repr(value)} is negative")
         return value
     if isinstance(value, str):
         m = _SIZE_RE.match(value)
         if m:
             unit = m.group(2).lower() if m.group(2) else None
             return int(float(m.group(1)) * _SIZE_UNITS[unit])
-    raise ValueError(f"{value!r} is not a size (use e.g. 512MiB, 8GiB)")
+    raise ValueError(f"{short_repr(value)} is not a size (use e.g. 512MiB, 8GiB)")
 
 
 @dataclass(frozen=True)
@@ -218,7 +220,7 @@ class _Reader:
             return {}
         for k in raw:
             if k not in keys:
-                self.problem(f"{path}.{k}" if path else str(k), f"unknown key (known: {', '.join(sorted(keys))})")
+                self.problem(f"{path}.{jobspec.key_name(k)}" if path else jobspec.key_name(k), f"unknown key (known: {', '.join(sorted(keys))})")
         return raw
 
     def get(self, raw: dict, key: str, path: str, conv: Callable[[Any], Any], default: Any) -> Any:
@@ -246,7 +248,7 @@ class _Reader:
             self.problem(path, "is required")
             return Path("/nonexistent")
         if not isinstance(value, str) or not value.strip():
-            self.problem(path, f"{value!r} is not a path")
+            self.problem(path, f"{short_repr(value)} is not a path")
             return Path("/nonexistent")
         p = Path(os.path.expanduser(value))
         return Path(os.path.normpath(p if p.is_absolute() else self.base / p))
@@ -259,7 +261,7 @@ def _join(path: str, key: str) -> str:
 def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
     def conv(v: Any) -> str:
         if not isinstance(v, str) or v not in options:
-            raise ValueError(f"{v!r} is not one of {', '.join(options)}")
+            raise ValueError(f"{short_repr(v)} is not one of {', '.join(options)}")
         return v
     return conv
 
@@ -267,45 +269,45 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
 def _int(minimum: int) -> Callable[[Any], int]:
     def conv(v: Any) -> int:
         if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"{v!r} is not an integer")
+            raise ValueError(f"{short_repr(v)} is not an integer")
         if v < minimum:
-            raise ValueError(f"{v!r} is below the minimum {minimum}")
+            raise ValueError(f"{short_repr(v)} is below the minimum {minimum}")
         return v
     return conv
 
 
 def _bool(v: Any) -> bool:
     if not isinstance(v, bool):
-        raise ValueError(f"{v!r} is not true or false")
+        raise ValueError(f"{short_repr(v)} is not true or false")
     return v
 
 
 def _positive_duration(v: Any) -> float:
     d = parse_duration(v)
     if d <= 0:
-        raise ValueError(f"{v!r} must be longer than zero")
+        raise ValueError(f"{short_repr(v)} must be longer than zero")
     return d
 
 
 def _patterns(v: Any) -> tuple[str, ...]:
     if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
-        raise ValueError(f"{v!r} is not a list of glob patterns")
+        raise ValueError(f"{short_repr(v)} is not a list of glob patterns")
     return tuple(v)
 
 
 def _name(v: Any) -> str:
     if not isinstance(v, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", v):
-        raise ValueError(f"{v!r} is not a name (letters, digits, '_', '.', '-')")
+        raise ValueError(f"{short_repr(v)} is not a name (letters, digits, '_', '.', '-')")
     return v
 
 
 def _listen(v: Any) -> tuple[str, int]:
     if not isinstance(v, str) or ":" not in v:
-        raise ValueError(f"{v!r} is not host:port")
+        raise ValueError(f"{short_repr(v)} is not host:port")
     host, _, port = v.rpartition(":")
     host = host.strip("[]")
     if not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"{v!r} has no valid port")
+        raise ValueError(f"{short_repr(v)} has no valid port")
     return host or "127.0.0.1", int(port)
 
 
@@ -316,7 +318,7 @@ def _device(v: Any) -> str:
         return str(v)
     if isinstance(v, str) and v.isdigit():
         return v
-    raise ValueError(f"{v!r} is not a device (cpu, or a CUDA device id 0, 1, ...)")
+    raise ValueError(f"{short_repr(v)} is not a device (cpu, or a CUDA device id 0, 1, ...)")
 
 
 def _is_within(child: Path, parent: Path) -> bool:
@@ -352,7 +354,7 @@ def _read_watch(r: _Reader, raw: Any, path: str, index: int,
     if "source_roots" in raw:
         roots = raw["source_roots"]
         if not isinstance(roots, list) or not all(isinstance(x, str) for x in roots):
-            r.problem(f"{path}.source_roots", f"{roots!r} is not a list of paths")
+            r.problem(f"{path}.source_roots", f"{short_repr(roots)} is not a list of paths")
         else:
             source_roots = tuple(r.path_value(x, f"{path}.source_roots[{i}]")
                                  for i, x in enumerate(roots))
@@ -406,7 +408,7 @@ def _read_models(r: _Reader, raw: Any) -> tuple[CustomModel, ...]:
             continue
         sha = spec.get("sha256")
         if sha is not None and not (isinstance(sha, str) and re.fullmatch(r"[0-9a-fA-F]{64}", sha)):
-            r.problem(f"{path}.sha256", f"{sha!r} is not a sha256 hex digest")
+            r.problem(f"{path}.sha256", f"{short_repr(sha)} is not a sha256 hex digest")
             sha = None
         out.append(CustomModel(
             name=str(name),
@@ -457,7 +459,7 @@ def _read_provenance(r: _Reader, raw: Any) -> tuple[bool, C2paSettings | None]:
         return metadata, None
     url = rc.get("timestamp_url")
     if url is not None and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
-        r.problem("provenance.c2pa.timestamp_url", f"{url!r} is not an http(s) URL")
+        r.problem("provenance.c2pa.timestamp_url", f"{short_repr(url)} is not an http(s) URL")
         url = None
     return metadata, C2paSettings(cert=r.path(rc, "cert", "provenance.c2pa", None),
                                   key=r.path(rc, "key", "provenance.c2pa", None), timestamp_url=url)
@@ -483,11 +485,11 @@ def _check_folders(r: _Reader, state_dir: Path, temp_dir: Path,
             owners[p] = f"watches[{i}] ({w.name}).{key}"
         for key, p in (("state_dir", state_dir), ("temp_dir", temp_dir)):
             if _is_within(p, w.inbox):
-                r.problem(key, f"{p} is inside the inbox of watch {w.name!r}; it must be a local folder outside every share")
+                r.problem(key, f"{p} is inside the inbox of watch {short_repr(w.name)}; it must be a local folder outside every share")
     names = [w.name for w in watches]
     for i, n in enumerate(names):
         if n in names[:i]:
-            r.problem(f"watches[{i}].name", f"{n!r} is used by another watch")
+            r.problem(f"watches[{i}].name", f"{short_repr(n)} is used by another watch")
 
 
 def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
@@ -571,7 +573,7 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
 
     ffmpeg = raw.get("ffmpeg")
     if ffmpeg is not None and not isinstance(ffmpeg, str):
-        r.problem("ffmpeg", f"{ffmpeg!r} is not a path to an ffmpeg executable")
+        r.problem("ffmpeg", f"{short_repr(ffmpeg)} is not a path to an ffmpeg executable")
         ffmpeg = None
     provenance, c2pa = _read_provenance(r, raw.get("provenance", True))
     smtp = read_smtp(r, raw.get("smtp"), parse_duration, _int, _bool)
@@ -603,12 +605,19 @@ def load_config(path: str | os.PathLike | None = None) -> Settings:
     """Read and validate a config file; relative paths resolve against its folder."""
     p = resolve_config_path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with open(p, "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as e:
         raise ConfigError(str(p), [f"(file): cannot read: {e.strerror or e}"]) from e
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(str(p), [f"(file): larger than {MAX_CONFIG_BYTES // 1024} KiB; this is no ffwatchd config"])
     try:
-        raw = yaml.safe_load(text)
+        raw = load_yaml(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError(str(p), [f"(file): not UTF-8 text: {e.reason} at byte {e.start}"]) from e
+    except UnsafeYaml as e:
+        raise ConfigError(str(p), [f"(file): {e}"]) from e
     except yaml.YAMLError as e:
-        raise ConfigError(str(p), [f"(file): malformed YAML: {e}"]) from e
+        raise ConfigError(str(p), [f"(file): malformed YAML: {yaml_problem(e)}"]) from e
     p_abs = p.resolve()
     return load_settings(raw, p_abs.parent, p_abs)

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
+from ffwatchd.errors import short_repr
+
 PRIORITY_LEVELS = {"high": 10, "normal": 0, "low": -10}
 EMAIL_RE = re.compile(r"^[^@\s,<>]+@([A-Za-z0-9.-]+\.[A-Za-z]{2,}|localhost)$")
 
@@ -74,19 +76,19 @@ def read_watch_notify(r: Any, raw: Any, path: str, duration: Callable[[Any], flo
     if "webhook_prefixes" in raw:
         value = raw["webhook_prefixes"]
         if not isinstance(value, list):
-            r.problem(f"{path}.webhook_prefixes", f"{value!r} is not a list of URL prefixes")
+            r.problem(f"{path}.webhook_prefixes", f"{short_repr(value)} is not a list of URL prefixes")
         else:
             for i, p in enumerate(value):
                 u = urlsplit(p) if isinstance(p, str) else None
                 if u is None or u.scheme not in ("http", "https") or not u.hostname or not u.path.endswith("/"):
                     r.problem(f"{path}.webhook_prefixes[{i}]",
-                              f"{p!r} is not an http(s) URL prefix ending in '/' (e.g. https://hooks.example.com/ffwatchd/)")
+                              f"{short_repr(p)} is not an http(s) URL prefix ending in '/' (e.g. https://hooks.example.com/ffwatchd/)")
             prefixes = tuple(p for p in value if isinstance(p, str))
     domains: tuple[str, ...] = ()
     if "email_domains" in raw:
         value = raw["email_domains"]
         if not isinstance(value, list) or not all(isinstance(d, str) and d and "@" not in d for d in value):
-            r.problem(f"{path}.email_domains", f"{value!r} is not a list of domains (example.com)")
+            r.problem(f"{path}.email_domains", f"{short_repr(value)} is not a list of domains (example.com)")
         else:
             domains = tuple(d.lower() for d in value)
     secret, source = None, None
@@ -104,7 +106,7 @@ def read_watch_notify(r: Any, raw: Any, path: str, duration: Callable[[Any], flo
         secret = os.environ.get(name) if isinstance(name, str) else None
         source = f"environment variable {name}"
         if not secret:
-            r.problem(f"{path}.webhook_secret_env", f"environment variable {name!r} is not set or empty")
+            r.problem(f"{path}.webhook_secret_env", f"environment variable {short_repr(name)} is not set or empty")
     if secret is not None and len(secret) < 16:
         r.problem(f"{path}.webhook_secret_{'file' if 'webhook_secret_file' in raw else 'env'}",
                   "the webhook secret is shorter than 16 characters")
@@ -121,11 +123,11 @@ def read_smtp(r: Any, raw: Any, duration: Callable[[Any], float], integer: Calla
     raw = r.section(raw, "smtp", {"server", "port", "starttls", "credentials_file", "from", "timeout", "ca_file"})
     server = raw.get("server")
     if not isinstance(server, str) or not server.strip():
-        r.problem("smtp.server", f"{server!r} is not a host name" if server is not None else "is required")
+        r.problem("smtp.server", f"{short_repr(server)} is not a host name" if server is not None else "is required")
         server = "localhost"
     sender = raw.get("from", SmtpSettings.sender)
     if not isinstance(sender, str) or email_domain(sender) is None:
-        r.problem("smtp.from", f"{sender!r} is not an e-mail address")
+        r.problem("smtp.from", f"{short_repr(sender)} is not an e-mail address")
         sender = SmtpSettings.sender
     creds = None
     if "credentials_file" in raw:
@@ -164,4 +166,4 @@ def priority_value(v: Any) -> int:
         return PRIORITY_LEVELS[v]
     if isinstance(v, int) and not isinstance(v, bool) and -1000 <= v <= 1000:
         return v
-    raise ValueError(f"{v!r} is not high, normal or low (or an integer -1000..1000)")
+    raise ValueError(f"{short_repr(v)} is not high, normal or low (or an integer -1000..1000)")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import reprlib
+
 # Error kinds recorded on failed jobs (docs/daemon.md, docs/operations.md).
 PERMANENT_KINDS = frozenset({
     "bad_input", "no_face", "too_large", "no_sidecar", "bad_sidecar", "model_missing",
-    "cancelled", "outside_inbox", "memory", "duplicate", "unreadable", "provenance",
+    "cancelled", "outside_inbox", "memory", "duplicate", "unreadable", "provenance", "source_changed",
 })
 TRANSIENT_KINDS = frozenset({
     "timeout", "worker_crashed", "internal", "io", "disk_full",
@@ -35,3 +37,21 @@ class ConfigError(Exception):
             super().__init__("; ".join(problems))
         else:
             super().__init__(f"{source}: invalid config:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+
+REPR_LIMIT = 200
+
+
+def short_repr(value: object, limit: int = REPR_LIMIT) -> str:
+    """repr() of a value cut to about `limit` characters: no message quotes an unbounded value
+    (a hostile sidecar or config may hold megabytes in one key)."""
+    r = reprlib.Repr()
+    r.maxstring = r.maxother = max(20, limit // 2)
+    r.maxlist = r.maxtuple = r.maxdict = r.maxset = 8
+    r.maxlevel = 3
+    try:
+        text = r.repr(value)
+    except RecursionError:
+        return "<too deeply nested>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."

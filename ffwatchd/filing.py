@@ -9,10 +9,12 @@ copy to a hidden temporary name in the destination, fsync, link into place, unli
 from __future__ import annotations
 
 import errno
+import filecmp
 import json
 import logging
 import os
 import shutil
+import socket
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -92,7 +94,9 @@ def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True) 
         try:
             _link_or_copy(src, target, job_id)
         except FileExistsError:
-            if _same_file(src, target):         # another host linked it a moment ago
+            if _same_file(src, target) or _same_content(src, target):
+                # another host (or a stopped attempt of this job) placed it a moment ago; across
+                # mount points that is a copy, so the same bytes count as the same file
                 _unlink_moved(src, sync_source)
                 return target
             if target == alt:                   # our own name from an earlier attempt
@@ -102,6 +106,13 @@ def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True) 
         _unlink_moved(src, sync_source)
         return target
     raise AssertionError("unreachable")
+
+
+def _same_content(a: Path, b: Path) -> bool:
+    try:
+        return os.path.getsize(a) == os.path.getsize(b) and filecmp.cmp(a, b, shallow=False)
+    except OSError:
+        return False
 
 
 def _unlink_moved(src: Path, sync: bool) -> None:
@@ -126,7 +137,8 @@ def _link_or_copy(src: Path, dest: Path, job_id: int, replace: bool = False) -> 
                 raise FileExistsError(errno.EEXIST, "exists", str(dest)) from e
             if e.errno not in (errno.EXDEV, errno.EPERM, errno.ENOTSUP, errno.EMLINK):
                 raise
-    tmp = dest.with_name(f"{TEMP_PREFIX}{job_id}-{dest.name}.tmp")
+    # Named per process: two hosts copying the same job's file at once never share a partial copy.
+    tmp = dest.with_name(f"{TEMP_PREFIX}{job_id}-{socket.gethostname()}.{os.getpid()}-{dest.name}.tmp")
     try:
         shutil.copyfile(src, tmp)
         shutil.copystat(src, tmp)

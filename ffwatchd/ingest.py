@@ -1,4 +1,4 @@
-"""A settled file -> a job row: name rules, symlink check, sidecar, type sniffing, hash, enqueue.
+"""A settled file -> a job row: name rules, regular files only (links left alone), sidecar, sniffing, hash.
 
 Used by the watcher and by `ffwatchd enqueue PATH`. A refused file becomes a failed job and is
 moved to failed/ with its report; nothing here raises for a bad file.
@@ -18,14 +18,14 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
-from ffwatchd import filing
+from ffwatchd import filing, safefs
 from ffwatchd.config import Settings, WatchSettings
 from ffwatchd.errors import JobError
 from ffwatchd.settle import FileState
 from ffwatchd.sharepaths import locate
 from ffwatchd.sidecar import (MissingSource, Resolved, SourceIndex, batch_folder, defaults_suffice, find_sidecars,
                               is_sidecar_name, is_within, resolve_spec)
-from ffwatchd.sniff import sniff_file
+from ffwatchd.sniff import HEAD_SIZE, describe_head, sniff_bytes, sniff_file
 from ffwatchd.store import FINISHED, Job, JobQueue
 
 log = logging.getLogger(__name__)
@@ -107,18 +107,40 @@ def find_watch(settings: Settings, path: Path) -> tuple[WatchSettings, str]:
 
 # -- hashing ----------------------------------------------------------------------------
 
-def hash_file(path: Path) -> tuple[str, FileState]:
-    """sha256 of a regular file, read in chunks; the state is the open file's own (fstat after)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+def hash_file(path: Path, root: Path | None = None) -> tuple[str, FileState]:
+    """sha256 of a regular file, read in chunks; the state is the open file's own (fstat after).
+
+    With `root`, no link between `root` and the file is followed (safefs.open_regular);
+    without, only the final name is not. A FIFO, device or socket is never opened."""
+    return _digest(safefs.open_regular(root, path) if root is not None else _open_final(path))[1:]
+
+
+def read_inbox_file(root: Path, path: Path) -> tuple[bytes, str, FileState]:
+    """First bytes (for sniffing), sha256 and state of a regular file below `root`, from one open."""
+    return _digest(safefs.open_regular(root, path))
+
+
+def _open_final(path: Path) -> int:
+    st = os.lstat(path)
+    if not statmod.S_ISREG(st.st_mode):
+        raise safefs.NotRegular(path, safefs.describe_mode(st.st_mode))
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+    if not statmod.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise safefs.NotRegular(path, "not a regular file")
+    return fd
+
+
+def _digest(fd: int) -> tuple[bytes, str, FileState]:
     try:
-        st = os.fstat(fd)
-        if not statmod.S_ISREG(st.st_mode):
-            raise IsADirectoryError(errno.EISDIR, "not a regular file", str(path))
         h = hashlib.sha256()
+        head = b""
         with os.fdopen(os.dup(fd), "rb", buffering=0) as f:
             while chunk := f.read(CHUNK):
+                if not head:
+                    head = chunk[:HEAD_SIZE]
                 h.update(chunk)
-        return h.hexdigest(), FileState.from_stat(os.fstat(fd))
+        return head, h.hexdigest(), FileState.from_stat(os.fstat(fd))
     finally:
         os.close(fd)
 
@@ -131,7 +153,8 @@ class HashCache:
         self._data: dict[tuple[Path, FileState], str] = {}
 
     def sha256(self, path: Path) -> str:
-        key = (path, FileState.from_stat(os.stat(path)))
+        """`path` is a real path (no links): sources are resolved before they are hashed."""
+        key = (path, FileState.from_stat(os.lstat(path)))
         if key not in self._data:
             digest, _ = hash_file(path)
             if len(self._data) >= self.size:
@@ -161,30 +184,22 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
     if why:
         return IngestResult("skipped", path, f"{rel}: {why}")
     try:
-        lst = os.lstat(path)
+        lst = safefs.lstat_below(watch.inbox, path)
+    except safefs.LinkInPath as e:
+        return IngestResult("skipped", path, f"{rel}: {e.filename} is a symbolic link; links are never "
+                                             "followed and are left alone")
     except FileNotFoundError:
         return IngestResult("vanished", path, f"{rel}: vanished")
     except OSError as e:
         return IngestResult("retry", path, f"{rel}: cannot stat: {e.strerror or e}")
     lstate = FileState.from_stat(lst)
+    if not statmod.S_ISREG(lst.st_mode):
+        # Links (to anything), FIFOs, devices, sockets: never opened, never moved, left alone.
+        return IngestResult("skipped", path, f"{rel} is {safefs.describe_mode(lst.st_mode)}; left alone, "
+                                             "not opened")
     if expected is not None and lstate != expected:
         return IngestResult("changed", path, f"{rel}: changed since it settled")
-    real = Path(os.path.realpath(path))
-    if not is_within(real, Path(os.path.realpath(watch.inbox))):
-        target = os.readlink(path) if statmod.S_ISLNK(lst.st_mode) else str(real)
-        return _refuse(watch, store, path, rel, lstate, f"outside:{hashlib.sha256(target.encode()).hexdigest()}",
-                       "image", "outside_inbox", f"{rel} leads to {real}, outside the inbox; it was not read")
-    if statmod.S_ISLNK(lst.st_mode):
-        # A link to a file inside the inbox: read the target, never the link.
-        path_to_read = real
-    else:
-        path_to_read = path
-    try:
-        st = os.stat(path_to_read)
-    except OSError as e:
-        return _os_trouble(watch, store, path, rel, lstate, e, "stat")
-    if not statmod.S_ISREG(st.st_mode):
-        return IngestResult("skipped", path, f"{rel}: not a regular file")
+    st = lst
     if (referenced or SourceIndex.from_disk(watch).contains)(path):
         return IngestResult("skipped", path, f"{rel}: named as a source or reference by a sidecar")
     active = store.find_active(watch.name, rel)
@@ -213,15 +228,19 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
         except JobError as e:
             sidecar_error = e
     try:
-        sniffed = sniff_file(path_to_read)
-        digest, hstate = hash_file(path_to_read)
-    except JobError as e:
-        return _refuse(watch, store, path, rel, lstate, _hash_or_substitute(path_to_read, st), "image",
-                       e.kind, e.message)
+        head, digest, hstate = read_inbox_file(watch.inbox, path)
+    except safefs.LinkInPath:
+        return IngestResult("skipped", path, f"{rel}: a folder on its way became a symbolic link; left alone")
+    except safefs.NotRegular as e:
+        return IngestResult("skipped", path, f"{rel} is {e.what}; left alone, not opened")
     except OSError as e:
         return _os_trouble(watch, store, path, rel, lstate, e, "read")
+    sniffed = sniff_bytes(head)
+    if sniffed is None:
+        return _refuse(watch, store, path, rel, hstate, digest, "image", "bad_input",
+                       f"{path.name} is not an image or video we can process: {describe_head(head)}")
     try:
-        after = FileState.from_stat(os.lstat(path))
+        after = FileState.from_stat(safefs.lstat_below(watch.inbox, path))
     except FileNotFoundError:
         return IngestResult("vanished", path, f"{rel}: vanished while it was read")
     except OSError as e:
@@ -273,13 +292,6 @@ def _hash_sources(watch: WatchSettings, resolved: Resolved, hashes: HashCache) -
     return out
 
 
-def _hash_or_substitute(path: Path, st: os.stat_result) -> str:
-    try:
-        return hash_file(path)[0]
-    except OSError:
-        return f"unreadable:{st.st_size}:{st.st_mtime_ns}"
-
-
 def _os_trouble(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: FileState,
                 e: OSError, what: str) -> IngestResult:
     if isinstance(e, FileNotFoundError):
@@ -315,15 +327,7 @@ def _refuse(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: 
 
 
 def _file_refused(watch: WatchSettings, path: Path, job: Job) -> Path:
-    if not os.path.islink(path):
-        return filing.file_failed_original(watch, job)
-    # A link is moved as a link (rename never follows it) and its target never read.
-    dest = filing.choose_destination(watch.failed / job.rel_path, job.id, path)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    os.rename(path, dest)
-    filing.write_json_atomic(filing.report_path(dest), filing.error_report(
-        job, job.error_kind or "internal", job.error_message or "", path, dest))
-    return dest
+    return filing.file_failed_original(watch, job)
 
 
 def _report_exists(watch: WatchSettings, job: Job) -> bool:

@@ -12,6 +12,8 @@ import copy
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
+from ffwatchd.errors import short_repr
+
 PROCESSORS = ("face_swapper", "face_enhancer", "face_anonymizer", "label")
 SELECTOR_MODES = ("all", "largest", "reference")
 ANONYMIZE_METHODS = ("blur", "pixelate")
@@ -196,18 +198,18 @@ def _check_notify(value: Any, path: str) -> list[str]:
     for key, v in value.items():
         if key == "webhook":
             if not isinstance(v, str) or not v.startswith(("http://", "https://")):
-                problems.append(f"{path}.webhook: {v!r} is not an http(s) URL")
+                problems.append(f"{path}.webhook: {short_repr(v)} is not an http(s) URL")
         elif key == "email":
             addresses = [v] if isinstance(v, str) else v
             if not isinstance(addresses, list) or not addresses:
-                problems.append(f"{path}.email: {v!r} is not an address or a list of addresses")
+                problems.append(f"{path}.email: {short_repr(v)} is not an address or a list of addresses")
             else:
                 for i, a in enumerate(addresses):
                     if not isinstance(a, str) or email_domain(a) is None:
-                        problems.append(f"{path}.email[{i}]: {a!r} is not an e-mail address")
+                        problems.append(f"{path}.email[{i}]: {short_repr(a)} is not an e-mail address")
         elif key == "on":
             if not isinstance(v, list) or not v or any(e not in NOTIFY_EVENTS for e in v):
-                problems.append(f"{path}.on: {v!r} is not a list of {', '.join(NOTIFY_EVENTS)}")
+                problems.append(f"{path}.on: {short_repr(v)} is not a list of {', '.join(NOTIFY_EVENTS)}")
         else:
             problems.append(f"{path}.{key}: unknown key (known: webhook, email, on)")
     return problems
@@ -217,32 +219,32 @@ def _check_notify(value: Any, path: str) -> list[str]:
 # Validation of one partial mapping (a sidecar file or a watch's defaults).
 
 def _t_str(v: Any) -> str | None:
-    return None if isinstance(v, str) and v.strip() else f"{v!r} is not a non-empty string"
+    return None if isinstance(v, str) and v.strip() else f"{short_repr(v)} is not a non-empty string"
 
 
 def _t_bool(v: Any) -> str | None:
-    return None if isinstance(v, bool) else f"{v!r} is not true or false"
+    return None if isinstance(v, bool) else f"{short_repr(v)} is not true or false"
 
 
 def _t_int(lo: int, hi: int):
     def check(v: Any) -> str | None:
         if isinstance(v, bool) or not isinstance(v, int):
-            return f"{v!r} is not an integer"
-        return None if lo <= v <= hi else f"{v!r} is not between {lo} and {hi}"
+            return f"{short_repr(v)} is not an integer"
+        return None if lo <= v <= hi else f"{short_repr(v)} is not between {lo} and {hi}"
     return check
 
 
 def _t_float(lo: float, hi: float):
     def check(v: Any) -> str | None:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            return f"{v!r} is not a number"
-        return None if lo <= v <= hi else f"{v!r} is not between {lo} and {hi}"
+            return f"{short_repr(v)} is not a number"
+        return None if lo <= v <= hi else f"{short_repr(v)} is not between {lo} and {hi}"
     return check
 
 
 def _t_choice(options: tuple[str, ...]):
     def check(v: Any) -> str | None:
-        return None if isinstance(v, str) and v in options else f"{v!r} is not one of {', '.join(options)}"
+        return None if isinstance(v, str) and v in options else f"{short_repr(v)} is not one of {', '.join(options)}"
     return check
 
 
@@ -250,7 +252,7 @@ def _t_size(v: Any) -> str | None:
     err = _t_int(128, 2048)(v)
     if err:
         return err
-    return None if v % 32 == 0 else f"{v!r} is not a multiple of 32"
+    return None if v % 32 == 0 else f"{short_repr(v)} is not a multiple of 32"
 
 
 _SECTIONS: dict[str, dict[str, Any]] = {
@@ -270,6 +272,11 @@ TOP_KEYS = ("sources", "processors", *_SECTIONS, "on_no_face", "priority", "noti
             "batch_quiet")
 
 
+def key_name(key: Any, limit: int = 60) -> str:
+    """A mapping key as messages show it: itself when it is a short string, else cut."""
+    return key if isinstance(key, str) and len(key) <= limit else short_repr(key, limit)
+
+
 def validate(raw: Any, where: str, known_models: Mapping[str, str] | None = None) -> list[str]:
     """Problems of one partial sidecar mapping, each `where.key: reason`."""
     models = dict(BUILTIN_MODEL_KINDS if known_models is None else known_models)
@@ -279,19 +286,19 @@ def validate(raw: Any, where: str, known_models: Mapping[str, str] | None = None
         return [f"{where}: must be a mapping, not {type(raw).__name__}"]
     problems: list[str] = []
     for key, value in raw.items():
-        path = f"{where}.{key}"
+        path = f"{where}.{key_name(key)}"
         if key not in TOP_KEYS:
             problems.append(f"{path}: unknown key (known: {', '.join(TOP_KEYS)})")
         elif key == "sources":
             if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value):
-                problems.append(f"{path}: {value!r} is not a list of file paths")
+                problems.append(f"{path}: {short_repr(value)} is not a list of file paths")
         elif key == "processors":
             if not isinstance(value, list) or not value:
-                problems.append(f"{path}: {value!r} is not a non-empty list of processors")
+                problems.append(f"{path}: {short_repr(value)} is not a non-empty list of processors")
             else:
                 for i, p in enumerate(value):
                     if p not in PROCESSORS:
-                        problems.append(f"{path}[{i}]: {p!r} is not one of {', '.join(PROCESSORS)}")
+                        problems.append(f"{path}[{i}]: {short_repr(p)} is not one of {', '.join(PROCESSORS)}")
                 if len(set(map(str, value))) != len(value):
                     problems.append(f"{path}: a processor is listed twice")
         elif key == "on_no_face":
@@ -321,14 +328,14 @@ def validate(raw: Any, where: str, known_models: Mapping[str, str] | None = None
             schema = _SECTIONS[key]
             for sub, sv in value.items():
                 if sub not in schema:
-                    problems.append(f"{path}.{sub}: unknown key (known: {', '.join(schema)})")
+                    problems.append(f"{path}.{key_name(sub)}: unknown key (known: {', '.join(schema)})")
                     continue
                 check = schema[sub]
                 if isinstance(check, str):  # a model name of a kind
                     kind = check.split(":", 1)[1]
                     if not isinstance(sv, str) or models.get(sv) != kind:
                         names = sorted(n for n, k in models.items() if k == kind)
-                        problems.append(f"{path}.{sub}: {sv!r} is not a known {kind} model "
+                        problems.append(f"{path}.{sub}: {short_repr(sv)} is not a known {kind} model "
                                         f"(known: {', '.join(names)})")
                 else:
                     err = check(sv)

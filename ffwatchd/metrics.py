@@ -36,6 +36,7 @@ DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0
 # Every label value is drawn from a bounded set; anything else is counted as "other".
 JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
 JOB_KINDS = ("image", "video")
+LEFT_ALONE_KINDS = ("link", "fifo", "device", "socket", "other")    # as ffwatchd.scan names them
 OUTCOMES = ("done", "failed", "retried", "cancelled", "lost", "other")   # lost: lease gone, no verdict
 ERROR_KINDS = tuple(sorted(PERMANENT_KINDS | TRANSIENT_KINDS)) + ("other",)
 RESTART_REASONS = ("crashed", "killed", "recycled", "memory", "timeout", "stalled", "other")
@@ -222,6 +223,9 @@ class Metrics:
         self.files_ignored = Counter("ffwatchd_files_ignored",
                                      "Files in an inbox that match no include pattern (each once)",
                                      ["watch"], registry=r)
+        self.files_left_alone = Counter("ffwatchd_files_left_alone",
+                                        "Links, FIFOs, devices and sockets seen in an inbox and left alone "
+                                        "(each once per version)", ["watch", "what"], registry=r)
         self.jobs_finished = Counter("ffwatchd_jobs_finished",
                                      "Job attempts that ended, by outcome (done|failed|retried|cancelled)",
                                      ["watch", "kind", "outcome"], registry=r)
@@ -296,6 +300,8 @@ class Metrics:
             c.labels(watch)
         self.unsettled_files.labels(watch)
         self.batches_finished.labels(watch)
+        for what in LEFT_ALONE_KINDS:
+            self.files_left_alone.labels(watch, what)
         for kind in JOB_KINDS:
             self.job_duration.labels(watch, kind)
             for outcome in OUTCOMES:
@@ -313,6 +319,8 @@ class Metrics:
 
     def file_ignored(self, watch: str) -> None:
         self.files_ignored.labels(watch).inc()
+    def file_left_alone(self, watch: str, what: str) -> None:
+        self.files_left_alone.labels(watch, _bounded(what, LEFT_ALONE_KINDS, "left-alone kind")).inc()
 
     def settle_wait(self, watch: str, seconds: float) -> None:
         self._settle_wait.labels(watch).observe(max(0.0, seconds))

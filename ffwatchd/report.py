@@ -17,6 +17,7 @@ import numpy as np
 from ffwatchd.config import WatchSettings
 from ffwatchd.filing import find_failed_original, write_bytes_atomic
 from ffwatchd.store import Job, priority_name
+from ffwatchd.store.contract import printable
 
 REPORT_HTML = "ffwatch-report.html"
 REPORT_JSON = "ffwatch-report.json"
@@ -203,6 +204,7 @@ def write_report(watch: WatchSettings, folder: str, jobs: list[Job], cache: Thum
             after = Path(j.output_path) if j.state == "done" and j.output_path else None
             thumbs[j.id] = (cache.get(j.id, _before_path(watch, j)), cache.get(j.id, after))
     html_path, json_path = report_paths(watch, folder)
-    write_bytes_atomic(html_path, render_html(report, thumbs).encode("utf-8"))
+    # printable: a name that is not UTF-8 shows as \xHH in the page (the JSON keeps it exactly)
+    write_bytes_atomic(html_path, printable(render_html(report, thumbs)).encode("utf-8"))
     write_bytes_atomic(json_path, (json.dumps(report, indent=1, default=str) + "\n").encode("utf-8"))
     return html_path, report

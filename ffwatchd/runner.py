@@ -9,12 +9,14 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import stat as statmod
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ffwatchd import safefs
 from ffwatchd.config import Settings
 from ffwatchd.diskguard import disk_full_error, is_enospc
 from ffwatchd.errors import JobError
@@ -24,6 +26,7 @@ from ffwatchd.jobspec import JobSpec
 from ffwatchd.prefetch import Prefetched, Prefetcher
 from ffwatchd.sharepaths import localize_spec
 from ffwatchd.store import Job, JobQueue, TransitionError
+from ffwatchd.verify import SourceHashes, check_sources
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +202,7 @@ class JobRunner:
         self.settings, self.store, self.pipeline, self.owner = settings, store, pipeline, owner
         self.on_cuda = on_cuda
         self._ffmpeg: str | None = None
+        self._source_hashes = SourceHashes()
         self.heartbeats = Heartbeats(store, owner, settings.workers.lease)
         self.prefetcher = Prefetcher(self._original_problem, getattr(pipeline, "decode_image", None))
         self._held: dict[int, Lease] = {}
@@ -280,6 +284,10 @@ class JobRunner:
         if problem:
             self._fail_without_filing(job, out, "bad_input", problem)
             return None
+        source_error = check_sources(watch, job, self._source_hashes)
+        if source_error is not None:
+            self._failed(watch, job, lease, out, source_error, workdir)
+            return None
         spec = JobSpec.from_snapshot(localize_spec(job.spec, job.sources, watch))
         log.info("job %d: %s %s (attempt %d/%d)", job.id, job.kind, original, job.attempts, job.max_attempts)
         try:
@@ -351,17 +359,22 @@ class JobRunner:
             leftover.unlink(missing_ok=True)
 
     def _original_problem(self, job: Job, original: Path) -> str | None:
+        inbox = self.settings.watch(job.watch).inbox
         try:
-            st = original.stat()
+            st = safefs.lstat_below(inbox, original)     # no link on the way is followed
+        except safefs.LinkInPath as e:
+            return f"{original}: {e.filename} is now a symbolic link; it was not followed"
         except FileNotFoundError:
             return f"{original} left the inbox before it was processed"
         except OSError as e:
             return f"{original} cannot be read: {e.strerror}"
+        if not statmod.S_ISREG(st.st_mode):
+            return f"{original} is now {safefs.describe_mode(st.st_mode)}; it was not opened"
         if st.st_size != job.size or abs(st.st_mtime - job.mtime) > 1e-3:
             return (f"{original} changed after it was queued (size {job.size} -> {st.st_size}); "
                     "the new content is queued as its own job")
         try:
-            digest, _state = hash_file(original)
+            digest, _state = hash_file(original, inbox)
         except OSError as e:
             return f"{original} cannot be read: {e.strerror}"
         if digest != job.content_hash:

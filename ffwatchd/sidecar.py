@@ -6,24 +6,29 @@ The schema lives in jobspec.py; this module adds the files: which sidecar applie
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
+import stat as statmod
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import yaml
 
-from ffwatchd import jobspec
+from ffwatchd import jobspec, safefs
 from ffwatchd.config import WatchSettings
-from ffwatchd.errors import JobError
+from ffwatchd.errors import JobError, short_repr
+from ffwatchd.safeyaml import UnsafeYaml, load_yaml, yaml_problem
 from ffwatchd.sniff import read_head, sniff_bytes
 
 log = logging.getLogger(__name__)
 
 SIDECAR_NAME = "ffwatch.yaml"
 SIDECAR_SUFFIX = ".ffwatch.yaml"
-MAX_SIDECAR_BYTES = 1 << 20
+MAX_SIDECAR_BYTES = 64 << 10          # 64 KiB: a sidecar is a few hundred bytes
+MAX_PROBLEMS = 20                      # listed per sidecar; the rest are counted
 
 
 def is_sidecar_name(name: str) -> bool:
@@ -32,37 +37,93 @@ def is_sidecar_name(name: str) -> bool:
 
 def find_sidecars(inbox: Path, path: Path) -> list[Path]:
     """The sidecars for `path`, weakest first: the nearest `ffwatch.yaml` up to the inbox root,
-    then `<name>.ffwatch.yaml` beside the file."""
+    then `<name>.ffwatch.yaml` beside the file.
+
+    A name counts when anything is there (a link or a FIFO too: reading it then refuses it),
+    and only through real folders: nothing is looked up through a link below the inbox."""
     found: list[Path] = []
     folder = path.parent
     while True:
         candidate = folder / SIDECAR_NAME
-        if candidate.is_file():
+        if _present(inbox, candidate):
             found.append(candidate)
             break
         if folder == inbox or inbox not in folder.parents:
             break
         folder = folder.parent
     own = path.with_name(path.name + SIDECAR_SUFFIX)
-    if own.is_file():
+    if _present(inbox, own):
         found.append(own)
     return found
 
 
-def read_sidecar(path: Path) -> dict:
-    """A sidecar file's mapping ({} when empty); JobError('bad_sidecar') naming it otherwise."""
+def _present(inbox: Path, path: Path) -> bool:
     try:
-        if path.stat().st_size > MAX_SIDECAR_BYTES:
-            raise JobError("bad_sidecar", f"sidecar {path} is larger than {MAX_SIDECAR_BYTES} bytes")
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise JobError("bad_sidecar", f"sidecar {path} is not UTF-8 text: {e.reason}") from e
+        st = safefs.lstat_below(inbox, path) if is_within(path, inbox) and path != inbox else os.lstat(path)
+    except (OSError, ValueError):
+        return False
+    return not statmod.S_ISDIR(st.st_mode)
+
+
+# Parsed sidecars by (path, device, inode, size, mtime, ctime): a sidecar is read once per
+# version, a refused one too, so a hostile file costs one read however often it is looked at.
+_CACHE: "OrderedDict[tuple, dict | JobError]" = OrderedDict()
+_CACHE_SIZE = 512
+
+
+def read_sidecar(path: Path, root: Path | None = None) -> dict:
+    """A sidecar file's mapping ({} when empty); JobError('bad_sidecar') naming it otherwise.
+
+    Opened below `root` (the inbox; default: its own folder) without following any link, and
+    only when it is a regular file of at most MAX_SIDECAR_BYTES; anchors and aliases are refused."""
+    root = root if root is not None and path != root and is_within(path, root) else path.parent
+    try:
+        st = safefs.lstat_below(root, path)
+    except safefs.LinkInPath as e:
+        raise JobError("bad_sidecar", f"sidecar {path}: {e.filename} is a symbolic link; it was not followed") from e
     except OSError as e:
         raise JobError("bad_sidecar", f"sidecar {path} cannot be read: {e.strerror or e}") from e
+    key = (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+    cached = _CACHE.get(key)
+    if cached is None:
+        try:
+            cached = _parse_sidecar(path, root, st)
+        except JobError as e:
+            cached = e
+        _CACHE[key] = cached
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    else:
+        _CACHE.move_to_end(key)
+    if isinstance(cached, JobError):
+        raise JobError(cached.kind, cached.message)
+    return copy.deepcopy(cached)
+
+
+def _parse_sidecar(path: Path, root: Path, st: os.stat_result) -> dict:
+    if not statmod.S_ISREG(st.st_mode):
+        raise JobError("bad_sidecar", f"sidecar {path} is {safefs.describe_mode(st.st_mode)}, not a regular "
+                                      f"file; it was not read")
+    if st.st_size > MAX_SIDECAR_BYTES:
+        raise JobError("bad_sidecar", f"sidecar {path} is larger than {MAX_SIDECAR_BYTES // 1024} KiB "
+                                      f"({st.st_size} bytes); it was not read")
     try:
-        raw = yaml.safe_load(text)
+        data = safefs.read_regular(root, path, MAX_SIDECAR_BYTES)
+    except safefs.NotRegular as e:
+        raise JobError("bad_sidecar", f"sidecar {path} is {e.what}, not a regular file; it was not read") from e
+    except OSError as e:
+        raise JobError("bad_sidecar", f"sidecar {path} cannot be read: {e.strerror or e}") from e
+    if len(data) > MAX_SIDECAR_BYTES:
+        raise JobError("bad_sidecar", f"sidecar {path} is larger than {MAX_SIDECAR_BYTES // 1024} KiB; "
+                                      f"it was not read further")
+    try:
+        raw = load_yaml(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise JobError("bad_sidecar", f"sidecar {path} is not UTF-8 text: {e.reason} at byte {e.start}") from e
+    except UnsafeYaml as e:
+        raise JobError("bad_sidecar", f"sidecar {path} was refused: {e}") from e
     except yaml.YAMLError as e:
-        raise JobError("bad_sidecar", f"sidecar {path} is malformed YAML: {' '.join(str(e).split())}") from e
+        raise JobError("bad_sidecar", f"sidecar {path} is malformed YAML: {yaml_problem(e)}") from e
     if raw is None:
         return {}
     if not isinstance(raw, dict):
@@ -88,19 +149,19 @@ def resolve_entry(value: str, base: Path, watch: WatchSettings, where: str, key:
     raw = Path(value)
     real = Path(os.path.realpath(raw if raw.is_absolute() else base / raw))
     if not any(is_within(real, root) for root in allowed_roots(watch)):
-        raise JobError("bad_sidecar", f"{where}: {key}: {value!r} resolves to {real}, outside the inbox "
+        raise JobError("bad_sidecar", f"{where}: {key}: {short_repr(value)} resolves to {real}, outside the inbox "
                                       f"and the configured source roots")
     if not real.exists():
-        raise MissingSource("bad_sidecar", f"{where}: {key}: {value!r} does not exist ({real})")
+        raise MissingSource("bad_sidecar", f"{where}: {key}: {short_repr(value)} does not exist ({real})")
     if not real.is_file():
-        raise JobError("bad_sidecar", f"{where}: {key}: {value!r} is not a regular file ({real})")
+        raise JobError("bad_sidecar", f"{where}: {key}: {short_repr(value)} is not a regular file ({real})")
     try:
         head = read_head(real)
     except OSError as e:
-        raise JobError("bad_sidecar", f"{where}: {key}: {value!r} cannot be read: {e.strerror or e}") from e
+        raise JobError("bad_sidecar", f"{where}: {key}: {short_repr(value)} cannot be read: {e.strerror or e}") from e
     found = sniff_bytes(head)
     if found is None or found.kind != "image":
-        raise JobError("bad_sidecar", f"{where}: {key}: {value!r} is not an image (JPEG, PNG, WebP, BMP or TIFF)")
+        raise JobError("bad_sidecar", f"{where}: {key}: {short_repr(value)} is not an image (JPEG, PNG, WebP, BMP or TIFF)")
     return real
 
 
@@ -121,6 +182,8 @@ def _resolve_layer(raw: Mapping[str, Any], base: Path, watch: WatchSettings, whe
 
 def check_layer(raw: Any, where: str, known_models: Mapping[str, str]) -> None:
     problems = [p.lstrip(".") for p in jobspec.validate(raw, "", known_models)]
+    if len(problems) > MAX_PROBLEMS:
+        problems = problems[:MAX_PROBLEMS] + [f"and {len(problems) - MAX_PROBLEMS} more problems"]
     if problems:
         raise JobError("bad_sidecar", f"{where}: " + "; ".join(problems))
 
@@ -144,16 +207,16 @@ def check_targets(merged: Mapping[str, Any], watch: WatchSettings, where: str) -
     notify = merged.get("notify") or {}
     url = notify.get("webhook")
     if url and not url_allowed(url, allowed.webhook_prefixes):
-        raise JobError("bad_sidecar", f"{where}: notify.webhook: {url!r} is not under an allowed prefix of watch "
+        raise JobError("bad_sidecar", f"{where}: notify.webhook: {short_repr(url)} is not under an allowed prefix of watch "
                                       f"{watch.name} ({', '.join(allowed.webhook_prefixes) or 'none configured'})")
     emails = notify.get("email") or []
     for i, addr in enumerate([emails] if isinstance(emails, str) else emails):
         if email_domain(addr) not in allowed.email_domains:
-            raise JobError("bad_sidecar", f"{where}: notify.email[{i}]: {addr!r} is not in an allowed domain of "
+            raise JobError("bad_sidecar", f"{where}: notify.email[{i}]: {short_repr(addr)} is not in an allowed domain of "
                                           f"watch {watch.name} ({', '.join(allowed.email_domains) or 'none configured'})")
     quiet = merged.get("batch_quiet")
     if quiet is not None and jobspec._duration(quiet) > watch.batch_quiet_max:
-        raise JobError("bad_sidecar", f"{where}: batch_quiet: {quiet!r} is longer than the watch's "
+        raise JobError("bad_sidecar", f"{where}: batch_quiet: {short_repr(quiet)} is longer than the watch's "
                                       f"batch_quiet_max ({watch.batch_quiet_max:g} s)")
 
 
@@ -190,7 +253,7 @@ def resolve_spec(watch: WatchSettings, path: Path, known_models: Mapping[str, st
     sidecars = find_sidecars(watch.inbox, path)
     layers = [_resolve_layer(watch.defaults, watch.inbox, watch, f"watch {watch.name} defaults")]
     for sc in sidecars:
-        raw = read_sidecar(sc)
+        raw = read_sidecar(sc, watch.inbox)
         check_layer(raw, f"sidecar {sc}", known_models)
         layers.append(_resolve_layer(raw, sc.parent, watch, f"sidecar {sc}"))
     merged = jobspec.merge(*layers)
@@ -232,7 +295,7 @@ class SourceIndex:
     def update(self, sidecar: Path) -> None:
         """(Re)read one sidecar; a broken one names nothing (the files it governs fail on their own)."""
         try:
-            raw = read_sidecar(sidecar)
+            raw = read_sidecar(sidecar, self.watch.inbox)
         except JobError as e:
             log.info("watch %s: %s", self.watch.name, e.message)
             raw = {}

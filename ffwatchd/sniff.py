@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from ffwatchd import safefs
 from ffwatchd.errors import JobError
 
 HEAD_SIZE = 64
@@ -58,9 +60,15 @@ def describe_head(head: bytes) -> str:
 
 
 def read_head(path: Path, size: int = HEAD_SIZE) -> bytes:
-    """The first bytes of a regular file, without following a final symlink or blocking on a FIFO."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    """The first bytes of a regular file, without following a final symlink; a FIFO, device or
+    socket is never opened (safefs.NotRegular, an OSError)."""
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise safefs.NotRegular(path, safefs.describe_mode(st.st_mode))
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise safefs.NotRegular(path, "not a regular file")
         return os.read(fd, size)
     finally:
         os.close(fd)

@@ -11,7 +11,6 @@ import os
 import stat as statmod
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -19,10 +18,13 @@ from watchdog.events import (DirModifiedEvent, FileClosedNoWriteEvent, FileOpene
                              FileSystemEventHandler)
 from watchdog.observers import Observer
 
+from ffwatchd import safefs
 from ffwatchd.cluster import Leadership
 from ffwatchd.config import Settings, WatchSettings
 from ffwatchd.ingest import HashCache, IngestResult, classify_name, ingest_file, is_ignored_dir
 from ffwatchd.mounts import detect_mode
+from ffwatchd.notices import Notices
+from ffwatchd.scan import InboxUnavailable, ScanResult, left_alone_kind, scan_inbox
 from ffwatchd.settle import FileState, SettleTracker
 from ffwatchd.sidecar import SIDECAR_NAME, SIDECAR_SUFFIX, SourceIndex, is_sidecar_name, is_within
 from ffwatchd.store import JobQueue, store_errors
@@ -38,64 +40,9 @@ class WatchMetrics(Protocol):
     def job_refused(self, watch: str, kind: str, error_kind: str) -> None: ...
     def settle_wait(self, watch: str, seconds: float) -> None: ...
     def file_ignored(self, watch: str) -> None: ...
+    def file_left_alone(self, watch: str, what: str) -> None: ...
 
-
-# -- scanning --------------------------------------------------------------------------------
-
-class InboxUnavailable(Exception):
-    """The inbox root cannot be listed (missing, share gone, stale handle)."""
-
-
-@dataclass
-class ScanResult:
-    top: Path
-    files: dict[Path, FileState] = field(default_factory=dict)
-    sidecars: dict[Path, FileState] = field(default_factory=dict)
-    failed_dirs: list[Path] = field(default_factory=list)   # could not be listed: forget nothing there
-    missing: bool = False                                   # `top` (below the root) is gone
-    not_included: list[Path] = field(default_factory=list)  # files no `include` pattern matches
-
-
-def scan_inbox(watch: WatchSettings, top: Path | None = None) -> ScanResult:
-    """List candidate files and sidecars under `top` (default: the whole inbox).
-
-    Never enters symlinked or ignored folders. Raises InboxUnavailable when the inbox root
-    itself cannot be listed."""
-    top = top or watch.inbox
-    result = ScanResult(top)
-    prefix0 = "" if top == watch.inbox else top.relative_to(watch.inbox).as_posix() + "/"
-    stack: list[tuple[str, str]] = [(str(top), prefix0)]
-    while stack:
-        folder, prefix = stack.pop()
-        try:
-            with os.scandir(folder) as it:
-                entries = list(it)
-        except OSError as e:
-            if folder == str(watch.inbox):
-                raise InboxUnavailable(f"{watch.inbox}: {e.strerror or e}") from e
-            if isinstance(e, (FileNotFoundError, NotADirectoryError)):
-                result.missing = result.missing or folder == str(top)
-            else:
-                log.warning("watch %s: cannot list %s: %s", watch.name, folder, e.strerror or e)
-                result.failed_dirs.append(Path(folder))
-            continue
-        for entry in entries:
-            name = entry.name
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    if not is_ignored_dir(watch, name):
-                        stack.append((entry.path, prefix + name + "/"))
-                    continue
-                why = classify_name(watch, prefix + name)
-                if why is None:
-                    result.files[Path(entry.path)] = FileState.from_stat(entry.stat(follow_symlinks=False))
-                elif why == "sidecar":
-                    result.sidecars[Path(entry.path)] = FileState.from_stat(entry.stat(follow_symlinks=False))
-                elif why == "not included":
-                    result.not_included.append(Path(entry.path))
-            except FileNotFoundError:
-                continue
-    return result
+__all__ = ["InboxUnavailable", "ScanResult", "WatchLoop", "WatchService", "scan_inbox"]
 
 
 def _seconds(value: float) -> str:
@@ -129,7 +76,7 @@ class WatchLoop:
         self.handled: dict[Path, FileState] = {}
         self.waiting: dict[Path, tuple[float, FileState, float]] = {}   # since (wall), state, next try
         self.sidecar_states: dict[Path, FileState] = {}
-        self.not_included: set[Path] = set()     # logged and counted once each
+        self.notices = Notices(watch, metrics)  # links, FIFOs, devices, names not included: said once
         self.waiting_for: dict[Path, str] = {}   # what a waiting file waits for (its last answer)
         self.index = SourceIndex(watch)
         self.hashes = HashCache()
@@ -292,16 +239,16 @@ class WatchLoop:
     # -- feeding the tracker --------------------------------------------------------------------
 
     def _apply_scan(self, result: ScanResult) -> None:
-        if result.top == self.watch.inbox and not result.failed_dirs:    # forget the ones gone
-            self.not_included &= set(result.not_included)
-        for path in result.not_included:
-            self._note_not_included(path)
+        self.notices.apply_scan(result)
         for path, state in result.sidecars.items():
             self._observe_sidecar(path, state)
         for path, state in result.files.items():
             self._observe(path, state)
-        seen = result.files.keys() | result.sidecars.keys()
-        known = set(self.tracker) | self.handled.keys() | self.waiting.keys() | self.sidecar_states.keys()
+        for path, (what, state) in result.left_alone.items():
+            self._leave_alone(path, what, state)
+        seen = result.files.keys() | result.sidecars.keys() | result.left_alone.keys()
+        known = (set(self.tracker) | self.handled.keys() | self.waiting.keys() | self.sidecar_states.keys()
+                 | self.notices.left_alone.keys())
         for path in known - seen:
             if not is_within(path, result.top):
                 continue
@@ -321,25 +268,33 @@ class WatchLoop:
         if self.tracker.observe(path, state) and self.metrics:
             self.metrics.file_discovered(self.watch.name)
 
-    def _note_not_included(self, path: Path) -> None:
-        """A file no `include` pattern matches: said once (info) and counted, then left alone."""
-        if path in self.not_included or len(self.not_included) >= 100_000:
-            return
-        self.not_included.add(path)
-        log.info("watch %s: %s matches no include pattern (%s); it is left in the inbox, not processed",
-                 self.watch.name, path.relative_to(self.watch.inbox), ", ".join(self.watch.include))
-        if self.metrics:
-            self.metrics.file_ignored(self.watch.name)
-
     def _observe_sidecar(self, path: Path, state: FileState) -> None:
         if self.sidecar_states.get(path) != state:
             self.tracker.observe(path, state)
+
+    def _leave_alone(self, path: Path, what: str, state: FileState) -> None:
+        """A link, FIFO, device or socket: never followed or opened, never a job; said once."""
+        self.tracker.forget(path)
+        self.handled.pop(path, None)
+        self.waiting.pop(path, None)
+        self.notices.leave_alone(path, what, state)
+
+    def _lstat(self, path: Path) -> os.stat_result | None:
+        """lstat through real folders only; None (and forgotten) when gone or behind a link."""
+        try:
+            return safefs.lstat_below(self.watch.inbox, path)
+        except (FileNotFoundError, safefs.LinkInPath):
+            self._vanish(path)
+        except OSError as e:
+            log.debug("watch %s: cannot stat %s: %s", self.watch.name, path, e)
+        return None
 
     def _vanish(self, path: Path) -> None:
         self.tracker.forget(path)
         self.handled.pop(path, None)
         self.waiting.pop(path, None)
         self.waiting_for.pop(path, None)
+        self.notices.forget(path)
         if self.sidecar_states.pop(path, None) is not None:
             self.index.remove(path)
 
@@ -357,26 +312,19 @@ class WatchLoop:
             if p == self.watch.inbox or not is_within(p, self.watch.inbox) or self._in_ignored_dir(p, False):
                 continue
             why = classify_name(self.watch, p.relative_to(self.watch.inbox).as_posix())
-            if why == "not included":
-                if os.path.isfile(p) and not os.path.islink(p):
-                    self._note_not_included(p)
-                else:
-                    self.not_included.discard(p)
+            if why in ("ignored", "daemon temp"):
                 continue
-            if why not in (None, "sidecar"):
-                continue
-            try:
-                st = os.lstat(p)
-            except FileNotFoundError:
-                self._vanish(p)
-                continue
-            except OSError as e:
-                log.debug("watch %s: cannot stat %s: %s", self.watch.name, p, e)
+            st = self._lstat(p)
+            if st is None:
                 continue
             if statmod.S_ISDIR(st.st_mode):
                 self._apply_scan(scan_inbox(self.watch, p))
             elif why == "sidecar":
                 self._observe_sidecar(p, FileState.from_stat(st))
+            elif not statmod.S_ISREG(st.st_mode):
+                self._leave_alone(p, left_alone_kind(st.st_mode), FileState.from_stat(st))
+            elif why == "not included":
+                self.notices.note_not_included(p)
             else:
                 self._observe(p, FileState.from_stat(st))
 
@@ -396,14 +344,10 @@ class WatchLoop:
         for path in due:
             if self._stop.is_set():
                 return
-            try:
-                state = FileState.from_stat(os.lstat(path))
-            except FileNotFoundError:
-                self._vanish(path)
+            st = self._lstat(path)
+            if st is None:
                 continue
-            except OSError as e:
-                log.debug("watch %s: cannot stat %s: %s", self.watch.name, path, e)
-                continue
+            state = FileState.from_stat(st)
             if is_sidecar_name(path.name):
                 if self.tracker.confirm(path, state, now):
                     self.sidecar_states[path] = state
@@ -432,13 +376,10 @@ class WatchLoop:
         for path, (since, state, next_try) in list(self.waiting.items()):
             if next_try > now or self._stop.is_set():
                 continue
-            try:
-                fresh = FileState.from_stat(os.lstat(path))
-            except FileNotFoundError:
-                self._vanish(path)
+            st = self._lstat(path)
+            if st is None:
                 continue
-            except OSError:
-                continue
+            fresh = FileState.from_stat(st)
             if fresh != state:
                 del self.waiting[path]
                 self.tracker.observe(path, fresh)

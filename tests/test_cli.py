@@ -214,6 +214,31 @@ def test_a_broken_config_does_not_hide_the_job_table(cfg: Path, capsys) -> None:
     assert main(["jobs", "retry", "1", "-c", str(cfg)]) == 1         # changes still need a valid config
 
 
+def test_names_that_are_not_utf8_print_without_crashing(cfg: Path, tmp_path: Path) -> None:
+    """Issue 10 point 7: `jobs list`, `jobs show` and `enqueue` print a non-UTF-8 name as \\xHH."""
+    import os
+    import subprocess
+    import sys
+
+    raw = os.fsencode(tmp_path / "share/inbox") + b"/bad\xffbyte.jpg"
+    with open(raw, "wb") as f:
+        f.write(jpeg(7))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LC_ALL": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
+
+    def run(*args: str | bytes) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "ffwatchd", *args, "-c", str(cfg)], env=env,
+                              capture_output=True, cwd=ROOT, timeout=120)
+    enq = run("enqueue", raw)
+    assert enq.returncode == 0, enq.stderr
+    assert b"bad\\xffbyte.jpg: enqueued" in enq.stdout
+    listed = run("jobs", "list")
+    assert listed.returncode == 0 and b"bad\\xffbyte.jpg" in listed.stdout, listed.stderr
+    job_id = listed.stdout.split(b"\n")[2].split()[0].decode()
+    shown = run("jobs", "show", job_id)
+    assert shown.returncode == 0 and b"rel_path       bad\\xffbyte.jpg" in shown.stdout, shown.stderr
+    as_json = run("jobs", "list", "--json")
+    assert as_json.returncode == 0
+    assert os.fsencode(json.loads(as_json.stdout)[0]["rel_path"]) == b"bad\xffbyte.jpg"
 def test_retry_of_a_model_missing_job_is_refused_while_the_model_is_missing(cfg: Path, capsys) -> None:
     settings = load_config(cfg)
     watch = settings.watches[0]

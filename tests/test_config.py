@@ -168,6 +168,26 @@ def test_missing_file(tmp_path: Path) -> None:
         load_config(tmp_path / "nope.yaml")
 
 
+def test_anchors_and_aliases_are_refused(tmp_path: Path) -> None:
+    """Issue 10 point 13: the config refuses anchors and aliases like sidecars do."""
+    text = ("state_dir: s\ntemp_dir: t\nmodels_dir: m\nwatches:\n"
+            "  - {name: a, inbox: i, output: o, done: d, failed: f, defaults: &d {processors: [label]}}\n"
+            "  - {name: b, inbox: i2, output: o2, done: d2, failed: f2, defaults: *d}\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, text))
+    assert "anchor (&d) at line 5" in str(e.value) and "not allowed" in str(e.value)
+
+
+def test_a_huge_value_is_cut_in_config_problems(tmp_path: Path) -> None:
+    text = "state_dir: s\ntemp_dir: t\nmodels_dir: m\nworkers: {max_attempts: '" + "x" * 100000 + "'}\n"
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, text))
+    assert "workers.max_attempts" in str(e.value) and len(str(e.value)) < 2000
+
+
+def test_oversized_config_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="larger than 1024 KiB"):
+        load_config(write(tmp_path, "# " + "x" * (1 << 20) + "\n"))
 def test_scale_out_roles_watch_only_and_work_only(tmp_path: Path) -> None:
     watch_only = load_config(write(tmp_path, BASE + "workers: {devices: []}\n"))
     assert watch_only.workers.devices == () and watch_only.watches[0].ingest is True

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
 
 from ffwatchd import ingest as ingest_mod
+from ffwatchd import safefs
 from ffwatchd.config import Settings, load_settings
 from ffwatchd.ingest import classify_name, find_watch, ingest_file
 from ffwatchd.settle import FileState
@@ -168,25 +170,73 @@ def test_daemon_temp_prefix_is_ignored_even_without_ignore_patterns(tmp_path: Pa
     assert classify_name(watch, "a/x.bak") == "ignored"
 
 
-def test_symlink_out_of_inbox_is_refused_unread(env, tmp_path: Path) -> None:
+def test_links_fifos_and_devices_are_left_alone_unopened(env, tmp_path: Path) -> None:
+    """Issue 10 points 8 and 11: a link, to a file or a folder, inside or outside the inbox, is
+    never a job, never followed and never moved; nor is a FIFO or a device node."""
     settings, watch, store = env
-    secret = put(tmp_path / "secret.jpg")
-    link = watch.inbox / "sneaky.jpg"
-    link.symlink_to(secret)
-    r = ingest_file(settings, watch, store, link, 0.0)
-    assert r.status == "failed" and r.job.error_kind == "outside_inbox"
-    assert not r.job.content_hash.startswith(ingest_mod.hash_file(secret)[0])
-    filed = watch.failed / "sneaky.jpg"
-    assert filed.is_symlink() and not os.path.lexists(link) and secret.read_bytes() == JPEG
-    assert report_of(watch, "sneaky.jpg")["error_kind"] == "outside_inbox"
+    outside = tmp_path / "elsewhere"
+    secret = put(outside / "secret.jpg")
+    put(outside / "photos/p1.jpg")
+    inner = put(watch.inbox / "real/x.jpg", JPEG + b"t")
+    (watch.inbox / "sneaky.jpg").symlink_to(secret)
+    (watch.inbox / "alias.jpg").symlink_to(inner)
+    (watch.inbox / "vacation").symlink_to(outside / "photos", target_is_directory=True)
+    os.mkfifo(watch.inbox / "pipe.jpg")
+    specials = ["sneaky.jpg", "alias.jpg", "vacation/p1.jpg", "pipe.jpg"]
+    if os.geteuid() == 0:
+        os.mknod(watch.inbox / "null.jpg", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+        specials.append("null.jpg")
+    for rel in specials:
+        r = ingest_file(settings, watch, store, watch.inbox / rel, 0.0)
+        assert r.status == "skipped", (rel, r)
+        assert "left alone" in r.message
+    assert sum(store.counts().values()) == 0
+    assert sorted(p.name for p in outside.rglob("*")) == ["p1.jpg", "photos", "secret.jpg"]
+    assert (watch.inbox / "sneaky.jpg").is_symlink() and (watch.inbox / "pipe.jpg").is_fifo()
+    assert not any(watch.failed.iterdir())
 
 
-def test_symlink_inside_inbox_is_read(env) -> None:
+def test_read_inbox_file_refuses_links_on_the_way(env, tmp_path: Path) -> None:
     settings, watch, store = env
-    target = put(watch.inbox / "real/x.jpg", JPEG + b"t")
-    (watch.inbox / "alias.jpg").symlink_to(target)
-    r = ingest_file(settings, watch, store, watch.inbox / "alias.jpg", 0.0)
-    assert r.status == "enqueued" and r.job.content_hash == ingest_mod.hash_file(target)[0]
+    put(tmp_path / "elsewhere/p1.jpg")
+    (watch.inbox / "vacation").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    with pytest.raises(safefs.LinkInPath):
+        ingest_mod.read_inbox_file(watch.inbox, watch.inbox / "vacation/p1.jpg")
+    os.mkfifo(watch.inbox / "pipe.jpg")
+    with pytest.raises(safefs.NotRegular):
+        ingest_mod.read_inbox_file(watch.inbox, watch.inbox / "pipe.jpg")
+
+
+def test_name_that_is_not_utf8_is_processed_and_stored_losslessly(env) -> None:
+    """Issue 10 point 7: `bad\\xffbyte.jpg` gets a job; the stored path decodes back exactly."""
+    settings, watch, store = env
+    raw = os.fsencode(watch.inbox) + b"/sub\\dir/bad\xffbyte.jpg"
+    os.makedirs(os.path.dirname(raw))
+    with open(raw, "wb") as f:
+        f.write(JPEG)
+    path = Path(os.fsdecode(raw))
+    r = ingest_file(settings, watch, store, path, 0.0)
+    assert r.status == "enqueued", r
+    job = store.get(r.job.id)
+    assert os.fsencode(watch.inbox / job.rel_path) == raw
+    assert store.find_active("w", job.rel_path).id == job.id
+    again = ingest_file(settings, watch, store, path, 0.0)
+    assert again.status == "exists"
+
+
+def test_non_utf8_name_that_is_refused_is_filed_with_a_report(env) -> None:
+    settings, watch, store = env
+    raw = os.fsencode(watch.inbox) + b"/caf\xe9.jpg"
+    with open(raw, "wb") as f:
+        f.write(b"not an image at all")
+    r = ingest_file(settings, watch, store, Path(os.fsdecode(raw)), 0.0)
+    assert r.status == "failed" and r.job.error_kind == "bad_input"
+    filed = os.fsencode(watch.failed) + b"/caf\xe9.jpg"
+    assert os.path.exists(filed) and not os.path.exists(raw)
+    with open(filed + b".error.json", "rb") as f:
+        report = json.loads(f.read().decode("ascii"))
+    assert os.fsencode(report["path"]) == b"caf\xe9.jpg" and report["error_kind"] == "bad_input"
+    assert "caf\\xe9.jpg" in store.get(r.job.id).error_message
 
 
 def test_unreadable_file_fails_with_stable_key(env, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -194,9 +244,9 @@ def test_unreadable_file_fails_with_stable_key(env, monkeypatch: pytest.MonkeyPa
     img = put(watch.inbox / "locked.jpg")
     st = img.stat()
 
-    def denied(path: Path):
+    def denied(root: Path, path: Path):
         raise PermissionError(13, "Permission denied", str(path))
-    monkeypatch.setattr(ingest_mod, "sniff_file", denied)
+    monkeypatch.setattr(ingest_mod, "read_inbox_file", denied)
     r = ingest_file(settings, watch, store, img, 0.0)
     assert r.status == "failed" and r.job.error_kind == "unreadable"
     assert r.job.content_hash == f"unreadable:{st.st_size}:{st.st_mtime_ns}"
@@ -206,14 +256,14 @@ def test_unreadable_file_fails_with_stable_key(env, monkeypatch: pytest.MonkeyPa
 def test_file_deleted_mid_hash_is_skipped(env, monkeypatch: pytest.MonkeyPatch) -> None:
     settings, watch, store = env
     img = put(watch.inbox / "gone.jpg")
-    real = ingest_mod.hash_file
+    real = ingest_mod.read_inbox_file
 
-    def hash_then_delete(path: Path):
-        out = real(path)
+    def hash_then_delete(root: Path, path: Path):
+        out = real(root, path)
         if path.name == "gone.jpg":
             path.unlink()
         return out
-    monkeypatch.setattr(ingest_mod, "hash_file", hash_then_delete)
+    monkeypatch.setattr(ingest_mod, "read_inbox_file", hash_then_delete)
     r = ingest_file(settings, watch, store, img, 0.0)
     assert r.status == "vanished"
     assert sum(store.counts().values()) == 0
@@ -222,15 +272,15 @@ def test_file_deleted_mid_hash_is_skipped(env, monkeypatch: pytest.MonkeyPatch) 
 def test_file_changed_mid_hash_comes_back_as_changed(env, monkeypatch: pytest.MonkeyPatch) -> None:
     settings, watch, store = env
     img = put(watch.inbox / "grow.jpg")
-    real = ingest_mod.hash_file
+    real = ingest_mod.read_inbox_file
 
-    def hash_then_append(path: Path):
-        out = real(path)
+    def hash_then_append(root: Path, path: Path):
+        out = real(root, path)
         if path.name == "grow.jpg":
             with open(path, "ab") as f:
                 f.write(b"more")
         return out
-    monkeypatch.setattr(ingest_mod, "hash_file", hash_then_append)
+    monkeypatch.setattr(ingest_mod, "read_inbox_file", hash_then_append)
     r = ingest_file(settings, watch, store, img, 0.0, expected=FileState.from_stat(img.stat()))
     assert r.status == "changed" and sum(store.counts().values()) == 0
 

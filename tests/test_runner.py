@@ -178,3 +178,70 @@ def test_partial_copies_of_an_interrupted_plan_are_found_and_removed(env) -> Non
     other.write_bytes(b"half")
     assert remove_partials(plan, job_id) == [partial]
     assert not partial.exists() and other.exists()
+
+
+def _with_source(store: JobStore, watch, source: Path) -> int:
+    data = b"target"
+    (watch.inbox / "t.jpg").write_bytes(data)
+    st = (watch.inbox / "t.jpg").stat()
+    job, _ = store.enqueue(watch="studio", rel_path="t.jpg", size=st.st_size, mtime=st.st_mtime,
+                           content_hash=hashlib.sha256(data).hexdigest(), kind="image",
+                           spec=JobSpec.from_mapping({"sources": [str(source)]}).to_snapshot(),
+                           sources=[{"path": str(source), "role": "source",
+                                     "sha256": hashlib.sha256(source.read_bytes()).hexdigest()}])
+    return job.id
+
+
+@pytest.mark.parametrize("change", ["rewritten", "linked", "gone", "outside"])
+def test_a_changed_source_fails_the_job_as_source_changed(env, tmp_path: Path, change: str) -> None:
+    """Issue 10 point 12: the worker checks each source's sha256 and roots again before use."""
+    settings, store, watch = env
+    source = watch.inbox / "faces/me.jpg"
+    source.parent.mkdir()
+    source.write_bytes(b"face one")
+    job_id = _with_source(store, watch, source)
+    if change == "rewritten":
+        source.write_bytes(b"face two")
+    elif change == "linked":                       # same bytes, but reached through a link now
+        (tmp_path / "elsewhere").mkdir()
+        (tmp_path / "elsewhere/me.jpg").write_bytes(b"face one")
+        source.parent.rename(watch.inbox / "faces.old")
+        (watch.inbox / "faces").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    elif change == "gone":
+        source.unlink()
+    else:                                          # a source recorded outside every root
+        outside = tmp_path / "elsewhere.jpg"
+        outside.write_bytes(b"face one")
+        with store._write() as db:
+            db.execute("UPDATE jobs SET sources = ? WHERE id = ?",
+                       (json.dumps([{"path": str(outside), "role": "source",
+                                     "sha256": hashlib.sha256(b"face one").hexdigest()}]), job_id))
+    out = run_next(settings, store)
+    job = store.get(job_id)
+    assert (out.outcome, job.state, job.error_kind) == ("failed", "failed", "source_changed"), job.error_message
+    assert f"jobs retry {job_id}" in job.error_message
+    assert (watch.failed / "t.jpg").exists() and not (watch.output / "t.jpg").exists()
+    assert json.loads((watch.failed / "t.jpg.error.json").read_text())["error_kind"] == "source_changed"
+
+
+def test_an_unchanged_source_passes_the_check(env) -> None:
+    settings, store, watch = env
+    source = watch.inbox / "faces/me.jpg"
+    source.parent.mkdir()
+    source.write_bytes(b"face one")
+    job_id = _with_source(store, watch, source)
+    assert run_next(settings, store).outcome == "done" and store.get(job_id).state == "done"
+
+
+def test_an_original_reached_through_a_link_is_not_read(env, tmp_path: Path) -> None:
+    settings, store, watch = env
+    (watch.inbox / "sub").mkdir()
+    job_id = enqueue(store, watch, "sub/a.jpg", b"abc")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere/a.jpg").write_bytes(b"abc")
+    (watch.inbox / "sub").rename(watch.inbox / "sub.old")
+    (watch.inbox / "sub").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    out = run_next(settings, store)
+    job = store.get(job_id)
+    assert out.outcome == "failed" and "symbolic link" in job.error_message
+    assert (tmp_path / "elsewhere/a.jpg").read_bytes() == b"abc" and not any(watch.failed.rglob("*"))

@@ -232,3 +232,21 @@ def test_two_hosts_refusing_one_bad_file_at_once_file_it_once(tmp_path, share) -
 
 def rel_names(root: Path) -> list[str]:
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+
+
+def test_a_result_another_mount_already_copied_into_place_is_not_filed_again(tmp_path) -> None:
+    """Across mount points a move is a copy: a stopped attempt copied the result to its place, and
+    the attempt that took over must see its own bytes there, not file a second output."""
+    from ffwatchd.filing import place_file
+
+    src = tmp_path / "tmp/job-7.result.jpg"
+    src.parent.mkdir()
+    src.write_bytes(b"the result of job 7")
+    dest = tmp_path / "output/x.jpg"
+    dest.parent.mkdir()
+    dest.write_bytes(b"the result of job 7")           # a copy, not a link: another inode
+    assert place_file(src, dest, 7) == dest
+    assert not src.exists() and sorted(p.name for p in dest.parent.iterdir()) == ["x.jpg"]
+    other = tmp_path / "tmp/job-8.result.jpg"
+    other.write_bytes(b"another job's result")
+    assert place_file(other, dest, 8) == dest.with_name("x-8.jpg"), "different bytes: its own name"

@@ -9,7 +9,8 @@ import pytest
 
 from ffwatchd.config import WatchSettings, load_settings
 from ffwatchd.errors import JobError
-from ffwatchd.sidecar import SourceIndex, defaults_suffice, find_sidecars, resolve_spec
+from ffwatchd import safefs
+from ffwatchd.sidecar import MAX_SIDECAR_BYTES, SourceIndex, defaults_suffice, find_sidecars, resolve_spec
 
 JPEG = b"\xff\xd8\xff\xe0" + b"\x00" * 64
 KNOWN = {"yunet": "detector", "scrfd_10g": "detector", "arcface_w600k_r50": "recognizer",
@@ -177,6 +178,100 @@ def test_source_index_knows_sources_and_references(watch: WatchSettings) -> None
     assert not index.contains(inbox / "faces/a.jpg")
 
 
+def alias_bomb(levels: int = 9, width: int = 9) -> str:
+    """The classic "billion laughs": a few hundred bytes that name width**levels strings."""
+    lines = ['a0: &a0 ["lol"]']
+    for i in range(1, levels + 1):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * width) + "]")
+    lines.append(f"priority: *a{levels}")
+    return "\n".join(lines) + "\n"
+
+
+def test_alias_bomb_is_refused_unexpanded(watch: WatchSettings) -> None:
+    """Issue 10 point 13: anchors and aliases are refused before anything is built or printed."""
+    sc = put(watch.inbox / "ffwatch.yaml", alias_bomb())
+    assert sc.stat().st_size < 600
+    with pytest.raises(JobError) as e:
+        resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+    assert e.value.kind == "bad_sidecar" and str(sc) in e.value.message
+    assert "anchors and aliases are not allowed" in e.value.message and len(e.value.message) < 500
+
+
+def test_a_huge_value_is_cut_in_the_message(watch: WatchSettings) -> None:
+    """No message prints an unbounded value (validation used to format {value!r} in full)."""
+    put(watch.inbox / "ffwatch.yaml", "priority: '" + "x" * 30000 + "'\n? k" + "y" * 30000 + "\n: 1\n")
+    with pytest.raises(JobError) as e:
+        resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+    assert e.value.kind == "bad_sidecar" and "priority" in e.value.message and "unknown key" in e.value.message
+    assert len(e.value.message) < 1000
+
+
+def test_many_problems_are_counted_not_listed(watch: WatchSettings) -> None:
+    put(watch.inbox / "ffwatch.yaml", "".join(f"unknown{i}: 1\n" for i in range(500)))
+    with pytest.raises(JobError) as e:
+        resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+    assert "and 480 more problems" in e.value.message and len(e.value.message) < 5000
+
+
+@pytest.mark.parametrize("body", ["[" * 5000 + "]" * 5000, "x: " * 3000 + "1"])
+def test_deep_nesting_is_refused(watch: WatchSettings, body: str) -> None:
+    put(watch.inbox / "ffwatch.yaml", body)
+    with pytest.raises(JobError) as e:
+        resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+    assert e.value.kind == "bad_sidecar" and len(e.value.message) < 500
+
+
+def test_oversized_sidecar_is_refused_unread(watch: WatchSettings, monkeypatch: pytest.MonkeyPatch) -> None:
+    sc = put(watch.inbox / "ffwatch.yaml", "# " + "x" * (MAX_SIDECAR_BYTES + 10) + "\nprocessors: [label]\n")
+    opened: list[Path] = []
+    real = safefs.read_regular
+    monkeypatch.setattr(safefs, "read_regular", lambda root, p, limit: opened.append(p) or real(root, p, limit))
+    with pytest.raises(JobError) as e:
+        resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+    assert e.value.kind == "bad_sidecar" and "larger than 64 KiB" in e.value.message and not opened
+    assert MAX_SIDECAR_BYTES == 64 * 1024
+
+
+def test_sidecar_link_is_refused_unread(watch: WatchSettings, tmp_path: Path) -> None:
+    """Issue 10 point 9: `ffwatch.yaml -> /elsewhere/creds.yaml` was read and echoed in the report."""
+    creds = put(tmp_path / "elsewhere/creds.yaml", "password: hunter2-SECRET\n")
+    (watch.inbox / "shoot").mkdir()
+    (watch.inbox / "shoot/ffwatch.yaml").symlink_to(creds)
+    before = creds.stat().st_atime_ns
+    with pytest.raises(JobError) as e:
+        resolve_spec(watch, put(watch.inbox / "shoot/x.jpg"), KNOWN)
+    assert e.value.kind == "bad_sidecar" and "symbolic link" in e.value.message
+    assert "hunter2" not in e.value.message and "password" not in e.value.message
+    assert find_sidecars(watch.inbox, watch.inbox / "shoot/x.jpg") == [watch.inbox / "shoot/ffwatch.yaml"]
+    os.utime(creds, ns=(before, creds.stat().st_mtime_ns))
+
+
+def test_sidecar_in_a_linked_folder_is_never_looked_up(watch: WatchSettings, tmp_path: Path) -> None:
+    put(tmp_path / "elsewhere/ffwatch.yaml", "password: hunter2\n")
+    (watch.inbox / "shoot").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    assert find_sidecars(watch.inbox, watch.inbox / "shoot/x.jpg") == []
+
+
+def test_sidecar_fifo_is_refused_without_blocking(watch: WatchSettings) -> None:
+    os.mkfifo(watch.inbox / "ffwatch.yaml")
+    with pytest.raises(JobError) as e:
+        resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+    assert e.value.kind == "bad_sidecar" and "a FIFO" in e.value.message
+
+
+def test_a_refused_sidecar_is_not_read_again_until_it_changes(watch: WatchSettings,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    sc = put(watch.inbox / "ffwatch.yaml", alias_bomb())
+    reads: list[Path] = []
+    real = safefs.read_regular
+    monkeypatch.setattr(safefs, "read_regular", lambda root, p, limit: reads.append(p) or real(root, p, limit))
+    for _ in range(5):
+        with pytest.raises(JobError):
+            resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+    assert reads == [sc]
+    sc.write_text("processors: [label]\n")
+    resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+    assert reads == [sc, sc]
 @pytest.mark.parametrize("value, expected", [("high", 10), ("normal", 0), ("low", -10), (5, 5), (-3, -3)])
 def test_priority_names_and_the_older_integer_form(watch: WatchSettings, value, expected) -> None:
     put(watch.inbox / "a.jpg")

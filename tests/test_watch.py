@@ -52,6 +52,9 @@ class Recorder:
         with self.lock:
             self.calls[f"refused:{error_kind}"] += 1
 
+    def file_left_alone(self, watch: str, what: str) -> None:
+        with self.lock:
+            self.calls[f"left_alone:{what}"] += 1
     def file_ignored(self, watch: str) -> None:
         with self.lock:
             self.calls["ignored"] += 1
@@ -369,3 +372,45 @@ def test_scan_skips_ignored_and_symlinked_folders(tmp_path: Path) -> None:
     result = scan_inbox(watch)
     assert set(result.files) == {watch.inbox / "a/x.jpg"}
     assert set(result.sidecars) == {watch.inbox / "a/ffwatch.yaml"}
+
+
+def test_scan_never_lists_through_a_link(tmp_path: Path) -> None:
+    """Issue 10 point 8: a folder event or scan for `drop/vacation` (a link) lists nothing outside."""
+    watch = make_settings(tmp_path, "poll").watches[0]
+    put(tmp_path / "elsewhere/p1.jpg")
+    (watch.inbox / "drop").mkdir()
+    (watch.inbox / "drop/vacation").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (watch.inbox / "drop/one.jpg").symlink_to(tmp_path / "elsewhere/p1.jpg")
+    os.mkfifo(watch.inbox / "drop/pipe.jpg")
+    top = scan_inbox(watch, watch.inbox / "drop/vacation")
+    assert not top.files and not top.missing
+    assert {p.name: what for p, (what, _s) in top.left_alone.items()} == {"vacation": "link"}
+    whole = scan_inbox(watch)
+    assert not whole.files
+    assert {p.name: what for p, (what, _s) in whole.left_alone.items()} == \
+        {"vacation": "link", "one.jpg": "link", "pipe.jpg": "fifo"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_linked_folder_moved_into_running_inbox_is_never_followed(make_env, tmp_path: Path, mode: str) -> None:
+    """Issue 10 point 8: `ln -s /elsewhere/photos drop/vacation; mv drop inbox/` moved the outside
+    files to failed/. Now the link is left alone (logged and counted once) and nothing outside moves."""
+    env = make_env(mode)
+    outside = tmp_path / "elsewhere/photos"
+    names = sorted(f"p{i}.jpg" for i in range(13))
+    for n in names:
+        put(outside / n)
+    env.service.start()
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    (drop / "vacation").symlink_to(outside, target_is_directory=True)
+    put(drop / "mine.jpg")
+    os.rename(drop, env.inbox / "drop")
+    wait_for(lambda: env.jobs(), what="the job for drop/mine.jpg")
+    wait_for(lambda: env.metrics.calls["left_alone:link"] >= 1, what="the link to be noted")
+    env.service.rescan_now()
+    time.sleep(0.5)                          # room for a wrong job or move to happen
+    assert sorted(p.name for p in outside.iterdir()) == names
+    assert [j.rel_path for j in env.jobs()] == ["drop/mine.jpg"]
+    assert env.metrics.calls["left_alone:link"] == 1
+    assert not any(env.watch.failed.rglob("*"))

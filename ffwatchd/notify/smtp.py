@@ -9,6 +9,7 @@ from email.utils import formatdate
 
 from ffwatchd.config_notify import SmtpSettings
 from ffwatchd.notify.webhook import DeliveryError
+from ffwatchd.store.contract import printable
 
 
 def read_credentials(smtp: SmtpSettings) -> tuple[str, str] | None:
@@ -28,10 +29,10 @@ def send(smtp: SmtpSettings, to: list[str], subject: str, text: str, message_id:
     """Send one plain-text message; returns the recipients the server refused (when it took
     the others). Raises DeliveryError when nothing was sent."""
     msg = EmailMessage()
-    msg["From"], msg["To"], msg["Subject"] = smtp.sender, ", ".join(to), subject
+    msg["From"], msg["To"], msg["Subject"] = smtp.sender, ", ".join(to), printable(subject)
     msg["Date"] = formatdate(localtime=False)
     msg["Message-ID"] = message_id
-    msg.set_content(text)
+    msg.set_content(printable(text))          # a file name that is not UTF-8 shows as \xHH
     creds = read_credentials(smtp)
     try:
         with smtplib.SMTP(smtp.server, smtp.port, timeout=smtp.timeout) as client:

@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence, TypeVar
 import psycopg
 from psycopg.types.json import Json
 
-from ffwatchd.store.contract import Batch, Delivery, Job, NotFound
+from ffwatchd.store.contract import Batch, Delivery, Job, NotFound, decode_json, decode_path, encode_json, encode_path
 
 T = TypeVar("T")
 # The time of a transaction: the caller's clock when one is given (tests), else the database's.
@@ -17,11 +17,12 @@ NOW = "coalesce(%(now)s::float8, extract(epoch FROM now())::float8)"
 
 
 def _batch(row: dict[str, Any]) -> Batch:
-    return Batch(**{**row, "counts": row["counts"] or {}})
+    paths = {k: decode_path(row[k]) for k in ("folder", "report_path", "package_path")}   # names need not be UTF-8
+    return Batch(**{**row, **paths, "counts": row["counts"] or {}})
 
 
 def _delivery(row: dict[str, Any]) -> Delivery:
-    return Delivery(**row)
+    return Delivery(**{**row, "payload": decode_json(row["payload"])})
 
 
 class PostgresBatches:
@@ -48,15 +49,17 @@ class PostgresBatches:
                    SELECT watch, batch FROM jobs WHERE batch IS NOT NULL AND
                        (state IN ('queued', 'running') OR created_at > %(since)s OR finished_at > %(since)s))
                GROUP BY watch, batch""", {"since": since}).fetchall())
-        return [dict(r) for r in rows]
+        return [{**dict(r), "folder": decode_path(r["folder"])} for r in rows]
 
     def batch_jobs(self, watch: str, folder: str) -> list[Job]:
         rows = self._run(lambda cur: cur.execute(
-            "SELECT * FROM jobs WHERE watch = %s AND batch = %s ORDER BY id", (watch, folder)).fetchall())
-        return [Job(**r) for r in rows]
+            "SELECT * FROM jobs WHERE watch = %s AND batch = %s ORDER BY id", (watch, encode_path(folder))).fetchall())
+        from ffwatchd.store.postgres import _job
+
+        return [_job(r) for r in rows]
 
     def touch_batch(self, watch: str, folder: str, last_activity: float) -> Batch:
-        p = self._params(watch=watch, folder=folder, activity=float(last_activity))
+        p = self._params(watch=watch, folder=encode_path(folder), activity=float(last_activity))
         return _batch(self._run(lambda cur: cur.execute(
             f"""INSERT INTO batches (watch, folder, state, created_at, last_activity)
                 VALUES (%(watch)s, %(folder)s, 'open', {NOW}, %(activity)s)
@@ -68,8 +71,8 @@ class PostgresBatches:
 
     def finish_batch(self, batch_id: int, *, activity: float, counts: dict, report_path: str | None,
                      package_path: str | None, deliveries: Sequence[dict]) -> Batch:
-        p = self._params(id=batch_id, activity=float(activity), counts=Json(counts), report=report_path,
-                         package=package_path)
+        p = self._params(id=batch_id, activity=float(activity), counts=Json(counts), report=encode_path(report_path),
+                         package=encode_path(package_path))
 
         def body(cur: psycopg.Cursor) -> Batch:
             row = cur.execute(
@@ -85,7 +88,7 @@ class PostgresBatches:
 
     def set_batch_report(self, batch_id: int, report_path: str, counts: dict) -> None:
         self._run(lambda cur: cur.execute("UPDATE batches SET report_path = %s, counts = %s WHERE id = %s",
-                                          (report_path, Json(counts), batch_id)))
+                                          (encode_path(report_path), Json(counts), batch_id)))
 
     def get_batch(self, batch_id: int) -> Batch:
         row = self._run(lambda cur: cur.execute("SELECT * FROM batches WHERE id = %s", (batch_id,)).fetchone())
@@ -116,7 +119,7 @@ class PostgresBatches:
                             {NOW}, {NOW})
                     ON CONFLICT (channel, idempotency_key) DO NOTHING""",
                 self._params(batch=batch_id, channel=d["channel"], event=d["event"], target=d["target"],
-                             payload=Json(d["payload"]), key=d["idempotency_key"]))
+                             payload=Json(encode_json(d["payload"])), key=d["idempotency_key"]))
             added += cur.rowcount
         return added
 

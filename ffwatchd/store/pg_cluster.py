@@ -91,8 +91,14 @@ class PgClusterVerbs:
                         str(e).strip() or e.__class__.__name__)
             yield False
             return
+        granted = False
         try:
             granted = bool(conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (name,)).fetchone()[0])
             yield granted
         finally:
+            if granted and not conn.broken:
+                # Unlock before closing: the server ends a closed session a moment later, and
+                # a host asking right after would find the lock still held.
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (name,))
             conn.close()          # ends the session, and with it the lock

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Sequence
 
 from ffwatchd.store.contract import (FINISHED, KINDS, STATES, Heartbeat, Job, JobQueue, NotFound,
+                                     decode_path, encode_path, printable,
                                      Stats, TransitionError, WorkerRow, always_granted)
 from ffwatchd.store.sqlite_batches import SqliteBatches
 
@@ -130,6 +131,10 @@ _JSON_COLUMNS = {"spec", "sources", "sidecars", "filing", "worker"}
 def _job(row: sqlite3.Row) -> Job:
     values = {k: (json.loads(row[k]) if k in _JSON_COLUMNS and row[k] is not None else row[k])
               for k in row.keys()}
+    values["rel_path"] = decode_path(values["rel_path"])
+    values["output_path"] = decode_path(values["output_path"])
+    if "batch" in values:
+        values["batch"] = decode_path(values["batch"])
     return Job(**values)
 
 
@@ -237,6 +242,7 @@ class SqliteJobStore(SqliteBatches, JobQueue):
         Returns (job, created)."""
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        rel_path, batch = encode_path(rel_path), encode_path(batch)
         now = self.clock()
         with self._write() as db:
             row = db.execute(
@@ -262,6 +268,7 @@ class SqliteJobStore(SqliteBatches, JobQueue):
         Idempotent like `enqueue`; returns (job, created)."""
         now = self.clock()
         kind = kind if kind in KINDS else "image"
+        rel_path, message, batch = encode_path(rel_path), printable(message), encode_path(batch)
         with self._write(durable=True) as db:
             row = db.execute(
                 """INSERT INTO jobs (watch, rel_path, size, mtime, content_hash, kind, spec, sources,
@@ -399,7 +406,7 @@ class SqliteJobStore(SqliteBatches, JobQueue):
 
     def set_output(self, job_id: int, output_path: str | None) -> None:
         with self._write(durable=True) as db:
-            db.execute("UPDATE jobs SET output_path = ? WHERE id = ?", (output_path, job_id))
+            db.execute("UPDATE jobs SET output_path = ? WHERE id = ?", (encode_path(output_path), job_id))
 
     def finish(self, job_id: int, owner: str, *, output_path: str | None, attempt: int | None = None) -> Job:
         """running -> done, only by the lease owner.
@@ -412,13 +419,14 @@ class SqliteJobStore(SqliteBatches, JobQueue):
                 db, job_id, owner,
                 """state = 'done', finished_at = :t, output_path = :out, lease_until = NULL, error_kind = NULL,
                    error_message = NULL, progress_done = ifnull(progress_total, progress_done)""",
-                {"t": now, "out": output_path}, attempt)
+                {"t": now, "out": encode_path(output_path)}, attempt)
             return _job(row)
 
     def fail(self, job_id: int, owner: str, *, error_kind: str, message: str,
              transient: bool, attempt: int | None = None) -> Job:
         """running -> queued after backoff (transient, attempts left) or -> failed (final)."""
         now = self.clock()
+        message = printable(message)
         with self._write(durable=True) as db:
             row = self._owned(db, job_id, owner, attempt)
             if transient and row["attempts"] < row["max_attempts"]:
@@ -513,6 +521,7 @@ class SqliteJobStore(SqliteBatches, JobQueue):
             return _job(self._row(self._db, job_id))
 
     def find(self, watch: str, rel_path: str, content_hash: str) -> Job | None:
+        rel_path = encode_path(rel_path)
         with self._lock:
             row = self._db.execute("SELECT * FROM jobs WHERE watch = ? AND rel_path = ? AND content_hash = ?",
                                    (watch, rel_path, content_hash)).fetchone()
@@ -520,6 +529,7 @@ class SqliteJobStore(SqliteBatches, JobQueue):
 
     def find_active(self, watch: str, rel_path: str) -> Job | None:
         """The queued or running job of a path, if any (the newest)."""
+        rel_path = encode_path(rel_path)
         with self._lock:
             row = self._db.execute("""SELECT * FROM jobs WHERE watch = ? AND rel_path = ?
                                       AND state IN ('queued', 'running') ORDER BY id DESC LIMIT 1""",

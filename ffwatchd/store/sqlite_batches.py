@@ -7,12 +7,14 @@ import json
 import sqlite3
 from typing import Any, Sequence
 
-from ffwatchd.store.contract import Batch, Delivery, Job, NotFound
+from ffwatchd.store.contract import Batch, Delivery, Job, NotFound, decode_path, encode_path
 
 
 def _batch(row: sqlite3.Row) -> Batch:
     values = dict(row)
     values["counts"] = json.loads(values["counts"] or "{}")
+    for key in ("folder", "report_path", "package_path"):      # names need not be UTF-8
+        values[key] = decode_path(values[key])
     return Batch(**values)
 
 
@@ -52,14 +54,14 @@ class SqliteBatches:
                        SELECT watch, batch FROM jobs WHERE batch IS NOT NULL AND
                            (state IN ('queued', 'running') OR created_at > ? OR finished_at > ?))
                    GROUP BY watch, batch""", (since, since)).fetchall()
-        return [dict(r) for r in rows]
+        return [{**dict(r), "folder": decode_path(r["folder"])} for r in rows]
 
     def batch_jobs(self, watch: str, folder: str) -> list[Job]:
         from ffwatchd.store.sqlite import _job
 
         with self._lock:
             rows = self._db.execute("SELECT * FROM jobs WHERE watch = ? AND batch = ? ORDER BY id",
-                                    (watch, folder)).fetchall()
+                                    (watch, encode_path(folder))).fetchall()
         return [_job(r) for r in rows]
 
     def touch_batch(self, watch: str, folder: str, last_activity: float) -> Batch:
@@ -72,7 +74,7 @@ class SqliteBatches:
                        last_activity = max(batches.last_activity, excluded.last_activity),
                        state = CASE WHEN excluded.last_activity > ifnull(batches.finished_activity, -1)
                                     THEN 'open' ELSE batches.state END
-                   RETURNING *""", (watch, folder, now, last_activity)).fetchone()
+                   RETURNING *""", (watch, encode_path(folder), now, last_activity)).fetchone()
         return _batch(row)
 
     def finish_batch(self, batch_id: int, *, activity: float, counts: dict, report_path: str | None,
@@ -83,7 +85,8 @@ class SqliteBatches:
                 """UPDATE batches SET state = 'finished', version = version + 1, finished_at = ?,
                                       finished_activity = ?, counts = ?, report_path = ?, package_path = ?
                    WHERE id = ? RETURNING *""",
-                (now, activity, json.dumps(counts), report_path, package_path, batch_id)).fetchone()
+                (now, activity, json.dumps(counts), encode_path(report_path), encode_path(package_path),
+                 batch_id)).fetchone()
             if row is None:
                 raise NotFound(batch_id)
             self._insert_deliveries(db, deliveries, batch_id, now)
@@ -92,7 +95,7 @@ class SqliteBatches:
     def set_batch_report(self, batch_id: int, report_path: str, counts: dict) -> None:
         with self._write() as db:
             db.execute("UPDATE batches SET report_path = ?, counts = ? WHERE id = ?",
-                       (report_path, json.dumps(counts), batch_id))
+                       (encode_path(report_path), json.dumps(counts), batch_id))
 
     def get_batch(self, batch_id: int) -> Batch:
         with self._lock:

@@ -71,6 +71,7 @@ class Daemon:
         """`share`: the folders' parent (several daemons may share one); `queue`: the config's
         `queue:` section (a PostgreSQL URL), else each daemon has its own SQLite table."""
         self.root = root
+        root.mkdir(parents=True, exist_ok=True)
         share = share or root / "share"
         self.inbox, self.output = share / "inbox", output_dir or share / "output"
         self.done, self.failed = share / "done", share / "failed"

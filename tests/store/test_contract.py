@@ -338,6 +338,28 @@ def test_leases_use_the_database_clock(pg_url: str) -> None:
         assert s.clock() >= after
 
 
+def test_a_claim_walks_the_ready_index_even_before_the_table_is_analysed(pg_url: str) -> None:
+    """A queue that fills and churns faster than autovacuum analyses it must not be sorted per
+    claim (the planner, thinking the table empty, sorts every queued row)."""
+    import psycopg
+
+    from ffwatchd.store.postgres import NOW, PostgresJobStore
+
+    with psycopg.connect(pg_url, autocommit=True) as plain:
+        with PostgresJobStore(pg_url) as s:
+            plain.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")   # statistics stay stale
+            for i in range(1500):
+                add(s, f"{i}.jpg", content=str(i))
+            for _ in range(700):
+                job = s.claim("w", 60)
+                s.finish(job.id, "w", output_path=None, attempt=job.attempts)
+            query = f"""EXPLAIN SELECT id FROM jobs WHERE state = 'queued' AND not_before <= {NOW}
+                        ORDER BY priority DESC, queued_at, id FOR UPDATE SKIP LOCKED LIMIT 1"""
+            ours = "\n".join(r[0] for r in s._connect("fast").execute(query, {"now": None}))
+            assert "Index Scan using jobs_ready" in ours and "Sort" not in ours, ours
+            print("an ordinary session:\n" + "\n".join(r[0] for r in plain.execute(query, {"now": None})))
+
+
 def test_a_database_restart_is_survived_without_losing_a_transition(pg_url: str, pg_server,
                                                                     caplog: pytest.LogCaptureFixture) -> None:
     from ffwatchd.store.postgres import PostgresJobStore
@@ -347,9 +369,22 @@ def test_a_database_restart_is_survived_without_losing_a_transition(pg_url: str,
     with PostgresJobStore(pg_url) as s:
         job, _ = add(s)
         held = s.claim("w", 60)
+        assert s.wait_for_work(0) is True                  # listening
         pg_server.restart()                                # drops every connection
         s.set_filing(job.id, "w", {"outcome": "done"}, attempt=held.attempts)
         assert s.finish(job.id, "w", output_path="/o", attempt=held.attempts).state == "done"
+        assert s.get(job.id).filing == {"outcome": "done"}
+        woke = False
+        for _ in range(5):                                 # the lost listener says "look again", then listens anew
+            woke = s.wait_for_work(0)
+            if not woke:
+                break
+        assert woke is False
+        with PostgresJobStore(pg_url) as other:
+            thread, result = _wait_in_thread(s, 120)
+            add(other, "b.jpg")
+            thread.join(timeout=150)
+            assert result == [True]
     assert "connection lost" in caplog.text
 
 
@@ -423,3 +458,35 @@ def test_sigkilled_holder_job_is_claimed_again_after_expiry(make_store: Callable
     assert taken is not None and taken.id == job.id and taken.attempts == 2
     assert taken.lease_owner == "survivor" and taken.error_kind == "worker_crashed"
     assert s.integrity_check() == "ok"
+
+
+@pytest.mark.parametrize("name", ["bad\udcffbyte.jpg", "a\\b/caf\udce9\\x41.jpg", "./odd\udc80.jpg", "plain.jpg",
+                                  "\u00e9t\u00e9/ok.jpg"])
+def test_paths_that_are_not_utf8_are_stored_losslessly(store: JobQueue, name: str) -> None:
+    """Issue 10 point 7: a name decoded with surrogateescape is stored and read back exactly,
+    in text columns and inside JSON (sources, sidecars, the filing plan), on every backend."""
+    from ffwatchd.store.contract import decode_path, encode_path
+
+    stored = encode_path(name)
+    stored.encode("utf-8")                       # any text column takes it
+    assert decode_path(stored) == name
+    assert (stored == name) == (name.isprintable() and "\\udc" not in ascii(name) and not name.startswith("./"))
+    src = [{"path": f"/in/{name}", "sha256": "0" * 64, "role": "source"}]
+    job, created = store.enqueue(watch="w", rel_path=name, size=1, mtime=1.0, content_hash="h",
+                                 kind="image", spec={"sources": [f"/in/{name}"]}, sources=src,
+                                 sidecars=[f"/in/{name}.ffwatch.yaml"], batch=name.rpartition("/")[0])
+    assert created and job.rel_path == name and store.get(job.id).rel_path == name
+    got = store.get(job.id)
+    assert got.sources == src and got.spec == {"sources": [f"/in/{name}"]}
+    assert got.sidecars == [f"/in/{name}.ffwatch.yaml"] and got.batch == name.rpartition("/")[0]
+    assert store.find("w", name, "h").id == job.id and store.find_active("w", name).id == job.id
+    claimed = store.claim("o", 60)
+    store.set_filing(claimed.id, "o", {"original_src": f"/in/{name}"})
+    assert store.get(job.id).filing == {"original_src": f"/in/{name}"}
+    done = store.finish(claimed.id, "o", output_path="/out/" + name)
+    assert done.output_path == "/out/" + name
+    failed, _ = store.record_failure(watch="w", rel_path=name, size=1, mtime=1.0, content_hash="h2",
+                                     kind="image", error_kind="bad_input", message=f"{name} is bad")
+    assert failed.rel_path == name
+    failed.error_message.encode("utf-8")         # a message for people: bytes shown as \xHH
+    assert [j.rel_path for j in store.list(limit=10)].count(name) == 2

@@ -104,6 +104,47 @@ def test_check_reports_the_queue_redacted_and_whether_it_connects(tmp_path: Path
     assert f"PROBLEM  queue {redact_url(wrong)}: cannot open" in out and "password authentication failed" in out
 
 
+def test_status_shows_the_queue_without_its_password(tmp_path: Path, pg_server, pg_db: str,
+                                                    capsys: pytest.CaptureFixture) -> None:
+    url = pg_server.tcp_url(pg_db, with_password=True)
+    cfg = write_config(tmp_path, f"{{url: '{url}'}}")
+    assert main(["status", "-c", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert f"queue: {redact_url(url)}" in out and TCP_PASSWORD not in out
+    assert main(["status", "-c", str(cfg), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out)["queue"] == redact_url(url) and TCP_PASSWORD not in out
+
+
+SQLITE_ONLY = """
+import sys
+sys.modules["psycopg"] = None                  # as if the driver were not installed
+from ffwatchd.config import load_config
+from ffwatchd.store import open_store
+with open_store(load_config(sys.argv[1])) as s:
+    print("sqlite ok", s.counts()["queued"])
+try:
+    open_store(load_config(sys.argv[2]))
+except ImportError as e:
+    print("postgres:", e)
+"""
+
+
+def test_the_single_host_install_needs_no_postgresql_driver(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    lite = write_config(tmp_path / "a", None)
+    pg = write_config(tmp_path / "b", "{url: 'postgresql://me:hunter2@db/x'}")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", SQLITE_ONLY, str(lite), str(pg)], capture_output=True, text=True,
+                         cwd=root, env={**__import__("os").environ, "PYTHONPATH": str(root)}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "sqlite ok 0" in out.stdout
+    assert "postgres: queue postgresql://me:***@db/x: the PostgreSQL driver is missing" in out.stdout
+    assert "hunter2" not in out.stdout + out.stderr
+
+
 def test_jobs_verbs_work_against_postgresql(tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture) -> None:
     cfg = write_config(tmp_path, f"{{url: '{pg_url}'}}")
     with open_store(load_config(cfg)) as store:
