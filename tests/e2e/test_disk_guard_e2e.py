@@ -45,9 +45,13 @@ def fill(fs: Path, leave: int) -> Path:
     return filler
 
 
+REPORTS = ("ffwatch-report.html", "ffwatch-report.json")
+
+
 def everything_under(root: Path) -> list[Path]:
-    """Every file, hidden temporary names included."""
-    return sorted(p for p in root.rglob("*") if p.is_file())
+    """Every file, hidden temporary names included, but the batch's finished reports (their
+    temporary names still count)."""
+    return sorted(p for p in root.rglob("*") if p.is_file() and p.name not in REPORTS)
 
 
 def paused_metric(port: int) -> float:
