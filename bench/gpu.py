@@ -467,7 +467,8 @@ def record_file(path: Path) -> int:
     spec = importlib.util.spec_from_file_location("_bench_record", ROOT / "bench" / "_record.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module.record("gpu", f"## GPU (`bench/gpu.py`) on {r['device']}\n\n" + markdown(r))
+    module.record("gpu", f"## GPU (`bench/gpu.py`) on {r['device']}\n\nMeasured on that device from "
+                         f"`{path.name}`; the footer names the machine that folded the figures in.\n\n" + markdown(r))
     print(f"recorded the gpu section of docs/benchmarks.md from {path}")
     return 0
 

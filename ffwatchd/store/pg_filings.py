@@ -60,7 +60,7 @@ class PgFilings:
 
     def finish_filed(self, job_id: int, *, output_path: str | None) -> Job:
         from ffwatchd.store.pg_batches import NOW
-        from ffwatchd.store.postgres import _job
+        from ffwatchd.store.pg_reads import _job
 
         p = self._params(id=job_id, output=output_path)
 

@@ -52,7 +52,8 @@ def test_video_job_progress_and_resume_after_kill9(make_daemon, clip) -> None:
     assert job.progress_total == info.frame_count
     status = _cli(d, "status")
     assert re.search(rf"clips/clip\.mp4\s+video\s+\S+\s+\d+/{info.frame_count} \(\d+%\)", status), status
-    assert re.search(r"^cpu\s+cpu\s+\d+\s+busy\s+%d" % job.id, status, re.M), status   # device, real provider
+    # the worker row: host, pid, device, real provider, state, job
+    assert re.search(r"^\S+\s+\d+\s+cpu\s+cpu\s+busy\s+%d\s" % job.id, status, re.M), status
     show = _cli(d, "jobs", "show", str(job.id))
     assert re.search(rf"progress\s+\d+/{info.frame_count}", show), show
     # Wait until at least one segment is finished, then kill the whole daemon.

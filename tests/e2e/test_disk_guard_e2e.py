@@ -46,9 +46,13 @@ def fill(fs: Path, leave: int) -> Path:
     return filler
 
 
+REPORTS = ("ffwatch-report.html", "ffwatch-report.json")
+
+
 def everything_under(root: Path) -> list[Path]:
-    """Every file, hidden temporary names included."""
-    return sorted(p for p in root.rglob("*") if p.is_file() and p.name != MARKER_NAME)
+    """Every file, hidden temporary names included, but the batch's finished reports (their
+    temporary names still count) and the share marker."""
+    return sorted(p for p in root.rglob("*") if p.is_file() and p.name not in REPORTS and p.name != MARKER_NAME)
 
 
 def paused_metric(port: int) -> float:

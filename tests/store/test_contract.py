@@ -338,6 +338,28 @@ def test_leases_use_the_database_clock(pg_url: str) -> None:
         assert s.clock() >= after
 
 
+def test_a_claim_walks_the_ready_index_even_before_the_table_is_analysed(pg_url: str) -> None:
+    """A queue that fills and churns faster than autovacuum analyses it must not be sorted per
+    claim (the planner, thinking the table empty, sorts every queued row)."""
+    import psycopg
+
+    from ffwatchd.store.postgres import NOW, PostgresJobStore
+
+    with psycopg.connect(pg_url, autocommit=True) as plain:
+        with PostgresJobStore(pg_url) as s:
+            plain.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")   # statistics stay stale
+            for i in range(1500):
+                add(s, f"{i}.jpg", content=str(i))
+            for _ in range(700):
+                job = s.claim("w", 60)
+                s.finish(job.id, "w", output_path=None, attempt=job.attempts)
+            query = f"""EXPLAIN SELECT id FROM jobs WHERE state = 'queued' AND not_before <= {NOW}
+                        ORDER BY priority DESC, queued_at, id FOR UPDATE SKIP LOCKED LIMIT 1"""
+            ours = "\n".join(r[0] for r in s._connect("fast").execute(query, {"now": None}))
+            assert "Index Scan using jobs_ready" in ours and "Sort" not in ours, ours
+            print("an ordinary session:\n" + "\n".join(r[0] for r in plain.execute(query, {"now": None})))
+
+
 def test_a_database_restart_is_survived_without_losing_a_transition(pg_url: str, pg_server,
                                                                     caplog: pytest.LogCaptureFixture) -> None:
     from ffwatchd.store.postgres import PostgresJobStore
