@@ -147,7 +147,7 @@ h1{font-size:1.4em}.counts span{display:inline-block;margin-right:1em;padding:.2
 td,th{border-bottom:1px solid #ddd;padding:.4em;text-align:left;vertical-align:top}
 img{width:96px;height:auto;display:inline-block;margin-right:4px;border:1px solid #ccc}
 tr.failed td{background:#fff5f5}.why{color:#a00}code{background:#f4f4f4;padding:0 .2em}
-.noimg{display:inline-block;width:96px;color:#888;font-size:12px}"""
+.noimg{display:inline-block;width:96px;color:#888;font-size:12px}td.pics{white-space:nowrap}"""
 
 
 def _img(uri: str | None, alt: str) -> str:
@@ -175,7 +175,7 @@ def render_html(report: dict, thumbs: dict[int, tuple[str | None, str | None]]) 
             pictures, detail = "", e(f["state"])
         took = f"{f['duration_s']:.1f} s" if f["duration_s"] is not None else ""
         rows.append(f'<tr class="{e(f["state"])}"><td>{e(f["path"])}</td><td>{e(f["state"])}</td>'
-                    f'<td>{pictures}</td><td>{detail}</td><td>{took}</td>'
+                    f'<td class="pics">{pictures}</td><td>{detail}</td><td>{took}</td>'
                     f'<td>{e(", ".join(f["models"]))}</td></tr>')
     counts = "".join(f'<span class="{s}">{e(s)}: {c.get(s, 0)}</span>' for s in STATE_ORDER if c.get(s))
     prov = report["provenance"]
