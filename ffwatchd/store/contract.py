@@ -314,6 +314,15 @@ class JobQueue(abc.ABC):
         """running -> done, only by the lease owner (on `attempt`, when given)."""
 
     @abc.abstractmethod
+    def finish_and_claim(self, job_id: int, owner: str, *, output_path: str | None, lease: float,
+                         attempt: int | None = None, watches: Sequence[str] | None = None,
+                         worker: dict | None = None) -> tuple[Job, Job | None]:
+        """`finish` and then `claim` (for the same owner) in one transaction: (the done job, the
+        next job or None). A refused finish raises TransitionError and claims nothing. Not
+        synced, like its two parts: a worker that files one job and goes on to the next pays
+        one commit for both."""
+
+    @abc.abstractmethod
     def fail(self, job_id: int, owner: str, *, error_kind: str, message: str, transient: bool,
              attempt: int | None = None) -> Job:
         """running -> queued after backoff (transient, attempts left) or -> failed (final);

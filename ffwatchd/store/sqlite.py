@@ -335,27 +335,35 @@ class SqliteJobStore(SqliteBatches, JobQueue):
     def claim(self, owner: str, lease: float, *, watches: Sequence[str] | None = None,
               worker: dict | None = None) -> Job | None:
         """Take the next ready job (highest priority, then oldest) with a lease, or None."""
+        if watches is not None and not watches:
+            return None
         now = self.clock()
+        with self._write() as db:
+            return self._claim_in(db, now, owner, lease, watches, worker)
+
+    def _claim_in(self, db: sqlite3.Connection, now: float, owner: str, lease: float,
+                  watches: Sequence[str] | None, worker: dict | None) -> Job | None:
+        """The claim inside a write transaction: expired leases back (at most once a second),
+        then the next ready job leased to `owner`."""
+        if watches is not None and not watches:
+            return None
         watch_filter, params = "", {"now": now, "owner": owner, "until": now + lease,
                                      "worker": json.dumps(worker) if worker else None}
         if watches is not None:
-            if not watches:
-                return None
             names = {f"w{i}": w for i, w in enumerate(watches)}
             watch_filter = f"AND watch IN ({', '.join(':' + k for k in names)})"
             params.update(names)
-        with self._write() as db:
-            if not 0 <= now - self._swept_at < SWEEP_EVERY:   # (a clock that went back sweeps too)
-                self._expire_leases(db, now)
-            row = db.execute(
-                f"""UPDATE jobs SET state = 'running', lease_owner = :owner, lease_until = :until,
-                                    attempts = attempts + 1, started_at = :now,
-                                    worker = ifnull(:worker, worker)
-                    WHERE id = (SELECT id FROM jobs INDEXED BY jobs_ready   -- else the planner sorts every queued row
-                                WHERE state = 'queued' AND not_before <= :now {watch_filter}
-                                ORDER BY priority DESC, queued_at, id LIMIT 1)
-                    RETURNING *""", params).fetchone()
-            return _job(row) if row is not None else None
+        if not 0 <= now - self._swept_at < SWEEP_EVERY:   # (a clock that went back sweeps too)
+            self._expire_leases(db, now)
+        row = db.execute(
+            f"""UPDATE jobs SET state = 'running', lease_owner = :owner, lease_until = :until,
+                                attempts = attempts + 1, started_at = :now,
+                                worker = ifnull(:worker, worker)
+                WHERE id = (SELECT id FROM jobs INDEXED BY jobs_ready   -- else the planner sorts every queued row
+                            WHERE state = 'queued' AND not_before <= :now {watch_filter}
+                            ORDER BY priority DESC, queued_at, id LIMIT 1)
+                RETURNING *""", params).fetchone()
+        return _job(row) if row is not None else None
 
     def heartbeat(self, job_id: int, owner: str, lease: float, *,
                   progress: tuple[int, int] | None = None, attempt: int | None = None) -> Heartbeat:
@@ -419,6 +427,9 @@ class SqliteJobStore(SqliteBatches, JobQueue):
         with self._write(durable=True) as db:
             db.execute("UPDATE jobs SET output_path = ? WHERE id = ?", (encode_path(output_path), job_id))
 
+    _FINISH = """state = 'done', finished_at = :t, output_path = :out, lease_until = NULL, error_kind = NULL,
+                 error_message = NULL, progress_done = ifnull(progress_total, progress_done)"""
+
     def finish(self, job_id: int, owner: str, *, output_path: str | None, attempt: int | None = None) -> Job:
         """running -> done, only by the lease owner.
 
@@ -426,12 +437,19 @@ class SqliteJobStore(SqliteBatches, JobQueue):
         and a `done` lost to a power cut is redone from that plan (each step is idempotent)."""
         now = self.clock()
         with self._write() as db:
-            row = self._update_owned(
-                db, job_id, owner,
-                """state = 'done', finished_at = :t, output_path = :out, lease_until = NULL, error_kind = NULL,
-                   error_message = NULL, progress_done = ifnull(progress_total, progress_done)""",
-                {"t": now, "out": encode_path(output_path)}, attempt)
+            row = self._update_owned(db, job_id, owner, self._FINISH,
+                                     {"t": now, "out": encode_path(output_path)}, attempt)
             return _job(row)
+
+    def finish_and_claim(self, job_id: int, owner: str, *, output_path: str | None, lease: float,
+                         attempt: int | None = None, watches: Sequence[str] | None = None,
+                         worker: dict | None = None) -> tuple[Job, Job | None]:
+        """`finish`, then `claim` for the same owner, in one (unsynced) transaction."""
+        now = self.clock()
+        with self._write() as db:
+            row = self._update_owned(db, job_id, owner, self._FINISH,
+                                     {"t": now, "out": encode_path(output_path)}, attempt)
+            return _job(row), self._claim_in(db, now, owner, lease, watches, worker)
 
     def fail(self, job_id: int, owner: str, *, error_kind: str, message: str,
              transient: bool, attempt: int | None = None) -> Job:
