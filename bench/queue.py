@@ -3,8 +3,8 @@ same durability (both synchronous=FULL, and both NORMAL).
 
     python bench/queue.py [--jobs 5000] [--runs 3] [--dir FOLDER] [--skip-backends]
 
-ffwatchd is measured doing a worker's real per-job sequence (claim with a lease, the fenced
-filing plan, the fenced finish); huey doing `dequeue` (select + delete in one transaction, no
+ffwatchd is measured doing a worker's real per-job sequence (the fenced, synced filing plan;
+the fenced finish with the next claim in the same transaction); huey doing `dequeue` (select + delete in one transaction, no
 lease), in alternating slices of one run so both see the same disk. Records every run's figures
 in docs/benchmarks.md.
 
@@ -49,17 +49,31 @@ def enqueue_store(store: JobStore, n: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def store_jobs(store: JobStore, n: int) -> int:
-    """A worker's per-job table sequence, as the runner does it: claim (lease), set_filing (the
-    plan, fenced on the attempt, before any file moves), finish (fenced). Returns the jobs done."""
+class StoreWorker:
+    """A worker's per-job table sequence, as the daemon's worker does it in a busy queue: claim
+    (lease) for the first job; then per job set_filing (the plan, fenced on the attempt, synced,
+    before any file moves) and `finish_and_claim` (done, fenced, and the next claim in one
+    transaction)."""
+
     owner, worker = "host:1/cpu", {"device": "cpu", "provider": "cpu", "pid": 1, "host": "host"}
-    done = 0
-    while done < n and (job := store.claim(owner, 60, watches=["studio"], worker=worker)) is not None:
-        plan = dict(PLAN, result_dst=f"/share/output/{job.id}.jpg")
-        store.set_filing(job.id, owner, plan, attempt=job.attempts)
-        store.finish(job.id, owner, output_path=plan["result_dst"], attempt=job.attempts)
-        done += 1
-    return done
+
+    def __init__(self, store: JobStore) -> None:
+        self.store, self.job = store, None
+
+    def run(self, n: int) -> int:
+        """Up to n jobs; returns how many were done."""
+        store, owner = self.store, self.owner
+        if self.job is None:
+            self.job = store.claim(owner, 60, watches=["studio"], worker=self.worker)
+        done = 0
+        while done < n and (job := self.job) is not None:
+            plan = dict(PLAN, result_dst=f"/share/output/{job.id}.jpg")
+            store.set_filing(job.id, owner, plan, attempt=job.attempts)
+            _done, self.job = store.finish_and_claim(job.id, owner, output_path=plan["result_dst"],
+                                                     attempt=job.attempts, lease=60, watches=["studio"],
+                                                     worker=self.worker)
+            done += 1
+        return done
 
 
 class _NothingSynced(JobStore):
@@ -134,12 +148,13 @@ def bench_pair(folder: Path, n: int, mode: str, slices: int = 10) -> dict[str, f
         ours_s = huey_s = 0.0
         ours_n = huey_n = 0
         ours_count, huey_count = Counter(store._db), Counter(huey.conn)
+        worker = StoreWorker(store)
         step = -(-n // slices)
         for i in range(slices):
             for who in (("ours", "huey") if i % 2 == 0 else ("huey", "ours")):
                 t0 = time.perf_counter()
                 if who == "ours":
-                    ours_n += store_jobs(store, step)
+                    ours_n += worker.run(step)
                     ours_s += time.perf_counter() - t0
                 else:
                     huey_n += huey_dequeue(huey, step)
@@ -156,7 +171,7 @@ def bench_pair(folder: Path, n: int, mode: str, slices: int = 10) -> dict[str, f
 
 def sqlite_markdown(n: int, runs: list[dict[str, dict[str, float]]]) -> str:
     lines = [
-        "| ffwatchd | huey | run | ffwatchd enqueue/s | huey enqueue/s | ffwatchd jobs/s (claim + set_filing + finish) "
+        "| ffwatchd | huey | run | ffwatchd enqueue/s | huey enqueue/s | ffwatchd jobs/s (set_filing + finish_and_claim) "
         "| huey dequeue/s | ffwatchd / huey |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -172,8 +187,9 @@ def sqlite_markdown(n: int, runs: list[dict[str, dict[str, float]]]) -> str:
         f"{n} jobs per run on a file-backed database in a temp folder, WAL mode, one process; each "
         "pair (ffwatchd, huey at the same durability) is measured in 10 alternating slices of the same "
         "jobs, so both see the same load on the shared disk. A job is what a worker does to the table "
-        "for one image: `claim` (lease, attempt count, worker), `set_filing` (the filing plan, fenced, "
-        "before any file moves) and `finish` (fenced): "
+        "for one image in a busy queue: `set_filing` (the filing plan, fenced, synced before any file "
+        "moves) and `finish_and_claim` (done, fenced, and the claim of the next job with its lease, "
+        "attempt count and worker, in one transaction): "
         f"{per['ours_statements']:.1f} SQL statements and {per['ours_commits']:.0f} commits per job, "
         f"against huey's `dequeue`: {per['huey_statements']:.1f} statements and {per['huey_commits']:.0f} "
         "commit, which deletes the task and keeps no lease. "
