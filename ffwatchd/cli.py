@@ -18,7 +18,7 @@ from ffwatchd import __version__
 from ffwatchd.config import Settings, load_config, parse_duration, resolve_config_path
 from ffwatchd.errors import ConfigError
 from ffwatchd.safeyaml import load_yaml
-from ffwatchd.store import (PRIORITIES, STATES, Job, JobQueue, NotFound, TransitionError, open_store,
+from ffwatchd.store import (PRIORITIES, DriverMissing, STATES, Job, JobQueue, NotFound, TransitionError, open_store,
                             priority_name)
 from ffwatchd.store.contract import printable
 
@@ -447,6 +447,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as e:
         print(f"ffwatchd: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except DriverMissing as e:
+        print(f"ffwatchd: {e}", file=sys.stderr)
+        return EXIT_FAIL
     except CommandFailed as e:
         print(f"ffwatchd: {e}", file=sys.stderr)
         return EXIT_FAIL
