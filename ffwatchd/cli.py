@@ -183,10 +183,12 @@ def cmd_jobs_show(args: argparse.Namespace) -> int:
         _dump(job.to_dict())
         return EXIT_OK
     d = job.to_dict()
-    print(f"{'batch':14} {printable(job.batch) if job.batch else '/'}")
     for key in ("id", "state", "watch", "rel_path", "kind", "size", "content_hash", "priority",
                 "attempts", "max_attempts", "lease_owner", "output_path", "error_kind", "error_message"):
         print(f"{key:14} {printable(str(d[key])) if d[key] is not None else '-'}")
+        if key == "rel_path":       # the batch: the folder (with its sidecar) the file belongs to
+            batch = "-" if job.batch is None else printable(job.batch) or "/"   # "": the inbox itself
+            print(f"{'batch':14} {batch}")
     print(f"{'progress':14} {_progress(job)}")
     for key in ("created_at", "queued_at", "started_at", "finished_at"):
         print(f"{key:14} {_iso(d[key])}")
