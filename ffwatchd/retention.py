@@ -197,8 +197,8 @@ def filed_times(store: "JobQueue", settings: "Settings | None" = None) -> dict[P
 def age_folder(root: Path, what: str, max_age: float, *, now: float, dry_run: bool = False,
                filed: dict[Path, float] | None = None) -> list[Deletion]:
     """Files under `root` older than `max_age`, each with its `.error.json`; then the
-    subfolders this left empty. Age counts from the latest of a file's mtime, its ctime (set
-    when filing linked or renamed it there) and when a job filed it there (`filed`). The root always stays; links are removed as
+    subfolders this left empty. Age counts from a file's mtime, or from when a job filed
+    it there (`filed`) if that is later. The root always stays; links are removed as
     links and never followed."""
     filed = filed or {}
     if max_age <= 0:
@@ -220,9 +220,7 @@ def age_folder(root: Path, what: str, max_age: float, *, now: float, dry_run: bo
             st = stats[name]
             if st is None or name.endswith(ERROR_REPORT_SUFFIX):
                 continue
-            # st_ctime: filing links or renames the file, which sets its ctime, so a copy that kept
-            # an old mtime (cp -p, rsync -a, SMB) ages from its filing even when its job row is gone.
-            age = now - max(st.st_mtime, st.st_ctime, filed.get(here / name, 0.0))
+            age = now - max(st.st_mtime, filed.get(here / name, 0.0))
             if age <= max_age:
                 continue
             d = _apply(Deletion(what, here / name, 1, age, limit, st.st_size), dry_run)

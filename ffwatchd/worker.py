@@ -17,7 +17,6 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from ffwatchd import safefs
 from ffwatchd.config import Settings
 
 log = logging.getLogger(__name__)
@@ -134,11 +133,7 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
             events.put(("finish", index, outcome.__dict__))
 
     def claim() -> Any:
-        # A watch whose inbox dropped out keeps its jobs queued (no attempt spent) until it is back.
-        reachable = [x.name for x in settings.watches if x.name in watches and safefs.root_reachable(x.inbox)]
-        if not reachable:
-            return None
-        job = store.claim(owner, w.lease, watches=reachable, worker=worker_info)
+        job = store.claim(owner, w.lease, watches=watches, worker=worker_info)
         if store.stats.expired_leases:             # leases this claim found expired, for the metric
             events.put(("leases_expired", index, store.stats.expired_leases))
             store.stats.expired_leases = 0

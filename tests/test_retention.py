@@ -15,14 +15,11 @@ import yaml
 
 from ffwatchd import cli_retention
 from ffwatchd.config import RetentionSettings, Settings, WatchSettings
-from ffwatchd.retention import (age_folder, clean_temp_at_startup, newest_mtime, run_retention)
+from ffwatchd.retention import (clean_temp_at_startup, newest_mtime, run_retention)
 from ffwatchd.store import JobStore
 
 DAY = 86400.0
-# The tests' clock runs far ahead of the real one: files made now have a real ctime (which
-# retention counts, see test_an_old_mtime_kept_by_the_copy_ages_from_filing_without_a_job_row),
-# so their ages come from the mtimes the tests set.
-NOW = time.time() + 3000 * 86400.0
+NOW = time.time()
 
 
 def make_settings(tmp_path: Path, **retention: float) -> Settings:
@@ -221,7 +218,6 @@ def test_a_just_made_empty_folder_is_left_for_filing(tmp_path, store):
     s = make_settings(tmp_path)
     fresh_empty = s.watches[0].done / "new"
     fresh_empty.mkdir()
-    age_dir(fresh_empty, 0)                    # made just now on the tests' clock
     old_empty = s.watches[0].done / "old"
     old_empty.mkdir()
     age_dir(old_empty, 8 * DAY)
@@ -348,7 +344,6 @@ def test_cli_dry_run_prints_a_table_and_deletes_nothing(tmp_path, monkeypatch):
     fresh = touch(s.watches[0].done / "fresh.jpg", 1 * DAY)
     cfg = write_config(tmp_path, s)
     monkeypatch.setenv("FFWATCHD_CONFIG", str(cfg))
-    monkeypatch.setattr(time, "time", lambda: NOW)     # the command reads the tests' clock
     parser = argparse.ArgumentParser()
     cli_retention.add_arguments(parser)
     args = parser.parse_args(["--dry-run"])
@@ -375,22 +370,3 @@ def test_cli_without_config_is_a_usage_error(monkeypatch, capsys):
     args = argparse.Namespace(config=None, dry_run=True)
     assert cli_retention.run(args) == 2
     assert "FFWATCHD_CONFIG" in capsys.readouterr().err
-
-
-def test_an_old_mtime_kept_by_the_copy_ages_from_filing_without_a_job_row(tmp_path):
-    """cp -p / rsync -a / SMB keep a 2020 mtime; with the job row purged (and so no `filed` time)
-    the file still ages from its filing (the link into done/ sets its ctime), not from 2020."""
-    s = make_settings(tmp_path)
-    w = s.watches[0]
-    kept = w.inbox / "holiday.jpg"
-    kept.write_bytes(b"x")
-    t2020 = 1577836800.0
-    os.utime(kept, (t2020, t2020))
-    os.link(kept, w.done / "holiday.jpg")          # what filing does, then the inbox name goes
-    kept.unlink()
-    filed = w.done / "holiday.jpg"
-    real_now = time.time()
-    assert age_folder(w.done, "done", 7 * DAY, now=real_now, filed={}) == []
-    assert filed.exists()
-    later = age_folder(w.done, "done", 7 * DAY, now=real_now + 8 * DAY, dry_run=True, filed={})
-    assert [d.path for d in later] == [filed]
