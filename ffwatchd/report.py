@@ -179,8 +179,10 @@ def render_html(report: dict, thumbs: dict[int, tuple[str | None, str | None]]) 
                     f'<td>{e(", ".join(f["models"]))}</td></tr>')
     counts = "".join(f'<span class="{s}">{e(s)}: {c.get(s, 0)}</span>' for s in STATE_ORDER if c.get(s))
     prov = report["provenance"]
-    package = (f'<p>All results in one file: <code>{e(report["package"])}</code></p>'
-               if report.get("package") else "")
+    # The people reading this open it from the share: the zip's name beside the report, not
+    # the path it has on the daemon's host.
+    package = (f'<p>All results in one file: <code>{e(Path(report["package"]).name)}</code>, '
+               'next to this report</p>' if report.get("package") else "")
     title = f"ffwatchd report: {report['watch']} {report['batch']}"
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>'
             f'<style>{_CSS}</style></head><body>\n<h1>{e(title)}</h1>\n'

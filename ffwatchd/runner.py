@@ -34,9 +34,6 @@ _MEMORY_WORDS = ("bad_alloc", "insufficient memory", "failed to allocate", "out 
                  "cannot allocate memory")
 
 
-INBOX_WAIT = 1.0       # seconds between looks at an unavailable inbox while a result waits to be filed
-
-
 class Lease:
     """One job's lease, kept alive by the worker's `Heartbeats`; says when it was cancelled or lost."""
 
@@ -273,9 +270,6 @@ class JobRunner:
             self._fail_without_filing(job, out, "internal", f"watch {job.watch!r} is no longer in the config")
             return None
         workdir = self.settings.temp_dir / f"job-{job.id}"
-        if not safefs.root_reachable(watch.inbox):
-            self._share_gone(watch, job, lease, out)
-            return None
         if job.filing:                         # a crash interrupted filing: finish it, do not redo work
             if self._resume_filing(job, Plan.from_dict(job.filing).localized(watch), out, workdir):
                 return None
@@ -287,11 +281,6 @@ class JobRunner:
         original = watch.inbox / job.rel_path
         pre = self.prefetcher.take(job.id)
         problem = pre.problem if pre is not None else self._original_problem(job, original)
-        if pre is not None and (pre.problem or pre.error):   # checked ahead, maybe while the share was
-            pre, problem = None, self._original_problem(job, original)   # away: look (and decode) again
-        if problem and not safefs.root_reachable(watch.inbox):   # the share dropped out meanwhile
-            self._share_gone(watch, job, lease, out)
-            return None
         if problem:
             self._fail_without_filing(job, out, "bad_input", problem)
             return None
@@ -321,9 +310,6 @@ class JobRunner:
                 return
             if write is not None:             # the image's encode, in the filing thread
                 write(result)
-            if not self._wait_for_inbox(watch, job, lease):
-                self._stopped(watch, job, lease, out, workdir)
-                return
             plan = plan_done(watch, job, result, suffix)
             self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
             execute_plan(plan, job)
@@ -349,35 +335,7 @@ class JobRunner:
             pending.claimed = claimed
             self.hold(claimed)
 
-    def _share_gone(self, watch: Any, job: Job, lease: Lease, out: Outcome) -> None:
-        """The inbox dropped out: the job goes back to the queue, no attempt spent; workers claim
-        none of this watch's jobs until the inbox is back (docs/watching.md)."""
-        log.warning("job %d: inbox %s is unavailable; the job goes back to the queue until it is back",
-                    job.id, watch.inbox)
-        lease.stop()
-        self.store.release(job.id, self.owner, attempt=job.attempts)
-        out.outcome = "lost"
-
-    def _wait_for_inbox(self, watch: Any, job: Job, lease: Lease) -> bool:
-        """Before filing a result: wait (the lease kept alive) while the inbox is unavailable, so the
-        original is filed once the share is back. False when the lease was lost or cancelled meanwhile."""
-        warned = False
-        while not safefs.root_reachable(watch.inbox):
-            if lease.should_stop:
-                return False
-            if not warned:
-                log.warning("job %d: inbox %s is unavailable; its filing waits until it is back",
-                            job.id, watch.inbox)
-                warned = True
-            time.sleep(INBOX_WAIT)
-        if warned:
-            log.info("job %d: inbox %s is back; filing", job.id, watch.inbox)
-        return not lease.should_stop
-
     def _handle(self, exc: Exception, watch: Any, job: Job, lease: Lease, out: Outcome, where: Path) -> None:
-        if not safefs.root_reachable(watch.inbox):   # e.g. a video read from a share that dropped out
-            self._share_gone(watch, job, lease, out)
-            return
         err = as_job_error(exc, where)
         if err.kind == "internal" and not isinstance(exc, JobError):
             log.error("job %d: unexpected error", job.id, exc_info=exc)

@@ -27,15 +27,6 @@ class NotRegular(OSError):
         self.what = what
 
 
-def root_reachable(root: Path) -> bool:
-    """True when a watch's folder (an inbox) can be stat'ed and is a folder; False while its share
-    dropped out (missing, EIO, ENOTCONN, a stale NFS handle)."""
-    try:
-        return statmod.S_ISDIR(os.stat(root).st_mode)
-    except (OSError, ValueError):
-        return False
-
-
 def describe_mode(mode: int) -> str:
     """'a symbolic link', 'a FIFO', ... for what a name is when it is not a regular file."""
     for test, what in ((statmod.S_ISLNK, "a symbolic link"), (statmod.S_ISFIFO, "a FIFO"),

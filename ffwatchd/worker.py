@@ -17,7 +17,6 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from ffwatchd import safefs
 from ffwatchd.config import Settings
 
 log = logging.getLogger(__name__)
@@ -144,15 +143,8 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
                 filing.claimed = None
             report_expired()
 
-    def reachable() -> list[str]:
-        # A watch whose inbox dropped out keeps its jobs queued (no attempt spent) until it is back.
-        return [x.name for x in settings.watches if x.name in watches and safefs.root_reachable(x.inbox)]
-
     def claim() -> Any:
-        names = reachable()
-        if not names:
-            return None
-        job = store.claim(owner, w.lease, watches=names, worker=worker_info)
+        job = store.claim(owner, w.lease, watches=watches, worker=worker_info)
         report_expired()
         return job
 
@@ -162,11 +154,8 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
         def args() -> dict | None:
             if stop.is_set() or not claim_ok.is_set() or done + 1 >= w.recycle_after:
                 return None
-            names = reachable()
-            if not names:
-                return None
             wake.clear()
-            return {"watches": names, "worker": worker_info}
+            return {"watches": watches, "worker": worker_info}
         return args
 
     def claim_ahead(done: int) -> Any:

@@ -138,3 +138,14 @@ def test_before_and_after_stay_side_by_side_beside_a_long_reason(tmp_path: Path)
     assert len(boxes) == 4, boxes
     for before, after in (boxes[0:2], boxes[2:4]):
         assert abs(before[1] - after[1]) <= 2 and after[0] > before[0], f"before/after not side by side: {boxes}"
+
+
+def test_the_package_is_named_as_people_on_the_share_see_it(tmp_path: Path) -> None:
+    """The zip lies beside the report; the page names it, not the daemon host's path to it."""
+    w, jobs = make_batch(tmp_path, n_done=1)
+    _html, report = write_report(w, "b", jobs, ThumbCache(), batch_id=1, version=1, final=True)
+    report["package"] = str(w.output / "b" / "ffwatch-results.zip")
+    text = render_html(report, {})
+    check_report_html(text)
+    assert "<code>ffwatch-results.zip</code>, next to this report" in text
+    assert str(w.output) not in text
