@@ -284,7 +284,9 @@ class JobQueue(abc.ABC):
     # the ledger of filings (retention ages done/ and failed/ from these times)
     @abc.abstractmethod
     def record_filing(self, filing: Filing) -> None:
-        """Insert or replace the entry of (watch, folder, rel_path)."""
+        """Insert or replace the entry of (watch, folder, rel_path). A backend may write it with
+        this store's next write transaction (SQLite: the job's finish) rather than commit it on its
+        own; an entry lost to a crash only keeps that file from being aged."""
 
     @abc.abstractmethod
     def filings(self, watch: str, folder: str) -> dict[str, Filing]:

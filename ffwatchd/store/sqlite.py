@@ -8,6 +8,7 @@ The verbs and their meaning are in `contract.py`.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import uuid
 import threading
@@ -19,6 +20,8 @@ from ffwatchd.store.contract import (FINISHED, KINDS, STATES, Filing, Heartbeat,
                                      decode_path, encode_path, printable,
                                      Stats, TransitionError, WorkerRow, always_granted)
 from ffwatchd.store.sqlite_batches import SqliteBatches
+
+log = logging.getLogger(__name__)
 
 _MIGRATIONS: list[str] = [
     # 1: the job table
@@ -181,6 +184,7 @@ class SqliteJobStore(SqliteBatches, JobQueue):
         self.clock = clock
         self.stats = Stats()
         self._lock = threading.RLock()
+        self._pending_filings: list[Filing] = []    # ledger rows riding on the next write transaction
         self._swept_at = float("-inf")              # when a claim last looked for expired leases
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(self.path), timeout=busy_timeout, isolation_level=None,
@@ -199,6 +203,9 @@ class SqliteJobStore(SqliteBatches, JobQueue):
 
     def close(self) -> None:
         with self._lock:
+            if self._pending_filings:
+                with self._write():
+                    pass
             self._db.close()
 
     def __enter__(self) -> "SqliteJobStore":
@@ -233,16 +240,35 @@ class SqliteJobStore(SqliteBatches, JobQueue):
     # -- the ledger of filings -------------------------------------------------------------
 
     def record_filing(self, f: Filing) -> None:
-        """Remember that ffwatchd filed a file into done/ or failed/ (replaces an older entry)."""
-        with self._write(durable=True) as db:
-            db.execute("""INSERT INTO filings (watch, folder, rel_path, size, inode, filed_at, job_id)
+        """Remember that ffwatchd filed a file into done/ or failed/ (replaces an older entry).
+
+        The row rides on this store's next write transaction (the job's finish right after the
+        filing), so a filing costs no commit of its own; lost to a crash, the file is only never
+        aged (a file the ledger does not know is kept)."""
+        with self._lock:
+            self._pending_filings.append(f)
+
+    def _flush_filings(self, db: sqlite3.Connection) -> int:
+        for f in self._pending_filings:
+            try:
+                self._insert_filing(db, f)
+            except (sqlite3.Error, ValueError) as e:      # never let one ledger row block every write
+                log.warning("filing ledger: %s/%s/%s not recorded: %s", f.watch, f.folder, f.rel_path, e)
+        return len(self._pending_filings)
+
+    @staticmethod
+    def _insert_filing(db: sqlite3.Connection, f: Filing) -> None:
+        db.execute("""INSERT INTO filings (watch, folder, rel_path, size, inode, filed_at, job_id)
                           VALUES (?, ?, ?, ?, ?, ?, ?)
                           ON CONFLICT (watch, folder, rel_path) DO UPDATE SET size = excluded.size,
                             inode = excluded.inode, filed_at = excluded.filed_at, job_id = excluded.job_id""",
-                       (f.watch, f.folder, encode_path(f.rel_path), f.size, f.inode, f.filed_at, f.job_id))
+                   (f.watch, f.folder, encode_path(f.rel_path), f.size, f.inode, f.filed_at, f.job_id))
 
     def filings(self, watch: str, folder: str) -> dict[str, Filing]:
         with self._lock:
+            if self._pending_filings:
+                with self._write():
+                    pass
             rows = self._db.execute("SELECT * FROM filings WHERE watch = ? AND folder = ?",
                                     (watch, folder)).fetchall()
         out = {}
@@ -267,7 +293,10 @@ class SqliteJobStore(SqliteBatches, JobQueue):
                 if self.durable:
                     db.execute("PRAGMA synchronous = FULL")
                 db.execute("BEGIN IMMEDIATE")
+                self.flushed = self.store._flush_filings(db) if self.store._pending_filings else 0
             except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
                 self.store._lock.release()
                 raise
             return db
@@ -276,6 +305,8 @@ class SqliteJobStore(SqliteBatches, JobQueue):
             db = self.store._db
             try:
                 db.execute("ROLLBACK" if exc_type else "COMMIT")
+                if not exc_type and self.flushed:
+                    del self.store._pending_filings[:self.flushed]
                 if self.durable:
                     db.execute("PRAGMA synchronous = NORMAL")
             finally:
