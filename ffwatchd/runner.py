@@ -304,12 +304,15 @@ class JobRunner(ShareWaits):
                 self._fail_final(watch, job, out, "vanished", f"{original} left the inbox before it was "
                                  "processed (deleted or moved away while queued)", workdir, lease)
             return None
-        if problem:
-            self._fail_without_filing(job, out, "bad_input", problem)
-            return None
-        source_error = check_sources(watch, job, self._source_hashes)
-        if source_error is not None:
-            self._failed(watch, job, lease, out, source_error, workdir)
+        source_error = None if problem else check_sources(watch, job, self._source_hashes)
+        if problem or source_error is not None:
+            why = self.shares.problem(watch)
+            if why:                            # the share went meanwhile: not the job's fault
+                self._release_for_share(job, out, why)
+            elif problem:
+                self._fail_without_filing(job, out, "bad_input", problem)
+            else:
+                self._failed(watch, job, lease, out, source_error, workdir)
             return None
         spec = JobSpec.from_snapshot(localize_spec(job.spec, job.sources, watch))
         log.info("job %d: %s %s (attempt %d/%d)", job.id, job.kind, original, job.attempts, job.max_attempts)
