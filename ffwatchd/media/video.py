@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any, Callable, Mapping
 from ffwatchd.errors import JobError
 from ffwatchd.jobspec import OutputSpec
 from ffwatchd.media.ffmpeg import VideoInfo, encoder_works, probe, run_ffmpeg
-from ffwatchd.media.framepipe import FramePipeline, FrameProcessor
+from ffwatchd.media.framepipe import CoreSplit, FramePipeline, FrameProcessor
 from ffwatchd.media.segments import (MANIFEST_VERSION, Plan, color_params, input_identity,
                                      read_manifest, reusable_segments, write_manifest)
 
@@ -180,7 +181,8 @@ def process_video(
     if progress is not None:
         progress(done, plan.total_frames)
     if not complete:
-        FramePipeline(target, info, plan, workdir, ffmpeg, manifest, len(reused)).run(
+        cores = None if on_cuda else CoreSplit.for_cpu(len(os.sched_getaffinity(0)))
+        FramePipeline(target, info, plan, workdir, ffmpeg, manifest, len(reused), cores).run(
             frame_processor, progress, should_stop)
     segments = manifest["segments"]
     frames = sum(s["frames"] for s in segments)

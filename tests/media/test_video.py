@@ -387,3 +387,31 @@ def test_odd_sized_input_goes_through_bgr_pipes(tmp_path: Path, ffmpeg_exe: str)
     assert dst.frame_count == src.frame_count == result.frames == 25
     before, after = decode_frames(ffmpeg_exe, clip), decode_frames(ffmpeg_exe, out)
     assert np.abs((255 - before[10, :240, :320]).astype(int) - after[10].astype(int)).mean() < 8
+
+
+def test_cores_are_split_between_encoder_and_processor(clips: dict[str, Path], tmp_path: Path) -> None:
+    import cv2
+    from ffwatchd.media.framepipe import CoreSplit
+    from ffwatchd.media.segments import encode_command
+
+    assert CoreSplit.for_cpu(2) == CoreSplit(encoder=1, decoder=1, processor=1)
+    assert CoreSplit.for_cpu(1) == CoreSplit(encoder=1, decoder=1, processor=1)
+    assert CoreSplit.for_cpu(16) == CoreSplit(encoder=8, decoder=1, processor=8)
+    plan = video.make_plan(probe(clips["face"]), FAST, "mp4", "libx264", 1.0)
+    cmd = encode_command("ffmpeg", plan, tmp_path / "x.mp4", threads=3)
+    assert cmd[cmd.index("-threads") + 1] == "3"
+    nvenc = video.make_plan(probe(clips["face"]), FAST, "mp4", "h264_nvenc", 1.0)
+    assert "-threads" not in encode_command("ffmpeg", nvenc, tmp_path / "x.mp4", threads=3)
+
+    class Threads(Invert):
+        seen: set[int] = set()
+
+        def process_frame(self, frame_bgr):
+            self.seen.add(cv2.getNumThreads())
+            return super().process_frame(frame_bgr)
+
+    before = cv2.getNumThreads()
+    processor = Threads()
+    run(clips["face"], tmp_path, processor)
+    assert processor.seen == {CoreSplit.for_cpu(len(os.sched_getaffinity(0))).processor}
+    assert cv2.getNumThreads() == before          # restored for the worker's next job
