@@ -328,9 +328,8 @@ class JobRunner:
         if claim is None:
             self.store.finish(job.id, self.owner, output_path=output_path, attempt=job.attempts)
             return
-        _done, claimed = self.store.finish_and_claim(job.id, self.owner, output_path=output_path,
-                                                     attempt=job.attempts, lease=self.settings.workers.lease,
-                                                     **claim)
+        claimed = self.store.finish_and_claim(job.id, self.owner, output_path=output_path,
+                                              attempt=job.attempts, lease=self.settings.workers.lease, **claim)
         if claimed is not None:
             pending.claimed = claimed
             self.hold(claimed)
