@@ -1,11 +1,12 @@
 """Queue throughput: our job table against huey's SqliteHuey on the same disk, same run, at the
 same durability (both synchronous=FULL, and both NORMAL).
 
-    python bench/queue.py [--jobs 5000] [--dir FOLDER]
+    python bench/queue.py [--jobs 5000] [--runs 3] [--dir FOLDER] [--skip-backends]
 
-ffwatchd is measured doing a worker's real per-job sequence (claim with a lease, the filing
-plan, finish); huey doing `dequeue` (select + delete in one transaction, no lease). Records the
-figures in docs/benchmarks.md.
+ffwatchd is measured doing a worker's real per-job sequence (the fenced, synced filing plan;
+the fenced finish with the next claim in the same transaction); huey doing `dequeue` (select + delete in one transaction, no
+lease), in alternating slices of one run so both see the same disk. Records every run's figures
+in docs/benchmarks.md.
 
 Then (unless --skip-backends) our two backends side by side, SQLite and PostgreSQL (a throwaway
 cluster from the distribution's binaries, durable settings): claim + set_filing + finish per
@@ -48,18 +49,31 @@ def enqueue_store(store: JobStore, n: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def run_store_jobs(store: JobStore, n: int) -> float:
-    """A worker's per-job table sequence: claim (lease), set_filing (the plan, before any file
-    moves), finish. Returns jobs/s."""
-    t0 = time.perf_counter()
-    done = 0
-    while (job := store.claim("host:1/cpu", 60, worker={"device": "cpu", "provider": "cpu", "pid": 1})) is not None:
-        plan = dict(PLAN, result_dst=f"/share/output/{job.id}.jpg")
-        store.set_filing(job.id, "host:1/cpu", plan)
-        store.finish(job.id, "host:1/cpu", output_path=plan["result_dst"])
-        done += 1
-    assert done == n, (done, n)
-    return n / (time.perf_counter() - t0)
+class StoreWorker:
+    """A worker's per-job table sequence, as the daemon's worker does it in a busy queue: claim
+    (lease) for the first job; then per job set_filing (the plan, fenced on the attempt, synced,
+    before any file moves) and `finish_and_claim` (done, fenced, and the next claim in one
+    transaction)."""
+
+    owner, worker = "host:1/cpu", {"device": "cpu", "provider": "cpu", "pid": 1, "host": "host"}
+
+    def __init__(self, store: JobStore) -> None:
+        self.store, self.job = store, None
+
+    def run(self, n: int) -> int:
+        """Up to n jobs; returns how many were done."""
+        store, owner = self.store, self.owner
+        if self.job is None:
+            self.job = store.claim(owner, 60, watches=["studio"], worker=self.worker)
+        done = 0
+        while done < n and (job := self.job) is not None:
+            plan = dict(PLAN, result_dst=f"/share/output/{job.id}.jpg")
+            store.set_filing(job.id, owner, plan, attempt=job.attempts)
+            self.job = store.finish_and_claim(job.id, owner, output_path=plan["result_dst"],
+                                                     attempt=job.attempts, lease=60, watches=["studio"],
+                                                     worker=self.worker)
+            done += 1
+        return done
 
 
 class _NothingSynced(JobStore):
@@ -78,19 +92,14 @@ STORE_MODES = {
 }
 
 
-def bench_store(folder: Path, n: int, mode: str) -> tuple[float, float]:
-    """(enqueue/s, jobs/s) for one of STORE_MODES."""
+def open_store(folder: Path, mode: str) -> JobStore:
     path = folder / f"jobs-{mode}.db"
-    store = (_NothingSynced(path) if mode == "normal" else
-             JobStore(path, synchronous="full" if mode == "full" else "normal"))
-    try:
-        return enqueue_store(store, n), run_store_jobs(store, n)
-    finally:
-        store.close()
+    return (_NothingSynced(path) if mode == "normal" else
+            JobStore(path, synchronous="full" if mode == "full" else "normal"))
 
 
-def bench_huey(folder: Path, n: int, synchronous: str) -> tuple[float, float]:
-    """(enqueue/s, dequeue/s) for SqliteHuey with `PRAGMA synchronous` set as asked."""
+def open_huey(folder: Path, name: str, synchronous: str):
+    """SqliteHuey's storage with `PRAGMA synchronous` set as asked."""
     from huey.storage import SqliteStorage
 
     class Storage(SqliteStorage):
@@ -99,53 +108,106 @@ def bench_huey(folder: Path, n: int, synchronous: str) -> tuple[float, float]:
             conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
             return conn
 
-    storage = Storage(name="bench", filename=str(folder / f"huey-{synchronous}.db"))
+    storage = Storage(name="bench", filename=str(folder / f"huey-{name}.db"))
     got_mode = storage.conn.execute("PRAGMA synchronous").fetchone()[0]
     assert got_mode == {"normal": 1, "full": 2}[synchronous], got_mode
-    payload = b"x" * 200
-    t0 = time.perf_counter()
-    for _ in range(n):
-        storage.enqueue(payload)
-    enqueue_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    return storage
+
+
+def huey_dequeue(storage, n: int) -> int:
     got = 0
-    while storage.dequeue() is not None:
+    while got < n and storage.dequeue() is not None:
         got += 1
-    dequeue_s = time.perf_counter() - t0
-    assert got == n, (got, n)
-    storage.close()
-    return n / enqueue_s, n / dequeue_s
+    return got
 
 
-def sqlite_markdown(n: int, rows: dict[str, dict[str, tuple[float, float]]]) -> tuple[str, dict]:
+class Counter:
+    """Statements and commits a connection runs (sqlite3's trace callback)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.statements = self.commits = 0
+        conn.set_trace_callback(self)
+
+    def __call__(self, sql: str) -> None:
+        self.statements += 1
+        self.commits += sql.strip().upper() == "COMMIT"
+
+
+def bench_pair(folder: Path, n: int, mode: str, slices: int = 10) -> dict[str, float]:
+    """ffwatchd in `mode` and huey at the same durability, measured in alternating slices of the
+    same n jobs, so both see the same load on a shared disk."""
+    huey_sync = STORE_MODES[mode][1]
+    store, huey = open_store(folder, mode), open_huey(folder, mode, huey_sync)
+    payload = b"x" * 200
+    try:
+        store_enqueue = enqueue_store(store, n)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            huey.enqueue(payload)
+        huey_enqueue = n / (time.perf_counter() - t0)
+        ours_s = huey_s = 0.0
+        ours_n = huey_n = 0
+        ours_count, huey_count = Counter(store._db), Counter(huey.conn)
+        worker = StoreWorker(store)
+        step = -(-n // slices)
+        for i in range(slices):
+            for who in (("ours", "huey") if i % 2 == 0 else ("huey", "ours")):
+                t0 = time.perf_counter()
+                if who == "ours":
+                    ours_n += worker.run(step)
+                    ours_s += time.perf_counter() - t0
+                else:
+                    huey_n += huey_dequeue(huey, step)
+                    huey_s += time.perf_counter() - t0
+        assert ours_n == huey_n == n, (ours_n, huey_n, n)
+        return {"ours_enqueue": store_enqueue, "huey_enqueue": huey_enqueue,
+                "ours": n / ours_s, "huey": n / huey_s,
+                "ours_statements": ours_count.statements / n, "ours_commits": ours_count.commits / n,
+                "huey_statements": huey_count.statements / n, "huey_commits": huey_count.commits / n}
+    finally:
+        store.close()
+        huey.close()
+
+
+def sqlite_markdown(n: int, runs: list[dict[str, dict[str, float]]]) -> str:
     lines = [
-        "| ffwatchd | huey | ffwatchd enqueue/s | huey enqueue/s | ffwatchd jobs/s (claim + set_filing + finish) "
+        "| ffwatchd | huey | run | ffwatchd enqueue/s | huey enqueue/s | ffwatchd jobs/s (set_filing + finish_and_claim) "
         "| huey dequeue/s | ffwatchd / huey |",
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    ratios = {}
     for mode, (label, huey_sync) in STORE_MODES.items():
-        (oe, oj), (he, hd) = rows["ffwatchd"][mode], rows["huey"][huey_sync]
-        ratios[mode] = oj / hd
-        lines.append(f"| {label} | `synchronous={huey_sync.upper()}` | {oe:,.0f} | {he:,.0f} | {oj:,.0f} "
-                     f"| {hd:,.0f} | **{oj / hd:.2f}x** |")
+        for k, run in enumerate(runs, 1):
+            r = run[mode]
+            lines.append(f"| {label if k == 1 else ''} | {f'`synchronous={huey_sync.upper()}`' if k == 1 else ''} "
+                         f"| {k} | {r['ours_enqueue']:,.0f} | {r['huey_enqueue']:,.0f} | {r['ours']:,.0f} "
+                         f"| {r['huey']:,.0f} | **{r['ours'] / r['huey']:.2f}x** |")
+    per = runs[0]["daemon"]                     # the sequence as the daemon runs it
     lines += [
         "",
-        f"{n} jobs on a file-backed database in a temp folder, WAL mode, one process. A job is what "
-        "a worker does to the table for one image: `claim` (lease, attempt count, worker), "
-        "`set_filing` (the filing plan, before any file moves) and `finish`: three transactions; "
-        "huey's `dequeue` is one transaction that deletes the task and keeps no lease. "
+        f"{n} jobs per run on a file-backed database in a temp folder, WAL mode, one process; each "
+        "pair (ffwatchd, huey at the same durability) is measured in 10 alternating slices of the same "
+        "jobs, so both see the same load on the shared disk. A job is what a worker does to the table "
+        "for one image in a busy queue: `set_filing` (the filing plan, fenced, synced before any file "
+        "moves) and `finish_and_claim` (done, fenced, and the claim of the next job with its lease, "
+        "attempt count and worker, in one transaction): "
+        f"{per['ours_statements']:.1f} SQL statements and {per['ours_commits']:.0f} commits per job, "
+        f"against huey's `dequeue`: {per['huey_statements']:.1f} statements and {per['huey_commits']:.0f} "
+        "commit, which deletes the task and keeps no lease. "
         "What ffwatchd syncs when: docs/daemon.md, \"The job table on disk\".",
     ]
-    for mode, (label, huey_sync) in STORE_MODES.items():
-        met = "met" if ratios[mode] >= 0.5 else "NOT met"
-        lines.append(f"- ffwatchd {mode} vs huey {huey_sync.upper()}, target >= 0.5x: **{met}** ({ratios[mode]:.2f}x)")
-    return "\n".join(lines), ratios
+    for mode, (_label, huey_sync) in STORE_MODES.items():
+        ratios = [run[mode]["ours"] / run[mode]["huey"] for run in runs]
+        met = sum(r >= 0.5 for r in ratios)
+        lines.append(f"- ffwatchd {mode} vs huey {huey_sync.upper()}, target >= 0.5x: "
+                     f"**{'met' if met == len(ratios) else 'NOT met'}** in {met} of {len(ratios)} runs "
+                     f"({', '.join(f'{r:.2f}x' for r in ratios)})")
+    return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--jobs", type=int, default=5000)
+    ap.add_argument("--runs", type=int, default=3, help="runs of the huey comparison, each recorded")
     ap.add_argument("--dir", help="folder on the disk to measure (default: a temp folder)")
     ap.add_argument("--skip-backends", action="store_true", help="only the huey comparison")
     ap.add_argument("--backends-only", action="store_true", help="only SQLite against PostgreSQL")
@@ -154,13 +216,11 @@ def main() -> None:
         main_backends(args.jobs, args.dir)
     if args.backends_only:
         return
-    rows: dict[str, dict[str, tuple[float, float]]] = {"ffwatchd": {}, "huey": {}}
-    with tempfile.TemporaryDirectory(dir=args.dir) as d:
-        for huey_sync, modes in (("full", ("full", "daemon")), ("normal", ("normal",))):
-            rows["huey"][huey_sync] = bench_huey(Path(d), args.jobs, huey_sync)
-            for mode in modes:                      # next to huey's run, so both see the same load
-                rows["ffwatchd"][mode] = bench_store(Path(d), args.jobs, mode)
-    text, _ratios = sqlite_markdown(args.jobs, rows)
+    runs = []
+    for _ in range(args.runs):
+        with tempfile.TemporaryDirectory(dir=args.dir) as d:
+            runs.append({mode: bench_pair(Path(d), args.jobs, mode) for mode in STORE_MODES})
+    text = sqlite_markdown(args.jobs, runs)
     print(text)
     record("queue", "## Queue (`bench/queue.py`)\n\n" + text)
 

@@ -18,7 +18,7 @@ from ffwatchd import __version__
 from ffwatchd.config import Settings, load_config, parse_duration, resolve_config_path
 from ffwatchd.errors import ConfigError
 from ffwatchd.safeyaml import load_yaml
-from ffwatchd.store import (PRIORITIES, STATES, Job, JobQueue, NotFound, TransitionError, open_store,
+from ffwatchd.store import (PRIORITIES, DriverMissing, STATES, Job, JobQueue, NotFound, TransitionError, open_store,
                             priority_name)
 from ffwatchd.store.contract import printable
 
@@ -183,10 +183,12 @@ def cmd_jobs_show(args: argparse.Namespace) -> int:
         _dump(job.to_dict())
         return EXIT_OK
     d = job.to_dict()
-    print(f"{'batch':14} {printable(job.batch) if job.batch else '/'}")
     for key in ("id", "state", "watch", "rel_path", "kind", "size", "content_hash", "priority",
                 "attempts", "max_attempts", "lease_owner", "output_path", "error_kind", "error_message"):
         print(f"{key:14} {printable(str(d[key])) if d[key] is not None else '-'}")
+        if key == "rel_path":       # the batch: the folder (with its sidecar) the file belongs to
+            batch = "-" if job.batch is None else printable(job.batch) or "/"   # "": the inbox itself
+            print(f"{'batch':14} {batch}")
     print(f"{'progress':14} {_progress(job)}")
     for key in ("created_at", "queued_at", "started_at", "finished_at"):
         print(f"{key:14} {_iso(d[key])}")
@@ -447,6 +449,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as e:
         print(f"ffwatchd: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except DriverMissing as e:
+        print(f"ffwatchd: {e}", file=sys.stderr)
+        return EXIT_FAIL
     except CommandFailed as e:
         print(f"ffwatchd: {e}", file=sys.stderr)
         return EXIT_FAIL

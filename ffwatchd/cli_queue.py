@@ -37,10 +37,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAIL
     source = Path(args.source) if args.source else settings.db_path
     from ffwatchd.store import open_store, store_errors
-    from ffwatchd.store.pgmigrate import copy_sqlite_to_postgres
 
     try:
-        with open_store(settings) as store:
+        with open_store(settings) as store:     # says plainly when the PostgreSQL driver is missing
+            from ffwatchd.store.pgmigrate import copy_sqlite_to_postgres
             report = copy_sqlite_to_postgres(source, store)
     except (FileNotFoundError, RuntimeError, *store_errors()) as e:
         print(f"ffwatchd queue migrate: nothing copied: {e}", file=sys.stderr)

@@ -147,7 +147,7 @@ h1{font-size:1.4em}.counts span{display:inline-block;margin-right:1em;padding:.2
 td,th{border-bottom:1px solid #ddd;padding:.4em;text-align:left;vertical-align:top}
 img{width:96px;height:auto;display:inline-block;margin-right:4px;border:1px solid #ccc}
 tr.failed td{background:#fff5f5}.why{color:#a00}code{background:#f4f4f4;padding:0 .2em}
-.noimg{display:inline-block;width:96px;color:#888;font-size:12px}"""
+.noimg{display:inline-block;width:96px;color:#888;font-size:12px}td.pics{white-space:nowrap}"""
 
 
 def _img(uri: str | None, alt: str) -> str:
@@ -175,12 +175,14 @@ def render_html(report: dict, thumbs: dict[int, tuple[str | None, str | None]]) 
             pictures, detail = "", e(f["state"])
         took = f"{f['duration_s']:.1f} s" if f["duration_s"] is not None else ""
         rows.append(f'<tr class="{e(f["state"])}"><td>{e(f["path"])}</td><td>{e(f["state"])}</td>'
-                    f'<td>{pictures}</td><td>{detail}</td><td>{took}</td>'
+                    f'<td class="pics">{pictures}</td><td>{detail}</td><td>{took}</td>'
                     f'<td>{e(", ".join(f["models"]))}</td></tr>')
     counts = "".join(f'<span class="{s}">{e(s)}: {c.get(s, 0)}</span>' for s in STATE_ORDER if c.get(s))
     prov = report["provenance"]
-    package = (f'<p>All results in one file: <code>{e(report["package"])}</code></p>'
-               if report.get("package") else "")
+    # The people reading this open it from the share: the zip's name beside the report, not
+    # the path it has on the daemon's host.
+    package = (f'<p>All results in one file: <code>{e(Path(report["package"]).name)}</code>, '
+               'next to this report</p>' if report.get("package") else "")
     title = f"ffwatchd report: {report['watch']} {report['batch']}"
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>'
             f'<style>{_CSS}</style></head><body>\n<h1>{e(title)}</h1>\n'

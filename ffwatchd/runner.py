@@ -263,7 +263,7 @@ class JobRunner:
 
     # -- the steps ------------------------------------------------------------------------
 
-    def _run(self, job: Job, lease: Lease, out: Outcome) -> "Callable[[], None] | None":
+    def _run(self, job: Job, lease: Lease, out: Outcome) -> "Callable[[Pending | None], None] | None":
         """Everything up to the result; returns the filing still to do for a success."""
         try:
             watch = self.settings.watch(job.watch)
@@ -299,10 +299,12 @@ class JobRunner:
         except Exception as e:  # noqa: BLE001 - every failure ends as a job error with a kind
             self._handle(e, watch, job, lease, out, workdir)
             return None
-        return lambda: self._file_done(watch, job, lease, out, result, suffix, workdir, write)
+        return lambda pending=None: self._file_done(watch, job, lease, out, result, suffix, workdir, write,
+                                                    pending)
 
     def _file_done(self, watch: Any, job: Job, lease: Lease, out: Outcome, result: Path, suffix: str,
-                   workdir: Path, write: Callable[[Path], Any] | None = None) -> None:
+                   workdir: Path, write: Callable[[Path], Any] | None = None,
+                   pending: "Pending | None" = None) -> None:
         try:
             if lease.should_stop:
                 self._stopped(watch, job, lease, out, workdir)
@@ -312,13 +314,26 @@ class JobRunner:
             plan = plan_done(watch, job, result, suffix)
             self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
             execute_plan(plan, job)
-            self.store.finish(job.id, self.owner, output_path=plan.result_dst, attempt=job.attempts)
+            self._finish(job, plan.result_dst, pending)
             out.outcome = "done"
             self._clean_temp(job.id)
         except TransitionError:
             raise
         except Exception as e:  # noqa: BLE001 - every failure ends as a job error with a kind
             self._handle(e, watch, job, lease, out, result)
+
+    def _finish(self, job: Job, output_path: str | None, pending: "Pending | None") -> None:
+        """done; when the worker asked for it (`Pending.then_claim`), with the claim of its next
+        job in the same transaction, held from then on and handed back as `Pending.claimed`."""
+        claim = pending.then_claim() if pending is not None and pending.then_claim is not None else None
+        if claim is None:
+            self.store.finish(job.id, self.owner, output_path=output_path, attempt=job.attempts)
+            return
+        claimed = self.store.finish_and_claim(job.id, self.owner, output_path=output_path,
+                                              attempt=job.attempts, lease=self.settings.workers.lease, **claim)
+        if claimed is not None:
+            pending.claimed = claimed
+            self.hold(claimed)
 
     def _handle(self, exc: Exception, watch: Any, job: Job, lease: Lease, out: Outcome, where: Path) -> None:
         err = as_job_error(exc, where)
@@ -452,15 +467,25 @@ class Pending:
     """A processed job whose filing may still be under way; `finish` completes it once."""
 
     def __init__(self, runner: JobRunner, job: Job, lease: Lease, out: Outcome,
-                 filing: Callable[[], None] | None) -> None:
+                 filing: Callable[["Pending"], None] | None) -> None:
         self.runner, self.job, self.lease, self.out, self._filing = runner, job, lease, out, filing
+        #: set by the worker before `finish`: the claim arguments (watches, worker) for a job to
+        #: claim in the same transaction as this one's `done`, or None to claim nothing
+        self.then_claim: Callable[[], dict | None] | None = None
+        #: the job claimed with this one's `done` (already held), for the worker to take
+        self.claimed: Job | None = None
+
+    @property
+    def files(self) -> bool:
+        """Whether `finish` still has a success to file (and so a `done` to record)."""
+        return self._filing is not None
 
     def finish(self) -> Outcome:
         try:
             if self._filing is not None:
                 filing, self._filing = self._filing, None
                 try:
-                    filing()
+                    filing(self)
                 except TransitionError as e:
                     log.warning("job %d: %s", self.job.id, e)
                     self.out.outcome = "lost"

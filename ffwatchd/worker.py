@@ -125,19 +125,38 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
     # One job is filed (mostly waiting on fsync) in this thread while the next one is processed.
     filer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="filing")
     pending: Future | None = None
+    filing: Any = None                                 # the runner's Pending whose filing is `pending`
+    claimed: list[Any] = []                            # jobs a filing claimed with its finish, held
+
+    def report_expired() -> None:
+        if store.stats.expired_leases:             # leases a claim found expired, for the metric
+            events.put(("leases_expired", index, store.stats.expired_leases))
+            store.stats.expired_leases = 0
 
     def report_pending() -> None:
         nonlocal pending
         if pending is not None:
             outcome, pending = pending.result(), None
             events.put(("finish", index, outcome.__dict__))
+            if filing.claimed is not None:
+                claimed.append(filing.claimed)
+                filing.claimed = None
+            report_expired()
 
     def claim() -> Any:
         job = store.claim(owner, w.lease, watches=watches, worker=worker_info)
-        if store.stats.expired_leases:             # leases this claim found expired, for the metric
-            events.put(("leases_expired", index, store.stats.expired_leases))
-            store.stats.expired_leases = 0
+        report_expired()
         return job
+
+    def claim_with_finish(done: int) -> Any:
+        """For a filing: what `claim_ahead(done)` would claim, asked in its finish's transaction
+        (one commit for both), or None for a plain finish."""
+        def args() -> dict | None:
+            if stop.is_set() or not claim_ok.is_set() or done + 1 >= w.recycle_after:
+                return None
+            wake.clear()
+            return {"watches": watches, "worker": worker_info}
+        return args
 
     def claim_ahead(done: int) -> Any:
         """The next job, claimed now so the prefetch stage checks and decodes it meanwhile."""
@@ -161,6 +180,8 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
                 report_pending()
                 events.put(("recycle", index, os.getpid(), done))
                 break
+            if job is None and claimed:
+                job = claimed.pop()
             if job is None:
                 if not claim_ok.is_set():
                     report_pending()
@@ -173,25 +194,32 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
                     wait_for_work(store, wake, stop)
                     continue
             # An image's successor is claimed before it runs: its check and decode overlap this
-            # one's inference, and this one's encode and filing overlap the successor's.
-            ahead = claim_ahead(done) if job.kind == "image" else None
+            # one's inference, and this one's encode and filing overlap the successor's. When the
+            # previous job's filing is under way, that filing claims the successor with its
+            # `finish` (one transaction for both), during this one's inference.
+            by_filing = pending is not None and filing.then_claim is not None
+            ahead = claim_ahead(done) if job.kind == "image" and not by_filing else None
             events.put(("start", index, job.id, time.time()))
             processed = runner.start(job, beat=lambda job_id: events.put(("beat", index, job_id, time.time())))
             report_pending()
             done += 1
+            if by_filing and claimed:
+                ahead = claimed.pop()
             job = ahead
             # Otherwise claim the next job before filing this one: the filing's durable commit would
             # otherwise hold the database while the claim waits.
             if job is None and not processed.out.fatal:
                 job = claim_ahead(done - 1)
-            pending = filer.submit(processed.finish)
+            if job is not None and job.kind == "image" and processed.files and not processed.out.fatal:
+                processed.then_claim = claim_with_finish(done)
+            filing, pending = processed, filer.submit(processed.finish)
             if processed.out.fatal:
                 log.warning("job %d hit the memory ceiling; this worker exits so a fresh one takes over",
                             processed.job.id)
                 break
     finally:
         report_pending()
-        for held in (job, ahead if ahead is not job else None):
+        for held in (job, ahead if ahead is not job else None, *claimed):
             if held is not None:                       # claimed ahead but never started
                 runner.give_back(held)
         runner.close()

@@ -103,3 +103,41 @@ def test_give_back_returns_a_held_job_without_counting_an_attempt(env) -> None: 
     j = store.get(job_id)
     assert (j.state, j.attempts, j.lease_owner) == ("queued", 0, None)
     assert not runner.heartbeats._leases
+
+
+def test_a_filing_asked_to_claim_claims_the_next_job_with_its_finish(env) -> None:  # noqa: F811
+    """The worker asks a filing to claim the job after next in its `finish` transaction: the job
+    is leased, held (its lease beaten, its image decoded in the prefetch stage) and handed back;
+    one commit for the done and the claim."""
+    settings, store, watch = env
+    a, b = enqueue(store, watch, "a.jpg", b"aaa"), enqueue(store, watch, "b.jpg", b"bbb")
+    pipeline = StagedPipeline()
+    runner = JobRunner(settings, store, pipeline, "me")
+    job_a = store.claim("me", 60)
+    processed = runner.start(job_a)
+    processed.then_claim = lambda: {"watches": [watch.name], "worker": {"device": "cpu"}}
+    commits: list[str] = []
+    store._db.set_trace_callback(lambda sql: commits.append(sql) if sql.strip() == "COMMIT" else None)
+    filer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="filing")
+    assert filer.submit(processed.finish).result().outcome == "done"
+    store._db.set_trace_callback(None)
+    assert len(commits) == 2                        # the synced filing plan; done + claim together
+    job_b = processed.claimed
+    assert job_b is not None and job_b.id == b and job_b.lease_owner == "me" and job_b.worker == {"device": "cpu"}
+    assert store.get(a).state == "done" and store.get(b).state == "running"
+    assert job_b.id in runner._held                 # held: its lease is kept alive
+    assert runner.start(job_b).finish().outcome == "done"
+    assert pipeline.threads[("decode", "b.jpg")].startswith("prefetch")
+    runner.close()
+    filer.shutdown()
+
+
+def test_a_filing_told_not_to_claim_only_finishes(env) -> None:  # noqa: F811
+    settings, store, watch = env
+    a, b = enqueue(store, watch, "a.jpg", b"aaa"), enqueue(store, watch, "b.jpg", b"bbb")
+    runner = JobRunner(settings, store, StagedPipeline(), "me")
+    processed = runner.start(store.claim("me", 60))
+    processed.then_claim = lambda: None             # stopping, recycling, or no inbox reachable
+    assert processed.finish().outcome == "done" and processed.claimed is None
+    assert store.get(b).state == "queued"
+    runner.close()

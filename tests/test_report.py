@@ -75,14 +75,20 @@ def test_report_is_valid_self_contained_html_with_names_escaped(tmp_path: Path) 
 
 
 def _picture_blobs(png: Path) -> int:
-    """Regions of the screenshot at least 60x60 px that are solidly not page background: pictures
-    (text lines and table rules are thinner than that)."""
+    """How many regions of the screenshot are picture-sized (see `_picture_boxes`)."""
+    return len(_picture_boxes(png))
+
+
+def _picture_boxes(png: Path) -> list[tuple[int, int]]:
+    """(left, top) of each region of the screenshot at least 60x60 px that is solidly not page
+    background: pictures (text lines and table rules are thinner than that)."""
     img = cv2.imread(str(png), cv2.IMREAD_GRAYSCALE)
     assert img is not None, f"no screenshot at {png}"
     mask = (img < 200).astype(np.uint8)
     mask = cv2.morphologyEx(mask, cv2.MORPH_OPEN, np.ones((5, 5), np.uint8))
     _n, _labels, stats, _c = cv2.connectedComponentsWithStats(mask)
-    return sum(1 for s in stats[1:] if s[cv2.CC_STAT_WIDTH] >= 60 and s[cv2.CC_STAT_HEIGHT] >= 60)
+    return [(int(s[cv2.CC_STAT_LEFT]), int(s[cv2.CC_STAT_TOP])) for s in stats[1:]
+            if s[cv2.CC_STAT_WIDTH] >= 60 and s[cv2.CC_STAT_HEIGHT] >= 60]
 
 
 def _screenshot(html: Path, out: Path, tmp_path: Path) -> subprocess.CompletedProcess:
@@ -113,3 +119,33 @@ def test_chromium_renders_the_report_with_visible_thumbnails(tmp_path: Path) -> 
     assert _screenshot(bare, bare_shot, tmp_path).returncode == 0
     assert _picture_blobs(bare_shot) == 0, "the bare page has no picture-sized regions"
     assert _picture_blobs(shot) == 12, "six before/after pairs are visible in the screenshot"
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_before_and_after_stay_side_by_side_beside_a_long_reason(tmp_path: Path) -> None:
+    """A long failure reason widens its column; each done row's two pictures still sit on one line."""
+    w, jobs = make_batch(tmp_path, n_done=2)
+    store = JobStore(w.done.parent / "state" / "ffwatchd.db")
+    store.record_failure(watch="w", rel_path="b/long.jpg", size=1, mtime=1, content_hash="long", kind="image",
+                         error_kind="no_face", message="no face found in long.jpg " + "and a long explanation " * 12,
+                         batch="b")
+    jobs = store.batch_jobs("w", "b")
+    store.close()
+    html_path, _report = write_report(w, "b", jobs, ThumbCache(), batch_id=1, version=1, final=True)
+    shot = tmp_path / "report.png"
+    assert _screenshot(html_path, shot, tmp_path).returncode == 0
+    boxes = sorted(_picture_boxes(shot), key=lambda b: (b[1], b[0]))
+    assert len(boxes) == 4, boxes
+    for before, after in (boxes[0:2], boxes[2:4]):
+        assert abs(before[1] - after[1]) <= 2 and after[0] > before[0], f"before/after not side by side: {boxes}"
+
+
+def test_the_package_is_named_as_people_on_the_share_see_it(tmp_path: Path) -> None:
+    """The zip lies beside the report; the page names it, not the daemon host's path to it."""
+    w, jobs = make_batch(tmp_path, n_done=1)
+    _html, report = write_report(w, "b", jobs, ThumbCache(), batch_id=1, version=1, final=True)
+    report["package"] = str(w.output / "b" / "ffwatch-results.zip")
+    text = render_html(report, {})
+    check_report_html(text)
+    assert "<code>ffwatch-results.zip</code>, next to this report" in text
+    assert str(w.output) not in text

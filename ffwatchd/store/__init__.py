@@ -47,6 +47,10 @@ def store_errors() -> tuple[type[BaseException], ...]:
     return errors + (psycopg.Error,)
 
 
+class DriverMissing(ImportError):
+    """The config names a PostgreSQL queue but psycopg is not installed; commands say so plainly."""
+
+
 def open_store(settings: "Settings", *, migrate: bool = True) -> JobQueue:
     """The job table the settings name, with their attempts and backoff."""
     q = settings.queue
@@ -57,12 +61,12 @@ def open_store(settings: "Settings", *, migrate: bool = True) -> JobQueue:
     try:
         from ffwatchd.store.postgres import PostgresJobStore
     except ImportError as e:           # the single-host install carries no PostgreSQL driver
-        raise ImportError(f"queue {redact_url(q.url)}: the PostgreSQL driver is missing "
+        raise DriverMissing(f"queue {redact_url(q.url)}: the PostgreSQL driver is missing "
                           f"(pip install 'ffwatchd[postgres]'): {e}") from e
     return PostgresJobStore(q.url, password=queue_password(q), max_attempts=w.max_attempts,
                             retry_backoff=w.retry_backoff, migrate_schema=migrate)
 
 
-__all__ = ["FINISHED", "KINDS", "PRIORITIES", "STATES", "Batch", "Delivery", "priority_name", "Heartbeat", "Job",
+__all__ = ["DriverMissing", "FINISHED", "KINDS", "PRIORITIES", "STATES", "Batch", "Delivery", "priority_name", "Heartbeat", "Job",
            "JobQueue", "JobStore", "NotFound", "SqliteJobStore", "Stats", "TransitionError", "open_store",
            "queue_password", "redact_url", "store_errors", "WorkerRow"]

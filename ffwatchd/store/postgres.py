@@ -276,8 +276,13 @@ class PostgresJobStore(PostgresOperatorVerbs, PostgresBatches, PgClusterVerbs, J
             return None
         p = self._params(owner=owner, lease=lease, worker=_json(worker),
                          watches=list(watches) if watches is not None else None)
-        watch_filter = "AND watch = ANY(%(watches)s)" if watches is not None else ""
+        return self._run(lambda cur: self._claim_in(cur, p), durable=False, single=True)
 
+    def _claim_in(self, cur: psycopg.Cursor, p: dict[str, Any]) -> Job | None:
+        """The claim (params owner, lease, worker, watches) on a cursor of a fast connection."""
+        if p["watches"] is not None and not p["watches"]:
+            return None
+        watch_filter = "AND watch = ANY(%(watches)s)" if p["watches"] is not None else ""
         # One statement (one round trip): expired leases back to the queue (announced), then
         # the next ready job. Both parts see the same snapshot, so when leases were freed and
         # nothing else was ready, the statement runs once more to claim one of them.
@@ -295,19 +300,16 @@ class PostgresJobStore(PostgresOperatorVerbs, PostgresBatches, PgClusterVerbs, J
                   SELECT claimed.*, (SELECT count(*) FROM expired) AS expired_n,
                          (SELECT count(*) FROM announced) AS announced_n
                   FROM (SELECT 1) AS one LEFT JOIN claimed ON true"""
-
-        def body(cur: psycopg.Cursor) -> Job | None:
-            for _ in range(2):
-                row = cur.execute(sql, p).fetchone()
-                expired = row.pop("expired_n")
-                row.pop("announced_n")
-                self.stats.expired_leases += expired
-                if row["id"] is not None:
-                    return _job(row)
-                if not expired:
-                    break
-            return None
-        return self._run(body, durable=False, single=True)
+        for _ in range(2):
+            row = cur.execute(sql, p).fetchone()
+            expired = row.pop("expired_n")
+            row.pop("announced_n")
+            self.stats.expired_leases += expired
+            if row["id"] is not None:
+                return _job(row)
+            if not expired:
+                break
+        return None
 
     def heartbeat(self, job_id: int, owner: str, lease: float, *,
                   progress: tuple[int, int] | None = None, attempt: int | None = None) -> Heartbeat:
@@ -371,13 +373,28 @@ class PostgresJobStore(PostgresOperatorVerbs, PostgresBatches, PgClusterVerbs, J
         self._run(lambda cur: cur.execute("UPDATE jobs SET output_path = %s WHERE id = %s",
                                           (encode_path(output_path), job_id)))
 
+    _FINISH = f"""state = 'done', finished_at = {NOW}, output_path = %(output)s,
+                  lease_until = NULL, error_kind = NULL, error_message = NULL,
+                  progress_done = coalesce(progress_total, progress_done)"""
+
     def finish(self, job_id: int, owner: str, *, output_path: str | None,
                attempt: int | None = None) -> Job:
-        return self._fenced(job_id, owner, attempt,
-                            f"""state = 'done', finished_at = {NOW}, output_path = %(output)s,
-                                lease_until = NULL, error_kind = NULL, error_message = NULL,
-                                progress_done = coalesce(progress_total, progress_done)""",
-                            durable=False, output=encode_path(output_path))
+        return self._fenced(job_id, owner, attempt, self._FINISH, durable=False,
+                            output=encode_path(output_path))
+
+    def finish_and_claim(self, job_id: int, owner: str, *, output_path: str | None, lease: float,
+                         attempt: int | None = None, watches: Sequence[str] | None = None,
+                         worker: dict | None = None) -> Job | None:
+        """The fenced finish, then the claim, in one transaction on the fast connection."""
+        p = self._params(id=job_id, owner=owner, attempt=attempt, output=encode_path(output_path),
+                         lease=lease, worker=_json(worker), watches=list(watches) if watches is not None else None)
+
+        def body(cur: psycopg.Cursor) -> Job | None:
+            row = cur.execute(f"UPDATE jobs SET {self._FINISH} WHERE {self._FENCE} RETURNING id", p).fetchone()
+            if row is None:
+                raise self._refused(cur, job_id, owner, attempt, False, p)
+            return self._claim_in(cur, p)
+        return self._run(body, durable=False)
 
     def fail(self, job_id: int, owner: str, *, error_kind: str, message: str, transient: bool,
              attempt: int | None = None) -> Job:

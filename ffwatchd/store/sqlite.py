@@ -125,17 +125,23 @@ _COUNT_OPERATOR = """INSERT INTO operator_counts (watch, kind, action, n) VALUES
                      ON CONFLICT (watch, kind, action) DO UPDATE SET n = operator_counts.n + 1"""
 
 
-_JSON_COLUMNS = {"spec", "sources", "sidecars", "filing", "worker"}
+_JSON_COLUMNS = ("spec", "sources", "sidecars", "filing", "worker")
+
+#: a claim looks for expired leases at most this often (seconds on the store's clock); an
+#: expired job waits at most this long on top of its lease before another claim takes it.
+SWEEP_EVERY = 1.0
 
 
 def _job(row: sqlite3.Row) -> Job:
-    values = {k: (json.loads(row[k]) if k in _JSON_COLUMNS and row[k] is not None else row[k])
-              for k in row.keys()}
+    """A Job from a whole row (`SELECT *` or `RETURNING *`): every claim and finish decodes one."""
+    values = dict(zip(row.keys(), row))
+    for k in _JSON_COLUMNS:
+        if values[k] is not None:
+            values[k] = json.loads(values[k])
     values["rel_path"] = decode_path(values["rel_path"])
     values["output_path"] = decode_path(values["output_path"])
-    if "batch" in values:
-        values["batch"] = decode_path(values["batch"])
-    return Job(**values)
+    values["batch"] = decode_path(values["batch"])
+    return Job.from_columns(values)
 
 
 class SqliteJobStore(SqliteBatches, JobQueue):
@@ -156,6 +162,7 @@ class SqliteJobStore(SqliteBatches, JobQueue):
         self.clock = clock
         self.stats = Stats()
         self._lock = threading.RLock()
+        self._swept_at = float("-inf")              # when a claim last looked for expired leases
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(self.path), timeout=busy_timeout, isolation_level=None,
                                    check_same_thread=False)
@@ -300,6 +307,7 @@ class SqliteJobStore(SqliteBatches, JobQueue):
                  lease_owner = NULL, lease_until = NULL
                WHERE state = 'running' AND lease_until < :now
                RETURNING id""", {"now": now}).fetchall()
+        self._swept_at = now
         self.stats.expired_leases += len(rows)
         return [r[0] for r in rows]
 
@@ -327,26 +335,35 @@ class SqliteJobStore(SqliteBatches, JobQueue):
     def claim(self, owner: str, lease: float, *, watches: Sequence[str] | None = None,
               worker: dict | None = None) -> Job | None:
         """Take the next ready job (highest priority, then oldest) with a lease, or None."""
+        if watches is not None and not watches:
+            return None
         now = self.clock()
+        with self._write() as db:
+            return self._claim_in(db, now, owner, lease, watches, worker)
+
+    def _claim_in(self, db: sqlite3.Connection, now: float, owner: str, lease: float,
+                  watches: Sequence[str] | None, worker: dict | None) -> Job | None:
+        """The claim inside a write transaction: expired leases back (at most once a second),
+        then the next ready job leased to `owner`."""
+        if watches is not None and not watches:
+            return None
         watch_filter, params = "", {"now": now, "owner": owner, "until": now + lease,
                                      "worker": json.dumps(worker) if worker else None}
         if watches is not None:
-            if not watches:
-                return None
             names = {f"w{i}": w for i, w in enumerate(watches)}
             watch_filter = f"AND watch IN ({', '.join(':' + k for k in names)})"
             params.update(names)
-        with self._write() as db:
+        if not 0 <= now - self._swept_at < SWEEP_EVERY:   # (a clock that went back sweeps too)
             self._expire_leases(db, now)
-            row = db.execute(
-                f"""UPDATE jobs SET state = 'running', lease_owner = :owner, lease_until = :until,
-                                    attempts = attempts + 1, started_at = :now,
-                                    worker = ifnull(:worker, worker)
-                    WHERE id = (SELECT id FROM jobs INDEXED BY jobs_ready   -- else the planner sorts every queued row
-                                WHERE state = 'queued' AND not_before <= :now {watch_filter}
-                                ORDER BY priority DESC, queued_at, id LIMIT 1)
-                    RETURNING *""", params).fetchone()
-            return _job(row) if row is not None else None
+        row = db.execute(
+            f"""UPDATE jobs SET state = 'running', lease_owner = :owner, lease_until = :until,
+                                attempts = attempts + 1, started_at = :now,
+                                worker = ifnull(:worker, worker)
+                WHERE id = (SELECT id FROM jobs INDEXED BY jobs_ready   -- else the planner sorts every queued row
+                            WHERE state = 'queued' AND not_before <= :now {watch_filter}
+                            ORDER BY priority DESC, queued_at, id LIMIT 1)
+                RETURNING *""", params).fetchone()
+        return _job(row) if row is not None else None
 
     def heartbeat(self, job_id: int, owner: str, lease: float, *,
                   progress: tuple[int, int] | None = None, attempt: int | None = None) -> Heartbeat:
@@ -384,14 +401,15 @@ class SqliteJobStore(SqliteBatches, JobQueue):
         return row
 
     def _update_owned(self, db: sqlite3.Connection, job_id: int, owner: str, assignments: str,
-                      params: tuple, attempt: int | None = None, now: float | None = None) -> sqlite3.Row:
+                      params: dict, attempt: int | None = None, now: float | None = None,
+                      returning: str = "*") -> sqlite3.Row:
         """One UPDATE of a job `owner` holds on `attempt` (and, given `now`, with a live lease): a
         single statement on the hot path; TransitionError or NotFound, as `_owned` says, when not."""
         row = db.execute(f"""UPDATE jobs SET {assignments}
                              WHERE id = :id AND state = 'running' AND lease_owner = :owner
                                AND (:attempt IS NULL OR attempts = :attempt)
                                AND (:now IS NULL OR lease_until >= :now)
-                             RETURNING *""",
+                             RETURNING {returning}""",
                          {**params, "id": job_id, "owner": owner, "attempt": attempt, "now": now}).fetchone()
         if row is None:
             self._owned(db, job_id, owner, attempt, now)      # raises, naming the state and the holder
@@ -402,11 +420,15 @@ class SqliteJobStore(SqliteBatches, JobQueue):
         now = self.clock()
         with self._write(durable=True) as db:
             self._update_owned(db, job_id, owner, "filing = :filing",
-                               {"filing": json.dumps(filing) if filing is not None else None}, attempt, now)
+                               {"filing": json.dumps(filing) if filing is not None else None}, attempt, now,
+                               returning="id")
 
     def set_output(self, job_id: int, output_path: str | None) -> None:
         with self._write(durable=True) as db:
             db.execute("UPDATE jobs SET output_path = ? WHERE id = ?", (encode_path(output_path), job_id))
+
+    _FINISH = """state = 'done', finished_at = :t, output_path = :out, lease_until = NULL, error_kind = NULL,
+                 error_message = NULL, progress_done = ifnull(progress_total, progress_done)"""
 
     def finish(self, job_id: int, owner: str, *, output_path: str | None, attempt: int | None = None) -> Job:
         """running -> done, only by the lease owner.
@@ -415,12 +437,19 @@ class SqliteJobStore(SqliteBatches, JobQueue):
         and a `done` lost to a power cut is redone from that plan (each step is idempotent)."""
         now = self.clock()
         with self._write() as db:
-            row = self._update_owned(
-                db, job_id, owner,
-                """state = 'done', finished_at = :t, output_path = :out, lease_until = NULL, error_kind = NULL,
-                   error_message = NULL, progress_done = ifnull(progress_total, progress_done)""",
-                {"t": now, "out": encode_path(output_path)}, attempt)
+            row = self._update_owned(db, job_id, owner, self._FINISH,
+                                     {"t": now, "out": encode_path(output_path)}, attempt)
             return _job(row)
+
+    def finish_and_claim(self, job_id: int, owner: str, *, output_path: str | None, lease: float,
+                         attempt: int | None = None, watches: Sequence[str] | None = None,
+                         worker: dict | None = None) -> Job | None:
+        """`finish`, then `claim` for the same owner, in one (unsynced) transaction."""
+        now = self.clock()
+        with self._write() as db:
+            self._update_owned(db, job_id, owner, self._FINISH, {"t": now, "out": encode_path(output_path)},
+                               attempt, returning="id")
+            return self._claim_in(db, now, owner, lease, watches, worker)
 
     def fail(self, job_id: int, owner: str, *, error_kind: str, message: str,
              transient: bool, attempt: int | None = None) -> Job:

@@ -24,6 +24,12 @@ def test_fifty_images_with_a_sidecar(make_daemon) -> None:
     with d.store() as s:
         job = s.list(state="done", limit=1)[0]
         assert job.sources and job.sources[0]["sha256"] and job.spec["face_swapper"]["model"] == "synth_inswapper"
+        jobs = s.list(state="done", limit=100)
+    # A filing claims the job after next with its `done` (finish_and_claim, one transaction on
+    # one clock reading): that job started at the very time the other finished.
+    finished = {j.finished_at for j in jobs}
+    fused = [j.id for j in jobs if j.started_at in finished]
+    assert fused, "no job was claimed in the transaction of another's finish"
 
 
 def test_mixed_batch_files_each_bad_one_with_its_kind(make_daemon) -> None:

@@ -64,3 +64,54 @@ def test_synchronous_setting(tmp_path: Path, mode: str, level: int) -> None:
     s.close()
     with pytest.raises(ValueError, match="normal or full"):
         JobStore(tmp_path / "x.db", synchronous="off")
+
+
+def test_claims_look_for_expired_leases_at_most_once_a_second(tmp_path: Path) -> None:
+    """The lease sweep is one statement of a claim's four: claims in a burst skip it, and an
+    expired lease is still taken back by the first claim a second after the last sweep."""
+    now = [1000.0]
+    s = JobStore(tmp_path / "jobs.db", clock=lambda: now[0])
+    for i in range(4):
+        add(s, f"{i}.jpg", f"h{i}")
+    seen: list[str] = []
+    s._db.set_trace_callback(seen.append)
+    first = s.claim("dead", 0.5)                      # sweeps (the first claim always does)
+    now[0] += 0.6                                     # its lease has run out ...
+    second = s.claim("me", 60)                        # ... but this claim, 0.6 s later, skips the sweep
+    assert first.id != second.id
+    sweeps = [x for x in seen if "worker_crashed" in x]
+    assert len(sweeps) == 1, seen
+    now[0] += 0.5                                     # a second after the last sweep
+    s.claim("me", 60)                                 # sweeps: the expired job is queued again
+    back = s.get(first.id)
+    assert back.state == "queued" and back.error_kind == "worker_crashed" and back.lease_owner is None
+    assert len([x for x in seen if "worker_crashed" in x]) == 2
+    now[0] -= 10                                      # a clock that went back sweeps at once
+    s.claim("me", 60)
+    assert len([x for x in seen if "worker_crashed" in x]) == 3
+    s._db.set_trace_callback(None)
+    s.close()
+
+
+def test_set_filing_reads_back_only_the_id(store: JobStore) -> None:
+    job, _ = add(store)
+    store.claim("me", 60)
+    seen: list[str] = []
+    store._db.set_trace_callback(seen.append)
+    store.set_filing(job.id, "me", {"outcome": "done"}, attempt=1)
+    store._db.set_trace_callback(None)
+    update = next(x for x in seen if "filing =" in x)
+    assert update.rstrip().endswith("RETURNING id"), update
+    assert store.get(job.id).filing == {"outcome": "done"}
+
+
+def test_a_job_built_from_columns_equals_the_checked_constructor(store: JobStore) -> None:
+    from ffwatchd.store.contract import Job
+
+    job, _ = add(store)
+    fast = Job.from_columns(job.to_dict())
+    assert fast == Job(**job.to_dict()) and fast.spec == {"processors": ["face_swapper"]}
+    with pytest.raises(TypeError):                    # an unknown column is still refused
+        Job.from_columns({**job.to_dict(), "nonsense": 1})
+    with pytest.raises(AttributeError):               # still frozen
+        fast.state = "done"  # type: ignore[misc]
