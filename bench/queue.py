@@ -69,7 +69,7 @@ class StoreWorker:
         while done < n and (job := self.job) is not None:
             plan = dict(PLAN, result_dst=f"/share/output/{job.id}.jpg")
             store.set_filing(job.id, owner, plan, attempt=job.attempts)
-            _done, self.job = store.finish_and_claim(job.id, owner, output_path=plan["result_dst"],
+            self.job = store.finish_and_claim(job.id, owner, output_path=plan["result_dst"],
                                                      attempt=job.attempts, lease=60, watches=["studio"],
                                                      worker=self.worker)
             done += 1

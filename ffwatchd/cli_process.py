@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from ffwatchd import jobspec
-from ffwatchd.config import CONFIG_ENV, Settings, load_config, parse_size
+from ffwatchd.config import CONFIG_ENV, Settings, WorkerSettings, load_config, parse_size
 from ffwatchd.errors import ConfigError, JobError
 from ffwatchd.safeyaml import load_yaml
 from ffwatchd.sniff import sniff_file
@@ -166,7 +166,8 @@ def run(args: argparse.Namespace) -> int:
             workdir = Path(tempfile.mkdtemp(prefix="ffwatchd-process-"))
             video = process_video_file(pipeline, target, tmp, spec, workdir=workdir,
                                        ffmpeg=find_ffmpeg(settings.ffmpeg if settings else None),
-                                       max_pixels=pipeline.max_pixels, on_cuda=pipeline.active_provider() == "cuda")
+                                       max_pixels=pipeline.max_pixels, on_cuda=pipeline.active_provider() == "cuda",
+                                       segment_seconds=(settings.workers if settings else WorkerSettings()).video_segment)
             summary = {"faces": video.faces_total, "frames": video.frames, "processors": list(spec.processors),
                        "models": spec.models_used(), "has_audio": video.has_audio,
                        "copied": video.faces_total == 0}

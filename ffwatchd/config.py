@@ -117,6 +117,7 @@ class WorkerSettings:
     vram_limit: int = 12 * 2**30
     max_pixels: int = 80_000_000
     recycle_after: int = 500
+    video_segment: float = 30.0               # longest video segment (seconds of video; resume unit)
 
 
 @dataclass(frozen=True)
@@ -373,7 +374,7 @@ _WATCH_KEYS = {"name", "inbox", "output", "done", "failed", "mode", "poll_interv
                "starvation_age", "notify", "ingest", "file_mode", "dir_mode", "group"}
 _WORKER_KEYS = {"devices", "providers", "cpu_threads", "max_attempts", "retry_backoff", "lease",
                 "job_timeout", "grace_period", "ram_limit", "vram_limit", "max_pixels",
-                "recycle_after"}
+                "recycle_after", "video_segment"}
 _RETENTION_KEYS = {"interval", "temp_max_age", "done_max_age", "failed_max_age",
                    "jobs_max_age", "min_free_disk"}
 
@@ -584,6 +585,7 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
         vram_limit=r.get(rw, "vram_limit", "workers", parse_size, d.vram_limit),
         max_pixels=r.get(rw, "max_pixels", "workers", _int(1), d.max_pixels),
         recycle_after=r.get(rw, "recycle_after", "workers", _int(1), d.recycle_after),
+        video_segment=r.get(rw, "video_segment", "workers", _positive_duration, d.video_segment),
     )
 
     if not workers.devices and watches and not any(w.ingest for w in watches):

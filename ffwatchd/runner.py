@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ffwatchd import safefs
-from ffwatchd.config import Settings
+from ffwatchd.config import Settings, WorkerSettings
 from ffwatchd.diskguard import disk_full_error, is_enospc
 from ffwatchd.errors import JobError
 from ffwatchd.filing import Plan, execute_plan, plan_done, plan_failed, result_trusted
@@ -163,7 +163,8 @@ def as_job_error(exc: BaseException, where: Path | None = None) -> JobError:
 def process_video_file(pipeline: Any, target: Path, result: Path, spec: JobSpec, *, workdir: Path, ffmpeg: str,
                        max_pixels: int, on_cuda: bool = False,
                        progress: Callable[[int, int], None] | None = None,
-                       should_stop: Callable[[], bool] | None = None) -> Any:
+                       should_stop: Callable[[], bool] | None = None,
+                       segment_seconds: float = WorkerSettings.video_segment) -> Any:
     """One video through the pipeline (the daemon's workers and `ffwatchd process` both call this);
     `on_no_face` applies to the video as a whole. A changed output carries the pipeline's
     provenance tags and, when signing is configured, a C2PA manifest (JobError provenance)."""
@@ -180,7 +181,7 @@ def process_video_file(pipeline: Any, target: Path, result: Path, spec: JobSpec,
     metadata = prov.video_tags() if prov is not None and pipeline.provenance else None
     video = process_video(target, result, processor, workdir=workdir, spec_output=spec.output,
                           ffmpeg=ffmpeg, max_pixels=max_pixels, on_cuda=on_cuda, progress=progress,
-                          should_stop=should_stop, metadata=metadata)
+                          should_stop=should_stop, segment_seconds=segment_seconds, metadata=metadata)
     if video.faces_total == 0 and any(p in FACE_PROCESSORS for p in spec.processors):
         if spec.on_no_face == "fail":
             raise JobError("no_face", f"no face found in any of the {video.frames} frames of {target.name} "
@@ -359,9 +360,8 @@ class JobRunner(ShareWaits):
         if claim is None:
             self.store.finish(job.id, self.owner, output_path=output_path, attempt=job.attempts)
             return
-        _done, claimed = self.store.finish_and_claim(job.id, self.owner, output_path=output_path,
-                                                     attempt=job.attempts, lease=self.settings.workers.lease,
-                                                     **claim)
+        claimed = self.store.finish_and_claim(job.id, self.owner, output_path=output_path,
+                                              attempt=job.attempts, lease=self.settings.workers.lease, **claim)
         if claimed is not None:
             pending.claimed = claimed
             self.hold(claimed)
@@ -400,7 +400,8 @@ class JobRunner(ShareWaits):
         video = process_video_file(self.pipeline, original, result, spec, workdir=workdir / "video",
                                    ffmpeg=self._ffmpeg, max_pixels=self.settings.workers.max_pixels,
                                    on_cuda=self.on_cuda,
-                                   progress=lease.set_progress, should_stop=lambda: lease.should_stop)
+                                   progress=lease.set_progress, should_stop=lambda: lease.should_stop,
+                                   segment_seconds=self.settings.workers.video_segment)
         return result, suffix, video.frames, None
 
     def _clean_temp(self, job_id: int) -> None:

@@ -90,6 +90,7 @@ INVALID = [
     ("workers.devices", "    ingest: false\nworkers: {devices: []}\n", "neither watch nor work"),
     ("workers.max_attempts", "workers: {max_attempts: 0}\n", "below the minimum"),
     ("workers.lease", "workers: {lease: 0s}\n", "longer than zero"),
+    ("workers.video_segment", "workers: {video_segment: 0s}\n", "longer than zero"),
     ("metrics.listen", "metrics: {listen: 'localhost'}\n", "not host:port"),
     ("retention.min_free_disk", "retention: {min_free_disk: -5}\n", "negative"),
     ("log.format", "log: {format: xml}\n", "not one of text, json"),
@@ -248,3 +249,9 @@ def test_webhook_prefixes_need_a_secret_and_email_needs_smtp(tmp_path: Path) -> 
 """))
     assert "watches[0].notify.webhook_prefixes: webhooks need a secret" in str(e.value)
     assert "watches[0].notify.email_domains: e-mail needs the global smtp: section" in str(e.value)
+
+
+def test_video_segment_is_a_duration(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, BASE)).workers.video_segment == 30.0
+    settings = load_config(write(tmp_path, BASE + "workers: {video_segment: 4s}\n"))
+    assert settings.workers.video_segment == 4.0

@@ -12,6 +12,7 @@ import os
 import queue
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -34,6 +35,21 @@ class FrameProcessor(Protocol):
     def process_frame(self, frame_bgr: np.ndarray) -> tuple[np.ndarray, int]: ...
 
 
+@dataclass(frozen=True)
+class CoreSplit:
+    """How a CPU-bound job shares the cores: threads for the encoder, for the decoder, and for
+    OpenCV in the frame processor (set for the job, restored after)."""
+    encoder: int
+    decoder: int
+    processor: int
+
+    @classmethod
+    def for_cpu(cls, cores: int) -> "CoreSplit":
+        """Half the cores to the encoder, the rest to the frame processor; the decoder one thread."""
+        encoder = max(1, cores // 2)
+        return cls(encoder=encoder, decoder=1, processor=max(1, cores - encoder))
+
+
 class _Stopped(Exception):
     """Raised inside a pipeline thread when the pipeline is being torn down."""
 
@@ -42,8 +58,9 @@ class FramePipeline:
     """Runs the frames of one job from `start_segment` on; see the module docstring."""
 
     def __init__(self, target: Path, info: VideoInfo, plan: Plan, workdir: Path, ffmpeg: str,
-                 manifest: dict[str, Any], start_segment: int) -> None:
+                 manifest: dict[str, Any], start_segment: int, cores: "CoreSplit | None" = None) -> None:
         self.target, self.info, self.plan, self.workdir, self.ffmpeg = target, info, plan, workdir, ffmpeg
+        self.cores = cores
         self.manifest = manifest
         self.start_segment = start_segment
         self.start_frame = start_segment * plan.segment_frames
@@ -113,7 +130,8 @@ class FramePipeline:
         filters = [f"fps=fps={self.plan.fps}"]
         if self.start_frame:  # resume: decode and drop the frames of finished segments
             filters.append(f"trim=start_frame={self.start_frame}")
-        return [self.ffmpeg, "-hide_banner", "-nostdin", "-v", "error", "-i", str(self.target),
+        threads = ["-threads", str(self.cores.decoder)] if self.cores else []
+        return [self.ffmpeg, "-hide_banner", "-nostdin", "-v", "error", *threads, "-i", str(self.target),
                 "-map", f"0:{self.info.stream_index}", "-vf", ",".join(filters),
                 "-fps_mode", "passthrough", "-an", "-sn", "-dn",
                 "-f", "rawvideo", "-pix_fmt", self.plan.transport, "-"]
@@ -167,7 +185,8 @@ class FramePipeline:
                 frame, count = item
                 if child is None:
                     tmp = self.workdir / f"{self.plan.segment_name(index)}.part"
-                    child = self._spawn(encode_command(self.ffmpeg, self.plan, tmp),
+                    threads = self.cores.encoder if self.cores else 0
+                    child = self._spawn(encode_command(self.ffmpeg, self.plan, tmp, threads),
                                         f"encoder seg {index}", stdin=True)
                 data = cv2.cvtColor(frame, cv2.COLOR_BGR2YUV_I420) if yuv else frame
                 try:
@@ -248,6 +267,9 @@ class FramePipeline:
 
         shape = (self.plan.height, self.plan.width, 3)
         clock = time.perf_counter
+        opencv_threads = cv2.getNumThreads()
+        if self.cores:
+            cv2.setNumThreads(self.cores.processor)
         busy = wait_in = wait_out = 0.0
         try:
             for t in (self._finisher, self._encoder, self._decoder):
@@ -298,3 +320,4 @@ class FramePipeline:
                     t.join()
             for part in self.workdir.glob("seg_*.part"):
                 part.unlink()
+            cv2.setNumThreads(opencv_threads)

@@ -100,8 +100,9 @@ def encoder_args(plan: Plan) -> list[str]:
     raise JobError("internal", f"no encoder settings for {plan.codec}")
 
 
-def encode_command(ffmpeg: str, plan: Plan, out: Path) -> list[str]:
-    """One segment: raw frames on stdin -> `out` in the segment container."""
+def encode_command(ffmpeg: str, plan: Plan, out: Path, threads: int = 0) -> list[str]:
+    """One segment: raw frames on stdin -> `out` in the segment container; `threads` caps the
+    software encoder's threads (0: its own choice, one per core and more)."""
     cmd = [ffmpeg, "-hide_banner", "-nostdin", "-v", "error", "-f", "rawvideo",
            "-pix_fmt", plan.transport, "-s", f"{plan.width}x{plan.height}", "-framerate", plan.fps,
            "-i", "-"]
@@ -114,7 +115,8 @@ def encode_command(ffmpeg: str, plan: Plan, out: Path) -> list[str]:
         filters.append(f"setparams={plan.color}")
     if filters:
         cmd += ["-vf", ",".join(filters)]
-    return cmd + [*encoder_args(plan), "-pix_fmt", "yuv420p", "-an", "-f", plan.segment_muxer, str(out)]
+    cap = ["-threads", str(threads)] if threads and plan.codec in ("libx264", "libvpx-vp9") else []
+    return cmd + [*encoder_args(plan), *cap, "-pix_fmt", "yuv420p", "-an", "-f", plan.segment_muxer, str(out)]
 
 
 # --------------------------------------------------------------------------------------

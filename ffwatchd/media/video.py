@@ -5,6 +5,8 @@ join the segments without re-encoding and mux the input's audio. See docs/video.
 from __future__ import annotations
 
 import logging
+import math
+import os
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -13,11 +15,13 @@ from typing import Any, Callable, Mapping
 from ffwatchd.errors import JobError
 from ffwatchd.jobspec import OutputSpec
 from ffwatchd.media.ffmpeg import VideoInfo, encoder_works, probe, run_ffmpeg
-from ffwatchd.media.framepipe import FramePipeline, FrameProcessor
+from ffwatchd.media.framepipe import CoreSplit, FramePipeline, FrameProcessor
 from ffwatchd.media.segments import (MANIFEST_VERSION, Plan, color_params, input_identity,
                                      read_manifest, reusable_segments, write_manifest)
 
 log = logging.getLogger(__name__)
+
+DEFAULT_SEGMENT_SECONDS = 30.0     # config workers.video_segment: the longest segment, in seconds of video
 
 # Output container by the input's extension (an ffmpeg muxer name).
 CONTAINERS = {".mp4": "mp4", ".m4v": "mp4", ".mov": "mov", ".mkv": "matroska", ".webm": "webm"}
@@ -81,6 +85,14 @@ def audio_args(info: VideoInfo, muxer: str, keep_audio: bool) -> list[str]:
 # --------------------------------------------------------------------------------------
 # The job.
 
+def segment_length(total_frames: int, fps: Fraction, segment_seconds: float) -> int:
+    """Frames per segment: the video cut into the fewest equal segments of at most
+    `segment_seconds` (a shorter clip is one segment; the last segment may be a few frames short)."""
+    longest = max(1, round(segment_seconds * fps))
+    count = max(1, math.ceil(total_frames / longest))
+    return max(1, math.ceil(total_frames / count))
+
+
 def make_plan(info: VideoInfo, spec: OutputSpec, muxer: str, codec: str,
               segment_seconds: float) -> Plan:
     width, height = info.display_size
@@ -92,7 +104,7 @@ def make_plan(info: VideoInfo, spec: OutputSpec, muxer: str, codec: str,
                           "color_primaries": info.color_primaries, "color_trc": info.color_trc})
     return Plan(muxer=muxer, codec=codec, crf=spec.video_crf, preset=spec.video_preset,
                 width=width, height=height, sar=sar, fps=str(info.fps),
-                segment_frames=max(1, round(segment_seconds * info.fps)),
+                segment_frames=segment_length(info.frame_count, info.fps, segment_seconds),
                 total_frames=info.frame_count, transport="yuv420p" if even else "bgr24",
                 color=color if even else "")
 
@@ -127,12 +139,13 @@ def process_video(
     on_cuda: bool = False,
     progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
-    segment_seconds: float = 4.0,
+    segment_seconds: float = DEFAULT_SEGMENT_SECONDS,
     metadata: Mapping[str, str] | None = None,
 ) -> VideoResult:
     """Run every frame of `target` through `frame_processor` and write `output`, resumably.
 
-    `workdir` keeps the manifest and finished segments across crashes of the same job;
+    `workdir` keeps the manifest and finished segments across crashes of the same job; the output
+    is encoded in the fewest equal segments of at most `segment_seconds` of video each;
     `metadata` (optional) is written into the output container's tags.
     """
     target, output, workdir = Path(target), Path(output), Path(workdir)
@@ -168,7 +181,8 @@ def process_video(
     if progress is not None:
         progress(done, plan.total_frames)
     if not complete:
-        FramePipeline(target, info, plan, workdir, ffmpeg, manifest, len(reused)).run(
+        cores = None if on_cuda else CoreSplit.for_cpu(len(os.sched_getaffinity(0)))
+        FramePipeline(target, info, plan, workdir, ffmpeg, manifest, len(reused), cores).run(
             frame_processor, progress, should_stop)
     segments = manifest["segments"]
     frames = sum(s["frames"] for s in segments)

@@ -347,11 +347,11 @@ class JobQueue(abc.ABC):
     @abc.abstractmethod
     def finish_and_claim(self, job_id: int, owner: str, *, output_path: str | None, lease: float,
                          attempt: int | None = None, watches: Sequence[str] | None = None,
-                         worker: dict | None = None) -> tuple[Job, Job | None]:
-        """`finish` and then `claim` (for the same owner) in one transaction: (the done job, the
-        next job or None). A refused finish raises TransitionError and claims nothing. Not
-        synced, like its two parts: a worker that files one job and goes on to the next pays
-        one commit for both."""
+                         worker: dict | None = None) -> Job | None:
+        """`finish` and then `claim` (for the same owner) in one transaction: the next job, or
+        None. A refused finish raises TransitionError and claims nothing. Not synced, like its
+        two parts: a worker that files one job and goes on to the next pays one commit for both
+        (and the finished row is not read back)."""
 
     @abc.abstractmethod
     def fail(self, job_id: int, owner: str, *, error_kind: str, message: str, transient: bool,

@@ -385,16 +385,16 @@ class PostgresJobStore(PostgresOperatorVerbs, PostgresBatches, PgClusterVerbs, P
 
     def finish_and_claim(self, job_id: int, owner: str, *, output_path: str | None, lease: float,
                          attempt: int | None = None, watches: Sequence[str] | None = None,
-                         worker: dict | None = None) -> tuple[Job, Job | None]:
+                         worker: dict | None = None) -> Job | None:
         """The fenced finish, then the claim, in one transaction on the fast connection."""
         p = self._params(id=job_id, owner=owner, attempt=attempt, output=encode_path(output_path),
                          lease=lease, worker=_json(worker), watches=list(watches) if watches is not None else None)
 
-        def body(cur: psycopg.Cursor) -> tuple[Job, Job | None]:
-            row = cur.execute(f"UPDATE jobs SET {self._FINISH} WHERE {self._FENCE} RETURNING *", p).fetchone()
+        def body(cur: psycopg.Cursor) -> Job | None:
+            row = cur.execute(f"UPDATE jobs SET {self._FINISH} WHERE {self._FENCE} RETURNING id", p).fetchone()
             if row is None:
                 raise self._refused(cur, job_id, owner, attempt, False, p)
-            return _job(row), self._claim_in(cur, p)
+            return self._claim_in(cur, p)
         return self._run(body, durable=False)
 
     def fail(self, job_id: int, owner: str, *, error_kind: str, message: str, transient: bool,

@@ -527,13 +527,13 @@ class SqliteJobStore(SqliteBatches, JobQueue):
 
     def finish_and_claim(self, job_id: int, owner: str, *, output_path: str | None, lease: float,
                          attempt: int | None = None, watches: Sequence[str] | None = None,
-                         worker: dict | None = None) -> tuple[Job, Job | None]:
+                         worker: dict | None = None) -> Job | None:
         """`finish`, then `claim` for the same owner, in one (unsynced) transaction."""
         now = self.clock()
         with self._write() as db:
-            row = self._update_owned(db, job_id, owner, self._FINISH,
-                                     {"t": now, "out": encode_path(output_path)}, attempt)
-            return _job(row), self._claim_in(db, now, owner, lease, watches, worker)
+            self._update_owned(db, job_id, owner, self._FINISH, {"t": now, "out": encode_path(output_path)},
+                               attempt, returning="id")
+            return self._claim_in(db, now, owner, lease, watches, worker)
 
     def fail(self, job_id: int, owner: str, *, error_kind: str, message: str,
              transient: bool, attempt: int | None = None) -> Job:

@@ -46,7 +46,8 @@ def _running_video(d):
 
 def test_video_job_progress_and_resume_after_kill9(make_daemon, clip) -> None:
     path, info, ffmpeg = clip
-    d = make_daemon(workers={"max_attempts": 5}).start()
+    # 4 s segments (the default, 30 s, would make this 10 s clip one segment: nothing to resume)
+    d = make_daemon(workers={"max_attempts": 5, "video_segment": "4s"}).start()
     d.drop("clips/clip.mp4", path.read_bytes())
     job = wait_for(lambda: _running_video(d), 120, "the video job to report progress")
     assert job.progress_total == info.frame_count

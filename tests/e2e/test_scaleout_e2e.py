@@ -182,8 +182,8 @@ def test_kill_9_of_a_whole_daemon_at_5_random_moments(cluster) -> None:
 
 def test_a_daemon_stopped_past_its_lease_files_nothing_for_the_job_it_lost(cluster) -> None:
     daemons, share, _ = cluster
-    start_all(daemons)
     stopped = daemons[1]
+    stopped.start()            # alone at first, so that it surely holds a job when it is stopped
     names = drop_batch(daemons[0], 30, "stopped")
     lost_job = None
     for _ in range(5):
@@ -203,6 +203,7 @@ def test_a_daemon_stopped_past_its_lease_files_nothing_for_the_job_it_lost(clust
             break
         os.killpg(stopped.proc.pid, signal.SIGCONT)   # caught mid-filing or finished: try another job
     assert lost_job is not None, "could not stop the daemon while it processed a job"
+    start_all([daemons[0], daemons[2]])
     marker = stopped.log_path.stat().st_size
     with stopped.store() as s:                        # another host takes it over once the lease runs out
         wait_for(lambda: s.get(lost_job.id).lease_owner not in (None, lost_job.lease_owner)

@@ -189,22 +189,35 @@ class FailAfter(Invert):
         return super().process_frame(frame_bgr)
 
 
+def test_segments_are_equal_and_a_short_clip_is_one() -> None:
+    from ffwatchd.config import WorkerSettings
+    from ffwatchd.media.video import DEFAULT_SEGMENT_SECONDS, segment_length
+
+    assert DEFAULT_SEGMENT_SECONDS == WorkerSettings.video_segment == 30.0
+    fps = Fraction(25)
+    assert segment_length(250, fps, DEFAULT_SEGMENT_SECONDS) == 250       # a 10 s clip: one segment
+    assert segment_length(250, fps, 4.0) == 84           # three equal ones (84, 84, 82), not 100+100+50
+    assert segment_length(31 * 25, fps, 30.0) == 388     # 31 s: two of 15.5 s, not 30 s + 1 s
+    assert segment_length(3600 * 25, fps, 30.0) == 750   # an hour: 120 segments of 30 s to resume from
+    assert segment_length(5, Fraction(30000, 1001), 0.01) == 1
+
+
 def test_resume_after_an_exception_reuses_segments(clips: dict[str, Path], tmp_path: Path,
                                                    ffmpeg_exe: str) -> None:
     with pytest.raises(RuntimeError, match="processor crashed"):
-        run(clips["face"], tmp_path, FailAfter(40))
+        run(clips["face"], tmp_path, FailAfter(30))
     assert ffmpeg_children() == []
     finished = _segment_stats(tmp_path / "work")
     assert len(finished) == 1 and not list((tmp_path / "work").glob("*.part"))
     progress: list[tuple[int, int]] = []
     result, out = run(clips["face"], tmp_path, progress=lambda d, t: progress.append((d, t)))
     assert result.segments_reused == 1 and result.frames == 60 and result.faces_total == 60
-    assert progress[0] == (25, 60)
+    assert progress[0] == (20, 60)     # 1 s segments of a 2.4 s clip: three equal ones of 20 frames
     after = _segment_stats(tmp_path / "work")
     assert all(after[name] == stat for name, stat in finished.items())
     assert probe(out, ffmpeg_exe).frame_count == 60
     before, mid = decode_frames(ffmpeg_exe, clips["face"]), decode_frames(ffmpeg_exe, out)
-    for i in (0, 24, 25, 26, 59):     # the seam between reused and new segments is frame-exact
+    for i in (0, 19, 20, 21, 59):     # the seam between reused and new segments is frame-exact
         assert np.abs((255 - before[i]).astype(int) - mid[i].astype(int)).mean() < 8
 
 
@@ -374,3 +387,31 @@ def test_odd_sized_input_goes_through_bgr_pipes(tmp_path: Path, ffmpeg_exe: str)
     assert dst.frame_count == src.frame_count == result.frames == 25
     before, after = decode_frames(ffmpeg_exe, clip), decode_frames(ffmpeg_exe, out)
     assert np.abs((255 - before[10, :240, :320]).astype(int) - after[10].astype(int)).mean() < 8
+
+
+def test_cores_are_split_between_encoder_and_processor(clips: dict[str, Path], tmp_path: Path) -> None:
+    import cv2
+    from ffwatchd.media.framepipe import CoreSplit
+    from ffwatchd.media.segments import encode_command
+
+    assert CoreSplit.for_cpu(2) == CoreSplit(encoder=1, decoder=1, processor=1)
+    assert CoreSplit.for_cpu(1) == CoreSplit(encoder=1, decoder=1, processor=1)
+    assert CoreSplit.for_cpu(16) == CoreSplit(encoder=8, decoder=1, processor=8)
+    plan = video.make_plan(probe(clips["face"]), FAST, "mp4", "libx264", 1.0)
+    cmd = encode_command("ffmpeg", plan, tmp_path / "x.mp4", threads=3)
+    assert cmd[cmd.index("-threads") + 1] == "3"
+    nvenc = video.make_plan(probe(clips["face"]), FAST, "mp4", "h264_nvenc", 1.0)
+    assert "-threads" not in encode_command("ffmpeg", nvenc, tmp_path / "x.mp4", threads=3)
+
+    class Threads(Invert):
+        seen: set[int] = set()
+
+        def process_frame(self, frame_bgr):
+            self.seen.add(cv2.getNumThreads())
+            return super().process_frame(frame_bgr)
+
+    before = cv2.getNumThreads()
+    processor = Threads()
+    run(clips["face"], tmp_path, processor)
+    assert processor.seen == {CoreSplit.for_cpu(len(os.sched_getaffinity(0))).processor}
+    assert cv2.getNumThreads() == before          # restored for the worker's next job

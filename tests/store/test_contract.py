@@ -195,20 +195,21 @@ def test_finish_and_claim_is_one_transaction(store: JobQueue, clock: Clock) -> N
         store.finish_and_claim(c.id, "w2", output_path="/o/c.jpg", lease=60)
     assert store.counts()["queued"] == 2
     clock.t += 5
-    done, nxt = store.finish_and_claim(c.id, "w1", output_path="/o/c.jpg", attempt=1, lease=30,
-                                       worker={"device": "cpu"})
-    assert done.id == c.id and done.state == "done" and done.output_path == "/o/c.jpg"
-    assert done.lease_until is None and store.get(c.id).state == "done"
+    nxt = store.finish_and_claim(c.id, "w1", output_path="/o/c.jpg", attempt=1, lease=30,
+                                 worker={"device": "cpu"})
+    done = store.get(c.id)
+    assert done.state == "done" and done.output_path == "/o/c.jpg" and done.lease_until is None
+    assert done.finished_at == clock.t
     assert nxt.id == a.id and nxt.state == "running" and nxt.lease_owner == "w1" and nxt.attempts == 1
     assert nxt.lease_until == clock.t + 30 and nxt.worker == {"device": "cpu"}
     assert store.get(a.id).state == "running"
     # Only the watches asked for; none ready: the finish stands and nothing is claimed.
-    done, nxt = store.finish_and_claim(a.id, "w1", output_path=None, attempt=1, lease=30, watches=["other"])
-    assert done.state == "done" and nxt is None and store.get(b.id).state == "queued"
+    nxt = store.finish_and_claim(a.id, "w1", output_path=None, attempt=1, lease=30, watches=["other"])
+    assert store.get(a.id).state == "done" and nxt is None and store.get(b.id).state == "queued"
     got = store.claim("w1", 60)
-    done, nxt = store.finish_and_claim(got.id, "w1", output_path=None, attempt=got.attempts, lease=30,
-                                       watches=[])
-    assert done.state == "done" and nxt is None
+    nxt = store.finish_and_claim(got.id, "w1", output_path=None, attempt=got.attempts, lease=30,
+                                 watches=[])
+    assert store.get(got.id).state == "done" and nxt is None
     assert store.counts() == {"queued": 0, "running": 0, "done": 3, "failed": 0, "cancelled": 0}
 
 
@@ -218,8 +219,8 @@ def test_finish_and_claim_returns_expired_leases_like_a_claim(store: JobQueue, c
     store.claim("dead", 10)
     mine = store.claim("w1", 600)
     clock.t += 20                                   # the dead worker's lease ran out
-    done, nxt = store.finish_and_claim(mine.id, "w1", output_path=None, attempt=1, lease=60)
-    assert done.id == b.id and nxt.id == a.id and nxt.attempts == 2 and nxt.error_kind == "worker_crashed"
+    nxt = store.finish_and_claim(mine.id, "w1", output_path=None, attempt=1, lease=60)
+    assert mine.id == b.id and store.get(b.id).state == "done" and nxt.id == a.id and nxt.attempts == 2 and nxt.error_kind == "worker_crashed"
     assert store.stats.expired_leases == 1
 
 
