@@ -17,7 +17,8 @@ from psycopg.types.json import Json
 
 from ffwatchd.store.contract import encode_json
 from ffwatchd.store.postgres import PostgresJobStore
-from ffwatchd.store.sqlite import _MIGRATIONS, SqliteJobStore
+from ffwatchd.store.sqlite import SqliteJobStore
+from ffwatchd.store.sqlite_schema import MIGRATIONS
 
 # table -> its JSON columns (TEXT in SQLite, json in PostgreSQL)
 _TABLES = {"jobs": {"spec", "sources", "sidecars", "filing", "worker"},
@@ -46,8 +47,8 @@ def _read(path: Path) -> dict[str, list[dict[str, Any]]]:
     db.row_factory = sqlite3.Row
     try:
         version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version != len(_MIGRATIONS):
-            raise RuntimeError(f"{path}: schema version {version}, expected {len(_MIGRATIONS)}")
+        if version != len(MIGRATIONS):
+            raise RuntimeError(f"{path}: schema version {version}, expected {len(MIGRATIONS)}")
         out = {t: [dict(r) for r in db.execute(f"SELECT * FROM {t} ORDER BY rowid")] for t in _TABLES}
         out["operator_counts"] = [dict(r) for r in db.execute("SELECT * FROM operator_counts")]
         return out

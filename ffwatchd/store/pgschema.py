@@ -5,7 +5,7 @@ from __future__ import annotations
 from ffwatchd.store.pg_cluster import WORKERS_MIGRATION
 from ffwatchd.store.pg_filings import FILINGS_MIGRATION
 
-# Same numbering as _MIGRATIONS in sqlite.py: migration N here does what migration N does there.
+# Same numbering as MIGRATIONS in sqlite_schema.py: migration N here does what migration N does there.
 MIGRATIONS: list[str] = [
     # 1: the job table (times are seconds since the epoch on the database's clock)
     """

@@ -8,6 +8,7 @@ import sqlite3
 from typing import Any, Sequence
 
 from ffwatchd.store.contract import Batch, Delivery, Job, NotFound, decode_path, encode_path
+from ffwatchd.store.sqlite_reads import _job
 
 
 def _batch(row: sqlite3.Row) -> Batch:
@@ -57,8 +58,6 @@ class SqliteBatches:
         return [{**dict(r), "folder": decode_path(r["folder"])} for r in rows]
 
     def batch_jobs(self, watch: str, folder: str) -> list[Job]:
-        from ffwatchd.store.sqlite import _job
-
         with self._lock:
             rows = self._db.execute("SELECT * FROM jobs WHERE watch = ? AND batch = ? ORDER BY id",
                                     (watch, encode_path(folder))).fetchall()

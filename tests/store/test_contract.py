@@ -18,6 +18,7 @@ import pytest
 from ffwatchd.store import JobQueue, NotFound, TransitionError
 from ffwatchd.store import pgschema
 from ffwatchd.store import sqlite as sqlite_backend
+from ffwatchd.store import sqlite_schema
 from tests.store.conftest import Clock, open_spec
 
 
@@ -30,16 +31,16 @@ def add(store: JobQueue, name: str = "a.jpg", content: str = "h1", priority: int
 # -- schema and migrations -------------------------------------------------------------------
 
 def test_both_backends_know_the_same_migrations() -> None:
-    assert len(pgschema.MIGRATIONS) == len(sqlite_backend._MIGRATIONS)
+    assert len(pgschema.MIGRATIONS) == len(sqlite_schema.MIGRATIONS)
 
 
 def test_fresh_schema_is_at_the_latest_version_and_reopens(make_store: Callable[..., JobQueue]) -> None:
     s = make_store()
-    assert s.schema_version() == len(sqlite_backend._MIGRATIONS)
+    assert s.schema_version() == len(sqlite_schema.MIGRATIONS)
     job, _ = add(s)
     s.close()
     again = make_store()
-    assert again.get(job.id).rel_path == "a.jpg" and again.schema_version() == len(sqlite_backend._MIGRATIONS)
+    assert again.get(job.id).rel_path == "a.jpg" and again.schema_version() == len(sqlite_schema.MIGRATIONS)
 
 
 EXTRA_STEP = "CREATE TABLE migration_probe (x INTEGER)"
@@ -47,11 +48,11 @@ EXTRA_STEP = "CREATE TABLE migration_probe (x INTEGER)"
 
 def test_upgrade_runs_only_the_new_steps_and_keeps_the_jobs(make_store: Callable[..., JobQueue],
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    known = len(sqlite_backend._MIGRATIONS)
+    known = len(sqlite_schema.MIGRATIONS)
     old = make_store()
     job, _ = add(old)
     old.close()
-    monkeypatch.setattr(sqlite_backend, "_MIGRATIONS", [*sqlite_backend._MIGRATIONS, EXTRA_STEP])
+    monkeypatch.setattr(sqlite_schema, "MIGRATIONS", [*sqlite_schema.MIGRATIONS, EXTRA_STEP])
     monkeypatch.setattr(pgschema, "MIGRATIONS", [*pgschema.MIGRATIONS, EXTRA_STEP])
     new = make_store()
     assert new.schema_version() == known + 1
@@ -61,7 +62,7 @@ def test_upgrade_runs_only_the_new_steps_and_keeps_the_jobs(make_store: Callable
 def test_a_schema_newer_than_known_is_refused(make_store: Callable[..., JobQueue],
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     make_store().close()
-    monkeypatch.setattr(sqlite_backend, "_MIGRATIONS", [*sqlite_backend._MIGRATIONS, EXTRA_STEP])
+    monkeypatch.setattr(sqlite_schema, "MIGRATIONS", [*sqlite_schema.MIGRATIONS, EXTRA_STEP])
     monkeypatch.setattr(pgschema, "MIGRATIONS", [*pgschema.MIGRATIONS, EXTRA_STEP])
     make_store().close()
     monkeypatch.undo()

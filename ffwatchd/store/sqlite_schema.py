@@ -1,0 +1,146 @@
+"""The job table's schema on SQLite: versioned migrations (`PRAGMA user_version`), numbered
+like PostgreSQL's in `pgschema.py`."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from pathlib import Path
+
+# Same numbering as MIGRATIONS in pgschema.py: migration N here does what migration N does there.
+MIGRATIONS: list[str] = [
+    # 1: the job table
+    """
+    CREATE TABLE jobs (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,   -- ids are never reused
+        watch           TEXT    NOT NULL,
+        rel_path        TEXT    NOT NULL,
+        size            INTEGER NOT NULL,
+        mtime           REAL    NOT NULL,
+        content_hash    TEXT    NOT NULL,
+        kind            TEXT    NOT NULL CHECK (kind IN ('image', 'video')),
+        priority        INTEGER NOT NULL DEFAULT 0,
+        spec            TEXT    NOT NULL,            -- JSON: the effective sidecar snapshot
+        sources         TEXT    NOT NULL,            -- JSON: [{path, sha256}]
+        sidecars        TEXT    NOT NULL DEFAULT '[]',  -- JSON: the sidecar files merged
+        state           TEXT    NOT NULL CHECK (state IN ('queued', 'running', 'done', 'failed', 'cancelled')),
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        max_attempts    INTEGER NOT NULL,
+        not_before      REAL    NOT NULL DEFAULT 0,
+        lease_owner     TEXT,
+        lease_until     REAL,
+        progress_done   INTEGER,
+        progress_total  INTEGER,
+        created_at      REAL    NOT NULL,
+        queued_at       REAL    NOT NULL,
+        started_at      REAL,
+        finished_at     REAL,
+        output_path     TEXT,
+        error_kind      TEXT,
+        error_message   TEXT,
+        filing          TEXT,                        -- JSON: the finalisation under way
+        worker          TEXT,                        -- JSON: device and provider of the last worker
+        UNIQUE (watch, rel_path, content_hash)
+    ) STRICT;
+    CREATE INDEX jobs_ready ON jobs (priority DESC, queued_at, id) WHERE state = 'queued';
+    CREATE INDEX jobs_running ON jobs (lease_until) WHERE state = 'running';
+    CREATE INDEX jobs_state_finished ON jobs (state, finished_at);
+    """,
+    # 2: batches (a folder with its sidecar) and the notification outbox
+    """
+    ALTER TABLE jobs ADD COLUMN batch TEXT;
+    CREATE INDEX jobs_batch ON jobs (watch, batch);
+    CREATE TABLE batches (
+        id                INTEGER PRIMARY KEY AUTOINCREMENT,
+        watch             TEXT    NOT NULL,
+        folder            TEXT    NOT NULL,          -- relative to the inbox, '' for the root
+        state             TEXT    NOT NULL CHECK (state IN ('open', 'finished')),
+        version           INTEGER NOT NULL DEFAULT 0,
+        created_at        REAL    NOT NULL,
+        last_activity     REAL    NOT NULL,
+        finished_at       REAL,
+        finished_activity REAL,
+        report_path       TEXT,
+        package_path      TEXT,
+        counts            TEXT    NOT NULL DEFAULT '{}',
+        UNIQUE (watch, folder)
+    ) STRICT;
+    CREATE TABLE outbox (
+        id               INTEGER PRIMARY KEY AUTOINCREMENT,
+        batch_id         INTEGER,
+        channel          TEXT    NOT NULL CHECK (channel IN ('webhook', 'email')),
+        event            TEXT    NOT NULL,
+        target           TEXT    NOT NULL,
+        payload          TEXT    NOT NULL,
+        idempotency_key  TEXT    NOT NULL,
+        state            TEXT    NOT NULL CHECK (state IN ('pending', 'delivered', 'failed')),
+        attempts         INTEGER NOT NULL DEFAULT 0,
+        next_attempt     REAL    NOT NULL,
+        created_at       REAL    NOT NULL,
+        delivered_at     REAL,
+        last_error       TEXT,
+        UNIQUE (channel, idempotency_key)
+    ) STRICT;
+    CREATE INDEX outbox_due ON outbox (next_attempt) WHERE state = 'pending';
+    """,
+    # 3: operator actions (jobs retry, jobs cancel) counted for the metrics, which run in the
+    # daemon, not in the command that acted; monotonic (never purged)
+    """
+    CREATE TABLE operator_counts (
+        watch   TEXT    NOT NULL,
+        kind    TEXT    NOT NULL,
+        action  TEXT    NOT NULL,      -- retry | cancel_queued | cancel_running
+        n       INTEGER NOT NULL,
+        PRIMARY KEY (watch, kind, action)
+    ) STRICT;
+    """,
+    # 4: the workers of every host (status shows them; stale rows are pruned)
+    """
+    CREATE TABLE workers (
+        owner               TEXT    PRIMARY KEY,     -- host:pid/device, the lease owner name
+        host                TEXT    NOT NULL,
+        pid                 INTEGER NOT NULL,
+        device              TEXT    NOT NULL,
+        requested_provider  TEXT    NOT NULL,
+        provider            TEXT    NOT NULL,
+        job_id              INTEGER,
+        heartbeat_at        REAL    NOT NULL,
+        started_at          REAL    NOT NULL
+    ) STRICT;
+    """,
+    # 5: the table's identity (queue_id, marked on the share's folders) and the ledger of filings
+    # (what ffwatchd put in done/ and failed/, and when: retention ages from that, never from mtime)
+    """
+    CREATE TABLE meta (
+        key     TEXT PRIMARY KEY,
+        value   TEXT NOT NULL
+    ) STRICT;
+    CREATE TABLE filings (
+        watch     TEXT    NOT NULL,
+        folder    TEXT    NOT NULL CHECK (folder IN ('done', 'failed')),
+        rel_path  TEXT    NOT NULL,
+        size      INTEGER NOT NULL,
+        inode     INTEGER NOT NULL,
+        filed_at  REAL    NOT NULL,
+        job_id    INTEGER,
+        PRIMARY KEY (watch, folder, rel_path)
+    ) STRICT;
+    """,
+]
+
+
+def migrate(db: sqlite3.Connection, where: str | Path) -> None:
+    """Bring the schema up to date, inside the caller's write transaction; refuses a schema
+    newer than known."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > len(MIGRATIONS):
+        raise RuntimeError(f"{where}: schema version {version} is newer than this ffwatchd "
+                           f"knows ({len(MIGRATIONS)}); upgrade ffwatchd")
+    for i in range(version, len(MIGRATIONS)):
+        for statement in MIGRATIONS[i].split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.execute(f"PRAGMA user_version = {i + 1}")
+    if version < len(MIGRATIONS):        # the table's id, made once with the meta table
+        db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('queue_id', ?)",
+                   (uuid.uuid4().hex,))
