@@ -199,8 +199,8 @@ def sqlite_markdown(n: int, runs: list[dict[str, dict[str, float]]]) -> str:
         ratios = [run[mode]["ours"] / run[mode]["huey"] for run in runs]
         met = sum(r >= 0.5 for r in ratios)
         lines.append(f"- ffwatchd {mode} vs huey {huey_sync.upper()}, target >= 0.5x: "
-                     f"**{'met' if met == len(ratios) else 'NOT met'}** in {met} of {len(ratios)} runs "
-                     f"({', '.join(f'{r:.2f}x' for r in ratios)})")
+                     f"**{'met' if met == len(ratios) else 'NOT met'}** (at or above it in {met} of {len(ratios)} runs: "
+                     f"{', '.join(f'{r:.2f}x' for r in ratios)})")
     return "\n".join(lines)
 
 
@@ -318,8 +318,9 @@ def main_backends(n: int, folder: str | None = None, clients: int = 4) -> None:
         "all times and leases on the database's clock for PostgreSQL; PostgreSQL waits for the WAL flush "
         f"on the filing plan only, as SQLite syncs only that ({load} during the run).",
         f"Ratios PostgreSQL / SQLite: 1 worker {pg_1 / sqlite_1:.2f}x; {clients} workers {pg_n / sqlite_n:.2f}x.",
-        f"Target PostgreSQL >= 1,000 jobs/s: **{'met' if max(pg_1, pg_n) >= 1000 else 'NOT met'}** "
-        f"(1 worker {pg_1:,.0f}/s, {clients} workers {pg_n:,.0f}/s).",
+        f"Target PostgreSQL >= 1,000 jobs/s: with {clients} workers **{'met' if pg_n >= 1000 else 'NOT met'}** "
+        f"({pg_n:,.0f}/s); with 1 worker **{'met' if pg_1 >= 1000 else 'NOT met'}** ({pg_1:,.0f}/s: one "
+        "durable WAL flush per job, for its filing plan, bounds a single worker).",
     ]
     text = "\n".join(lines)
     print(text)
