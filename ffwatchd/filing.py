@@ -44,22 +44,6 @@ def write_json_atomic(path: Path, data: dict, tag: int | None = None) -> None:
     fsync_dir(path.parent)
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write a file through a hidden temp name in its folder, fsync and a rename (reports, zips)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{TEMP_PREFIX}{os.getpid()}-{path.name}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    fsync_dir(path.parent)
-
-
 def _iso(t: float | None) -> str | None:
     return None if t is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 

@@ -15,14 +15,17 @@ import cv2
 import numpy as np
 
 from ffwatchd.config import WatchSettings
-from ffwatchd.filing import find_failed_original, write_bytes_atomic
+from ffwatchd.filing import find_failed_original
+from ffwatchd.safefs import read_regular
 from ffwatchd.store import Job, priority_name
 from ffwatchd.store.contract import printable
+from ffwatchd.writefs import write_file_atomic
 
 REPORT_HTML = "ffwatch-report.html"
 REPORT_JSON = "ffwatch-report.json"
 THUMB_SIZE = 96
 THUMB_QUALITY = 60
+THUMB_SOURCE_MAX = 256 * 2**20          # a bigger file gets no thumbnail (nor is read whole for one)
 STATE_ORDER = ("failed", "done", "running", "queued", "cancelled")
 
 
@@ -31,12 +34,18 @@ def report_paths(watch: WatchSettings, folder: str) -> tuple[Path, Path]:
     return base / REPORT_HTML, base / REPORT_JSON
 
 
-def thumbnail(path: Path, size: int = THUMB_SIZE) -> str | None:
-    """A data-URI JPEG at most `size` px on its longest side, or None when `path` is no image."""
+def thumbnail(path: Path, *, root: Path, size: int = THUMB_SIZE) -> str | None:
+    """A data-URI JPEG at most `size` px on its longest side, or None when `path` is no image.
+
+    `path` is read below `root` (output/, done/ or failed/) without following a link on the way,
+    so a link planted on the share never puts a picture from elsewhere into a report."""
     try:
-        data = np.fromfile(str(path), dtype=np.uint8)
-    except OSError:
+        raw = read_regular(root, path, THUMB_SOURCE_MAX)
+    except (OSError, ValueError):
         return None
+    if len(raw) > THUMB_SOURCE_MAX:
+        return None
+    data = np.frombuffer(raw, dtype=np.uint8)
     if not data.size:
         return None
     img = cv2.imdecode(data, cv2.IMREAD_REDUCED_COLOR_4)     # JPEG decodes at 1/4 scale, fast
@@ -59,14 +68,14 @@ class ThumbCache:
         self.limit = limit
         self._data: dict[tuple[int, str], str | None] = {}
 
-    def get(self, job_id: int, path: Path | None) -> str | None:
+    def get(self, job_id: int, path: Path | None, root: Path) -> str | None:
         if path is None:
             return None
         key = (job_id, str(path))
         if key not in self._data:
             if len(self._data) >= self.limit:
                 self._data.pop(next(iter(self._data)))
-            self._data[key] = thumbnail(path)
+            self._data[key] = thumbnail(path, root=root)
         return self._data[key]
 
 
@@ -77,10 +86,18 @@ def _iso(t: float | None) -> str | None:
 def _before_path(watch: WatchSettings, job: Job) -> Path | None:
     if job.state == "done":
         dst = (job.filing or {}).get("original_dst")
-        return Path(dst) if dst and os.path.exists(dst) else None
+        return Path(dst) if dst and os.path.lexists(dst) else None
     if job.state in ("failed", "cancelled"):
         return find_failed_original(watch, job)
     return None
+
+
+def _root_of(watch: WatchSettings, path: Path | None) -> Path:
+    """The configured folder `path` lies below (a path below none of them gets no thumbnail)."""
+    for root in (watch.output, watch.done, watch.failed, watch.inbox):
+        if path is not None and Path(path).is_relative_to(root):
+            return root
+    return watch.output
 
 
 def file_entry(watch: WatchSettings, job: Job) -> dict:
@@ -204,9 +221,11 @@ def write_report(watch: WatchSettings, folder: str, jobs: list[Job], cache: Thum
     for j in jobs:
         if j.state in ("done", "failed", "cancelled") and j.kind == "image":
             after = Path(j.output_path) if j.state == "done" and j.output_path else None
-            thumbs[j.id] = (cache.get(j.id, _before_path(watch, j)), cache.get(j.id, after))
+            before = _before_path(watch, j)
+            thumbs[j.id] = (cache.get(j.id, before, _root_of(watch, before)), cache.get(j.id, after, watch.output))
     html_path, json_path = report_paths(watch, folder)
     # printable: a name that is not UTF-8 shows as \xHH in the page (the JSON keeps it exactly)
-    write_bytes_atomic(html_path, printable(render_html(report, thumbs)).encode("utf-8"))
-    write_bytes_atomic(json_path, (json.dumps(report, indent=1, default=str) + "\n").encode("utf-8"))
+    write_file_atomic(watch.output, html_path, printable(render_html(report, thumbs)).encode("utf-8"), watch.perms)
+    write_file_atomic(watch.output, json_path, (json.dumps(report, indent=1, default=str) + "\n").encode("utf-8"),
+                      watch.perms)
     return html_path, report

@@ -194,6 +194,21 @@ class Folder:
         os.rename(src_name, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
 
 
+def write_file_atomic(root: Path, dest: Path, data: bytes, perms: Perms) -> None:
+    """Write `dest` (below `root`) whole through a hidden temp name and a rename, synced, without
+    following a link anywhere below `root` (a link at `dest` itself is replaced, never written through)."""
+    rel, name = split_under(root, dest)
+    tmp = f".ffwatchd-{os.getpid()}-{name}.tmp"
+    with Folder(root, rel, perms) as folder:
+        folder.write_new(tmp, data)
+        try:
+            folder.rename_here(tmp, name)
+        except BaseException:
+            folder.unlink(tmp)
+            raise
+        folder.sync()
+
+
 def split_under(root: Path, dest: Path) -> tuple[PurePosixPath, str]:
     """(folder relative to root, file name) of `dest`, which must lie under `root`."""
     rel = PurePosixPath(Path(dest).relative_to(root).as_posix())

@@ -52,13 +52,57 @@ def make_batch(tmp_path: Path, n_done: int = 6, names: tuple[str, ...] = ()):
 def test_thumbnails_are_small_inline_jpegs(tmp_path: Path) -> None:
     p = tmp_path / "big.png"
     cv2.imwrite(str(p), synthetic_models.make_face_image(size=1600, seed=1))
-    uri = thumbnail(p)
+    uri = thumbnail(p, root=tmp_path)
     assert uri.startswith("data:image/jpeg;base64,")
     raw = base64.b64decode(uri.split(",", 1)[1])
     img = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_COLOR)
     assert max(img.shape[:2]) == 96 and len(raw) < 8192
     (tmp_path / "text.jpg").write_text("not a picture")
-    assert thumbnail(tmp_path / "text.jpg") is None and thumbnail(tmp_path / "missing.jpg") is None
+    assert thumbnail(tmp_path / "text.jpg", root=tmp_path) is None
+    assert thumbnail(tmp_path / "missing.jpg", root=tmp_path) is None
+
+
+def test_links_planted_on_the_share_put_nothing_from_outside_into_reports_or_zips(tmp_path: Path) -> None:
+    """A link in output/ or done/ (to a file or a folder outside the share) is never read for a
+    thumbnail or a zip, and the report and zip are never written through one."""
+    from ffwatchd.package import write_zip
+    w, jobs = make_batch(tmp_path, n_done=3)
+    outside = tmp_path / "private"
+    outside.mkdir()
+    secret = synthetic_models.make_face_image(size=480, seed=99)
+    cv2.imwrite(str(outside / "secret.jpg"), secret)
+    # a result and an original replaced by links to an outside picture
+    (w.output / "b/img0.jpg").unlink()
+    (w.output / "b/img0.jpg").symlink_to(outside / "secret.jpg")
+    (w.done / "b/img1.jpg").unlink()
+    (w.done / "b/img1.jpg").symlink_to(outside / "secret.jpg")
+    # the report names themselves planted as links to outside files
+    (outside / "victim.html").write_text("untouched")
+    (w.output / "b/ffwatch-report.html").symlink_to(outside / "victim.html")
+    html_path, report = write_report(w, "b", jobs, ThumbCache(), batch_id=1, version=1, final=True)
+    page = check_report_html(html_path.read_text())
+    assert (outside / "victim.html").read_text() == "untouched"          # the link was replaced, not followed
+    assert not html_path.is_symlink()
+    by_path = {j.rel_path: j.id for j in jobs}
+    text = html_path.read_text()
+    assert len(page.rows) == 4                                           # 3 done, 1 failed
+    cache = ThumbCache()
+    write_report(w, "b", jobs, cache, batch_id=1, version=2, final=True)
+    assert cache.get(by_path["b/img0.jpg"], w.output / "b/img0.jpg", w.output) is None      # linked result
+    assert cache.get(by_path["b/img1.jpg"], w.done / "b/img1.jpg", w.done) is None          # linked original
+    assert cache.get(by_path["b/img2.jpg"], w.output / "b/img2.jpg", w.output) is not None  # a real one
+    assert text.count("data:image/jpeg;base64,") == 4       # 3 done rows x 2, less the two linked files
+    # the zip holds the real results only, and is not written through a linked folder
+    path, n = write_zip(w, "b", jobs)
+    import zipfile
+    with zipfile.ZipFile(path) as z:
+        assert sorted(z.namelist()) == ["img1.jpg", "img2.jpg"] and n == 2
+    (w.output / "c").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(OSError):
+        write_zip(w, "c", jobs)
+    with pytest.raises(OSError):
+        write_report(w, "c", jobs, ThumbCache(), batch_id=2, version=1, final=True)
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.jpg", "victim.html"]
 
 
 def test_report_is_valid_self_contained_html_with_names_escaped(tmp_path: Path) -> None:
