@@ -4,6 +4,7 @@ the durable outbox (one transaction with the finish). A second thread delivers t
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import os
 import threading
@@ -17,6 +18,7 @@ from ffwatchd.notify.outbox import deliver_due, failed_deliveries, finished_deli
 from ffwatchd.package import write_zip
 from ffwatchd.filing import TEMP_PREFIX
 from ffwatchd.report import ThumbCache, report_paths, write_report
+from ffwatchd.safefs import open_dir, relative_parts
 from ffwatchd.sidecar import is_within
 from ffwatchd.store import Batch, Job, JobQueue, open_store, store_errors
 
@@ -65,6 +67,7 @@ class BatchTracker:
         self._reported: dict[int, tuple[float, float]] = {}     # batch id -> (monotonic, activity)
         self._failed_sent: set[tuple[int, float]] = set()
         self._next_starvation = 0.0
+        self._refused: dict[int, str] = {}      # batch id -> the problem last logged for it
 
     def step(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
@@ -79,7 +82,13 @@ class BatchTracker:
                 watch = self.settings.watch(batch.watch)
             except KeyError:
                 continue
-            self.check(watch, batch, now, unsettled.get(batch.watch, []))
+            try:
+                self.check(watch, batch, now, unsettled.get(batch.watch, []))
+            except OSError as e:              # e.g. a link planted where the report goes: refused
+                if self._refused.get(batch.id) != str(e):
+                    self._refused[batch.id] = str(e)
+                    log.error("batch %d (%s %s): report or package not written: %s", batch.id, watch.name,
+                              batch.folder or "/", e)
         if time.monotonic() >= self._next_starvation:
             self._next_starvation = time.monotonic() + STARVATION_EVERY
             for w in self.settings.watches:
@@ -95,10 +104,23 @@ class BatchTracker:
                 folder = report_paths(self.settings.watch(batch.watch), batch.folder)[0].parent
             except KeyError:
                 continue
-            for leftover in folder.glob(f"{TEMP_PREFIX}*-ffwatch-re*.tmp"):
-                if not _pid_alive(leftover.name[len(TEMP_PREFIX):].split("-", 1)[0]):
-                    leftover.unlink(missing_ok=True)
-                    log.info("removed %s, left by an earlier run", leftover)
+            watch = self.settings.watch(batch.watch)
+            try:                                # listed and removed below output/, no link followed
+                fd = open_dir(watch.output, () if folder == watch.output else relative_parts(watch.output, folder))
+            except (OSError, ValueError):
+                continue
+            try:
+                for name in os.listdir(fd):
+                    if not (fnmatch.fnmatch(name, f"{TEMP_PREFIX}*-ffwatch-re*.tmp")
+                            and not _pid_alive(name[len(TEMP_PREFIX):].split("-", 1)[0])):
+                        continue
+                    try:
+                        os.unlink(name, dir_fd=fd)
+                        log.info("removed %s, left by an earlier run", folder / name)
+                    except FileNotFoundError:
+                        pass
+            finally:
+                os.close(fd)
 
     def check(self, watch: WatchSettings, batch: Batch, now: float, unsettled: list[Path]) -> None:
         jobs = self.store.batch_jobs(batch.watch, batch.folder)

@@ -176,3 +176,27 @@ def test_a_half_written_report_left_by_a_crash_is_removed_at_start(env) -> None:
     ours.write_text("<html>being written")
     BatchTracker(settings, store).step(now=clock.t)
     assert not dead.exists() and ours.exists()
+
+
+def test_a_batch_folder_linked_out_of_the_share_is_neither_cleaned_nor_written_through(env, tmp_path) -> None:
+    """A link planted at a batch's output folder: start-up cleaning lists nothing through it, the
+    report is not written through it (logged once), and other batches carry on."""
+    settings, store, clock, tracker, _ = env
+    run_job(settings, store, clock, "s/one.jpg", 1, {})
+    run_job(settings, store, clock, "t/two.jpg", 2, {})
+    out = settings.watches[0].output
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    stale_there = elsewhere / ".ffwatchd-999999999-ffwatch-report.html.tmp"
+    stale_there.write_text("not ours")
+    if (out / "s").exists():
+        for p in (out / "s").iterdir():
+            p.unlink()
+        (out / "s").rmdir()
+    (out / "s").symlink_to(elsewhere, target_is_directory=True)
+    fresh = BatchTracker(settings, store)
+    fresh.step(now=clock.t)
+    clock.t += 3600
+    fresh.step(now=clock.t)
+    assert sorted(p.name for p in elsewhere.iterdir()) == [stale_there.name]   # nothing removed, nothing written
+    assert (out / "t" / "ffwatch-report.html").exists()                        # the other batch carried on
