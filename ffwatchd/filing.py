@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any, Callable
 
 from ffwatchd.config import WatchSettings
 from ffwatchd.errors import JobError
+from ffwatchd.safefs import lstat_below, read_regular
 from ffwatchd.placing import (TEMP_PREFIX, choose_destination, fsync_dir, place_file,  # noqa: F401 - re-exported
                               with_job_id, write_report)
 from ffwatchd.writefs import Perms, fsync_file, open_folder, split_under
@@ -256,17 +258,24 @@ def file_failed_original(watch: WatchSettings, job: Job, ledger: Any = None) -> 
 def find_failed_original(watch: WatchSettings, job: Job) -> Path | None:
     """Where a failed or cancelled job's original is now: its inbox path, or its place in failed/."""
     inbox_path = watch.inbox / job.rel_path
-    if inbox_path.exists():
+    if _regular_below(watch.inbox, inbox_path):
         return inbox_path
     candidates = []
     plan = job_plan(job, watch)
     if plan is not None and plan.original_dst:
         candidates.append(Path(plan.original_dst))
     candidates += [watch.failed / job.rel_path, with_job_id(watch.failed / job.rel_path, job.id)]
-    for c in candidates:
-        if c.exists() and _report_is_for(report_path(c), job.id):
+    for c in candidates:       # only a regular file reached below failed/ without a link counts
+        if _regular_below(watch.failed, c) and _report_is_for(watch.failed, report_path(c), job.id):
             return c
     return None
+
+
+def _regular_below(root: Path, path: Path) -> bool:
+    try:
+        return stat.S_ISREG(lstat_below(root, path).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def restore_original(watch: WatchSettings, job: Job, found: Path) -> Path:
@@ -279,8 +288,8 @@ def restore_original(watch: WatchSettings, job: Job, found: Path) -> Path:
     return landed
 
 
-def _report_is_for(report: Path, job_id: int) -> bool:
+def _report_is_for(root: Path, report: Path, job_id: int) -> bool:
     try:
-        return json.loads(report.read_text()).get("job_id") == job_id
-    except (OSError, ValueError):
+        return json.loads(read_regular(root, report, 1 << 20)).get("job_id") == job_id
+    except (OSError, ValueError, AttributeError):
         return False

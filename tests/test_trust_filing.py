@@ -304,3 +304,26 @@ def test_files_refused_at_ingest_are_in_the_ledger(env) -> None:
     assert r.status == "failed" and (watch.failed / "notes.jpg").exists()
     entry = store.filings("studio", "failed")["notes.jpg"]
     assert entry.inode == os.stat(watch.failed / "notes.jpg").st_ino and entry.job_id == r.job.id
+
+
+def test_jobs_retry_never_brings_back_a_file_from_outside_through_a_link_in_failed(env, tmp_path: Path) -> None:
+    """failed/sub replaced by a link to an outside folder that holds a file of the same name and a
+    report naming the job: retry must not take that file into the inbox (nor read the report)."""
+    from ffwatchd.filing import find_failed_original
+    settings, store, watch = env
+    (watch.inbox / "sub").mkdir()
+    job_id = enqueue(store, watch, "sub/x.jpg", b"not a picture")
+    job = store.claim("test-owner", 60)
+    store.fail(job.id, "test-owner", error_kind="bad_input", message="bad", transient=False,
+               attempt=job.attempts)
+    (watch.inbox / "sub/x.jpg").unlink()                   # filed away, as retry finds it
+    outside = tmp_path / "private"
+    outside.mkdir()
+    (outside / "x.jpg").write_bytes(b"someone else's file")
+    (outside / "x.jpg.error.json").write_text(json.dumps({"job_id": job_id}))
+    (watch.failed / "sub").symlink_to(outside, target_is_directory=True)
+    assert find_failed_original(watch, store.get(job_id)) is None
+    rc = cli.main(["jobs", "retry", str(job_id), "-c", str(settings.source)])
+    assert rc != 0
+    assert (outside / "x.jpg").read_bytes() == b"someone else's file"
+    assert not (watch.inbox / "sub/x.jpg").exists()
