@@ -28,6 +28,9 @@ class ShareUnavailable(Exception):
     """A watch's folders are not there now (share dropped out, folder renamed away or replaced)."""
 
 
+HOLDER_WRITE_WAIT = 5.0        # seconds a starting daemon waits for the lock holder's marker content
+
+
 class ShareOwned(SystemExit):
     """The folders carry the marker of another job table: this daemon must not start."""
 
@@ -69,6 +72,15 @@ def mark_folder(folder: Path, info: dict, settings_perms: Any) -> int:
         except OSError as e:
             if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise
+            deadline = time.monotonic() + HOLDER_WRITE_WAIT
+            while not data.get("queue_id") and time.monotonic() < deadline:
+                time.sleep(0.05)               # the holder is starting: its marker is being written
+                data = _read_marker(fd)
+            theirs = data.get("queue_id")
+            if theirs and theirs != info["queue_id"]:
+                raise ShareOwned(f"ffwatchd: {folder} belongs to another ffwatchd job table: "
+                                 f"{_holder(marker, data)}; this daemon's job table is queue {info['queue_id']} "
+                                 f"(state_dir {info['state_dir']}).") from e
             if theirs == info["queue_id"]:
                 log.info("%s is held by another daemon of the same job table (%s); allowed",
                          folder, _holder(marker, data))
@@ -76,8 +88,8 @@ def mark_folder(folder: Path, info: dict, settings_perms: Any) -> int:
             raise ShareOwned(f"ffwatchd: {folder} is in use by another daemon: {_holder(marker, data)}") from e
         if data != info:
             body = json.dumps(info, indent=2).encode() + b"\n"
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, body, 0)
+            os.pwrite(fd, body, 0)             # never empty on the way (a starting neighbour reads it)
+            os.ftruncate(fd, len(body))
             if not theirs:
                 try:
                     apply_perms(fd, settings_perms, False)

@@ -218,6 +218,35 @@ def test_a_marker_refuses_another_job_table_and_allows_the_same(env, tmp_path: P
             os.close(fd)
 
 
+def test_a_daemon_starting_while_its_neighbour_writes_the_marker_waits_for_it(tmp_path: Path, monkeypatch) -> None:
+    """Two daemons of one queue starting at once: the one that finds the marker locked and still
+    empty (its holder is writing it) reads it again instead of refusing; an empty marker whose
+    holder never writes it is refused after the wait."""
+    import fcntl
+
+    from ffwatchd import shares
+    from ffwatchd.writefs import Perms
+    folder = tmp_path / "inbox"
+    folder.mkdir()
+    holder = os.open(folder / MARKER_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    body = json.dumps({"queue_id": "q", "host": "h", "pid": 1, "state_dir": "/s", "since": 0}).encode()
+    writer = threading.Timer(0.3, lambda: os.pwrite(holder, body, 0))
+    writer.start()
+    info = {"queue_id": "q", "host": "me", "pid": os.getpid(), "state_dir": "/mine", "since": 1}
+    try:
+        fd = shares.mark_folder(folder, info, Perms())       # allowed: same queue, once it can read it
+        os.close(fd)
+        writer.join()
+        os.ftruncate(holder, 0)                              # a holder that never writes its marker
+        monkeypatch.setattr(shares, "HOLDER_WRITE_WAIT", 0.3)
+        with pytest.raises(ShareOwned, match="has not written its marker"):
+            shares.mark_folder(folder, info, Perms())
+    finally:
+        writer.cancel()
+        os.close(holder)
+
+
 # -- 10: no link followed in destinations --------------------------------------------------------
 
 class NoFace(FakePipeline):
