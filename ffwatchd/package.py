@@ -12,6 +12,7 @@ from ffwatchd.placing import TEMP_PREFIX
 from ffwatchd.safefs import open_regular
 from ffwatchd.writefs import Folder, apply_perms, split_under
 from ffwatchd.store import Job
+from ffwatchd.store.contract import printable
 
 PACKAGE_NAME = "ffwatch-results.zip"
 
@@ -46,7 +47,9 @@ def write_zip(watch: WatchSettings, folder: str, jobs: list[Job]) -> tuple[Path,
                             src = os.fdopen(open_regular(watch.output, Path(job.output_path)), "rb")
                         except (OSError, ValueError):
                             continue                    # gone, moved, or reached through a link
-                        with src, z.open(os.path.relpath(job.output_path, base), "w", force_zip64=True) as w:
+                        # a name that is not UTF-8 is stored as \xHH: zip names are UTF-8 text
+                        arcname = printable(os.path.relpath(job.output_path, base))
+                        with src, z.open(arcname, "w", force_zip64=True) as w:
                             shutil.copyfileobj(src, w, 1 << 20)
                         count += 1
                 f.flush()

@@ -36,7 +36,7 @@ def make_batch(tmp_path: Path, n_done: int = 6, names: tuple[str, ...] = ()):
         img = synthetic_models.make_face_image(size=480, seed=i)
         for folder, picture in ((w.done, img), (w.output, cv2.GaussianBlur(img, (9, 9), 0))):
             (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-            cv2.imwrite(str(folder / rel), picture)
+            (folder / rel).write_bytes(cv2.imencode(".jpg", picture)[1].tobytes())   # any name, not UTF-8 too
         store.enqueue(watch="w", rel_path=rel, size=1, mtime=1, content_hash=f"h{i}", kind="image",
                       spec={"processors": ["face_swapper"]}, batch="b")
         job = store.claim("t", 60)
@@ -193,3 +193,14 @@ def test_the_package_is_named_as_people_on_the_share_see_it(tmp_path: Path) -> N
     check_report_html(text)
     assert "<code>ffwatch-results.zip</code>, next to this report" in text
     assert str(w.output) not in text
+
+
+def test_a_zip_takes_names_that_are_not_utf8(tmp_path: Path) -> None:
+    import os
+    import zipfile
+
+    from ffwatchd.package import write_zip
+    w, jobs = make_batch(tmp_path, names=(os.fsdecode(b"b/bad\xffbyte.jpg"), "b/ok.jpg"))
+    path, n = write_zip(w, "b", jobs)
+    with zipfile.ZipFile(path) as z:
+        assert n == 2 and sorted(z.namelist()) == ["bad\\xffbyte.jpg", "ok.jpg"]
