@@ -398,7 +398,10 @@ def measure(args: argparse.Namespace) -> dict:
         result["frames_1080p_inference"] = b.frames_1080p(secs)
         ffmpeg = find_ffmpeg_or_none()
         if ffmpeg:
-            result["video_1080p"] = b.video_1080p(ffmpeg)
+            try:
+                result["video_1080p"] = b.video_1080p(ffmpeg)
+            except Exception as e:     # one short device lease: keep the other rows, name what broke
+                result["skipped"]["video_1080p"] = f"failed: {type(e).__name__}: {e}"[:2000]
         else:
             result["skipped"]["video_1080p"] = "no ffmpeg binary (imageio-ffmpeg or PATH); inference-only row instead"
         daemon_missing = [m for m in ("watchdog", "prometheus_client") if m in missing]
