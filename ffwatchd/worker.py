@@ -14,6 +14,8 @@ import signal
 import socket
 import sys
 import time
+import threading
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -23,6 +25,7 @@ log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1
 IDLE_POLL = 5.0           # seconds between claims when nobody wakes us (backoff expiries)
+FILING_DEPTH = 2          # filings of finished jobs in flight at once (each in its own thread)
 
 
 def worker_owner(device: str, pid: int | None = None) -> str:
@@ -123,25 +126,27 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
     runner.heartbeats.start()
     # Only jobs of watches this host knows: another host may serve watches we have no path for.
     watches = [x.name for x in settings.watches]
-    # One job is filed (mostly waiting on fsync) in this thread while the next one is processed.
-    filer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="filing")
-    pending: Future | None = None
-    filing: Any = None                                 # the runner's Pending whose filing is `pending`
+    # Filings (mostly waiting on fsync) run in their own threads, up to FILING_DEPTH at once, while
+    # the next job is processed: each job's filing keeps its own order (durable plan, synced
+    # result, moves, finish); the filings of consecutive jobs overlap, so their syncs share the
+    # filesystem's journal commits instead of queueing one after another.
+    filer = ThreadPoolExecutor(max_workers=FILING_DEPTH, thread_name_prefix="filing")
+    inflight: deque[tuple[Any, Future]] = deque()      # (the runner's Pending, its filing), oldest first
     claimed: list[Any] = []                            # jobs a filing claimed with its finish, held
+    claimed_lock = threading.Lock()
+    reserved = [0]                                     # filings about to claim one with their finish
 
     def report_expired() -> None:
         if store.stats.expired_leases:             # leases a claim found expired, for the metric
             events.put(("leases_expired", index, store.stats.expired_leases))
             store.stats.expired_leases = 0
 
-    def report_pending() -> None:
-        nonlocal pending
-        if pending is not None:
-            outcome, pending = pending.result(), None
+    def report_filed(keep: int) -> None:
+        """Report finished filings, oldest first; wait for the oldest while more than `keep` are
+        in flight."""
+        while inflight and (len(inflight) > keep or inflight[0][1].done()):
+            outcome = inflight.popleft()[1].result()
             events.put(("finish", index, outcome.__dict__))
-            if filing.claimed is not None:
-                claimed.append(filing.claimed)
-                filing.claimed = None
             report_expired()
 
     shares = ShareCheck(settings)
@@ -157,20 +162,47 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
         report_expired()
         return job
 
-    def claim_with_finish(done: int) -> Any:
-        """For a filing: what `claim_ahead(done)` would claim, asked in its finish's transaction
-        (one commit for both), or None for a plain finish."""
+    def claim_with_finish() -> tuple[Any, dict]:
+        """For a filing: what to claim in its finish's transaction (one commit for both), or None
+        for a plain finish: when stopping or recycling, or when a job claimed that way already
+        waits or is being claimed (a worker holds at most one such job besides the one ahead)."""
+        mine = {"reserved": False}
+
         def args() -> dict | None:
             if stop.is_set() or not claim_ok.is_set() or done + 1 >= w.recycle_after:
                 return None
+            with claimed_lock:
+                if claimed or reserved[0]:
+                    return None
+                reserved[0] += 1
+                mine["reserved"] = True
             wake.clear()
             return {"watches": claimable(), "worker": worker_info}
-        return args
+        return args, mine
+
+    def file(processed: Any, mine: dict) -> Any:
+        """One filing, in a filing thread; a job its finish claimed goes to `claimed`."""
+        try:
+            return processed.finish()
+        finally:
+            with claimed_lock:
+                if mine["reserved"]:
+                    reserved[0] -= 1
+                if processed.claimed is not None:
+                    claimed.append(processed.claimed)
+                    processed.claimed = None
+
+    def take_claimed() -> Any:
+        with claimed_lock:
+            return claimed.pop(0) if claimed else None
 
     def claim_ahead(done: int) -> Any:
         """The next job, claimed now so the prefetch stage checks and decodes it meanwhile."""
         if stop.is_set() or not claim_ok.is_set() or done + 1 >= w.recycle_after:
             return None
+        ahead = take_claimed()
+        if ahead is not None:
+            return ahead
         wake.clear()
         ahead = claim()
         if ahead is not None:
@@ -186,48 +218,45 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
                 log.error("supervisor is gone; exiting")
                 break
             if done >= w.recycle_after:
-                report_pending()
+                report_filed(0)
                 events.put(("recycle", index, os.getpid(), done))
                 break
-            if job is None and claimed:
-                job = claimed.pop()
+            if job is None:
+                job = take_claimed()
             if job is None:
                 if not claim_ok.is_set():
-                    report_pending()
+                    report_filed(0)
                     stop.wait(1.0)
                     continue
                 wake.clear()
                 job = claim()
                 if job is None:
-                    report_pending()
+                    report_filed(0)
+                    if claimed:
+                        continue
                     wait_for_work(store, wake, stop)
                     continue
-            # An image's successor is claimed before it runs: its check and decode overlap this
-            # one's inference, and this one's encode and filing overlap the successor's. When the
-            # previous job's filing is under way, that filing claims the successor with its
-            # `finish` (one transaction for both), during this one's inference.
-            by_filing = pending is not None and filing.then_claim is not None
-            ahead = claim_ahead(done) if job.kind == "image" and not by_filing else None
+            # An image's successor is claimed before it runs (or taken from those a filing claimed
+            # with its finish): its check and decode overlap this one's inference, and this one's
+            # encode and filing overlap the successor's.
+            ahead = claim_ahead(done) if job.kind == "image" else None
             events.put(("start", index, job.id, time.time()))
             processed = runner.start(job, beat=lambda job_id: events.put(("beat", index, job_id, time.time())))
-            report_pending()
             done += 1
-            if by_filing and claimed:
-                ahead = claimed.pop()
             job = ahead
-            # Otherwise claim the next job before filing this one: the filing's durable commit would
-            # otherwise hold the database while the claim waits.
             if job is None and not processed.out.fatal:
                 job = claim_ahead(done - 1)
+            mine = {"reserved": False}
             if job is not None and job.kind == "image" and processed.files and not processed.out.fatal:
-                processed.then_claim = claim_with_finish(done)
-            filing, pending = processed, filer.submit(processed.finish)
+                processed.then_claim, mine = claim_with_finish()
+            inflight.append((processed, filer.submit(file, processed, mine)))
+            report_filed(FILING_DEPTH)
             if processed.out.fatal:
                 log.warning("job %d hit the memory ceiling; this worker exits so a fresh one takes over",
                             processed.job.id)
                 break
     finally:
-        report_pending()
+        report_filed(0)
         for held in (job, ahead if ahead is not job else None, *claimed):
             if held is not None:                       # claimed ahead but never started
                 runner.give_back(held)
