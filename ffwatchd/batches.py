@@ -7,6 +7,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -28,6 +29,20 @@ TICK = 1.0                  # how often batches are looked at
 REPORT_EVERY = 3.0          # a running batch's report is rewritten at most this often
 STARVATION_EVERY = 10.0
 SEND_POLL = 0.5
+BACKGROUND_NICE = 10        # the report and outbox threads' nice, added to the daemon's own
+
+
+def background_priority() -> None:
+    """Run the calling thread at nice BACKGROUND_NICE (Linux: per thread): batch reports, their
+    thumbnails and notifications yield the CPU to the workers and the watchers, whose work is
+    on the jobs' path; on an idle machine they run as before."""
+    if sys.platform != "linux":
+        return
+    tid = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + BACKGROUND_NICE))
+    except OSError as e:
+        log.debug("batches: nice %d not set: %s", BACKGROUND_NICE, e)
 
 
 def _pid_alive(pid: str) -> bool:
@@ -204,6 +219,7 @@ class BatchService:
             t.join(timeout)
 
     def _track(self) -> None:
+        background_priority()
         store = open_store(self.settings, migrate=False)
         self.tracker = BatchTracker(self.settings, store, self.metrics, self.unsettled)
         try:
@@ -219,6 +235,7 @@ class BatchService:
             store.close()
 
     def _send(self) -> None:
+        background_priority()
         store = open_store(self.settings, migrate=False)
         try:
             while not self._stop.is_set():

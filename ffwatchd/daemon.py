@@ -295,6 +295,10 @@ class Supervisor:
             slot.jobs_done += 1
             if outcome.get("fatal"):
                 slot.exit_reason = "memory"
+            tracker = self.batches.tracker if self.batches is not None else None
+            if outcome.get("thumbs") and tracker is not None:
+                for path, uri in outcome["thumbs"].items():
+                    tracker.thumbs.put(outcome["job_id"], path, uri)
             self._record_outcome(outcome)
         elif kind == "leases_expired":
             if self.metrics is not None:

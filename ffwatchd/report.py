@@ -7,6 +7,7 @@ import base64
 import html
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Iterable
@@ -51,8 +52,17 @@ def thumbnail(path: Path, *, root: Path, size: int = THUMB_SIZE) -> str | None:
     img = cv2.imdecode(data, cv2.IMREAD_REDUCED_COLOR_4)     # JPEG decodes at 1/4 scale, fast
     if img is not None and max(img.shape[:2]) < size * 1.5:
         img = cv2.imdecode(data, cv2.IMREAD_COLOR)            # small picture: full size is sharper
+    return thumbnail_of(img, size=size)
+
+
+def thumbnail_of(img: np.ndarray | None, *, size: int = THUMB_SIZE) -> str | None:
+    """The data-URI JPEG of a decoded BGR picture (what `thumbnail` makes of a file). A worker
+    makes these from the pictures it has decoded anyway, so the report need not read and decode
+    the files again (the supervisor's biggest cost per image)."""
     if img is None or img.size == 0:
         return None
+    if img.ndim == 2:
+        img = cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
     h, w = img.shape[:2]
     scale = size / max(h, w)
     if scale < 1:
@@ -67,16 +77,28 @@ class ThumbCache:
     def __init__(self, limit: int = 20000) -> None:
         self.limit = limit
         self._data: dict[tuple[int, str], str | None] = {}
+        self._lock = threading.Lock()
 
     def get(self, job_id: int, path: Path | None, root: Path) -> str | None:
         if path is None:
             return None
         key = (job_id, str(path))
-        if key not in self._data:
-            if len(self._data) >= self.limit:
+        with self._lock:
+            if key in self._data:
+                return self._data[key]
+        uri = thumbnail(path, root=root)
+        self._put(key, uri)
+        return uri
+
+    def put(self, job_id: int, path: str, uri: str) -> None:
+        """A thumbnail the worker made of the picture it filed at `path` for `job_id`."""
+        self._put((job_id, str(path)), uri)
+
+    def _put(self, key: tuple[int, str], uri: str | None) -> None:
+        with self._lock:
+            if key not in self._data and len(self._data) >= self.limit:
                 self._data.pop(next(iter(self._data)))
-            self._data[key] = thumbnail(path, root=root)
-        return self._data[key]
+            self._data[key] = uri
 
 
 def _iso(t: float | None) -> str | None:

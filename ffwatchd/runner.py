@@ -143,6 +143,9 @@ class Outcome:
     frames: int = 0
     fatal: bool = False                 # the worker must be replaced (memory)
     extra: dict = field(default_factory=dict)
+    #: the batch report's thumbnails of a filed image (path -> data URI), made from the pictures
+    #: the worker holds, so the supervisor does not decode the files again
+    thumbs: dict | None = None
 
 
 def as_job_error(exc: BaseException, where: Path | None = None) -> JobError:
@@ -158,6 +161,17 @@ def as_job_error(exc: BaseException, where: Path | None = None) -> JobError:
     if isinstance(exc, OSError):
         return JobError("io", f"{exc.strerror or exc} ({exc.filename or where})", transient=True)
     return JobError("internal", f"{exc.__class__.__name__}: {exc}", transient=True)
+
+
+def report_thumbs(write: Any, plan: Plan) -> dict | None:
+    """Thumbnails of an image job's original and result, keyed by where the plan filed them."""
+    from ffwatchd.report import thumbnail_of
+
+    source, frame = getattr(write, "source", None), getattr(write, "frame", None)
+    if source is None or frame is None or not plan.result_dst:
+        return None
+    thumbs = {str(Path(plan.original_dst)): thumbnail_of(source), str(Path(plan.result_dst)): thumbnail_of(frame)}
+    return {k: v for k, v in thumbs.items() if v is not None} or None
 
 
 def process_video_file(pipeline: Any, target: Path, result: Path, spec: JobSpec, *, workdir: Path, ffmpeg: str,
@@ -343,9 +357,11 @@ class JobRunner(ShareWaits):
             plan = plan_done(watch, job, result, suffix)
             self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
             self._file_plan(watch, plan, job, lease)
+            if write is not None:
+                out.thumbs = report_thumbs(write, plan)
             self._finish(job, plan.result_dst, pending)
             out.outcome = "done"
-            self._clean_temp(job.id)
+            self._clean_temp(job.id, None if job.kind != "image" else result)
         except TransitionError:
             raise
         except _ShareWait as e:
@@ -404,8 +420,12 @@ class JobRunner(ShareWaits):
                                    segment_seconds=self.settings.workers.video_segment)
         return result, suffix, video.frames, None
 
-    def _clean_temp(self, job_id: int) -> None:
-        """Remove a job's temp folder (videos) and temp result file (images)."""
+    def _clean_temp(self, job_id: int, image_result: Path | None = None) -> None:
+        """Remove a job's temp folder (videos) and temp result file (images); `image_result`: the
+        one temp file an image job made (no folder), so nothing else is looked for."""
+        if image_result is not None:
+            image_result.unlink(missing_ok=True)
+            return
         shutil.rmtree(self.settings.temp_dir / f"job-{job_id}", ignore_errors=True)
         for leftover in self.settings.temp_dir.glob(f"job-{job_id}.result*"):
             leftover.unlink(missing_ok=True)

@@ -141,3 +141,27 @@ def test_a_filing_told_not_to_claim_only_finishes(env) -> None:  # noqa: F811
     assert processed.finish().outcome == "done" and processed.claimed is None
     assert store.get(b).state == "queued"
     runner.close()
+
+
+def test_a_filed_image_carries_its_report_thumbnails(env) -> None:  # noqa: F811
+    """The worker makes the batch report's before/after thumbnails from the pictures it holds,
+    keyed by where they were filed, so the supervisor need not decode both files again."""
+    import numpy as np
+
+    settings, store, watch = env
+    enqueue(store, watch, "a.jpg", b"aaa")
+
+    class Pictures(StagedPipeline):
+        def render_image(self, target: Path, image: bytes, spec: JobSpec):
+            write = super().render_image(target, image, spec)
+            write.source = np.full((300, 200, 3), 40, np.uint8)
+            write.frame = np.full((300, 200, 3), 200, np.uint8)
+            return write
+
+    runner = JobRunner(settings, store, Pictures(), "me")
+    out = runner.run(store.claim("me", 60))
+    runner.close()
+    assert out.outcome == "done"
+    assert set(out.thumbs) == {str(watch.done / "a.jpg"), str(watch.output / "a.jpg")}
+    assert all(uri.startswith("data:image/jpeg;base64,") for uri in out.thumbs.values())
+    assert out.thumbs[str(watch.done / "a.jpg")] != out.thumbs[str(watch.output / "a.jpg")]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from ffwatchd.config import load_settings
-from ffwatchd.report import ThumbCache, render_html, thumbnail, write_report
+from ffwatchd.report import ThumbCache, render_html, thumbnail, thumbnail_of, write_report
 from ffwatchd.store import JobStore
 from tests.html_check import check_report_html
 
@@ -204,3 +204,25 @@ def test_a_zip_takes_names_that_are_not_utf8(tmp_path: Path) -> None:
     path, n = write_zip(w, "b", jobs)
     with zipfile.ZipFile(path) as z:
         assert n == 2 and sorted(z.namelist()) == ["bad\\xffbyte.jpg", "ok.jpg"]
+
+
+def test_thumbnails_a_worker_sent_are_used_without_reading_the_files_again(tmp_path: Path, monkeypatch) -> None:
+    w, jobs = make_batch(tmp_path, n_done=2)
+    done = [j for j in jobs if j.state == "done"]
+    cache = ThumbCache()
+    sent = {}
+    for j in done:                                  # what the worker made from its own pictures
+        before, after = Path(j.filing["original_dst"]), Path(j.output_path)
+        sent[j.id] = (thumbnail_of(cv2.imread(str(before))), thumbnail_of(cv2.imread(str(after))))
+        cache.put(j.id, str(before), sent[j.id][0])
+        cache.put(j.id, str(after), sent[j.id][1])
+    read = []
+    monkeypatch.setattr("ffwatchd.report.thumbnail", lambda path, root: read.append(path))
+    html_path, _report = write_report(w, "b", jobs, cache, batch_id=1, version=1, final=True)
+    page = html_path.read_text()
+    assert all(uri in page for pair in sent.values() for uri in pair)
+    assert read == [], "no file of a job whose thumbnails were sent is decoded again"
+    uri = sent[done[0].id][0]
+    img = cv2.imdecode(np.frombuffer(base64.b64decode(uri.split(",", 1)[1]), np.uint8), cv2.IMREAD_COLOR)
+    assert max(img.shape[:2]) == 96
+    assert thumbnail_of(np.zeros((0, 0, 3), np.uint8)) is None

@@ -339,6 +339,7 @@ class Pipeline:
                                     quality=spec.output.image_quality, exif=image.exif,
                                     icc_profile=image.icc_profile)
                 return ImageResult(0, [], [], fmt.lower(), copied=True)
+            write_copy.frame = write_copy.source = image.bgr   # type: ignore[attr-defined]  # for thumbnails
             return write_copy
         prov = self.provenance_for(processor, faces)
 
@@ -355,6 +356,7 @@ class Pipeline:
                     write_bytes(output, data)
             return ImageResult(faces, list(spec.processors), list(processor.models_used), fmt.lower(),
                                provenance=prov.as_dict() if prov else None, signed=signer is not None)
+        write.frame, write.source = frame, image.bgr   # type: ignore[attr-defined]  # for the report's thumbnails
         return write
 
 
