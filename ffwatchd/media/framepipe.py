@@ -73,9 +73,14 @@ class CoreSplit:
 
     @classmethod
     def for_cpu(cls, cores: int) -> "CoreSplit":
-        """Half the cores to the encoder, the rest to the frame processor; the decoder one thread."""
-        encoder = max(1, cores // 2)
-        return cls(encoder=encoder, decoder=1, processor=max(1, cores - encoder))
+        """Half the cores to the encoder, the rest to the frame processor, but at least two threads
+        each where there are two cores: with one thread each on two cores, a core stood idle
+        whenever one side waited for the other (7-14 % of the time, docs/video.md); the decoder
+        one thread."""
+        if cores <= 1:
+            return cls(encoder=1, decoder=1, processor=1)
+        encoder = max(2, cores // 2)
+        return cls(encoder=encoder, decoder=1, processor=max(2, cores - encoder))
 
 
 class _Stopped(Exception):
