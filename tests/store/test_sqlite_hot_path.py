@@ -115,3 +115,19 @@ def test_a_job_built_from_columns_equals_the_checked_constructor(store: JobStore
         Job.from_columns({**job.to_dict(), "nonsense": 1})
     with pytest.raises(AttributeError):               # still frozen
         fast.state = "done"  # type: ignore[misc]
+
+
+def test_a_worker_changed_between_claims_is_recorded_as_it_is_now(store: JobStore) -> None:
+    """Claims keep the last worker's JSON text; the same dict changed in place, or another
+    dict, must be encoded again, and the kept copy must not follow the caller's dict."""
+    for i in range(4):
+        add(store, f"{i}.jpg", f"h{i}")
+    worker = {"device": "cpu", "provider": "cpu", "pid": 1}
+    assert store.claim("me", 60, worker=worker).worker == {"device": "cpu", "provider": "cpu", "pid": 1}
+    worker["pid"] = 2                                   # the same dict, changed in place
+    second = store.claim("me", 60, worker=worker)
+    assert store.get(second.id).worker == {"device": "cpu", "provider": "cpu", "pid": 2}
+    third = store.claim("me", 60, worker={"device": "gpu", "provider": "cuda", "pid": 2})
+    assert store.get(third.id).worker == {"device": "gpu", "provider": "cuda", "pid": 2}
+    fourth = store.claim("me", 60)                      # no worker given: the row keeps its own (none)
+    assert store.get(fourth.id).worker is None
