@@ -95,6 +95,9 @@ MIGRATIONS: list[str] = [
     WORKERS_MIGRATION,
     # 5: the table's identity (queue_id) and the ledger of filings
     FILINGS_MIGRATION,
+    # 6: no index of running jobs by lease (as SQLite's 6): the lease sweep reads the few
+    # running jobs through jobs_state_finished; claims, finishes and heartbeats stop writing it
+    "DROP INDEX IF EXISTS jobs_running",
 ]
 
 # pg_advisory_xact_lock key: hosts starting together migrate one after the other.
