@@ -222,7 +222,7 @@ def main() -> None:
             runs.append({mode: bench_pair(Path(d), args.jobs, mode) for mode in STORE_MODES})
     text = sqlite_markdown(args.jobs, runs) + (
         f"\n\nLoad average {load_before:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores during the runs; "
-        "where the time goes: \"Queue: where the time goes\" below (`bench/queue_profile.py`).")
+        "where the time goes: \"Queue: where the time goes\" and \"Queue profile\" below.")
     print(text)
     record("queue", "## Queue (`bench/queue.py`)\n\n" + text)
 

@@ -9,9 +9,10 @@ Three measurements, recorded in docs/benchmarks.md (section queue-profile):
    Python around it; huey's `dequeue` beside it.
 2. WAL frames (pages written) per transaction, automatic checkpoints off while counting.
 3. The floor: the store's own SQL statements run straight on a connection, no store Python,
-   on the shipped schema and on two cut-down ones (the finished-state index made partial; it
-   dropped, which the daemon cannot do: sweeps, purge and counts read it), each against huey's
-   dequeue in alternating slices.
+   on the shipped schema, on two cut-down ones (the finished-state index made partial; it
+   dropped, which the daemon cannot do: sweeps, purge and counts read it) and with rows enqueued
+   at their final size; and two minimal write transactions: each against huey's dequeue in
+   alternating slices.
 """
 
 from __future__ import annotations
@@ -145,6 +146,11 @@ SCHEMAS = {
         "CREATE INDEX jobs_state_finished ON jobs (state, finished_at) WHERE finished_at IS NOT NULL"],
     "jobs_state_finished dropped as well (not shippable: sweeps, purge and counts read it)": [
         "DROP INDEX jobs_state_finished"],
+    "shipped, rows enqueued at their final size (measurement only: no page splits as the plan, "
+    "worker and lease are written in)": [
+        ("UPDATE jobs SET filing = ?, worker = ?, output_path = ?, lease_owner = ?",
+         (json.dumps(dict(bq.PLAN, result_dst="/o/000000.jpg")), json.dumps(bq.StoreWorker.worker), "/o/000000.jpg",
+          bq.StoreWorker.owner))],
 }
 
 
@@ -164,8 +170,8 @@ def raw_floor(folder: Path, n: int) -> dict[str, tuple[float, float]]:
         db = sqlite3.connect(str(path), isolation_level=None)
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")
-        for sql in changes:
-            db.execute(sql)
+        for change in changes:
+            db.execute(*((change,) if isinstance(change, str) else change))
         conns[name], jobs[name] = db, None
     huey = bq.open_huey(folder, "floor", "normal")
     for _ in range(n):
@@ -206,6 +212,34 @@ def raw_floor(folder: Path, n: int) -> dict[str, tuple[float, float]]:
     return {name: (cpu[name] / n * 1e6, huey_cpu / n * 1e6) for name in SCHEMAS}
 
 
+def two_small_transactions(folder: Path, n: int) -> tuple[float, float]:
+    """CPU µs per pair of the smallest write transactions (one integer column of one row each),
+    and per huey dequeue, alternating: what two commits cost without a job's row and indexes."""
+    db = sqlite3.connect(str(folder / "small.db"), isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA synchronous = NORMAL")
+    db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)")
+    db.executemany("INSERT INTO t VALUES (?, 0)", [(i,) for i in range(n)])
+    huey = bq.open_huey(folder, "small", "normal")
+    for _ in range(n):
+        huey.enqueue(b"x" * 200)
+    ours = theirs = 0.0
+    for k in range(10):
+        t0 = time.process_time()
+        for i in range(k * (n // 10), (k + 1) * (n // 10)):
+            for v in (1, 2):
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("UPDATE t SET v = ? WHERE id = ?", (v, i))
+                db.execute("COMMIT")
+        ours += time.process_time() - t0
+        t0 = time.process_time()
+        bq.huey_dequeue(huey, n // 10)
+        theirs += time.process_time() - t0
+    db.close()
+    huey.close()
+    return ours / n * 1e6, theirs / n * 1e6
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--jobs", type=int, default=3000)
@@ -219,6 +253,8 @@ def main() -> None:
         plan_f, finish_f, huey_f = frames(Path(d), n)
     with tempfile.TemporaryDirectory() as d:
         floor = raw_floor(Path(d), n)
+    with tempfile.TemporaryDirectory() as d:
+        small = two_small_transactions(Path(d), n)
     load = f"load average {load_before:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     lines = [
         f"{n} jobs, synchronous=NORMAL on both sides, CPU (process) time per job, so the shared machine's "
@@ -241,14 +277,16 @@ def main() -> None:
         "",
         "The floor: the same statements straight on a connection, no store code (CPU µs/job):",
         "",
-        "| schema | ffwatchd statements | huey dequeue | ratio huey / ffwatchd |",
+        "| variant | ffwatchd statements | huey dequeue | ratio huey / ffwatchd |",
         "|---|---:|---:|---:|",
     ]
     lines += [f"| {name} | {o:.1f} | {h:.1f} | {h / o:.2f}x |" for name, (o, h) in floor.items()]
+    lines += [f"| no job table: two write transactions of one small column each (what 2 commits cost) "
+              f"| {small[0]:.1f} | {small[1]:.1f} | {small[1] / small[0]:.2f}x |"]
     text = "\n".join(lines)
     print(text)
     if not args.no_record:
-        record("queue-profile", "## Queue: where the time goes (`bench/queue_profile.py`)\n\n" + text)
+        record("queue-profile", "## Queue profile (`bench/queue_profile.py`)\n\n" + text)
 
 
 if __name__ == "__main__":
