@@ -7,14 +7,8 @@ import time
 
 from ffwatchd.config import WorkerSettings, load_config
 from ffwatchd.errors import ConfigError
+from ffwatchd.housekeeping import LOST_AFTER_LEASES, lost_after
 from ffwatchd.store import STATES, JobQueue
-
-LOST_AFTER_LEASES = 3      # a worker row with no heartbeat for this many leases is shown as lost
-
-
-def lost_after(lease: float) -> float:
-    """Seconds without a heartbeat after which a worker row counts as lost (and is pruned)."""
-    return LOST_AFTER_LEASES * lease
 
 
 def worker_entries(store: JobQueue, lease: float, local: dict | None = None) -> list[dict]:
