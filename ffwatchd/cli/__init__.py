@@ -121,7 +121,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from ffwatchd.cli_status import cmd_status as status
+    from ffwatchd.cli.status import cmd_status as status
 
     return status(args)
 
@@ -419,12 +419,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_enqueue)
 
-    for name, module, text in (("process", "ffwatchd.cli_process", "one file, no daemon, the same pipeline"),
-                               ("models", "ffwatchd.cli_models", "known models: list | verify | fetch"),
-                               ("retention", "ffwatchd.cli_retention", "run housekeeping now (--dry-run)"),
-                               ("batches", "ffwatchd.cli_batches", "batches: list | show (report, deliveries)"),
-                               ("queue", "ffwatchd.cli_queue", "the job table: migrate SQLite into PostgreSQL"),
-                               ("provenance", "ffwatchd.cli_provenance",
+    for name, module, text in (("process", "ffwatchd.cli.process", "one file, no daemon, the same pipeline"),
+                               ("models", "ffwatchd.cli.models", "known models: list | verify | fetch"),
+                               ("retention", "ffwatchd.cli.retention", "run housekeeping now (--dry-run)"),
+                               ("batches", "ffwatchd.cli.batches", "batches: list | show (report, deliveries)"),
+                               ("queue", "ffwatchd.cli.queue", "the job table: migrate SQLite into PostgreSQL"),
+                               ("provenance", "ffwatchd.cli.provenance",
                                 "what a file says about how it was made: show FILE")):
         p = sub.add_parser(name, help=text)
         p.set_defaults(module=module)
