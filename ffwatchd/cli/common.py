@@ -17,7 +17,7 @@ from ffwatchd.config import Settings, load_config, resolve_config_path
 from ffwatchd.errors import ConfigError
 from ffwatchd.safeyaml import load_yaml
 from ffwatchd.store import Job, JobQueue, open_store
-from ffwatchd.store.contract import printable
+from ffwatchd.store.names import printable
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 

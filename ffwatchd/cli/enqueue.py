@@ -11,7 +11,7 @@ from pathlib import Path
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, check_watch_name, config_arg, dump_json
 from ffwatchd.config import load_config
 from ffwatchd.store import open_store
-from ffwatchd.store.contract import printable
+from ffwatchd.store.names import printable
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

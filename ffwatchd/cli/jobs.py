@@ -14,7 +14,7 @@ from ffwatchd.cli.common import (EXIT_FAIL, EXIT_OK, UsageError, check_watch_nam
 from ffwatchd.config import Settings, load_config, parse_duration
 from ffwatchd.store import (PRIORITIES, STATES, Job, JobQueue, NotFound, TransitionError, open_store,
                             priority_name)
-from ffwatchd.store.contract import printable
+from ffwatchd.store.names import printable
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -14,8 +14,9 @@ from typing import Any, Callable, Sequence, TypeVar
 import psycopg
 from psycopg.rows import dict_row
 
-from ffwatchd.store.contract import (KINDS, Heartbeat, Job, JobQueue, NotFound, Stats, TransitionError,
-                                     encode_path, printable)
+from ffwatchd.store.contract import JobQueue, NotFound, TransitionError
+from ffwatchd.store.names import encode_path, printable
+from ffwatchd.store.rows import KINDS, Heartbeat, Job, Stats
 from ffwatchd.store.pg_batches import NOW, PostgresBatches
 from ffwatchd.store.pg_cluster import PgClusterVerbs
 from ffwatchd.store.pg_filings import PgFilings

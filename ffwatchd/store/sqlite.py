@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ffwatchd.store.contract import (KINDS, Filing, Heartbeat, Job, JobQueue, Stats, TransitionError, encode_path,
-                                     printable)
+from ffwatchd.store.contract import JobQueue, TransitionError
+from ffwatchd.store.names import encode_path, printable
+from ffwatchd.store.rows import KINDS, Filing, Heartbeat, Job, Stats
 from ffwatchd.store.sqlite_batches import SqliteBatches
 from ffwatchd.store.sqlite_cluster import SqliteClusterVerbs
 from ffwatchd.store.sqlite_filings import SqliteFilings

@@ -7,8 +7,9 @@ import json
 import sqlite3
 from typing import Any, Iterator, Sequence
 
-from ffwatchd.store.contract import (ESCAPED_PREFIX, FINISHED, STATES, Job, NotFound, TransitionError, decode_path,
-                                     encode_path)
+from ffwatchd.store.contract import NotFound, TransitionError
+from ffwatchd.store.names import ESCAPED_PREFIX, decode_path, encode_path
+from ffwatchd.store.rows import FINISHED, STATES, Job
 
 _COUNT_OPERATOR = """INSERT INTO operator_counts (watch, kind, action, n) VALUES (?, ?, ?, 1)
                      ON CONFLICT (watch, kind, action) DO UPDATE SET n = operator_counts.n + 1"""

@@ -106,7 +106,7 @@ def test_set_filing_reads_back_only_the_id(store: JobStore) -> None:
 
 
 def test_a_job_built_from_columns_equals_the_checked_constructor(store: JobStore) -> None:
-    from ffwatchd.store.contract import Job
+    from ffwatchd.store.rows import Job
 
     job, _ = add(store)
     fast = Job.from_columns(job.to_dict())
