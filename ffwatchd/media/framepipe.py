@@ -75,7 +75,7 @@ class CoreSplit:
     def for_cpu(cls, cores: int) -> "CoreSplit":
         """Half the cores to the encoder, the rest to the frame processor, but at least two threads
         each where there are two cores: with one thread each on two cores, a core stood idle
-        whenever one side waited for the other (7-14 % of the time, docs/video.md); the decoder
+        whenever one side waited for the other (up to 14 % of the time, docs/video.md); the decoder
         one thread."""
         if cores <= 1:
             return cls(encoder=1, decoder=1, processor=1)
