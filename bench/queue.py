@@ -216,11 +216,13 @@ def main() -> None:
         main_backends(args.jobs, args.dir)
     if args.backends_only:
         return
-    runs = []
+    runs, load_before = [], os.getloadavg()[0]
     for _ in range(args.runs):
         with tempfile.TemporaryDirectory(dir=args.dir) as d:
             runs.append({mode: bench_pair(Path(d), args.jobs, mode) for mode in STORE_MODES})
-    text = sqlite_markdown(args.jobs, runs)
+    text = sqlite_markdown(args.jobs, runs) + (
+        f"\n\nLoad average {load_before:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores during the runs; "
+        "where the time goes: \"Queue: where the time goes\" and \"Queue profile\" below.")
     print(text)
     record("queue", "## Queue (`bench/queue.py`)\n\n" + text)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import logging
+import threading
 import os
 import resource
 import shutil
@@ -31,6 +32,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "media")]
 from bench._record import record  # noqa: E402
 from ffwatchd.config import CustomModel  # noqa: E402
 from ffwatchd.jobspec import DetectorSpec, JobSpec, OutputSpec, RecognizerSpec, SwapperSpec  # noqa: E402
+from ffwatchd.media import ffmpeg as ffmpeg_mod  # noqa: E402
 from ffwatchd.media.ffmpeg import find_ffmpeg, probe  # noqa: E402
 from ffwatchd.media.video import DEFAULT_SEGMENT_SECONDS, process_video  # noqa: E402
 
@@ -136,6 +138,64 @@ def cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def own_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+class ChildCpu:
+    """CPU seconds of each ffmpeg child process_video starts, by role (decoder, encoder, join):
+    /proc/PID/stat sampled every 50 ms while it runs, so a child's last 50 ms may be missed."""
+
+    TICK = os.sysconf("SC_CLK_TCK")
+
+    def __init__(self) -> None:
+        self.roles: dict[str, float] = {}
+        self._live: dict[int, tuple[str, float]] = {}
+        self._stop = threading.Event()
+        self._orig = ffmpeg_mod.Child.__init__
+
+    def __enter__(self) -> "ChildCpu":
+        orig, live = self._orig, self._live
+
+        def init(child, cmd, **kw):
+            orig(child, cmd, **kw)
+            role = kw.get("role", "ffmpeg").split(" seg ")[0]
+            live[child.pid] = (role, 0.0)
+        ffmpeg_mod.Child.__init__ = init
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        for pid, (role, _) in list(self._live.items()):
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            if fields[0] != "Z":
+                self._live[pid] = (role, (int(fields[11]) + int(fields[12])) / self.TICK)
+
+    def _poll(self) -> None:
+        while not self._stop.wait(0.05):
+            self._sample()
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        ffmpeg_mod.Child.__init__ = self._orig
+        for role, cpu in self._live.values():
+            self.roles[role] = self.roles.get(role, 0.0) + cpu
+
+
+class CopyFrames:
+    """A frame processor that does nothing but copy the frame: process_video's own overhead."""
+
+    def process_frame(self, frame_bgr: np.ndarray) -> tuple[np.ndarray, int]:
+        return np.array(frame_bgr, copy=True), 0
+
+
 def run_png_round_trip(ffmpeg: str, clip: Path, out: Path, processor, work: Path) -> None:
     """The one-shot way: frames to PNG files, each processed file to file, PNGs encoded back."""
     frames_in, frames_out = work / "in", work / "out"
@@ -171,6 +231,11 @@ class Run:
     pipeline: float = 0.0
     short: float = 0.0                 # process_video with --compare-segments seconds per segment
     cpu: dict = field(default_factory=dict)
+    own: dict = field(default_factory=dict)       # this process's CPU seconds, per part
+    children: dict = field(default_factory=dict)  # process_video's ffmpeg children, by role
+    copy_wall: float = 0.0                        # process_video with CopyFrames
+    copy_children: dict = field(default_factory=dict)
+    load: float = 0.0                             # 1-minute load average as the run starts
     waits: tuple = (0.0, 0.0, 0.0)
     segments: int = 0
 
@@ -184,21 +249,30 @@ class Run:
 
 
 def one_run(i: int, ffmpeg: str, clip: Path, frames: list[np.ndarray], processor, tmp: Path,
-            waits: WaitLog, segment: float, compare: float) -> tuple[Run, object]:
-    run = Run()
+            waits: WaitLog, segment: float, compare: float,
+            copy: bool) -> tuple[Run, object]:
+    run = Run(load=os.getloadavg()[0])
 
     def measure(name: str, fn):
-        c0 = cpu_seconds()
+        c0, o0 = cpu_seconds(), own_cpu()
         t, value = timed(fn)
-        run.cpu[name] = cpu_seconds() - c0
+        run.cpu[name], run.own[name] = cpu_seconds() - c0, own_cpu() - o0
         return t, value
 
     run.transcode, _ = measure("transcode", lambda: run_transcode(ffmpeg, clip, tmp / "transcode.mp4"))
     _, (run.inference, _, faces) = measure("inference", lambda: run_inference_alone(frames, processor))
-    run.pipeline, result = measure("pipeline", lambda: process_video(
-        clip, tmp / "out.mp4", processor, workdir=tmp / f"job{i}", spec_output=SPEC_OUTPUT,
-        ffmpeg=ffmpeg, max_pixels=80_000_000, segment_seconds=segment))
+    with ChildCpu() as kids:
+        run.pipeline, result = measure("pipeline", lambda: process_video(
+            clip, tmp / "out.mp4", processor, workdir=tmp / f"job{i}", spec_output=SPEC_OUTPUT,
+            ffmpeg=ffmpeg, max_pixels=80_000_000, segment_seconds=segment))
+    run.children = kids.roles
     run.waits, run.segments = waits.figures or (0.0, 0.0, 0.0), result.segments_total
+    if copy:
+        with ChildCpu() as kids:
+            run.copy_wall, _ = measure("copy", lambda: process_video(
+                clip, tmp / "copy.mp4", CopyFrames(), workdir=tmp / f"copy{i}", spec_output=SPEC_OUTPUT,
+                ffmpeg=ffmpeg, max_pixels=80_000_000, segment_seconds=segment))
+        run.copy_children = kids.roles
     if compare:
         run.short, _ = measure("short", lambda: process_video(
             clip, tmp / "short.mp4", processor, workdir=tmp / f"short{i}", spec_output=SPEC_OUTPUT,
@@ -210,6 +284,30 @@ def one_run(i: int, ffmpeg: str, clip: Path, frames: list[np.ndarray], processor
     return run, (result, faces)
 
 
+def profile_lines(runs: list[Run]) -> str:
+    """Where the CPU seconds go, per run: the baseline's two parts against process_video's
+    processes (this one: frame processor, pipe reads/writes, colour conversions)."""
+    def per_run(fn) -> str:
+        return " / ".join(f"{fn(r):.1f}" for r in runs)
+
+    def role(r: Run, name: str, copy: bool = False) -> float:
+        return (r.copy_children if copy else r.children).get(name, 0.0)
+
+    out = (f"- CPU seconds, run {' / '.join(str(i + 1) for i in range(len(runs)))}: transcode alone "
+           f"{per_run(lambda r: r.cpu['transcode'])}; inference alone {per_run(lambda r: r.cpu['inference'])} "
+           f"(BGR conversion of each frame included); process_video {per_run(lambda r: r.cpu['pipeline'])} = "
+           f"this process {per_run(lambda r: r.own['pipeline'])} + decoder ffmpeg "
+           f"{per_run(lambda r: role(r, 'decoder'))} + encoder ffmpeg {per_run(lambda r: role(r, 'encoder'))}"
+           f" + join {per_run(lambda r: role(r, 'join'))} (+ probes)\n")
+    if runs[0].copy_wall:
+        out += (f"- process_video's own overhead, a processor that only copies each frame: "
+                f"{per_run(lambda r: r.copy_wall)} s wall; CPU this process {per_run(lambda r: r.own['copy'])} "
+                f"(pipe reads and writes, yuv420p<->BGR, the copy), decoder ffmpeg "
+                f"{per_run(lambda r: role(r, 'decoder', True))}, encoder ffmpeg "
+                f"{per_run(lambda r: role(r, 'encoder', True))}\n")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=10.0)
@@ -219,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="process_video's segment_seconds (config workers.video_segment)")
     ap.add_argument("--compare-segments", type=float, default=4.0,
                     help="also time process_video with this segment length (0: not)")
+    ap.add_argument("--no-copy", action="store_true",
+                    help="skip process_video with a processor that only copies (its own overhead)")
     ap.add_argument("--no-png", action="store_true", help="skip the (slow) PNG round trip")
     ap.add_argument("--no-record", action="store_true", help="print only; leave docs/benchmarks.md alone")
     args = ap.parse_args(argv)
@@ -240,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = []
         for i in range(args.runs):
             run, (result, faces) = one_run(i, ffmpeg, clip, frames, processor, tmp, waits,
-                                           args.segment, args.compare_segments)
+                                           args.segment, args.compare_segments, not args.no_copy)
             runs.append(run)
             out_info = probe(tmp / "out.mp4", ffmpeg)
         del frames
@@ -277,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{cpu['transcode']:.1f}, inference {cpu['inference']:.1f} (sum {cpu['transcode'] + cpu['inference']:.1f}), "
         f"process_video {cpu['pipeline']:.1f}"
         + (f", with {cmp:g} s segments {cpu['short']:.1f}" if cmp else "") + "\n"
+        + profile_lines(runs) +
         f"- inside process_video the frame processor was busy "
         f"{', '.join(f'{r.waits[0]:.1f}' for r in runs)} s (per run), waited "
         f"{', '.join(f'{r.waits[1]:.1f}' for r in runs)} s for decoded frames and "
@@ -290,7 +391,8 @@ def main(argv: list[str] | None = None) -> int:
         + (f"- PNG round trip (frames to PNG files, file to file, encode back), one round: {t_png:.1f} s; "
            f"process_video / PNG round trip **{runs[-1].pipeline / t_png:.2f}x** (target < 1)\n"
            if t_png else "")
-        + "- this machine is shared, so the ratios move with other people's load")
+        + f"- this machine is shared, so the ratios move with other people's load; 1-minute load "
+        f"average as each run started: {', '.join(f'{r.load:.2f}' for r in runs)}")
     print(markdown)
     if not args.no_record:
         record("video", markdown)

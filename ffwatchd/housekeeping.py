@@ -7,11 +7,17 @@ import logging
 import threading
 from typing import Any, Callable
 
-from ffwatchd.cli_status import lost_after
 from ffwatchd.config import Settings
 from ffwatchd.store import JobQueue
 
 log = logging.getLogger("ffwatchd.housekeeping")
+
+LOST_AFTER_LEASES = 3      # a worker row with no heartbeat for this many leases is shown as lost
+
+
+def lost_after(lease: float) -> float:
+    """Seconds without a heartbeat after which a worker row counts as lost (and is pruned)."""
+    return LOST_AFTER_LEASES * lease
 
 
 def start_retention(settings: Settings, open_store: Callable[[], JobQueue], metrics: Any) -> threading.Thread:

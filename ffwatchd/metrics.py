@@ -1,25 +1,24 @@
 """The Prometheus registry and endpoint: one registry in the supervisor, fed by the workers'
-reports and read from the job table and the folders' filesystems at scrape time."""
+reports and read from the job table and the folders' filesystems at scrape time
+(metrics_scrape.py); label values are bounded by metrics_labels.py."""
 
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram, Info,
                                PlatformCollector, ProcessCollector, generate_latest,
                                start_http_server)
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 
 from ffwatchd import __version__
-from ffwatchd.errors import PERMANENT_KINDS, TRANSIENT_KINDS
-from ffwatchd.store import store_errors
+from ffwatchd.metrics_labels import (ERROR_KINDS, JOB_KINDS, LEFT_ALONE_KINDS, OUTCOMES, RESTART_REASONS,
+                                     RETENTION_WHATS, RETRY_CAUSES, bounded, normalize_provider)
+from ffwatchd.metrics_scrape import DiskCollector, JobTableCollector, OperatorCollector
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -33,168 +32,6 @@ log = logging.getLogger(__name__)
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
                     600.0, 1200.0, 1800.0, 3600.0, float("inf"))
 
-# Every label value is drawn from a bounded set; anything else is counted as "other".
-JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
-JOB_KINDS = ("image", "video")
-LEFT_ALONE_KINDS = ("link", "fifo", "device", "socket", "other")    # as ffwatchd.scan names them
-OUTCOMES = ("done", "failed", "retried", "cancelled", "lost", "other")   # lost: lease gone, no verdict
-ERROR_KINDS = tuple(sorted(PERMANENT_KINDS | TRANSIENT_KINDS)) + ("other",)
-RESTART_REASONS = ("crashed", "killed", "recycled", "memory", "timeout", "stalled", "other")
-RETRY_CAUSES = ("failure", "worker", "lease", "operator", "other")
-PROVIDERS = ("cuda", "tensorrt", "rocm", "migraphx", "openvino", "coreml", "dml", "cpu", "other")
-FOLDER_ROLES = ("inbox", "output", "done", "failed", "temp", "state")
-RETENTION_WHATS = ("temp", "done", "failed", "job_rows", "outbox_rows")
-
-
-_unknown_seen: set[tuple[str, str]] = set()
-
-
-def _bounded(value: str | None, allowed: tuple[str, ...], what: str) -> str:
-    """`value` when it is in `allowed`, else "other" (logged once per value, so a new kind
-    gets noticed and a label never takes an unbounded value)."""
-    if value in allowed:
-        return value  # type: ignore[return-value]
-    if (what, str(value)) not in _unknown_seen and len(_unknown_seen) < 1000:
-        _unknown_seen.add((what, str(value)))
-        log.warning("metrics: %s %r is not a known label value; counted as 'other'", what, value)
-    return "other"
-
-
-def normalize_provider(provider: str) -> str:
-    """`CUDAExecutionProvider`, `cuda` or `CUDA` -> `cuda`; unknown ones -> `other`."""
-    name = provider.strip().lower()
-    if name.endswith("executionprovider"):
-        name = name[: -len("executionprovider")]
-    return _bounded(name, PROVIDERS, "execution provider")
-
-
-class _JobTableCollector(Collector):
-    """`ffwatchd_jobs{state}` and the oldest queued job's age, read from the table per scrape.
-
-    Several hosts share one queue: only the host that `leads` (holds the `metrics` singleton)
-    exports the queue gauges, so summing over every scraped host does not count a job twice.
-    `ffwatchd_queue_metrics_leader` says which host it is."""
-
-    def __init__(self, store: "JobQueue", leads: Callable[[], bool] | None = None) -> None:
-        self.store = store
-        self.leads = leads
-
-    def collect(self) -> Iterator[Metric]:
-        up = GaugeMetricFamily("ffwatchd_job_table_up",
-                               "1 when the job table could be read at this scrape, else 0")
-        leader = GaugeMetricFamily("ffwatchd_queue_metrics_leader",
-                                   "1 on the one host of the cluster that exports the queue gauges")
-        try:
-            leading = self.leads() if self.leads is not None else True
-            counts = self.store.counts()
-            oldest = self.store.oldest_queued_at()
-        except Exception as e:  # noqa: BLE001 - sqlite3 or the server's driver: the table is down
-            log.warning("metrics: cannot read the job table: %s", e)
-            up.add_metric([], 0)
-            yield up
-            return
-        up.add_metric([], 1)
-        yield up
-        leader.add_metric([], 1 if leading else 0)
-        yield leader
-        if not leading:
-            return
-        jobs = GaugeMetricFamily("ffwatchd_jobs", "Jobs in the table by state", labels=["state"])
-        for state in JOB_STATES:
-            jobs.add_metric([state], counts.get(state, 0))
-        yield jobs
-        age = GaugeMetricFamily("ffwatchd_oldest_queued_job_age_seconds",
-                                "Seconds since the oldest queued job was queued (0 when none)")
-        age.add_metric([], max(0.0, time.time() - oldest) if oldest is not None else 0.0)
-        yield age
-
-    def describe(self) -> list[Metric]:
-        return []  # collected lazily: the table is only read when scraped
-
-
-class _OperatorCollector(Collector):
-    """Brings the operators' retries and cancels (done by `ffwatchd jobs` in another process and
-    counted in the job table) into the counters, at each scrape before they are read.
-
-    The table is the cluster's: only the host that `leads` counts them; the others take note of
-    what they saw, so a new leader counts only what happens after it took over."""
-
-    def __init__(self, metrics: "Metrics", store: "JobQueue", leads: Callable[[], bool] | None = None) -> None:
-        self.metrics, self.store, self.leads = metrics, store, leads
-        self._seen: dict[tuple[str, str, str], int] = {}
-        self._lock = threading.Lock()
-
-    def collect(self) -> Iterator[Metric]:
-        try:
-            counts = self.store.operator_counts()
-            leading = self.leads() if self.leads is not None else True
-        except store_errors() as e:
-            log.warning("metrics: cannot read the operator counts: %s", e)
-            return iter(())
-        with self._lock:
-            for (watch, kind, action), n in counts.items():
-                delta = n - self._seen.get((watch, kind, action), 0)
-                if delta <= 0:
-                    continue
-                self._seen[(watch, kind, action)] = n
-                if not leading:
-                    continue
-                if action == "retry":
-                    self.metrics.retries.labels(watch, "operator").inc(delta)
-                elif action == "cancel_queued":     # a running job's cancel is its worker's outcome
-                    self.metrics.jobs_finished.labels(watch, _bounded(kind, JOB_KINDS, "job kind"),
-                                                      "cancelled").inc(delta)
-        return iter(())
-
-    def describe(self) -> list[Metric]:
-        return []
-
-
-class _DiskCollector(Collector):
-    """Free and total bytes of each watch folder's filesystem, via os.statvfs per scrape."""
-
-    def __init__(self, folders: dict[str, dict[str, Path]]) -> None:
-        self.folders = {w: dict(roles) for w, roles in folders.items()}
-        self._down: set[tuple[str, str]] = set()
-        for watch, roles in self.folders.items():
-            for role in roles:
-                if role not in FOLDER_ROLES:
-                    raise ValueError(f"metrics: folder role {role!r} of watch {watch!r} is not one "
-                                     f"of {', '.join(FOLDER_ROLES)}")
-
-    def collect(self) -> Iterator[Metric]:
-        free = GaugeMetricFamily("ffwatchd_disk_free_bytes",
-                                 "Bytes available to ffwatchd on the filesystem of a folder",
-                                 labels=["watch", "folder"])
-        size = GaugeMetricFamily("ffwatchd_disk_size_bytes",
-                                 "Total bytes of the filesystem of a folder", labels=["watch", "folder"])
-        up = GaugeMetricFamily("ffwatchd_folder_up",
-                               "1 when the folder's filesystem could be read at this scrape",
-                               labels=["watch", "folder"])
-        for watch, roles in self.folders.items():
-            for role, path in roles.items():
-                try:
-                    st = os.statvfs(path)
-                except OSError as e:
-                    if (watch, role) not in self._down:  # once per outage, not every scrape
-                        self._down.add((watch, role))
-                        log.warning("metrics: cannot read free space of the %s folder of %s (%s): %s",
-                                    role, watch, path, e.strerror or e)
-                    up.add_metric([watch, role], 0)
-                    continue
-                if (watch, role) in self._down:
-                    self._down.discard((watch, role))
-                    log.info("metrics: the %s folder of %s is readable again", role, watch)
-                up.add_metric([watch, role], 1)
-                free.add_metric([watch, role], st.f_bavail * st.f_frsize)
-                size.add_metric([watch, role], st.f_blocks * st.f_frsize)
-        yield free
-        yield size
-        yield up
-
-    def describe(self) -> list[Metric]:
-        return []
-
 
 class Metrics:
     """The daemon's metrics. Every method is cheap and safe to call from any thread."""
@@ -205,7 +42,7 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         if store is not None:        # first: a scrape syncs the counters before they are read
-            r.register(_OperatorCollector(self, store, leads))
+            r.register(OperatorCollector(self, store, leads))
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
         self._lock = threading.Lock()
@@ -284,9 +121,9 @@ class Metrics:
                                      "Time from first sight of a file to its settling",
                                      ["watch"], buckets=DURATION_BUCKETS, registry=r)
         if store is not None:
-            r.register(_JobTableCollector(store, leads))
+            r.register(JobTableCollector(store, leads))
         if folders:
-            r.register(_DiskCollector(folders))
+            r.register(DiskCollector(folders))
         for watch in folders or {}:
             self._init_watch(watch)
         for what in RETENTION_WHATS:
@@ -319,8 +156,9 @@ class Metrics:
 
     def file_ignored(self, watch: str) -> None:
         self.files_ignored.labels(watch).inc()
+
     def file_left_alone(self, watch: str, what: str) -> None:
-        self.files_left_alone.labels(watch, _bounded(what, LEFT_ALONE_KINDS, "left-alone kind")).inc()
+        self.files_left_alone.labels(watch, bounded(what, LEFT_ALONE_KINDS, "left-alone kind")).inc()
 
     def settle_wait(self, watch: str, seconds: float) -> None:
         self._settle_wait.labels(watch).observe(max(0.0, seconds))
@@ -330,13 +168,13 @@ class Metrics:
         """One attempt ended. `retried` also counts a retry (cause "failure") and `done` sets
         the last success time: do not call `retried()` or `last_success()` for it as well.
         `lost`: the attempt ended without a verdict (its lease went elsewhere, or shutdown)."""
-        outcome = _bounded(outcome, OUTCOMES, "job outcome")
-        kind = _bounded(kind, JOB_KINDS, "job kind")
+        outcome = bounded(outcome, OUTCOMES, "job outcome")
+        kind = bounded(kind, JOB_KINDS, "job kind")
         self.jobs_finished.labels(watch, kind, outcome).inc()
         self.job_duration.labels(watch, kind).observe(max(0.0, duration_s))
         self.queue_wait.labels(watch).observe(max(0.0, queue_wait_s))
         if outcome in ("failed", "retried"):
-            ek = _bounded(error_kind, ERROR_KINDS, "error kind")
+            ek = bounded(error_kind, ERROR_KINDS, "error kind")
             self.job_errors.labels(watch, ek, outcome).inc()
         if outcome == "retried":
             self.retried(watch, "failure")
@@ -346,15 +184,15 @@ class Metrics:
     def job_refused(self, watch: str, kind: str, error_kind: str) -> None:
         """A file refused at ingest (bad input, bad or missing sidecar, duplicate): a failed job
         that never ran, so no duration or queue wait is observed."""
-        kind = _bounded(kind, JOB_KINDS, "job kind")
+        kind = bounded(kind, JOB_KINDS, "job kind")
         self.jobs_finished.labels(watch, kind, "failed").inc()
-        self.job_errors.labels(watch, _bounded(error_kind, ERROR_KINDS, "error kind"), "failed").inc()
+        self.job_errors.labels(watch, bounded(error_kind, ERROR_KINDS, "error kind"), "failed").inc()
 
     def retried(self, watch: str, cause: str = "operator") -> None:
         """A job went back to the queue outside `job_finished`: `worker` (its worker died or
         was killed), `lease` (its lease expired). `operator` (`ffwatchd jobs retry`) is read
         from the job table at scrape time."""
-        self.retries.labels(watch, _bounded(cause, RETRY_CAUSES, "retry cause")).inc()
+        self.retries.labels(watch, bounded(cause, RETRY_CAUSES, "retry cause")).inc()
 
     def leases_expired(self, n: int) -> None:
         if n > 0:
@@ -391,7 +229,7 @@ class Metrics:
 
     def worker_restarted(self, device: str, reason: str) -> None:
         self.worker_restarts.labels(self.host, str(device),
-                                    _bounded(reason, RESTART_REASONS, "restart reason")).inc()
+                                    bounded(reason, RESTART_REASONS, "restart reason")).inc()
 
     def set_claiming_paused(self, paused: bool, reason: str = "") -> None:
         with self._lock:
@@ -410,7 +248,7 @@ class Metrics:
 
     def retention_deleted(self, what: str, count: int = 1, size: int = 0) -> None:
         """Retention removed `count` items (`temp`, `done`, `failed`, `job_rows`) of `size` bytes."""
-        what = _bounded(what, RETENTION_WHATS, "retention item")
+        what = bounded(what, RETENTION_WHATS, "retention item")
         if count > 0:
             self.retention_removed.labels(what).inc(count)
         if size > 0:

@@ -12,7 +12,7 @@ from ffwatchd.placing import TEMP_PREFIX
 from ffwatchd.safefs import open_regular
 from ffwatchd.writefs import Folder, apply_perms, split_under
 from ffwatchd.store import Job
-from ffwatchd.store.contract import printable
+from ffwatchd.store.names import printable
 
 PACKAGE_NAME = "ffwatch-results.zip"
 

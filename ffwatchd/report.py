@@ -19,7 +19,7 @@ from ffwatchd.config import WatchSettings
 from ffwatchd.filing import find_failed_original
 from ffwatchd.safefs import read_regular
 from ffwatchd.store import Job, priority_name
-from ffwatchd.store.contract import printable
+from ffwatchd.store.names import printable
 from ffwatchd.writefs import write_file_atomic
 
 REPORT_HTML = "ffwatch-report.html"

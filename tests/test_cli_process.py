@@ -12,7 +12,7 @@ import pytest
 import yaml
 from PIL import Image
 
-from ffwatchd import cli_process
+from ffwatchd.cli import process as cli_process
 from ffwatchd.faces import registry
 from ffwatchd.faces.registry import ModelInfo
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ffwatchd.metrics import DURATION_BUCKETS, Metrics, normalize_provider
+from ffwatchd.metrics import DURATION_BUCKETS, Metrics
+from ffwatchd.metrics_labels import normalize_provider
 from ffwatchd.store import JobStore
 
 HOST = socket.gethostname()

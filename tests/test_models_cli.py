@@ -12,7 +12,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ffwatchd import cli_models
+from ffwatchd.cli import models as cli_models
 from ffwatchd.faces import registry
 from ffwatchd.faces.registry import ModelInfo
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ffwatchd import cli_retention
+from ffwatchd.cli import retention as cli_retention
 from ffwatchd.config import RetentionSettings, Settings, WatchSettings
 from ffwatchd.retention import (clean_temp_at_startup, newest_mtime, run_retention)
 from ffwatchd.store import Filing, JobStore

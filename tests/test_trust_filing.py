@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ffwatchd import cli
+from ffwatchd.cli import jobs as cli_jobs
 from ffwatchd.config import load_config
 from ffwatchd.errors import JobError
 from ffwatchd.filing import place_file, plan_done
@@ -113,7 +114,7 @@ def test_cancel_of_a_queued_job_with_a_done_plan_completes_it(env) -> None:
     settings, store, watch = env
     job_id, plan = _processed_plan(settings, store, watch, "a.jpg", b"abc", b"result")
     store.requeue_dead_owners(lambda owner: False)               # queued, plan recorded
-    said = cli._cancel(store, settings, store.get(job_id))
+    said = cli_jobs.cancel_job(store, settings, store.get(job_id))
     assert "not cancelled" in said
     assert store.get(job_id).state == "done"
     assert (watch.output / "a.jpg").exists() and (watch.done / "a.jpg").exists()

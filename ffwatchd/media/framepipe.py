@@ -7,6 +7,7 @@ an encoder thread feeds one ffmpeg per segment, and a finisher thread seals each
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import queue
@@ -32,7 +33,34 @@ _END = object()
 
 
 class FrameProcessor(Protocol):
+    """`process_frame` returns (the processed frame, faces processed). The pipeline reuses the
+    memory of the frame it passes in once the call returns, and of the returned frame once it is
+    encoded: a processor keeps no reference to either past the call."""
     def process_frame(self, frame_bgr: np.ndarray) -> tuple[np.ndarray, int]: ...
+
+
+class FramePool:
+    """Frame-sized arrays given back after use, so a job in its stride allocates none of its own:
+    a fresh multi-megabyte array costs page faults and the kernel zeroing it, the largest single
+    item of the pipeline's own CPU time in the profile (docs/benchmarks.md, bench:video)."""
+
+    def __init__(self, shape: tuple[int, ...], keep: int) -> None:
+        self.shape, self.keep = shape, keep
+        self._free: collections.deque[np.ndarray] = collections.deque()
+        self.allocated = 0
+
+    def take(self) -> np.ndarray:
+        try:
+            return self._free.pop()
+        except IndexError:
+            self.allocated += 1
+            return np.empty(self.shape, np.uint8)
+
+    def give(self, frame: np.ndarray) -> None:
+        """Keep `frame` for reuse if it is a whole array of the pool's shape (not a view)."""
+        if (frame.base is None and frame.shape == self.shape and frame.dtype == np.uint8
+                and frame.flags.c_contiguous and frame.flags.writeable and len(self._free) < self.keep):
+            self._free.append(frame)
 
 
 @dataclass(frozen=True)
@@ -45,9 +73,14 @@ class CoreSplit:
 
     @classmethod
     def for_cpu(cls, cores: int) -> "CoreSplit":
-        """Half the cores to the encoder, the rest to the frame processor; the decoder one thread."""
-        encoder = max(1, cores // 2)
-        return cls(encoder=encoder, decoder=1, processor=max(1, cores - encoder))
+        """Half the cores to the encoder, the rest to the frame processor, but at least two threads
+        each where there are two cores: with one thread each on two cores, a core stood idle
+        whenever one side waited for the other (up to 14 % of the time, docs/video.md); the decoder
+        one thread."""
+        if cores <= 1:
+            return cls(encoder=1, decoder=1, processor=1)
+        encoder = max(2, cores // 2)
+        return cls(encoder=encoder, decoder=1, processor=max(2, cores - encoder))
 
 
 class _Stopped(Exception):
@@ -66,6 +99,7 @@ class FramePipeline:
         self.start_frame = start_segment * plan.segment_frames
         depth = max(2, min(8, QUEUE_BYTES // (plan.width * plan.height * 3)))
         self.decoded: queue.Queue = queue.Queue(depth)
+        self.pool = FramePool((plan.height, plan.width, 3), keep=2 * depth + 4)
         self.processed: queue.Queue = queue.Queue(depth)
         self.sealing: queue.Queue = queue.Queue()      # segments whose encoder is finishing
         self.events: queue.Queue = queue.Queue()       # frames done, after each segment
@@ -142,10 +176,12 @@ class FramePipeline:
         assert stdout is not None
         p = self.plan
         size = p.frame_bytes
-        shape = (p.height * 3 // 2, p.width) if p.transport == "yuv420p" else (p.height, p.width, 3)
+        yuv = p.transport == "yuv420p"
+        raw = np.empty((p.height * 3 // 2, p.width), np.uint8) if yuv else None
         while True:
-            raw = np.empty(shape, np.uint8)
-            view, got = memoryview(raw).cast("B"), 0
+            frame = self.pool.take()
+            target = raw if yuv else frame
+            view, got = memoryview(target).cast("B"), 0
             while got < size:
                 n = stdout.readinto(view[got:])
                 if not n:
@@ -157,7 +193,8 @@ class FramePipeline:
                 raise JobError("bad_input", f"{self.target.name}: decoding stopped inside frame "
                                             f"{self.start_frame + self.decoded_count}")
             self.decoded_count += 1
-            frame = cv2.cvtColor(raw, cv2.COLOR_YUV2BGR_I420) if p.transport == "yuv420p" else raw
+            if yuv:
+                cv2.cvtColor(raw, cv2.COLOR_YUV2BGR_I420, dst=frame)
             self._put(self.decoded, frame)
         rc = child.wait()
         if rc != 0 and not self.stop.is_set():
@@ -176,7 +213,9 @@ class FramePipeline:
     # ---- encoder thread
     def _encode(self) -> None:
         index, frames, faces, child = self.start_segment, 0, 0, None
-        yuv = self.plan.transport == "yuv420p"
+        p = self.plan
+        yuv = p.transport == "yuv420p"
+        data = np.empty((p.height * 3 // 2, p.width), np.uint8) if yuv else None
         try:
             while True:
                 item = self._get(self.processed)
@@ -188,15 +227,17 @@ class FramePipeline:
                     threads = self.cores.encoder if self.cores else 0
                     child = self._spawn(encode_command(self.ffmpeg, self.plan, tmp, threads),
                                         f"encoder seg {index}", stdin=True)
-                data = cv2.cvtColor(frame, cv2.COLOR_BGR2YUV_I420) if yuv else frame
+                if yuv:
+                    cv2.cvtColor(frame, cv2.COLOR_BGR2YUV_I420, dst=data)
                 try:
-                    child.proc.stdin.write(memoryview(data).cast("B"))  # type: ignore[union-attr]
+                    child.proc.stdin.write(memoryview(data if yuv else frame).cast("B"))  # type: ignore[union-attr]
                 except (BrokenPipeError, ValueError) as e:
                     if self.stop.is_set():
                         raise _Stopped() from None
                     child.wait()
                     raise JobError("internal", f"ffmpeg encoder for segment {index} exited early: "
                                                f"{child.stderr_tail()}") from e
+                self.pool.give(frame)
                 frames, faces = frames + 1, faces + count
                 if frames == self.plan.segment_frames and index < self.plan.last_index:
                     self._hand_over(child, index, frames, faces, last=False)
@@ -293,6 +334,8 @@ class FramePipeline:
                                                f" {getattr(out, 'dtype', '')}, expected {shape} uint8")
                 t2 = clock()
                 busy += t2 - t1
+                if not np.may_share_memory(out, item):
+                    self.pool.give(item)
                 while True:
                     try:
                         self.processed.put((np.ascontiguousarray(out), int(faces)), timeout=POLL)

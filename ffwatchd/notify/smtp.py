@@ -9,7 +9,7 @@ from email.utils import formatdate
 
 from ffwatchd.config_notify import SmtpSettings
 from ffwatchd.notify.webhook import DeliveryError
-from ffwatchd.store.contract import printable
+from ffwatchd.store.names import printable
 
 
 def read_credentials(smtp: SmtpSettings) -> tuple[str, str] | None:

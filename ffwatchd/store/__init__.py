@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ffwatchd.store.contract import (FINISHED, KINDS, PRIORITIES, STATES, Batch, Delivery, Filing, Heartbeat, Job,
-                                     JobQueue, NotFound, Stats, TransitionError, WorkerRow,
-                                     priority_name)
+from ffwatchd.store.contract import JobQueue, NotFound, TransitionError
+from ffwatchd.store.rows import (FINISHED, KINDS, PRIORITIES, STATES, Batch, Delivery, Filing, Heartbeat, Job, Stats,
+                                 WorkerRow, priority_name)
 from ffwatchd.store.urls import redact_url
 from ffwatchd.store.sqlite import SqliteJobStore
 

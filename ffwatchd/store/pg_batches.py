@@ -9,7 +9,9 @@ from typing import Any, Callable, Sequence, TypeVar
 import psycopg
 from psycopg.types.json import Json
 
-from ffwatchd.store.contract import Batch, Delivery, Job, NotFound, decode_json, decode_path, encode_json, encode_path
+from ffwatchd.store.contract import NotFound
+from ffwatchd.store.names import decode_json, decode_path, encode_json, encode_path
+from ffwatchd.store.rows import Batch, Delivery, Job
 
 T = TypeVar("T")
 # The time of a transaction: the caller's clock when one is given (tests), else the database's.

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 import psycopg
 
-from ffwatchd.store.contract import WorkerRow
+from ffwatchd.store.rows import WorkerRow
 
 log = logging.getLogger(__name__)
 

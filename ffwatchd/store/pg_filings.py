@@ -10,7 +10,9 @@ from typing import Any
 
 import psycopg
 
-from ffwatchd.store.contract import Filing, Job, TransitionError, decode_path, encode_path
+from ffwatchd.store.contract import TransitionError
+from ffwatchd.store.names import decode_path, encode_path
+from ffwatchd.store.rows import Filing, Job
 
 # Migration 5, like SQLite's: the id is made once, with the table, on the server.
 FILINGS_MIGRATION = """

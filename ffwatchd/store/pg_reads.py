@@ -8,8 +8,9 @@ from typing import Any, Callable, Iterator, Sequence
 import psycopg
 from psycopg.types.json import Json
 
-from ffwatchd.store.contract import (FINISHED, STATES, Job, NotFound, TransitionError, decode_json,
-                                     decode_path, encode_json, encode_path)
+from ffwatchd.store.contract import NotFound, TransitionError
+from ffwatchd.store.names import decode_json, decode_path, encode_json, encode_path
+from ffwatchd.store.rows import FINISHED, STATES, Job
 from ffwatchd.store.pg_batches import NOW
 
 CHANNEL = "ffwatchd_jobs"

@@ -15,7 +15,7 @@ from typing import Any
 
 from psycopg.types.json import Json
 
-from ffwatchd.store.contract import encode_json
+from ffwatchd.store.names import encode_json
 from ffwatchd.store.postgres import PostgresJobStore
 from ffwatchd.store.sqlite import SqliteJobStore
 from ffwatchd.store.sqlite_schema import MIGRATIONS

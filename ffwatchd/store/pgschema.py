@@ -95,6 +95,10 @@ MIGRATIONS: list[str] = [
     WORKERS_MIGRATION,
     # 5: the table's identity (queue_id) and the ledger of filings
     FILINGS_MIGRATION,
+    # 6: nothing here. SQLite's 6 drops jobs_running (its lease sweep runs at most once a
+    # second); PostgreSQL keeps it: every claim sweeps in the same statement, and the partial
+    # index finds the expired leases without reading every running job of every host.
+    "SELECT 1",
 ]
 
 # pg_advisory_xact_lock key: hosts starting together migrate one after the other.

@@ -6,33 +6,25 @@ clock; idle workers wake on LISTEN/NOTIFY. The verbs and their meaning are in `c
 
 from __future__ import annotations
 
-import logging
 import threading
-import time
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Sequence
 
 import psycopg
-from psycopg.rows import dict_row
 
-from ffwatchd.store.contract import (KINDS, Heartbeat, Job, JobQueue, NotFound, Stats, TransitionError,
-                                     encode_path, printable)
+from ffwatchd.store.contract import JobQueue, NotFound, TransitionError
+from ffwatchd.store.names import encode_path, printable
+from ffwatchd.store.rows import KINDS, Heartbeat, Job, Stats
 from ffwatchd.store.pg_batches import NOW, PostgresBatches
 from ffwatchd.store.pg_cluster import PgClusterVerbs
+from ffwatchd.store.pg_connection import PgConnections
 from ffwatchd.store.pg_filings import PgFilings
 from ffwatchd.store.pg_reads import CHANNEL, PostgresOperatorVerbs, _job, _json
 from ffwatchd.store.pgschema import migrate
 from ffwatchd.store.urls import redact_url
 
-log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
-
-class QueueUnavailable(ConnectionError):
-    """The database could not be reached again within the reconnect window."""
-
-
-class PostgresJobStore(PostgresOperatorVerbs, PostgresBatches, PgClusterVerbs, PgFilings, JobQueue):
+class PostgresJobStore(PgConnections, PostgresOperatorVerbs, PostgresBatches, PgClusterVerbs, PgFilings,
+                       JobQueue):
     """The job table in PostgreSQL. Safe to use from several threads; one connection per store.
 
     A dropped connection (database restart) is logged and reconnected; the transaction that
@@ -66,94 +58,6 @@ class PostgresJobStore(PostgresOperatorVerbs, PostgresBatches, PgClusterVerbs, P
         if migrate_schema:
             with self._lock:
                 migrate(self._connect(), self.where)
-
-    # -- plumbing ---------------------------------------------------------------------
-
-    def _new_connection(self, kind: str = "durable") -> psycopg.Connection:
-        kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(1, int(self.connect_timeout)),
-                                  "application_name": "ffwatchd"}
-        if self._password is not None:
-            kwargs["password"] = self._password
-        conn = psycopg.connect(self.url, **kwargs)
-        if kind == "fast":
-            conn.execute("SET synchronous_commit TO off")
-            # The claim must walk the ready index (priority DESC, queued_at, id) and stop at the
-            # first free row. A queue that filled faster than autovacuum analyses it looks empty
-            # to the planner, which then sorts every queued row per claim (1 ms at 1,500 queued,
-            # growing with the queue). This connection only runs claims, heartbeats and finish,
-            # all served by an index, so sorting and bitmap scans are simply ruled out here.
-            conn.execute("SET enable_sort TO off")
-            conn.execute("SET enable_bitmapscan TO off")
-        return conn
-
-    def _connect(self, kind: str = "durable") -> psycopg.Connection:
-        """The store's connection of that kind, opened again (with retries) when it was lost."""
-        if self._closed:
-            raise psycopg.InterfaceError(f"{self.where}: the job store is closed")
-        conn = self._conns[kind]
-        if conn is not None and not conn.closed and not conn.broken:
-            return conn
-        deadline = time.monotonic() + self.reconnect_for
-        delay = 0.2
-        while True:
-            try:
-                self._conns[kind] = conn = self._new_connection(kind)
-                return conn
-            except psycopg.OperationalError as e:
-                if time.monotonic() + delay > deadline:
-                    raise QueueUnavailable(f"job queue {self.where} unreachable for {self.reconnect_for:.0f} s: "
-                                           f"{str(e).strip()}") from e
-                log.warning("job queue %s unreachable (%s); trying again in %.1f s", self.where,
-                            str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__, delay)
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
-
-    def _run(self, body: Callable[[psycopg.Cursor], T], durable: bool = True, single: bool = False) -> T:
-        """Run `body` in one transaction; on a lost connection, reconnect and run it again.
-
-        `durable=False` commits without waiting for the WAL flush (as SQLite's store commits
-        without a sync): for claims, heartbeats and `finish`, whose loss in a database crash
-        is safe -- the fenced, durable filing plan (`set_filing`) gates every file move.
-        `single`: the body's one write is a statement of its own (no BEGIN/COMMIT round
-        trips); whatever it reads after that only explains a refusal."""
-        kind = "durable" if durable else "fast"
-        with self._lock:
-            deadline: float | None = None
-            while True:
-                conn = self._connect(kind)
-                try:
-                    if single:
-                        with conn.cursor(row_factory=dict_row) as cur:
-                            return body(cur)
-                    with conn.transaction():
-                        with conn.cursor(row_factory=dict_row) as cur:
-                            return body(cur)
-                except psycopg.OperationalError as e:
-                    if not (conn.closed or conn.broken):
-                        raise
-                    deadline = deadline or time.monotonic() + self.reconnect_for
-                    if time.monotonic() > deadline:
-                        raise QueueUnavailable(f"job queue {self.where}: connection lost ({e})") from e
-                    log.warning("job queue %s: connection lost (%s); reconnecting to run the "
-                                "transaction again", self.where, str(e).strip() or e.__class__.__name__)
-                    self._conns[kind] = None
-
-    def _params(self, **values: Any) -> dict[str, Any]:
-        values["now"] = self._clock() if self._clock is not None else None
-        return values
-
-    def _db_clock(self) -> float:
-        return self._run(lambda cur: cur.execute(f"SELECT {NOW} AS t", self._params()).fetchone()["t"])
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            for conn in self._conns.values():
-                if conn is not None:
-                    conn.close()
-        with self._listen_lock:
-            if self._listener is not None:
-                self._listener.close()
 
     def __enter__(self) -> "PostgresJobStore":
         return self
@@ -419,30 +323,3 @@ class PostgresJobStore(PostgresOperatorVerbs, PostgresBatches, PgClusterVerbs, P
         return self._fenced(job_id, owner, attempt,
                             f"""state = 'queued', attempts = greatest(0, attempts - 1), queued_at = {NOW},
                                 not_before = 0, lease_owner = NULL, lease_until = NULL""", notify=True)
-
-    def wait_for_work(self, timeout: float) -> bool:
-        """LISTEN on a second connection; True on a NOTIFY (or a fresh LISTEN: look again)."""
-        with self._listen_lock:
-            if self._closed:
-                return False
-            if self._listener is None or self._listener.closed or self._listener.broken:
-                try:
-                    self._listener = self._new_connection()
-                    self._listener.execute(f"LISTEN {CHANNEL}")
-                except psycopg.OperationalError as e:
-                    log.warning("job queue %s: cannot listen for new work (%s)", self.where, str(e).strip())
-                    self._listener = None
-                    time.sleep(min(timeout, 1.0))
-                    return False
-                return True          # work announced before LISTEN was missed: the caller looks again
-            try:
-                woke = any(True for _ in self._listener.notifies(timeout=timeout, stop_after=1))
-                if woke:             # several announcements at once wake the caller once
-                    for _ in self._listener.notifies(timeout=0.0):
-                        pass
-                return woke
-            except psycopg.OperationalError as e:
-                log.warning("job queue %s: listening connection lost (%s); listening again", self.where,
-                            str(e).strip())
-                self._listener = None
-                return True

@@ -7,6 +7,7 @@ The verbs and their meaning are in `contract.py`.
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import threading
@@ -14,8 +15,9 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ffwatchd.store.contract import (KINDS, Filing, Heartbeat, Job, JobQueue, Stats, TransitionError, encode_path,
-                                     printable)
+from ffwatchd.store.contract import JobQueue, TransitionError
+from ffwatchd.store.names import encode_path, printable
+from ffwatchd.store.rows import KINDS, Filing, Heartbeat, Job, Stats
 from ffwatchd.store.sqlite_batches import SqliteBatches
 from ffwatchd.store.sqlite_cluster import SqliteClusterVerbs
 from ffwatchd.store.sqlite_filings import SqliteFilings
@@ -25,6 +27,29 @@ from ffwatchd.store.sqlite_schema import migrate
 #: a claim looks for expired leases at most this often (seconds on the store's clock); an
 #: expired job waits at most this long on top of its lease before another claim takes it.
 SWEEP_EVERY = 1.0
+
+
+@functools.lru_cache(maxsize=None)
+def _claim_sql(watches: int) -> str:
+    """The claim's statement for `watches` watch names (-1: any watch), built once per count.
+    Parameters: owner, lease_until, worker JSON (or NULL), now, now, then the watch names."""
+    watch_filter = "" if watches < 0 else f"AND watch IN ({', '.join('?' * watches)})"
+    return f"""UPDATE jobs SET state = 'running', lease_owner = ?, lease_until = ?,
+                               attempts = attempts + 1, worker = ifnull(?, worker), started_at = ?
+               WHERE id = (SELECT id FROM jobs INDEXED BY jobs_ready   -- else the planner sorts every queued row
+                           WHERE state = 'queued' AND not_before <= ? {watch_filter}
+                           ORDER BY priority DESC, queued_at, id LIMIT 1)
+               RETURNING *"""
+
+
+@functools.lru_cache(maxsize=None)
+def _owned_sql(assignments: str, returning: str) -> str:
+    """One fenced UPDATE of a job its owner holds (see `_update_owned`), built once per shape."""
+    return f"""UPDATE jobs SET {assignments}
+               WHERE id = :id AND state = 'running' AND lease_owner = :owner
+                 AND (:attempt IS NULL OR attempts = :attempt)
+                 AND (:now IS NULL OR lease_until >= :now)
+               RETURNING {returning}"""
 
 
 class SqliteJobStore(SqliteOperatorVerbs, SqliteBatches, SqliteClusterVerbs, SqliteFilings, JobQueue):
@@ -47,6 +72,7 @@ class SqliteJobStore(SqliteOperatorVerbs, SqliteBatches, SqliteClusterVerbs, Sql
         self._lock = threading.RLock()
         self._pending_filings: list[Filing] = []    # ledger rows riding on the next write transaction
         self._swept_at = float("-inf")              # when a claim last looked for expired leases
+        self._last_worker: tuple[dict, str] | None = None   # the last claim's worker and its JSON
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(self.path), timeout=busy_timeout, isolation_level=None,
                                    check_same_thread=False)
@@ -223,25 +249,28 @@ class SqliteJobStore(SqliteOperatorVerbs, SqliteBatches, SqliteClusterVerbs, Sql
                   watches: Sequence[str] | None, worker: dict | None) -> Job | None:
         """The claim inside a write transaction: expired leases back (at most once a second),
         then the next ready job leased to `owner`."""
-        if watches is not None and not watches:
+        if watches is None:
+            sql, params = _claim_sql(-1), [owner, now + lease, self._worker_json(worker), now, now]
+        elif not watches:
             return None
-        watch_filter, params = "", {"now": now, "owner": owner, "until": now + lease,
-                                     "worker": json.dumps(worker) if worker else None}
-        if watches is not None:
-            names = {f"w{i}": w for i, w in enumerate(watches)}
-            watch_filter = f"AND watch IN ({', '.join(':' + k for k in names)})"
-            params.update(names)
+        else:
+            sql, params = _claim_sql(len(watches)), [owner, now + lease, self._worker_json(worker), now, now, *watches]
         if not 0 <= now - self._swept_at < SWEEP_EVERY:   # (a clock that went back sweeps too)
             self._expire_leases(db, now)
-        row = db.execute(
-            f"""UPDATE jobs SET state = 'running', lease_owner = :owner, lease_until = :until,
-                                attempts = attempts + 1, started_at = :now,
-                                worker = ifnull(:worker, worker)
-                WHERE id = (SELECT id FROM jobs INDEXED BY jobs_ready   -- else the planner sorts every queued row
-                            WHERE state = 'queued' AND not_before <= :now {watch_filter}
-                            ORDER BY priority DESC, queued_at, id LIMIT 1)
-                RETURNING *""", params).fetchone()
+        row = db.execute(sql, params).fetchone()
         return _job(row) if row is not None else None
+
+    def _worker_json(self, worker: dict | None) -> str | None:
+        """`worker` as JSON; a worker passes the same dict with every claim, so the last one's
+        text is kept (compared by value: a changed dict is encoded again)."""
+        if not worker:
+            return None
+        last = self._last_worker
+        if last is not None and last[0] == worker:
+            return last[1]
+        text = json.dumps(worker)
+        self._last_worker = (json.loads(text), text)    # a copy: the caller may change its dict
+        return text
 
     def heartbeat(self, job_id: int, owner: str, lease: float, *,
                   progress: tuple[int, int] | None = None, attempt: int | None = None) -> Heartbeat:
@@ -283,11 +312,7 @@ class SqliteJobStore(SqliteOperatorVerbs, SqliteBatches, SqliteClusterVerbs, Sql
                       returning: str = "*") -> sqlite3.Row:
         """One UPDATE of a job `owner` holds on `attempt` (and, given `now`, with a live lease): a
         single statement on the hot path; TransitionError or NotFound, as `_owned` says, when not."""
-        row = db.execute(f"""UPDATE jobs SET {assignments}
-                             WHERE id = :id AND state = 'running' AND lease_owner = :owner
-                               AND (:attempt IS NULL OR attempts = :attempt)
-                               AND (:now IS NULL OR lease_until >= :now)
-                             RETURNING {returning}""",
+        row = db.execute(_owned_sql(assignments, returning),
                          {**params, "id": job_id, "owner": owner, "attempt": attempt, "now": now}).fetchone()
         if row is None:
             self._owned(db, job_id, owner, attempt, now)      # raises, naming the state and the holder

@@ -7,7 +7,9 @@ import json
 import sqlite3
 from typing import Any, Sequence
 
-from ffwatchd.store.contract import Batch, Delivery, Job, NotFound, decode_path, encode_path
+from ffwatchd.store.contract import NotFound
+from ffwatchd.store.names import decode_path, encode_path
+from ffwatchd.store.rows import Batch, Delivery, Job
 from ffwatchd.store.sqlite_reads import _job
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, ContextManager
 
-from ffwatchd.store.contract import WorkerRow, always_granted
+from ffwatchd.store.contract import always_granted
+from ffwatchd.store.rows import WorkerRow
 
 
 class SqliteClusterVerbs:

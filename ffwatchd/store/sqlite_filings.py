@@ -11,7 +11,9 @@ import logging
 import sqlite3
 from typing import Any
 
-from ffwatchd.store.contract import Filing, Job, TransitionError, decode_path, encode_path
+from ffwatchd.store.contract import TransitionError
+from ffwatchd.store.names import decode_path, encode_path
+from ffwatchd.store.rows import Filing, Job
 from ffwatchd.store.sqlite_reads import _job
 
 log = logging.getLogger("ffwatchd.store.sqlite")      # the name its warnings had before the split

@@ -7,24 +7,30 @@ import json
 import sqlite3
 from typing import Any, Iterator, Sequence
 
-from ffwatchd.store.contract import FINISHED, STATES, Job, NotFound, TransitionError, decode_path, encode_path
+from ffwatchd.store.contract import NotFound, TransitionError
+from ffwatchd.store.names import ESCAPED_PREFIX, decode_path, encode_path
+from ffwatchd.store.rows import FINISHED, STATES, Job
 
 _COUNT_OPERATOR = """INSERT INTO operator_counts (watch, kind, action, n) VALUES (?, ?, ?, 1)
                      ON CONFLICT (watch, kind, action) DO UPDATE SET n = operator_counts.n + 1"""
 
 
 _JSON_COLUMNS = ("spec", "sources", "sidecars", "filing", "worker")
+_PATH_COLUMNS = ("rel_path", "output_path", "batch")
+_loads = json.JSONDecoder().decode       # json.loads without its per-call argument checks
 
 
 def _job(row: sqlite3.Row) -> Job:
     """A Job from a whole row (`SELECT *` or `RETURNING *`): every claim and finish decodes one."""
     values = dict(zip(row.keys(), row))
     for k in _JSON_COLUMNS:
-        if values[k] is not None:
-            values[k] = json.loads(values[k])
-    values["rel_path"] = decode_path(values["rel_path"])
-    values["output_path"] = decode_path(values["output_path"])
-    values["batch"] = decode_path(values["batch"])
+        text = values[k]
+        if text is not None:
+            values[k] = [] if text == "[]" else _loads(text)
+    for k in _PATH_COLUMNS:
+        stored = values[k]
+        if stored is not None and stored.startswith(ESCAPED_PREFIX):
+            values[k] = decode_path(stored)
     return Job.from_columns(values)
 
 

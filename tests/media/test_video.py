@@ -394,8 +394,9 @@ def test_cores_are_split_between_encoder_and_processor(clips: dict[str, Path], t
     from ffwatchd.media.framepipe import CoreSplit
     from ffwatchd.media.segments import encode_command
 
-    assert CoreSplit.for_cpu(2) == CoreSplit(encoder=1, decoder=1, processor=1)
+    assert CoreSplit.for_cpu(2) == CoreSplit(encoder=2, decoder=1, processor=2)
     assert CoreSplit.for_cpu(1) == CoreSplit(encoder=1, decoder=1, processor=1)
+    assert CoreSplit.for_cpu(3) == CoreSplit(encoder=2, decoder=1, processor=2)
     assert CoreSplit.for_cpu(16) == CoreSplit(encoder=8, decoder=1, processor=8)
     plan = video.make_plan(probe(clips["face"]), FAST, "mp4", "libx264", 1.0)
     cmd = encode_command("ffmpeg", plan, tmp_path / "x.mp4", threads=3)

@@ -510,7 +510,7 @@ def test_sigkilled_holder_job_is_claimed_again_after_expiry(make_store: Callable
 def test_paths_that_are_not_utf8_are_stored_losslessly(store: JobQueue, name: str) -> None:
     """Issue 10 point 7: a name decoded with surrogateescape is stored and read back exactly,
     in text columns and inside JSON (sources, sidecars, the filing plan), on every backend."""
-    from ffwatchd.store.contract import decode_path, encode_path
+    from ffwatchd.store.names import decode_path, encode_path
 
     stored = encode_path(name)
     stored.encode("utf-8")                       # any text column takes it

@@ -106,7 +106,7 @@ def test_set_filing_reads_back_only_the_id(store: JobStore) -> None:
 
 
 def test_a_job_built_from_columns_equals_the_checked_constructor(store: JobStore) -> None:
-    from ffwatchd.store.contract import Job
+    from ffwatchd.store.rows import Job
 
     job, _ = add(store)
     fast = Job.from_columns(job.to_dict())
@@ -115,3 +115,40 @@ def test_a_job_built_from_columns_equals_the_checked_constructor(store: JobStore
         Job.from_columns({**job.to_dict(), "nonsense": 1})
     with pytest.raises(AttributeError):               # still frozen
         fast.state = "done"  # type: ignore[misc]
+
+
+def test_a_worker_changed_between_claims_is_recorded_as_it_is_now(store: JobStore) -> None:
+    """Claims keep the last worker's JSON text; the same dict changed in place, or another
+    dict, must be encoded again, and the kept copy must not follow the caller's dict."""
+    for i in range(4):
+        add(store, f"{i}.jpg", f"h{i}")
+    worker = {"device": "cpu", "provider": "cpu", "pid": 1}
+    assert store.claim("me", 60, worker=worker).worker == {"device": "cpu", "provider": "cpu", "pid": 1}
+    worker["pid"] = 2                                   # the same dict, changed in place
+    second = store.claim("me", 60, worker=worker)
+    assert store.get(second.id).worker == {"device": "cpu", "provider": "cpu", "pid": 2}
+    third = store.claim("me", 60, worker={"device": "gpu", "provider": "cuda", "pid": 2})
+    assert store.get(third.id).worker == {"device": "gpu", "provider": "cuda", "pid": 2}
+    fourth = store.claim("me", 60)                      # no worker given: the row keeps its own (none)
+    assert store.get(fourth.id).worker is None
+
+
+def test_the_lease_sweep_reads_the_running_jobs_through_the_state_index(tmp_path: Path) -> None:
+    """No index of running jobs by lease (migration 6: claims, finishes and heartbeats wrote a
+    page of it each); the sweep still finds the running jobs through an index, not a scan."""
+    now = [1000.0]
+    s = JobStore(tmp_path / "jobs.db", clock=lambda: now[0])
+    indexes = {r[0] for r in s._db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs'")}
+    assert "jobs_running" not in indexes and "jobs_state_finished" in indexes, indexes
+    for i in range(3):
+        add(s, f"{i}.jpg", f"h{i}")
+    dead = s.claim("dead", 0.5)
+    now[0] += 1.0
+    seen: list[str] = []
+    s._db.set_trace_callback(seen.append)
+    assert s.requeue_expired() == [dead.id]
+    s._db.set_trace_callback(None)
+    sweep_sql = next(q for q in seen if "lease_until <" in q)
+    plan = " ".join(r[3] for r in s._db.execute("EXPLAIN QUERY PLAN " + sweep_sql))
+    assert "jobs_state_finished (state=?)" in plan, plan
+    s.close()

@@ -8,6 +8,7 @@ import logging
 import sys
 from typing import TextIO
 
+from ffwatchd.cli.common import config_arg
 from ffwatchd.config import load_config, resolve_config_path
 from ffwatchd.diskguard import format_bytes
 from ffwatchd.errors import ConfigError
@@ -21,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="list what would be removed and remove nothing")
     parser.add_argument("--json", action="store_true")
+    config_arg(parser)
 
 
 def format_table(deletions: list[Deletion], dry_run: bool) -> str:

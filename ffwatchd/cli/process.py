@@ -15,13 +15,13 @@ from typing import Any
 import yaml
 
 from ffwatchd import jobspec
+from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE
 from ffwatchd.config import CONFIG_ENV, Settings, WorkerSettings, load_config, parse_size
 from ffwatchd.errors import ConfigError, JobError
 from ffwatchd.safeyaml import load_yaml
 from ffwatchd.sniff import sniff_file
 
 log = logging.getLogger(__name__)
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 _SUFFIX_FORMATS = {".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".webp": "webp"}
 
 

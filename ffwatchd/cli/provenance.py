@@ -9,10 +9,10 @@ import os
 import sys
 from pathlib import Path
 
+from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK
 from ffwatchd.config import CONFIG_ENV, load_config
 from ffwatchd.errors import ConfigError
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm")
 
 

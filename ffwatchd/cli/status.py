@@ -5,16 +5,12 @@ from __future__ import annotations
 import argparse
 import time
 
+from ffwatchd.cli.common import (EXIT_OK, config_arg, dump_json, format_progress, open_store_for_reading, print_table,
+                                 print_waiting, state_dir_for_reading)
 from ffwatchd.config import WorkerSettings, load_config
 from ffwatchd.errors import ConfigError
+from ffwatchd.housekeeping import LOST_AFTER_LEASES, lost_after
 from ffwatchd.store import STATES, JobQueue
-
-LOST_AFTER_LEASES = 3      # a worker row with no heartbeat for this many leases is shown as lost
-
-
-def lost_after(lease: float) -> float:
-    """Seconds without a heartbeat after which a worker row counts as lost (and is pruned)."""
-    return LOST_AFTER_LEASES * lease
 
 
 def worker_entries(store: JobQueue, lease: float, local: dict | None = None) -> list[dict]:
@@ -45,9 +41,12 @@ def _provider(w: dict) -> str:
     return real if real == asked else f"{real} (asked {asked})"
 
 
-def cmd_status(args: argparse.Namespace) -> int:
-    from ffwatchd.cli import (EXIT_OK, _dump, _progress, open_store_for_reading, print_table, print_waiting,
-                              state_dir_for_reading)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    config_arg(parser)
+    parser.add_argument("--json", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
     from ffwatchd.daemon import read_status
 
     state_dir = state_dir_for_reading(args.config)
@@ -59,7 +58,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         workers = worker_entries(store, lease, daemon)
         where = store.where                       # the queue, its URL without a password
     if args.json:
-        _dump({"queue": where, "counts": counts, "daemon": daemon, "workers": workers,
+        dump_json({"queue": where, "counts": counts, "daemon": daemon, "workers": workers,
                "waiting": (daemon or {}).get("waiting", {}),
                "running": [{"id": j.id, "watch": j.watch, "path": j.rel_path, "kind": j.kind,
                             "owner": j.lease_owner, "started_at": j.started_at,
@@ -95,7 +94,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     print_waiting(daemon)
     if running:
         print()
-        print_table([(j.id, j.watch, j.rel_path, j.kind, j.lease_owner, _progress(j),
+        print_table([(j.id, j.watch, j.rel_path, j.kind, j.lease_owner, format_progress(j),
                       f"{int(time.time() - (j.started_at or time.time()))} s") for j in running],
                     ["id", "watch", "path", "kind", "worker", "progress", "running for"])
     return EXIT_OK

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, dump_json, format_time, open_store_for_reading, print_table
 from ffwatchd.store import NotFound
 
 
@@ -26,17 +27,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ffwatchd.cli import EXIT_FAIL, EXIT_OK, _dump, _iso, open_store_for_reading, print_table
-
     with open_store_for_reading(getattr(args, "config", None)) as store:
         if args.batches_command == "list":
             batches = store.list_batches(watch=args.watch, state=args.state, limit=args.limit)
             if args.json:
-                _dump([b.to_dict() for b in batches])
+                dump_json([b.to_dict() for b in batches])
                 return EXIT_OK
             print_table([(b.id, b.watch, b.folder or "/", b.state, b.version,
                           " ".join(f"{k}={v}" for k, v in b.counts.items() if v and k != "total") or "-",
-                          _iso(b.finished_at), b.report_path or "-") for b in batches],
+                          format_time(b.finished_at), b.report_path or "-") for b in batches],
                         ["id", "watch", "batch", "state", "ver", "counts", "finished", "report"])
             return EXIT_OK
         try:
@@ -46,13 +45,13 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_FAIL
         deliveries = store.deliveries(batch.id)
     if args.json:
-        _dump({**batch.to_dict(), "deliveries": [d.to_dict() for d in deliveries]})
+        dump_json({**batch.to_dict(), "deliveries": [d.to_dict() for d in deliveries]})
         return EXIT_OK
     for key in ("id", "watch", "folder", "state", "version", "report_path", "package_path"):
         value = getattr(batch, key)
         print(f"{key:14} {value if value not in (None, '') else ('/' if key == 'folder' else '-')}")
-    print(f"{'last activity':14} {_iso(batch.last_activity)}")
-    print(f"{'finished_at':14} {_iso(batch.finished_at)}")
+    print(f"{'last activity':14} {format_time(batch.last_activity)}")
+    print(f"{'finished_at':14} {format_time(batch.finished_at)}")
     print(f"{'counts':14} {json.dumps(batch.counts)}")
     print("deliveries:")
     if not deliveries:

@@ -8,10 +8,10 @@ import json
 import sys
 from pathlib import Path
 
+from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE
 from ffwatchd.config import load_config
 from ffwatchd.errors import ConfigError
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

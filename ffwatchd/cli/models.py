@@ -9,10 +9,10 @@ import sys
 import time
 from pathlib import Path
 
+from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE
 from ffwatchd.config import CONFIG_ENV, CustomModel, load_config
 from ffwatchd.errors import ConfigError, JobError
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,76 @@
+"""The `ffwatchd` command line: run, check, status, jobs, enqueue, process, models, retention,
+batches, queue, provenance."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Sequence
+
+from ffwatchd import __version__
+from ffwatchd.cli import (batches, check, enqueue, jobs, models, process, provenance, queue, retention, run,
+                          status)
+from ffwatchd.cli.common import EXIT_FAIL, EXIT_USAGE, CommandFailed, UsageError
+from ffwatchd.errors import ConfigError
+from ffwatchd.store import DriverMissing
+
+# Each command's module says its arguments (`add_arguments`) and runs it (`run`); heavy parts are
+# imported inside `run`, so parsing stays quick.
+COMMANDS = (
+    ("run", run, "the daemon: watchers, workers, metrics, retention"),
+    ("check", check, "validate config, folders, permissions, models, providers"),
+    ("status", status, "counts per state, workers, running jobs with progress"),
+    ("jobs", jobs, "the job table"),
+    ("enqueue", enqueue, "enqueue files already in an inbox"),
+    ("process", process, "one file, no daemon, the same pipeline"),
+    ("models", models, "known models: list | verify | fetch"),
+    ("retention", retention, "run housekeeping now (--dry-run)"),
+    ("batches", batches, "batches: list | show (report, deliveries)"),
+    ("queue", queue, "the job table: migrate SQLite into PostgreSQL"),
+    ("provenance", provenance, "what a file says about how it was made: show FILE"),
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ffwatchd", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"ffwatchd {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, module, text in COMMANDS:
+        p = sub.add_parser(name, help=text)
+        module.add_arguments(p)
+        p.set_defaults(func=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):     # a name that is not UTF-8 never ends a command
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except ConfigError as e:
+        print(f"ffwatchd: {e}", file=sys.stderr)
+        return EXIT_USAGE if "no config given" in str(e) else EXIT_FAIL
+    except UsageError as e:
+        print(f"ffwatchd: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except DriverMissing as e:
+        print(f"ffwatchd: {e}", file=sys.stderr)
+        return EXIT_FAIL
+    except CommandFailed as e:
+        print(f"ffwatchd: {e}", file=sys.stderr)
+        return EXIT_FAIL
+    except KeyboardInterrupt:
+        return EXIT_FAIL
+    except BrokenPipeError:
+        # the reader went away (`ffwatchd jobs list --json | head`): stop quietly; stdout is
+        # pointed at /dev/null so the interpreter's final flush cannot complain either
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_FAIL

@@ -1,0 +1,32 @@
+"""`ffwatchd check [--json]`: config, folders, permissions, models and providers, every problem at once."""
+
+from __future__ import annotations
+
+import argparse
+
+from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, config_arg, dump_json
+from ffwatchd.config import load_config
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    config_arg(parser)
+    parser.add_argument("--json", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ffwatchd.checks import run_checks
+
+    settings = load_config(args.config)
+    problems, warnings, notes = run_checks(settings)
+    if args.json:
+        dump_json({"ok": not problems, "problems": problems, "warnings": warnings, "notes": notes})
+    else:
+        for n in notes:
+            print(f"ok       {n}")
+        for w in warnings:
+            print(f"warning  {w}")
+        for p in problems:
+            print(f"PROBLEM  {p}")
+        print(f"{settings.source}: " + ("ok" if not problems else f"{len(problems)} problem(s)")
+              + (f", {len(warnings)} warning(s)" if warnings else ""))
+    return EXIT_OK if not problems else EXIT_FAIL

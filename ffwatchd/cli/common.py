@@ -1,0 +1,112 @@
+"""What the commands share: exit codes and errors, reading the job table behind a config, and
+printing tables, times and JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+from ffwatchd.config import Settings, load_config, resolve_config_path
+from ffwatchd.errors import ConfigError
+from ffwatchd.safeyaml import load_yaml
+from ffwatchd.store import Job, JobQueue, open_store
+from ffwatchd.store.names import printable
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Wrong arguments: exit code 2."""
+
+
+class CommandFailed(Exception):
+    """A plain failure with a sentence for people: exit code 1."""
+
+
+def config_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-c", "--config", help="config file (default: $FFWATCHD_CONFIG)")
+
+
+def state_dir_for_reading(config: str | None) -> Path:
+    """The state_dir, for commands that only read the job table: an invalid config (say, one
+    the running daemon refused on reload) is reported but does not hide the table."""
+    return _settings_for_reading(config)[1]
+
+
+def _settings_for_reading(config: str | None) -> tuple[Settings | None, Path]:
+    """(settings, state_dir); settings None when the config is invalid but names a state_dir."""
+    try:
+        settings = load_config(config)
+        return settings, settings.state_dir
+    except ConfigError as e:
+        path = resolve_config_path(config)
+        try:
+            raw = load_yaml(path.read_text(encoding="utf-8"))
+            state_dir = Path(os.path.expanduser(raw["state_dir"]))
+        except (OSError, ValueError, yaml.YAMLError, TypeError, KeyError):
+            raise e from None
+        if isinstance(raw.get("queue"), dict):    # a PostgreSQL queue needs a valid config to reach
+            raise e from None
+        print(f"ffwatchd: warning: {e}\nffwatchd: reading the job table in {state_dir} anyway", file=sys.stderr)
+        return None, state_dir if state_dir.is_absolute() else path.resolve().parent / state_dir
+
+
+def open_store_for_reading(config: str | None) -> JobQueue:
+    from ffwatchd.store import SqliteJobStore
+
+    settings, state_dir = _settings_for_reading(config)
+    if settings is not None:
+        return open_store(settings)
+    return SqliteJobStore(state_dir / "ffwatchd.db")
+
+
+def check_watch_name(config: str | None, name: str | None) -> None:
+    """An unknown --watch is an error (exit 1), not an empty answer; skipped when the config
+    cannot be read (the job table is still shown)."""
+    if name is None:
+        return
+    try:
+        names = [w.name for w in load_config(config).watches]
+    except ConfigError:
+        return
+    if name not in names:
+        raise CommandFailed(f"no watch named {name!r} in the config (watches: {', '.join(names)})")
+
+
+def format_time(t: float | None) -> str:
+    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def format_progress(job: Job) -> str:
+    if job.progress_total:
+        return f"{job.progress_done or 0}/{job.progress_total} ({100 * (job.progress_done or 0) // job.progress_total}%)"
+    return "-"
+
+
+def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
+    cells = [[str(c) for c in headers]] + [["-" if c is None else printable(str(c)) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    for i, r in enumerate(cells):
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def dump_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+def print_waiting(daemon: dict | None) -> None:
+    """Files the running daemon holds back for a late sidecar or source (not jobs yet)."""
+    rows = [(name, f["path"], f["waits_for"], f"{max(0, int(f['deadline'] - time.time()))} s")
+            for name, files in ((daemon or {}).get("waiting") or {}).items() for f in files]
+    if rows:
+        print(f"\nwaiting (not jobs yet; they fail as no_sidecar or bad_sidecar when the wait ends): {len(rows)}")
+        print_table(rows, ["watch", "path", "waits for", "time left"])

@@ -1,0 +1,219 @@
+"""`ffwatchd jobs list | show | retry | cancel | purge`: the job table, one job in full, and the
+operator's verbs on jobs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Callable
+
+from ffwatchd.cli.common import (EXIT_FAIL, EXIT_OK, UsageError, check_watch_name, config_arg, dump_json,
+                                 format_progress, format_time, open_store_for_reading, print_table, print_waiting,
+                                 state_dir_for_reading)
+from ffwatchd.config import Settings, load_config, parse_duration
+from ffwatchd.store import (PRIORITIES, STATES, Job, JobQueue, NotFound, TransitionError, open_store,
+                            priority_name)
+from ffwatchd.store.names import printable
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    verbs = parser.add_subparsers(dest="jobs_command", metavar="VERB")
+    verbs.required = True
+    p = verbs.add_parser("list", help="list jobs")
+    config_arg(p)
+    p.add_argument("--state", help=f"one of {', '.join(STATES)}")
+    p.add_argument("--watch")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--json", action="store_true")
+    p = verbs.add_parser("show", help="one job in full, with its provenance")
+    config_arg(p)
+    p.add_argument("id", type=int)
+    p.add_argument("--json", action="store_true")
+    p = verbs.add_parser("retry", help="failed or cancelled jobs back to queued (originals back to the inbox)")
+    config_arg(p)
+    p.add_argument("ids", type=int, nargs="*")
+    p.add_argument("--failed", action="store_true", help="every failed job")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--priority", choices=list(PRIORITIES), help="run them at this priority (default: the sidecar's)")
+    p = verbs.add_parser("cancel", help="cancel queued or running jobs")
+    config_arg(p)
+    p.add_argument("ids", type=int, nargs="+")
+    p.add_argument("--json", action="store_true")
+    p = verbs.add_parser("purge", help="forget finished jobs")
+    config_arg(p)
+    p.add_argument("--older-than", required=True, help="e.g. 30d")
+    p.add_argument("--state", choices=["done", "failed", "cancelled"])
+    p.add_argument("--json", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    verbs: dict[str, Callable[[argparse.Namespace], int]] = {
+        "list": cmd_list, "show": cmd_show, "purge": cmd_purge,
+        "retry": lambda a: each_job(a, lambda store, settings, job: retry_job(store, settings, job, a.priority)),
+        "cancel": lambda a: each_job(a, cancel_job)}
+    return verbs[args.jobs_command](args)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    if args.state and args.state not in STATES:
+        raise UsageError(f"--state must be one of {', '.join(STATES)}")
+    check_watch_name(args.config, args.watch)
+    with open_store_for_reading(args.config) as store:
+        jobs = store.list(state=args.state, watch=args.watch, limit=args.limit)
+    if args.json:
+        dump_json([j.to_dict() for j in jobs])
+        return EXIT_OK
+    print_table([(j.id, j.state, j.watch, j.rel_path, j.kind, priority_name(j.priority), j.attempts,
+                  format_progress(j), j.error_kind or "", format_time(j.queued_at)) for j in jobs],
+                ["id", "state", "watch", "path", "kind", "priority", "tries", "progress", "error", "queued"])
+    if args.state in (None, "queued"):
+        from ffwatchd.daemon import read_status
+
+        daemon = read_status(state_dir_for_reading(args.config))
+        if daemon and args.watch:
+            daemon = {**daemon, "waiting": {args.watch: daemon.get("waiting", {}).get(args.watch, [])}}
+        print_waiting(daemon)
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with open_store_for_reading(args.config) as store:
+        try:
+            job = store.get(args.id)
+        except NotFound:
+            print(f"ffwatchd: no job {args.id}", file=sys.stderr)
+            return EXIT_FAIL
+    if args.json:
+        dump_json(job.to_dict())
+        return EXIT_OK
+    d = job.to_dict()
+    for key in ("id", "state", "watch", "rel_path", "kind", "size", "content_hash", "priority",
+                "attempts", "max_attempts", "lease_owner", "output_path", "error_kind", "error_message"):
+        print(f"{key:14} {printable(str(d[key])) if d[key] is not None else '-'}")
+        if key == "rel_path":       # the batch: the folder (with its sidecar) the file belongs to
+            batch = "-" if job.batch is None else printable(job.batch) or "/"   # "": the inbox itself
+            print(f"{'batch':14} {batch}")
+    print(f"{'progress':14} {format_progress(job)}")
+    for key in ("created_at", "queued_at", "started_at", "finished_at"):
+        print(f"{key:14} {format_time(d[key])}")
+    if job.worker:
+        print(f"{'worker':14} {json.dumps(job.worker)}")
+    print(f"{'sidecars':14} {printable(', '.join(job.sidecars)) or '-'}")
+    print("sources:")
+    for s in job.sources:
+        print(f"  {printable(str(s.get('path')))}  sha256 {s.get('sha256')}" + (f"  ({s['role']})" if s.get("role") else ""))
+    print("spec (effective sidecar snapshot):")
+    print("  " + json.dumps(job.spec, indent=2).replace("\n", "\n  "))
+    return EXIT_OK
+
+
+def each_job(args: argparse.Namespace, verb: Callable[[JobQueue, Settings, Job], str]) -> int:
+    """`verb` on each named job (or every failed one with --failed); exit 1 when any was refused."""
+    settings = load_config(args.config)
+    failures = 0
+    with open_store(settings) as store:
+        ids = args.ids
+        if getattr(args, "failed", False):
+            ids = [j.id for j in store.iter_jobs(["failed"])]
+        if not ids:
+            raise UsageError("name job ids" + (" or --failed" if hasattr(args, "failed") else ""))
+        results = []
+        for job_id in ids:
+            try:
+                text = verb(store, settings, store.get(job_id))
+                results.append({"id": job_id, "ok": True, "message": text})
+                if not args.json:
+                    print(f"job {job_id}: {text}")
+            except NotFound:
+                results.append({"id": job_id, "ok": False, "message": "no such job"})
+                failures += 1
+            except TransitionError as e:
+                text = str(e).removeprefix(f'job {job_id} ').removeprefix(f'job {job_id}: ')
+                results.append({"id": job_id, "ok": False, "message": text})
+                failures += 1
+            if not results[-1]["ok"] and not args.json:
+                print(f"job {job_id}: {results[-1]['message']}", file=sys.stderr)
+    if args.json:
+        dump_json(results)
+    return EXIT_OK if not failures else EXIT_FAIL
+
+
+def retry_job(store: JobQueue, settings: Settings, job: Job, priority: str | None = None) -> str:
+    """Back to queued with the sidecars as they are now; the original returns to its inbox path."""
+    from ffwatchd.errors import JobError
+    from ffwatchd.filing import find_failed_original, restore_original
+    from ffwatchd.ingest import snapshot_for
+
+    if job.state not in ("failed", "cancelled"):
+        raise TransitionError(f"is {job.state}: only failed or cancelled jobs can be retried")
+    try:
+        watch = settings.watch(job.watch)
+    except KeyError:
+        raise TransitionError(f"it belongs to watch {job.watch!r}, which is not in this config")
+    found = find_failed_original(watch, job)
+    if found is None:
+        raise TransitionError(f"its original is neither in {watch.inbox} nor in {watch.failed}; "
+                              "put the file back into the inbox to process it again")
+    try:
+        snap = snapshot_for(settings, watch, watch.inbox / job.rel_path, read_from=found)
+    except JobError as e:
+        raise TransitionError(f"not retried, it would be refused again: {e}; fix that, then retry") from None
+    if job.error_kind == "model_missing":
+        from ffwatchd.faces.registry import fetch_hint, missing_models
+        from ffwatchd.jobspec import JobSpec
+
+        missing = missing_models(JobSpec.from_snapshot(snap["spec"]).models_used(), settings.models_dir,
+                                 settings.models)
+        if missing:
+            names = [n for n, _ in missing]
+            raise TransitionError(f"not retried, it would fail again: model(s) {', '.join(names)} still missing "
+                                  f"({'; '.join(d for _, d in missing)}); {fetch_hint(names, settings.models)}, "
+                                  "then retry")
+    if priority is not None:
+        snap["priority"] = PRIORITIES[priority]
+    back = restore_original(watch, job, found)
+    store.retry(job.id, **snap)
+    return f"queued again with the current sidecar, priority {priority_name(snap['priority'])} ({back})"
+
+
+def cancel_job(store: JobQueue, settings: Settings, job: Job) -> str:
+    from ffwatchd.filing import file_failed_original
+
+    was = job.state
+    if was == "queued" and job.filing and job.filing.get("outcome") == "done":
+        # Processed, and its filing interrupted: the result is (partly) in place. Finish that.
+        from ffwatchd.recovery import complete_done_plan
+
+        if complete_done_plan(settings, store, job, None):
+            now = store.get(job.id)
+            if now.state == "done":
+                return f"not cancelled: it had been processed; its filing was completed (done, {now.output_path})"
+            return "not cancelled: it had been processed; its filing waits for the share"
+    cancelled = store.cancel(job.id)
+    if was == "queued":  # nobody holds it: file the original now, so the inbox does not keep it
+        try:
+            where = file_failed_original(settings.watch(job.watch), cancelled, ledger=store)
+            return f"cancelled; original filed to {where}"
+        except (KeyError, FileNotFoundError) as e:
+            return f"cancelled; original not filed ({e})"
+    return "cancelled; its worker stops at its next heartbeat and files the original to failed/"
+
+
+def cmd_purge(args: argparse.Namespace) -> int:
+    settings = load_config(args.config)
+    try:
+        age = parse_duration(args.older_than)
+    except ValueError as e:
+        raise UsageError(f"--older-than: {e}")
+    states = [args.state] if args.state else ["done", "failed", "cancelled"]
+    with open_store(settings) as store:
+        try:
+            n = store.purge(age, states)
+        except ValueError as e:
+            raise UsageError(str(e))
+    if args.json:
+        dump_json({"purged": n})
+    else:
+        print(f"purged {n} job(s)")
+    return EXIT_OK

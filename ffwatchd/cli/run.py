@@ -1,0 +1,17 @@
+"""`ffwatchd run`: the daemon in the foreground (watchers, workers, metrics, retention)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ffwatchd.cli.common import config_arg
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    config_arg(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ffwatchd.daemon import run_daemon
+
+    return run_daemon(args.config)

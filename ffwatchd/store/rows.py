@@ -1,0 +1,163 @@
+"""The job table's rows as the verbs return them: the states, Job, and the rows of the filings
+ledger, workers, batches and the outbox."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+STATES = ("queued", "running", "done", "failed", "cancelled")
+FINISHED = ("done", "failed", "cancelled")
+KINDS = ("image", "video")
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    watch: str
+    rel_path: str
+    size: int
+    mtime: float
+    content_hash: str
+    kind: str
+    priority: int
+    spec: dict
+    sources: list
+    sidecars: list
+    state: str
+    attempts: int
+    max_attempts: int
+    not_before: float
+    lease_owner: str | None
+    lease_until: float | None
+    progress_done: int | None
+    progress_total: int | None
+    created_at: float
+    queued_at: float
+    started_at: float | None
+    finished_at: float | None
+    output_path: str | None
+    error_kind: str | None
+    error_message: str | None
+    filing: dict | None
+    worker: dict | None
+    batch: str | None = None         # the batch folder (relative to the inbox; '' is the root)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @classmethod
+    def from_columns(cls, values: dict[str, Any]) -> "Job":
+        """A Job from a dict with every field, already decoded (a backend's row). Skips the frozen
+        dataclass's per-field `object.__setattr__` (a third of a claim's Python time); any other
+        set of keys goes through the checking constructor."""
+        if values.keys() != _JOB_FIELDS:
+            return cls(**values)
+        job = object.__new__(cls)
+        job.__dict__.update(values)
+        return job
+
+
+_JOB_FIELDS = Job.__dataclass_fields__.keys()
+
+
+@dataclass(frozen=True)
+class Filing:
+    """One file ffwatchd put into done/ or failed/ (`folder`), and when: the ledger retention ages by.
+    Size and inode recognise the same file; the ledger is not purged with the job rows."""
+    watch: str
+    folder: str                 # done | failed
+    rel_path: str               # relative to that folder
+    size: int
+    inode: int
+    filed_at: float
+    job_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """What a heartbeat found: `ok`, `cancelled` (stop now) or `lost` (someone else owns it)."""
+    status: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    """One worker process of some host, as its heartbeat last recorded it (the `workers` table).
+
+    `age` is the seconds since its last heartbeat on the database's clock."""
+    owner: str                     # the lease owner name, host:pid/device
+    host: str
+    pid: int
+    device: str
+    requested_provider: str        # what the config asked for (cuda or cpu)
+    provider: str                  # what onnxruntime really runs on
+    job_id: int | None             # the job it processes now
+    heartbeat_at: float
+    started_at: float
+    age: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass
+class Stats:
+    """Counters since this store was opened (fed to metrics by the caller)."""
+    expired_leases: int = 0
+    retries: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+PRIORITIES = {"high": 10, "normal": 0, "low": -10}
+BATCH_STATES = ("open", "finished")
+DELIVERY_STATES = ("pending", "delivered", "failed")
+
+
+def priority_name(value: int) -> str:
+    """high (> 0), normal (0) or low (< 0): what `jobs list` shows."""
+    return "high" if value > 0 else "low" if value < 0 else "normal"
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A folder with its sidecar: its jobs finish together and are reported together."""
+    id: int
+    watch: str
+    folder: str                      # relative to the inbox, '' for the inbox root
+    state: str                       # open | finished
+    version: int                     # how many times it finished (each finish is a report version)
+    created_at: float
+    last_activity: float             # newest job created or finished in it
+    finished_at: float | None
+    finished_activity: float | None  # last_activity as it was at the last finish
+    report_path: str | None
+    package_path: str | None
+    counts: dict
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One notification in the durable outbox (webhook or e-mail), delivered at least once."""
+    id: int
+    batch_id: int | None
+    channel: str                     # webhook | email
+    event: str                       # finished | failed
+    target: str                      # URL, or comma-separated addresses
+    payload: dict
+    idempotency_key: str
+    state: str                       # pending | delivered | failed
+    attempts: int
+    next_attempt: float
+    created_at: float
+    delivered_at: float | None
+    last_error: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
