@@ -42,8 +42,8 @@ def record(section: str, markdown: str) -> None:
 
 def git_head() -> str:
     r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "--", ".",
+                            ":(exclude)docs/benchmarks.md"], capture_output=True, text=True).stdout.strip()
     return (r.stdout.strip() or "?") + ("+changes" if dirty else "")
 
 
