@@ -139,10 +139,16 @@ def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True, 
 
 
 def _unlink_moved(src: Path, sync: bool) -> None:
-    """The source of a finished move goes; gone already means another host finished the same move."""
+    """The source of a finished move goes; gone already means another host finished the same move.
+
+    Its folder gone too is another matter (an inbox renamed away or unmounted between the link
+    and the unlink): the file may come back with it, so FileNotFoundError is raised and the
+    caller waits for the share, then finishes the move."""
     try:
         os.unlink(src)
     except FileNotFoundError:
+        if not os.path.isdir(src.parent):
+            raise
         return
     if sync:
         fsync_dir(src.parent)

@@ -196,6 +196,34 @@ def test_filing_waits_for_the_share_and_then_completes(env) -> None:
     assert (watch.output / "a.jpg").exists() and store.get(job_id).attempts == 1
 
 
+def test_an_inbox_gone_between_the_link_and_the_unlink_leaves_no_original_behind(env, monkeypatch) -> None:
+    """The original is linked into done/, then the inbox is renamed away before its name there is
+    unlinked: the filing waits for the share and finishes the move (the unlink's ENOENT is not
+    "another host moved it"), so the original does not come back with the inbox as well."""
+    from ffwatchd import placing
+
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "a.jpg", b"abc")
+    inbox, away = watch.inbox, watch.inbox.with_name("inbox.away")
+    real, dropped = placing._link_or_copy, []
+
+    def link_then_drop(src, folder, name, job_id):
+        real(src, folder, name, job_id)
+        if Path(src).parent == inbox and not dropped:
+            dropped.append(name)
+            inbox.rename(away)
+            threading.Timer(1.0, lambda: away.rename(inbox)).start()
+    monkeypatch.setattr(placing, "_link_or_copy", link_then_drop)
+    out = run_next(settings, store)
+    assert dropped == ["a.jpg"] and out.outcome == "done"
+    deadline = time.monotonic() + 30
+    while not inbox.is_dir() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (watch.done / "a.jpg").read_bytes() == b"abc"
+    assert not (watch.inbox / "a.jpg").exists(), "the original is in done/ and nowhere else"
+    assert store.get(job_id).state == "done"
+
+
 # -- 3: share markers ----------------------------------------------------------------------------
 
 def test_a_marker_refuses_another_job_table_and_allows_the_same(env, tmp_path: Path) -> None:
