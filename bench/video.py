@@ -33,7 +33,8 @@ from bench._record import record  # noqa: E402
 from ffwatchd.config import CustomModel  # noqa: E402
 from ffwatchd.jobspec import DetectorSpec, JobSpec, OutputSpec, RecognizerSpec, SwapperSpec  # noqa: E402
 from ffwatchd.media import ffmpeg as ffmpeg_mod  # noqa: E402
-from ffwatchd.media.ffmpeg import find_ffmpeg, probe  # noqa: E402
+from ffwatchd.media.ffmpeg import find_ffmpeg  # noqa: E402
+from ffwatchd.media.probe import probe  # noqa: E402
 from ffwatchd.media.video import DEFAULT_SEGMENT_SECONDS, process_video  # noqa: E402
 
 log = logging.getLogger("bench.video")

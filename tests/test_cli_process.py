@@ -128,7 +128,8 @@ def test_the_main_command_line_reaches_process(files, config, tmp_path, monkeypa
 def test_a_video_goes_through_the_same_video_path_as_the_daemon(files, config, capsys, monkeypatch):
     import subprocess
 
-    from ffwatchd.media.ffmpeg import find_ffmpeg, probe
+    from ffwatchd.media.ffmpeg import find_ffmpeg
+    from ffwatchd.media.probe import probe
 
     monkeypatch.delenv("FFWATCHD_CONFIG", raising=False)
     ffmpeg = find_ffmpeg(None)

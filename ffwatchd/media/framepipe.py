@@ -21,7 +21,8 @@ import cv2
 import numpy as np
 
 from ffwatchd.errors import JobError
-from ffwatchd.media.ffmpeg import Child, VideoInfo
+from ffwatchd.media.ffmpeg import Child
+from ffwatchd.media.probe import VideoInfo
 from ffwatchd.media.segments import Plan, encode_command, write_manifest
 
 log = logging.getLogger(__name__)

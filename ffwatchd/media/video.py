@@ -14,7 +14,8 @@ from typing import Any, Callable, Mapping
 
 from ffwatchd.errors import JobError
 from ffwatchd.jobspec import OutputSpec
-from ffwatchd.media.ffmpeg import VideoInfo, encoder_works, probe, run_ffmpeg
+from ffwatchd.media.ffmpeg import encoder_works, run_ffmpeg
+from ffwatchd.media.probe import VideoInfo, probe
 from ffwatchd.media.framepipe import CoreSplit, FramePipeline, FrameProcessor
 from ffwatchd.media.segments import (MANIFEST_VERSION, Plan, color_params, input_identity,
                                      read_manifest, reusable_segments, write_manifest)

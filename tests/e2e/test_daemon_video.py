@@ -16,7 +16,8 @@ FPS, SECONDS = 25, 10
 
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory):
-    from ffwatchd.media.ffmpeg import find_ffmpeg, probe
+    from ffwatchd.media.ffmpeg import find_ffmpeg
+    from ffwatchd.media.probe import probe
 
     ffmpeg = find_ffmpeg(None)
     d = tmp_path_factory.mktemp("clip")
@@ -68,7 +69,7 @@ def test_video_job_progress_and_resume_after_kill9(make_daemon, clip) -> None:
     out = d.output / "clips/clip.mp4"
     r = subprocess.run([ffmpeg, "-v", "error", "-i", str(out), "-f", "null", "-"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stderr.strip() == ""
-    from ffwatchd.media.ffmpeg import probe
+    from ffwatchd.media.probe import probe
 
     got = probe(out)
     assert abs(got.frame_count - info.frame_count) <= 1 and got.has_audio

@@ -1,4 +1,4 @@
-"""Finding ffmpeg, probing videos, encoder checks and child processes (ffwatchd/media/ffmpeg.py)."""
+"""Finding ffmpeg, probing videos, encoder checks and child processes (ffwatchd/media/ffmpeg.py, probe.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from ffwatchd.errors import JobError
 from ffwatchd.media import ffmpeg as ff
+from ffwatchd.media import probe as fp
 from videoclips import FPS, SIZE, ffmpeg_children, make_clip
 
 
@@ -73,15 +74,15 @@ def test_encoders(ffmpeg_exe: str) -> None:
 
 
 def test_snap_rate() -> None:
-    assert ff.snap_rate(Fraction(2997, 100)) == Fraction(30000, 1001)
-    assert ff.snap_rate(Fraction(25)) == 25
-    assert ff.snap_rate(Fraction(1000, 83)) == Fraction(1000, 83)
+    assert fp.snap_rate(Fraction(2997, 100)) == Fraction(30000, 1001)
+    assert fp.snap_rate(Fraction(25)) == 25
+    assert fp.snap_rate(Fraction(1000, 83)) == Fraction(1000, 83)
 
 
 # ---- probe
 
 def test_probe_face_clip(clips: dict[str, Path], ffmpeg_exe: str) -> None:
-    info = ff.probe(clips["face"], ffmpeg_exe)
+    info = fp.probe(clips["face"], ffmpeg_exe)
     assert (info.width, info.height) == SIZE
     assert info.fps == FPS and not info.vfr
     assert info.frame_count == info.packets == 60
@@ -89,23 +90,23 @@ def test_probe_face_clip(clips: dict[str, Path], ffmpeg_exe: str) -> None:
     assert info.has_audio and info.audio_codec == "aac"
     assert info.video_codec == "h264" and "mp4" in info.container
     assert info.rotation == 0
-    assert ff.VideoInfo.from_dict(info.to_dict()) == info
+    assert fp.VideoInfo.from_dict(info.to_dict()) == info
 
 
 def test_probe_without_audio(clips: dict[str, Path], ffmpeg_exe: str) -> None:
-    info = ff.probe(clips["silent"], ffmpeg_exe)
+    info = fp.probe(clips["silent"], ffmpeg_exe)
     assert not info.has_audio and info.audio_codec is None and info.frame_count == 60
 
 
 def test_probe_rotation(tmp_path: Path, ffmpeg_exe: str) -> None:
-    info = ff.probe(make_clip(ffmpeg_exe, tmp_path / "rot.mp4", rotation=90), ffmpeg_exe)
+    info = fp.probe(make_clip(ffmpeg_exe, tmp_path / "rot.mp4", rotation=90), ffmpeg_exe)
     assert info.rotation == 90
     assert (info.width, info.height) == SIZE
     assert info.display_size == (SIZE[1], SIZE[0])
 
 
 def test_probe_variable_frame_rate(tmp_path: Path, ffmpeg_exe: str) -> None:
-    info = ff.probe(make_clip(ffmpeg_exe, tmp_path / "vfr.mp4", vfr=True), ffmpeg_exe)
+    info = fp.probe(make_clip(ffmpeg_exe, tmp_path / "vfr.mp4", vfr=True), ffmpeg_exe)
     assert info.vfr
     assert info.fps == FPS
     assert info.packets < 60
@@ -117,7 +118,7 @@ def test_probe_mkv_with_millisecond_timestamps(tmp_path: Path, ffmpeg_exe: str) 
     mkv = tmp_path / "ntsc.mkv"
     subprocess.run([ffmpeg_exe, "-v", "error", "-i", str(clip), "-c:v", "libx264", "-preset",
                     "ultrafast", "-r", "30000/1001", "-c:a", "copy", str(mkv)], check=True)
-    info = ff.probe(mkv, ffmpeg_exe)
+    info = fp.probe(mkv, ffmpeg_exe)
     assert info.fps == Fraction(30000, 1001) and not info.vfr
 
 
@@ -125,7 +126,7 @@ def test_probe_mkv_with_millisecond_timestamps(tmp_path: Path, ffmpeg_exe: str) 
 
 def _bad(path: Path, ffmpeg: str, words: str) -> None:
     with pytest.raises(JobError) as e:
-        ff.probe(path, ffmpeg)
+        fp.probe(path, ffmpeg)
     assert e.value.kind == "bad_input"
     assert path.name in e.value.message and words in e.value.message
 

@@ -17,7 +17,7 @@ import pytest
 from ffwatchd.errors import JobError
 from ffwatchd.jobspec import OutputSpec
 from ffwatchd.media import video
-from ffwatchd.media.ffmpeg import probe
+from ffwatchd.media.probe import probe
 from ffwatchd.media.segments import MANIFEST
 from ffwatchd.media.video import process_video
 from videoclips import FPS, SIZE, FaceInverter, Invert, decode_frames, ffmpeg_children, make_clip

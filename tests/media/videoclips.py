@@ -74,7 +74,7 @@ def make_clip(ffmpeg: str, out: Path, *, audio: bool = True, seconds: float = SE
 
 def decode_frames(ffmpeg: str, path: Path) -> np.ndarray:
     """Every frame of a video as BGR, after ffmpeg's autorotation."""
-    from ffwatchd.media.ffmpeg import probe
+    from ffwatchd.media.probe import probe
     w, h = probe(path, ffmpeg).display_size
     raw = subprocess.run([ffmpeg, "-v", "error", "-i", str(path), "-f", "rawvideo",
                           "-pix_fmt", "bgr24", "-"], capture_output=True, check=True).stdout
