@@ -1,7 +1,8 @@
 """One claimed job from start to filing: check the original, run the pipeline, file the outcome.
 
-Runs inside a worker process. The lease is kept alive by `Lease` (a heartbeat thread) while
-the pipeline works; a job that was cancelled or lost meanwhile is not filed as done.
+Runs inside a worker process. The lease is kept alive by `Lease` (heartbeats.py) while the
+pipeline works; a job that was cancelled or lost meanwhile is not filed as done. How a job
+fails is in failing.py, how it waits for its share in sharewait.py.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import logging
 import os
 import shutil
 import stat as statmod
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,13 +18,14 @@ from typing import Any, Callable
 
 from ffwatchd import safefs
 from ffwatchd.config import Settings, WorkerSettings
-from ffwatchd.diskguard import disk_full_error, is_enospc
 from ffwatchd.errors import JobError
-from ffwatchd.filing import Plan, execute_plan, plan_done, plan_failed, result_trusted
+from ffwatchd.failing import JobFailures
+from ffwatchd.filing import Plan, plan_done, result_trusted
+from ffwatchd.heartbeats import Heartbeats, Lease
 from ffwatchd.ingest import hash_file
 from ffwatchd.jobspec import JobSpec
 from ffwatchd.prefetch import Prefetched, Prefetcher
-from ffwatchd.writefs import LinkRefused, make_private
+from ffwatchd.writefs import make_private
 from ffwatchd.sharepaths import localize_spec
 from ffwatchd.shares import ShareCheck
 from ffwatchd.sharewait import ShareWaits, _ShareWait
@@ -33,99 +34,7 @@ from ffwatchd.verify import SourceHashes, check_sources
 
 log = logging.getLogger(__name__)
 
-_MEMORY_WORDS = ("bad_alloc", "insufficient memory", "failed to allocate", "out of memory",
-                 "cannot allocate memory")
-
-
 _GONE = "gone"          # _original_problem: the original is not at its inbox path
-
-
-class Lease:
-    """One job's lease, kept alive by the worker's `Heartbeats`; says when it was cancelled or lost."""
-
-    def __init__(self, heartbeats: "Heartbeats", job: Job) -> None:
-        self.heartbeats, self.job_id, self.attempt = heartbeats, job.id, job.attempts
-        self.status = "ok"
-        self.progress: tuple[int, int] | None = None
-
-    def start(self) -> "Lease":
-        self.heartbeats.add(self)
-        return self
-
-    def stop(self) -> None:
-        self.heartbeats.remove(self)
-
-    def heartbeat(self) -> None:
-        self.heartbeats.beat_one(self)
-
-    def set_progress(self, done: int, total: int) -> None:
-        self.progress = (done, total)
-        self.heartbeat()                     # progress is visible at once, not one interval later
-
-    @property
-    def should_stop(self) -> bool:
-        return self.status != "ok"
-
-
-class Heartbeats:
-    """One thread per worker that extends the lease of every job it holds, every lease/3, and
-    stamps the worker's row in the workers table (what `status` shows for every host)."""
-
-    def __init__(self, store: JobQueue, owner: str, lease: float) -> None:
-        self.store, self.owner, self.lease = store, owner, lease
-        self.beat: Callable[[int], None] | None = None    # tells the supervisor we are alive
-        self.registered = False                           # the worker has a row to stamp
-        self._leases: list[Lease] = []
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def add(self, lease: Lease) -> None:
-        with self._lock:
-            self._leases.append(lease)
-        self.start()
-
-    def remove(self, lease: Lease) -> None:
-        with self._lock:
-            if lease in self._leases:
-                self._leases.remove(lease)
-
-    def start(self) -> None:
-        with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="heartbeats", daemon=True)
-                self._thread.start()
-
-    def current_job(self) -> int | None:
-        """The job this worker processes now: the lease taken last."""
-        with self._lock:
-            return self._leases[-1].job_id if self._leases else None
-
-    def _run(self) -> None:
-        interval = max(0.2, self.lease / 3)
-        while True:
-            self._wake.wait(interval)
-            with self._lock:
-                leases = list(self._leases)
-            for lease in leases:
-                self.beat_one(lease)
-            if self.registered:
-                try:
-                    self.store.worker_heartbeat(self.owner, self.current_job())
-                except Exception as e:  # noqa: BLE001 - the row is informational; retried next beat
-                    log.warning("worker row heartbeat failed: %s", e)
-
-    def beat_one(self, lease: Lease) -> None:
-        try:
-            lease.status = self.store.heartbeat(lease.job_id, self.owner, self.lease,
-                                                progress=lease.progress, attempt=lease.attempt).status
-        except Exception as e:  # noqa: BLE001 - a failed heartbeat is retried; the lease has slack
-            log.warning("job %d: heartbeat failed: %s", lease.job_id, e)
-            return
-        if self.beat is not None:
-            self.beat(lease.job_id)
-        if lease.status != "ok":
-            log.warning("job %d: lease %s; stopping it", lease.job_id, lease.status)
 
 
 @dataclass
@@ -146,21 +55,6 @@ class Outcome:
     #: the batch report's thumbnails of a filed image (path -> data URI), made from the pictures
     #: the worker holds, so the supervisor does not decode the files again
     thumbs: dict | None = None
-
-
-def as_job_error(exc: BaseException, where: Path | None = None) -> JobError:
-    """Map an unexpected exception to a JobError with the right kind."""
-    if isinstance(exc, JobError):
-        return exc
-    text = str(exc).lower()
-    if isinstance(exc, MemoryError) or any(w in text for w in _MEMORY_WORDS):
-        return JobError("memory", f"the job ran out of memory under workers.ram_limit ({exc.__class__.__name__}: "
-                                  f"{str(exc)[:200]}); raise ram_limit or lower max_pixels", transient=False)
-    if isinstance(exc, OSError) and is_enospc(exc):
-        return disk_full_error(exc, where)
-    if isinstance(exc, OSError):
-        return JobError("io", f"{exc.strerror or exc} ({exc.filename or where})", transient=True)
-    return JobError("internal", f"{exc.__class__.__name__}: {exc}", transient=True)
 
 
 def report_thumbs(write: Any, plan: Plan) -> dict | None:
@@ -215,7 +109,7 @@ def process_video_file(pipeline: Any, target: Path, result: Path, spec: JobSpec,
     return video
 
 
-class JobRunner(ShareWaits):
+class JobRunner(JobFailures, ShareWaits):
     """Runs claimed jobs on this worker's pipeline (models stay loaded between jobs)."""
 
     def __init__(self, settings: Settings, store: JobQueue, pipeline: Any, owner: str,
@@ -382,16 +276,6 @@ class JobRunner(ShareWaits):
             pending.claimed = claimed
             self.hold(claimed)
 
-    def _handle(self, exc: Exception, watch: Any, job: Job, lease: Lease, out: Outcome, where: Path) -> None:
-        why = self.shares.problem(watch)
-        if why and not lease.should_stop:      # the failure came from the share going: not the job's
-            self._release_for_share(job, out, why)
-            return
-        err = as_job_error(exc, where)
-        if err.kind == "internal" and not isinstance(exc, JobError):
-            log.error("job %d: unexpected error", job.id, exc_info=exc)
-        self._failed(watch, job, lease, out, err, self.settings.temp_dir / f"job-{job.id}")
-
     def _process(self, job: Job, spec: JobSpec, original: Path, workdir: Path, lease: Lease,
                  pre: Prefetched | None = None) -> tuple[Path, str, int, Callable[[Path], Any] | None]:
         """(result path, suffix, frames, the writer still to run for an image: its encode is
@@ -474,61 +358,6 @@ class JobRunner(ShareWaits):
             out.outcome, out.error_kind, out.message = "failed", plan.error_kind, plan.message
         self._clean_temp(job.id)
         return True
-
-    def _failed(self, watch: Any, job: Job, lease: Lease, out: Outcome, err: JobError, workdir: Path) -> None:
-        if lease.should_stop:
-            self._stopped(watch, job, lease, out, workdir)
-            return
-        out.error_kind, out.message = err.kind, err.message
-        out.fatal = err.kind == "memory"
-        log.warning("job %d: %s", job.id, err)
-        if err.transient and job.attempts < job.max_attempts:
-            self.store.fail(job.id, self.owner, error_kind=err.kind, message=err.message, transient=True,
-                            attempt=job.attempts)
-            out.outcome = "retried"
-            if job.kind == "image":
-                self._clean_temp(job.id)   # videos keep finished segments to resume
-            return
-        self._fail_final(watch, job, out, err.kind, err.message, workdir, lease)
-
-    def _fail_final(self, watch: Any, job: Job, out: Outcome, kind: str, message: str, workdir: Path,
-                    lease: Lease | None = None) -> None:
-        plan = plan_failed(watch, job, kind, message)
-        self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
-        try:
-            if lease is not None:
-                self._file_plan(watch, plan, job, lease)
-            else:
-                execute_plan(plan, job, watch, ledger=self.store)
-        except LinkRefused as e:              # failed/ goes through a link: nothing is written there
-            self._fail_without_filing(job, out, "io", f"{e.message}; the original stays in the inbox "
-                                      f"(the job failed first as {kind}: {message})")
-            return
-        self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
-                        attempt=job.attempts)
-        out.outcome, out.error_kind, out.message = "failed", kind, message
-        self._clean_temp(job.id)
-
-    def _fail_without_filing(self, job: Job, out: Outcome, kind: str, message: str) -> None:
-        """The original is not ours to move (gone, or replaced by new content)."""
-        log.warning("job %d: %s: %s", job.id, kind, message)
-        self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
-                        attempt=job.attempts)
-        out.outcome, out.error_kind, out.message = "failed", kind, message
-
-    def _stopped(self, watch: Any, job: Job, lease: Lease, out: Outcome, workdir: Path) -> None:
-        if lease.status == "cancelled":
-            plan = plan_failed(watch, job, "cancelled", "cancelled by an operator while running")
-            try:
-                execute_plan(plan, job, watch, ledger=self.store)
-            except LinkRefused as e:
-                log.error("job %d: cancelled; its original stays in the inbox: %s", job.id, e.message)
-            self._clean_temp(job.id)
-            out.outcome, out.error_kind = "cancelled", "cancelled"
-        else:
-            out.outcome = "lost"
-        log.info("job %d: stopped (%s); nothing filed as done", job.id, lease.status)
-
 
 
 class Pending:

@@ -1,0 +1,116 @@
+"""How a job fails inside a worker: the error's kind from an exception, another attempt or a final
+failure with the original filed to failed/, and a stop for a cancel or a lost lease. Mixed into
+`JobRunner` (runner.py), which gives `settings`, `store`, `owner`, `shares`, `_file_plan`,
+`_release_for_share` and `_clean_temp`."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ffwatchd.diskguard import disk_full_error, is_enospc
+from ffwatchd.errors import JobError
+from ffwatchd.filing import execute_plan, plan_failed
+from ffwatchd.heartbeats import Lease
+from ffwatchd.store import Job
+from ffwatchd.writefs import LinkRefused
+
+if TYPE_CHECKING:
+    from ffwatchd.runner import Outcome
+
+log = logging.getLogger("ffwatchd.runner")
+
+_MEMORY_WORDS = ("bad_alloc", "insufficient memory", "failed to allocate", "out of memory",
+                 "cannot allocate memory")
+
+
+def as_job_error(exc: BaseException, where: Path | None = None) -> JobError:
+    """Map an unexpected exception to a JobError with the right kind."""
+    if isinstance(exc, JobError):
+        return exc
+    text = str(exc).lower()
+    if isinstance(exc, MemoryError) or any(w in text for w in _MEMORY_WORDS):
+        return JobError("memory", f"the job ran out of memory under workers.ram_limit ({exc.__class__.__name__}: "
+                                  f"{str(exc)[:200]}); raise ram_limit or lower max_pixels", transient=False)
+    if isinstance(exc, OSError) and is_enospc(exc):
+        return disk_full_error(exc, where)
+    if isinstance(exc, OSError):
+        return JobError("io", f"{exc.strerror or exc} ({exc.filename or where})", transient=True)
+    return JobError("internal", f"{exc.__class__.__name__}: {exc}", transient=True)
+
+
+class JobFailures:
+    """_handle (an exception during a job), _failed, _fail_final, _fail_without_filing, _stopped."""
+
+    settings: Any
+    store: Any
+    owner: str
+    shares: Any
+    _file_plan: Any
+    _release_for_share: Any
+    _clean_temp: Any
+
+    def _handle(self, exc: Exception, watch: Any, job: Job, lease: Lease, out: Outcome, where: Path) -> None:
+        why = self.shares.problem(watch)
+        if why and not lease.should_stop:      # the failure came from the share going: not the job's
+            self._release_for_share(job, out, why)
+            return
+        err = as_job_error(exc, where)
+        if err.kind == "internal" and not isinstance(exc, JobError):
+            log.error("job %d: unexpected error", job.id, exc_info=exc)
+        self._failed(watch, job, lease, out, err, self.settings.temp_dir / f"job-{job.id}")
+
+    def _failed(self, watch: Any, job: Job, lease: Lease, out: Outcome, err: JobError, workdir: Path) -> None:
+        if lease.should_stop:
+            self._stopped(watch, job, lease, out, workdir)
+            return
+        out.error_kind, out.message = err.kind, err.message
+        out.fatal = err.kind == "memory"
+        log.warning("job %d: %s", job.id, err)
+        if err.transient and job.attempts < job.max_attempts:
+            self.store.fail(job.id, self.owner, error_kind=err.kind, message=err.message, transient=True,
+                            attempt=job.attempts)
+            out.outcome = "retried"
+            if job.kind == "image":
+                self._clean_temp(job.id)   # videos keep finished segments to resume
+            return
+        self._fail_final(watch, job, out, err.kind, err.message, workdir, lease)
+
+    def _fail_final(self, watch: Any, job: Job, out: Outcome, kind: str, message: str, workdir: Path,
+                    lease: Lease | None = None) -> None:
+        plan = plan_failed(watch, job, kind, message)
+        self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
+        try:
+            if lease is not None:
+                self._file_plan(watch, plan, job, lease)
+            else:
+                execute_plan(plan, job, watch, ledger=self.store)
+        except LinkRefused as e:              # failed/ goes through a link: nothing is written there
+            self._fail_without_filing(job, out, "io", f"{e.message}; the original stays in the inbox "
+                                      f"(the job failed first as {kind}: {message})")
+            return
+        self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
+                        attempt=job.attempts)
+        out.outcome, out.error_kind, out.message = "failed", kind, message
+        self._clean_temp(job.id)
+
+    def _fail_without_filing(self, job: Job, out: Outcome, kind: str, message: str) -> None:
+        """The original is not ours to move (gone, or replaced by new content)."""
+        log.warning("job %d: %s: %s", job.id, kind, message)
+        self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
+                        attempt=job.attempts)
+        out.outcome, out.error_kind, out.message = "failed", kind, message
+
+    def _stopped(self, watch: Any, job: Job, lease: Lease, out: Outcome, workdir: Path) -> None:
+        if lease.status == "cancelled":
+            plan = plan_failed(watch, job, "cancelled", "cancelled by an operator while running")
+            try:
+                execute_plan(plan, job, watch, ledger=self.store)
+            except LinkRefused as e:
+                log.error("job %d: cancelled; its original stays in the inbox: %s", job.id, e.message)
+            self._clean_temp(job.id)
+            out.outcome, out.error_kind = "cancelled", "cancelled"
+        else:
+            out.outcome = "lost"
+        log.info("job %d: stopped (%s); nothing filed as done", job.id, lease.status)
