@@ -1,11 +1,11 @@
-"""Watching inboxes: inotify or polling per watch, start-up scan, periodic rescans, availability.
+"""Watching inboxes: inotify or polling per watch, start-up scan, periodic rescans; availability and
+the inotify observer in observer.py.
 
 Events and scans only say "look at this path"; the settle tracker decides when a file is ready.
 """
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import stat as statmod
@@ -14,16 +14,13 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from watchdog.events import (DirModifiedEvent, FileClosedNoWriteEvent, FileOpenedEvent, FileSystemEvent,
-                             FileSystemEventHandler)
-from watchdog.observers import Observer
-
 from ffwatchd import safefs
 from ffwatchd.cluster import Leadership
 from ffwatchd.config import Settings, WatchSettings
 from ffwatchd.ingest import HashCache, IngestResult, classify_name, ingest_file, is_ignored_dir
 from ffwatchd.mounts import detect_mode
 from ffwatchd.notices import Notices
+from ffwatchd.observer import InboxObserver
 from ffwatchd.scan import InboxUnavailable, ScanResult, left_alone_kind, scan_inbox
 from ffwatchd.settle import FileState, SettleTracker
 from ffwatchd.shares import ShareCheck
@@ -52,20 +49,7 @@ def _seconds(value: float) -> str:
 
 # -- one watch ---------------------------------------------------------------------------------
 
-class _Handler(FileSystemEventHandler):
-    """Turns watchdog events into paths to look at; nothing else."""
-
-    def __init__(self, loop: "WatchLoop") -> None:
-        self.loop = loop
-
-    def on_any_event(self, event: FileSystemEvent) -> None:
-        if isinstance(event, (DirModifiedEvent, FileOpenedEvent, FileClosedNoWriteEvent)):
-            return
-        paths = [event.src_path, getattr(event, "dest_path", "")]
-        self.loop.note_paths([os.fsdecode(p) for p in paths if p], directory=event.is_directory)
-
-
-class WatchLoop:
+class WatchLoop(InboxObserver):
     """One watch: its observer, its thread, its tracker and its memory of handled files."""
 
     def __init__(self, settings: Settings, watch: WatchSettings, store: JobQueue,
@@ -177,70 +161,6 @@ class WatchLoop:
             self._set_unavailable(str(e))
             return
         self._apply_scan(result)
-
-    # -- availability ------------------------------------------------------------------------
-
-    def _check_availability(self) -> None:
-        try:
-            st = os.stat(self.watch.inbox)
-            if not statmod.S_ISDIR(st.st_mode):
-                raise NotADirectoryError(errno.ENOTDIR, "not a folder")
-        except OSError as e:
-            self._set_unavailable(f"{self.watch.inbox}: {e.strerror or e}")
-            return
-        why = self.shares.problem(self.watch, ("inbox",))
-        if why:                               # renamed away and replaced by another folder
-            self._set_unavailable(why)
-            return
-        root_id = (st.st_dev, st.st_ino)
-        if self.available and root_id == self._root_id:
-            if self._observer is not None and not self._observer.is_alive():
-                log.warning("watch %s: the inotify observer stopped; starting it again", self.watch.name)
-                self._start_observer()
-                self.full_scan()
-            return
-        if self._ever_available:
-            log.warning("watch %s: inbox %s is %s; rescanning", self.watch.name, self.watch.inbox,
-                        "back" if not self.available else "a new folder")
-        self._root_id, self.available, self._ever_available = root_id, True, True
-        if self.mode == "inotify":
-            self._start_observer()
-        self.full_scan()
-
-    def _set_unavailable(self, why: str) -> None:
-        if self.available or not self._ever_available:
-            log.warning("watch %s: inbox unavailable (%s); nothing is forgotten, retrying every %gs",
-                        self.watch.name, why, self.watch.poll_interval)
-        self._ever_available = True
-        self.available = False
-        self._stop_observer()
-
-    def _start_observer(self) -> None:
-        self._stop_observer()
-        observer = Observer()
-        try:
-            observer.schedule(_Handler(self), str(self.watch.inbox), recursive=True)
-            observer.start()
-        except OSError as e:
-            if e.errno in (errno.ENOSPC, errno.EMFILE):
-                log.error("watch %s: inotify refused (%s); polling every %gs instead (raise "
-                          "fs.inotify.max_user_watches to watch by events)", self.watch.name, e,
-                          self.watch.poll_interval)
-                self.mode = "poll"
-                return
-            self._set_unavailable(f"cannot watch {self.watch.inbox}: {e.strerror or e}")
-            return
-        self._observer = observer
-
-    def _stop_observer(self) -> None:
-        observer, self._observer = self._observer, None
-        if observer is not None:
-            try:
-                observer.stop()
-                if observer is not threading.current_thread():
-                    observer.join(5.0)
-            except (OSError, RuntimeError, KeyError) as e:
-                log.debug("watch %s: stopping the observer: %s", self.watch.name, e)
 
     # -- feeding the tracker --------------------------------------------------------------------
 
