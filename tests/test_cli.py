@@ -302,3 +302,33 @@ def test_models_verify_with_nothing_to_verify_says_so(cfg: Path, capsys) -> None
     assert main(["models", "verify", "-c", str(cfg)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("nothing to verify: no model file is in ") and "ffwatchd models fetch NAME" in out
+
+
+@pytest.mark.parametrize("words", [["jobs", "list"], ["jobs", "show", "1"], ["batches", "list"],
+                                   ["models", "list"], ["retention", "--dry-run"]])
+def test_the_config_option_works_before_and_after_the_verb(cfg: Path, capsys, words: list[str]) -> None:
+    """`ffwatchd GROUP -c C VERB` and `ffwatchd GROUP VERB -c C` mean the same, for every group (a new user copied
+    README's `models -c C list` form to `batches` and `jobs`: one dropped the option, the other refused it)."""
+    add_job(cfg)
+    before = main([words[0], "-c", str(cfg), *words[1:]])
+    out_before = capsys.readouterr()
+    after = main([*words, "-c", str(cfg)])
+    out_after = capsys.readouterr()
+    assert (before, after) == (0, 0), (out_before.err, out_after.err)
+    assert out_before.out == out_after.out
+    # And the option given twice: the one after the verb wins, as argparse users expect.
+    other = cfg.parent / "nowhere.yaml"
+    assert main([words[0], "-c", str(other), *words[1:], "-c", str(cfg)]) == 0
+    capsys.readouterr()
+
+
+def test_queue_migrate_help_lists_the_config_option(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["queue", "migrate", "--help"])
+    assert "-c CONFIG, --config CONFIG" in capsys.readouterr().out
+
+
+def test_an_unknown_watch_is_an_error_for_batches_too(cfg: Path, capsys) -> None:
+    assert main(["batches", "list", "--watch", "nope", "-c", str(cfg)]) == 1
+    assert "no watch named 'nope' in the config (watches: studio)" in capsys.readouterr().err
+    assert main(["batches", "list", "--watch", "studio", "-c", str(cfg)]) == 0

@@ -6,28 +6,31 @@ import argparse
 import json
 import sys
 
-from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, dump_json, format_time, open_store_for_reading, print_table
+from ffwatchd.cli.common import (EXIT_FAIL, EXIT_OK, check_watch_name, config_arg, dump_json, format_time,
+                                 open_store_for_reading, print_table)
 from ffwatchd.store import NotFound
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-c", "--config", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    config_arg(parser)
     verbs = parser.add_subparsers(dest="batches_command", metavar="VERB")
     verbs.required = True
     p = verbs.add_parser("list", help="batches, newest first")
-    p.add_argument("-c", "--config", help="config file (default: $FFWATCHD_CONFIG)")
+    config_arg(p, verb=True)
     p.add_argument("--watch")
     p.add_argument("--state", choices=["open", "finished"])
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--json", action="store_true")
     p = verbs.add_parser("show", help="one batch: counts, report, package, deliveries")
-    p.add_argument("-c", "--config", help="config file (default: $FFWATCHD_CONFIG)")
+    config_arg(p, verb=True)
     p.add_argument("id", type=int)
     p.add_argument("--json", action="store_true")
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_store_for_reading(getattr(args, "config", None)) as store:
+    if args.batches_command == "list":
+        check_watch_name(args.config, args.watch)
+    with open_store_for_reading(args.config) as store:
         if args.batches_command == "list":
             batches = store.list_batches(watch=args.watch, state=args.state, limit=args.limit)
             if args.json:

@@ -30,8 +30,15 @@ class CommandFailed(Exception):
     """A plain failure with a sentence for people: exit code 1."""
 
 
-def config_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-c", "--config", help="config file (default: $FFWATCHD_CONFIG)")
+def config_arg(p: argparse.ArgumentParser, *, verb: bool = False,
+               help: str = "config file (default: $FFWATCHD_CONFIG)") -> None:
+    """`-c/--config` on a command (default None) or on one of its verbs. A verb's option has no
+    default of its own, so `GROUP -c C VERB` and `GROUP VERB -c C` mean the same (a verb's default
+    would overwrite the group's value)."""
+    if verb:
+        p.add_argument("-c", "--config", default=argparse.SUPPRESS, help=help)
+    else:
+        p.add_argument("-c", "--config", help=help)
 
 
 def state_dir_for_reading(config: str | None) -> Path:

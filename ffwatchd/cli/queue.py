@@ -19,7 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="queue_command", metavar="{migrate}")
     sub.required = True
     p = sub.add_parser("migrate", help="copy an SQLite job table into the config's PostgreSQL queue")
-    p.add_argument("-c", "--config", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    p.add_argument("-c", "--config", default=argparse.SUPPRESS,
+                   help="config file naming the PostgreSQL queue (default: $FFWATCHD_CONFIG)")
     p.add_argument("--from", dest="source", metavar="DB",
                    help="the SQLite file (default: ffwatchd.db in the config's state_dir)")
     p.add_argument("--json", action="store_true")
