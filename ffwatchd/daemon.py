@@ -37,6 +37,7 @@ log = logging.getLogger("ffwatchd.daemon")
 
 STATUS_EVERY = 2.0
 DISK_EVERY = 5.0
+MODELS_EVERY = 10.0       # seconds between looks at models_dir for the defaults' models (status, log)
 WORKER_START_TIMEOUT = 120.0
 
 
@@ -63,7 +64,9 @@ class Supervisor(WorkerSlots):
         self.batches: Any = None
         self._retention_thread: threading.Thread | None = None
         self._disk_thread: threading.Thread | None = None
+        self._models_thread: threading.Thread | None = None
         self._next_status = self._next_disk = self._next_retention = self._next_prune = 0.0
+        self._next_models = time.monotonic() + MODELS_EVERY
 
     # -- start-up --------------------------------------------------------------------------
 
@@ -106,6 +109,24 @@ class Supervisor(WorkerSlots):
         if problem:
             log.error("%s", problem)
             self.warnings.append(problem)
+
+    def refresh_models(self) -> None:
+        """Look again at models_dir (in a thread: it may sit on a share): a model fetched while the
+        daemon runs leaves status's MODELS MISSING, and one that went away enters it, with a log line."""
+        from ffwatchd.checks import missing_default_models
+
+        settings = self.settings
+        now = missing_default_models(settings)
+        before = self.models_missing
+        if now == before:
+            return
+        gone = {line.split(":", 1)[0] for line in before} - {line.split(":", 1)[0] for line in now}
+        for watch in sorted(gone):
+            log.info("the model(s) needed by %s are now in place", watch)
+        for line in now:
+            if line not in before:
+                log.warning("%s", line)
+        self.models_missing = now
 
     def _start_metrics(self) -> None:
         from ffwatchd.metrics import Metrics
@@ -273,6 +294,10 @@ class Supervisor(WorkerSlots):
                 self._next_disk = now + DISK_EVERY
                 self._disk_thread = threading.Thread(target=self._update_claiming, name="diskguard", daemon=True)
                 self._disk_thread.start()
+            if now >= self._next_models and not (self._models_thread and self._models_thread.is_alive()):
+                self._next_models = now + MODELS_EVERY
+                self._models_thread = threading.Thread(target=self.refresh_models, name="models", daemon=True)
+                self._models_thread.start()
             if now >= self._next_status:
                 self._next_status = now + STATUS_EVERY
                 self.write_status()
