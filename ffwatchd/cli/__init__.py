@@ -54,18 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)
-    except ConfigError as e:
+    except (ConfigError, UsageError, DriverMissing, CommandFailed) as e:
         print(f"ffwatchd: {e}", file=sys.stderr)
-        return EXIT_USAGE if "no config given" in str(e) else EXIT_FAIL
-    except UsageError as e:
-        print(f"ffwatchd: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except DriverMissing as e:
-        print(f"ffwatchd: {e}", file=sys.stderr)
-        return EXIT_FAIL
-    except CommandFailed as e:
-        print(f"ffwatchd: {e}", file=sys.stderr)
-        return EXIT_FAIL
+        usage = isinstance(e, UsageError) or (isinstance(e, ConfigError) and "no config given" in str(e))
+        return EXIT_USAGE if usage else EXIT_FAIL
     except KeyboardInterrupt:
         return EXIT_FAIL
     except BrokenPipeError:
