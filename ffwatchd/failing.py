@@ -54,7 +54,7 @@ class JobFailures:
     def _handle(self, exc: Exception, watch: Any, job: Job, lease: Lease, out: Outcome, where: Path) -> None:
         why = self.shares.problem(watch)
         if why and not lease.should_stop:      # the failure came from the share going: not the job's
-            self._release_for_share(job, out, why)
+            self._release_for_share(job, out, why, lease)
             return
         err = as_job_error(exc, where)
         if err.kind == "internal" and not isinstance(exc, JobError):

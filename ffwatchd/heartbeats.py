@@ -97,4 +97,7 @@ class Heartbeats:
         if self.beat is not None:
             self.beat(lease.job_id)
         if lease.status != "ok":
-            log.warning("job %d: lease %s; stopping it", lease.job_id, lease.status)
+            with self._lock:
+                ours = lease in self._leases
+            if ours:        # not one released or filed while this beat was under way
+                log.warning("job %d: lease %s; stopping it", lease.job_id, lease.status)

@@ -170,7 +170,7 @@ class JobRunner(JobFailures, ShareWaits):
             log.warning("job %d: %s", job.id, e)
             out.outcome = "lost"
         except _ShareWait as e:
-            self._release_for_share(job, out, str(e))
+            self._release_for_share(job, out, str(e), lease)
         except BaseException:
             lease.stop()
             raise
@@ -190,7 +190,7 @@ class JobRunner(JobFailures, ShareWaits):
         workdir = self.settings.temp_dir / f"job-{job.id}"
         why = self.shares.problem(watch)
         if why:                                # claimed just as the share went: it waits, unspent
-            self._release_for_share(job, out, why)
+            self._release_for_share(job, out, why, lease)
             return None
         if job.filing:                         # a crash interrupted filing: finish it, do not redo work
             if self._resume_filing(watch, job, Plan.from_dict(job.filing).localized(watch), out, lease):
@@ -208,7 +208,7 @@ class JobRunner(JobFailures, ShareWaits):
         if problem == _GONE:
             why = self.shares.problem(watch)
             if why:
-                self._release_for_share(job, out, why)
+                self._release_for_share(job, out, why, lease)
             else:                              # really gone while its inbox is there: said in a report
                 self._fail_final(watch, job, out, "vanished", f"{original} left the inbox before it was "
                                  "processed (deleted or moved away while queued)", workdir, lease)
@@ -217,7 +217,7 @@ class JobRunner(JobFailures, ShareWaits):
         if problem or source_error is not None:
             why = self.shares.problem(watch)
             if why:                            # the share went meanwhile: not the job's fault
-                self._release_for_share(job, out, why)
+                self._release_for_share(job, out, why, lease)
             elif problem:
                 self._fail_without_filing(job, out, "bad_input", problem)
             else:
@@ -259,7 +259,7 @@ class JobRunner(JobFailures, ShareWaits):
         except TransitionError:
             raise
         except _ShareWait as e:
-            self._release_for_share(job, out, str(e))
+            self._release_for_share(job, out, str(e), lease)
         except Exception as e:  # noqa: BLE001 - every failure ends as a job error with a kind
             self._handle(e, watch, job, lease, out, result)
 
@@ -347,7 +347,7 @@ class JobRunner(JobFailures, ShareWaits):
         try:
             self._file_plan(watch, plan, job, lease)
         except _ShareWait as e:
-            self._release_for_share(job, out, str(e))
+            self._release_for_share(job, out, str(e), lease)
             return True
         if plan.outcome == "done":
             self.store.finish(job.id, self.owner, output_path=plan.result_dst, attempt=job.attempts)
@@ -387,7 +387,7 @@ class Pending:
                     log.warning("job %d: %s", self.job.id, e)
                     self.out.outcome = "lost"
                 except _ShareWait as e:
-                    self.runner._release_for_share(self.job, self.out, str(e))
+                    self.runner._release_for_share(self.job, self.out, str(e), self.lease)
         finally:
             self.lease.stop()
         self.out.duration = max(0.0, time.time() - (self.job.started_at or time.time()))

@@ -26,8 +26,9 @@ class ShareWaits:
     owner: str
     shares: Any
 
-    def _release_for_share(self, job: Job, out: Any, why: str) -> None:
+    def _release_for_share(self, job: Job, out: Any, why: str, lease: Any) -> None:
         log.warning("job %d: the share is unavailable (%s); back to the queue, no attempt spent", job.id, why)
+        lease.stop()                  # no longer ours: the heartbeats must not renew it
         self.store.release(job.id, self.owner, attempt=job.attempts)
         out.outcome, out.message = "lost", f"share unavailable: {why}"
 

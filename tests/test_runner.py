@@ -245,3 +245,47 @@ def test_an_original_reached_through_a_link_is_not_read(env, tmp_path: Path) -> 
     job = store.get(job_id)
     assert out.outcome == "failed" and "symbolic link" in job.error_message
     assert (tmp_path / "elsewhere/a.jpg").read_bytes() == b"abc" and not any(watch.failed.rglob("*"))
+
+
+def test_a_job_given_back_for_the_share_stops_its_lease_at_once(env, caplog) -> None:
+    """Released because the share went away: its lease is no longer ours, so the heartbeats stop renewing it
+    at once (they logged "lease lost; stopping it" every second while the worker filed another job)."""
+    import logging
+
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "a.jpg", b"abc")
+    runner = JobRunner(settings, store, FakePipeline(), "test-owner")
+    job = store.claim("test-owner", 60)
+    watch.inbox.rename(watch.inbox.with_name("inbox.away"))          # the share drops out
+    try:
+        with caplog.at_level(logging.WARNING, logger="ffwatchd"):
+            pending = runner.start(job)
+            assert pending.out.outcome == "lost" and store.get(job_id).state == "queued"
+            assert runner.heartbeats.current_job() is None, "the released job's lease is still being renewed"
+            pending.finish()
+        assert not [r for r in caplog.records if "lease lost" in r.getMessage()]
+    finally:
+        watch.inbox.with_name("inbox.away").rename(watch.inbox)
+    assert store.get(job_id).attempts == 0
+
+
+def test_a_beat_that_finds_its_lease_gone_after_the_job_was_filed_says_nothing(env, caplog) -> None:
+    """A heartbeat under way while the job is filed (its lease removed) comes back "lost": not a warning. A lease
+    still held that is lost is one."""
+    import logging
+
+    from ffwatchd.heartbeats import Heartbeats, Lease
+
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "a.jpg", b"abc")
+    job = store.claim("test-owner", 60)
+    beats = Heartbeats(store, "someone-else", 60)       # not the owner: every beat comes back not ok
+    held, filed = Lease(beats, job), Lease(beats, job)
+    with beats._lock:
+        beats._leases.append(held)                        # registered without starting the thread
+    with caplog.at_level(logging.WARNING, logger="ffwatchd"):
+        beats.beat_one(filed)
+        assert filed.should_stop and not [r for r in caplog.records if "stopping it" in r.getMessage()]
+        beats.beat_one(held)
+    assert [r.getMessage() for r in caplog.records if "stopping it" in r.getMessage()] == \
+        [f"job {job_id}: lease {held.status}; stopping it"]
