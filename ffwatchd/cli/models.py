@@ -9,30 +9,30 @@ import sys
 import time
 from pathlib import Path
 
-from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE
+from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, config_arg
 from ffwatchd.config import CONFIG_ENV, CustomModel, load_config
 from ffwatchd.errors import ConfigError, JobError
 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    def common(p: argparse.ArgumentParser, default) -> None:
-        if "-c" not in p._option_string_actions:
-            p.add_argument("-c", "--config", default=default, help=f"config file (default: ${CONFIG_ENV})")
-        p.add_argument("--models-dir", default=default, help="model folder (default: the config's models_dir)")
+    def common(p: argparse.ArgumentParser, verb: bool) -> None:
+        config_arg(p, verb=verb)
+        p.add_argument("--models-dir", default=argparse.SUPPRESS if verb else None,
+                       help="model folder (default: the config's models_dir)")
 
-    common(parser, None)
+    common(parser, verb=False)
     sub = parser.add_subparsers(dest="models_command", metavar="{list,verify,fetch}")
     sub.required = True
     p = sub.add_parser("list", help="each known model: present, missing, corrupt or unpinned")
-    common(p, argparse.SUPPRESS)
+    common(p, verb=True)
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("verify", help="check the sha256 of model files (all present ones, or NAMEs)")
-    common(p, argparse.SUPPRESS)
+    common(p, verb=True)
     p.add_argument("names", nargs="*", metavar="NAME")
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("fetch", help="download models (with timeouts, resume and a sha256 check)")
-    common(p, argparse.SUPPRESS)
+    common(p, verb=True)
     p.add_argument("names", nargs="*", metavar="NAME")
     p.add_argument("--all", action="store_true", help="every built-in model")
     p.add_argument("--force", action="store_true", help="download even when the file is present and valid")

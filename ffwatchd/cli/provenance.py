@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK
+from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, config_arg
 from ffwatchd.config import CONFIG_ENV, load_config
 from ffwatchd.errors import ConfigError
 
@@ -17,16 +17,12 @@ VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    def common(p: argparse.ArgumentParser, default: object) -> None:
-        if "-c" not in p._option_string_actions:
-            p.add_argument("-c", "--config", default=default,
-                           help=f"config file, for its ffmpeg (default: ${CONFIG_ENV}; optional)")
-
-    common(parser, None)
+    what = f"config file, for its ffmpeg (default: ${CONFIG_ENV}; optional)"
+    config_arg(parser, help=what)
     sub = parser.add_subparsers(dest="provenance_command", metavar="{show}")
     sub.required = True
     p = sub.add_parser("show", help="metadata and C2PA manifest of a file, with its validation state")
-    common(p, argparse.SUPPRESS)
+    config_arg(p, verb=True, help=what)
     p.add_argument("file", type=Path)
     p.add_argument("--json", action="store_true")
     p.add_argument("--trust", type=Path, metavar="CA.pem",
