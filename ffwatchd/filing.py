@@ -20,8 +20,8 @@ from typing import Any, Callable
 from ffwatchd.config import WatchSettings
 from ffwatchd.errors import JobError
 from ffwatchd.safefs import lstat_below, read_regular
-from ffwatchd.placing import (TEMP_PREFIX, choose_destination, fsync_dir, place_file,  # noqa: F401 - re-exported
-                              with_job_id, write_report)
+from ffwatchd.placing import (REPORT_SUFFIX, TEMP_PREFIX, choose_destination, fsync_dir,  # noqa: F401 - re-exported
+                              place_file, report_name, temp_name, with_job_id, write_report)
 from ffwatchd.writefs import Perms, fsync_file, open_folder, split_under
 from ffwatchd.shares import ShareUnavailable
 from ffwatchd.sharepaths import folder_roots, rebase
@@ -29,14 +29,12 @@ from ffwatchd.store import Filing, Job
 
 log = logging.getLogger(__name__)
 
-REPORT_SUFFIX = ".error.json"
-
 
 def write_json_atomic(path: Path, data: dict, tag: int | None = None) -> None:
     """Write JSON through a hidden temp name and a rename. `tag` (a job id) makes the temp name
     the same on every attempt, so a retry overwrites what a crash left half-written."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{TEMP_PREFIX}{os.getpid() if tag is None else tag}-{path.name}.tmp")
+    tmp = path.with_name(temp_name(str(os.getpid() if tag is None else tag), path.name))
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=2, default=str)
         f.write("\n")
@@ -72,7 +70,7 @@ def error_report(job: Job, kind: str, message: str, original: Path, filed_as: Pa
 
 
 def report_path(filed_as: Path) -> Path:
-    return filed_as.with_name(filed_as.name + REPORT_SUFFIX)
+    return filed_as.with_name(report_name(filed_as.name))
 
 
 # -- plans ------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from ffwatchd.settle import FileState
 from ffwatchd.sharepaths import locate
 from ffwatchd.sidecar import (MissingSource, Resolved, SourceIndex, batch_folder, defaults_suffice, find_sidecars,
                               is_sidecar_name, is_within, resolve_spec)
+from ffwatchd.writefs import fit_name
 from ffwatchd.sniff import HEAD_SIZE, describe_head, sniff_bytes, sniff_file
 from ffwatchd.store import FINISHED, Job, JobQueue
 
@@ -368,7 +369,7 @@ def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job,
                f"it was not processed again: {advice}")
     base = watch.failed / rel
     candidates = [base, filing.with_job_id(base, job.id)]
-    candidates += [base.with_name(f"{base.stem}-{job.id}-dup{k}{base.suffix}") for k in range(2, 1000)]
+    candidates += [base.with_name(fit_name(base.stem, f"-{job.id}-dup{k}{base.suffix}")) for k in range(2, 1000)]
     dest = next(c for c in candidates if not os.path.lexists(c) and not os.path.lexists(filing.report_path(c)))
     log.warning("duplicate of job %d: %s", job.id, message)
     try:

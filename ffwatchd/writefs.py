@@ -5,6 +5,7 @@ those folder descriptors, and everything written gets the configured modes (neve
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from ffwatchd.errors import JobError
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _CHUNK = 1 << 20
+NAME_MAX = 255                  # bytes in one file name (ext4, xfs, btrfs, NFS, SMB)
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,25 @@ class LinkRefused(JobError, OSError):
         super().__init__("io", f"{path} is {what}; ffwatchd never writes through links "
                                "(remove it, or make it a real folder)", transient=False)
         self.path = path
+
+
+def fit_name(stem: str, tail: str) -> str:
+    """`stem + tail`, or, when that is over NAME_MAX bytes, `stem` cut (never inside a character)
+    with `~` and 8 hex digits of its sha1 before `tail`: names made from a long name (a collision
+    suffix, a report, a temp name) always fit and stay distinct."""
+    if len(os.fsencode(stem + tail)) <= NAME_MAX:
+        return stem + tail
+    digest = "~" + hashlib.sha1(os.fsencode(stem)).hexdigest()[:8]
+    budget = NAME_MAX - len(os.fsencode(digest + tail))
+    if budget < 1:                                  # the tail itself is huge: cut across it
+        return fit_name(stem + tail, "")
+    cut, used = [], 0
+    for ch in stem:                                 # wide characters and escaped bytes stay whole
+        used += len(os.fsencode(ch))
+        if used > budget:
+            break
+        cut.append(ch)
+    return "".join(cut) + digest + tail
 
 
 def apply_perms(fd: int, perms: Perms, is_dir: bool) -> None:
@@ -198,7 +219,7 @@ def write_file_atomic(root: Path, dest: Path, data: bytes, perms: Perms) -> None
     """Write `dest` (below `root`) whole through a hidden temp name and a rename, synced, without
     following a link anywhere below `root` (a link at `dest` itself is replaced, never written through)."""
     rel, name = split_under(root, dest)
-    tmp = f".ffwatchd-{os.getpid()}-{name}.tmp"
+    tmp = fit_name(f".ffwatchd-{os.getpid()}-{name}", ".tmp")
     with Folder(root, rel, perms) as folder:
         folder.write_new(tmp, data)
         try:
