@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ffwatchd.diskguard import disk_full_error, is_enospc
 from ffwatchd.errors import JobError
-from ffwatchd.filing import execute_plan, plan_failed
+from ffwatchd.filing import OriginalChanged, execute_plan, plan_failed
 from ffwatchd.heartbeats import Lease
 from ffwatchd.store import Job
 from ffwatchd.writefs import LinkRefused
@@ -79,7 +79,7 @@ class JobFailures:
 
     def _fail_final(self, watch: Any, job: Job, out: Outcome, kind: str, message: str, workdir: Path,
                     lease: Lease | None = None) -> None:
-        plan = plan_failed(watch, job, kind, message)
+        plan = plan_failed(watch, job, kind, message, getattr(self, "_checked", {}).get(job.id))
         self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
         try:
             if lease is not None:
@@ -89,6 +89,11 @@ class JobFailures:
         except LinkRefused as e:              # failed/ goes through a link: nothing is written there
             self._fail_without_filing(job, out, "io", f"{e.message}; the original stays in the inbox "
                                       f"(the job failed first as {kind}: {message})")
+            return
+        except OriginalChanged as e:          # the file there now is another job's: left in the inbox
+            self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
+            self._fail_without_filing(job, out, e.kind, f"{e.message} (the job failed first as {kind}: {message})")
+            self._clean_temp(job.id)
             return
         self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
                         attempt=job.attempts)
@@ -104,10 +109,11 @@ class JobFailures:
 
     def _stopped(self, watch: Any, job: Job, lease: Lease, out: Outcome, workdir: Path) -> None:
         if lease.status == "cancelled":
-            plan = plan_failed(watch, job, "cancelled", "cancelled by an operator while running")
+            plan = plan_failed(watch, job, "cancelled", "cancelled by an operator while running",
+                               getattr(self, "_checked", {}).get(job.id))
             try:
                 execute_plan(plan, job, watch, ledger=self.store)
-            except LinkRefused as e:
+            except (LinkRefused, OriginalChanged) as e:
                 log.error("job %d: cancelled; its original stays in the inbox: %s", job.id, e.message)
             self._clean_temp(job.id)
             out.outcome, out.error_kind = "cancelled", "cancelled"

@@ -179,7 +179,7 @@ def retry_job(store: JobQueue, settings: Settings, job: Job, priority: str | Non
 
 
 def cancel_job(store: JobQueue, settings: Settings, job: Job) -> str:
-    from ffwatchd.filing import file_failed_original
+    from ffwatchd.filing import OriginalChanged, file_failed_original
 
     was = job.state
     if was == "queued" and job.filing and job.filing.get("outcome") == "done":
@@ -196,7 +196,7 @@ def cancel_job(store: JobQueue, settings: Settings, job: Job) -> str:
         try:
             where = file_failed_original(settings.watch(job.watch), cancelled, ledger=store)
             return f"cancelled; original filed to {where}"
-        except (KeyError, FileNotFoundError) as e:
+        except (KeyError, FileNotFoundError, OriginalChanged) as e:
             return f"cancelled; original not filed ({e})"
     return "cancelled; its worker stops at its next heartbeat and files the original to failed/"
 
