@@ -14,6 +14,7 @@ from ffwatchd.filing import place_file, report_path, with_job_id, write_report
 from ffwatchd.jobspec import JobSpec
 from ffwatchd.runner import JobRunner
 from ffwatchd.writefs import Perms
+from tests.test_cli import add_job, cfg  # noqa: F401 - cfg is a fixture
 from tests.test_runner import FakePipeline, enqueue, env  # noqa: F401 - env is a fixture
 
 NAME_MAX = 255
@@ -172,3 +173,38 @@ def test_an_original_replaced_before_a_failed_filing_stays_in_the_inbox(env) -> 
     assert out.outcome == "failed" and "changed while it was processed" in job.error_message, job
     assert (watch.inbox / "a.jpg").read_bytes() == b"another picture"
     assert list(watch.failed.iterdir()) == []
+
+
+# -- names people see: a newline or an escape sequence in a name never reaches a terminal or a log
+
+FORGED = "x.jpg\n42  done    studio  forged.jpg\x1b]0;pwned\x07\x1b[2J\r\t.jpg"
+
+
+def test_control_characters_in_names_are_escaped_in_jobs_list_and_show(cfg: Path, capsys) -> None:
+    from ffwatchd.cli import main
+
+    job_id = add_job(cfg, FORGED)
+    assert main(["jobs", "list", "-c", str(cfg)]) == 0
+    listed = capsys.readouterr().out
+    assert len(listed.strip().split("\n")) == 3, listed           # header, rule, one row
+    assert "\x1b" not in listed and "\r" not in listed and "\x07" not in listed
+    assert "x.jpg\\n42  done" in listed
+    assert main(["jobs", "show", str(job_id), "-c", str(cfg)]) == 0
+    shown = capsys.readouterr().out
+    assert "\x1b" not in shown and "forged.jpg" in shown
+    assert [ln for ln in shown.split("\n") if ln.startswith("42 ")] == []
+
+
+def test_control_characters_in_logged_names_are_escaped(capsys) -> None:
+    import logging
+
+    from ffwatchd.logs import setup_logging
+
+    setup_logging("info", "text", "main")
+    try:
+        logging.getLogger("ffwatchd.ingest").info("job %d: enqueued %s", 7, FORGED)
+    finally:
+        logging.getLogger().handlers.clear()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\x1b" not in err and "\r" not in err, repr(err)
+    assert "x.jpg\\n42  done" in err
