@@ -75,7 +75,10 @@ class JobFailures:
             if job.kind == "image":
                 self._clean_temp(job.id)   # videos keep finished segments to resume
             return
-        self._fail_final(watch, job, out, err.kind, err.message, workdir, lease)
+        message = err.message
+        if err.transient:                  # the report says it is final, not "will be retried"
+            message += f" (gave up after {job.attempts} attempts; `ffwatchd jobs retry {job.id}` runs it again)"
+        self._fail_final(watch, job, out, err.kind, message, workdir, lease)
 
     def _fail_final(self, watch: Any, job: Job, out: Outcome, kind: str, message: str, workdir: Path,
                     lease: Lease | None = None) -> None:

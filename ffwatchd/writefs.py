@@ -180,11 +180,11 @@ class Folder:
                         break
                     view = memoryview(chunk)
                     while view:
-                        view = view[os.write(dfd, view):]
+                        view = view[self._write(dfd, view, tmp_name):]
                 st = os.fstat(sfd)
                 os.utime(dfd, ns=(st.st_atime_ns, st.st_mtime_ns))
                 apply_perms(dfd, self.perms, False)
-                os.fsync(dfd)
+                self._fsync(dfd, tmp_name)
             finally:
                 os.close(dfd)
         finally:
@@ -201,11 +201,24 @@ class Folder:
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[self._write(fd, view, tmp_name):]
             apply_perms(fd, self.perms, False)
-            os.fsync(fd)
+            self._fsync(fd, tmp_name)
         finally:
             os.close(fd)
+
+    def _write(self, fd: int, data: memoryview, name: str) -> int:
+        """os.write; an error names the file in this folder (ENOSPC: which folder is full)."""
+        try:
+            return os.write(fd, data)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, str(self.path / name)) from e
+
+    def _fsync(self, fd: int, name: str) -> None:
+        try:
+            os.fsync(fd)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, str(self.path / name)) from e
 
     def link_here(self, src_name: str, name: str) -> None:
         os.link(src_name, name, src_dir_fd=self.fd, dst_dir_fd=self.fd, follow_symlinks=False)

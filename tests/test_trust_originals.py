@@ -208,3 +208,51 @@ def test_control_characters_in_logged_names_are_escaped(capsys) -> None:
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "\x1b" not in err and "\r" not in err, repr(err)
     assert "x.jpg\\n42  done" in err
+
+
+# -- a full destination: the reason names the folder that is full, and says when ffwatchd gave up
+
+def test_a_full_destination_is_named_in_the_error_and_leaves_no_temp(tmp_path: Path, monkeypatch) -> None:
+    import errno
+
+    from ffwatchd.failing import as_job_error
+
+    (tmp_path / "inbox").mkdir()
+    (tmp_path / "output").mkdir()
+    src = tmp_path / "inbox" / "a.jpg"
+    src.write_bytes(b"x" * 5000)
+    os.link(src, tmp_path / "other-link.jpg")               # filed by a copy, as across filesystems
+    real_write = os.write
+
+    def full(fd, data):
+        if os.fstat(fd).st_size >= 1000:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data[:1000])
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(OSError) as caught:
+        place_file(src, tmp_path / "output" / "a.jpg", 3, root=tmp_path / "output")
+    monkeypatch.setattr(os, "write", real_write)
+    err = as_job_error(caught.value, tmp_path / "tmp" / "job-3.result.jpg")
+    assert err.kind == "disk_full" and str(tmp_path / "output") in err.message, err.message
+    assert list((tmp_path / "output").iterdir()) == [] and src.exists()
+
+
+def test_a_transient_error_that_used_up_its_attempts_says_so_in_the_report(env) -> None:
+    settings, store, watch = env
+
+    class Full(FakePipeline):
+        def process_image(self, target: Path, output: Path, spec: JobSpec) -> None:
+            import errno
+            raise OSError(errno.ENOSPC, "No space left on device", str(output))
+
+    job_id = enqueue(store, watch, "a.jpg", b"abc")
+    runner = JobRunner(settings, store, Full(), "test-owner")
+    for _ in range(3):
+        job = None
+        while job is None:
+            job = store.claim("test-owner", 60)
+        runner.run(job)
+    job = store.get(job_id)
+    assert job.state == "failed" and job.error_kind == "disk_full"
+    report = json.loads(report_path(watch.failed / "a.jpg").read_text())
+    assert "will be retried" not in report["message"] and "gave up after 3 attempts" in report["message"]
