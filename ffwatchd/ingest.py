@@ -46,7 +46,8 @@ class IngestResult:
     status: enqueued (new job) | exists (job queued or running) | duplicate (finished job, re-drop
     filed to failed/) | failed (refused, failed job recorded) | waiting (no sidecar yet) |
     skipped (not an input: name, source, not a regular file) | vanished (gone before or while read) |
-    changed (changed while read) | retry (I/O trouble: try again later)."""
+    changed (changed while read) | retry (I/O trouble: try again later) | left_alone (a path too
+    long to file: never a job, said once per version)."""
     status: str
     path: Path
     message: str = ""
@@ -89,6 +90,21 @@ def classify_name(watch: WatchSettings, rel: str) -> str | None:
         return "ignored"
     if not _matches(watch.include, name, rel):
         return "not included"
+    return None
+
+
+PATH_MAX = 4096          # bytes in a path the kernel takes (Linux), its terminating NUL included
+PATH_MARGIN = 64         # room for what filing adds to a name (`-<job id>-<k>`, `.error.json`)
+
+
+def path_too_long(watch: WatchSettings, rel: str) -> str | None:
+    """Which of the watch's folders `rel` would be too long a path in, with its length (e.g.
+    "4230 bytes in done/"), or None. Such a file could be read folder by folder, but not filed."""
+    size = len(os.fsencode(rel)) + 1
+    for role, root in watch.folders().items():
+        n = len(os.fsencode(str(root))) + size
+        if n > PATH_MAX - PATH_MARGIN:
+            return f"{n} bytes in {role}/"
     return None
 
 
@@ -184,6 +200,11 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
     why = classify_name(watch, rel)
     if why:
         return IngestResult("skipped", path, f"{rel}: {why}")
+    longest = path_too_long(watch, rel)
+    if longest is not None:
+        return IngestResult("left_alone", path, f"{rel}: its path is too long to file ({longest}; the limit is "
+                                                f"{PATH_MAX - PATH_MARGIN} bytes); left alone, never a job: "
+                                                "move it to a shorter folder")
     try:
         lst = safefs.lstat_below(watch.inbox, path)
     except safefs.LinkInPath as e:

@@ -256,3 +256,44 @@ def test_a_transient_error_that_used_up_its_attempts_says_so_in_the_report(env) 
     assert job.state == "failed" and job.error_kind == "disk_full"
     report = json.loads(report_path(watch.failed / "a.jpg").read_text())
     assert "will be retried" not in report["message"] and "gave up after 3 attempts" in report["message"]
+
+
+# -- paths too long to file ---------------------------------------------------------------------
+
+def make_deep(root: Path, depth: int = 25, name: str = "deep.jpg", data: bytes = b"\xff\xd8\xff\xe0") -> Path:
+    """A file ~5,000 bytes of path below `root` (over PATH_MAX), made through folder descriptors."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    parts = []
+    try:
+        for _ in range(depth):
+            os.mkdir("d" * 200, dir_fd=fd)
+            nfd = os.open("d" * 200, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+            parts.append("d" * 200)
+        f = os.open(name, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(f, data)
+        os.close(f)
+    finally:
+        os.close(fd)
+    return root.joinpath(*parts, name)
+
+
+def test_a_file_too_deep_to_file_is_left_alone_not_made_a_job(tmp_path: Path) -> None:
+    """A path over PATH_MAX (4096 bytes) in the inbox, done/, failed/ or output/ could be read
+    (folder by folder) but not filed: the worker died on ENAMETOOLONG while filing it, again at
+    each restart (the job stayed queued). It is left alone and said, never a job."""
+    from ffwatchd.ingest import ingest_file
+    from tests.test_ingest import make_settings, put
+
+    settings = make_settings(tmp_path)
+    watch = settings.watches[0]
+    put(watch.inbox / "faces/alice.png", b"\x89PNG\r\n\x1a\n" + b"\x01" * 100)
+    put(watch.inbox / "ffwatch.yaml", "sources: [faces/alice.png]\n")
+    deep = make_deep(watch.inbox)
+    from ffwatchd.store import JobStore
+
+    with JobStore(tmp_path / "state/ffwatchd.db") as store:
+        r = ingest_file(settings, watch, store, deep, 0.0)
+        assert r.status == "left_alone" and "too long" in r.message, r
+        assert store.counts().get("queued", 0) == 0 and store.counts().get("failed", 0) == 0

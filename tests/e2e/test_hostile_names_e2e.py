@@ -1,5 +1,6 @@
 """Whole daemon, trust round three: originals hard-linked to files outside the share, names at
-the 255-byte limit, names with control characters, and absurd pictures, in one hostile batch.
+the 255-byte limit, names with control characters, a path over PATH_MAX, and absurd pictures,
+in one hostile batch.
 Each original ends exactly once in done/ or failed/, every failure with a report, nothing outside
 the share changed, no temp file left, no traceback."""
 
@@ -18,8 +19,9 @@ from PIL import Image
 
 from ffwatchd.config import load_config
 from ffwatchd.filing import find_failed_original
+from ffwatchd.safefs import lstat_below
 from tests.e2e.harness import SYNTH_SIDECAR, face_jpeg, wait_for
-from tests.test_trust_originals import FORGED
+from tests.test_trust_originals import FORGED, make_deep
 
 LONG_BAD = "b" * 251 + ".jpg"              # 255 bytes: its report name must be cut
 LONG_GOOD = "g" * 251 + ".jpg"             # 255 bytes, and the name is taken in done/ already
@@ -68,6 +70,7 @@ def test_a_hostile_batch_of_links_long_names_control_characters_and_bombs(make_d
         if data is not None:          # through a short temp name: the harness's `.NAME.part` is too long
             (d.inbox / ".drop.part").write_bytes(data)
             os.rename(d.inbox / ".drop.part", d.inbox / name)
+    deep = make_deep(d.inbox, data=face_jpeg(seed=44))     # ~5,000 bytes of path: over PATH_MAX
     expected = {"done": 3, "failed": 4}      # linked, LONG_GOOD, FORGED | linked-bad, LONG_BAD, bomb, thin
     d.wait_counts(180, **expected)
     with d.store() as s:
@@ -76,6 +79,8 @@ def test_a_hostile_batch_of_links_long_names_control_characters_and_bombs(make_d
         {k: (j.state, j.error_kind, j.error_message) for k, j in jobs.items()}
     assert jobs[LONG_BAD].error_kind == "bad_input" and jobs["linked-bad.jpg"].error_kind == "bad_input"
 
+    wait_for(lambda: "its path is too long to file" in d.log_path.read_text(errors="replace"), 60,
+             "the too-deep file to be said and left alone")
     # The batch report of the inbox is written although a bomb lies in failed/.
     report = d.output / "ffwatch-report.json"
     wait_for(lambda: report.exists() and json.loads(report.read_text())["counts"].get("failed") == 4, 120,
@@ -96,10 +101,12 @@ def test_a_hostile_batch_of_links_long_names_control_characters_and_bombs(make_d
             assert Path(job.filing["original_dst"]).is_file(), rel
         else:                                  # found only with its report (which names the job)
             assert job.state == "failed" and find_failed_original(watch, job) is not None, rel
+    assert stat.S_ISREG(lstat_below(d.inbox, deep).st_mode) and d.counts().get("queued", 0) == 0, "the too-deep file stays, never a job"
     assert (d.done / LONG_GOOD).read_bytes() == b"someone else's file under that name"
     # No temp file of ours left anywhere on the share.
-    leftovers = [p for root in (d.inbox, d.output, d.done, d.failed) for p in root.rglob(".ffwatchd-*")
+    leftovers = [p for root in (d.output, d.done, d.failed) for p in root.rglob(".ffwatchd-*")
                  if not p.name.startswith(".ffwatchd-owner")]
+    leftovers += [n for n in os.listdir(d.inbox) if n.startswith(".ffwatchd-") and not n.startswith(".ffwatchd-owner")]
     assert leftovers == []
     # The log: no traceback, and the forged name did not make a line of its own or an escape.
     log = d.log_path.read_text(errors="replace")
