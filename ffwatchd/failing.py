@@ -98,6 +98,13 @@ class JobFailures:
             self._fail_without_filing(job, out, e.kind, f"{e.message} (the job failed first as {kind}: {message})")
             self._clean_temp(job.id)
             return
+        except OSError as e:                  # not the share going (that waits): failed/ refuses it
+            self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
+            self._fail_without_filing(job, out, "io", f"the original could not be filed to failed/ "
+                                      f"({e.strerror or e}); it stays in the inbox (the job failed first as "
+                                      f"{kind}: {message})")
+            self._clean_temp(job.id)
+            return
         self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
                         attempt=job.attempts)
         out.outcome, out.error_kind, out.message = "failed", kind, message

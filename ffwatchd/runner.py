@@ -364,6 +364,9 @@ class JobRunner(JobFailures, ShareWaits):
             log.warning("job %d: %s", job.id, e.message)
             self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
             return False
+        except (JobError, OSError) as e:      # as any failure of the job (never the worker's end)
+            self._handle(e, watch, job, lease, out, Path(plan.result_src or plan.original_src))
+            return True
         if plan.outcome == "done":
             self.store.finish(job.id, self.owner, output_path=plan.result_dst, attempt=job.attempts)
             out.outcome = "done"

@@ -13,6 +13,7 @@ import pytest
 from ffwatchd.filing import place_file, report_path, with_job_id, write_report
 from ffwatchd.jobspec import JobSpec
 from ffwatchd.runner import JobRunner
+from ffwatchd.safefs import lstat_below
 from ffwatchd.writefs import Perms
 from tests.test_cli import add_job, cfg  # noqa: F401 - cfg is a fixture
 from tests.test_runner import FakePipeline, enqueue, env  # noqa: F401 - env is a fixture
@@ -245,13 +246,11 @@ def test_a_transient_error_that_used_up_its_attempts_says_so_in_the_report(env) 
             import errno
             raise OSError(errno.ENOSPC, "No space left on device", str(output))
 
+    store.retry_backoff = 0.0                                # the attempts follow each other at once
     job_id = enqueue(store, watch, "a.jpg", b"abc")
     runner = JobRunner(settings, store, Full(), "test-owner")
     for _ in range(3):
-        job = None
-        while job is None:
-            job = store.claim("test-owner", 60)
-        runner.run(job)
+        runner.run(store.claim("test-owner", 60))
     job = store.get(job_id)
     assert job.state == "failed" and job.error_kind == "disk_full"
     report = json.loads(report_path(watch.failed / "a.jpg").read_text())
@@ -297,3 +296,23 @@ def test_a_file_too_deep_to_file_is_left_alone_not_made_a_job(tmp_path: Path) ->
         r = ingest_file(settings, watch, store, deep, 0.0)
         assert r.status == "left_alone" and "too long" in r.message, r
         assert store.counts().get("queued", 0) == 0 and store.counts().get("failed", 0) == 0
+
+
+def test_a_job_whose_original_cannot_be_filed_fails_without_killing_its_worker(env) -> None:
+    """A job queued before paths were checked (or failed/ refusing writes): filing its original
+    raises an OSError that is not the share going away. The job fails as `io`, the original stays,
+    and the worker goes on (it died and took the job again at every restart)."""
+    import hashlib
+
+    settings, store, watch = env
+    deep = make_deep(watch.inbox, data=b"abc")
+    rel = deep.relative_to(watch.inbox).as_posix()
+    st = lstat_below(watch.inbox, deep)
+    job, _ = store.enqueue(watch="studio", rel_path=rel, size=st.st_size, mtime=st.st_mtime,
+                           content_hash=hashlib.sha256(b"abc").hexdigest(), kind="image",
+                           spec=JobSpec.from_mapping({}).to_snapshot(), max_attempts=1)
+    out = JobRunner(settings, store, FakePipeline(), "test-owner").run(store.claim("test-owner", 60))
+    after = store.get(job.id)
+    assert out.outcome == "failed" and after.state == "failed" and after.error_kind == "io", after
+    assert "stays in the inbox" in after.error_message and after.filing is None
+    assert stat.S_ISREG(lstat_below(watch.inbox, deep).st_mode)
