@@ -21,8 +21,9 @@ from typing import Any, Callable
 from ffwatchd.config import WatchSettings
 from ffwatchd.errors import JobError
 from ffwatchd.safefs import lstat_below, read_regular
-from ffwatchd.placing import (REPORT_SUFFIX, TEMP_PREFIX, choose_destination, fsync_dir,  # noqa: F401 - re-exported
-                              place_file, report_name, temp_name, with_job_id, write_report)
+from ffwatchd.placing import (REPORT_SUFFIX, TEMP_PREFIX, _candidates, _same_file,  # noqa: F401 - re-exported
+                              choose_destination, fsync_dir, place_file, report_name, temp_name, with_job_id,
+                              write_report)
 from ffwatchd.writefs import Perms, fsync_file, open_folder, split_under
 from ffwatchd.shares import ShareUnavailable
 from ffwatchd.sharepaths import folder_roots, rebase
@@ -166,10 +167,24 @@ def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: s
                 result_size=size, original_state=checked)
 
 
+def _failed_destination(watch: WatchSettings, job: Job) -> Path:
+    """The original's name in failed/: free (or this very file), and with its report's name free
+    or already this job's report, so no report of ours ever replaces a file it did not write."""
+    src, dest = watch.inbox / job.rel_path, watch.failed / job.rel_path
+    names = [dest] + [dest.with_name(n) for n in _candidates(dest.name, job.id)[1:]]
+    for c in names:
+        if os.path.lexists(c) and not _same_file(src, c):
+            continue
+        report = report_path(c)
+        if not os.path.lexists(report) or _report_is_for(watch.failed, report, job.id):
+            return c
+    return choose_destination(dest, job.id, src)      # place_file finds a free one, or says none is
+
+
 def plan_failed(watch: WatchSettings, job: Job, kind: str, message: str, checked: dict | None = None) -> Plan:
     rel = Path(job.rel_path)
     return Plan(outcome="failed", original_src=str(watch.inbox / rel),
-                original_dst=str(choose_destination(watch.failed / rel, job.id, watch.inbox / rel)),
+                original_dst=str(_failed_destination(watch, job)),
                 error_kind=kind, message=message, roots=folder_roots(watch), original_state=checked)
 
 

@@ -316,3 +316,24 @@ def test_a_job_whose_original_cannot_be_filed_fails_without_killing_its_worker(e
     assert out.outcome == "failed" and after.state == "failed" and after.error_kind == "io", after
     assert "stays in the inbox" in after.error_message and after.filing is None
     assert stat.S_ISREG(lstat_below(watch.inbox, deep).st_mode)
+
+
+def test_a_report_name_taken_by_another_file_is_never_replaced(env) -> None:
+    """failed/a.jpg.error.json is someone's file (or an earlier job's report whose original was
+    taken away by hand): a new failure of a.jpg files as a-<id>.jpg with its own report."""
+    from ffwatchd.errors import JobError
+
+    settings, store, watch = env
+    (watch.failed / "a.jpg.error.json").write_text("someone's notes")
+
+    class NoFace(FakePipeline):
+        def process_image(self, target: Path, output: Path, spec: JobSpec) -> None:
+            raise JobError("no_face", "no face found", transient=False)
+
+    job_id = enqueue(store, watch, "a.jpg", b"abc")
+    JobRunner(settings, store, NoFace(), "test-owner").run(store.claim("test-owner", 60))
+    assert (watch.failed / "a.jpg.error.json").read_text() == "someone's notes"
+    filed = watch.failed / f"a-{job_id}.jpg"
+    assert filed.read_bytes() == b"abc"
+    assert json.loads(report_path(filed).read_text())["job_id"] == job_id
+    assert not (watch.failed / "a.jpg").exists()
