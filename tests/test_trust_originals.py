@@ -337,3 +337,32 @@ def test_a_report_name_taken_by_another_file_is_never_replaced(env) -> None:
     assert filed.read_bytes() == b"abc"
     assert json.loads(report_path(filed).read_text())["job_id"] == job_id
     assert not (watch.failed / "a.jpg").exists()
+
+
+# -- the share marker: our own name on the share, planted as a hard link or a FIFO
+
+def test_a_marker_planted_as_a_hard_link_or_a_fifo_is_replaced_and_nothing_outside_touched(env, tmp_path) -> None:
+    """`ln ~/private.txt failed/.ffwatchd-owner.json` made the daemon overwrite and chmod the file
+    outside the share at start-up; a FIFO there stopped the start with a traceback."""
+    from ffwatchd.shares import MARKER_NAME, claim_share_folders
+
+    settings, store, watch = env
+    outside = tmp_path / "home" / "private.txt"
+    outside.parent.mkdir()
+    outside.write_text("private data")
+    os.chmod(outside, 0o600)
+    before = (outside.stat().st_ino, _mode(outside), outside.stat().st_mtime_ns)
+    os.link(outside, watch.failed / MARKER_NAME)
+    os.mkfifo(watch.done / MARKER_NAME)
+    os.symlink(outside, watch.output / MARKER_NAME)
+    fds = claim_share_folders(settings, "queue-a")
+    try:
+        assert outside.read_text() == "private data"
+        assert (outside.stat().st_ino, _mode(outside), outside.stat().st_mtime_ns) == before
+        for folder in (watch.inbox, watch.output, watch.done, watch.failed):
+            st = os.lstat(folder / MARKER_NAME)
+            assert stat.S_ISREG(st.st_mode) and st.st_nlink == 1, folder
+            assert json.loads((folder / MARKER_NAME).read_text())["queue_id"] == "queue-a"
+    finally:
+        for fd in fds:
+            os.close(fd)
