@@ -78,8 +78,8 @@ def _same_content(folder: Folder, name: str, st: os.stat_result, src: Path, src_
     """Whether the file at `name` is `src` (the same inode) or a copy of it an earlier attempt made."""
     if (st.st_dev, st.st_ino) == (src_st.st_dev, src_st.st_ino):
         return True
-    if not stat.S_ISREG(st.st_mode) or st.st_size != src_st.st_size:
-        return False
+    if not stat.S_ISREG(st.st_mode) or st.st_size != src_st.st_size or st.st_nlink != 1:
+        return False                      # a copy of ours has no other link: that one is someone's
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder.fd)
     except OSError:

@@ -366,3 +366,20 @@ def test_a_marker_planted_as_a_hard_link_or_a_fifo_is_replaced_and_nothing_outsi
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def test_a_same_content_file_at_the_name_that_is_linked_elsewhere_is_not_adopted(tmp_path: Path) -> None:
+    """A file already at done/a.jpg with the original's bytes is taken for a copy an earlier attempt
+    made, and its mode set; one with other hard links is someone's (maybe outside): never adopted."""
+    outside = tmp_path / "home" / "a.jpg"
+    outside.parent.mkdir()
+    outside.write_bytes(b"the same bytes")
+    os.chmod(outside, 0o600)
+    (tmp_path / "done").mkdir()
+    (tmp_path / "inbox").mkdir()
+    os.link(outside, tmp_path / "done" / "a.jpg")
+    (tmp_path / "inbox" / "a.jpg").write_bytes(b"the same bytes")
+    landed = place_file(tmp_path / "inbox" / "a.jpg", tmp_path / "done" / "a.jpg", 9, root=tmp_path / "done",
+                        perms=Perms(0o664, 0o775))
+    assert landed == tmp_path / "done" / "a-9.jpg" and landed.read_bytes() == b"the same bytes"
+    assert _mode(outside) == 0o600 and not (tmp_path / "inbox" / "a.jpg").exists()
