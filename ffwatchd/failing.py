@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ffwatchd.diskguard import disk_full_error, is_enospc
 from ffwatchd.errors import JobError
-from ffwatchd.filing import execute_plan, plan_failed
+from ffwatchd.filing import OriginalChanged, execute_plan, plan_failed
 from ffwatchd.heartbeats import Lease
 from ffwatchd.store import Job
 from ffwatchd.writefs import LinkRefused
@@ -75,11 +75,14 @@ class JobFailures:
             if job.kind == "image":
                 self._clean_temp(job.id)   # videos keep finished segments to resume
             return
-        self._fail_final(watch, job, out, err.kind, err.message, workdir, lease)
+        message = err.message
+        if err.transient:                  # the report says it is final, not "will be retried"
+            message += f" (gave up after {job.attempts} attempts; `ffwatchd jobs retry {job.id}` runs it again)"
+        self._fail_final(watch, job, out, err.kind, message, workdir, lease)
 
     def _fail_final(self, watch: Any, job: Job, out: Outcome, kind: str, message: str, workdir: Path,
                     lease: Lease | None = None) -> None:
-        plan = plan_failed(watch, job, kind, message)
+        plan = plan_failed(watch, job, kind, message, getattr(self, "_checked", {}).get(job.id))
         self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
         try:
             if lease is not None:
@@ -89,6 +92,18 @@ class JobFailures:
         except LinkRefused as e:              # failed/ goes through a link: nothing is written there
             self._fail_without_filing(job, out, "io", f"{e.message}; the original stays in the inbox "
                                       f"(the job failed first as {kind}: {message})")
+            return
+        except OriginalChanged as e:          # the file there now is another job's: left in the inbox
+            self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
+            self._fail_without_filing(job, out, e.kind, f"{e.message} (the job failed first as {kind}: {message})")
+            self._clean_temp(job.id)
+            return
+        except OSError as e:                  # not the share going (that waits): failed/ refuses it
+            self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
+            self._fail_without_filing(job, out, "io", f"the original could not be filed to failed/ "
+                                      f"({e.strerror or e}); it stays in the inbox (the job failed first as "
+                                      f"{kind}: {message})")
+            self._clean_temp(job.id)
             return
         self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
                         attempt=job.attempts)
@@ -104,10 +119,11 @@ class JobFailures:
 
     def _stopped(self, watch: Any, job: Job, lease: Lease, out: Outcome, workdir: Path) -> None:
         if lease.status == "cancelled":
-            plan = plan_failed(watch, job, "cancelled", "cancelled by an operator while running")
+            plan = plan_failed(watch, job, "cancelled", "cancelled by an operator while running",
+                               getattr(self, "_checked", {}).get(job.id))
             try:
                 execute_plan(plan, job, watch, ledger=self.store)
-            except LinkRefused as e:
+            except (LinkRefused, OriginalChanged) as e:
                 log.error("job %d: cancelled; its original stays in the inbox: %s", job.id, e.message)
             self._clean_temp(job.id)
             out.outcome, out.error_kind = "cancelled", "cancelled"

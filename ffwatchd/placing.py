@@ -13,16 +13,27 @@ import stat
 from pathlib import Path, PurePosixPath
 
 from ffwatchd.errors import JobError
-from ffwatchd.writefs import Folder, Perms, split_under
+from ffwatchd.writefs import Folder, Perms, fit_name, split_under
 
 log = logging.getLogger("ffwatchd.filing")
 
 TEMP_PREFIX = ".ffwatchd-"      # hidden temporary names in destination folders
+REPORT_SUFFIX = ".error.json"
 
 
 def with_job_id(path: Path, job_id: int) -> Path:
-    """`a/b.jpg` -> `a/b-17.jpg`: the name a later file gets on a collision."""
-    return path.with_name(f"{path.stem}-{job_id}{path.suffix}")
+    """`a/b.jpg` -> `a/b-17.jpg`: the name a later file gets on a collision (cut to fit NAME_MAX)."""
+    return path.with_name(fit_name(path.stem, f"-{job_id}{path.suffix}"))
+
+
+def report_name(name: str) -> str:
+    """The error report's name beside a filed original `name` (cut to fit NAME_MAX)."""
+    return fit_name(name, REPORT_SUFFIX)
+
+
+def temp_name(tag: str, name: str) -> str:
+    """A hidden temp name of ours for `name` in a destination folder (cut to fit NAME_MAX)."""
+    return fit_name(f"{TEMP_PREFIX}{tag}-{name}", ".tmp")
 
 
 def fsync_dir(path: Path) -> None:
@@ -59,8 +70,8 @@ def choose_destination(dest: Path, job_id: int, src: Path | None = None) -> Path
 def _candidates(name: str, job_id: int) -> list[str]:
     """The names a file may take, in order: its own, `-<job id>`, then `-<job id>-2`, ... ."""
     p = PurePosixPath(name)
-    alt = f"{p.stem}-{job_id}"
-    return [name, f"{alt}{p.suffix}"] + [f"{alt}-{k}{p.suffix}" for k in range(2, 50)]
+    return [name, fit_name(p.stem, f"-{job_id}{p.suffix}")] + \
+        [fit_name(p.stem, f"-{job_id}-{k}{p.suffix}") for k in range(2, 50)]
 
 
 def _same_content(folder: Folder, name: str, st: os.stat_result, src: Path, src_st: os.stat_result) -> bool:
@@ -95,7 +106,9 @@ def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True, 
     folders are made with `perms`. A name already taken by a file that is not this one (another
     inode, other content) is never replaced: the next free `-<job id>[-k]` name is used.
     The placed file gets `perms`' file mode; `own=False` (an original someone else may own): when
-    that is not allowed it keeps its mode, with a warning. Idempotent: when `src`
+    that is not allowed it keeps its mode, with a warning. An original with other hard links
+    (`st_nlink > 1`: the same file also lives elsewhere, maybe outside the share) is copied, never
+    linked, so its mode, group and content outside the share are never changed. Idempotent: when `src`
     is gone and one of the names exists, that is taken as already done. `sync_source=False` skips
     syncing the source folder after the unlink (for our temp files)."""
     root = Path(root) if root is not None else Path(dest).parent
@@ -119,7 +132,8 @@ def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True, 
                     continue                      # someone else's file: never replaced
             else:
                 try:
-                    _link_or_copy(src, folder, candidate, job_id)
+                    _link_or_copy(src, folder, candidate, job_id,
+                                  copy=not own and stat.S_ISREG(src_st.st_mode) and src_st.st_nlink > 1)
                 except FileExistsError:           # taken a moment ago: by another host moving this file?
                     st = folder.lstat(candidate)
                     if st is None or not _same_content(folder, candidate, st, src, src_st):
@@ -154,19 +168,21 @@ def _unlink_moved(src: Path, sync: bool) -> None:
         fsync_dir(src.parent)
 
 
-def _link_or_copy(src: Path, folder: Folder, name: str, job_id: int) -> None:
-    """Hard-link `src` at `name` (same filesystem) or copy it there through a hidden, synced temp."""
-    try:
-        folder.link_from(src, name)
-        folder.sync()
-        return
-    except OSError as e:
-        if e.errno == errno.EEXIST:
-            raise FileExistsError(errno.EEXIST, "exists", str(folder.path / name)) from e
-        if e.errno not in (errno.EXDEV, errno.EPERM, errno.ENOTSUP, errno.EMLINK):
-            raise
+def _link_or_copy(src: Path, folder: Folder, name: str, job_id: int, copy: bool = False) -> None:
+    """Hard-link `src` at `name` (same filesystem) or copy it there through a hidden, synced temp
+    (`copy`: always, for a file that has other hard links)."""
+    if not copy:
+        try:
+            folder.link_from(src, name)
+            folder.sync()
+            return
+        except OSError as e:
+            if e.errno == errno.EEXIST:
+                raise FileExistsError(errno.EEXIST, "exists", str(folder.path / name)) from e
+            if e.errno not in (errno.EXDEV, errno.EPERM, errno.ENOTSUP, errno.EMLINK):
+                raise
     # Named per process: two hosts copying the same job's file at once never share a partial copy.
-    tmp = f"{TEMP_PREFIX}{job_id}-{socket.gethostname()}.{os.getpid()}-{name}.tmp"
+    tmp = temp_name(f"{job_id}-{socket.gethostname()}.{os.getpid()}", name)
     try:
         folder.copy_in(src, tmp)
         try:
@@ -190,7 +206,7 @@ def write_report(root: Path, path: Path, data: dict, tag: int, perms: Perms | No
     renamed into place; no link below `root` followed; mode from `perms`."""
     rel_dir, name = split_under(root, path)
     with Folder(root, rel_dir, perms or Perms()) as folder:
-        tmp = f"{TEMP_PREFIX}{tag}-{name}.tmp"
+        tmp = temp_name(str(tag), name)
         folder.write_new(tmp, (json.dumps(data, indent=2, default=str) + "\n").encode())
         folder.rename_here(tmp, name)
         folder.sync()

@@ -10,7 +10,7 @@ import time
 from typing import IO, Any
 
 from ffwatchd.config import Settings
-from ffwatchd.filing import Plan, execute_plan, file_failed_original, remove_partials, result_trusted
+from ffwatchd.filing import OriginalChanged, Plan, execute_plan, file_failed_original, remove_partials, result_trusted
 from ffwatchd.shares import ShareCheck
 from ffwatchd.store import JobQueue
 from ffwatchd.worker import owner_pid
@@ -93,7 +93,7 @@ def give_back(settings: Settings, store: JobQueue, metrics: Any, job_id: int, ow
         if after.state == "failed":               # out of attempts: file the original like any failure
             try:
                 file_failed_original(settings.watch(job.watch), after, ledger=store)
-            except (KeyError, OSError) as e:
+            except (KeyError, OSError, OriginalChanged) as e:
                 log.error("job %d: could not file the original to failed/: %s", job.id, e)
         if metrics is not None:
             started = job.started_at or time.time()
@@ -127,7 +127,11 @@ def complete_done_plan(settings: Settings, store: JobQueue, job: Any, owner: str
         return True
     if not result_trusted(plan, job.id):
         return False
-    execute_plan(plan, job, watch, ledger=store)
+    try:
+        execute_plan(plan, job, watch, ledger=store)
+    except OriginalChanged as e:       # the worker that takes it again sees the change and says so
+        log.warning("job %d: %s", job.id, e.message)
+        return False
     if owner is not None:
         store.finish(job.id, owner, output_path=plan.result_dst)
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import html
+import io
 import json
 import os
 import threading
@@ -14,6 +15,7 @@ from typing import Iterable
 
 import cv2
 import numpy as np
+from PIL import Image
 
 from ffwatchd.config import WatchSettings
 from ffwatchd.filing import find_failed_original
@@ -27,6 +29,7 @@ REPORT_JSON = "ffwatch-report.json"
 THUMB_SIZE = 96
 THUMB_QUALITY = 60
 THUMB_SOURCE_MAX = 256 * 2**20          # a bigger file gets no thumbnail (nor is read whole for one)
+THUMB_MAX_PIXELS = 50_000_000           # nor does a picture declaring more pixels (never decoded)
 STATE_ORDER = ("failed", "done", "running", "queued", "cancelled")
 
 
@@ -47,12 +50,26 @@ def thumbnail(path: Path, *, root: Path, size: int = THUMB_SIZE) -> str | None:
     if len(raw) > THUMB_SOURCE_MAX:
         return None
     data = np.frombuffer(raw, dtype=np.uint8)
-    if not data.size:
+    if not data.size or not _pixels_allowed(raw):
         return None
-    img = cv2.imdecode(data, cv2.IMREAD_REDUCED_COLOR_4)     # JPEG decodes at 1/4 scale, fast
-    if img is not None and max(img.shape[:2]) < size * 1.5:
-        img = cv2.imdecode(data, cv2.IMREAD_COLOR)            # small picture: full size is sharper
+    try:
+        img = cv2.imdecode(data, cv2.IMREAD_REDUCED_COLOR_4)     # JPEG decodes at 1/4 scale, fast
+        if img is not None and max(img.shape[:2]) < size * 1.5:
+            img = cv2.imdecode(data, cv2.IMREAD_COLOR)            # small picture: full size is sharper
+    except cv2.error:                                              # OpenCV's own limits, broken files
+        return None
     return thumbnail_of(img, size=size)
+
+
+def _pixels_allowed(raw: bytes) -> bool:
+    """Whether the picture's header declares at most THUMB_MAX_PIXELS (read without decoding);
+    False for what Pillow cannot even identify (OpenCV would not decode it either)."""
+    try:
+        with Image.open(io.BytesIO(raw)) as im:
+            w, h = im.size
+    except Exception:  # noqa: BLE001 - any unreadable header: no thumbnail
+        return False
+    return 0 < w * h <= THUMB_MAX_PIXELS
 
 
 def thumbnail_of(img: np.ndarray | None, *, size: int = THUMB_SIZE) -> str | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from ffwatchd.placing import report_name
 from ffwatchd.shares import MARKER_NAME
 from ffwatchd.store import FINISHED, Filing, NotFound
 
@@ -219,7 +220,7 @@ def age_folder(root: Path, what: str, max_age: float, *, now: float, dry_run: bo
                 _mark(gone, touched, here / name)
                 if forget is not None and not dry_run:
                     forget(rel)
-            report = name + ERROR_REPORT_SUFFIX
+            report = report_name(name)
             if stats.get(report) is not None:
                 rst = stats[report]
                 d = _apply(Deletion(what, here / report, 1, now - rst.st_mtime,
@@ -227,11 +228,10 @@ def age_folder(root: Path, what: str, max_age: float, *, now: float, dry_run: bo
                 out.append(d)
                 if d.error is None:
                     _mark(gone, touched, here / report)
+        paired = {report_name(n) for n in entries if stats[n] is not None and not n.endswith(ERROR_REPORT_SUFFIX)}
         for name in entries:   # reports whose original is gone: aged on their own
             st = stats[name]
-            if st is None or not name.endswith(ERROR_REPORT_SUFFIX) or here / name in gone:
-                continue
-            if stats.get(name[: -len(ERROR_REPORT_SUFFIX)]) is not None:
+            if st is None or not name.endswith(ERROR_REPORT_SUFFIX) or here / name in gone or name in paired:
                 continue
             age = now - st.st_mtime
             if age > max_age:

@@ -20,7 +20,7 @@ from ffwatchd import safefs
 from ffwatchd.config import Settings, WorkerSettings
 from ffwatchd.errors import JobError
 from ffwatchd.failing import JobFailures
-from ffwatchd.filing import Plan, plan_done, result_trusted
+from ffwatchd.filing import OriginalChanged, Plan, original_state, plan_done, result_trusted
 from ffwatchd.heartbeats import Heartbeats, Lease
 from ffwatchd.ingest import hash_file
 from ffwatchd.jobspec import JobSpec
@@ -122,6 +122,8 @@ class JobRunner(JobFailures, ShareWaits):
         self.shares = ShareCheck(settings)
         self.prefetcher = Prefetcher(self._original_problem, getattr(pipeline, "decode_image", None))
         self._held: dict[int, Lease] = {}
+        #: each running job's original as `_original_problem` found it: filed only while it still is
+        self._checked: dict[int, dict] = {}
         make_private(settings.temp_dir)
 
     def run(self, job: Job, beat: Any = None) -> Outcome:
@@ -248,9 +250,15 @@ class JobRunner(JobFailures, ShareWaits):
             why = self.shares.problem(watch)
             if why:
                 self._wait_for_share(watch, job, lease, why)
-            plan = plan_done(watch, job, result, suffix)
+            plan = plan_done(watch, job, result, suffix, self._checked.get(job.id))
             self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
-            self._file_plan(watch, plan, job, lease)
+            try:
+                self._file_plan(watch, plan, job, lease)
+            except OriginalChanged as e:      # replaced or rewritten meanwhile: not this job's to file
+                self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
+                self._fail_without_filing(job, out, e.kind, e.message)
+                self._clean_temp(job.id, None if job.kind != "image" else result)
+                return
             if write is not None:
                 out.thumbs = report_thumbs(write, plan)
             self._finish(job, plan.result_dst, pending)
@@ -336,6 +344,9 @@ class JobRunner(JobFailures, ShareWaits):
         if digest != job.content_hash:
             return (f"{original} changed after it was queued (same size and time, other content); "
                     "the new content is queued as its own job")
+        self._checked[job.id] = original_state(st)
+        while len(self._checked) > 64:           # jobs that ended without a filing
+            self._checked.pop(next(iter(self._checked)))
         return None
 
     def _resume_filing(self, watch: Any, job: Job, plan: Plan, out: Outcome, lease: Lease) -> bool:
@@ -348,6 +359,13 @@ class JobRunner(JobFailures, ShareWaits):
             self._file_plan(watch, plan, job, lease)
         except _ShareWait as e:
             self._release_for_share(job, out, str(e), lease)
+            return True
+        except OriginalChanged as e:           # the original is not the one processed: look at it again
+            log.warning("job %d: %s", job.id, e.message)
+            self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
+            return False
+        except (JobError, OSError) as e:      # as any failure of the job (never the worker's end)
+            self._handle(e, watch, job, lease, out, Path(plan.result_src or plan.original_src))
             return True
         if plan.outcome == "done":
             self.store.finish(job.id, self.owner, output_path=plan.result_dst, attempt=job.attempts)
@@ -390,5 +408,6 @@ class Pending:
                     self.runner._release_for_share(self.job, self.out, str(e), self.lease)
         finally:
             self.lease.stop()
+            self.runner._checked.pop(self.job.id, None)
         self.out.duration = max(0.0, time.time() - (self.job.started_at or time.time()))
         return self.out

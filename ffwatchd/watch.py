@@ -345,6 +345,10 @@ class WatchLoop(InboxObserver):
                                          "duplicate" if r.status == "duplicate" else r.job.error_kind or "internal")
             if r.status == "skipped":
                 log.debug("watch %s: %s", self.watch.name, r.message)
+            elif r.status == "left_alone":            # said once per version (handled above)
+                log.warning("watch %s: %s", self.watch.name, r.message)
+                if self.metrics:
+                    self.metrics.file_left_alone(self.watch.name, "long_path")
         return r
 
 

@@ -62,6 +62,36 @@ def test_thumbnails_are_small_inline_jpegs(tmp_path: Path) -> None:
     assert thumbnail(tmp_path / "missing.jpg", root=tmp_path) is None
 
 
+def _declared_png(w: int, h: int) -> bytes:
+    """A PNG whose header declares w x h and whose pixel data is one compressed row (a bomb)."""
+    import struct
+    import zlib
+
+    def chunk(t: bytes, d: bytes) -> bytes:
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(b"\x00" * (w * 3 + 1), 9)) + chunk(b"IEND", b""))
+
+
+def _declared_jpeg(w: int, h: int) -> bytes:
+    import struct
+
+    ok, buf = cv2.imencode(".jpg", np.zeros((16, 16, 3), np.uint8))
+    data = bytearray(buf.tobytes())
+    sof = data.find(b"\xff\xc0")
+    struct.pack_into(">HH", data, sof + 5, h, w)
+    return bytes(data)
+
+
+def test_a_picture_declaring_absurd_dimensions_gets_no_thumbnail_and_is_never_decoded(tmp_path: Path) -> None:
+    """A bomb refused by a worker lies in failed/; the report must neither raise (OpenCV's own
+    limit) nor decode hundreds of megapixels in the supervisor."""
+    (tmp_path / "bomb.jpg").write_bytes(_declared_jpeg(60000, 60000))
+    (tmp_path / "bomb.png").write_bytes(_declared_png(9000, 9000))      # 81 Mpx: 243 MB decoded
+    assert thumbnail(tmp_path / "bomb.jpg", root=tmp_path) is None
+    assert thumbnail(tmp_path / "bomb.png", root=tmp_path) is None
+
+
 def test_links_planted_on_the_share_put_nothing_from_outside_into_reports_or_zips(tmp_path: Path) -> None:
     """A link in output/ or done/ (to a file or a folder outside the share) is never read for a
     thumbnail or a zip, and the report and zip are never written through one."""

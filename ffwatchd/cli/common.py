@@ -17,7 +17,7 @@ from ffwatchd.config import Settings, load_config, resolve_config_path
 from ffwatchd.errors import ConfigError
 from ffwatchd.safeyaml import load_yaml
 from ffwatchd.store import Job, JobQueue, open_store
-from ffwatchd.store.names import printable
+from ffwatchd.store.names import shown
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -98,7 +98,7 @@ def format_progress(job: Job) -> str:
 
 
 def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
-    cells = [[str(c) for c in headers]] + [["-" if c is None else printable(str(c)) for c in r] for r in rows]
+    cells = [[str(c) for c in headers]] + [["-" if c is None else shown(str(c)) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     for i, r in enumerate(cells):
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
