@@ -143,3 +143,24 @@ def test_only_the_changed_boxes_are_converted_back(clips: dict[str, Path], tmp_p
             write_boxes(bgr, want, [BoxPainter.BOX])
             assert not np.array_equal(want, src)
         assert np.array_equal(got, want), f"frame {i}"
+
+
+def test_in_place_processing_on_bgr_pipes_writes_the_changed_frame(tmp_path: Path) -> None:
+    """Odd sizes travel as BGR: the frame the processor changed in place is what gets encoded."""
+    from videoclips import make_clip
+
+    ffmpeg = find_ffmpeg(None)
+    clip = make_clip(ffmpeg, tmp_path / "odd.mkv", size=(321, 241), audio=False, vcodec=("-c:v", "ffv1"),
+                     seconds=1.0)
+    out = tmp_path / "odd-out.mkv"
+    painter = BoxPainter()
+    process_video(clip, out, painter, workdir=tmp_path / "work", ffmpeg=ffmpeg, max_pixels=10**8,
+                  spec_output=FAST, segment_seconds=1.0)
+    before, after = decode_frames(ffmpeg, clip), decode_frames(ffmpeg, out)
+    assert painter.calls == len(before) == len(after) == 25
+    x0, y0, x1, y1 = BoxPainter.BOX
+    for i in (0, 1):
+        want = before[i, :240, :320].astype(int)
+        if i == 0:
+            want[y0:y1, x0:x1] = 255 - want[y0:y1, x0:x1]
+        assert np.abs(want - after[i].astype(int)).mean() < 4, f"frame {i}"
