@@ -19,7 +19,7 @@ from PIL import Image
 
 from ffwatchd.config import WatchSettings
 from ffwatchd.filing import find_failed_original
-from ffwatchd.safefs import read_regular
+from ffwatchd.safefs import open_regular
 from ffwatchd.store import Job, priority_name
 from ffwatchd.store.names import printable
 from ffwatchd.writefs import write_file_atomic
@@ -30,6 +30,7 @@ THUMB_SIZE = 96
 THUMB_QUALITY = 60
 THUMB_SOURCE_MAX = 256 * 2**20          # a bigger file gets no thumbnail (nor is read whole for one)
 THUMB_MAX_PIXELS = 50_000_000           # nor does a picture declaring more pixels (never decoded)
+THUMB_HEAD = 1 << 20                    # what is read first to find the picture's header
 STATE_ORDER = ("failed", "done", "running", "queued", "cancelled")
 
 
@@ -44,14 +45,12 @@ def thumbnail(path: Path, *, root: Path, size: int = THUMB_SIZE) -> str | None:
     `path` is read below `root` (output/, done/ or failed/) without following a link on the way,
     so a link planted on the share never puts a picture from elsewhere into a report."""
     try:
-        raw = read_regular(root, path, THUMB_SOURCE_MAX)
+        raw = _read_picture(root, path)
     except (OSError, ValueError):
         return None
-    if len(raw) > THUMB_SOURCE_MAX:
+    if raw is None:
         return None
     data = np.frombuffer(raw, dtype=np.uint8)
-    if not data.size or not _pixels_allowed(raw):
-        return None
     try:
         img = cv2.imdecode(data, cv2.IMREAD_REDUCED_COLOR_4)     # JPEG decodes at 1/4 scale, fast
         if img is not None and max(img.shape[:2]) < size * 1.5:
@@ -59,6 +58,34 @@ def thumbnail(path: Path, *, root: Path, size: int = THUMB_SIZE) -> str | None:
     except cv2.error:                                              # OpenCV's own limits, broken files
         return None
     return thumbnail_of(img, size=size)
+
+
+def _read_picture(root: Path, path: Path) -> bytes | None:
+    """The bytes of a picture worth a thumbnail, or None: over THUMB_SOURCE_MAX, or its first
+    THUMB_HEAD bytes are no picture header of at most THUMB_MAX_PIXELS. Only the header is read
+    for those (a failed video of gigabytes costs the supervisor 1 MiB, not 256 MiB)."""
+    fd = open_regular(root, path)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0 or size > THUMB_SOURCE_MAX:
+            return None
+        head = _read_up_to(fd, min(size, THUMB_HEAD))
+        if not _pixels_allowed(head):
+            return None
+        return head + _read_up_to(fd, THUMB_SOURCE_MAX + 1 - len(head))
+    finally:
+        os.close(fd)
+
+
+def _read_up_to(fd: int, n: int) -> bytes:
+    chunks, left = [], n
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 16))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def _pixels_allowed(raw: bytes) -> bool:

@@ -256,3 +256,28 @@ def test_thumbnails_a_worker_sent_are_used_without_reading_the_files_again(tmp_p
     img = cv2.imdecode(np.frombuffer(base64.b64decode(uri.split(",", 1)[1]), np.uint8), cv2.IMREAD_COLOR)
     assert max(img.shape[:2]) == 96
     assert thumbnail_of(np.zeros((0, 0, 3), np.uint8)) is None
+
+
+def test_a_big_file_that_is_no_picture_is_not_read_into_memory_for_a_thumbnail(tmp_path: Path, monkeypatch) -> None:
+    """A failed 100 MB video (or a 300 MB anything) in a batch: the supervisor reads at most the
+    header it needs to know it is no picture, never the whole file (up to 256 MB before)."""
+    import os
+
+    video = tmp_path / "clip.mp4"
+    with open(video, "wb") as f:
+        f.write(b"\x00\x00\x00\x20ftypisom\x00\x00\x02\x00isomiso2")
+        f.truncate(100 * 2**20)                                   # sparse: cheap to make
+    huge = tmp_path / "huge.png"
+    huge.write_bytes(_declared_png(100, 100))
+    with open(huge, "r+b") as f:
+        f.truncate(300 * 2**20)
+    real_read, total = os.read, [0]
+
+    def counting(fd, n):
+        data = real_read(fd, n)
+        total[0] += len(data)
+        return data
+    monkeypatch.setattr(os, "read", counting)
+    assert thumbnail(video, root=tmp_path) is None
+    assert thumbnail(huge, root=tmp_path) is None
+    assert total[0] <= 2 * 2**20, f"{total[0]} bytes read"
