@@ -24,7 +24,7 @@ from ffwatchd.safefs import lstat_below, read_regular
 from ffwatchd.placing import (REPORT_SUFFIX, TEMP_PREFIX, _candidates, _same_file,  # noqa: F401 - re-exported
                               choose_destination, fsync_dir, place_file, report_name, temp_name, with_job_id,
                               write_report)
-from ffwatchd.writefs import Perms, fsync_file, open_folder, split_under
+from ffwatchd.writefs import Perms, fit_name, fsync_file, open_folder, split_under
 from ffwatchd.shares import ShareUnavailable
 from ffwatchd.sharepaths import folder_roots, rebase
 from ffwatchd.store import Filing, Job
@@ -160,7 +160,8 @@ def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: s
     if os.path.exists(result_src):
         fsync_file(result_src)
         size = os.stat(result_src).st_size
-    result_dst = choose_destination((watch.output / rel).with_suffix(result_suffix), job.id)
+    base = watch.output / rel
+    result_dst = choose_destination(base.with_name(fit_name(base.stem, result_suffix)), job.id)
     return Plan(outcome="done", original_src=str(watch.inbox / rel),
                 original_dst=str(choose_destination(watch.done / rel, job.id, watch.inbox / rel)),
                 result_src=str(result_src), result_dst=str(result_dst), roots=folder_roots(watch),

@@ -383,3 +383,19 @@ def test_a_same_content_file_at_the_name_that_is_linked_elsewhere_is_not_adopted
                         perms=Perms(0o664, 0o775))
     assert landed == tmp_path / "done" / "a-9.jpg" and landed.read_bytes() == b"the same bytes"
     assert _mode(outside) == 0o600 and not (tmp_path / "inbox" / "a.jpg").exists()
+
+
+def test_a_result_whose_suffix_grows_still_fits_in_name_max(env) -> None:
+    """`x….jpg` (255 bytes) with `output: {format: webp}` gets a `.webp` result: one byte longer."""
+    from ffwatchd.filing import plan_done
+
+    settings, store, watch = env
+    name = _long(251)
+    job_id = enqueue(store, watch, name, b"abc")
+    job = store.claim("test-owner", 60)
+    settings.temp_dir.mkdir(parents=True, exist_ok=True)
+    result = settings.temp_dir / f"job-{job_id}.result.webp"
+    result.write_bytes(b"webp")
+    plan = plan_done(watch, job, result, ".webp")
+    dst = Path(plan.result_dst)
+    assert dst.suffix == ".webp" and len(os.fsencode(dst.name)) <= NAME_MAX
