@@ -354,7 +354,7 @@ class JobRunner(JobFailures, ShareWaits):
         if plan.outcome == "done" and not result_trusted(plan, job.id):
             self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
             return False
-        log.info("job %d: finishing the filing a crash interrupted", job.id)
+        log.info("job %d: finishing the filing an earlier attempt started (a crash or an error stopped it)", job.id)
         try:
             self._file_plan(watch, plan, job, lease)
         except _ShareWait as e:

@@ -153,8 +153,12 @@ class Folder:
         os.unlink(name, dir_fd=self.fd)
 
     def link_from(self, src: Path, name: str) -> None:
-        """Hard-link `src` (a path outside, never a link followed) as `name`; EEXIST when taken."""
-        os.link(src, name, dst_dir_fd=self.fd, follow_symlinks=False)
+        """Hard-link `src` (a path outside, never a link followed) as `name`; EEXIST when taken.
+        An error names both paths in full (EROFS in done/ is done/'s, not the inbox's)."""
+        try:
+            os.link(src, name, dst_dir_fd=self.fd, follow_symlinks=False)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, str(src), None, str(self.path / name)) from e
 
     def chmod_entry(self, name: str, is_dir: bool = False) -> None:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self.fd)

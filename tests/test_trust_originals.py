@@ -399,3 +399,31 @@ def test_a_result_whose_suffix_grows_still_fits_in_name_max(env) -> None:
     plan = plan_done(watch, job, result, ".webp")
     dst = Path(plan.result_dst)
     assert dst.suffix == ".webp" and len(os.fsencode(dst.name)) <= NAME_MAX
+
+
+def test_a_success_that_cannot_be_filed_leaves_no_result_behind_when_it_fails(env, monkeypatch) -> None:
+    """done/ refuses the original (read-only): the result was already placed in output/. When the
+    job ends failed, that result goes too (the table says failed: no output of it stays), and the
+    reason names done/, not the inbox."""
+    import errno
+
+    from ffwatchd import filing as filing_mod
+
+    settings, store, watch = env
+    store.retry_backoff = 0.0
+    real = filing_mod.place_file
+
+    def read_only_done(src, dest, job_id, **kw):
+        if Path(dest).is_relative_to(watch.done):
+            raise OSError(errno.EROFS, "Read-only file system", str(src), None, str(dest))
+        return real(src, dest, job_id, **kw)
+    monkeypatch.setattr(filing_mod, "place_file", read_only_done)
+    job_id = enqueue(store, watch, "a.jpg", b"abc")
+    runner = JobRunner(settings, store, FakePipeline(), "test-owner")
+    for _ in range(3):
+        runner.run(store.claim("test-owner", 60))
+    job = store.get(job_id)
+    assert job.state == "failed" and job.error_kind == "io", job
+    assert str(watch.done / "a.jpg") in job.error_message, job.error_message
+    assert [p.name for p in watch.output.iterdir()] == [], "no result of a failed job stays in output/"
+    assert (watch.failed / "a.jpg").read_bytes() == b"abc"
