@@ -427,3 +427,31 @@ def test_a_success_that_cannot_be_filed_leaves_no_result_behind_when_it_fails(en
     assert str(watch.done / "a.jpg") in job.error_message, job.error_message
     assert [p.name for p in watch.output.iterdir()] == [], "no result of a failed job stays in output/"
     assert (watch.failed / "a.jpg").read_bytes() == b"abc"
+
+
+# -- a picture is read only as the regular file at its path, never through a link there ---------
+
+def test_an_image_read_never_follows_a_link_at_its_path(tmp_path: Path) -> None:
+    """Sources and originals were checked (no link, sha256) and then read by path: a link put at
+    the path in between made the pipeline read the picture it points to, from anywhere."""
+    import cv2
+    import numpy as np
+
+    from ffwatchd.errors import JobError
+    from ffwatchd.media.image import read_image, sniff_format
+
+    outside = tmp_path / "elsewhere" / "secret.png"
+    outside.parent.mkdir()
+    cv2.imwrite(str(outside), np.full((20, 20, 3), 200, np.uint8))
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    (inbox / "face.png").symlink_to(outside)
+    for read in (lambda p: read_image(p, 10**8), sniff_format):
+        with pytest.raises(JobError) as e:
+            read(inbox / "face.png")
+        assert "symbolic link" in e.value.message and e.value.kind == "bad_input"
+    os.mkfifo(inbox / "fifo.png")
+    with pytest.raises(JobError, match="not a regular file"):
+        read_image(inbox / "fifo.png", 10**8)                   # and never blocks on a FIFO
+    cv2.imwrite(str(inbox / "real.png"), np.full((20, 30, 3), 90, np.uint8))
+    assert read_image(inbox / "real.png", 10**8).bgr.shape == (20, 30, 3)

@@ -4,10 +4,12 @@ the input's format with its quality settings and machine-readable provenance."""
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import logging
 import os
+import stat
 import struct
 import warnings
 from dataclasses import dataclass, field
@@ -53,25 +55,48 @@ class DecodedImage:
 Image.MAX_IMAGE_PIXELS = None
 
 
-def open_checked(path: Path, max_pixels: int) -> Image.Image:
-    """Open an image lazily (header only) and refuse it when it is empty, unknown or too large."""
+def _open_regular(path: Path) -> int:
+    """A descriptor of the regular file at `path`: a link there is never followed (the file was
+    checked without links; one put there since is refused), a FIFO or device never waited on."""
     try:
-        size = os.stat(path).st_size
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise JobError("bad_input", f"{path.name} is a symbolic link; it was not followed") from e
         raise JobError("bad_input", f"cannot read {path.name}: {e.strerror or e}") from e
-    if size == 0:
-        raise JobError("bad_input", f"{path.name} is empty (0 bytes)")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise JobError("bad_input", f"{path.name} is not a regular file; it was not read")
+    return fd
+
+
+def open_checked(path: Path, max_pixels: int) -> Image.Image:
+    """Open an image lazily (header only) and refuse it when it is empty, unknown or too large.
+
+    Pillow reads the file the descriptor opened here refers to (through /proc/self/fd), so a
+    link or another file put at `path` after this point is never read."""
+    fd = _open_regular(path)
     try:
-        with warnings.catch_warnings():
-            # Our own max_pixels check below is the limit; Pillow's warning is not needed.
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            im = Image.open(path)
-    except Image.DecompressionBombError as e:
-        raise JobError("too_large", f"{path.name}: {e}") from e
-    except UnidentifiedImageError as e:
-        raise JobError("bad_input", f"{path.name} is not an image this service can read") from e
-    except _DECODE_ERRORS as e:
-        raise JobError("bad_input", f"{path.name} has an unreadable header: {e}") from e
+        size = os.fstat(fd).st_size
+        if size == 0:
+            raise JobError("bad_input", f"{path.name} is empty (0 bytes)")
+        try:
+            with warnings.catch_warnings():
+                # Our own max_pixels check below is the limit; Pillow's warning is not needed.
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                im = Image.open(f"/proc/self/fd/{fd}")
+        except Image.DecompressionBombError as e:
+            raise JobError("too_large", f"{path.name}: {e}") from e
+        except UnidentifiedImageError as e:
+            raise JobError("bad_input", f"{path.name} is not an image this service can read") from e
+        except _DECODE_ERRORS as e:
+            raise JobError("bad_input", f"{path.name} has an unreadable header: {e}") from e
+    finally:
+        os.close(fd)
+    return _checked_size(im, path, max_pixels)
+
+
+def _checked_size(im: Image.Image, path: Path, max_pixels: int) -> Image.Image:
     w, h = im.size
     if w <= 0 or h <= 0:
         im.close()
