@@ -65,6 +65,8 @@ def _settings_for_reading(config: str | None) -> tuple[Settings | None, Path]:
         if isinstance(raw.get("queue"), dict):    # a PostgreSQL queue needs a valid config to reach
             raise e from None
         state_dir = state_dir if state_dir.is_absolute() else path.resolve().parent / state_dir
+        if not (state_dir / "ffwatchd.db").is_file():   # no table to show: never make an empty one there
+            raise e from None
         warning = f"ffwatchd: warning: {e}\nffwatchd: reading the job table in {state_dir} anyway"
         if warning not in WARNED:                 # status and jobs list read the config twice
             WARNED.add(warning)
