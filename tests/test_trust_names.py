@@ -1,0 +1,147 @@
+"""Trust, round four: case-insensitive and Unicode-normalising shares (SMB/cifs, a casefold folder).
+
+There a lookup of `foto.jpg` finds `Foto.jpg`: a file already at the name must never be taken as
+this job's own unless the listing spells it exactly."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from ffwatchd import placing
+from ffwatchd.filing import Plan, place_file, result_trusted
+
+PICTURE = b"the same picture, byte for byte"
+
+
+def _spelled(monkeypatch, spelling: dict[str, str]) -> None:
+    """Make the listing spell entries as a case-insensitive folder stores them: the file a lookup of
+    `foto.jpg` finds (here really at that name) is listed as `Foto.jpg`, the name it was made with."""
+    def listing(folder):
+        return [spelling.get(n, n) for n in os.listdir(folder)]
+
+    monkeypatch.setattr(placing, "listed_names", listing, raising=False)
+
+
+def _share(tmp_path: Path) -> tuple[Path, Path]:
+    inbox, done = tmp_path / "inbox", tmp_path / "done"
+    inbox.mkdir()
+    done.mkdir()
+    return inbox, done
+
+
+NFC = unicodedata.normalize("NFC", "café.jpg")
+NFD = unicodedata.normalize("NFD", "café.jpg")
+
+
+@pytest.mark.parametrize("asked, listed", [("foto.jpg", "Foto.jpg"), ("FOTO.JPG", "foto.jpg"), (NFC, NFD), (NFD, NFC)])
+def test_a_file_found_under_another_spelling_is_never_adopted(tmp_path: Path, monkeypatch, asked, listed) -> None:
+    inbox, done = _share(tmp_path)
+    (done / asked).write_bytes(PICTURE)            # job A's original, filed as `listed`
+    a_inode = os.stat(done / asked).st_ino
+    (inbox / asked).write_bytes(PICTURE)           # job B's original: identical bytes
+    b_inode = os.stat(inbox / asked).st_ino
+    _spelled(monkeypatch, {asked: listed})
+    landed = place_file(inbox / asked, done / asked, 8, root=done)
+    assert landed != done / asked, "B's original was counted as filed on A's file"
+    assert os.stat(landed).st_ino == b_inode and landed.read_bytes() == PICTURE
+    assert os.stat(done / asked).st_ino == a_inode
+    assert not (inbox / asked).exists()
+
+
+def test_a_result_found_under_another_spelling_is_never_adopted(tmp_path: Path, monkeypatch) -> None:
+    temp, out = tmp_path / "temp", tmp_path / "output"
+    temp.mkdir()
+    out.mkdir()
+    (out / "foto.webp").write_bytes(PICTURE)       # job A's result, listed as Foto.webp
+    (temp / "result.webp").write_bytes(PICTURE)    # job B's result: identical (same pipeline, same bytes)
+    _spelled(monkeypatch, {"foto.webp": "Foto.webp"})
+    landed = place_file(temp / "result.webp", out / "foto.webp", 9, root=out, sync_source=False, own=True)
+    assert landed == out / "foto-9.webp" and landed.read_bytes() == PICTURE
+
+
+def test_a_gone_source_is_not_taken_as_filed_under_another_spelling(tmp_path: Path, monkeypatch) -> None:
+    inbox, done = _share(tmp_path)
+    (done / "foto.jpg").write_bytes(PICTURE)
+    _spelled(monkeypatch, {"foto.jpg": "Foto.jpg"})
+    with pytest.raises(FileNotFoundError):
+        place_file(inbox / "foto.jpg", done / "foto.jpg", 8, root=done)
+
+
+def test_a_resumed_filing_does_not_trust_a_result_under_another_spelling(tmp_path: Path, monkeypatch) -> None:
+    out = tmp_path / "output"
+    out.mkdir()
+    (out / "foto.webp").write_bytes(PICTURE)       # A's result; B's temp result is gone
+    _spelled(monkeypatch, {"foto.webp": "Foto.webp"})
+    plan = Plan(outcome="done", original_src=str(tmp_path / "inbox" / "foto.jpg"),
+                original_dst=str(tmp_path / "done" / "foto.jpg"), result_src=str(tmp_path / "gone.webp"),
+                result_dst=str(out / "foto.webp"), result_size=len(PICTURE))
+    assert not result_trusted(plan, 9), "another job's result was taken as this job's"
+
+
+def test_a_copy_an_earlier_attempt_placed_is_still_adopted(tmp_path: Path) -> None:
+    """The resume the exact-name rule keeps: a crash after the copy, before the inbox unlink."""
+    inbox, done = _share(tmp_path)
+    (inbox / "foto.jpg").write_bytes(PICTURE)
+    shutil.copyfile(inbox / "foto.jpg", done / "foto.jpg")
+    landed = place_file(inbox / "foto.jpg", done / "foto.jpg", 8, root=done)
+    assert landed == done / "foto.jpg" and not (inbox / "foto.jpg").exists()
+    assert sorted(p.name for p in done.iterdir()) == ["foto.jpg"]
+
+
+# -- on a real case-insensitive folder ----------------------------------------------------------
+
+def _run(*cmd: str) -> str | None:
+    """None when `cmd` succeeded, else the first line it printed (why it failed)."""
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    return None if r.returncode == 0 else ((r.stderr or r.stdout).strip().splitlines() or ["failed"])[0]
+
+
+@pytest.fixture
+def casefold_share(tmp_path: Path):
+    """A real case-insensitive, normalising folder: tmpfs with casefold, else an ext4 casefold image."""
+    if os.geteuid() != 0:
+        pytest.skip("making a case-insensitive folder needs root (mount)")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    why_tmpfs = _run("mount", "-t", "tmpfs", "-o", "casefold=utf8,size=16m", "none", str(mnt))
+    why_ext4 = None
+    if why_tmpfs:
+        img = tmp_path / "cf.img"
+        with open(img, "wb") as f:
+            f.truncate(32 << 20)
+        why_ext4 = _run("mkfs.ext4", "-q", "-F", "-O", "casefold", str(img)) or \
+            _run("mount", "-o", "loop", str(img), str(mnt))
+        if why_ext4:
+            pytest.skip(f"no case-insensitive folder can be made here (tmpfs casefold: {why_tmpfs}; "
+                        f"ext4 casefold image: {why_ext4})")
+    try:
+        share = mnt / "share"
+        share.mkdir()
+        why = _run("chattr", "+F", str(share))
+        if why:
+            pytest.skip(f"chattr +F refused: {why}")
+        (share / "x").write_bytes(b"")
+        if not (share / "X").exists():
+            pytest.skip("the folder made is not case-insensitive")
+        (share / "x").unlink()
+        yield share
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
+
+
+@pytest.mark.parametrize("first, second", [("Foto.jpg", "foto.jpg"), (NFC, NFD)])
+def test_on_a_casefold_share_two_originals_differing_in_case_end_as_two_files(casefold_share: Path, first,
+                                                                              second) -> None:
+    inbox, done = _share(casefold_share)
+    (inbox / first).write_bytes(PICTURE)
+    a = place_file(inbox / first, done / first, 7, root=done)
+    (inbox / second).write_bytes(PICTURE)           # dropped after the first was filed...
+    b = place_file(inbox / second, done / second, 8, root=done)   # ...but planned before it was
+    assert a != b and sorted(os.listdir(done)) == sorted([a.name, b.name])
+    assert a.read_bytes() == b.read_bytes() == PICTURE and os.listdir(inbox) == []
