@@ -371,7 +371,7 @@ def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobQu
         return IngestResult("failed", path, f"{rel}: job {job.id} failed earlier; filed as {filed}", job)
     plan = filing.job_plan(job, watch)
     if job.state == "done" and plan is not None and plan.original_dst and plan.original_src == str(path) \
-            and not os.path.lexists(plan.original_dst):
+            and not filing.exists_exactly(Path(plan.original_dst)):   # not another file's spelling
         return IngestResult("exists", path, f"{rel}: job {job.id} is done and its filing is unfinished", job)
     return _file_duplicate(watch, path, rel, job, store)
 

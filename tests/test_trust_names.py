@@ -15,6 +15,7 @@ import pytest
 
 from ffwatchd import placing
 from ffwatchd.filing import Plan, place_file, result_trusted
+from tests.test_runner import enqueue, env  # noqa: F401 - env is a fixture
 
 PICTURE = b"the same picture, byte for byte"
 
@@ -145,3 +146,24 @@ def test_on_a_casefold_share_two_originals_differing_in_case_end_as_two_files(ca
     b = place_file(inbox / second, done / second, 8, root=done)   # ...but planned before it was
     assert a != b and sorted(os.listdir(done)) == sorted([a.name, b.name])
     assert a.read_bytes() == b.read_bytes() == PICTURE and os.listdir(inbox) == []
+
+
+def test_a_done_job_whose_filing_is_unfinished_is_not_refiled_as_a_duplicate_under_another_spelling(
+        env, monkeypatch) -> None:
+    """A done job's original still in the inbox (its filing was cut short): seen again at ingest, it
+    waits for that filing; another original's file at its planned name's other spelling is no sign
+    that it was filed, so it is not sent to failed/ as a duplicate of itself."""
+    from ffwatchd import ingest
+    from ffwatchd.filing import plan_done
+
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "foto.jpg", PICTURE)
+    job = store.claim("test-owner", 60)
+    plan = plan_done(watch, job, settings.temp_dir / "none.webp", ".webp")
+    store.set_filing(job_id, "test-owner", plan.to_dict(), attempt=job.attempts)
+    store.finish(job_id, "test-owner", output_path=plan.result_dst, attempt=job.attempts)
+    (watch.done / "foto.jpg").write_bytes(PICTURE)    # another job's Foto.jpg, found by the lookup
+    _spelled(monkeypatch, {"foto.jpg": "Foto.jpg"})
+    got = ingest._existing(watch, watch.inbox / "foto.jpg", "foto.jpg", store.get(job_id), store)
+    assert got.status == "exists", got
+    assert (watch.inbox / "foto.jpg").exists() and list(watch.failed.iterdir()) == []
