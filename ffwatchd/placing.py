@@ -99,10 +99,12 @@ def exists_exactly(path: Path) -> bool:
 
 
 def _ours_at(folder: Folder, name: str, st: os.stat_result, src: Path, src_st: os.stat_result) -> bool:
-    """Whether the file a lookup of `name` found may be taken as this job's own (the original
-    itself, or the copy an earlier attempt placed there): only when the listing holds exactly
-    `name` (else the lookup found another file whose name differs in case or normalisation)
-    and it is the original or has its content."""
+    """Whether the file a lookup of `name` found may be taken as this job's own: the original
+    itself (the same inode, however the share spells its name), or a copy with its content that
+    an earlier attempt placed there, which must be listed under exactly `name` (else the lookup
+    found another file whose name differs in case or normalisation)."""
+    if (st.st_dev, st.st_ino) == (src_st.st_dev, src_st.st_ino):
+        return True
     return named_exactly(folder, name) and _same_content(folder, name, st, src, src_st)
 
 

@@ -167,3 +167,16 @@ def test_a_done_job_whose_filing_is_unfinished_is_not_refiled_as_a_duplicate_und
     got = ingest._existing(watch, watch.inbox / "foto.jpg", "foto.jpg", store.get(job_id), store)
     assert got.status == "exists", got
     assert (watch.inbox / "foto.jpg").exists() and list(watch.failed.iterdir()) == []
+
+
+def test_the_original_itself_under_another_spelling_is_taken_as_filed_not_linked_twice(
+        tmp_path: Path, monkeypatch) -> None:
+    """An interrupted move whose link the share stored under another spelling: the same inode is
+    the original itself, so it is filed once, not given a second name."""
+    inbox, done = _share(tmp_path)
+    (inbox / "foto.jpg").write_bytes(PICTURE)
+    os.link(inbox / "foto.jpg", done / "foto.jpg")
+    _spelled(monkeypatch, {"foto.jpg": "Foto.jpg"})
+    landed = place_file(inbox / "foto.jpg", done / "foto.jpg", 8, root=done)
+    assert landed == done / "foto.jpg" and os.listdir(done) == ["foto.jpg"]
+    assert not (inbox / "foto.jpg").exists()
