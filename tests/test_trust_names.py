@@ -99,7 +99,10 @@ def test_a_copy_an_earlier_attempt_placed_is_still_adopted(tmp_path: Path) -> No
 
 def _run(*cmd: str) -> str | None:
     """None when `cmd` succeeded, else the first line it printed (why it failed)."""
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{cmd[0]}: {e}"
     return None if r.returncode == 0 else ((r.stderr or r.stdout).strip().splitlines() or ["failed"])[0]
 
 
