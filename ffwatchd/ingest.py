@@ -343,12 +343,12 @@ def _refuse(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: 
     log.warning("job %d: refused %s (%s): %s", job.id, rel, error_kind, message)
     try:
         filed = _file_refused(watch, path, job, store)
-    except OSError as e:
+    except (OSError, JobError) as e:     # failed/ missing, read-only, full, a link, no free name
         return _unfiled(path, rel, job, message, e, created)
     return IngestResult("failed", path, f"{message} (filed as {filed})", job, created)
 
 
-def _unfiled(path: Path, rel: str, job: Job, message: str, e: OSError, created: bool = False) -> IngestResult:
+def _unfiled(path: Path, rel: str, job: Job, message: str, e: Exception, created: bool = False) -> IngestResult:
     """A refused file failed/ did not take: it stays in the inbox; the watch tries again."""
     log.debug("job %d: could not move %s to failed/: %s", job.id, rel, e)
     return IngestResult("unfiled", path, f"{message} (not filed: {e})", job, created)
@@ -376,7 +376,7 @@ def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobQu
         # not take it): finish it.
         try:
             filed = _file_refused(watch, path, job, store)
-        except OSError as e:
+        except (OSError, JobError) as e:
             return _unfiled(path, rel, job, job.error_message or f"job {job.id} failed", e)
         return IngestResult("failed", path, f"{rel}: job {job.id} failed earlier; filed as {filed}", job)
     plan = filing.job_plan(job, watch)
@@ -413,6 +413,6 @@ def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job,
         filing.write_report(watch.failed, filing.report_path(dest), report, job.id, watch.perms)
         if store is not None:
             filing.note_filed(store, watch, job.id, "failed", dest)
-    except OSError as e:
+    except (OSError, JobError) as e:     # failed/ missing, read-only, full, a link, no free name
         return _unfiled(path, rel, replace(job, error_kind="duplicate"), message, e)
     return IngestResult("duplicate", path, f"{message} (filed as {dest})", job)

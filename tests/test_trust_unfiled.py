@@ -65,3 +65,33 @@ def test_status_prints_the_refused_files_not_filed(capsys) -> None:
     assert "REFUSED BUT NOT FILED" in out and "x/y.jpg" in out and "Read-only" in out
     print_unfiled({"unfiled": {"w": []}})
     assert capsys.readouterr().out == ""
+
+
+def test_every_name_taken_in_failed_is_unfiled_and_tried_again_not_an_error(tmp_path) -> None:
+    """failed/ with every name the refused file could take (a JobError, not an OSError): before,
+    it escaped ingest as an unexpected error."""
+    import time
+
+    from ffwatchd.ingest import ingest_file
+    from ffwatchd.store import JobStore
+    from tests.test_watch import make_settings
+
+    settings = make_settings(tmp_path, "poll")
+    watch = settings.watches[0]
+    store = JobStore(tmp_path / "state/ffwatchd.db")
+    try:
+        put(watch.inbox / "text.jpg", b"just text")
+        tails = [""] + [f"-{i}" for i in range(2, 50)]      # <name>, <name>-<job id>, -<job id>-<k>
+        names = ["text.jpg"] + [f"text-1{k}.jpg" for k in tails] + [f"text-1-1{k}.jpg" for k in tails]
+        for name in names:
+            put(watch.failed / name, b"someone else's")
+        r = ingest_file(settings, watch, store, watch.inbox / "text.jpg", time.time())
+        assert r.status == "unfiled" and "no free name" in r.message, r
+        assert (watch.inbox / "text.jpg").exists()
+        (watch.failed / "text-1-7.jpg").unlink()          # one name free again
+        r = ingest_file(settings, watch, store, watch.inbox / "text.jpg", time.time())
+        assert r.status == "failed", r
+        assert (watch.failed / "text-1-7.jpg").read_bytes() == b"just text"
+        assert all((watch.failed / n).read_bytes() == b"someone else's" for n in names if n != "text-1-7.jpg")
+    finally:
+        store.close()
