@@ -4,11 +4,16 @@ in the inbox, are tried again with a growing delay and at every rescan, and are 
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 from ffwatchd.settle import FileState
+
+log = logging.getLogger("ffwatchd.watch")
 
 FIRST_DELAY = 5.0       # seconds before the first retry
 MAX_DELAY = 300.0       # the delay doubles up to this
@@ -44,6 +49,34 @@ class UnfiledRefusals:
         since = old.since if old is not None and tries > 1 else time.time()
         self.files[path] = Unfiled(state, since, reason, tries, time.monotonic() + delay)
         return old is None or tries == 1 or old.reason != reason, delay
+
+    def failed_move(self, watch: Any, path: Path, state: FileState, r: Any, metrics: Any) -> None:
+        """An ingest result `unfiled`: said at WARNING (once per reason, then INFO), counted once
+        in the metrics, and tried again later (`retry`)."""
+        first = path not in self.files
+        loud, delay = self.failed(path, state, r.message)
+        kind = r.job.error_kind if r.job is not None and r.job.error_kind else "duplicate"
+        (log.warning if loud else log.info)(
+            "watch %s: %s was refused (%s) but could not be moved to failed/; it stays in the inbox "
+            "and is tried again in %.0f s: %s", watch.name, path.relative_to(watch.inbox), kind, delay, r.message)
+        if first and metrics is not None and r.job is not None:
+            metrics.job_refused(watch.name, r.job.kind, kind)
+
+    def retry(self, lstat: Callable[[Path], "os.stat_result | None"], seen_again: Callable[[Path, FileState], Any],
+              ingest: Callable[[Path, FileState, float], Any], stopping: Callable[[], bool]) -> None:
+        """Ingest again each file whose delay is over; one gone or changed is dropped (a changed
+        one goes back to settling through `seen_again`)."""
+        for path, state in self.due(time.monotonic()):
+            if stopping():
+                break
+            st = lstat(path)
+            fresh = FileState.from_stat(st) if st is not None else None
+            if fresh != state:
+                self.drop(path)
+                if fresh is not None:
+                    seen_again(path, fresh)
+                continue
+            ingest(path, state, time.time())
 
     def due(self, now: float) -> list[tuple[Path, FileState]]:
         return [(p, u.state) for p, u in list(self.files.items()) if u.next_try <= now]

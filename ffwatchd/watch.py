@@ -156,16 +156,7 @@ class WatchLoop(InboxObserver):
             self._next_poll = now + self.watch.poll_interval
         self._settle_due()
         self._retry_waiting()
-        for path, state in self.unfiled.due(time.monotonic()):
-            if self._stop.is_set():
-                break
-            st = self._lstat(path)
-            if st is None or FileState.from_stat(st) != state:    # gone or changed: seen afresh
-                self.unfiled.drop(path)
-                if st is not None:
-                    self.tracker.observe(path, FileState.from_stat(st))
-                continue
-            self._ingest(path, state, time.time())
+        self.unfiled.retry(self._lstat, self.tracker.observe, self._ingest, self._stop.is_set)
 
     def full_scan(self) -> None:
         now = time.monotonic()
@@ -359,7 +350,7 @@ class WatchLoop(InboxObserver):
         elif r.status == "vanished":
             self._vanish(path)
         elif r.status == "unfiled":
-            self._unfiled(path, state, r)
+            self.unfiled.failed_move(self.watch, path, state, r, self.metrics)
         else:
             self.handled[path] = state
             counted = self.unfiled.drop(path)      # its refusal was counted when it was first made
@@ -378,19 +369,6 @@ class WatchLoop(InboxObserver):
                 if self.metrics:
                     self.metrics.file_left_alone(self.watch.name, "long_path")
         return r
-
-    def _unfiled(self, path: Path, state: FileState, r: IngestResult) -> None:
-        """A refused file failed/ did not take: said at WARNING (once per reason), counted once,
-        kept in the inbox and tried again with a growing delay and at every rescan."""
-        first = path not in self.unfiled
-        loud, delay = self.unfiled.failed(path, state, r.message)
-        kind = r.job.error_kind if r.job is not None and r.job.error_kind else "duplicate"
-        (log.warning if loud else log.info)(
-            "watch %s: %s was refused (%s) but could not be moved to failed/; it stays in the inbox "
-            "and is tried again in %s: %s", self.watch.name, path.relative_to(self.watch.inbox), kind,
-            _seconds(delay), r.message)
-        if first and self.metrics and r.job is not None:
-            self.metrics.job_refused(self.watch.name, r.job.kind, kind)
 
 
 # -- the service ---------------------------------------------------------------------------------
