@@ -22,7 +22,7 @@ from ffwatchd.config import WatchSettings
 from ffwatchd.errors import JobError
 from ffwatchd.safefs import lstat_below, read_regular
 from ffwatchd.placing import (REPORT_SUFFIX, TEMP_PREFIX, _candidates, _same_file,  # noqa: F401 - re-exported
-                              choose_destination, fsync_dir, place_file, report_name, temp_name, with_job_id,
+                              choose_destination, exists_exactly, fsync_dir, place_file, report_name, temp_name, with_job_id,
                               write_report)
 from ffwatchd.writefs import Perms, fit_name, fsync_file, open_folder, split_under
 from ffwatchd.shares import ShareUnavailable
@@ -231,7 +231,7 @@ def result_trusted(plan: Plan, job_id: int) -> bool:
         src.unlink()
         return False
     for placed in (dst, with_job_id(dst, job_id)):
-        if placed.exists():
+        if exists_exactly(placed):       # not a result of another job whose name differs only in case
             if result_intact(plan, placed):
                 return True
             log.warning("job %d: the placed result %s is not the recorded size %s; left as it is, "

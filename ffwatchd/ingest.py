@@ -47,7 +47,8 @@ class IngestResult:
     filed to failed/) | failed (refused, failed job recorded) | waiting (no sidecar yet) |
     skipped (not an input: name, source, not a regular file) | vanished (gone before or while read) |
     changed (changed while read) | retry (I/O trouble: try again later) | left_alone (a path too
-    long to file: never a job, said once per version)."""
+    long to file: never a job, said once per version) | unfiled (refused, or a duplicate, but
+    failed/ did not take it: it stays in the inbox and is tried again)."""
     status: str
     path: Path
     message: str = ""
@@ -342,10 +343,15 @@ def _refuse(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: 
     log.warning("job %d: refused %s (%s): %s", job.id, rel, error_kind, message)
     try:
         filed = _file_refused(watch, path, job, store)
-    except OSError as e:
-        log.error("job %d: could not move %s to failed/: %s", job.id, rel, e)
-        return IngestResult("failed", path, f"{message} (not filed: {e})", job, created)
+    except (OSError, JobError) as e:     # failed/ missing, read-only, full, a link, no free name
+        return _unfiled(path, rel, job, message, e, created)
     return IngestResult("failed", path, f"{message} (filed as {filed})", job, created)
+
+
+def _unfiled(path: Path, rel: str, job: Job, message: str, e: Exception, created: bool = False) -> IngestResult:
+    """A refused file failed/ did not take: it stays in the inbox; the watch tries again."""
+    log.debug("job %d: could not move %s to failed/: %s", job.id, rel, e)
+    return IngestResult("unfiled", path, f"{message} (not filed: {e})", job, created)
 
 
 def _file_refused(watch: WatchSettings, path: Path, job: Job, store: JobQueue | None = None) -> Path:
@@ -366,12 +372,16 @@ def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobQu
     if job.state not in FINISHED:
         return IngestResult("exists", path, f"{rel}: already job {job.id} ({job.state})", job)
     if job.state == "failed" and not _report_exists(watch, job):
-        # An earlier filing did not finish (crash between the row and the move): finish it.
-        filed = _file_refused(watch, path, job, store)
+        # An earlier filing did not finish (crash between the row and the move, or failed/ did
+        # not take it): finish it.
+        try:
+            filed = _file_refused(watch, path, job, store)
+        except (OSError, JobError) as e:
+            return _unfiled(path, rel, job, job.error_message or f"job {job.id} failed", e)
         return IngestResult("failed", path, f"{rel}: job {job.id} failed earlier; filed as {filed}", job)
     plan = filing.job_plan(job, watch)
     if job.state == "done" and plan is not None and plan.original_dst and plan.original_src == str(path) \
-            and not os.path.lexists(plan.original_dst):
+            and not filing.exists_exactly(Path(plan.original_dst)):   # not another file's spelling
         return IngestResult("exists", path, f"{rel}: job {job.id} is done and its filing is unfinished", job)
     return _file_duplicate(watch, path, rel, job, store)
 
@@ -403,7 +413,6 @@ def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job,
         filing.write_report(watch.failed, filing.report_path(dest), report, job.id, watch.perms)
         if store is not None:
             filing.note_filed(store, watch, job.id, "failed", dest)
-    except OSError as e:
-        log.error("duplicate of job %d: could not move %s to failed/: %s", job.id, rel, e)
-        return IngestResult("duplicate", path, f"{message} (not filed: {e})", job)
+    except (OSError, JobError) as e:     # failed/ missing, read-only, full, a link, no free name
+        return _unfiled(path, rel, replace(job, error_kind="duplicate"), message, e)
     return IngestResult("duplicate", path, f"{message} (filed as {dest})", job)

@@ -74,6 +74,40 @@ def _candidates(name: str, job_id: int) -> list[str]:
         [fit_name(p.stem, f"-{job_id}-{k}{p.suffix}") for k in range(2, 50)]
 
 
+def listed_names(folder: int | Path) -> list[str]:
+    """A folder's entries as its directory listing spells them. On a case-insensitive or
+    normalising share (SMB/cifs, a casefold folder) a lookup of `foto.jpg` finds `Foto.jpg`, and
+    `café` written NFD finds `café` written NFC; the listing tells them apart."""
+    return os.listdir(folder)
+
+
+def named_exactly(folder: Folder, name: str) -> bool:
+    """Whether `folder` holds an entry spelled exactly `name` (case and normalisation included)."""
+    try:
+        return name in listed_names(folder.fd)
+    except OSError:
+        return False
+
+
+def exists_exactly(path: Path) -> bool:
+    """Whether `path` exists under exactly its own name (not a case or normalisation variant)."""
+    try:
+        os.lstat(path)
+        return path.name in listed_names(path.parent)
+    except OSError:
+        return False
+
+
+def _ours_at(folder: Folder, name: str, st: os.stat_result, src: Path, src_st: os.stat_result) -> bool:
+    """Whether the file a lookup of `name` found may be taken as this job's own: the original
+    itself (the same inode, however the share spells its name), or a copy with its content that
+    an earlier attempt placed there, which must be listed under exactly `name` (else the lookup
+    found another file whose name differs in case or normalisation)."""
+    if (st.st_dev, st.st_ino) == (src_st.st_dev, src_st.st_ino):
+        return True
+    return named_exactly(folder, name) and _same_content(folder, name, st, src, src_st)
+
+
 def _same_content(folder: Folder, name: str, st: os.stat_result, src: Path, src_st: os.stat_result) -> bool:
     """Whether the file at `name` is `src` (the same inode) or a copy of it an earlier attempt made."""
     if (st.st_dev, st.st_ino) == (src_st.st_dev, src_st.st_ino):
@@ -121,14 +155,14 @@ def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True, 
     with Folder(root, rel_dir, perms) as folder:
         names = _candidates(name, job_id)
         if src_st is None:
-            for candidate in names[:2]:
-                if folder.lstat(candidate) is not None:
+            for candidate in names[:2]:      # spelled exactly: on a case-insensitive share a lookup
+                if folder.lstat(candidate) is not None and named_exactly(folder, candidate):  # finds others
                     return folder.path / candidate
             raise FileNotFoundError(errno.ENOENT, f"{src} is gone and {dest} does not exist", str(src))
         for candidate in names:
             st = folder.lstat(candidate)
             if st is not None:
-                if not _same_content(folder, candidate, st, src, src_st):
+                if not _ours_at(folder, candidate, st, src, src_st):
                     continue                      # someone else's file: never replaced
             else:
                 try:
@@ -136,7 +170,7 @@ def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True, 
                                   copy=not own and stat.S_ISREG(src_st.st_mode) and src_st.st_nlink > 1)
                 except FileExistsError:           # taken a moment ago: by another host moving this file?
                     st = folder.lstat(candidate)
-                    if st is None or not _same_content(folder, candidate, st, src, src_st):
+                    if st is None or not _ours_at(folder, candidate, st, src, src_st):
                         continue
             try:
                 if stat.S_ISREG(src_st.st_mode):       # a link is moved as a link: no mode of its own

@@ -119,6 +119,15 @@ def dump_json(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str))
 
 
+def print_unfiled(daemon: dict | None) -> None:
+    """Refused files the running daemon could not move to failed/: still in the inbox, retried."""
+    rows = [(name, f["path"], f"{int(time.time() - f['since'])} s", f["tries"], f["reason"])
+            for name, files in ((daemon or {}).get("unfiled") or {}).items() for f in files]
+    if rows:
+        print(f"\nREFUSED BUT NOT FILED (failed/ did not take them; still in the inbox, tried again): {len(rows)}")
+        print_table(rows, ["watch", "path", "for", "tries", "reason"])
+
+
 def print_waiting(daemon: dict | None) -> None:
     """Files the running daemon holds back for a late sidecar or source (not jobs yet)."""
     rows = [(name, f["path"], f["waits_for"], f"{max(0, int(f['deadline'] - time.time()))} s")

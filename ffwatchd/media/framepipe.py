@@ -24,6 +24,7 @@ from ffwatchd.errors import JobError
 from ffwatchd.media.ffmpeg import Child
 from ffwatchd.media.probe import VideoInfo
 from ffwatchd.media.segments import Plan, encode_command, write_manifest
+from ffwatchd.media.source import VideoInput, open_input
 from ffwatchd.media.yuvpatch import write_boxes
 
 log = logging.getLogger(__name__)
@@ -97,8 +98,11 @@ class _Stopped(Exception):
 class FramePipeline:
     """Runs the frames of one job from `start_segment` on; see the module docstring."""
 
-    def __init__(self, target: Path, info: VideoInfo, plan: Plan, workdir: Path, ffmpeg: str,
+    def __init__(self, target: "Path | VideoInput", info: VideoInfo, plan: Plan, workdir: Path, ffmpeg: str,
                  manifest: dict[str, Any], start_segment: int, cores: "CoreSplit | None" = None) -> None:
+        # The decoder reads the input opened without following links (a path: opened so at start).
+        self.source: VideoInput | None = target if isinstance(target, VideoInput) else None
+        target = target.path if isinstance(target, VideoInput) else Path(target)
         self.target, self.info, self.plan, self.workdir, self.ffmpeg = target, info, plan, workdir, ffmpeg
         self.cores = cores
         self.manifest = manifest
@@ -123,7 +127,7 @@ class FramePipeline:
         self._finisher = threading.Thread(target=self._guard, args=(self._finish,), name="video-finish")
 
     # ---- children
-    def _spawn(self, cmd: list[str], role: str, **kw: bool) -> Child:
+    def _spawn(self, cmd: list[str], role: str, **kw: Any) -> Child:
         with self._lock:
             if self.stop.is_set():
                 raise _Stopped()
@@ -169,18 +173,25 @@ class FramePipeline:
             self.stop.set()
 
     # ---- decoder thread
-    def decode_command(self) -> list[str]:
+    def decode_command(self, url: str) -> list[str]:
+        """The decoder's command; `url` is the input's `/proc/self/fd/N` (see media/source.py)."""
         filters = [f"fps=fps={self.plan.fps}"]
         if self.start_frame:  # resume: decode and drop the frames of finished segments
             filters.append(f"trim=start_frame={self.start_frame}")
         threads = ["-threads", str(self.cores.decoder)] if self.cores else []
-        return [self.ffmpeg, "-hide_banner", "-nostdin", "-v", "error", *threads, "-i", str(self.target),
+        return [self.ffmpeg, "-hide_banner", "-nostdin", "-v", "error", *threads, "-i", url,
                 "-map", f"0:{self.info.stream_index}", "-vf", ",".join(filters),
                 "-fps_mode", "passthrough", "-an", "-sn", "-dn",
                 "-f", "rawvideo", "-pix_fmt", self.plan.transport, "-"]
 
     def _decode(self) -> None:
-        child = self._spawn(self.decode_command(), "decoder", stdout=True)
+        own: VideoInput | None = None
+        try:
+            src = self.source or (own := open_input(self.target))
+            child = self._spawn(self.decode_command(src.url), "decoder", stdout=True, pass_fds=src.fds)
+        finally:
+            if own is not None:
+                own.close()      # the child has its own copy of the descriptor
         stdout = child.proc.stdout
         assert stdout is not None
         p = self.plan

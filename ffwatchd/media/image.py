@@ -93,7 +93,55 @@ def open_checked(path: Path, max_pixels: int) -> Image.Image:
             raise JobError("bad_input", f"{path.name} has an unreadable header: {e}") from e
     finally:
         os.close(fd)
-    return _checked_size(im, path, max_pixels)
+    return _single_picture(_checked_size(im, path, max_pixels), path)
+
+
+MAX_FRAMES_COUNTED = 1000          # pages or frames counted before a refusal says "over 1000"
+_MULTI = {"TIFF": ("a multi-page TIFF", "pages", "split it into one file per page"),
+          "WEBP": ("an animated WebP", "frames", "convert it to a video (MP4, WebM) to process every frame"),
+          "PNG": ("an animated PNG (APNG)", "frames", "convert it to a video (MP4, WebM) to process every frame"),
+          "GIF": ("an animated GIF", "frames", "convert it to a video (MP4, WebM) to process every frame")}
+
+
+def picture_count(im: Image.Image) -> int:
+    """How many pictures an opened file holds (TIFF pages, animation frames), read lazily: PNG's
+    acTL chunk and WebP's demuxer give it at once; TIFF and GIF are walked frame by frame, headers
+    only, up to MAX_FRAMES_COUNTED + 1. A TIFF page marked reduced-resolution (a thumbnail,
+    NewSubfileType bit 0) is no picture of its own. JPEG/MPO's extra images (a camera's preview or
+    depth map) are not counted: its primary image is the picture."""
+    fmt = im.format
+    if fmt in ("PNG", "WEBP"):
+        return int(getattr(im, "n_frames", 1))
+    if fmt not in ("TIFF", "GIF"):
+        return 1
+    count = 0
+    try:
+        for i in range(MAX_FRAMES_COUNTED + 1):
+            im.seek(i)
+            if fmt == "TIFF" and int(im.tag_v2.get(254, 0) or 0) & 1:
+                continue
+            count += 1
+    except EOFError:
+        pass
+    finally:
+        im.seek(0)
+    return count
+
+
+def _single_picture(im: Image.Image, path: Path) -> Image.Image:
+    """Refuse a file of several pictures: processing its first alone would drop the rest unsaid."""
+    try:
+        count = picture_count(im)
+    except _DECODE_ERRORS as e:
+        im.close()
+        raise JobError("bad_input", f"{path.name} has an unreadable page or frame header: {e}") from e
+    if count > 1 and im.format in _MULTI:
+        what, unit, advice = _MULTI[str(im.format)]
+        n = f"over {MAX_FRAMES_COUNTED}" if count > MAX_FRAMES_COUNTED else str(count)
+        im.close()
+        raise JobError("bad_input", f"{path.name} is {what} ({n} {unit}): ffwatchd processes single "
+                       f"images, and the first alone would leave the others out; {advice}")
+    return im
 
 
 def _checked_size(im: Image.Image, path: Path, max_pixels: int) -> Image.Image:
@@ -120,6 +168,10 @@ def read_image(path: Path, max_pixels: int) -> DecodedImage:
     im = open_checked(path, max_pixels)
     with im:
         fmt = str(im.format)
+        if fmt == "MPO" and int(getattr(im, "n_frames", 1)) > 1:
+            log.info("%s: a JPEG with %d images (MPO); its primary image is processed, the others (a "
+                     "camera's preview, depth map or second view) are not carried into the output",
+                     path.name, im.n_frames)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", Image.DecompressionBombWarning)
