@@ -44,6 +44,11 @@ def recover_at_start(settings: Settings, store: JobQueue) -> None:
     back = store.requeue_dead_owners(alive)
     if back:
         log.warning("recovered %d job(s) held by workers of a previous run: %s", len(back), back)
+    gone = [w.owner for w in store.workers() if not alive(w.owner)]
+    for owner in gone:                  # so `status` does not list them for 3 leases as if alive
+        store.remove_worker(owner)
+    if gone:
+        log.info("removed %d worker row(s) of a previous run from the workers table: %s", len(gone), gone)
     with store.singleton("recovery") as granted:
         if granted:                     # other hosts' expired leases: once across the cluster
             expired = store.requeue_expired()
