@@ -103,7 +103,8 @@ def give_back(settings: Settings, store: JobQueue, metrics: Any, job_id: int, ow
         if metrics is not None:
             started = job.started_at or time.time()
             metrics.job_finished(job.watch, job.kind, "failed" if after.state == "failed" else "retried",
-                                 time.time() - started, max(0.0, started - job.queued_at), error_kind=err_kind)
+                                 time.time() - started, max(0.0, started - job.queued_at), error_kind=err_kind,
+                                 retry_cause="worker")
     except Exception:  # noqa: BLE001 - never let one job's bookkeeping stop the supervisor
         log.exception("job %s: could not give it back after its worker exited", job_id)
 
