@@ -103,14 +103,29 @@ def give_back(settings: Settings, store: JobQueue, metrics: Any, job_id: int, ow
         log.exception("job %s: could not give it back after its worker exited", job_id)
 
 
+PF_EXITING = 0x4                        # linux/sched.h: the task is in do_exit()
+
+
 def _pid_alive(pid: int) -> bool:
+    """A process that is there and not on its way out. A worker of a supervisor killed with -9
+    dies by PDEATHSIG but stays a zombie until init reaps it (up to seconds on a loaded host);
+    kill(pid, 0) answers for a zombie as for a live process, which left its jobs running until
+    their leases expired."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):       # no /proc (or it just went): kill(pid, 0) decides
         return True
-    return True
+    if not fields:
+        return False
+    state, flags = fields[0], int(fields[6]) if len(fields) > 6 else 0
+    return state not in (b"Z", b"X", b"x") and not flags & PF_EXITING
 
 
 def complete_done_plan(settings: Settings, store: JobQueue, job: Any, owner: str | None, metrics: Any = None) -> bool:

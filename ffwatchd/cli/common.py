@@ -41,6 +41,9 @@ def config_arg(p: argparse.ArgumentParser, *, verb: bool = False,
         p.add_argument("-c", "--config", help=help)
 
 
+WARNED: set[str] = set()      # warnings this command printed already (main() empties it)
+
+
 def state_dir_for_reading(config: str | None) -> Path:
     """The state_dir, for commands that only read the job table: an invalid config (say, one
     the running daemon refused on reload) is reported but does not hide the table."""
@@ -61,8 +64,14 @@ def _settings_for_reading(config: str | None) -> tuple[Settings | None, Path]:
             raise e from None
         if isinstance(raw.get("queue"), dict):    # a PostgreSQL queue needs a valid config to reach
             raise e from None
-        print(f"ffwatchd: warning: {e}\nffwatchd: reading the job table in {state_dir} anyway", file=sys.stderr)
-        return None, state_dir if state_dir.is_absolute() else path.resolve().parent / state_dir
+        state_dir = state_dir if state_dir.is_absolute() else path.resolve().parent / state_dir
+        if not (state_dir / "ffwatchd.db").is_file():   # no table to show: never make an empty one there
+            raise e from None
+        warning = f"ffwatchd: warning: {e}\nffwatchd: reading the job table in {state_dir} anyway"
+        if warning not in WARNED:                 # status and jobs list read the config twice
+            WARNED.add(warning)
+            print(warning, file=sys.stderr)
+        return None, state_dir
 
 
 def open_store_for_reading(config: str | None) -> JobQueue:
