@@ -194,6 +194,7 @@ class Supervisor(WorkerSlots):
                 "watches_available": self.watcher.available() if self.watcher is not None else {},
                 "unsettled": self.watcher.unsettled_count() if self.watcher is not None else {},
                 "waiting": self.watcher.waiting_files() if self.watcher is not None else {},
+                "unfiled": self.watcher.unfiled_files() if self.watcher is not None else {},
                 "warnings": self.warnings, "models_missing": self.models_missing, "stopping": self.stopping,
                 "metrics": (f"{self.settings.metrics.host}:{self.settings.metrics.port}"
                             if self.metrics is not None and self.settings.metrics.enabled else None)}
@@ -201,6 +202,8 @@ class Supervisor(WorkerSlots):
         if self.metrics is not None and self.watcher is not None:
             for name, n in data["unsettled"].items():
                 self.metrics.set_unsettled(name, n)
+            for name, files in data["unfiled"].items():
+                self.metrics.set_unfiled(name, len(files))
             self.metrics.leases_expired(self.store.stats.expired_leases)
             self.store.stats.expired_leases = 0
 

@@ -132,5 +132,4 @@ def disk_full_error(exc: OSError, path: Path | str | None = None) -> JobError:
     """The JobError for a full disk in the middle of a job: transient, retried with backoff."""
     target = exc.filename or path            # the file the write failed on, when the OS says
     where = f" while writing {target}" if target is not None else ""
-    return JobError("disk_full", f"no space left on device{where} ({exc.strerror or exc}); "
-                                 "the job will be retried when space returns", transient=True)
+    return JobError("disk_full", f"no space left on device{where} ({exc.strerror or exc})", transient=True)

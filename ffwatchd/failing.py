@@ -6,15 +6,17 @@ failure with the original filed to failed/, and a stop for a cancel or a lost le
 from __future__ import annotations
 
 import logging
+import os
+import stat as statmod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ffwatchd.diskguard import disk_full_error, is_enospc
 from ffwatchd.errors import JobError
-from ffwatchd.filing import execute_plan, plan_failed
+from ffwatchd.filing import OriginalChanged, Plan, execute_plan, plan_failed, with_job_id
 from ffwatchd.heartbeats import Lease
 from ffwatchd.store import Job
-from ffwatchd.writefs import LinkRefused
+from ffwatchd.writefs import LinkRefused, open_folder, split_under
 
 if TYPE_CHECKING:
     from ffwatchd.runner import Outcome
@@ -36,7 +38,8 @@ def as_job_error(exc: BaseException, where: Path | None = None) -> JobError:
     if isinstance(exc, OSError) and is_enospc(exc):
         return disk_full_error(exc, where)
     if isinstance(exc, OSError):
-        return JobError("io", f"{exc.strerror or exc} ({exc.filename or where})", transient=True)
+        what = f"{exc.filename} -> {exc.filename2}" if exc.filename and exc.filename2 else (exc.filename or where)
+        return JobError("io", f"{exc.strerror or exc} ({what})", transient=True)
     return JobError("internal", f"{exc.__class__.__name__}: {exc}", transient=True)
 
 
@@ -75,11 +78,15 @@ class JobFailures:
             if job.kind == "image":
                 self._clean_temp(job.id)   # videos keep finished segments to resume
             return
-        self._fail_final(watch, job, out, err.kind, err.message, workdir, lease)
+        message = err.message
+        if err.transient:                  # the report says it is final, not "will be retried"
+            message += f" (gave up after {job.attempts} attempts; `ffwatchd jobs retry {job.id}` runs it again)"
+        self._fail_final(watch, job, out, err.kind, message, workdir, lease)
 
     def _fail_final(self, watch: Any, job: Job, out: Outcome, kind: str, message: str, workdir: Path,
                     lease: Lease | None = None) -> None:
-        plan = plan_failed(watch, job, kind, message)
+        self._withdraw_result(watch, job)
+        plan = plan_failed(watch, job, kind, message, getattr(self, "_checked", {}).get(job.id))
         self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
         try:
             if lease is not None:
@@ -90,10 +97,56 @@ class JobFailures:
             self._fail_without_filing(job, out, "io", f"{e.message}; the original stays in the inbox "
                                       f"(the job failed first as {kind}: {message})")
             return
+        except OriginalChanged as e:          # the file there now is another job's: left in the inbox
+            self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
+            self._fail_without_filing(job, out, e.kind, f"{e.message} (the job failed first as {kind}: {message})")
+            self._clean_temp(job.id)
+            return
+        except OSError as e:                  # not the share going (that waits): failed/ refuses it
+            self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
+            self._fail_without_filing(job, out, "io", f"the original could not be filed to failed/ "
+                                      f"({e.strerror or e}); it stays in the inbox (the job failed first as "
+                                      f"{kind}: {message})")
+            self._clean_temp(job.id)
+            return
         self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
                         attempt=job.attempts)
         out.outcome, out.error_kind, out.message = "failed", kind, message
         self._clean_temp(job.id)
+
+    def _withdraw_result(self, watch: Any, job: Job) -> None:
+        """A job that recorded a done plan (its result maybe placed in output/) and now fails:
+        the result it placed goes, so no output of a failed job stays. Only the file at the
+        plan's name with the plan's size, reached without following a link, is removed."""
+        try:
+            current = self.store.get(job.id).filing
+        except Exception:  # noqa: BLE001 - the row is read again by the failure that follows
+            return
+        if not current or current.get("outcome") != "done":
+            return
+        plan = Plan.from_dict(current).localized(watch)
+        if not plan.result_dst or plan.result_size is None:
+            return
+        dst = Path(plan.result_dst)
+        try:
+            rel, _name = split_under(watch.output, dst)
+            fd = open_folder(watch.output, rel, None, create=False)
+        except (OSError, ValueError):
+            return
+        try:
+            for name in (dst.name, with_job_id(dst, job.id).name):
+                try:
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if statmod.S_ISREG(st.st_mode) and st.st_size == plan.result_size:
+                    os.unlink(name, dir_fd=fd)
+                    log.warning("job %d: fails after its result was placed; %s removed", job.id, dst.parent / name)
+                    return
+        except OSError as e:
+            log.warning("job %d: its placed result %s stays: %s", job.id, dst, e.strerror or e)
+        finally:
+            os.close(fd)
 
     def _fail_without_filing(self, job: Job, out: Outcome, kind: str, message: str) -> None:
         """The original is not ours to move (gone, or replaced by new content)."""
@@ -104,10 +157,11 @@ class JobFailures:
 
     def _stopped(self, watch: Any, job: Job, lease: Lease, out: Outcome, workdir: Path) -> None:
         if lease.status == "cancelled":
-            plan = plan_failed(watch, job, "cancelled", "cancelled by an operator while running")
+            plan = plan_failed(watch, job, "cancelled", "cancelled by an operator while running",
+                               getattr(self, "_checked", {}).get(job.id))
             try:
                 execute_plan(plan, job, watch, ledger=self.store)
-            except LinkRefused as e:
+            except (LinkRefused, OriginalChanged) as e:
                 log.error("job %d: cancelled; its original stays in the inbox: %s", job.id, e.message)
             self._clean_temp(job.id)
             out.outcome, out.error_kind = "cancelled", "cancelled"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import stat
 import time
 from dataclasses import dataclass, replace
@@ -20,23 +21,22 @@ from typing import Any, Callable
 from ffwatchd.config import WatchSettings
 from ffwatchd.errors import JobError
 from ffwatchd.safefs import lstat_below, read_regular
-from ffwatchd.placing import (TEMP_PREFIX, choose_destination, fsync_dir, place_file,  # noqa: F401 - re-exported
-                              with_job_id, write_report)
-from ffwatchd.writefs import Perms, fsync_file, open_folder, split_under
+from ffwatchd.placing import (REPORT_SUFFIX, TEMP_PREFIX, _candidates, _same_file,  # noqa: F401 - re-exported
+                              choose_destination, exists_exactly, fsync_dir, place_file, report_name, temp_name, with_job_id,
+                              write_report)
+from ffwatchd.writefs import Perms, fit_name, fsync_file, open_folder, split_under
 from ffwatchd.shares import ShareUnavailable
 from ffwatchd.sharepaths import folder_roots, rebase
 from ffwatchd.store import Filing, Job
 
 log = logging.getLogger(__name__)
 
-REPORT_SUFFIX = ".error.json"
-
 
 def write_json_atomic(path: Path, data: dict, tag: int | None = None) -> None:
     """Write JSON through a hidden temp name and a rename. `tag` (a job id) makes the temp name
     the same on every attempt, so a retry overwrites what a crash left half-written."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{TEMP_PREFIX}{os.getpid() if tag is None else tag}-{path.name}.tmp")
+    tmp = path.with_name(temp_name(str(os.getpid() if tag is None else tag), path.name))
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=2, default=str)
         f.write("\n")
@@ -72,7 +72,7 @@ def error_report(job: Job, kind: str, message: str, original: Path, filed_as: Pa
 
 
 def report_path(filed_as: Path) -> Path:
-    return filed_as.with_name(filed_as.name + REPORT_SUFFIX)
+    return filed_as.with_name(report_name(filed_as.name))
 
 
 # -- plans ------------------------------------------------------------------------------
@@ -89,6 +89,8 @@ class Plan:
     message: str | None = None
     roots: dict | None = None    # the planning host's folders by role, to map the paths on another host
     result_size: int | None = None   # the synced result's size: a resumed filing checks it
+    original_state: dict | None = None   # the original as the job checked it: filed only while it still is
+
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -111,25 +113,80 @@ def job_plan(job: Job, watch: WatchSettings) -> "Plan | None":
     return Plan.from_dict(job.filing).localized(watch) if job.filing else None
 
 
-def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: str) -> Plan:
+class OriginalChanged(JobError):
+    """The file at the original's inbox path is no longer the one the job checked and processed
+    (replaced by a rename, rewritten, truncated or appended to meanwhile): it is not the job's to
+    file. Raised before anything of the plan moves."""
+
+    def __init__(self, original: Path, what: str) -> None:
+        super().__init__("bad_input", f"{original} changed while it was processed ({what}); it was not filed "
+                         "and the job's result was discarded: the new content is queued as its own job",
+                         transient=False)
+
+
+def original_state(st: os.stat_result) -> dict:
+    """What identifies the original a job checked: size, mtime, and its inode on this host."""
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino, "host": socket.gethostname()}
+
+
+def check_original(plan: "Plan") -> None:
+    """OriginalChanged when the file now at the plan's original path is not the one recorded
+    (nothing recorded, or nothing there: nothing to say; a move already done is finished)."""
+    want = plan.original_state
+    if not want:
+        return
+    try:
+        st = os.stat(plan.original_src, follow_symlinks=False)
+    except OSError:
+        return
+    what = None
+    if not stat.S_ISREG(st.st_mode):
+        what = "it is no longer a regular file"
+    elif want.get("host") == socket.gethostname() and st.st_ino != want.get("inode"):
+        what = "another file was put in its place"
+    elif st.st_size != want.get("size"):
+        what = f"its size went from {want.get('size')} to {st.st_size} bytes"
+    elif abs(st.st_mtime_ns - int(want.get("mtime_ns") or 0)) > 1_000_000:   # 1 ms, as the worker's own check:
+        what = "it was written to"                     # another host's client may round the time
+    if what:
+        raise OriginalChanged(Path(plan.original_src), what)
+
+
+def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: str,
+              checked: dict | None = None) -> Plan:
     """The plan of a success; the result is synced to disk first (its size goes in the plan)."""
     rel = Path(job.rel_path)
     size = None
     if os.path.exists(result_src):
         fsync_file(result_src)
         size = os.stat(result_src).st_size
-    result_dst = choose_destination((watch.output / rel).with_suffix(result_suffix), job.id)
+    base = watch.output / rel
+    result_dst = choose_destination(base.with_name(fit_name(base.stem, result_suffix)), job.id)
     return Plan(outcome="done", original_src=str(watch.inbox / rel),
                 original_dst=str(choose_destination(watch.done / rel, job.id, watch.inbox / rel)),
                 result_src=str(result_src), result_dst=str(result_dst), roots=folder_roots(watch),
-                result_size=size)
+                result_size=size, original_state=checked)
 
 
-def plan_failed(watch: WatchSettings, job: Job, kind: str, message: str) -> Plan:
+def _failed_destination(watch: WatchSettings, job: Job) -> Path:
+    """The original's name in failed/: free (or this very file), and with its report's name free
+    or already this job's report, so no report of ours ever replaces a file it did not write."""
+    src, dest = watch.inbox / job.rel_path, watch.failed / job.rel_path
+    names = [dest] + [dest.with_name(n) for n in _candidates(dest.name, job.id)[1:]]
+    for c in names:
+        if os.path.lexists(c) and not _same_file(src, c):
+            continue
+        report = report_path(c)
+        if not os.path.lexists(report) or _report_is_for(watch.failed, report, job.id):
+            return c
+    return choose_destination(dest, job.id, src)      # place_file finds a free one, or says none is
+
+
+def plan_failed(watch: WatchSettings, job: Job, kind: str, message: str, checked: dict | None = None) -> Plan:
     rel = Path(job.rel_path)
     return Plan(outcome="failed", original_src=str(watch.inbox / rel),
-                original_dst=str(choose_destination(watch.failed / rel, job.id, watch.inbox / rel)),
-                error_kind=kind, message=message, roots=folder_roots(watch))
+                original_dst=str(_failed_destination(watch, job)),
+                error_kind=kind, message=message, roots=folder_roots(watch), original_state=checked)
 
 
 @dataclass(frozen=True)
@@ -174,7 +231,7 @@ def result_trusted(plan: Plan, job_id: int) -> bool:
         src.unlink()
         return False
     for placed in (dst, with_job_id(dst, job_id)):
-        if placed.exists():
+        if exists_exactly(placed):       # not a result of another job whose name differs only in case
             if result_intact(plan, placed):
                 return True
             log.warning("job %d: the placed result %s is not the recorded size %s; left as it is, "
@@ -191,8 +248,10 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
     `watch` gives the configured roots (nothing below them is followed) and the modes; `ledger`
     (the job table) records where the original was filed and when; `share_problem` tells a
     missing original whose inbox is unavailable (ShareUnavailable: try again later) from one
-    that is really gone."""
+    that is really gone. OriginalChanged (nothing moved) when the original is not the one the
+    job checked."""
     perms = watch.perms if watch is not None else Perms()
+    check_original(plan)
     for dest in (plan.result_dst, plan.original_dst):   # every destination checked before anything moves
         if dest:
             root = root_of(watch, Path(dest))

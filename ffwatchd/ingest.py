@@ -25,6 +25,7 @@ from ffwatchd.settle import FileState
 from ffwatchd.sharepaths import locate
 from ffwatchd.sidecar import (MissingSource, Resolved, SourceIndex, batch_folder, defaults_suffice, find_sidecars,
                               is_sidecar_name, is_within, resolve_spec)
+from ffwatchd.writefs import fit_name
 from ffwatchd.sniff import HEAD_SIZE, describe_head, sniff_bytes, sniff_file
 from ffwatchd.store import FINISHED, Job, JobQueue
 
@@ -45,7 +46,9 @@ class IngestResult:
     status: enqueued (new job) | exists (job queued or running) | duplicate (finished job, re-drop
     filed to failed/) | failed (refused, failed job recorded) | waiting (no sidecar yet) |
     skipped (not an input: name, source, not a regular file) | vanished (gone before or while read) |
-    changed (changed while read) | retry (I/O trouble: try again later)."""
+    changed (changed while read) | retry (I/O trouble: try again later) | left_alone (a path too
+    long to file: never a job, said once per version) | unfiled (refused, or a duplicate, but
+    failed/ did not take it: it stays in the inbox and is tried again)."""
     status: str
     path: Path
     message: str = ""
@@ -88,6 +91,21 @@ def classify_name(watch: WatchSettings, rel: str) -> str | None:
         return "ignored"
     if not _matches(watch.include, name, rel):
         return "not included"
+    return None
+
+
+PATH_MAX = 4096          # bytes in a path the kernel takes (Linux), its terminating NUL included
+PATH_MARGIN = 64         # room for what filing adds to a name (`-<job id>-<k>`, `.error.json`)
+
+
+def path_too_long(watch: WatchSettings, rel: str) -> str | None:
+    """Which of the watch's folders `rel` would be too long a path in, with its length (e.g.
+    "4230 bytes in done/"), or None. Such a file could be read folder by folder, but not filed."""
+    size = len(os.fsencode(rel)) + 1
+    for role, root in watch.folders().items():
+        n = len(os.fsencode(str(root))) + size
+        if n > PATH_MAX - PATH_MARGIN:
+            return f"{n} bytes in {role}/"
     return None
 
 
@@ -183,6 +201,11 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
     why = classify_name(watch, rel)
     if why:
         return IngestResult("skipped", path, f"{rel}: {why}")
+    longest = path_too_long(watch, rel)
+    if longest is not None:
+        return IngestResult("left_alone", path, f"{rel}: its path is too long to file ({longest}; the limit is "
+                                                f"{PATH_MAX - PATH_MARGIN} bytes); left alone, never a job: "
+                                                "move it to a shorter folder")
     try:
         lst = safefs.lstat_below(watch.inbox, path)
     except safefs.LinkInPath as e:
@@ -320,10 +343,15 @@ def _refuse(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: 
     log.warning("job %d: refused %s (%s): %s", job.id, rel, error_kind, message)
     try:
         filed = _file_refused(watch, path, job, store)
-    except OSError as e:
-        log.error("job %d: could not move %s to failed/: %s", job.id, rel, e)
-        return IngestResult("failed", path, f"{message} (not filed: {e})", job, created)
+    except (OSError, JobError) as e:     # failed/ missing, read-only, full, a link, no free name
+        return _unfiled(path, rel, job, message, e, created)
     return IngestResult("failed", path, f"{message} (filed as {filed})", job, created)
+
+
+def _unfiled(path: Path, rel: str, job: Job, message: str, e: Exception, created: bool = False) -> IngestResult:
+    """A refused file failed/ did not take: it stays in the inbox; the watch tries again."""
+    log.debug("job %d: could not move %s to failed/: %s", job.id, rel, e)
+    return IngestResult("unfiled", path, f"{message} (not filed: {e})", job, created)
 
 
 def _file_refused(watch: WatchSettings, path: Path, job: Job, store: JobQueue | None = None) -> Path:
@@ -344,12 +372,16 @@ def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobQu
     if job.state not in FINISHED:
         return IngestResult("exists", path, f"{rel}: already job {job.id} ({job.state})", job)
     if job.state == "failed" and not _report_exists(watch, job):
-        # An earlier filing did not finish (crash between the row and the move): finish it.
-        filed = _file_refused(watch, path, job, store)
+        # An earlier filing did not finish (crash between the row and the move, or failed/ did
+        # not take it): finish it.
+        try:
+            filed = _file_refused(watch, path, job, store)
+        except (OSError, JobError) as e:
+            return _unfiled(path, rel, job, job.error_message or f"job {job.id} failed", e)
         return IngestResult("failed", path, f"{rel}: job {job.id} failed earlier; filed as {filed}", job)
     plan = filing.job_plan(job, watch)
     if job.state == "done" and plan is not None and plan.original_dst and plan.original_src == str(path) \
-            and not os.path.lexists(plan.original_dst):
+            and not filing.exists_exactly(Path(plan.original_dst)):   # not another file's spelling
         return IngestResult("exists", path, f"{rel}: job {job.id} is done and its filing is unfinished", job)
     return _file_duplicate(watch, path, rel, job, store)
 
@@ -368,7 +400,7 @@ def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job,
                f"it was not processed again: {advice}")
     base = watch.failed / rel
     candidates = [base, filing.with_job_id(base, job.id)]
-    candidates += [base.with_name(f"{base.stem}-{job.id}-dup{k}{base.suffix}") for k in range(2, 1000)]
+    candidates += [base.with_name(fit_name(base.stem, f"-{job.id}-dup{k}{base.suffix}")) for k in range(2, 1000)]
     dest = next(c for c in candidates if not os.path.lexists(c) and not os.path.lexists(filing.report_path(c)))
     log.warning("duplicate of job %d: %s", job.id, message)
     try:
@@ -381,7 +413,6 @@ def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job,
         filing.write_report(watch.failed, filing.report_path(dest), report, job.id, watch.perms)
         if store is not None:
             filing.note_filed(store, watch, job.id, "failed", dest)
-    except OSError as e:
-        log.error("duplicate of job %d: could not move %s to failed/: %s", job.id, rel, e)
-        return IngestResult("duplicate", path, f"{message} (not filed: {e})", job)
+    except (OSError, JobError) as e:     # failed/ missing, read-only, full, a link, no free name
+        return _unfiled(path, rel, replace(job, error_kind="duplicate"), message, e)
     return IngestResult("duplicate", path, f"{message} (filed as {dest})", job)

@@ -7,6 +7,8 @@ import logging
 import sys
 import time
 
+from ffwatchd.store.names import shown
+
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
@@ -18,12 +20,21 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(data)
 
 
+class TextFormatter(logging.Formatter):
+    """One line per record: control characters in the message (a newline or an escape sequence in
+    a file name) are shown escaped, so no name forges a log line; tracebacks stay as they are."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = shown(record.message)
+        return super().formatMessage(record)
+
+
 def setup_logging(level: str = "info", fmt: str = "text", process: str = "main") -> None:
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter(f"%(asctime)s %(levelname)s [{process}] %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter(f"%(asctime)s %(levelname)s [{process}] %(name)s: %(message)s"))
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)

@@ -100,6 +100,9 @@ class Metrics:
                 self.notifications.labels(channel, outcome)
         self.unsettled_files = Gauge("ffwatchd_unsettled_files",
                                      "Files seen but not yet settled", ["watch"], registry=r)
+        self.unfiled_files = Gauge("ffwatchd_unfiled_refusals",
+                                   "Refused files still in the inbox because failed/ did not take them "
+                                   "(tried again)", ["watch"], registry=r)
         self.busy_workers = Gauge("ffwatchd_busy_workers", "Workers of this host running a job", ["host"],
                                   registry=r)
         self.busy_workers.labels(self.host)
@@ -136,6 +139,7 @@ class Metrics:
                   self.frames_processed_total, self.queue_wait, self._settle_wait):
             c.labels(watch)
         self.unsettled_files.labels(watch)
+        self.unfiled_files.labels(watch)
         self.batches_finished.labels(watch)
         for what in LEFT_ALONE_KINDS:
             self.files_left_alone.labels(watch, what)
@@ -214,6 +218,9 @@ class Metrics:
 
     def set_unsettled(self, watch: str, n: int) -> None:
         self.unsettled_files.labels(watch).set(n)
+
+    def set_unfiled(self, watch: str, n: int) -> None:
+        self.unfiled_files.labels(watch).set(n)
 
     def set_busy_workers(self, n: int) -> None:
         self.busy_workers.labels(self.host).set(n)

@@ -12,7 +12,7 @@ log = logging.getLogger("ffwatchd.metrics")
 # Every label value is drawn from a bounded set; anything else is counted as "other".
 JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
 JOB_KINDS = ("image", "video")
-LEFT_ALONE_KINDS = ("link", "fifo", "device", "socket", "other")    # as ffwatchd.scan names them
+LEFT_ALONE_KINDS = ("link", "fifo", "device", "socket", "long_path", "other")  # scan, and ingest (long_path)
 OUTCOMES = ("done", "failed", "retried", "cancelled", "lost", "other")   # lost: lease gone, no verdict
 ERROR_KINDS = tuple(sorted(PERMANENT_KINDS | TRANSIENT_KINDS)) + ("other",)
 RESTART_REASONS = ("crashed", "killed", "recycled", "memory", "timeout", "stalled", "other")

@@ -10,7 +10,7 @@ import time
 from typing import IO, Any
 
 from ffwatchd.config import Settings
-from ffwatchd.filing import Plan, execute_plan, file_failed_original, remove_partials, result_trusted
+from ffwatchd.filing import OriginalChanged, Plan, execute_plan, file_failed_original, remove_partials, result_trusted
 from ffwatchd.shares import ShareCheck
 from ffwatchd.store import JobQueue
 from ffwatchd.worker import owner_pid
@@ -93,7 +93,7 @@ def give_back(settings: Settings, store: JobQueue, metrics: Any, job_id: int, ow
         if after.state == "failed":               # out of attempts: file the original like any failure
             try:
                 file_failed_original(settings.watch(job.watch), after, ledger=store)
-            except (KeyError, OSError) as e:
+            except (KeyError, OSError, OriginalChanged) as e:
                 log.error("job %d: could not file the original to failed/: %s", job.id, e)
         if metrics is not None:
             started = job.started_at or time.time()
@@ -103,14 +103,29 @@ def give_back(settings: Settings, store: JobQueue, metrics: Any, job_id: int, ow
         log.exception("job %s: could not give it back after its worker exited", job_id)
 
 
+PF_EXITING = 0x4                        # linux/sched.h: the task is in do_exit()
+
+
 def _pid_alive(pid: int) -> bool:
+    """A process that is there and not on its way out. A worker of a supervisor killed with -9
+    dies by PDEATHSIG but stays a zombie until init reaps it (up to seconds on a loaded host);
+    kill(pid, 0) answers for a zombie as for a live process, which left its jobs running until
+    their leases expired."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):       # no /proc (or it just went): kill(pid, 0) decides
         return True
-    return True
+    if not fields:
+        return False
+    state, flags = fields[0], int(fields[6]) if len(fields) > 6 else 0
+    return state not in (b"Z", b"X", b"x") and not flags & PF_EXITING
 
 
 def complete_done_plan(settings: Settings, store: JobQueue, job: Any, owner: str | None, metrics: Any = None) -> bool:
@@ -127,7 +142,11 @@ def complete_done_plan(settings: Settings, store: JobQueue, job: Any, owner: str
         return True
     if not result_trusted(plan, job.id):
         return False
-    execute_plan(plan, job, watch, ledger=store)
+    try:
+        execute_plan(plan, job, watch, ledger=store)
+    except OriginalChanged as e:       # the worker that takes it again sees the change and says so
+        log.warning("job %d: %s", job.id, e.message)
+        return False
     if owner is not None:
         store.finish(job.id, owner, output_path=plan.result_dst)
     else:

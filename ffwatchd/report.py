@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import html
+import io
 import json
 import os
 import threading
@@ -14,10 +15,11 @@ from typing import Iterable
 
 import cv2
 import numpy as np
+from PIL import Image
 
 from ffwatchd.config import WatchSettings
 from ffwatchd.filing import find_failed_original
-from ffwatchd.safefs import read_regular
+from ffwatchd.safefs import open_regular
 from ffwatchd.store import Job, priority_name
 from ffwatchd.store.names import printable
 from ffwatchd.writefs import write_file_atomic
@@ -27,6 +29,8 @@ REPORT_JSON = "ffwatch-report.json"
 THUMB_SIZE = 96
 THUMB_QUALITY = 60
 THUMB_SOURCE_MAX = 256 * 2**20          # a bigger file gets no thumbnail (nor is read whole for one)
+THUMB_MAX_PIXELS = 50_000_000           # nor does a picture declaring more pixels (never decoded)
+THUMB_HEAD = 1 << 20                    # what is read first to find the picture's header
 STATE_ORDER = ("failed", "done", "running", "queued", "cancelled")
 
 
@@ -41,18 +45,58 @@ def thumbnail(path: Path, *, root: Path, size: int = THUMB_SIZE) -> str | None:
     `path` is read below `root` (output/, done/ or failed/) without following a link on the way,
     so a link planted on the share never puts a picture from elsewhere into a report."""
     try:
-        raw = read_regular(root, path, THUMB_SOURCE_MAX)
+        raw = _read_picture(root, path)
     except (OSError, ValueError):
         return None
-    if len(raw) > THUMB_SOURCE_MAX:
+    if raw is None:
         return None
     data = np.frombuffer(raw, dtype=np.uint8)
-    if not data.size:
+    try:
+        img = cv2.imdecode(data, cv2.IMREAD_REDUCED_COLOR_4)     # JPEG decodes at 1/4 scale, fast
+        if img is not None and max(img.shape[:2]) < size * 1.5:
+            img = cv2.imdecode(data, cv2.IMREAD_COLOR)            # small picture: full size is sharper
+    except cv2.error:                                              # OpenCV's own limits, broken files
         return None
-    img = cv2.imdecode(data, cv2.IMREAD_REDUCED_COLOR_4)     # JPEG decodes at 1/4 scale, fast
-    if img is not None and max(img.shape[:2]) < size * 1.5:
-        img = cv2.imdecode(data, cv2.IMREAD_COLOR)            # small picture: full size is sharper
     return thumbnail_of(img, size=size)
+
+
+def _read_picture(root: Path, path: Path) -> bytes | None:
+    """The bytes of a picture worth a thumbnail, or None: over THUMB_SOURCE_MAX, or its first
+    THUMB_HEAD bytes are no picture header of at most THUMB_MAX_PIXELS. Only the header is read
+    for those (a failed video of gigabytes costs the supervisor 1 MiB, not 256 MiB)."""
+    fd = open_regular(root, path)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0 or size > THUMB_SOURCE_MAX:
+            return None
+        head = _read_up_to(fd, min(size, THUMB_HEAD))
+        if not _pixels_allowed(head):
+            return None
+        return head + _read_up_to(fd, THUMB_SOURCE_MAX + 1 - len(head))
+    finally:
+        os.close(fd)
+
+
+def _read_up_to(fd: int, n: int) -> bytes:
+    chunks, left = [], n
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 16))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _pixels_allowed(raw: bytes) -> bool:
+    """Whether the picture's header declares at most THUMB_MAX_PIXELS (read without decoding);
+    False for what Pillow cannot even identify (OpenCV would not decode it either)."""
+    try:
+        with Image.open(io.BytesIO(raw)) as im:
+            w, h = im.size
+    except Exception:  # noqa: BLE001 - any unreadable header: no thumbnail
+        return False
+    return 0 < w * h <= THUMB_MAX_PIXELS
 
 
 def thumbnail_of(img: np.ndarray | None, *, size: int = THUMB_SIZE) -> str | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from ffwatchd.placing import report_name
 from ffwatchd.shares import MARKER_NAME
 from ffwatchd.store import FINISHED, Filing, NotFound
 
@@ -91,14 +92,18 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def _apply(d: Deletion, dry_run: bool) -> Deletion:
-    """Remove `d.path` unless dry-running; log either way."""
+def _apply(d: Deletion, dry_run: bool, empty_folder: bool = False) -> Deletion:
+    """Remove `d.path` unless dry-running; log either way. `empty_folder`: a folder removed only
+    while it is still empty (rmdir), so a file filed into it meanwhile is never deleted with it."""
     if dry_run:
         log.info("retention: would remove %s %s (age %s; %s)", d.what, d.path, format_age(d.age_s), d.reason)
         return d
     assert d.path is not None
     try:
-        _remove(d.path)
+        if empty_folder:
+            os.rmdir(d.path)
+        else:
+            _remove(d.path)
     except FileNotFoundError:
         log.info("retention: %s %s was already gone", d.what, d.path)
         return d
@@ -219,7 +224,7 @@ def age_folder(root: Path, what: str, max_age: float, *, now: float, dry_run: bo
                 _mark(gone, touched, here / name)
                 if forget is not None and not dry_run:
                     forget(rel)
-            report = name + ERROR_REPORT_SUFFIX
+            report = report_name(name)
             if stats.get(report) is not None:
                 rst = stats[report]
                 d = _apply(Deletion(what, here / report, 1, now - rst.st_mtime,
@@ -227,11 +232,10 @@ def age_folder(root: Path, what: str, max_age: float, *, now: float, dry_run: bo
                 out.append(d)
                 if d.error is None:
                     _mark(gone, touched, here / report)
+        paired = {report_name(n) for n in entries if stats[n] is not None and not n.endswith(ERROR_REPORT_SUFFIX)}
         for name in entries:   # reports whose original is gone: aged on their own
             st = stats[name]
-            if st is None or not name.endswith(ERROR_REPORT_SUFFIX) or here / name in gone:
-                continue
-            if stats.get(name[: -len(ERROR_REPORT_SUFFIX)]) is not None:
+            if st is None or not name.endswith(ERROR_REPORT_SUFFIX) or here / name in gone or name in paired:
                 continue
             age = now - st.st_mtime
             if age > max_age:
@@ -241,7 +245,8 @@ def age_folder(root: Path, what: str, max_age: float, *, now: float, dry_run: bo
                 if d.error is None:
                     _mark(gone, touched, here / name)
         if here != root and _prunable(here, gone, touched, now - max_age):
-            d = _apply(Deletion(what, here, 1, now - os.lstat(here).st_mtime, "empty folder", 0), dry_run)
+            d = _apply(Deletion(what, here, 1, now - os.lstat(here).st_mtime, "empty folder", 0), dry_run,
+                       empty_folder=True)
             out.append(d)
             if d.error is None:
                 _mark(gone, touched, here)

@@ -20,7 +20,7 @@ from ffwatchd import safefs
 from ffwatchd.config import Settings, WorkerSettings
 from ffwatchd.errors import JobError
 from ffwatchd.failing import JobFailures
-from ffwatchd.filing import Plan, plan_done, result_trusted
+from ffwatchd.filing import OriginalChanged, Plan, original_state, plan_done, result_trusted
 from ffwatchd.heartbeats import Heartbeats, Lease
 from ffwatchd.ingest import hash_file
 from ffwatchd.jobspec import JobSpec
@@ -72,10 +72,25 @@ def process_video_file(pipeline: Any, target: Path, result: Path, spec: JobSpec,
                        max_pixels: int, on_cuda: bool = False,
                        progress: Callable[[int, int], None] | None = None,
                        should_stop: Callable[[], bool] | None = None,
-                       segment_seconds: float = WorkerSettings.video_segment) -> Any:
+                       segment_seconds: float = WorkerSettings.video_segment, root: Path | None = None) -> Any:
     """One video through the pipeline (the daemon's workers and `ffwatchd process` both call this);
     `on_no_face` applies to the video as a whole. A changed output carries the pipeline's
-    provenance tags and, when signing is configured, a C2PA manifest (JobError provenance)."""
+    provenance tags and, when signing is configured, a C2PA manifest (JobError provenance).
+
+    The video is opened once, without following a link at its path or (with `root`, its inbox)
+    on the way to it, and ffmpeg, the no-face copy and the signer all read that open file."""
+    from ffwatchd.media.source import open_input
+
+    with open_input(target, root) as src:
+        return _process_video_input(pipeline, src, result, spec, workdir=workdir, ffmpeg=ffmpeg,
+                                    max_pixels=max_pixels, on_cuda=on_cuda, progress=progress,
+                                    should_stop=should_stop, segment_seconds=segment_seconds)
+
+
+def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *, workdir: Path, ffmpeg: str,
+                         max_pixels: int, on_cuda: bool, progress: Callable[[int, int], None] | None,
+                         should_stop: Callable[[], bool] | None, segment_seconds: float) -> Any:
+    target = src.path
     from ffwatchd.faces.pipeline import FACE_PROCESSORS, sha256_of
     from ffwatchd.media.c2pa_sign import MIME_BY_SUFFIX
     from ffwatchd.media.video import process_video
@@ -87,7 +102,7 @@ def process_video_file(pipeline: Any, target: Path, result: Path, spec: JobSpec,
                                      "a manifest (MP4 and MOV can); convert the input or turn signing off")
     prov = pipeline.provenance_for(processor, 1)      # what the output says if a face was processed
     metadata = prov.video_tags() if prov is not None and pipeline.provenance else None
-    video = process_video(target, result, processor, workdir=workdir, spec_output=spec.output,
+    video = process_video(target, result, processor, source=src, workdir=workdir, spec_output=spec.output,
                           ffmpeg=ffmpeg, max_pixels=max_pixels, on_cuda=on_cuda, progress=progress,
                           should_stop=should_stop, segment_seconds=segment_seconds, metadata=metadata)
     if video.faces_total == 0 and any(p in FACE_PROCESSORS for p in spec.processors):
@@ -96,14 +111,16 @@ def process_video_file(pipeline: Any, target: Path, result: Path, spec: JobSpec,
                                       f"(detector {spec.face_detector.model}, score >= {spec.face_detector.score}); "
                                       "on_no_face: copy would pass it through unchanged")
         log.info("%s: no face in any frame; the original is copied unchanged (on_no_face: copy)", target.name)
-        shutil.copyfile(target, result)
+        with src.reopen() as f, open(result, "wb") as out:
+            shutil.copyfileobj(f, out, 1 << 20)
         return video
     prov = pipeline.provenance_for(processor, video.faces_total)
     if signer is not None and prov is not None:
         unsigned = result.with_name(f"unsigned-{result.name}")
         os.replace(result, unsigned)
         try:
-            signer.sign(unsigned, result, original=target, original_sha256=sha256_of(target), provenance=prov)
+            signer.sign(unsigned, result, original=target, original_sha256=sha256_of(Path(src.url)),
+                        provenance=prov, original_input=src)
         finally:
             unsigned.unlink(missing_ok=True)
     return video
@@ -124,6 +141,8 @@ class JobRunner(JobFailures, ShareWaits):
                                      share=lambda job: self.shares.problem(self.settings.watch(job.watch)),
                                      prepare=self._prepare)
         self._held: dict[int, Lease] = {}
+        #: each running job's original as `_original_problem` found it: filed only while it still is
+        self._checked: dict[int, dict] = {}
         make_private(settings.temp_dir)
 
     def run(self, job: Job, beat: Any = None) -> Outcome:
@@ -253,9 +272,15 @@ class JobRunner(JobFailures, ShareWaits):
             why = self.shares.problem(watch)
             if why:
                 self._wait_for_share(watch, job, lease, why)
-            plan = plan_done(watch, job, result, suffix)
+            plan = plan_done(watch, job, result, suffix, self._checked.get(job.id))
             self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
-            self._file_plan(watch, plan, job, lease)
+            try:
+                self._file_plan(watch, plan, job, lease)
+            except OriginalChanged as e:      # replaced or rewritten meanwhile: not this job's to file
+                self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
+                self._fail_without_filing(job, out, e.kind, e.message)
+                self._clean_temp(job.id, None if job.kind != "image" else result)
+                return
             if write is not None:
                 out.thumbs = report_thumbs(write, plan)
             self._finish(job, plan.result_dst, pending)
@@ -307,7 +332,8 @@ class JobRunner(JobFailures, ShareWaits):
                                    ffmpeg=self._ffmpeg, max_pixels=self.settings.workers.max_pixels,
                                    on_cuda=self.on_cuda,
                                    progress=lease.set_progress, should_stop=lambda: lease.should_stop,
-                                   segment_seconds=self.settings.workers.video_segment)
+                                   segment_seconds=self.settings.workers.video_segment,
+                                   root=self.settings.watch(job.watch).inbox)
         return result, suffix, video.frames, None
 
     def _clean_temp(self, job_id: int, image_result: Path | None = None) -> None:
@@ -352,6 +378,9 @@ class JobRunner(JobFailures, ShareWaits):
         if digest != job.content_hash:
             return (f"{original} changed after it was queued (same size and time, other content); "
                     "the new content is queued as its own job")
+        self._checked[job.id] = original_state(st)
+        while len(self._checked) > 64:           # jobs that ended without a filing
+            self._checked.pop(next(iter(self._checked)))
         return None
 
     def _resume_filing(self, watch: Any, job: Job, plan: Plan, out: Outcome, lease: Lease) -> bool:
@@ -359,11 +388,18 @@ class JobRunner(JobFailures, ShareWaits):
         if plan.outcome == "done" and not result_trusted(plan, job.id):
             self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
             return False
-        log.info("job %d: finishing the filing a crash interrupted", job.id)
+        log.info("job %d: finishing the filing an earlier attempt started (a crash or an error stopped it)", job.id)
         try:
             self._file_plan(watch, plan, job, lease)
         except _ShareWait as e:
             self._release_for_share(job, out, str(e), lease)
+            return True
+        except OriginalChanged as e:           # the original is not the one processed: look at it again
+            log.warning("job %d: %s", job.id, e.message)
+            self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
+            return False
+        except (JobError, OSError) as e:      # as any failure of the job (never the worker's end)
+            self._handle(e, watch, job, lease, out, Path(plan.result_src or plan.original_src))
             return True
         if plan.outcome == "done":
             self.store.finish(job.id, self.owner, output_path=plan.result_dst, attempt=job.attempts)
@@ -406,5 +442,6 @@ class Pending:
                     self.runner._release_for_share(self.job, self.out, str(e), self.lease)
         finally:
             self.lease.stop()
+            self.runner._checked.pop(self.job.id, None)
         self.out.duration = max(0.0, time.time() - (self.job.started_at or time.time()))
         return self.out

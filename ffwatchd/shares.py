@@ -54,11 +54,44 @@ def _holder(path: Path, data: dict) -> str:
             f"pid {data.get('pid', '?')}, since {when})")
 
 
+def _open_marker(marker: Path) -> int:
+    """The marker opened for reading and writing: a regular file with no other link. Anything else
+    at its name (a link, a hard link to a file elsewhere, a FIFO) was planted: that name is removed,
+    never followed or written through (the file it points to is not touched), and a new marker made."""
+    for _ in range(5):
+        try:
+            st = os.lstat(marker)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not (stat.S_ISREG(st.st_mode) and st.st_nlink == 1):
+            what = ("a symbolic link" if stat.S_ISLNK(st.st_mode) else
+                    f"a file with {st.st_nlink} hard links" if stat.S_ISREG(st.st_mode) else "not a regular file")
+            log.warning("%s is %s, not ffwatchd's marker: that name is removed (what it points to is not "
+                        "touched) and a new marker made", marker, what)
+            try:
+                os.unlink(marker)
+            except FileNotFoundError:
+                pass
+            continue
+        try:
+            fd = os.open(marker, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                continue                       # became a link meanwhile: looked at again
+            raise
+        fst = os.fstat(fd)
+        if stat.S_ISREG(fst.st_mode) and fst.st_nlink == 1:
+            return fd
+        os.close(fd)                           # replaced between the look and the open
+    raise ShareOwned(f"ffwatchd: {marker} keeps being replaced by something that is not a plain file; "
+                     "remove it and start again")
+
+
 def mark_folder(folder: Path, info: dict, settings_perms: Any) -> int:
     """Open (or create) the folder's marker, refuse another job table's, lock it; returns the fd,
     which the daemon keeps open (and so locked) while it runs."""
     marker = folder / MARKER_NAME
-    fd = os.open(marker, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fd = _open_marker(marker)
     try:
         data = _read_marker(fd)
         theirs = data.get("queue_id")
@@ -190,10 +223,12 @@ class ShareCheck:
         if not self.read_markers or not queue_id:
             return False
         try:
-            fd = os.open(folder / MARKER_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(folder / MARKER_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             return False
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return False
             return _read_marker(fd).get("queue_id") == queue_id
         except OSError:
             return False

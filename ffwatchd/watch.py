@@ -26,6 +26,7 @@ from ffwatchd.settle import FileState, SettleTracker
 from ffwatchd.shares import ShareCheck
 from ffwatchd.sidecar import SIDECAR_NAME, SIDECAR_SUFFIX, SourceIndex, is_sidecar_name, is_within
 from ffwatchd.store import JobQueue, store_errors
+from ffwatchd.unfiled import UnfiledRefusals
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ class WatchLoop(InboxObserver):
         self.sidecar_states: dict[Path, FileState] = {}
         self.notices = Notices(watch, metrics)  # links, FIFOs, devices, names not included: said once
         self.waiting_for: dict[Path, str] = {}   # what a waiting file waits for (its last answer)
+        self.unfiled = UnfiledRefusals()         # refused files failed/ did not take: tried again
         self.index = SourceIndex(watch)
         self.hashes = HashCache()
         self.shares = ShareCheck(settings)
@@ -117,6 +119,10 @@ class WatchLoop(InboxObserver):
                  "waits_for": self.waiting_for.get(p, "its sidecar (ffwatch.yaml)")}
                 for p, (since, _state, _next) in sorted(waiting.items())]
 
+    def unfiled_files(self) -> list[dict]:
+        """Refused files still in the inbox because failed/ did not take them (see unfiled.py)."""
+        return self.unfiled.listing(self.watch.inbox)
+
     def unsettled_paths(self) -> list[Path]:
         """Files settling or waiting for their sidecar (a copy; safe from other threads)."""
         return [*self.tracker, *list(self.waiting)]
@@ -150,6 +156,7 @@ class WatchLoop(InboxObserver):
             self._next_poll = now + self.watch.poll_interval
         self._settle_due()
         self._retry_waiting()
+        self.unfiled.retry(self._lstat, self.tracker.observe, self._ingest, self._stop.is_set)
 
     def full_scan(self) -> None:
         now = time.monotonic()
@@ -160,6 +167,7 @@ class WatchLoop(InboxObserver):
         except InboxUnavailable as e:
             self._set_unavailable(str(e))
             return
+        self.unfiled.all_due()
         self._apply_scan(result)
 
     # -- feeding the tracker --------------------------------------------------------------------
@@ -174,7 +182,7 @@ class WatchLoop(InboxObserver):
             self._leave_alone(path, what, state)
         seen = result.files.keys() | result.sidecars.keys() | result.left_alone.keys()
         known = (set(self.tracker) | self.handled.keys() | self.waiting.keys() | self.sidecar_states.keys()
-                 | self.notices.left_alone.keys())
+                 | self.notices.left_alone.keys() | self.unfiled.files.keys())
         for path in known - seen:
             if not is_within(path, result.top):
                 continue
@@ -183,6 +191,10 @@ class WatchLoop(InboxObserver):
             self._vanish(path)
 
     def _observe(self, path: Path, state: FileState) -> None:
+        if path in self.unfiled:
+            if self.unfiled.files[path].state == state:
+                return                                 # tried again by _step, not settled again
+            self.unfiled.drop(path)
         if path in self.handled:
             if self.handled[path] == state:
                 return
@@ -220,6 +232,7 @@ class WatchLoop(InboxObserver):
         self.handled.pop(path, None)
         self.waiting.pop(path, None)
         self.waiting_for.pop(path, None)
+        self.unfiled.drop(path)
         self.notices.forget(path)
         if self.sidecar_states.pop(path, None) is not None:
             self.index.remove(path)
@@ -336,15 +349,25 @@ class WatchLoop(InboxObserver):
             self.tracker.observe(path, state)
         elif r.status == "vanished":
             self._vanish(path)
+        elif r.status == "unfiled":
+            self.unfiled.failed_move(self.watch, path, state, r, self.metrics)
         else:
             self.handled[path] = state
+            counted = self.unfiled.drop(path)      # its refusal was counted when it was first made
+            if counted is not None:
+                log.info("watch %s: %s is filed now: %s", self.watch.name,
+                         path.relative_to(self.watch.inbox), r.message)
             if r.status == "enqueued" and self.metrics:
                 self.metrics.job_enqueued(self.watch.name)
-            if r.status in ("failed", "duplicate") and self.metrics and r.job is not None:
+            if r.status in ("failed", "duplicate") and self.metrics and r.job is not None and counted is None:
                 self.metrics.job_refused(self.watch.name, r.job.kind,
                                          "duplicate" if r.status == "duplicate" else r.job.error_kind or "internal")
             if r.status == "skipped":
                 log.debug("watch %s: %s", self.watch.name, r.message)
+            elif r.status == "left_alone":            # said once per version (handled above)
+                log.warning("watch %s: %s", self.watch.name, r.message)
+                if self.metrics:
+                    self.metrics.file_left_alone(self.watch.name, "long_path")
         return r
 
 
@@ -387,6 +410,10 @@ class WatchService:
     def waiting_files(self) -> dict[str, list[dict]]:
         """Per watch: files waiting for their sidecar or a source, and what for."""
         return {name: loop.waiting_files() for name, loop in self.loops.items()}
+
+    def unfiled_files(self) -> dict[str, list[dict]]:
+        """Per watch: refused files still in the inbox because failed/ did not take them."""
+        return {name: loop.unfiled_files() for name, loop in self.loops.items()}
 
     def unsettled_count(self) -> dict[str, int]:
         """Files seen but not yet jobs (settling, or waiting for their sidecar), per watch."""

@@ -5,6 +5,7 @@ those folder descriptors, and everything written gets the configured modes (neve
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from ffwatchd.errors import JobError
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _CHUNK = 1 << 20
+NAME_MAX = 255                  # bytes in one file name (ext4, xfs, btrfs, NFS, SMB)
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,25 @@ class LinkRefused(JobError, OSError):
         super().__init__("io", f"{path} is {what}; ffwatchd never writes through links "
                                "(remove it, or make it a real folder)", transient=False)
         self.path = path
+
+
+def fit_name(stem: str, tail: str) -> str:
+    """`stem + tail`, or, when that is over NAME_MAX bytes, `stem` cut (never inside a character)
+    with `~` and 8 hex digits of its sha1 before `tail`: names made from a long name (a collision
+    suffix, a report, a temp name) always fit and stay distinct."""
+    if len(os.fsencode(stem + tail)) <= NAME_MAX:
+        return stem + tail
+    digest = "~" + hashlib.sha1(os.fsencode(stem)).hexdigest()[:8]
+    budget = NAME_MAX - len(os.fsencode(digest + tail))
+    if budget < 1:                                  # the tail itself is huge: cut across it
+        return fit_name(stem + tail, "")
+    cut, used = [], 0
+    for ch in stem:                                 # wide characters and escaped bytes stay whole
+        used += len(os.fsencode(ch))
+        if used > budget:
+            break
+        cut.append(ch)
+    return "".join(cut) + digest + tail
 
 
 def apply_perms(fd: int, perms: Perms, is_dir: bool) -> None:
@@ -132,8 +153,12 @@ class Folder:
         os.unlink(name, dir_fd=self.fd)
 
     def link_from(self, src: Path, name: str) -> None:
-        """Hard-link `src` (a path outside, never a link followed) as `name`; EEXIST when taken."""
-        os.link(src, name, dst_dir_fd=self.fd, follow_symlinks=False)
+        """Hard-link `src` (a path outside, never a link followed) as `name`; EEXIST when taken.
+        An error names both paths in full (EROFS in done/ is done/'s, not the inbox's)."""
+        try:
+            os.link(src, name, dst_dir_fd=self.fd, follow_symlinks=False)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, str(src), None, str(self.path / name)) from e
 
     def chmod_entry(self, name: str, is_dir: bool = False) -> None:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self.fd)
@@ -159,11 +184,11 @@ class Folder:
                         break
                     view = memoryview(chunk)
                     while view:
-                        view = view[os.write(dfd, view):]
+                        view = view[self._write(dfd, view, tmp_name):]
                 st = os.fstat(sfd)
                 os.utime(dfd, ns=(st.st_atime_ns, st.st_mtime_ns))
                 apply_perms(dfd, self.perms, False)
-                os.fsync(dfd)
+                self._fsync(dfd, tmp_name)
             finally:
                 os.close(dfd)
         finally:
@@ -180,11 +205,24 @@ class Folder:
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[self._write(fd, view, tmp_name):]
             apply_perms(fd, self.perms, False)
-            os.fsync(fd)
+            self._fsync(fd, tmp_name)
         finally:
             os.close(fd)
+
+    def _write(self, fd: int, data: memoryview, name: str) -> int:
+        """os.write; an error names the file in this folder (ENOSPC: which folder is full)."""
+        try:
+            return os.write(fd, data)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, str(self.path / name)) from e
+
+    def _fsync(self, fd: int, name: str) -> None:
+        try:
+            os.fsync(fd)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, str(self.path / name)) from e
 
     def link_here(self, src_name: str, name: str) -> None:
         os.link(src_name, name, src_dir_fd=self.fd, dst_dir_fd=self.fd, follow_symlinks=False)
@@ -198,7 +236,7 @@ def write_file_atomic(root: Path, dest: Path, data: bytes, perms: Perms) -> None
     """Write `dest` (below `root`) whole through a hidden temp name and a rename, synced, without
     following a link anywhere below `root` (a link at `dest` itself is replaced, never written through)."""
     rel, name = split_under(root, dest)
-    tmp = f".ffwatchd-{os.getpid()}-{name}.tmp"
+    tmp = fit_name(f".ffwatchd-{os.getpid()}-{name}", ".tmp")
     with Folder(root, rel, perms) as folder:
         folder.write_new(tmp, data)
         try:

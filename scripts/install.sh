@@ -6,8 +6,16 @@
 # owning onnxruntime (onnxruntime-gpu with --gpu) and one owning cv2, and checks the result.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
+usage="usage: sh scripts/install.sh [--gpu] [VENV] [-- ARGS FOR ffwatchd.install, e.g. --config C, --dry-run]"
 gpu=""
 if [ "${1:-}" = "--gpu" ]; then gpu="--gpu"; shift; fi
+case "${1:-}" in
+    -h|--help) echo "$usage"; exit 0 ;;
+    --) ;;
+    -*) echo "install.sh: unknown option ${1}; options for the step after pip install go after --" >&2
+        echo "$usage" >&2; exit 2 ;;
+esac
+[ "${1:-}" = "--" ] && set -- .venv "$@"
 venv=${1:-.venv}
 [ $# -gt 0 ] && shift
 [ "${1:-}" = "--" ] && shift

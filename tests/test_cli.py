@@ -16,6 +16,11 @@ from ffwatchd.store import JobStore
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def load_config_raw_state_dir(cfg: Path) -> Path:
+    """The state_dir a config names, resolved against the config's folder (absolute)."""
+    return load_config(str(cfg)).state_dir
+
+
 def jpeg(seed: int = 0) -> bytes:
     import cv2
     import numpy as np
@@ -250,6 +255,33 @@ def test_retry_of_a_model_missing_job_is_refused_while_the_model_is_missing(cfg:
     (watch.inbox / "m.jpg.ffwatch.yaml").write_text("processors: [label]\nlabel: {text: checked}\n")
     assert main(["jobs", "retry", str(job_id), "-c", str(cfg)]) == 0      # needs no model now
     assert (watch.inbox / "m.jpg").exists()
+
+
+def test_a_broken_config_naming_a_state_dir_without_a_job_table_is_an_error_and_creates_nothing(
+        tmp_path: Path, capsys) -> None:
+    """`status -c` a broken config whose state_dir has no table made state_dir and an empty
+    ffwatchd.db there, and showed 0 jobs as if all were well."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("state_dir: st\ntemp_dir: t\nmodels_dir: m\nwatches: []\n")
+    for argv in (["status"], ["jobs", "list"], ["batches", "list"]):
+        assert main([*argv, "-c", str(cfg)]) == 1
+        err = capsys.readouterr().err
+        assert f"{cfg}: invalid config" in err and "watches: must be a non-empty list" in err
+    assert not (tmp_path / "st").exists()
+
+
+def test_a_broken_config_is_warned_about_once_per_command_naming_the_real_state_dir(cfg: Path, capsys) -> None:
+    """`status` and `jobs list` read the config twice: the warning came twice, with state_dir
+    as written in the file (var/state), not the folder really read."""
+    add_job(cfg)
+    state_dir = load_config_raw_state_dir(cfg)
+    cfg.write_text(cfg.read_text().replace("name: studio", "name: studio\n    mode: sometimes"))
+    for argv in (["status", "-c", str(cfg)], ["jobs", "list", "-c", str(cfg)], ["status", "-c", str(cfg)]):
+        assert main(argv) == 0
+        err = capsys.readouterr().err
+        assert err.count("watches[0].mode") == 1 and err.count("anyway") == 1, err
+        assert f"reading the job table in {state_dir} anyway" in err
+
 
 
 def test_a_closed_pipe_ends_quietly(cfg: Path) -> None:

@@ -179,6 +179,20 @@ def test_anchors_and_aliases_are_refused(tmp_path: Path) -> None:
     assert "anchor (&d) at line 5" in str(e.value) and "not allowed" in str(e.value)
 
 
+def test_a_key_given_twice_is_refused_naming_the_file_and_the_lines(tmp_path: Path) -> None:
+    """A second `settle:` (or `on:`/`true:`) in one mapping silently overrode the first."""
+    text = ("state_dir: s\ntemp_dir: t\nmodels_dir: m\nwatches:\n"
+            "  - name: a\n    inbox: i\n    output: o\n    done: d\n    failed: f\n    settle: 10s\n"
+            "    settle: 1s\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, text))
+    assert str(tmp_path) in str(e.value)
+    assert "the key 'settle' at line 11, column 5 is given twice in one mapping (first at line 10)" in str(e.value)
+    one = load_config(write(tmp_path, text.replace("    settle: 1s\n", "  - {name: b, inbox: i2, output: o2, "
+                                                                        "done: d2, failed: f2, settle: 1s}\n")))
+    assert [w.settle for w in one.watches] == [10.0, 1.0]
+
+
 def test_a_huge_value_is_cut_in_config_problems(tmp_path: Path) -> None:
     text = "state_dir: s\ntemp_dir: t\nmodels_dir: m\nworkers: {max_attempts: '" + "x" * 100000 + "'}\n"
     with pytest.raises(ConfigError) as e:

@@ -81,6 +81,27 @@ def test_install_script_passes_its_arguments_on(tmp_path: Path) -> None:
     assert log.read_text().splitlines() == [f"-m pip install {ROOT}", "-m ffwatchd.install --gpu --config c.yaml"]
 
 
+def test_install_script_refuses_an_option_it_does_not_know_before_creating_anything(tmp_path: Path) -> None:
+    """`sh scripts/install.sh --dry-run VENV` (as the README's wording invites) ran
+    `python3 -m venv --dry-run VENV` and ended in venv's usage error; now a clear refusal."""
+    out = subprocess.run(["sh", str(ROOT / "scripts" / "install.sh"), "--gpu", "--dry-run", str(tmp_path / "v")],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 2 and not (tmp_path / "v").exists()
+    assert "unknown option --dry-run; options for the step after pip install go after --" in out.stderr
+    assert "usage: sh scripts/install.sh [--gpu] [VENV]" in out.stderr
+
+
+def test_install_script_with_only_arguments_after_the_dash_dash_uses_the_default_venv(tmp_path: Path) -> None:
+    venv = tmp_path / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    log = tmp_path / "calls"
+    fake = venv / "bin" / "python"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\n")
+    fake.chmod(0o755)
+    subprocess.run(["sh", str(ROOT / "scripts" / "install.sh"), "--", "--dry-run"], check=True, cwd=tmp_path)
+    assert log.read_text().splitlines() == [f"-m pip install {ROOT}", "-m ffwatchd.install --dry-run"]
+
+
 @pytest.mark.skipif(os.environ.get("FFWATCHD_NETWORK_TESTS") != "1",
                     reason="resolves onnxruntime-gpu and the nvidia wheels against the index (~1.5 GB of "
                            "downloads); set FFWATCHD_NETWORK_TESTS=1")

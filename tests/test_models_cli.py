@@ -85,7 +85,11 @@ def test_fetch_failures_and_usage(tmp_path, served, capsys):
     base, _ = served
     args = ["--models-dir", str(tmp_path), "--mirror", base + "/missing", "--attempts", "1", "--no-progress"]
     assert run_models(["fetch", "gfpgan_1.4", *args]) == 1
-    assert "FAILED" in capsys.readouterr().err and not (tmp_path / "gfpgan_1.4.onnx").exists()
+    err = capsys.readouterr().err
+    assert "FAILED" in err and not (tmp_path / "gfpgan_1.4.onnx").exists()
+    # a user without internet to the model hosts is told what else to do
+    assert f"copy gfpgan_1.4.onnx from elsewhere to {tmp_path / 'gfpgan_1.4.onnx'}" in err
+    assert "`ffwatchd models verify gfpgan_1.4` checks its sha256" in err and "--mirror URL" in err
     assert run_models(["fetch", "--models-dir", str(tmp_path)]) == 2
     assert run_models(["fetch", "nosuch", "--models-dir", str(tmp_path)]) == 2
     assert run_models(["list"]) == 2                                             # no models dir at all

@@ -212,3 +212,20 @@ def test_old_sent_notifications_are_purged_pending_ones_kept(tmp_path: Path, bac
     assert store.purge_deliveries(200) == 0
     assert store.purge_deliveries(50) == 2
     assert [d.state for d in store.deliveries()] == ["pending"]
+
+
+def test_a_folder_name_with_a_newline_cannot_add_mail_headers() -> None:
+    """The subject names the batch folder; a newline in it must neither add a header (a Bcc:)
+    nor make the message unsendable (EmailMessage refuses a header with a linefeed)."""
+    sink = MailSink()
+    try:
+        conf = SmtpSettings(server="localhost", port=sink.port, starttls=False, credentials_file=None,
+                            sender="ffwatchd@example.com", timeout=10)
+        subject = "ffwatchd: party\nBcc: thief@example.com\r\nX-Evil: 1 finished: 2 done, 0 failed"
+        assert smtp.send(conf, ["editor@example.com"], subject, "text", "<k@ffwatchd>") == []
+        (msg,) = sink.messages
+        assert msg.rcpt_tos == ["editor@example.com"]
+        headers = msg.content.split(b"\r\n\r\n", 1)[0].replace(b"\r\n", b"\n").split(b"\n")
+        assert not any(h.lower().startswith((b"bcc:", b"x-evil:")) for h in headers), headers
+    finally:
+        sink.close()

@@ -82,6 +82,36 @@ def test_a_thumbnail_averages_the_picture_and_keeps_its_proportions(shape: tuple
             assert abs(inner.mean() - pattern.mean() * 255) < 6 and inner.std() < 6, (inner.mean(), inner.std())
 
 
+def _declared_png(w: int, h: int) -> bytes:
+    """A PNG whose header declares w x h and whose pixel data is one compressed row (a bomb)."""
+    import struct
+    import zlib
+
+    def chunk(t: bytes, d: bytes) -> bytes:
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(b"\x00" * (w * 3 + 1), 9)) + chunk(b"IEND", b""))
+
+
+def _declared_jpeg(w: int, h: int) -> bytes:
+    import struct
+
+    ok, buf = cv2.imencode(".jpg", np.zeros((16, 16, 3), np.uint8))
+    data = bytearray(buf.tobytes())
+    sof = data.find(b"\xff\xc0")
+    struct.pack_into(">HH", data, sof + 5, h, w)
+    return bytes(data)
+
+
+def test_a_picture_declaring_absurd_dimensions_gets_no_thumbnail_and_is_never_decoded(tmp_path: Path) -> None:
+    """A bomb refused by a worker lies in failed/; the report must neither raise (OpenCV's own
+    limit) nor decode hundreds of megapixels in the supervisor."""
+    (tmp_path / "bomb.jpg").write_bytes(_declared_jpeg(60000, 60000))
+    (tmp_path / "bomb.png").write_bytes(_declared_png(9000, 9000))      # 81 Mpx: 243 MB decoded
+    assert thumbnail(tmp_path / "bomb.jpg", root=tmp_path) is None
+    assert thumbnail(tmp_path / "bomb.png", root=tmp_path) is None
+
+
 def test_links_planted_on_the_share_put_nothing_from_outside_into_reports_or_zips(tmp_path: Path) -> None:
     """A link in output/ or done/ (to a file or a folder outside the share) is never read for a
     thumbnail or a zip, and the report and zip are never written through one."""
@@ -246,3 +276,28 @@ def test_thumbnails_a_worker_sent_are_used_without_reading_the_files_again(tmp_p
     img = cv2.imdecode(np.frombuffer(base64.b64decode(uri.split(",", 1)[1]), np.uint8), cv2.IMREAD_COLOR)
     assert max(img.shape[:2]) == 96
     assert thumbnail_of(np.zeros((0, 0, 3), np.uint8)) is None
+
+
+def test_a_big_file_that_is_no_picture_is_not_read_into_memory_for_a_thumbnail(tmp_path: Path, monkeypatch) -> None:
+    """A failed 100 MB video (or a 300 MB anything) in a batch: the supervisor reads at most the
+    header it needs to know it is no picture, never the whole file (up to 256 MB before)."""
+    import os
+
+    video = tmp_path / "clip.mp4"
+    with open(video, "wb") as f:
+        f.write(b"\x00\x00\x00\x20ftypisom\x00\x00\x02\x00isomiso2")
+        f.truncate(100 * 2**20)                                   # sparse: cheap to make
+    huge = tmp_path / "huge.png"
+    huge.write_bytes(_declared_png(100, 100))
+    with open(huge, "r+b") as f:
+        f.truncate(300 * 2**20)
+    real_read, total = os.read, [0]
+
+    def counting(fd, n):
+        data = real_read(fd, n)
+        total[0] += len(data)
+        return data
+    monkeypatch.setattr(os, "read", counting)
+    assert thumbnail(video, root=tmp_path) is None
+    assert thumbnail(huge, root=tmp_path) is None
+    assert total[0] <= 2 * 2**20, f"{total[0]} bytes read"

@@ -402,3 +402,25 @@ def test_cli_without_config_is_a_usage_error(monkeypatch, capsys):
     args = argparse.Namespace(config=None, dry_run=True)
     assert cli_retention.run(args) == 2
     assert "FFWATCHD_CONFIG" in capsys.readouterr().err
+
+
+def test_a_file_filed_into_a_folder_retention_is_pruning_is_never_deleted(tmp_path, store, monkeypatch):
+    """Retention empties done/daily/ of old files and prunes the folder; a worker files a new
+    original there between the emptiness check and the removal. The folder is removed only if it
+    is still empty (rmdir, never a whole-tree delete), so the new original stays."""
+    from ffwatchd import retention
+
+    s = make_settings(tmp_path, done_max_age=7 * DAY)
+    w = s.watches[0]
+    filed(store, s, w.done / "daily" / "old.jpg", 30 * DAY)
+    real = retention._prunable
+
+    def filing_lands_now(folder, gone, touched, cutoff):
+        ok = real(folder, gone, touched, cutoff)
+        if ok and folder == w.done / "daily":
+            (folder / "new.jpg").write_bytes(b"just filed")
+        return ok
+    monkeypatch.setattr(retention, "_prunable", filing_lands_now)
+    run_retention(s, store, now=NOW)
+    assert not (w.done / "daily" / "old.jpg").exists()
+    assert (w.done / "daily" / "new.jpg").read_bytes() == b"just filed"

@@ -205,6 +205,30 @@ def test_start_up_recovery_leaves_jobs_of_another_live_daemon_on_this_host(tmp_p
     store.close()
 
 
+def test_start_up_recovery_requeues_jobs_of_a_worker_that_is_a_zombie_at_once(tmp_path, share) -> None:
+    """After `kill -9` of the supervisor its workers die by PDEATHSIG but stay zombies until init
+    reaps them; a restart within that moment left their jobs running until the lease expired."""
+    import socket
+    import subprocess
+    import sys
+
+    from ffwatchd.recovery import recover_at_start
+
+    a = host_settings(tmp_path, share, "a")
+    store = JobStore(tmp_path / "queue.db")
+    store.enqueue(watch="studio", rel_path="z.jpg", size=1, mtime=1.0, content_hash="z", kind="image", spec={})
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        while Path(f"/proc/{zombie.pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] != b"Z":
+            os.sched_yield()                                      # exited, not reaped: a zombie
+        job = store.claim(f"{socket.gethostname()}:{zombie.pid}/cpu", 60)
+        recover_at_start(a, store)
+        assert store.get(job.id).state == "queued"
+    finally:
+        zombie.wait()
+        store.close()
+
+
 def test_two_hosts_refusing_one_bad_file_at_once_file_it_once(tmp_path, share) -> None:
     """Host A has recorded the refusal and linked the original into failed/ but not yet removed
     it from the inbox when host B, which read the same file, refuses it too."""

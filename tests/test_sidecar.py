@@ -206,6 +206,22 @@ def test_a_huge_value_is_cut_in_the_message(watch: WatchSettings) -> None:
     assert len(e.value.message) < 1000
 
 
+def test_a_key_given_twice_is_refused_naming_it_and_both_lines(watch: WatchSettings) -> None:
+    """A second `processors:` further down silently replaced the first (plain YAML keeps the
+    last): the job ran with what the lower line said, without a word."""
+    sc = put(watch.inbox / "ffwatch.yaml",
+             "processors: [face_anonymizer]\nface_anonymizer: {method: blur, method: pixelate}\n")
+    with pytest.raises(JobError) as e:
+        resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+    assert e.value.kind == "bad_sidecar" and str(sc) in e.value.message
+    assert "the key 'method' at line 2, column 33 is given twice in one mapping (first at line 2)" in e.value.message
+    put(watch.inbox / "ffwatch.yaml", "processors: [label]\nlabel: {text: a}\nprocessors: [face_anonymizer]\n")
+    with pytest.raises(JobError, match="the key 'processors' at line 3, column 1 is given twice"):
+        resolve_spec(watch, put(watch.inbox / "y.jpg"), KNOWN)
+    put(watch.inbox / "ffwatch.yaml", "processors: [label]\nlabel: {text: a}\nnotify: {on: [failed]}\n")
+    assert resolve_spec(watch, put(watch.inbox / "z.jpg"), KNOWN) is not None   # same key in two mappings
+
+
 def test_many_problems_are_counted_not_listed(watch: WatchSettings) -> None:
     put(watch.inbox / "ffwatch.yaml", "".join(f"unknown{i}: 1\n" for i in range(500)))
     with pytest.raises(JobError) as e:

@@ -207,8 +207,8 @@ def test_an_inbox_gone_between_the_link_and_the_unlink_leaves_no_original_behind
     inbox, away = watch.inbox, watch.inbox.with_name("inbox.away")
     real, dropped = placing._link_or_copy, []
 
-    def link_then_drop(src, folder, name, job_id):
-        real(src, folder, name, job_id)
+    def link_then_drop(src, folder, name, job_id, **kw):
+        real(src, folder, name, job_id, **kw)
         if Path(src).parent == inbox and not dropped:
             dropped.append(name)
             inbox.rename(away)

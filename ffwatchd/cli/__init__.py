@@ -10,8 +10,8 @@ import sys
 from typing import Sequence
 
 from ffwatchd import __version__
-from ffwatchd.cli import (batches, check, enqueue, jobs, models, process, provenance, queue, retention, run,
-                          status)
+from ffwatchd.cli import (batches, check, common, enqueue, jobs, models, process, provenance, queue, retention,
+                          run, status)
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_USAGE, CommandFailed, UsageError
 from ffwatchd.errors import ConfigError
 from ffwatchd.store import DriverMissing
@@ -52,6 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    common.WARNED.clear()
     try:
         return args.func(args)
     except (ConfigError, UsageError, DriverMissing, CommandFailed) as e:

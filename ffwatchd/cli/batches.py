@@ -9,6 +9,7 @@ import sys
 from ffwatchd.cli.common import (EXIT_FAIL, EXIT_OK, check_watch_name, config_arg, dump_json, format_time,
                                  open_store_for_reading, print_table)
 from ffwatchd.store import NotFound
+from ffwatchd.store.names import shown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     for key in ("id", "watch", "folder", "state", "version", "report_path", "package_path"):
         value = getattr(batch, key)
-        print(f"{key:14} {value if value not in (None, '') else ('/' if key == 'folder' else '-')}")
+        print(f"{key:14} {shown(str(value)) if value not in (None, '') else ('/' if key == 'folder' else '-')}")
     print(f"{'last activity':14} {format_time(batch.last_activity)}")
     print(f"{'finished_at':14} {format_time(batch.finished_at)}")
     print(f"{'counts':14} {json.dumps(batch.counts)}")

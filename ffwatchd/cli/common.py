@@ -17,7 +17,7 @@ from ffwatchd.config import Settings, load_config, resolve_config_path
 from ffwatchd.errors import ConfigError
 from ffwatchd.safeyaml import load_yaml
 from ffwatchd.store import Job, JobQueue, open_store
-from ffwatchd.store.names import printable
+from ffwatchd.store.names import shown
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -41,6 +41,9 @@ def config_arg(p: argparse.ArgumentParser, *, verb: bool = False,
         p.add_argument("-c", "--config", help=help)
 
 
+WARNED: set[str] = set()      # warnings this command printed already (main() empties it)
+
+
 def state_dir_for_reading(config: str | None) -> Path:
     """The state_dir, for commands that only read the job table: an invalid config (say, one
     the running daemon refused on reload) is reported but does not hide the table."""
@@ -61,8 +64,14 @@ def _settings_for_reading(config: str | None) -> tuple[Settings | None, Path]:
             raise e from None
         if isinstance(raw.get("queue"), dict):    # a PostgreSQL queue needs a valid config to reach
             raise e from None
-        print(f"ffwatchd: warning: {e}\nffwatchd: reading the job table in {state_dir} anyway", file=sys.stderr)
-        return None, state_dir if state_dir.is_absolute() else path.resolve().parent / state_dir
+        state_dir = state_dir if state_dir.is_absolute() else path.resolve().parent / state_dir
+        if not (state_dir / "ffwatchd.db").is_file():   # no table to show: never make an empty one there
+            raise e from None
+        warning = f"ffwatchd: warning: {e}\nffwatchd: reading the job table in {state_dir} anyway"
+        if warning not in WARNED:                 # status and jobs list read the config twice
+            WARNED.add(warning)
+            print(warning, file=sys.stderr)
+        return None, state_dir
 
 
 def open_store_for_reading(config: str | None) -> JobQueue:
@@ -98,7 +107,7 @@ def format_progress(job: Job) -> str:
 
 
 def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
-    cells = [[str(c) for c in headers]] + [["-" if c is None else printable(str(c)) for c in r] for r in rows]
+    cells = [[str(c) for c in headers]] + [["-" if c is None else shown(str(c)) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     for i, r in enumerate(cells):
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
@@ -108,6 +117,15 @@ def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
 
 def dump_json(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str))
+
+
+def print_unfiled(daemon: dict | None) -> None:
+    """Refused files the running daemon could not move to failed/: still in the inbox, retried."""
+    rows = [(name, f["path"], f"{int(time.time() - f['since'])} s", f["tries"], f["reason"])
+            for name, files in ((daemon or {}).get("unfiled") or {}).items() for f in files]
+    if rows:
+        print(f"\nREFUSED BUT NOT FILED (failed/ did not take them; still in the inbox, tried again): {len(rows)}")
+        print_table(rows, ["watch", "path", "for", "tries", "reason"])
 
 
 def print_waiting(daemon: dict | None) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, check_watch_name, config_arg, dump_json
 from ffwatchd.config import load_config
 from ffwatchd.store import open_store
-from ffwatchd.store.names import printable
+from ffwatchd.store.names import shown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     def say(raw: str, status: str, message: str, ok: bool) -> None:
         results.append({"path": raw, "status": status, "message": message, "ok": ok})
         if not args.json:
-            print(printable(f"{raw}: {message}"), file=sys.stdout if ok else sys.stderr)
+            print(shown(f"{raw}: {message}"), file=sys.stdout if ok else sys.stderr)
 
     with open_store(settings) as store:
         for raw in args.paths:
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
             results.append({"path": raw, "status": result.status, "message": result.message, "ok": ok,
                             "job": result.job.id if result.job else None})
             if not args.json:
-                print(printable(f"{raw}: {result}"))
+                print(shown(f"{raw}: {result}"))
     if args.json:
         dump_json(results)
     return EXIT_OK if all(r["ok"] for r in results) else EXIT_FAIL

@@ -14,7 +14,7 @@ from ffwatchd.cli.common import (EXIT_FAIL, EXIT_OK, UsageError, check_watch_nam
 from ffwatchd.config import Settings, load_config, parse_duration
 from ffwatchd.store import (PRIORITIES, STATES, Job, JobQueue, NotFound, TransitionError, open_store,
                             priority_name)
-from ffwatchd.store.names import printable
+from ffwatchd.store.names import shown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -91,19 +91,19 @@ def cmd_show(args: argparse.Namespace) -> int:
     d = job.to_dict()
     for key in ("id", "state", "watch", "rel_path", "kind", "size", "content_hash", "priority",
                 "attempts", "max_attempts", "lease_owner", "output_path", "error_kind", "error_message"):
-        print(f"{key:14} {printable(str(d[key])) if d[key] is not None else '-'}")
+        print(f"{key:14} {shown(str(d[key])) if d[key] is not None else '-'}")
         if key == "rel_path":       # the batch: the folder (with its sidecar) the file belongs to
-            batch = "-" if job.batch is None else printable(job.batch) or "/"   # "": the inbox itself
+            batch = "-" if job.batch is None else shown(job.batch) or "/"   # "": the inbox itself
             print(f"{'batch':14} {batch}")
     print(f"{'progress':14} {format_progress(job)}")
     for key in ("created_at", "queued_at", "started_at", "finished_at"):
         print(f"{key:14} {format_time(d[key])}")
     if job.worker:
         print(f"{'worker':14} {json.dumps(job.worker)}")
-    print(f"{'sidecars':14} {printable(', '.join(job.sidecars)) or '-'}")
+    print(f"{'sidecars':14} {shown(', '.join(job.sidecars)) or '-'}")
     print("sources:")
     for s in job.sources:
-        print(f"  {printable(str(s.get('path')))}  sha256 {s.get('sha256')}" + (f"  ({s['role']})" if s.get("role") else ""))
+        print(f"  {shown(str(s.get('path')))}  sha256 {s.get('sha256')}" + (f"  ({s['role']})" if s.get("role") else ""))
     print("spec (effective sidecar snapshot):")
     print("  " + json.dumps(job.spec, indent=2).replace("\n", "\n  "))
     return EXIT_OK
@@ -125,7 +125,7 @@ def each_job(args: argparse.Namespace, verb: Callable[[JobQueue, Settings, Job],
                 text = verb(store, settings, store.get(job_id))
                 results.append({"id": job_id, "ok": True, "message": text})
                 if not args.json:
-                    print(f"job {job_id}: {text}")
+                    print(f"job {job_id}: {shown(text)}")
             except NotFound:
                 results.append({"id": job_id, "ok": False, "message": "no such job"})
                 failures += 1
@@ -134,7 +134,7 @@ def each_job(args: argparse.Namespace, verb: Callable[[JobQueue, Settings, Job],
                 results.append({"id": job_id, "ok": False, "message": text})
                 failures += 1
             if not results[-1]["ok"] and not args.json:
-                print(f"job {job_id}: {results[-1]['message']}", file=sys.stderr)
+                print(f"job {job_id}: {shown(results[-1]['message'])}", file=sys.stderr)
     if args.json:
         dump_json(results)
     return EXIT_OK if not failures else EXIT_FAIL
@@ -179,7 +179,7 @@ def retry_job(store: JobQueue, settings: Settings, job: Job, priority: str | Non
 
 
 def cancel_job(store: JobQueue, settings: Settings, job: Job) -> str:
-    from ffwatchd.filing import file_failed_original
+    from ffwatchd.filing import OriginalChanged, file_failed_original
 
     was = job.state
     if was == "queued" and job.filing and job.filing.get("outcome") == "done":
@@ -196,7 +196,7 @@ def cancel_job(store: JobQueue, settings: Settings, job: Job) -> str:
         try:
             where = file_failed_original(settings.watch(job.watch), cancelled, ledger=store)
             return f"cancelled; original filed to {where}"
-        except (KeyError, FileNotFoundError) as e:
+        except (KeyError, FileNotFoundError, OriginalChanged) as e:
             return f"cancelled; original not filed ({e})"
     return "cancelled; its worker stops at its next heartbeat and files the original to failed/"
 

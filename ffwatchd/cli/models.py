@@ -144,7 +144,9 @@ def cmd_fetch(args: argparse.Namespace, models_dir: Path, custom: tuple[CustomMo
         except (FetchError, JobError, OSError) as e:
             if bar:
                 bar.close()
-            say(f"{name}: FAILED: {e}", file=sys.stderr)
+            say(f"{name}: FAILED: {e}\n  without access to that address: copy {info.filename} from elsewhere to "
+                f"{info.file_in(models_dir)} (`ffwatchd models verify {name}` checks its sha256), or serve the "
+                f"files from a mirror you can reach: `ffwatchd models fetch {name} --mirror URL`", file=sys.stderr)
             report.append({"name": name, "state": "failed", "error": str(e)})
             failed += 1
             continue

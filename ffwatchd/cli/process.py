@@ -125,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageProblem(f"no model folder: use --models-dir DIR, or -c CONFIG (or set {CONFIG_ENV})")
         custom = settings.models if settings else ()
         target, output = Path(args.target), Path(args.output)
+        if target.is_symlink():        # the operator named it: its link is followed here, on purpose
+            target = target.resolve()  # (the pipeline itself never reads through a link)
         raw = spec_mapping(args, output)
         known = {**jobspec.BUILTIN_MODEL_KINDS, **{m.name: m.kind for m in custom}}
         problems = jobspec.validate(raw, "arguments", known)

@@ -6,7 +6,7 @@ import argparse
 import time
 
 from ffwatchd.cli.common import (EXIT_OK, config_arg, dump_json, format_progress, open_store_for_reading, print_table,
-                                 print_waiting, state_dir_for_reading)
+                                 print_unfiled, print_waiting, state_dir_for_reading)
 from ffwatchd.config import WorkerSettings, load_config
 from ffwatchd.errors import ConfigError
 from ffwatchd.housekeeping import LOST_AFTER_LEASES, lost_after
@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         dump_json({"queue": where, "counts": counts, "daemon": daemon, "workers": workers,
                "waiting": (daemon or {}).get("waiting", {}),
+               "unfiled": (daemon or {}).get("unfiled", {}),
                "running": [{"id": j.id, "watch": j.watch, "path": j.rel_path, "kind": j.kind,
                             "owner": j.lease_owner, "started_at": j.started_at,
                             "progress_done": j.progress_done, "progress_total": j.progress_total}
@@ -92,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("workers of every host: none registered")
     print_waiting(daemon)
+    print_unfiled(daemon)
     if running:
         print()
         print_table([(j.id, j.watch, j.rel_path, j.kind, j.lease_owner, format_progress(j),

@@ -18,11 +18,15 @@ def face_box(face: Face, frame_shape: tuple[int, ...], margin: float = MARGIN) -
     return box if box[0] < box[2] and box[1] < box[3] else None
 
 
-def anonymize_face(frame: Frame, face: Face, method: str) -> Frame:
-    """Blur or pixelate one face's region in place; returns `frame`."""
+def anonymize_face(frame: Frame, face: Face, method: str,
+                   touched: list[tuple[int, int, int, int]] | None = None) -> Frame:
+    """Blur or pixelate one face's region in place; returns `frame` (the region changed goes
+    into `touched`)."""
     box = face_box(face, frame.shape)
     if box is None:
         return frame
+    if touched is not None:
+        touched.append(box)
     x0, y0, x1, y1 = box
     roi = frame[y0:y1, x0:x1]
     rh, rw = roi.shape[:2]

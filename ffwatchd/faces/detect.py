@@ -42,6 +42,9 @@ class ScrfdDetector:
         self.providers = list(session.get_providers())
 
     def detect(self, frame: Frame, score: float, size: int) -> list[Face]:
+        h, w = frame.shape[:2]
+        if int(size * min(h, w) / max(h, w)) < 1:   # scaled to `size` it is under a pixel thin: no face
+            return []                                 # (insightface's resize would raise)
         det, kpss = self._model.detect(frame, input_size=(size, size), det_thresh=score)
         return [Face(bbox=det[i, :4].astype(np.float32), kps=kpss[i].astype(np.float32),
                      score=float(det[i, 4])) for i in range(det.shape[0])]

@@ -30,8 +30,10 @@ class Enhancer:
         self.size = 512
         self.providers = list(self.session.get_providers())
 
-    def enhance(self, frame: Frame, face: Face, blend: float) -> Frame:
-        """Enhance one face in place; `blend` 1.0 is all model, 0.0 leaves the face as it was."""
+    def enhance(self, frame: Frame, face: Face, blend: float,
+                touched: list[tuple[int, int, int, int]] | None = None) -> Frame:
+        """Enhance one face in place; `blend` 1.0 is all model, 0.0 leaves the face as it was
+        (the region changed goes into `touched`)."""
         crop, m = warp_face(frame, face.kps, self.size, FFHQ_512)
         blob = crop[:, :, ::-1].transpose(2, 0, 1)[None].astype(np.float32)
         blob = np.ascontiguousarray(blob / 127.5 - 1.0)
@@ -39,4 +41,4 @@ class Enhancer:
         out = ((np.clip(pred, -1.0, 1.0) + 1.0) * 127.5).round().astype(np.uint8)
         out = np.ascontiguousarray(out.transpose(1, 2, 0)[:, :, ::-1])
         mixed = cv2.addWeighted(out, float(blend), crop, 1.0 - float(blend), 0.0)
-        return paste_back(frame, mixed, m)
+        return paste_back(frame, mixed, m, touched=touched)

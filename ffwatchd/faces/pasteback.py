@@ -40,12 +40,16 @@ def face_region(m: Affine, crop_size: int, frame_shape: tuple[int, ...]) -> tupl
     return x0, y0, x1, y1
 
 
-def paste_back(frame: Frame, crop: Frame, m: Affine, mask: np.ndarray | None = None) -> Frame:
-    """Blend `crop` (aligned by `m`, frame -> crop) into `frame` in place; returns `frame`."""
+def paste_back(frame: Frame, crop: Frame, m: Affine, mask: np.ndarray | None = None,
+               touched: list[tuple[int, int, int, int]] | None = None) -> Frame:
+    """Blend `crop` (aligned by `m`, frame -> crop) into `frame` in place; returns `frame`.
+    The region written, (x0, y0, x1, y1), is appended to `touched` when one is given."""
     size = crop.shape[0]
     region = face_region(m, size, frame.shape)
     if region is None:
         return frame
+    if touched is not None:
+        touched.append(region)
     x0, y0, x1, y1 = region
     im = cv2.invertAffineTransform(m)
     im[:, 2] -= (x0, y0)

@@ -102,20 +102,30 @@ class FrameProcessor:
     def process_frame(self, frame_bgr: np.ndarray) -> tuple[np.ndarray, int]:
         """(the processed copy of the frame, the number of faces processed)."""
         frame = np.array(frame_bgr, dtype=np.uint8, order="C", copy=True)
+        faces, _ = self.process_in_place(frame)
+        return frame, faces
+
+    def process_in_place(self, frame: np.ndarray) -> tuple[int, list[tuple[int, int, int, int]] | None]:
+        """Process `frame` (H x W x 3 uint8, C-contiguous) in place: (the number of faces
+        processed, the boxes (x0, y0, x1, y1) of the frame that may have changed, or None when
+        any pixel may have, as with a label). The video pipeline converts only those boxes back."""
         faces = self.find_faces(frame)
+        touched: list[tuple[int, int, int, int]] = []
+        whole = False
         for proc in self.processors:
             if proc == "face_swapper" and self.swapper is not None:
                 for face in faces:
-                    self.swapper.swap(frame, face, self.latent)
+                    self.swapper.swap(frame, face, self.latent, touched)
             elif proc == "face_enhancer" and self.enhancer is not None:
                 for face in faces:
-                    self.enhancer.enhance(frame, face, self.spec.face_enhancer.blend)
+                    self.enhancer.enhance(frame, face, self.spec.face_enhancer.blend, touched)
             elif proc == "face_anonymizer":
                 for face in faces:
-                    anonymize_face(frame, face, self.spec.face_anonymizer.method)
+                    anonymize_face(frame, face, self.spec.face_anonymizer.method, touched)
             elif proc == "label" and self.label_text:
                 draw_label(frame, self.label_text, self.spec.label.position)
-        return frame, len(faces)
+                whole = True
+        return len(faces), (None if whole else touched)
 
 
 class Pipeline:

@@ -6,7 +6,10 @@ creation is the only truth, so every session is checked and a missing CUDA is lo
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +52,39 @@ def provider_chain(cfg: SessionConfig) -> list[tuple[str, dict]]:
     return chain
 
 
+_preload_lock = threading.Lock()
+_preloaded = False
+
+
+def preload_cuda_libraries() -> None:
+    """Load CUDA and cuDNN from the nvidia-* wheels once per process, before the first CUDA session.
+
+    onnxruntime-gpu's CUDA provider library carries no search path to those wheels, so without
+    LD_LIBRARY_PATH it fails to load and the session silently runs on CPU; `onnxruntime.preload_dlls()`
+    (onnxruntime-gpu >= 1.21) loads them from site-packages, then from the default paths (a system
+    CUDA). What it prints goes to our log instead of stdout. The CPU package has nothing to load.
+    """
+    global _preloaded
+    with _preload_lock:
+        if _preloaded:
+            return
+        _preloaded = True
+        preload = getattr(ort, "preload_dlls", None)
+        if preload is None:
+            log.info("onnxruntime %s has no preload_dlls: CUDA libraries come from the loader's "
+                     "default paths (LD_LIBRARY_PATH, ld.so.conf)", ort.__version__)
+            return
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(said):
+                preload()
+        except Exception as e:   # a broken nvidia-* install: the session check below says what runs
+            log.warning("onnxruntime.preload_dlls() failed: %s", e)
+        for line in said.getvalue().splitlines():
+            if line.strip():
+                log.warning("onnxruntime.preload_dlls(): %s", line.strip())
+
+
 def session_options(cfg: SessionConfig) -> ort.SessionOptions:
     opts = ort.SessionOptions()
     if cfg.cpu_threads > 0:
@@ -61,6 +97,8 @@ def session_options(cfg: SessionConfig) -> ort.SessionOptions:
 def create_session(model: Path | bytes, cfg: SessionConfig, label: str) -> ort.InferenceSession:
     """A session for `model` (a path or serialized bytes) that reports its real providers."""
     chain = provider_chain(cfg)
+    if any(p == CUDA for p, _ in chain):
+        preload_cuda_libraries()
     available = set(ort.get_available_providers())
     wanted = [(p, o) for p, o in chain if p in available]
     if len(wanted) < len(chain):

@@ -59,7 +59,8 @@ class Swapper:
         out = np.clip(pred[0].transpose(1, 2, 0) * 255.0, 0, 255).astype(np.uint8)[:, :, ::-1]
         return np.ascontiguousarray(out), m
 
-    def swap(self, frame: Frame, face: Face, latent: np.ndarray) -> Frame:
-        """Swap one face in place; returns `frame`."""
+    def swap(self, frame: Frame, face: Face, latent: np.ndarray,
+             touched: list[tuple[int, int, int, int]] | None = None) -> Frame:
+        """Swap one face in place; returns `frame` (the region changed goes into `touched`)."""
         out, m = self.swap_crop(frame, face, latent)
-        return paste_back(frame, out, m)
+        return paste_back(frame, out, m, touched=touched)

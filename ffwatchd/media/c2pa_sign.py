@@ -16,6 +16,7 @@ from typing import IO, TYPE_CHECKING
 from ffwatchd import __version__
 from ffwatchd.errors import JobError
 from ffwatchd.media.provenance import Provenance
+from ffwatchd.media.source import VideoInput, open_input
 
 if TYPE_CHECKING:
     from cryptography import x509
@@ -125,8 +126,11 @@ class ManifestSigner:
         self.creds = creds
 
     def sign(self, unsigned: Path | bytes, dest: Path, *, original: Path, original_sha256: str,
-             provenance: Provenance) -> None:
-        """Write `dest`: `unsigned` with an embedded, signed manifest; JobError("provenance")."""
+             provenance: Provenance, original_input: VideoInput | None = None) -> None:
+        """Write `dest`: `unsigned` with an embedded, signed manifest; JobError("provenance").
+
+        The original (the parent ingredient) is read from `original_input` when the caller holds
+        it open, else opened here without following a link at its path."""
         import c2pa
 
         mime = MIME_BY_SUFFIX.get(Path(dest).suffix.lower())
@@ -141,7 +145,7 @@ class ManifestSigner:
                                        self.creds.timestamp_url)
             with c2pa.Context.from_dict(_SIGN_SETTINGS) as ctx, c2pa.Signer.from_info(info) as signer, \
                     c2pa.Builder(definition, ctx) as builder:
-                with open(original, "rb") as src:
+                with _reader(original, original_input) as src:
                     builder.add_ingredient({"title": Path(original).name, "relationship": "parentOf",
                                             "label": "parent"}, parent_mime, src)
                 with (io.BytesIO(unsigned) if isinstance(unsigned, bytes) else open(unsigned, "rb")) as src, \
@@ -152,6 +156,13 @@ class ManifestSigner:
         except c2pa.C2paError as e:
             raise JobError("provenance", f"C2PA signing of {Path(dest).name} failed: {e} "
                                          f"(certificate {self.creds.subject})") from e
+
+
+def _reader(original: Path, opened: VideoInput | None):  # noqa: ANN202 - a binary file object
+    if opened is not None:
+        return opened.reopen()
+    with open_input(Path(original)) as src:
+        return src.reopen()
 
 
 def manifest_definition(prov: Provenance, title: str, mime: str, original_name: str,

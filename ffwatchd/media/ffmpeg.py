@@ -157,13 +157,13 @@ class Child:
     """One ffmpeg child: its stderr is drained into a short tail in a thread."""
 
     def __init__(self, cmd: Sequence[str], *, stdin: bool = False, stdout: bool = False,
-                 role: str = "ffmpeg") -> None:
+                 role: str = "ffmpeg", pass_fds: Sequence[int] = ()) -> None:
         self.role = role
         self.cmd = list(cmd)
         self.proc = subprocess.Popen(
             self.cmd, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE if stdout else subprocess.DEVNULL, stderr=subprocess.PIPE,
-            preexec_fn=PREEXEC)
+            preexec_fn=PREEXEC, pass_fds=tuple(pass_fds))
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
                 _widen_pipe(stream.fileno())
@@ -204,9 +204,10 @@ class Child:
 
 
 def run_ffmpeg(cmd: Sequence[str], what: str, *, should_stop: Callable[[], bool] | None = None,
-               timeout: float = 3600) -> None:
-    """Run one ffmpeg to completion, polling `should_stop`; JobError naming `what` on failure."""
-    child = Child(cmd, role=what)
+               timeout: float = 3600, pass_fds: Sequence[int] = ()) -> None:
+    """Run one ffmpeg to completion, polling `should_stop`; JobError naming `what` on failure.
+    `pass_fds`: descriptors the child inherits (an input opened without following links)."""
+    child = Child(cmd, role=what, pass_fds=pass_fds)
     deadline = time.monotonic() + timeout
     try:
         while True:

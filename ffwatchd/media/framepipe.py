@@ -24,6 +24,8 @@ from ffwatchd.errors import JobError
 from ffwatchd.media.ffmpeg import Child
 from ffwatchd.media.probe import VideoInfo
 from ffwatchd.media.segments import Plan, encode_command, write_manifest
+from ffwatchd.media.source import VideoInput, open_input
+from ffwatchd.media.yuvpatch import write_boxes
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +38,12 @@ _END = object()
 class FrameProcessor(Protocol):
     """`process_frame` returns (the processed frame, faces processed). The pipeline reuses the
     memory of the frame it passes in once the call returns, and of the returned frame once it is
-    encoded: a processor keeps no reference to either past the call."""
+    encoded: a processor keeps no reference to either past the call.
+
+    A processor may also offer `process_in_place(frame) -> (faces, boxes or None)`: it changes
+    the frame itself and names the boxes (x0, y0, x1, y1) it changed (None: maybe any pixel).
+    The pipeline then uses it, and on yuv420p pipes converts only those boxes back, so the rest
+    of each frame reaches the encoder exactly as it was decoded."""
     def process_frame(self, frame_bgr: np.ndarray) -> tuple[np.ndarray, int]: ...
 
 
@@ -91,8 +98,11 @@ class _Stopped(Exception):
 class FramePipeline:
     """Runs the frames of one job from `start_segment` on; see the module docstring."""
 
-    def __init__(self, target: Path, info: VideoInfo, plan: Plan, workdir: Path, ffmpeg: str,
+    def __init__(self, target: "Path | VideoInput", info: VideoInfo, plan: Plan, workdir: Path, ffmpeg: str,
                  manifest: dict[str, Any], start_segment: int, cores: "CoreSplit | None" = None) -> None:
+        # The decoder reads the input opened without following links (a path: opened so at start).
+        self.source: VideoInput | None = target if isinstance(target, VideoInput) else None
+        target = target.path if isinstance(target, VideoInput) else Path(target)
         self.target, self.info, self.plan, self.workdir, self.ffmpeg = target, info, plan, workdir, ffmpeg
         self.cores = cores
         self.manifest = manifest
@@ -101,6 +111,8 @@ class FramePipeline:
         depth = max(2, min(8, QUEUE_BYTES // (plan.width * plan.height * 3)))
         self.decoded: queue.Queue = queue.Queue(depth)
         self.pool = FramePool((plan.height, plan.width, 3), keep=2 * depth + 4)
+        # Decoded yuv420p frames, kept until encoded: the processor's boxes are written into them.
+        self.yuv_pool = FramePool((plan.height * 3 // 2, plan.width), keep=2 * depth + 4)
         self.processed: queue.Queue = queue.Queue(depth)
         self.sealing: queue.Queue = queue.Queue()      # segments whose encoder is finishing
         self.events: queue.Queue = queue.Queue()       # frames done, after each segment
@@ -115,7 +127,7 @@ class FramePipeline:
         self._finisher = threading.Thread(target=self._guard, args=(self._finish,), name="video-finish")
 
     # ---- children
-    def _spawn(self, cmd: list[str], role: str, **kw: bool) -> Child:
+    def _spawn(self, cmd: list[str], role: str, **kw: Any) -> Child:
         with self._lock:
             if self.stop.is_set():
                 raise _Stopped()
@@ -161,27 +173,34 @@ class FramePipeline:
             self.stop.set()
 
     # ---- decoder thread
-    def decode_command(self) -> list[str]:
+    def decode_command(self, url: str) -> list[str]:
+        """The decoder's command; `url` is the input's `/proc/self/fd/N` (see media/source.py)."""
         filters = [f"fps=fps={self.plan.fps}"]
         if self.start_frame:  # resume: decode and drop the frames of finished segments
             filters.append(f"trim=start_frame={self.start_frame}")
         threads = ["-threads", str(self.cores.decoder)] if self.cores else []
-        return [self.ffmpeg, "-hide_banner", "-nostdin", "-v", "error", *threads, "-i", str(self.target),
+        return [self.ffmpeg, "-hide_banner", "-nostdin", "-v", "error", *threads, "-i", url,
                 "-map", f"0:{self.info.stream_index}", "-vf", ",".join(filters),
                 "-fps_mode", "passthrough", "-an", "-sn", "-dn",
                 "-f", "rawvideo", "-pix_fmt", self.plan.transport, "-"]
 
     def _decode(self) -> None:
-        child = self._spawn(self.decode_command(), "decoder", stdout=True)
+        own: VideoInput | None = None
+        try:
+            src = self.source or (own := open_input(self.target))
+            child = self._spawn(self.decode_command(src.url), "decoder", stdout=True, pass_fds=src.fds)
+        finally:
+            if own is not None:
+                own.close()      # the child has its own copy of the descriptor
         stdout = child.proc.stdout
         assert stdout is not None
         p = self.plan
         size = p.frame_bytes
         yuv = p.transport == "yuv420p"
-        raw = np.empty((p.height * 3 // 2, p.width), np.uint8) if yuv else None
         while True:
             frame = self.pool.take()
-            target = raw if yuv else frame
+            raw = self.yuv_pool.take() if yuv else None
+            target = raw if raw is not None else frame
             view, got = memoryview(target).cast("B"), 0
             while got < size:
                 n = stdout.readinto(view[got:])
@@ -194,9 +213,9 @@ class FramePipeline:
                 raise JobError("bad_input", f"{self.target.name}: decoding stopped inside frame "
                                             f"{self.start_frame + self.decoded_count}")
             self.decoded_count += 1
-            if yuv:
+            if raw is not None:
                 cv2.cvtColor(raw, cv2.COLOR_YUV2BGR_I420, dst=frame)
-            self._put(self.decoded, frame)
+            self._put(self.decoded, (frame, raw))
         rc = child.wait()
         if rc != 0 and not self.stop.is_set():
             raise JobError("bad_input", f"{self.target.name} could not be decoded after frame "
@@ -214,24 +233,24 @@ class FramePipeline:
     # ---- encoder thread
     def _encode(self) -> None:
         index, frames, faces, child = self.start_segment, 0, 0, None
-        p = self.plan
-        yuv = p.transport == "yuv420p"
-        data = np.empty((p.height * 3 // 2, p.width), np.uint8) if yuv else None
         try:
             while True:
                 item = self._get(self.processed)
                 if item is _END:
                     break
-                frame, count = item
+                frame, data, boxes, count = item
                 if child is None:
                     tmp = self.workdir / f"{self.plan.segment_name(index)}.part"
                     threads = self.cores.encoder if self.cores else 0
                     child = self._spawn(encode_command(self.ffmpeg, self.plan, tmp, threads),
                                         f"encoder seg {index}", stdin=True)
-                if yuv:
-                    cv2.cvtColor(frame, cv2.COLOR_BGR2YUV_I420, dst=data)
+                if data is not None:        # yuv420p pipes: the decoded frame, changed boxes converted
+                    if boxes is None:
+                        cv2.cvtColor(frame, cv2.COLOR_BGR2YUV_I420, dst=data)
+                    else:
+                        write_boxes(frame, data, boxes)
                 try:
-                    child.proc.stdin.write(memoryview(data if yuv else frame).cast("B"))  # type: ignore[union-attr]
+                    child.proc.stdin.write(memoryview(data if data is not None else frame).cast("B"))  # type: ignore[union-attr]
                 except (BrokenPipeError, ValueError) as e:
                     if self.stop.is_set():
                         raise _Stopped() from None
@@ -239,6 +258,8 @@ class FramePipeline:
                     raise JobError("internal", f"ffmpeg encoder for segment {index} exited early: "
                                                f"{child.stderr_tail()}") from e
                 self.pool.give(frame)
+                if data is not None:
+                    self.yuv_pool.give(data)
                 frames, faces = frames + 1, faces + count
                 if frames == self.plan.segment_frames and index < self.plan.last_index:
                     self._hand_over(child, index, frames, faces, last=False)
@@ -313,6 +334,7 @@ class FramePipeline:
         if self.cores:
             cv2.setNumThreads(self.cores.processor)
         busy = wait_in = wait_out = 0.0
+        in_place = getattr(processor, "process_in_place", None)
         try:
             for t in (self._finisher, self._encoder, self._decoder):
                 t.start()
@@ -329,17 +351,23 @@ class FramePipeline:
                 check()
                 if item is _END:
                     break
-                out, faces = processor.process_frame(item)
-                if not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != np.uint8:
-                    raise JobError("internal", f"frame processor returned {getattr(out, 'shape', out)!r}"
-                                               f" {getattr(out, 'dtype', '')}, expected {shape} uint8")
+                frame, raw = item
+                if in_place is not None:
+                    faces, boxes = in_place(frame)
+                    out = frame
+                else:
+                    out, faces = processor.process_frame(frame)
+                    boxes = None
+                    if not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != np.uint8:
+                        raise JobError("internal", f"frame processor returned {getattr(out, 'shape', out)!r}"
+                                                   f" {getattr(out, 'dtype', '')}, expected {shape} uint8")
+                    if not np.may_share_memory(out, frame):
+                        self.pool.give(frame)
                 t2 = clock()
                 busy += t2 - t1
-                if not np.may_share_memory(out, item):
-                    self.pool.give(item)
                 while True:
                     try:
-                        self.processed.put((np.ascontiguousarray(out), int(faces)), timeout=POLL)
+                        self.processed.put((np.ascontiguousarray(out), raw, boxes, int(faces)), timeout=POLL)
                         break
                     except queue.Full:
                         check()

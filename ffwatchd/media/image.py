@@ -4,10 +4,12 @@ the input's format with its quality settings and machine-readable provenance."""
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import logging
 import os
+import stat
 import struct
 import warnings
 from dataclasses import dataclass, field
@@ -54,25 +56,96 @@ class DecodedImage:
 Image.MAX_IMAGE_PIXELS = None
 
 
-def open_checked(path: Path, max_pixels: int) -> Image.Image:
-    """Open an image lazily (header only) and refuse it when it is empty, unknown or too large."""
+def _open_regular(path: Path) -> int:
+    """A descriptor of the regular file at `path`: a link there is never followed (the file was
+    checked without links; one put there since is refused), a FIFO or device never waited on."""
     try:
-        size = os.stat(path).st_size
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise JobError("bad_input", f"{path.name} is a symbolic link; it was not followed") from e
         raise JobError("bad_input", f"cannot read {path.name}: {e.strerror or e}") from e
-    if size == 0:
-        raise JobError("bad_input", f"{path.name} is empty (0 bytes)")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise JobError("bad_input", f"{path.name} is not a regular file; it was not read")
+    return fd
+
+
+def open_checked(path: Path, max_pixels: int) -> Image.Image:
+    """Open an image lazily (header only) and refuse it when it is empty, unknown or too large.
+
+    Pillow reads the file the descriptor opened here refers to (through /proc/self/fd), so a
+    link or another file put at `path` after this point is never read."""
+    fd = _open_regular(path)
     try:
-        with warnings.catch_warnings():
-            # Our own max_pixels check below is the limit; Pillow's warning is not needed.
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            im = Image.open(path)
-    except Image.DecompressionBombError as e:
-        raise JobError("too_large", f"{path.name}: {e}") from e
-    except UnidentifiedImageError as e:
-        raise JobError("bad_input", f"{path.name} is not an image this service can read") from e
+        size = os.fstat(fd).st_size
+        if size == 0:
+            raise JobError("bad_input", f"{path.name} is empty (0 bytes)")
+        try:
+            with warnings.catch_warnings():
+                # Our own max_pixels check below is the limit; Pillow's warning is not needed.
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                im = Image.open(f"/proc/self/fd/{fd}")
+        except Image.DecompressionBombError as e:
+            raise JobError("too_large", f"{path.name}: {e}") from e
+        except UnidentifiedImageError as e:
+            raise JobError("bad_input", f"{path.name} is not an image this service can read") from e
+        except _DECODE_ERRORS as e:
+            raise JobError("bad_input", f"{path.name} has an unreadable header: {e}") from e
+    finally:
+        os.close(fd)
+    return _single_picture(_checked_size(im, path, max_pixels), path)
+
+
+MAX_FRAMES_COUNTED = 1000          # pages or frames counted before a refusal says "over 1000"
+_MULTI = {"TIFF": ("a multi-page TIFF", "pages", "split it into one file per page"),
+          "WEBP": ("an animated WebP", "frames", "convert it to a video (MP4, WebM) to process every frame"),
+          "PNG": ("an animated PNG (APNG)", "frames", "convert it to a video (MP4, WebM) to process every frame"),
+          "GIF": ("an animated GIF", "frames", "convert it to a video (MP4, WebM) to process every frame")}
+
+
+def picture_count(im: Image.Image) -> int:
+    """How many pictures an opened file holds (TIFF pages, animation frames), read lazily: PNG's
+    acTL chunk and WebP's demuxer give it at once; TIFF and GIF are walked frame by frame, headers
+    only, up to MAX_FRAMES_COUNTED + 1. A TIFF page marked reduced-resolution (a thumbnail,
+    NewSubfileType bit 0) is no picture of its own. JPEG/MPO's extra images (a camera's preview or
+    depth map) are not counted: its primary image is the picture."""
+    fmt = im.format
+    if fmt in ("PNG", "WEBP"):
+        return int(getattr(im, "n_frames", 1))
+    if fmt not in ("TIFF", "GIF"):
+        return 1
+    count = 0
+    try:
+        for i in range(MAX_FRAMES_COUNTED + 1):
+            im.seek(i)
+            if fmt == "TIFF" and int(im.tag_v2.get(254, 0) or 0) & 1:
+                continue
+            count += 1
+    except EOFError:
+        pass
+    finally:
+        im.seek(0)
+    return count
+
+
+def _single_picture(im: Image.Image, path: Path) -> Image.Image:
+    """Refuse a file of several pictures: processing its first alone would drop the rest unsaid."""
+    try:
+        count = picture_count(im)
     except _DECODE_ERRORS as e:
-        raise JobError("bad_input", f"{path.name} has an unreadable header: {e}") from e
+        im.close()
+        raise JobError("bad_input", f"{path.name} has an unreadable page or frame header: {e}") from e
+    if count > 1 and im.format in _MULTI:
+        what, unit, advice = _MULTI[str(im.format)]
+        n = f"over {MAX_FRAMES_COUNTED}" if count > MAX_FRAMES_COUNTED else str(count)
+        im.close()
+        raise JobError("bad_input", f"{path.name} is {what} ({n} {unit}): ffwatchd processes single "
+                       f"images, and the first alone would leave the others out; {advice}")
+    return im
+
+
+def _checked_size(im: Image.Image, path: Path, max_pixels: int) -> Image.Image:
     w, h = im.size
     if w <= 0 or h <= 0:
         im.close()
@@ -96,6 +169,10 @@ def read_image(path: Path, max_pixels: int) -> DecodedImage:
     im = open_checked(path, max_pixels)
     with im:
         fmt = str(im.format)
+        if fmt == "MPO" and int(getattr(im, "n_frames", 1)) > 1:
+            log.info("%s: a JPEG with %d images (MPO); its primary image is processed, the others (a "
+                     "camera's preview, depth map or second view) are not carried into the output",
+                     path.name, im.n_frames)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", Image.DecompressionBombWarning)

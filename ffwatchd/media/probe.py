@@ -12,6 +12,7 @@ from typing import Any
 
 from ffwatchd.errors import JobError
 from ffwatchd.media.ffmpeg import PREEXEC, find_ffmpeg, last_line
+from ffwatchd.media.source import VideoInput, open_input
 
 STANDARD_RATES = tuple(Fraction(r) for r in (
     "24000/1001", "24", "25", "30000/1001", "30", "48", "50", "60000/1001", "60",
@@ -101,11 +102,11 @@ def _parse_color(rest: str) -> dict[str, str]:
     return out
 
 
-def _scan_packets(ffmpeg: str, path: Path, index: int) -> tuple[Fraction, list[tuple[int, int]], str]:
+def _scan_packets(ffmpeg: str, src: VideoInput, index: int) -> tuple[Fraction, list[tuple[int, int]], str]:
     """(time base, [(pts, duration)] of every packet, error text) of one stream, by stream copy."""
-    cmd = [ffmpeg, "-hide_banner", "-nostdin", "-v", "error", "-i", str(path), "-map", f"0:{index}",
+    cmd = [ffmpeg, "-hide_banner", "-nostdin", "-v", "error", "-i", src.url, "-map", f"0:{index}",
            "-c", "copy", "-f", "framecrc", "-"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=PREEXEC)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=PREEXEC, pass_fds=src.fds)
     tb = Fraction(1, 1)
     packets: list[tuple[int, int]] = []
     for line in r.stdout.splitlines():
@@ -118,7 +119,7 @@ def _scan_packets(ffmpeg: str, path: Path, index: int) -> tuple[Fraction, list[t
             except (IndexError, ValueError):
                 continue
             packets.append((int(pts) if pts.lstrip("-").isdigit() else dts, dur))
-    err = r.stderr.strip() if (r.returncode != 0 or r.stderr.strip()) else ""
+    err = r.stderr.replace(src.url, src.path.name).strip() if (r.returncode != 0 or r.stderr.strip()) else ""
     return tb, packets, err
 
 
@@ -150,15 +151,21 @@ def _timing(tb: Fraction, packets: list[tuple[int, int]]) -> tuple[Fraction, flo
     return fps, float(span), True, max(1, round(span * fps))
 
 
-def probe(path: Path | str, ffmpeg: str | None = None) -> VideoInfo:
-    """Size, rate, frame count, rotation and audio of a video; JobError("bad_input") when unusable."""
-    path = Path(path)
-    ffmpeg = ffmpeg or find_ffmpeg(None)
-    if not path.is_file():
-        raise JobError("bad_input", f"{path.name}: no such file")
-    r = subprocess.run([ffmpeg, "-hide_banner", "-nostdin", "-i", str(path)], capture_output=True,
-                       text=True, timeout=120, preexec_fn=PREEXEC)
-    text = r.stderr
+def probe(source: Path | str | VideoInput, ffmpeg: str | None = None) -> VideoInfo:
+    """Size, rate, frame count, rotation and audio of a video; JobError("bad_input") when unusable.
+
+    A path is opened without following a link at it (`open_input`); ffmpeg reads the open file."""
+    if isinstance(source, VideoInput):
+        return _probe(source, ffmpeg or find_ffmpeg(None))
+    with open_input(Path(source)) as src:
+        return _probe(src, ffmpeg or find_ffmpeg(None))
+
+
+def _probe(src: VideoInput, ffmpeg: str) -> VideoInfo:
+    path = src.path
+    r = subprocess.run([ffmpeg, "-hide_banner", "-nostdin", "-i", src.url], capture_output=True,
+                       text=True, timeout=120, preexec_fn=PREEXEC, pass_fds=src.fds)
+    text = r.stderr.replace(src.url, path.name)     # messages name the file, not the descriptor
     m = _INPUT_RE.search(text)
     if not m:
         raise JobError("bad_input", f"{path.name} is not a readable video (ffmpeg: {last_line(text)})")
@@ -172,7 +179,7 @@ def probe(path: Path | str, ffmpeg: str | None = None) -> VideoInfo:
         raise JobError("bad_input", f"{path.name}: ffmpeg cannot decode its video stream "
                                     f"(codec {v['codec']!r})")
     audio = tuple(s["codec"] for s in streams if s["type"] == "Audio")
-    tb, packets, err = _scan_packets(ffmpeg, path, v["index"])
+    tb, packets, err = _scan_packets(ffmpeg, src, v["index"])
     if err:
         raise JobError("bad_input", f"{path.name} is damaged or truncated (ffmpeg: {last_line(err)})")
     if not packets:

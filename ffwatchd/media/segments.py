@@ -142,8 +142,9 @@ def write_manifest(workdir: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, workdir / MANIFEST)
 
 
-def input_identity(target: Path) -> dict[str, Any]:
-    st = target.stat()
+def input_identity(target: Path, st: os.stat_result | None = None) -> dict[str, Any]:
+    """What a manifest's segments were made from; `st`: of the opened input (else lstat'ed)."""
+    st = st if st is not None else os.lstat(target)
     return {"path": str(target), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 

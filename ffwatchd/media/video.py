@@ -19,6 +19,7 @@ from ffwatchd.media.probe import VideoInfo, probe
 from ffwatchd.media.framepipe import CoreSplit, FramePipeline, FrameProcessor
 from ffwatchd.media.segments import (MANIFEST_VERSION, Plan, color_params, input_identity,
                                      read_manifest, reusable_segments, write_manifest)
+from ffwatchd.media.source import VideoInput, open_input
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ def make_plan(info: VideoInfo, spec: OutputSpec, muxer: str, codec: str,
                 color=color if even else "")
 
 
-def join_segments(workdir: Path, target: Path, output: Path, info: VideoInfo, plan: Plan,
+def join_segments(workdir: Path, target: VideoInput, output: Path, info: VideoInfo, plan: Plan,
                   segments: list[dict[str, Any]], ffmpeg: str, keep_audio: bool,
                   metadata: Mapping[str, str] | None,
                   should_stop: Callable[[], bool] | None) -> bool:
@@ -119,7 +120,7 @@ def join_segments(workdir: Path, target: Path, output: Path, info: VideoInfo, pl
     listing.write_text("ffconcat version 1.0\n" + "".join(f"file '{s['file']}'\n" for s in segments))
     audio = audio_args(info, plan.muxer, keep_audio)
     cmd = [ffmpeg, "-hide_banner", "-nostdin", "-v", "error", "-y", "-f", "concat", "-safe", "0",
-           "-i", str(listing), "-i", str(target), "-map", "0:v:0", "-c:v", "copy", *audio,
+           "-i", str(listing), "-i", target.url, "-map", "0:v:0", "-c:v", "copy", *audio,
            "-map_metadata", "1"]
     if plan.codec == "libx265" and plan.muxer in ("mp4", "mov"):
         cmd += ["-tag:v", "hvc1"]
@@ -127,12 +128,25 @@ def join_segments(workdir: Path, target: Path, output: Path, info: VideoInfo, pl
         cmd += ["-metadata", f"{key}={value}"]
     if plan.muxer in ("mp4", "mov"):
         cmd += ["-movflags", "+faststart+use_metadata_tags"]
-    run_ffmpeg(cmd + ["-f", plan.muxer, str(output)], "join", should_stop=should_stop)
+    run_ffmpeg(cmd + ["-f", plan.muxer, str(output)], "join", should_stop=should_stop, pass_fds=target.fds)
     return bool(audio)
 
 
-def process_video(
-    target: Path, output: Path, frame_processor: FrameProcessor, *,
+def process_video(target: Path, output: Path, frame_processor: FrameProcessor, *,
+                  source: VideoInput | None = None, **kw: Any) -> VideoResult:
+    """Run every frame of `target` through `frame_processor` and write `output` (see _process_video).
+
+    ffmpeg never opens `target` by path: it reads `source` (opened by the caller without
+    following links, below its inbox), or the file opened here with O_NOFOLLOW, through
+    /proc/self/fd, so a link or another file put at the path later is never read."""
+    if source is not None:
+        return _process_video(source, Path(output), frame_processor, **kw)
+    with open_input(Path(target)) as src:
+        return _process_video(src, Path(output), frame_processor, **kw)
+
+
+def _process_video(
+    src: VideoInput, output: Path, frame_processor: FrameProcessor, *,
     workdir: Path,
     spec_output: OutputSpec,
     ffmpeg: str,
@@ -149,11 +163,11 @@ def process_video(
     is encoded in the fewest equal segments of at most `segment_seconds` of video each;
     `metadata` (optional) is written into the output container's tags.
     """
-    target, output, workdir = Path(target), Path(output), Path(workdir)
+    target, output, workdir = src.path, Path(output), Path(workdir)
     if segment_seconds <= 0:
         raise ValueError("segment_seconds must be positive")
     workdir.mkdir(parents=True, exist_ok=True)
-    identity = input_identity(target)
+    identity = input_identity(target, src.stat())
     manifest = read_manifest(workdir)
     info = None
     if manifest and manifest.get("input") == identity:
@@ -162,7 +176,7 @@ def process_video(
         except (KeyError, TypeError, ValueError) as e:
             log.warning("%s: manifest has an unusable probe (%s); probing again", target.name, e)
     if info is None:
-        info = probe(target, ffmpeg)
+        info = probe(src, ffmpeg)
     if info.width * info.height > max_pixels:
         raise JobError("too_large", f"{target.name} is {info.width}x{info.height}, more than "
                                     f"max_pixels ({max_pixels}) per frame")
@@ -183,11 +197,11 @@ def process_video(
         progress(done, plan.total_frames)
     if not complete:
         cores = None if on_cuda else CoreSplit.for_cpu(len(os.sched_getaffinity(0)))
-        FramePipeline(target, info, plan, workdir, ffmpeg, manifest, len(reused), cores).run(
+        FramePipeline(src, info, plan, workdir, ffmpeg, manifest, len(reused), cores).run(
             frame_processor, progress, should_stop)
     segments = manifest["segments"]
     frames = sum(s["frames"] for s in segments)
-    has_audio = join_segments(workdir, target, output, info, plan, segments, ffmpeg,
+    has_audio = join_segments(workdir, src, output, info, plan, segments, ffmpeg,
                               spec_output.keep_audio, metadata, should_stop)
     fps = Fraction(plan.fps)
     return VideoResult(frames=frames, fps=float(fps), duration=float(frames / fps),

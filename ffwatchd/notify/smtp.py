@@ -9,7 +9,7 @@ from email.utils import formatdate
 
 from ffwatchd.config_notify import SmtpSettings
 from ffwatchd.notify.webhook import DeliveryError
-from ffwatchd.store.names import printable
+from ffwatchd.store.names import printable, shown
 
 
 def read_credentials(smtp: SmtpSettings) -> tuple[str, str] | None:
@@ -29,7 +29,7 @@ def send(smtp: SmtpSettings, to: list[str], subject: str, text: str, message_id:
     """Send one plain-text message; returns the recipients the server refused (when it took
     the others). Raises DeliveryError when nothing was sent."""
     msg = EmailMessage()
-    msg["From"], msg["To"], msg["Subject"] = smtp.sender, ", ".join(to), printable(subject)
+    msg["From"], msg["To"], msg["Subject"] = smtp.sender, ", ".join(to), shown(subject)   # one line, always
     msg["Date"] = formatdate(localtime=False)
     msg["Message-ID"] = message_id
     msg.set_content(printable(text))          # a file name that is not UTF-8 shows as \xHH

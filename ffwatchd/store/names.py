@@ -73,3 +73,17 @@ def printable(text: str) -> str:
     except UnicodeEncodeError:
         raw = text.encode("utf-8", "backslashreplace")
     return raw.decode("utf-8", "backslashreplace")
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def shown(text: str) -> str:
+    """`printable`, and on one line: each control character (a newline, a carriage return, an
+    escape sequence's ESC, ...) shown as \\n, \\r, \\t or \\xHH. For what goes to a terminal
+    or a log line, where a name must not forge a line or drive the terminal."""
+    text = printable(text)
+    if not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub(lambda m: _NAMED.get(m.group(), f"\\x{ord(m.group()):02x}"), text)

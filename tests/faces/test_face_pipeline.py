@@ -137,3 +137,26 @@ def test_a_job_needing_several_missing_models_names_them_all(tmp_path, target, s
     assert "`ffwatchd models fetch yunet arcface_w600k_r50 inswapper_128 gfpgan_1.4` gets them" in msg
     for name in ("yunet", "arcface_w600k_r50", "inswapper_128", "gfpgan_1.4"):
         assert f"ffwatchd models fetch {name}" in msg
+
+
+@pytest.mark.parametrize("processors", [["face_swapper"], ["face_swapper", "face_enhancer"],
+                                        ["face_anonymizer"]])
+def test_in_place_processing_names_every_box_it_changed(pipeline, face_frame, source_image, processors):
+    """The video pipeline converts back only the boxes process_in_place names: every changed
+    pixel lies in one, and the frame is the one process_frame returns."""
+    proc = pipeline.prepare(synth_spec(sources=[str(source_image)], processors=processors))
+    copy, n = proc.process_frame(face_frame)
+    frame = face_frame.copy()
+    faces, boxes = proc.process_in_place(frame)
+    assert faces == n == 1 and boxes and np.array_equal(frame, copy)
+    covered = np.zeros(frame.shape[:2], bool)
+    for x0, y0, x1, y1 in boxes:
+        covered[y0:y1, x0:x1] = True
+    changed = (frame != face_frame).any(axis=2)
+    assert changed.any() and not (changed & ~covered).any()
+    assert covered.mean() < 0.5                          # boxes, not the frame
+
+
+def test_a_label_may_change_any_pixel(pipeline, face_frame, source_image):
+    proc = pipeline.prepare(synth_spec(sources=[str(source_image)], processors=["face_swapper", "label"]))
+    assert proc.process_in_place(face_frame.copy()) == (1, None)

@@ -55,6 +55,13 @@ def test_scrfd_like_detector_finds_the_face(models, face_frame):
     assert models["det"].detect(face_frame, 0.95, 640) == []   # the score threshold applies
 
 
+@pytest.mark.parametrize("shape", [(1, 16383), (16383, 1), (2, 9000)])
+def test_a_frame_too_thin_to_hold_a_face_has_no_face_not_an_error(models, shape):
+    """A 16383x1 WebP failed as `internal` ('inv_scale_x > 0' in OpenCV's resize), three attempts."""
+    frame = np.full((*shape, 3), 127, np.uint8)
+    assert models["det"].detect(frame, 0.5, 640) == []
+
+
 def test_embeddings_are_normalised_stable_and_distinct(models, face_frame):
     face = models["det"].detect(face_frame, 0.5, 640)[0]
     e1 = models["rec"].embed(face_frame, face)

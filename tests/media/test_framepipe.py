@@ -88,3 +88,79 @@ def test_known_colours_survive_the_round_trip(tmp_path: Path) -> None:
         for i, bgr in enumerate(BARS):
             middle = frames[5][8:-8, i * width + 8:(i + 1) * width - 8].reshape(-1, 3).mean(axis=0)
             assert np.abs(middle - bgr).max() < 6, f"bar {bgr} {label}: {middle.round(1)}"
+
+
+def decode_yuv(ffmpeg: str, path: Path, w: int, h: int) -> np.ndarray:
+    raw = subprocess.run([ffmpeg, "-v", "error", "-i", str(path), "-f", "rawvideo", "-pix_fmt", "yuv420p", "-"],
+                         capture_output=True, check=True).stdout
+    return np.frombuffer(raw, np.uint8).reshape(-1, h * 3 // 2, w)
+
+
+class BoxPainter:
+    """Changes one box of every other frame in place and names it; `process_frame` is not used."""
+
+    BOX = (21, 11, 61, 41)       # odd edges: the pipeline widens them to even ones
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def process_frame(self, frame_bgr: np.ndarray) -> tuple[np.ndarray, int]:
+        raise AssertionError("process_in_place should have been used")
+
+    def process_in_place(self, frame: np.ndarray) -> tuple[int, list[tuple[int, int, int, int]]]:
+        self.calls += 1
+        if self.calls % 2 == 0:
+            return 0, []
+        x0, y0, x1, y1 = self.BOX
+        frame[y0:y1, x0:x1] = 255 - frame[y0:y1, x0:x1]
+        return 1, [self.BOX]
+
+
+def test_only_the_changed_boxes_are_converted_back(clips: dict[str, Path], tmp_path: Path) -> None:
+    """Encoded losslessly, a frame without faces is the decoded input byte for byte (no
+    yuv->BGR->yuv round trip), and a changed box is exactly its BGR pixels converted."""
+    import cv2
+    from ffwatchd.media.yuvpatch import write_boxes
+
+    ffmpeg = find_ffmpeg(None)
+    w, h = 320, 240
+    clip = tmp_path / "small.mp4"
+    subprocess.run([ffmpeg, "-v", "error", "-y", "-i", str(clips["face"]), "-vf", f"scale={w}:{h}", "-an",
+                    "-c:v", "libx264", "-crf", "18", "-pix_fmt", "yuv420p", str(clip)], check=True)
+    before = decode_yuv(ffmpeg, clip, w, h)
+    out = tmp_path / "out.mp4"
+    painter = BoxPainter()
+    result = process_video(clip, out, painter, workdir=tmp_path / "work", ffmpeg=ffmpeg, max_pixels=10**8,
+                           spec_output=OutputSpec(video_crf=0, video_preset="ultrafast"), segment_seconds=1.0)
+    after = decode_yuv(ffmpeg, out, w, h)
+    assert painter.calls == len(before) == len(after) == 60 and result.faces_total == 30
+    for i, (src, got) in enumerate(zip(before, after)):
+        want = src.copy()
+        if i % 2 == 0:
+            bgr = cv2.cvtColor(src, cv2.COLOR_YUV2BGR_I420)
+            x0, y0, x1, y1 = BoxPainter.BOX
+            bgr[y0:y1, x0:x1] = 255 - bgr[y0:y1, x0:x1]
+            write_boxes(bgr, want, [BoxPainter.BOX])
+            assert not np.array_equal(want, src)
+        assert np.array_equal(got, want), f"frame {i}"
+
+
+def test_in_place_processing_on_bgr_pipes_writes_the_changed_frame(tmp_path: Path) -> None:
+    """Odd sizes travel as BGR: the frame the processor changed in place is what gets encoded."""
+    from videoclips import make_clip
+
+    ffmpeg = find_ffmpeg(None)
+    clip = make_clip(ffmpeg, tmp_path / "odd.mkv", size=(321, 241), audio=False, vcodec=("-c:v", "ffv1"),
+                     seconds=1.0)
+    out = tmp_path / "odd-out.mkv"
+    painter = BoxPainter()
+    process_video(clip, out, painter, workdir=tmp_path / "work", ffmpeg=ffmpeg, max_pixels=10**8,
+                  spec_output=FAST, segment_seconds=1.0)
+    before, after = decode_frames(ffmpeg, clip), decode_frames(ffmpeg, out)
+    assert painter.calls == len(before) == len(after) == 25
+    x0, y0, x1, y1 = BoxPainter.BOX
+    for i in (0, 1):
+        want = before[i, :240, :320].astype(int)
+        if i == 0:
+            want[y0:y1, x0:x1] = 255 - want[y0:y1, x0:x1]
+        assert np.abs(want - after[i].astype(int)).mean() < 4, f"frame {i}"

@@ -1,0 +1,96 @@
+"""Files refused at ingest that could not be moved to failed/ (read-only, missing, full): they stay
+in the inbox, are tried again with a growing delay and at every rescan, and are shown in
+`ffwatchd status`, the metrics and the log until they are filed."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from ffwatchd.settle import FileState
+
+log = logging.getLogger("ffwatchd.watch")
+
+FIRST_DELAY = 5.0       # seconds before the first retry
+MAX_DELAY = 300.0       # the delay doubles up to this
+
+
+@dataclass
+class Unfiled:
+    state: FileState         # the version of the file that was refused
+    since: float             # wall-clock time of the first failed move
+    reason: str              # the refusal and why failed/ did not take it
+    tries: int
+    next_try: float          # monotonic
+
+
+class UnfiledRefusals:
+    """Per watch: refused files still in the inbox because failed/ did not take them."""
+
+    def __init__(self) -> None:
+        self.files: dict[Path, Unfiled] = {}
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __contains__(self, path: object) -> bool:
+        return path in self.files
+
+    def failed(self, path: Path, state: FileState, reason: str) -> tuple[bool, float]:
+        """Note another failed move; (whether it is new or its reason changed: worth a WARNING,
+        seconds until the next try)."""
+        old = self.files.get(path)
+        tries = old.tries + 1 if old is not None and old.state == state else 1
+        delay = min(MAX_DELAY, FIRST_DELAY * 2 ** (tries - 1))
+        since = old.since if old is not None and tries > 1 else time.time()
+        self.files[path] = Unfiled(state, since, reason, tries, time.monotonic() + delay)
+        return old is None or tries == 1 or old.reason != reason, delay
+
+    def failed_move(self, watch: Any, path: Path, state: FileState, r: Any, metrics: Any) -> None:
+        """An ingest result `unfiled`: said at WARNING (once per reason, then INFO), counted once
+        in the metrics, and tried again later (`retry`)."""
+        first = path not in self.files
+        loud, delay = self.failed(path, state, r.message)
+        kind = r.job.error_kind if r.job is not None and r.job.error_kind else "duplicate"
+        (log.warning if loud else log.info)(
+            "watch %s: %s was refused (%s) but could not be moved to failed/; it stays in the inbox "
+            "and is tried again in %.0f s: %s", watch.name, path.relative_to(watch.inbox), kind, delay, r.message)
+        if first and metrics is not None and r.job is not None:
+            metrics.job_refused(watch.name, r.job.kind, kind)
+
+    def retry(self, lstat: Callable[[Path], "os.stat_result | None"], seen_again: Callable[[Path, FileState], Any],
+              ingest: Callable[[Path, FileState, float], Any], stopping: Callable[[], bool]) -> None:
+        """Ingest again each file whose delay is over; one gone or changed is dropped (a changed
+        one goes back to settling through `seen_again`)."""
+        for path, state in self.due(time.monotonic()):
+            if stopping():
+                break
+            st = lstat(path)
+            fresh = FileState.from_stat(st) if st is not None else None
+            if fresh != state:
+                self.drop(path)
+                if fresh is not None:
+                    seen_again(path, fresh)
+                continue
+            ingest(path, state, time.time())
+
+    def due(self, now: float) -> list[tuple[Path, FileState]]:
+        return [(p, u.state) for p, u in list(self.files.items()) if u.next_try <= now]
+
+    def all_due(self) -> None:
+        """A rescan: try every one again now (an operator may have just fixed failed/)."""
+        for u in self.files.values():
+            u.next_try = 0.0
+
+    def drop(self, path: Path) -> Unfiled | None:
+        return self.files.pop(path, None)
+
+    def listing(self, inbox: Path) -> list[dict]:
+        """For status.json: path (in the inbox), since (unix time), tries, reason."""
+        files = dict(self.files)              # a copy: read from another thread
+        return [{"path": p.relative_to(inbox).as_posix(), "since": u.since, "tries": u.tries, "reason": u.reason}
+                for p, u in sorted(files.items())]
