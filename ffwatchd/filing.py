@@ -280,12 +280,33 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
         note_filed(ledger, watch, job.id, "done" if plan.outcome == "done" else "failed", original)
     if plan.outcome == "failed":
         filed_as = original or dst
-        write_report(root_of(watch, filed_as), report_path(filed_as),
-                     error_report(job, plan.error_kind or "internal", plan.message or "",
-                                  Path(plan.original_src), filed_as), job.id, perms)
+        report = error_report(job, plan.error_kind or "internal", plan.message or "", Path(plan.original_src), filed_as)
+        try:
+            write_report(root_of(watch, filed_as), report_path(filed_as), report, job.id, perms)
+        except OSError as e:
+            if original is None:
+                raise
+            raise ReportNotWritten(filed_as, report, e) from e
     log.info("job %d: filed %s: original -> %s%s", job.id, plan.outcome, original,
              f", result -> {result}" if result else "")
     return Filed(plan.outcome, original, result)
+
+
+class ReportNotWritten(OSError):
+    """The original was filed to failed/ but its error report could not be written (say, failed/
+    filled up: the move by a link needed no room, the report does). `filed_as` and `report` let
+    a later try write just the report."""
+
+    def __init__(self, filed_as: Path, report: dict, e: OSError) -> None:
+        super().__init__(e.errno, f"{filed_as.name} was filed but its report could not be written "
+                         f"({e.strerror or e})", str(report_path(filed_as)))
+        self.filed_as, self.report = Path(filed_as), report
+
+
+def write_pending_report(watch: WatchSettings, pending: "ReportNotWritten") -> None:
+    """Write the report a filing could not write (OSError while it still cannot)."""
+    write_report(root_of(watch, pending.filed_as), report_path(pending.filed_as), pending.report,
+                 int(pending.report.get("job_id") or 0), watch.perms)
 
 
 def note_filed(ledger: Any, watch: WatchSettings, job_id: int | None, folder: str, path: Path) -> None:

@@ -54,6 +54,7 @@ class IngestResult:
     message: str = ""
     job: Job | None = None
     created: bool = False
+    pending_report: "filing.ReportNotWritten | None" = None   # unfiled: the original is filed, its report not
 
     def __str__(self) -> str:
         return f"{self.status}: {self.message}"
@@ -351,6 +352,8 @@ def _refuse(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: 
 def _unfiled(path: Path, rel: str, job: Job, message: str, e: Exception, created: bool = False) -> IngestResult:
     """A refused file failed/ did not take: it stays in the inbox; the watch tries again."""
     log.debug("job %d: could not move %s to failed/: %s", job.id, rel, e)
+    if isinstance(e, filing.ReportNotWritten):          # the original is in failed/: its report is due
+        return IngestResult("unfiled", path, f"{message} ({e.strerror})", job, created, e)
     return IngestResult("unfiled", path, f"{message} (not filed: {e})", job, created)
 
 

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from ffwatchd import safefs
 from ffwatchd.cluster import Leadership
 from ffwatchd.config import Settings, WatchSettings
+from ffwatchd.filing import write_pending_report
 from ffwatchd.ingest import HashCache, IngestResult, classify_name, ingest_file, is_ignored_dir
 from ffwatchd.mounts import detect_mode
 from ffwatchd.notices import Notices
@@ -156,7 +157,8 @@ class WatchLoop(InboxObserver):
             self._next_poll = now + self.watch.poll_interval
         self._settle_due()
         self._retry_waiting()
-        self.unfiled.retry(self._lstat, self.tracker.observe, self._ingest, self._stop.is_set)
+        self.unfiled.retry(self._lstat, self.tracker.observe, self._ingest, self._stop.is_set,
+                           lambda pending: write_pending_report(self.watch, pending))
 
     def full_scan(self) -> None:
         now = time.monotonic()
@@ -232,7 +234,7 @@ class WatchLoop(InboxObserver):
         self.handled.pop(path, None)
         self.waiting.pop(path, None)
         self.waiting_for.pop(path, None)
-        self.unfiled.drop(path)
+        self.unfiled.forget(path)
         self.notices.forget(path)
         if self.sidecar_states.pop(path, None) is not None:
             self.index.remove(path)

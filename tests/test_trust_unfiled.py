@@ -95,3 +95,41 @@ def test_every_name_taken_in_failed_is_unfiled_and_tried_again_not_an_error(tmp_
         assert all((watch.failed / n).read_bytes() == b"someone else's" for n in names if n != "text-1-7.jpg")
     finally:
         store.close()
+
+
+def test_a_refused_file_filed_without_its_report_gets_the_report_later(make_env, monkeypatch, caplog) -> None:
+    """failed/ took the original (a link needs no room) but the report could not be written (say,
+    failed/ is full): the report is written at a later try, not forgotten with the inbox entry."""
+    import errno
+
+    from ffwatchd import filing
+
+    caplog.set_level(logging.INFO, logger="ffwatchd.watch")
+    real = filing.write_report
+    full = {"on": True}
+
+    def write_report(root, path, data, tag, perms=None):
+        if full["on"]:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(root, path, data, tag, perms)
+    monkeypatch.setattr(filing, "write_report", write_report)
+    env = make_env("inotify")
+    env.service.start()
+    wait_for(lambda: env.service.available()["w"], what="the watch to start")
+    put(env.inbox / "text.jpg", b"just text")
+    wait_for(lambda: env.service.unfiled_files()["w"], what="the missing report to be listed")
+    assert (env.watch.failed / "text.jpg").read_bytes() == b"just text" and not (env.inbox / "text.jpg").exists()
+    assert "report could not be written" in env.service.unfiled_files()["w"][0]["reason"]
+    said = [r.getMessage() for r in caplog.records if "error report could not be written" in r.getMessage()]
+    assert said and "text.jpg" in said[0] and "No space left" in said[0]
+    tries = env.service.unfiled_files()["w"][0]["tries"]
+    env.service.rescan_now()                 # the inbox entry is gone: the rescan must not forget the report
+    wait_for(lambda: [f["tries"] for f in env.service.unfiled_files()["w"]] != [tries], timeout=30,
+             what="the rescan's try (still full)")
+    assert env.service.unfiled_files()["w"], "the rescan forgot the report that is still due"
+    full["on"] = False
+    wait_for(lambda: (env.watch.failed / "text.jpg.error.json").exists(), timeout=40, what="the report")
+    report = json.loads((env.watch.failed / "text.jpg.error.json").read_text())
+    assert report["error_kind"] == "bad_input" and report["filed_as"] == str(env.watch.failed / "text.jpg")
+    wait_for(lambda: env.service.unfiled_files()["w"] == [], what="the listing to empty")
+    assert env.metrics.calls["refused:bad_input"] == 1
