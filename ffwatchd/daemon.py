@@ -204,8 +204,9 @@ class Supervisor(WorkerSlots):
                 self.metrics.set_unsettled(name, n)
             for name, files in data["unfiled"].items():
                 self.metrics.set_unfiled(name, len(files))
-            self.metrics.leases_expired(self.store.stats.expired_leases)
+            self.metrics.leases_expired(self.store.stats.expired_leases, self.store.stats.requeued)
             self.store.stats.expired_leases = 0
+            self.store.stats.requeued = []
 
     # -- signals ---------------------------------------------------------------------------
 

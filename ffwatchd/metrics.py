@@ -168,8 +168,8 @@ class Metrics:
         self._settle_wait.labels(watch).observe(max(0.0, seconds))
 
     def job_finished(self, watch: str, kind: str, outcome: str, duration_s: float,
-                     queue_wait_s: float, error_kind: str | None = None) -> None:
-        """One attempt ended. `retried` also counts a retry (cause "failure") and `done` sets
+                     queue_wait_s: float, error_kind: str | None = None, retry_cause: str = "failure") -> None:
+        """One attempt ended. `retried` also counts a retry (`retry_cause`) and `done` sets
         the last success time: do not call `retried()` or `last_success()` for it as well.
         `lost`: the attempt ended without a verdict (its lease went elsewhere, or shutdown)."""
         outcome = bounded(outcome, OUTCOMES, "job outcome")
@@ -181,7 +181,7 @@ class Metrics:
             ek = bounded(error_kind, ERROR_KINDS, "error kind")
             self.job_errors.labels(watch, ek, outcome).inc()
         if outcome == "retried":
-            self.retried(watch, "failure")
+            self.retried(watch, retry_cause)
         elif outcome == "done":
             self.last_success()
 
@@ -198,9 +198,13 @@ class Metrics:
         from the job table at scrape time."""
         self.retries.labels(watch, bounded(cause, RETRY_CAUSES, "retry cause")).inc()
 
-    def leases_expired(self, n: int) -> None:
+    def leases_expired(self, n: int, requeued: Iterable[tuple[str, str]] = ()) -> None:
+        """`n` leases expired; `requeued`: (watch, cause) of each job the store sent back to the
+        queue on its own (`lease`: its lease ran out, `worker`: its worker is known dead)."""
         if n > 0:
             self.leases_expired_total.inc(n)
+        for watch, cause in requeued:
+            self.retried(watch, cause)
 
     def bytes_processed(self, watch: str, n: int) -> None:
         if n > 0:

@@ -44,6 +44,11 @@ def recover_at_start(settings: Settings, store: JobQueue) -> None:
     back = store.requeue_dead_owners(alive)
     if back:
         log.warning("recovered %d job(s) held by workers of a previous run: %s", len(back), back)
+    gone = [w.owner for w in store.workers() if not alive(w.owner)]
+    for owner in gone:                  # so `status` does not list them for 3 leases as if alive
+        store.remove_worker(owner)
+    if gone:
+        log.info("removed %d worker row(s) of a previous run from the workers table: %s", len(gone), gone)
     with store.singleton("recovery") as granted:
         if granted:                     # other hosts' expired leases: once across the cluster
             expired = store.requeue_expired()
@@ -98,7 +103,8 @@ def give_back(settings: Settings, store: JobQueue, metrics: Any, job_id: int, ow
         if metrics is not None:
             started = job.started_at or time.time()
             metrics.job_finished(job.watch, job.kind, "failed" if after.state == "failed" else "retried",
-                                 time.time() - started, max(0.0, started - job.queued_at), error_kind=err_kind)
+                                 time.time() - started, max(0.0, started - job.queued_at), error_kind=err_kind,
+                                 retry_cause="worker")
     except Exception:  # noqa: BLE001 - never let one job's bookkeeping stop the supervisor
         log.exception("job %s: could not give it back after its worker exited", job_id)
 

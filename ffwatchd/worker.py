@@ -137,9 +137,10 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
     reserved = [0]                                     # filings about to claim one with their finish
 
     def report_expired() -> None:
-        if store.stats.expired_leases:             # leases a claim found expired, for the metric
-            events.put(("leases_expired", index, store.stats.expired_leases))
+        if store.stats.expired_leases or store.stats.requeued:   # leases a claim found expired
+            events.put(("leases_expired", index, store.stats.expired_leases, store.stats.requeued))
             store.stats.expired_leases = 0
+            store.stats.requeued = []
 
     def report_filed(keep: int) -> None:
         """Report finished filings, oldest first; wait for the oldest while more than `keep` are

@@ -195,7 +195,7 @@ class WorkerSlots:
             self._record_outcome(outcome)
         elif kind == "leases_expired":
             if self.metrics is not None:
-                self.metrics.leases_expired(event[2])
+                self.metrics.leases_expired(event[2], event[3] if len(event) > 3 else ())
         elif kind == "recycle":
             slot.exit_reason = "recycled"
             log.info("worker %d recycles after %d jobs", index, event[3])

@@ -94,7 +94,7 @@ def test_counters_and_histograms_follow_the_reports():
     m.job_finished("studio", "video", "failed", duration_s=4000.0, queue_wait_s=1.0,
                    error_kind="some new kind /srv/share/x.jpg")
     m.retried("studio", "lease")
-    m.leases_expired(2)
+    m.leases_expired(2, [("studio", "lease"), ("studio", "worker")])
     m.bytes_processed("studio", 1234)
     m.frames_processed("studio", 250)
     m.worker_restarted("0", "memory")
@@ -109,7 +109,8 @@ def test_counters_and_histograms_follow_the_reports():
     assert value(text, "ffwatchd_job_errors_total", watch="studio", error_kind="memory", outcome="retried") == 1
     assert value(text, "ffwatchd_job_errors_total", watch="studio", error_kind="other", outcome="failed") == 1
     assert value(text, "ffwatchd_retries_total", watch="studio", cause="failure") == 1
-    assert value(text, "ffwatchd_retries_total", watch="studio", cause="lease") == 1
+    assert value(text, "ffwatchd_retries_total", watch="studio", cause="lease") == 2     # one by retried()
+    assert value(text, "ffwatchd_retries_total", watch="studio", cause="worker") == 1
     assert value(text, "ffwatchd_leases_expired_total") == 2
     assert value(text, "ffwatchd_bytes_processed_total", watch="studio") == 1234
     assert value(text, "ffwatchd_frames_processed_total", watch="studio") == 250

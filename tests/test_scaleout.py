@@ -205,6 +205,27 @@ def test_start_up_recovery_leaves_jobs_of_another_live_daemon_on_this_host(tmp_p
     store.close()
 
 
+def test_start_up_recovery_removes_worker_rows_of_this_hosts_previous_run(tmp_path, share) -> None:
+    """After `kill -9` and a restart, `status` listed the dead run's workers beside the new one
+    (no state, an old heartbeat) until they were 3 leases old."""
+    import socket
+    import subprocess
+    import sys
+
+    from ffwatchd.recovery import recover_at_start
+
+    host = socket.gethostname()
+    store = JobStore(tmp_path / "queue.db")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    for owner, pid, h in ((f"{host}:{gone.pid}/cpu", gone.pid, host), (f"{host}:{os.getpid()}/cpu", os.getpid(), host),
+                          (f"elsewhere:{gone.pid}/0", gone.pid, "elsewhere")):
+        store.register_worker(owner, host=h, pid=pid, device="cpu", requested_provider="cpu", provider="cpu")
+    recover_at_start(host_settings(tmp_path, share, "a"), store)
+    assert sorted(w.owner for w in store.workers()) == sorted([f"{host}:{os.getpid()}/cpu", f"elsewhere:{gone.pid}/0"])
+    store.close()
+
+
 def test_start_up_recovery_requeues_jobs_of_a_worker_that_is_a_zombie_at_once(tmp_path, share) -> None:
     """After `kill -9` of the supervisor its workers die by PDEATHSIG but stay zombies until init
     reaps them; a restart within that moment left their jobs running until the lease expired."""

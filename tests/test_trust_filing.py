@@ -110,6 +110,22 @@ def test_crash_recovery_completes_a_recorded_done_plan(env) -> None:
     assert not (watch.inbox / "a.jpg").exists() and not list(watch.failed.rglob("*.error.json"))
 
 
+def test_a_job_given_back_after_its_worker_died_counts_as_a_retry_caused_by_the_worker(env) -> None:
+    """ffwatchd_retries_total{cause="worker"} stayed 0: a dead worker's job counted as `failure`."""
+    from ffwatchd.metrics import Metrics
+    from tests.test_metrics import value
+
+    settings, store, watch = env
+    metrics = Metrics(folders={"studio": {}})
+    job_id = enqueue(store, watch, "a.jpg", b"abc")
+    store.claim(OWNER, 60)
+    give_back(settings, store, metrics, job_id, OWNER, "worker_crashed", "signal SIGKILL", False)
+    assert store.get(job_id).state == "queued"
+    text = metrics.render()
+    assert value(text, "ffwatchd_retries_total", watch="studio", cause="worker") == 1
+    assert value(text, "ffwatchd_retries_total", watch="studio", cause="failure") == 0
+
+
 def test_cancel_of_a_queued_job_with_a_done_plan_completes_it(env) -> None:
     settings, store, watch = env
     job_id, plan = _processed_plan(settings, store, watch, "a.jpg", b"abc", b"result")

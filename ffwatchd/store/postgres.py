@@ -146,20 +146,22 @@ class PostgresJobStore(PgConnections, PostgresOperatorVerbs, PostgresBatches, Pg
                     lease_owner = NULL, lease_until = NULL
                   WHERE id IN (SELECT id FROM jobs WHERE state = 'running' AND lease_until < {NOW}
                                FOR UPDATE SKIP LOCKED)
-                  RETURNING id"""
+                  RETURNING id, watch"""
 
     def _expire_leases(self, cur: psycopg.Cursor, p: dict[str, Any]) -> list[int]:
         rows = cur.execute(self._EXPIRE, p).fetchall()
         if rows:
             self._notify(cur)
         self.stats.expired_leases += len(rows)
+        self.stats.requeued += [(r["watch"], "lease") for r in rows]
         return [r["id"] for r in rows]
 
     def requeue_dead_owners(self, is_alive: Callable[[str], bool]) -> list[int]:
         def body(cur: psycopg.Cursor) -> list[int]:
-            rows = cur.execute("SELECT id, lease_owner FROM jobs WHERE state = 'running' "
+            rows = cur.execute("SELECT id, lease_owner, watch FROM jobs WHERE state = 'running' "
                                "ORDER BY id FOR UPDATE SKIP LOCKED").fetchall()
             dead = [r["id"] for r in rows if not is_alive(r["lease_owner"] or "")]
+            self.stats.requeued += [(r["watch"], "worker") for r in rows if r["id"] in dead]
             if dead:
                 cur.execute(
                     f"""UPDATE jobs SET state = 'queued', queued_at = {NOW}, not_before = 0,
@@ -203,6 +205,7 @@ class PostgresJobStore(PgConnections, PostgresOperatorVerbs, PostgresBatches, Pg
                                        FOR UPDATE SKIP LOCKED LIMIT 1)
                            RETURNING *)
                   SELECT claimed.*, (SELECT count(*) FROM expired) AS expired_n,
+                         (SELECT array_agg(watch) FROM expired) AS expired_watches,
                          (SELECT count(*) FROM announced) AS announced_n
                   FROM (SELECT 1) AS one LEFT JOIN claimed ON true"""
         for _ in range(2):
@@ -210,6 +213,7 @@ class PostgresJobStore(PgConnections, PostgresOperatorVerbs, PostgresBatches, Pg
             expired = row.pop("expired_n")
             row.pop("announced_n")
             self.stats.expired_leases += expired
+            self.stats.requeued += [(w, "lease") for w in row.pop("expired_watches") or []]
             if row["id"] is not None:
                 return _job(row)
             if not expired:

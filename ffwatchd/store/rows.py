@@ -109,6 +109,9 @@ class Stats:
     """Counters since this store was opened (fed to metrics by the caller)."""
     expired_leases: int = 0
     retries: int = 0
+    # (watch, cause) of each running job sent back to the queue by the store itself: `lease` (its
+    # lease ran out), `worker` (its owner is known dead), for ffwatchd_retries_total
+    requeued: list = field(default_factory=list)
     extra: dict = field(default_factory=dict)
 
 

@@ -210,17 +210,19 @@ class SqliteJobStore(SqliteOperatorVerbs, SqliteBatches, SqliteClusterVerbs, Sql
                                  ifnull(lease_owner, '?') || ' expired)',
                  lease_owner = NULL, lease_until = NULL
                WHERE state = 'running' AND lease_until < :now
-               RETURNING id""", {"now": now}).fetchall()
+               RETURNING id, watch""", {"now": now}).fetchall()
         self._swept_at = now
         self.stats.expired_leases += len(rows)
+        self.stats.requeued += [(r[1], "lease") for r in rows]
         return [r[0] for r in rows]
 
     def requeue_dead_owners(self, is_alive: Callable[[str], bool]) -> list[int]:
         """Running jobs whose owner is known dead (e.g. after a restart) go back at once."""
         now = self.clock()
         with self._write() as db:
-            rows = db.execute("SELECT id, lease_owner FROM jobs WHERE state = 'running'").fetchall()
+            rows = db.execute("SELECT id, lease_owner, watch FROM jobs WHERE state = 'running'").fetchall()
             dead = [r["id"] for r in rows if not is_alive(r["lease_owner"] or "")]
+            self.stats.requeued += [(r["watch"], "worker") for r in rows if r["id"] in dead]
             for job_id in dead:
                 db.execute(
                     """UPDATE jobs SET state = 'queued', queued_at = ?, not_before = 0,

@@ -237,6 +237,25 @@ def test_requeue_expired_and_dead_owners(store: JobQueue, clock: Clock) -> None:
     assert store.requeue_expired() == [b.id]
 
 
+def test_jobs_the_store_sends_back_are_recorded_with_their_watch_and_cause(store: JobQueue, clock: Clock) -> None:
+    """For ffwatchd_retries_total{cause="lease"|"worker"}: nothing ever counted them (always 0)."""
+    a, _ = add(store, "a.jpg", "ha")
+    b, _ = add(store, "b.jpg", "hb")
+    c, _ = add(store, "c.jpg", "hc")
+    store.claim("host:1/cpu", 10)
+    store.claim("host:2/cpu", 600)
+    store.claim("host:3/cpu", 600)
+    clock.t += 20
+    assert store.claim("w", 60) is not None                         # the claim's sweep: one lease ran out
+    assert store.stats.requeued == [("w", "lease")]
+    store.stats.requeued = []
+    assert len(store.requeue_dead_owners(lambda owner: owner == "host:2/cpu")) == 2   # host:3 and the claim "w"
+    assert store.stats.requeued == [("w", "worker"), ("w", "worker")]
+    store.stats.requeued = []
+    clock.t += 1000
+    assert len(store.requeue_expired()) == 1 and store.stats.requeued == [("w", "lease")]
+
+
 def test_cancel_is_seen_by_the_running_jobs_next_heartbeat(store: JobQueue) -> None:
     job, _ = add(store)
     store.claim("w1", 60)
