@@ -83,19 +83,29 @@ class BatchTracker:
         self._failed_sent: set[tuple[int, float]] = set()
         self._next_starvation = 0.0
         self._refused: dict[int, str] = {}      # batch id -> the problem last logged for it
+        #: batch id -> (monotonic time of the last `check`, (jobs queued or running, last activity) then,
+        #: the batch's quiet period): `_due` says from it whether the next tick must read the jobs again
+        self._read: dict[int, tuple[float, tuple[int, float], float]] = {}
 
     def step(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
         if self._since == 0.0:
             self.remove_stale_temps()
         since, self._since = self._since, now - 5.0
+        active: dict[tuple[str, str], int] = {}
         for g in self.store.batch_activity(since):
             self.store.touch_batch(g["watch"], g["folder"], g["last_activity"])
+            active[(g["watch"], g["folder"])] = g["active"]
         unsettled = self.unsettled()
         for batch in self.store.list_batches(state="open", limit=100000):
             try:
                 watch = self.settings.watch(batch.watch)
             except KeyError:
+                continue
+            base = watch.inbox / batch.folder if batch.folder else watch.inbox
+            busy = bool(active.get((batch.watch, batch.folder))) or any(
+                is_within(p, base) for p in unsettled.get(batch.watch, []))
+            if not self._due(batch, (active.get((batch.watch, batch.folder), 0), batch.last_activity), busy, now):
                 continue
             try:
                 self.check(watch, batch, now, unsettled.get(batch.watch, []))
@@ -137,6 +147,20 @@ class BatchTracker:
             finally:
                 os.close(fd)
 
+    def _due(self, batch: Batch, seen: tuple[int, float], busy: bool, now: float) -> bool:
+        """Whether `check` (which reads every job of the batch) has anything to do this tick:
+        the first time; when its jobs changed (jobs queued or running, last activity), at most
+        every REPORT_EVERY while it is busy; when its quiet period may be over. Else the batch
+        is left alone: an idle open batch waiting out its quiet period, or a long job running,
+        costs nothing per tick, and a busy one is read every few seconds, not every second."""
+        read = self._read.get(batch.id)
+        if read is None:
+            return True
+        when, was, quiet = read
+        if seen != was:
+            return not busy or time.monotonic() - when >= REPORT_EVERY
+        return not busy and now - batch.last_activity >= quiet
+
     def check(self, watch: WatchSettings, batch: Batch, now: float, unsettled: list[Path]) -> None:
         jobs = self.store.batch_jobs(batch.watch, batch.folder)
         if not jobs:
@@ -147,6 +171,8 @@ class BatchTracker:
         spec = batch_spec(jobs)
         self._notify_failures(batch, jobs)
         quiet = spec.batch_quiet if spec is not None and spec.batch_quiet is not None else watch.batch_quiet
+        self._read[batch.id] = (time.monotonic(), (sum(j.state in ("queued", "running") for j in jobs),
+                                                   batch.last_activity), quiet)
         if not busy and now - last >= quiet:
             self.finish(watch, batch, jobs, spec, last)
             return
@@ -174,6 +200,7 @@ class BatchTracker:
         done = self.store.finish_batch(batch.id, activity=last, counts=counts, report_path=str(html),
                                        package_path=package, deliveries=deliveries)
         self._reported.pop(batch.id, None)
+        self._read.pop(batch.id, None)
         log.info("batch %d (%s %s) finished, version %d: %s; report %s; %d notification(s) queued", batch.id,
                  watch.name, batch.folder or "/", version,
                  ", ".join(f"{k} {v}" for k, v in counts.items() if v and k != "total"), html, len(deliveries))

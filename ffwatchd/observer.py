@@ -10,7 +10,9 @@ import stat as statmod
 import threading
 from typing import TYPE_CHECKING, Any
 
-from watchdog.events import (DirModifiedEvent, FileClosedNoWriteEvent, FileOpenedEvent, FileSystemEvent,
+from watchdog.events import (DirAttribEvent, DirCreatedEvent, DirDeletedEvent, DirModifiedEvent, DirMovedEvent,
+                             FileAttribEvent, FileClosedEvent, FileClosedNoWriteEvent, FileCreatedEvent,
+                             FileDeletedEvent, FileModifiedEvent, FileMovedEvent, FileOpenedEvent, FileSystemEvent,
                              FileSystemEventHandler)
 from watchdog.observers import Observer
 
@@ -18,6 +20,12 @@ if TYPE_CHECKING:
     from ffwatchd.watch import WatchLoop
 
 log = logging.getLogger("ffwatchd.watch")
+
+#: The events the watch looks at. Asked of the kernel as the inotify mask, so opens and reads
+#: (the daemon's own hashing, sniffing and decoding of every file: about 15 of 20 events per
+#: image) are never read, parsed and handed through watchdog's threads only to be dropped.
+WANTED_EVENTS = [FileCreatedEvent, FileModifiedEvent, FileAttribEvent, FileMovedEvent, FileDeletedEvent,
+                 FileClosedEvent, DirCreatedEvent, DirMovedEvent, DirDeletedEvent, DirAttribEvent]
 
 
 class _Handler(FileSystemEventHandler):
@@ -84,7 +92,7 @@ class InboxObserver:
         self._stop_observer()
         observer = Observer()
         try:
-            observer.schedule(_Handler(self), str(self.watch.inbox), recursive=True)
+            observer.schedule(_Handler(self), str(self.watch.inbox), recursive=True, event_filter=WANTED_EVENTS)
             observer.start()
         except OSError as e:
             if e.errno in (errno.ENOSPC, errno.EMFILE):

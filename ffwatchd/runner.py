@@ -24,7 +24,7 @@ from ffwatchd.filing import OriginalChanged, Plan, original_state, plan_done, re
 from ffwatchd.heartbeats import Heartbeats, Lease
 from ffwatchd.ingest import hash_file
 from ffwatchd.jobspec import JobSpec
-from ffwatchd.prefetch import Prefetched, Prefetcher
+from ffwatchd.prefetch import Prefetched, Prefetcher, Ready
 from ffwatchd.writefs import make_private
 from ffwatchd.sharepaths import localize_spec
 from ffwatchd.shares import ShareCheck
@@ -137,7 +137,9 @@ class JobRunner(JobFailures, ShareWaits):
         self._source_hashes = SourceHashes()
         self.heartbeats = Heartbeats(store, owner, settings.workers.lease)
         self.shares = ShareCheck(settings)
-        self.prefetcher = Prefetcher(self._original_problem, getattr(pipeline, "decode_image", None))
+        self.prefetcher = Prefetcher(self._original_problem, getattr(pipeline, "decode_image", None),
+                                     share=lambda job: self.shares.problem(self.settings.watch(job.watch)),
+                                     prepare=self._prepare)
         self._held: dict[int, Lease] = {}
         #: each running job's original as `_original_problem` found it: filed only while it still is
         self._checked: dict[int, dict] = {}
@@ -207,7 +209,10 @@ class JobRunner(JobFailures, ShareWaits):
             self._fail_without_filing(job, out, "internal", f"watch {job.watch!r} is no longer in the config")
             return None
         workdir = self.settings.temp_dir / f"job-{job.id}"
-        why = self.shares.problem(watch)
+        pre = self.prefetcher.take(job.id)     # a held image: checked, decoded and prepared ahead
+        if pre is not None and pre.share:      # its share was away then: nothing was read, look again
+            pre = None
+        why = self.shares.problem(watch) if pre is None else None
         if why:                                # claimed just as the share went: it waits, unspent
             self._release_for_share(job, out, why, lease)
             return None
@@ -220,7 +225,6 @@ class JobRunner(JobFailures, ShareWaits):
                              workdir, lease)
             return None
         original = watch.inbox / job.rel_path
-        pre = self.prefetcher.take(job.id)
         problem = pre.problem if pre is not None else self._original_problem(job, original)
         if problem and pre is not None:        # found ahead of time (during a drop-out since over?): look again
             problem = self._original_problem(job, original)
@@ -232,7 +236,8 @@ class JobRunner(JobFailures, ShareWaits):
                 self._fail_final(watch, job, out, "vanished", f"{original} left the inbox before it was "
                                  "processed (deleted or moved away while queued)", workdir, lease)
             return None
-        source_error = None if problem else check_sources(watch, job, self._source_hashes)
+        ready: Ready | None = pre.ready if pre is not None and not problem else None
+        source_error = None if problem or ready is not None else check_sources(watch, job, self._source_hashes)
         if problem or source_error is not None:
             why = self.shares.problem(watch)
             if why:                            # the share went meanwhile: not the job's fault
@@ -242,7 +247,7 @@ class JobRunner(JobFailures, ShareWaits):
             else:
                 self._failed(watch, job, lease, out, source_error, workdir)
             return None
-        spec = JobSpec.from_snapshot(localize_spec(job.spec, job.sources, watch))
+        spec = ready.spec if ready is not None else JobSpec.from_snapshot(localize_spec(job.spec, job.sources, watch))
         log.info("job %d: %s %s (attempt %d/%d)", job.id, job.kind, original, job.attempts, job.max_attempts)
         try:
             result, suffix, frames, write = self._process(job, spec, original, workdir, lease, pre)
@@ -306,7 +311,8 @@ class JobRunner(JobFailures, ShareWaits):
         """(result path, suffix, frames, the writer still to run for an image: its encode is
         left to the filing thread)."""
         if job.kind == "image":   # one temp file, no folder (creating one per job costs a journal wait)
-            suffix = self.pipeline.output_suffix(original, spec)
+            ready = pre.ready if pre is not None else None
+            suffix = ready.suffix if ready is not None else self.pipeline.output_suffix(original, spec)
             result = self.settings.temp_dir / f"job-{job.id}.result{suffix}"
             if getattr(self.pipeline, "render_image", None) is None:
                 self.pipeline.process_image(original, result, spec)
@@ -339,6 +345,16 @@ class JobRunner(JobFailures, ShareWaits):
         shutil.rmtree(self.settings.temp_dir / f"job-{job_id}", ignore_errors=True)
         for leftover in self.settings.temp_dir.glob(f"job-{job_id}.result*"):
             leftover.unlink(missing_ok=True)
+
+    def _prepare(self, job: Job, original: Path) -> "Ready | None":
+        """In the prefetch thread, after the decode: the sources checked, the settings and the
+        output suffix, so the inference thread goes straight to work. None when a source is not
+        right: that is looked at again, and reported, when the job runs."""
+        watch = self.settings.watch(job.watch)
+        if check_sources(watch, job, self._source_hashes) is not None:
+            return None
+        spec = JobSpec.from_snapshot(localize_spec(job.spec, job.sources, watch))
+        return Ready(spec, self.pipeline.output_suffix(original, spec))
 
     def _original_problem(self, job: Job, original: Path) -> str | None:
         inbox = self.settings.watch(job.watch).inbox

@@ -200,3 +200,54 @@ def test_a_batch_folder_linked_out_of_the_share_is_neither_cleaned_nor_written_t
     fresh.step(now=clock.t)
     assert sorted(p.name for p in elsewhere.iterdir()) == [stale_there.name]   # nothing removed, nothing written
     assert (out / "t" / "ffwatch-report.html").exists()                        # the other batch carried on
+
+
+def _counting_reads(store) -> list[str]:
+    """The batches whose jobs the tracker read (the store's own batch_jobs, counted)."""
+    reads: list[str] = []
+    real = store.batch_jobs
+
+    def batch_jobs(watch: str, folder: str):
+        reads.append(folder)
+        return real(watch, folder)
+    store.batch_jobs = batch_jobs
+    return reads
+
+
+def test_an_idle_open_batch_is_not_read_again_each_tick_while_it_waits_out_its_quiet(env) -> None:
+    """The tick reads every job of a batch only when something changed or its quiet period may be
+    over: an open batch waiting out batch_quiet (10 s here) costs nothing per tick."""
+    settings, store, clock, tracker, _ = env
+    run_job(settings, store, clock, "i/one.jpg", 1, {})
+    reads = _counting_reads(store)
+    tracker.step(now=clock.t + 1)
+    for dt in (2, 3, 5, 8, 9):
+        tracker.step(now=clock.t + dt)
+    assert reads == ["i"] and store.list_batches()[0].state == "open"
+    tracker.step(now=clock.t + 11)
+    assert reads == ["i", "i"] and store.list_batches()[0].state == "finished"
+
+
+def test_a_busy_batch_is_read_every_few_seconds_not_every_tick(env) -> None:
+    """While jobs of the batch are queued or running, a change is looked at when REPORT_EVERY has
+    passed since the last read (the report is refreshed no more often than that anyway); once
+    none is left, at once."""
+    settings, store, clock, tracker, _ = env
+    run_job(settings, store, clock, "k/one.jpg", 1, {})
+    store.enqueue(watch="w", rel_path="k/two.jpg", size=1, mtime=1.0, content_hash="q2", kind="image", spec={},
+                  batch="k")
+    reads = _counting_reads(store)
+    tracker.step(now=clock.t + 1)
+    assert reads == ["k"]
+    store.enqueue(watch="w", rel_path="k/three.jpg", size=1, mtime=1.0, content_hash="q3", kind="image",
+                  spec={}, batch="k")
+    tracker.step(now=clock.t + 2)
+    assert reads == ["k"], "read again within REPORT_EVERY while busy"
+    for _ in range(2):
+        job = store.claim("t", 60)
+        store.finish(job.id, "t", output_path=None)
+    tracker.step(now=clock.t + 3)
+    assert reads == ["k", "k"]
+    tracker.step(now=clock.t + 100)
+    (b,) = store.list_batches()
+    assert b.state == "finished" and b.counts["done"] == 3

@@ -7,10 +7,12 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from ffwatchd.errors import JobError
 from ffwatchd.jobspec import JobSpec
 from ffwatchd.runner import JobRunner
-from tests.test_runner import enqueue, env  # noqa: F401 - the fixture
+from tests.test_runner import _with_source, enqueue, env  # noqa: F401 - the fixture
 
 
 class StagedPipeline:
@@ -23,6 +25,7 @@ class StagedPipeline:
         self.threads[(stage, Path(target).name)] = threading.current_thread().name
 
     def output_suffix(self, target: Path, spec: JobSpec) -> str:
+        self._seen("suffix", target)
         return target.suffix
 
     def decode_image(self, target: Path) -> bytes:
@@ -59,6 +62,9 @@ def test_stages_run_in_their_threads_and_the_result_is_the_same(env) -> None:  #
     assert pipeline.threads[("decode", "a.jpg")] == me          # not held: decoded when it ran
     assert pipeline.threads[("decode", "b.jpg")].startswith("prefetch")
     assert pipeline.threads[("render", "b.jpg")] == me
+    # what comes before inference (sources, settings, output suffix) was worked out ahead too
+    assert pipeline.threads[("suffix", "a.jpg")] == me
+    assert pipeline.threads[("suffix", "b.jpg")].startswith("prefetch")
     assert pipeline.threads[("write", "a.jpg")].startswith("filing")
     assert pipeline.threads[("write", "b.jpg")].startswith("filing")
     assert [store.get(i).state for i in (a, b)] == ["done", "done"]
@@ -165,3 +171,45 @@ def test_a_filed_image_carries_its_report_thumbnails(env) -> None:  # noqa: F811
     assert set(out.thumbs) == {str(watch.done / "a.jpg"), str(watch.output / "a.jpg")}
     assert all(uri.startswith("data:image/jpeg;base64,") for uri in out.thumbs.values())
     assert out.thumbs[str(watch.done / "a.jpg")] != out.thumbs[str(watch.output / "a.jpg")]
+
+
+@pytest.mark.parametrize("put_back", [True, False])
+def test_a_source_found_changed_ahead_is_looked_at_again_when_the_job_runs(env, put_back: bool) -> None:  # noqa: F811
+    """Prepared ahead only when its sources are right; else the job checks them itself when it
+    runs: a source put back meanwhile is fine, one still changed fails the job as before."""
+    settings, store, watch = env
+    source = watch.inbox / "faces/me.jpg"
+    source.parent.mkdir()
+    source.write_bytes(b"face one")
+    pipeline = StagedPipeline()
+    runner = JobRunner(settings, store, pipeline, "me")
+    job_id = _with_source(store, watch, source)
+    job = store.claim("me", 60)
+    source.write_bytes(b"face two")
+    runner.hold(job)
+    runner.prefetcher._futures[job.id].result()        # prefetched while the source was changed
+    if put_back:
+        source.write_bytes(b"face one")                # and put back before the job runs
+    out = runner.start(job).finish()
+    runner.close()
+    if put_back:
+        assert out.outcome == "done" and store.get(job_id).state == "done"
+        assert pipeline.threads[("suffix", "t.jpg")] == threading.current_thread().name
+    else:
+        assert (out.outcome, store.get(job_id).error_kind) == ("failed", "source_changed")
+
+
+def test_a_share_away_when_prefetched_is_looked_at_again_when_the_job_runs(env) -> None:  # noqa: F811
+    settings, store, watch = env
+    enqueue(store, watch, "e.jpg", b"eee")
+    pipeline = StagedPipeline()
+    runner = JobRunner(settings, store, pipeline, "me")
+    job = store.claim("me", 60)
+    watch.done.rename(watch.done.with_name("done.away"))          # the share drops out
+    runner.hold(job)
+    pre = runner.prefetcher._futures[job.id].result()
+    watch.done.with_name("done.away").rename(watch.done)          # and is back
+    assert pre.share and pre.image is None and ("decode", "e.jpg") not in pipeline.threads
+    assert runner.start(job).finish().outcome == "done"
+    runner.close()
+    assert (watch.output / "e.jpg").read_bytes() == b"processed:eee"

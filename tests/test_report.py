@@ -62,6 +62,26 @@ def test_thumbnails_are_small_inline_jpegs(tmp_path: Path) -> None:
     assert thumbnail(tmp_path / "missing.jpg", root=tmp_path) is None
 
 
+def _decoded(uri: str) -> np.ndarray:
+    return cv2.imdecode(np.frombuffer(base64.b64decode(uri.split(",", 1)[1]), np.uint8), cv2.IMREAD_COLOR)
+
+
+@pytest.mark.parametrize("shape", [(640, 640), (480, 640), (2000, 3), (3, 700), (97, 200), (1000, 1500)])
+def test_a_thumbnail_averages_the_picture_and_keeps_its_proportions(shape: tuple[int, int]) -> None:
+    """The longest side is 96 px, the other in proportion. Made 6x smaller or more, fine detail
+    (1 px stripes, every third column, a checkerboard) averages to an even grey, never to moire."""
+    h, w = shape
+    yy, xx = np.mgrid[:h, :w]
+    for pattern in ((xx + yy) % 2, xx % 2, (xx % 3 == 0)):
+        img = np.repeat((pattern * 255).astype(np.uint8)[..., None], 3, 2)
+        thumb = _decoded(thumbnail_of(img))
+        scale = min(1.0, 96 / max(h, w))
+        assert thumb.shape[:2] == (max(1, round(h * scale)), max(1, round(w * scale)))
+        if min(h, w) >= 96 and max(h, w) >= 6 * 96:    # a picture (not a line) made 6x smaller or more
+            inner = thumb[2:-2, 2:-2].astype(float)   # JPEG rings at the very edge
+            assert abs(inner.mean() - pattern.mean() * 255) < 6 and inner.std() < 6, (inner.mean(), inner.std())
+
+
 def _declared_png(w: int, h: int) -> bytes:
     """A PNG whose header declares w x h and whose pixel data is one compressed row (a bomb)."""
     import struct

@@ -415,3 +415,30 @@ def test_linked_folder_moved_into_running_inbox_is_never_followed(make_env, tmp_
     assert [j.rel_path for j in env.jobs()] == ["drop/mine.jpg"]
     assert env.metrics.calls["left_alone:link"] == 1
     assert not any(env.watch.failed.rglob("*"))
+
+
+def test_the_observer_is_not_told_of_opens_and_reads(make_env, monkeypatch) -> None:
+    """Reading files (the daemon's own hashing and decoding, anyone's reads) raises no events in the
+    watch: the inotify mask asks only for the events it looks at."""
+    from ffwatchd import observer
+
+    seen: list[str] = []
+    real = observer._Handler.on_any_event
+
+    def record(self, event) -> None:       # noqa: ANN001 - watchdog's event
+        seen.append(type(event).__name__)
+        real(self, event)
+    monkeypatch.setattr(observer._Handler, "on_any_event", record)
+    env = make_env("inotify")
+    env.service.start()
+    loop = env.service.loops["w"]
+    wait_for(lambda: loop.available and loop._observer is not None, what="the watch to start")
+    put(env.inbox / "a.jpg")
+    wait_for(lambda: env.jobs(), what="a.jpg to be enqueued (hashed and sniffed: opened and read)")
+    for _ in range(20):
+        (env.inbox / "a.jpg").read_bytes()
+        os.listdir(env.inbox)
+    put(env.inbox / "b.jpg")
+    wait_for(lambda: len(env.jobs()) == 2, what="b.jpg to be enqueued")
+    assert "FileCreatedEvent" in seen and "FileClosedEvent" in seen
+    assert not {"FileOpenedEvent", "FileClosedNoWriteEvent", "DirModifiedEvent"} & set(seen), Counter(seen)

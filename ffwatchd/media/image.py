@@ -19,6 +19,7 @@ import numpy as np
 from PIL import Image, ImageOps, PngImagePlugin, TiffImagePlugin, UnidentifiedImageError
 
 from ffwatchd.errors import JobError
+from ffwatchd.media.jpegout import encode_jpeg
 from ffwatchd.media.provenance import PNG_PROVENANCE_KEY, Provenance, read_provenance  # noqa: F401
 
 log = logging.getLogger(__name__)
@@ -239,28 +240,27 @@ def write_image(path: Path, bgr: np.ndarray, fmt: str, *, alpha: np.ndarray | No
 def encode_image(bgr: np.ndarray, fmt: str, *, alpha: np.ndarray | None = None,
                  quality: int = 95, exif: bytes | None = None, icc_profile: bytes | None = None,
                  provenance: Provenance | None = None) -> bytes:
-    """The encoded file, with the provenance metadata when given."""
-    rgb = bgr[:, :, ::-1]
-    if alpha is not None and fmt == "JPEG":
-        a = alpha.astype(np.float32)[:, :, None] / 255.0   # JPEG has no alpha: flatten on white
-        rgb = (rgb * a + 255.0 * (1.0 - a)).round().astype(np.uint8)
-        alpha = None
-    im = Image.fromarray(np.ascontiguousarray(np.dstack([rgb, alpha]) if alpha is not None else rgb),
-                         "RGBA" if alpha is not None else "RGB")
+    """The encoded file, with the provenance metadata when given. A JPEG is encoded by OpenCV
+    (jpegout.py: Pillow's bytes, without holding the GIL); the other formats by Pillow."""
     ex = Image.Exif()
     if exif:
         ex.load(exif)
     if provenance is not None:
         ex[_EXIF_DESCRIPTION] = provenance.description()
         ex[_EXIF_SOFTWARE] = provenance.generator
+    if fmt == "JPEG":
+        if alpha is not None:
+            a = alpha.astype(np.float32)[:, :, None] / 255.0   # JPEG has no alpha: flatten on white
+            bgr = (bgr * a + 255.0 * (1.0 - a)).round().astype(np.uint8)
+        return encode_jpeg(bgr, quality, exif=ex.tobytes(), icc_profile=icc_profile,
+                           xmp=provenance.xmp() if provenance is not None else None)
+    rgb = bgr[:, :, ::-1]
+    im = Image.fromarray(np.ascontiguousarray(np.dstack([rgb, alpha]) if alpha is not None else rgb),
+                         "RGBA" if alpha is not None else "RGB")
     kwargs: dict = {}
     if icc_profile:
         kwargs["icc_profile"] = icc_profile
-    if fmt == "JPEG":
-        kwargs.update(quality=quality, exif=ex.tobytes())
-        if provenance is not None:
-            kwargs["xmp"] = provenance.xmp()
-    elif fmt == "WEBP":
+    if fmt == "WEBP":
         kwargs.update(quality=quality, method=4, exif=ex.tobytes())
         if provenance is not None:
             kwargs["xmp"] = provenance.xmp()
