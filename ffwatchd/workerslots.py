@@ -104,7 +104,10 @@ class WorkerSlots:
                 self.store.remove_worker(owner)       # its own exit path may not have run
             except Exception as e:  # noqa: BLE001 - informational row; pruned later if left
                 log.warning("could not remove worker %s from the workers table: %s", owner, e)
-            for job_id in list(slot.jobs):
+            held = list(slot.jobs)
+            if code != 0:       # killed: a job its filing claimed with a `done` may not be reported yet
+                held += [j for j in self._held_in_table(owner) if j not in held]
+            for job_id in held:
                 kind = "worker_crashed" if reason == "crashed" else reason
                 if kind in ("memory", "timeout", "stalled") and job_id != current:
                     kind = "worker_crashed"     # the job being filed, not the one that ran over
@@ -120,6 +123,16 @@ class WorkerSlots:
                 slot.next_spawn = time.monotonic() + min(SPAWN_BACKOFF_MAX, 2 ** min(slot.restarts, 6) / 4)
             else:           # after an unasked stop, a moment for our own pending signal first
                 slot.next_spawn = time.monotonic() + 1.0 if unasked else 0.0
+
+    def _held_in_table(self, owner: str) -> list[int]:
+        """Running jobs the job table says `owner` holds. A worker killed while a filing had just
+        claimed its next job (with the `done`) held one the supervisor had not heard of yet; it
+        stayed `running` until its lease ran out."""
+        try:
+            return [j.id for j in self.store.iter_jobs(["running"]) if j.lease_owner == owner]
+        except Exception as e:  # noqa: BLE001 - the lease sweep still returns them later
+            log.warning("could not read the jobs %s held: %s", owner, e)
+            return []
 
     def murder_workers(self) -> None:
         """Kill workers whose job ran past job_timeout, whose heartbeats stalled, or that ate too much RAM."""
