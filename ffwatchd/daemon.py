@@ -136,7 +136,12 @@ class Supervisor(WorkerSlots):
         self.metrics = Metrics(self.store, folders, leads=self.metrics_lead.held)
         m = self.settings.metrics
         if m.enabled:
-            self.metrics.start(m.host, m.port)          # it logs its own address
+            try:
+                self.metrics.start(m.host, m.port)      # it logs its own address
+            except OSError as e:                        # a second daemon on this host, say: no traceback
+                raise SystemExit(f"ffwatchd: metrics: cannot listen on {m.host}:{m.port} ({e.strerror or e}); "
+                                 f"another program (another ffwatchd?) may use it: set metrics.listen in "
+                                 f"{self.config_path} to a free address, or metrics: {{enabled: false}}") from e
 
     def _start_diskguard(self) -> None:
         from ffwatchd.diskguard import DiskGuard

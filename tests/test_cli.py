@@ -257,6 +257,35 @@ def test_retry_of_a_model_missing_job_is_refused_while_the_model_is_missing(cfg:
     assert (watch.inbox / "m.jpg").exists()
 
 
+def test_run_with_its_metrics_port_taken_says_so_without_a_traceback(tmp_path: Path) -> None:
+    """A second daemon on one host with the default metrics.listen ended in an OSError traceback."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    for d in ("inbox", "output", "done", "failed"):
+        (tmp_path / "share" / d).mkdir(parents=True)
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"state_dir: st\ntemp_dir: t\nmodels_dir: m\nworkers: {{devices: []}}\n"
+                   f"metrics: {{listen: '127.0.0.1:{port}'}}\n"
+                   "watches:\n  - {name: s, inbox: share/inbox, output: share/output, done: share/done, "
+                   "failed: share/failed}\n")
+    root = Path(__file__).resolve().parents[1]
+    try:
+        out = subprocess.run([sys.executable, "-m", "ffwatchd", "run", "-c", str(cfg)], capture_output=True,
+                             text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(root)})
+    finally:
+        taken.close()
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert f"metrics: cannot listen on 127.0.0.1:{port} (Address already in use)" in out.stderr
+    assert f"set metrics.listen in {cfg} to a free address" in out.stderr
+
+
 def test_a_broken_config_naming_a_state_dir_without_a_job_table_is_an_error_and_creates_nothing(
         tmp_path: Path, capsys) -> None:
     """`status -c` a broken config whose state_dir has no table made state_dir and an empty
