@@ -101,6 +101,18 @@ def test_show_without_anything(tmp_path, capsys):
     assert "is not a file" in capsys.readouterr().err
 
 
+def test_a_trust_file_that_holds_no_certificate_is_named_not_blamed_on_the_file(tmp_path, capsys):
+    """A --trust file without a PEM certificate made a file with no manifest at all read as
+    "C2PA: manifest present but unreadable: ... COSE error parsing certificate"."""
+    plain = tmp_path / "plain.jpg"
+    Image.new("RGB", (8, 8)).save(plain)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a certificate\n")
+    assert main(["provenance", "show", str(plain), "--trust", str(notes)]) == 1
+    captured = capsys.readouterr()
+    assert f"--trust {notes} holds no PEM certificate" in captured.err and "manifest" not in captured.out
+
+
 def test_check_says_c2pa_is_off_without_a_certificate(tmp_path, capsys):
     main(["check", "-c", str(config(tmp_path, "provenance: true")), "--json"])
     notes = json.loads(capsys.readouterr().out)["notes"]

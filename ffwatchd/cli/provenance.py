@@ -98,6 +98,18 @@ def summary_lines(info: dict) -> list[str]:
     return lines
 
 
+def _check_trust(path: Path, pem: bytes) -> None:
+    """--trust must hold PEM certificates: anything else made every file, one without a manifest
+    included, read as "manifest present but unreadable" (the error was the trust file's)."""
+    from cryptography import x509
+
+    try:
+        x509.load_pem_x509_certificates(pem)
+    except ValueError as e:
+        raise ValueError(f"--trust {path} holds no PEM certificate ({e}); give the CA's certificate(s) "
+                         f"in PEM (-----BEGIN CERTIFICATE-----)") from None
+
+
 def run(args: argparse.Namespace) -> int:
     path: Path = args.file
     if not path.is_file():
@@ -109,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
         if config:
             ffmpeg = load_config(config).ffmpeg
         trust = args.trust.read_bytes() if args.trust else None
+        if trust is not None:
+            _check_trust(args.trust, trust)
         info = collect(path, ffmpeg, trust)
     except ConfigError as e:
         print(f"ffwatchd provenance: {e}", file=sys.stderr)
