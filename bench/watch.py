@@ -19,7 +19,8 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)   # not bench/: its na
 from bench._record import record  # noqa: E402
 from ffwatchd.config import load_settings  # noqa: E402
 from ffwatchd.store import JobStore  # noqa: E402
-from ffwatchd.watch import WatchLoop, WatchService, scan_inbox  # noqa: E402
+from ffwatchd.watch import WatchLoop, scan_inbox  # noqa: E402
+from ffwatchd.watches import WatchService  # noqa: E402
 
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 4000
 FACE = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100

@@ -150,7 +150,7 @@ class Supervisor(WorkerSlots):
         self._update_claiming()
 
     def _start_watcher(self) -> None:
-        from ffwatchd.watch import WatchService
+        from ffwatchd.watches import WatchService
 
         self.watcher = WatchService(self.settings, self.store, metrics=_WakingHooks(self))
         self.watcher.start()

@@ -7,31 +7,28 @@ moved to failed/ with its report; nothing here raises for a bad file.
 from __future__ import annotations
 
 import errno
-import fnmatch
 import hashlib
 import logging
 import os
-import re
 import stat as statmod
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
 from ffwatchd import filing, safefs
 from ffwatchd.config import Settings, WatchSettings
 from ffwatchd.errors import JobError
+from ffwatchd.inboxnames import PATH_MARGIN, PATH_MAX, classify_name, path_too_long
 from ffwatchd.settle import FileState
 from ffwatchd.sharepaths import locate
 from ffwatchd.sidecar import (MissingSource, Resolved, SourceIndex, batch_folder, defaults_suffice, find_sidecars,
-                              is_sidecar_name, is_within, resolve_spec)
+                              is_within, resolve_spec)
 from ffwatchd.writefs import fit_name
 from ffwatchd.sniff import HEAD_SIZE, describe_head, sniff_bytes, sniff_file
 from ffwatchd.store import FINISHED, Job, JobQueue
 
 log = logging.getLogger(__name__)
 
-DAEMON_PREFIX = filing.TEMP_PREFIX       # ".ffwatchd-": never an input, whatever `ignore` says
 CHUNK = 1 << 20
 # errnos that mean "the share is in trouble, try again later", not "this file is bad".
 TRANSIENT_ERRNOS = {errno.EIO, errno.ENOTCONN, errno.ESTALE, errno.ETIMEDOUT, errno.EHOSTDOWN,
@@ -58,56 +55,6 @@ class IngestResult:
 
     def __str__(self) -> str:
         return f"{self.status}: {self.message}"
-
-
-# -- names -----------------------------------------------------------------------------
-
-@lru_cache(maxsize=64)
-def _compile(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
-    if not patterns:
-        return None
-    return re.compile("|".join(f"(?:{fnmatch.translate(p.lower())})" for p in patterns))
-
-
-def _matches(patterns: tuple[str, ...], name: str, rel: str) -> bool:
-    rx = _compile(patterns)
-    if rx is None:
-        return False
-    return rx.match(name.lower()) is not None or ("/" in rel and rx.match(rel.lower()) is not None)
-
-
-def is_ignored_dir(watch: WatchSettings, name: str) -> bool:
-    """Folders the scan does not enter: the daemon's own, and those matching `ignore`."""
-    return name.startswith(DAEMON_PREFIX) or _matches(watch.ignore, name, name)
-
-
-def classify_name(watch: WatchSettings, rel: str) -> str | None:
-    """Why a relative path is not an input ('sidecar', 'daemon temp', 'ignored', 'not included'), or None."""
-    name = rel.rsplit("/", 1)[-1]
-    if is_sidecar_name(name):
-        return "sidecar"
-    if name.startswith(DAEMON_PREFIX):
-        return "daemon temp"
-    if _matches(watch.ignore, name, rel):
-        return "ignored"
-    if not _matches(watch.include, name, rel):
-        return "not included"
-    return None
-
-
-PATH_MAX = 4096          # bytes in a path the kernel takes (Linux), its terminating NUL included
-PATH_MARGIN = 64         # room for what filing adds to a name (`-<job id>-<k>`, `.error.json`)
-
-
-def path_too_long(watch: WatchSettings, rel: str) -> str | None:
-    """Which of the watch's folders `rel` would be too long a path in, with its length (e.g.
-    "4230 bytes in done/"), or None. Such a file could be read folder by folder, but not filed."""
-    size = len(os.fsencode(rel)) + 1
-    for role, root in watch.folders().items():
-        n = len(os.fsencode(str(root))) + size
-        if n > PATH_MAX - PATH_MARGIN:
-            return f"{n} bytes in {role}/"
-    return None
 
 
 def find_watch(settings: Settings, path: Path) -> tuple[WatchSettings, str]:

@@ -2,13 +2,12 @@
 
 Runs inside a worker process. The lease is kept alive by `Lease` (heartbeats.py) while the
 pipeline works; a job that was cancelled or lost meanwhile is not filed as done. How a job
-fails is in failing.py, how it waits for its share in sharewait.py.
+fails is in failing.py, how it waits for its share in sharewait.py, a video's own stage in videojob.py.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import stat as statmod
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ffwatchd import safefs
-from ffwatchd.config import Settings, WorkerSettings
+from ffwatchd.config import Settings
 from ffwatchd.errors import JobError
 from ffwatchd.failing import JobFailures
 from ffwatchd.filing import OriginalChanged, Plan, original_state, plan_done, result_trusted
@@ -31,6 +30,7 @@ from ffwatchd.shares import ShareCheck
 from ffwatchd.sharewait import ShareWaits, _ShareWait
 from ffwatchd.store import Job, JobQueue, TransitionError
 from ffwatchd.verify import SourceHashes, check_sources
+from ffwatchd.videojob import process_video_file
 
 log = logging.getLogger(__name__)
 
@@ -66,64 +66,6 @@ def report_thumbs(write: Any, plan: Plan) -> dict | None:
         return None
     thumbs = {str(Path(plan.original_dst)): thumbnail_of(source), str(Path(plan.result_dst)): thumbnail_of(frame)}
     return {k: v for k, v in thumbs.items() if v is not None} or None
-
-
-def process_video_file(pipeline: Any, target: Path, result: Path, spec: JobSpec, *, workdir: Path, ffmpeg: str,
-                       max_pixels: int, on_cuda: bool = False,
-                       progress: Callable[[int, int], None] | None = None,
-                       should_stop: Callable[[], bool] | None = None,
-                       segment_seconds: float = WorkerSettings.video_segment, root: Path | None = None) -> Any:
-    """One video through the pipeline (the daemon's workers and `ffwatchd process` both call this);
-    `on_no_face` applies to the video as a whole. A changed output carries the pipeline's
-    provenance tags and, when signing is configured, a C2PA manifest (JobError provenance).
-
-    The video is opened once, without following a link at its path or (with `root`, its inbox)
-    on the way to it, and ffmpeg, the no-face copy and the signer all read that open file."""
-    from ffwatchd.media.source import open_input
-
-    with open_input(target, root) as src:
-        return _process_video_input(pipeline, src, result, spec, workdir=workdir, ffmpeg=ffmpeg,
-                                    max_pixels=max_pixels, on_cuda=on_cuda, progress=progress,
-                                    should_stop=should_stop, segment_seconds=segment_seconds)
-
-
-def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *, workdir: Path, ffmpeg: str,
-                         max_pixels: int, on_cuda: bool, progress: Callable[[int, int], None] | None,
-                         should_stop: Callable[[], bool] | None, segment_seconds: float) -> Any:
-    target = src.path
-    from ffwatchd.faces.pipeline import FACE_PROCESSORS, sha256_of
-    from ffwatchd.media.c2pa_sign import MIME_BY_SUFFIX
-    from ffwatchd.media.video import process_video
-
-    processor = pipeline.prepare(spec)
-    signer = pipeline.signer()
-    if signer is not None and result.suffix.lower() not in MIME_BY_SUFFIX:
-        raise JobError("provenance", f"C2PA signing is configured but {result.suffix} videos cannot carry "
-                                     "a manifest (MP4 and MOV can); convert the input or turn signing off")
-    prov = pipeline.provenance_for(processor, 1)      # what the output says if a face was processed
-    metadata = prov.video_tags() if prov is not None and pipeline.provenance else None
-    video = process_video(target, result, processor, source=src, workdir=workdir, spec_output=spec.output,
-                          ffmpeg=ffmpeg, max_pixels=max_pixels, on_cuda=on_cuda, progress=progress,
-                          should_stop=should_stop, segment_seconds=segment_seconds, metadata=metadata)
-    if video.faces_total == 0 and any(p in FACE_PROCESSORS for p in spec.processors):
-        if spec.on_no_face == "fail":
-            raise JobError("no_face", f"no face found in any of the {video.frames} frames of {target.name} "
-                                      f"(detector {spec.face_detector.model}, score >= {spec.face_detector.score}); "
-                                      "on_no_face: copy would pass it through unchanged")
-        log.info("%s: no face in any frame; the original is copied unchanged (on_no_face: copy)", target.name)
-        with src.reopen() as f, open(result, "wb") as out:
-            shutil.copyfileobj(f, out, 1 << 20)
-        return video
-    prov = pipeline.provenance_for(processor, video.faces_total)
-    if signer is not None and prov is not None:
-        unsigned = result.with_name(f"unsigned-{result.name}")
-        os.replace(result, unsigned)
-        try:
-            signer.sign(unsigned, result, original=target, original_sha256=sha256_of(Path(src.url)),
-                        provenance=prov, original_input=src)
-        finally:
-            unsigned.unlink(missing_ok=True)
-    return video
 
 
 class JobRunner(JobFailures, ShareWaits):

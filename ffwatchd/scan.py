@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ffwatchd import safefs
 from ffwatchd.config import WatchSettings
-from ffwatchd.ingest import classify_name, is_ignored_dir
+from ffwatchd.inboxnames import classify_name, is_ignored_dir
 from ffwatchd.settle import FileState
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
-"""Watching inboxes: inotify or polling per watch, start-up scan, periodic rescans; availability and
-the inotify observer in observer.py.
+"""Watching one inbox: inotify or polling, start-up scan, periodic rescans; availability and the
+inotify observer in observer.py, all watches together in watches.py.
 
 Events and scans only say "look at this path"; the settle tracker decides when a file is ready.
 """
@@ -18,7 +18,8 @@ from ffwatchd import safefs
 from ffwatchd.cluster import Leadership
 from ffwatchd.config import Settings, WatchSettings
 from ffwatchd.filing import write_pending_report
-from ffwatchd.ingest import HashCache, IngestResult, classify_name, ingest_file, is_ignored_dir
+from ffwatchd.inboxnames import classify_name, is_ignored_dir
+from ffwatchd.ingest import HashCache, IngestResult, ingest_file
 from ffwatchd.mounts import detect_mode
 from ffwatchd.notices import Notices
 from ffwatchd.observer import InboxObserver
@@ -42,7 +43,7 @@ class WatchMetrics(Protocol):
     def file_ignored(self, watch: str) -> None: ...
     def file_left_alone(self, watch: str, what: str) -> None: ...
 
-__all__ = ["InboxUnavailable", "ScanResult", "WatchLoop", "WatchService", "scan_inbox"]
+__all__ = ["InboxUnavailable", "ScanResult", "WatchLoop", "scan_inbox"]
 
 
 def _seconds(value: float) -> str:
@@ -371,62 +372,3 @@ class WatchLoop(InboxObserver):
                 if self.metrics:
                     self.metrics.file_left_alone(self.watch.name, "long_path")
         return r
-
-
-# -- the service ---------------------------------------------------------------------------------
-
-class WatchService:
-    """All watches of a config, each in its own thread; nothing here blocks the caller."""
-
-    def __init__(self, settings: Settings, store: JobQueue, *, metrics: WatchMetrics | None = None,
-                 mountinfo: str | None = None) -> None:
-        self.settings = settings
-        # A watch with `ingest: false` is watched by other hosts; this host's workers only serve it.
-        self.loops = {w.name: WatchLoop(settings, w, store, metrics, mountinfo)
-                      for w in settings.watches if w.ingest}
-        self._started = self._stopped = False
-
-    def start(self) -> None:
-        """Start every watch: start-up scan, observer and rescans run in the watch's thread."""
-        if self._started:
-            return
-        self._started = True
-        for loop in self.loops.values():
-            loop.start()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop observers and threads; safe to call twice."""
-        if self._stopped or not self._started:
-            self._stopped = True
-            return
-        self._stopped = True
-        for loop in self.loops.values():
-            loop.stop(timeout)
-
-    def rescan_now(self, watch: str | None = None) -> None:
-        """Ask for a full rescan of one watch (or all) at the next tick; returns at once."""
-        for name, loop in self.loops.items():
-            if watch is None or name == watch:
-                loop.request_rescan()
-
-    def waiting_files(self) -> dict[str, list[dict]]:
-        """Per watch: files waiting for their sidecar or a source, and what for."""
-        return {name: loop.waiting_files() for name, loop in self.loops.items()}
-
-    def unfiled_files(self) -> dict[str, list[dict]]:
-        """Per watch: refused files still in the inbox because failed/ did not take them."""
-        return {name: loop.unfiled_files() for name, loop in self.loops.items()}
-
-    def unsettled_count(self) -> dict[str, int]:
-        """Files seen but not yet jobs (settling, or waiting for their sidecar), per watch."""
-        return {name: loop.unsettled() for name, loop in self.loops.items()}
-
-    def unsettled_paths(self) -> dict[str, list[Path]]:
-        """Per watch, the files not yet jobs (batches are not finished while one is in them)."""
-        return {name: loop.unsettled_paths() for name, loop in self.loops.items()}
-
-    def available(self) -> dict[str, bool]:
-        return {name: loop.available for name, loop in self.loops.items()}
-
-    def modes(self) -> dict[str, tuple[str, str]]:
-        return {name: (loop.mode, loop.fstype) for name, loop in self.loops.items()}

@@ -12,7 +12,8 @@ import pytest
 from ffwatchd import ingest as ingest_mod
 from ffwatchd import safefs
 from ffwatchd.config import Settings, load_settings
-from ffwatchd.ingest import classify_name, find_watch, ingest_file
+from ffwatchd.inboxnames import classify_name
+from ffwatchd.ingest import find_watch, ingest_file
 from ffwatchd.settle import FileState
 from ffwatchd.store import JobStore
 

@@ -16,7 +16,7 @@ from ffwatchd.ingest import ingest_file
 from ffwatchd.jobspec import JobSpec
 from ffwatchd.runner import JobRunner
 from ffwatchd.store import JobStore
-from ffwatchd.watch import WatchService
+from ffwatchd.watches import WatchService
 
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100
 FACE = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100

@@ -15,7 +15,8 @@ import pytest
 from ffwatchd.config import Settings, load_settings
 from ffwatchd.store import JobStore
 from ffwatchd.mounts import detect_mode, parse_mountinfo
-from ffwatchd.watch import WatchService, scan_inbox
+from ffwatchd.watch import scan_inbox
+from ffwatchd.watches import WatchService
 
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100
 FACE = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100

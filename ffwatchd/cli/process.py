@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
                        "output_format": result.output_format, "copied": result.copied}
         else:
             from ffwatchd.media.ffmpeg import find_ffmpeg
-            from ffwatchd.runner import process_video_file
+            from ffwatchd.videojob import process_video_file
 
             workdir = Path(tempfile.mkdtemp(prefix="ffwatchd-process-"))
             video = process_video_file(pipeline, target, tmp, spec, workdir=workdir,

@@ -23,7 +23,7 @@ from ffwatchd.faces.pipeline import Pipeline
 from ffwatchd.media.c2pa_sign import read_manifest
 from ffwatchd.media.ffmpeg import find_ffmpeg
 from ffwatchd.media.provenance import AI_COMPOSITE, read_image_metadata, read_provenance, read_video_tags
-from ffwatchd.runner import process_video_file
+from ffwatchd.videojob import process_video_file
 
 SUFFIX = {"JPEG": ".jpg", "PNG": ".png", "WEBP": ".webp"}
 

@@ -15,7 +15,7 @@ from ffwatchd.jobspec import JobSpec
 from ffwatchd.media.probe import probe
 from ffwatchd.media.source import open_input
 from ffwatchd.media.video import process_video
-from ffwatchd.runner import process_video_file
+from ffwatchd.videojob import process_video_file
 
 
 def _clip(ffmpeg: str, out: Path, size: str) -> Path:
