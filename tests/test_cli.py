@@ -257,6 +257,32 @@ def test_retry_of_a_model_missing_job_is_refused_while_the_model_is_missing(cfg:
     assert (watch.inbox / "m.jpg").exists()
 
 
+def test_a_state_dir_that_is_a_file_is_named_without_a_traceback(tmp_path: Path, capsys) -> None:
+    """`state_dir: afile` (a file): status, jobs list, enqueue and run ended in a FileExistsError
+    traceback; check already said it."""
+    import os
+    import subprocess
+    import sys
+
+    for d in ("inbox", "output", "done", "failed"):
+        (tmp_path / "share" / d).mkdir(parents=True)
+    (tmp_path / "afile").write_text("x")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("state_dir: afile\ntemp_dir: t\nmodels_dir: m\nmetrics: {enabled: false}\n"
+                   "watches:\n  - {name: s, inbox: share/inbox, output: share/output, done: share/done, "
+                   "failed: share/failed}\n")
+    (tmp_path / "share/inbox/x.jpg").write_bytes(jpeg(1))
+    for argv in (["status"], ["jobs", "list"], ["enqueue", str(tmp_path / "share/inbox/x.jpg")]):
+        assert main([*argv, "-c", str(cfg)]) == 1
+        err = capsys.readouterr().err
+        assert f"{tmp_path / 'afile'}" in err and "a file is where a folder is needed" in err, err
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-m", "ffwatchd", "run", "-c", str(cfg)], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONPATH": str(root)})
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert f"{tmp_path / 'afile'}" in out.stderr and "a file is where a folder is needed" in out.stderr
+
+
 def test_run_with_its_metrics_port_taken_says_so_without_a_traceback(tmp_path: Path) -> None:
     """A second daemon on one host with the default metrics.listen ended in an OSError traceback."""
     import os

@@ -4,6 +4,7 @@ batches, queue, provenance."""
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
@@ -67,3 +68,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_FAIL
+    except OSError as e:    # a folder the config names that cannot be made or used: no traceback
+        print(f"ffwatchd: {os_problem(e)}", file=sys.stderr)
+        return EXIT_FAIL
+
+
+def os_problem(e: OSError) -> str:
+    """An OSError as one sentence naming the file: `state_dir: afile` being a file ended `status`,
+    `run` and `enqueue` in a FileExistsError traceback."""
+    where = e.filename if e.filename is not None else "?"
+    hint = ""
+    if e.errno in (errno.EEXIST, errno.ENOTDIR):
+        hint = " (a file is where a folder is needed: check the folders the config names)"
+    elif e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        hint = " (check the folders the config names and who runs ffwatchd)"
+    return f"{where}: {e.strerror or e}{hint}"
