@@ -228,6 +228,7 @@ def check_queue(settings: Settings, problems: list[str], notes: list[str]) -> No
         reason = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
         if settings.queue.url:
             reason = reason.replace(settings.queue.url, redact_url(settings.queue.url))
+            reason = reason.removeprefix(f"job queue {redact_url(settings.queue.url)}: ")
         problems.append(f"queue {where}: cannot open: {reason}")
 
 

@@ -283,6 +283,30 @@ def test_a_state_dir_that_is_a_file_is_named_without_a_traceback(tmp_path: Path,
     assert f"{tmp_path / 'afile'}" in out.stderr and "a file is where a folder is needed" in out.stderr
 
 
+def test_an_unreachable_postgresql_queue_is_one_sentence_not_a_traceback(tmp_path: Path, capsys) -> None:
+    """status, jobs list and run on a queue URL nobody answers ended in psycopg's traceback."""
+    import socket
+
+    pytest.importorskip("psycopg")
+    for d in ("inbox", "output", "done", "failed"):
+        (tmp_path / "share" / d).mkdir(parents=True)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()                                   # nothing listens there now
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"state_dir: st\ntemp_dir: t\nmodels_dir: m\nmetrics: {{enabled: false}}\n"
+                   f"queue: {{url: 'postgresql://ff@127.0.0.1:{port}/db'}}\n"
+                   "watches:\n  - {name: s, inbox: share/inbox, output: share/output, done: share/done, "
+                   "failed: share/failed}\n")
+    for argv in (["status"], ["jobs", "list"], ["check"]):
+        assert main([*argv, "-c", str(cfg)]) == 1
+        captured = capsys.readouterr()
+        said = captured.err + captured.out
+        assert f"postgresql://ff@127.0.0.1:{port}/db: cannot" in said and "Connection refused" in said, said
+        assert said.count(f"127.0.0.1:{port}/db") == 1, said
+
+
 def test_run_with_its_metrics_port_taken_says_so_without_a_traceback(tmp_path: Path) -> None:
     """A second daemon on one host with the default metrics.listen ended in an OSError traceback."""
     import os

@@ -76,10 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def os_problem(e: OSError) -> str:
     """An OSError as one sentence naming the file: `state_dir: afile` being a file ended `status`,
     `run` and `enqueue` in a FileExistsError traceback."""
-    where = e.filename if e.filename is not None else "?"
+    where = f"{e.filename}: " if e.filename is not None else ""
     hint = ""
     if e.errno in (errno.EEXIST, errno.ENOTDIR):
         hint = " (a file is where a folder is needed: check the folders the config names)"
     elif e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         hint = " (check the folders the config names and who runs ffwatchd)"
-    return f"{where}: {e.strerror or e}{hint}"
+    return f"{where}{e.strerror or e}{hint}"

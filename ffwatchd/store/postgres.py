@@ -16,7 +16,7 @@ from ffwatchd.store.names import encode_path, printable
 from ffwatchd.store.rows import KINDS, Heartbeat, Job, Stats
 from ffwatchd.store.pg_batches import NOW, PostgresBatches
 from ffwatchd.store.pg_cluster import PgClusterVerbs
-from ffwatchd.store.pg_connection import PgConnections
+from ffwatchd.store.pg_connection import PgConnections, QueueUnavailable
 from ffwatchd.store.pg_filings import PgFilings
 from ffwatchd.store.pg_reads import CHANNEL, PostgresOperatorVerbs, _job, _json
 from ffwatchd.store.pgschema import migrate
@@ -54,7 +54,11 @@ class PostgresJobStore(PgConnections, PostgresOperatorVerbs, PostgresBatches, Pg
         self._conns: dict[str, psycopg.Connection | None] = {"durable": None, "fast": None}
         self._listener: psycopg.Connection | None = None
         self._closed = False
-        self._conns["durable"] = self._new_connection()   # the first connection fails at once, with its reason
+        try:                                  # the first connection fails at once, with its reason
+            self._conns["durable"] = self._new_connection()
+        except psycopg.OperationalError as e:  # a sentence for status, jobs and run, not a traceback
+            raise QueueUnavailable(f"job queue {self.where}: cannot connect: "
+                                   f"{' '.join(str(e).split())}") from e
         if migrate_schema:
             with self._lock:
                 migrate(self._connect(), self.where)
