@@ -117,6 +117,24 @@ def test_sidecar_settings_and_flags(files, config, tmp_path, capsys):
         assert im.format == "WEBP"
 
 
+def test_a_bad_sidecar_is_named_by_its_path_and_malformed_yaml_is_one_line(files, config, tmp_path, capsys):
+    """--sidecar given the daemon's config by mistake said `arguments.state_dir: unknown key`
+    (no file named); malformed YAML printed PyYAML's three lines with `<unicode string>`."""
+    wrong = tmp_path / "config.yaml"
+    wrong.write_text("state_dir: st\nprocessors: [face_anonymiser]\n")
+    args = ["-c", str(config), "-t", str(files / "target.jpg"), "-o", str(tmp_path / "o.jpg"), "--sidecar"]
+    assert run_process([*args, str(wrong)]) == 2
+    err = capsys.readouterr().err
+    assert f"invalid sidecar {wrong}:" in err and "  - state_dir: unknown key" in err and "arguments" not in err
+    assert "  - processors[0]: 'face_anonymiser' is not one of" in err
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("processors: [\n")
+    assert run_process([*args, str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert f"sidecar {broken} is malformed YAML:" in err and "(line 2, column 1)" in err
+    assert "<unicode string>" not in err and len(err.strip().splitlines()) == 1
+
+
 def test_the_main_command_line_reaches_process(files, config, tmp_path, monkeypatch):
     from ffwatchd.cli import main
 

@@ -18,7 +18,7 @@ from ffwatchd import jobspec
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE
 from ffwatchd.config import CONFIG_ENV, Settings, WorkerSettings, load_config, parse_size
 from ffwatchd.errors import ConfigError, JobError
-from ffwatchd.safeyaml import load_yaml
+from ffwatchd.safeyaml import load_yaml, yaml_problem
 from ffwatchd.sniff import sniff_file
 
 log = logging.getLogger(__name__)
@@ -76,17 +76,24 @@ class UsageProblem(Exception):
     pass
 
 
-def spec_mapping(args: argparse.Namespace, output: Path) -> dict[str, Any]:
-    """The sidecar-shaped mapping: --sidecar (paths relative to it), then the flags over it."""
+def spec_mapping(args: argparse.Namespace, output: Path,
+                 known: dict[str, str] | None = None) -> dict[str, Any]:
+    """The sidecar-shaped mapping: --sidecar (paths relative to it), then the flags over it. The
+    sidecar's own problems are named by its path (they were all `arguments.KEY`)."""
     base: dict[str, Any] = {}
     if args.sidecar:
         sidecar = Path(args.sidecar)
         try:
             base = load_yaml(sidecar.read_text(encoding="utf-8")) or {}
-        except (OSError, ValueError, yaml.YAMLError) as e:
+        except yaml.YAMLError as e:         # one line with the position, not PyYAML's three
+            raise UsageProblem(f"sidecar {sidecar} is malformed YAML: {yaml_problem(e)}") from e
+        except (OSError, ValueError) as e:
             raise UsageProblem(f"cannot read sidecar {sidecar}: {e}") from e
         if not isinstance(base, dict):
             raise UsageProblem(f"sidecar {sidecar} is not a mapping")
+        problems = [p.lstrip(".") for p in jobspec.validate(base, "", known)]
+        if problems:
+            raise UsageProblem(f"invalid sidecar {sidecar}:\n" + "\n".join(f"  - {p}" for p in problems))
         folder = sidecar.resolve().parent
         if isinstance(base.get("sources"), list):
             base["sources"] = [str((folder / s).resolve()) for s in base["sources"] if isinstance(s, str)]
@@ -127,8 +134,8 @@ def run(args: argparse.Namespace) -> int:
         target, output = Path(args.target), Path(args.output)
         if target.is_symlink():        # the operator named it: its link is followed here, on purpose
             target = target.resolve()  # (the pipeline itself never reads through a link)
-        raw = spec_mapping(args, output)
         known = {**jobspec.BUILTIN_MODEL_KINDS, **{m.name: m.kind for m in custom}}
+        raw = spec_mapping(args, output, known)
         problems = jobspec.validate(raw, "arguments", known)
         if problems:
             raise UsageProblem("invalid settings:\n" + "\n".join(f"  - {p}" for p in problems))
