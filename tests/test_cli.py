@@ -257,6 +257,16 @@ def test_retry_of_a_model_missing_job_is_refused_while_the_model_is_missing(cfg:
     assert (watch.inbox / "m.jpg").exists()
 
 
+def test_retry_failed_with_no_failed_jobs_says_so(cfg: Path, capsys) -> None:
+    """`jobs retry --failed` with nothing failed answered "name job ids or --failed" (exit 2)."""
+    assert main(["jobs", "retry", "--failed", "-c", str(cfg)]) == 0
+    assert "no failed jobs: nothing to retry" in capsys.readouterr().out
+    assert main(["jobs", "retry", "--failed", "--json", "-c", str(cfg)]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert main(["jobs", "retry", "-c", str(cfg)]) == 2                 # neither ids nor --failed
+    assert "name job ids or --failed" in capsys.readouterr().err
+
+
 def test_a_state_dir_that_is_a_file_is_named_without_a_traceback(tmp_path: Path, capsys) -> None:
     """`state_dir: afile` (a file): status, jobs list, enqueue and run ended in a FileExistsError
     traceback; check already said it."""

@@ -117,6 +117,12 @@ def each_job(args: argparse.Namespace, verb: Callable[[JobQueue, Settings, Job],
         ids = args.ids
         if getattr(args, "failed", False):
             ids = [j.id for j in store.iter_jobs(["failed"])]
+            if not ids:         # said "name job ids or --failed" (exit 2) to a --failed
+                if args.json:
+                    dump_json([])
+                else:
+                    print("no failed jobs: nothing to retry")
+                return EXIT_OK
         if not ids:
             raise UsageError("name job ids" + (" or --failed" if hasattr(args, "failed") else ""))
         results = []
