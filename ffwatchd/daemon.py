@@ -28,7 +28,7 @@ from ffwatchd.housekeeping import prune_lost_workers, start_retention
 from ffwatchd.logs import setup_logging
 from ffwatchd.store import JobQueue, open_store
 from ffwatchd.systemd import Notifier
-from ffwatchd.recovery import lock_state_dir, recover_at_start
+from ffwatchd.recovery import lock_state_dir, pid_alive, recover_at_start
 from ffwatchd.writefs import make_private
 from ffwatchd.shares import claim_share_folders
 from ffwatchd.workerslots import LOOP_TICK, WorkerSlot, WorkerSlots
@@ -343,8 +343,9 @@ def read_status(state_dir: Path) -> dict | None:
     """The running daemon's status file, or None when no daemon is alive."""
     try:
         data = json.loads((state_dir / "status.json").read_text())
-        os.kill(int(data["pid"]), 0)
-    except (OSError, ValueError, KeyError):
+        if not pid_alive(int(data["pid"])):     # a supervisor killed with -9 is a zombie a moment
+            return None
+    except (OSError, ValueError, KeyError, TypeError):
         return None
     if data.get("stopping"):
         return None

@@ -40,7 +40,7 @@ def recover_at_start(settings: Settings, store: JobQueue) -> None:
         parsed = owner_pid(owner)
         if parsed is None or parsed[0] != host:         # another host's worker: its lease decides
             return True
-        return _pid_alive(parsed[1])                    # another daemon of this host may share the queue
+        return pid_alive(parsed[1])                    # another daemon of this host may share the queue
     back = store.requeue_dead_owners(alive)
     if back:
         log.warning("recovered %d job(s) held by workers of a previous run: %s", len(back), back)
@@ -112,7 +112,7 @@ def give_back(settings: Settings, store: JobQueue, metrics: Any, job_id: int, ow
 PF_EXITING = 0x4                        # linux/sched.h: the task is in do_exit()
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     """A process that is there and not on its way out. A worker of a supervisor killed with -9
     dies by PDEATHSIG but stays a zombie until init reaps it (up to seconds on a loaded host);
     kill(pid, 0) answers for a zombie as for a live process, which left its jobs running until

@@ -205,6 +205,26 @@ def test_start_up_recovery_leaves_jobs_of_another_live_daemon_on_this_host(tmp_p
     store.close()
 
 
+def test_status_does_not_call_a_zombie_supervisor_running(tmp_path) -> None:
+    """Right after `kill -9` of the daemon, status said "daemon on this host: pid N, up 311 s"."""
+    import json
+    import subprocess
+    import sys
+
+    from ffwatchd.daemon import read_status
+
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        while Path(f"/proc/{zombie.pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] != b"Z":
+            os.sched_yield()
+        (tmp_path / "status.json").write_text(json.dumps({"pid": zombie.pid, "started": 1.0}))
+        assert read_status(tmp_path) is None
+        (tmp_path / "status.json").write_text(json.dumps({"pid": os.getpid(), "started": 1.0}))
+        assert read_status(tmp_path)["pid"] == os.getpid()
+    finally:
+        zombie.wait()
+
+
 def test_start_up_recovery_removes_worker_rows_of_this_hosts_previous_run(tmp_path, share) -> None:
     """After `kill -9` and a restart, `status` listed the dead run's workers beside the new one
     (no state, an old heartbeat) until they were 3 leases old."""
