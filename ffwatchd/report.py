@@ -19,7 +19,7 @@ from PIL import Image
 
 from ffwatchd.config import WatchSettings
 from ffwatchd.filing import find_failed_original
-from ffwatchd.safefs import open_regular
+from ffwatchd.safefs import open_regular, read_up_to
 from ffwatchd.store import Job, priority_name
 from ffwatchd.store.names import printable
 from ffwatchd.writefs import write_file_atomic
@@ -69,23 +69,12 @@ def _read_picture(root: Path, path: Path) -> bytes | None:
         size = os.fstat(fd).st_size
         if size == 0 or size > THUMB_SOURCE_MAX:
             return None
-        head = _read_up_to(fd, min(size, THUMB_HEAD))
+        head = read_up_to(fd, min(size, THUMB_HEAD))
         if not _pixels_allowed(head):
             return None
-        return head + _read_up_to(fd, THUMB_SOURCE_MAX + 1 - len(head))
+        return head + read_up_to(fd, THUMB_SOURCE_MAX + 1 - len(head))
     finally:
         os.close(fd)
-
-
-def _read_up_to(fd: int, n: int) -> bytes:
-    chunks, left = [], n
-    while left > 0:
-        chunk = os.read(fd, min(left, 1 << 16))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 def _pixels_allowed(raw: bytes) -> bool:

@@ -98,14 +98,19 @@ def read_regular(root: Path, path: Path, limit: int) -> bytes:
     """Up to `limit` + 1 bytes of a regular file below `root` (the caller sees an overflow)."""
     fd = open_regular(root, path)
     try:
-        chunks: list[bytes] = []
-        left = limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 16))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+        return read_up_to(fd, limit + 1)
     finally:
         os.close(fd)
+
+
+def read_up_to(fd: int, n: int) -> bytes:
+    """Up to `n` bytes from `fd`'s offset on (fewer at the end of the file)."""
+    chunks: list[bytes] = []
+    left = n
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 16))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)

@@ -4,12 +4,10 @@ the input's format with its quality settings and machine-readable provenance."""
 
 from __future__ import annotations
 
-import errno
 import io
 import json
 import logging
 import os
-import stat
 import struct
 import warnings
 from dataclasses import dataclass, field
@@ -20,6 +18,7 @@ from PIL import Image, ImageOps, PngImagePlugin, TiffImagePlugin, UnidentifiedIm
 
 from ffwatchd.errors import JobError
 from ffwatchd.media.jpegout import encode_jpeg
+from ffwatchd.media.source import open_file
 from ffwatchd.media.provenance import PNG_PROVENANCE_KEY, Provenance, read_provenance  # noqa: F401
 
 log = logging.getLogger(__name__)
@@ -56,27 +55,12 @@ class DecodedImage:
 Image.MAX_IMAGE_PIXELS = None
 
 
-def _open_regular(path: Path) -> int:
-    """A descriptor of the regular file at `path`: a link there is never followed (the file was
-    checked without links; one put there since is refused), a FIFO or device never waited on."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise JobError("bad_input", f"{path.name} is a symbolic link; it was not followed") from e
-        raise JobError("bad_input", f"cannot read {path.name}: {e.strerror or e}") from e
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise JobError("bad_input", f"{path.name} is not a regular file; it was not read")
-    return fd
-
-
 def open_checked(path: Path, max_pixels: int) -> Image.Image:
     """Open an image lazily (header only) and refuse it when it is empty, unknown or too large.
 
     Pillow reads the file the descriptor opened here refers to (through /proc/self/fd), so a
     link or another file put at `path` after this point is never read."""
-    fd = _open_regular(path)
+    fd = open_file(path)
     try:
         size = os.fstat(fd).st_size
         if size == 0:

@@ -50,9 +50,14 @@ class VideoInput:
 
 
 def open_input(path: Path, root: Path | None = None) -> VideoInput:
-    """Open the video at `path` for ffmpeg. With `root` (the inbox or a source root) no folder
-    between it and the file may be a link; the file itself may never be one, nor a FIFO, device
-    or socket. JobError bad_input naming the file otherwise."""
+    """Open the video at `path` for ffmpeg (see open_file)."""
+    return VideoInput(Path(path), open_file(path, root))
+
+
+def open_file(path: Path, root: Path | None = None) -> int:
+    """A descriptor of the regular file at `path`, for a video or a picture. With `root` (the inbox
+    or a source root) no folder between it and the file may be a link; the file itself may never be
+    one, nor a FIFO, device or socket (never waited on). JobError bad_input naming the file otherwise."""
     path = Path(path)
     try:
         if root is not None:
@@ -77,4 +82,4 @@ def open_input(path: Path, root: Path | None = None) -> VideoInput:
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise JobError("bad_input", f"{path.name} is not a regular file; it was not read")
-    return VideoInput(path, fd)
+    return fd
