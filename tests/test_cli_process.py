@@ -164,6 +164,25 @@ def test_a_video_goes_through_the_same_video_path_as_the_daemon(files, config, c
     assert sorted(p.name for p in files.iterdir() if p.name.startswith(".")) == []      # no temp left
 
 
+def test_an_output_suffix_of_the_other_kind_is_refused(files, config, capsys, monkeypatch):
+    """`-t clip.mp4 -o out.jpg` wrote an MP4 named out.jpg (and `-t x.jpg -o out.mp4` a JPEG), silently."""
+    import subprocess
+
+    from ffwatchd.media.ffmpeg import find_ffmpeg
+
+    monkeypatch.delenv("FFWATCHD_CONFIG", raising=False)
+    clip = files / "clip.mp4"
+    subprocess.run([find_ffmpeg(None), "-v", "error", "-y", "-loop", "1", "-framerate", "10", "-i",
+                    str(files / "target.jpg"), "-t", "0.3", "-c:v", "libx264", "-pix_fmt", "yuv420p", str(clip)],
+                   check=True)
+    assert run_process(["-c", str(config), "-t", str(clip), "-o", str(files / "out.jpg"), "--processors", "label"]) == 2
+    assert "the target is a video, and so is its result" in capsys.readouterr().err
+    assert run_process(["-c", str(config), "-t", str(files / "target.jpg"), "-o", str(files / "out.mp4"),
+                        "--processors", "label"]) == 2
+    assert "the target is an image, and so is its result" in capsys.readouterr().err
+    assert not (files / "out.jpg").exists() and not (files / "out.mp4").exists()
+
+
 def test_output_with_a_trailing_slash_is_a_folder_made_when_missing(files, config, capsys, monkeypatch):
     monkeypatch.delenv("FFWATCHD_CONFIG", raising=False)
     out_dir = files / "new" / "outdir"

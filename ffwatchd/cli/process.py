@@ -23,6 +23,8 @@ from ffwatchd.sniff import sniff_file
 
 log = logging.getLogger(__name__)
 _SUFFIX_FORMATS = {".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".webp": "webp"}
+_IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif"}
+_VIDEO_SUFFIXES = {".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -155,6 +157,13 @@ def run(args: argparse.Namespace) -> int:
     except JobError as e:
         print(f"ffwatchd process: {e.kind}: {e.message}", file=sys.stderr)
         return EXIT_FAIL
+    if not output.is_dir() and not args.output.endswith(("/", os.sep)):
+        wrong = _VIDEO_SUFFIXES if kind == "image" else _IMAGE_SUFFIXES     # a video written as out.jpg, say
+        if output.suffix.lower() in wrong:
+            print(f"ffwatchd process: -o {output}: the target is {'an image' if kind == 'image' else 'a video'}, "
+                  f"and so is its result; give the output a{'n image' if kind == 'image' else ' video'} suffix "
+                  f"(like the target's {target.suffix or 'own'}) or a folder", file=sys.stderr)
+            return EXIT_USAGE
     tmp = None
     workdir = None
     try:
