@@ -183,6 +183,19 @@ def test_an_output_suffix_of_the_other_kind_is_refused(files, config, capsys, mo
     assert not (files / "out.jpg").exists() and not (files / "out.mp4").exists()
 
 
+def test_the_target_itself_is_never_the_output(files, config, capsys, monkeypatch):
+    """`-o` naming the target, or its own folder (`-o .` beside it), replaced the original photo."""
+    monkeypatch.delenv("FFWATCHD_CONFIG", raising=False)
+    target = files / "target.jpg"
+    before = target.read_bytes()
+    for out in (str(target), str(files), f"{files}/"):
+        assert run_process(["-c", str(config), "-t", str(target), "-o", out, "--processors", "label",
+                            "--label-text", "x"]) == 2
+        assert "is the target itself; the original would be replaced" in capsys.readouterr().err
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in files.iterdir() if p.name.startswith(".")) == []
+
+
 def test_output_with_a_trailing_slash_is_a_folder_made_when_missing(files, config, capsys, monkeypatch):
     monkeypatch.delenv("FFWATCHD_CONFIG", raising=False)
     out_dir = files / "new" / "outdir"

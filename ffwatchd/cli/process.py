@@ -172,6 +172,10 @@ def run(args: argparse.Namespace) -> int:
         if output.is_dir():
             suffix = pipeline.output_suffix(target, spec) if kind == "image" else target.suffix.lower()
             output = output / (target.stem + suffix)
+        if output.exists() and os.path.samefile(output, target):     # `-o .` beside it, or -o = -t
+            print(f"ffwatchd process: -o {output} is the target itself; the original would be replaced: "
+                  f"give another name or folder", file=sys.stderr)
+            return EXIT_USAGE
         tmp = output.with_name(f".{output.name}.ffwatchd-{os.getpid()}.tmp{output.suffix}")
         if kind == "image":
             result = pipeline.process_image(target, tmp, spec)
