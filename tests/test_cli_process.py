@@ -196,6 +196,23 @@ def test_the_target_itself_is_never_the_output(files, config, capsys, monkeypatc
     assert sorted(p.name for p in files.iterdir() if p.name.startswith(".")) == []
 
 
+def test_missing_photos_and_options_are_named_before_any_model_is_loaded(files, config, capsys, monkeypatch):
+    """-s nope.jpg was ignored when nothing swapped; a swap without -s and --selector reference
+    without --reference ended as model_missing (naming models, not the option)."""
+    monkeypatch.delenv("FFWATCHD_CONFIG", raising=False)
+    base = ["-c", str(config), "-t", str(files / "target.jpg"), "-o", str(files / "o.jpg")]
+    cases = [(["-s", str(files / "nope.jpg"), "--processors", "label"], f"source {files / 'nope.jpg'} is not a file"),
+             (["--processors", "face_swapper"], "face_swapper needs at least one source photo: -s SRC"),
+             (["--processors", "label", "--selector", "reference"], "--selector reference needs --reference PHOTO"),
+             (["--processors", "label", "--reference", str(files / "nope.jpg")],
+              f"reference {files / 'nope.jpg'} is not a file")]
+    for extra, said in cases:
+        assert run_process([*base, *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert said in err and "model_missing" not in err, err
+    assert not (files / "o.jpg").exists()
+
+
 def test_output_with_a_trailing_slash_is_a_folder_made_when_missing(files, config, capsys, monkeypatch):
     monkeypatch.delenv("FFWATCHD_CONFIG", raising=False)
     out_dir = files / "new" / "outdir"

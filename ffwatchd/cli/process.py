@@ -141,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
         problems = jobspec.validate(raw, "arguments", known)
         if problems:
             raise UsageProblem("invalid settings:\n" + "\n".join(f"  - {p}" for p in problems))
+        _check_photos(raw)
         spec = jobspec.JobSpec.from_mapping(raw)
         pipeline = Pipeline(models_dir, custom, **_worker_options(args, settings))
     except UsageProblem as e:
@@ -216,6 +217,26 @@ def run(args: argparse.Namespace) -> int:
             what += f" in {summary['frames']} frames"
         print(f"{output}: {what}, {', '.join(summary['processors']) or '-'} on {summary['provider']}")
     return EXIT_OK
+
+
+def _check_photos(raw: dict[str, Any]) -> None:
+    """What the daemon's sidecar check says before any model is loaded: a missing -s photo was
+    ignored when nothing swapped, a swap without -s and `--selector reference` without
+    --reference ended as model_missing (or a pipeline error) instead of naming the option."""
+    for s in raw.get("sources") or []:
+        if not Path(s).is_file():
+            raise UsageProblem(f"source {s} is not a file")
+    processors = raw.get("processors") or list(jobspec.JobSpec.processors)
+    if "face_swapper" in processors and not raw.get("sources"):
+        raise UsageProblem("face_swapper needs at least one source photo: -s SRC (or --processors without "
+                           "face_swapper)")
+    selector = raw.get("face_selector") or {}
+    if selector.get("mode") == "reference":
+        ref = selector.get("reference")
+        if not ref:
+            raise UsageProblem("--selector reference needs --reference PHOTO")
+        if not Path(ref).is_file():
+            raise UsageProblem(f"reference {ref} is not a file")
 
 
 def _settings(args: argparse.Namespace) -> Settings | None:
