@@ -257,6 +257,20 @@ def test_retry_of_a_model_missing_job_is_refused_while_the_model_is_missing(cfg:
     assert (watch.inbox / "m.jpg").exists()
 
 
+def test_jobs_list_says_when_it_shows_only_the_newest(cfg: Path, capsys) -> None:
+    """The default --limit 50 cut a longer table without a word."""
+    for name in ("a.jpg", "b.jpg", "c.jpg"):
+        add_job(cfg, name)
+    assert main(["jobs", "list", "--limit", "2", "-c", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "c.jpg" in out and "b.jpg" in out and "a.jpg" not in out
+    assert "(the newest 2 shown; there are more: --limit N, --state S or --watch W)" in out
+    assert main(["jobs", "list", "--limit", "3", "-c", str(cfg)]) == 0
+    assert "there are more" not in capsys.readouterr().out
+    assert main(["jobs", "list", "--limit", "2", "--json", "-c", str(cfg)]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 2
+
+
 def test_retry_failed_with_no_failed_jobs_says_so(cfg: Path, capsys) -> None:
     """`jobs retry --failed` with nothing failed answered "name job ids or --failed" (exit 2)."""
     assert main(["jobs", "retry", "--failed", "-c", str(cfg)]) == 0

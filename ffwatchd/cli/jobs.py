@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     config_arg(p, verb=True)
     p.add_argument("--state", help=f"one of {', '.join(STATES)}")
     p.add_argument("--watch")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=int, default=50, help="newest first, at most this many (default 50)")
     p.add_argument("--json", action="store_true")
     p = verbs.add_parser("show", help="one job in full, with its provenance")
     config_arg(p, verb=True)
@@ -61,13 +61,17 @@ def cmd_list(args: argparse.Namespace) -> int:
         raise UsageError(f"--state must be one of {', '.join(STATES)}")
     check_watch_name(args.config, args.watch)
     with open_store_for_reading(args.config) as store:
-        jobs = store.list(state=args.state, watch=args.watch, limit=args.limit)
+        jobs = store.list(state=args.state, watch=args.watch, limit=args.limit + 1)
+    more = len(jobs) > args.limit           # 50 of 227 were shown as if they were all
+    jobs = jobs[:args.limit]
     if args.json:
         dump_json([j.to_dict() for j in jobs])
         return EXIT_OK
     print_table([(j.id, j.state, j.watch, j.rel_path, j.kind, priority_name(j.priority), j.attempts,
                   format_progress(j), j.error_kind or "", format_time(j.queued_at)) for j in jobs],
                 ["id", "state", "watch", "path", "kind", "priority", "tries", "progress", "error", "queued"])
+    if more:
+        print(f"(the newest {args.limit} shown; there are more: --limit N, --state S or --watch W)")
     if args.state in (None, "queued"):
         from ffwatchd.daemon import read_status
 
