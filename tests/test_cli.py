@@ -271,6 +271,17 @@ def test_jobs_list_says_when_it_shows_only_the_newest(cfg: Path, capsys) -> None
     assert len(json.loads(capsys.readouterr().out)) == 2
 
 
+def test_batches_list_says_when_it_shows_only_the_newest(cfg: Path, capsys) -> None:
+    with store_for(cfg) as s:
+        for i, folder in enumerate(("b1", "b2", "b3")):
+            s.touch_batch("studio", folder, 1000.0 + i)
+    assert main(["batches", "list", "--limit", "2", "-c", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "(the newest 2 shown; there are more" in out and out.count("studio") == 2
+    assert main(["batches", "list", "--limit", "3", "-c", str(cfg)]) == 0
+    assert "there are more" not in capsys.readouterr().out
+
+
 def test_retry_failed_with_no_failed_jobs_says_so(cfg: Path, capsys) -> None:
     """`jobs retry --failed` with nothing failed answered "name job ids or --failed" (exit 2)."""
     assert main(["jobs", "retry", "--failed", "-c", str(cfg)]) == 0

@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     config_arg(p, verb=True)
     p.add_argument("--watch")
     p.add_argument("--state", choices=["open", "finished"])
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=int, default=50, help="newest first, at most this many (default 50)")
     p.add_argument("--json", action="store_true")
     p = verbs.add_parser("show", help="one batch: counts, report, package, deliveries")
     config_arg(p, verb=True)
@@ -33,7 +33,9 @@ def run(args: argparse.Namespace) -> int:
         check_watch_name(args.config, args.watch)
     with open_store_for_reading(args.config) as store:
         if args.batches_command == "list":
-            batches = store.list_batches(watch=args.watch, state=args.state, limit=args.limit)
+            batches = store.list_batches(watch=args.watch, state=args.state, limit=args.limit + 1)
+            more = len(batches) > args.limit       # the table was cut without a word
+            batches = batches[:args.limit]
             if args.json:
                 dump_json([b.to_dict() for b in batches])
                 return EXIT_OK
@@ -41,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
                           " ".join(f"{k}={v}" for k, v in b.counts.items() if v and k != "total") or "-",
                           format_time(b.finished_at), b.report_path or "-") for b in batches],
                         ["id", "watch", "batch", "state", "ver", "counts", "finished", "report"])
+            if more:
+                print(f"(the newest {args.limit} shown; there are more: --limit N, --state S or --watch W)")
             return EXIT_OK
         try:
             batch = store.get_batch(args.id)
