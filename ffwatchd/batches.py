@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ffwatchd.config import Settings, WatchSettings
+from ffwatchd.errors import NOT_A_FILE_FAILURE
 from ffwatchd.jobspec import JobSpec
 from ffwatchd.notify.outbox import deliver_due, failed_deliveries, finished_deliveries
 from ffwatchd.package import write_zip
@@ -210,7 +211,8 @@ class BatchTracker:
 
     def _notify_failures(self, batch: Batch, jobs: list[Job]) -> None:
         for job in jobs:
-            if job.state != "failed" or not job.spec or (job.id, job.finished_at or 0) in self._failed_sent:
+            if (job.state != "failed" or job.error_kind in NOT_A_FILE_FAILURE or not job.spec
+                    or (job.id, job.finished_at or 0) in self._failed_sent):
                 continue
             self._failed_sent.add((job.id, job.finished_at or 0))
             rows = failed_deliveries(JobSpec.from_snapshot(job.spec).notify, batch, job)

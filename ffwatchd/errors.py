@@ -9,7 +9,11 @@ PERMANENT_KINDS = frozenset({
     "bad_input", "no_face", "too_large", "no_sidecar", "bad_sidecar", "model_missing",
     "cancelled", "outside_inbox", "memory", "duplicate", "unreadable", "provenance", "source_changed",
     "vanished",           # the original left its inbox (the inbox being there) before it was processed
+    "superseded",         # the original changed after it was queued or while it was processed: its new
+                          # content is its own job; not a failure of the file (batches do not count it failed)
 })
+#: failed jobs that are not failures of the file: left out of a batch's failed count and notifications
+NOT_A_FILE_FAILURE = frozenset({"superseded"})
 TRANSIENT_KINDS = frozenset({
     "timeout", "worker_crashed", "internal", "io", "disk_full",
 })

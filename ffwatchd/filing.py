@@ -119,7 +119,7 @@ class OriginalChanged(JobError):
     file. Raised before anything of the plan moves."""
 
     def __init__(self, original: Path, what: str) -> None:
-        super().__init__("bad_input", f"{original} changed while it was processed ({what}); it was not filed "
+        super().__init__("superseded", f"{original} changed while it was processed ({what}); it was not filed "
                          "and the job's result was discarded: the new content is queued as its own job",
                          transient=False)
 

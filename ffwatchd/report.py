@@ -18,6 +18,7 @@ import numpy as np
 from PIL import Image
 
 from ffwatchd.config import WatchSettings
+from ffwatchd.errors import NOT_A_FILE_FAILURE
 from ffwatchd.filing import find_failed_original
 from ffwatchd.safefs import open_regular, read_up_to
 from ffwatchd.store import Job, priority_name
@@ -31,7 +32,7 @@ THUMB_QUALITY = 60
 THUMB_SOURCE_MAX = 256 * 2**20          # a bigger file gets no thumbnail (nor is read whole for one)
 THUMB_MAX_PIXELS = 50_000_000           # nor does a picture declaring more pixels (never decoded)
 THUMB_HEAD = 1 << 20                    # what is read first to find the picture's header
-STATE_ORDER = ("failed", "done", "running", "queued", "cancelled")
+STATE_ORDER = ("failed", "done", "running", "queued", "cancelled", "superseded")
 
 
 def report_paths(watch: WatchSettings, folder: str) -> tuple[Path, Path]:
@@ -164,13 +165,19 @@ def _root_of(watch: WatchSettings, path: Path | None) -> Path:
     return watch.output
 
 
+def outcome_of(job: Job) -> str:
+    """What the report counts a job as: its state, except a failed job that is no failure of the
+    file (its original changed and the new content is its own job): "superseded"."""
+    return "superseded" if job.state == "failed" and job.error_kind in NOT_A_FILE_FAILURE else job.state
+
+
 def file_entry(watch: WatchSettings, job: Job) -> dict:
     """One job as the report shows it."""
     spec = job.spec or {}
     duration = (job.finished_at - job.started_at) if job.finished_at and job.started_at else None
     wait = (job.started_at - job.queued_at) if job.started_at else None
     entry = {
-        "job_id": job.id, "path": job.rel_path, "state": job.state, "kind": job.kind,
+        "job_id": job.id, "path": job.rel_path, "state": job.state, "outcome": outcome_of(job), "kind": job.kind,
         "priority": priority_name(job.priority), "attempts": job.attempts,
         "created_at": _iso(job.created_at), "started_at": _iso(job.started_at),
         "finished_at": _iso(job.finished_at),
@@ -179,7 +186,7 @@ def file_entry(watch: WatchSettings, job: Job) -> dict:
         "output": os.path.relpath(job.output_path, watch.output) if job.output_path else None,
         "error_kind": job.error_kind if job.state != "done" else None,
         "message": job.error_message if job.state != "done" else None,
-        "retry": f"ffwatchd jobs retry {job.id}" if job.state in ("failed", "cancelled") else None,
+        "retry": (f"ffwatchd jobs retry {job.id}" if outcome_of(job) in ("failed", "cancelled") else None),
         "processors": spec.get("processors", []),
         "models": _models(spec),
         "worker": job.worker,
@@ -205,7 +212,7 @@ def build_report(watch: WatchSettings, folder: str, jobs: Iterable[Job], *, batc
     files = [file_entry(watch, j) for j in jobs]
     counts = {s: 0 for s in STATE_ORDER}
     for f in files:
-        counts[f["state"]] = counts.get(f["state"], 0) + 1
+        counts[f["outcome"]] = counts.get(f["outcome"], 0) + 1
     counts["total"] = len(files)
     settings: dict = {}
     for j in jobs:
@@ -243,11 +250,14 @@ def render_html(report: dict, thumbs: dict[int, tuple[str | None, str | None]]) 
     c = report["counts"]
     rows = []
     order = {s: i for i, s in enumerate(STATE_ORDER)}
-    for f in sorted(report["files"], key=lambda f: (order.get(f["state"], 9), f["path"])):
+    for f in sorted(report["files"], key=lambda f: (order.get(f.get("outcome", f["state"]), 9), f["path"])):
         before, after = thumbs.get(f["job_id"], (None, None))
         if f["state"] == "done":
             pictures = _img(before, "before") + _img(after, "after")
             detail = e(f"output/{f['output']}") if f["output"] else ""
+        elif f.get("outcome") == "superseded":
+            pictures = ""
+            detail = f'<span>{e(f["message"] or "")}</span>'
         elif f["state"] in ("failed", "cancelled"):
             pictures = _img(before, "original")
             detail = (f'<span class="why">{e(f["error_kind"] or "")}: {e(f["message"] or "")}</span>'
@@ -255,7 +265,8 @@ def render_html(report: dict, thumbs: dict[int, tuple[str | None, str | None]]) 
         else:
             pictures, detail = "", e(f["state"])
         took = f"{f['duration_s']:.1f} s" if f["duration_s"] is not None else ""
-        rows.append(f'<tr class="{e(f["state"])}"><td>{e(f["path"])}</td><td>{e(f["state"])}</td>'
+        shown = f.get("outcome", f["state"])
+        rows.append(f'<tr class="{e(shown)}"><td>{e(f["path"])}</td><td>{e(shown)}</td>'
                     f'<td class="pics">{pictures}</td><td>{detail}</td><td>{took}</td>'
                     f'<td>{e(", ".join(f["models"]))}</td></tr>')
     counts = "".join(f'<span class="{s}">{e(s)}: {c.get(s, 0)}</span>' for s in STATE_ORDER if c.get(s))

@@ -37,6 +37,10 @@ log = logging.getLogger(__name__)
 _GONE = "gone"          # _original_problem: the original is not at its inbox path
 
 
+class _Superseded(str):
+    """_original_problem: the original changed after it was queued (its new content is its own job)."""
+
+
 @dataclass
 class Outcome:
     """What happened to one job, for the supervisor's metrics and logs."""
@@ -185,7 +189,8 @@ class JobRunner(JobFailures, ShareWaits):
             if why:                            # the share went meanwhile: not the job's fault
                 self._release_for_share(job, out, why, lease)
             elif problem:
-                self._fail_without_filing(job, out, "bad_input", problem)
+                self._fail_without_filing(job, out, "superseded" if isinstance(problem, _Superseded) else "bad_input",
+                                          problem)
             else:
                 self._failed(watch, job, lease, out, source_error, workdir)
             return None
@@ -311,15 +316,15 @@ class JobRunner(JobFailures, ShareWaits):
         if not statmod.S_ISREG(st.st_mode):
             return f"{original} is now {safefs.describe_mode(st.st_mode)}; it was not opened"
         if st.st_size != job.size or abs(st.st_mtime - job.mtime) > 1e-3:
-            return (f"{original} changed after it was queued (size {job.size} -> {st.st_size}); "
-                    "the new content is queued as its own job")
+            return _Superseded(f"{original} changed after it was queued (size {job.size} -> {st.st_size}); "
+                               "the new content is queued as its own job")
         try:
             digest, _state = hash_file(original, inbox)
         except OSError as e:
             return f"{original} cannot be read: {e.strerror}"
         if digest != job.content_hash:
-            return (f"{original} changed after it was queued (same size and time, other content); "
-                    "the new content is queued as its own job")
+            return _Superseded(f"{original} changed after it was queued (same size and time, other content); "
+                               "the new content is queued as its own job")
         self._checked[job.id] = original_state(st)
         while len(self._checked) > 64:           # jobs that ended without a filing
             self._checked.pop(next(iter(self._checked)))

@@ -251,3 +251,33 @@ def test_a_busy_batch_is_read_every_few_seconds_not_every_tick(env) -> None:
     tracker.step(now=clock.t + 100)
     (b,) = store.list_batches()
     assert b.state == "finished" and b.counts["done"] == 3
+
+
+def test_a_version_superseded_by_a_newer_one_is_no_failure_of_the_batch(env) -> None:
+    """A file changed while its job was queued: the old job fails as `superseded` and the new
+    content is its own job. Every file ended done, so the batch says so: no failed count, no
+    failed notification, no retry command; the superseded row is listed after the done ones."""
+    settings, store, clock, tracker, _ = env
+    w = settings.watches[0]
+    full = JobSpec.from_mapping(SPEC).to_snapshot()
+    store.enqueue(watch="w", rel_path="b/one.jpg", size=1, mtime=1.0, content_hash="old", kind="image",
+                  spec=full, batch="b")
+    old = store.claim("t", 60)
+    store.fail(old.id, "t", error_kind="superseded", transient=False,
+               message=f"{w.inbox / 'b/one.jpg'} changed after it was queued (size 1 -> 2); "
+                       "the new content is queued as its own job")
+    run_job(settings, store, clock, "b/one.jpg", 1, SPEC)
+    tracker.step(now=clock.t + 5)
+    assert [d.event for d in store.deliveries()] == [], "no failed notification for a superseded version"
+    tracker.step(now=clock.t + 11)
+    (b,) = store.list_batches()
+    assert b.state == "finished" and (b.counts["done"], b.counts["failed"], b.counts["superseded"]) == (1, 0, 1)
+    out = w.output / "b"
+    report = json.loads((out / "ffwatch-report.json").read_text())
+    row = next(f for f in report["files"] if f["job_id"] == old.id)
+    assert (row["state"], row["outcome"], row["retry"]) == ("failed", "superseded", None)
+    page = check_report_html((out / "ffwatch-report.html").read_text())
+    assert [r["class"] for r in page.rows] == ["done", "superseded"]
+    assert "changed after it was queued" in page.rows[1]["cells"][3] and "retry" not in page.rows[1]["cells"][3]
+    (finished,) = [d for d in store.deliveries() if d.event == "finished"]
+    assert finished.payload["failed"] == [] and finished.payload["counts"]["failed"] == 0

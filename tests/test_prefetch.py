@@ -94,6 +94,7 @@ def test_a_held_job_whose_original_changed_is_not_processed(env) -> None:  # noq
     out = runner.start(job).finish()
     runner.close()
     assert out.outcome == "failed" and "changed after it was queued" in store.get(job_id).error_message
+    assert store.get(job_id).error_kind == "superseded"
     assert (watch.inbox / "c.jpg").read_bytes() == b"new content"       # not ours to move
     assert ("decode", "c.jpg") not in pipeline.threads
 

@@ -99,7 +99,7 @@ def test_content_replaced_in_place_is_not_processed_under_the_old_job(env) -> No
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # same mtime, other content
     out = run_next(settings, store)
     job = store.get(job_id)
-    assert out.outcome == "failed" and job.error_kind == "bad_input" and "changed" in job.error_message
+    assert out.outcome == "failed" and job.error_kind == "superseded" and "changed" in job.error_message
     assert path.read_bytes() == b"new", "the new content stays in the inbox for its own job"
     assert not (watch.output / "a.jpg").exists() and not (watch.failed / "a.jpg").exists()
 

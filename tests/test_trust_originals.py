@@ -149,7 +149,7 @@ def test_an_original_replaced_or_changed_while_processed_is_not_filed_under_the_
     out = runner.run(store.claim("test-owner", 60))
     job = store.get(job_id)
     path = watch.inbox / "a.jpg"
-    assert out.outcome == "failed" and job.state == "failed" and job.error_kind == "bad_input", job
+    assert out.outcome == "failed" and job.state == "failed" and job.error_kind == "superseded", job
     assert "changed while it was processed" in job.error_message
     assert path.exists() and path.read_bytes() != b"old picture", "the new content stays for its own job"
     assert not (watch.done / "a.jpg").exists() and not (watch.failed / "a.jpg").exists()

@@ -12,6 +12,7 @@ from typing import Any, Callable
 from ffwatchd.config import Settings
 from ffwatchd.jobspec import NotifySpec
 from ffwatchd.notify import smtp, webhook
+from ffwatchd.errors import NOT_A_FILE_FAILURE
 from ffwatchd.notify.webhook import DeliveryError
 from ffwatchd.store import Batch, Delivery, Job, JobQueue
 
@@ -23,7 +24,8 @@ MAX_LISTED = 100          # failed files listed in one notification
 def batch_summary(batch: Batch, version: int, counts: dict, jobs: list[Job], report: str | None,
                   package: str | None, key: str) -> dict:
     failed = [{"job_id": j.id, "path": j.rel_path, "error_kind": j.error_kind, "message": j.error_message,
-               "retry": f"ffwatchd jobs retry {j.id}"} for j in jobs if j.state in ("failed", "cancelled")]
+               "retry": f"ffwatchd jobs retry {j.id}"} for j in jobs
+              if j.state in ("failed", "cancelled") and j.error_kind not in NOT_A_FILE_FAILURE]
     return {"event": "batch.finished", "idempotency_key": key, "watch": batch.watch, "batch": batch.folder or "/",
             "batch_id": batch.id, "version": version, "counts": counts, "report": report,
             "report_json": report[: -len(".html")] + ".json" if report else None, "package": package,
