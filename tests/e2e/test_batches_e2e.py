@@ -278,3 +278,35 @@ def test_with_the_one_worker_busy_on_a_video_the_high_priority_file_runs_next(ma
     lows = [j for j in jobs if j.batch == "low"]
     assert all(j.created_at < high.created_at for j in lows)
     assert high.started_at < min(j.started_at for j in lows), "the high-priority file ran next"
+
+
+def test_a_file_changed_while_queued_ends_done_and_its_batch_reports_no_failure(make_daemon) -> None:
+    """Whole daemon, a name that is not UTF-8: a file appended to while its job waits in the queue
+    (no worker yet) gets a job for its new content; when a worker comes, the old job ends
+    `superseded`, the new content is processed and filed, and the batch counts no failure."""
+    d = make_daemon(workers={"devices": []}, watch_extra={"batch_quiet": "1s"})
+    batch_sidecar(d, "b")
+    d.start()
+    name = "b/caf\xe9-\udce9.jpg"                      # \xe9 as UTF-8, then a lone byte 0xE9 (not UTF-8)
+    path = d.drop(name, face_jpeg(seed=3))
+    d.wait_counts(60, queued=1)
+    with open(path, "ab") as f:                       # more bytes after the JPEG's end: a new version
+        f.write(b"\0" * 512)
+    d.wait_counts(60, queued=2)
+    d.stop()
+    d.config["workers"]["devices"] = ["cpu"]
+    d.write_config()
+    d.start()
+    d.wait_counts(120, queued=0, running=0, done=1, failed=1)
+    with d.store() as s:
+        jobs = sorted(s.list(watch="studio", limit=10), key=lambda j: j.id)
+    assert [(j.state, j.error_kind) for j in jobs] == [("failed", "superseded"), ("done", None)]
+    assert (d.done / name).read_bytes().endswith(b"\0" * 512), "the new content was filed"
+    assert not (d.inbox / name).exists() and not (d.failed / "b").exists()
+
+    def finished():
+        p = d.output / "b" / "ffwatch-report.json"
+        r = json.loads(p.read_text()) if p.exists() else None
+        return r if r and r["state"] == "finished" else None
+    report = wait_for(finished, 60, "the batch's final report")
+    assert (report["counts"]["done"], report["counts"]["failed"], report["counts"]["superseded"]) == (1, 0, 1)
