@@ -250,12 +250,12 @@ def render_html(report: dict, thumbs: dict[int, tuple[str | None, str | None]]) 
     c = report["counts"]
     rows = []
     order = {s: i for i, s in enumerate(STATE_ORDER)}
-    for f in sorted(report["files"], key=lambda f: (order.get(f.get("outcome", f["state"]), 9), f["path"])):
+    for f in sorted(report["files"], key=lambda f: (order.get(f["outcome"], 9), f["path"])):
         before, after = thumbs.get(f["job_id"], (None, None))
         if f["state"] == "done":
             pictures = _img(before, "before") + _img(after, "after")
             detail = e(f"output/{f['output']}") if f["output"] else ""
-        elif f.get("outcome") == "superseded":
+        elif f["outcome"] == "superseded":
             pictures = ""
             detail = f'<span>{e(f["message"] or "")}</span>'
         elif f["state"] in ("failed", "cancelled"):
@@ -265,7 +265,7 @@ def render_html(report: dict, thumbs: dict[int, tuple[str | None, str | None]]) 
         else:
             pictures, detail = "", e(f["state"])
         took = f"{f['duration_s']:.1f} s" if f["duration_s"] is not None else ""
-        shown = f.get("outcome", f["state"])
+        shown = f["outcome"]
         rows.append(f'<tr class="{e(shown)}"><td>{e(f["path"])}</td><td>{e(shown)}</td>'
                     f'<td class="pics">{pictures}</td><td>{detail}</td><td>{took}</td>'
                     f'<td>{e(", ".join(f["models"]))}</td></tr>')
