@@ -26,11 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
 
-from tests.e2e.harness import Daemon, face_jpeg, synthetic_models, wait_for  # noqa: E402
-
-from ffwatchd.config import load_config  # noqa: E402
+from ffwatchd.config.load import load_config  # noqa: E402
 from ffwatchd.faces.pipeline import Pipeline  # noqa: E402
-from ffwatchd.jobspec import JobSpec  # noqa: E402
+from ffwatchd.spec.jobspec import JobSpec  # noqa: E402
+from tests.e2e.harness import Daemon, face_jpeg, synthetic_models, wait_for  # noqa: E402
 
 
 def record(section: str, markdown: str) -> None:

@@ -57,7 +57,6 @@ def make_heavy_swapper(path: Path, width: int = 1024, blocks: int = 6, seed: int
     scaled per channel by the source latent), and upsampling back to 128. Returns its size and
     compute, counted from the graph."""
     import numpy as np
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(seed)
@@ -129,8 +128,9 @@ def gpu_name(device: int) -> str | None:
 
 def cuda_session_providers(device: int) -> tuple[list[str], str]:
     """Providers a real session gets when CUDA is asked for, and onnxruntime's own words."""
-    from ffwatchd.checks import probe_cuda
     import onnxruntime as ort
+
+    from ffwatchd.faces.sessions import probe_cuda
 
     return probe_cuda(device, 2**30), f"onnxruntime {ort.__version__}, available: {', '.join(ort.get_available_providers())}"
 
@@ -197,7 +197,7 @@ class Bench:
         return buf.tobytes()
 
     def pipeline(self, vram_limit: int = 12 * 2**30):
-        from ffwatchd.config import CustomModel
+        from ffwatchd.config.settings import CustomModel
         from ffwatchd.faces.pipeline import Pipeline
 
         custom = tuple(CustomModel(m.name, m.path, m.kind, m.sha256) for m in self.models.values())
@@ -205,7 +205,7 @@ class Bench:
                         vram_limit=vram_limit, cpu_threads=0)
 
     def spec(self, detector: str):
-        from ffwatchd.jobspec import JobSpec
+        from ffwatchd.spec.jobspec import JobSpec
 
         side = dict(self.sidecar(detector), sources=[str(self.source)])
         return JobSpec.from_mapping(side)
@@ -250,8 +250,8 @@ class Bench:
 
     def video_1080p(self, ffmpeg: str) -> dict:
         """A 1080p 25 fps clip through process_video: decode, per-frame inference, encode, mux."""
-        from ffwatchd.jobspec import OutputSpec
         from ffwatchd.media.video import process_video
+        from ffwatchd.spec.jobspec import OutputSpec
 
         clip = self.tmp / "clip.mp4"
         frames = 25 * (4 if self.args.quick else 10)

@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
 from c2pa_certs import make_chain  # noqa: E402
+
 from ffwatchd.media.c2pa_sign import ManifestSigner, load_credentials  # noqa: E402
 from ffwatchd.media.ffmpeg import find_ffmpeg  # noqa: E402
 from ffwatchd.media.image import encode_image  # noqa: E402

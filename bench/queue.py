@@ -291,9 +291,8 @@ def bench_concurrent(spec: tuple, n: int, clients: int) -> float:
 
 
 def main_backends(n: int, folder: str | None = None, clients: int = 4) -> None:
-    from tests.pg import Cluster, available
-
     from ffwatchd.store.postgres import PostgresJobStore
+    from tests.pg import Cluster, available
 
     why = available()
     if why:

@@ -23,7 +23,6 @@ import json
 import os
 import re
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time

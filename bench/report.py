@@ -24,11 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+import synthetic_models  # noqa: E402
 from _record import record  # noqa: E402
 
-import synthetic_models  # noqa: E402
-from ffwatchd.config import load_settings  # noqa: E402
-from ffwatchd.report import ThumbCache, write_report  # noqa: E402
+from ffwatchd.batches.report import ThumbCache, write_report  # noqa: E402
+from ffwatchd.config.load import load_settings  # noqa: E402
 from ffwatchd.store import JobStore  # noqa: E402
 
 SPEC = {"processors": ["face_swapper"], "face_detector": {"model": "yunet", "score": 0.5, "size": 640}}

@@ -27,12 +27,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
 
+from ffwatchd.config.load import load_config  # noqa: E402
+from ffwatchd.watch.ingest import ingest_file  # noqa: E402
+from ffwatchd.work.benchstage import ENV  # noqa: E402
 from tests import pg  # noqa: E402
 from tests.e2e.harness import Daemon, face_jpeg, synthetic_models, wait_for  # noqa: E402
-
-from ffwatchd.benchstage import ENV  # noqa: E402
-from ffwatchd.config import load_config  # noqa: E402
-from ffwatchd.ingest import ingest_file  # noqa: E402
 
 
 def record(section: str, markdown: str) -> None:

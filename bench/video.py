@@ -10,13 +10,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import logging
-import threading
 import os
 import resource
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,12 +30,12 @@ sys.path = [p for p in sys.path if Path(p or ".").resolve() != REPO / "bench"]
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "media")]
 
 from bench._record import record  # noqa: E402
-from ffwatchd.config import CustomModel  # noqa: E402
-from ffwatchd.jobspec import DetectorSpec, JobSpec, OutputSpec, RecognizerSpec, SwapperSpec  # noqa: E402
+from ffwatchd.config.settings import CustomModel  # noqa: E402
 from ffwatchd.media import ffmpeg as ffmpeg_mod  # noqa: E402
 from ffwatchd.media.ffmpeg import find_ffmpeg  # noqa: E402
 from ffwatchd.media.probe import probe  # noqa: E402
 from ffwatchd.media.video import DEFAULT_SEGMENT_SECONDS, process_video  # noqa: E402
+from ffwatchd.spec.jobspec import DetectorSpec, JobSpec, OutputSpec, RecognizerSpec, SwapperSpec  # noqa: E402
 
 log = logging.getLogger("bench.video")
 SPEC_OUTPUT = OutputSpec()          # the defaults a job gets: libx264, crf 20, preset medium
@@ -55,6 +55,7 @@ def sha256(path: Path) -> str:
 def build_processor(assets: Path, tmp: Path):
     """Real detector (YuNet) and recognizer, synthetic swapper, through ffwatchd's face pipeline."""
     import synthetic_models
+
     from ffwatchd.faces.pipeline import Pipeline
 
     swapper = synthetic_models.make_inswapper_like(tmp / "models" / "synth_inswapper.onnx")

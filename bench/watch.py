@@ -17,10 +17,11 @@ from pathlib import Path
 sys.path[0] = str(Path(__file__).resolve().parent.parent)   # not bench/: its names shadow the stdlib
 
 from bench._record import record  # noqa: E402
-from ffwatchd.config import load_settings  # noqa: E402
+from ffwatchd.config.load import load_settings  # noqa: E402
 from ffwatchd.store import JobStore  # noqa: E402
-from ffwatchd.watch import WatchLoop, scan_inbox  # noqa: E402
-from ffwatchd.watches import WatchService  # noqa: E402
+from ffwatchd.watch.loop import WatchLoop  # noqa: E402
+from ffwatchd.watch.scan import scan_inbox  # noqa: E402
+from ffwatchd.watch.service import WatchService  # noqa: E402
 
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 4000
 FACE = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100

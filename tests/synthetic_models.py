@@ -175,7 +175,7 @@ def make_face_image(size: int = 640, seed: int = 3, face=DEFAULT_FACE) -> np.nda
 def synthetic_spec(**overrides):
     """A JobSpec that uses the synthetic models by their `build_all` names; `overrides` are
     sidecar keys (sections merge key by key)."""
-    from ffwatchd.jobspec import JobSpec
+    from ffwatchd.spec.jobspec import JobSpec
 
     raw = {"face_detector": {"model": "synth_scrfd"}, "face_recognizer": {"model": "synth_arcface"},
            "face_swapper": {"model": "synth_inswapper"}, "face_enhancer": {"model": "synth_gfpgan"}}

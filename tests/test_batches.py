@@ -12,9 +12,9 @@ import cv2
 import numpy as np
 import pytest
 
-from ffwatchd.batches import BatchTracker
-from ffwatchd.config import load_settings
-from ffwatchd.jobspec import JobSpec
+from ffwatchd.batches.tracker import BatchTracker
+from ffwatchd.config.load import load_settings
+from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import JobStore
 from tests.html_check import check_report_html
 from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ffwatchd.benchstage import ENV, SleepPipeline, bench_pipeline
+from ffwatchd.work.benchstage import ENV, SleepPipeline, bench_pipeline
 
 
 def test_off_without_the_environment_variable(monkeypatch) -> None:

@@ -6,8 +6,8 @@ import socket
 import textwrap
 from pathlib import Path
 
-from ffwatchd.checks import check_metrics_port
-from ffwatchd.config import load_config
+from ffwatchd.config.load import load_config
+from ffwatchd.ops.checks import check_metrics_port
 
 
 def settings_on(tmp_path: Path, port: int):

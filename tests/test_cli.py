@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ffwatchd.cli import main
-from ffwatchd.config import load_config
-from ffwatchd.filing import file_failed_original
+from ffwatchd.config.load import load_config
+from ffwatchd.filing.plan import file_failed_original
 from ffwatchd.store import JobStore
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,8 +13,9 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from c2pa_certs import make_chain  # noqa: E402
+
 from ffwatchd.cli import main  # noqa: E402
-from ffwatchd.config import load_config  # noqa: E402
+from ffwatchd.config.load import load_config  # noqa: E402
 from ffwatchd.errors import ConfigError  # noqa: E402
 from ffwatchd.media.c2pa_sign import ManifestSigner, load_credentials  # noqa: E402
 from ffwatchd.media.image import write_image  # noqa: E402

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ffwatchd.cluster import Leadership
 from ffwatchd.store import JobStore
+from ffwatchd.store.leadership import Leadership
 
 _pg = pytest.importorskip("tests.pg")
 pg_server, pg_url = _pg.pg_server, _pg.pg_url     # fixtures

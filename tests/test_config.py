@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ffwatchd.config import load_config, parse_duration, parse_size
+from ffwatchd.config.load import load_config
 from ffwatchd.errors import ConfigError
+from ffwatchd.spec.values import parse_duration, parse_size
 
 ROOT = Path(__file__).resolve().parent.parent
 

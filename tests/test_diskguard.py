@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ffwatchd.diskguard import (DiskGuard, DiskStatus, check_disk, disk_full_error, free_bytes,
-                                is_enospc)
 from ffwatchd.errors import JobError
-from ffwatchd.metrics import Metrics
+from ffwatchd.ops.diskguard import DiskGuard, DiskStatus, check_disk, disk_full_error, free_bytes, is_enospc
+from ffwatchd.ops.metrics import Metrics
 
 MiB = 2**20
 
@@ -63,7 +62,7 @@ def test_guard_logs_each_transition_once_and_drives_the_metric(caplog):
     m = Metrics()
     guard = DiskGuard([Path("/srv/out"), Path("/var/tmp")], 100 * MiB, m,
                       check=sequence(ok, low, low, other, ok, ok, unreadable))
-    with caplog.at_level(logging.INFO, logger="ffwatchd.diskguard"):
+    with caplog.at_level(logging.INFO, logger="ffwatchd.ops.diskguard"):
         results = [guard.update() for _ in range(7)]
     assert results == [True, False, False, False, True, True, False]
     messages = [(r.levelname, r.getMessage()) for r in caplog.records]
@@ -105,7 +104,7 @@ def test_really_full_filesystem_pauses_then_resumes(tiny_fs, caplog):
     assert guard.update() is True
     filler = tiny_fs / "filler.bin"
     filler.write_bytes(b"\0" * (int(1.5 * MiB)))
-    with caplog.at_level(logging.INFO, logger="ffwatchd.diskguard"):
+    with caplog.at_level(logging.INFO, logger="ffwatchd.ops.diskguard"):
         assert guard.update() is False
         assert guard.update() is False                    # still paused: not logged again
         text = m.render().decode()

@@ -15,10 +15,9 @@ from PIL import Image
 
 from ffwatchd.errors import JobError
 from ffwatchd.faces.pipeline import Pipeline
-from ffwatchd.jobspec import JobSpec
+from ffwatchd.media.image import Provenance, read_image, read_provenance, write_image
 from ffwatchd.media.provenance import AI_COMPOSITE as DIGITAL_SOURCE_TYPE
-from ffwatchd.media.image import (Provenance, read_image, read_provenance,
-                                  write_image)
+from ffwatchd.spec.jobspec import JobSpec
 
 PROV = Provenance(("face_swapper", "face_enhancer"), ("yunet", "arcface_w600k_r50", "inswapper_128"))
 LABEL_ONLY = JobSpec.from_mapping({"processors": ["label"]})

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from ffwatchd import ingest as ingest_mod
-from ffwatchd import safefs
-from ffwatchd.config import Settings, load_settings
-from ffwatchd.inboxnames import classify_name
-from ffwatchd.ingest import find_watch, ingest_file
-from ffwatchd.settle import FileState
+from ffwatchd.config.load import load_settings
+from ffwatchd.config.settings import Settings
+from ffwatchd.fs import safefs
 from ffwatchd.store import JobStore
+from ffwatchd.watch import ingest as ingest_mod
+from ffwatchd.watch.inboxnames import classify_name
+from ffwatchd.watch.ingest import find_watch, ingest_file
+from ffwatchd.watch.settle import FileState
 
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100
 FACE = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100

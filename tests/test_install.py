@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ffwatchd.checks import check_packages
-from ffwatchd.install import ORT_GPU, owners, plan
+from ffwatchd.ops.checks import check_packages
+from ffwatchd.ops.install import ORT_GPU, owners, plan
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,7 +64,7 @@ def test_check_warns_about_two_owners_of_cv2(site: Path) -> None:
     warnings: list[str] = []
     notes: list[str] = []
     check_packages(warnings, notes, [str(site)])
-    assert len(warnings) == 1 and "2 packages own cv2/" in warnings[0] and "ffwatchd.install" in warnings[0]
+    assert len(warnings) == 1 and "2 packages own cv2/" in warnings[0] and "ffwatchd.ops.install" in warnings[0]
     assert any("onnxruntime/ is owned by onnxruntime 1.32.0 alone" in n for n in notes)
 
 

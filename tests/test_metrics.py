@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ffwatchd.metrics import DURATION_BUCKETS, Metrics
-from ffwatchd.metrics_labels import normalize_provider
+from ffwatchd.ops.metrics import DURATION_BUCKETS, Metrics
+from ffwatchd.ops.metrics_labels import normalize_provider
 from ffwatchd.store import JobStore
 
 HOST = socket.gethostname()
@@ -229,14 +229,15 @@ def test_reports_from_many_threads_add_up():
 
 def test_default_bind_is_localhost_9808():
     import inspect
-    from ffwatchd.config import MetricsSettings
+
+    from ffwatchd.config.settings import MetricsSettings
     sig = inspect.signature(Metrics.start)
     assert sig.parameters["host"].default == "127.0.0.1" == MetricsSettings().host
     assert sig.parameters["port"].default == 9808 == MetricsSettings().port
 
 
 def test_retention_results_are_counted(tmp_path):
-    from ffwatchd.retention import Deletion
+    from ffwatchd.ops.retention import Deletion
     m = Metrics()
     m.record_retention([Deletion("temp", tmp_path / "job-1", 1, 10.0, "done", 4096),
                         Deletion("done", tmp_path / "a.jpg", 1, 10.0, "old", 100),

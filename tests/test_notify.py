@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from ffwatchd.config import load_settings
-from ffwatchd.config_notify import SmtpSettings, url_allowed
-from ffwatchd.notify import smtp, webhook
-from ffwatchd.notify.outbox import deliver_due
-from ffwatchd.notify.webhook import DeliveryError
+from ffwatchd.batches.notify import smtp, webhook
+from ffwatchd.batches.notify.outbox import deliver_due
+from ffwatchd.batches.notify.webhook import DeliveryError
+from ffwatchd.config.load import load_settings
+from ffwatchd.config.notify import SmtpSettings
+from ffwatchd.spec.values import url_allowed
 from ffwatchd.store import JobStore
 from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 from tests.servers import MailSink, WebhookReceiver
@@ -173,7 +174,7 @@ def test_outbox_backs_off_then_gives_up(tmp_path: Path, backend: str, request: p
 
 
 def test_deliveries_and_give_ups_are_counted_in_metrics(tmp_path: Path) -> None:
-    from ffwatchd.metrics import Metrics
+    from ffwatchd.ops.metrics import Metrics
 
     r = WebhookReceiver(fail_first=1)
     try:

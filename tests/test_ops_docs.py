@@ -13,7 +13,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from ffwatchd.metrics import Metrics
+from ffwatchd.ops.metrics import Metrics
 from ffwatchd.store import JobStore
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from ffwatchd.errors import JobError
-from ffwatchd.jobspec import JobSpec
-from ffwatchd.runner import JobRunner
+from ffwatchd.spec.jobspec import JobSpec
+from ffwatchd.work.runner import JobRunner
 from tests.test_runner import _with_source, enqueue, env  # noqa: F401 - the fixture
 
 

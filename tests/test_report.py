@@ -13,8 +13,8 @@ import cv2
 import numpy as np
 import pytest
 
-from ffwatchd.config import load_settings
-from ffwatchd.report import ThumbCache, render_html, thumbnail, thumbnail_of, write_report
+from ffwatchd.batches.report import ThumbCache, render_html, thumbnail, thumbnail_of, write_report
+from ffwatchd.config.load import load_settings
 from ffwatchd.store import JobStore
 from tests.html_check import check_report_html
 
@@ -115,7 +115,7 @@ def test_a_picture_declaring_absurd_dimensions_gets_no_thumbnail_and_is_never_de
 def test_links_planted_on_the_share_put_nothing_from_outside_into_reports_or_zips(tmp_path: Path) -> None:
     """A link in output/ or done/ (to a file or a folder outside the share) is never read for a
     thumbnail or a zip, and the report and zip are never written through one."""
-    from ffwatchd.package import write_zip
+    from ffwatchd.batches.package import write_zip
     w, jobs = make_batch(tmp_path, n_done=3)
     outside = tmp_path / "private"
     outside.mkdir()
@@ -250,7 +250,7 @@ def test_a_zip_takes_names_that_are_not_utf8(tmp_path: Path) -> None:
     import os
     import zipfile
 
-    from ffwatchd.package import write_zip
+    from ffwatchd.batches.package import write_zip
     w, jobs = make_batch(tmp_path, names=(os.fsdecode(b"b/bad\xffbyte.jpg"), "b/ok.jpg"))
     path, n = write_zip(w, "b", jobs)
     with zipfile.ZipFile(path) as z:
@@ -268,7 +268,7 @@ def test_thumbnails_a_worker_sent_are_used_without_reading_the_files_again(tmp_p
         cache.put(j.id, str(before), sent[j.id][0])
         cache.put(j.id, str(after), sent[j.id][1])
     read = []
-    monkeypatch.setattr("ffwatchd.report.thumbnail", lambda path, root: read.append(path))
+    monkeypatch.setattr("ffwatchd.batches.report.thumbnail", lambda path, root: read.append(path))
     html_path, _report = write_report(w, "b", jobs, cache, batch_id=1, version=1, final=True)
     page = html_path.read_text()
     assert all(uri in page for pair in sent.values() for uri in pair)

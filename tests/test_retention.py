@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from ffwatchd.cli import retention as cli_retention
-from ffwatchd.config import RetentionSettings, Settings, WatchSettings
-from ffwatchd.retention import (clean_temp_at_startup, newest_mtime, run_retention)
+from ffwatchd.config.settings import RetentionSettings, Settings, WatchSettings
+from ffwatchd.ops.retention import clean_temp_at_startup, newest_mtime, run_retention
 from ffwatchd.store import Filing, JobStore
 
 DAY = 86400.0
@@ -121,7 +121,7 @@ def test_temp_folders_of_finished_and_unknown_jobs_go_after_temp_max_age(tmp_pat
     unknown_fresh = temp_folder(s, 1000, fresh)
     stray = touch(s.temp_dir / "not-a-job" / "x", old)
 
-    with caplog.at_level(logging.INFO, logger="ffwatchd.retention"):
+    with caplog.at_level(logging.INFO, logger="ffwatchd.ops.retention"):
         deletions = run_retention(s, store, now=NOW)
 
     gone = {d.path for d in deletions if d.what == "temp"}
@@ -203,7 +203,7 @@ def test_done_and_failed_files_go_exactly_when_older_than_their_max_age(tmp_path
     s = make_settings(tmp_path)
     w = s.watches[0]
     f = populate(s, store)
-    with caplog.at_level(logging.INFO, logger="ffwatchd.retention"):
+    with caplog.at_level(logging.INFO, logger="ffwatchd.ops.retention"):
         deletions = run_retention(s, store, now=NOW)
 
     should_go = {f["done_old"], f["done_root_old"], f["failed_old"], f["failed_old_report"],
@@ -295,7 +295,7 @@ def test_age_counts_from_filing_never_from_mtime_and_survives_a_purge(tmp_path, 
 def test_unreachable_done_root_is_skipped_not_emptied(tmp_path, store, caplog):
     s = make_settings(tmp_path)
     s.watches[0].done.rmdir()
-    with caplog.at_level(logging.WARNING, logger="ffwatchd.retention"):
+    with caplog.at_level(logging.WARNING, logger="ffwatchd.ops.retention"):
         assert run_retention(s, store, now=NOW) == []
     assert any("not reachable" in r.getMessage() for r in caplog.records)
 
@@ -347,7 +347,7 @@ def test_dry_run_deletes_nothing_and_lists_the_same(tmp_path, store, caplog):
     temp_folder(s, add_job(store, "a.jpg", "done"), 7 * 3600)
     before = snapshot(tmp_path / "share") | snapshot(s.temp_dir)
 
-    with caplog.at_level(logging.INFO, logger="ffwatchd.retention"):
+    with caplog.at_level(logging.INFO, logger="ffwatchd.ops.retention"):
         dry = run_retention(s, store, now=NOW, dry_run=True)
 
     assert (snapshot(tmp_path / "share") | snapshot(s.temp_dir)) == before
@@ -408,7 +408,7 @@ def test_a_file_filed_into_a_folder_retention_is_pruning_is_never_deleted(tmp_pa
     """Retention empties done/daily/ of old files and prunes the folder; a worker files a new
     original there between the emptiness check and the removal. The folder is removed only if it
     is still empty (rmdir, never a whole-tree delete), so the new original stays."""
-    from ffwatchd import retention
+    from ffwatchd.ops import retention
 
     s = make_settings(tmp_path, done_max_age=7 * DAY)
     w = s.watches[0]

@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ffwatchd.config import load_config
-from ffwatchd.filing import execute_plan, plan_done
-from ffwatchd.jobspec import JobSpec
-from ffwatchd.runner import JobRunner
+from ffwatchd.config.load import load_config
+from ffwatchd.filing.plan import execute_plan, plan_done
+from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import JobStore
+from ffwatchd.work.runner import JobRunner
 
 
 class NoFaces:
@@ -166,7 +166,8 @@ def test_plan_execution_is_idempotent(env) -> None:
 
 
 def test_partial_copies_of_an_interrupted_plan_are_found_and_removed(env) -> None:
-    from ffwatchd.filing import TEMP_PREFIX, remove_partials
+    from ffwatchd.filing.placing import TEMP_PREFIX
+    from ffwatchd.filing.plan import remove_partials
 
     settings, store, watch = env
     job_id = enqueue(store, watch, "c.jpg", b"abc")
@@ -274,7 +275,7 @@ def test_a_beat_that_finds_its_lease_gone_after_the_job_was_filed_says_nothing(e
     still held that is lost is one."""
     import logging
 
-    from ffwatchd.heartbeats import Heartbeats, Lease
+    from ffwatchd.work.heartbeats import Heartbeats, Lease
 
     settings, store, watch = env
     job_id = enqueue(store, watch, "a.jpg", b"abc")

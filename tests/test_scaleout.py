@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from ffwatchd import ingest as ingest_mod
-from ffwatchd.config import Settings, load_settings
-from ffwatchd.filing import plan_done
-from ffwatchd.ingest import ingest_file
-from ffwatchd.jobspec import JobSpec
-from ffwatchd.runner import JobRunner
+from ffwatchd.config.load import load_settings
+from ffwatchd.config.settings import Settings
+from ffwatchd.filing.plan import plan_done
+from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import JobStore
-from ffwatchd.watches import WatchService
+from ffwatchd.watch import ingest as ingest_mod
+from ffwatchd.watch.ingest import ingest_file
+from ffwatchd.watch.service import WatchService
+from ffwatchd.work.runner import JobRunner
 
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100
 FACE = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100
@@ -188,7 +189,7 @@ def test_start_up_recovery_leaves_jobs_of_another_live_daemon_on_this_host(tmp_p
     import subprocess
     import sys
 
-    from ffwatchd.recovery import recover_at_start
+    from ffwatchd.daemon.recovery import recover_at_start
 
     a = host_settings(tmp_path, share, "a")
     store = JobStore(tmp_path / "queue.db")
@@ -211,7 +212,7 @@ def test_status_does_not_call_a_zombie_supervisor_running(tmp_path) -> None:
     import subprocess
     import sys
 
-    from ffwatchd.daemon import read_status
+    from ffwatchd.ops.statusfile import read_status
 
     zombie = subprocess.Popen([sys.executable, "-c", "pass"])
     try:
@@ -232,7 +233,7 @@ def test_start_up_recovery_removes_worker_rows_of_this_hosts_previous_run(tmp_pa
     import subprocess
     import sys
 
-    from ffwatchd.recovery import recover_at_start
+    from ffwatchd.daemon.recovery import recover_at_start
 
     host = socket.gethostname()
     store = JobStore(tmp_path / "queue.db")
@@ -253,7 +254,7 @@ def test_start_up_recovery_requeues_jobs_of_a_worker_that_is_a_zombie_at_once(tm
     import subprocess
     import sys
 
-    from ffwatchd.recovery import recover_at_start
+    from ffwatchd.daemon.recovery import recover_at_start
 
     a = host_settings(tmp_path, share, "a")
     store = JobStore(tmp_path / "queue.db")
@@ -273,7 +274,7 @@ def test_start_up_recovery_requeues_jobs_of_a_worker_that_is_a_zombie_at_once(tm
 def test_two_hosts_refusing_one_bad_file_at_once_file_it_once(tmp_path, share) -> None:
     """Host A has recorded the refusal and linked the original into failed/ but not yet removed
     it from the inbox when host B, which read the same file, refuses it too."""
-    from ffwatchd import filing
+    from ffwatchd.filing import plan as filing
 
     a = host_settings(tmp_path, share, "a")
     b = host_settings(tmp_path, share, "b")
@@ -302,7 +303,7 @@ def rel_names(root: Path) -> list[str]:
 def test_a_result_another_mount_already_copied_into_place_is_not_filed_again(tmp_path) -> None:
     """Across mount points a move is a copy: a stopped attempt copied the result to its place, and
     the attempt that took over must see its own bytes there, not file a second output."""
-    from ffwatchd.filing import place_file
+    from ffwatchd.filing.placing import place_file
 
     src = tmp_path / "tmp/job-7.result.jpg"
     src.parent.mkdir()

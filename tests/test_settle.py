@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ffwatchd.settle import FileState, SettleTracker
+from ffwatchd.watch.settle import FileState, SettleTracker
 
 
 class Clock:

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from ffwatchd.config import WatchSettings, load_settings
+from ffwatchd.config.load import load_settings
+from ffwatchd.config.settings import WatchSettings
 from ffwatchd.errors import JobError
-from ffwatchd import safefs
-from ffwatchd.sidecar import MAX_SIDECAR_BYTES, SourceIndex, defaults_suffice, find_sidecars, resolve_spec
+from ffwatchd.fs import safefs
+from ffwatchd.spec.sidecar import MAX_SIDECAR_BYTES, SourceIndex, defaults_suffice, find_sidecars, resolve_spec
 
 JPEG = b"\xff\xd8\xff\xe0" + b"\x00" * 64
 KNOWN = {"yunet": "detector", "scrfd_10g": "detector", "arcface_w600k_r50": "recognizer",
@@ -296,7 +297,7 @@ def test_priority_names_and_the_older_integer_form(watch: WatchSettings, value, 
 
 
 def test_notify_package_and_quiet_within_the_watch_limits(tmp_path: Path) -> None:
-    import ffwatchd.config as config
+    import ffwatchd.config.load as config
 
     (tmp_path / "secret").write_text("a-long-enough-secret")
     raw = {"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"), "models_dir": str(tmp_path / "m"),
@@ -330,7 +331,7 @@ def test_notify_package_and_quiet_within_the_watch_limits(tmp_path: Path) -> Non
 
 
 def test_batch_folder_is_the_nearest_folder_sidecar(tmp_path: Path) -> None:
-    from ffwatchd.sidecar import batch_folder
+    from ffwatchd.spec.sidecar import batch_folder
 
     inbox = tmp_path / "inbox"
     assert batch_folder(inbox, [inbox / "ffwatch.yaml"]) == ""

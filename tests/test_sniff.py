@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ffwatchd.errors import JobError
-from ffwatchd.sniff import sniff_bytes, sniff_file
+from ffwatchd.spec.sniff import sniff_bytes, sniff_file
 
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00" + b"\x00" * 200 + b"\xff\xd9"
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + b"\x00" * 40

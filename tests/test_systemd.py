@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ffwatchd.systemd import Notifier
+from ffwatchd.daemon.systemd import Notifier
 
 ROOT = Path(__file__).resolve().parent.parent
 

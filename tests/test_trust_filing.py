@@ -14,17 +14,18 @@ import pytest
 
 from ffwatchd import cli
 from ffwatchd.cli import jobs as cli_jobs
-from ffwatchd.config import load_config
+from ffwatchd.config.load import load_config
+from ffwatchd.daemon.recovery import give_back
 from ffwatchd.errors import JobError
-from ffwatchd.filing import place_file, plan_done
-from ffwatchd.jobspec import JobSpec
-from ffwatchd.recovery import give_back
-from ffwatchd.runner import JobRunner
+from ffwatchd.filing.placing import place_file
+from ffwatchd.filing.plan import plan_done
+from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import TransitionError
+from ffwatchd.work.runner import JobRunner
 from tests.test_runner import FakePipeline, enqueue, env, run_next  # noqa: F401 - env is a fixture
 
 try:
-    from ffwatchd.shares import MARKER_NAME, ShareCheck, ShareOwned, claim_share_folders
+    from ffwatchd.filing.shares import MARKER_NAME, ShareCheck, ShareOwned, claim_share_folders
 except ImportError:        # the code before issue 10: the tests that need these fail on their own
     MARKER_NAME = ShareCheck = ShareOwned = claim_share_folders = None  # type: ignore[assignment]
 
@@ -112,7 +113,7 @@ def test_crash_recovery_completes_a_recorded_done_plan(env) -> None:
 
 def test_a_job_given_back_after_its_worker_died_counts_as_a_retry_caused_by_the_worker(env) -> None:
     """ffwatchd_retries_total{cause="worker"} stayed 0: a dead worker's job counted as `failure`."""
-    from ffwatchd.metrics import Metrics
+    from ffwatchd.ops.metrics import Metrics
     from tests.test_metrics import value
 
     settings, store, watch = env
@@ -216,7 +217,7 @@ def test_an_inbox_gone_between_the_link_and_the_unlink_leaves_no_original_behind
     """The original is linked into done/, then the inbox is renamed away before its name there is
     unlinked: the filing waits for the share and finishes the move (the unlink's ENOENT is not
     "another host moved it"), so the original does not come back with the inbox as well."""
-    from ffwatchd import placing
+    from ffwatchd.filing import placing
 
     settings, store, watch = env
     job_id = enqueue(store, watch, "a.jpg", b"abc")
@@ -269,8 +270,8 @@ def test_a_daemon_starting_while_its_neighbour_writes_the_marker_waits_for_it(tm
     holder never writes it is refused after the wait."""
     import fcntl
 
-    from ffwatchd import shares
-    from ffwatchd.writefs import Perms
+    from ffwatchd.filing import shares
+    from ffwatchd.fs.writefs import Perms
     folder = tmp_path / "inbox"
     folder.mkdir()
     holder = os.open(folder / MARKER_NAME, os.O_RDWR | os.O_CREAT, 0o644)
@@ -370,7 +371,7 @@ def test_a_filing_records_the_ledger(env) -> None:
 
 
 def test_files_refused_at_ingest_are_in_the_ledger(env) -> None:
-    from ffwatchd.ingest import ingest_file
+    from ffwatchd.watch.ingest import ingest_file
 
     settings, store, watch = env
     (watch.inbox / "notes.jpg").write_text("not a picture\n")
@@ -383,7 +384,7 @@ def test_files_refused_at_ingest_are_in_the_ledger(env) -> None:
 def test_jobs_retry_never_brings_back_a_file_from_outside_through_a_link_in_failed(env, tmp_path: Path) -> None:
     """failed/sub replaced by a link to an outside folder that holds a file of the same name and a
     report naming the job: retry must not take that file into the inbox (nor read the report)."""
-    from ffwatchd.filing import find_failed_original
+    from ffwatchd.filing.plan import find_failed_original
     settings, store, watch = env
     (watch.inbox / "sub").mkdir()
     job_id = enqueue(store, watch, "sub/x.jpg", b"not a picture")

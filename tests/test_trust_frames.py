@@ -79,7 +79,7 @@ def test_a_multi_page_tiff_ends_in_failed_with_a_readable_report(env) -> None:
     """Through the worker: the original goes to failed/ whole, the report says why and what to do."""
     import json
 
-    from ffwatchd.runner import JobRunner
+    from ffwatchd.work.runner import JobRunner
     from tests.test_runner import FakePipeline, enqueue
 
     class Decoding(FakePipeline):

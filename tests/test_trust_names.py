@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ffwatchd import placing
-from ffwatchd.filing import Plan, place_file, result_trusted
+from ffwatchd.filing import placing
+from ffwatchd.filing.placing import place_file
+from ffwatchd.filing.plan import Plan, result_trusted
 from tests.test_runner import enqueue, env  # noqa: F401 - env is a fixture
 
 PICTURE = b"the same picture, byte for byte"
@@ -214,8 +215,8 @@ def test_a_done_job_whose_filing_is_unfinished_is_not_refiled_as_a_duplicate_und
     """A done job's original still in the inbox (its filing was cut short): seen again at ingest, it
     waits for that filing; another original's file at its planned name's other spelling is no sign
     that it was filed, so it is not sent to failed/ as a duplicate of itself."""
-    from ffwatchd import ingest
-    from ffwatchd.filing import plan_done
+    from ffwatchd.filing.plan import plan_done
+    from ffwatchd.watch import ingest
 
     settings, store, watch = env
     job_id = enqueue(store, watch, "foto.jpg", PICTURE)

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from ffwatchd.filing import place_file, report_path, with_job_id, write_report
-from ffwatchd.jobspec import JobSpec
-from ffwatchd.runner import JobRunner
-from ffwatchd.safefs import lstat_below
-from ffwatchd.writefs import Perms
+from ffwatchd.filing.placing import place_file, with_job_id, write_report
+from ffwatchd.filing.plan import report_path
+from ffwatchd.fs.safefs import lstat_below
+from ffwatchd.fs.writefs import Perms
+from ffwatchd.spec.jobspec import JobSpec
+from ffwatchd.work.runner import JobRunner
 from tests.test_cli import add_job, cfg  # noqa: F401 - cfg is a fixture
 from tests.test_runner import FakePipeline, enqueue, env  # noqa: F401 - env is a fixture
 
@@ -203,7 +204,7 @@ def test_control_characters_in_logged_names_are_escaped(capsys) -> None:
 
     setup_logging("info", "text", "main")
     try:
-        logging.getLogger("ffwatchd.ingest").info("job %d: enqueued %s", 7, FORGED)
+        logging.getLogger("ffwatchd.watch.ingest").info("job %d: enqueued %s", 7, FORGED)
     finally:
         logging.getLogger().handlers.clear()
     err = capsys.readouterr().err
@@ -216,7 +217,7 @@ def test_control_characters_in_logged_names_are_escaped(capsys) -> None:
 def test_a_full_destination_is_named_in_the_error_and_leaves_no_temp(tmp_path: Path, monkeypatch) -> None:
     import errno
 
-    from ffwatchd.failing import as_job_error
+    from ffwatchd.work.failing import as_job_error
 
     (tmp_path / "inbox").mkdir()
     (tmp_path / "output").mkdir()
@@ -282,7 +283,7 @@ def test_a_file_too_deep_to_file_is_left_alone_not_made_a_job(tmp_path: Path) ->
     """A path over PATH_MAX (4096 bytes) in the inbox, done/, failed/ or output/ could be read
     (folder by folder) but not filed: the worker died on ENAMETOOLONG while filing it, again at
     each restart (the job stayed queued). It is left alone and said, never a job."""
-    from ffwatchd.ingest import ingest_file
+    from ffwatchd.watch.ingest import ingest_file
     from tests.test_ingest import make_settings, put
 
     settings = make_settings(tmp_path)
@@ -344,7 +345,7 @@ def test_a_report_name_taken_by_another_file_is_never_replaced(env) -> None:
 def test_a_marker_planted_as_a_hard_link_or_a_fifo_is_replaced_and_nothing_outside_touched(env, tmp_path) -> None:
     """`ln ~/private.txt failed/.ffwatchd-owner.json` made the daemon overwrite and chmod the file
     outside the share at start-up; a FIFO there stopped the start with a traceback."""
-    from ffwatchd.shares import MARKER_NAME, claim_share_folders
+    from ffwatchd.filing.shares import MARKER_NAME, claim_share_folders
 
     settings, store, watch = env
     outside = tmp_path / "home" / "private.txt"
@@ -387,7 +388,7 @@ def test_a_same_content_file_at_the_name_that_is_linked_elsewhere_is_not_adopted
 
 def test_a_result_whose_suffix_grows_still_fits_in_name_max(env) -> None:
     """`x….jpg` (255 bytes) with `output: {format: webp}` gets a `.webp` result: one byte longer."""
-    from ffwatchd.filing import plan_done
+    from ffwatchd.filing.plan import plan_done
 
     settings, store, watch = env
     name = _long(251)
@@ -407,7 +408,7 @@ def test_a_success_that_cannot_be_filed_leaves_no_result_behind_when_it_fails(en
     reason names done/, not the inbox."""
     import errno
 
-    from ffwatchd import filing as filing_mod
+    from ffwatchd.filing import plan as filing_mod
 
     settings, store, watch = env
     store.retry_backoff = 0.0

@@ -13,7 +13,7 @@ from tests.test_watch import JPEG, make_env, put, wait_for  # noqa: F401 - make_
 
 
 def test_a_refused_file_failed_cannot_take_is_retried_shown_and_filed_later(make_env, caplog) -> None:
-    caplog.set_level(logging.INFO, logger="ffwatchd.watch")
+    caplog.set_level(logging.INFO, logger="ffwatchd.watch.loop")
     env = make_env("inotify")
     failed = env.watch.failed
     shutil.rmtree(failed)                              # the share's failed/ is gone (or unwritable)
@@ -40,7 +40,7 @@ def test_a_refused_file_failed_cannot_take_is_retried_shown_and_filed_later(make
 
 
 def test_a_rescan_tries_the_unfiled_again_at_once(make_env, monkeypatch) -> None:
-    from ffwatchd import unfiled
+    from ffwatchd.watch import unfiled
 
     monkeypatch.setattr(unfiled, "FIRST_DELAY", 3600.0)   # only the rescan can bring the next try
     env = make_env("inotify")
@@ -72,8 +72,8 @@ def test_every_name_taken_in_failed_is_unfiled_and_tried_again_not_an_error(tmp_
     it escaped ingest as an unexpected error."""
     import time
 
-    from ffwatchd.ingest import ingest_file
     from ffwatchd.store import JobStore
+    from ffwatchd.watch.ingest import ingest_file
     from tests.test_watch import make_settings
 
     settings = make_settings(tmp_path, "poll")
@@ -102,9 +102,9 @@ def test_a_refused_file_filed_without_its_report_gets_the_report_later(make_env,
     failed/ is full): the report is written at a later try, not forgotten with the inbox entry."""
     import errno
 
-    from ffwatchd import filing
+    from ffwatchd.filing import plan as filing
 
-    caplog.set_level(logging.INFO, logger="ffwatchd.watch")
+    caplog.set_level(logging.INFO, logger="ffwatchd.watch.loop")
     real = filing.write_report
     full = {"on": True}
 

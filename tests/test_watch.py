@@ -12,11 +12,12 @@ from typing import Callable, Iterator
 
 import pytest
 
-from ffwatchd.config import Settings, load_settings
+from ffwatchd.config.load import load_settings
+from ffwatchd.config.settings import Settings
+from ffwatchd.fs.mounts import detect_mode, parse_mountinfo
 from ffwatchd.store import JobStore
-from ffwatchd.mounts import detect_mode, parse_mountinfo
-from ffwatchd.watch import scan_inbox
-from ffwatchd.watches import WatchService
+from ffwatchd.watch.scan import scan_inbox
+from ffwatchd.watch.service import WatchService
 
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100
 FACE = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100
@@ -286,7 +287,7 @@ def test_a_source_copied_after_its_target_is_waited_for(make_env) -> None:
 def test_a_file_waiting_for_its_sidecar_is_logged_once_and_listed(make_env, caplog) -> None:
     import logging
 
-    caplog.set_level(logging.INFO, logger="ffwatchd.watch")
+    caplog.set_level(logging.INFO, logger="ffwatchd.watch.loop")
     env = make_env("inotify", sidecar_wait="30s", defaults={})
     env.service.start()
     wait_for(lambda: env.service.available()["w"], what="the watch to start")
@@ -301,7 +302,7 @@ def test_a_file_waiting_for_its_sidecar_is_logged_once_and_listed(make_env, capl
 def test_files_matching_no_include_pattern_are_logged_once_and_counted(make_env, caplog) -> None:
     import logging
 
-    caplog.set_level(logging.INFO, logger="ffwatchd.watch")
+    caplog.set_level(logging.INFO, logger="ffwatchd.watch.loop")
     env = make_env("inotify")
     put(env.inbox / "before.gif", b"GIF89a")                        # found by the start-up scan
     env.service.start()
@@ -421,7 +422,7 @@ def test_linked_folder_moved_into_running_inbox_is_never_followed(make_env, tmp_
 def test_the_observer_is_not_told_of_opens_and_reads(make_env, monkeypatch) -> None:
     """Reading files (the daemon's own hashing and decoding, anyone's reads) raises no events in the
     watch: the inotify mask asks only for the events it looks at."""
-    from ffwatchd import observer
+    from ffwatchd.watch import observer
 
     seen: list[str] = []
     real = observer._Handler.on_any_event

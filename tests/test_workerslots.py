@@ -6,10 +6,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ffwatchd.config import load_settings
+from ffwatchd.config.load import load_settings
+from ffwatchd.daemon.workerslots import WorkerSlot, WorkerSlots
 from ffwatchd.store import JobStore
-from ffwatchd.worker import worker_owner
-from ffwatchd.workerslots import WorkerSlot, WorkerSlots
+from ffwatchd.work.worker import worker_owner
 
 
 class Killed:

@@ -11,8 +11,20 @@ import sys
 from typing import Sequence
 
 from ffwatchd import __version__
-from ffwatchd.cli import (batches, check, common, enqueue, jobs, models, process, provenance, queue, retention,
-                          run, status)
+from ffwatchd.cli import (
+    batches,
+    check,
+    common,
+    enqueue,
+    jobs,
+    models,
+    process,
+    provenance,
+    queue,
+    retention,
+    run,
+    status,
+)
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_USAGE, CommandFailed, UsageError
 from ffwatchd.errors import ConfigError
 from ffwatchd.store import DriverMissing

@@ -6,8 +6,16 @@ import argparse
 import json
 import sys
 
-from ffwatchd.cli.common import (EXIT_FAIL, EXIT_OK, check_watch_name, config_arg, dump_json, format_time,
-                                 open_store_for_reading, print_table)
+from ffwatchd.cli.common import (
+    EXIT_FAIL,
+    EXIT_OK,
+    check_watch_name,
+    config_arg,
+    dump_json,
+    format_time,
+    open_store_for_reading,
+    print_table,
+)
 from ffwatchd.store import NotFound
 from ffwatchd.store.names import shown
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, config_arg, dump_json
-from ffwatchd.config import load_config
+from ffwatchd.config.load import load_config
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -14,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ffwatchd.checks import run_checks
+    from ffwatchd.ops.checks import run_checks
 
     settings = load_config(args.config)
     problems, warnings, notes = run_checks(settings)

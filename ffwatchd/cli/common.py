@@ -13,9 +13,10 @@ from typing import Any, Sequence
 
 import yaml
 
-from ffwatchd.config import Settings, load_config, resolve_config_path
+from ffwatchd.config.load import load_config, resolve_config_path
+from ffwatchd.config.settings import Settings
 from ffwatchd.errors import ConfigError
-from ffwatchd.safeyaml import load_yaml
+from ffwatchd.spec.safeyaml import load_yaml
 from ffwatchd.store import Job, JobQueue, open_store
 from ffwatchd.store.names import shown
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, check_watch_name, config_arg, dump_json
-from ffwatchd.config import load_config
+from ffwatchd.config.load import load_config
 from ffwatchd.store import open_store
 from ffwatchd.store.names import shown
 
@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ffwatchd.ingest import find_watch, ingest_file
+    from ffwatchd.watch.ingest import find_watch, ingest_file
 
     settings = load_config(args.config)
     check_watch_name(args.config, args.watch)

@@ -8,12 +8,24 @@ import json
 import sys
 from typing import Callable
 
-from ffwatchd.cli.common import (EXIT_FAIL, EXIT_OK, UsageError, check_watch_name, config_arg, dump_json,
-                                 format_progress, format_time, open_store_for_reading, print_table, print_waiting,
-                                 state_dir_for_reading)
-from ffwatchd.config import Settings, load_config, parse_duration
-from ffwatchd.store import (PRIORITIES, STATES, Job, JobQueue, NotFound, TransitionError, open_store,
-                            priority_name)
+from ffwatchd.cli.common import (
+    EXIT_FAIL,
+    EXIT_OK,
+    UsageError,
+    check_watch_name,
+    config_arg,
+    dump_json,
+    format_progress,
+    format_time,
+    open_store_for_reading,
+    print_table,
+    print_waiting,
+    state_dir_for_reading,
+)
+from ffwatchd.config.load import load_config
+from ffwatchd.config.settings import Settings
+from ffwatchd.spec.values import parse_duration
+from ffwatchd.store import PRIORITIES, STATES, Job, JobQueue, NotFound, TransitionError, open_store, priority_name
 from ffwatchd.store.names import shown
 
 
@@ -73,7 +85,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     if more:
         print(f"(the newest {args.limit} shown; there are more: --limit N, --state S or --watch W)")
     if args.state in (None, "queued"):
-        from ffwatchd.daemon import read_status
+        from ffwatchd.ops.statusfile import read_status
 
         daemon = read_status(state_dir_for_reading(args.config))
         if daemon and args.watch:
@@ -153,8 +165,8 @@ def each_job(args: argparse.Namespace, verb: Callable[[JobQueue, Settings, Job],
 def retry_job(store: JobQueue, settings: Settings, job: Job, priority: str | None = None) -> str:
     """Back to queued with the sidecars as they are now; the original returns to its inbox path."""
     from ffwatchd.errors import JobError
-    from ffwatchd.filing import find_failed_original, restore_original
-    from ffwatchd.ingest import snapshot_for
+    from ffwatchd.filing.plan import find_failed_original, restore_original
+    from ffwatchd.watch.ingest import snapshot_for
 
     if job.state not in ("failed", "cancelled"):
         raise TransitionError(f"is {job.state}: only failed or cancelled jobs can be retried")
@@ -172,7 +184,7 @@ def retry_job(store: JobQueue, settings: Settings, job: Job, priority: str | Non
         raise TransitionError(f"not retried, it would be refused again: {e}; fix that, then retry") from None
     if job.error_kind == "model_missing":
         from ffwatchd.faces.registry import fetch_hint, missing_models
-        from ffwatchd.jobspec import JobSpec
+        from ffwatchd.spec.jobspec import JobSpec
 
         missing = missing_models(JobSpec.from_snapshot(snap["spec"]).models_used(), settings.models_dir,
                                  settings.models)
@@ -189,12 +201,12 @@ def retry_job(store: JobQueue, settings: Settings, job: Job, priority: str | Non
 
 
 def cancel_job(store: JobQueue, settings: Settings, job: Job) -> str:
-    from ffwatchd.filing import OriginalChanged, file_failed_original
+    from ffwatchd.filing.plan import OriginalChanged, file_failed_original
 
     was = job.state
     if was == "queued" and job.filing and job.filing.get("outcome") == "done":
         # Processed, and its filing interrupted: the result is (partly) in place. Finish that.
-        from ffwatchd.recovery import complete_done_plan
+        from ffwatchd.daemon.recovery import complete_done_plan
 
         if complete_done_plan(settings, store, job, None):
             now = store.get(job.id)

@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, config_arg
-from ffwatchd.config import CONFIG_ENV, CustomModel, load_config
+from ffwatchd.config.load import CONFIG_ENV, load_config
+from ffwatchd.config.settings import CustomModel
 from ffwatchd.errors import ConfigError, JobError
-
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -14,12 +14,14 @@ from typing import Any
 
 import yaml
 
-from ffwatchd import jobspec
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE
-from ffwatchd.config import CONFIG_ENV, Settings, WorkerSettings, load_config, parse_size
+from ffwatchd.config.load import CONFIG_ENV, load_config
+from ffwatchd.config.settings import Settings, WorkerSettings
 from ffwatchd.errors import ConfigError, JobError
-from ffwatchd.safeyaml import load_yaml, yaml_problem
-from ffwatchd.sniff import sniff_file
+from ffwatchd.spec import jobspec
+from ffwatchd.spec.safeyaml import load_yaml, yaml_problem
+from ffwatchd.spec.sniff import sniff_file
+from ffwatchd.spec.values import parse_size
 
 log = logging.getLogger(__name__)
 _SUFFIX_FORMATS = {".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".webp": "webp"}
@@ -184,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
                        "output_format": result.output_format, "copied": result.copied}
         else:
             from ffwatchd.media.ffmpeg import find_ffmpeg
-            from ffwatchd.videojob import process_video_file
+            from ffwatchd.work.videojob import process_video_file
 
             workdir = Path(tempfile.mkdtemp(prefix="ffwatchd-process-"))
             video = process_video_file(pipeline, target, tmp, spec, workdir=workdir,

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, config_arg
-from ffwatchd.config import CONFIG_ENV, load_config
+from ffwatchd.config.load import CONFIG_ENV, load_config
 from ffwatchd.errors import ConfigError
 
 VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm")

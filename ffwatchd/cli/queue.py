@@ -9,9 +9,8 @@ import sys
 from pathlib import Path
 
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE
-from ffwatchd.config import load_config
+from ffwatchd.config.load import load_config
 from ffwatchd.errors import ConfigError
-
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

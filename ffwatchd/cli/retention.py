@@ -9,10 +9,10 @@ import sys
 from typing import TextIO
 
 from ffwatchd.cli.common import config_arg
-from ffwatchd.config import load_config, resolve_config_path
-from ffwatchd.diskguard import format_bytes
+from ffwatchd.config.load import load_config, resolve_config_path
 from ffwatchd.errors import ConfigError
-from ffwatchd.retention import Deletion, format_age, run_retention, summarize
+from ffwatchd.ops.diskguard import format_bytes
+from ffwatchd.ops.retention import Deletion, format_age, run_retention, summarize
 from ffwatchd.store import open_store, store_errors
 
 log = logging.getLogger(__name__)

@@ -12,6 +12,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ffwatchd.daemon import run_daemon
+    from ffwatchd.daemon.supervisor import run_daemon
 
     return run_daemon(args.config)

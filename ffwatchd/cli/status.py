@@ -5,11 +5,21 @@ from __future__ import annotations
 import argparse
 import time
 
-from ffwatchd.cli.common import (EXIT_OK, config_arg, dump_json, format_progress, open_store_for_reading, print_table,
-                                 print_unfiled, print_waiting, state_dir_for_reading)
-from ffwatchd.config import WorkerSettings, load_config
+from ffwatchd.cli.common import (
+    EXIT_OK,
+    config_arg,
+    dump_json,
+    format_progress,
+    open_store_for_reading,
+    print_table,
+    print_unfiled,
+    print_waiting,
+    state_dir_for_reading,
+)
+from ffwatchd.config.load import load_config
+from ffwatchd.config.settings import WorkerSettings
+from ffwatchd.daemon.housekeeping import LOST_AFTER_LEASES, lost_after
 from ffwatchd.errors import ConfigError
-from ffwatchd.housekeeping import LOST_AFTER_LEASES, lost_after
 from ffwatchd.store import STATES, JobQueue
 
 
@@ -47,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ffwatchd.daemon import read_status
+    from ffwatchd.ops.statusfile import read_status
 
     state_dir = state_dir_for_reading(args.config)
     lease = _lease(args.config)

@@ -13,7 +13,7 @@ from typing import Callable
 
 from ffwatchd import __version__
 from ffwatchd.faces.registry import ModelInfo
-from ffwatchd.filing import fsync_dir
+from ffwatchd.fs.writefs import fsync_dir
 
 log = logging.getLogger(__name__)
 

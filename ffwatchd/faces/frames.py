@@ -13,8 +13,8 @@ from ffwatchd.faces.label import draw_label
 from ffwatchd.faces.select import select_faces
 from ffwatchd.faces.swap import Swapper
 from ffwatchd.faces.types import Embedding, Face, Frame
-from ffwatchd.jobspec import JobSpec
 from ffwatchd.media.provenance import label_text
+from ffwatchd.spec.jobspec import JobSpec
 
 FACE_PROCESSORS = ("face_swapper", "face_enhancer", "face_anonymizer")
 

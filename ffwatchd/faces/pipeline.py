@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
-import onnxruntime as ort
 import cv2
+import onnxruntime as ort
 
-from ffwatchd.config import C2paSettings, CustomModel
+from ffwatchd.config.settings import C2paSettings, CustomModel
 from ffwatchd.errors import JobError
 from ffwatchd.faces import registry
 from ffwatchd.faces.detect import Detector, load_detector
@@ -29,10 +29,17 @@ from ffwatchd.faces.frames import FACE_PROCESSORS, FrameProcessor
 from ffwatchd.faces.sessions import SessionConfig, probe_providers, provider_kind
 from ffwatchd.faces.swap import Swapper
 from ffwatchd.faces.types import Embedding
-from ffwatchd.jobspec import JobSpec
-from ffwatchd.media.image import (SUFFIXES, DecodedImage, encode_image, read_image, output_format, sniff_format,
-                                  write_image)
+from ffwatchd.media.image import (
+    SUFFIXES,
+    DecodedImage,
+    encode_image,
+    output_format,
+    read_image,
+    sniff_format,
+    write_image,
+)
 from ffwatchd.media.provenance import Provenance, job_provenance
+from ffwatchd.spec.jobspec import JobSpec
 
 if TYPE_CHECKING:
     from ffwatchd.media.c2pa_sign import ManifestSigner

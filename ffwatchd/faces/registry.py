@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from ffwatchd.config import CustomModel, Settings
+from ffwatchd.config.settings import CustomModel, Settings
 from ffwatchd.errors import JobError
 
 log = logging.getLogger(__name__)

@@ -139,3 +139,10 @@ def probe_providers(cfg: SessionConfig) -> list[str]:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     return list(create_session(model.SerializeToString(), cfg, "provider probe").get_providers())
+
+
+def probe_cuda(device_id: int, vram_limit: int) -> list[str]:
+    """Providers a real (tiny) session gets when CUDA on `device_id` is asked for."""
+    from ffwatchd.faces.sessions import SessionConfig, probe_providers
+
+    return probe_providers(SessionConfig(("cuda", "cpu"), str(device_id), vram_limit))

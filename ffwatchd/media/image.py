@@ -18,8 +18,8 @@ from PIL import Image, ImageOps, PngImagePlugin, TiffImagePlugin, UnidentifiedIm
 
 from ffwatchd.errors import JobError
 from ffwatchd.media.jpegout import encode_jpeg
-from ffwatchd.media.source import open_file
 from ffwatchd.media.provenance import PNG_PROVENANCE_KEY, Provenance, read_provenance  # noqa: F401
+from ffwatchd.media.source import open_file
 
 log = logging.getLogger(__name__)
 

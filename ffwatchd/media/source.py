@@ -9,8 +9,8 @@ import os
 import stat
 from pathlib import Path
 
-from ffwatchd import safefs
 from ffwatchd.errors import JobError
+from ffwatchd.fs import safefs
 
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 

@@ -13,13 +13,20 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ffwatchd.errors import JobError
-from ffwatchd.jobspec import OutputSpec
 from ffwatchd.media.ffmpeg import encoder_works, run_ffmpeg
-from ffwatchd.media.probe import VideoInfo, probe
 from ffwatchd.media.framepipe import CoreSplit, FramePipeline, FrameProcessor
-from ffwatchd.media.segments import (MANIFEST_VERSION, Plan, color_params, input_identity,
-                                     read_manifest, reusable_segments, write_manifest)
+from ffwatchd.media.probe import VideoInfo, probe
+from ffwatchd.media.segments import (
+    MANIFEST_VERSION,
+    Plan,
+    color_params,
+    input_identity,
+    read_manifest,
+    reusable_segments,
+    write_manifest,
+)
 from ffwatchd.media.source import VideoInput, open_input
+from ffwatchd.spec.jobspec import OutputSpec
 
 log = logging.getLogger(__name__)
 

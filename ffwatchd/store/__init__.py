@@ -10,13 +10,25 @@ import os
 from typing import TYPE_CHECKING
 
 from ffwatchd.store.contract import JobQueue, NotFound, TransitionError
-from ffwatchd.store.rows import (FINISHED, KINDS, PRIORITIES, STATES, Batch, Delivery, Filing, Heartbeat, Job, Stats,
-                                 WorkerRow, priority_name)
-from ffwatchd.store.urls import redact_url
+from ffwatchd.store.rows import (
+    FINISHED,
+    KINDS,
+    PRIORITIES,
+    STATES,
+    Batch,
+    Delivery,
+    Filing,
+    Heartbeat,
+    Job,
+    Stats,
+    WorkerRow,
+    priority_name,
+)
 from ffwatchd.store.sqlite import SqliteJobStore
+from ffwatchd.store.urls import redact_url
 
 if TYPE_CHECKING:
-    from ffwatchd.config import QueueSettings, Settings
+    from ffwatchd.config.settings import QueueSettings, Settings
 
 JobStore = SqliteJobStore
 

@@ -11,11 +11,10 @@ from psycopg.types.json import Json
 
 from ffwatchd.store.contract import NotFound
 from ffwatchd.store.names import decode_json, decode_path, encode_json, encode_path
+from ffwatchd.store.pg_rows import NOW, _job
 from ffwatchd.store.rows import Batch, Delivery, Job
 
 T = TypeVar("T")
-# The time of a transaction: the caller's clock when one is given (tests), else the database's.
-NOW = "coalesce(%(now)s::float8, extract(epoch FROM now())::float8)"
 
 
 def _batch(row: dict[str, Any]) -> Batch:
@@ -56,7 +55,6 @@ class PostgresBatches:
     def batch_jobs(self, watch: str, folder: str) -> list[Job]:
         rows = self._run(lambda cur: cur.execute(
             "SELECT * FROM jobs WHERE watch = %s AND batch = %s ORDER BY id", (watch, encode_path(folder))).fetchall())
-        from ffwatchd.store.postgres import _job
 
         return [_job(r) for r in rows]
 

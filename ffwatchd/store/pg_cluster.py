@@ -18,7 +18,7 @@ from ffwatchd.store.rows import WorkerRow
 log = logging.getLogger(__name__)
 
 # The time of a transaction: the test clock when given, else the database's.
-NOW = "coalesce(%(now)s::float8, extract(epoch FROM now())::float8)"
+from ffwatchd.store.pg_rows import NOW
 
 WORKERS_MIGRATION = """
     CREATE TABLE workers (

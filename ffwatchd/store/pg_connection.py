@@ -12,8 +12,7 @@ from typing import Any, Callable, TypeVar
 import psycopg
 from psycopg.rows import dict_row
 
-from ffwatchd.store.pg_batches import NOW
-from ffwatchd.store.pg_reads import CHANNEL
+from ffwatchd.store.pg_rows import CHANNEL, NOW
 
 log = logging.getLogger("ffwatchd.store.postgres")
 

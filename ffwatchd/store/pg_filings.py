@@ -12,6 +12,7 @@ import psycopg
 
 from ffwatchd.store.contract import TransitionError
 from ffwatchd.store.names import decode_path, encode_path
+from ffwatchd.store.pg_rows import NOW, _job
 from ffwatchd.store.rows import Filing, Job
 
 # Migration 5, like SQLite's: the id is made once, with the table, on the server.
@@ -61,8 +62,6 @@ class PgFilings:
                                           (watch, folder, encode_path(rel_path))))
 
     def finish_filed(self, job_id: int, *, output_path: str | None) -> Job:
-        from ffwatchd.store.pg_batches import NOW
-        from ffwatchd.store.pg_reads import _job
 
         p = self._params(id=job_id, output=output_path)
 

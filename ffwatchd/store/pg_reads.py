@@ -6,36 +6,14 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator, Sequence
 
 import psycopg
-from psycopg.types.json import Json
 
 from ffwatchd.store.contract import NotFound, TransitionError
-from ffwatchd.store.names import decode_json, decode_path, encode_json, encode_path
+from ffwatchd.store.names import encode_path
+from ffwatchd.store.pg_rows import NOW, _job, _json
 from ffwatchd.store.rows import FINISHED, STATES, Job
-from ffwatchd.store.pg_batches import NOW
-
-CHANNEL = "ffwatchd_jobs"
 
 _COUNT_OPERATOR = """INSERT INTO operator_counts (watch, kind, action, n) VALUES (%s, %s, %s, 1)
                      ON CONFLICT (watch, kind, action) DO UPDATE SET n = operator_counts.n + 1"""
-
-
-_JSON_COLUMNS = ("spec", "sources", "sidecars", "filing", "worker")
-
-
-def _job(row: dict[str, Any]) -> Job:
-    """A row as a Job: paths and JSON strings back from their stored form (names need not be UTF-8)."""
-    values = dict(row)
-    for key in ("rel_path", "output_path", "batch"):
-        if key in values:
-            values[key] = decode_path(values[key])
-    for key in _JSON_COLUMNS:
-        values[key] = decode_json(values[key])
-    return Job(**values)
-
-
-def _json(value: Any) -> Json | None:
-    """jsonb refuses lone surrogates, so every string goes in its `encode_path` form."""
-    return Json(encode_json(value)) if value is not None else None
 
 
 class PostgresOperatorVerbs:

@@ -13,13 +13,14 @@ import psycopg
 
 from ffwatchd.store.contract import JobQueue, NotFound, TransitionError
 from ffwatchd.store.names import encode_path, printable
-from ffwatchd.store.rows import KINDS, Heartbeat, Job, Stats
-from ffwatchd.store.pg_batches import NOW, PostgresBatches
+from ffwatchd.store.pg_batches import PostgresBatches
 from ffwatchd.store.pg_cluster import PgClusterVerbs
 from ffwatchd.store.pg_connection import PgConnections, QueueUnavailable
 from ffwatchd.store.pg_filings import PgFilings
-from ffwatchd.store.pg_reads import CHANNEL, PostgresOperatorVerbs, _job, _json
+from ffwatchd.store.pg_reads import PostgresOperatorVerbs
+from ffwatchd.store.pg_rows import CHANNEL, NOW, _job, _json
 from ffwatchd.store.pgschema import migrate
+from ffwatchd.store.rows import KINDS, Heartbeat, Job, Stats
 from ffwatchd.store.urls import redact_url
 
 

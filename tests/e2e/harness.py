@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import synthetic_models  # noqa: E402
 
-from ffwatchd.shares import MARKER_NAME  # noqa: E402
+from ffwatchd.filing.shares import MARKER_NAME  # noqa: E402
 from ffwatchd.store import JobStore  # noqa: E402
 
 SYNTH_SIDECAR = {
@@ -189,7 +189,7 @@ class Daemon:
 
     def store(self) -> Any:
         if self.config.get("queue"):
-            from ffwatchd.config import load_config
+            from ffwatchd.config.load import load_config
             from ffwatchd.store import open_store
 
             return open_store(load_config(self.config_path))

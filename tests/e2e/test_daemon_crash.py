@@ -11,7 +11,7 @@ import time
 import cv2
 import numpy as np
 
-from ffwatchd.shares import MARKER_NAME
+from ffwatchd.filing.shares import MARKER_NAME
 from tests.e2e.harness import decodes, face_jpeg, wait_for
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ffwatchd.diskguard import free_bytes
-from ffwatchd.shares import MARKER_NAME
+from ffwatchd.filing.shares import MARKER_NAME
+from ffwatchd.ops.diskguard import free_bytes
 from tests.e2e.harness import ROOT, decodes, face_jpeg, wait_for
 
 KiB, MiB = 2**10, 2**20

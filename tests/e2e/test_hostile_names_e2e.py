@@ -17,9 +17,9 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from ffwatchd.config import load_config
-from ffwatchd.filing import find_failed_original
-from ffwatchd.safefs import lstat_below
+from ffwatchd.config.load import load_config
+from ffwatchd.filing.plan import find_failed_original
+from ffwatchd.fs.safefs import lstat_below
 from tests.e2e.harness import SYNTH_SIDECAR, face_jpeg, wait_for
 from tests.test_trust_originals import FORGED, make_deep
 

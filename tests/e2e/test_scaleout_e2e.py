@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ffwatchd.shares import MARKER_NAME
+from ffwatchd.filing.shares import MARKER_NAME
 from tests.e2e.harness import ROOT, Daemon, decodes, face_jpeg, wait_for
 
 _pg = pytest.importorskip("tests.pg", reason="the PostgreSQL test fixtures (tests/pg.py) are not in this tree")

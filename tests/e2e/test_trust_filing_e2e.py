@@ -13,7 +13,7 @@ import cv2
 import numpy as np
 import yaml
 
-from tests.e2e.harness import ROOT, SYNTH_SIDECAR, face_jpeg, wait_for
+from tests.e2e.harness import ROOT, face_jpeg, wait_for
 
 MTIME_2020 = 1577836800.0
 

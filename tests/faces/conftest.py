@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import synthetic_models  # noqa: E402
 
-from ffwatchd.config import CustomModel  # noqa: E402
+from ffwatchd.config.settings import CustomModel  # noqa: E402
 from ffwatchd.faces.pipeline import Pipeline  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]

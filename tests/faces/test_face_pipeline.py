@@ -6,10 +6,10 @@ import cv2
 import numpy as np
 import pytest
 import synthetic_models as sm
-from synthetic_models import synthetic_spec as synth_spec
 from PIL import Image
+from synthetic_models import synthetic_spec as synth_spec
 
-from ffwatchd.config import CustomModel
+from ffwatchd.config.settings import CustomModel
 from ffwatchd.errors import JobError
 from ffwatchd.faces.pipeline import Pipeline, models_for, output_suffix
 from ffwatchd.faces.registry import sha256_file

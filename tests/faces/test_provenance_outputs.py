@@ -5,25 +5,22 @@ manifest that validates, and one changed byte makes it fail."""
 from __future__ import annotations
 
 import hashlib
-import io
-import json
 import subprocess
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pytest
+from c2pa_certs import make_chain
 from PIL import Image
 from synthetic_models import synthetic_spec as synth_spec
 
-from c2pa_certs import make_chain
-from ffwatchd.config import C2paSettings
+from ffwatchd.config.settings import C2paSettings
 from ffwatchd.errors import JobError
 from ffwatchd.faces.pipeline import Pipeline
 from ffwatchd.media.c2pa_sign import read_manifest
 from ffwatchd.media.ffmpeg import find_ffmpeg
 from ffwatchd.media.provenance import AI_COMPOSITE, read_image_metadata, read_provenance, read_video_tags
-from ffwatchd.videojob import process_video_file
+from ffwatchd.work.videojob import process_video_file
 
 SUFFIX = {"JPEG": ".jpg", "PNG": ".png", "WEBP": ".webp"}
 

@@ -6,12 +6,12 @@ import cv2
 import numpy as np
 import pytest
 
-from ffwatchd.config import CustomModel
+from ffwatchd.config.settings import CustomModel
 from ffwatchd.faces.anonymize import face_box
 from ffwatchd.faces.embed import cosine_similarity
 from ffwatchd.faces.pipeline import Pipeline
 from ffwatchd.faces.registry import sha256_file
-from ffwatchd.jobspec import JobSpec
+from ffwatchd.spec.jobspec import JobSpec
 
 EXPECTED = {"t1.jpg": 6, "astronaut.png": 1, "mask_white.jpg": 0, "grace_hopper.jpg": 1}
 

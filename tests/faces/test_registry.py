@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ffwatchd import jobspec
-from ffwatchd.config import CustomModel
+from ffwatchd.config.settings import CustomModel
 from ffwatchd.errors import JobError
 from ffwatchd.faces import registry
+from ffwatchd.spec import jobspec
 
 
 def test_builtins_are_the_jobspec_names_with_pins():

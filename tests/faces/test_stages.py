@@ -185,7 +185,7 @@ def test_source_without_a_face_is_an_error_naming_it(tmp_path, synth, synth_cust
     blank = tmp_path / "empty_wall.png"
     cv2.imwrite(str(blank), np.full((64, 64, 3), 128, np.uint8))
     nodet = sm.make_scrfd_like(tmp_path / "nodet.onnx", faces=())
-    from ffwatchd.config import CustomModel
+    from ffwatchd.config.settings import CustomModel
     from ffwatchd.faces.pipeline import Pipeline
     from ffwatchd.faces.registry import sha256_file
 

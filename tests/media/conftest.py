@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from videoclips import make_clip
 
 from ffwatchd.media.ffmpeg import find_ffmpeg
-from videoclips import make_clip
 
 
 @pytest.fixture(scope="session")

@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from ffwatchd.jobspec import OutputSpec
 from ffwatchd.media.ffmpeg import find_ffmpeg
 from ffwatchd.media.video import process_video
+from ffwatchd.spec.jobspec import OutputSpec
 
 
 class SlowInvert:

@@ -8,12 +8,11 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from videoclips import FPS, SIZE, ffmpeg_children, make_clip
 
 from ffwatchd.errors import JobError
 from ffwatchd.media import ffmpeg as ff
 from ffwatchd.media import probe as fp
-from videoclips import FPS, SIZE, ffmpeg_children, make_clip
-
 
 # ---- find_ffmpeg
 

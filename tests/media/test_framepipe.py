@@ -7,12 +7,12 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+from videoclips import decode_frames
 
-from ffwatchd.jobspec import OutputSpec
 from ffwatchd.media.ffmpeg import find_ffmpeg
 from ffwatchd.media.framepipe import FramePool
 from ffwatchd.media.video import process_video
-from videoclips import decode_frames
+from ffwatchd.spec.jobspec import OutputSpec
 
 FAST = OutputSpec(video_preset="veryfast")
 # BGR bars: grey, a skin tone, saturated blue, green, red, and near black and near white.
@@ -120,6 +120,7 @@ def test_only_the_changed_boxes_are_converted_back(clips: dict[str, Path], tmp_p
     """Encoded losslessly, a frame without faces is the decoded input byte for byte (no
     yuv->BGR->yuv round trip), and a changed box is exactly its BGR pixels converted."""
     import cv2
+
     from ffwatchd.media.yuvpatch import write_boxes
 
     ffmpeg = find_ffmpeg(None)

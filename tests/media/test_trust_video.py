@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from ffwatchd.errors import JobError
-from ffwatchd.jobspec import JobSpec
 from ffwatchd.media.probe import probe
 from ffwatchd.media.source import open_input
 from ffwatchd.media.video import process_video
-from ffwatchd.videojob import process_video_file
+from ffwatchd.spec.jobspec import JobSpec
+from ffwatchd.work.videojob import process_video_file
 
 
 def _clip(ffmpeg: str, out: Path, size: str) -> Path:

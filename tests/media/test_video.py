@@ -13,14 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from videoclips import FPS, SIZE, FaceInverter, Invert, decode_frames, ffmpeg_children, make_clip
 
 from ffwatchd.errors import JobError
-from ffwatchd.jobspec import OutputSpec
 from ffwatchd.media import video
 from ffwatchd.media.probe import probe
 from ffwatchd.media.segments import MANIFEST
 from ffwatchd.media.video import process_video
-from videoclips import FPS, SIZE, FaceInverter, Invert, decode_frames, ffmpeg_children, make_clip
+from ffwatchd.spec.jobspec import OutputSpec
 
 HERE = Path(__file__).resolve().parent
 FAST = OutputSpec(video_preset="veryfast")
@@ -190,7 +190,7 @@ class FailAfter(Invert):
 
 
 def test_segments_are_equal_and_a_short_clip_is_one() -> None:
-    from ffwatchd.config import WorkerSettings
+    from ffwatchd.config.settings import WorkerSettings
     from ffwatchd.media.video import DEFAULT_SEGMENT_SECONDS, segment_length
 
     assert DEFAULT_SEGMENT_SECONDS == WorkerSettings.video_segment == 30.0
@@ -391,6 +391,7 @@ def test_odd_sized_input_goes_through_bgr_pipes(tmp_path: Path, ffmpeg_exe: str)
 
 def test_cores_are_split_between_encoder_and_processor(clips: dict[str, Path], tmp_path: Path) -> None:
     import cv2
+
     from ffwatchd.media.framepipe import CoreSplit
     from ffwatchd.media.segments import encode_command
 

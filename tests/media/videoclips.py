@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-
 REPO = Path(__file__).resolve().parents[2]
 SIZE = (320, 240)
 FPS = 25

@@ -15,10 +15,8 @@ from typing import Callable
 
 import pytest
 
-from ffwatchd.store import JobQueue, NotFound, TransitionError
-from ffwatchd.store import pgschema
+from ffwatchd.store import JobQueue, NotFound, TransitionError, pgschema, sqlite_schema
 from ffwatchd.store import sqlite as sqlite_backend
-from ffwatchd.store import sqlite_schema
 from tests.store.conftest import Clock, open_spec
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ffwatchd.cli import main
-from ffwatchd.config import load_config
+from ffwatchd.config.load import load_config
 from ffwatchd.errors import ConfigError
 from ffwatchd.store import SqliteJobStore, open_store, redact_url
 from tests.pg import TCP_PASSWORD
@@ -119,7 +119,7 @@ def test_status_shows_the_queue_without_its_password(tmp_path: Path, pg_server, 
 SQLITE_ONLY = """
 import sys
 sys.modules["psycopg"] = None                  # as if the driver were not installed
-from ffwatchd.config import load_config
+from ffwatchd.config.load import load_config
 from ffwatchd.store import open_store
 with open_store(load_config(sys.argv[1])) as s:
     print("sqlite ok", s.counts()["queued"])

@@ -1,0 +1,5 @@
+"""batches: a folder with its sidecar as one batch. The tracker that keeps reports fresh and
+finishes batches (tracker), the report page and JSON (report), the zip (package), and the
+durable outbox with its senders (notify/).
+
+May import: filing, config, spec, store, fs, errors."""

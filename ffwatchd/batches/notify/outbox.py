@@ -1,0 +1,130 @@
+"""The outbox: what a finished batch (or a failed job) sends, stored before any try, then
+delivered with backoff. Delivery is at least once: a receiver may see one key again after a
+crash between its reply and our record of it, and should drop repeats by `Idempotency-Key`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any, Callable
+
+from ffwatchd.batches.notify import smtp, webhook
+from ffwatchd.batches.notify.webhook import DeliveryError
+from ffwatchd.config.settings import Settings
+from ffwatchd.errors import NOT_A_FILE_FAILURE
+from ffwatchd.spec.jobspec import NotifySpec
+from ffwatchd.store import Batch, Delivery, Job, JobQueue
+
+log = logging.getLogger(__name__)
+
+MAX_LISTED = 100          # failed files listed in one notification
+
+
+def batch_summary(batch: Batch, version: int, counts: dict, jobs: list[Job], report: str | None,
+                  package: str | None, key: str) -> dict:
+    failed = [{"job_id": j.id, "path": j.rel_path, "error_kind": j.error_kind, "message": j.error_message,
+               "retry": f"ffwatchd jobs retry {j.id}"} for j in jobs
+              if j.state in ("failed", "cancelled") and j.error_kind not in NOT_A_FILE_FAILURE]
+    return {"event": "batch.finished", "idempotency_key": key, "watch": batch.watch, "batch": batch.folder or "/",
+            "batch_id": batch.id, "version": version, "counts": counts, "report": report,
+            "report_json": report[: -len(".html")] + ".json" if report else None, "package": package,
+            "failed": failed[:MAX_LISTED], "failed_not_listed": max(0, len(failed) - MAX_LISTED)}
+
+
+def finished_deliveries(notify: NotifySpec, batch: Batch, version: int, counts: dict, jobs: list[Job],
+                        report: str | None, package: str | None) -> list[dict]:
+    """The outbox rows for one finish of a batch (none when the sidecar asks for none)."""
+    if "finished" not in notify.on:
+        return []
+    key = f"ffwatchd-batch-{batch.id}-v{version}-finished"
+    payload = batch_summary(batch, version, counts, jobs, report, package, key)
+    return _rows(notify, "finished", key, payload)
+
+
+def failed_deliveries(notify: NotifySpec, batch: Batch, job: Job) -> list[dict]:
+    if "failed" not in notify.on:
+        return []
+    key = f"ffwatchd-job-{job.id}-failed-{int((job.finished_at or 0) * 1000)}"
+    payload = {"event": "job.failed", "idempotency_key": key, "watch": job.watch, "batch": batch.folder or "/",
+               "batch_id": batch.id, "job_id": job.id, "path": job.rel_path, "error_kind": job.error_kind,
+               "message": job.error_message, "retry": f"ffwatchd jobs retry {job.id}"}
+    return _rows(notify, "failed", key, payload)
+
+
+def _rows(notify: NotifySpec, event: str, key: str, payload: dict) -> list[dict]:
+    rows = []
+    if notify.webhook:
+        rows.append({"channel": "webhook", "event": event, "target": notify.webhook, "payload": payload,
+                     "idempotency_key": key})
+    if notify.email:
+        rows.append({"channel": "email", "event": event, "target": ",".join(notify.email), "payload": payload,
+                     "idempotency_key": key})
+    return rows
+
+
+def body_of(d: Delivery) -> bytes:
+    """The exact bytes signed and sent (the same on every try)."""
+    return json.dumps(d.payload, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
+def _mail_text(p: dict) -> tuple[str, str]:
+    if p["event"] == "job.failed":
+        return (f"ffwatchd: {p['path']} failed ({p['error_kind']})",
+                f"{p['path']} in {p['watch']} failed: {p['error_kind']}: {p['message']}\n\nTo try again: {p['retry']}\n")
+    c = p["counts"]
+    subject = f"ffwatchd: {p['batch']} finished: {c.get('done', 0)} done, {c.get('failed', 0)} failed"
+    lines = [f"The batch {p['batch']} of {p['watch']} is finished (version {p['version']}).", "",
+             "  " + ", ".join(f"{k}: {v}" for k, v in c.items() if v), "",
+             f"Report: {p['report']}"]
+    if p.get("package"):
+        lines.append(f"All results in one file: {p['package']}")
+    if p["failed"]:
+        lines += ["", "Failed files:"] + [f"  {f['path']}: {f['error_kind']}: {f['message']}" for f in p["failed"]]
+    return subject, "\n".join(lines) + "\n"
+
+
+def deliver(settings: Settings, d: Delivery) -> None:
+    """One try of one delivery; raises DeliveryError when it did not go through."""
+    if d.channel == "webhook":
+        try:
+            secret = settings.watch(d.payload["watch"]).notify.webhook_secret
+        except KeyError:
+            secret = None
+        if not secret:
+            raise DeliveryError(f"watch {d.payload.get('watch')!r} has no webhook secret in the config now")
+        webhook.post(d.target, body_of(d), secret=secret, idempotency_key=d.idempotency_key, event=d.event,
+                     timeout=settings.notify.timeout)
+    elif d.channel == "email":
+        if settings.smtp is None:
+            raise DeliveryError("the config has no smtp: section now")
+        subject, text = _mail_text(d.payload)
+        refused = smtp.send(settings.smtp, d.target.split(","), subject, text, f"<{d.idempotency_key}@ffwatchd>")
+        if refused:
+            log.warning("notification %d: the SMTP server refused %s", d.id, ", ".join(refused))
+    else:
+        raise DeliveryError(f"unknown channel {d.channel!r}")
+
+
+def deliver_due(settings: Settings, store: JobQueue, metrics: Any = None, limit: int = 20,
+                clock: Callable[[], float] = time.time) -> int:
+    """Try every due delivery once; returns how many were tried."""
+    due = store.due_deliveries(limit)
+    for d in due:
+        try:
+            deliver(settings, d)
+        except DeliveryError as e:
+            attempts = d.attempts + 1
+            give_up = attempts >= settings.notify.max_attempts
+            retry_at = None if give_up else clock() + settings.notify.retry_delay(attempts)
+            store.record_attempt(d.id, ok=False, error=str(e), retry_at=retry_at)
+            log.warning("notification %d (%s %s, key %s): try %d failed: %s%s", d.id, d.channel, d.event,
+                        d.idempotency_key, attempts, e, "; giving up" if give_up else "")
+            if metrics is not None:
+                metrics.notification(d.channel, "failed" if give_up else "retry")
+            continue
+        store.record_attempt(d.id, ok=True)
+        log.info("notification %d (%s %s, key %s) delivered", d.id, d.channel, d.event, d.idempotency_key)
+        if metrics is not None:
+            metrics.notification(d.channel, "delivered")
+    return len(due)

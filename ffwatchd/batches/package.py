@@ -1,0 +1,66 @@
+"""Packaging: a finished batch's results in one zip beside its report, written atomically."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import zipfile
+from pathlib import Path
+
+from ffwatchd.config.settings import WatchSettings
+from ffwatchd.filing.placing import TEMP_PREFIX
+from ffwatchd.fs.safefs import open_regular
+from ffwatchd.fs.writefs import Folder, apply_perms, split_under
+from ffwatchd.store import Job
+from ffwatchd.store.names import printable
+
+PACKAGE_NAME = "ffwatch-results.zip"
+
+
+def package_path(watch: WatchSettings, folder: str) -> Path:
+    return (watch.output / folder if folder else watch.output) / PACKAGE_NAME
+
+
+def write_zip(watch: WatchSettings, folder: str, jobs: list[Job]) -> tuple[Path, int]:
+    """Every done job's result, named by its path under the batch's output folder; (zip, files).
+
+    Results are read and the zip written below output/ without following a link anywhere on the
+    way (safefs, writefs): a link planted on the share never puts outside content into a zip."""
+    dest = package_path(watch, folder)
+    base = dest.parent
+    rel, name = split_under(watch.output, dest)
+    tmp = f"{TEMP_PREFIX}{os.getpid()}-{name}.tmp"
+    count = 0
+    with Folder(watch.output, rel, watch.perms) as out:
+        try:
+            out.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=out.fd)
+        try:
+            with os.fdopen(fd, "w+b") as f:
+                with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as z:   # JPEG/MP4 do not shrink
+                    for job in jobs:
+                        if job.state != "done" or not job.output_path:
+                            continue
+                        try:
+                            src = os.fdopen(open_regular(watch.output, Path(job.output_path)), "rb")
+                        except (OSError, ValueError):
+                            continue                    # gone, moved, or reached through a link
+                        # a name that is not UTF-8 is stored as \xHH: zip names are UTF-8 text
+                        arcname = printable(os.path.relpath(job.output_path, base))
+                        with src, z.open(arcname, "w", force_zip64=True) as w:
+                            shutil.copyfileobj(src, w, 1 << 20)
+                        count += 1
+                f.flush()
+                apply_perms(f.fileno(), watch.perms, False)
+                os.fsync(f.fileno())
+            out.rename_here(tmp, name)
+        except BaseException:
+            try:
+                out.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+        out.sync()
+    return dest, count

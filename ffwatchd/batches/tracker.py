@@ -1,0 +1,281 @@
+"""Batches: a folder with its sidecar. Keeps each batch's report fresh while it runs, and
+finishes it after `batch_quiet` without news: final report, optional zip, notifications into
+the durable outbox (one transaction with the finish). A second thread delivers the outbox."""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from ffwatchd.batches.notify.outbox import deliver_due, failed_deliveries, finished_deliveries
+from ffwatchd.batches.package import write_zip
+from ffwatchd.batches.report import ThumbCache, report_paths, write_report
+from ffwatchd.config.settings import Settings, WatchSettings
+from ffwatchd.errors import NOT_A_FILE_FAILURE
+from ffwatchd.filing.placing import TEMP_PREFIX
+from ffwatchd.fs.safefs import open_dir, relative_parts
+from ffwatchd.spec.jobspec import JobSpec
+from ffwatchd.spec.sidecar import is_within
+from ffwatchd.store import Batch, Job, JobQueue, open_store, store_errors
+
+log = logging.getLogger(__name__)
+
+TICK = 1.0                  # how often batches are looked at
+REPORT_EVERY = 3.0          # a running batch's report is rewritten at most this often
+STARVATION_EVERY = 10.0
+SEND_POLL = 0.5
+BACKGROUND_NICE = 10        # the report and outbox threads' nice, added to the daemon's own
+
+
+def background_priority() -> None:
+    """Run the calling thread at nice BACKGROUND_NICE (Linux: per thread): batch reports, their
+    thumbnails and notifications yield the CPU to the workers and the watchers, whose work is
+    on the jobs' path; on an idle machine they run as before."""
+    if sys.platform != "linux":
+        return
+    tid = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + BACKGROUND_NICE))
+    except OSError as e:
+        log.debug("batches: nice %d not set: %s", BACKGROUND_NICE, e)
+
+
+def _pid_alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _activity(job: Job) -> float:
+    return max(job.created_at, job.queued_at, job.finished_at or 0.0)
+
+
+def batch_spec(jobs: list[Job]) -> JobSpec | None:
+    """The batch's settings: those of its newest job that ran with a sidecar (refused files have none)."""
+    for job in reversed(jobs):
+        if job.spec:
+            try:
+                return JobSpec.from_snapshot(job.spec)
+            except (TypeError, ValueError) as e:
+                log.warning("job %d: its settings cannot be read for the batch: %s", job.id, e)
+    return None
+
+
+class BatchTracker:
+    """One pass over the batches: `step` is called every TICK by the service (and by tests)."""
+
+    def __init__(self, settings: Settings, store: JobQueue, metrics: Any = None,
+                 unsettled: Callable[[], dict[str, list[Path]]] | None = None) -> None:
+        self.settings, self.store, self.metrics = settings, store, metrics
+        self.unsettled = unsettled or (lambda: {})
+        self.thumbs = ThumbCache()
+        self._since = 0.0
+        self._reported: dict[int, tuple[float, float]] = {}     # batch id -> (monotonic, activity)
+        self._failed_sent: set[tuple[int, float]] = set()
+        self._next_starvation = 0.0
+        self._refused: dict[int, str] = {}      # batch id -> the problem last logged for it
+        #: batch id -> (monotonic time of the last `check`, (jobs queued or running, last activity) then,
+        #: the batch's quiet period): `_due` says from it whether the next tick must read the jobs again
+        self._read: dict[int, tuple[float, tuple[int, float], float]] = {}
+
+    def step(self, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        if self._since == 0.0:
+            self.remove_stale_temps()
+        since, self._since = self._since, now - 5.0
+        active: dict[tuple[str, str], int] = {}
+        for g in self.store.batch_activity(since):
+            self.store.touch_batch(g["watch"], g["folder"], g["last_activity"])
+            active[(g["watch"], g["folder"])] = g["active"]
+        unsettled = self.unsettled()
+        for batch in self.store.list_batches(state="open", limit=100000):
+            try:
+                watch = self.settings.watch(batch.watch)
+            except KeyError:
+                continue
+            base = watch.inbox / batch.folder if batch.folder else watch.inbox
+            busy = bool(active.get((batch.watch, batch.folder))) or any(
+                is_within(p, base) for p in unsettled.get(batch.watch, []))
+            if not self._due(batch, (active.get((batch.watch, batch.folder), 0), batch.last_activity), busy, now):
+                continue
+            try:
+                self.check(watch, batch, now, unsettled.get(batch.watch, []))
+            except OSError as e:              # e.g. a link planted where the report goes: refused
+                if self._refused.get(batch.id) != str(e):
+                    self._refused[batch.id] = str(e)
+                    log.error("batch %d (%s %s): report or package not written: %s", batch.id, watch.name,
+                              batch.folder or "/", e)
+        if time.monotonic() >= self._next_starvation:
+            self._next_starvation = time.monotonic() + STARVATION_EVERY
+            for w in self.settings.watches:
+                raised = self.store.raise_starved(w.name, w.starvation_age)
+                if raised:
+                    log.info("watch %s: %d low-priority job(s) waited over %g s and now run as normal: %s",
+                             w.name, len(raised), w.starvation_age, ", ".join(map(str, raised[:20])))
+
+    def remove_stale_temps(self) -> None:
+        """Half-written reports or zips a crash left beside the batches' reports (once, at start)."""
+        for batch in self.store.list_batches(limit=1_000_000):
+            try:
+                folder = report_paths(self.settings.watch(batch.watch), batch.folder)[0].parent
+            except KeyError:
+                continue
+            watch = self.settings.watch(batch.watch)
+            try:                                # listed and removed below output/, no link followed
+                fd = open_dir(watch.output, () if folder == watch.output else relative_parts(watch.output, folder))
+            except (OSError, ValueError):
+                continue
+            try:
+                for name in os.listdir(fd):
+                    if not (fnmatch.fnmatch(name, f"{TEMP_PREFIX}*-ffwatch-re*.tmp")
+                            and not _pid_alive(name[len(TEMP_PREFIX):].split("-", 1)[0])):
+                        continue
+                    try:
+                        os.unlink(name, dir_fd=fd)
+                        log.info("removed %s, left by an earlier run", folder / name)
+                    except FileNotFoundError:
+                        pass
+            finally:
+                os.close(fd)
+
+    def _due(self, batch: Batch, seen: tuple[int, float], busy: bool, now: float) -> bool:
+        """Whether `check` (which reads every job of the batch) has anything to do this tick:
+        the first time; when its jobs changed (jobs queued or running, last activity), at most
+        every REPORT_EVERY while it is busy; when its quiet period may be over. Else the batch
+        is left alone: an idle open batch waiting out its quiet period, or a long job running,
+        costs nothing per tick, and a busy one is read every few seconds, not every second."""
+        read = self._read.get(batch.id)
+        if read is None:
+            return True
+        when, was, quiet = read
+        if seen != was:
+            return not busy or time.monotonic() - when >= REPORT_EVERY
+        return not busy and now - batch.last_activity >= quiet
+
+    def check(self, watch: WatchSettings, batch: Batch, now: float, unsettled: list[Path]) -> None:
+        jobs = self.store.batch_jobs(batch.watch, batch.folder)
+        if not jobs:
+            return
+        last = max(_activity(j) for j in jobs)
+        base = watch.inbox / batch.folder if batch.folder else watch.inbox
+        busy = any(j.state in ("queued", "running") for j in jobs) or any(is_within(p, base) for p in unsettled)
+        spec = batch_spec(jobs)
+        self._notify_failures(batch, jobs)
+        quiet = spec.batch_quiet if spec is not None and spec.batch_quiet is not None else watch.batch_quiet
+        self._read[batch.id] = (time.monotonic(), (sum(j.state in ("queued", "running") for j in jobs),
+                                                   batch.last_activity), quiet)
+        if not busy and now - last >= quiet:
+            self.finish(watch, batch, jobs, spec, last)
+            return
+        done_at, seen = self._reported.get(batch.id, (float("-inf"), -1.0))
+        if seen != last and time.monotonic() - done_at >= REPORT_EVERY:
+            html, report = write_report(watch, batch.folder, jobs, self.thumbs, batch_id=batch.id,
+                                        version=batch.version + 1, final=False)
+            self.store.set_batch_report(batch.id, str(html), report["counts"])
+            self._reported[batch.id] = (time.monotonic(), last)
+
+    def finish(self, watch: WatchSettings, batch: Batch, jobs: list[Job], spec: JobSpec | None,
+               last: float) -> Batch:
+        version = batch.version + 1
+        package = None
+        if spec is not None and spec.package == "zip":
+            path, n = write_zip(watch, batch.folder, jobs)
+            package = str(path)
+            log.info("batch %d (%s %s): %d result(s) packed into %s", batch.id, watch.name,
+                     batch.folder or "/", n, path)
+        html, report = write_report(watch, batch.folder, jobs, self.thumbs, batch_id=batch.id, version=version,
+                                    final=True, package=package)
+        counts = report["counts"]
+        deliveries = (finished_deliveries(spec.notify, batch, version, counts, jobs, str(html), package)
+                      if spec is not None else [])
+        done = self.store.finish_batch(batch.id, activity=last, counts=counts, report_path=str(html),
+                                       package_path=package, deliveries=deliveries)
+        self._reported.pop(batch.id, None)
+        self._read.pop(batch.id, None)
+        log.info("batch %d (%s %s) finished, version %d: %s; report %s; %d notification(s) queued", batch.id,
+                 watch.name, batch.folder or "/", version,
+                 ", ".join(f"{k} {v}" for k, v in counts.items() if v and k != "total"), html, len(deliveries))
+        if self.metrics is not None:
+            self.metrics.batch_finished(watch.name)
+        return done
+
+    def _notify_failures(self, batch: Batch, jobs: list[Job]) -> None:
+        for job in jobs:
+            if (job.state != "failed" or job.error_kind in NOT_A_FILE_FAILURE or not job.spec
+                    or (job.id, job.finished_at or 0) in self._failed_sent):
+                continue
+            self._failed_sent.add((job.id, job.finished_at or 0))
+            rows = failed_deliveries(JobSpec.from_snapshot(job.spec).notify, batch, job)
+            if rows:
+                self.store.add_deliveries(rows, batch.id)
+
+
+class BatchService:
+    """The tracker and the outbox sender, each in its own thread with its own store connection."""
+
+    def __init__(self, settings: Settings, metrics: Any = None,
+                 unsettled: Callable[[], dict[str, list[Path]]] | None = None) -> None:
+        self.settings, self.metrics, self.unsettled = settings, metrics, unsettled
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.tracker: BatchTracker | None = None
+
+    def start(self) -> "BatchService":
+        for name, target in (("batches", self._track), ("outbox", self._send)):
+            t = threading.Thread(target=target, name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def update(self, settings: Settings) -> None:
+        self.settings = settings
+        if self.tracker is not None:
+            self.tracker.settings = settings
+
+    def stop(self, timeout: float = 15.0) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout)
+
+    def _track(self) -> None:
+        background_priority()
+        store = open_store(self.settings, migrate=False)
+        self.tracker = BatchTracker(self.settings, store, self.metrics, self.unsettled)
+        try:
+            while not self._stop.is_set():
+                try:
+                    self.tracker.step()
+                except store_errors() as e:
+                    log.error("batches: %s; trying again", e)
+                except Exception:  # noqa: BLE001 - a bug here must not stop the daemon
+                    log.exception("batches: unexpected error; trying again")
+                self._stop.wait(TICK)
+        finally:
+            store.close()
+
+    def _send(self) -> None:
+        background_priority()
+        store = open_store(self.settings, migrate=False)
+        try:
+            while not self._stop.is_set():
+                tried = 0
+                try:
+                    tried = deliver_due(self.settings, store, self.metrics)
+                except store_errors() as e:
+                    log.error("outbox: %s; trying again", e)
+                except Exception:  # noqa: BLE001
+                    log.exception("outbox: unexpected error; trying again")
+                if not tried:
+                    self._stop.wait(SEND_POLL)
+        finally:
+            store.close()

@@ -1,0 +1,353 @@
+"""Config file -> validated, frozen settings; every problem reported by key path.
+The settings dataclasses live in config/settings.py, the reader and config value parsers in
+config/values.py, the values sidecars share in spec/values.py."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ffwatchd.config.notify import read_notify, read_smtp, read_watch_notify
+from ffwatchd.config.settings import (
+    DEFAULT_IGNORE,
+    DEFAULT_INCLUDE,
+    C2paSettings,
+    CustomModel,
+    LogSettings,
+    MetricsSettings,
+    QueueSettings,
+    RetentionSettings,
+    Settings,
+    WatchSettings,
+    WorkerSettings,
+)
+from ffwatchd.config.values import (
+    Reader,
+    boolean,
+    choice,
+    device_id,
+    glob_patterns,
+    group_id,
+    int_at_least,
+    is_within,
+    listen_address,
+    name_value,
+    octal_mode,
+    positive_duration,
+)
+from ffwatchd.errors import ConfigError, short_repr
+from ffwatchd.spec import jobspec
+from ffwatchd.spec.safeyaml import UnsafeYaml, load_yaml, yaml_problem
+from ffwatchd.spec.values import parse_duration, parse_size, priority_value
+
+CONFIG_ENV = "FFWATCHD_CONFIG"
+MAX_CONFIG_BYTES = 1 << 20          # a config is a few KiB; anything near this is a mistake
+
+WATCH_MODES = ("auto", "inotify", "poll")
+PROVIDERS = ("cuda", "cpu")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
+MODEL_KINDS = ("detector", "recognizer", "swapper", "enhancer")
+
+
+_TOP_KEYS = {"state_dir", "temp_dir", "models_dir", "watches", "workers", "metrics",
+             "retention", "log", "models", "ffmpeg", "provenance", "smtp", "notify",
+             "queue"}
+_WATCH_KEYS = {"name", "inbox", "output", "done", "failed", "mode", "poll_interval",
+               "rescan_interval", "settle", "sidecar_wait", "include", "ignore",
+               "source_roots", "defaults", "batch_quiet", "batch_quiet_max", "priority_max",
+               "starvation_age", "notify", "ingest", "file_mode", "dir_mode", "group"}
+_WORKER_KEYS = {"devices", "providers", "cpu_threads", "max_attempts", "retry_backoff", "lease",
+                "job_timeout", "grace_period", "ram_limit", "vram_limit", "max_pixels",
+                "recycle_after", "video_segment"}
+_RETENTION_KEYS = {"interval", "temp_max_age", "done_max_age", "failed_max_age",
+                   "jobs_max_age", "min_free_disk"}
+
+
+def _read_watch(r: Reader, raw: Any, path: str, index: int,
+                known_models: dict[str, str]) -> WatchSettings | None:
+    raw = r.section(raw, path, _WATCH_KEYS)
+    if not raw and not isinstance(raw, dict):
+        return None
+    d = WatchSettings
+    name = r.get(raw, "name", path, name_value, f"watch{index}")
+    source_roots: tuple[Path, ...] = ()
+    if "source_roots" in raw:
+        roots = raw["source_roots"]
+        if not isinstance(roots, list) or not all(isinstance(x, str) for x in roots):
+            r.problem(f"{path}.source_roots", f"{short_repr(roots)} is not a list of paths")
+        else:
+            source_roots = tuple(r.path_value(x, f"{path}.source_roots[{i}]")
+                                 for i, x in enumerate(roots))
+    defaults = raw.get("defaults", {}) or {}
+    if not isinstance(defaults, dict):
+        r.problem(f"{path}.defaults", "must be a mapping of sidecar settings")
+        defaults = {}
+    else:
+        r.problems.extend(jobspec.validate(defaults, f"{path}.defaults", known_models))
+    quiet = r.get(raw, "batch_quiet", path, parse_duration, d.batch_quiet)
+    quiet_max = r.get(raw, "batch_quiet_max", path, parse_duration, d.batch_quiet_max)
+    if quiet > quiet_max:
+        r.problem(f"{path}.batch_quiet", f"{quiet:g} s is longer than batch_quiet_max ({quiet_max:g} s)")
+    return WatchSettings(
+        name=name,
+        inbox=r.path(raw, "inbox", path, None),
+        output=r.path(raw, "output", path, None),
+        done=r.path(raw, "done", path, None),
+        failed=r.path(raw, "failed", path, None),
+        mode=r.get(raw, "mode", path, choice(WATCH_MODES), d.mode),
+        poll_interval=r.get(raw, "poll_interval", path, positive_duration, d.poll_interval),
+        rescan_interval=r.get(raw, "rescan_interval", path, positive_duration, d.rescan_interval),
+        settle=r.get(raw, "settle", path, parse_duration, d.settle),
+        sidecar_wait=r.get(raw, "sidecar_wait", path, parse_duration, d.sidecar_wait),
+        include=r.get(raw, "include", path, glob_patterns, DEFAULT_INCLUDE),
+        ignore=r.get(raw, "ignore", path, glob_patterns, DEFAULT_IGNORE),
+        source_roots=source_roots,
+        ingest=r.get(raw, "ingest", path, boolean, d.ingest),
+        batch_quiet=quiet,
+        batch_quiet_max=quiet_max,
+        priority_max=r.get(raw, "priority_max", path, priority_value, d.priority_max),
+        starvation_age=r.get(raw, "starvation_age", path, positive_duration, d.starvation_age),
+        notify=read_watch_notify(r, raw.get("notify"), f"{path}.notify", parse_duration),
+        defaults=copy.deepcopy(defaults),
+        file_mode=r.get(raw, "file_mode", path, octal_mode(0o666), d.file_mode),
+        dir_mode=r.get(raw, "dir_mode", path, octal_mode(0o7777), d.dir_mode),
+        group=r.get(raw, "group", path, group_id, None),
+    )
+
+
+def _read_models(r: Reader, raw: Any) -> tuple[CustomModel, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        r.problem("models", "must be a mapping of model name -> {path, kind, sha256}")
+        return ()
+    out = []
+    for name, spec in raw.items():
+        path = f"models.{name}"
+        spec = r.section(spec, path, {"path", "kind", "sha256"})
+        if not isinstance(spec, dict) or not spec:
+            if spec == {}:
+                r.problem(path, "needs path and kind")
+            continue
+        sha = spec.get("sha256")
+        if sha is not None and not (isinstance(sha, str) and re.fullmatch(r"[0-9a-fA-F]{64}", sha)):
+            r.problem(f"{path}.sha256", f"{short_repr(sha)} is not a sha256 hex digest")
+            sha = None
+        out.append(CustomModel(
+            name=str(name),
+            path=r.path(spec, "path", path, None),
+            kind=r.get(spec, "kind", path, choice(MODEL_KINDS), "detector") if "kind" in spec
+            else (r.problem(f"{path}.kind", "is required") or "detector"),
+            sha256=sha.lower() if sha else None,
+        ))
+    return tuple(out)
+
+
+def _read_queue(r: Reader, raw: Any) -> QueueSettings:
+    """`queue: sqlite` (or nothing) or `queue: {url: postgresql://…, password_file: PATH}`."""
+    if raw is None or raw == "sqlite":
+        return QueueSettings()
+    if not isinstance(raw, dict):
+        r.problem("queue", f"{raw!r} is neither sqlite nor a mapping {{url: postgresql://…}}")
+        return QueueSettings()
+    raw = r.section(raw, "queue", {"url", "password_file"})
+    url = raw.get("url")
+    if not isinstance(url, str) or not re.match(r"^postgres(ql)?://", url):
+        from ffwatchd.store.urls import redact_url
+
+        shown = redact_url(url) if isinstance(url, str) else repr(url)
+        r.problem("queue.url", "is required" if url is None
+                  else f"{shown} is not a PostgreSQL URL (postgresql://user@host:5432/dbname)")
+        return QueueSettings()
+    password_file = None
+    if raw.get("password_file") is not None:
+        password_file = r.path(raw, "password_file", "queue", None)
+        if not password_file.is_file():
+            r.problem("queue.password_file", f"{password_file} is not a readable file")
+    return QueueSettings(url=url, password_file=password_file)
+
+
+def _read_provenance(r: Reader, raw: Any) -> tuple[bool, C2paSettings | None]:
+    """`provenance: true|false` (metadata on or off), or `{metadata: BOOL, c2pa: {cert, key}}`."""
+    if raw is None or isinstance(raw, bool):
+        return raw is not False, None
+    rp = r.section(raw, "provenance", {"metadata", "c2pa"})
+    if not isinstance(raw, dict):
+        return True, None
+    metadata = r.get(rp, "metadata", "provenance", boolean, True)
+    if rp.get("c2pa") is None:
+        return metadata, None
+    rc = r.section(rp["c2pa"], "provenance.c2pa", {"cert", "key", "timestamp_url"})
+    if not isinstance(rp["c2pa"], dict):
+        return metadata, None
+    url = rc.get("timestamp_url")
+    if url is not None and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
+        r.problem("provenance.c2pa.timestamp_url", f"{short_repr(url)} is not an http(s) URL")
+        url = None
+    return metadata, C2paSettings(cert=r.path(rc, "cert", "provenance.c2pa", None),
+                                  key=r.path(rc, "key", "provenance.c2pa", None), timestamp_url=url)
+
+
+def _check_folders(r: Reader, state_dir: Path, temp_dir: Path,
+                   watches: list[WatchSettings]) -> None:
+    owners: dict[Path, str] = {}
+    for i, w in enumerate(watches):
+        path = f"watches[{i}]"
+        folders = w.folders()
+        for a, pa in folders.items():
+            for b, pb in folders.items():
+                if a < b and (pa == pb):
+                    r.problem(f"{path}.{b}", f"is the same folder as {a} ({pa})")
+                elif a != b and pa != pb and is_within(pa, pb):
+                    r.problem(f"{path}.{a}", f"{pa} is inside {b} ({pb}); the four folders must not nest")
+        for key, p in folders.items():
+            for other, owner in owners.items():
+                if p == other or is_within(p, other) or is_within(other, p):
+                    r.problem(f"{path}.{key}", f"{p} overlaps a folder of {owner}")
+        for key, p in folders.items():
+            owners[p] = f"watches[{i}] ({w.name}).{key}"
+        for key, p in (("state_dir", state_dir), ("temp_dir", temp_dir)):
+            if is_within(p, w.inbox):
+                r.problem(key, f"{p} is inside the inbox of watch {short_repr(w.name)}; it must be a local folder outside every share")
+    names = [w.name for w in watches]
+    for i, n in enumerate(names):
+        if n in names[:i]:
+            r.problem(f"watches[{i}].name", f"{short_repr(n)} is used by another watch")
+
+
+def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
+    """Validate a parsed YAML document; raises ConfigError with every problem."""
+    r = Reader(base)
+    where = str(source) if source else "<config>"
+    if not isinstance(raw, dict):
+        raise ConfigError(where, ["(top): the config must be a YAML mapping"])
+    r.section(raw, "", _TOP_KEYS)
+    state_dir = r.path(raw, "state_dir", "", None)
+    temp_dir = r.path(raw, "temp_dir", "", None)
+    models_dir = r.path(raw, "models_dir", "", None)
+
+    models = _read_models(r, raw.get("models"))
+    known_models = {**jobspec.BUILTIN_MODEL_KINDS, **{m.name: m.kind for m in models}}
+    watches: list[WatchSettings] = []
+    raw_watches = raw.get("watches")
+    if not isinstance(raw_watches, list) or not raw_watches:
+        r.problem("watches", "must be a non-empty list of watches")
+    else:
+        for i, rw in enumerate(raw_watches):
+            w = _read_watch(r, rw, f"watches[{i}]", i, known_models)
+            if w is not None:
+                watches.append(w)
+    _check_folders(r, state_dir, temp_dir, watches)
+
+    rw = r.section(raw.get("workers"), "workers", _WORKER_KEYS)
+    d = WorkerSettings
+    devices = d.devices
+    if "devices" in rw:
+        if not isinstance(rw["devices"], list):
+            r.problem("workers.devices", "must be a list (cpu, or CUDA device ids; [] for a host that "
+                                         "only watches and leaves the work to other hosts)")
+        else:
+            devices = tuple(r.value(v, f"workers.devices[{i}]", device_id, "cpu")
+                            for i, v in enumerate(rw["devices"]))
+    providers = d.providers
+    if "providers" in rw:
+        if not isinstance(rw["providers"], list) or not rw["providers"]:
+            r.problem("workers.providers", "must be a non-empty list of cuda, cpu")
+        else:
+            providers = tuple(r.value(v, f"workers.providers[{i}]", choice(PROVIDERS), "cpu")
+                              for i, v in enumerate(rw["providers"]))
+    workers = WorkerSettings(
+        devices=devices,
+        providers=providers,
+        cpu_threads=r.get(rw, "cpu_threads", "workers", int_at_least(0), d.cpu_threads),
+        max_attempts=r.get(rw, "max_attempts", "workers", int_at_least(1), d.max_attempts),
+        retry_backoff=r.get(rw, "retry_backoff", "workers", parse_duration, d.retry_backoff),
+        lease=r.get(rw, "lease", "workers", positive_duration, d.lease),
+        job_timeout=r.get(rw, "job_timeout", "workers", positive_duration, d.job_timeout),
+        grace_period=r.get(rw, "grace_period", "workers", parse_duration, d.grace_period),
+        ram_limit=r.get(rw, "ram_limit", "workers", parse_size, d.ram_limit),
+        vram_limit=r.get(rw, "vram_limit", "workers", parse_size, d.vram_limit),
+        max_pixels=r.get(rw, "max_pixels", "workers", int_at_least(1), d.max_pixels),
+        recycle_after=r.get(rw, "recycle_after", "workers", int_at_least(1), d.recycle_after),
+        video_segment=r.get(rw, "video_segment", "workers", positive_duration, d.video_segment),
+    )
+
+    if not workers.devices and watches and not any(w.ingest for w in watches):
+        r.problem("workers.devices", "is empty and every watch has ingest: false, so this host would "
+                                     "neither watch nor work; give it a device or a watch to ingest")
+
+    rm = r.section(raw.get("metrics"), "metrics", {"enabled", "listen"})
+    host, port = r.get(rm, "listen", "metrics", listen_address, ("127.0.0.1", 9808))
+    metrics = MetricsSettings(enabled=r.get(rm, "enabled", "metrics", boolean, True), host=host, port=port)
+
+    rr = r.section(raw.get("retention"), "retention", _RETENTION_KEYS)
+    dr = RetentionSettings
+    retention = RetentionSettings(
+        interval=r.get(rr, "interval", "retention", positive_duration, dr.interval),
+        temp_max_age=r.get(rr, "temp_max_age", "retention", parse_duration, dr.temp_max_age),
+        done_max_age=r.get(rr, "done_max_age", "retention", parse_duration, dr.done_max_age),
+        failed_max_age=r.get(rr, "failed_max_age", "retention", parse_duration, dr.failed_max_age),
+        jobs_max_age=r.get(rr, "jobs_max_age", "retention", parse_duration, dr.jobs_max_age),
+        min_free_disk=r.get(rr, "min_free_disk", "retention", parse_size, dr.min_free_disk),
+    )
+
+    rl = r.section(raw.get("log"), "log", {"level", "format"})
+    log = LogSettings(level=r.get(rl, "level", "log", choice(LOG_LEVELS), "info"),
+                      format=r.get(rl, "format", "log", choice(LOG_FORMATS), "text"))
+
+    ffmpeg = raw.get("ffmpeg")
+    if ffmpeg is not None and not isinstance(ffmpeg, str):
+        r.problem("ffmpeg", f"{short_repr(ffmpeg)} is not a path to an ffmpeg executable")
+        ffmpeg = None
+    provenance, c2pa = _read_provenance(r, raw.get("provenance", True))
+    smtp = read_smtp(r, raw.get("smtp"), parse_duration, int_at_least, boolean)
+    notify = read_notify(r, raw.get("notify"), parse_duration, int_at_least)
+    for i, w in enumerate(watches):
+        if w.notify.email_domains and smtp is None:
+            r.problem(f"watches[{i}].notify.email_domains", "e-mail needs the global smtp: section")
+    queue = _read_queue(r, raw.get("queue"))
+
+    if r.problems:
+        raise ConfigError(where, r.problems)
+    return Settings(source=source, state_dir=state_dir, temp_dir=temp_dir, models_dir=models_dir,
+                    watches=tuple(watches), workers=workers, metrics=metrics, retention=retention,
+                    log=log, models=models, ffmpeg=ffmpeg, provenance=provenance, c2pa=c2pa, smtp=smtp,
+                    notify=notify, queue=queue)
+
+
+def resolve_config_path(path: str | os.PathLike | None) -> Path:
+    """`-c PATH`, else $FFWATCHD_CONFIG; a usage error when neither is given."""
+    if path:
+        return Path(path)
+    env = os.environ.get(CONFIG_ENV)
+    if env:
+        return Path(env)
+    raise ConfigError("<config>", [f"no config given: use -c CONFIG or set {CONFIG_ENV}"])
+
+
+def load_config(path: str | os.PathLike | None = None) -> Settings:
+    """Read and validate a config file; relative paths resolve against its folder."""
+    p = resolve_config_path(path)
+    try:
+        with open(p, "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as e:
+        raise ConfigError(str(p), [f"(file): cannot read: {e.strerror or e}"]) from e
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(str(p), [f"(file): larger than {MAX_CONFIG_BYTES // 1024} KiB; this is no ffwatchd config"])
+    try:
+        raw = load_yaml(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError(str(p), [f"(file): not UTF-8 text: {e.reason} at byte {e.start}"]) from e
+    except UnsafeYaml as e:
+        raise ConfigError(str(p), [f"(file): {e}"]) from e
+    except yaml.YAMLError as e:
+        raise ConfigError(str(p), [f"(file): malformed YAML: {yaml_problem(e)}"]) from e
+    p_abs = p.resolve()
+    return load_settings(raw, p_abs.parent, p_abs)

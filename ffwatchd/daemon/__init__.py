@@ -1,0 +1,6 @@
+"""daemon: the supervisor process. Its loop and verbs (supervisor), worker processes
+(workerslots), recovery after a crash (recovery), periodic housekeeping (housekeeping),
+sd_notify (systemd).
+
+May import every stage below it: work, ops, batches, watch, filing, faces, media, config, spec,
+store, fs, errors, logs. Only cli imports daemon."""

@@ -1,0 +1,59 @@
+"""The supervisor's periodic chores that touch the whole cluster: retention (once across hosts)
+and forgetting workers whose host stopped heartbeating."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable
+
+from ffwatchd.config.settings import Settings
+from ffwatchd.store import JobQueue
+
+log = logging.getLogger("ffwatchd.daemon.housekeeping")
+
+LOST_AFTER_LEASES = 3      # a worker row with no heartbeat for this many leases is shown as lost
+
+
+def lost_after(lease: float) -> float:
+    """Seconds without a heartbeat after which a worker row counts as lost (and is pruned)."""
+    return LOST_AFTER_LEASES * lease
+
+
+def start_retention(settings: Settings, open_store: Callable[[], JobQueue], metrics: Any) -> threading.Thread:
+    """One retention run in a thread of its own, on its own store; skipped when another host runs it."""
+
+    def run() -> None:
+        from ffwatchd.ops.retention import run_retention
+
+        try:
+            store = open_store()
+            try:
+                with store.singleton("retention") as granted:
+                    if not granted:
+                        log.info("retention: another host runs it now; skipped here")
+                        return
+                    deletions = run_retention(settings, store)
+                if metrics is not None:
+                    metrics.record_retention(deletions)
+            finally:
+                store.close()
+        except Exception:  # noqa: BLE001 - housekeeping must never stop the daemon
+            log.exception("retention run failed")
+
+    thread = threading.Thread(target=run, name="retention", daemon=True)
+    thread.start()
+    return thread
+
+
+def prune_lost_workers(store: JobQueue, lease: float) -> None:
+    """Worker rows with no heartbeat for 3 leases (their host died or was cut off) are forgotten;
+    their jobs come back through lease expiry, not through this."""
+    try:
+        gone = store.prune_workers(lost_after(lease))
+    except Exception as e:  # noqa: BLE001 - the rows are informational; retried next time
+        log.warning("could not prune lost workers: %s", e)
+        return
+    for owner in gone:
+        log.warning("worker %s lost: no heartbeat for %.0f s; removed from the workers table",
+                    owner, lost_after(lease))

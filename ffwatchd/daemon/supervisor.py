@@ -1,0 +1,358 @@
+"""The supervisor: watchers, worker processes, metrics, retention, signals, readiness.
+
+It reads like gunicorn's arbiter: signal handlers only queue the signal; one short loop takes
+them off the queue and calls the verbs `spawn_worker`, `reap_workers`, `murder_workers`,
+`manage_workers` (the worker processes, workerslots.py), `reload`, `stop`.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+import queue
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ffwatchd.config.load import load_config
+from ffwatchd.config.settings import Settings
+from ffwatchd.daemon.housekeeping import prune_lost_workers, start_retention
+from ffwatchd.daemon.recovery import lock_state_dir, recover_at_start
+from ffwatchd.daemon.systemd import Notifier
+from ffwatchd.daemon.workerslots import LOOP_TICK, WorkerSlot, WorkerSlots
+from ffwatchd.errors import ConfigError
+from ffwatchd.filing.shares import claim_share_folders
+from ffwatchd.fs.writefs import make_private
+from ffwatchd.logs import setup_logging
+from ffwatchd.ops.statusfile import write_status
+from ffwatchd.store import JobQueue, open_store
+from ffwatchd.store.leadership import Leadership
+
+log = logging.getLogger("ffwatchd.daemon.supervisor")
+
+STATUS_EVERY = 2.0
+DISK_EVERY = 5.0
+MODELS_EVERY = 10.0       # seconds between looks at models_dir for the defaults' models (status, log)
+WORKER_START_TIMEOUT = 120.0
+
+
+@dataclass
+class Supervisor(WorkerSlots):
+    config_path: Path
+    settings: Settings
+    notifier: Notifier = field(default_factory=Notifier)
+
+    def __post_init__(self) -> None:
+        self.ctx = mp.get_context("spawn")
+        self.events = self.ctx.Queue()
+        self.claim_ok = self.ctx.Event()
+        self.signals: "queue.SimpleQueue[int]" = queue.SimpleQueue()
+        self.slots = [WorkerSlot(i, d) for i, d in enumerate(self.settings.workers.devices)]
+        self.started_at = time.time()
+        self.stopping = False
+        self.warnings: list[str] = []
+        self.models_missing: list[str] = []
+        self.store: JobQueue | None = None
+        self.metrics: Any = None
+        self.watcher: Any = None
+        self.diskguard: Any = None
+        self.batches: Any = None
+        self._retention_thread: threading.Thread | None = None
+        self._disk_thread: threading.Thread | None = None
+        self._models_thread: threading.Thread | None = None
+        self._next_status = self._next_disk = self._next_retention = self._next_prune = 0.0
+        self._next_models = time.monotonic() + MODELS_EVERY
+
+    # -- start-up --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        s = self.settings
+        for folder in (s.state_dir, s.temp_dir):       # private, whatever the umask
+            make_private(folder)
+        s.models_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_file = lock_state_dir(s)
+        self.store = open_store(s)
+        log.info("job queue: %s", self.store.where)
+        # The share's folders carry this job table's marker, locked while we run (another
+        # table's marker: refuse to start, naming its holder).
+        self._share_fds = claim_share_folders(s, self.store.queue_id())
+        recover_at_start(s, self.store)
+        self._start_metrics()
+        self._start_diskguard()
+        for slot in self.slots:
+            self.spawn_worker(slot)
+        self._wait_for_workers()
+        self._start_watcher()
+        from ffwatchd.batches.tracker import BatchService  # reports, finishes, the notification outbox
+        self.batches = BatchService(s, self.metrics, unsettled=lambda: self.watcher.unsettled_paths()).start()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, lambda signum, _frame: self.signals.put(signum))
+        self.report_models()
+        self.write_status()
+        self.notifier.ready(self.status_line())
+        log.info("ffwatchd ready: %d watch(es), %d worker(s)", len(s.watches), len(self.slots))
+
+    def report_models(self) -> None:
+        """Say at start (and reload) which models the watches' defaults need but lack, and
+        whether C2PA signing can work."""
+        from ffwatchd.ops.checks import c2pa_problem, missing_default_models
+
+        self.models_missing = missing_default_models(self.settings)
+        for line in self.models_missing:
+            log.warning("%s", line)
+        problem = c2pa_problem(self.settings)
+        if problem:
+            log.error("%s", problem)
+            self.warnings.append(problem)
+
+    def refresh_models(self) -> None:
+        """Look again at models_dir (in a thread: it may sit on a share): a model fetched while the
+        daemon runs leaves status's MODELS MISSING, and one that went away enters it, with a log line."""
+        from ffwatchd.ops.checks import missing_default_models
+
+        settings = self.settings
+        now = missing_default_models(settings)
+        before = self.models_missing
+        if now == before:
+            return
+        gone = {line.split(":", 1)[0] for line in before} - {line.split(":", 1)[0] for line in now}
+        for watch in sorted(gone):
+            log.info("the model(s) needed by %s are now in place", watch)
+        for line in now:
+            if line not in before:
+                log.warning("%s", line)
+        self.models_missing = now
+
+    def _start_metrics(self) -> None:
+        from ffwatchd.ops.metrics import Metrics
+
+        folders = {w.name: {**w.folders(), "temp": self.settings.temp_dir} for w in self.settings.watches}
+        self.metrics_lead = Leadership(self.store, "metrics")     # queue gauges from one host only
+        self.metrics = Metrics(self.store, folders, leads=self.metrics_lead.held)
+        m = self.settings.metrics
+        if m.enabled:
+            try:
+                self.metrics.start(m.host, m.port)      # it logs its own address
+            except OSError as e:                        # a second daemon on this host, say: no traceback
+                raise SystemExit(f"ffwatchd: metrics: cannot listen on {m.host}:{m.port} ({e.strerror or e}); "
+                                 f"another program (another ffwatchd?) may use it: set metrics.listen in "
+                                 f"{self.config_path} to a free address, or metrics: {{enabled: false}}") from e
+
+    def _start_diskguard(self) -> None:
+        from ffwatchd.ops.diskguard import DiskGuard
+
+        self.diskguard = DiskGuard.from_settings(self.settings, self.metrics)
+        self._update_claiming()
+
+    def _start_watcher(self) -> None:
+        from ffwatchd.watch.service import WatchService
+
+        self.watcher = WatchService(self.settings, self.store, metrics=_WakingHooks(self))
+        self.watcher.start()
+
+    def _wait_for_workers(self) -> None:
+        deadline = time.monotonic() + WORKER_START_TIMEOUT
+        while any(s.state == "starting" for s in self.slots) and time.monotonic() < deadline:
+            self.handle_events(timeout=LOOP_TICK)
+            self.reap_workers()
+            self.notifier.watchdog()
+        for s in self.slots:
+            if s.state == "starting":
+                log.error("worker for device %s did not become ready in %.0f s", s.device, WORKER_START_TIMEOUT)
+
+    # -- housekeeping ----------------------------------------------------------------------
+
+    def _update_claiming(self) -> None:
+        guard = self.diskguard
+        allowed = guard.update() if guard is not None else True
+        if allowed and not self.stopping:
+            if not self.claim_ok.is_set():
+                self.claim_ok.set()
+                self.wake_workers()
+        else:
+            self.claim_ok.clear()
+
+    def _maybe_retention(self, now: float) -> None:
+        if now < self._next_retention or (self._retention_thread and self._retention_thread.is_alive()):
+            return
+        self._next_retention = now + self.settings.retention.interval
+        self._retention_thread = start_retention(self.settings, lambda: open_store(self.settings, migrate=False),
+                                                 self.metrics)
+
+    def status_line(self) -> str:
+        c = self.store.counts()
+        busy = sum(1 for s in self.slots if s.state == "busy")
+        paused = " (claiming paused: disk low)" if not self.claim_ok.is_set() and not self.stopping else ""
+        return (f"{c['queued']} queued, {c['running']} running, {c['done']} done, {c['failed']} failed; "
+                f"{busy}/{len(self.slots)} workers busy{paused}")
+
+    def write_status(self) -> None:
+        data = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": self.started_at, "updated_at": time.time(),
+                "config": str(self.config_path), "workers": [s.info() for s in self.slots],
+                "claiming_paused": (self.diskguard.reason if self.diskguard is not None and
+                                    not self.claim_ok.is_set() and not self.stopping else None),
+                "watches_available": self.watcher.available() if self.watcher is not None else {},
+                "unsettled": self.watcher.unsettled_count() if self.watcher is not None else {},
+                "waiting": self.watcher.waiting_files() if self.watcher is not None else {},
+                "unfiled": self.watcher.unfiled_files() if self.watcher is not None else {},
+                "warnings": self.warnings, "models_missing": self.models_missing, "stopping": self.stopping,
+                "metrics": (f"{self.settings.metrics.host}:{self.settings.metrics.port}"
+                            if self.metrics is not None and self.settings.metrics.enabled else None)}
+        write_status(self.settings.state_dir, data)
+        if self.metrics is not None and self.watcher is not None:
+            for name, n in data["unsettled"].items():
+                self.metrics.set_unsettled(name, n)
+            for name, files in data["unfiled"].items():
+                self.metrics.set_unfiled(name, len(files))
+            self.metrics.leases_expired(self.store.stats.expired_leases, self.store.stats.requeued)
+            self.store.stats.expired_leases = 0
+            self.store.stats.requeued = []
+
+    # -- signals ---------------------------------------------------------------------------
+
+    def reload(self) -> None:
+        self.notifier.reloading()
+        try:
+            new = load_config(self.config_path)
+        except ConfigError as e:
+            log.error("reload refused, the running config stays in force:\n%s", e)
+            self.notifier.ready(self.status_line())
+            return
+        if new.state_dir != self.settings.state_dir or new.workers.devices != self.settings.workers.devices \
+                or new.metrics != self.settings.metrics:
+            log.warning("state_dir, workers.devices and metrics changes need a restart; they are kept as they were")
+        new = _keep(new, self.settings)
+        self.settings = new
+        setup_logging(new.log.level, new.log.format, process="main")
+        self.watcher.stop()
+        self._start_watcher()
+        self.batches.update(new)
+        self.diskguard = None
+        self._start_diskguard()
+        for slot in self.slots:           # workers pick up the new settings after their current job
+            if slot.process is not None and slot.stop is not None:
+                slot.exit_reason = "recycled"
+                slot.stop.set()
+                slot.wake.set()
+        self.report_models()
+        log.info("config reloaded from %s", self.config_path)
+        self.notifier.ready(self.status_line())
+
+    def stop(self) -> None:
+        """Graceful: stop claiming, let running jobs finish within the grace period, give back the rest."""
+        self.stopping = True
+        self.notifier.stopping()
+        log.info("stopping: no new claims; running jobs get %.0f s to finish", self.settings.workers.grace_period)
+        self.claim_ok.clear()
+        if self.watcher is not None:
+            self.watcher.stop()
+        for slot in self.slots:
+            if slot.stop is not None:
+                slot.stop.set()
+                slot.wake.set()
+        deadline = time.monotonic() + self.settings.workers.grace_period
+        while any(s.process is not None for s in self.slots) and time.monotonic() < deadline:
+            self.handle_events(timeout=0.2)
+            for s in self.slots:
+                if s.process is not None and not s.process.is_alive():
+                    s.exit_reason = s.exit_reason or "stopped"
+            self.reap_workers()
+            self.notifier.watchdog()
+        for slot in self.slots:
+            if slot.process is not None:
+                log.warning("worker %d still busy with job %s after the grace period: killing it, job back to the queue",
+                            slot.index, slot.job_id)
+                slot.exit_reason = "stopped"
+                slot.process.kill()
+                slot.process.join(10)
+        self.reap_workers()
+        if self.batches is not None:
+            self.batches.stop()
+        if self.metrics is not None:
+            self.metrics.stop()
+            self.metrics_lead.release()
+        self.write_status()
+        self.store.close()
+        log.info("ffwatchd stopped")
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def loop(self) -> None:
+        while True:
+            try:
+                signum = self.signals.get_nowait()
+            except queue.Empty:
+                signum = None
+            if signum in (signal.SIGTERM, signal.SIGINT):
+                log.info("received %s", signal.Signals(signum).name)
+                return
+            if signum == signal.SIGHUP:
+                self.reload()
+            self.handle_events(timeout=LOOP_TICK)
+            self.reap_workers()
+            self.murder_workers()
+            self.manage_workers()
+            now = time.monotonic()
+            if now >= self._next_disk and not (self._disk_thread and self._disk_thread.is_alive()):
+                # statvfs on a hung hard-mounted share blocks: measure in a thread, never in this loop
+                self._next_disk = now + DISK_EVERY
+                self._disk_thread = threading.Thread(target=self._update_claiming, name="diskguard", daemon=True)
+                self._disk_thread.start()
+            if now >= self._next_models and not (self._models_thread and self._models_thread.is_alive()):
+                self._next_models = now + MODELS_EVERY
+                self._models_thread = threading.Thread(target=self.refresh_models, name="models", daemon=True)
+                self._models_thread.start()
+            if now >= self._next_status:
+                self._next_status = now + STATUS_EVERY
+                self.write_status()
+                if now >= self._next_prune:
+                    self._next_prune = now + self.settings.workers.lease
+                    prune_lost_workers(self.store, self.settings.workers.lease)
+                self.notifier.status(self.status_line())
+            self._maybe_retention(now)
+            self.notifier.watchdog()
+
+
+class _WakingHooks:
+    """Metrics hooks for the watcher that also wake idle workers when a job is enqueued."""
+
+    def __init__(self, sup: Supervisor) -> None:
+        self.sup = sup
+
+    def job_enqueued(self, watch: str) -> None:
+        self.sup.metrics.job_enqueued(watch)
+        self.sup.wake_workers()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sup.metrics, name)
+
+
+def _keep(new: Settings, old: Settings) -> Settings:
+    import dataclasses
+
+    return dataclasses.replace(new, state_dir=old.state_dir, metrics=old.metrics,
+                               workers=dataclasses.replace(new.workers, devices=old.workers.devices))
+
+
+def run_daemon(config_path: str | None) -> int:
+    from ffwatchd.config.load import resolve_config_path
+
+    path = resolve_config_path(config_path)
+    settings = load_config(path)
+    setup_logging(settings.log.level, settings.log.format, process="main")
+    sup = Supervisor(path.resolve(), settings)
+    try:
+        sup.start()
+        sup.loop()
+    except SystemExit as e:
+        log.error("%s", e)
+        return 1
+    finally:
+        if sup.store is not None and not sup.stopping:
+            sup.stop()
+    return 0

@@ -1,0 +1,369 @@
+"""Filing: results into output/, originals into done/ or failed/ with an error report.
+
+Every step is idempotent. The plan (which file goes where) is recorded in the job row before
+any file moves, so a crash between two steps is repaired by running the same plan again.
+Files are placed with link-then-unlink (no overwrite, atomic) or, across filesystems, by a
+copy to a hidden temporary name in the destination, fsync, link into place, unlink.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import stat
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from ffwatchd.config.settings import WatchSettings
+from ffwatchd.errors import JobError
+from ffwatchd.filing.placing import (
+    TEMP_PREFIX,
+    _candidates,
+    _same_file,
+    choose_destination,
+    exists_exactly,
+    place_file,
+    report_name,
+    with_job_id,
+    write_report,
+)
+from ffwatchd.filing.sharepaths import folder_roots, rebase
+from ffwatchd.filing.shares import ShareUnavailable
+from ffwatchd.fs.safefs import lstat_below, read_regular
+from ffwatchd.fs.writefs import Perms, fit_name, fsync_file, open_folder, split_under
+from ffwatchd.store import Filing, Job
+
+log = logging.getLogger(__name__)
+
+
+def _iso(t: float | None) -> str | None:
+    return None if t is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def error_report(job: Job, kind: str, message: str, original: Path, filed_as: Path) -> dict:
+    return {
+        "job_id": job.id,
+        "watch": job.watch,
+        "path": job.rel_path,
+        "error_kind": kind,
+        "message": message,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "created_at": _iso(job.created_at),
+        "started_at": _iso(job.started_at),
+        "failed_at": _iso(time.time()),
+        "original": str(original),
+        "filed_as": str(filed_as),
+        "content_sha256": job.content_hash,
+        "sidecars": job.sidecars,
+        "spec": job.spec,
+        "retry": f"ffwatchd jobs retry {job.id}",
+    }
+
+
+def report_path(filed_as: Path) -> Path:
+    return filed_as.with_name(report_name(filed_as.name))
+
+
+# -- plans ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Plan:
+    """What finalising one job moves where; stored as JSON in the job row."""
+    outcome: str                 # done | failed
+    original_src: str
+    original_dst: str
+    result_src: str | None = None
+    result_dst: str | None = None
+    error_kind: str | None = None
+    message: str | None = None
+    roots: dict | None = None    # the planning host's folders by role, to map the paths on another host
+    result_size: int | None = None   # the synced result's size: a resumed filing checks it
+    original_state: dict | None = None   # the original as the job checked it: filed only while it still is
+
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Plan":
+        return cls(**d)
+
+    def localized(self, watch: WatchSettings) -> "Plan":
+        """The same plan on this host's mount of the share (hosts mount it at different places).
+
+        The result's temp file stays as recorded: it is on the planning host's local disk."""
+        return replace(self, original_src=rebase(self.original_src, self.roots, watch),
+                       original_dst=rebase(self.original_dst, self.roots, watch),
+                       result_dst=rebase(self.result_dst, self.roots, watch), roots=folder_roots(watch))
+
+
+def job_plan(job: Job, watch: WatchSettings) -> "Plan | None":
+    """A job's recorded filing plan on this host's mount, or None."""
+    return Plan.from_dict(job.filing).localized(watch) if job.filing else None
+
+
+class OriginalChanged(JobError):
+    """The file at the original's inbox path is no longer the one the job checked and processed
+    (replaced by a rename, rewritten, truncated or appended to meanwhile): it is not the job's to
+    file. Raised before anything of the plan moves."""
+
+    def __init__(self, original: Path, what: str) -> None:
+        super().__init__("superseded", f"{original} changed while it was processed ({what}); it was not filed "
+                         "and the job's result was discarded: the new content is queued as its own job",
+                         transient=False)
+
+
+def original_state(st: os.stat_result) -> dict:
+    """What identifies the original a job checked: size, mtime, and its inode on this host."""
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino, "host": socket.gethostname()}
+
+
+def check_original(plan: "Plan") -> None:
+    """OriginalChanged when the file now at the plan's original path is not the one recorded
+    (nothing recorded, or nothing there: nothing to say; a move already done is finished)."""
+    want = plan.original_state
+    if not want:
+        return
+    try:
+        st = os.stat(plan.original_src, follow_symlinks=False)
+    except OSError:
+        return
+    what = None
+    if not stat.S_ISREG(st.st_mode):
+        what = "it is no longer a regular file"
+    elif want.get("host") == socket.gethostname() and st.st_ino != want.get("inode"):
+        what = "another file was put in its place"
+    elif st.st_size != want.get("size"):
+        what = f"its size went from {want.get('size')} to {st.st_size} bytes"
+    elif abs(st.st_mtime_ns - int(want.get("mtime_ns") or 0)) > 1_000_000:   # 1 ms, as the worker's own check:
+        what = "it was written to"                     # another host's client may round the time
+    if what:
+        raise OriginalChanged(Path(plan.original_src), what)
+
+
+def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: str,
+              checked: dict | None = None) -> Plan:
+    """The plan of a success; the result is synced to disk first (its size goes in the plan)."""
+    rel = Path(job.rel_path)
+    size = None
+    if os.path.exists(result_src):
+        fsync_file(result_src)
+        size = os.stat(result_src).st_size
+    base = watch.output / rel
+    result_dst = choose_destination(base.with_name(fit_name(base.stem, result_suffix)), job.id)
+    return Plan(outcome="done", original_src=str(watch.inbox / rel),
+                original_dst=str(choose_destination(watch.done / rel, job.id, watch.inbox / rel)),
+                result_src=str(result_src), result_dst=str(result_dst), roots=folder_roots(watch),
+                result_size=size, original_state=checked)
+
+
+def _failed_destination(watch: WatchSettings, job: Job) -> Path:
+    """The original's name in failed/: free (or this very file), and with its report's name free
+    or already this job's report, so no report of ours ever replaces a file it did not write."""
+    src, dest = watch.inbox / job.rel_path, watch.failed / job.rel_path
+    names = [dest] + [dest.with_name(n) for n in _candidates(dest.name, job.id)[1:]]
+    for c in names:
+        if os.path.lexists(c) and not _same_file(src, c):
+            continue
+        report = report_path(c)
+        if not os.path.lexists(report) or _report_is_for(watch.failed, report, job.id):
+            return c
+    return choose_destination(dest, job.id, src)      # place_file finds a free one, or says none is
+
+
+def plan_failed(watch: WatchSettings, job: Job, kind: str, message: str, checked: dict | None = None) -> Plan:
+    rel = Path(job.rel_path)
+    return Plan(outcome="failed", original_src=str(watch.inbox / rel),
+                original_dst=str(_failed_destination(watch, job)),
+                error_kind=kind, message=message, roots=folder_roots(watch), original_state=checked)
+
+
+@dataclass(frozen=True)
+class Filed:
+    outcome: str
+    original: Path | None        # where the original landed (None: it was already gone)
+    result: Path | None
+
+
+def root_of(watch: WatchSettings | None, dest: Path) -> Path:
+    """The configured folder (output, done, failed, inbox) `dest` lies under; no link below it is followed."""
+    if watch is None:
+        return Path(dest).parent
+    roots = [watch.output, watch.done, watch.failed, watch.inbox]
+    inside = [r for r in roots if Path(dest).is_relative_to(r)]
+    if not inside:
+        raise JobError("io", f"{dest} is not under the folders of watch {watch.name} (was the config changed "
+                             "while the job was being filed?)", transient=False)
+    return max(inside, key=lambda r: len(r.parts))
+
+
+def result_intact(plan: Plan, where: Path) -> bool:
+    """Whether a result file (in temp, or already placed) has the size the plan recorded."""
+    if plan.result_size is None:
+        return True
+    try:
+        return os.stat(where, follow_symlinks=False).st_size == plan.result_size
+    except OSError:
+        return False
+
+
+def result_trusted(plan: Plan, job_id: int) -> bool:
+    """Whether a done plan's result (in temp, or already placed) is whole: the size recorded when
+    it was synced. A cut result in temp is removed; a cut placed one is left (it may not be ours)."""
+    assert plan.result_src and plan.result_dst
+    src, dst = Path(plan.result_src), Path(plan.result_dst)
+    if src.exists():
+        if result_intact(plan, src):
+            return True
+        log.warning("job %d: its result %s is not whole (size %d, recorded %s); processing again",
+                    job_id, src, src.stat().st_size, plan.result_size)
+        src.unlink()
+        return False
+    for placed in (dst, with_job_id(dst, job_id)):
+        if exists_exactly(placed):       # not a result of another job whose name differs only in case
+            if result_intact(plan, placed):
+                return True
+            log.warning("job %d: the placed result %s is not the recorded size %s; left as it is, "
+                        "and the job is processed again", job_id, placed, plan.result_size)
+            return False
+    log.warning("job %d: its result was lost before filing; processing again", job_id)
+    return False
+
+
+def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, ledger: Any = None,
+                 share_problem: Callable[[], str | None] | None = None) -> Filed:
+    """Carry out (or finish) a plan; safe to run again after a crash at any step.
+
+    `watch` gives the configured roots (nothing below them is followed) and the modes; `ledger`
+    (the job table) records where the original was filed and when; `share_problem` tells a
+    missing original whose inbox is unavailable (ShareUnavailable: try again later) from one
+    that is really gone. OriginalChanged (nothing moved) when the original is not the one the
+    job checked."""
+    perms = watch.perms if watch is not None else Perms()
+    check_original(plan)
+    for dest in (plan.result_dst, plan.original_dst):   # every destination checked before anything moves
+        if dest:
+            root = root_of(watch, Path(dest))
+            os.close(open_folder(root, split_under(root, Path(dest))[0], perms))
+    result: Path | None = None
+    if plan.outcome == "done":
+        assert plan.result_src and plan.result_dst
+        src = Path(plan.result_src)
+        if os.path.exists(src):
+            fsync_file(src)
+        dst = Path(plan.result_dst)
+        result = place_file(src, dst, job.id, sync_source=False, root=root_of(watch, dst), perms=perms, own=True)
+    original: Path | None
+    dst = Path(plan.original_dst)
+    moving = os.path.lexists(plan.original_src)   # else an earlier run placed it: not re-recorded
+    try:
+        original = place_file(Path(plan.original_src), dst, job.id, root=root_of(watch, dst), perms=perms)
+    except FileNotFoundError:
+        why = share_problem() if share_problem is not None else None
+        if why:
+            raise ShareUnavailable(why) from None
+        log.warning("job %d: original %s is no longer in the inbox and was not filed before",
+                    job.id, plan.original_src)
+        original = None
+    if original is not None and moving and ledger is not None and watch is not None:
+        note_filed(ledger, watch, job.id, "done" if plan.outcome == "done" else "failed", original)
+    if plan.outcome == "failed":
+        filed_as = original or dst
+        report = error_report(job, plan.error_kind or "internal", plan.message or "", Path(plan.original_src), filed_as)
+        try:
+            write_report(root_of(watch, filed_as), report_path(filed_as), report, job.id, perms)
+        except OSError as e:
+            if original is None:
+                raise
+            raise ReportNotWritten(filed_as, report, e) from e
+    log.info("job %d: filed %s: original -> %s%s", job.id, plan.outcome, original,
+             f", result -> {result}" if result else "")
+    return Filed(plan.outcome, original, result)
+
+
+class ReportNotWritten(OSError):
+    """The original was filed to failed/ but its error report could not be written (say, failed/
+    filled up: the move by a link needed no room, the report does). `filed_as` and `report` let
+    a later try write just the report."""
+
+    def __init__(self, filed_as: Path, report: dict, e: OSError) -> None:
+        super().__init__(e.errno, f"{filed_as.name} was filed but its report could not be written "
+                         f"({e.strerror or e})", str(report_path(filed_as)))
+        self.filed_as, self.report = Path(filed_as), report
+
+
+def write_pending_report(watch: WatchSettings, pending: "ReportNotWritten") -> None:
+    """Write the report a filing could not write (OSError while it still cannot)."""
+    write_report(root_of(watch, pending.filed_as), report_path(pending.filed_as), pending.report,
+                 int(pending.report.get("job_id") or 0), watch.perms)
+
+
+def note_filed(ledger: Any, watch: WatchSettings, job_id: int | None, folder: str, path: Path) -> None:
+    """Record in the ledger that ffwatchd filed `path` into done/ or failed/ now."""
+    root = watch.done if folder == "done" else watch.failed
+    st = os.stat(path, follow_symlinks=False)
+    ledger.record_filing(Filing(watch=watch.name, folder=folder, rel_path=Path(path).relative_to(root).as_posix(),
+                                size=st.st_size, inode=st.st_ino, filed_at=time.time(), job_id=job_id))
+
+
+def remove_partials(plan: Plan, job_id: int) -> list[Path]:
+    """Hidden partial copies a crash left in a plan's destination folders (ours only)."""
+    gone = []
+    folders = {Path(p).parent for p in (plan.result_dst, plan.original_dst) if p}
+    for folder in folders:
+        for partial in folder.glob(f"{TEMP_PREFIX}{job_id}-*"):
+            partial.unlink(missing_ok=True)
+            gone.append(partial)
+    return gone
+
+
+def file_failed_original(watch: WatchSettings, job: Job, ledger: Any = None) -> Path:
+    """Move a refused file (a job born failed at ingest) to failed/ with its report."""
+    plan = job_plan(job, watch) or plan_failed(watch, job, job.error_kind or "internal", job.error_message or "")
+    filed = execute_plan(plan, job, watch, ledger=ledger)
+    return filed.original or Path(plan.original_dst)
+
+
+def find_failed_original(watch: WatchSettings, job: Job) -> Path | None:
+    """Where a failed or cancelled job's original is now: its inbox path, or its place in failed/."""
+    inbox_path = watch.inbox / job.rel_path
+    if _regular_below(watch.inbox, inbox_path):
+        return inbox_path
+    candidates = []
+    plan = job_plan(job, watch)
+    if plan is not None and plan.original_dst:
+        candidates.append(Path(plan.original_dst))
+    candidates += [watch.failed / job.rel_path, with_job_id(watch.failed / job.rel_path, job.id)]
+    for c in candidates:       # only a regular file reached below failed/ without a link counts
+        if _regular_below(watch.failed, c) and _report_is_for(watch.failed, report_path(c), job.id):
+            return c
+    return None
+
+
+def _regular_below(root: Path, path: Path) -> bool:
+    try:
+        return stat.S_ISREG(lstat_below(root, path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def restore_original(watch: WatchSettings, job: Job, found: Path) -> Path:
+    """For `jobs retry`: bring a failed original back to its inbox path (its report removed)."""
+    inbox_path = watch.inbox / job.rel_path
+    if found == inbox_path:
+        return inbox_path
+    landed = place_file(found, inbox_path, job.id, root=watch.inbox, perms=watch.perms)
+    report_path(found).unlink(missing_ok=True)
+    return landed
+
+
+def _report_is_for(root: Path, report: Path, job_id: int) -> bool:
+    try:
+        return json.loads(read_regular(root, report, 1 << 20)).get("job_id") == job_id
+    except (OSError, ValueError, AttributeError):
+        return False

@@ -1,0 +1,242 @@
+"""The share's folders: whose they are (a marker naming the job table, held with a lock) and whether
+they are there now (a folder, the same one as at start-up), so that a drop-out makes jobs wait."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import logging
+import os
+import socket
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+from ffwatchd.config.settings import Settings, WatchSettings
+from ffwatchd.fs.writefs import apply_perms
+
+log = logging.getLogger(__name__)
+
+MARKER_NAME = ".ffwatchd-owner.json"     # hidden and under the daemon prefix: never an input
+IDENTITY_FILE = "shares.json"            # in state_dir: the folders' device/inode at start-up
+FOLDER_KEYS = ("inbox", "output", "done", "failed")
+
+
+class ShareUnavailable(Exception):
+    """A watch's folders are not there now (share dropped out, folder renamed away or replaced)."""
+
+
+HOLDER_WRITE_WAIT = 5.0        # seconds a starting daemon waits for the lock holder's marker content
+
+
+class ShareOwned(SystemExit):
+    """The folders carry the marker of another job table: this daemon must not start."""
+
+
+def _read_marker(fd: int) -> dict:
+    os.lseek(fd, 0, os.SEEK_SET)
+    raw = os.read(fd, 65536)
+    try:
+        data = json.loads(raw.decode("utf-8")) if raw.strip() else {}
+    except (UnicodeDecodeError, ValueError):
+        return {"unreadable": raw[:200].decode("utf-8", "replace")}
+    return data if isinstance(data, dict) else {}
+
+
+def _holder(path: Path, data: dict) -> str:
+    if not data.get("queue_id"):
+        return f"{path} is locked by a daemon that has not written its marker yet"
+    since = data.get("since")
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(since)) if isinstance(since, (int, float)) else "?"
+    return (f"queue {data.get('queue_id')} (state_dir {data.get('state_dir', '?')}, host {data.get('host', '?')}, "
+            f"pid {data.get('pid', '?')}, since {when})")
+
+
+def _open_marker(marker: Path) -> int:
+    """The marker opened for reading and writing: a regular file with no other link. Anything else
+    at its name (a link, a hard link to a file elsewhere, a FIFO) was planted: that name is removed,
+    never followed or written through (the file it points to is not touched), and a new marker made."""
+    for _ in range(5):
+        try:
+            st = os.lstat(marker)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not (stat.S_ISREG(st.st_mode) and st.st_nlink == 1):
+            what = ("a symbolic link" if stat.S_ISLNK(st.st_mode) else
+                    f"a file with {st.st_nlink} hard links" if stat.S_ISREG(st.st_mode) else "not a regular file")
+            log.warning("%s is %s, not ffwatchd's marker: that name is removed (what it points to is not "
+                        "touched) and a new marker made", marker, what)
+            try:
+                os.unlink(marker)
+            except FileNotFoundError:
+                pass
+            continue
+        try:
+            fd = os.open(marker, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                continue                       # became a link meanwhile: looked at again
+            raise
+        fst = os.fstat(fd)
+        if stat.S_ISREG(fst.st_mode) and fst.st_nlink == 1:
+            return fd
+        os.close(fd)                           # replaced between the look and the open
+    raise ShareOwned(f"ffwatchd: {marker} keeps being replaced by something that is not a plain file; "
+                     "remove it and start again")
+
+
+def mark_folder(folder: Path, info: dict, settings_perms: Any) -> int:
+    """Open (or create) the folder's marker, refuse another job table's, lock it; returns the fd,
+    which the daemon keeps open (and so locked) while it runs."""
+    marker = folder / MARKER_NAME
+    fd = _open_marker(marker)
+    try:
+        data = _read_marker(fd)
+        theirs = data.get("queue_id")
+        if theirs and theirs != info["queue_id"]:
+            raise ShareOwned(f"ffwatchd: {folder} belongs to another ffwatchd job table: {_holder(marker, data)}; "
+                             f"this daemon's job table is queue {info['queue_id']} (state_dir {info['state_dir']}). "
+                             "One share's folders belong to one job table: check state_dir in the config. "
+                             f"If that job table is gone for good, remove {marker} and start again.")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            deadline = time.monotonic() + HOLDER_WRITE_WAIT
+            while not data.get("queue_id") and time.monotonic() < deadline:
+                time.sleep(0.05)               # the holder is starting: its marker is being written
+                data = _read_marker(fd)
+            theirs = data.get("queue_id")
+            if theirs and theirs != info["queue_id"]:
+                raise ShareOwned(f"ffwatchd: {folder} belongs to another ffwatchd job table: "
+                                 f"{_holder(marker, data)}; this daemon's job table is queue {info['queue_id']} "
+                                 f"(state_dir {info['state_dir']}).") from e
+            if theirs == info["queue_id"]:
+                log.info("%s is held by another daemon of the same job table (%s); allowed",
+                         folder, _holder(marker, data))
+                return fd
+            raise ShareOwned(f"ffwatchd: {folder} is in use by another daemon: {_holder(marker, data)}") from e
+        if data != info:
+            body = json.dumps(info, indent=2).encode() + b"\n"
+            os.pwrite(fd, body, 0)             # never empty on the way (a starting neighbour reads it)
+            os.ftruncate(fd, len(body))
+            if not theirs:
+                try:
+                    apply_perms(fd, settings_perms, False)
+                except OSError as e:
+                    log.warning("%s: cannot set its mode or group (%s); it keeps the default", marker, e.strerror)
+            os.fsync(fd)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def claim_share_folders(settings: Settings, queue_id: str) -> list[int]:
+    """At start-up: make output/, done/ and failed/ where the inbox is there, mark and lock every
+    folder of every watch, and record their identities for the workers. Raises ShareOwned."""
+    info = {"queue_id": queue_id, "host": socket.gethostname(), "pid": os.getpid(),
+            "state_dir": str(settings.state_dir), "since": time.time()}
+    fds: list[int] = []
+    identities: dict[str, dict[str, list[int]]] = {}
+    seen: dict[Path, int] = {}
+    try:
+        for w in settings.watches:
+            if not w.inbox.is_dir():
+                log.warning("watch %s: inbox %s is not there at start-up; its folders are not marked "
+                            "(they are once ffwatchd restarts with the share present)", w.name, w.inbox)
+                continue
+            ids: dict[str, list[int]] = {}
+            for key in FOLDER_KEYS:
+                folder = getattr(w, key)
+                if key != "inbox" and not folder.exists():
+                    folder.mkdir(parents=True, exist_ok=True)
+                    os.chmod(folder, w.perms.dir_mode)
+                st = os.stat(folder)
+                ids[key] = [st.st_dev, st.st_ino]
+                if folder not in seen:
+                    seen[folder] = mark_folder(folder, info, w.perms)
+                    fds.append(seen[folder])
+            identities[w.name] = ids
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    from ffwatchd.filing.placing import write_json_atomic
+
+    write_json_atomic(settings.state_dir / IDENTITY_FILE, {"queue_id": queue_id, "watches": identities})
+    return fds
+
+
+class ShareCheck:
+    """Whether a watch's folders are there: each a folder and, when recorded at start-up, the same
+    inbox (device and inode) and the same filesystems for the others; after a remount, folders
+    carrying this job table's marker count as the same."""
+
+    def __init__(self, settings: Settings, read_markers: bool = True) -> None:
+        self.settings, self.read_markers = settings, read_markers
+        self._stamp: int | None = None
+        self._data: dict = {}
+
+    def _load(self) -> dict:
+        path = self.settings.state_dir / IDENTITY_FILE
+        try:
+            stamp = os.stat(path).st_mtime_ns
+        except OSError:
+            self._stamp, self._data = None, {}
+            return self._data
+        if stamp != self._stamp:
+            try:
+                self._data = json.loads(path.read_text())
+                self._stamp = stamp
+            except (OSError, ValueError):
+                self._data = {}
+        return self._data
+
+    def problem(self, watch: WatchSettings, keys: tuple[str, ...] = FOLDER_KEYS) -> str | None:
+        """None when every folder of `watch` (or those in `keys`) is there; else why not, in a sentence."""
+        data = self._load()
+        ids = data.get("watches", {}).get(watch.name, {})
+        for key in keys:
+            path = getattr(watch, key)
+            try:
+                st = os.stat(path)
+            except OSError as e:
+                return f"{key} folder {path}: {e.strerror or e}"
+            if not stat.S_ISDIR(st.st_mode):
+                return f"{key} folder {path} is not a folder"
+            want = ids.get(key)
+            # The inbox must be the very folder (device and inode); output/, done/ and failed/ the
+            # same filesystem (a share unmounted leaves its empty mount point on another device).
+            same = (want is None or [st.st_dev, st.st_ino] == list(want) if key == "inbox"
+                    else want is None or st.st_dev == want[0])
+            if not same and not self._marked(path, data.get("queue_id")):
+                return (f"{key} folder {path} is not the folder ffwatchd started with (another "
+                        f"{'device/inode' if key == 'inbox' else 'device'} and no marker of this job table: "
+                        "renamed away and replaced, or the share unmounted?)")
+        return None
+
+    def _marked(self, folder: Path, queue_id: str | None) -> bool:
+        if not self.read_markers or not queue_id:
+            return False
+        try:
+            fd = os.open(folder / MARKER_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return False
+            return _read_marker(fd).get("queue_id") == queue_id
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+
+    def available(self, watch: WatchSettings) -> bool:
+        return self.problem(watch) is None
+
+    def available_names(self) -> list[str]:
+        return [w.name for w in self.settings.watches if self.problem(w) is None]

@@ -1,0 +1,242 @@
+"""`ffwatchd check`: folders, permissions, local state, models, providers, ffmpeg, C2PA, metrics."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from pathlib import Path
+
+from ffwatchd.config.settings import Settings
+from ffwatchd.faces.sessions import probe_cuda
+from ffwatchd.fs.mounts import filesystem_type, is_network_fs
+
+log = logging.getLogger(__name__)
+
+
+def _writable(folder: Path) -> str | None:
+    """None when a file can really be created in `folder`, else the reason."""
+    probe = folder / f".ffwatchd-check-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+        return None
+    except OSError as e:
+        return e.strerror or str(e)
+
+
+def check_folders(settings: Settings, problems: list[str], notes: list[str]) -> None:
+    for w in settings.watches:
+        for role, folder in w.folders().items():
+            where = f"watch {w.name}: {role} {folder}"
+            if not folder.exists():
+                problems.append(f"{where} does not exist" + (" (is the share mounted?)" if role == "inbox" else ""))
+            elif not folder.is_dir():
+                problems.append(f"{where} is not a folder")
+            else:
+                reason = _writable(folder)
+                if reason:
+                    problems.append(f"{where} is not writable: {reason}")
+                else:
+                    notes.append(f"{where} is writable ({filesystem_type(folder) or 'unknown fs'})")
+
+
+def check_local_dirs(settings: Settings, problems: list[str], warnings: list[str], notes: list[str]) -> None:
+    for name, folder in (("state_dir", settings.state_dir), ("temp_dir", settings.temp_dir),
+                         ("models_dir", settings.models_dir)):
+        existing = folder
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        reason = _writable(existing) if existing.is_dir() else "not a folder"
+        if reason:
+            problems.append(f"{name} {folder}: cannot create or write ({existing}: {reason})")
+            continue
+        fstype = filesystem_type(folder)
+        if name in ("state_dir", "temp_dir") and is_network_fs(fstype):
+            warnings.append(f"{name} {folder} is on {fstype}: SQLite WAL and temp files need a local "
+                            "filesystem; move it to local disk")
+        else:
+            notes.append(f"{name} {folder} ({'exists' if folder.exists() else 'will be created'}, {fstype or 'unknown fs'})")
+
+
+def check_models(settings: Settings, warnings: list[str], notes: list[str]) -> None:
+    """Models the watches' defaults need: present, missing or corrupt (jobs fail as model_missing)."""
+    from ffwatchd.faces import registry
+    from ffwatchd.spec.jobspec import JobSpec
+
+    needed = set()
+    for w in settings.watches:
+        try:
+            needed.update(JobSpec.from_mapping(w.defaults).models_used())
+        except (TypeError, ValueError):
+            continue
+    for name in sorted(needed):
+        state, detail = registry.model_status(registry.find_model(name, settings.models),
+                                              settings.models_dir)
+        line = f"model {name}: {state}: {detail}"
+        if state in ("present", "unpinned"):
+            notes.append(line)
+        else:
+            warnings.append(f"{line} (jobs that need it fail as model_missing; `ffwatchd models fetch {name}`)")
+
+
+def missing_default_models(settings: Settings) -> list[str]:
+    """One sentence per watch whose defaults need models that are not in models_dir (file and size
+    only: no hashing at start), naming them and the fetch command; [] when none is missing."""
+    from ffwatchd.faces.registry import fetch_hint, missing_models
+    from ffwatchd.spec.jobspec import JobSpec
+
+    out = []
+    for w in settings.watches:
+        try:
+            names = JobSpec.from_mapping(w.defaults).models_used()
+        except (TypeError, ValueError):
+            continue
+        missing = [n for n, _ in missing_models(names, settings.models_dir, settings.models, quick=True)]
+        if missing:
+            out.append(f"watch {w.name}: its defaults need model(s) {', '.join(missing)}, missing from "
+                       f"{settings.models_dir}; jobs that need them fail as model_missing; "
+                       f"{fetch_hint(missing, settings.models)}")
+    return out
+
+
+def check_providers(settings: Settings, problems: list[str], warnings: list[str], notes: list[str]) -> None:
+    import onnxruntime as ort
+
+    available = ort.get_available_providers()
+    gpu_devices = [d for d in settings.workers.devices if d != "cpu"]
+    notes.append(f"onnxruntime {ort.__version__}, providers available: {', '.join(available)}")
+    if gpu_devices and "cuda" not in settings.workers.providers:
+        problems.append(f"workers.devices names CUDA devices {gpu_devices} but workers.providers has no cuda")
+    if gpu_devices:
+        for d in gpu_devices:
+            active = probe_cuda(int(d), settings.workers.vram_limit)
+            if "CUDAExecutionProvider" not in active:
+                problems.append(f"device {d}: CUDA was asked for but a real session runs on {', '.join(active)} "
+                                "(onnxruntime falls back silently; see the GPU install step in the README)")
+            else:
+                notes.append(f"device {d}: a real session runs on CUDAExecutionProvider")
+
+
+def check_packages(warnings: list[str], notes: list[str], path: list[str] | None = None) -> None:
+    """Exactly one installed package should own `onnxruntime/` and one `cv2/`: two owners write
+    the same files, the last installed wins, and uninstalling either deletes the folder."""
+    from ffwatchd.ops.install import owners
+
+    for top, fix in (("onnxruntime", "`python -m ffwatchd.install` (add --gpu for CUDA)"),
+                     ("cv2", "`python -m ffwatchd.install`")):
+        got = owners(top, path)
+        names = ", ".join(f"{n} {v}" for n, v in got)
+        if len(got) > 1:
+            warnings.append(f"{len(got)} packages own {top}/ ({names}): the last installed wins and "
+                            f"uninstalling either deletes it; {fix} leaves one")
+        elif got:
+            notes.append(f"{top}/ is owned by {names} alone")
+
+
+def check_ffmpeg(settings: Settings, warnings: list[str], notes: list[str]) -> None:
+    from ffwatchd.media.ffmpeg import FfmpegNotFound, find_ffmpeg
+
+    try:
+        notes.append(f"ffmpeg: {find_ffmpeg(settings.ffmpeg)}")
+    except FfmpegNotFound as e:
+        warnings.append(f"ffmpeg: {e} (video jobs will fail)")
+
+
+def check_metrics_port(settings: Settings, warnings: list[str], notes: list[str]) -> None:
+    """The metrics port is free, or held by this config's own running daemon (which is fine)."""
+    from ffwatchd.ops.statusfile import read_status
+
+    if not settings.metrics.enabled:
+        return
+    where = f"{settings.metrics.host}:{settings.metrics.port}"
+    with socket.socket(socket.AF_INET6 if ":" in settings.metrics.host else socket.AF_INET) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((settings.metrics.host, settings.metrics.port))
+            notes.append(f"metrics {where} is free")
+            return
+        except OSError as e:
+            reason = e.strerror
+    daemon = read_status(settings.state_dir)
+    if daemon is not None and daemon.get("metrics") == where:
+        notes.append(f"ffwatchd is running (pid {daemon['pid']}) and serves metrics on {where}")
+    else:
+        warnings.append(f"metrics {where}: cannot bind ({reason}) and no ffwatchd daemon of this config "
+                        "(state_dir) holds it: another program uses the port")
+
+
+def c2pa_problem(settings: Settings) -> str | None:
+    """A sentence when C2PA signing is configured but its credentials are unusable (no test
+    signature: for the daemon's start); None when signing is off or fine."""
+    if settings.c2pa is None:
+        return None
+    from ffwatchd.media.c2pa_sign import load_credentials
+
+    try:
+        creds = load_credentials(settings.c2pa.cert, settings.c2pa.key, settings.c2pa.timestamp_url)
+    except ValueError as e:
+        return (f"C2PA signing is configured but its credentials are unusable: {' '.join(str(e).splitlines())}; "
+                "every changed output fails as provenance until this is fixed (`ffwatchd check` tells more)")
+    log.info("C2PA signing is on: %s (%s), valid until %s", creds.subject, creds.alg, f"{creds.not_after:%Y-%m-%d}")
+    return None
+
+
+def check_c2pa(settings: Settings, problems: list[str], notes: list[str]) -> None:
+    """C2PA signing: off without a certificate; with one, the chain and key checked and a test
+    manifest signed and read back."""
+    if settings.c2pa is None:
+        notes.append("C2PA signing is off (no provenance.c2pa cert and key in the config); changed outputs "
+                     + ("carry XMP/IPTC provenance only" if settings.provenance else "carry no provenance"))
+        return
+    from ffwatchd.media.c2pa_sign import load_credentials, self_test
+
+    c = settings.c2pa
+    try:
+        creds = load_credentials(c.cert, c.key, c.timestamp_url)
+        state = self_test(creds)
+    except ValueError as e:
+        problems.extend(f"provenance.c2pa: {line}" for line in str(e).splitlines())
+        return
+    notes.append(f"C2PA signing is on: {creds.subject} ({creds.alg}), valid until {creds.not_after:%Y-%m-%d}; "
+                 f"a test manifest signs and validates ({state})")
+
+
+def check_queue(settings: Settings, problems: list[str], notes: list[str]) -> None:
+    """The job table: which one (URL redacted), whether it opens, and its schema version."""
+    from ffwatchd.store import open_store
+
+    where = settings.queue.describe()
+    if settings.queue.url is None and not settings.db_path.exists():
+        notes.append(f"queue sqlite {settings.db_path} (created at the first run)")
+        return
+    try:
+        with open_store(settings, migrate=False) as store:
+            version = store.schema_version()
+            jobs = f", {sum(store.counts().values())} job(s)" if version else " (tables created at the first run)"
+            notes.append(f"queue {store.where}: connects, schema version {version}{jobs}")
+    except Exception as e:  # noqa: BLE001 - every reason the queue cannot open is a problem to show
+        from ffwatchd.store import redact_url
+
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
+        if settings.queue.url:
+            reason = reason.replace(settings.queue.url, redact_url(settings.queue.url))
+            reason = reason.removeprefix(f"job queue {redact_url(settings.queue.url)}: ")
+        problems.append(f"queue {where}: cannot open: {reason}")
+
+
+def run_checks(settings: Settings) -> tuple[list[str], list[str], list[str]]:
+    """(problems, warnings, notes): problems make `check` exit 1."""
+    problems: list[str] = []
+    warnings: list[str] = []
+    notes: list[str] = [f"config {settings.source} is valid ({len(settings.watches)} watch(es))"]
+    check_folders(settings, problems, notes)
+    check_local_dirs(settings, problems, warnings, notes)
+    check_queue(settings, problems, notes)
+    check_models(settings, warnings, notes)
+    check_packages(warnings, notes)
+    check_providers(settings, problems, warnings, notes)
+    check_ffmpeg(settings, warnings, notes)
+    check_c2pa(settings, problems, notes)
+    check_metrics_port(settings, warnings, notes)
+    return problems, warnings, notes

@@ -1,0 +1,337 @@
+"""Retention: remove the temp folders of finished jobs, age out done/ and failed/, and forget
+old finished job rows. Every removal is logged; a dry run only says what would go."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterable
+
+from ffwatchd.filing.placing import report_name
+from ffwatchd.filing.shares import MARKER_NAME
+from ffwatchd.store import FINISHED, Filing, NotFound
+
+if TYPE_CHECKING:
+    from ffwatchd.config.settings import Settings
+    from ffwatchd.store import JobQueue
+
+log = logging.getLogger(__name__)
+
+ERROR_REPORT_SUFFIX = ".error.json"
+_JOB_DIR_RE = re.compile(r"^job-(\d+)(?:\.result\.[A-Za-z0-9]+)?$")   # a video's folder, an image's result
+KEEP_TEMP_AT_STARTUP = ("queued", "running")   # a queued video job resumes from its segments
+
+
+@dataclass(frozen=True)
+class Deletion:
+    """One thing retention removed (or, in a dry run, would remove)."""
+    what: str                  # temp | done | failed | job_rows | outbox_rows
+    path: Path | None          # None for job rows
+    count: int                 # 1 for a file or folder, the number of rows for job_rows
+    age_s: float | None        # seconds since last modified (None for job rows)
+    reason: str
+    size: int = 0              # bytes freed (0 for folders and rows)
+    error: str | None = None   # set when the removal was attempted and failed
+
+
+def format_age(seconds: float | None) -> str:
+    """93784 -> '1d2h'; None -> '-'."""
+    if seconds is None:
+        return "-"
+    s = int(max(0, seconds))
+    for unit, size, sub, subsize in (("d", 86400, "h", 3600), ("h", 3600, "m", 60), ("m", 60, "s", 1)):
+        if s >= size:
+            rest = (s % size) // subsize
+            return f"{s // size}{unit}{rest}{sub}" if rest else f"{s // size}{unit}"
+    return f"{s}s"
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def newest_mtime(folder: Path) -> float:
+    """The newest mtime of a folder and everything in it, links not followed."""
+    newest = os.lstat(folder).st_mtime
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        for name in dirs + files:
+            st = _lstat(Path(root) / name)
+            if st is not None:
+                newest = max(newest, st.st_mtime)
+    return newest
+
+
+def _tree_size(folder: Path) -> int:
+    st = _lstat(folder)
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        return st.st_size
+    total = 0
+    for root, _dirs, files in os.walk(folder, followlinks=False):
+        for name in files:
+            st = _lstat(Path(root) / name)
+            if st is not None:
+                total += st.st_size
+    return total
+
+
+def _remove(path: Path) -> None:
+    """Delete a file, a link (never its target) or a whole folder tree (links inside not followed)."""
+    st = os.lstat(path)
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path)  # symlink-safe: never descends through links
+    else:
+        path.unlink()
+
+
+def _apply(d: Deletion, dry_run: bool, empty_folder: bool = False) -> Deletion:
+    """Remove `d.path` unless dry-running; log either way. `empty_folder`: a folder removed only
+    while it is still empty (rmdir), so a file filed into it meanwhile is never deleted with it."""
+    if dry_run:
+        log.info("retention: would remove %s %s (age %s; %s)", d.what, d.path, format_age(d.age_s), d.reason)
+        return d
+    assert d.path is not None
+    try:
+        if empty_folder:
+            os.rmdir(d.path)
+        else:
+            _remove(d.path)
+    except FileNotFoundError:
+        log.info("retention: %s %s was already gone", d.what, d.path)
+        return d
+    except OSError as e:
+        log.warning("retention: cannot remove %s %s: %s", d.what, d.path, e.strerror or e)
+        return Deletion(d.what, d.path, d.count, d.age_s, d.reason, d.size, error=e.strerror or str(e))
+    log.info("retention: removed %s %s (age %s; %s)", d.what, d.path, format_age(d.age_s), d.reason)
+    return d
+
+
+# -- temp folders ---------------------------------------------------------------------------
+
+def _job_state(store: "JobQueue", job_id: int) -> str | None:
+    try:
+        return store.get(job_id).state
+    except NotFound:
+        return None
+
+
+def _temp_candidates(temp_dir: Path) -> list[tuple[Path, int]]:
+    """The per-job temp folders `job-<id>` and result files `job-<id>.result.<ext>` under the temp folder."""
+    if not temp_dir.is_dir():
+        return []
+    out = []
+    for entry in sorted(temp_dir.iterdir()):
+        m = _JOB_DIR_RE.match(entry.name)
+        if m:
+            out.append((entry, int(m.group(1))))
+        else:
+            log.debug("retention: %s is not a job temp folder; left alone", entry)
+    return out
+
+
+def clean_temp(settings: "Settings", store: "JobQueue", *, now: float | None = None,
+               dry_run: bool = False) -> list[Deletion]:
+    """Temp folders of finished or unknown jobs, unchanged for longer than temp_max_age."""
+    max_age = settings.retention.temp_max_age
+    if max_age <= 0:
+        return []
+    now = time.time() if now is None else now
+    out = []
+    for folder, job_id in _temp_candidates(settings.temp_dir):
+        state = _job_state(store, job_id)
+        if state is not None and state not in FINISHED:
+            continue
+        try:
+            age = now - newest_mtime(folder)
+        except FileNotFoundError:
+            continue
+        if age <= max_age:
+            continue
+        why = f"job {job_id} is {state}" if state else f"job {job_id} is not in the job table"
+        d = Deletion("temp", folder, 1, age, f"{why}; unchanged for longer than temp_max_age "
+                     f"{format_age(max_age)}", _tree_size(folder))
+        out.append(_apply(d, dry_run))
+    return out
+
+
+def clean_temp_at_startup(settings: "Settings", store: "JobQueue", *,
+                          dry_run: bool = False) -> list[Deletion]:
+    """At start-up: the temp folders of every job that is neither queued nor running, any age."""
+    now = time.time()
+    out = []
+    for folder, job_id in _temp_candidates(settings.temp_dir):
+        state = _job_state(store, job_id)
+        if state in KEEP_TEMP_AT_STARTUP:
+            continue
+        try:
+            age = now - newest_mtime(folder)
+        except FileNotFoundError:
+            continue
+        why = f"job {job_id} is {state}" if state else f"job {job_id} is not in the job table"
+        d = Deletion("temp", folder, 1, age, f"{why} (start-up clean)", _tree_size(folder))
+        out.append(_apply(d, dry_run))
+    return out
+
+
+# -- done/ and failed/ ---------------------------------------------------------------------
+
+def age_folder(root: Path, what: str, max_age: float, *, now: float, dry_run: bool = False,
+               filed: dict[str, Filing] | None = None,
+               forget: Callable[[str], None] | None = None) -> list[Deletion]:
+    """Files under `root` filed by ffwatchd longer than `max_age` ago, each with its
+    `.error.json`; then the subfolders this left empty. Age counts from the filing recorded in
+    the ledger (`filed`: relative path -> entry, the same size and inode), never from the file's
+    own mtime: a file the ledger does not know is kept. The root always stays; links are
+    removed as links and never followed; `forget` drops a removed file's ledger entry."""
+    filed = filed or {}
+    if max_age <= 0:
+        return []
+    if not root.is_dir():
+        log.warning("retention: %s folder %s is not reachable; skipped (not treated as empty)", what, root)
+        return []
+    out: list[Deletion] = []
+    gone: set[Path] = set()      # removed, or would be in a dry run
+    touched: set[Path] = set()   # folders something was removed from
+    limit = f"older than {what}_max_age {format_age(max_age)}"
+    for dirpath, dirnames, filenames in os.walk(root, topdown=False, followlinks=False,
+                                                onerror=_log_walk_error):
+        here = Path(dirpath)
+        # os.walk lists links to folders among dirnames; they are entries to age, not to enter.
+        entries = sorted(filenames + [d for d in dirnames if (here / d).is_symlink()])
+        stats = {name: _lstat(here / name) for name in entries}
+        for name in entries:
+            st = stats[name]
+            if st is None or name.endswith(ERROR_REPORT_SUFFIX) or name == MARKER_NAME:
+                continue
+            rel = (here / name).relative_to(root).as_posix()
+            entry = filed.get(rel)
+            if entry is None or (entry.size, entry.inode) != (st.st_size, st.st_ino):
+                continue       # not filed by this job table (or replaced since): its age is unknown
+            age = now - entry.filed_at
+            if age <= max_age:
+                continue
+            d = _apply(Deletion(what, here / name, 1, age, limit, st.st_size), dry_run)
+            out.append(d)
+            if d.error is None:
+                _mark(gone, touched, here / name)
+                if forget is not None and not dry_run:
+                    forget(rel)
+            report = report_name(name)
+            if stats.get(report) is not None:
+                rst = stats[report]
+                d = _apply(Deletion(what, here / report, 1, now - rst.st_mtime,
+                                    f"error report of {name}, which was {limit}", rst.st_size), dry_run)
+                out.append(d)
+                if d.error is None:
+                    _mark(gone, touched, here / report)
+        paired = {report_name(n) for n in entries if stats[n] is not None and not n.endswith(ERROR_REPORT_SUFFIX)}
+        for name in entries:   # reports whose original is gone: aged on their own
+            st = stats[name]
+            if st is None or not name.endswith(ERROR_REPORT_SUFFIX) or here / name in gone or name in paired:
+                continue
+            age = now - st.st_mtime
+            if age > max_age:
+                d = _apply(Deletion(what, here / name, 1, age, f"error report without its original, "
+                                    f"{limit}", st.st_size), dry_run)
+                out.append(d)
+                if d.error is None:
+                    _mark(gone, touched, here / name)
+        if here != root and _prunable(here, gone, touched, now - max_age):
+            d = _apply(Deletion(what, here, 1, now - os.lstat(here).st_mtime, "empty folder", 0), dry_run,
+                       empty_folder=True)
+            out.append(d)
+            if d.error is None:
+                _mark(gone, touched, here)
+    return out
+
+
+def _log_walk_error(e: OSError) -> None:
+    log.warning("retention: cannot read %s: %s; its contents are kept", e.filename, e.strerror or e)
+
+
+def _mark(gone: set[Path], touched: set[Path], path: Path) -> None:
+    gone.add(path)
+    touched.add(path.parent)
+
+
+def _prunable(folder: Path, gone: set[Path], touched: set[Path], cutoff: float) -> bool:
+    """A subfolder goes when nothing is left in it and either retention emptied it now or it
+    has been empty since before `cutoff` (a folder filing has just made is left alone)."""
+    try:
+        names = os.listdir(folder)
+        mtime = os.lstat(folder).st_mtime
+    except OSError as e:
+        log.warning("retention: cannot list %s: %s", folder, e.strerror or e)
+        return False
+    if any(folder / n not in gone for n in names):
+        return False
+    return folder in touched or mtime < cutoff
+
+
+def age_watch_folders(settings: "Settings", store: "JobQueue | None" = None, *,
+                      now: float | None = None, dry_run: bool = False) -> list[Deletion]:
+    """done/ and failed/ of every watch."""
+    now = time.time() if now is None else now
+    r = settings.retention
+    out: list[Deletion] = []
+    for w in settings.watches:
+        for what, root, max_age in (("done", w.done, r.done_max_age), ("failed", w.failed, r.failed_max_age)):
+            filed = store.filings(w.name, what) if store is not None else {}
+            forget = (lambda rel, n=w.name, f=what: store.forget_filing(n, f, rel)) if store is not None else None
+            out += age_folder(root, what, max_age, now=now, dry_run=dry_run, filed=filed, forget=forget)
+    return out
+
+
+# -- job rows -------------------------------------------------------------------------------
+
+def purge_job_rows(settings: "Settings", store: "JobQueue", *, dry_run: bool = False) -> list[Deletion]:
+    """Finished job rows older than jobs_max_age (by finish time, on the store's clock)."""
+    max_age = settings.retention.jobs_max_age
+    if max_age <= 0:
+        return []
+    reason = f"finished longer ago than jobs_max_age {format_age(max_age)}"
+    if dry_run:
+        cutoff = store.clock() - max_age
+        n = sum(1 for j in store.iter_jobs(FINISHED) if j.finished_at is not None and j.finished_at < cutoff)
+        if n:
+            log.info("retention: would remove %d finished job rows (%s)", n, reason)
+    else:
+        n = store.purge(max_age)
+        if n:
+            log.info("retention: removed %d finished job rows (%s)", n, reason)
+    out = [Deletion("job_rows", None, n, None, reason)] if n else []
+    sent = store.purge_deliveries(max_age, count_only=dry_run)
+    if sent:
+        log.info("retention: %s %d sent or given-up notifications (%s)", "would remove" if dry_run else "removed",
+                 sent, reason.replace("finished", "created"))
+        out.append(Deletion("outbox_rows", None, sent, None, reason.replace("finished", "created")))
+    return out
+
+
+def run_retention(settings: "Settings", store: "JobQueue", *, now: float | None = None,
+                  dry_run: bool = False) -> list[Deletion]:
+    """One retention pass: temp folders, done/ and failed/, then job rows (so that a temp folder
+    is judged while its job is still known)."""
+    now = time.time() if now is None else now
+    out = clean_temp(settings, store, now=now, dry_run=dry_run)
+    out += age_watch_folders(settings, store, now=now, dry_run=dry_run)
+    out += purge_job_rows(settings, store, dry_run=dry_run)
+    return out
+
+
+def summarize(deletions: Iterable[Deletion]) -> dict[str, tuple[int, int]]:
+    """what -> (count, bytes) of the removals that succeeded."""
+    out: dict[str, tuple[int, int]] = {}
+    for d in deletions:
+        if d.error is None:
+            c, b = out.get(d.what, (0, 0))
+            out[d.what] = (c + d.count, b + d.size)
+    return out

@@ -1,0 +1,377 @@
+"""A settled file -> a job row: name rules, regular files only (links left alone), sidecar, sniffing, hash.
+
+Used by the watcher and by `ffwatchd enqueue PATH`. A refused file becomes a failed job and is
+moved to failed/ with its report; nothing here raises for a bad file.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import logging
+import os
+import stat as statmod
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePosixPath
+from typing import Callable
+
+from ffwatchd.config.settings import Settings, WatchSettings
+from ffwatchd.errors import JobError
+from ffwatchd.filing import plan as filing
+from ffwatchd.filing.sharepaths import locate
+from ffwatchd.fs import safefs
+from ffwatchd.fs.writefs import fit_name
+from ffwatchd.spec.sidecar import (
+    MissingSource,
+    Resolved,
+    SourceIndex,
+    batch_folder,
+    defaults_suffice,
+    find_sidecars,
+    is_within,
+    resolve_spec,
+)
+from ffwatchd.spec.sniff import HEAD_SIZE, describe_head, sniff_bytes, sniff_file
+from ffwatchd.store import FINISHED, Job, JobQueue
+from ffwatchd.watch.inboxnames import PATH_MARGIN, PATH_MAX, classify_name, path_too_long
+from ffwatchd.watch.settle import FileState
+
+log = logging.getLogger(__name__)
+
+CHUNK = 1 << 20
+# errnos that mean "the share is in trouble, try again later", not "this file is bad".
+TRANSIENT_ERRNOS = {errno.EIO, errno.ENOTCONN, errno.ESTALE, errno.ETIMEDOUT, errno.EHOSTDOWN,
+                    errno.EHOSTUNREACH, errno.ENETDOWN, errno.ENETUNREACH, errno.ECONNRESET,
+                    errno.ECONNABORTED, errno.EAGAIN, errno.EBUSY, errno.ENODEV}
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What became of one file.
+
+    status: enqueued (new job) | exists (job queued or running) | duplicate (finished job, re-drop
+    filed to failed/) | failed (refused, failed job recorded) | waiting (no sidecar yet) |
+    skipped (not an input: name, source, not a regular file) | vanished (gone before or while read) |
+    changed (changed while read) | retry (I/O trouble: try again later) | left_alone (a path too
+    long to file: never a job, said once per version) | unfiled (refused, or a duplicate, but
+    failed/ did not take it: it stays in the inbox and is tried again)."""
+    status: str
+    path: Path
+    message: str = ""
+    job: Job | None = None
+    created: bool = False
+    pending_report: "filing.ReportNotWritten | None" = None   # unfiled: the original is filed, its report not
+
+    def __str__(self) -> str:
+        return f"{self.status}: {self.message}"
+
+
+def find_watch(settings: Settings, path: Path) -> tuple[WatchSettings, str]:
+    """The watch whose inbox holds `path`, and the path relative to it (posix form).
+
+    Raises ValueError naming the path when it is in no inbox."""
+    absolute = Path(os.path.abspath(path))
+    real = Path(os.path.realpath(path))
+    for w in settings.watches:
+        for candidate, root in ((absolute, w.inbox), (real, Path(os.path.realpath(w.inbox)))):
+            if candidate != root and is_within(candidate, root):
+                return w, PurePosixPath(*candidate.relative_to(root).parts).as_posix()
+    inboxes = ", ".join(str(w.inbox) for w in settings.watches)
+    raise ValueError(f"{path} is not inside any watch's inbox ({inboxes})")
+
+
+# -- hashing ----------------------------------------------------------------------------
+
+def hash_file(path: Path, root: Path | None = None) -> tuple[str, FileState]:
+    """sha256 of a regular file, read in chunks; the state is the open file's own (fstat after).
+
+    With `root`, no link between `root` and the file is followed (safefs.open_regular);
+    without, only the final name is not. A FIFO, device or socket is never opened."""
+    return _digest(safefs.open_regular(root, path) if root is not None else _open_final(path))[1:]
+
+
+def read_inbox_file(root: Path, path: Path) -> tuple[bytes, str, FileState]:
+    """First bytes (for sniffing), sha256 and state of a regular file below `root`, from one open."""
+    return _digest(safefs.open_regular(root, path))
+
+
+def _open_final(path: Path) -> int:
+    st = os.lstat(path)
+    if not statmod.S_ISREG(st.st_mode):
+        raise safefs.NotRegular(path, safefs.describe_mode(st.st_mode))
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+    if not statmod.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise safefs.NotRegular(path, "not a regular file")
+    return fd
+
+
+def _digest(fd: int) -> tuple[bytes, str, FileState]:
+    try:
+        h = hashlib.sha256()
+        head = b""
+        with os.fdopen(os.dup(fd), "rb", buffering=0) as f:
+            while chunk := f.read(CHUNK):
+                if not head:
+                    head = chunk[:HEAD_SIZE]
+                h.update(chunk)
+        return head, h.hexdigest(), FileState.from_stat(os.fstat(fd))
+    finally:
+        os.close(fd)
+
+
+class HashCache:
+    """sha256 of source images by (path, state): many targets share a few sources."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._data: dict[tuple[Path, FileState], str] = {}
+
+    def sha256(self, path: Path) -> str:
+        """`path` is a real path (no links): sources are resolved before they are hashed."""
+        key = (path, FileState.from_stat(os.lstat(path)))
+        if key not in self._data:
+            digest, _ = hash_file(path)
+            if len(self._data) >= self.size:
+                self._data.pop(next(iter(self._data)))
+            self._data[key] = digest
+        return self._data[key]
+
+
+# -- the steps ---------------------------------------------------------------------------
+
+def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path: Path, now: float, *,
+                expected: FileState | None = None, waiting_since: float | None = None,
+                referenced: Callable[[Path], bool] | None = None,
+                hashes: HashCache | None = None) -> IngestResult:
+    """Turn one file of `watch`'s inbox into a job row (or a failed job, or nothing).
+
+    `now` is wall-clock time; `waiting_since` (watcher only) is when the file started waiting
+    for a sidecar: without it a file with no sidecar fails at once. `expected` is the settled
+    state; a file that no longer matches it comes back as 'changed'. `referenced` says whether
+    a path is some sidecar's source (default: read every sidecar of the inbox).
+    Raises ValueError when `path` is not inside the watch's inbox."""
+    path = Path(os.path.abspath(path))
+    if path == watch.inbox or not is_within(path, watch.inbox):
+        raise ValueError(f"{path} is not inside the inbox of watch {watch.name} ({watch.inbox})")
+    rel = PurePosixPath(*path.relative_to(watch.inbox).parts).as_posix()
+    why = classify_name(watch, rel)
+    if why:
+        return IngestResult("skipped", path, f"{rel}: {why}")
+    longest = path_too_long(watch, rel)
+    if longest is not None:
+        return IngestResult("left_alone", path, f"{rel}: its path is too long to file ({longest}; the limit is "
+                                                f"{PATH_MAX - PATH_MARGIN} bytes); left alone, never a job: "
+                                                "move it to a shorter folder")
+    try:
+        lst = safefs.lstat_below(watch.inbox, path)
+    except safefs.LinkInPath as e:
+        return IngestResult("skipped", path, f"{rel}: {e.filename} is a symbolic link; links are never "
+                                             "followed and are left alone")
+    except FileNotFoundError:
+        return IngestResult("vanished", path, f"{rel}: vanished")
+    except OSError as e:
+        return IngestResult("retry", path, f"{rel}: cannot stat: {e.strerror or e}")
+    lstate = FileState.from_stat(lst)
+    if not statmod.S_ISREG(lst.st_mode):
+        # Links (to anything), FIFOs, devices, sockets: never opened, never moved, left alone.
+        return IngestResult("skipped", path, f"{rel} is {safefs.describe_mode(lst.st_mode)}; left alone, "
+                                             "not opened")
+    if expected is not None and lstate != expected:
+        return IngestResult("changed", path, f"{rel}: changed since it settled")
+    st = lst
+    if (referenced or SourceIndex.from_disk(watch).contains)(path):
+        return IngestResult("skipped", path, f"{rel}: named as a source or reference by a sidecar")
+    active = store.find_active(watch.name, rel)
+    if active is not None and active.size == st.st_size and abs(active.mtime - st.st_mtime_ns / 1e9) < 1e-6:
+        # Already queued (a restart or rescan saw it again): no need to read it once more. The
+        # worker checks the content hash before processing, so a same-size rewrite is still caught.
+        return IngestResult("exists", path, f"{rel}: job {active.id} is {active.state}", active, False)
+
+    # Sidecar before hashing: waiting for one must not re-read a large video every second.
+    resolved: Resolved | None = None
+    sidecar_error: JobError | None = None
+    if not find_sidecars(watch.inbox, path) and not defaults_suffice(watch):
+        if waiting_since is not None and now - waiting_since < watch.sidecar_wait:
+            return IngestResult("waiting", path, f"{rel}: no sidecar yet")
+        sidecar_error = JobError("no_sidecar", f"{rel} has no ffwatch.yaml in its folder or above (up to the "
+                                               f"inbox) and no {path.name}.ffwatch.yaml, and the defaults of "
+                                               f"watch {watch.name} name no sources")
+    else:
+        try:
+            resolved = resolve_spec(watch, path, settings.known_models())
+        except MissingSource as e:
+            # A source photo copied after its targets: wait for it as for a late sidecar.
+            if waiting_since is not None and now - waiting_since < watch.sidecar_wait:
+                return IngestResult("waiting", path, f"{rel}: waiting for a source ({e.message})")
+            sidecar_error = e
+        except JobError as e:
+            sidecar_error = e
+    try:
+        head, digest, hstate = read_inbox_file(watch.inbox, path)
+    except safefs.LinkInPath:
+        return IngestResult("skipped", path, f"{rel}: a folder on its way became a symbolic link; left alone")
+    except safefs.NotRegular as e:
+        return IngestResult("skipped", path, f"{rel} is {e.what}; left alone, not opened")
+    except OSError as e:
+        return _os_trouble(watch, store, path, rel, lstate, e, "read")
+    sniffed = sniff_bytes(head)
+    if sniffed is None:
+        return _refuse(watch, store, path, rel, hstate, digest, "image", "bad_input",
+                       f"{path.name} is not an image or video we can process: {describe_head(head)}")
+    try:
+        after = FileState.from_stat(safefs.lstat_below(watch.inbox, path))
+    except FileNotFoundError:
+        return IngestResult("vanished", path, f"{rel}: vanished while it was read")
+    except OSError as e:
+        return IngestResult("retry", path, f"{rel}: cannot stat: {e.strerror or e}")
+    if hstate != FileState.from_stat(st) or after != lstate:
+        return IngestResult("changed", path, f"{rel}: changed while it was read")
+    if sidecar_error is not None or resolved is None:
+        err = sidecar_error or JobError("internal", "no sidecar resolution")
+        return _refuse(watch, store, path, rel, hstate, digest, sniffed.kind, err.kind, err.message,
+                       sidecars=[str(p) for p in find_sidecars(watch.inbox, path)])
+    try:
+        sources = _hash_sources(watch, resolved, hashes or HashCache())
+    except OSError as e:
+        return IngestResult("retry", path, f"{rel}: a source could not be read: {e.strerror or e}")
+    job, created = store.enqueue(
+        watch=watch.name, rel_path=rel, size=hstate.size, mtime=hstate.mtime_ns / 1e9, content_hash=digest,
+        kind=sniffed.kind, spec=resolved.spec.to_snapshot(), sources=sources,
+        sidecars=[str(p) for p in resolved.sidecars], priority=min(resolved.spec.priority, watch.priority_max),
+        batch=batch_folder(watch.inbox, resolved.sidecars))
+    if created:
+        log.info("job %d: enqueued %s (%s, %s, %d bytes)", job.id, rel, watch.name, sniffed.format, hstate.size)
+        return IngestResult("enqueued", path, f"{rel}: job {job.id}", job, True)
+    return _existing(watch, path, rel, job, store)
+
+
+def snapshot_for(settings: Settings, watch: WatchSettings, path: Path, read_from: Path | None = None) -> dict:
+    """What a job for inbox `path` runs with under the sidecars as they are now (for `jobs retry`):
+    kind, spec, sources, sidecars and priority. `read_from` is where the file is now, when not at
+    `path`. Raises JobError (no_sidecar, bad_sidecar, bad_input) when it would be refused."""
+    rel = path.relative_to(watch.inbox).as_posix()
+    if not find_sidecars(watch.inbox, path) and not defaults_suffice(watch):
+        raise JobError("no_sidecar", f"{rel} has no ffwatch.yaml in its folder or above and no "
+                                     f"{path.name}.ffwatch.yaml, and the defaults of watch {watch.name} name no sources")
+    resolved = resolve_spec(watch, path, settings.known_models())
+    sniffed = sniff_file(read_from or path)
+    return {"kind": sniffed.kind, "spec": resolved.spec.to_snapshot(), "sources": _hash_sources(watch, resolved, HashCache()),
+            "sidecars": [str(p) for p in resolved.sidecars],
+            "priority": min(resolved.spec.priority, watch.priority_max)}
+
+
+def _hash_sources(watch: WatchSettings, resolved: Resolved, hashes: HashCache) -> list[dict]:
+    """Each source with its hash and where it lies on the share (`root` and `rel`, so that a host
+    that mounts the share elsewhere finds it)."""
+    out = [{"path": str(p), "sha256": hashes.sha256(p), "role": "source", **(locate(watch, p) or {})}
+           for p in resolved.sources]
+    if resolved.reference is not None:
+        out.append({"path": str(resolved.reference), "sha256": hashes.sha256(resolved.reference),
+                    "role": "reference", **(locate(watch, resolved.reference) or {})})
+    return out
+
+
+def _os_trouble(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: FileState,
+                e: OSError, what: str) -> IngestResult:
+    if isinstance(e, FileNotFoundError):
+        return IngestResult("vanished", path, f"{rel}: vanished while it was read")
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return _refuse(watch, store, path, rel, state, f"unreadable:{state.size}:{state.mtime_ns}", "image",
+                       "unreadable", f"{rel} cannot be read ({what}: {e.strerror or e}); "
+                                     f"check its permissions and drop it again")
+    return IngestResult("retry", path, f"{rel}: cannot {what}: {e.strerror or e}")
+
+
+# -- refusals and re-drops ------------------------------------------------------------------
+
+def _refuse(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: FileState, content_hash: str,
+            kind: str, error_kind: str, message: str, sidecars: list[str] | None = None) -> IngestResult:
+    """Record a job born failed and move the original to failed/ with its report."""
+    batch = batch_folder(watch.inbox, sidecars if sidecars is not None else find_sidecars(watch.inbox, path))
+    job, created = store.record_failure(watch=watch.name, rel_path=rel, size=state.size,
+                                        mtime=state.mtime_ns / 1e9, content_hash=content_hash, kind=kind,
+                                        error_kind=error_kind, message=message, sidecars=sidecars or (),
+                                        batch=batch)
+    if not created and _report_exists(watch, job):
+        return _file_duplicate(watch, path, rel, job, store)
+    if not created and not os.path.lexists(path):      # another host refused and filed it meanwhile
+        return IngestResult("vanished", path, f"{rel}: job {job.id} filed it meanwhile", job)
+    log.warning("job %d: refused %s (%s): %s", job.id, rel, error_kind, message)
+    try:
+        filed = _file_refused(watch, path, job, store)
+    except (OSError, JobError) as e:     # failed/ missing, read-only, full, a link, no free name
+        return _unfiled(path, rel, job, message, e, created)
+    return IngestResult("failed", path, f"{message} (filed as {filed})", job, created)
+
+
+def _unfiled(path: Path, rel: str, job: Job, message: str, e: Exception, created: bool = False) -> IngestResult:
+    """A refused file failed/ did not take: it stays in the inbox; the watch tries again."""
+    log.debug("job %d: could not move %s to failed/: %s", job.id, rel, e)
+    if isinstance(e, filing.ReportNotWritten):          # the original is in failed/: its report is due
+        return IngestResult("unfiled", path, f"{message} ({e.strerror})", job, created, e)
+    return IngestResult("unfiled", path, f"{message} (not filed: {e})", job, created)
+
+
+def _file_refused(watch: WatchSettings, path: Path, job: Job, store: JobQueue | None = None) -> Path:
+    return filing.file_failed_original(watch, job, ledger=store)
+
+
+def _report_exists(watch: WatchSettings, job: Job) -> bool:
+    """Whether job's original was already filed to failed/ with its report."""
+    candidates = [watch.failed / job.rel_path, filing.with_job_id(watch.failed / job.rel_path, job.id)]
+    plan = filing.job_plan(job, watch)
+    if plan is not None and plan.original_dst:
+        candidates.insert(0, Path(plan.original_dst))
+    return any(filing._report_is_for(watch.failed, filing.report_path(c), job.id) for c in candidates)
+
+
+def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobQueue | None = None) -> IngestResult:
+    """The same content at the same path already has a job."""
+    if job.state not in FINISHED:
+        return IngestResult("exists", path, f"{rel}: already job {job.id} ({job.state})", job)
+    if job.state == "failed" and not _report_exists(watch, job):
+        # An earlier filing did not finish (crash between the row and the move, or failed/ did
+        # not take it): finish it.
+        try:
+            filed = _file_refused(watch, path, job, store)
+        except (OSError, JobError) as e:
+            return _unfiled(path, rel, job, job.error_message or f"job {job.id} failed", e)
+        return IngestResult("failed", path, f"{rel}: job {job.id} failed earlier; filed as {filed}", job)
+    plan = filing.job_plan(job, watch)
+    if job.state == "done" and plan is not None and plan.original_dst and plan.original_src == str(path) \
+            and not filing.exists_exactly(Path(plan.original_dst)):   # not another file's spelling
+        return IngestResult("exists", path, f"{rel}: job {job.id} is done and its filing is unfinished", job)
+    return _file_duplicate(watch, path, rel, job, store)
+
+
+def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job,
+                    store: JobQueue | None = None) -> IngestResult:
+    """A re-drop of content already finished at this path: filed to failed/ as `duplicate`."""
+    if not os.path.lexists(path):
+        # Another host filed it while we read it (several hosts watch one share): no re-drop.
+        return IngestResult("vanished", path, f"{rel}: job {job.id} ({job.state}) filed it meanwhile", job)
+    if job.state == "done":
+        advice = "rename the file (or put it in another folder) to process it again"
+    else:
+        advice = f"run `ffwatchd jobs retry {job.id}` to run that job again"
+    message = (f"{rel} has the same content as job {job.id}, which is already {job.state}; "
+               f"it was not processed again: {advice}")
+    base = watch.failed / rel
+    candidates = [base, filing.with_job_id(base, job.id)]
+    candidates += [base.with_name(fit_name(base.stem, f"-{job.id}-dup{k}{base.suffix}")) for k in range(2, 1000)]
+    dest = next(c for c in candidates if not os.path.lexists(c) and not os.path.lexists(filing.report_path(c)))
+    log.warning("duplicate of job %d: %s", job.id, message)
+    try:
+        dest = filing.place_file(path, dest, job.id, root=watch.failed, perms=watch.perms)
+        report = filing.error_report(replace(job, error_kind="duplicate"), "duplicate", message, path, dest)
+        report["duplicate_of"] = job.id
+        report["earlier_state"] = job.state
+        if job.state == "done":
+            report["retry"] = None
+        filing.write_report(watch.failed, filing.report_path(dest), report, job.id, watch.perms)
+        if store is not None:
+            filing.note_filed(store, watch, job.id, "failed", dest)
+    except (OSError, JobError) as e:     # failed/ missing, read-only, full, a link, no free name
+        return _unfiled(path, rel, replace(job, error_kind="duplicate"), message, e)
+    return IngestResult("duplicate", path, f"{message} (filed as {dest})", job)

@@ -1,0 +1,374 @@
+"""Watching one inbox: inotify or polling, start-up scan, periodic rescans; availability and the
+inotify observer in observer.py, all watches together in watches.py.
+
+Events and scans only say "look at this path"; the settle tracker decides when a file is ready.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat as statmod
+import threading
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from ffwatchd.config.settings import Settings, WatchSettings
+from ffwatchd.filing.plan import write_pending_report
+from ffwatchd.filing.shares import ShareCheck
+from ffwatchd.fs import safefs
+from ffwatchd.fs.mounts import detect_mode
+from ffwatchd.spec.sidecar import SIDECAR_NAME, SIDECAR_SUFFIX, SourceIndex, is_sidecar_name, is_within
+from ffwatchd.store import JobQueue, store_errors
+from ffwatchd.store.leadership import Leadership
+from ffwatchd.watch.inboxnames import classify_name, is_ignored_dir
+from ffwatchd.watch.ingest import HashCache, IngestResult, ingest_file
+from ffwatchd.watch.notices import Notices
+from ffwatchd.watch.observer import InboxObserver
+from ffwatchd.watch.scan import InboxUnavailable, ScanResult, left_alone_kind, scan_inbox
+from ffwatchd.watch.settle import FileState, SettleTracker
+from ffwatchd.watch.unfiled import UnfiledRefusals
+
+log = logging.getLogger(__name__)
+
+WAITING_RECHECK = 1.0        # seconds between looks for a late sidecar
+
+
+class WatchMetrics(Protocol):
+    def file_discovered(self, watch: str) -> None: ...
+    def job_enqueued(self, watch: str) -> None: ...
+    def job_refused(self, watch: str, kind: str, error_kind: str) -> None: ...
+    def settle_wait(self, watch: str, seconds: float) -> None: ...
+    def file_ignored(self, watch: str) -> None: ...
+    def file_left_alone(self, watch: str, what: str) -> None: ...
+
+__all__ = ["InboxUnavailable", "ScanResult", "WatchLoop", "scan_inbox"]
+
+
+def _seconds(value: float) -> str:
+    return f"{value / 60:g} min" if value >= 120 else f"{value:g} s"
+
+
+# -- one watch ---------------------------------------------------------------------------------
+
+class WatchLoop(InboxObserver):
+    """One watch: its observer, its thread, its tracker and its memory of handled files."""
+
+    def __init__(self, settings: Settings, watch: WatchSettings, store: JobQueue,
+                 metrics: WatchMetrics | None = None, mountinfo: str | None = None) -> None:
+        self.settings, self.watch, self.store, self.metrics = settings, watch, store, metrics
+        self.mode, self.fstype = (detect_mode(watch.inbox, mountinfo) if watch.mode == "auto"
+                                  else (watch.mode, "configured"))
+        self.tracker = SettleTracker(watch.settle)
+        self.handled: dict[Path, FileState] = {}
+        self.waiting: dict[Path, tuple[float, FileState, float]] = {}   # since (wall), state, next try
+        self.sidecar_states: dict[Path, FileState] = {}
+        self.notices = Notices(watch, metrics)  # links, FIFOs, devices, names not included: said once
+        self.waiting_for: dict[Path, str] = {}   # what a waiting file waits for (its last answer)
+        self.unfiled = UnfiledRefusals()         # refused files failed/ did not take: tried again
+        self.index = SourceIndex(watch)
+        self.hashes = HashCache()
+        self.shares = ShareCheck(settings)
+        self.available = False
+        self.tick = min(0.5, max(0.05, watch.settle / 4), watch.poll_interval)
+        self._ever_available = False
+        self._root_id: tuple[int, int] | None = None
+        self._observer: Any = None
+        self._lock = threading.Lock()
+        self._dirty: set[Path] = set()
+        self._dirty_dirs: set[Path] = set()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._rescan_wanted = False
+        # Periodic rescans and polls run on one host per watch across the cluster; the scan when
+        # the inbox becomes available (start-up, share back) runs on every host.
+        self.rescans = Leadership(store, f"rescan:{watch.name}")
+        self._next_check = self._next_poll = self._next_rescan = 0.0
+        self._thread = threading.Thread(target=self._run, name=f"watch-{watch.name}", daemon=True)
+
+    # -- called from other threads --------------------------------------------------------
+
+    def start(self) -> None:
+        log.info("watch %s: watching %s by %s (fs %s), settle %gs", self.watch.name, self.watch.inbox,
+                 self.mode, self.fstype, self.watch.settle)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        self._stop_observer()
+        self.rescans.release()
+
+    def request_rescan(self) -> None:
+        self._rescan_wanted = True
+        self._wake.set()
+
+    def note_paths(self, paths: list[str], directory: bool = False) -> None:
+        with self._lock:
+            (self._dirty_dirs if directory else self._dirty).update(Path(p) for p in paths)
+
+    def unsettled(self) -> int:
+        return len(self.tracker) + len(self.waiting)
+
+    def waiting_files(self) -> list[dict]:
+        """Files waiting for a sidecar or a source: path (in the inbox), since (unix time), reason."""
+        waiting = dict(self.waiting)          # a copy by the C loop: safe against the watch thread
+        return [{"path": p.relative_to(self.watch.inbox).as_posix(), "since": since,
+                 "deadline": since + self.watch.sidecar_wait,
+                 "waits_for": self.waiting_for.get(p, "its sidecar (ffwatch.yaml)")}
+                for p, (since, _state, _next) in sorted(waiting.items())]
+
+    def unfiled_files(self) -> list[dict]:
+        """Refused files still in the inbox because failed/ did not take them (see unfiled.py)."""
+        return self.unfiled.listing(self.watch.inbox)
+
+    def unsettled_paths(self) -> list[Path]:
+        """Files settling or waiting for their sidecar (a copy; safe from other threads)."""
+        return [*self.tracker, *list(self.waiting)]
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._step(time.monotonic())
+            except store_errors() as e:
+                log.error("watch %s: %s; carrying on", self.watch.name, e)
+            except Exception:       # a bug must not end the watch; it is logged in full
+                log.exception("watch %s: unexpected error; carrying on", self.watch.name)
+            self._wake.wait(self.tick)
+            self._wake.clear()
+
+    def _step(self, now: float) -> None:
+        if now >= self._next_check:
+            self._next_check = now + self.watch.poll_interval
+            self._check_availability()
+        if not self.available:
+            return
+        self._drain_events()
+        due = now >= self._next_rescan or (self.mode == "poll" and now >= self._next_poll)
+        if self._rescan_wanted or (due and self.rescans.held()):
+            self._rescan_wanted = False
+            self.full_scan()
+        elif due:                        # another host leads this watch's rescans and polls
+            self._next_rescan = now + self.watch.rescan_interval
+            self._next_poll = now + self.watch.poll_interval
+        self._settle_due()
+        self._retry_waiting()
+        self.unfiled.retry(self._lstat, self.tracker.observe, self._ingest, self._stop.is_set,
+                           lambda pending: write_pending_report(self.watch, pending))
+
+    def full_scan(self) -> None:
+        now = time.monotonic()
+        self._next_rescan = now + self.watch.rescan_interval
+        self._next_poll = now + self.watch.poll_interval
+        try:
+            result = scan_inbox(self.watch)
+        except InboxUnavailable as e:
+            self._set_unavailable(str(e))
+            return
+        self.unfiled.all_due()
+        self._apply_scan(result)
+
+    # -- feeding the tracker --------------------------------------------------------------------
+
+    def _apply_scan(self, result: ScanResult) -> None:
+        self.notices.apply_scan(result)
+        for path, state in result.sidecars.items():
+            self._observe_sidecar(path, state)
+        for path, state in result.files.items():
+            self._observe(path, state)
+        for path, (what, state) in result.left_alone.items():
+            self._leave_alone(path, what, state)
+        seen = result.files.keys() | result.sidecars.keys() | result.left_alone.keys()
+        known = (set(self.tracker) | self.handled.keys() | self.waiting.keys() | self.sidecar_states.keys()
+                 | self.notices.left_alone.keys() | self.unfiled.files.keys())
+        for path in known - seen:
+            if not is_within(path, result.top):
+                continue
+            if result.failed_dirs and any(is_within(path, d) for d in result.failed_dirs):
+                continue
+            self._vanish(path)
+
+    def _observe(self, path: Path, state: FileState) -> None:
+        if path in self.unfiled:
+            if self.unfiled.files[path].state == state:
+                return                                 # tried again by _step, not settled again
+            self.unfiled.drop(path)
+        if path in self.handled:
+            if self.handled[path] == state:
+                return
+            del self.handled[path]
+        if path in self.waiting:
+            if self.waiting[path][1] == state:
+                return
+            del self.waiting[path]
+        if self.tracker.observe(path, state) and self.metrics:
+            self.metrics.file_discovered(self.watch.name)
+
+    def _observe_sidecar(self, path: Path, state: FileState) -> None:
+        if self.sidecar_states.get(path) != state:
+            self.tracker.observe(path, state)
+
+    def _leave_alone(self, path: Path, what: str, state: FileState) -> None:
+        """A link, FIFO, device or socket: never followed or opened, never a job; said once."""
+        self.tracker.forget(path)
+        self.handled.pop(path, None)
+        self.waiting.pop(path, None)
+        self.notices.leave_alone(path, what, state)
+
+    def _lstat(self, path: Path) -> os.stat_result | None:
+        """lstat through real folders only; None (and forgotten) when gone or behind a link."""
+        try:
+            return safefs.lstat_below(self.watch.inbox, path)
+        except (FileNotFoundError, safefs.LinkInPath):
+            self._vanish(path)
+        except OSError as e:
+            log.debug("watch %s: cannot stat %s: %s", self.watch.name, path, e)
+        return None
+
+    def _vanish(self, path: Path) -> None:
+        self.tracker.forget(path)
+        self.handled.pop(path, None)
+        self.waiting.pop(path, None)
+        self.waiting_for.pop(path, None)
+        self.unfiled.forget(path)
+        self.notices.forget(path)
+        if self.sidecar_states.pop(path, None) is not None:
+            self.index.remove(path)
+
+    def _drain_events(self) -> None:
+        with self._lock:
+            paths, dirs = self._dirty, self._dirty_dirs
+            self._dirty, self._dirty_dirs = set(), set()
+        for d in dirs:
+            if d != self.watch.inbox and is_within(d, self.watch.inbox) and not self._in_ignored_dir(d, True):
+                result = scan_inbox(self.watch, d)
+                self._apply_scan(result)
+            elif d == self.watch.inbox:
+                self._next_check = 0.0        # the root itself moved or went: check at once
+        for p in paths:
+            if p == self.watch.inbox or not is_within(p, self.watch.inbox) or self._in_ignored_dir(p, False):
+                continue
+            why = classify_name(self.watch, p.relative_to(self.watch.inbox).as_posix())
+            if why in ("ignored", "daemon temp"):
+                continue
+            st = self._lstat(p)
+            if st is None:
+                continue
+            if statmod.S_ISDIR(st.st_mode):
+                self._apply_scan(scan_inbox(self.watch, p))
+            elif why == "sidecar":
+                self._observe_sidecar(p, FileState.from_stat(st))
+            elif not statmod.S_ISREG(st.st_mode):
+                self._leave_alone(p, left_alone_kind(st.st_mode), FileState.from_stat(st))
+            elif why == "not included":
+                self.notices.note_not_included(p)
+            else:
+                self._observe(p, FileState.from_stat(st))
+
+    def _in_ignored_dir(self, path: Path, include_self: bool) -> bool:
+        parts = path.relative_to(self.watch.inbox).parts
+        return any(is_ignored_dir(self.watch, part) for part in (parts if include_self else parts[:-1]))
+
+    # -- settling and ingesting ----------------------------------------------------------------
+
+    def _settle_due(self) -> None:
+        now = time.monotonic()
+        due = self.tracker.due(now)
+        if not due:
+            return
+        due.sort(key=lambda p: not is_sidecar_name(p.name))     # sidecars first
+        pending: set[Path] | None = None
+        for path in due:
+            if self._stop.is_set():
+                return
+            st = self._lstat(path)
+            if st is None:
+                continue
+            state = FileState.from_stat(st)
+            if is_sidecar_name(path.name):
+                if self.tracker.confirm(path, state, now):
+                    self.sidecar_states[path] = state
+                    self.index.update(path)
+                    self.waiting = {p: (s, st, 0.0) for p, (s, st, _) in self.waiting.items()}
+                continue
+            if pending is None:
+                pending = {p for p in self.tracker if is_sidecar_name(p.name)}
+            if pending and self._sidecar_pending(path, pending):
+                continue
+            settled = self.tracker.confirm(path, state, now)
+            if settled is None:
+                continue
+            if self.metrics:
+                self.metrics.settle_wait(self.watch.name, settled.waited)
+            self._ingest(path, state, time.time())
+
+    def _sidecar_pending(self, path: Path, pending: set[Path]) -> bool:
+        """Whether a sidecar that would apply to `path` is itself still settling."""
+        if path.with_name(path.name + SIDECAR_SUFFIX) in pending:
+            return True
+        return any(p.name == SIDECAR_NAME and p.parent in path.parents for p in pending)
+
+    def _retry_waiting(self) -> None:
+        now = time.monotonic()
+        for path, (since, state, next_try) in list(self.waiting.items()):
+            if next_try > now or self._stop.is_set():
+                continue
+            st = self._lstat(path)
+            if st is None:
+                continue
+            fresh = FileState.from_stat(st)
+            if fresh != state:
+                del self.waiting[path]
+                self.tracker.observe(path, fresh)
+                continue
+            del self.waiting[path]
+            self._ingest(path, state, since)
+
+    def _ingest(self, path: Path, state: FileState, waiting_since: float) -> IngestResult | None:
+        try:
+            r = ingest_file(self.settings, self.watch, self.store, path, time.time(), expected=state,
+                            waiting_since=waiting_since, referenced=self.index.contains, hashes=self.hashes)
+        except store_errors() as e:
+            log.error("watch %s: could not ingest %s: %s; will try again", self.watch.name, path, e)
+            self.tracker.observe(path, state)
+            return None
+        if r.status == "waiting":
+            reason = r.message.split(": ", 1)[-1]
+            reason = "its sidecar (ffwatch.yaml)" if reason == "no sidecar yet" else reason.removeprefix("waiting for ")
+            if self.waiting_for.get(path) != reason:       # said once when the wait starts (or changes)
+                log.info("watch %s: %s waits up to %s for %s", self.watch.name,
+                         path.relative_to(self.watch.inbox), _seconds(self.watch.sidecar_wait), reason)
+            self.waiting_for[path] = reason
+            self.waiting[path] = (waiting_since, state, time.monotonic() + WAITING_RECHECK)
+            return r
+        self.waiting_for.pop(path, None)
+        if r.status in ("changed", "retry"):
+            log.info("watch %s: %s", self.watch.name, r.message)
+            self.tracker.observe(path, state)
+        elif r.status == "vanished":
+            self._vanish(path)
+        elif r.status == "unfiled":
+            self.unfiled.failed_move(self.watch, path, state, r, self.metrics)
+        else:
+            self.handled[path] = state
+            counted = self.unfiled.drop(path)      # its refusal was counted when it was first made
+            if counted is not None:
+                log.info("watch %s: %s is filed now: %s", self.watch.name,
+                         path.relative_to(self.watch.inbox), r.message)
+            if r.status == "enqueued" and self.metrics:
+                self.metrics.job_enqueued(self.watch.name)
+            if r.status in ("failed", "duplicate") and self.metrics and r.job is not None and counted is None:
+                self.metrics.job_refused(self.watch.name, r.job.kind,
+                                         "duplicate" if r.status == "duplicate" else r.job.error_kind or "internal")
+            if r.status == "skipped":
+                log.debug("watch %s: %s", self.watch.name, r.message)
+            elif r.status == "left_alone":            # said once per version (handled above)
+                log.warning("watch %s: %s", self.watch.name, r.message)
+                if self.metrics:
+                    self.metrics.file_left_alone(self.watch.name, "long_path")
+        return r

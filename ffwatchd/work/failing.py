@@ -1,0 +1,171 @@
+"""How a job fails inside a worker: the error's kind from an exception, another attempt or a final
+failure with the original filed to failed/, and a stop for a cancel or a lost lease. Mixed into
+`JobRunner` (runner.py), which gives `settings`, `store`, `owner`, `shares`, `_file_plan`,
+`_release_for_share` and `_clean_temp`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat as statmod
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ffwatchd.errors import JobError
+from ffwatchd.filing.placing import with_job_id
+from ffwatchd.filing.plan import OriginalChanged, Plan, execute_plan, plan_failed
+from ffwatchd.fs.writefs import LinkRefused, open_folder, split_under
+from ffwatchd.ops.diskguard import disk_full_error, is_enospc
+from ffwatchd.store import Job
+from ffwatchd.work.heartbeats import Lease
+
+if TYPE_CHECKING:
+    from ffwatchd.work.runner import Outcome
+
+log = logging.getLogger("ffwatchd.work.runner")
+
+_MEMORY_WORDS = ("bad_alloc", "insufficient memory", "failed to allocate", "out of memory",
+                 "cannot allocate memory")
+
+
+def as_job_error(exc: BaseException, where: Path | None = None) -> JobError:
+    """Map an unexpected exception to a JobError with the right kind."""
+    if isinstance(exc, JobError):
+        return exc
+    text = str(exc).lower()
+    if isinstance(exc, MemoryError) or any(w in text for w in _MEMORY_WORDS):
+        return JobError("memory", f"the job ran out of memory under workers.ram_limit ({exc.__class__.__name__}: "
+                                  f"{str(exc)[:200]}); raise ram_limit or lower max_pixels", transient=False)
+    if isinstance(exc, OSError) and is_enospc(exc):
+        return disk_full_error(exc, where)
+    if isinstance(exc, OSError):
+        what = f"{exc.filename} -> {exc.filename2}" if exc.filename and exc.filename2 else (exc.filename or where)
+        return JobError("io", f"{exc.strerror or exc} ({what})", transient=True)
+    return JobError("internal", f"{exc.__class__.__name__}: {exc}", transient=True)
+
+
+class JobFailures:
+    """_handle (an exception during a job), _failed, _fail_final, _fail_without_filing, _stopped."""
+
+    settings: Any
+    store: Any
+    owner: str
+    shares: Any
+    _file_plan: Any
+    _release_for_share: Any
+    _clean_temp: Any
+
+    def _handle(self, exc: Exception, watch: Any, job: Job, lease: Lease, out: Outcome, where: Path) -> None:
+        why = self.shares.problem(watch)
+        if why and not lease.should_stop:      # the failure came from the share going: not the job's
+            self._release_for_share(job, out, why, lease)
+            return
+        err = as_job_error(exc, where)
+        if err.kind == "internal" and not isinstance(exc, JobError):
+            log.error("job %d: unexpected error", job.id, exc_info=exc)
+        self._failed(watch, job, lease, out, err, self.settings.temp_dir / f"job-{job.id}")
+
+    def _failed(self, watch: Any, job: Job, lease: Lease, out: Outcome, err: JobError, workdir: Path) -> None:
+        if lease.should_stop:
+            self._stopped(watch, job, lease, out, workdir)
+            return
+        out.error_kind, out.message = err.kind, err.message
+        out.fatal = err.kind == "memory"
+        log.warning("job %d: %s", job.id, err)
+        if err.transient and job.attempts < job.max_attempts:
+            self.store.fail(job.id, self.owner, error_kind=err.kind, message=err.message, transient=True,
+                            attempt=job.attempts)
+            out.outcome = "retried"
+            if job.kind == "image":
+                self._clean_temp(job.id)   # videos keep finished segments to resume
+            return
+        message = err.message
+        if err.transient:                  # the report says it is final, not "will be retried"
+            message += f" (gave up after {job.attempts} attempts; `ffwatchd jobs retry {job.id}` runs it again)"
+        self._fail_final(watch, job, out, err.kind, message, workdir, lease)
+
+    def _fail_final(self, watch: Any, job: Job, out: Outcome, kind: str, message: str, workdir: Path,
+                    lease: Lease | None = None) -> None:
+        self._withdraw_result(watch, job)
+        plan = plan_failed(watch, job, kind, message, getattr(self, "_checked", {}).get(job.id))
+        self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
+        try:
+            if lease is not None:
+                self._file_plan(watch, plan, job, lease)
+            else:
+                execute_plan(plan, job, watch, ledger=self.store)
+        except LinkRefused as e:              # failed/ goes through a link: nothing is written there
+            self._fail_without_filing(job, out, "io", f"{e.message}; the original stays in the inbox "
+                                      f"(the job failed first as {kind}: {message})")
+            return
+        except OriginalChanged as e:          # the file there now is another job's: left in the inbox
+            self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
+            self._fail_without_filing(job, out, e.kind, f"{e.message} (the job failed first as {kind}: {message})")
+            self._clean_temp(job.id)
+            return
+        except OSError as e:                  # not the share going (that waits): failed/ refuses it
+            self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
+            self._fail_without_filing(job, out, "io", f"the original could not be filed to failed/ "
+                                      f"({e.strerror or e}); it stays in the inbox (the job failed first as "
+                                      f"{kind}: {message})")
+            self._clean_temp(job.id)
+            return
+        self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
+                        attempt=job.attempts)
+        out.outcome, out.error_kind, out.message = "failed", kind, message
+        self._clean_temp(job.id)
+
+    def _withdraw_result(self, watch: Any, job: Job) -> None:
+        """A job that recorded a done plan (its result maybe placed in output/) and now fails:
+        the result it placed goes, so no output of a failed job stays. Only the file at the
+        plan's name with the plan's size, reached without following a link, is removed."""
+        try:
+            current = self.store.get(job.id).filing
+        except Exception:  # noqa: BLE001 - the row is read again by the failure that follows
+            return
+        if not current or current.get("outcome") != "done":
+            return
+        plan = Plan.from_dict(current).localized(watch)
+        if not plan.result_dst or plan.result_size is None:
+            return
+        dst = Path(plan.result_dst)
+        try:
+            rel, _name = split_under(watch.output, dst)
+            fd = open_folder(watch.output, rel, None, create=False)
+        except (OSError, ValueError):
+            return
+        try:
+            for name in (dst.name, with_job_id(dst, job.id).name):
+                try:
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if statmod.S_ISREG(st.st_mode) and st.st_size == plan.result_size:
+                    os.unlink(name, dir_fd=fd)
+                    log.warning("job %d: fails after its result was placed; %s removed", job.id, dst.parent / name)
+                    return
+        except OSError as e:
+            log.warning("job %d: its placed result %s stays: %s", job.id, dst, e.strerror or e)
+        finally:
+            os.close(fd)
+
+    def _fail_without_filing(self, job: Job, out: Outcome, kind: str, message: str) -> None:
+        """The original is not ours to move (gone, or replaced by new content)."""
+        log.warning("job %d: %s: %s", job.id, kind, message)
+        self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
+                        attempt=job.attempts)
+        out.outcome, out.error_kind, out.message = "failed", kind, message
+
+    def _stopped(self, watch: Any, job: Job, lease: Lease, out: Outcome, workdir: Path) -> None:
+        if lease.status == "cancelled":
+            plan = plan_failed(watch, job, "cancelled", "cancelled by an operator while running",
+                               getattr(self, "_checked", {}).get(job.id))
+            try:
+                execute_plan(plan, job, watch, ledger=self.store)
+            except (LinkRefused, OriginalChanged) as e:
+                log.error("job %d: cancelled; its original stays in the inbox: %s", job.id, e.message)
+            self._clean_temp(job.id)
+            out.outcome, out.error_kind = "cancelled", "cancelled"
+        else:
+            out.outcome = "lost"
+        log.info("job %d: stopped (%s); nothing filed as done", job.id, lease.status)

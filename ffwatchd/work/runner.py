@@ -1,0 +1,394 @@
+"""One claimed job from start to filing: check the original, run the pipeline, file the outcome.
+
+Runs inside a worker process. The lease is kept alive by `Lease` (heartbeats.py) while the
+pipeline works; a job that was cancelled or lost meanwhile is not filed as done. How a job
+fails is in failing.py, how it waits for its share in sharewait.py, a video's own stage in videojob.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import stat as statmod
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ffwatchd.config.settings import Settings
+from ffwatchd.errors import JobError
+from ffwatchd.filing.plan import OriginalChanged, Plan, original_state, plan_done, result_trusted
+from ffwatchd.filing.sharepaths import localize_spec
+from ffwatchd.filing.shares import ShareCheck
+from ffwatchd.filing.sharewait import ShareWaits, _ShareWait
+from ffwatchd.fs import safefs
+from ffwatchd.fs.writefs import make_private
+from ffwatchd.spec.jobspec import JobSpec
+from ffwatchd.store import Job, JobQueue, TransitionError
+from ffwatchd.watch.ingest import hash_file
+from ffwatchd.work.failing import JobFailures
+from ffwatchd.work.heartbeats import Heartbeats, Lease
+from ffwatchd.work.prefetch import Prefetched, Prefetcher, Ready
+from ffwatchd.work.verify import SourceHashes, check_sources
+from ffwatchd.work.videojob import process_video_file
+
+log = logging.getLogger(__name__)
+
+_GONE = "gone"          # _original_problem: the original is not at its inbox path
+
+
+class _Superseded(str):
+    """_original_problem: the original changed after it was queued (its new content is its own job)."""
+
+
+@dataclass
+class Outcome:
+    """What happened to one job, for the supervisor's metrics and logs."""
+    job_id: int
+    watch: str
+    kind: str
+    outcome: str                        # done | failed | retried | cancelled | lost
+    error_kind: str | None = None
+    message: str | None = None
+    duration: float = 0.0
+    queue_wait: float = 0.0
+    bytes: int = 0
+    frames: int = 0
+    fatal: bool = False                 # the worker must be replaced (memory)
+    extra: dict = field(default_factory=dict)
+    #: the batch report's thumbnails of a filed image (path -> data URI), made from the pictures
+    #: the worker holds, so the supervisor does not decode the files again
+    thumbs: dict | None = None
+
+
+def report_thumbs(write: Any, plan: Plan) -> dict | None:
+    """Thumbnails of an image job's original and result, keyed by where the plan filed them."""
+    from ffwatchd.batches.report import thumbnail_of
+
+    source, frame = getattr(write, "source", None), getattr(write, "frame", None)
+    if source is None or frame is None or not plan.result_dst:
+        return None
+    thumbs = {str(Path(plan.original_dst)): thumbnail_of(source), str(Path(plan.result_dst)): thumbnail_of(frame)}
+    return {k: v for k, v in thumbs.items() if v is not None} or None
+
+
+class JobRunner(JobFailures, ShareWaits):
+    """Runs claimed jobs on this worker's pipeline (models stay loaded between jobs)."""
+
+    def __init__(self, settings: Settings, store: JobQueue, pipeline: Any, owner: str,
+                 on_cuda: bool = False) -> None:
+        self.settings, self.store, self.pipeline, self.owner = settings, store, pipeline, owner
+        self.on_cuda = on_cuda
+        self._ffmpeg: str | None = None
+        self._source_hashes = SourceHashes()
+        self.heartbeats = Heartbeats(store, owner, settings.workers.lease)
+        self.shares = ShareCheck(settings)
+        self.prefetcher = Prefetcher(self._original_problem, getattr(pipeline, "decode_image", None),
+                                     share=lambda job: self.shares.problem(self.settings.watch(job.watch)),
+                                     prepare=self._prepare)
+        self._held: dict[int, Lease] = {}
+        #: each running job's original as `_original_problem` found it: filed only while it still is
+        self._checked: dict[int, dict] = {}
+        make_private(settings.temp_dir)
+
+    def run(self, job: Job, beat: Any = None) -> Outcome:
+        """Process and file one job, start to end."""
+        return self.start(job, beat).finish()
+
+    def hold(self, job: Job) -> None:
+        """A job claimed ahead: keep its lease alive from now and, for an image, check and decode
+        its original in the prefetch stage while the current job is inferred."""
+        self._held[job.id] = Lease(self.heartbeats, job).start()
+        if job.kind != "image" or job.filing or job.attempts > job.max_attempts \
+                or getattr(self.pipeline, "decode_image", None) is None:
+            return
+        try:
+            watch = self.settings.watch(job.watch)
+        except KeyError:
+            return                                 # `start` reports it
+        self.prefetcher.submit(job, watch.inbox / job.rel_path)
+
+    def give_back(self, job: Job) -> None:
+        """A job claimed ahead but never started goes back to the queue (attempt not counted)."""
+        self.prefetcher.discard(job.id)
+        lease = self._held.pop(job.id, None)
+        if lease is not None:
+            lease.stop()
+        try:
+            self.store.release(job.id, self.owner, attempt=job.attempts)
+        except TransitionError as e:
+            log.warning("job %d: %s", job.id, e)
+
+    def close(self) -> None:
+        self.prefetcher.close()
+
+    def start(self, job: Job, beat: Any = None) -> "Pending":
+        """Process one job under its lease; the filing of a success is left to `Pending.finish`,
+        so a worker can file one job (mostly waiting on fsync) while it processes the next."""
+        out = Outcome(job.id, job.watch, job.kind, "failed", queue_wait=max(0.0, time.time() - job.queued_at),
+                      bytes=job.size)
+        if beat is not None:
+            self.heartbeats.beat = beat
+        lease = self._held.pop(job.id, None) or Lease(self.heartbeats, job).start()
+        filing = None
+        try:
+            filing = self._run(job, lease, out)
+        except TransitionError as e:         # the lease went to someone else, or a cancel
+            log.warning("job %d: %s", job.id, e)
+            out.outcome = "lost"
+        except _ShareWait as e:
+            self._release_for_share(job, out, str(e), lease)
+        except BaseException:
+            lease.stop()
+            raise
+        finally:
+            self.prefetcher.discard(job.id)
+        return Pending(self, job, lease, out, filing)
+
+    # -- the steps ------------------------------------------------------------------------
+
+    def _run(self, job: Job, lease: Lease, out: Outcome) -> "Callable[[Pending | None], None] | None":
+        """Everything up to the result; returns the filing still to do for a success."""
+        try:
+            watch = self.settings.watch(job.watch)
+        except KeyError:
+            self._fail_without_filing(job, out, "internal", f"watch {job.watch!r} is no longer in the config")
+            return None
+        workdir = self.settings.temp_dir / f"job-{job.id}"
+        pre = self.prefetcher.take(job.id)     # a held image: checked, decoded and prepared ahead
+        if pre is not None and pre.share:      # its share was away then: nothing was read, look again
+            pre = None
+        why = self.shares.problem(watch) if pre is None else None
+        if why:                                # claimed just as the share went: it waits, unspent
+            self._release_for_share(job, out, why, lease)
+            return None
+        if job.filing:                         # a crash interrupted filing: finish it, do not redo work
+            if self._resume_filing(watch, job, Plan.from_dict(job.filing).localized(watch), out, lease):
+                return None
+        if job.attempts > job.max_attempts:
+            self._fail_final(watch, job, out, job.error_kind or "worker_crashed",
+                             (job.error_message or "the worker died") + f" (after {job.max_attempts} attempts)",
+                             workdir, lease)
+            return None
+        original = watch.inbox / job.rel_path
+        problem = pre.problem if pre is not None else self._original_problem(job, original)
+        if problem and pre is not None:        # found ahead of time (during a drop-out since over?): look again
+            problem = self._original_problem(job, original)
+        if problem == _GONE:
+            why = self.shares.problem(watch)
+            if why:
+                self._release_for_share(job, out, why, lease)
+            else:                              # really gone while its inbox is there: said in a report
+                self._fail_final(watch, job, out, "vanished", f"{original} left the inbox before it was "
+                                 "processed (deleted or moved away while queued)", workdir, lease)
+            return None
+        ready: Ready | None = pre.ready if pre is not None and not problem else None
+        source_error = None if problem or ready is not None else check_sources(watch, job, self._source_hashes)
+        if problem or source_error is not None:
+            why = self.shares.problem(watch)
+            if why:                            # the share went meanwhile: not the job's fault
+                self._release_for_share(job, out, why, lease)
+            elif problem:
+                self._fail_without_filing(job, out, "superseded" if isinstance(problem, _Superseded) else "bad_input",
+                                          problem)
+            else:
+                self._failed(watch, job, lease, out, source_error, workdir)
+            return None
+        spec = ready.spec if ready is not None else JobSpec.from_snapshot(localize_spec(job.spec, job.sources, watch))
+        log.info("job %d: %s %s (attempt %d/%d)", job.id, job.kind, original, job.attempts, job.max_attempts)
+        try:
+            result, suffix, frames, write = self._process(job, spec, original, workdir, lease, pre)
+            out.frames = frames
+        except TransitionError:
+            raise
+        except Exception as e:  # noqa: BLE001 - every failure ends as a job error with a kind
+            self._handle(e, watch, job, lease, out, workdir)
+            return None
+        return lambda pending=None: self._file_done(watch, job, lease, out, result, suffix, workdir, write,
+                                                    pending)
+
+    def _file_done(self, watch: Any, job: Job, lease: Lease, out: Outcome, result: Path, suffix: str,
+                   workdir: Path, write: Callable[[Path], Any] | None = None,
+                   pending: "Pending | None" = None) -> None:
+        try:
+            if lease.should_stop:
+                self._stopped(watch, job, lease, out, workdir)
+                return
+            if write is not None:             # the image's encode, in the filing thread
+                write(result)
+            why = self.shares.problem(watch)
+            if why:
+                self._wait_for_share(watch, job, lease, why)
+            plan = plan_done(watch, job, result, suffix, self._checked.get(job.id))
+            self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
+            try:
+                self._file_plan(watch, plan, job, lease)
+            except OriginalChanged as e:      # replaced or rewritten meanwhile: not this job's to file
+                self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
+                self._fail_without_filing(job, out, e.kind, e.message)
+                self._clean_temp(job.id, None if job.kind != "image" else result)
+                return
+            if write is not None:
+                out.thumbs = report_thumbs(write, plan)
+            self._finish(job, plan.result_dst, pending)
+            out.outcome = "done"
+            self._clean_temp(job.id, None if job.kind != "image" else result)
+        except TransitionError:
+            raise
+        except _ShareWait as e:
+            self._release_for_share(job, out, str(e), lease)
+        except Exception as e:  # noqa: BLE001 - every failure ends as a job error with a kind
+            self._handle(e, watch, job, lease, out, result)
+
+    def _finish(self, job: Job, output_path: str | None, pending: "Pending | None") -> None:
+        """done; when the worker asked for it (`Pending.then_claim`), with the claim of its next
+        job in the same transaction, held from then on and handed back as `Pending.claimed`."""
+        claim = pending.then_claim() if pending is not None and pending.then_claim is not None else None
+        if claim is None:
+            self.store.finish(job.id, self.owner, output_path=output_path, attempt=job.attempts)
+            return
+        claimed = self.store.finish_and_claim(job.id, self.owner, output_path=output_path,
+                                              attempt=job.attempts, lease=self.settings.workers.lease, **claim)
+        if claimed is not None:
+            pending.claimed = claimed
+            self.hold(claimed)
+
+    def _process(self, job: Job, spec: JobSpec, original: Path, workdir: Path, lease: Lease,
+                 pre: Prefetched | None = None) -> tuple[Path, str, int, Callable[[Path], Any] | None]:
+        """(result path, suffix, frames, the writer still to run for an image: its encode is
+        left to the filing thread)."""
+        if job.kind == "image":   # one temp file, no folder (creating one per job costs a journal wait)
+            ready = pre.ready if pre is not None else None
+            suffix = ready.suffix if ready is not None else self.pipeline.output_suffix(original, spec)
+            result = self.settings.temp_dir / f"job-{job.id}.result{suffix}"
+            if getattr(self.pipeline, "render_image", None) is None:
+                self.pipeline.process_image(original, result, spec)
+                return result, suffix, 1, None
+            if pre is not None and pre.error is not None:
+                raise pre.error
+            image = pre.image if pre is not None and pre.image is not None else self.pipeline.decode_image(original)
+            return result, suffix, 1, self.pipeline.render_image(original, image, spec)
+        from ffwatchd.media.ffmpeg import find_ffmpeg
+
+        if self._ffmpeg is None:
+            self._ffmpeg = find_ffmpeg(self.settings.ffmpeg)
+        suffix = original.suffix.lower()
+        workdir.mkdir(parents=True, exist_ok=True)
+        result = workdir / f"result{suffix}"
+        video = process_video_file(self.pipeline, original, result, spec, workdir=workdir / "video",
+                                   ffmpeg=self._ffmpeg, max_pixels=self.settings.workers.max_pixels,
+                                   on_cuda=self.on_cuda,
+                                   progress=lease.set_progress, should_stop=lambda: lease.should_stop,
+                                   segment_seconds=self.settings.workers.video_segment,
+                                   root=self.settings.watch(job.watch).inbox)
+        return result, suffix, video.frames, None
+
+    def _clean_temp(self, job_id: int, image_result: Path | None = None) -> None:
+        """Remove a job's temp folder (videos) and temp result file (images); `image_result`: the
+        one temp file an image job made (no folder), so nothing else is looked for."""
+        if image_result is not None:
+            image_result.unlink(missing_ok=True)
+            return
+        shutil.rmtree(self.settings.temp_dir / f"job-{job_id}", ignore_errors=True)
+        for leftover in self.settings.temp_dir.glob(f"job-{job_id}.result*"):
+            leftover.unlink(missing_ok=True)
+
+    def _prepare(self, job: Job, original: Path) -> "Ready | None":
+        """In the prefetch thread, after the decode: the sources checked, the settings and the
+        output suffix, so the inference thread goes straight to work. None when a source is not
+        right: that is looked at again, and reported, when the job runs."""
+        watch = self.settings.watch(job.watch)
+        if check_sources(watch, job, self._source_hashes) is not None:
+            return None
+        spec = JobSpec.from_snapshot(localize_spec(job.spec, job.sources, watch))
+        return Ready(spec, self.pipeline.output_suffix(original, spec))
+
+    def _original_problem(self, job: Job, original: Path) -> str | None:
+        inbox = self.settings.watch(job.watch).inbox
+        try:
+            st = safefs.lstat_below(inbox, original)     # no link on the way is followed
+        except safefs.LinkInPath as e:
+            return f"{original}: {e.filename} is now a symbolic link; it was not followed"
+        except FileNotFoundError:
+            return _GONE
+        except OSError as e:
+            return f"{original} cannot be read: {e.strerror}"
+        if not statmod.S_ISREG(st.st_mode):
+            return f"{original} is now {safefs.describe_mode(st.st_mode)}; it was not opened"
+        if st.st_size != job.size or abs(st.st_mtime - job.mtime) > 1e-3:
+            return _Superseded(f"{original} changed after it was queued (size {job.size} -> {st.st_size}); "
+                               "the new content is queued as its own job")
+        try:
+            digest, _state = hash_file(original, inbox)
+        except OSError as e:
+            return f"{original} cannot be read: {e.strerror}"
+        if digest != job.content_hash:
+            return _Superseded(f"{original} changed after it was queued (same size and time, other content); "
+                               "the new content is queued as its own job")
+        self._checked[job.id] = original_state(st)
+        while len(self._checked) > 64:           # jobs that ended without a filing
+            self._checked.pop(next(iter(self._checked)))
+        return None
+
+    def _resume_filing(self, watch: Any, job: Job, plan: Plan, out: Outcome, lease: Lease) -> bool:
+        """True when the plan was completed (or the job released); False when the work must be done again."""
+        if plan.outcome == "done" and not result_trusted(plan, job.id):
+            self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
+            return False
+        log.info("job %d: finishing the filing an earlier attempt started (a crash or an error stopped it)", job.id)
+        try:
+            self._file_plan(watch, plan, job, lease)
+        except _ShareWait as e:
+            self._release_for_share(job, out, str(e), lease)
+            return True
+        except OriginalChanged as e:           # the original is not the one processed: look at it again
+            log.warning("job %d: %s", job.id, e.message)
+            self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
+            return False
+        except (JobError, OSError) as e:      # as any failure of the job (never the worker's end)
+            self._handle(e, watch, job, lease, out, Path(plan.result_src or plan.original_src))
+            return True
+        if plan.outcome == "done":
+            self.store.finish(job.id, self.owner, output_path=plan.result_dst, attempt=job.attempts)
+            out.outcome = "done"
+        else:
+            self.store.fail(job.id, self.owner, error_kind=plan.error_kind or "internal",
+                            message=plan.message or "", transient=False, attempt=job.attempts)
+            out.outcome, out.error_kind, out.message = "failed", plan.error_kind, plan.message
+        self._clean_temp(job.id)
+        return True
+
+
+class Pending:
+    """A processed job whose filing may still be under way; `finish` completes it once."""
+
+    def __init__(self, runner: JobRunner, job: Job, lease: Lease, out: Outcome,
+                 filing: Callable[["Pending"], None] | None) -> None:
+        self.runner, self.job, self.lease, self.out, self._filing = runner, job, lease, out, filing
+        #: set by the worker before `finish`: the claim arguments (watches, worker) for a job to
+        #: claim in the same transaction as this one's `done`, or None to claim nothing
+        self.then_claim: Callable[[], dict | None] | None = None
+        #: the job claimed with this one's `done` (already held), for the worker to take
+        self.claimed: Job | None = None
+
+    @property
+    def files(self) -> bool:
+        """Whether `finish` still has a success to file (and so a `done` to record)."""
+        return self._filing is not None
+
+    def finish(self) -> Outcome:
+        try:
+            if self._filing is not None:
+                filing, self._filing = self._filing, None
+                try:
+                    filing(self)
+                except TransitionError as e:
+                    log.warning("job %d: %s", self.job.id, e)
+                    self.out.outcome = "lost"
+                except _ShareWait as e:
+                    self.runner._release_for_share(self.job, self.out, str(e), self.lease)
+        finally:
+            self.lease.stop()
+            self.runner._checked.pop(self.job.id, None)
+        self.out.duration = max(0.0, time.time() - (self.job.started_at or time.time()))
+        return self.out

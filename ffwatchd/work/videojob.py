@@ -1,0 +1,75 @@
+"""A video through the pipeline, for the daemon's workers and `ffwatchd process`: opened once without
+following links, processed frame by frame (media/video.py), `on_no_face` for the whole video,
+provenance tags and, when configured, a C2PA manifest."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+from ffwatchd.config.settings import WorkerSettings
+from ffwatchd.errors import JobError
+from ffwatchd.spec.jobspec import JobSpec
+
+log = logging.getLogger(__name__)
+
+
+def process_video_file(pipeline: Any, target: Path, result: Path, spec: JobSpec, *, workdir: Path, ffmpeg: str,
+                       max_pixels: int, on_cuda: bool = False,
+                       progress: Callable[[int, int], None] | None = None,
+                       should_stop: Callable[[], bool] | None = None,
+                       segment_seconds: float = WorkerSettings.video_segment, root: Path | None = None) -> Any:
+    """One video through the pipeline (the daemon's workers and `ffwatchd process` both call this);
+    `on_no_face` applies to the video as a whole. A changed output carries the pipeline's
+    provenance tags and, when signing is configured, a C2PA manifest (JobError provenance).
+
+    The video is opened once, without following a link at its path or (with `root`, its inbox)
+    on the way to it, and ffmpeg, the no-face copy and the signer all read that open file."""
+    from ffwatchd.media.source import open_input
+
+    with open_input(target, root) as src:
+        return _process_video_input(pipeline, src, result, spec, workdir=workdir, ffmpeg=ffmpeg,
+                                    max_pixels=max_pixels, on_cuda=on_cuda, progress=progress,
+                                    should_stop=should_stop, segment_seconds=segment_seconds)
+
+
+def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *, workdir: Path, ffmpeg: str,
+                         max_pixels: int, on_cuda: bool, progress: Callable[[int, int], None] | None,
+                         should_stop: Callable[[], bool] | None, segment_seconds: float) -> Any:
+    target = src.path
+    from ffwatchd.faces.pipeline import FACE_PROCESSORS, sha256_of
+    from ffwatchd.media.c2pa_sign import MIME_BY_SUFFIX
+    from ffwatchd.media.video import process_video
+
+    processor = pipeline.prepare(spec)
+    signer = pipeline.signer()
+    if signer is not None and result.suffix.lower() not in MIME_BY_SUFFIX:
+        raise JobError("provenance", f"C2PA signing is configured but {result.suffix} videos cannot carry "
+                                     "a manifest (MP4 and MOV can); convert the input or turn signing off")
+    prov = pipeline.provenance_for(processor, 1)      # what the output says if a face was processed
+    metadata = prov.video_tags() if prov is not None and pipeline.provenance else None
+    video = process_video(target, result, processor, source=src, workdir=workdir, spec_output=spec.output,
+                          ffmpeg=ffmpeg, max_pixels=max_pixels, on_cuda=on_cuda, progress=progress,
+                          should_stop=should_stop, segment_seconds=segment_seconds, metadata=metadata)
+    if video.faces_total == 0 and any(p in FACE_PROCESSORS for p in spec.processors):
+        if spec.on_no_face == "fail":
+            raise JobError("no_face", f"no face found in any of the {video.frames} frames of {target.name} "
+                                      f"(detector {spec.face_detector.model}, score >= {spec.face_detector.score}); "
+                                      "on_no_face: copy would pass it through unchanged")
+        log.info("%s: no face in any frame; the original is copied unchanged (on_no_face: copy)", target.name)
+        with src.reopen() as f, open(result, "wb") as out:
+            shutil.copyfileobj(f, out, 1 << 20)
+        return video
+    prov = pipeline.provenance_for(processor, video.faces_total)
+    if signer is not None and prov is not None:
+        unsigned = result.with_name(f"unsigned-{result.name}")
+        os.replace(result, unsigned)
+        try:
+            signer.sign(unsigned, result, original=target, original_sha256=sha256_of(Path(src.url)),
+                        provenance=prov, original_input=src)
+        finally:
+            unsigned.unlink(missing_ok=True)
+    return video

@@ -1,0 +1,40 @@
+"""The house plan holds: imports go down the layers of pyproject.toml's [tool.importlinter], never
+up, never in a circle; and the check itself catches a back-import (it is not a check that cannot fail)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LINT = [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"]
+
+pytest.importorskip("importlinter", reason="import-linter is in the test extras: pip install -e '.[test]'")
+
+
+def lint(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([*LINT, "--config", str(root / "pyproject.toml"), "--no-cache"], cwd=root,
+                          capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+
+
+def test_the_layers_and_no_circles_hold() -> None:
+    done = lint(ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Contracts: 2 kept, 0 broken." in done.stdout
+
+
+@pytest.mark.parametrize("module, back_import", [
+    ("fs/safefs.py", "from ffwatchd.filing import placing  # noqa"),           # up a layer
+    ("filing/placing.py", "from ffwatchd.filing import plan  # noqa"),         # a circle inside a package
+])
+def test_a_back_import_breaks_the_contracts(tmp_path: Path, module: str, back_import: str) -> None:
+    shutil.copytree(ROOT / "ffwatchd", tmp_path / "ffwatchd", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    target = tmp_path / "ffwatchd" / module
+    target.write_text(target.read_text() + "\n" + back_import + "\n")
+    done = lint(tmp_path)
+    assert done.returncode != 0 and "BROKEN" in done.stdout, done.stdout + done.stderr
