@@ -13,6 +13,7 @@ from ffwatchd.config.load import load_settings
 from ffwatchd.config.settings import Settings
 from ffwatchd.fs import safefs
 from ffwatchd.store import JobStore
+from ffwatchd.watch import hashing
 from ffwatchd.watch import ingest as ingest_mod
 from ffwatchd.watch.inboxnames import classify_name
 from ffwatchd.watch.ingest import find_watch, ingest_file
@@ -63,10 +64,10 @@ def test_good_file_is_enqueued_with_snapshot_and_sources(env) -> None:
     face = str(Path(os.path.realpath(watch.inbox / "faces/alice.png")))
     assert (job.watch, job.rel_path, job.kind, job.priority, job.state) == ("w", "shoot/x.jpg", "image", 3, "queued")
     assert job.spec["sources"] == [face] and job.spec["processors"] == ["face_swapper"]
-    assert job.sources == [{"path": face, "sha256": ingest_mod.hash_file(Path(face))[0], "role": "source",
+    assert job.sources == [{"path": face, "sha256": hashing.hash_file(Path(face))[0], "role": "source",
                             "root": "inbox", "rel": "faces/alice.png"}]
     assert job.sidecars == [str(watch.inbox / "ffwatch.yaml")]
-    assert job.content_hash == ingest_mod.hash_file(img)[0] and job.size == len(JPEG)
+    assert job.content_hash == hashing.hash_file(img)[0] and job.size == len(JPEG)
     again = ingest_file(settings, watch, store, img, 0.0)
     assert again.status == "exists" and again.job.id == job.id
     assert store.counts()["queued"] == 1
@@ -336,9 +337,9 @@ def test_a_queued_file_seen_again_is_not_read_again(env, monkeypatch) -> None:
     first = ingest_file(settings, watch, store, img, 0.0)
     assert first.status == "enqueued"
 
-    def no_reading(path):
+    def no_reading(root, path):
         raise AssertionError(f"{path} was hashed again")
-    monkeypatch.setattr(ingest_mod, "hash_file", no_reading)
+    monkeypatch.setattr(ingest_mod, "read_inbox_file", no_reading)    # what ingest reads a file with
     again = ingest_file(settings, watch, store, img, 0.0)            # a restart's scan, say
     assert again.status == "exists" and again.job.id == first.job.id
     monkeypatch.undo()

@@ -14,6 +14,7 @@ from ffwatchd.config.settings import Settings
 from ffwatchd.filing.plan import plan_done
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import JobStore
+from ffwatchd.watch import hashing
 from ffwatchd.watch import ingest as ingest_mod
 from ffwatchd.watch.ingest import ingest_file
 from ffwatchd.watch.service import WatchService
@@ -281,7 +282,7 @@ def test_two_hosts_refusing_one_bad_file_at_once_file_it_once(tmp_path, share) -
     store = JobStore(tmp_path / "queue.db")
     bad = share / "inbox/notes.jpg"
     bad.write_bytes(b"this is a text file, not a picture\n")
-    digest = ingest_mod.hash_file(bad)[0]
+    digest = hashing.hash_file(bad)[0]
     job, created = store.record_failure(watch="studio", rel_path="notes.jpg", size=bad.stat().st_size,
                                         mtime=bad.stat().st_mtime_ns / 1e9, content_hash=digest, kind="image",
                                         error_kind="bad_input", message="not an image")

@@ -7,7 +7,6 @@ moved to failed/ with its report; nothing here raises for a bad file.
 from __future__ import annotations
 
 import errno
-import hashlib
 import logging
 import os
 import stat as statmod
@@ -31,18 +30,13 @@ from ffwatchd.spec.sidecar import (
     is_within,
     resolve_spec,
 )
-from ffwatchd.spec.sniff import HEAD_SIZE, describe_head, sniff_bytes, sniff_file
+from ffwatchd.spec.sniff import describe_head, sniff_bytes, sniff_file
 from ffwatchd.store import FINISHED, Job, JobQueue
+from ffwatchd.watch.hashing import HashCache, read_inbox_file
 from ffwatchd.watch.inboxnames import PATH_MARGIN, PATH_MAX, classify_name, path_too_long
 from ffwatchd.watch.settle import FileState
 
 log = logging.getLogger(__name__)
-
-CHUNK = 1 << 20
-# errnos that mean "the share is in trouble, try again later", not "this file is bad".
-TRANSIENT_ERRNOS = {errno.EIO, errno.ENOTCONN, errno.ESTALE, errno.ETIMEDOUT, errno.EHOSTDOWN,
-                    errno.EHOSTUNREACH, errno.ENETDOWN, errno.ENETUNREACH, errno.ECONNRESET,
-                    errno.ECONNABORTED, errno.EAGAIN, errno.EBUSY, errno.ENODEV}
 
 
 @dataclass(frozen=True)
@@ -82,63 +76,16 @@ def find_watch(settings: Settings, path: Path) -> tuple[WatchSettings, str]:
 
 # -- hashing ----------------------------------------------------------------------------
 
-def hash_file(path: Path, root: Path | None = None) -> tuple[str, FileState]:
-    """sha256 of a regular file, read in chunks; the state is the open file's own (fstat after).
-
-    With `root`, no link between `root` and the file is followed (safefs.open_regular);
-    without, only the final name is not. A FIFO, device or socket is never opened."""
-    return _digest(safefs.open_regular(root, path) if root is not None else _open_final(path))[1:]
-
-
-def read_inbox_file(root: Path, path: Path) -> tuple[bytes, str, FileState]:
-    """First bytes (for sniffing), sha256 and state of a regular file below `root`, from one open."""
-    return _digest(safefs.open_regular(root, path))
-
-
-def _open_final(path: Path) -> int:
-    st = os.lstat(path)
-    if not statmod.S_ISREG(st.st_mode):
-        raise safefs.NotRegular(path, safefs.describe_mode(st.st_mode))
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
-    if not statmod.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise safefs.NotRegular(path, "not a regular file")
-    return fd
-
-
-def _digest(fd: int) -> tuple[bytes, str, FileState]:
-    try:
-        h = hashlib.sha256()
-        head = b""
-        with os.fdopen(os.dup(fd), "rb", buffering=0) as f:
-            while chunk := f.read(CHUNK):
-                if not head:
-                    head = chunk[:HEAD_SIZE]
-                h.update(chunk)
-        return head, h.hexdigest(), FileState.from_stat(os.fstat(fd))
-    finally:
-        os.close(fd)
-
-
-class HashCache:
-    """sha256 of source images by (path, state): many targets share a few sources."""
-
-    def __init__(self, size: int = 256) -> None:
-        self.size = size
-        self._data: dict[tuple[Path, FileState], str] = {}
-
-    def sha256(self, path: Path) -> str:
-        """`path` is a real path (no links): sources are resolved before they are hashed."""
-        key = (path, FileState.from_stat(os.lstat(path)))
-        if key not in self._data:
-            digest, _ = hash_file(path)
-            if len(self._data) >= self.size:
-                self._data.pop(next(iter(self._data)))
-            self._data[key] = digest
-        return self._data[key]
-
 
 # -- the steps ---------------------------------------------------------------------------
+
+class _Decided(Exception):
+    """A step of ingest_file that already knows the result (skipped, waiting, refused, ...)."""
+
+    def __init__(self, result: IngestResult) -> None:
+        super().__init__(result.message)
+        self.result = result
+
 
 def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path: Path, now: float, *,
                 expected: FileState | None = None, waiting_since: float | None = None,
@@ -155,78 +102,21 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
     if path == watch.inbox or not is_within(path, watch.inbox):
         raise ValueError(f"{path} is not inside the inbox of watch {watch.name} ({watch.inbox})")
     rel = PurePosixPath(*path.relative_to(watch.inbox).parts).as_posix()
-    why = classify_name(watch, rel)
-    if why:
-        return IngestResult("skipped", path, f"{rel}: {why}")
-    longest = path_too_long(watch, rel)
-    if longest is not None:
-        return IngestResult("left_alone", path, f"{rel}: its path is too long to file ({longest}; the limit is "
-                                                f"{PATH_MAX - PATH_MARGIN} bytes); left alone, never a job: "
-                                                "move it to a shorter folder")
     try:
-        lst = safefs.lstat_below(watch.inbox, path)
-    except safefs.LinkInPath as e:
-        return IngestResult("skipped", path, f"{rel}: {e.filename} is a symbolic link; links are never "
-                                             "followed and are left alone")
-    except FileNotFoundError:
-        return IngestResult("vanished", path, f"{rel}: vanished")
-    except OSError as e:
-        return IngestResult("retry", path, f"{rel}: cannot stat: {e.strerror or e}")
-    lstate = FileState.from_stat(lst)
-    if not statmod.S_ISREG(lst.st_mode):
-        # Links (to anything), FIFOs, devices, sockets: never opened, never moved, left alone.
-        return IngestResult("skipped", path, f"{rel} is {safefs.describe_mode(lst.st_mode)}; left alone, "
-                                             "not opened")
-    if expected is not None and lstate != expected:
-        return IngestResult("changed", path, f"{rel}: changed since it settled")
-    st = lst
-    if (referenced or SourceIndex.from_disk(watch).contains)(path):
-        return IngestResult("skipped", path, f"{rel}: named as a source or reference by a sidecar")
-    active = store.find_active(watch.name, rel)
-    if active is not None and active.size == st.st_size and abs(active.mtime - st.st_mtime_ns / 1e9) < 1e-6:
-        # Already queued (a restart or rescan saw it again): no need to read it once more. The
-        # worker checks the content hash before processing, so a same-size rewrite is still caught.
-        return IngestResult("exists", path, f"{rel}: job {active.id} is {active.state}", active, False)
-
-    # Sidecar before hashing: waiting for one must not re-read a large video every second.
-    resolved: Resolved | None = None
-    sidecar_error: JobError | None = None
-    if not find_sidecars(watch.inbox, path) and not defaults_suffice(watch):
-        if waiting_since is not None and now - waiting_since < watch.sidecar_wait:
-            return IngestResult("waiting", path, f"{rel}: no sidecar yet")
-        sidecar_error = JobError("no_sidecar", f"{rel} has no ffwatch.yaml in its folder or above (up to the "
-                                               f"inbox) and no {path.name}.ffwatch.yaml, and the defaults of "
-                                               f"watch {watch.name} name no sources")
-    else:
-        try:
-            resolved = resolve_spec(watch, path, settings.known_models())
-        except MissingSource as e:
-            # A source photo copied after its targets: wait for it as for a late sidecar.
-            if waiting_since is not None and now - waiting_since < watch.sidecar_wait:
-                return IngestResult("waiting", path, f"{rel}: waiting for a source ({e.message})")
-            sidecar_error = e
-        except JobError as e:
-            sidecar_error = e
-    try:
-        head, digest, hstate = read_inbox_file(watch.inbox, path)
-    except safefs.LinkInPath:
-        return IngestResult("skipped", path, f"{rel}: a folder on its way became a symbolic link; left alone")
-    except safefs.NotRegular as e:
-        return IngestResult("skipped", path, f"{rel} is {e.what}; left alone, not opened")
-    except OSError as e:
-        return _os_trouble(watch, store, path, rel, lstate, e, "read")
+        _check_name(watch, path, rel)
+        lstate, st = _stat_regular(watch, path, rel, expected)
+        if (referenced or SourceIndex.from_disk(watch).contains)(path):
+            return IngestResult("skipped", path, f"{rel}: named as a source or reference by a sidecar")
+        _check_queued(store, watch, path, rel, st)
+        # Sidecar before hashing: waiting for one must not re-read a large video every second.
+        resolved, sidecar_error = _resolve_sidecar(settings, watch, path, rel, now, waiting_since)
+        head, digest, hstate = _read_unchanged(watch, store, path, rel, lstate, st)
+    except _Decided as d:
+        return d.result
     sniffed = sniff_bytes(head)
     if sniffed is None:
         return _refuse(watch, store, path, rel, hstate, digest, "image", "bad_input",
                        f"{path.name} is not an image or video we can process: {describe_head(head)}")
-    try:
-        after = FileState.from_stat(safefs.lstat_below(watch.inbox, path))
-    except FileNotFoundError:
-        return IngestResult("vanished", path, f"{rel}: vanished while it was read")
-    except OSError as e:
-        return IngestResult("retry", path, f"{rel}: cannot stat: {e.strerror or e}")
-    if hstate != FileState.from_stat(st) or after != lstate:
-        return IngestResult("changed", path, f"{rel}: changed while it was read")
     if sidecar_error is not None or resolved is None:
         err = sidecar_error or JobError("internal", "no sidecar resolution")
         return _refuse(watch, store, path, rel, hstate, digest, sniffed.kind, err.kind, err.message,
@@ -244,6 +134,94 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
         log.info("job %d: enqueued %s (%s, %s, %d bytes)", job.id, rel, watch.name, sniffed.format, hstate.size)
         return IngestResult("enqueued", path, f"{rel}: job {job.id}", job, True)
     return _existing(watch, path, rel, job, store)
+
+
+def _check_name(watch: WatchSettings, path: Path, rel: str) -> None:
+    """Names that are never inputs, and paths too long to file."""
+    why = classify_name(watch, rel)
+    if why:
+        raise _Decided(IngestResult("skipped", path, f"{rel}: {why}"))
+    longest = path_too_long(watch, rel)
+    if longest is not None:
+        raise _Decided(IngestResult("left_alone", path, f"{rel}: its path is too long to file ({longest}; the "
+                                                        f"limit is {PATH_MAX - PATH_MARGIN} bytes); left alone, "
+                                                        "never a job: move it to a shorter folder"))
+
+
+def _stat_regular(watch: WatchSettings, path: Path, rel: str,
+                  expected: FileState | None) -> tuple[FileState, os.stat_result]:
+    """The file's state, reached without following links; only a regular file as it settled."""
+    try:
+        lst = safefs.lstat_below(watch.inbox, path)
+    except safefs.LinkInPath as e:
+        raise _Decided(IngestResult("skipped", path, f"{rel}: {e.filename} is a symbolic link; links are "
+                                                     "never followed and are left alone")) from None
+    except FileNotFoundError:
+        raise _Decided(IngestResult("vanished", path, f"{rel}: vanished")) from None
+    except OSError as e:
+        raise _Decided(IngestResult("retry", path, f"{rel}: cannot stat: {e.strerror or e}")) from None
+    lstate = FileState.from_stat(lst)
+    if not statmod.S_ISREG(lst.st_mode):
+        # Links (to anything), FIFOs, devices, sockets: never opened, never moved, left alone.
+        raise _Decided(IngestResult("skipped", path, f"{rel} is {safefs.describe_mode(lst.st_mode)}; left "
+                                                     "alone, not opened"))
+    if expected is not None and lstate != expected:
+        raise _Decided(IngestResult("changed", path, f"{rel}: changed since it settled"))
+    return lstate, lst
+
+
+def _check_queued(store: JobQueue, watch: WatchSettings, path: Path, rel: str, st: os.stat_result) -> None:
+    active = store.find_active(watch.name, rel)
+    if active is not None and active.size == st.st_size and abs(active.mtime - st.st_mtime_ns / 1e9) < 1e-6:
+        # Already queued (a restart or rescan saw it again): no need to read it once more. The
+        # worker checks the content hash before processing, so a same-size rewrite is still caught.
+        raise _Decided(IngestResult("exists", path, f"{rel}: job {active.id} is {active.state}", active, False))
+
+
+def _resolve_sidecar(settings: Settings, watch: WatchSettings, path: Path, rel: str, now: float,
+                     waiting_since: float | None) -> tuple[Resolved | None, JobError | None]:
+    """The spec from the sidecars that apply, or the error that refuses the file; a file whose
+    sidecar or source photo has not arrived yet waits up to `sidecar_wait`."""
+    waiting = waiting_since is not None and now - waiting_since < watch.sidecar_wait
+    if not find_sidecars(watch.inbox, path) and not defaults_suffice(watch):
+        if waiting:
+            raise _Decided(IngestResult("waiting", path, f"{rel}: no sidecar yet"))
+        return None, JobError("no_sidecar", f"{rel} has no ffwatch.yaml in its folder or above (up to the "
+                                            f"inbox) and no {path.name}.ffwatch.yaml, and the defaults of "
+                                            f"watch {watch.name} name no sources")
+    try:
+        return resolve_spec(watch, path, settings.known_models()), None
+    except MissingSource as e:
+        # A source photo copied after its targets: wait for it as for a late sidecar.
+        if waiting:
+            raise _Decided(IngestResult("waiting", path, f"{rel}: waiting for a source ({e.message})")) from None
+        return None, e
+    except JobError as e:
+        return None, e
+
+
+def _read_unchanged(watch: WatchSettings, store: JobQueue, path: Path, rel: str, lstate: FileState,
+                    st: os.stat_result) -> tuple[bytes, str, FileState]:
+    """Head, sha256 and state of the file, read once without following links; the file must not
+    have changed while it was read."""
+    try:
+        head, digest, hstate = read_inbox_file(watch.inbox, path)
+    except safefs.LinkInPath:
+        raise _Decided(IngestResult("skipped", path, f"{rel}: a folder on its way became a symbolic link; "
+                                                     "left alone")) from None
+    except safefs.NotRegular as e:
+        raise _Decided(IngestResult("skipped", path, f"{rel} is {e.what}; left alone, not opened")) from None
+    except OSError as e:
+        raise _Decided(_os_trouble(watch, store, path, rel, lstate, e, "read")) from None
+    try:
+        after = FileState.from_stat(safefs.lstat_below(watch.inbox, path))
+    except FileNotFoundError:
+        raise _Decided(IngestResult("vanished", path, f"{rel}: vanished while it was read")) from None
+    except OSError as e:
+        raise _Decided(IngestResult("retry", path, f"{rel}: cannot stat: {e.strerror or e}")) from None
+    if hstate != FileState.from_stat(st) or after != lstate:
+        raise _Decided(IngestResult("changed", path, f"{rel}: changed while it was read"))
+    return head, digest, hstate
 
 
 def snapshot_for(settings: Settings, watch: WatchSettings, path: Path, read_from: Path | None = None) -> dict:

@@ -22,8 +22,9 @@ from ffwatchd.fs.mounts import detect_mode
 from ffwatchd.spec.sidecar import SIDECAR_NAME, SIDECAR_SUFFIX, SourceIndex, is_sidecar_name, is_within
 from ffwatchd.store import JobQueue, store_errors
 from ffwatchd.store.leadership import Leadership
+from ffwatchd.watch.hashing import HashCache
 from ffwatchd.watch.inboxnames import classify_name, is_ignored_dir
-from ffwatchd.watch.ingest import HashCache, IngestResult, ingest_file
+from ffwatchd.watch.ingest import IngestResult, ingest_file
 from ffwatchd.watch.notices import Notices
 from ffwatchd.watch.observer import InboxObserver
 from ffwatchd.watch.scan import InboxUnavailable, ScanResult, left_alone_kind, scan_inbox

@@ -25,7 +25,7 @@ from ffwatchd.fs import safefs
 from ffwatchd.fs.writefs import make_private
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import Job, JobQueue, TransitionError
-from ffwatchd.watch.ingest import hash_file
+from ffwatchd.watch.hashing import hash_file
 from ffwatchd.work.failing import JobFailures
 from ffwatchd.work.heartbeats import Heartbeats, Lease
 from ffwatchd.work.prefetch import Prefetched, Prefetcher, Ready

@@ -17,7 +17,7 @@ from ffwatchd.filing.sharepaths import folder_roots
 from ffwatchd.fs import safefs
 from ffwatchd.spec.sidecar import allowed_roots, is_within
 from ffwatchd.store import Job
-from ffwatchd.watch.ingest import TRANSIENT_ERRNOS, hash_file
+from ffwatchd.watch.hashing import TRANSIENT_ERRNOS, hash_file
 from ffwatchd.watch.settle import FileState
 
 _HINT = "run `ffwatchd jobs retry {id}` to run it with the sidecar and sources as they are now"

@@ -1,0 +1,213 @@
+"""One worker's loop: claim, run, file, repeat, with the next image claimed ahead and filings of
+consecutive jobs overlapping in their own threads. Built by worker.py once the models are loaded."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable
+
+from ffwatchd.config.settings import Settings
+from ffwatchd.filing.shares import ShareCheck
+from ffwatchd.store import Job, JobQueue
+from ffwatchd.work.runner import JobRunner
+
+log = logging.getLogger("ffwatchd.work.worker")
+
+IDLE_POLL = 5.0           # seconds between claims when nobody wakes us (backoff expiries)
+FILING_DEPTH = 2          # filings of finished jobs in flight at once (each in its own thread)
+
+
+def wait_for_work(store: Any, wake: Any, stop: Any) -> None:
+    """Idle: until work may be there, a stop, or the slow poll (IDLE_POLL) as a safety net.
+
+    PostgreSQL pushes (LISTEN/NOTIFY from any host's enqueue); SQLite does not, and the
+    supervisor's `wake` event stands in for it."""
+    if not store.pushes_work:
+        wake.wait(IDLE_POLL)
+        return
+    deadline = time.monotonic() + IDLE_POLL
+    while not (stop.is_set() or wake.is_set()) and time.monotonic() < deadline:
+        if store.wait_for_work(min(1.0, max(0.0, deadline - time.monotonic()))):
+            return
+
+
+class WorkerLoop:
+    """Claims and runs jobs until stopped, recycled or orphaned. Filings (mostly waiting on fsync)
+    run in their own threads, up to FILING_DEPTH at once, while the next job is processed: each
+    job's filing keeps its own order (durable plan, synced result, moves, finish); the filings of
+    consecutive jobs overlap, so their syncs share the filesystem's journal commits instead of
+    queueing one after another."""
+
+    def __init__(self, settings: Settings, store: JobQueue, runner: JobRunner, owner: str, index: int,
+                 worker_info: dict, events: Any, wake: Any, stop: Any, claim_ok: Any) -> None:
+        self.settings, self.store, self.runner, self.owner, self.index = settings, store, runner, owner, index
+        self.worker_info, self.events, self.wake, self.stop, self.claim_ok = worker_info, events, wake, stop, claim_ok
+        self.lease, self.recycle_after = settings.workers.lease, settings.workers.recycle_after
+        # Only jobs of watches this host knows: another host may serve watches we have no path for.
+        self.watches = [x.name for x in settings.watches]
+        self.shares = ShareCheck(settings)
+        self.filer = ThreadPoolExecutor(max_workers=FILING_DEPTH, thread_name_prefix="filing")
+        self.inflight: deque[tuple[Any, Future]] = deque()   # (the runner's Pending, its filing), oldest first
+        self.claimed: list[Job] = []                         # jobs a filing claimed with its finish, held
+        self.claimed_lock = threading.Lock()
+        self.reserved = 0                                    # filings about to claim one with their finish
+        self.done = 0
+
+    # -- reporting to the supervisor ------------------------------------------------------------
+    def report_expired(self) -> None:
+        stats = self.store.stats
+        if stats.expired_leases or stats.requeued:         # leases a claim found expired
+            self.events.put(("leases_expired", self.index, stats.expired_leases, stats.requeued))
+            stats.expired_leases = 0
+            stats.requeued = []
+
+    def report_filed(self, keep: int) -> None:
+        """Report finished filings, oldest first; wait for the oldest while more than `keep` are
+        in flight."""
+        while self.inflight and (len(self.inflight) > keep or self.inflight[0][1].done()):
+            outcome = self.inflight.popleft()[1].result()
+            self.events.put(("finish", self.index, outcome.__dict__))
+            self.report_expired()
+
+    # -- claiming ---------------------------------------------------------------------------------
+    def claimable(self) -> list[str]:
+        """The watches this host serves whose folders are there: during a share drop-out their
+        jobs wait, unclaimed and unspent."""
+        available = set(self.shares.available_names())
+        return [n for n in self.watches if n in available]
+
+    def claim(self) -> Job | None:
+        job = self.store.claim(self.owner, self.lease, watches=self.claimable(), worker=self.worker_info)
+        self.report_expired()
+        return job
+
+    def may_claim_more(self, done: int) -> bool:
+        return not self.stop.is_set() and self.claim_ok.is_set() and done + 1 < self.recycle_after
+
+    def take_claimed(self) -> Job | None:
+        with self.claimed_lock:
+            return self.claimed.pop(0) if self.claimed else None
+
+    def claim_ahead(self, done: int) -> Job | None:
+        """The next job, claimed now so the prefetch stage checks and decodes it meanwhile."""
+        if not self.may_claim_more(done):
+            return None
+        ahead = self.take_claimed()
+        if ahead is not None:
+            return ahead
+        self.wake.clear()
+        ahead = self.claim()
+        if ahead is not None:
+            self.runner.hold(ahead)
+        return ahead
+
+    def claim_with_finish(self) -> tuple[Callable[[], dict | None], dict]:
+        """For a filing: what to claim in its finish's transaction (one commit for both), or None
+        for a plain finish: when stopping or recycling, or when a job claimed that way already
+        waits or is being claimed (a worker holds at most one such job besides the one ahead)."""
+        mine = {"reserved": False}
+
+        def args() -> dict | None:
+            if not self.may_claim_more(self.done):
+                return None
+            with self.claimed_lock:
+                if self.claimed or self.reserved:
+                    return None
+                self.reserved += 1
+                mine["reserved"] = True
+            self.wake.clear()
+            return {"watches": self.claimable(), "worker": self.worker_info}
+        return args, mine
+
+    def file(self, processed: Any, mine: dict) -> Any:
+        """One filing, in a filing thread; a job its finish claimed goes to `claimed`."""
+        try:
+            return processed.finish()
+        finally:
+            with self.claimed_lock:
+                if mine["reserved"]:
+                    self.reserved -= 1
+                if processed.claimed is not None:
+                    self.claimed.append(processed.claimed)
+                    processed.claimed = None
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def next_job(self) -> Job | None:
+        """A job to run now, or None after waiting a while (claiming paused, or nothing to claim)."""
+        job = self.take_claimed()
+        if job is not None:
+            return job
+        if not self.claim_ok.is_set():
+            self.report_filed(0)
+            self.stop.wait(1.0)
+            return None
+        self.wake.clear()
+        job = self.claim()
+        if job is None:
+            self.report_filed(0)
+            if not self.claimed:
+                wait_for_work(self.store, self.wake, self.stop)
+        return job
+
+    def run_one(self, job: Job) -> tuple[Job | None, Job | None, bool]:
+        """Start `job`, hand its filing to a filing thread; return (next job, the one claimed ahead,
+        fatal). An image's successor is claimed before it runs (or taken from those a filing claimed
+        with its finish): its check and decode overlap this one's inference, and this one's encode
+        and filing overlap the successor's."""
+        ahead = self.claim_ahead(self.done) if job.kind == "image" else None
+        self.events.put(("start", self.index, job.id, time.time()))
+        processed = self.runner.start(job, beat=lambda job_id: self.events.put(("beat", self.index, job_id,
+                                                                                 time.time())))
+        self.done += 1
+        nxt = ahead
+        if nxt is None and not processed.out.fatal:
+            nxt = self.claim_ahead(self.done - 1)
+        mine = {"reserved": False}
+        if nxt is not None and nxt.kind == "image" and processed.files and not processed.out.fatal:
+            processed.then_claim, mine = self.claim_with_finish()
+        self.inflight.append((processed, self.filer.submit(self.file, processed, mine)))
+        self.report_filed(FILING_DEPTH)
+        if processed.out.fatal:
+            log.warning("job %d hit the memory ceiling; this worker exits so a fresh one takes over",
+                        processed.job.id)
+        return nxt, ahead, processed.out.fatal
+
+    def run(self, parent: int) -> int:
+        """Until stopped, recycled, out of memory or orphaned; returns the number of jobs run."""
+        job: Job | None = None                           # claimed ahead: held, its image decoding meanwhile
+        ahead: Job | None = None
+        try:
+            while not self.stop.is_set():
+                if os.getppid() != parent:
+                    log.error("supervisor is gone; exiting")
+                    break
+                if self.done >= self.recycle_after:
+                    self.report_filed(0)
+                    self.events.put(("recycle", self.index, os.getpid(), self.done))
+                    break
+                if job is None:
+                    job = self.next_job()
+                    if job is None:
+                        continue
+                job, ahead, fatal = self.run_one(job)
+                if fatal:
+                    break
+        finally:
+            self.close(job, ahead)
+        return self.done
+
+    def close(self, job: Job | None, ahead: Job | None) -> None:
+        self.report_filed(0)
+        for held in (job, ahead if ahead is not job else None, *self.claimed):
+            if held is not None:                       # claimed ahead but never started
+                self.runner.give_back(held)
+        self.runner.close()
+        self.filer.shutdown()
+        self.runner.heartbeats.registered = False
+        self.store.remove_worker(self.owner)
+        self.store.close()
