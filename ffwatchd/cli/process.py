@@ -126,89 +126,23 @@ def spec_mapping(args: argparse.Namespace, output: Path,
     return jobspec.merge(base, flags)
 
 
+class _Exit(Exception):
+    """Stop `process` with this exit code and one line on stderr."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
 def run(args: argparse.Namespace) -> int:
-    from ffwatchd.faces.pipeline import Pipeline
-
     try:
-        settings = _settings(args)
-        models_dir = Path(args.models_dir) if args.models_dir else (settings.models_dir if settings else None)
-        if models_dir is None:
-            raise UsageProblem(f"no model folder: use --models-dir DIR, or -c CONFIG (or set {CONFIG_ENV})")
-        custom = settings.models if settings else ()
-        target, output = Path(args.target), Path(args.output)
-        if target.is_symlink():        # the operator named it: its link is followed here, on purpose
-            target = target.resolve()  # (the pipeline itself never reads through a link)
-        known = {**jobspec.BUILTIN_MODEL_KINDS, **{m.name: m.kind for m in custom}}
-        raw = spec_mapping(args, output, known)
-        problems = jobspec.validate(raw, "arguments", known)
-        if problems:
-            raise UsageProblem("invalid settings:\n" + "\n".join(f"  - {p}" for p in problems))
-        _check_photos(raw)
-        spec = jobspec.JobSpec.from_mapping(raw)
-        pipeline = Pipeline(models_dir, custom, **_worker_options(args, settings))
-    except UsageProblem as e:
-        print(f"ffwatchd process: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except ConfigError as e:
-        print(f"ffwatchd process: {e}", file=sys.stderr)
-        return EXIT_FAIL
-    if not target.is_file():
-        print(f"ffwatchd process: target {target} is not a file", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        kind = sniff_file(target).kind
-    except JobError as e:
-        print(f"ffwatchd process: {e.kind}: {e.message}", file=sys.stderr)
-        return EXIT_FAIL
-    if not output.is_dir() and not args.output.endswith(("/", os.sep)):
-        wrong = _VIDEO_SUFFIXES if kind == "image" else _IMAGE_SUFFIXES     # a video written as out.jpg, say
-        if output.suffix.lower() in wrong:
-            print(f"ffwatchd process: -o {output}: the target is {'an image' if kind == 'image' else 'a video'}, "
-                  f"and so is its result; give the output a{'n image' if kind == 'image' else ' video'} suffix "
-                  f"(like the target's {target.suffix or 'own'}) or a folder", file=sys.stderr)
-            return EXIT_USAGE
-    tmp = None
-    workdir = None
-    try:
-        if args.output.endswith(("/", os.sep)) and not output.is_dir():   # "-o outdir/": a folder, made if missing
-            output.mkdir(parents=True)
-        if output.is_dir():
-            suffix = pipeline.output_suffix(target, spec) if kind == "image" else target.suffix.lower()
-            output = output / (target.stem + suffix)
-        if output.exists() and os.path.samefile(output, target):     # `-o .` beside it, or -o = -t
-            print(f"ffwatchd process: -o {output} is the target itself; the original would be replaced: "
-                  f"give another name or folder", file=sys.stderr)
-            return EXIT_USAGE
-        tmp = output.with_name(f".{output.name}.ffwatchd-{os.getpid()}.tmp{output.suffix}")
-        if kind == "image":
-            result = pipeline.process_image(target, tmp, spec)
-            summary = {"faces": result.faces, "processors": result.processors, "models": result.models,
-                       "output_format": result.output_format, "copied": result.copied}
-        else:
-            from ffwatchd.media.ffmpeg import find_ffmpeg
-            from ffwatchd.work.videojob import process_video_file
-
-            workdir = Path(tempfile.mkdtemp(prefix="ffwatchd-process-"))
-            video = process_video_file(pipeline, target, tmp, spec, workdir=workdir,
-                                       ffmpeg=find_ffmpeg(settings.ffmpeg if settings else None),
-                                       max_pixels=pipeline.max_pixels, on_cuda=pipeline.active_provider() == "cuda",
-                                       segment_seconds=(settings.workers if settings else WorkerSettings()).video_segment)
-            summary = {"faces": video.faces_total, "frames": video.frames, "processors": list(spec.processors),
-                       "models": spec.models_used(), "has_audio": video.has_audio,
-                       "copied": video.faces_total == 0}
-        os.replace(tmp, output)
-        tmp = None
-    except JobError as e:
-        print(f"ffwatchd process: {e.kind}: {e.message}", file=sys.stderr)
-        return EXIT_FAIL
-    except OSError as e:
-        print(f"ffwatchd process: io: cannot write {output}: {e.strerror or e}", file=sys.stderr)
-        return EXIT_FAIL
-    finally:
-        if tmp is not None and tmp.exists():
-            tmp.unlink()
-        if workdir is not None:
-            shutil.rmtree(workdir, ignore_errors=True)
+        settings, spec, pipeline = _prepare(args)
+        target, output = _named_target(args), Path(args.output)
+        kind = _target_kind(args, target, output)
+        output, summary = _process(args, settings, pipeline, spec, target, output, kind)
+    except _Exit as e:
+        print(f"ffwatchd process: {e.message}", file=sys.stderr)
+        return e.code
     summary = {"output": str(output), "kind": kind, **summary, "provider": pipeline.active_provider(),
                "execution_providers": pipeline.execution_providers()}
     if args.json:
@@ -219,6 +153,106 @@ def run(args: argparse.Namespace) -> int:
             what += f" in {summary['frames']} frames"
         print(f"{output}: {what}, {', '.join(summary['processors']) or '-'} on {summary['provider']}")
     return EXIT_OK
+
+
+def _named_target(args: argparse.Namespace) -> Path:
+    target = Path(args.target)
+    if target.is_symlink():        # the operator named it: its link is followed here, on purpose
+        target = target.resolve()  # (the pipeline itself never reads through a link)
+    return target
+
+
+def _prepare(args: argparse.Namespace) -> tuple[Settings | None, jobspec.JobSpec, Any]:
+    """Settings, the spec from the options, and the models loaded; usage problems first."""
+    # Imported here: the other commands never load onnxruntime or OpenCV.
+    from ffwatchd.faces.pipeline import Pipeline
+
+    try:
+        settings = _settings(args)
+        models_dir = Path(args.models_dir) if args.models_dir else (settings.models_dir if settings else None)
+        if models_dir is None:
+            raise UsageProblem(f"no model folder: use --models-dir DIR, or -c CONFIG (or set {CONFIG_ENV})")
+        custom = settings.models if settings else ()
+        known = {**jobspec.BUILTIN_MODEL_KINDS, **{m.name: m.kind for m in custom}}
+        raw = spec_mapping(args, Path(args.output), known)
+        problems = jobspec.validate(raw, "arguments", known)
+        if problems:
+            raise UsageProblem("invalid settings:\n" + "\n".join(f"  - {p}" for p in problems))
+        _check_photos(raw)
+        spec = jobspec.JobSpec.from_mapping(raw)
+        return settings, spec, Pipeline(models_dir, custom, **_worker_options(args, settings))
+    except UsageProblem as e:
+        raise _Exit(EXIT_USAGE, str(e)) from None
+    except ConfigError as e:
+        raise _Exit(EXIT_FAIL, str(e)) from None
+
+
+def _target_kind(args: argparse.Namespace, target: Path, output: Path) -> str:
+    """image or video, by content; an output named with the other kind's suffix is refused."""
+    if not target.is_file():
+        raise _Exit(EXIT_USAGE, f"target {target} is not a file")
+    try:
+        kind = sniff_file(target).kind
+    except JobError as e:
+        raise _Exit(EXIT_FAIL, f"{e.kind}: {e.message}") from None
+    if not output.is_dir() and not args.output.endswith(("/", os.sep)):
+        wrong = _VIDEO_SUFFIXES if kind == "image" else _IMAGE_SUFFIXES     # a video written as out.jpg, say
+        if output.suffix.lower() in wrong:
+            raise _Exit(EXIT_USAGE, f"-o {output}: the target is {'an image' if kind == 'image' else 'a video'}, "
+                                    f"and so is its result; give the output a"
+                                    f"{'n image' if kind == 'image' else ' video'} suffix (like the target's "
+                                    f"{target.suffix or 'own'}) or a folder")
+    return kind
+
+
+def _process(args: argparse.Namespace, settings: Settings | None, pipeline: Any, spec: jobspec.JobSpec,
+             target: Path, output: Path, kind: str) -> tuple[Path, dict]:
+    """Run the target through a hidden temp file beside the output, renamed into place at the end."""
+    tmp = None
+    workdir = None
+    try:
+        if args.output.endswith(("/", os.sep)) and not output.is_dir():   # "-o outdir/": a folder, made if missing
+            output.mkdir(parents=True)
+        if output.is_dir():
+            suffix = pipeline.output_suffix(target, spec) if kind == "image" else target.suffix.lower()
+            output = output / (target.stem + suffix)
+        if output.exists() and os.path.samefile(output, target):     # `-o .` beside it, or -o = -t
+            raise _Exit(EXIT_USAGE, f"-o {output} is the target itself; the original would be replaced: "
+                                    "give another name or folder")
+        tmp = output.with_name(f".{output.name}.ffwatchd-{os.getpid()}.tmp{output.suffix}")
+        if kind == "image":
+            result = pipeline.process_image(target, tmp, spec)
+            summary = {"faces": result.faces, "processors": result.processors, "models": result.models,
+                       "output_format": result.output_format, "copied": result.copied}
+        else:
+            workdir = Path(tempfile.mkdtemp(prefix="ffwatchd-process-"))
+            summary = _process_video(settings, pipeline, spec, target, tmp, workdir)
+        os.replace(tmp, output)
+        tmp = None
+        return output, summary
+    except JobError as e:
+        raise _Exit(EXIT_FAIL, f"{e.kind}: {e.message}") from None
+    except OSError as e:
+        raise _Exit(EXIT_FAIL, f"io: cannot write {output}: {e.strerror or e}") from None
+    finally:
+        if tmp is not None and tmp.exists():
+            tmp.unlink()
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _process_video(settings: Settings | None, pipeline: Any, spec: jobspec.JobSpec, target: Path, tmp: Path,
+                   workdir: Path) -> dict:
+    # Imported here: only a video needs ffmpeg and the video stage.
+    from ffwatchd.media.ffmpeg import find_ffmpeg
+    from ffwatchd.work.videojob import process_video_file
+
+    video = process_video_file(pipeline, target, tmp, spec, workdir=workdir,
+                               ffmpeg=find_ffmpeg(settings.ffmpeg if settings else None),
+                               max_pixels=pipeline.max_pixels, on_cuda=pipeline.active_provider() == "cuda",
+                               segment_seconds=(settings.workers if settings else WorkerSettings()).video_segment)
+    return {"faces": video.faces_total, "frames": video.frames, "processors": list(spec.processors),
+            "models": spec.models_used(), "has_audio": video.has_audio, "copied": video.faces_total == 0}
 
 
 def _check_photos(raw: dict[str, Any]) -> None:

@@ -231,40 +231,64 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
     state_dir = r.path(raw, "state_dir", "", None)
     temp_dir = r.path(raw, "temp_dir", "", None)
     models_dir = r.path(raw, "models_dir", "", None)
-
     models = _read_models(r, raw.get("models"))
     known_models = {**jobspec.BUILTIN_MODEL_KINDS, **{m.name: m.kind for m in models}}
-    watches: list[WatchSettings] = []
-    raw_watches = raw.get("watches")
-    if not isinstance(raw_watches, list) or not raw_watches:
-        r.problem("watches", "must be a non-empty list of watches")
-    else:
-        for i, rw in enumerate(raw_watches):
-            w = _read_watch(r, rw, f"watches[{i}]", i, known_models)
-            if w is not None:
-                watches.append(w)
+    watches = _read_watches(r, raw.get("watches"), known_models)
     _check_folders(r, state_dir, temp_dir, watches)
+    workers = _read_workers(r, raw.get("workers"))
+    if not workers.devices and watches and not any(w.ingest for w in watches):
+        r.problem("workers.devices", "is empty and every watch has ingest: false, so this host would "
+                                     "neither watch nor work; give it a device or a watch to ingest")
+    metrics = _read_metrics(r, raw.get("metrics"))
+    retention = _read_retention(r, raw.get("retention"))
+    log = _read_log(r, raw.get("log"))
+    ffmpeg = _read_ffmpeg(r, raw.get("ffmpeg"))
+    provenance, c2pa = _read_provenance(r, raw.get("provenance", True))
+    smtp = read_smtp(r, raw.get("smtp"), parse_duration, int_at_least, boolean)
+    notify = read_notify(r, raw.get("notify"), parse_duration, int_at_least)
+    for i, w in enumerate(watches):
+        if w.notify.email_domains and smtp is None:
+            r.problem(f"watches[{i}].notify.email_domains", "e-mail needs the global smtp: section")
+    queue = _read_queue(r, raw.get("queue"))
+    if r.problems:
+        raise ConfigError(where, r.problems)
+    return Settings(source=source, state_dir=state_dir, temp_dir=temp_dir, models_dir=models_dir,
+                    watches=tuple(watches), workers=workers, metrics=metrics, retention=retention,
+                    log=log, models=models, ffmpeg=ffmpeg, provenance=provenance, c2pa=c2pa, smtp=smtp,
+                    notify=notify, queue=queue)
 
-    rw = r.section(raw.get("workers"), "workers", _WORKER_KEYS)
+
+def _read_watches(r: Reader, raw: Any, known_models: dict[str, str]) -> list[WatchSettings]:
+    watches: list[WatchSettings] = []
+    if not isinstance(raw, list) or not raw:
+        r.problem("watches", "must be a non-empty list of watches")
+        return watches
+    for i, rw in enumerate(raw):
+        w = _read_watch(r, rw, f"watches[{i}]", i, known_models)
+        if w is not None:
+            watches.append(w)
+    return watches
+
+
+def _read_list(r: Reader, rw: dict, key: str, parse: Any, default: tuple, empty_ok: bool, must: str) -> tuple:
+    """`workers.KEY`: a list whose items are checked one by one (each problem by its index)."""
+    if key not in rw:
+        return default
+    if not isinstance(rw[key], list) or (not empty_ok and not rw[key]):
+        r.problem(f"workers.{key}", must)
+        return default
+    return tuple(r.value(v, f"workers.{key}[{i}]", parse, "cpu") for i, v in enumerate(rw[key]))
+
+
+def _read_workers(r: Reader, raw: Any) -> WorkerSettings:
+    rw = r.section(raw, "workers", _WORKER_KEYS)
     d = WorkerSettings
-    devices = d.devices
-    if "devices" in rw:
-        if not isinstance(rw["devices"], list):
-            r.problem("workers.devices", "must be a list (cpu, or CUDA device ids; [] for a host that "
-                                         "only watches and leaves the work to other hosts)")
-        else:
-            devices = tuple(r.value(v, f"workers.devices[{i}]", device_id, "cpu")
-                            for i, v in enumerate(rw["devices"]))
-    providers = d.providers
-    if "providers" in rw:
-        if not isinstance(rw["providers"], list) or not rw["providers"]:
-            r.problem("workers.providers", "must be a non-empty list of cuda, cpu")
-        else:
-            providers = tuple(r.value(v, f"workers.providers[{i}]", choice(PROVIDERS), "cpu")
-                              for i, v in enumerate(rw["providers"]))
-    workers = WorkerSettings(
-        devices=devices,
-        providers=providers,
+    return WorkerSettings(
+        devices=_read_list(r, rw, "devices", device_id, d.devices, True,
+                           "must be a list (cpu, or CUDA device ids; [] for a host that only watches and "
+                           "leaves the work to other hosts)"),
+        providers=_read_list(r, rw, "providers", choice(PROVIDERS), d.providers, False,
+                             "must be a non-empty list of cuda, cpu"),
         cpu_threads=r.get(rw, "cpu_threads", "workers", int_at_least(0), d.cpu_threads),
         max_attempts=r.get(rw, "max_attempts", "workers", int_at_least(1), d.max_attempts),
         retry_backoff=r.get(rw, "retry_backoff", "workers", parse_duration, d.retry_backoff),
@@ -278,17 +302,17 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
         video_segment=r.get(rw, "video_segment", "workers", positive_duration, d.video_segment),
     )
 
-    if not workers.devices and watches and not any(w.ingest for w in watches):
-        r.problem("workers.devices", "is empty and every watch has ingest: false, so this host would "
-                                     "neither watch nor work; give it a device or a watch to ingest")
 
-    rm = r.section(raw.get("metrics"), "metrics", {"enabled", "listen"})
+def _read_metrics(r: Reader, raw: Any) -> MetricsSettings:
+    rm = r.section(raw, "metrics", {"enabled", "listen"})
     host, port = r.get(rm, "listen", "metrics", listen_address, ("127.0.0.1", 9808))
-    metrics = MetricsSettings(enabled=r.get(rm, "enabled", "metrics", boolean, True), host=host, port=port)
+    return MetricsSettings(enabled=r.get(rm, "enabled", "metrics", boolean, True), host=host, port=port)
 
-    rr = r.section(raw.get("retention"), "retention", _RETENTION_KEYS)
+
+def _read_retention(r: Reader, raw: Any) -> RetentionSettings:
+    rr = r.section(raw, "retention", _RETENTION_KEYS)
     dr = RetentionSettings
-    retention = RetentionSettings(
+    return RetentionSettings(
         interval=r.get(rr, "interval", "retention", positive_duration, dr.interval),
         temp_max_age=r.get(rr, "temp_max_age", "retention", parse_duration, dr.temp_max_age),
         done_max_age=r.get(rr, "done_max_age", "retention", parse_duration, dr.done_max_age),
@@ -297,28 +321,18 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
         min_free_disk=r.get(rr, "min_free_disk", "retention", parse_size, dr.min_free_disk),
     )
 
-    rl = r.section(raw.get("log"), "log", {"level", "format"})
-    log = LogSettings(level=r.get(rl, "level", "log", choice(LOG_LEVELS), "info"),
-                      format=r.get(rl, "format", "log", choice(LOG_FORMATS), "text"))
 
-    ffmpeg = raw.get("ffmpeg")
-    if ffmpeg is not None and not isinstance(ffmpeg, str):
-        r.problem("ffmpeg", f"{short_repr(ffmpeg)} is not a path to an ffmpeg executable")
-        ffmpeg = None
-    provenance, c2pa = _read_provenance(r, raw.get("provenance", True))
-    smtp = read_smtp(r, raw.get("smtp"), parse_duration, int_at_least, boolean)
-    notify = read_notify(r, raw.get("notify"), parse_duration, int_at_least)
-    for i, w in enumerate(watches):
-        if w.notify.email_domains and smtp is None:
-            r.problem(f"watches[{i}].notify.email_domains", "e-mail needs the global smtp: section")
-    queue = _read_queue(r, raw.get("queue"))
+def _read_log(r: Reader, raw: Any) -> LogSettings:
+    rl = r.section(raw, "log", {"level", "format"})
+    return LogSettings(level=r.get(rl, "level", "log", choice(LOG_LEVELS), "info"),
+                       format=r.get(rl, "format", "log", choice(LOG_FORMATS), "text"))
 
-    if r.problems:
-        raise ConfigError(where, r.problems)
-    return Settings(source=source, state_dir=state_dir, temp_dir=temp_dir, models_dir=models_dir,
-                    watches=tuple(watches), workers=workers, metrics=metrics, retention=retention,
-                    log=log, models=models, ffmpeg=ffmpeg, provenance=provenance, c2pa=c2pa, smtp=smtp,
-                    notify=notify, queue=queue)
+
+def _read_ffmpeg(r: Reader, raw: Any) -> str | None:
+    if raw is not None and not isinstance(raw, str):
+        r.problem("ffmpeg", f"{short_repr(raw)} is not a path to an ffmpeg executable")
+        return None
+    return raw
 
 
 def resolve_config_path(path: str | os.PathLike | None) -> Path:

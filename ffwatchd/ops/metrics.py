@@ -69,6 +69,23 @@ class Metrics:
         self.claiming_paused = False
         self.claiming_pause_reason = ""
 
+        self.host = host or socket.gethostname()      # worker metrics are per host
+        self._define_counters(r)
+        self._define_service_counters(r)
+        self._define_gauges(r)
+        self._define_histograms(r)
+        if store is not None:
+            r.register(JobTableCollector(store, leads))
+        if folders:
+            r.register(DiskCollector(folders))
+        for watch in folders or {}:
+            self._init_watch(watch)
+        for what in RETENTION_WHATS:
+            self.retention_removed.labels(what)
+            self.retention_removed_bytes.labels(what)
+
+    def _define_counters(self, r: CollectorRegistry) -> None:
+        """What happened to files and jobs."""
         Info("ffwatchd_build", "ffwatchd version", registry=r).info({"version": __version__})
         self.files_discovered = Counter("ffwatchd_files_discovered", "Files seen in the inboxes",
                                         ["watch"], registry=r)
@@ -97,7 +114,9 @@ class Metrics:
         self.frames_processed_total = Counter("ffwatchd_frames_processed",
                                               "Images and video frames processed", ["watch"],
                                               registry=r)
-        self.host = host or socket.gethostname()      # worker metrics are per host
+
+    def _define_service_counters(self, r: CollectorRegistry) -> None:
+        """Workers, retention, batches and notifications."""
         self.worker_restarts = Counter("ffwatchd_worker_restarts",
                                        "Worker processes restarted, by reason", ["host", "device", "reason"],
                                        registry=r)
@@ -115,6 +134,9 @@ class Metrics:
         for channel in ("webhook", "email"):
             for outcome in ("delivered", "retry", "failed"):
                 self.notifications.labels(channel, outcome)
+
+    def _define_gauges(self, r: CollectorRegistry) -> None:
+        """What is true now."""
         self.unsettled_files = Gauge("ffwatchd_unsettled_files",
                                      "Files seen but not yet settled", ["watch"], registry=r)
         self.unfiled_files = Gauge("ffwatchd_unfiled_refusals",
@@ -131,6 +153,9 @@ class Metrics:
                                            registry=r)
         self.last_success_gauge = Gauge("ffwatchd_last_success_timestamp_seconds",
                                         "Unix time of the last job that finished done", registry=r)
+
+    def _define_histograms(self, r: CollectorRegistry) -> None:
+        """How long things took."""
         self.job_duration = Histogram("ffwatchd_job_duration_seconds",
                                       "Time a job attempt ran, claim to finish", ["watch", "kind"],
                                       buckets=DURATION_BUCKETS, registry=r)
@@ -140,15 +165,6 @@ class Metrics:
         self._settle_wait = Histogram("ffwatchd_settle_wait_seconds",
                                      "Time from first sight of a file to its settling",
                                      ["watch"], buckets=DURATION_BUCKETS, registry=r)
-        if store is not None:
-            r.register(JobTableCollector(store, leads))
-        if folders:
-            r.register(DiskCollector(folders))
-        for watch in folders or {}:
-            self._init_watch(watch)
-        for what in RETENTION_WHATS:
-            self.retention_removed.labels(what)
-            self.retention_removed_bytes.labels(what)
 
     def _init_watch(self, watch: str) -> None:
         """Create a watch's series at zero, so rates and alerts see them before the first event."""
