@@ -64,7 +64,7 @@ def test_check_warns_about_two_owners_of_cv2(site: Path) -> None:
     warnings: list[str] = []
     notes: list[str] = []
     check_packages(warnings, notes, [str(site)])
-    assert len(warnings) == 1 and "2 packages own cv2/" in warnings[0] and "ffwatchd.ops.install" in warnings[0]
+    assert len(warnings) == 1 and "2 packages own cv2/" in warnings[0] and "python -m ffwatchd.install" in warnings[0]
     assert any("onnxruntime/ is owned by onnxruntime 1.32.0 alone" in n for n in notes)
 
 
@@ -110,3 +110,15 @@ def test_gpu_install_resolves_against_the_index() -> None:
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "onnxruntime-gpu-1.31.1" in out.stdout and "nvidia-cudnn-cu13" in out.stdout
+
+
+def test_the_install_step_runs_as_the_readme_says() -> None:
+    """`python -m ffwatchd.install` is what scripts/install.sh and the README run: it must start
+    (it did not after the package move put the code in ffwatchd/ops/install.py)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "ffwatchd.install", "--help"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "usage: python -m ffwatchd.install" in done.stdout
