@@ -38,6 +38,7 @@ from ffwatchd.config.values import (
     listen_address,
     name_value,
     octal_mode,
+    per_gpu_value,
     positive_duration,
 )
 from ffwatchd.errors import ConfigError, short_repr
@@ -62,7 +63,7 @@ _WATCH_KEYS = {"name", "inbox", "output", "done", "failed", "mode", "poll_interv
                "rescan_interval", "settle", "sidecar_wait", "include", "ignore",
                "source_roots", "defaults", "batch_quiet", "batch_quiet_max", "priority_max",
                "starvation_age", "notify", "ingest", "file_mode", "dir_mode", "group"}
-_WORKER_KEYS = {"devices", "providers", "cpu_threads", "max_attempts", "retry_backoff", "lease",
+_WORKER_KEYS = {"devices", "per_gpu", "providers", "cpu_threads", "max_attempts", "retry_backoff", "lease",
                 "job_timeout", "grace_period", "ram_limit", "vram_limit", "max_pixels",
                 "recycle_after", "video_segment"}
 _RETENTION_KEYS = {"interval", "temp_max_age", "done_max_age", "failed_max_age",
@@ -287,6 +288,7 @@ def _read_workers(r: Reader, raw: Any) -> WorkerSettings:
         devices=_read_list(r, rw, "devices", device_id, d.devices, True,
                            "must be a list (cpu, or CUDA device ids; [] for a host that only watches and "
                            "leaves the work to other hosts)"),
+        per_gpu=r.get(rw, "per_gpu", "workers", per_gpu_value, d.per_gpu),
         providers=_read_list(r, rw, "providers", choice(PROVIDERS), d.providers, False,
                              "must be a non-empty list of cuda, cpu"),
         cpu_threads=r.get(rw, "cpu_threads", "workers", int_at_least(0), d.cpu_threads),

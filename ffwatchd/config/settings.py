@@ -52,6 +52,7 @@ class WatchSettings:
 @dataclass(frozen=True)
 class WorkerSettings:
     devices: tuple[str, ...] = ("cpu",)       # "cpu" or a CUDA device id as a string
+    per_gpu: int | None = None                # worker processes per CUDA device; None: auto (ops/gpusizing.py)
     providers: tuple[str, ...] = ("cuda", "cpu")
     cpu_threads: int = 0                      # 0: onnxruntime's choice
     max_attempts: int = 3

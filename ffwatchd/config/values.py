@@ -120,6 +120,15 @@ def listen_address(v: Any) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
+def per_gpu_value(v: Any) -> int | None:
+    """`auto` (None: sized from the host and the GPU) or a number of worker processes, 1..64."""
+    if v == "auto":
+        return None
+    if isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 64:
+        return v
+    raise ValueError(f"{short_repr(v)} is not auto or a number of workers 1..64")
+
+
 def device_id(v: Any) -> str:
     if v == "cpu":
         return "cpu"

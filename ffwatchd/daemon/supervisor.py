@@ -29,6 +29,7 @@ from ffwatchd.errors import ConfigError
 from ffwatchd.filing.shares import claim_share_folders
 from ffwatchd.fs.writefs import make_private
 from ffwatchd.logs import setup_logging
+from ffwatchd.ops.gpusizing import plan_workers, worker_devices
 from ffwatchd.ops.statusfile import write_status
 from ffwatchd.store import JobQueue, open_store
 from ffwatchd.store.leadership import Leadership
@@ -52,7 +53,8 @@ class Supervisor(WorkerSlots):
         self.events = self.ctx.Queue()
         self.claim_ok = self.ctx.Event()
         self.signals: "queue.SimpleQueue[int]" = queue.SimpleQueue()
-        self.slots = [WorkerSlot(i, d) for i, d in enumerate(self.settings.workers.devices)]
+        self.plans = plan_workers(self.settings.workers)
+        self.slots = [WorkerSlot(i, d) for i, d in enumerate(worker_devices(self.plans))]
         self.started_at = time.time()
         self.stopping = False
         self.warnings: list[str] = []
@@ -95,6 +97,9 @@ class Supervisor(WorkerSlots):
         self.report_models()
         self.write_status()
         self.notifier.ready(self.status_line())
+        for plan in self.plans:
+            if plan.device != "cpu":
+                log.info("device %s: %d worker process(es) (%s)", plan.device, plan.workers, plan.why)
         log.info("ffwatchd ready: %d watch(es), %d worker(s)", len(s.watches), len(self.slots))
 
     def report_models(self) -> None:
@@ -224,8 +229,9 @@ class Supervisor(WorkerSlots):
             self.notifier.ready(self.status_line())
             return
         if new.state_dir != self.settings.state_dir or new.workers.devices != self.settings.workers.devices \
-                or new.metrics != self.settings.metrics:
-            log.warning("state_dir, workers.devices and metrics changes need a restart; they are kept as they were")
+                or new.workers.per_gpu != self.settings.workers.per_gpu or new.metrics != self.settings.metrics:
+            log.warning("state_dir, workers.devices, workers.per_gpu and metrics changes need a restart; they are "
+                        "kept as they were")
         new = _keep(new, self.settings)
         self.settings = new
         setup_logging(new.log.level, new.log.format, process="main")
@@ -336,7 +342,8 @@ def _keep(new: Settings, old: Settings) -> Settings:
     import dataclasses
 
     return dataclasses.replace(new, state_dir=old.state_dir, metrics=old.metrics,
-                               workers=dataclasses.replace(new.workers, devices=old.workers.devices))
+                               workers=dataclasses.replace(new.workers, devices=old.workers.devices,
+                                                           per_gpu=old.workers.per_gpu))
 
 
 def run_daemon(config_path: str | None) -> int:

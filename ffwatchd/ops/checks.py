@@ -10,6 +10,7 @@ from pathlib import Path
 from ffwatchd.config.settings import Settings
 from ffwatchd.faces.sessions import probe_cuda
 from ffwatchd.fs.mounts import filesystem_type, is_network_fs
+from ffwatchd.ops.gpusizing import plan_workers
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +117,12 @@ def check_providers(settings: Settings, problems: list[str], warnings: list[str]
                                 "(onnxruntime falls back silently; see the GPU install step in the README)")
             else:
                 notes.append(f"device {d}: a real session runs on CUDAExecutionProvider")
+
+
+def check_workers(settings: Settings, notes: list[str]) -> None:
+    """How many worker processes each device gets, and why (ops/gpusizing.py)."""
+    for plan in plan_workers(settings.workers):
+        notes.append(f"device {plan.device}: {plan.workers} worker process(es) ({plan.why})")
 
 
 def check_packages(warnings: list[str], notes: list[str], path: list[str] | None = None) -> None:
@@ -236,6 +243,7 @@ def run_checks(settings: Settings) -> tuple[list[str], list[str], list[str]]:
     check_models(settings, warnings, notes)
     check_packages(warnings, notes)
     check_providers(settings, problems, warnings, notes)
+    check_workers(settings, notes)
     check_ffmpeg(settings, warnings, notes)
     check_c2pa(settings, problems, notes)
     check_metrics_port(settings, warnings, notes)
