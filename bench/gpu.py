@@ -6,8 +6,9 @@
 
 Measures, on one GPU: images/s of the in-process loop over `Pipeline.process_image` and of the whole
 daemon (real SCRFD det_2.5g and det_500m, real ArcFace w600k_mbf_int8 from the assets, a synthetic
-swapper with inswapper_128's inputs, outputs and parameter count), two workers on the one GPU,
-1080p video frames/s, whether `workers.vram_limit` is honoured (nvidia-smi), and the providers each
+swapper with inswapper_128's inputs, outputs and parameter count) with 1, 2, 4 and 8 worker processes
+on the one GPU and the default sizing (`--workers`; each row with the GPU's busy time sampled by
+nvidia-smi, the daemon's CPU ms per image and each worker's peak GPU memory), 1080p video frames/s, whether `workers.vram_limit` is honoured (nvidia-smi), and the providers each
 session really runs on (`session.get_providers()`). Without CUDA it exits 3 and records nothing.
 
 What each part needs (a part whose needs are missing is reported as not measured, with why):
@@ -148,6 +149,58 @@ def gpu_mib(pid: int) -> float | None:
     return None
 
 
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process from /proc (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+class Sampler:
+    """While a daemon round runs: the GPU's utilisation (nvidia-smi, every 0.25 s), the peak GPU memory
+    of each worker, and the CPU seconds of the workers and the supervisor."""
+
+    def __init__(self, device: int | None, worker_pids: list[int], supervisor_pid: int | None) -> None:
+        import threading
+
+        self.device, self.pids, self.supervisor = device, worker_pids, supervisor_pid
+        self.busy: list[float] = []
+        self.peak: dict[int, float] = {}
+        self.cpu0 = {p: cpu_seconds(p) for p in [*worker_pids, *([supervisor_pid] if supervisor_pid else [])]}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        smi = shutil.which("nvidia-smi") if self.device is not None else None
+        while not self._stop.wait(0.25):
+            if smi is None:
+                continue
+            out = subprocess.run([smi, "-i", str(self.device), "--query-gpu=utilization.gpu",
+                                  "--format=csv,noheader,nounits"], capture_output=True, text=True)
+            try:
+                self.busy.append(float(out.stdout.strip().splitlines()[0]))
+            except (ValueError, IndexError):
+                pass
+            for pid in self.pids:
+                used = gpu_mib(pid)
+                if used is not None:
+                    self.peak[pid] = max(self.peak.get(pid, 0.0), used)
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._thread.join()
+        spent = {p: cpu_seconds(p) - t for p, t in self.cpu0.items()}
+        return {"gpu_busy_percent": sum(self.busy) / len(self.busy) if self.busy else None,
+                "gpu_peak_mib": [self.peak.get(p) for p in self.pids],
+                "worker_cpu_seconds": sum(spent[p] for p in self.pids),
+                "cpu_seconds": sum(spent.values())}
+
+
 # -- the parts -----------------------------------------------------------------------------
 
 
@@ -274,12 +327,17 @@ class Bench:
 
     # the daemon --------------------------------------------------------------------------
 
-    def daemon(self, devices: list[str], detector: str, n: int) -> dict:
+    def daemon(self, workers: int | str, detector: str, n: int) -> dict:
+        """`n` images dropped at once into a daemon with `workers` worker processes on the one GPU
+        (`auto`: workers.per_gpu's own sizing); the GPU's busy time, each worker's peak GPU memory and
+        the daemon's CPU per image sampled while they run."""
         from e2e.harness import Daemon, wait_for
 
-        root = self.tmp / f"daemon-{len(devices)}-{detector}"
+        root = self.tmp / f"daemon-{workers}-{detector}"
+        sizing = ({"devices": [self.device], "per_gpu": workers} if self.cuda else
+                  {"devices": ["cpu"] * (1 if workers == "auto" else int(workers))})
         d = Daemon(root, self.models, settle="0.2s", sidecar=self.sidecar(detector),
-                   workers={"devices": devices, "providers": list(self.providers), "cpu_threads": 0,
+                   workers={**sizing, "providers": list(self.providers), "cpu_threads": 0,
                             "ram_limit": "16GiB", "lease": "30s"})
         (d.inbox / "faces" / "alice.jpg").unlink(missing_ok=True)
         (d.inbox / "faces").mkdir(parents=True, exist_ok=True)
@@ -287,26 +345,35 @@ class Bench:
         d.start()
         try:
             st = d.status() or {}
-            worker_providers = [w.get("provider") for w in st.get("workers", [])]
-            for i in range(len(devices)):                      # warm every worker
+            procs = [w for w in st.get("workers", []) if w.get("pid")]
+            count = len(procs)
+            for i in range(count):                             # warm every worker
                 d.drop(f"warm{i}.jpg", self.image(900 + i))
             def warmed() -> bool:
                 c = d.counts()
                 if c.get("failed"):
                     raise RuntimeError(f"daemon warm-up jobs failed:\n{d.log_tail()}")
-                return len(list(d.done.glob("warm*.jpg"))) >= len(devices)
+                return len(list(d.done.glob("warm*.jpg"))) >= count
             wait_for(warmed, 300, "warm-up jobs")
+            pids = [w["pid"] for w in (d.status() or {}).get("workers", []) if w.get("pid")]
             images = [self.image(1000 + i) for i in range(n)]
+            sampler = Sampler(self.args.device if self.cuda else None, pids, d.proc.pid)
+            sampler.start()
             t0 = time.perf_counter()
             for i, data in enumerate(images):
                 d.drop(f"b_{i:05d}.jpg", data)
-            wait_for(lambda: len(list(d.done.glob("b_*.jpg"))) >= n or d.counts().get("failed"), 600,
+            wait_for(lambda: len(list(d.done.glob("b_*.jpg"))) >= n or d.counts().get("failed"), 900,
                      f"{n} daemon jobs")
             elapsed = time.perf_counter() - t0
+            sampled = sampler.stop()
             if d.counts().get("failed"):
                 raise RuntimeError(f"daemon jobs failed:\n{d.log_tail()}")
-            return {"workers": len(devices), "images": n, "seconds": elapsed, "images_per_s": n / elapsed,
-                    "worker_providers": worker_providers}
+            return {"workers": count, "asked": workers, "images": n, "seconds": elapsed,
+                    "images_per_s": n / elapsed, "worker_providers": [w.get("provider") for w in procs],
+                    "cpu_ms_per_image": 1000 * sampled["cpu_seconds"] / n,
+                    "worker_cpu_ms_per_image": 1000 * sampled["worker_cpu_seconds"] / n,
+                    "gpu_busy_percent": sampled["gpu_busy_percent"],
+                    "gpu_peak_mib_per_worker": sampled["gpu_peak_mib"]}
         finally:
             d.stop()
 
@@ -408,10 +475,14 @@ def measure(args: argparse.Namespace) -> dict:
         if daemon_missing:
             result["skipped"]["daemon"] = f"needs {', '.join(daemon_missing)}"
         else:
-            dev = b.device
             n = 40 if args.quick else args.daemon_images
-            result["daemon"] = {"one_worker": b.daemon([dev], "det_2.5g", n),
-                                "two_workers": b.daemon([dev, dev], "det_2.5g", n)}
+            counts: list[int | str] = [int(c) if c.isdigit() else c for c in args.workers.split(",")]
+            result["daemon"] = {}
+            for c in counts:
+                try:
+                    result["daemon"][str(c)] = b.daemon(c, "det_2.5g", n)
+                except Exception as e:     # one short device lease: keep the other rows, name what broke
+                    result["skipped"][f"daemon {c} workers"] = f"failed: {type(e).__name__}: {e}"[:2000]
         result["vram"] = [b.vram(m) for m in (args.vram_small, 12 * 1024)]
         if not shutil.which("nvidia-smi"):
             result["skipped"]["vram"] = "no nvidia-smi: the children ran, their GPU memory was not read"
@@ -431,10 +502,18 @@ def markdown(r: dict) -> str:
         lines.append(f"| in-process loop, {det} ({x['images']} images, {x['seconds']:.1f} s) | "
                      f"{x['images_per_s']:.1f} | {provs} |")
     if "daemon" in r:
-        for key, label in (("one_worker", "daemon, one worker"), ("two_workers", "daemon, two workers on the one GPU")):
-            x = r["daemon"][key]
-            lines.append(f"| {label}, det_2.5g ({x['images']} images dropped at once, until done) | "
-                         f"{x['images_per_s']:.1f} | workers: {', '.join(str(p) for p in x['worker_providers'])} |")
+        lines += ["", "| daemon on one GPU, det_2.5g | workers | images/s | GPU busy | CPU ms/image (workers) | "
+                  "peak GPU MiB per worker | providers |", "|---|---|---|---|---|---|---|"]
+        for key, x in r["daemon"].items():
+            if "asked" not in x:                 # a file written before the rows had these columns
+                continue
+            busy = f"{x['gpu_busy_percent']:.0f} %" if x.get("gpu_busy_percent") is not None else "not read"
+            peaks = [p for p in x.get("gpu_peak_mib_per_worker") or [] if p is not None]
+            peak = f"{max(peaks):.0f}" if peaks else "not read"
+            lines.append(f"| per_gpu: {x['asked']} ({x['images']} images dropped at once, until done) | "
+                         f"{x['workers']} | {x['images_per_s']:.1f} | {busy} | {x['cpu_ms_per_image']:.0f} "
+                         f"({x['worker_cpu_ms_per_image']:.0f}) | {peak} | "
+                         f"{', '.join(str(p) for p in x['worker_providers'])} |")
     f = r["frames_1080p_inference"]
     lines += ["", "| 1080p video | frames/s |", "|---|---|",
               f"| per-frame inference alone (detect, swap, paste-back; 1920x1080) | {f['frames_per_s']:.1f} |"]
@@ -486,6 +565,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=15.0, help="seconds per in-process measurement")
     ap.add_argument("--images", type=int, default=20, help="distinct images the in-process loop cycles over")
     ap.add_argument("--daemon-images", type=int, default=300)
+    ap.add_argument("--workers", default="1,2,4,8,auto",
+                    help="worker counts of the daemon rows (workers.per_gpu), comma-separated; auto = the default")
     ap.add_argument("--vram-small", type=int, default=1024, help="the small vram_limit to try, MiB")
     ap.add_argument("--allow-cpu", action="store_true", help="dry run on CPU (never recordable)")
     ap.add_argument("--quick", action="store_true", help="small swapper, short parts (with --allow-cpu: the CI check)")
