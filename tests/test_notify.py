@@ -90,6 +90,31 @@ def test_url_prefixes_compare_scheme_host_port_and_path(url: str, ok: bool) -> N
     assert url_allowed(url, ("https://hooks.example.com/ffwatchd/",)) is ok
 
 
+@pytest.mark.parametrize("url, ok", [
+    ("https://hooks.example.com/ffwatchd", True),
+    ("https://hooks.example.com/ffwatchd/", True),
+    ("https://hooks.example.com/ffwatchd/a/b", True),
+    ("https://hooks.example.com/ffwatchdX/", False),
+    ("https://hooks.example.com/ffwatchdX", False),
+    ("https://hooks.example.com/ffwatchd-evil/a", False),
+    ("https://hooks.example.com/ffwatchd/../admin", False),
+    ("https://hooks.example.com/ffwatchd/%2e%2e/admin", False),
+    ("https://hooks.example.com/ffwatchd/./a", False),
+    ("https://hooks.example.com/", False),
+])
+@pytest.mark.parametrize("prefix", ["https://hooks.example.com/ffwatchd", "https://hooks.example.com/ffwatchd/"])
+def test_a_url_prefix_ends_at_a_path_segment(prefix: str, url: str, ok: bool) -> None:
+    """Issue 25: `.../ffwatchd` matched `.../ffwatchdX/` (a plain string prefix); only the
+    config's rule that prefixes end in `/` hid it."""
+    assert url_allowed(url, (prefix,)) is ok
+
+
+def test_a_prefix_of_the_whole_host_allows_every_path() -> None:
+    assert url_allowed("https://hooks.example.com/any/path", ("https://hooks.example.com/",))
+    assert url_allowed("https://hooks.example.com/any/path", ("https://hooks.example.com",))
+    assert not url_allowed("https://hooks.example.com/a/../b", ("https://hooks.example.com/",))
+
+
 def _tls_context(tmp_path: Path) -> tuple[ssl.SSLContext, Path]:
     """A self-signed certificate for localhost, made now (never committed)."""
     from cryptography import x509

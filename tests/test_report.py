@@ -169,6 +169,36 @@ def test_report_is_valid_self_contained_html_with_names_escaped(tmp_path: Path) 
     assert not [p for p in html_path.parent.iterdir() if p.name.startswith(".ffwatchd-")], "no temp left"
 
 
+MARKUP = '<img src=x onerror=alert(1)></script><script>alert(2)</script>'
+
+
+def test_messages_and_names_of_failed_cancelled_and_superseded_rows_render_as_text(tmp_path: Path) -> None:
+    """Issue 25: a message holds paths and sidecar values, so it may carry markup; every row kind
+    that shows one (failed, cancelled, superseded) shows it as text, never as tags."""
+    import dataclasses
+
+    w, _ = make_batch(tmp_path, n_done=1)
+    store = JobStore(tmp_path / "state" / "ffwatchd.db")        # make_batch's table
+    for kind, name in (("bad_input", "failed"), ("superseded", "superseded")):
+        store.record_failure(watch="w", rel_path=f"b/{name}{MARKUP}.jpg", size=1, mtime=1, content_hash=name,
+                             kind="image", error_kind=kind, message=f"b/{name}{MARKUP}.jpg: {MARKUP}", batch="b")
+    queued, _ = store.enqueue(watch="w", rel_path=f"b/cancelled{MARKUP}.jpg", size=1, mtime=1, content_hash="c",
+                           kind="image", spec={"processors": ["face_swapper"]}, batch="b")
+    store.cancel(queued.id)
+    jobs = [dataclasses.replace(j, error_message=f"{j.error_message}: {MARKUP}") if j.state == "cancelled" else j
+            for j in store.batch_jobs("w", "b")]
+    store.close()
+    html_path, _ = write_report(w, "b", jobs, ThumbCache(), batch_id=1, version=1, final=True)
+    text = html_path.read_text()
+    page = check_report_html(text)                      # no <script>, no <img> that is not ours
+    assert "<img src=x" not in text and "<script>" not in text and "</script>" not in text
+    assert all(src.startswith("data:") for row in page.rows for src in row["imgs"])
+    rows = {row["cells"][0]: row for row in page.rows}
+    for outcome in ("failed", "cancelled", "superseded"):
+        row = rows[f"b/{outcome}{MARKUP}.jpg"]                    # the name, as text
+        assert row["class"] == outcome and MARKUP in row["cells"][3], row   # the message, as text
+
+
 def _picture_blobs(png: Path) -> int:
     """How many regions of the screenshot are picture-sized (see `_picture_boxes`)."""
     return len(_picture_boxes(png))

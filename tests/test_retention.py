@@ -292,6 +292,24 @@ def test_age_counts_from_filing_never_from_mtime_and_survives_a_purge(tmp_path, 
     assert store.filings("studio", "done").keys() == {"replaced.jpg"}
 
 
+def test_a_file_the_ledger_does_not_name_by_both_size_and_inode_is_kept(tmp_path, store):
+    """Issue 25: the ledger's identity check is size AND inode. A file replaced by one of the same
+    size (another inode: someone's copy) and one grown in place (the same inode, another size)
+    are not what ffwatchd filed: their age is unknown and they stay; the untouched one goes."""
+    s = make_settings(tmp_path)
+    w = s.watches[0]
+    same_size = filed(store, s, w.done / "same-size.jpg", 40 * DAY, b"ours")
+    (w.done / ".same-size.tmp").write_bytes(b"THEM")        # written aside, then renamed over it
+    os.replace(w.done / ".same-size.tmp", same_size)       # (as rsync does): the same size, another inode
+    grown = filed(store, s, w.failed / "grown.jpg", 40 * DAY, b"ours")
+    with open(grown, "ab") as f:                             # the same inode, another size
+        f.write(b", and more")
+    untouched = filed(store, s, w.done / "untouched.jpg", 40 * DAY, b"ours")
+    deleted = run_retention(s, store, now=NOW)
+    assert [d.path for d in deleted if d.what in ("done", "failed")] == [untouched]
+    assert same_size.read_bytes() == b"THEM" and grown.read_bytes() == b"ours, and more"
+
+
 def test_unreachable_done_root_is_skipped_not_emptied(tmp_path, store, caplog):
     s = make_settings(tmp_path)
     s.watches[0].done.rmdir()

@@ -94,3 +94,47 @@ def test_explicit_now_overrides_clock() -> None:
     assert t.due(now=5.5) == []
     assert t.due(now=6.0) == [P]
     assert t.state_of(P) == state(1)
+
+
+def _rewrite_in_place(path: Path, data: bytes, mtime_ns: int) -> None:
+    """Overwrite `path` without truncating it (rsync --inplace, a preallocated copy): the same
+    inode and size, other bytes, a new mtime."""
+    import os
+
+    with open(path, "r+b") as f:
+        f.write(data)
+    os.utime(path, ns=(mtime_ns, mtime_ns))
+
+
+def test_a_file_rewritten_in_place_at_its_final_size_restarts_the_wait(tmp_path: Path) -> None:
+    """Issue 25: settling that compared size, inode and device but not mtime took a file that a
+    copier had preallocated (the final size at once) and was still writing."""
+    import os
+
+    path = tmp_path / "a.jpg"
+    path.write_bytes(b"\0" * 64)                           # preallocated: the final size at once
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    clock = Clock()
+    t = SettleTracker(1.0, clock)
+    t.observe(path, FileState.from_stat(os.stat(path)))
+    clock.t += 0.6
+    _rewrite_in_place(path, b"x" * 32, 2_000_000_000)      # an event for the write arrives
+    t.observe(path, FileState.from_stat(os.stat(path)))
+    clock.t += 0.6
+    assert t.due() == [], "the write restarted the wait"
+    _rewrite_in_place(path, b"y" * 64, 3_000_000_000)      # a write no event announced
+    clock.t += 0.4
+    assert t.due() == [path]
+    assert t.confirm(path, FileState.from_stat(os.stat(path))) is None, "the fresh stat sees the new mtime"
+    clock.t += 1.0
+    settled = t.confirm(path, FileState.from_stat(os.stat(path)))
+    assert settled is not None and settled.state.mtime_ns == 3_000_000_000
+
+
+def test_an_mtime_change_alone_counts_as_change() -> None:
+    clock = Clock()
+    t = SettleTracker(1.0, clock)
+    t.observe(P, state(10, mtime=1))
+    clock.t += 1.0
+    assert t.confirm(P, state(10, mtime=2)) is None
+    assert P in t and t.due() == []

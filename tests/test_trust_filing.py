@@ -64,6 +64,44 @@ def test_filing_never_replaces_a_file_it_did_not_write(tmp_path: Path) -> None:
     assert not src.exists()
 
 
+def test_a_file_of_the_same_size_but_other_bytes_is_never_adopted(tmp_path: Path) -> None:
+    """Issue 25: `_same_content` stopping after the size check took `done/a.jpg` (OLD) for a copy
+    of ours (NEW, the same size) and unlinked the inbox file: NEW was lost."""
+    root = tmp_path / "done"
+    root.mkdir()
+    (root / "a.jpg").write_bytes(b"OLD-bytes")
+    src = tmp_path / "inbox-a.jpg"
+    src.write_bytes(b"NEW-bytes")                                  # the same size, other bytes
+    landed = place_file(src, root / "a.jpg", 7)
+    assert landed == root / "a-7.jpg" and landed.read_bytes() == b"NEW-bytes"
+    assert (root / "a.jpg").read_bytes() == b"OLD-bytes"
+
+
+def test_a_same_size_file_differing_past_the_first_block_is_never_adopted(tmp_path: Path) -> None:
+    """The comparison reads every block, not just the first: a difference at the end counts."""
+    root = tmp_path / "done"
+    root.mkdir()
+    head = bytes(range(256)) * 8192                               # 2 MiB, the same in both
+    (root / "a.jpg").write_bytes(head + b"OLD")
+    src = tmp_path / "inbox-a.jpg"
+    src.write_bytes(head + b"NEW")
+    landed = place_file(src, root / "a.jpg", 7)
+    assert landed == root / "a-7.jpg" and landed.read_bytes() == head + b"NEW"
+    assert (root / "a.jpg").read_bytes() == head + b"OLD" and not src.exists()
+
+
+def test_a_copy_an_earlier_attempt_placed_is_adopted_and_the_inbox_file_goes(tmp_path: Path) -> None:
+    """The other side of the same check: a byte-identical copy of ours (link count 1) is ours."""
+    root = tmp_path / "done"
+    root.mkdir()
+    (root / "a.jpg").write_bytes(b"ours, copied")
+    src = tmp_path / "inbox-a.jpg"
+    src.write_bytes(b"ours, copied")
+    assert place_file(src, root / "a.jpg", 7) == root / "a.jpg"
+    assert (root / "a.jpg").read_bytes() == b"ours, copied" and not src.exists()
+    assert sorted(p.name for p in root.iterdir()) == ["a.jpg"]
+
+
 # -- 5: results synced before placing; a resumed filing checks them ----------------------------
 
 def test_results_are_synced_before_they_are_placed(env, monkeypatch) -> None:

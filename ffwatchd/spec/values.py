@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from ffwatchd.errors import short_repr
 
@@ -59,8 +59,16 @@ PRIORITY_LEVELS = {"high": 10, "normal": 0, "low": -10}
 EMAIL_RE = re.compile(r"^[^@\s,<>]+@([A-Za-z0-9.-]+\.[A-Za-z]{2,}|localhost)$")
 
 
+def _path_segments(path: str) -> list[str]:
+    """`/a/b/` -> ['', 'a', 'b']: a path's segments, a trailing `/` not counted as one."""
+    segments = path.split("/")
+    return segments[:-1] if len(segments) > 1 and segments[-1] == "" else segments
+
+
 def url_allowed(url: str, prefixes: tuple[str, ...]) -> bool:
-    """`url` is under one prefix: same scheme, host and port, path starting with the prefix's path."""
+    """`url` is under one prefix: same scheme, host and port, and the prefix's path segments are
+    the first of its own (`/ffwatchd` covers `/ffwatchd/a`, never `/ffwatchdX/`); a path with a
+    `.` or `..` segment (which a server resolves to somewhere else) is under none."""
     try:
         u = urlsplit(url)
         port = u.port
@@ -68,9 +76,13 @@ def url_allowed(url: str, prefixes: tuple[str, ...]) -> bool:
         return False
     if u.scheme not in ("http", "https") or not u.hostname or u.username or u.password:
         return False
+    segments = _path_segments(u.path or "/")
+    if any(unquote(s) in (".", "..") for s in segments):
+        return False
     for prefix in prefixes:
         p = urlsplit(prefix)
-        if (u.scheme, u.hostname, port) == (p.scheme, p.hostname, p.port) and u.path.startswith(p.path or "/"):
+        want = _path_segments(p.path or "/")
+        if (u.scheme, u.hostname, port) == (p.scheme, p.hostname, p.port) and segments[:len(want)] == want:
             return True
     return False
 

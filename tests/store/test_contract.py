@@ -343,6 +343,39 @@ def test_the_same_owner_on_an_older_attempt_is_refused(store: JobQueue, clock: C
     store.finish(job.id, "w1", output_path=None, attempt=again.attempts)
 
 
+def test_a_heartbeat_by_another_owner_or_a_stale_attempt_is_refused(store: JobQueue, clock: Clock) -> None:
+    """Issue 25: the heartbeat's fencing, held by the contract on both backends (it was caught only
+    by a cluster test): a heartbeat that is refused says `lost` and extends nothing."""
+    job, _ = add(store)
+    first = store.claim("w1", 60)
+    assert store.heartbeat(job.id, "w2", 60).status == "lost"                      # not its owner
+    assert store.heartbeat(job.id, "w1", 60, attempt=first.attempts + 1).status == "lost"   # no such attempt
+    assert store.heartbeat(job.id, "w1", 60, attempt=first.attempts).ok
+    clock.t += 61
+    again = store.claim("w1", 60)                     # the same owner lost it and got it back
+    assert again.id == job.id and again.attempts == first.attempts + 1
+    clock.t += 30
+    beat = store.heartbeat(job.id, "w1", 600, progress=(1, 2), attempt=first.attempts)
+    assert beat.status == "lost", "the first attempt's heartbeat must not keep the second one alive"
+    clock.t += 31                                     # the second attempt's own lease has run out
+    assert store.requeue_expired() == [job.id], "the stale heartbeat extended the lease"
+    row = store.get(job.id)
+    assert row.state == "queued" and row.progress_done != 1
+
+
+def test_a_stale_attempt_is_not_told_its_job_was_cancelled(store: JobQueue, clock: Clock) -> None:
+    """`cancelled` is news for the attempt that runs the job; another owner or attempt hears `lost`."""
+    job, _ = add(store)
+    first = store.claim("w1", 60)
+    clock.t += 61
+    again = store.claim("w1", 60)
+    store.cancel(job.id)
+    assert store.heartbeat(job.id, "w2", 60).status == "lost"
+    assert store.heartbeat(job.id, "w1", 60, attempt=first.attempts).status == "lost"
+    assert store.heartbeat(job.id, "w1", 60, attempt=again.attempts).status == "cancelled"
+    assert store.heartbeat(job.id, "w1", 60).status == "cancelled"
+
+
 def test_an_expired_lease_cannot_record_a_filing(store: JobQueue, clock: Clock) -> None:
     job, _ = add(store)
     held = store.claim("w1", 60)
