@@ -287,58 +287,60 @@ def validate(raw: Any, where: str, known_models: Mapping[str, str] | None = None
         path = f"{where}.{key_name(key)}"
         if key not in TOP_KEYS:
             problems.append(f"{path}: unknown key (known: {', '.join(TOP_KEYS)})")
-        elif key == "sources":
-            if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value):
-                problems.append(f"{path}: {short_repr(value)} is not a list of file paths")
-        elif key == "processors":
-            if not isinstance(value, list) or not value:
-                problems.append(f"{path}: {short_repr(value)} is not a non-empty list of processors")
-            else:
-                for i, p in enumerate(value):
-                    if p not in PROCESSORS:
-                        problems.append(f"{path}[{i}]: {short_repr(p)} is not one of {', '.join(PROCESSORS)}")
-                if len(set(map(str, value))) != len(value):
-                    problems.append(f"{path}: a processor is listed twice")
-        elif key == "on_no_face":
-            err = _t_choice(ON_NO_FACE)(value)
-            if err:
-                problems.append(f"{path}: {err}")
-        elif key == "priority":
-            try:
-                _priority(value)
-            except ValueError as e:
-                problems.append(f"{path}: {e}")
-        elif key == "notify":
-            problems.extend(_check_notify(value, path))
-        elif key == "package":
-            err = _t_choice(PACKAGES)(value)
-            if err:
-                problems.append(f"{path}: {err}")
-        elif key == "batch_quiet":
-            try:
-                _duration(value)
-            except ValueError as e:
-                problems.append(f"{path}: {e}")
+        elif key in _SECTIONS:
+            problems.extend(_check_section(key, value, path, models))
         else:
-            if not isinstance(value, dict):
-                problems.append(f"{path}: must be a mapping, not {type(value).__name__}")
-                continue
-            schema = _SECTIONS[key]
-            for sub, sv in value.items():
-                if sub not in schema:
-                    problems.append(f"{path}.{key_name(sub)}: unknown key (known: {', '.join(schema)})")
-                    continue
-                check = schema[sub]
-                if isinstance(check, str):  # a model name of a kind
-                    kind = check.split(":", 1)[1]
-                    if not isinstance(sv, str) or models.get(sv) != kind:
-                        names = sorted(n for n, k in models.items() if k == kind)
-                        problems.append(f"{path}.{sub}: {short_repr(sv)} is not a known {kind} model "
-                                        f"(known: {', '.join(names)})")
-                else:
-                    err = check(sv)
-                    if err:
-                        problems.append(f"{path}.{sub}: {err}")
+            problems.extend(_check_top_value(key, value, path))
+    return problems
+
+
+def _check_top_value(key: str, value: Any, path: str) -> list[str]:
+    """A top-level key that is not a section: sources, processors, on_no_face, priority, notify, ..."""
+    if key == "sources":
+        if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value):
+            return [f"{path}: {short_repr(value)} is not a list of file paths"]
+        return []
+    if key == "processors":
+        if not isinstance(value, list) or not value:
+            return [f"{path}: {short_repr(value)} is not a non-empty list of processors"]
+        problems = [f"{path}[{i}]: {short_repr(p)} is not one of {', '.join(PROCESSORS)}"
+                    for i, p in enumerate(value) if p not in PROCESSORS]
+        if len(set(map(str, value))) != len(value):
+            problems.append(f"{path}: a processor is listed twice")
+        return problems
+    if key == "notify":
+        return _check_notify(value, path)
+    if key in ("on_no_face", "package"):
+        err = _t_choice(ON_NO_FACE if key == "on_no_face" else PACKAGES)(value)
+        return [f"{path}: {err}"] if err else []
+    try:                                            # priority, batch_quiet
+        (_priority if key == "priority" else _duration)(value)
+    except ValueError as e:
+        return [f"{path}: {e}"]
+    return []
+
+
+def _check_section(key: str, value: Any, path: str, models: Mapping[str, str]) -> list[str]:
+    """A section (face_detector, output, ...): its keys by the section's schema; model names by kind."""
+    if not isinstance(value, dict):
+        return [f"{path}: must be a mapping, not {type(value).__name__}"]
+    problems: list[str] = []
+    schema = _SECTIONS[key]
+    for sub, sv in value.items():
+        if sub not in schema:
+            problems.append(f"{path}.{key_name(sub)}: unknown key (known: {', '.join(schema)})")
+            continue
+        check = schema[sub]
+        if isinstance(check, str):  # a model name of a kind
+            kind = check.split(":", 1)[1]
+            if not isinstance(sv, str) or models.get(sv) != kind:
+                names = sorted(n for n, k in models.items() if k == kind)
+                problems.append(f"{path}.{sub}: {short_repr(sv)} is not a known {kind} model "
+                                f"(known: {', '.join(names)})")
+        else:
+            err = check(sv)
+            if err:
+                problems.append(f"{path}.{sub}: {err}")
     return problems
 
 
