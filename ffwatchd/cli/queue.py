@@ -1,5 +1,6 @@
 """`ffwatchd queue migrate [--from DB]`: copy one host's SQLite job table into the PostgreSQL
-queue the config names (ids, states, history, batches, notifications), idempotently."""
+queue the config names (states, history, batches, notifications, filings) under new ids,
+idempotently; refused while a daemon holds that table."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from pathlib import Path
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE
 from ffwatchd.config.load import load_config
 from ffwatchd.errors import ConfigError
+
+MAX_IDS_SHOWN = 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,10 +51,18 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return EXIT_OK
-    print(f"copied {report.source} into {report.target}:")
+    print(f"copied {report.source} (queue {report.source_queue}) into {report.target}:")
     for table in report.copied:
         print(f"  {table:8} {report.copied[table]} copied, {report.present[table]} already there")
+    moved = {t: {o: n for o, n in m.items() if o != n} for t, m in report.ids.items() if t != "outbox"}
+    for table, ids in moved.items():
+        if ids:
+            shown = ", ".join(f"{o}->{n}" for o, n in list(ids.items())[:MAX_IDS_SHOWN])
+            more = f", ... ({len(ids) - MAX_IDS_SHOWN} more: --json lists them all)" if len(ids) > MAX_IDS_SHOWN else ""
+            print(f"  {table} with new ids (old->new): {shown}{more}")
     if report.requeued:
         print(f"  {len(report.requeued)} running job(s) queued again (their attempt not counted): "
               + ", ".join(map(str, report.requeued)))
+    for note in report.notes:
+        print(f"  note: {note}")
     return EXIT_OK
