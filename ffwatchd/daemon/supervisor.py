@@ -193,7 +193,7 @@ class Supervisor(WorkerSlots):
 
     def write_status(self) -> None:
         data = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": self.started_at, "updated_at": time.time(),
-                "config": str(self.config_path), "workers": [s.info() for s in self.slots],
+                "config": str(self.config_path), "queue": self.store.where, "workers": [s.info() for s in self.slots],
                 "claiming_paused": (self.diskguard.reason if self.diskguard is not None and
                                     not self.claim_ok.is_set() and not self.stopping else None),
                 "watches_available": self.watcher.available() if self.watcher is not None else {},
@@ -223,9 +223,14 @@ class Supervisor(WorkerSlots):
             log.error("reload refused, the running config stays in force:\n%s", e)
             self.notifier.ready(self.status_line())
             return
-        if new.state_dir != self.settings.state_dir or new.workers.devices != self.settings.workers.devices \
-                or new.metrics != self.settings.metrics:
-            log.warning("state_dir, workers.devices and metrics changes need a restart; they are kept as they were")
+        self.warnings = [w for w in self.warnings if not w.startswith(RESTART_NEEDED)]
+        changed = needs_restart(new, self.settings)
+        if changed:
+            line = (f"{RESTART_NEEDED}: reload refused the change of {'; '.join(changed)}: the running daemon "
+                    f"keeps {'them' if len(changed) > 1 else 'it'} as {'they were' if len(changed) > 1 else 'it was'} "
+                    "until it is restarted (systemctl restart ffwatchd); the rest of the config is reloaded")
+            log.warning("%s", line)
+            self.warnings.append(line)
         new = _keep(new, self.settings)
         self.settings = new
         setup_logging(new.log.level, new.log.format, process="main")
@@ -332,10 +337,36 @@ class _WakingHooks:
         return getattr(self.sup.metrics, name)
 
 
+RESTART_NEEDED = "restart needed"
+
+
+def _queue_name(s: Settings) -> str:
+    from ffwatchd.store.urls import redact_url
+
+    return "sqlite" if s.queue.url is None else redact_url(s.queue.url)
+
+
+def needs_restart(new: Settings, old: Settings) -> list[str]:
+    """The changes a reload cannot make, each as `key (old -> new)`: the job table (queue and
+    state_dir: the workers, the watcher and the batches must all read the same one), the worker
+    devices and the metrics endpoint."""
+    changed = []
+    if new.queue != old.queue:
+        changed.append(f"queue ({_queue_name(old)} -> {_queue_name(new)})")
+    if new.state_dir != old.state_dir:
+        changed.append(f"state_dir ({old.state_dir} -> {new.state_dir})")
+    if new.workers.devices != old.workers.devices:
+        changed.append(f"workers.devices ({list(old.workers.devices)} -> {list(new.workers.devices)})")
+    if new.metrics != old.metrics:
+        changed.append("metrics")
+    return changed
+
+
 def _keep(new: Settings, old: Settings) -> Settings:
+    """The new settings with what needs a restart as it was (needs_restart)."""
     import dataclasses
 
-    return dataclasses.replace(new, state_dir=old.state_dir, metrics=old.metrics,
+    return dataclasses.replace(new, state_dir=old.state_dir, metrics=old.metrics, queue=old.queue,
                                workers=dataclasses.replace(new.workers, devices=old.workers.devices))
 
 

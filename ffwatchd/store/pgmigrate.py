@@ -82,19 +82,6 @@ def _read(path: Path) -> dict[str, Any]:
         db.close()
 
 
-def source_queue_id(path: Path) -> str | None:
-    """The SQLite table's queue_id (what its daemon marks the share's folders with), read only."""
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            row = db.execute("SELECT value FROM meta WHERE key = 'queue_id'").fetchone()
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return None
-    return row[0] if row else None
-
-
 def _values(table: str, row: dict[str, Any]) -> dict[str, Any]:
     # text columns hold paths in the same escaped form on both backends; strings inside JSON are
     # raw in SQLite and escaped in PostgreSQL (names need not be UTF-8)

@@ -150,3 +150,16 @@ def migrate(db: sqlite3.Connection, where: str | Path) -> None:
     if version < len(MIGRATIONS):        # the table's id, made once with the meta table
         db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('queue_id', ?)",
                    (uuid.uuid4().hex,))
+
+
+def read_queue_id(path: Path) -> str | None:
+    """The SQLite table's queue_id (what its daemon marks the share's folders with), read only."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'queue_id'").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None
+    return row[0] if row else None

@@ -193,3 +193,44 @@ def test_migrate_defaults_to_the_state_dir_and_needs_a_postgresql_queue(tmp_path
     fill(tmp_path / "state" / "ffwatchd.db")
     assert main(["queue", "migrate", "-c", str(cfg)]) == 0
     assert "jobs     6 copied" in capsys.readouterr().out
+
+
+def test_migrate_is_refused_while_a_daemon_holds_the_sqlite_table(tmp_path: Path, pg_url: str,
+                                                                 capsys: pytest.CaptureFixture) -> None:
+    """By its status file (this host: a live pid; another host: written less than a minute ago)
+    or by a locked share marker naming that table."""
+    import fcntl
+    import os
+    import socket
+    import time
+
+    from ffwatchd.filing.shares import MARKER_NAME
+    from ffwatchd.store.sqlite_schema import read_queue_id
+
+    cfg = write_config(tmp_path, f"{{url: '{pg_url}'}}")
+    state = tmp_path / "state"
+    state.mkdir()
+    db = state / "ffwatchd.db"
+    fill(db)
+    status = state / "status.json"
+    for host, pid, what in ((socket.gethostname(), os.getpid(), f"pid {os.getpid()} on this host"),
+                            ("other-host", 1, "pid 1 on host other-host")):
+        status.write_text(json.dumps({"pid": pid, "host": host, "updated_at": time.time(), "queue": f"sqlite {db}"}))
+        assert main(["queue", "migrate", "-c", str(cfg)]) == 1
+        err = capsys.readouterr().err
+        assert f"nothing copied: {db} is in use by a running daemon ({what}, by its status file {status}" in err
+        assert "stop that daemon first" in err
+    status.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "updated_at": time.time(),
+                                  "queue": "postgresql://db/q"}))          # it runs on another table now
+    inbox = tmp_path / "share" / "inbox"                                      # write_config's watch
+    marker = inbox / MARKER_NAME
+    marker.write_text(json.dumps({"queue_id": read_queue_id(db), "host": "h", "pid": 7, "state_dir": "/s",
+                                  "since": 0}))
+    with open(marker) as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert main(["queue", "migrate", "-c", str(cfg)]) == 1
+        assert f"it holds the share folder {inbox}: queue {read_queue_id(db)}" in capsys.readouterr().err
+    with PostgresJobStore(pg_url) as pg:
+        assert sum(pg.counts().values()) == 0
+    assert main(["queue", "migrate", "-c", str(cfg)]) == 0                   # nobody holds it now
+    assert json.loads(marker.read_text())["queue_id"] != read_queue_id(db)   # marked for PostgreSQL
