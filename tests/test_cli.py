@@ -171,6 +171,19 @@ def test_purge(cfg: Path, capsys) -> None:
     assert main(["jobs", "purge", "--older-than", "soon", "-c", str(cfg)]) == 2
 
 
+def test_purge_older_than_0_is_refused_as_retention_reads_0_as_off(cfg: Path, capsys) -> None:
+    job_id = add_job(cfg)
+    assert main(["jobs", "cancel", str(job_id), "-c", str(cfg)]) == 0
+    for zero in ("0", "0s", "0d"):
+        assert main(["jobs", "purge", "--older-than", zero, "-c", str(cfg)]) == 2
+        assert "0 is refused: in retention 0 means off" in capsys.readouterr().err
+    with store_for(cfg) as s:
+        assert s.get(job_id).state == "cancelled"                 # nothing forgotten
+    with pytest.raises(SystemExit):
+        main(["jobs", "purge", "--help"])
+    assert "0 is refused (in retention: 0 means off)" in " ".join(capsys.readouterr().out.split())
+
+
 def test_enqueue_refuses_paths_outside_every_inbox(cfg: Path, tmp_path: Path, capsys) -> None:
     outside = tmp_path / "elsewhere.jpg"
     outside.write_bytes(b"x")
@@ -436,8 +449,8 @@ def test_json_is_accepted_by_every_verb_that_reports(cfg: Path, capsys) -> None:
     job_id = add_job(cfg, "j.jpg")
     assert main(["jobs", "cancel", str(job_id), "-c", str(cfg), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["ok"] is True
-    assert main(["jobs", "purge", "--older-than", "0s", "-c", str(cfg), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"purged": 1}
+    assert main(["jobs", "purge", "--older-than", "1000d", "-c", str(cfg), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"purged": 0}
     assert main(["retention", "--dry-run", "-c", str(cfg), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["dry_run"] is True
     assert main(["models", "verify", "-c", str(cfg), "--json"]) == 0

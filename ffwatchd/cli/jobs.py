@@ -55,7 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
     p = verbs.add_parser("purge", help="forget finished jobs")
     config_arg(p, verb=True)
-    p.add_argument("--older-than", required=True, help="e.g. 30d")
+    p.add_argument("--older-than", required=True, metavar="AGE",
+                   help="finished more than AGE ago, e.g. 30d or 12h; 0 is refused (in retention: 0 means "
+                        "off): to forget every finished job, give a short age such as 1s")
     p.add_argument("--state", choices=["done", "failed", "cancelled"])
     p.add_argument("--json", action="store_true")
 
@@ -229,6 +231,9 @@ def cmd_purge(args: argparse.Namespace) -> int:
         age = parse_duration(args.older_than)
     except ValueError as e:
         raise UsageError(f"--older-than: {e}")
+    if age <= 0:
+        raise UsageError(f"--older-than {args.older_than}: 0 is refused: in retention 0 means off, here it would "
+                         "forget every finished job; to do that, give a short age such as --older-than 1s")
     states = [args.state] if args.state else ["done", "failed", "cancelled"]
     with open_store(settings) as store:
         try:
