@@ -17,6 +17,7 @@ import cv2
 import numpy as np
 from PIL import Image
 
+from ffwatchd.batches.nottaken import not_taken, not_taken_html
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
 from ffwatchd.filing.plan import find_failed_original
@@ -285,13 +286,15 @@ def render_html(report: dict, thumbs: dict[int, tuple[str | None, str | None]]) 
             f'<table><thead><tr><th>file</th><th>state</th><th>before / after</th><th>result or reason</th>'
             f'<th>took</th><th>models</th></tr></thead><tbody>\n' + "\n".join(rows) +
             f'\n</tbody></table>\n<details><summary>settings used</summary><pre>'
-            f'{e(json.dumps(prov["settings"], indent=2))}</pre></details>\n</body></html>\n')
+            f'{e(json.dumps(prov["settings"], indent=2))}</pre></details>\n'
+            + not_taken_html(report.get("not_taken", [])) + '</body></html>\n')
 
 
 def write_report(watch: WatchSettings, folder: str, jobs: list[Job], cache: ThumbCache, *, batch_id: int | None,
                  version: int, final: bool, package: str | None = None) -> tuple[Path, dict]:
     """Build and write both files atomically; returns the HTML path and the report."""
     report = build_report(watch, folder, jobs, batch_id=batch_id, version=version, final=final, package=package)
+    report["not_taken"] = not_taken(watch, folder)           # nottaken.py: files left in the folder, with why
     thumbs: dict[int, tuple[str | None, str | None]] = {}
     for j in jobs:
         if j.state in ("done", "failed", "cancelled") and j.kind == "image":

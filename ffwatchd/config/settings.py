@@ -10,6 +10,8 @@ from ffwatchd.fs.writefs import Perms
 from ffwatchd.spec import jobspec
 
 DEFAULT_INCLUDE = ("*.jpg", "*.jpeg", "*.png", "*.webp", "*.bmp", "*.tif", "*.tiff",
+                   "*.heic", "*.heif", "*.hif",                          # phones (pillow-heif)
+                   "*.dng", "*.nef", "*.nrw", "*.cr2", "*.arw", "*.pef", "*.orf", "*.rw2", "*.raf",  # RAW (rawpy)
                    "*.mp4", "*.mov", "*.mkv", "*.webm")
 DEFAULT_IGNORE = (".*", "*.part", "*.tmp", "*.crdownload", "~$*")
 
