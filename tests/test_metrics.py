@@ -74,6 +74,20 @@ def test_job_state_gauges_are_read_from_the_table_at_scrape_time(store, tmp_path
     assert value(m.render(), "ffwatchd_jobs", state="running") == 0
 
 
+def test_running_videos_frames_done_are_read_from_the_table_at_scrape_time(store):
+    m = Metrics(store=store)
+    for name in ("a.mp4", "b.mp4"):
+        store.enqueue(watch="studio", rel_path=name, size=10, mtime=1.0, content_hash=name, kind="video", spec={})
+    a, b = store.claim("w", 60.0), store.claim("w", 60.0)
+    store.heartbeat(a.id, "w", 60.0, progress=(120, 1000), attempt=a.attempts)
+    store.heartbeat(b.id, "w", 60.0, progress=(30, 200), attempt=b.attempts)
+    text = m.render()
+    assert value(text, "ffwatchd_video_frames_done", watch="studio") == 150
+    assert value(text, "ffwatchd_video_frames_total", watch="studio") == 1200
+    store.heartbeat(a.id, "w", 60.0, progress=(700, 1000), attempt=a.attempts)   # mid-segment
+    assert value(m.render(), "ffwatchd_video_frames_done", watch="studio") == 730
+
+
 def test_closed_job_table_shows_as_down_not_as_an_error(tmp_path):
     s = JobStore(tmp_path / "x.db")
     m = Metrics(store=s)

@@ -53,3 +53,4 @@ def not_taken_html(entries: list[dict]) -> str:
     return (f'<section class="not-taken"><h2>Not taken ({len(entries)})</h2>'
             f"<p>Files in this folder that this batch did not take; they were not moved.</p>"
             f"<ul>{items}{more}</ul></section>\n")
+

@@ -191,8 +191,18 @@ def file_entry(watch: WatchSettings, job: Job) -> dict:
         "processors": spec.get("processors", []),
         "models": _models(spec),
         "worker": job.worker,
+        "progress": ({"done": job.progress_done or 0, "total": job.progress_total}
+                     if job.state == "running" and job.progress_total else None),   # a video's frames
     }
     return entry
+
+
+def progress_text(progress: dict | None) -> str:
+    """A running video's frames done, as the report shows it after its state (else nothing)."""
+    if not progress:
+        return ""
+    done, total = progress["done"], progress["total"]
+    return f": {done}/{total} frames ({100 * done // total}%)"
 
 
 def _models(spec: dict) -> list[str]:
@@ -264,7 +274,7 @@ def render_html(report: dict, thumbs: dict[int, tuple[str | None, str | None]]) 
             detail = (f'<span class="why">{e(f["error_kind"] or "")}: {e(f["message"] or "")}</span>'
                       f'<br>retry: <code>{e(f["retry"] or "")}</code>')
         else:
-            pictures, detail = "", e(f["state"])
+            pictures, detail = "", e(f["state"] + progress_text(f.get("progress")))
         took = f"{f['duration_s']:.1f} s" if f["duration_s"] is not None else ""
         shown = f["outcome"]
         rows.append(f'<tr class="{e(shown)}"><td>{e(f["path"])}</td><td>{e(shown)}</td>'
