@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
         if args.output.endswith(("/", os.sep)) and not output.is_dir():   # "-o outdir/": a folder, made if missing
             output.mkdir(parents=True)
         if output.is_dir():
-            suffix = pipeline.output_suffix(target, spec) if kind == "image" else target.suffix.lower()
+            suffix = pipeline.output_suffix(target, spec) if kind == "image" else target.suffix
             output = output / (target.stem + suffix)
         if output.exists() and os.path.samefile(output, target):     # `-o .` beside it, or -o = -t
             print(f"ffwatchd process: -o {output} is the target itself; the original would be replaced: "
