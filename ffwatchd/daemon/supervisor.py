@@ -149,10 +149,10 @@ class Supervisor(WorkerSlots):
         self.diskguard = DiskGuard.from_settings(self.settings, self.metrics)
         self._update_claiming()
 
-    def _start_watcher(self) -> None:
+    def _start_watcher(self, notices_from: Any = None) -> None:
         from ffwatchd.watch.service import WatchService
 
-        self.watcher = WatchService(self.settings, self.store, metrics=_WakingHooks(self))
+        self.watcher = WatchService(self.settings, self.store, metrics=_WakingHooks(self), notices_from=notices_from)
         self.watcher.start()
 
     def _wait_for_workers(self) -> None:
@@ -220,7 +220,7 @@ class Supervisor(WorkerSlots):
         try:
             new = load_config(self.config_path)
         except ConfigError as e:
-            log.error("reload refused, the running config stays in force:\n%s", e)
+            log.error("%s", refusal_line(e))
             self.notifier.ready(self.status_line())
             return
         self.warnings = [w for w in self.warnings if not w.startswith(RESTART_NEEDED)]
@@ -234,8 +234,9 @@ class Supervisor(WorkerSlots):
         new = _keep(new, self.settings)
         self.settings = new
         setup_logging(new.log.level, new.log.format, process="main")
-        self.watcher.stop()
-        self._start_watcher()
+        old = self.watcher
+        old.stop()
+        self._start_watcher(notices_from=old)     # a name said once is not said again per reload
         self.batches.update(new)
         self.diskguard = None
         self._start_diskguard()
@@ -338,6 +339,13 @@ class _WakingHooks:
 
 
 RESTART_NEEDED = "restart needed"
+
+
+def refusal_line(e: ConfigError) -> str:
+    """An invalid config refused on reload, as one log line: the text log escapes a newline (one
+    record, one line), so a multi-line message showed its problems joined by a literal \\n."""
+    problems = "; ".join(e.problems) if e.problems else str(e)
+    return f"reload refused, the running config stays in force: {e.source}: {problems}"
 
 
 def _queue_name(s: Settings) -> str:

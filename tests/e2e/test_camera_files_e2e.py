@@ -5,12 +5,13 @@ take stay where they are and the batch's report lists each once under "not taken
 from __future__ import annotations
 
 import json
+import signal
 
 import cv2
 import numpy as np
 
 from tests.camera_files import dng_bytes, heic_bytes
-from tests.e2e.harness import decodes, synthetic_models, wait_for
+from tests.e2e.harness import decodes, face_jpeg, synthetic_models, wait_for
 
 
 def _face(seed: int) -> np.ndarray:
@@ -49,3 +50,25 @@ def test_heic_and_raw_are_processed_and_the_rest_is_listed_as_not_taken(make_dae
     with d.store() as s:
         jobs = {j.rel_path: j for j in s.list(limit=10)}
     assert set(jobs) == {"IMG_1234.HEIC", "DSC_0001.DNG"}
+
+
+def test_reloads_neither_repeat_notices_nor_split_a_refusal_over_escaped_lines(make_daemon) -> None:
+    """A trial saw "matches no include pattern" said again on every reload, and the refused
+    reload's ERROR line holding literal \\n between its problems."""
+    d = make_daemon().start()
+    d.drop("notes.txt", b"shoot notes\n")
+    wait_for(lambda: "notes.txt matches no include pattern" in d.log_tail(300), 60, "the notice")
+    good = d.config_path.read_text()
+    d.write_config(good.replace("settle: 0.3s", "settle: ten").replace("sidecar_wait: 1s", "sidecar_wait: -1s"))
+    d.signal(signal.SIGHUP)
+    wait_for(lambda: "reload refused" in d.log_tail(300), 60, "the refusal")
+    (line,) = [x for x in d.log_tail(300).splitlines() if "reload refused" in x]
+    assert "\\n" not in line and "watches[0].settle" in line and "watches[0].sidecar_wait" in line
+    for _ in range(2):
+        d.write_config(good)
+        d.signal(signal.SIGHUP)
+        wait_for(lambda: d.log_tail(300).count("config reloaded") >= 1 + _, 60, "the reload")
+        d.wait_ready()
+    d.drop("after.jpg", face_jpeg(seed=5))           # the watch has scanned its inbox again by now
+    d.wait_counts(120, done=1)
+    assert d.log_tail(300).count("notes.txt matches no include pattern") == 1
