@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import zipfile
 from pathlib import Path
 
@@ -106,6 +107,9 @@ def test_a_batch_finishes_after_its_quiet_period_once_and_again_with_new_files(e
     assert [len(r["imgs"]) for r in page.rows] == [1, 2]          # failed first: its original; done: before/after
     with zipfile.ZipFile(out / "ffwatch-results.zip") as z:
         assert z.namelist() == ["one.jpg"]
+        (entry,) = z.infolist()                   # dated like its file, not 1980-01-01 00:00
+        assert entry.date_time == time.localtime((out / "one.jpg").stat().st_mtime)[:5] + (entry.date_time[5],)
+        assert entry.date_time[0] > 1980 and (entry.external_attr >> 16) & 0o777 == 0o644
     finished = [d for d in store.deliveries() if d.event == "finished"]
     assert [d.idempotency_key for d in finished] == [f"ffwatchd-batch-{b.id}-v1-finished"]
     assert finished[0].payload["package"] == str(out / "ffwatch-results.zip")
