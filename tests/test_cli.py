@@ -74,6 +74,7 @@ def test_list_and_show_human_and_json(cfg: Path, capsys) -> None:
     assert main(["jobs", "show", str(job_id), "-c", str(cfg)]) == 0
     out = capsys.readouterr().out
     assert "face_swapper" in out and "rel_path" in out
+    assert "priority       normal" in out.splitlines()   # the word jobs list shows, not 0
     assert main(["jobs", "show", "999", "-c", str(cfg)]) == 1
     assert main(["jobs", "list", "-c", str(cfg), "--state", "bogus"]) == 2
 

@@ -109,7 +109,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     d = job.to_dict()
     for key in ("id", "state", "watch", "rel_path", "kind", "size", "content_hash", "priority",
                 "attempts", "max_attempts", "lease_owner", "output_path", "error_kind", "error_message"):
-        print(f"{key:14} {shown(str(d[key])) if d[key] is not None else '-'}")
+        value = priority_name(job.priority) if key == "priority" else d[key]   # the word `jobs list` shows
+        print(f"{key:14} {shown(str(value)) if value is not None else '-'}")
         if key == "rel_path":       # the batch: the folder (with its sidecar) the file belongs to
             batch = "-" if job.batch is None else shown(job.batch) or "/"   # "": the inbox itself
             print(f"{'batch':14} {batch}")
