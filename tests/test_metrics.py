@@ -313,3 +313,9 @@ def test_operator_retries_and_cancels_are_counted_from_the_table(store, tmp_path
         assert value(text, "ffwatchd_jobs_finished_total", watch="studio", kind="image", outcome="cancelled") == 1
     m2 = Metrics(store=store)                                # a restarted daemon starts from the table's totals
     assert value(m2.render(), "ffwatchd_retries_total", watch="studio", cause="operator") == 2
+
+
+def test_a_worker_replaced_by_a_reload_counts_as_reload_not_recycled(store):
+    m = Metrics(store=store)
+    m.worker_restarted("cpu", "reload")
+    assert value(m.render(), "ffwatchd_worker_restarts_total", host=HOST, device="cpu", reason="reload") == 1

@@ -242,7 +242,7 @@ class Supervisor(WorkerSlots):
         self._start_diskguard()
         for slot in self.slots:           # workers pick up the new settings after their current job
             if slot.process is not None and slot.stop is not None:
-                slot.exit_reason = "recycled"
+                slot.exit_reason = "reload"     # not `recycled` (after recycle_after jobs)
                 slot.stop.set()
                 slot.wake.set()
         self.report_models()

@@ -72,3 +72,5 @@ def test_reloads_neither_repeat_notices_nor_split_a_refusal_over_escaped_lines(m
     d.drop("after.jpg", face_jpeg(seed=5))           # the watch has scanned its inbox again by now
     d.wait_counts(120, done=1)
     assert d.log_tail(300).count("notes.txt matches no include pattern") == 1
+    assert "exited (reload, exit code 0)" in d.log_tail(300)         # its restart metric's reason too
+    assert "exited (recycled" not in d.log_tail(300)
