@@ -263,7 +263,7 @@ def test_retention_results_are_counted(tmp_path):
     assert value(text, "ffwatchd_retention_removed_total", what="job_rows") == 12
     assert value(text, "ffwatchd_retention_removed_bytes_total", what="temp") == 4096
     bytes_series = {dict(k[1]).get("what") for k in samples(text) if k[0] == "ffwatchd_retention_removed_bytes_total"}
-    assert bytes_series == {"temp", "done", "failed"}     # rows free no bytes: no series that never moves
+    assert bytes_series == {"temp", "done", "failed", "output"}     # rows free no bytes: no series that never moves
 
 
 def test_only_the_leading_host_exports_the_queue_gauges(store):

@@ -66,7 +66,7 @@ _WORKER_KEYS = {"devices", "providers", "cpu_threads", "max_attempts", "retry_ba
                 "job_timeout", "grace_period", "ram_limit", "vram_limit", "max_pixels",
                 "recycle_after", "video_segment"}
 _RETENTION_KEYS = {"interval", "temp_max_age", "done_max_age", "failed_max_age",
-                   "jobs_max_age", "min_free_disk"}
+                   "jobs_max_age", "output_max_age", "min_free_disk"}
 
 
 def _read_watch(r: Reader, raw: Any, path: str, index: int,
@@ -294,6 +294,7 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
         done_max_age=r.get(rr, "done_max_age", "retention", parse_duration, dr.done_max_age),
         failed_max_age=r.get(rr, "failed_max_age", "retention", parse_duration, dr.failed_max_age),
         jobs_max_age=r.get(rr, "jobs_max_age", "retention", parse_duration, dr.jobs_max_age),
+        output_max_age=r.get(rr, "output_max_age", "retention", parse_duration, dr.output_max_age),
         min_free_disk=r.get(rr, "min_free_disk", "retention", parse_size, dr.min_free_disk),
     )
 

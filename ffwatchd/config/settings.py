@@ -82,6 +82,7 @@ class RetentionSettings:
     done_max_age: float = 7 * 86400.0
     failed_max_age: float = 30 * 86400.0
     jobs_max_age: float = 90 * 86400.0
+    output_max_age: float = 0.0               # results in output/, counted from their filing; 0: kept
     min_free_disk: int = 5 * 2**30
 
 

@@ -19,8 +19,8 @@ RESTART_REASONS = ("crashed", "killed", "recycled", "reload", "memory", "timeout
 RETRY_CAUSES = ("failure", "worker", "lease", "operator", "other")
 PROVIDERS = ("cuda", "tensorrt", "rocm", "migraphx", "openvino", "coreml", "dml", "cpu", "other")
 FOLDER_ROLES = ("inbox", "output", "done", "failed", "temp", "state")
-RETENTION_WHATS = ("temp", "done", "failed", "job_rows", "outbox_rows")
-RETENTION_FILE_WHATS = ("temp", "done", "failed")     # what frees bytes: rows do not (no bytes series)
+RETENTION_WHATS = ("temp", "done", "failed", "output", "job_rows", "outbox_rows")
+RETENTION_FILE_WHATS = ("temp", "done", "failed", "output")     # what frees bytes: rows do not (no bytes series)
 
 
 _unknown_seen: set[tuple[str, str]] = set()

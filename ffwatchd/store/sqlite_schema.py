@@ -132,6 +132,23 @@ MIGRATIONS: list[str] = [
     """
     DROP INDEX IF EXISTS jobs_running;
     """,
+    # 7: the ledger also records results placed in output/ (retention.output_max_age ages them like
+    # done/ and failed/); SQLite cannot change a CHECK in place, so the table is made again
+    """
+    CREATE TABLE filings_v7 (
+        watch     TEXT    NOT NULL,
+        folder    TEXT    NOT NULL CHECK (folder IN ('done', 'failed', 'output')),
+        rel_path  TEXT    NOT NULL,
+        size      INTEGER NOT NULL,
+        inode     INTEGER NOT NULL,
+        filed_at  REAL    NOT NULL,
+        job_id    INTEGER,
+        PRIMARY KEY (watch, folder, rel_path)
+    ) STRICT;
+    INSERT INTO filings_v7 SELECT watch, folder, rel_path, size, inode, filed_at, job_id FROM filings;
+    DROP TABLE filings;
+    ALTER TABLE filings_v7 RENAME TO filings;
+    """,
 ]
 
 
