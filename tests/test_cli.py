@@ -172,6 +172,20 @@ def test_purge(cfg: Path, capsys) -> None:
     assert main(["jobs", "purge", "--older-than", "soon", "-c", str(cfg)]) == 2
 
 
+def test_retrying_a_purged_job_says_it_was_forgotten_and_how_to_run_the_file_again(cfg: Path, capsys) -> None:
+    """A batch report keeps `ffwatchd jobs retry 17` after job 17 is purged; the command said only
+    "no such job"."""
+    job_id = add_job(cfg)
+    assert main(["jobs", "cancel", str(job_id), "-c", str(cfg)]) == 0
+    with store_for(cfg) as s:
+        s.purge(-1)
+    capsys.readouterr()
+    assert main(["jobs", "retry", str(job_id), "-c", str(cfg)]) == 1
+    err = capsys.readouterr().err
+    assert f"job {job_id}: no such job: it is not in the table, or no longer" in err
+    assert "copy its original from failed/ back into the inbox" in err
+
+
 def test_purge_older_than_0_is_refused_as_retention_reads_0_as_off(cfg: Path, capsys) -> None:
     job_id = add_job(cfg)
     assert main(["jobs", "cancel", str(job_id), "-c", str(cfg)]) == 0

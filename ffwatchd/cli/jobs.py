@@ -128,6 +128,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# A report or notification keeps naming a job after its row is purged (jobs purge, retention's
+# jobs_max_age): say so, and how to run the file again.
+NO_SUCH_JOB = ("no such job: it is not in the table, or no longer (finished jobs are forgotten after "
+               "retention.jobs_max_age or by jobs purge, while reports keep their retry commands); to run "
+               "that file again, copy its original from failed/ back into the inbox")
+
+
 def each_job(args: argparse.Namespace, verb: Callable[[JobQueue, Settings, Job], str]) -> int:
     """`verb` on each named job (or every failed one with --failed); exit 1 when any was refused."""
     settings = load_config(args.config)
@@ -152,7 +159,7 @@ def each_job(args: argparse.Namespace, verb: Callable[[JobQueue, Settings, Job],
                 if not args.json:
                     print(f"job {job_id}: {shown(text)}")
             except NotFound:
-                results.append({"id": job_id, "ok": False, "message": "no such job"})
+                results.append({"id": job_id, "ok": False, "message": NO_SUCH_JOB})
                 failures += 1
             except TransitionError as e:
                 text = str(e).removeprefix(f'job {job_id} ').removeprefix(f'job {job_id}: ')
