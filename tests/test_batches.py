@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import zipfile
 from pathlib import Path
 
@@ -106,6 +107,9 @@ def test_a_batch_finishes_after_its_quiet_period_once_and_again_with_new_files(e
     assert [len(r["imgs"]) for r in page.rows] == [1, 2]          # failed first: its original; done: before/after
     with zipfile.ZipFile(out / "ffwatch-results.zip") as z:
         assert z.namelist() == ["one.jpg"]
+        (entry,) = z.infolist()                   # dated like its file, not 1980-01-01 00:00
+        assert entry.date_time == time.localtime((out / "one.jpg").stat().st_mtime)[:5] + (entry.date_time[5],)
+        assert entry.date_time[0] > 1980 and (entry.external_attr >> 16) & 0o777 == 0o644
     finished = [d for d in store.deliveries() if d.event == "finished"]
     assert [d.idempotency_key for d in finished] == [f"ffwatchd-batch-{b.id}-v1-finished"]
     assert finished[0].payload["package"] == str(out / "ffwatch-results.zip")
@@ -281,3 +285,27 @@ def test_a_version_superseded_by_a_newer_one_is_no_failure_of_the_batch(env) -> 
     assert "changed after it was queued" in page.rows[1]["cells"][3] and "retry" not in page.rows[1]["cells"][3]
     (finished,) = [d for d in store.deliveries() if d.event == "finished"]
     assert finished.payload["failed"] == [] and finished.payload["counts"]["failed"] == 0
+
+
+def test_a_running_videos_frames_done_show_in_the_report_while_it_runs(env, monkeypatch) -> None:
+    """A trial's 40 s clip showed 0/1000 (0%) for ~35 s; the report showed no progress at all."""
+    import ffwatchd.batches.tracker as tracker_mod
+
+    settings, store, clock, tracker, _ = env
+    monkeypatch.setattr(tracker_mod, "REPORT_EVERY", 0.0)
+    monkeypatch.setattr(tracker_mod, "PROGRESS_EVERY", 0.0, raising=False)
+    for folder in ("in/v", "out"):
+        (settings.watches[0].inbox.parent / folder).mkdir(parents=True, exist_ok=True)
+    store.enqueue(watch="w", rel_path="v/clip.mp4", size=1, mtime=1.0, content_hash="v", kind="video",
+                  spec={}, batch="v")
+    job = store.claim("t", 60)
+    store.heartbeat(job.id, "t", 60, progress=(120, 1000), attempt=job.attempts)
+    tracker.step(now=clock.t + 1)
+    out = settings.watches[0].output / "v"
+    report = json.loads((out / "ffwatch-report.json").read_text())
+    assert report["files"][0]["progress"] == {"done": 120, "total": 1000}
+    store.heartbeat(job.id, "t", 60, progress=(500, 1000), attempt=job.attempts)
+    tracker.step(now=clock.t + 2)                   # nothing new but the frames done
+    report = json.loads((out / "ffwatch-report.json").read_text())
+    assert report["files"][0]["progress"] == {"done": 500, "total": 1000}
+    assert "running: 500/1000 frames (50%)" in (out / "ffwatch-report.html").read_text()

@@ -74,6 +74,7 @@ def test_list_and_show_human_and_json(cfg: Path, capsys) -> None:
     assert main(["jobs", "show", str(job_id), "-c", str(cfg)]) == 0
     out = capsys.readouterr().out
     assert "face_swapper" in out and "rel_path" in out
+    assert "priority       normal" in out.splitlines()   # the word jobs list shows, not 0
     assert main(["jobs", "show", "999", "-c", str(cfg)]) == 1
     assert main(["jobs", "list", "-c", str(cfg), "--state", "bogus"]) == 2
 
@@ -169,6 +170,33 @@ def test_purge(cfg: Path, capsys) -> None:
     assert main(["jobs", "purge", "--older-than", "30d", "-c", str(cfg)]) == 0
     assert "purged 0" in capsys.readouterr().out
     assert main(["jobs", "purge", "--older-than", "soon", "-c", str(cfg)]) == 2
+
+
+def test_retrying_a_purged_job_says_it_was_forgotten_and_how_to_run_the_file_again(cfg: Path, capsys) -> None:
+    """A batch report keeps `ffwatchd jobs retry 17` after job 17 is purged; the command said only
+    "no such job"."""
+    job_id = add_job(cfg)
+    assert main(["jobs", "cancel", str(job_id), "-c", str(cfg)]) == 0
+    with store_for(cfg) as s:
+        s.purge(-1)
+    capsys.readouterr()
+    assert main(["jobs", "retry", str(job_id), "-c", str(cfg)]) == 1
+    err = capsys.readouterr().err
+    assert f"job {job_id}: no such job: it is not in the table, or no longer" in err
+    assert "copy its original from failed/ back into the inbox" in err
+
+
+def test_purge_older_than_0_is_refused_as_retention_reads_0_as_off(cfg: Path, capsys) -> None:
+    job_id = add_job(cfg)
+    assert main(["jobs", "cancel", str(job_id), "-c", str(cfg)]) == 0
+    for zero in ("0", "0s", "0d"):
+        assert main(["jobs", "purge", "--older-than", zero, "-c", str(cfg)]) == 2
+        assert "0 is refused: in retention 0 means off" in capsys.readouterr().err
+    with store_for(cfg) as s:
+        assert s.get(job_id).state == "cancelled"                 # nothing forgotten
+    with pytest.raises(SystemExit):
+        main(["jobs", "purge", "--help"])
+    assert "0 is refused (in retention: 0 means off)" in " ".join(capsys.readouterr().out.split())
 
 
 def test_enqueue_refuses_paths_outside_every_inbox(cfg: Path, tmp_path: Path, capsys) -> None:
@@ -436,8 +464,8 @@ def test_json_is_accepted_by_every_verb_that_reports(cfg: Path, capsys) -> None:
     job_id = add_job(cfg, "j.jpg")
     assert main(["jobs", "cancel", str(job_id), "-c", str(cfg), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["ok"] is True
-    assert main(["jobs", "purge", "--older-than", "0s", "-c", str(cfg), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"purged": 1}
+    assert main(["jobs", "purge", "--older-than", "1000d", "-c", str(cfg), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"purged": 0}
     assert main(["retention", "--dry-run", "-c", str(cfg), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["dry_run"] is True
     assert main(["models", "verify", "-c", str(cfg), "--json"]) == 0

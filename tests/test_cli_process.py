@@ -204,6 +204,8 @@ def test_missing_photos_and_options_are_named_before_any_model_is_loaded(files, 
     cases = [(["-s", str(files / "nope.jpg"), "--processors", "label"], f"source {files / 'nope.jpg'} is not a file"),
              (["--processors", "face_swapper"], "face_swapper needs at least one source photo: -s SRC"),
              (["--processors", "label", "--selector", "reference"], "--selector reference needs --reference PHOTO"),
+             (["--processors", "label", "--selector", "except_reference"],
+              "--selector except_reference needs --reference PHOTO"),
              (["--processors", "label", "--reference", str(files / "nope.jpg")],
               f"reference {files / 'nope.jpg'} is not a file")]
     for extra, said in cases:

@@ -74,6 +74,20 @@ def test_job_state_gauges_are_read_from_the_table_at_scrape_time(store, tmp_path
     assert value(m.render(), "ffwatchd_jobs", state="running") == 0
 
 
+def test_running_videos_frames_done_are_read_from_the_table_at_scrape_time(store):
+    m = Metrics(store=store)
+    for name in ("a.mp4", "b.mp4"):
+        store.enqueue(watch="studio", rel_path=name, size=10, mtime=1.0, content_hash=name, kind="video", spec={})
+    a, b = store.claim("w", 60.0), store.claim("w", 60.0)
+    store.heartbeat(a.id, "w", 60.0, progress=(120, 1000), attempt=a.attempts)
+    store.heartbeat(b.id, "w", 60.0, progress=(30, 200), attempt=b.attempts)
+    text = m.render()
+    assert value(text, "ffwatchd_video_frames_done", watch="studio") == 150
+    assert value(text, "ffwatchd_video_frames_total", watch="studio") == 1200
+    store.heartbeat(a.id, "w", 60.0, progress=(700, 1000), attempt=a.attempts)   # mid-segment
+    assert value(m.render(), "ffwatchd_video_frames_done", watch="studio") == 730
+
+
 def test_closed_job_table_shows_as_down_not_as_an_error(tmp_path):
     s = JobStore(tmp_path / "x.db")
     m = Metrics(store=s)
@@ -248,6 +262,8 @@ def test_retention_results_are_counted(tmp_path):
     assert value(text, "ffwatchd_retention_removed_total", what="done") == 1
     assert value(text, "ffwatchd_retention_removed_total", what="job_rows") == 12
     assert value(text, "ffwatchd_retention_removed_bytes_total", what="temp") == 4096
+    bytes_series = {dict(k[1]).get("what") for k in samples(text) if k[0] == "ffwatchd_retention_removed_bytes_total"}
+    assert bytes_series == {"temp", "done", "failed", "output"}     # rows free no bytes: no series that never moves
 
 
 def test_only_the_leading_host_exports_the_queue_gauges(store):
@@ -299,3 +315,9 @@ def test_operator_retries_and_cancels_are_counted_from_the_table(store, tmp_path
         assert value(text, "ffwatchd_jobs_finished_total", watch="studio", kind="image", outcome="cancelled") == 1
     m2 = Metrics(store=store)                                # a restarted daemon starts from the table's totals
     assert value(m2.render(), "ffwatchd_retries_total", watch="studio", cause="operator") == 2
+
+
+def test_a_worker_replaced_by_a_reload_counts_as_reload_not_recycled(store):
+    m = Metrics(store=store)
+    m.worker_restarted("cpu", "reload")
+    assert value(m.render(), "ffwatchd_worker_restarts_total", host=HOST, device="cpu", reason="reload") == 1

@@ -105,3 +105,29 @@ def test_fetch_json_reports_each_model(tmp_path, served, capsys):
     assert "100%" not in captured.err
     assert run_models(["fetch", "gfpgan_1.4", "--models-dir", str(models), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["state"] == "present"
+
+
+def test_verify_points_at_the_custom_models_entry(tmp_path, capsys):
+    """A trial's valid custom model, saved under a built-in's file name, was called "corrupt"
+    with no word about the `models:` entry it belongs to; a wrong hash of a custom model names it."""
+    models = tmp_path / "models"
+    models.mkdir()
+    tuned = models / "inswapper_128.onnx"
+    tuned.write_bytes(b"a tuned swapper")
+    good = hashlib.sha256(b"a tuned swapper").hexdigest()
+    config = tmp_path / "config.yaml"
+
+    def write(sha: str) -> None:
+        config.write_text(f"state_dir: {tmp_path}/s\ntemp_dir: {tmp_path}/t\nmodels_dir: {models}\n"
+                          f"models: {{tuned_swap: {{path: {tuned}, kind: swapper, sha256: {sha}}}}}\n"
+                          f"watches: [{{inbox: {tmp_path}/i, output: {tmp_path}/o, done: {tmp_path}/d, "
+                          f"failed: {tmp_path}/f}}]\n")
+    write(good)
+    assert run_models(["-c", str(config), "verify"]) == 0
+    out = capsys.readouterr().out
+    assert "tuned_swap: present" in out
+    assert ("inswapper_128: custom: " + str(tuned) + " is not the official inswapper_128 file but custom model "
+            "'tuned_swap' (models.tuned_swap in the config)") in out
+    write("a" * 64)
+    assert run_models(["-c", str(config), "verify", "tuned_swap"]) == 1
+    assert "(the sha256 given for models.tuned_swap in the config)" in capsys.readouterr().out

@@ -442,3 +442,38 @@ def test_a_file_filed_into_a_folder_retention_is_pruning_is_never_deleted(tmp_pa
     run_retention(s, store, now=NOW)
     assert not (w.done / "daily" / "old.jpg").exists()
     assert (w.done / "daily" / "new.jpg").read_bytes() == b"just filed"
+
+
+def test_results_in_output_age_like_done_when_asked_and_are_kept_by_default(tmp_path, store):
+    """retention.output_max_age (off by default): results people forgot in output/, aged from
+    when ffwatchd placed them (the ledger), never the batch reports or a file of someone else."""
+    from ffwatchd.filing.plan import execute_plan, plan_done
+
+    s = make_settings(tmp_path)
+    w = s.watches[0]
+    (w.inbox / "shoot").mkdir()
+    (w.inbox / "shoot" / "a.jpg").write_bytes(b"original")
+    job, _ = store.enqueue(watch="studio", rel_path="shoot/a.jpg", size=8, mtime=1.0, content_hash="a",
+                           kind="image", spec={})
+    job = store.claim("t", 60)
+    result = tmp_path / "tmp" / "result.jpg"
+    result.parent.mkdir(parents=True, exist_ok=True)
+    result.write_bytes(b"the result")
+    os.utime(result, (MTIME_2020, MTIME_2020))                 # its mtime says nothing of its age
+    plan = plan_done(w, job, result, ".jpg")
+    store.set_filing(job.id, "t", plan.to_dict())
+    filed_result = execute_plan(plan, job, w, ledger=store).result
+    store.finish(job.id, "t", output_path=str(filed_result))
+    assert store.filings("studio", "output")["shoot/a.jpg"].job_id == job.id
+    report = touch(w.output / "shoot" / "ffwatch-report.html", 100 * DAY)
+    theirs = touch(w.output / "shoot" / "notes.txt", 100 * DAY)
+
+    later = time.time() + 30 * DAY
+    assert [d for d in run_retention(s, store, now=later) if d.what == "output"] == []     # off: kept
+    assert filed_result.exists()
+    s7 = make_settings(tmp_path, output_max_age=7 * DAY)
+    assert [d for d in run_retention(s7, store, now=time.time() + 6 * DAY) if d.what == "output"] == []
+    gone = [d for d in run_retention(s7, store, now=later) if d.what == "output"]
+    assert [d.path for d in gone] == [filed_result] and not filed_result.exists()
+    assert report.exists() and theirs.exists()                # not filed by ffwatchd: kept
+    assert "shoot/a.jpg" not in store.filings("studio", "output")

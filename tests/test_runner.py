@@ -149,6 +149,18 @@ def test_video_without_any_face_follows_on_no_face(env, tmp_path: Path, on_no_fa
     assert not (settings.temp_dir / f"job-{job_id}").exists()
 
 
+def test_a_video_keeps_the_case_of_its_suffix_like_an_image(env, tmp_path: Path) -> None:
+    """A trial's CLIP.MOV came out as CLIP.mov while IMG_0001.JPG kept its case."""
+    from ffwatchd.media.ffmpeg import find_ffmpeg
+
+    settings, store, watch = env
+    data = _clip(find_ffmpeg(None), tmp_path / "src.mov").read_bytes()
+    enqueue(store, watch, "CLIP.MOV", data, kind="video", on_no_face="copy")
+    assert run_next(settings, store).outcome == "done"
+    assert [p.name for p in watch.output.iterdir()] == ["CLIP.MOV"]
+    assert (watch.done / "CLIP.MOV").exists()
+
+
 def test_plan_execution_is_idempotent(env) -> None:
     settings, store, watch = env
     job_id = enqueue(store, watch, "b.jpg", b"xyz")

@@ -338,3 +338,21 @@ def test_batch_folder_is_the_nearest_folder_sidecar(tmp_path: Path) -> None:
     assert batch_folder(inbox, [inbox / "a/b/ffwatch.yaml", inbox / "a/b/x.jpg.ffwatch.yaml"]) == "a/b"
     assert batch_folder(inbox, [inbox / ".hidden/ffwatch.yaml"]) == ".hidden"
     assert batch_folder(inbox, []) == ""
+
+
+def test_except_reference_needs_a_reference_and_makes_its_photo_no_job(watch: WatchSettings) -> None:
+    """`face_selector: {mode: except_reference}`: anonymize everyone but the people of the
+    reference photo (those who consented); without a reference it is a sidecar problem."""
+    sc = put(watch.inbox / "ffwatch.yaml", "face_selector: {mode: except_reference}\n"
+                                           "processors: [face_anonymizer]\n")
+    with pytest.raises(JobError) as e:
+        resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+    assert e.value.kind == "bad_sidecar" and str(sc) in e.value.message
+    assert "mode 'except_reference' needs a reference image" in e.value.message
+    put(watch.inbox / "faces/consented.jpg")
+    put(watch.inbox / "ffwatch.yaml", "face_selector: {mode: except_reference, reference: faces/consented.jpg}\n"
+                                      "processors: [face_anonymizer]\n")
+    r = resolve_spec(watch, watch.inbox / "x.jpg", KNOWN)
+    assert r.spec.face_selector.mode == "except_reference"
+    assert "arcface_w600k_r50" in r.spec.models_used()        # the recognizer tells people apart
+    assert SourceIndex.from_disk(watch).contains(watch.inbox / "faces/consented.jpg")

@@ -33,7 +33,7 @@ def test_known_types(head: bytes, kind: str, fmt: str) -> None:
 
 @pytest.mark.parametrize("head", [
     b"", b"hello world, this is text\n", b"BMW annual report 2024 ....................",
-    b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic", b"GIF89a\x01\x00\x01\x00", b"%PDF-1.7\n",
+    b"\x00\x00\x00\x18ftypavif\x00\x00\x00\x00mif1avif", b"GIF89a\x01\x00\x01\x00", b"%PDF-1.7\n",
 ])
 def test_unknown_types(head: bytes) -> None:
     assert sniff_bytes(head) is None
@@ -68,10 +68,12 @@ def test_png_named_mp4_is_an_image(tmp_path: Path) -> None:
     assert (found.kind, found.format) == ("image", "png")
 
 
-def test_heic_is_refused_with_a_reason(tmp_path: Path) -> None:
+def test_heic_is_an_image_and_avif_is_refused_with_a_reason(tmp_path: Path) -> None:
     p = tmp_path / "phone.jpg"
     p.write_bytes(b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic")
-    with pytest.raises(JobError, match="HEIF"):
+    assert (sniff_file(p).kind, sniff_file(p).format) == ("image", "heif")
+    p.write_bytes(b"\x00\x00\x00\x18ftypavif\x00\x00\x00\x00mif1avif")
+    with pytest.raises(JobError, match="AVIF images"):
         sniff_file(p)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import zipfile
 from pathlib import Path
 
@@ -19,6 +20,15 @@ PACKAGE_NAME = "ffwatch-results.zip"
 
 def package_path(watch: WatchSettings, folder: str) -> Path:
     return (watch.output / folder if folder else watch.output) / PACKAGE_NAME
+
+
+def entry(arcname: str, mtime: float) -> zipfile.ZipInfo:
+    """A zip entry dated like its file (local time, as zip tools show it; `z.open(name)` alone
+    dates every entry 1980-01-01 00:00), readable by everyone who unpacks it."""
+    info = zipfile.ZipInfo(arcname, date_time=time.localtime(max(mtime, 315532800.0))[:6])
+    info.compress_type = zipfile.ZIP_STORED
+    info.external_attr = 0o644 << 16
+    return info
 
 
 def write_zip(watch: WatchSettings, folder: str, jobs: list[Job]) -> tuple[Path, int]:
@@ -49,7 +59,7 @@ def write_zip(watch: WatchSettings, folder: str, jobs: list[Job]) -> tuple[Path,
                             continue                    # gone, moved, or reached through a link
                         # a name that is not UTF-8 is stored as \xHH: zip names are UTF-8 text
                         arcname = printable(os.path.relpath(job.output_path, base))
-                        with src, z.open(arcname, "w", force_zip64=True) as w:
+                        with src, z.open(entry(arcname, os.fstat(src.fileno()).st_mtime), "w", force_zip64=True) as w:
                             shutil.copyfileobj(src, w, 1 << 20)
                         count += 1
                 f.flush()

@@ -17,6 +17,7 @@ import cv2
 import numpy as np
 from PIL import Image
 
+from ffwatchd.batches.nottaken import not_taken, not_taken_html
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
 from ffwatchd.filing.plan import find_failed_original
@@ -190,8 +191,18 @@ def file_entry(watch: WatchSettings, job: Job) -> dict:
         "processors": spec.get("processors", []),
         "models": _models(spec),
         "worker": job.worker,
+        "progress": ({"done": job.progress_done or 0, "total": job.progress_total}
+                     if job.state == "running" and job.progress_total else None),   # a video's frames
     }
     return entry
+
+
+def progress_text(progress: dict | None) -> str:
+    """A running video's frames done, as the report shows it after its state (else nothing)."""
+    if not progress:
+        return ""
+    done, total = progress["done"], progress["total"]
+    return f": {done}/{total} frames ({100 * done // total}%)"
 
 
 def _models(spec: dict) -> list[str]:
@@ -263,7 +274,7 @@ def render_html(report: dict, thumbs: dict[int, tuple[str | None, str | None]]) 
             detail = (f'<span class="why">{e(f["error_kind"] or "")}: {e(f["message"] or "")}</span>'
                       f'<br>retry: <code>{e(f["retry"] or "")}</code>')
         else:
-            pictures, detail = "", e(f["state"])
+            pictures, detail = "", e(f["state"] + progress_text(f.get("progress")))
         took = f"{f['duration_s']:.1f} s" if f["duration_s"] is not None else ""
         shown = f["outcome"]
         rows.append(f'<tr class="{e(shown)}"><td>{e(f["path"])}</td><td>{e(shown)}</td>'
@@ -285,13 +296,15 @@ def render_html(report: dict, thumbs: dict[int, tuple[str | None, str | None]]) 
             f'<table><thead><tr><th>file</th><th>state</th><th>before / after</th><th>result or reason</th>'
             f'<th>took</th><th>models</th></tr></thead><tbody>\n' + "\n".join(rows) +
             f'\n</tbody></table>\n<details><summary>settings used</summary><pre>'
-            f'{e(json.dumps(prov["settings"], indent=2))}</pre></details>\n</body></html>\n')
+            f'{e(json.dumps(prov["settings"], indent=2))}</pre></details>\n'
+            + not_taken_html(report.get("not_taken", [])) + '</body></html>\n')
 
 
 def write_report(watch: WatchSettings, folder: str, jobs: list[Job], cache: ThumbCache, *, batch_id: int | None,
                  version: int, final: bool, package: str | None = None) -> tuple[Path, dict]:
     """Build and write both files atomically; returns the HTML path and the report."""
     report = build_report(watch, folder, jobs, batch_id=batch_id, version=version, final=final, package=package)
+    report["not_taken"] = not_taken(watch, folder)           # nottaken.py: files left in the folder, with why
     thumbs: dict[int, tuple[str | None, str | None]] = {}
     for j in jobs:
         if j.state in ("done", "failed", "cancelled") and j.kind == "image":

@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 TICK = 1.0                  # how often batches are looked at
 REPORT_EVERY = 3.0          # a running batch's report is rewritten at most this often
+PROGRESS_EVERY = 10.0       # a batch whose jobs run on, with nothing else new, is read again this often
 STARVATION_EVERY = 10.0
 SEND_POLL = 0.5
 BACKGROUND_NICE = 10        # the report and outbox threads' nice, added to the daemon's own
@@ -152,15 +153,18 @@ class BatchTracker:
         """Whether `check` (which reads every job of the batch) has anything to do this tick:
         the first time; when its jobs changed (jobs queued or running, last activity), at most
         every REPORT_EVERY while it is busy; when its quiet period may be over. Else the batch
-        is left alone: an idle open batch waiting out its quiet period, or a long job running,
-        costs nothing per tick, and a busy one is read every few seconds, not every second."""
+        is left alone: an idle open batch waiting out its quiet period costs nothing per tick, a
+        busy one is read every few seconds, not every second, and one with a long job running
+        every PROGRESS_EVERY (its report shows the video's frames done)."""
         read = self._read.get(batch.id)
         if read is None:
             return True
         when, was, quiet = read
         if seen != was:
             return not busy or time.monotonic() - when >= REPORT_EVERY
-        return not busy and now - batch.last_activity >= quiet
+        if busy:                    # a long job (a video) moves its frames done: every PROGRESS_EVERY
+            return time.monotonic() - when >= PROGRESS_EVERY
+        return now - batch.last_activity >= quiet
 
     def check(self, watch: WatchSettings, batch: Batch, now: float, unsettled: list[Path]) -> None:
         jobs = self.store.batch_jobs(batch.watch, batch.folder)
@@ -177,12 +181,13 @@ class BatchTracker:
         if not busy and now - last >= quiet:
             self.finish(watch, batch, jobs, spec, last)
             return
-        done_at, seen = self._reported.get(batch.id, (float("-inf"), -1.0))
-        if seen != last and time.monotonic() - done_at >= REPORT_EVERY:
+        done_at, seen = self._reported.get(batch.id, (float("-inf"), None))
+        mark = (last, sum(j.progress_done or 0 for j in jobs if j.state == "running"))   # progress too
+        if seen != mark and time.monotonic() - done_at >= REPORT_EVERY:
             html, report = write_report(watch, batch.folder, jobs, self.thumbs, batch_id=batch.id,
                                         version=batch.version + 1, final=False)
             self.store.set_batch_report(batch.id, str(html), report["counts"])
-            self._reported[batch.id] = (time.monotonic(), last)
+            self._reported[batch.id] = (time.monotonic(), mark)
 
     def finish(self, watch: WatchSettings, batch: Batch, jobs: list[Job], spec: JobSpec | None,
                last: float) -> Batch:

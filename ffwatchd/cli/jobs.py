@@ -55,7 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
     p = verbs.add_parser("purge", help="forget finished jobs")
     config_arg(p, verb=True)
-    p.add_argument("--older-than", required=True, help="e.g. 30d")
+    p.add_argument("--older-than", required=True, metavar="AGE",
+                   help="finished more than AGE ago, e.g. 30d or 12h; 0 is refused (in retention: 0 means "
+                        "off): to forget every finished job, give a short age such as 1s")
     p.add_argument("--state", choices=["done", "failed", "cancelled"])
     p.add_argument("--json", action="store_true")
 
@@ -107,7 +109,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     d = job.to_dict()
     for key in ("id", "state", "watch", "rel_path", "kind", "size", "content_hash", "priority",
                 "attempts", "max_attempts", "lease_owner", "output_path", "error_kind", "error_message"):
-        print(f"{key:14} {shown(str(d[key])) if d[key] is not None else '-'}")
+        value = priority_name(job.priority) if key == "priority" else d[key]   # the word `jobs list` shows
+        print(f"{key:14} {shown(str(value)) if value is not None else '-'}")
         if key == "rel_path":       # the batch: the folder (with its sidecar) the file belongs to
             batch = "-" if job.batch is None else shown(job.batch) or "/"   # "": the inbox itself
             print(f"{'batch':14} {batch}")
@@ -123,6 +126,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     print("spec (effective sidecar snapshot):")
     print("  " + json.dumps(job.spec, indent=2).replace("\n", "\n  "))
     return EXIT_OK
+
+
+# A report or notification keeps naming a job after its row is purged (jobs purge, retention's
+# jobs_max_age): say so, and how to run the file again.
+NO_SUCH_JOB = ("no such job: it is not in the table, or no longer (finished jobs are forgotten after "
+               "retention.jobs_max_age or by jobs purge, while reports keep their retry commands); to run "
+               "that file again, copy its original from failed/ back into the inbox")
 
 
 def each_job(args: argparse.Namespace, verb: Callable[[JobQueue, Settings, Job], str]) -> int:
@@ -149,7 +159,7 @@ def each_job(args: argparse.Namespace, verb: Callable[[JobQueue, Settings, Job],
                 if not args.json:
                     print(f"job {job_id}: {shown(text)}")
             except NotFound:
-                results.append({"id": job_id, "ok": False, "message": "no such job"})
+                results.append({"id": job_id, "ok": False, "message": NO_SUCH_JOB})
                 failures += 1
             except TransitionError as e:
                 text = str(e).removeprefix(f'job {job_id} ').removeprefix(f'job {job_id}: ')
@@ -229,6 +239,9 @@ def cmd_purge(args: argparse.Namespace) -> int:
         age = parse_duration(args.older_than)
     except ValueError as e:
         raise UsageError(f"--older-than: {e}")
+    if age <= 0:
+        raise UsageError(f"--older-than {args.older_than}: 0 is refused: in retention 0 means off, here it would "
+                         "forget every finished job; to do that, give a short age such as --older-than 1s")
     states = [args.state] if args.state else ["done", "failed", "cancelled"]
     with open_store(settings) as store:
         try:

@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, config_arg
 from ffwatchd.config.load import CONFIG_ENV, load_config
@@ -68,12 +69,31 @@ def run(args: argparse.Namespace) -> int:
     return command(args, models_dir, custom)
 
 
+def model_state(name: str, info: Any, models_dir: Path, custom: tuple[CustomModel, ...]) -> tuple[str, str]:
+    """registry.model_status, saying where a custom model is configured: a custom model's wrong
+    hash names its `models:` entry, and a built-in's file that is a custom model's (a tuned
+    swapper saved under the official name, say) is `custom`, not `corrupt`."""
+    from ffwatchd.faces import registry
+
+    state, detail = registry.model_status(info, models_dir)
+    if state != "corrupt":
+        return state, detail
+    if name in {m.name for m in custom}:
+        return state, f"{detail} (the sha256 given for models.{name} in the config)"
+    path = info.file_in(models_dir)
+    for m in custom:
+        if Path(m.path).resolve() == path.resolve():
+            return "custom", (f"{path} is not the official {name} file but custom model {m.name!r} (models.{m.name} "
+                              f"in the config); `ffwatchd models verify {m.name}` checks it against that entry")
+    return state, detail
+
+
 def cmd_list(args: argparse.Namespace, models_dir: Path, custom: tuple[CustomModel, ...]) -> int:
     from ffwatchd.faces import registry
 
     rows = []
     for name, info in registry.all_models(custom).items():
-        state, detail = registry.model_status(info, models_dir)
+        state, detail = model_state(name, info, models_dir, custom)
         rows.append({"name": name, "kind": info.kind, "state": state, "file": str(info.file_in(models_dir)),
                      "size": info.size, "sha256": info.sha256, "url": info.url, "detail": detail})
     if args.json:
@@ -82,7 +102,7 @@ def cmd_list(args: argparse.Namespace, models_dir: Path, custom: tuple[CustomMod
     width = max(len(r["name"]) for r in rows)
     for r in rows:
         print(f"{r['name']:<{width}}  {r['kind']:<10}  {r['state']:<8}  {r['file']}")
-        if r["state"] == "corrupt":
+        if r["state"] in ("corrupt", "custom"):
             print(f"{'':<{width}}  {r['detail']}")
     return EXIT_OK
 
@@ -98,7 +118,7 @@ def cmd_verify(args: argparse.Namespace, models_dir: Path, custom: tuple[CustomM
         return EXIT_USAGE
     rows = []
     for name in args.names or list(models):
-        state, detail = registry.model_status(models[name], models_dir)
+        state, detail = model_state(name, models[name], models_dir, custom)
         if state == "missing" and not args.names:
             continue
         rows.append({"name": name, "state": state, "detail": detail})

@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--det-size", type=int, help="face_detector.size")
     g.add_argument("--recognizer", help="face_recognizer.model")
     g.add_argument("--selector", choices=jobspec.SELECTOR_MODES, help="face_selector.mode")
-    g.add_argument("--reference", help="face_selector.reference (an image of the face to pick)")
+    g.add_argument("--reference", help="face_selector.reference (an image of the face to pick; with "
+                                        "--selector except_reference, of the people to leave alone)")
     g.add_argument("--max-distance", type=float, help="face_selector.max_distance")
     g.add_argument("--swapper", help="face_swapper.model")
     g.add_argument("--enhancer", help="face_enhancer.model")
@@ -214,7 +215,7 @@ def _process(args: argparse.Namespace, settings: Settings | None, pipeline: Any,
         if args.output.endswith(("/", os.sep)) and not output.is_dir():   # "-o outdir/": a folder, made if missing
             output.mkdir(parents=True)
         if output.is_dir():
-            suffix = pipeline.output_suffix(target, spec) if kind == "image" else target.suffix.lower()
+            suffix = pipeline.output_suffix(target, spec) if kind == "image" else target.suffix
             output = output / (target.stem + suffix)
         if output.exists() and os.path.samefile(output, target):     # `-o .` beside it, or -o = -t
             raise _Exit(EXIT_USAGE, f"-o {output} is the target itself; the original would be replaced: "
@@ -267,10 +268,10 @@ def _check_photos(raw: dict[str, Any]) -> None:
         raise UsageProblem("face_swapper needs at least one source photo: -s SRC (or --processors without "
                            "face_swapper)")
     selector = raw.get("face_selector") or {}
-    if selector.get("mode") == "reference":
+    if selector.get("mode") in jobspec.REFERENCE_MODES:
         ref = selector.get("reference")
         if not ref:
-            raise UsageProblem("--selector reference needs --reference PHOTO")
+            raise UsageProblem(f"--selector {selector['mode']} needs --reference PHOTO")
         if not Path(ref).is_file():
             raise UsageProblem(f"reference {ref} is not a file")
 

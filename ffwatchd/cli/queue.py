@@ -1,16 +1,24 @@
 """`ffwatchd queue migrate [--from DB]`: copy one host's SQLite job table into the PostgreSQL
-queue the config names (ids, states, history, batches, notifications), idempotently."""
+queue the config names (states, history, batches, notifications, filings) under new ids,
+idempotently; refused while a daemon holds that table."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
+import time
 from pathlib import Path
 
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE
 from ffwatchd.config.load import load_config
+from ffwatchd.config.settings import Settings
 from ffwatchd.errors import ConfigError
+from ffwatchd.ops.statusfile import STATUS_NAME, pid_alive
+
+MAX_IDS_SHOWN = 20
+STATUS_FRESH = 60.0       # s: another host's status file this recent means its daemon runs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,6 +33,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
 
 
+def daemon_holding(source: Path, settings: Settings) -> str | None:
+    """Who runs on the SQLite table `source` now, if anyone: a live daemon's status file beside it
+    that names it (a status file of another host counts while it is fresh), or a share folder of
+    the config whose marker names that table and is locked."""
+    status = source.parent / STATUS_NAME
+    try:
+        data = json.loads(status.read_text())
+    except (OSError, ValueError):
+        data = None
+    if isinstance(data, dict) and not data.get("stopping"):
+        queue = str(data.get("queue") or f"sqlite {source}")   # older status files do not say
+        ours = queue.startswith("sqlite ") and Path(queue[len("sqlite "):]).resolve() == source.resolve()
+        pid, host = data.get("pid"), data.get("host")
+        if ours and host == socket.gethostname() and isinstance(pid, int) and pid_alive(pid):
+            return f"pid {pid} on this host, by its status file {status}"
+        age = time.time() - float(data.get("updated_at") or 0)
+        if ours and host != socket.gethostname() and age < STATUS_FRESH:
+            return f"pid {pid} on host {host}, by its status file {status}, written {age:.0f} s ago"
+    from ffwatchd.filing.shares import marker_holder
+    from ffwatchd.store.sqlite_schema import read_queue_id
+
+    queue_id = read_queue_id(source) if source.is_file() else None
+    if queue_id:
+        for folder in _share_folders(settings):
+            holder = marker_holder(folder, queue_id)
+            if holder:
+                return f"it holds the share folder {folder}: {holder}"
+    return None
+
+
+def _share_folders(settings: Settings) -> list[Path]:
+    from ffwatchd.filing.shares import FOLDER_KEYS
+
+    return list(dict.fromkeys(getattr(w, key) for w in settings.watches for key in FOLDER_KEYS))
+
+
+def _hand_over_markers(settings: Settings, old_queue_id: str, new_queue_id: str) -> list[Path]:
+    """The config's share folders marked for the copied table, now marked for the PostgreSQL queue."""
+    from ffwatchd.filing.shares import hand_over_marker
+
+    return [f for f in _share_folders(settings) if hand_over_marker(f, old_queue_id, new_queue_id)]
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         settings = load_config(getattr(args, "config", None))
@@ -36,22 +87,39 @@ def run(args: argparse.Namespace) -> int:
               "to name the PostgreSQL database to copy into", file=sys.stderr)
         return EXIT_FAIL
     source = Path(args.source) if args.source else settings.db_path
+    holder = daemon_holding(source, settings)
+    if holder:
+        print(f"ffwatchd queue migrate: nothing copied: {source} is in use by a running daemon ({holder}); "
+              "stop that daemon first, then run queue migrate again: a copy taken while it runs would miss "
+              "what it does next", file=sys.stderr)
+        return EXIT_FAIL
     from ffwatchd.store import open_store, store_errors
 
     try:
         with open_store(settings) as store:     # says plainly when the PostgreSQL driver is missing
             from ffwatchd.store.pgmigrate import copy_sqlite_to_postgres
             report = copy_sqlite_to_postgres(source, store)
+            markers = _hand_over_markers(settings, report.source_queue, store.queue_id())
     except (FileNotFoundError, RuntimeError, *store_errors()) as e:
         print(f"ffwatchd queue migrate: nothing copied: {e}", file=sys.stderr)
         return EXIT_FAIL
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        print(json.dumps({**report.to_dict(), "share_folders_marked": [str(f) for f in markers]}, indent=2))
         return EXIT_OK
-    print(f"copied {report.source} into {report.target}:")
+    print(f"copied {report.source} (queue {report.source_queue}) into {report.target}:")
     for table in report.copied:
         print(f"  {table:8} {report.copied[table]} copied, {report.present[table]} already there")
+    moved = {t: {o: n for o, n in m.items() if o != n} for t, m in report.ids.items() if t != "outbox"}
+    for table, ids in moved.items():
+        if ids:
+            shown = ", ".join(f"{o}->{n}" for o, n in list(ids.items())[:MAX_IDS_SHOWN])
+            more = f", ... ({len(ids) - MAX_IDS_SHOWN} more: --json lists them all)" if len(ids) > MAX_IDS_SHOWN else ""
+            print(f"  {table} with new ids (old->new): {shown}{more}")
     if report.requeued:
         print(f"  {len(report.requeued)} running job(s) queued again (their attempt not counted): "
               + ", ".join(map(str, report.requeued)))
+    if markers:
+        print(f"  share folders now marked for {report.target}: " + ", ".join(map(str, markers)))
+    for note in report.notes:
+        print(f"  note: {note}")
     return EXIT_OK

@@ -20,21 +20,37 @@ from ffwatchd.config.load import load_config
 from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.daemon.housekeeping import LOST_AFTER_LEASES, lost_after
 from ffwatchd.errors import ConfigError
-from ffwatchd.store import STATES, JobQueue
+from ffwatchd.store import STATES, Job, JobQueue
 
 
-def worker_entries(store: JobQueue, lease: float, local: dict | None = None) -> list[dict]:
-    """Every host's workers, with `lost` set for stale rows; this host's daemon adds what only
-    it knows (state, jobs run, restarts) to its own rows, matched by pid."""
+def worker_entries(store: JobQueue, lease: float, local: dict | None = None,
+                   running: list[Job] | None = None) -> list[dict]:
+    """Every host's workers, with `lost` set for stale rows. A worker's job is what the job table
+    says it holds now (a running job leased to it), never the row's last stamp alone, which is up
+    to lease/3 old and stays on a dead worker's row; the row's own `job_id` is kept as
+    `row_job_id` with its age. The state is what this host's daemon says of its own workers
+    (matched by pid) with jobs run and restarts; for another host's it is `busy` (holds a job),
+    `idle` or `lost`, from the table, as of the heartbeat `age`."""
     mine = {w.get("pid"): w for w in (local or {}).get("workers", [])}
+    if running is None:
+        running = store.list(state="running", limit=1000, order="started_at")
+    held: dict[str, list[int]] = {}
+    for j in running:
+        if j.lease_owner:
+            held.setdefault(j.lease_owner, []).append(j.id)
     out = []
     for row in store.workers():
         entry = row.to_dict()
         entry["lost"] = row.age > lost_after(lease)
+        entry["row_job_id"] = row.job_id
+        entry["jobs"] = held.get(row.owner, [])
+        entry["job_id"] = entry["jobs"][-1] if entry["jobs"] else None
+        entry["state"] = "lost" if entry["lost"] else ("busy" if entry["jobs"] else "idle")
+        entry["state_from"] = "workers table"
         extra = mine.get(row.pid) if local is not None and row.host == local.get("host") else None
         if extra:
             entry.update(state=extra.get("state"), jobs_done=extra.get("jobs_done"),
-                         restarts=extra.get("restarts"))
+                         restarts=extra.get("restarts"), state_from="daemon")
         out.append(entry)
     return out
 
@@ -51,6 +67,13 @@ def _provider(w: dict) -> str:
     return real if real == asked else f"{real} (asked {asked})"
 
 
+def _state(w: dict) -> str:
+    """The daemon's word for its own workers; the table's, with its age, for another host's."""
+    if w["state_from"] == "daemon":
+        return w.get("state") or "-"
+    return f"{w['state']} ({w['age']:.0f} s ago)"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     config_arg(parser)
     parser.add_argument("--json", action="store_true")
@@ -65,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     with open_store_for_reading(args.config) as store:
         counts = store.counts()
         running = store.list(state="running", limit=1000, order="started_at")
-        workers = worker_entries(store, lease, daemon)
+        workers = worker_entries(store, lease, daemon, running)
         where = store.where                       # the queue, its URL without a password
     if args.json:
         dump_json({"queue": where, "counts": counts, "daemon": daemon, "workers": workers,
@@ -91,8 +114,8 @@ def run(args: argparse.Namespace) -> int:
     print()
     if workers:
         print(f"workers of every host ({len(workers)}):")
-        print_table([(w["host"], w["pid"], w["device"], _provider(w), w.get("state") or "-",
-                      w["job_id"] or "-",
+        print_table([(w["host"], w["pid"], w["device"], _provider(w), _state(w),
+                      ", ".join(map(str, w["jobs"])) or "-",
                       f"{w['age']:.0f} s ago" + (" LOST" if w["lost"] else ""), w.get("jobs_done") or "-")
                      for w in workers],
                     ["host", "pid", "device", "provider", "state", "job", "heartbeat", "jobs run"])

@@ -67,7 +67,7 @@ _WORKER_KEYS = {"devices", "per_gpu", "providers", "cpu_threads", "max_attempts"
                 "job_timeout", "grace_period", "ram_limit", "vram_limit", "max_pixels",
                 "recycle_after", "video_segment"}
 _RETENTION_KEYS = {"interval", "temp_max_age", "done_max_age", "failed_max_age",
-                   "jobs_max_age", "min_free_disk"}
+                   "jobs_max_age", "output_max_age", "min_free_disk"}
 
 
 def _read_watch(r: Reader, raw: Any, path: str, index: int,
@@ -320,6 +320,7 @@ def _read_retention(r: Reader, raw: Any) -> RetentionSettings:
         done_max_age=r.get(rr, "done_max_age", "retention", parse_duration, dr.done_max_age),
         failed_max_age=r.get(rr, "failed_max_age", "retention", parse_duration, dr.failed_max_age),
         jobs_max_age=r.get(rr, "jobs_max_age", "retention", parse_duration, dr.jobs_max_age),
+        output_max_age=r.get(rr, "output_max_age", "retention", parse_duration, dr.output_max_age),
         min_free_disk=r.get(rr, "min_free_disk", "retention", parse_size, dr.min_free_disk),
     )
 

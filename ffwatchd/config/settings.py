@@ -10,6 +10,8 @@ from ffwatchd.fs.writefs import Perms
 from ffwatchd.spec import jobspec
 
 DEFAULT_INCLUDE = ("*.jpg", "*.jpeg", "*.png", "*.webp", "*.bmp", "*.tif", "*.tiff",
+                   "*.heic", "*.heif", "*.hif",                          # phones (pillow-heif)
+                   "*.dng", "*.nef", "*.nrw", "*.cr2", "*.arw", "*.pef", "*.orf", "*.rw2", "*.raf",  # RAW (rawpy)
                    "*.mp4", "*.mov", "*.mkv", "*.webm")
 DEFAULT_IGNORE = (".*", "*.part", "*.tmp", "*.crdownload", "~$*")
 
@@ -81,6 +83,7 @@ class RetentionSettings:
     done_max_age: float = 7 * 86400.0
     failed_max_age: float = 30 * 86400.0
     jobs_max_age: float = 90 * 86400.0
+    output_max_age: float = 0.0               # results in output/, counted from their filing; 0: kept
     min_free_disk: int = 5 * 2**30
 
 

@@ -154,10 +154,10 @@ class Supervisor(WorkerSlots):
         self.diskguard = DiskGuard.from_settings(self.settings, self.metrics)
         self._update_claiming()
 
-    def _start_watcher(self) -> None:
+    def _start_watcher(self, notices_from: Any = None) -> None:
         from ffwatchd.watch.service import WatchService
 
-        self.watcher = WatchService(self.settings, self.store, metrics=_WakingHooks(self))
+        self.watcher = WatchService(self.settings, self.store, metrics=_WakingHooks(self), notices_from=notices_from)
         self.watcher.start()
 
     def _wait_for_workers(self) -> None:
@@ -198,7 +198,7 @@ class Supervisor(WorkerSlots):
 
     def write_status(self) -> None:
         data = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": self.started_at, "updated_at": time.time(),
-                "config": str(self.config_path), "workers": [s.info() for s in self.slots],
+                "config": str(self.config_path), "queue": self.store.where, "workers": [s.info() for s in self.slots],
                 "claiming_paused": (self.diskguard.reason if self.diskguard is not None and
                                     not self.claim_ok.is_set() and not self.stopping else None),
                 "watches_available": self.watcher.available() if self.watcher is not None else {},
@@ -225,24 +225,29 @@ class Supervisor(WorkerSlots):
         try:
             new = load_config(self.config_path)
         except ConfigError as e:
-            log.error("reload refused, the running config stays in force:\n%s", e)
+            log.error("%s", refusal_line(e))
             self.notifier.ready(self.status_line())
             return
-        if new.state_dir != self.settings.state_dir or new.workers.devices != self.settings.workers.devices \
-                or new.workers.per_gpu != self.settings.workers.per_gpu or new.metrics != self.settings.metrics:
-            log.warning("state_dir, workers.devices, workers.per_gpu and metrics changes need a restart; they are "
-                        "kept as they were")
+        self.warnings = [w for w in self.warnings if not w.startswith(RESTART_NEEDED)]
+        changed = needs_restart(new, self.settings)
+        if changed:
+            line = (f"{RESTART_NEEDED}: reload refused the change of {'; '.join(changed)}: the running daemon "
+                    f"keeps {'them' if len(changed) > 1 else 'it'} as {'they were' if len(changed) > 1 else 'it was'} "
+                    "until it is restarted (systemctl restart ffwatchd); the rest of the config is reloaded")
+            log.warning("%s", line)
+            self.warnings.append(line)
         new = _keep(new, self.settings)
         self.settings = new
         setup_logging(new.log.level, new.log.format, process="main")
-        self.watcher.stop()
-        self._start_watcher()
+        old = self.watcher
+        old.stop()
+        self._start_watcher(notices_from=old)     # a name said once is not said again per reload
         self.batches.update(new)
         self.diskguard = None
         self._start_diskguard()
         for slot in self.slots:           # workers pick up the new settings after their current job
             if slot.process is not None and slot.stop is not None:
-                slot.exit_reason = "recycled"
+                slot.exit_reason = "reload"     # not `recycled` (after recycle_after jobs)
                 slot.stop.set()
                 slot.wake.set()
         self.report_models()
@@ -338,10 +343,45 @@ class _WakingHooks:
         return getattr(self.sup.metrics, name)
 
 
+RESTART_NEEDED = "restart needed"
+
+
+def refusal_line(e: ConfigError) -> str:
+    """An invalid config refused on reload, as one log line: the text log escapes a newline (one
+    record, one line), so a multi-line message showed its problems joined by a literal \\n."""
+    problems = "; ".join(e.problems) if e.problems else str(e)
+    return f"reload refused, the running config stays in force: {e.source}: {problems}"
+
+
+def _queue_name(s: Settings) -> str:
+    from ffwatchd.store.urls import redact_url
+
+    return "sqlite" if s.queue.url is None else redact_url(s.queue.url)
+
+
+def needs_restart(new: Settings, old: Settings) -> list[str]:
+    """The changes a reload cannot make, each as `key (old -> new)`: the job table (queue and
+    state_dir: the workers, the watcher and the batches must all read the same one), the worker
+    devices and the metrics endpoint."""
+    changed = []
+    if new.queue != old.queue:
+        changed.append(f"queue ({_queue_name(old)} -> {_queue_name(new)})")
+    if new.state_dir != old.state_dir:
+        changed.append(f"state_dir ({old.state_dir} -> {new.state_dir})")
+    if new.workers.devices != old.workers.devices:
+        changed.append(f"workers.devices ({list(old.workers.devices)} -> {list(new.workers.devices)})")
+    if new.workers.per_gpu != old.workers.per_gpu:
+        changed.append(f"workers.per_gpu ({old.workers.per_gpu or 'auto'} -> {new.workers.per_gpu or 'auto'})")
+    if new.metrics != old.metrics:
+        changed.append("metrics")
+    return changed
+
+
 def _keep(new: Settings, old: Settings) -> Settings:
+    """The new settings with what needs a restart as it was (needs_restart)."""
     import dataclasses
 
-    return dataclasses.replace(new, state_dir=old.state_dir, metrics=old.metrics,
+    return dataclasses.replace(new, state_dir=old.state_dir, metrics=old.metrics, queue=old.queue,
                                workers=dataclasses.replace(new.workers, devices=old.workers.devices,
                                                            per_gpu=old.workers.per_gpu))
 

@@ -32,6 +32,7 @@ class FrameProcessor:
         self.models_used = models_used
         self.processors = list(spec.processors)
         self.label_text = label_text(spec.processors, spec.label.text)
+        self.detected = 0                 # faces the detector found in the last frame, before selection
 
     def applied(self, faces: int) -> list[str]:
         """The processors that changed a frame in which `faces` faces were processed."""
@@ -43,6 +44,7 @@ class FrameProcessor:
             return []
         d, s = self.spec.face_detector, self.spec.face_selector
         faces = self.detector.detect(frame, d.score, d.size)
+        self.detected = len(faces)
         return select_faces(faces, s.mode, frame=frame,
                             embed=self.recognizer.embed if self.recognizer else None,
                             reference=self.reference, max_distance=s.max_distance)

@@ -220,6 +220,31 @@ class Pipeline:
         self._identities[key] = value
         return value
 
+    def _people(self, path: Path, spec: JobSpec, detector: Detector, recognizer: Recognizer) -> list[Embedding]:
+        """Every face of `path`, each a person to leave alone (`except_reference`): one photo may
+        show everyone who consented. Cached like the source identity."""
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise JobError("bad_input", f"cannot read reference {e.filename}: {e.strerror}") from e
+        d = spec.face_detector
+        key = ("people", str(path), st.st_size, st.st_mtime_ns, detector.name, recognizer.name, d.score, d.size)
+        cached = self._identities.get(key)
+        if cached is None:
+            try:
+                image = read_image(path, self.max_pixels)
+            except JobError as e:
+                raise JobError(e.kind, f"reference {path}: {e.message}") from e
+            faces = detector.detect(image.bgr, d.score, d.size)
+            if not faces:
+                raise JobError("no_face", f"no face found in reference {path} (detector {detector.name}, "
+                               f"score >= {d.score}): except_reference would leave nobody out")
+            cached = [recognizer.embed(image.bgr, f) for f in faces]
+            if len(self._identities) >= _IDENTITY_CACHE_SIZE:
+                self._identities.pop(next(iter(self._identities)))
+            self._identities[key] = cached
+        return cached  # type: ignore[return-value]
+
     # -- jobs ------------------------------------------------------------------------
 
     def prepare(self, spec: JobSpec) -> FrameProcessor:
@@ -242,11 +267,15 @@ class Pipeline:
             latent = swapper.latent(identity)
         if "face_enhancer" in procs:
             enhancer = self.load_model(spec.face_enhancer.model, "enhancer")
-        if names and spec.face_selector.mode == "reference":
+        mode = spec.face_selector.mode
+        if names and mode in ("reference", "except_reference"):
             if not spec.face_selector.reference:
-                raise JobError("bad_sidecar", "face_selector.mode is reference but no reference image is given")
-            reference = self._cached_embedding([Path(spec.face_selector.reference)], "reference", spec,
-                                               detector, recognizer)
+                raise JobError("bad_sidecar", f"face_selector.mode is {mode} but no reference image is given")
+            if mode == "reference":
+                reference = self._cached_embedding([Path(spec.face_selector.reference)], "reference", spec,
+                                                   detector, recognizer)
+            else:
+                reference = self._people(Path(spec.face_selector.reference), spec, detector, recognizer)
         return FrameProcessor(spec, detector, recognizer, swapper, enhancer, latent, reference, names)
 
     def output_suffix(self, target: Path, spec: JobSpec) -> str:
@@ -277,7 +306,9 @@ class Pipeline:
         frame, faces = processor.process_frame(image.bgr)
         fmt = output_format(image.format, spec.output.format)
         face_job = any(p in FACE_PROCESSORS for p in spec.processors)
-        if face_job and faces == 0:
+        # except_reference: faces found, all of them people to leave alone -- nothing to do, no failure
+        everyone_left_alone = spec.face_selector.mode == "except_reference" and processor.detected > 0
+        if face_job and faces == 0 and not everyone_left_alone:
             where = f"detector {spec.face_detector.model}, score >= {spec.face_detector.score}"
             if spec.face_selector.mode == "reference":
                 where += f", within {spec.face_selector.max_distance} of the reference"

@@ -257,7 +257,10 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
         if os.path.exists(src):
             fsync_file(src)
         dst = Path(plan.result_dst)
+        placing = os.path.lexists(src)            # else an earlier run placed it: not re-recorded
         result = place_file(src, dst, job.id, sync_source=False, root=root_of(watch, dst), perms=perms, own=True)
+        if result is not None and placing and ledger is not None and watch is not None:
+            note_filed(ledger, watch, job.id, "output", result)    # retention.output_max_age ages from now
     original: Path | None
     dst = Path(plan.original_dst)
     moving = os.path.lexists(plan.original_src)   # else an earlier run placed it: not re-recorded
@@ -304,8 +307,8 @@ def write_pending_report(watch: WatchSettings, pending: "ReportNotWritten") -> N
 
 
 def note_filed(ledger: Any, watch: WatchSettings, job_id: int | None, folder: str, path: Path) -> None:
-    """Record in the ledger that ffwatchd filed `path` into done/ or failed/ now."""
-    root = watch.done if folder == "done" else watch.failed
+    """Record in the ledger that ffwatchd filed `path` into done/, failed/ or (a result) output/ now."""
+    root = {"done": watch.done, "failed": watch.failed, "output": watch.output}[folder]
     st = os.stat(path, follow_symlinks=False)
     ledger.record_filing(Filing(watch=watch.name, folder=folder, rel_path=Path(path).relative_to(root).as_posix(),
                                 size=st.st_size, inode=st.st_ino, filed_at=time.time(), job_id=job_id))

@@ -240,3 +240,60 @@ class ShareCheck:
 
     def available_names(self) -> list[str]:
         return [w.name for w in self.settings.watches if self.problem(w) is None]
+
+
+def marker_holder(folder: Path, queue_id: str) -> str | None:
+    """Who holds `folder` for job table `queue_id` now: its marker names that table and a running
+    daemon keeps it locked (`queue migrate` must not copy a table a daemon still writes). None
+    when the marker names another table, is not there, or nobody holds its lock."""
+    marker = folder / MARKER_NAME
+    try:
+        fd = os.open(marker, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = _read_marker(fd)
+        if data.get("queue_id") != queue_id:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return _holder(marker, data)
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def hand_over_marker(folder: Path, old_queue_id: str, new_queue_id: str) -> bool:
+    """After `queue migrate`: a folder marked for the copied SQLite table, and held by no daemon, is
+    marked for the PostgreSQL queue it was copied into (else the daemon, restarted on that queue,
+    would refuse its own share as another table's). False when the marker names another table,
+    is not there, or is held."""
+    marker = folder / MARKER_NAME
+    try:
+        fd = os.open(marker, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode) or _read_marker(fd).get("queue_id") != old_queue_id:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        data = _read_marker(fd)
+        if data.get("queue_id") != old_queue_id:
+            return False
+        data.update(queue_id=new_queue_id, migrated_from=old_queue_id)
+        body = json.dumps(data, indent=2).encode() + b"\n"
+        os.pwrite(fd, body, 0)
+        os.ftruncate(fd, len(body))
+        os.fsync(fd)
+        return True
+    finally:
+        os.close(fd)

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 QUEUE_BYTES = 192 * 2**20          # frames held in each queue, at most about this much
 POLL = 0.1                         # seconds between checks of should_stop while waiting
+PROGRESS_EVERY = 1.0               # seconds between reports of frames done while a segment runs
 SEAL_WAIT = 20.0                   # on a stop, how long complete segments may still finish
 _END = object()
 
@@ -319,14 +320,23 @@ class FramePipeline:
         """Process every remaining frame; progress and should_stop are called in this thread."""
         def check() -> None:
             while not self.events.empty():
-                done = self.events.get()
-                if progress is not None:
-                    progress(done, self.plan.total_frames)
+                done = self.events.get()             # a segment sealed: frames of whole segments
+                report(max(done, self.start_frame + processed))
             if self.error is not None:
                 raise self.error
             if should_stop is not None and should_stop():
                 raise JobError("cancelled", f"{self.target.name}: stopped at frame "
                                             f"{self.start_frame + self.decoded_count}")
+
+        processed = 0                                # frames through the processor in this run
+        last: list[float] = [time.monotonic()]
+
+        def report(done: int) -> None:
+            """Frames done, also while a segment runs (not only when one is sealed): at most
+            every PROGRESS_EVERY seconds, each a heartbeat of the job's row."""
+            if progress is not None:
+                last[0] = time.monotonic()
+                progress(done, self.plan.total_frames)
 
         shape = (self.plan.height, self.plan.width, 3)
         clock = time.perf_counter
@@ -365,6 +375,9 @@ class FramePipeline:
                         self.pool.give(frame)
                 t2 = clock()
                 busy += t2 - t1
+                processed += 1
+                if time.monotonic() - last[0] >= PROGRESS_EVERY:
+                    report(self.start_frame + processed)
                 while True:
                     try:
                         self.processed.put((np.ascontiguousarray(out), raw, boxes, int(faces)), timeout=POLL)

@@ -1,6 +1,7 @@
 """Image files in and out: size checked from the header before any pixel is decoded, EXIF
 orientation applied, every common mode brought to 8-bit BGR (+ alpha), and outputs written in
-the input's format with its quality settings and machine-readable provenance."""
+the input's format (HEIC/HEIF and camera RAW files: JPEG) with its quality settings and
+machine-readable provenance. HEIC/HEIF is read through pillow-heif, RAW through rawpy (raw.py)."""
 
 from __future__ import annotations
 
@@ -16,16 +17,22 @@ from pathlib import Path
 import cv2
 import numpy as np
 from PIL import Image, ImageOps, PngImagePlugin, TiffImagePlugin, UnidentifiedImageError
+from pillow_heif import register_heif_opener
 
 from ffwatchd.errors import JobError
 from ffwatchd.media.jpegout import encode_jpeg
 from ffwatchd.media.provenance import PNG_PROVENANCE_KEY, Provenance, read_provenance  # noqa: F401
+from ffwatchd.media.raw import RAW_FORMAT, raw_kind, read_head_of, read_raw
 from ffwatchd.media.source import open_file
 
 log = logging.getLogger(__name__)
 
 # Formats we write, by Pillow name, with the suffix an output gets.
 SUFFIXES = {"JPEG": ".jpg", "PNG": ".png", "WEBP": ".webp", "TIFF": ".tif"}
+# Formats we read but do not write, and what their outputs are when output.format is `keep`
+# (docs/pipeline.md, "Formats"): a phone's HEIC and a camera's RAW become JPEG, what cannot carry
+# metadata (BMP, GIF) becomes PNG.
+KEPT_AS = {"HEIF": "JPEG", RAW_FORMAT: "JPEG"}
 # `output.format` in a sidecar -> Pillow name.
 SPEC_FORMATS = {"jpeg": "JPEG", "png": "PNG", "webp": "WEBP"}
 _EXIF_ORIENTATION, _EXIF_DESCRIPTION, _EXIF_SOFTWARE = 0x0112, 0x010E, 0x0131
@@ -54,6 +61,7 @@ class DecodedImage:
 # workers.max_pixels, checked from the header below, is the one limit; Pillow's own bomb limit
 # (about 179 Mpx) would otherwise refuse images an operator allowed.
 Image.MAX_IMAGE_PIXELS = None
+register_heif_opener()          # Pillow opens HEIC/HEIF (iPhone photos) as format "HEIF"
 
 
 def open_checked(path: Path, max_pixels: int) -> Image.Image:
@@ -142,8 +150,25 @@ def _checked_size(im: Image.Image, path: Path, max_pixels: int) -> Image.Image:
     return im
 
 
+def _raw_fd(path: Path) -> int | None:
+    """An open descriptor of `path` when it is a camera RAW file (the caller closes it), else None."""
+    fd = open_file(path)
+    try:
+        if raw_kind(read_head_of(fd)) is not None:
+            return fd
+    except BaseException:
+        os.close(fd)
+        raise
+    os.close(fd)
+    return None
+
+
 def sniff_format(path: Path, max_pixels: int = 2**62) -> str:
-    """Pillow's format name of an image file, from its header."""
+    """Pillow's format name of an image file, from its header (RAW_FORMAT for a camera RAW)."""
+    fd = _raw_fd(path)
+    if fd is not None:
+        os.close(fd)
+        return RAW_FORMAT
     with open_checked(path, max_pixels) as im:
         return str(im.format)
 
@@ -151,6 +176,13 @@ def sniff_format(path: Path, max_pixels: int = 2**62) -> str:
 def read_image(path: Path, max_pixels: int) -> DecodedImage:
     """Decode an image file to 8-bit BGR (+ alpha), upright; JobError bad_input or too_large."""
     path = Path(path)
+    fd = _raw_fd(path)
+    if fd is not None:
+        try:
+            return DecodedImage(bgr=read_raw(path, fd, max_pixels), alpha=None, format=RAW_FORMAT,
+                                info={"mode": "RAW"})
+        finally:
+            os.close(fd)
     im = open_checked(path, max_pixels)
     with im:
         fmt = str(im.format)
@@ -207,9 +239,11 @@ def _to_bgr(im: Image.Image) -> tuple[np.ndarray, np.ndarray | None, int]:
 
 def output_format(input_format: str, requested: str = "keep") -> str:
     """The Pillow format an output is written in: the sidecar's choice, else the input's
-    (formats that cannot carry metadata, such as BMP or GIF, become PNG)."""
+    (HEIF and RAW become JPEG; formats that cannot carry metadata, such as BMP or GIF, PNG)."""
     if requested != "keep":
         return SPEC_FORMATS[requested]
+    if input_format in KEPT_AS:
+        return KEPT_AS[input_format]
     return input_format if input_format in SUFFIXES else "PNG"
 
 

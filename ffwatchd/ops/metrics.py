@@ -30,6 +30,7 @@ from ffwatchd.ops.metrics_labels import (
     LEFT_ALONE_KINDS,
     OUTCOMES,
     RESTART_REASONS,
+    RETENTION_FILE_WHATS,
     RETENTION_WHATS,
     RETRY_CAUSES,
     bounded,
@@ -82,6 +83,7 @@ class Metrics:
             self._init_watch(watch)
         for what in RETENTION_WHATS:
             self.retention_removed.labels(what)
+        for what in RETENTION_FILE_WHATS:                # a row frees no bytes of its own on the share
             self.retention_removed_bytes.labels(what)
 
     def _define_counters(self, r: CollectorRegistry) -> None:
@@ -295,7 +297,7 @@ class Metrics:
         what = bounded(what, RETENTION_WHATS, "retention item")
         if count > 0:
             self.retention_removed.labels(what).inc(count)
-        if size > 0:
+        if size > 0 and what in RETENTION_FILE_WHATS:
             self.retention_removed_bytes.labels(what).inc(size)
 
     # -- the endpoint -------------------------------------------------------------------------

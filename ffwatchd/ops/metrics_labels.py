@@ -15,11 +15,12 @@ JOB_KINDS = ("image", "video")
 LEFT_ALONE_KINDS = ("link", "fifo", "device", "socket", "long_path", "other")  # scan, and ingest (long_path)
 OUTCOMES = ("done", "failed", "retried", "cancelled", "lost", "other")   # lost: lease gone, no verdict
 ERROR_KINDS = tuple(sorted(PERMANENT_KINDS | TRANSIENT_KINDS)) + ("other",)
-RESTART_REASONS = ("crashed", "killed", "recycled", "memory", "timeout", "stalled", "other")
+RESTART_REASONS = ("crashed", "killed", "recycled", "reload", "memory", "timeout", "stalled", "other")
 RETRY_CAUSES = ("failure", "worker", "lease", "operator", "other")
 PROVIDERS = ("cuda", "tensorrt", "rocm", "migraphx", "openvino", "coreml", "dml", "cpu", "other")
 FOLDER_ROLES = ("inbox", "output", "done", "failed", "temp", "state")
-RETENTION_WHATS = ("temp", "done", "failed", "job_rows", "outbox_rows")
+RETENTION_WHATS = ("temp", "done", "failed", "output", "job_rows", "outbox_rows")
+RETENTION_FILE_WHATS = ("temp", "done", "failed", "output")     # what frees bytes: rows do not (no bytes series)
 
 
 _unknown_seen: set[tuple[str, str]] = set()

@@ -43,6 +43,7 @@ class JobTableCollector(Collector):
             leading = self.leads() if self.leads is not None else True
             counts = self.store.counts()
             oldest = self.store.oldest_queued_at()
+            running = self.store.list(state="running", limit=1000) if leading else []
         except Exception as e:  # noqa: BLE001 - sqlite3 or the server's driver: the table is down
             log.warning("metrics: cannot read the job table: %s", e)
             up.add_metric([], 0)
@@ -62,9 +63,30 @@ class JobTableCollector(Collector):
                                 "Seconds since the oldest queued job was queued (0 when none)")
         age.add_metric([], max(0.0, time.time() - oldest) if oldest is not None else 0.0)
         yield age
+        yield from _video_progress(running)
 
     def describe(self) -> list[Metric]:
         return []  # collected lazily: the table is only read when scraped
+
+
+def _video_progress(running: list) -> Iterator[Metric]:
+    """Frames done and to do of the videos running now, per watch (moving while a segment runs)."""
+    done = GaugeMetricFamily("ffwatchd_video_frames_done",
+                             "Frames done of the video jobs running now (updated about every second)",
+                             labels=["watch"])
+    total = GaugeMetricFamily("ffwatchd_video_frames_total", "Frames in all of the video jobs running now",
+                              labels=["watch"])
+    sums: dict[str, list[int]] = {}
+    for j in running:
+        if j.kind == "video" and j.progress_total:
+            pair = sums.setdefault(j.watch, [0, 0])
+            pair[0] += j.progress_done or 0
+            pair[1] += j.progress_total
+    for watch, (d, t) in sorted(sums.items()):
+        done.add_metric([watch], d)
+        total.add_metric([watch], t)
+    yield done
+    yield total
 
 
 class OperatorCollector(Collector):

@@ -1,5 +1,5 @@
-"""Retention: remove the temp folders of finished jobs, age out done/ and failed/, and forget
-old finished job rows. Every removal is logged; a dry run only says what would go."""
+"""Retention: remove the temp folders of finished jobs, age out done/ and failed/ (and output/ when
+asked), and forget old finished job rows. Every removal is logged; a dry run only says what would go."""
 
 from __future__ import annotations
 
@@ -278,12 +278,14 @@ def _prunable(folder: Path, gone: set[Path], touched: set[Path], cutoff: float) 
 
 def age_watch_folders(settings: "Settings", store: "JobQueue | None" = None, *,
                       now: float | None = None, dry_run: bool = False) -> list[Deletion]:
-    """done/ and failed/ of every watch."""
+    """done/, failed/ and (when output_max_age is set) output/ of every watch: only what the ledger
+    says ffwatchd filed there (results, never the batch reports or zips beside them)."""
     now = time.time() if now is None else now
     r = settings.retention
     out: list[Deletion] = []
     for w in settings.watches:
-        for what, root, max_age in (("done", w.done, r.done_max_age), ("failed", w.failed, r.failed_max_age)):
+        for what, root, max_age in (("done", w.done, r.done_max_age), ("failed", w.failed, r.failed_max_age),
+                                    ("output", w.output, r.output_max_age)):
             filed = store.filings(w.name, what) if store is not None else {}
             forget = (lambda rel, n=w.name, f=what: store.forget_filing(n, f, rel)) if store is not None else None
             out += age_folder(root, what, max_age, now=now, dry_run=dry_run, filed=filed, forget=forget)

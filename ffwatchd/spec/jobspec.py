@@ -16,7 +16,8 @@ from ffwatchd.errors import short_repr
 from ffwatchd.spec.values import email_domain, parse_duration, priority_value
 
 PROCESSORS = ("face_swapper", "face_enhancer", "face_anonymizer", "label")
-SELECTOR_MODES = ("all", "largest", "reference")
+SELECTOR_MODES = ("all", "largest", "reference", "except_reference")
+REFERENCE_MODES = ("reference", "except_reference")   # both need face_selector.reference
 ANONYMIZE_METHODS = ("blur", "pixelate")
 LABEL_POSITIONS = ("top-left", "top-right", "bottom-left", "bottom-right")
 OUTPUT_FORMATS = ("keep", "jpeg", "png", "webp")
@@ -161,7 +162,7 @@ class JobSpec:
         if not any(p in ("face_swapper", "face_enhancer", "face_anonymizer") for p in self.processors):
             return []
         names = [self.face_detector.model]
-        if "face_swapper" in self.processors or self.face_selector.mode == "reference":
+        if "face_swapper" in self.processors or self.face_selector.mode in REFERENCE_MODES:
             names.append(self.face_recognizer.model)
         if "face_swapper" in self.processors:
             names.append(self.face_swapper.model)

@@ -198,8 +198,9 @@ def check_complete(merged: Mapping[str, Any], where: str) -> None:
     if "face_swapper" in processors and not merged.get("sources"):
         raise JobError("bad_sidecar", f"{where}: sources: face_swapper needs at least one source image")
     selector = merged.get("face_selector") or {}
-    if selector.get("mode") == "reference" and not selector.get("reference"):
-        raise JobError("bad_sidecar", f"{where}: face_selector.reference: mode 'reference' needs a reference image")
+    if selector.get("mode") in jobspec.REFERENCE_MODES and not selector.get("reference"):
+        raise JobError("bad_sidecar", f"{where}: face_selector.reference: mode '{selector['mode']}' needs a "
+                                      "reference image")
 
 
 def check_targets(merged: Mapping[str, Any], watch: WatchSettings, where: str) -> None:

@@ -12,9 +12,13 @@ from ffwatchd.fs import safefs
 
 HEAD_SIZE = 64
 
-# ISO BMFF brands that are still images (HEIF/AVIF), which the pipeline does not decode.
-_STILL_BRANDS = {b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"mif1", b"msf1",
-                 b"avif", b"avis"}
+# ISO BMFF brands that are still images: HEIC/HEIF (a phone's photos), read through pillow-heif;
+# AVIF, which the pipeline does not decode.
+_HEIF_BRANDS = {b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"mif1", b"msf1"}
+_STILL_BRANDS = _HEIF_BRANDS | {b"avif", b"avis"}
+# Camera RAW files whose magic is not a TIFF header (the TIFF-based ones sniff as tiff and are
+# told apart when decoded: media/raw.py).
+_RAW_MAGIC = (b"IIRO", b"IIRS", b"MMOR", b"IIU\x00", b"FUJIFILM")
 # Old QuickTime files may start with another atom than `ftyp`.
 _QT_ATOMS = {b"moov", b"mdat", b"wide", b"free", b"skip", b"pnot"}
 _BMP_DIB_SIZES = {12, 40, 52, 56, 64, 108, 124}
@@ -23,7 +27,7 @@ _BMP_DIB_SIZES = {12, 40, 52, 56, 64, 108, 124}
 @dataclass(frozen=True)
 class Sniffed:
     kind: str      # image | video
-    format: str    # jpeg, png, webp, bmp, tiff, mp4, mov, matroska
+    format: str    # jpeg, png, webp, bmp, tiff, heif, raw, mp4, mov, matroska
 
 
 def sniff_bytes(head: bytes) -> Sniffed | None:
@@ -34,6 +38,8 @@ def sniff_bytes(head: bytes) -> Sniffed | None:
         return Sniffed("image", "png")
     if len(head) >= 12 and head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return Sniffed("image", "webp")
+    if head.startswith(_RAW_MAGIC):
+        return Sniffed("image", "raw")
     if head[:4] in (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+"):
         return Sniffed("image", "tiff")
     if len(head) >= 18 and head[:2] == b"BM" and int.from_bytes(head[14:18], "little") in _BMP_DIB_SIZES:
@@ -42,6 +48,8 @@ def sniff_bytes(head: bytes) -> Sniffed | None:
         return Sniffed("video", "matroska")
     if len(head) >= 12 and head[4:8] == b"ftyp":
         brand = head[8:12]
+        if brand in _HEIF_BRANDS:
+            return Sniffed("image", "heif")
         if brand in _STILL_BRANDS:
             return None
         return Sniffed("video", "mov" if brand == b"qt  " else "mp4")
@@ -55,8 +63,9 @@ def describe_head(head: bytes) -> str:
     if not head:
         return "the file is empty"
     if len(head) >= 12 and head[4:8] == b"ftyp" and head[8:12] in _STILL_BRANDS:
-        return f"HEIF/AVIF images ({head[8:12].decode('ascii', 'replace').strip()}) are not supported"
-    return f"its content starts with {head[:8].hex(' ')}, which is no JPEG, PNG, WebP, BMP, TIFF, MP4/MOV or MKV/WebM"
+        return f"AVIF images ({head[8:12].decode('ascii', 'replace').strip()}) are not supported"
+    return (f"its content starts with {head[:8].hex(' ')}, which is no JPEG, PNG, WebP, BMP, TIFF, HEIC/HEIF, "
+            "camera RAW, MP4/MOV or MKV/WebM")
 
 
 def read_head(path: Path, size: int = HEAD_SIZE) -> bytes:

@@ -60,14 +60,24 @@ class PostgresBatches:
 
     def touch_batch(self, watch: str, folder: str, last_activity: float) -> Batch:
         p = self._params(watch=watch, folder=encode_path(folder), activity=float(last_activity))
-        return _batch(self._run(lambda cur: cur.execute(
-            f"""INSERT INTO batches (watch, folder, state, created_at, last_activity)
-                VALUES (%(watch)s, %(folder)s, 'open', {NOW}, %(activity)s)
-                ON CONFLICT (watch, folder) DO UPDATE SET
-                    last_activity = greatest(batches.last_activity, excluded.last_activity),
-                    state = CASE WHEN excluded.last_activity > coalesce(batches.finished_activity, -1)
-                                 THEN 'open' ELSE batches.state END
-                RETURNING *""", p).fetchone()))
+
+        def body(cur: psycopg.Cursor) -> dict:
+            # the batch that is there first: an upsert takes a sequence value even when it updates
+            row = cur.execute(
+                """UPDATE batches SET last_activity = greatest(last_activity, %(activity)s),
+                          state = CASE WHEN %(activity)s > coalesce(finished_activity, -1) THEN 'open' ELSE state END
+                   WHERE watch = %(watch)s AND folder = %(folder)s RETURNING *""", p).fetchone()
+            if row is not None:
+                return row
+            return cur.execute(
+                f"""INSERT INTO batches (watch, folder, state, created_at, last_activity)
+                    VALUES (%(watch)s, %(folder)s, 'open', {NOW}, %(activity)s)
+                    ON CONFLICT (watch, folder) DO UPDATE SET
+                        last_activity = greatest(batches.last_activity, excluded.last_activity),
+                        state = CASE WHEN excluded.last_activity > coalesce(batches.finished_activity, -1)
+                                     THEN 'open' ELSE batches.state END
+                    RETURNING *""", p).fetchone()
+        return _batch(self._run(body))
 
     def finish_batch(self, batch_id: int, *, activity: float, counts: dict, report_path: str | None,
                      package_path: str | None, deliveries: Sequence[dict]) -> Batch:

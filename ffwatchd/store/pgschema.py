@@ -99,6 +99,11 @@ MIGRATIONS: list[str] = [
     # second); PostgreSQL keeps it: every claim sweeps in the same statement, and the partial
     # index finds the expired leases without reading every running job of every host.
     "SELECT 1",
+    # 7: the ledger also records results placed in output/ (retention.output_max_age)
+    """
+    ALTER TABLE filings DROP CONSTRAINT IF EXISTS filings_folder_check;
+    ALTER TABLE filings ADD CONSTRAINT filings_folder_check CHECK (folder IN ('done', 'failed', 'output'));
+    """,
 ]
 
 # pg_advisory_xact_lock key: hosts starting together migrate one after the other.

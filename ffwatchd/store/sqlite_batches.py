@@ -68,6 +68,14 @@ class SqliteBatches:
     def touch_batch(self, watch: str, folder: str, last_activity: float) -> Batch:
         now = self.clock()
         with self._write() as db:
+            # the batch that is there first: an upsert advances AUTOINCREMENT even when it updates
+            row = db.execute(
+                """UPDATE batches SET last_activity = max(last_activity, ?),
+                          state = CASE WHEN ? > ifnull(finished_activity, -1) THEN 'open' ELSE state END
+                   WHERE watch = ? AND folder = ? RETURNING *""",
+                (last_activity, last_activity, watch, encode_path(folder))).fetchone()
+            if row is not None:
+                return _batch(row)
             row = db.execute(
                 """INSERT INTO batches (watch, folder, state, created_at, last_activity)
                    VALUES (?, ?, 'open', ?, ?)

@@ -132,6 +132,23 @@ MIGRATIONS: list[str] = [
     """
     DROP INDEX IF EXISTS jobs_running;
     """,
+    # 7: the ledger also records results placed in output/ (retention.output_max_age ages them like
+    # done/ and failed/); SQLite cannot change a CHECK in place, so the table is made again
+    """
+    CREATE TABLE filings_v7 (
+        watch     TEXT    NOT NULL,
+        folder    TEXT    NOT NULL CHECK (folder IN ('done', 'failed', 'output')),
+        rel_path  TEXT    NOT NULL,
+        size      INTEGER NOT NULL,
+        inode     INTEGER NOT NULL,
+        filed_at  REAL    NOT NULL,
+        job_id    INTEGER,
+        PRIMARY KEY (watch, folder, rel_path)
+    ) STRICT;
+    INSERT INTO filings_v7 SELECT watch, folder, rel_path, size, inode, filed_at, job_id FROM filings;
+    DROP TABLE filings;
+    ALTER TABLE filings_v7 RENAME TO filings;
+    """,
 ]
 
 
@@ -150,3 +167,16 @@ def migrate(db: sqlite3.Connection, where: str | Path) -> None:
     if version < len(MIGRATIONS):        # the table's id, made once with the meta table
         db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('queue_id', ?)",
                    (uuid.uuid4().hex,))
+
+
+def read_queue_id(path: Path) -> str | None:
+    """The SQLite table's queue_id (what its daemon marks the share's folders with), read only."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'queue_id'").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None
+    return row[0] if row else None

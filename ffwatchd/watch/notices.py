@@ -51,6 +51,12 @@ class Notices:
         if self.metrics:
             self.metrics.file_left_alone(self.watch.name, what)
 
+    def carry_over(self, before: "Notices") -> None:
+        """What the watch's previous loop (before a reload) already said; a name no longer
+        matching is said again once, by the new rules."""
+        self.not_included |= before.not_included
+        self.left_alone.update(before.left_alone)
+
     def forget(self, path: Path) -> None:
         self.not_included.discard(path)
         self.left_alone.pop(path, None)

@@ -14,11 +14,17 @@ class WatchService:
     """All watches of a config, each in its own thread; nothing here blocks the caller."""
 
     def __init__(self, settings: Settings, store: JobQueue, *, metrics: WatchMetrics | None = None,
-                 mountinfo: str | None = None) -> None:
+                 mountinfo: str | None = None, notices_from: "WatchService | None" = None) -> None:
+        """`notices_from`: the service this one replaces (a reload): what its watches said once
+        about names they do not take is not said again for the same inbox."""
         self.settings = settings
         # A watch with `ingest: false` is watched by other hosts; this host's workers only serve it.
         self.loops = {w.name: WatchLoop(settings, w, store, metrics, mountinfo)
                       for w in settings.watches if w.ingest}
+        for name, loop in self.loops.items():
+            before = notices_from.loops.get(name) if notices_from is not None else None
+            if before is not None and before.watch.inbox == loop.watch.inbox:
+                loop.notices.carry_over(before.notices)
         self._started = self._stopped = False
 
     def start(self) -> None:

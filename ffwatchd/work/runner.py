@@ -281,7 +281,7 @@ class JobRunner(JobFailures, ShareWaits):
                                    progress=lease.set_progress, should_stop=lambda: lease.should_stop,
                                    segment_seconds=self.settings.workers.video_segment,
                                    root=self.settings.watch(job.watch).inbox)
-        return result, suffix, video.frames, None
+        return result, original.suffix, video.frames, None   # the name keeps its case, as an image's does
 
     def _clean_temp(self, job_id: int, image_result: Path | None = None) -> None:
         """Remove a job's temp folder (videos) and temp result file (images); `image_result`: the

@@ -116,3 +116,37 @@ def test_yunet_loads_without_opencvs_target_warning(assets, tmp_path):
     assert "setPreferableTarget" not in r.stderr
     assert r.stdout.strip() == "3"                              # the level is restored afterwards
     assert "JobError" in r.stderr and "is not a YuNet detector" in r.stderr   # real errors still reach people
+
+
+def _crop(frame, box):
+    x1, y1, x2, y2 = box
+    w, h = x2 - x1, y2 - y1
+    return frame[int(max(0, y1 - h)):int(y2 + h), int(max(0, x1 - w)):int(x2 + w)]
+
+
+def test_except_reference_anonymizes_everyone_but_the_people_of_the_reference_photo(real, assets, tmp_path):
+    """`face_selector: {mode: except_reference}`: the reference photo shows the people who
+    consented (two here, side by side in one picture); every other face is anonymized."""
+    frame = image(assets, "t1.jpg")
+    faces = sorted(real.load_model("scrfd_500m", "detector").detect(frame, 0.5, 640), key=lambda f: f.bbox[0])
+    a, b = (cv2.resize(_crop(frame, faces[i].bbox), (160, 200)) for i in (1, 4))
+    ref = tmp_path / "consented.png"
+    cv2.imwrite(str(ref), np.hstack([a, b]))
+    spec = JobSpec.from_mapping({"processors": ["face_anonymizer"], "output": {"format": "png"},
+                                 "face_detector": {"model": "scrfd_500m"},
+                                 "face_recognizer": {"model": "mbf_int8"},
+                                 "face_selector": {"mode": "except_reference", "reference": str(ref),
+                                                   "max_distance": 0.6}})
+    result = real.process_image(assets / "images" / "t1.jpg", tmp_path / "out.png", spec)
+    assert result.faces == len(faces) - 2
+    after = cv2.imread(str(tmp_path / "out.png"))
+    for i, f in enumerate(faces):
+        x0, y0, x1, y1 = face_box(f, frame.shape)
+        changed = np.any(frame[y0:y1, x0:x1] != after[y0:y1, x0:x1], axis=2).mean()
+        assert (changed < 0.05) if i in (1, 4) else (changed > 0.5), (i, changed)
+
+    only = tmp_path / "only_them.png"                 # a photo of consenting people alone: no failure
+    cv2.imwrite(str(only), np.hstack([a, b]))
+    spec_fail = JobSpec.from_mapping({**spec.to_snapshot(), "on_no_face": "fail"})
+    result = real.process_image(only, tmp_path / "only_out.png", spec_fail)
+    assert result.faces == 0 and not result.copied

@@ -195,3 +195,17 @@ def test_source_without_a_face_is_an_error_naming_it(tmp_path, synth, synth_cust
     with pytest.raises(JobError) as e:
         p.prepare(spec)
     assert e.value.kind == "no_face" and "empty_wall.png" in e.value.message
+
+
+def test_except_reference_leaves_out_every_person_of_the_reference():
+    def face(x, emb):
+        e = np.zeros(512, np.float32); e[emb] = 1.0
+        return Face(np.array([x, 0, x + 10, 10], np.float32), np.zeros((5, 2), np.float32), 0.9, e)
+
+    faces = [face(0, 0), face(100, 1), face(300, 2)]
+    people = [faces[2].embedding, faces[0].embedding]
+    frame = np.zeros((4, 4, 3), np.uint8)
+    assert select_faces(faces, "except_reference", frame=frame, embed=lambda f, x: x.embedding,
+                        reference=people, max_distance=0.3) == [faces[1]]
+    assert select_faces(faces, "except_reference", frame=frame, embed=lambda f, x: x.embedding,
+                        reference=faces[1].embedding, max_distance=0.3) == [faces[0], faces[2]]

@@ -1,0 +1,57 @@
+"""`ffwatchd status` shows another host's workers as the tables know them: the job a worker holds
+is the running job leased to it now (never a finished job its row last named), and its state is
+busy, idle or lost with the heartbeat's age (it was always "-")."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from ffwatchd.cli import main
+from ffwatchd.store import SqliteJobStore
+from tests.store.test_open_store import write_config
+
+
+def test_status_shows_what_the_tables_know_of_another_hosts_workers(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture) -> None:
+    cfg = write_config(tmp_path, None)
+    (tmp_path / "state").mkdir()
+    clock = [1000.0]
+    s = SqliteJobStore(tmp_path / "state" / "ffwatchd.db", clock=lambda: clock[0])
+    ids = [s.enqueue(watch="studio", rel_path=f"{n}.jpg", size=1, mtime=1.0, content_hash=str(n), kind="image",
+                     spec={})[0].id for n in range(3)]
+    for owner in ("far:11/cpu", "far:12/cpu", "far:13/cpu"):
+        s.register_worker(owner, host="far", pid=int(owner[4:6]), device="cpu", requested_provider="cpu",
+                          provider="cpu")
+    done = s.claim("far:11/cpu", 600)                  # far:1 ran ids[0] and finished it
+    s.worker_heartbeat("far:11/cpu", done.id)
+    s.set_filing(done.id, "far:11/cpu", {"outcome": "done"})
+    s.finish(done.id, "far:11/cpu", output_path="/o/0.jpg")
+    old = s.claim("far:12/cpu", 600)                   # far:2 finished ids[1] and now runs ids[2]
+    s.worker_heartbeat("far:12/cpu", old.id)
+    s.set_filing(old.id, "far:12/cpu", {"outcome": "done"})
+    s.finish(old.id, "far:12/cpu", output_path="/o/1.jpg")
+    now = s.claim("far:12/cpu", 600)
+    clock[0] += 3
+    s.worker_heartbeat("far:13/cpu", None)
+    clock[0] = time.time() + 10_000                   # the rows' clock was far behind: all are old
+    s.close()
+
+    assert main(["status", "-c", str(cfg), "--json"]) == 0
+    workers = {w["owner"]: w for w in json.loads(capsys.readouterr().out)["workers"]}
+    assert (workers["far:11/cpu"]["job_id"], workers["far:11/cpu"]["jobs"]) == (None, [])
+    assert workers["far:11/cpu"]["row_job_id"] == done.id
+    assert (workers["far:12/cpu"]["job_id"], workers["far:12/cpu"]["row_job_id"]) == (now.id, old.id)
+    assert {w["state"] for w in workers.values()} == {"lost"}
+
+    with SqliteJobStore(tmp_path / "state" / "ffwatchd.db") as s:   # fresh heartbeats
+        for owner in workers:
+            s.worker_heartbeat(owner, workers[owner]["row_job_id"])
+    assert main(["status", "-c", str(cfg)]) == 0
+    rows = {line.split()[1]: line for line in capsys.readouterr().out.splitlines() if line.startswith("far ")}
+    assert "idle (0 s ago)" in rows["11"] and f" {done.id} " not in rows["11"]
+    assert "busy (0 s ago)" in rows["12"] and f" {now.id} " in rows["12"] and f" {old.id} " not in rows["12"]
+    assert "idle (0 s ago)" in rows["13"]
