@@ -95,3 +95,11 @@ def test_the_daemon_spawns_the_planned_workers_and_check_says_why(tmp_path: Path
     check_workers(s, notes)
     assert notes == ["device 0: 3 worker process(es) (workers.per_gpu: 3)",
                      "device cpu: 1 worker process(es) (1 CPU worker(s), one per `cpu` entry)"]
+
+
+def test_a_reload_cannot_change_per_gpu(tmp_path: Path) -> None:
+    from ffwatchd.daemon.reloading import keep_what_needs_a_restart, needs_restart
+
+    old, new = settings(tmp_path, devices=[0]), settings(tmp_path, devices=[0], per_gpu=4)
+    assert needs_restart(new, old) == ["workers.per_gpu (auto -> 4)"]
+    assert keep_what_needs_a_restart(new, old).workers.per_gpu is None

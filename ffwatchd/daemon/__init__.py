@@ -1,6 +1,6 @@
 """daemon: the supervisor process. Its loop and verbs (supervisor), worker processes
 (workerslots), recovery after a crash (recovery), periodic housekeeping (housekeeping),
-sd_notify (systemd).
+sd_notify (systemd), what a reload cannot change (reloading).
 
 May import every stage below it: work, ops, batches, watch, filing, faces, media, config, spec,
 store, fs, errors, logs. Only cli imports daemon."""

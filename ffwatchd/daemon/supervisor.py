@@ -23,6 +23,7 @@ from ffwatchd.config.load import load_config
 from ffwatchd.config.settings import Settings
 from ffwatchd.daemon.housekeeping import prune_lost_workers, start_retention
 from ffwatchd.daemon.recovery import lock_state_dir, recover_at_start
+from ffwatchd.daemon.reloading import RESTART_NEEDED, keep_what_needs_a_restart, needs_restart, refusal_line
 from ffwatchd.daemon.systemd import Notifier
 from ffwatchd.daemon.workerslots import LOOP_TICK, WorkerSlot, WorkerSlots
 from ffwatchd.errors import ConfigError
@@ -236,7 +237,7 @@ class Supervisor(WorkerSlots):
                     "until it is restarted (systemctl restart ffwatchd); the rest of the config is reloaded")
             log.warning("%s", line)
             self.warnings.append(line)
-        new = _keep(new, self.settings)
+        new = keep_what_needs_a_restart(new, self.settings)
         self.settings = new
         setup_logging(new.log.level, new.log.format, process="main")
         old = self.watcher
@@ -341,49 +342,6 @@ class _WakingHooks:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.sup.metrics, name)
-
-
-RESTART_NEEDED = "restart needed"
-
-
-def refusal_line(e: ConfigError) -> str:
-    """An invalid config refused on reload, as one log line: the text log escapes a newline (one
-    record, one line), so a multi-line message showed its problems joined by a literal \\n."""
-    problems = "; ".join(e.problems) if e.problems else str(e)
-    return f"reload refused, the running config stays in force: {e.source}: {problems}"
-
-
-def _queue_name(s: Settings) -> str:
-    from ffwatchd.store.urls import redact_url
-
-    return "sqlite" if s.queue.url is None else redact_url(s.queue.url)
-
-
-def needs_restart(new: Settings, old: Settings) -> list[str]:
-    """The changes a reload cannot make, each as `key (old -> new)`: the job table (queue and
-    state_dir: the workers, the watcher and the batches must all read the same one), the worker
-    devices and the metrics endpoint."""
-    changed = []
-    if new.queue != old.queue:
-        changed.append(f"queue ({_queue_name(old)} -> {_queue_name(new)})")
-    if new.state_dir != old.state_dir:
-        changed.append(f"state_dir ({old.state_dir} -> {new.state_dir})")
-    if new.workers.devices != old.workers.devices:
-        changed.append(f"workers.devices ({list(old.workers.devices)} -> {list(new.workers.devices)})")
-    if new.workers.per_gpu != old.workers.per_gpu:
-        changed.append(f"workers.per_gpu ({old.workers.per_gpu or 'auto'} -> {new.workers.per_gpu or 'auto'})")
-    if new.metrics != old.metrics:
-        changed.append("metrics")
-    return changed
-
-
-def _keep(new: Settings, old: Settings) -> Settings:
-    """The new settings with what needs a restart as it was (needs_restart)."""
-    import dataclasses
-
-    return dataclasses.replace(new, state_dir=old.state_dir, metrics=old.metrics, queue=old.queue,
-                               workers=dataclasses.replace(new.workers, devices=old.workers.devices,
-                                                           per_gpu=old.workers.per_gpu))
 
 
 def run_daemon(config_path: str | None) -> int:

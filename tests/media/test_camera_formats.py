@@ -76,3 +76,23 @@ def test_a_broken_raw_fails_as_bad_input_naming_the_file(tmp_path: Path) -> None
     with pytest.raises(JobError) as e:
         read_image(path, 10**8)
     assert e.value.kind == "bad_input" and e.value.message.startswith("cut.dng ")
+
+
+def test_a_heic_taken_sideways_is_turned_upright_once(tmp_path: Path) -> None:
+    """A phone stores the turn (EXIF orientation 6 here); libheif applies it and pillow-heif resets
+    the EXIF tag, so the picture is turned once, not twice."""
+    import pillow_heif
+    from PIL import Image
+
+    pillow_heif.register_heif_opener()
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(picture()[:, :, ::-1])).save(buf, format="HEIF", exif=exif.tobytes())
+    (tmp_path / "IMG_0002.HEIC").write_bytes(buf.getvalue())
+    img = read_image(tmp_path / "IMG_0002.HEIC", 10**8)
+    assert img.bgr.shape == (160, 120, 3)                  # 160 x 120 landscape, turned: 120 x 160
+    kept = Image.Exif()
+    if img.exif:
+        kept.load(img.exif)
+    assert 0x0112 not in kept                             # the output is not turned again by a viewer

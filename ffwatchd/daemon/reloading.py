@@ -1,0 +1,50 @@
+"""What a reload (SIGHUP) cannot change, and how it says so: the job table (`queue`, `state_dir`),
+the worker devices and the metrics endpoint stay as they were until a restart; an invalid config
+is refused on one log line."""
+
+from __future__ import annotations
+
+from ffwatchd.config.settings import Settings
+from ffwatchd.errors import ConfigError
+
+RESTART_NEEDED = "restart needed"
+
+
+def refusal_line(e: ConfigError) -> str:
+    """An invalid config refused on reload, as one log line: the text log escapes a newline (one
+    record, one line), so a multi-line message showed its problems joined by a literal \\n."""
+    problems = "; ".join(e.problems) if e.problems else str(e)
+    return f"reload refused, the running config stays in force: {e.source}: {problems}"
+
+
+def _queue_name(s: Settings) -> str:
+    from ffwatchd.store.urls import redact_url
+
+    return "sqlite" if s.queue.url is None else redact_url(s.queue.url)
+
+
+def needs_restart(new: Settings, old: Settings) -> list[str]:
+    """The changes a reload cannot make, each as `key (old -> new)`: the job table (queue and
+    state_dir: the workers, the watcher and the batches must all read the same one), the worker
+    devices and the metrics endpoint."""
+    changed = []
+    if new.queue != old.queue:
+        changed.append(f"queue ({_queue_name(old)} -> {_queue_name(new)})")
+    if new.state_dir != old.state_dir:
+        changed.append(f"state_dir ({old.state_dir} -> {new.state_dir})")
+    if new.workers.devices != old.workers.devices:
+        changed.append(f"workers.devices ({list(old.workers.devices)} -> {list(new.workers.devices)})")
+    if new.workers.per_gpu != old.workers.per_gpu:
+        changed.append(f"workers.per_gpu ({old.workers.per_gpu or 'auto'} -> {new.workers.per_gpu or 'auto'})")
+    if new.metrics != old.metrics:
+        changed.append("metrics")
+    return changed
+
+
+def keep_what_needs_a_restart(new: Settings, old: Settings) -> Settings:
+    """The new settings with what needs a restart as it was (needs_restart)."""
+    import dataclasses
+
+    return dataclasses.replace(new, state_dir=old.state_dir, metrics=old.metrics, queue=old.queue,
+                               workers=dataclasses.replace(new.workers, devices=old.workers.devices,
+                                                           per_gpu=old.workers.per_gpu))
