@@ -18,25 +18,10 @@ from ffwatchd.cli.common import (
 )
 from ffwatchd.config.load import load_config
 from ffwatchd.config.settings import WorkerSettings
-from ffwatchd.daemon.housekeeping import LOST_AFTER_LEASES, lost_after
 from ffwatchd.errors import ConfigError
-from ffwatchd.store import STATES, JobQueue
-
-
-def worker_entries(store: JobQueue, lease: float, local: dict | None = None) -> list[dict]:
-    """Every host's workers, with `lost` set for stale rows; this host's daemon adds what only
-    it knows (state, jobs run, restarts) to its own rows, matched by pid."""
-    mine = {w.get("pid"): w for w in (local or {}).get("workers", [])}
-    out = []
-    for row in store.workers():
-        entry = row.to_dict()
-        entry["lost"] = row.age > lost_after(lease)
-        extra = mine.get(row.pid) if local is not None and row.host == local.get("host") else None
-        if extra:
-            entry.update(state=extra.get("state"), jobs_done=extra.get("jobs_done"),
-                         restarts=extra.get("restarts"))
-        out.append(entry)
-    return out
+from ffwatchd.store import STATES
+from ffwatchd.store.rows import LOST_AFTER_LEASES, lost_after
+from ffwatchd.ops.documents import status_document, status_parts
 
 
 def _lease(config: str | None) -> float:
@@ -63,18 +48,10 @@ def run(args: argparse.Namespace) -> int:
     lease = _lease(args.config)
     daemon = read_status(state_dir)
     with open_store_for_reading(args.config) as store:
-        counts = store.counts()
-        running = store.list(state="running", limit=1000, order="started_at")
-        workers = worker_entries(store, lease, daemon)
-        where = store.where                       # the queue, its URL without a password
+        parts = status_parts(store, lease, daemon)
+    counts, running, workers, where = parts["counts"], parts["running"], parts["workers"], parts["queue"]
     if args.json:
-        dump_json({"queue": where, "counts": counts, "daemon": daemon, "workers": workers,
-               "waiting": (daemon or {}).get("waiting", {}),
-               "unfiled": (daemon or {}).get("unfiled", {}),
-               "running": [{"id": j.id, "watch": j.watch, "path": j.rel_path, "kind": j.kind,
-                            "owner": j.lease_owner, "started_at": j.started_at,
-                            "progress_done": j.progress_done, "progress_total": j.progress_total}
-                           for j in running]})
+        dump_json(status_document(parts, daemon))
         return EXIT_OK
     print(f"queue: {where}")
     print("jobs: " + ", ".join(f"{s} {counts[s]}" for s in STATES))
