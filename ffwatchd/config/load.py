@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from ffwatchd.config.notify import read_notify, read_smtp, read_watch_notify
+from ffwatchd.config.web import read_web
 from ffwatchd.config.settings import (
     DEFAULT_IGNORE,
     DEFAULT_INCLUDE,
@@ -57,7 +58,7 @@ MODEL_KINDS = ("detector", "recognizer", "swapper", "enhancer")
 
 _TOP_KEYS = {"state_dir", "temp_dir", "models_dir", "watches", "workers", "metrics",
              "retention", "log", "models", "ffmpeg", "provenance", "smtp", "notify",
-             "queue"}
+             "queue", "web"}
 _WATCH_KEYS = {"name", "inbox", "output", "done", "failed", "mode", "poll_interval",
                "rescan_interval", "settle", "sidecar_wait", "include", "ignore",
                "source_roots", "defaults", "batch_quiet", "batch_quiet_max", "priority_max",
@@ -312,13 +313,16 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
         if w.notify.email_domains and smtp is None:
             r.problem(f"watches[{i}].notify.email_domains", "e-mail needs the global smtp: section")
     queue = _read_queue(r, raw.get("queue"))
+    web = read_web(r, raw.get("web"), listen_address, boolean)
+    if web.enabled and metrics.enabled and (web.host, web.port) == (metrics.host, metrics.port):
+        r.problem("web.listen", f"{web.host}:{web.port} is metrics.listen too; give the page a port of its own")
 
     if r.problems:
         raise ConfigError(where, r.problems)
     return Settings(source=source, state_dir=state_dir, temp_dir=temp_dir, models_dir=models_dir,
                     watches=tuple(watches), workers=workers, metrics=metrics, retention=retention,
                     log=log, models=models, ffmpeg=ffmpeg, provenance=provenance, c2pa=c2pa, smtp=smtp,
-                    notify=notify, queue=queue)
+                    notify=notify, queue=queue, web=web)
 
 
 def resolve_config_path(path: str | os.PathLike | None) -> Path:
