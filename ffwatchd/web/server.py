@@ -39,6 +39,7 @@ GET_ROUTES: list[tuple[re.Pattern, str]] = [(re.compile(p), name) for p, name in
     (r"/api/jobs", "api_jobs"), (r"/api/jobs/(\d+)", "api_job"),
     (r"/api/batches", "api_batches"), (r"/api/batches/(\d+)", "api_batch")]]
 POST_ROUTE = re.compile(r"/api/(jobs|watches)/([^/]+)/(retry|cancel|priority|pause|resume)")
+NOUN = {"jobs": "job", "watches": "watch"}
 
 
 class HttpError(Exception):
@@ -216,15 +217,15 @@ class Handler(BaseHTTPRequestHandler):
         who = operator_of(self.headers, self.client_address[0])
         verdict = check_action(settings.web.token, self.headers)
         if not verdict.ok:
-            log.warning("web: %s of %s %s refused, asked by %s: %s", verb, what[:-1], target[:100], who, verdict.reason)
+            log.warning("web: %s of %s %s refused, asked by %s: %s", verb, NOUN[what], target[:100], who, verdict.reason)
             raise HttpError(403, verdict.reason)
         body = self._body()
         try:
             message = run_action(self.app.store, settings, what, target, verb, body, who)
         except ActionError as e:
-            log.warning("web: %s of %s %s not done, asked by %s: %s", verb, what[:-1], target[:100], who, e)
+            log.warning("web: %s of %s %s not done, asked by %s: %s", verb, NOUN[what], target[:100], who, e)
             raise HttpError(e.status, str(e)) from None
-        log.info("web: %s of %s %s, asked by %s: %s", verb, what[:-1], target, who, message)
+        log.info("web: %s of %s %s, asked by %s: %s", verb, NOUN[what], target, who, message)
         self.app.on_change()
         self._json({"ok": True, "message": message})
 

@@ -31,11 +31,16 @@ PAUSED_EVERY = 2.0        # seconds a worker trusts its last read of the watches
 
 class PausedWatches:
     """The watches an operator paused (the web page's pause), read from the queue at most every
-    PAUSED_EVERY seconds: a claim costs no extra query."""
+    PAUSED_EVERY seconds (so a claim costs no extra query), and again when the supervisor wakes
+    the worker (a pause on this host is seen at once, on the others within PAUSED_EVERY)."""
 
     def __init__(self, store: Any) -> None:
         self.store = store
         self._names: set[str] = set()
+        self._read_at = -PAUSED_EVERY
+
+    def forget(self) -> None:
+        """Read again at the next claim."""
         self._read_at = -PAUSED_EVERY
 
     def names(self) -> set[str]:
@@ -248,6 +253,8 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
                     report_filed(0)
                     stop.wait(1.0)
                     continue
+                if wake.is_set():       # woken: a job enqueued, or a pause or resume on this host
+                    paused.forget()
                 wake.clear()
                 job = claim()
                 if job is None:
