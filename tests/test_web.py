@@ -269,3 +269,14 @@ def test_with_the_token_actions_work_and_a_foreign_origin_is_refused(served, tmp
     assert TOKEN not in log
     overview = json.loads(_get(base + "/api/overview")[2])
     assert overview["actions"] is True and "studio" in overview["paused"]
+
+
+def test_status_says_which_watches_an_operator_paused(served, capsys) -> None:
+    cfg, _, _ = served
+    assert main(["status", "-c", str(cfg)]) == 0
+    assert "CLAIMING PAUSED" not in capsys.readouterr().out
+    with JobStore(load_config(cfg).db_path) as s:
+        s.set_watch_paused("studio", True, "paused by 'alice' from 127.0.0.1 at 2026-12-01 12:00:00")
+    assert main(["status", "-c", str(cfg)]) == 0
+    assert ("CLAIMING PAUSED for watch studio on every host (paused by 'alice' from 127.0.0.1 at "
+            "2026-12-01 12:00:00); resume it on the web page") in capsys.readouterr().out

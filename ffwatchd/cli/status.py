@@ -20,6 +20,7 @@ from ffwatchd.config.load import load_config
 from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.errors import ConfigError
 from ffwatchd.store import STATES
+from ffwatchd.store.names import shown
 from ffwatchd.store.rows import LOST_AFTER_LEASES, lost_after
 from ffwatchd.ops.documents import status_document, status_parts
 
@@ -49,12 +50,15 @@ def run(args: argparse.Namespace) -> int:
     daemon = read_status(state_dir)
     with open_store_for_reading(args.config) as store:
         parts = status_parts(store, lease, daemon)
+        paused_watches = store.paused_watches() if not args.json else {}
     counts, running, workers, where = parts["counts"], parts["running"], parts["workers"], parts["queue"]
     if args.json:
         dump_json(status_document(parts, daemon))
         return EXIT_OK
     print(f"queue: {where}")
     print("jobs: " + ", ".join(f"{s} {counts[s]}" for s in STATES))
+    for name, note in sorted(paused_watches.items()):     # from the web page: every host holds back
+        print(f"CLAIMING PAUSED for watch {shown(name)} on every host ({shown(note)}); resume it on the web page")
     if daemon is None:
         print("daemon on this host: not running (no live status file in state_dir)")
     else:
