@@ -280,3 +280,24 @@ def test_status_says_which_watches_an_operator_paused(served, capsys) -> None:
     assert main(["status", "-c", str(cfg)]) == 0
     assert ("CLAIMING PAUSED for watch studio on every host (paused by 'alice' from 127.0.0.1 at "
             "2026-12-01 12:00:00); resume it on the web page") in capsys.readouterr().out
+
+
+def test_the_overview_shows_failed_jobs_and_workers_without_their_secrets(served) -> None:
+    cfg, base, _ = served
+    with JobStore(load_config(cfg).db_path) as s:
+        job, _ = s.enqueue(watch="studio", rel_path="hooked.jpg", size=3, mtime=1.0, content_hash="h2",
+                           kind="image", spec={"notify": {"webhook": HOOK}})
+        s.set_priority(1, 10)                      # job 1 runs first; this one fails
+        s.claim("w:1/cpu", 60)
+        s.claim("w:1/cpu", 60)
+        s.fail(job.id, "w:1/cpu", error_kind="bad_input", message=f"refused by {HOOK}", transient=False)
+        s.register_worker("other-host:7/0", host="other-host", pid=7, device="0", requested_provider="cuda",
+                          provider="cpu")
+    overview = _get(base + "/api/overview")[2]
+    assert "XXXXsecretXXXX" not in overview and f"https://hooks.example.com/{REDACTED}" in overview
+    doc = json.loads(overview)
+    assert [j["rel_path"] for j in doc["failed"]] == ["hooked.jpg"]
+    assert doc["watches"]["studio"]["failed"] == 1 and doc["throughput"]["failed"] == 1
+    page = _get(base + "/")[2]                    # a worker of another host: no local state, still shown
+    assert "other-host" in page and "(asked cuda)" in page and "XXXXsecretXXXX" not in page
+    assert f"refused by https://hooks.example.com/{REDACTED}" in page

@@ -55,7 +55,8 @@ def batch(store: JobQueue, batch_id: int) -> dict[str, Any]:
 
 
 def overview(store: JobQueue, state_dir: Path, lease: float, *, actions: bool) -> dict[str, Any]:
-    """Everything the overview shows, in one document (also served as /api/overview)."""
+    """Everything the overview shows, in one document (also served as /api/overview); every
+    part comes redacted."""
     now = time.time()
     per_watch: dict[str, dict[str, int]] = {}
     finished = {"done": 0, "failed": 0}
@@ -64,18 +65,17 @@ def overview(store: JobQueue, state_dir: Path, lease: float, *, actions: bool) -
         if state in finished:
             finished[state] += recent
     oldest = store.oldest_queued_at()
-    doc = {
+    return {
         "host": socket.gethostname(), "generated_at": now, "actions": actions,
         "status": status(store, state_dir, lease),
         "watches": per_watch,
-        "paused": store.paused_watches(),
+        "paused": redact(store.paused_watches()),
         "throughput": {"window_s": THROUGHPUT_WINDOW, **finished,
                        "per_minute": round(finished["done"] * 60 / THROUGHPUT_WINDOW, 2)},
         "queue_age_s": None if oldest is None else max(0.0, now - oldest),
         "batches": batches(store, watch=None, state=None, limit=RECENT_BATCHES),
         "failed": jobs(store, state="failed", watch=None, limit=RECENT_FAILED),
-    }
-    return redact(doc)
+    }   # each part redacted where it is read, once (redaction is a good part of a refresh's time)
 
 
 def progress_text(kind: str | None, done: int | None, total: int | None) -> str:
