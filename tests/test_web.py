@@ -301,3 +301,18 @@ def test_the_overview_shows_failed_jobs_and_workers_without_their_secrets(served
     page = _get(base + "/")[2]                    # a worker of another host: no local state, still shown
     assert "other-host" in page and "(asked cuda)" in page and "XXXXsecretXXXX" not in page
     assert f"refused by https://hooks.example.com/{REDACTED}" in page
+
+
+def test_a_bad_content_length_is_refused_without_reading(served, tmp_path: Path) -> None:
+    import socket
+
+    cfg, base, holder = served
+    holder["settings"] = load_config(_config(tmp_path, "web: {listen: '127.0.0.1:0', token_file: web.token}\n"))
+    host, port = base.removeprefix("http://").split(":")
+    for length, status in (("-1", b"400"), ("x", b"400"), ("100000", b"413")):
+        with socket.create_connection((host, int(port)), timeout=30) as c:
+            c.sendall(f"POST /api/jobs/1/cancel HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {TOKEN}\r\n"
+                      f"Content-Length: {length}\r\n\r\n".encode())
+            assert c.recv(100).split()[1] == status
+    with JobStore(holder["settings"].db_path) as s:
+        assert s.get(1).state == "queued"

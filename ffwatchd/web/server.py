@@ -71,6 +71,7 @@ class WebApp:
 class Handler(BaseHTTPRequestHandler):
     server_version = "ffwatchd"
     sys_version = ""
+    timeout = 30            # seconds a connection may idle (a slow client holds no thread for ever)
     app: WebApp          # set on the subclass made per server
 
     # -- plumbing --------------------------------------------------------------------------
@@ -230,7 +231,12 @@ class Handler(BaseHTTPRequestHandler):
         self._json({"ok": True, "message": message})
 
     def _body(self) -> dict[str, Any]:
-        n = int(self.headers.get("Content-Length") or 0)
+        try:
+            n = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            raise HttpError(400, "Content-Length is no number") from None
+        if n < 0:
+            raise HttpError(400, "Content-Length is negative")
         if n > MAX_BODY:
             raise HttpError(413, "request body too large")
         raw = self.rfile.read(n) if n else b""
