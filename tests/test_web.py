@@ -316,3 +316,16 @@ def test_a_bad_content_length_is_refused_without_reading(served, tmp_path: Path)
             assert c.recv(100).split()[1] == status
     with JobStore(holder["settings"].db_path) as s:
         assert s.get(1).state == "queued"
+
+
+def test_a_reload_takes_a_new_token_but_keeps_the_listener(tmp_path: Path) -> None:
+    from ffwatchd.daemon.supervisor import _keep
+
+    old = load_config(_config(tmp_path, "web: {listen: '127.0.0.1:9811'}\n"))
+    _token_file(tmp_path)
+    new = load_config(_config(tmp_path, "web: {listen: '127.0.0.1:9999', token_file: web.token}\n"))
+    kept = _keep(new, old).web
+    assert (kept.host, kept.port, kept.token, kept.token_file) == ("127.0.0.1", 9811, TOKEN, tmp_path / "web.token")
+    assert _keep(old, new).web.token is None                 # the token file taken out: read-only again
+    off = load_config(_config(tmp_path, ""))
+    assert not _keep(new, off).web.enabled                   # no listener was started: none appears on reload
