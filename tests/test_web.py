@@ -329,3 +329,33 @@ def test_a_reload_takes_a_new_token_but_keeps_the_listener(tmp_path: Path) -> No
     assert _keep(old, new).web.token is None                 # the token file taken out: read-only again
     off = load_config(_config(tmp_path, ""))
     assert not _keep(new, off).web.enabled                   # no listener was started: none appears on reload
+
+
+def test_only_ip_addresses_localhost_and_the_configured_names_may_be_the_host(served, tmp_path: Path) -> None:
+    import http.client
+
+    from ffwatchd.web.auth import host_allowed
+
+    assert host_allowed("127.0.0.1:9810", ()) and host_allowed("[::1]:9810", ()) and host_allowed("localhost", ())
+    assert host_allowed("10.1.2.3", ()) and host_allowed("FFWATCHD.studio.example", ("ffwatchd.studio.example",))
+    assert not host_allowed("evil.example:9810", ()) and not host_allowed(None, ()) and not host_allowed("", ())
+    cfg, base, holder = served
+    host, port = base.removeprefix("http://").split(":")
+
+    def get(name: str) -> int:
+        c = http.client.HTTPConnection(host, int(port), timeout=30)
+        c.request("GET", "/api/jobs", headers={"Host": name})
+        status = c.getresponse().status
+        c.close()
+        return status
+    assert get("rebound.evil.example") == 421                  # DNS rebinding: the page is not read
+    assert get(f"localhost:{port}") == 200
+    holder["settings"] = load_config(_config(tmp_path, "web: {hosts: [ffwatchd.studio.example]}\n"))
+    assert get("ffwatchd.studio.example") == 200
+
+
+def test_web_hosts_must_be_names(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"web.hosts: 'https://x.example' is not a host name"):
+        load_config(_config(tmp_path, "web: {hosts: ['https://x.example']}\n"))
+    with pytest.raises(ConfigError, match=r"web.hosts: must be a list of host names"):
+        load_config(_config(tmp_path, "web: {hosts: x.example}\n"))

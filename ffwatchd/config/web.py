@@ -3,12 +3,13 @@ actions. Read by load.py; the token is read here and never shown in a repr."""
 
 from __future__ import annotations
 
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-WEB_KEYS = {"enabled", "listen", "token_file"}
+WEB_KEYS = {"enabled", "listen", "token_file", "hosts"}
 DEFAULT_LISTEN = ("127.0.0.1", 9810)
 MIN_TOKEN_LENGTH = 16
 
@@ -20,12 +21,13 @@ class WebSettings:
     host: str = DEFAULT_LISTEN[0]
     port: int = DEFAULT_LISTEN[1]
     token_file: Path | None = None            # None: the page is read-only
+    hosts: tuple[str, ...] = ()               # names the Host header may carry besides localhost and IPs
     token: str | None = field(default=None, repr=False, compare=False)
 
 
 def read_web(r: Any, raw: Any, listen_address: Callable[[Any], tuple[str, int]],
              boolean: Callable[[Any], bool]) -> WebSettings:
-    """`web: {enabled, listen, token_file}`; every problem by key path."""
+    """`web: {enabled, listen, token_file, hosts}`; every problem by key path."""
     if raw is None:
         return WebSettings()
     rw = r.section(raw, "web", WEB_KEYS)
@@ -35,7 +37,18 @@ def read_web(r: Any, raw: Any, listen_address: Callable[[Any], tuple[str, int]],
     if rw.get("token_file") is not None:
         token_file = r.path(rw, "token_file", "web", None)
         token = _read_token(r, token_file)
-    return WebSettings(enabled=enabled, host=host, port=port, token_file=token_file, token=token)
+    hosts = r.get(rw, "hosts", "web", host_names, ())
+    return WebSettings(enabled=enabled, host=host, port=port, token_file=token_file, token=token, hosts=hosts)
+
+
+def host_names(v: Any) -> tuple[str, ...]:
+    """`hosts: [ffwatchd.studio.example, ...]`: DNS names, lower-cased."""
+    if not isinstance(v, list) or not all(isinstance(h, str) for h in v):
+        raise ValueError("must be a list of host names, e.g. [ffwatchd.studio.example]")
+    bad = [h for h in v if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?", h)]
+    if bad:
+        raise ValueError(f"{bad[0][:100]!r} is not a host name (no port, no scheme)")
+    return tuple(h.lower() for h in v)
 
 
 def _read_token(r: Any, path: Path) -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 from dataclasses import dataclass
 from typing import Mapping
 from urllib.parse import urlsplit
@@ -54,6 +55,25 @@ def same_origin(origin: str, host: str | None) -> bool:
     except ValueError:
         return False
     return u.scheme in ("http", "https") and u.netloc.lower() == host.strip().lower()
+
+
+def host_allowed(host: str | None, names: tuple[str, ...]) -> bool:
+    """The Host header names this listener: an IP address, localhost, or a name in web.hosts.
+    A page reached by another name is refused, so a site whose name an attacker points at
+    127.0.0.1 (DNS rebinding) cannot read it from a browser on this host."""
+    if not host:
+        return False
+    try:
+        name = urlsplit(f"//{host.strip()}").hostname or ""
+    except ValueError:
+        return False
+    if name in ("localhost", "localhost.") or name in names:
+        return True
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return False
 
 
 def operator_of(headers: Mapping[str, str], peer: str) -> str:

@@ -19,7 +19,7 @@ from ffwatchd.ops.documents import to_json
 from ffwatchd.store import STATES, JobQueue, NotFound
 from ffwatchd.web import pages
 from ffwatchd.web.actions import ActionError, run_action
-from ffwatchd.web.auth import check_action, operator_of
+from ffwatchd.web.auth import check_action, host_allowed, operator_of
 from ffwatchd.web.render import Renderer
 
 log = logging.getLogger("ffwatchd.web")
@@ -104,6 +104,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, fn: Callable[[], None]) -> None:
         try:
+            if not host_allowed(self.headers.get("Host"), self.app.settings().web.hosts):
+                raise HttpError(421, "this page is not served under that name (add it to web.hosts)")
             fn()
         except HttpError as e:
             self._json({"ok": False, "message": str(e)}, e.status)
