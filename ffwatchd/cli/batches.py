@@ -16,6 +16,7 @@ from ffwatchd.cli.common import (
     open_store_for_reading,
     print_table,
 )
+from ffwatchd.ops.documents import batch_document, batches_document, batches_list
 from ffwatchd.store import NotFound
 from ffwatchd.store.names import shown
 
@@ -41,11 +42,10 @@ def run(args: argparse.Namespace) -> int:
         check_watch_name(args.config, args.watch)
     with open_store_for_reading(args.config) as store:
         if args.batches_command == "list":
-            batches = store.list_batches(watch=args.watch, state=args.state, limit=args.limit + 1)
-            more = len(batches) > args.limit       # the table was cut without a word
-            batches = batches[:args.limit]
+            # more: the table was cut without a word
+            batches, more = batches_list(store, watch=args.watch, state=args.state, limit=args.limit)
             if args.json:
-                dump_json([b.to_dict() for b in batches])
+                dump_json(batches_document(batches))
                 return EXIT_OK
             print_table([(b.id, b.watch, b.folder or "/", b.state, b.version,
                           " ".join(f"{k}={v}" for k, v in b.counts.items() if v and k != "total") or "-",
@@ -59,9 +59,9 @@ def run(args: argparse.Namespace) -> int:
         except NotFound:
             print(f"ffwatchd: no batch {args.id}", file=sys.stderr)
             return EXIT_FAIL
-        deliveries = store.deliveries(batch.id)
+        document, deliveries = batch_document(store, batch)
     if args.json:
-        dump_json({**batch.to_dict(), "deliveries": [d.to_dict() for d in deliveries]})
+        dump_json(document)
         return EXIT_OK
     for key in ("id", "watch", "folder", "state", "version", "report_path", "package_path"):
         value = getattr(batch, key)

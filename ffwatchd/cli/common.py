@@ -4,7 +4,6 @@ printing tables, times and JSON."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -117,7 +116,9 @@ def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
 
 
 def dump_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, default=str))
+    from ffwatchd.ops.documents import to_json
+
+    print(to_json(data))
 
 
 def print_unfiled(daemon: dict | None) -> None:

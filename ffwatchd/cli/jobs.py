@@ -24,6 +24,8 @@ from ffwatchd.cli.common import (
 )
 from ffwatchd.config.load import load_config
 from ffwatchd.config.settings import Settings
+from ffwatchd.ops.documents import job_document, jobs_document, jobs_list
+from ffwatchd.ops.jobverbs import cancel_job, retry_job
 from ffwatchd.spec.values import parse_duration
 from ffwatchd.store import PRIORITIES, STATES, Job, JobQueue, NotFound, TransitionError, open_store, priority_name
 from ffwatchd.store.names import shown
@@ -75,11 +77,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         raise UsageError(f"--state must be one of {', '.join(STATES)}")
     check_watch_name(args.config, args.watch)
     with open_store_for_reading(args.config) as store:
-        jobs = store.list(state=args.state, watch=args.watch, limit=args.limit + 1)
-    more = len(jobs) > args.limit           # 50 of 227 were shown as if they were all
-    jobs = jobs[:args.limit]
-    if args.json:
-        dump_json([j.to_dict() for j in jobs])
+        jobs, more = jobs_list(store, state=args.state, watch=args.watch, limit=args.limit)
+    if args.json:               # more: 50 of 227 were shown as if they were all
+        dump_json(jobs_document(jobs))
         return EXIT_OK
     print_table([(j.id, j.state, j.watch, j.rel_path, j.kind, priority_name(j.priority), j.attempts,
                   format_progress(j), j.error_kind or "", format_time(j.queued_at)) for j in jobs],
@@ -104,7 +104,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"ffwatchd: no job {args.id}", file=sys.stderr)
             return EXIT_FAIL
     if args.json:
-        dump_json(job.to_dict())
+        dump_json(job_document(job))
         return EXIT_OK
     d = job.to_dict()
     for key in ("id", "state", "watch", "rel_path", "kind", "size", "content_hash", "priority",
@@ -170,67 +170,6 @@ def each_job(args: argparse.Namespace, verb: Callable[[JobQueue, Settings, Job],
     if args.json:
         dump_json(results)
     return EXIT_OK if not failures else EXIT_FAIL
-
-
-def retry_job(store: JobQueue, settings: Settings, job: Job, priority: str | None = None) -> str:
-    """Back to queued with the sidecars as they are now; the original returns to its inbox path."""
-    from ffwatchd.errors import JobError
-    from ffwatchd.filing.plan import find_failed_original, restore_original
-    from ffwatchd.watch.ingest import snapshot_for
-
-    if job.state not in ("failed", "cancelled"):
-        raise TransitionError(f"is {job.state}: only failed or cancelled jobs can be retried")
-    try:
-        watch = settings.watch(job.watch)
-    except KeyError:
-        raise TransitionError(f"it belongs to watch {job.watch!r}, which is not in this config")
-    found = find_failed_original(watch, job)
-    if found is None:
-        raise TransitionError(f"its original is neither in {watch.inbox} nor in {watch.failed}; "
-                              "put the file back into the inbox to process it again")
-    try:
-        snap = snapshot_for(settings, watch, watch.inbox / job.rel_path, read_from=found)
-    except JobError as e:
-        raise TransitionError(f"not retried, it would be refused again: {e}; fix that, then retry") from None
-    if job.error_kind == "model_missing":
-        from ffwatchd.faces.registry import fetch_hint, missing_models
-        from ffwatchd.spec.jobspec import JobSpec
-
-        missing = missing_models(JobSpec.from_snapshot(snap["spec"]).models_used(), settings.models_dir,
-                                 settings.models)
-        if missing:
-            names = [n for n, _ in missing]
-            raise TransitionError(f"not retried, it would fail again: model(s) {', '.join(names)} still missing "
-                                  f"({'; '.join(d for _, d in missing)}); {fetch_hint(names, settings.models)}, "
-                                  "then retry")
-    if priority is not None:
-        snap["priority"] = PRIORITIES[priority]
-    back = restore_original(watch, job, found)
-    store.retry(job.id, **snap)
-    return f"queued again with the current sidecar, priority {priority_name(snap['priority'])} ({back})"
-
-
-def cancel_job(store: JobQueue, settings: Settings, job: Job) -> str:
-    from ffwatchd.filing.plan import OriginalChanged, file_failed_original
-
-    was = job.state
-    if was == "queued" and job.filing and job.filing.get("outcome") == "done":
-        # Processed, and its filing interrupted: the result is (partly) in place. Finish that.
-        from ffwatchd.daemon.recovery import complete_done_plan
-
-        if complete_done_plan(settings, store, job, None):
-            now = store.get(job.id)
-            if now.state == "done":
-                return f"not cancelled: it had been processed; its filing was completed (done, {now.output_path})"
-            return "not cancelled: it had been processed; its filing waits for the share"
-    cancelled = store.cancel(job.id)
-    if was == "queued":  # nobody holds it: file the original now, so the inbox does not keep it
-        try:
-            where = file_failed_original(settings.watch(job.watch), cancelled, ledger=store)
-            return f"cancelled; original filed to {where}"
-        except (KeyError, FileNotFoundError, OriginalChanged) as e:
-            return f"cancelled; original not filed ({e})"
-    return "cancelled; its worker stops at its next heartbeat and files the original to failed/"
 
 
 def cmd_purge(args: argparse.Namespace) -> int:

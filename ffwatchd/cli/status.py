@@ -18,41 +18,11 @@ from ffwatchd.cli.common import (
 )
 from ffwatchd.config.load import load_config
 from ffwatchd.config.settings import WorkerSettings
-from ffwatchd.daemon.housekeeping import LOST_AFTER_LEASES, lost_after
 from ffwatchd.errors import ConfigError
-from ffwatchd.store import STATES, Job, JobQueue
-
-
-def worker_entries(store: JobQueue, lease: float, local: dict | None = None,
-                   running: list[Job] | None = None) -> list[dict]:
-    """Every host's workers, with `lost` set for stale rows. A worker's job is what the job table
-    says it holds now (a running job leased to it), never the row's last stamp alone, which is up
-    to lease/3 old and stays on a dead worker's row; the row's own `job_id` is kept as
-    `row_job_id` with its age. The state is what this host's daemon says of its own workers
-    (matched by pid) with jobs run and restarts; for another host's it is `busy` (holds a job),
-    `idle` or `lost`, from the table, as of the heartbeat `age`."""
-    mine = {w.get("pid"): w for w in (local or {}).get("workers", [])}
-    if running is None:
-        running = store.list(state="running", limit=1000, order="started_at")
-    held: dict[str, list[int]] = {}
-    for j in running:
-        if j.lease_owner:
-            held.setdefault(j.lease_owner, []).append(j.id)
-    out = []
-    for row in store.workers():
-        entry = row.to_dict()
-        entry["lost"] = row.age > lost_after(lease)
-        entry["row_job_id"] = row.job_id
-        entry["jobs"] = held.get(row.owner, [])
-        entry["job_id"] = entry["jobs"][-1] if entry["jobs"] else None
-        entry["state"] = "lost" if entry["lost"] else ("busy" if entry["jobs"] else "idle")
-        entry["state_from"] = "workers table"
-        extra = mine.get(row.pid) if local is not None and row.host == local.get("host") else None
-        if extra:
-            entry.update(state=extra.get("state"), jobs_done=extra.get("jobs_done"),
-                         restarts=extra.get("restarts"), state_from="daemon")
-        out.append(entry)
-    return out
+from ffwatchd.ops.documents import status_document, status_parts
+from ffwatchd.store import STATES
+from ffwatchd.store.names import shown
+from ffwatchd.store.rows import LOST_AFTER_LEASES, lost_after
 
 
 def _lease(config: str | None) -> float:
@@ -86,21 +56,16 @@ def run(args: argparse.Namespace) -> int:
     lease = _lease(args.config)
     daemon = read_status(state_dir)
     with open_store_for_reading(args.config) as store:
-        counts = store.counts()
-        running = store.list(state="running", limit=1000, order="started_at")
-        workers = worker_entries(store, lease, daemon, running)
-        where = store.where                       # the queue, its URL without a password
+        parts = status_parts(store, lease, daemon)
+        paused_watches = store.paused_watches() if not args.json else {}
+    counts, running, workers, where = parts["counts"], parts["running"], parts["workers"], parts["queue"]
     if args.json:
-        dump_json({"queue": where, "counts": counts, "daemon": daemon, "workers": workers,
-               "waiting": (daemon or {}).get("waiting", {}),
-               "unfiled": (daemon or {}).get("unfiled", {}),
-               "running": [{"id": j.id, "watch": j.watch, "path": j.rel_path, "kind": j.kind,
-                            "owner": j.lease_owner, "started_at": j.started_at,
-                            "progress_done": j.progress_done, "progress_total": j.progress_total}
-                           for j in running]})
+        dump_json(status_document(parts, daemon))
         return EXIT_OK
     print(f"queue: {where}")
     print("jobs: " + ", ".join(f"{s} {counts[s]}" for s in STATES))
+    for name, note in sorted(paused_watches.items()):     # from the web page: every host holds back
+        print(f"CLAIMING PAUSED for watch {shown(name)} on every host ({shown(note)}); resume it on the web page")
     if daemon is None:
         print("daemon on this host: not running (no live status file in state_dir)")
     else:

@@ -41,6 +41,7 @@ from ffwatchd.config.values import (
     per_gpu_value,
     positive_duration,
 )
+from ffwatchd.config.web import read_web
 from ffwatchd.errors import ConfigError, short_repr
 from ffwatchd.spec import jobspec
 from ffwatchd.spec.safeyaml import UnsafeYaml, load_yaml, yaml_problem
@@ -58,7 +59,7 @@ MODEL_KINDS = ("detector", "recognizer", "swapper", "enhancer")
 
 _TOP_KEYS = {"state_dir", "temp_dir", "models_dir", "watches", "workers", "metrics",
              "retention", "log", "models", "ffmpeg", "provenance", "smtp", "notify",
-             "queue"}
+             "queue", "web"}
 _WATCH_KEYS = {"name", "inbox", "output", "done", "failed", "mode", "poll_interval",
                "rescan_interval", "settle", "sidecar_wait", "include", "ignore",
                "source_roots", "defaults", "batch_quiet", "batch_quiet_max", "priority_max",
@@ -251,12 +252,15 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
         if w.notify.email_domains and smtp is None:
             r.problem(f"watches[{i}].notify.email_domains", "e-mail needs the global smtp: section")
     queue = _read_queue(r, raw.get("queue"))
+    web = read_web(r, raw.get("web"), listen_address, boolean)
+    if web.enabled and metrics.enabled and (web.host, web.port) == (metrics.host, metrics.port):
+        r.problem("web.listen", f"{web.host}:{web.port} is metrics.listen too; give the page a port of its own")
     if r.problems:
         raise ConfigError(where, r.problems)
     return Settings(source=source, state_dir=state_dir, temp_dir=temp_dir, models_dir=models_dir,
                     watches=tuple(watches), workers=workers, metrics=metrics, retention=retention,
                     log=log, models=models, ffmpeg=ffmpeg, provenance=provenance, c2pa=c2pa, smtp=smtp,
-                    notify=notify, queue=queue)
+                    notify=notify, queue=queue, web=web)
 
 
 def _read_watches(r: Reader, raw: Any, known_models: dict[str, str]) -> list[WatchSettings]:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ffwatchd.config.notify import NotifySettings, SmtpSettings, WatchNotify
+from ffwatchd.config.web import WebSettings
 from ffwatchd.fs.writefs import Perms
 from ffwatchd.spec import jobspec
 
@@ -144,6 +145,7 @@ class Settings:
     smtp: SmtpSettings | None = None
     notify: NotifySettings = NotifySettings()
     queue: QueueSettings = QueueSettings()
+    web: WebSettings = WebSettings()
 
     def known_models(self) -> dict[str, str]:
         """Model name -> kind, built-in and custom."""

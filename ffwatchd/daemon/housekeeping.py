@@ -9,16 +9,9 @@ from typing import Any, Callable
 
 from ffwatchd.config.settings import Settings
 from ffwatchd.store import JobQueue
+from ffwatchd.store.rows import LOST_AFTER_LEASES, lost_after  # noqa: F401  (shown by status and the web page)
 
 log = logging.getLogger("ffwatchd.daemon.housekeeping")
-
-LOST_AFTER_LEASES = 3      # a worker row with no heartbeat for this many leases is shown as lost
-
-
-def lost_after(lease: float) -> float:
-    """Seconds without a heartbeat after which a worker row counts as lost (and is pruned)."""
-    return LOST_AFTER_LEASES * lease
-
 
 def start_retention(settings: Settings, open_store: Callable[[], JobQueue], metrics: Any) -> threading.Thread:
     """One retention run in a thread of its own, on its own store; skipped when another host runs it."""

@@ -1,6 +1,6 @@
 """What a reload (SIGHUP) cannot change, and how it says so: the job table (`queue`, `state_dir`),
-the worker devices and the metrics endpoint stay as they were until a restart; an invalid config
-is refused on one log line."""
+the worker devices, the metrics endpoint and the web page's listener stay as they were until a
+restart (a new web token is taken at once); an invalid config is refused on one log line."""
 
 from __future__ import annotations
 
@@ -38,13 +38,21 @@ def needs_restart(new: Settings, old: Settings) -> list[str]:
         changed.append(f"workers.per_gpu ({old.workers.per_gpu or 'auto'} -> {new.workers.per_gpu or 'auto'})")
     if new.metrics != old.metrics:
         changed.append("metrics")
+    if _listen(new) != _listen(old):
+        changed.append("web.listen")
     return changed
+
+
+def _listen(s: Settings) -> tuple:
+    return s.web.enabled, s.web.host, s.web.port
 
 
 def keep_what_needs_a_restart(new: Settings, old: Settings) -> Settings:
     """The new settings with what needs a restart as it was (needs_restart)."""
     import dataclasses
 
-    return dataclasses.replace(new, state_dir=old.state_dir, metrics=old.metrics, queue=old.queue,
+    # the page keeps its listener; a new token (or none) is taken at once
+    web = dataclasses.replace(old.web, token_file=new.web.token_file, token=new.web.token) if old.web.enabled else old.web
+    return dataclasses.replace(new, state_dir=old.state_dir, metrics=old.metrics, queue=old.queue, web=web,
                                workers=dataclasses.replace(new.workers, devices=old.workers.devices,
                                                            per_gpu=old.workers.per_gpu))

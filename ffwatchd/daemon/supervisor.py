@@ -62,6 +62,8 @@ class Supervisor(WorkerSlots):
         self.models_missing: list[str] = []
         self.store: JobQueue | None = None
         self.metrics: Any = None
+        self.web: Any = None
+        self.web_address: str | None = None
         self.watcher: Any = None
         self.diskguard: Any = None
         self.batches: Any = None
@@ -86,6 +88,7 @@ class Supervisor(WorkerSlots):
         self._share_fds = claim_share_folders(s, self.store.queue_id())
         recover_at_start(s, self.store)
         self._start_metrics()
+        self._start_web()
         self._start_diskguard()
         for slot in self.slots:
             self.spawn_worker(slot)
@@ -149,6 +152,26 @@ class Supervisor(WorkerSlots):
                                  f"another program (another ffwatchd?) may use it: set metrics.listen in "
                                  f"{self.config_path} to a free address, or metrics: {{enabled: false}}") from e
 
+    def _start_web(self) -> None:
+        """The operator's page on its own listener (web: in the config), with a store of its own."""
+        w = self.settings.web
+        if not w.enabled:
+            return
+        from ffwatchd.web.server import WebApp, WebServer
+
+        self.web = WebServer(WebApp(settings=lambda: self.settings, store=open_store(self.settings, migrate=False),
+                                    on_change=self.wake_workers))
+        try:
+            host, port = self.web.start(w.host, w.port)
+            self.web_address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        except OSError as e:
+            self.web.app.store.close()
+            self.web = None
+            raise SystemExit(f"ffwatchd: web: cannot listen on {w.host}:{w.port} ({e.strerror or e}); set web.listen "
+                             f"in {self.config_path} to a free address") from e
+        if not w.token:
+            log.info("web page is read-only: no web.token_file")
+
     def _start_diskguard(self) -> None:
         from ffwatchd.ops.diskguard import DiskGuard
 
@@ -208,7 +231,8 @@ class Supervisor(WorkerSlots):
                 "unfiled": self.watcher.unfiled_files() if self.watcher is not None else {},
                 "warnings": self.warnings, "models_missing": self.models_missing, "stopping": self.stopping,
                 "metrics": (f"{self.settings.metrics.host}:{self.settings.metrics.port}"
-                            if self.metrics is not None and self.settings.metrics.enabled else None)}
+                            if self.metrics is not None and self.settings.metrics.enabled else None),
+                "web": self.web_address if self.web is not None else None}
         write_status(self.settings.state_dir, data)
         if self.metrics is not None and self.watcher is not None:
             for name, n in data["unsettled"].items():
@@ -285,6 +309,9 @@ class Supervisor(WorkerSlots):
         self.reap_workers()
         if self.batches is not None:
             self.batches.stop()
+        if self.web is not None:
+            self.web.stop()
+            self.web.app.store.close()
         if self.metrics is not None:
             self.metrics.stop()
             self.metrics_lead.release()

@@ -162,6 +162,18 @@ class JobQueue(abc.ABC):
     @abc.abstractmethod
     def purge(self, older_than: float, states: Sequence[str] = FINISHED) -> int: ...
 
+    @abc.abstractmethod
+    def set_priority(self, job_id: int, priority: int) -> Job:
+        """A queued job's priority; refused (TransitionError) in any other state."""
+
+    @abc.abstractmethod
+    def set_watch_paused(self, watch: str, paused: bool, note: str = "") -> None:
+        """Claiming of `watch`'s jobs paused or resumed on every host of this queue; `note` says who and when."""
+
+    @abc.abstractmethod
+    def paused_watches(self) -> dict[str, str]:
+        """Watches whose claiming is paused, with their notes."""
+
     # reading
     @abc.abstractmethod
     def get(self, job_id: int) -> Job: ...
@@ -186,6 +198,10 @@ class JobQueue(abc.ABC):
 
     @abc.abstractmethod
     def iter_jobs(self, states: Sequence[str]) -> Iterator[Job]: ...
+
+    @abc.abstractmethod
+    def watch_counts(self, window: float) -> list[tuple[str, str, int, int]]:
+        """(watch, state, jobs, of them finished in the last `window` seconds), by watch and state."""
 
     @abc.abstractmethod
     def oldest_queued_at(self) -> float | None: ...

@@ -10,7 +10,7 @@ import psycopg
 from ffwatchd.store.contract import NotFound, TransitionError
 from ffwatchd.store.names import encode_path
 from ffwatchd.store.pg_rows import NOW, _job, _json
-from ffwatchd.store.rows import FINISHED, STATES, Job
+from ffwatchd.store.rows import FINISHED, PAUSED_PREFIX, STATES, Job
 
 _COUNT_OPERATOR = """INSERT INTO operator_counts (watch, kind, action, n) VALUES (%s, %s, %s, 1)
                      ON CONFLICT (watch, kind, action) DO UPDATE SET n = operator_counts.n + 1"""
@@ -79,6 +79,31 @@ class PostgresOperatorVerbs:
             return _job(row)
         return self._run(body)
 
+    def set_priority(self, job_id: int, priority: int) -> Job:
+        p = self._params(id=job_id, priority=priority)
+
+        def body(cur: psycopg.Cursor) -> Job:
+            row = self._row(cur, job_id, lock=True)
+            if row["state"] != "queued":
+                raise TransitionError(f"job {job_id} is {row['state']}: only a queued job's priority can change")
+            return _job(cur.execute("UPDATE jobs SET priority = %(priority)s WHERE id = %(id)s RETURNING *",
+                                    p).fetchone())
+        return self._run(body)
+
+    def set_watch_paused(self, watch: str, paused: bool, note: str = "") -> None:
+        p = self._params(key=PAUSED_PREFIX + watch, note=note)
+        if paused:
+            self._run(lambda cur: cur.execute(
+                """INSERT INTO meta (key, value) VALUES (%(key)s, %(note)s)
+                   ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value""", p))
+        else:
+            self._run(lambda cur: cur.execute("DELETE FROM meta WHERE key = %(key)s", p))
+
+    def paused_watches(self) -> dict[str, str]:
+        rows = self._run(lambda cur: cur.execute(
+            "SELECT key, value FROM meta WHERE key LIKE 'paused\\_watch:%%'").fetchall())
+        return {r["key"].removeprefix(PAUSED_PREFIX): r["value"] for r in rows}
+
     def purge(self, older_than: float, states: Sequence[str] = FINISHED) -> int:
         bad = [s for s in states if s not in FINISHED]
         if bad:
@@ -135,6 +160,13 @@ class PostgresOperatorVerbs:
         rows = self._run(lambda cur: cur.execute("SELECT * FROM jobs WHERE state = ANY(%s) ORDER BY id",
                                                  (list(states),)).fetchall())
         return iter([_job(r) for r in rows])
+
+    def watch_counts(self, window: float) -> list[tuple[str, str, int, int]]:
+        p = self._params(window=float(window))
+        rows = self._run(lambda cur: cur.execute(
+            f"""SELECT watch, state, count(*) AS n, count(*) FILTER (WHERE finished_at >= {NOW} - %(window)s) AS recent
+                FROM jobs GROUP BY watch, state ORDER BY watch, state""", p).fetchall())
+        return [(r["watch"], r["state"], r["n"], r["recent"]) for r in rows]
 
     def oldest_queued_at(self) -> float | None:
         return self._run(lambda cur: cur.execute(

@@ -104,6 +104,15 @@ class WorkerRow:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
+PAUSED_PREFIX = "paused_watch:"   # meta keys: a watch whose jobs no host claims (value: who paused it)
+LOST_AFTER_LEASES = 3      # a worker row with no heartbeat for this many leases is shown as lost
+
+
+def lost_after(lease: float) -> float:
+    """Seconds without a heartbeat after which a worker row counts as lost (and is pruned)."""
+    return LOST_AFTER_LEASES * lease
+
+
 @dataclass
 class Stats:
     """Counters since this store was opened (fed to metrics by the caller)."""

@@ -9,7 +9,7 @@ from typing import Any, Iterator, Sequence
 
 from ffwatchd.store.contract import NotFound, TransitionError
 from ffwatchd.store.names import ESCAPED_PREFIX, decode_path, encode_path
-from ffwatchd.store.rows import FINISHED, STATES, Job
+from ffwatchd.store.rows import FINISHED, PAUSED_PREFIX, STATES, Job
 
 _COUNT_OPERATOR = """INSERT INTO operator_counts (watch, kind, action, n) VALUES (?, ?, ?, 1)
                      ON CONFLICT (watch, kind, action) DO UPDATE SET n = operator_counts.n + 1"""
@@ -96,6 +96,28 @@ class SqliteOperatorVerbs:
             db.execute(_COUNT_OPERATOR, (row["watch"], row["kind"], f"cancel_{was}"))
             return _job(row)
 
+    def set_priority(self, job_id: int, priority: int) -> Job:
+        """A queued job's priority; refused (TransitionError) in any other state."""
+        with self._write(durable=True) as db:
+            row = self._row(db, job_id)
+            if row["state"] != "queued":
+                raise TransitionError(f"job {job_id} is {row['state']}: only a queued job's priority can change")
+            return _job(db.execute("UPDATE jobs SET priority = ? WHERE id = ? RETURNING *",
+                                   (priority, job_id)).fetchone())
+
+    def set_watch_paused(self, watch: str, paused: bool, note: str = "") -> None:
+        """Claiming of `watch`'s jobs paused (or resumed) on every host of this queue."""
+        with self._write(durable=True) as db:
+            if paused:
+                db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (PAUSED_PREFIX + watch, note))
+            else:
+                db.execute("DELETE FROM meta WHERE key = ?", (PAUSED_PREFIX + watch,))
+
+    def paused_watches(self) -> dict[str, str]:
+        with self._lock:
+            rows = self._db.execute("SELECT key, value FROM meta WHERE key LIKE 'paused_watch:%'").fetchall()
+        return {k.removeprefix(PAUSED_PREFIX): v for k, v in rows}
+
     def purge(self, older_than: float, states: Sequence[str] = FINISHED) -> int:
         """Forget finished jobs that finished more than `older_than` seconds ago."""
         bad = [s for s in states if s not in FINISHED]
@@ -166,6 +188,14 @@ class SqliteOperatorVerbs:
             rows = self._db.execute(f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY id",
                                     tuple(states)).fetchall()
         return iter([_job(r) for r in rows])
+
+    def watch_counts(self, window: float) -> list[tuple[str, str, int, int]]:
+        """(watch, state, jobs, of them finished in the last `window` seconds), for the web page."""
+        since = self.clock() - window
+        with self._lock:
+            rows = self._db.execute("SELECT watch, state, count(*), count(*) FILTER (WHERE finished_at >= ?) "
+                                    "FROM jobs GROUP BY watch, state ORDER BY watch, state", (since,)).fetchall()
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
 
     def oldest_queued_at(self) -> float | None:
         with self._lock:

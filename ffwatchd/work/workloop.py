@@ -20,6 +20,29 @@ log = logging.getLogger("ffwatchd.work.worker")
 
 IDLE_POLL = 5.0           # seconds between claims when nobody wakes us (backoff expiries)
 FILING_DEPTH = 2          # filings of finished jobs in flight at once (each in its own thread)
+PAUSED_EVERY = 2.0        # seconds a worker trusts its last read of the watches paused by an operator
+
+
+class PausedWatches:
+    """The watches an operator paused (the web page's pause), read from the queue at most every
+    PAUSED_EVERY seconds (so a claim costs no extra query), and again when the supervisor wakes
+    the worker (a pause on this host is seen at once, on the others within PAUSED_EVERY)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self._names: set[str] = set()
+        self._read_at = -PAUSED_EVERY
+
+    def forget(self) -> None:
+        """Read again at the next claim."""
+        self._read_at = -PAUSED_EVERY
+
+    def names(self) -> set[str]:
+        now = time.monotonic()
+        if not 0 <= now - self._read_at < PAUSED_EVERY:
+            self._names = set(self.store.paused_watches())
+            self._read_at = now
+        return self._names
 
 
 def wait_for_work(store: Any, wake: Any, stop: Any) -> None:
@@ -51,6 +74,7 @@ class WorkerLoop:
         # Only jobs of watches this host knows: another host may serve watches we have no path for.
         self.watches = [x.name for x in settings.watches]
         self.shares = ShareCheck(settings)
+        self.paused = PausedWatches(store)
         self.filer = ThreadPoolExecutor(max_workers=FILING_DEPTH, thread_name_prefix="filing")
         self.inflight: deque[tuple[Any, Future]] = deque()   # (the runner's Pending, its filing), oldest first
         self.claimed: list[Job] = []                         # jobs a filing claimed with its finish, held
@@ -76,9 +100,9 @@ class WorkerLoop:
 
     # -- claiming ---------------------------------------------------------------------------------
     def claimable(self) -> list[str]:
-        """The watches this host serves whose folders are there: during a share drop-out their
-        jobs wait, unclaimed and unspent."""
-        available = set(self.shares.available_names())
+        """The watches this host serves whose folders are there and whose claiming no operator
+        paused: during a share drop-out (or a pause) their jobs wait, unclaimed and unspent."""
+        available = set(self.shares.available_names()) - self.paused.names()
         return [n for n in self.watches if n in available]
 
     def claim(self) -> Job | None:
@@ -146,6 +170,8 @@ class WorkerLoop:
             self.report_filed(0)
             self.stop.wait(1.0)
             return None
+        if self.wake.is_set():       # woken: a job enqueued, or a pause or resume on this host
+            self.paused.forget()
         self.wake.clear()
         job = self.claim()
         if job is None:

@@ -1,0 +1,89 @@
+"""The operator's verbs on jobs, the same for `ffwatchd jobs retry|cancel` and the web page's
+actions: retry (the original back to its inbox path, the sidecar as it is now), cancel (a queued
+job's original filed to failed/), a queued job's priority, a watch's claiming paused or resumed."""
+
+from __future__ import annotations
+
+from ffwatchd.config.settings import Settings
+from ffwatchd.store import PRIORITIES, Job, JobQueue, TransitionError, priority_name
+
+
+def retry_job(store: JobQueue, settings: Settings, job: Job, priority: str | None = None) -> str:
+    """Back to queued with the sidecars as they are now; the original returns to its inbox path."""
+    from ffwatchd.errors import JobError
+    from ffwatchd.filing.plan import find_failed_original, restore_original
+    from ffwatchd.watch.ingest import snapshot_for
+
+    if job.state not in ("failed", "cancelled"):
+        raise TransitionError(f"is {job.state}: only failed or cancelled jobs can be retried")
+    try:
+        watch = settings.watch(job.watch)
+    except KeyError:
+        raise TransitionError(f"it belongs to watch {job.watch!r}, which is not in this config")
+    found = find_failed_original(watch, job)
+    if found is None:
+        raise TransitionError(f"its original is neither in {watch.inbox} nor in {watch.failed}; "
+                              "put the file back into the inbox to process it again")
+    try:
+        snap = snapshot_for(settings, watch, watch.inbox / job.rel_path, read_from=found)
+    except JobError as e:
+        raise TransitionError(f"not retried, it would be refused again: {e}; fix that, then retry") from None
+    if job.error_kind == "model_missing":
+        from ffwatchd.faces.registry import fetch_hint, missing_models
+        from ffwatchd.spec.jobspec import JobSpec
+
+        missing = missing_models(JobSpec.from_snapshot(snap["spec"]).models_used(), settings.models_dir,
+                                 settings.models)
+        if missing:
+            names = [n for n, _ in missing]
+            raise TransitionError(f"not retried, it would fail again: model(s) {', '.join(names)} still missing "
+                                  f"({'; '.join(d for _, d in missing)}); {fetch_hint(names, settings.models)}, "
+                                  "then retry")
+    if priority is not None:
+        snap["priority"] = PRIORITIES[priority]
+    back = restore_original(watch, job, found)
+    store.retry(job.id, **snap)
+    return f"queued again with the current sidecar, priority {priority_name(snap['priority'])} ({back})"
+
+
+def cancel_job(store: JobQueue, settings: Settings, job: Job) -> str:
+    from ffwatchd.filing.plan import OriginalChanged, file_failed_original
+
+    was = job.state
+    if was == "queued" and job.filing and job.filing.get("outcome") == "done":
+        # Processed, and its filing interrupted: the result is (partly) in place. Finish that.
+        from ffwatchd.filing.complete import complete_done_plan
+
+        if complete_done_plan(settings, store, job, None):
+            now = store.get(job.id)
+            if now.state == "done":
+                return f"not cancelled: it had been processed; its filing was completed (done, {now.output_path})"
+            return "not cancelled: it had been processed; its filing waits for the share"
+    cancelled = store.cancel(job.id)
+    if was == "queued":  # nobody holds it: file the original now, so the inbox does not keep it
+        try:
+            where = file_failed_original(settings.watch(job.watch), cancelled, ledger=store)
+            return f"cancelled; original filed to {where}"
+        except (KeyError, FileNotFoundError, OriginalChanged) as e:
+            return f"cancelled; original not filed ({e})"
+    return "cancelled; its worker stops at its next heartbeat and files the original to failed/"
+
+
+def set_priority_job(store: JobQueue, settings: Settings, job: Job, priority: str) -> str:
+    """A queued job's priority (high, normal or low)."""
+    if priority not in PRIORITIES:
+        raise TransitionError(f"{priority!r} is no priority ({', '.join(PRIORITIES)})")
+    store.set_priority(job.id, PRIORITIES[priority])
+    return f"priority {priority}"
+
+
+def pause_watch(store: JobQueue, settings: Settings, watch: str, paused: bool, note: str) -> str:
+    """Claiming of `watch`'s jobs paused or resumed on every host of the queue (workers see it
+    within a few seconds; running jobs go on)."""
+    try:
+        settings.watch(watch)
+    except KeyError:
+        raise TransitionError(f"no watch named {watch!r} in the config") from None
+    store.set_watch_paused(watch, paused, note)
+    return (f"claiming of watch {watch} paused on every host; running jobs go on" if paused
+            else f"claiming of watch {watch} resumed")

@@ -1,0 +1,104 @@
+"""What the page shows, read from the job table (every host's, through the shared queue) and
+this host's status file: the overview and one job. The `--json` documents come from
+ops/documents.py, the same code the commands run; everything leaves here redacted."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from ffwatchd.ops.documents import (
+    batch_document,
+    batches_document,
+    batches_list,
+    job_document,
+    jobs_document,
+    jobs_list,
+    status_document,
+    status_parts,
+)
+from ffwatchd.ops.statusfile import read_status
+from ffwatchd.store import STATES, JobQueue, priority_name
+from ffwatchd.web.redact import redact
+
+THROUGHPUT_WINDOW = 600.0      # seconds behind the throughput figure
+RECENT_BATCHES = 20
+RECENT_FAILED = 50
+
+
+def status(store: JobQueue, state_dir: Path, lease: float) -> dict[str, Any]:
+    """`status --json`, redacted."""
+    daemon = read_status(state_dir)
+    return redact(status_document(status_parts(store, lease, daemon), daemon))
+
+
+def jobs(store: JobQueue, *, state: str | None, watch: str | None, limit: int) -> list[dict]:
+    """`jobs list --json`, redacted."""
+    return redact(jobs_document(jobs_list(store, state=state, watch=watch, limit=limit)[0]))
+
+
+def job(store: JobQueue, job_id: int) -> dict[str, Any]:
+    """`jobs show --json`, redacted (NotFound when there is none)."""
+    return redact(job_document(store.get(job_id)))
+
+
+def batches(store: JobQueue, *, watch: str | None, state: str | None, limit: int) -> list[dict]:
+    """`batches list --json`, redacted."""
+    return redact(batches_document(batches_list(store, watch=watch, state=state, limit=limit)[0]))
+
+
+def batch(store: JobQueue, batch_id: int) -> dict[str, Any]:
+    """`batches show --json`, redacted (webhook targets cut to their host)."""
+    return redact(batch_document(store, store.get_batch(batch_id))[0])
+
+
+def overview(store: JobQueue, state_dir: Path, lease: float, *, actions: bool) -> dict[str, Any]:
+    """Everything the overview shows, in one document (also served as /api/overview); every
+    part comes redacted."""
+    now = time.time()
+    per_watch: dict[str, dict[str, int]] = {}
+    finished = {"done": 0, "failed": 0}
+    for watch, state, n, recent in store.watch_counts(THROUGHPUT_WINDOW):
+        per_watch.setdefault(watch, {s: 0 for s in STATES})[state] = n
+        if state in finished:
+            finished[state] += recent
+    oldest = store.oldest_queued_at()
+    return {
+        "host": socket.gethostname(), "generated_at": now, "actions": actions,
+        "status": status(store, state_dir, lease),
+        "watches": per_watch,
+        "paused": redact(store.paused_watches()),
+        "throughput": {"window_s": THROUGHPUT_WINDOW, **finished,
+                       "per_minute": round(finished["done"] * 60 / THROUGHPUT_WINDOW, 2)},
+        "queue_age_s": None if oldest is None else max(0.0, now - oldest),
+        "batches": batches(store, watch=None, state=None, limit=RECENT_BATCHES),
+        "failed": jobs(store, state="failed", watch=None, limit=RECENT_FAILED),
+    }   # each part redacted where it is read, once (redaction is a good part of a refresh's time)
+
+
+def progress_text(kind: str | None, done: int | None, total: int | None) -> str:
+    """`120/300 frames (40 %)` for a video, `3/4 (75 %)` otherwise; '-' with no progress yet."""
+    if not total:
+        return "-"
+    unit = " frames" if kind == "video" else ""
+    return f"{done or 0}/{total}{unit} ({100 * (done or 0) // total} %)"
+
+
+def age_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    if s < 120:
+        return f"{s} s"
+    if s < 7200:
+        return f"{s // 60} min"
+    return f"{s // 3600} h {s % 3600 // 60} min"
+
+
+def time_text(t: float | None) -> str:
+    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+FILTERS = {"progress": progress_text, "age": age_text, "time": time_text, "priority": priority_name}
