@@ -281,3 +281,27 @@ def test_a_version_superseded_by_a_newer_one_is_no_failure_of_the_batch(env) -> 
     assert "changed after it was queued" in page.rows[1]["cells"][3] and "retry" not in page.rows[1]["cells"][3]
     (finished,) = [d for d in store.deliveries() if d.event == "finished"]
     assert finished.payload["failed"] == [] and finished.payload["counts"]["failed"] == 0
+
+
+def test_a_report_that_could_not_be_written_is_tried_again_without_the_batch_changing(env, tmp_path) -> None:
+    """The share away under a busy batch (here: a link where its output folder was, refused like
+    EIO): the report is written again once the folder is back, though no job of the batch changed.
+    Before, a busy batch was only looked at again when its jobs changed."""
+    settings, store, clock, tracker, _ = env
+    tracker.report_retry = 0.0
+    run_job(settings, store, clock, "r/one.jpg", 1, {})
+    store.enqueue(watch="w", rel_path="r/two.jpg", size=1, mtime=1.0, content_hash="r2", kind="image", spec={},
+                  batch="r")                                  # still queued: the batch is busy
+    out = settings.watches[0].output / "r"
+    moved = out.with_name("r.away")
+    out.rename(moved)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out.symlink_to(elsewhere, target_is_directory=True)
+    tracker.step(now=clock.t + 1)
+    assert not list(elsewhere.iterdir()) and not (moved / "ffwatch-report.json").exists()
+    out.unlink()
+    moved.rename(out)                                         # the folder is back; the batch did not change
+    tracker.step(now=clock.t + 2)
+    report = json.loads((out / "ffwatch-report.json").read_text())
+    assert report["state"] == "running" and report["counts"]["done"] == 1

@@ -33,3 +33,45 @@ def test_smbnetfs_mount_shows_the_share_and_reports_no_size(smb_mount, tmp_path)
     st = os.statvfs(smb_mount.path)
     assert st.f_blocks == 0 and st.f_bavail == 0, "smbnetfs reports no size (the disk guard must cope)"
     assert mounted(smb_mount.mountpoint)
+
+
+def test_disk_guard_on_the_smbnetfs_mount_says_unknown_once_and_does_not_pause(smb_mount, tmp_path, caplog):
+    """The first run on such a mount paused claiming for ever ("0 B free, below min_free_disk")."""
+    import logging
+
+    from ffwatchd.ops.diskguard import DiskGuard, check_disk
+
+    out = smb_mount.path / "output"
+    out.mkdir()
+    status = check_disk([out, tmp_path], 5 * 2**30)
+    assert status.ok and status.unknown == [out], status
+    guard = DiskGuard([tmp_path, out], 1)  # tmp_path: measurable, with more than 1 byte
+    with caplog.at_level(logging.INFO, logger="ffwatchd.ops.diskguard"):
+        assert guard.update() is True
+        assert guard.update() is True
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].startswith(f"free space of {out} cannot be measured"), said
+
+
+def test_check_and_metrics_on_the_smbnetfs_mount(smb_mount, tmp_path):
+    import yaml
+
+    from ffwatchd.config.load import load_config
+    from ffwatchd.ops.checks import run_checks
+    from ffwatchd.ops.metrics import Metrics
+
+    share = smb_mount.path
+    folders = {k: share / k for k in ("inbox", "output", "done", "failed")}
+    for f in folders.values():
+        f.mkdir()
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"),
+                                   "models_dir": str(tmp_path / "models"),
+                                   "watches": [{"name": "w", **{k: str(v) for k, v in folders.items()}}]}))
+    settings = load_config(cfg)
+    problems, warnings, _notes = run_checks(settings)
+    measured = [w for w in warnings if "free space cannot be measured" in w]
+    assert len(measured) == 4 and all("reports no size" in w for w in measured), warnings
+    text = Metrics(folders={"w": {"output": folders["output"]}}).render().decode()
+    assert 'ffwatchd_folder_up{folder="output",watch="w"} 1.0' in text
+    assert "ffwatchd_disk_free_bytes{" not in text, "unknown is not 0 B free (the alert would fire)"
