@@ -26,6 +26,7 @@ class WatchSettings:
     rescan_interval: float = 600.0
     settle: float = 10.0
     sidecar_wait: float = 120.0
+    unfinished_wait: float = 600.0            # a file whose content ends early waits at most this long
     include: tuple[str, ...] = DEFAULT_INCLUDE
     ignore: tuple[str, ...] = DEFAULT_IGNORE
     source_roots: tuple[Path, ...] = ()

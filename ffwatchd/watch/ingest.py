@@ -31,6 +31,7 @@ from ffwatchd.spec.sidecar import (
     is_within,
     resolve_spec,
 )
+from ffwatchd.spec.complete import unfinished
 from ffwatchd.spec.sniff import HEAD_SIZE, describe_head, sniff_bytes, sniff_file
 from ffwatchd.store import FINISHED, Job, JobQueue
 from ffwatchd.watch.inboxnames import PATH_MARGIN, PATH_MAX, classify_name, path_too_long
@@ -52,6 +53,7 @@ class IngestResult:
     status: enqueued (new job) | exists (job queued or running) | duplicate (finished job, re-drop
     filed to failed/) | failed (refused, failed job recorded) | waiting (no sidecar yet) |
     skipped (not an input: name, source, not a regular file) | vanished (gone before or while read) |
+    unfinished (its content ends early: the watcher settles it again, up to `unfinished_wait`) |
     changed (changed while read) | retry (I/O trouble: try again later) | left_alone (a path too
     long to file: never a job, said once per version) | unfiled (refused, or a duplicate, but
     failed/ did not take it: it stays in the inbox and is tried again)."""
@@ -142,7 +144,7 @@ class HashCache:
 
 def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path: Path, now: float, *,
                 expected: FileState | None = None, waiting_since: float | None = None,
-                referenced: Callable[[Path], bool] | None = None,
+                unfinished_since: float | None = None, referenced: Callable[[Path], bool] | None = None,
                 hashes: HashCache | None = None) -> IngestResult:
     """Turn one file of `watch`'s inbox into a job row (or a failed job, or nothing).
 
@@ -150,6 +152,8 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
     for a sidecar: without it a file with no sidecar fails at once. `expected` is the settled
     state; a file that no longer matches it comes back as 'changed'. `referenced` says whether
     a path is some sidecar's source (default: read every sidecar of the inbox).
+    `unfinished_since` (watcher only) is when its content was first seen to end early: without
+    it such a file fails as `truncated` at once, with it only after `unfinished_wait`.
     Raises ValueError when `path` is not inside the watch's inbox."""
     path = Path(os.path.abspath(path))
     if path == watch.inbox or not is_within(path, watch.inbox):
@@ -227,6 +231,17 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
         return IngestResult("retry", path, f"{rel}: cannot stat: {e.strerror or e}")
     if hstate != FileState.from_stat(st) or after != lstate:
         return IngestResult("changed", path, f"{rel}: changed while it was read")
+    early = _ends_early(watch, path, sniffed.format, hstate.size)
+    if isinstance(early, IngestResult):
+        return early
+    if early is not None:
+        if unfinished_since is not None and now - unfinished_since < watch.unfinished_wait:
+            return IngestResult("unfinished", path, f"{rel}: {early}")
+        waited = ("" if unfinished_since is None else
+                  f"; waited {_duration(now - unfinished_since)} for the rest of it (unfinished_wait "
+                  f"{_duration(watch.unfinished_wait)}): copy it again")
+        return _refuse(watch, store, path, rel, hstate, digest, sniffed.kind, "truncated",
+                       f"{path.name} ends early, the copy did not finish: {early}{waited}")
     if sidecar_error is not None or resolved is None:
         err = sidecar_error or JobError("internal", "no sidecar resolution")
         return _refuse(watch, store, path, rel, hstate, digest, sniffed.kind, err.kind, err.message,
@@ -244,6 +259,26 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
         log.info("job %d: enqueued %s (%s, %s, %d bytes)", job.id, rel, watch.name, sniffed.format, hstate.size)
         return IngestResult("enqueued", path, f"{rel}: job {job.id}", job, True)
     return _existing(watch, path, rel, job, store)
+
+
+def _ends_early(watch: WatchSettings, path: Path, fmt: str, size: int) -> str | IngestResult | None:
+    """Why the file's content ends early (spec/complete.py), None, or a result when it cannot be read now."""
+    try:
+        fd = safefs.open_regular(watch.inbox, path)
+    except FileNotFoundError:
+        return IngestResult("vanished", path, f"{path.name}: vanished while it was read")
+    except (OSError, safefs.LinkInPath, safefs.NotRegular) as e:
+        return IngestResult("retry", path, f"{path.name}: cannot read its end: {e}")
+    try:
+        return unfinished(fd, fmt, size)
+    except OSError as e:
+        return IngestResult("retry", path, f"{path.name}: cannot read its end: {e.strerror or e}")
+    finally:
+        os.close(fd)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
 def snapshot_for(settings: Settings, watch: WatchSettings, path: Path, read_from: Path | None = None) -> dict:
