@@ -11,7 +11,11 @@ from ffwatchd.spec import jobspec
 
 DEFAULT_INCLUDE = ("*.jpg", "*.jpeg", "*.png", "*.webp", "*.bmp", "*.tif", "*.tiff",
                    "*.mp4", "*.mov", "*.mkv", "*.webm")
-DEFAULT_IGNORE = (".*", "*.part", "*.tmp", "*.crdownload", "~$*")
+# Partial copies and what SMB clients leave beside files (macOS: `._*` AppleDouble, `.DS_Store`,
+# `.localized`, all under `.*`; Windows: Thumbs.db, desktop.ini, the recycle bin; Office: `~$*`,
+# `~*.tmp`): never inputs, left alone, not logged.
+DEFAULT_IGNORE = (".*", "*.part", "*.tmp", "*.crdownload", "~$*", "Thumbs.db", "ehthumbs.db",
+                  "desktop.ini", "$RECYCLE.BIN", "System Volume Information")
 
 
 @dataclass(frozen=True)
