@@ -107,3 +107,19 @@ def test_a_copy_that_never_finishes_fails_as_truncated_naming_the_wait(make_env)
     assert "for the rest of it (unfinished_wait 2 s)" in job.error_message
     report = json.loads((env.watch.failed / "half.jpg.error.json").read_text())
     assert report["error_kind"] == "truncated"
+
+
+def test_a_file_created_empty_and_filled_later_is_waited_for(make_env, caplog):
+    """macOS Finder creates the file empty, closes it, and fills it later: the empty file was
+    refused as bad_input and moved to failed/ when the filling came after settle."""
+    env = make_env("inotify")
+    data = jpeg(seed=8)
+    target = env.inbox / "later.jpg"
+    with caplog.at_level(logging.INFO, logger="ffwatchd.watch.unfinished"):
+        env.service.start()
+        target.write_bytes(b"")
+        wait_for(lambda: "later.jpg is not finished (it is empty)" in caplog.text, 30, "the empty file held back")
+        target.write_bytes(data)
+        wait_for(lambda: env.jobs(), 60, "its job")
+    assert [(j.state, j.size) for j in env.jobs()] == [("queued", len(data))]
+    assert not list(env.watch.failed.rglob("*"))

@@ -247,7 +247,7 @@ def test_sidecar_arriving_after_its_images(make_env, mode: str) -> None:
 
 
 def test_bad_files_do_not_stop_the_watch(make_env) -> None:
-    env = make_env("inotify")
+    env = make_env("inotify", unfinished_wait="1s")      # an empty file is waited for that long first
     env.service.start()
     wait_for(lambda: env.service.available()["w"], what="the watch to start")
     put(env.inbox / "text.jpg", b"just text")

@@ -220,7 +220,7 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
     except OSError as e:
         return _os_trouble(watch, store, path, rel, lstate, e, "read")
     sniffed = sniff_bytes(head)
-    if sniffed is None:
+    if sniffed is None and hstate.size > 0:
         return _refuse(watch, store, path, rel, hstate, digest, "image", "bad_input",
                        f"{path.name} is not an image or video we can process: {describe_head(head)}")
     try:
@@ -231,7 +231,8 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
         return IngestResult("retry", path, f"{rel}: cannot stat: {e.strerror or e}")
     if hstate != FileState.from_stat(st) or after != lstate:
         return IngestResult("changed", path, f"{rel}: changed while it was read")
-    early = _ends_early(watch, path, sniffed.format, hstate.size)
+    # An empty file is one a client created first and fills later (macOS Finder): unfinished too.
+    early = "it is empty" if sniffed is None else _ends_early(watch, path, sniffed.format, hstate.size)
     if isinstance(early, IngestResult):
         return early
     if early is not None:
@@ -240,8 +241,12 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
         waited = ("" if unfinished_since is None else
                   f"; waited {_duration(now - unfinished_since)} for the rest of it (unfinished_wait "
                   f"{_duration(watch.unfinished_wait)}): copy it again")
+        if sniffed is None:
+            return _refuse(watch, store, path, rel, hstate, digest, "image", "bad_input",
+                           f"{path.name} is not an image or video we can process: {describe_head(head)}{waited}")
         return _refuse(watch, store, path, rel, hstate, digest, sniffed.kind, "truncated",
                        f"{path.name} ends early, the copy did not finish: {early}{waited}")
+    assert sniffed is not None
     if sidecar_error is not None or resolved is None:
         err = sidecar_error or JobError("internal", "no sidecar resolution")
         return _refuse(watch, store, path, rel, hstate, digest, sniffed.kind, err.kind, err.message,
