@@ -45,6 +45,11 @@ class SmbWriter:
     def close(self) -> None:
         smbclient.reset_connection_cache()
 
+    def reconnect(self) -> None:
+        """After a server restart: the old connection is dead; log on again."""
+        smbclient.reset_connection_cache()
+        smbclient.register_session("127.0.0.1", username=USER, password=PASSWORD, port=self.port)
+
     # -- the styles ---------------------------------------------------------------------------
 
     def plain(self, rel: str, data: bytes) -> None:
