@@ -139,3 +139,20 @@ def check_outcome(d: Daemon, drops: Drops, share: Path) -> None:
     left = {p.relative_to(share / "inbox").as_posix() for p in d.files(share / "inbox")}     # without the marker
     expected_left = set(drops.artefacts) | {f"{s}/ffwatch.yaml" for s in STYLES} | {"ffwatch.yaml", "faces/alice.jpg"}
     assert left == expected_left, left ^ expected_left
+
+
+def figures(d: Daemon, drops: Drops, started: float) -> dict[str, float]:
+    """What a run measured: files/s dropped over SMB and filed (done), and seconds from each
+    client's last write to its job row (median, 95th percentile, most)."""
+    with d.store() as s:
+        jobs = {j.rel_path: j for j in s.list(limit=10000) if j.rel_path in drops.inputs}
+    lat = sorted(jobs[n].created_at - drops.finished[n] for n in jobs)
+    last_drop = max(drops.finished.values())
+    last_filed = max(j.finished_at or 0.0 for j in jobs.values())
+    out = {"files": len(jobs), "dropped_per_s": len(jobs) / (last_drop - started),
+           "filed_per_s": len(jobs) / (last_filed - started),
+           "latency_median_s": lat[len(lat) // 2], "latency_p95_s": lat[int(len(lat) * 0.95)],
+           "latency_max_s": lat[-1]}
+    print("samba figures: " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
+                                        for k, v in out.items()))
+    return out

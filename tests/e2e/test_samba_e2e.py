@@ -16,7 +16,7 @@ import stat
 import time
 
 from tests.e2e.harness import decodes, wait_for
-from tests.e2e.samba_drops import check_outcome, drop_all
+from tests.e2e.samba_drops import check_outcome, drop_all, figures
 from tests.smb import mounted, samba, samba445, smb_mount  # noqa: F401  (fixtures)
 
 # Photos dropped per test (round robin over the five styles); the 200 with
@@ -28,9 +28,12 @@ def test_daemon_on_the_file_server_takes_each_smb_drop_once_after_its_client_fin
     from tests.smbclients import SmbWriter
 
     share = samba.export
-    d = make_daemon(share=share, settle="1s", watch_extra={"batch_quiet": "3s"})
+    # batch_quiet longer than the longest pause between two drops into one folder (a client's
+    # stalled copy held back): each batch finishes once, after its last file.
+    d = make_daemon(share=share, settle="1s", watch_extra={"batch_quiet": "15s"})
     d.start()
     writer = SmbWriter(samba.port)
+    started = time.time()
     try:
         drops = drop_all(d, samba, writer, N_FILES, tmp_path)
     finally:
@@ -40,6 +43,7 @@ def test_daemon_on_the_file_server_takes_each_smb_drop_once_after_its_client_fin
     wait_batches_finished(d)
     assert d.stop() == 0
     check_outcome(d, drops, share)
+    figures(d, drops, started)
     _read_back(samba, share, tmp_path, "windows/img001.jpg")
 
 
@@ -77,7 +81,7 @@ def test_daemon_on_a_smbnetfs_mount_survives_a_samba_restart_mid_batch(make_daem
     server, share = smb_mount.server, smb_mount.path
     d = make_daemon(share=share, settle="1s",
                     watch_extra={"mode": "auto", "poll_interval": "0.5s", "rescan_interval": "5s",
-                                 "batch_quiet": "3s"},
+                                 "batch_quiet": f"{OUTAGE + 15:g}s"},     # the outage is no end of a batch
                     retention={"min_free_disk": "1GiB"})
     d.start()
     st = d.status()
@@ -96,6 +100,7 @@ def test_daemon_on_a_smbnetfs_mount_survives_a_samba_restart_mid_batch(make_daem
         server.start()
         writer.reconnect()
 
+    started = time.time()
     try:
         drops = drop_all(d, server, writer, N_FILES, tmp_path, between=restart_mid_batch)
     finally:
@@ -109,5 +114,6 @@ def test_daemon_on_a_smbnetfs_mount_survives_a_samba_restart_mid_batch(make_daem
     assert "below min_free_disk" not in log, "the mount's unknown size is not taken for a full disk"
     assert d.stop() == 0
     check_outcome(d, drops, server.export)
+    figures(d, drops, started)          # the 30 s outage included
     _read_back(server, server.export, tmp_path, "smbclient/img000.jpg")
     assert mounted(smb_mount.mountpoint)
