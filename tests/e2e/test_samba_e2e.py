@@ -30,7 +30,7 @@ def test_daemon_on_the_file_server_takes_each_smb_drop_once_after_its_client_fin
     share = samba.export
     # batch_quiet longer than the longest pause between two drops into one folder (a client's
     # stalled copy held back): each batch finishes once, after its last file.
-    d = make_daemon(share=share, settle="1s", watch_extra={"batch_quiet": "15s"})
+    d = make_daemon(share=share, settle="1s", watch_extra={"batch_quiet": "15s", "unfinished_wait": "10m"})
     d.start()
     writer = SmbWriter(samba.port)
     started = time.time()
@@ -81,7 +81,8 @@ def test_daemon_on_a_smbnetfs_mount_survives_a_samba_restart_mid_batch(make_daem
     server, share = smb_mount.server, smb_mount.path
     d = make_daemon(share=share, settle="1s",
                     watch_extra={"mode": "auto", "poll_interval": "0.5s", "rescan_interval": "5s",
-                                 "batch_quiet": f"{OUTAGE + 15:g}s"},     # the outage is no end of a batch
+                                 "batch_quiet": f"{OUTAGE + 15:g}s",      # the outage is no end of a batch
+                                 "unfinished_wait": "10m"},
                     retention={"min_free_disk": "1GiB"})
     d.start()
     st = d.status()
