@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 import time
 
 from tests.e2e.harness import decodes, wait_for
@@ -86,7 +88,11 @@ def test_daemon_on_a_smbnetfs_mount_survives_a_samba_restart_mid_batch(make_daem
                     retention={"min_free_disk": "1GiB"})
     d.start()
     st = d.status()
-    assert st["disk_unmeasured"] and not st["claiming_paused"], st
+    assert not st["claiming_paused"], f"the mount's unknown size taken for a full disk: {st['claiming_paused']}"
+    assert st["disk_unmeasured"] == [str(share / "output")], st
+    shown = subprocess.run([sys.executable, "-m", "ffwatchd", "status", "-c", str(d.config_path)],
+                           capture_output=True, text=True, timeout=120).stdout
+    assert f"note: free space of {share / 'output'} cannot be measured" in shown, shown
     writer = SmbWriter(server.port)
     outage: dict = {}
 
