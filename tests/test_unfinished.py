@@ -123,3 +123,20 @@ def test_a_file_created_empty_and_filled_later_is_waited_for(make_env, caplog):
         wait_for(lambda: env.jobs(), 60, "its job")
     assert [(j.state, j.size) for j in env.jobs()] == [("queued", len(data))]
     assert not list(env.watch.failed.rglob("*"))
+
+
+def with_thumbnail(main: bytes, thumb: bytes) -> bytes:
+    """`main` with an APP1 (EXIF-like) segment holding a whole small JPEG, as cameras write."""
+    body = b"Exif\x00\x00" + thumb
+    return main[:2] + b"\xff\xe1" + (len(body) + 2).to_bytes(2, "big") + body + main[2:]
+
+
+def test_data_after_the_image_and_a_thumbnail_end_marker_are_read_right(tmp_path):
+    main, thumb = jpeg(seed=1, size=400), jpeg(seed=2, size=40)
+    full = with_thumbnail(main, thumb)
+    assert why(tmp_path, "t.jpg", full, "jpeg") is None
+    # A motion photo: a video appended after the JPEG (no end marker in the last bytes).
+    assert why(tmp_path, "m.jpg", full + MP4 + b"\x01" * 3000, "jpeg") is None
+    # Cut in the main image's data: the thumbnail's own end marker does not make it whole.
+    assert "no end-of-image marker" in why(tmp_path, "c.jpg", full[:len(thumb) + 20_000], "jpeg")
+    assert "inside its header segments" in why(tmp_path, "h.jpg", full[:len(thumb) // 2], "jpeg")

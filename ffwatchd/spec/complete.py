@@ -3,7 +3,7 @@ network, a laptop asleep) or a client that set the final size before writing (Wi
 a sparse file of full length) leaves a file that sniffs right but ends early.
 
 Checked by content, cheaply (the tail, or the top-level boxes of an MP4/QuickTime file):
-JPEG ends with its end-of-image marker, PNG with its IEND chunk, WebP and BMP are as long as
+JPEG has its end-of-image marker after its image data, PNG with its IEND chunk, WebP and BMP are as long as
 their header says, MP4/MOV have every top-level box whole and a `moov` box (the index, which
 a camera or encoder writes last). TIFF and Matroska are not checked (their ends say nothing).
 """
@@ -15,6 +15,8 @@ import struct
 
 TAIL = 4096                  # bytes of the end read for the end markers
 MAX_BOXES = 100_000          # top-level boxes walked at most in one MP4 (a damaged file ends the walk)
+MAX_SEGMENTS = 10_000        # JPEG header segments walked at most
+CHUNK = 1 << 20
 
 
 def unfinished(fd: int, fmt: str, size: int) -> str | None:
@@ -41,12 +43,46 @@ def _zeros(tail: bytes, size: int) -> str | None:
 
 
 def _jpeg(fd: int, size: int) -> str | None:
-    tail = _tail(fd, size)
-    zeros = _zeros(tail, size)
-    if zeros:
-        return zeros
-    if b"\xff\xd9" not in tail.rstrip(b"\0")[-1024:]:
-        return "the JPEG has no end-of-image marker (FF D9) at its end"
+    """The image's end-of-image marker after its first scan. The header segments (an EXIF
+    thumbnail with its own end marker among them) are skipped by their lengths; in the scan
+    data FF D9 cannot occur otherwise (FF is stuffed), so data appended after the image (a
+    motion photo's video, a maker's trailer) does not matter."""
+    offset = _jpeg_scan_start(fd, size)
+    if offset is None:
+        return None                     # not laid out as we know: the decoder will judge it
+    if isinstance(offset, str):
+        return offset
+    carry = b""
+    while offset < size:
+        chunk = os.pread(fd, min(CHUNK, size - offset), offset)
+        if not chunk:
+            break
+        if b"\xff\xd9" in carry + chunk:
+            return None
+        carry, offset = chunk[-1:], offset + len(chunk)
+    return _zeros(_tail(fd, size), size) or "the JPEG has no end-of-image marker (FF D9) after its image data"
+
+
+def _jpeg_scan_start(fd: int, size: int) -> int | str | None:
+    """Offset of the first start-of-scan segment, a reason when the headers are cut short, or
+    None when the header segments are not laid out as a JPEG's are."""
+    offset = 2
+    for _ in range(MAX_SEGMENTS):
+        hdr = os.pread(fd, 4, offset)
+        if len(hdr) < 4 or (hdr[0] == 0xFF and hdr[1] not in (0xD8, 0x01, 0xFF) and not 0xD0 <= hdr[1] <= 0xD9
+                            and offset + 2 + int.from_bytes(hdr[2:4], "big") > size):
+            return _zeros(_tail(fd, size), size) or "the JPEG ends inside its header segments"
+        if hdr[0] != 0xFF:
+            return None
+        marker = hdr[1]
+        if marker == 0xFF:                                  # fill byte
+            offset += 1
+        elif marker == 0xDA:                                # start of scan
+            return offset
+        elif marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD9:
+            offset += 2
+        else:
+            offset += 2 + int.from_bytes(hdr[2:4], "big")
     return None
 
 
