@@ -2,7 +2,7 @@
 network, a laptop asleep) or a client that set the final size before writing (Windows Explorer:
 a sparse file of full length) leaves a file that sniffs right but ends early.
 
-Checked by content, cheaply (the tail, or the top-level boxes of an MP4/QuickTime file):
+Checked by content (a JPEG's scan data, a PNG's or WebP's end, the top-level boxes of an MP4/QuickTime file):
 JPEG has its end-of-image marker after its image data, PNG with its IEND chunk, WebP and BMP are as long as
 their header says, MP4/MOV have every top-level box whole and a `moov` box (the index, which
 a camera or encoder writes last). TIFF and Matroska are not checked (their ends say nothing).
