@@ -31,11 +31,11 @@ from ffwatchd.spec.sidecar import (
     is_within,
     resolve_spec,
 )
-from ffwatchd.spec.complete import unfinished
 from ffwatchd.spec.sniff import HEAD_SIZE, describe_head, sniff_bytes, sniff_file
 from ffwatchd.store import FINISHED, Job, JobQueue
 from ffwatchd.watch.inboxnames import PATH_MARGIN, PATH_MAX, classify_name, path_too_long
 from ffwatchd.watch.settle import FileState
+from ffwatchd.watch.unfinished import ends_early
 
 log = logging.getLogger(__name__)
 
@@ -232,9 +232,12 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
     if hstate != FileState.from_stat(st) or after != lstate:
         return IngestResult("changed", path, f"{rel}: changed while it was read")
     # An empty file is one a client created first and fills later (macOS Finder): unfinished too.
-    early = "it is empty" if sniffed is None else _ends_early(watch, path, sniffed.format, hstate.size)
-    if isinstance(early, IngestResult):
-        return early
+    try:
+        early = "it is empty" if sniffed is None else ends_early(watch.inbox, path, sniffed.format, hstate.size)
+    except FileNotFoundError:
+        return IngestResult("vanished", path, f"{rel}: vanished while it was read")
+    except OSError as e:
+        return IngestResult("retry", path, f"{rel}: cannot read its end: {e.strerror or e}")
     if early is not None:
         if unfinished_since is not None and now - unfinished_since < watch.unfinished_wait:
             return IngestResult("unfinished", path, f"{rel}: {early}")
@@ -264,22 +267,6 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
         log.info("job %d: enqueued %s (%s, %s, %d bytes)", job.id, rel, watch.name, sniffed.format, hstate.size)
         return IngestResult("enqueued", path, f"{rel}: job {job.id}", job, True)
     return _existing(watch, path, rel, job, store)
-
-
-def _ends_early(watch: WatchSettings, path: Path, fmt: str, size: int) -> str | IngestResult | None:
-    """Why the file's content ends early (spec/complete.py), None, or a result when it cannot be read now."""
-    try:
-        fd = safefs.open_regular(watch.inbox, path)
-    except FileNotFoundError:
-        return IngestResult("vanished", path, f"{path.name}: vanished while it was read")
-    except (OSError, safefs.LinkInPath, safefs.NotRegular) as e:
-        return IngestResult("retry", path, f"{path.name}: cannot read its end: {e}")
-    try:
-        return unfinished(fd, fmt, size)
-    except OSError as e:
-        return IngestResult("retry", path, f"{path.name}: cannot read its end: {e.strerror or e}")
-    finally:
-        os.close(fd)
 
 
 def _duration(seconds: float) -> str:

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 
 from ffwatchd.config.settings import WatchSettings
+from ffwatchd.fs import safefs
+from ffwatchd.spec.complete import unfinished
 from ffwatchd.watch.settle import FileState, SettleTracker
 
 log = logging.getLogger(__name__)
@@ -65,6 +67,16 @@ class Unfinished:
 
     def listing(self) -> dict[Path, float]:
         return {p: since for p, (since, _wait) in self.files.items()}
+
+
+def ends_early(root: Path, path: Path, fmt: str, size: int) -> str | None:
+    """Why the content of `path` (below `root`, no link followed) ends early, or None (spec/complete.py).
+    Raises OSError when it cannot be read now."""
+    fd = safefs.open_regular(root, path)
+    try:
+        return unfinished(fd, fmt, size)
+    finally:
+        os.close(fd)
 
 
 def open_for_writing(processes: frozenset[str] = WRITER_PROCESSES) -> dict[tuple[int, int], str]:
