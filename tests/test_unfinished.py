@@ -140,3 +140,20 @@ def test_data_after_the_image_and_a_thumbnail_end_marker_are_read_right(tmp_path
     # Cut in the main image's data: the thumbnail's own end marker does not make it whole.
     assert "no end-of-image marker" in why(tmp_path, "c.jpg", full[:len(thumb) + 20_000], "jpeg")
     assert "inside its header segments" in why(tmp_path, "h.jpg", full[:len(thumb) // 2], "jpeg")
+
+
+def test_enqueue_of_a_file_that_ends_early_fails_it_as_truncated_at_once(tmp_path):
+    """`ffwatchd enqueue PATH` (ingest without the watcher's wait) does not wait: truncated."""
+    from ffwatchd.store import JobStore
+    from ffwatchd.watch.ingest import ingest_file
+    from tests.test_watch import make_settings
+
+    settings = make_settings(tmp_path, "inotify")
+    watch = settings.watches[0]
+    (watch.inbox / "cut.jpg").write_bytes(jpeg(seed=4)[:20_000])
+    with JobStore(tmp_path / "state/ffwatchd.db") as store:
+        r = ingest_file(settings, watch, store, watch.inbox / "cut.jpg", 0.0)
+    assert r.status == "failed" and r.job.error_kind == "truncated", r
+    assert r.job.error_message.startswith("cut.jpg ends early, the copy did not finish: the JPEG has no end")
+    assert "waited" not in r.job.error_message
+    assert (watch.failed / "cut.jpg.error.json").exists()
