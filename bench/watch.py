@@ -23,7 +23,7 @@ from ffwatchd.watch.loop import WatchLoop  # noqa: E402
 from ffwatchd.watch.scan import scan_inbox  # noqa: E402
 from ffwatchd.watch.service import WatchService  # noqa: E402
 
-JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 4000
+JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 4000 + b"\xff\xd9"   # whole: ends with EOI
 FACE = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100
 SETTLE = 1.0
 POLL_INTERVAL = 0.5

@@ -309,3 +309,25 @@ def test_a_running_videos_frames_done_show_in_the_report_while_it_runs(env, monk
     report = json.loads((out / "ffwatch-report.json").read_text())
     assert report["files"][0]["progress"] == {"done": 500, "total": 1000}
     assert "running: 500/1000 frames (50%)" in (out / "ffwatch-report.html").read_text()
+def test_a_report_that_could_not_be_written_is_tried_again_without_the_batch_changing(env, tmp_path) -> None:
+    """The share away under a busy batch (here: a link where its output folder was, refused like
+    EIO): the report is written again once the folder is back, though no job of the batch changed.
+    Before, a busy batch was only looked at again when its jobs changed."""
+    settings, store, clock, tracker, _ = env
+    tracker.report_retry = 0.0
+    run_job(settings, store, clock, "r/one.jpg", 1, {})
+    store.enqueue(watch="w", rel_path="r/two.jpg", size=1, mtime=1.0, content_hash="r2", kind="image", spec={},
+                  batch="r")                                  # still queued: the batch is busy
+    out = settings.watches[0].output / "r"
+    moved = out.with_name("r.away")
+    out.rename(moved)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out.symlink_to(elsewhere, target_is_directory=True)
+    tracker.step(now=clock.t + 1)
+    assert not list(elsewhere.iterdir()) and not (moved / "ffwatch-report.json").exists()
+    out.unlink()
+    moved.rename(out)                                         # the folder is back; the batch did not change
+    tracker.step(now=clock.t + 2)
+    report = json.loads((out / "ffwatch-report.json").read_text())
+    assert report["state"] == "running" and report["counts"]["done"] == 1

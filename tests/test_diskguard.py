@@ -128,3 +128,22 @@ def test_writing_past_the_end_raises_enospc(tiny_fs):
                 f.flush()
                 os.fsync(f.fileno())
     assert is_enospc(info.value)
+
+
+def test_a_filesystem_that_reports_no_size_is_unknown_said_once_and_never_pauses(caplog):
+    """smbnetfs (SMB through FUSE) reports f_blocks 0: unknown, not full (tests/test_samba.py has
+    the real mount). What can be measured still pauses."""
+    share, tmp = Path("/mnt/share/output"), Path("/var/tmp")
+    unknown = DiskStatus(ok=True, unknown=[share])
+    low_tmp = DiskStatus(ok=False, low=[(tmp, MiB)], unknown=[share])
+    m = Metrics()
+    guard = DiskGuard([tmp, share], 100 * MiB, m, check=sequence(unknown, unknown, low_tmp, unknown))
+    with caplog.at_level(logging.INFO, logger="ffwatchd.ops.diskguard"):
+        results = [guard.update() for _ in range(4)]
+    assert results == [True, True, False, True]
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages[0].startswith("free space of /mnt/share/output cannot be measured: its filesystem "
+                                  "reports no size")
+    assert sum("cannot be measured" in msg for msg in messages) == 1, messages
+    assert messages[1].startswith("claiming paused: /var/tmp has 1.0 MiB free")
+    assert guard.unknown == [share]

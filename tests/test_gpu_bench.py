@@ -4,8 +4,8 @@ goes through every part end to end, and a dry run's figures cannot be recorded."
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path

@@ -20,8 +20,8 @@ from ffwatchd.watch.ingest import ingest_file
 from ffwatchd.watch.service import WatchService
 from ffwatchd.work.runner import JobRunner
 
-JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100
-FACE = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100
+JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100 + b"\xff\xd9"   # a whole JPEG: ends with EOI
+FACE = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100 + b"\x00\x00\x00\x00IEND\xaeB`\x82"   # ends with IEND
 
 
 def host_settings(tmp_path: Path, mount: Path, name: str = "host", **watch: object) -> Settings:

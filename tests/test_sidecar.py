@@ -13,7 +13,7 @@ from ffwatchd.errors import JobError
 from ffwatchd.fs import safefs
 from ffwatchd.spec.sidecar import MAX_SIDECAR_BYTES, SourceIndex, defaults_suffice, find_sidecars, resolve_spec
 
-JPEG = b"\xff\xd8\xff\xe0" + b"\x00" * 64
+JPEG = b"\xff\xd8\xff\xe0" + b"\x00" * 64 + b"\xff\xd9"
 KNOWN = {"yunet": "detector", "scrfd_10g": "detector", "arcface_w600k_r50": "recognizer",
          "inswapper_128": "swapper", "gfpgan_1.4": "enhancer"}
 

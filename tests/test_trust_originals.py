@@ -260,7 +260,7 @@ def test_a_transient_error_that_used_up_its_attempts_says_so_in_the_report(env) 
 
 # -- paths too long to file ---------------------------------------------------------------------
 
-def make_deep(root: Path, depth: int = 25, name: str = "deep.jpg", data: bytes = b"\xff\xd8\xff\xe0") -> Path:
+def make_deep(root: Path, depth: int = 25, name: str = "deep.jpg", data: bytes = b"\xff\xd8\xff\xe0\xff\xd9") -> Path:
     """A file ~5,000 bytes of path below `root` (over PATH_MAX), made through folder descriptors."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     parts = []
@@ -288,7 +288,7 @@ def test_a_file_too_deep_to_file_is_left_alone_not_made_a_job(tmp_path: Path) ->
 
     settings = make_settings(tmp_path)
     watch = settings.watches[0]
-    put(watch.inbox / "faces/alice.png", b"\x89PNG\r\n\x1a\n" + b"\x01" * 100)
+    put(watch.inbox / "faces/alice.png", b"\x89PNG\r\n\x1a\n" + b"\x01" * 100 + b"\x00\x00\x00\x00IEND\xaeB`\x82")
     put(watch.inbox / "ffwatch.yaml", "sources: [faces/alice.png]\n")
     deep = make_deep(watch.inbox)
     from ffwatchd.store import JobStore

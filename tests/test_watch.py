@@ -19,8 +19,8 @@ from ffwatchd.store import JobStore
 from ffwatchd.watch.scan import scan_inbox
 from ffwatchd.watch.service import WatchService
 
-JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100
-FACE = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100
+JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100 + b"\xff\xd9"   # a whole JPEG: ends with EOI
+FACE = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100 + b"\x00\x00\x00\x00IEND\xaeB`\x82"   # ends with IEND
 MODES = ["inotify", "poll"]
 
 
@@ -128,6 +128,7 @@ def test_slow_write_is_enqueued_once_after_last_write(make_env, mode: str) -> No
             time.sleep(0.1)
             f.write(bytes([i]) * 64)
             f.flush()
+        f.write(b"\xff\xd9")               # the JPEG's end marker: the copy is whole
     last_write = time.time()
     size = target.stat().st_size
     wait_for(lambda: env.jobs(), what="the job")
@@ -246,7 +247,7 @@ def test_sidecar_arriving_after_its_images(make_env, mode: str) -> None:
 
 
 def test_bad_files_do_not_stop_the_watch(make_env) -> None:
-    env = make_env("inotify")
+    env = make_env("inotify", unfinished_wait="1s")      # an empty file is waited for that long first
     env.service.start()
     wait_for(lambda: env.service.available()["w"], what="the watch to start")
     put(env.inbox / "text.jpg", b"just text")

@@ -27,6 +27,7 @@ from ffwatchd.store import Batch, Job, JobQueue, open_store, store_errors
 log = logging.getLogger(__name__)
 
 TICK = 1.0                  # how often batches are looked at
+REPORT_RETRY = 5.0             # seconds before a report that could not be written is tried again
 REPORT_EVERY = 3.0          # a running batch's report is rewritten at most this often
 PROGRESS_EVERY = 10.0       # a batch whose jobs run on, with nothing else new, is read again this often
 STARVATION_EVERY = 10.0
@@ -85,6 +86,10 @@ class BatchTracker:
         self._failed_sent: set[tuple[int, float]] = set()
         self._next_starvation = 0.0
         self._refused: dict[int, str] = {}      # batch id -> the problem last logged for it
+        #: batch id -> when to try again a report or package that could not be written (EIO while
+        #: the share is away, a link planted): tried again then, whether or not the batch changed
+        self._retry_at: dict[int, float] = {}
+        self.report_retry = REPORT_RETRY
         #: batch id -> (monotonic time of the last `check`, (jobs queued or running, last activity) then,
         #: the batch's quiet period): `_due` says from it whether the next tick must read the jobs again
         self._read: dict[int, tuple[float, tuple[int, float], float]] = {}
@@ -111,11 +116,17 @@ class BatchTracker:
                 continue
             try:
                 self.check(watch, batch, now, unsettled.get(batch.watch, []))
-            except OSError as e:              # e.g. a link planted where the report goes: refused
+            except OSError as e:              # the share away (EIO), a link planted where the report goes
+                self._read.pop(batch.id, None)
+                self._retry_at[batch.id] = time.monotonic() + self.report_retry
                 if self._refused.get(batch.id) != str(e):
                     self._refused[batch.id] = str(e)
-                    log.error("batch %d (%s %s): report or package not written: %s", batch.id, watch.name,
-                              batch.folder or "/", e)
+                    log.error("batch %d (%s %s): report or package not written: %s; trying again in %g s",
+                              batch.id, watch.name, batch.folder or "/", e, self.report_retry)
+                continue
+            self._retry_at.pop(batch.id, None)
+            if self._refused.pop(batch.id, None) is not None:
+                log.info("batch %d (%s %s): report written now", batch.id, watch.name, batch.folder or "/")
         if time.monotonic() >= self._next_starvation:
             self._next_starvation = time.monotonic() + STARVATION_EVERY
             for w in self.settings.watches:
@@ -156,6 +167,9 @@ class BatchTracker:
         is left alone: an idle open batch waiting out its quiet period costs nothing per tick, a
         busy one is read every few seconds, not every second, and one with a long job running
         every PROGRESS_EVERY (its report shows the video's frames done)."""
+        retry = self._retry_at.get(batch.id)
+        if retry is not None:                   # its report could not be written: try again in time
+            return time.monotonic() >= retry
         read = self._read.get(batch.id)
         if read is None:
             return True

@@ -74,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
               + (f", CLAIMING PAUSED: {paused}" if paused else ""))
         for msg in daemon.get("warnings", []):
             print(f"warning: {msg}")
+        for folder in daemon.get("disk_unmeasured", []):
+            print(f"note: free space of {folder} cannot be measured (its filesystem reports no size); "
+                  "the disk guard does not pause for it")
         for msg in daemon.get("models_missing", []):
             print(f"MODELS MISSING: {msg}")
     print()

@@ -61,7 +61,7 @@ _TOP_KEYS = {"state_dir", "temp_dir", "models_dir", "watches", "workers", "metri
              "retention", "log", "models", "ffmpeg", "provenance", "smtp", "notify",
              "queue", "web"}
 _WATCH_KEYS = {"name", "inbox", "output", "done", "failed", "mode", "poll_interval",
-               "rescan_interval", "settle", "sidecar_wait", "include", "ignore",
+               "rescan_interval", "settle", "sidecar_wait", "unfinished_wait", "include", "ignore",
                "source_roots", "defaults", "batch_quiet", "batch_quiet_max", "priority_max",
                "starvation_age", "notify", "ingest", "file_mode", "dir_mode", "group"}
 _WORKER_KEYS = {"devices", "per_gpu", "providers", "cpu_threads", "max_attempts", "retry_backoff", "lease",
@@ -107,6 +107,7 @@ def _read_watch(r: Reader, raw: Any, path: str, index: int,
         rescan_interval=r.get(raw, "rescan_interval", path, positive_duration, d.rescan_interval),
         settle=r.get(raw, "settle", path, parse_duration, d.settle),
         sidecar_wait=r.get(raw, "sidecar_wait", path, parse_duration, d.sidecar_wait),
+        unfinished_wait=r.get(raw, "unfinished_wait", path, parse_duration, d.unfinished_wait),
         include=r.get(raw, "include", path, glob_patterns, DEFAULT_INCLUDE),
         ignore=r.get(raw, "ignore", path, glob_patterns, DEFAULT_IGNORE),
         source_roots=source_roots,

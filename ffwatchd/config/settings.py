@@ -14,7 +14,11 @@ DEFAULT_INCLUDE = ("*.jpg", "*.jpeg", "*.png", "*.webp", "*.bmp", "*.tif", "*.ti
                    "*.heic", "*.heif", "*.hif",                          # phones (pillow-heif)
                    "*.dng", "*.nef", "*.nrw", "*.cr2", "*.arw", "*.pef", "*.orf", "*.rw2", "*.raf",  # RAW (rawpy)
                    "*.mp4", "*.mov", "*.mkv", "*.webm")
-DEFAULT_IGNORE = (".*", "*.part", "*.tmp", "*.crdownload", "~$*")
+# Partial copies and what SMB clients leave beside files (macOS: `._*` AppleDouble, `.DS_Store`,
+# `.localized`, all under `.*`; Windows: Thumbs.db, desktop.ini, the recycle bin; Office: `~$*`,
+# `~*.tmp`): never inputs, left alone, not logged.
+DEFAULT_IGNORE = (".*", "*.part", "*.tmp", "*.crdownload", "~$*", "Thumbs.db", "ehthumbs.db",
+                  "desktop.ini", "$RECYCLE.BIN", "System Volume Information")
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,7 @@ class WatchSettings:
     rescan_interval: float = 600.0
     settle: float = 10.0
     sidecar_wait: float = 120.0
+    unfinished_wait: float = 600.0            # a file whose content ends early waits at most this long
     include: tuple[str, ...] = DEFAULT_INCLUDE
     ignore: tuple[str, ...] = DEFAULT_IGNORE
     source_roots: tuple[Path, ...] = ()

@@ -225,6 +225,7 @@ class Supervisor(WorkerSlots):
                 "config": str(self.config_path), "queue": self.store.where, "workers": [s.info() for s in self.slots],
                 "claiming_paused": (self.diskguard.reason if self.diskguard is not None and
                                     not self.claim_ok.is_set() and not self.stopping else None),
+                "disk_unmeasured": ([str(p) for p in self.diskguard.unknown] if self.diskguard is not None else []),
                 "watches_available": self.watcher.available() if self.watcher is not None else {},
                 "unsettled": self.watcher.unsettled_count() if self.watcher is not None else {},
                 "waiting": self.watcher.waiting_files() if self.watcher is not None else {},

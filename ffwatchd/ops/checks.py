@@ -10,6 +10,7 @@ from pathlib import Path
 from ffwatchd.config.settings import Settings
 from ffwatchd.faces.sessions import probe_cuda
 from ffwatchd.fs.mounts import filesystem_type, is_network_fs
+from ffwatchd.ops.diskguard import UNKNOWN_SIZE, free_bytes_or_none
 from ffwatchd.ops.gpusizing import plan_workers
 
 log = logging.getLogger(__name__)
@@ -26,7 +27,7 @@ def _writable(folder: Path) -> str | None:
         return e.strerror or str(e)
 
 
-def check_folders(settings: Settings, problems: list[str], notes: list[str]) -> None:
+def check_folders(settings: Settings, problems: list[str], notes: list[str], warnings: list[str]) -> None:
     for w in settings.watches:
         for role, folder in w.folders().items():
             where = f"watch {w.name}: {role} {folder}"
@@ -40,6 +41,17 @@ def check_folders(settings: Settings, problems: list[str], notes: list[str]) -> 
                     problems.append(f"{where} is not writable: {reason}")
                 else:
                     notes.append(f"{where} is writable ({filesystem_type(folder) or 'unknown fs'})")
+                    _check_measurable(where, folder, warnings)
+
+
+def _check_measurable(where: str, folder: Path, warnings: list[str]) -> None:
+    """A filesystem that reports no size: its free space is unknown (the guard does not pause for it)."""
+    try:
+        unknown = free_bytes_or_none(folder) is None
+    except OSError:
+        return                  # unreadable: the writability check above already said so
+    if unknown:
+        warnings.append(f"{where}: free space cannot be measured: {UNKNOWN_SIZE}")
 
 
 def check_local_dirs(settings: Settings, problems: list[str], warnings: list[str], notes: list[str]) -> None:
@@ -237,7 +249,7 @@ def run_checks(settings: Settings) -> tuple[list[str], list[str], list[str]]:
     problems: list[str] = []
     warnings: list[str] = []
     notes: list[str] = [f"config {settings.source} is valid ({len(settings.watches)} watch(es))"]
-    check_folders(settings, problems, notes)
+    check_folders(settings, problems, notes, warnings)
     check_local_dirs(settings, problems, warnings, notes)
     check_queue(settings, problems, notes)
     check_models(settings, warnings, notes)

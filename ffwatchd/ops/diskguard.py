@@ -1,5 +1,10 @@
 """The disk guard: stop claiming new jobs while the output or temp filesystem is nearly full,
-and recognise a full disk in the middle of a job (ENOSPC, EDQUOT) as a transient failure."""
+and recognise a full disk in the middle of a job (ENOSPC, EDQUOT) as a transient failure.
+
+A filesystem that reports no size (statvfs f_blocks 0: SMB through FUSE, smbnetfs, some
+sshfs and object-store mounts) is "unknown", not "full": it is said once and never pauses
+claiming; what can be measured (the temp folder, other folders) still guards, and a write that
+fails there with ENOSPC is a transient failure retried later."""
 
 from __future__ import annotations
 
@@ -23,10 +28,12 @@ DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 @dataclass(frozen=True)
 class DiskStatus:
-    """`ok` when every path has at least `min_free` bytes available and could be read."""
+    """`ok` when every path that reports a size has at least `min_free` bytes available and
+    every path could be read; `unknown` lists those whose filesystem reports no size."""
     ok: bool
     low: list[tuple[Path, int]] = field(default_factory=list)          # (path, free bytes)
     unreadable: list[tuple[Path, str]] = field(default_factory=list)   # (path, why)
+    unknown: list[Path] = field(default_factory=list)                  # f_blocks 0: size not reported
 
     def describe(self, min_free: int) -> str:
         parts = [f"{p} has {format_bytes(free)} free, below min_free_disk {format_bytes(min_free)}"
@@ -44,30 +51,50 @@ def format_bytes(n: float) -> str:
     raise AssertionError("unreachable")
 
 
-def free_bytes(path: Path) -> int:
-    """Bytes available to an unprivileged writer on the filesystem of `path`.
+UNKNOWN_SIZE = ("its filesystem reports no size (statvfs f_blocks 0, as SMB through FUSE does), so "
+                "its free space is unknown; the disk guard does not pause for it: the temp folder's free "
+                "space and a failed write (no space left: retried later) guard it instead")
 
-    A folder that does not exist yet is measured at its nearest existing parent."""
+
+def _statvfs(path: Path) -> os.statvfs_result:
+    """statvfs of `path`, or of its nearest existing parent when it does not exist yet."""
     probe = Path(path)
     while not probe.exists() and probe.parent != probe:
         probe = probe.parent
-    st = os.statvfs(probe)
+    return os.statvfs(probe)
+
+
+def free_bytes(path: Path) -> int:
+    """Bytes available to an unprivileged writer on the filesystem of `path` (0 where the
+    filesystem reports no size: see `free_bytes_or_none`).
+
+    A folder that does not exist yet is measured at its nearest existing parent."""
+    st = _statvfs(path)
     return st.f_bavail * st.f_frsize
+
+
+def free_bytes_or_none(path: Path) -> int | None:
+    """Like `free_bytes`, but None where the filesystem reports no size at all (f_blocks 0)."""
+    st = _statvfs(path)
+    return None if st.f_blocks == 0 else st.f_bavail * st.f_frsize
 
 
 def check_disk(paths: Iterable[Path], min_free: int) -> DiskStatus:
     """Measure each path's filesystem; `min_free` 0 only checks that it can be read."""
     low: list[tuple[Path, int]] = []
     unreadable: list[tuple[Path, str]] = []
+    unknown: list[Path] = []
     for path in dict.fromkeys(Path(p) for p in paths):
         try:
-            free = free_bytes(path)
+            free = free_bytes_or_none(path)
         except OSError as e:
             unreadable.append((path, e.strerror or str(e)))
             continue
-        if free < min_free:
+        if free is None:
+            unknown.append(path)
+        elif free < min_free:
             low.append((path, free))
-    return DiskStatus(ok=not low and not unreadable, low=low, unreadable=unreadable)
+    return DiskStatus(ok=not low and not unreadable, low=low, unreadable=unreadable, unknown=unknown)
 
 
 def guarded_paths(settings: "Settings") -> list[Path]:
@@ -88,6 +115,7 @@ class DiskGuard:
         self.reason = ""
         self.status: DiskStatus | None = None
         self._affected: set[Path] = set()
+        self.unknown: list[Path] = []       # folders whose free space cannot be measured (said once)
 
     @classmethod
     def from_settings(cls, settings: "Settings", metrics: "Metrics | None" = None) -> "DiskGuard":
@@ -96,6 +124,10 @@ class DiskGuard:
     def update(self) -> bool:
         """Measure now; True when claiming new jobs is allowed."""
         self.status = status = self.check(self.paths, self.min_free)
+        for path in status.unknown:
+            if path not in self.unknown:
+                log.warning("free space of %s cannot be measured: %s", path, UNKNOWN_SIZE)
+                self.unknown.append(path)
         if not status.ok:
             reason = status.describe(self.min_free)
             affected = {p for p, _ in status.low} | {p for p, _ in status.unreadable}

@@ -163,6 +163,8 @@ class DiskCollector(Collector):
                     self._down.discard((watch, role))
                     log.info("metrics: the %s folder of %s is readable again", role, watch)
                 up.add_metric([watch, role], 1)
+                if st.f_blocks == 0:     # reports no size (SMB through FUSE): unknown, not 0 B free
+                    continue
                 free.add_metric([watch, role], st.f_bavail * st.f_frsize)
                 size.add_metric([watch, role], st.f_blocks * st.f_frsize)
         yield free

@@ -36,7 +36,9 @@ MAX_PROBLEMS = 20                      # listed per sidecar; the rest are counte
 
 
 def is_sidecar_name(name: str) -> bool:
-    return name == SIDECAR_NAME or name.endswith(SIDECAR_SUFFIX)
+    """`ffwatch.yaml` or `<name>.ffwatch.yaml`; never a macOS AppleDouble file (`._x.ffwatch.yaml`:
+    the resource fork Finder writes beside a copied sidecar, binary, not a sidecar)."""
+    return (name == SIDECAR_NAME or name.endswith(SIDECAR_SUFFIX)) and not name.startswith("._")
 
 
 def find_sidecars(inbox: Path, path: Path) -> list[Path]:

@@ -30,11 +30,12 @@ from ffwatchd.spec.sidecar import (
     is_within,
     resolve_spec,
 )
-from ffwatchd.spec.sniff import describe_head, sniff_bytes, sniff_file
+from ffwatchd.spec.sniff import Sniffed, describe_head, sniff_bytes, sniff_file
 from ffwatchd.store import FINISHED, Job, JobQueue
 from ffwatchd.watch.hashing import HashCache, read_inbox_file
 from ffwatchd.watch.inboxnames import PATH_MARGIN, PATH_MAX, classify_name, path_too_long
 from ffwatchd.watch.settle import FileState
+from ffwatchd.watch.unfinished import ends_early
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ class IngestResult:
     status: enqueued (new job) | exists (job queued or running) | duplicate (finished job, re-drop
     filed to failed/) | failed (refused, failed job recorded) | waiting (no sidecar yet) |
     skipped (not an input: name, source, not a regular file) | vanished (gone before or while read) |
+    unfinished (its content ends early: the watcher settles it again, up to `unfinished_wait`) |
     changed (changed while read) | retry (I/O trouble: try again later) | left_alone (a path too
     long to file: never a job, said once per version) | unfiled (refused, or a duplicate, but
     failed/ did not take it: it stays in the inbox and is tried again)."""
@@ -74,9 +76,6 @@ def find_watch(settings: Settings, path: Path) -> tuple[WatchSettings, str]:
     raise ValueError(f"{path} is not inside any watch's inbox ({inboxes})")
 
 
-# -- hashing ----------------------------------------------------------------------------
-
-
 # -- the steps ---------------------------------------------------------------------------
 
 class _Decided(Exception):
@@ -89,7 +88,7 @@ class _Decided(Exception):
 
 def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path: Path, now: float, *,
                 expected: FileState | None = None, waiting_since: float | None = None,
-                referenced: Callable[[Path], bool] | None = None,
+                unfinished_since: float | None = None, referenced: Callable[[Path], bool] | None = None,
                 hashes: HashCache | None = None) -> IngestResult:
     """Turn one file of `watch`'s inbox into a job row (or a failed job, or nothing).
 
@@ -97,6 +96,8 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
     for a sidecar: without it a file with no sidecar fails at once. `expected` is the settled
     state; a file that no longer matches it comes back as 'changed'. `referenced` says whether
     a path is some sidecar's source (default: read every sidecar of the inbox).
+    `unfinished_since` (watcher only) is when its content was first seen to end early: without
+    it such a file fails as `truncated` at once, with it only after `unfinished_wait`.
     Raises ValueError when `path` is not inside the watch's inbox."""
     path = Path(os.path.abspath(path))
     if path == watch.inbox or not is_within(path, watch.inbox):
@@ -114,9 +115,13 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
     except _Decided as d:
         return d.result
     sniffed = sniff_bytes(head)
-    if sniffed is None:
+    if sniffed is None and hstate.size > 0:
         return _refuse(watch, store, path, rel, hstate, digest, "image", "bad_input",
                        f"{path.name} is not an image or video we can process: {describe_head(head)}")
+    early = _check_finished(watch, store, path, rel, now, unfinished_since, head, digest, hstate, sniffed)
+    if early is not None:
+        return early
+    assert sniffed is not None
     if sidecar_error is not None or resolved is None:
         err = sidecar_error or JobError("internal", "no sidecar resolution")
         return _refuse(watch, store, path, rel, hstate, digest, sniffed.kind, err.kind, err.message,
@@ -222,6 +227,35 @@ def _read_unchanged(watch: WatchSettings, store: JobQueue, path: Path, rel: str,
     if hstate != FileState.from_stat(st) or after != lstate:
         raise _Decided(IngestResult("changed", path, f"{rel}: changed while it was read"))
     return head, digest, hstate
+def _check_finished(watch: WatchSettings, store: JobQueue, path: Path, rel: str, now: float,
+                    unfinished_since: float | None, head: bytes, digest: str, hstate: FileState,
+                    sniffed: Sniffed | None) -> IngestResult | None:
+    """None when the file's content is all there. A file whose content ends early (a stalled copy),
+    or an empty one (a client creates it first and fills it later, as macOS Finder does), is
+    unfinished: settled again while `unfinished_wait` lasts, then refused (truncated, or bad_input
+    when it is empty)."""
+    try:
+        early = "it is empty" if sniffed is None else ends_early(watch.inbox, path, sniffed.format, hstate.size)
+    except FileNotFoundError:
+        return IngestResult("vanished", path, f"{rel}: vanished while it was read")
+    except OSError as e:
+        return IngestResult("retry", path, f"{rel}: cannot read its end: {e.strerror or e}")
+    if early is None:
+        return None
+    if unfinished_since is not None and now - unfinished_since < watch.unfinished_wait:
+        return IngestResult("unfinished", path, f"{rel}: {early}")
+    waited = ("" if unfinished_since is None else
+              f"; waited {_duration(now - unfinished_since)} for the rest of it (unfinished_wait "
+              f"{_duration(watch.unfinished_wait)}): copy it again")
+    if sniffed is None:
+        return _refuse(watch, store, path, rel, hstate, digest, "image", "bad_input",
+                       f"{path.name} is not an image or video we can process: {describe_head(head)}{waited}")
+    return _refuse(watch, store, path, rel, hstate, digest, sniffed.kind, "truncated",
+                   f"{path.name} ends early, the copy did not finish: {early}{waited}")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
 def snapshot_for(settings: Settings, watch: WatchSettings, path: Path, read_from: Path | None = None) -> dict:

@@ -30,6 +30,7 @@ from ffwatchd.watch.observer import InboxObserver
 from ffwatchd.watch.scan import InboxUnavailable, ScanResult, left_alone_kind, scan_inbox
 from ffwatchd.watch.settle import FileState, SettleTracker
 from ffwatchd.watch.unfiled import UnfiledRefusals
+from ffwatchd.watch.unfinished import Unfinished, open_for_writing
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class WatchLoop(InboxObserver):
         self.mode, self.fstype = (detect_mode(watch.inbox, mountinfo) if watch.mode == "auto"
                                   else (watch.mode, "configured"))
         self.tracker = SettleTracker(watch.settle)
+        self.unfinished = Unfinished(watch, self.tracker)   # settled, not finished: ends early, still open
         self.handled: dict[Path, FileState] = {}
         self.waiting: dict[Path, tuple[float, FileState, float]] = {}   # since (wall), state, next try
         self.sidecar_states: dict[Path, FileState] = {}
@@ -236,6 +238,7 @@ class WatchLoop(InboxObserver):
         self.handled.pop(path, None)
         self.waiting.pop(path, None)
         self.waiting_for.pop(path, None)
+        self.unfinished.forget(path)
         self.unfiled.forget(path)
         self.notices.forget(path)
         if self.sidecar_states.pop(path, None) is not None:
@@ -284,6 +287,7 @@ class WatchLoop(InboxObserver):
             return
         due.sort(key=lambda p: not is_sidecar_name(p.name))     # sidecars first
         pending: set[Path] | None = None
+        writing: dict[tuple[int, int], str] | None = None
         for path in due:
             if self._stop.is_set():
                 return
@@ -303,6 +307,11 @@ class WatchLoop(InboxObserver):
                 continue
             settled = self.tracker.confirm(path, state, now)
             if settled is None:
+                continue
+            writing = open_for_writing() if writing is None else writing
+            holder = writing.get((state.dev, state.inode))
+            if holder is not None:               # the file server still has it open for writing
+                self.unfinished.still_open(path, state, holder)
                 continue
             if self.metrics:
                 self.metrics.settle_wait(self.watch.name, settled.waited)
@@ -333,7 +342,8 @@ class WatchLoop(InboxObserver):
     def _ingest(self, path: Path, state: FileState, waiting_since: float) -> IngestResult | None:
         try:
             r = ingest_file(self.settings, self.watch, self.store, path, time.time(), expected=state,
-                            waiting_since=waiting_since, referenced=self.index.contains, hashes=self.hashes)
+                            waiting_since=waiting_since, unfinished_since=self.unfinished.since(path),
+                            referenced=self.index.contains, hashes=self.hashes)
         except store_errors() as e:
             log.error("watch %s: could not ingest %s: %s; will try again", self.watch.name, path, e)
             self.tracker.observe(path, state)
@@ -348,6 +358,10 @@ class WatchLoop(InboxObserver):
             self.waiting[path] = (waiting_since, state, time.monotonic() + WAITING_RECHECK)
             return r
         self.waiting_for.pop(path, None)
+        if r.status == "unfinished":
+            self.unfinished.again(path, state, r.message.split(": ", 1)[-1])
+            return r
+        self.unfinished.forget(path)
         if r.status in ("changed", "retry"):
             log.info("watch %s: %s", self.watch.name, r.message)
             self.tracker.observe(path, state)

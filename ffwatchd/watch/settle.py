@@ -38,6 +38,10 @@ class _Entry:
     state: FileState
     since: float          # when `state` was first observed
     first_seen: float     # when the path was first observed at all
+    wait: float | None = None   # a longer wait than `settle` (a file whose content ends early)
+
+    def settle(self, default: float) -> float:
+        return default if self.wait is None else self.wait
 
 
 class SettleTracker:
@@ -72,8 +76,17 @@ class SettleTracker:
             self._entries[path] = _Entry(state, now, now)
             return True
         if entry.state != state:
-            entry.state, entry.since = state, now
+            entry.state, entry.since, entry.wait = state, now, None
         return False
+
+    def hold(self, path: Path, state: FileState, wait: float, now: float | None = None) -> None:
+        """Track `path` again, ready only after `wait` unchanged (not `settle`): a file whose
+        content ends early. A change to it restarts the usual settle."""
+        now = self.clock() if now is None else now
+        entry = self._entries.get(path)
+        if entry is None:
+            entry = self._entries[path] = _Entry(state, now, now)
+        entry.state, entry.since, entry.wait = state, now, wait
 
     def forget(self, path: Path) -> bool:
         """A vanished (or handled) file leaves the tracker; returns whether it was there."""
@@ -82,7 +95,7 @@ class SettleTracker:
     def due(self, now: float | None = None) -> list[Path]:
         """Paths whose last observed state is at least `settle` old (confirm them with a fresh stat)."""
         now = self.clock() if now is None else now
-        return [p for p, e in self._entries.items() if now - e.since >= self.settle]
+        return [p for p, e in self._entries.items() if now - e.since >= e.settle(self.settle)]
 
     def confirm(self, path: Path, state: FileState, now: float | None = None) -> Settled | None:
         """Check a due path against a fresh stat: unchanged and old enough -> Settled (and forgotten).
@@ -93,9 +106,9 @@ class SettleTracker:
         if entry is None:
             return None
         if entry.state != state:
-            entry.state, entry.since = state, now
+            entry.state, entry.since, entry.wait = state, now, None
             return None
-        if now - entry.since < self.settle:
+        if now - entry.since < entry.settle(self.settle):
             return None
         del self._entries[path]
         return Settled(path, state, now - entry.first_seen)

@@ -86,6 +86,7 @@ class Daemon:
             "watches": [{"name": "studio", "inbox": str(self.inbox), "output": str(self.output),
                          "done": str(self.done), "failed": str(self.failed), "mode": "inotify",
                          "settle": settle, "sidecar_wait": "1s", "rescan_interval": "30s",
+                         "unfinished_wait": "2s",     # a cut or empty test file fails soon
                          **(watch_extra or {})}],
             "workers": {"devices": ["cpu"], "providers": ["cpu"], "cpu_threads": 1, "lease": "3s",
                         "retry_backoff": "0.2s", "max_attempts": 3, "grace_period": "10s",

@@ -11,8 +11,8 @@ import pytest
 
 from ffwatchd.cli import main
 from ffwatchd.store import SqliteJobStore
-from ffwatchd.store.rows import Filing
 from ffwatchd.store.postgres import PostgresJobStore
+from ffwatchd.store.rows import Filing
 from tests.store.test_open_store import write_config
 
 

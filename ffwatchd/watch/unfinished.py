@@ -1,0 +1,113 @@
+"""Files that settled but are not finished: their content ends early (a stalled copy, a client
+that set the final size before writing), or the file server still holds them open for writing.
+
+Neither is processed or moved. A file that ends early is settled again with a growing wait (each
+look waits twice as long, up to `unfinished_wait` in all; then ingest fails it as `truncated`).
+A file that `smbd` holds open for writing (seen in /proc/<pid>/fd of the smbd processes, which
+needs the daemon to run as root or as smbd's user on the file server) waits until it is closed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+from ffwatchd.config.settings import WatchSettings
+from ffwatchd.fs import safefs
+from ffwatchd.spec.complete import unfinished
+from ffwatchd.watch.settle import FileState, SettleTracker
+
+log = logging.getLogger(__name__)
+
+#: processes whose open files mean "a client is still writing" (by /proc/<pid>/comm)
+WRITER_PROCESSES = frozenset({"smbd"})
+FIRST_WAIT = 2.0             # seconds before the first look again at a file that ends early
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR
+
+
+class Unfinished:
+    """One watch's files that ended early: when first seen so (wall time) and the current wait."""
+
+    def __init__(self, watch: WatchSettings, tracker: SettleTracker) -> None:
+        self.watch, self.tracker = watch, tracker
+        self.files: dict[Path, tuple[float, float]] = {}
+        self.held: dict[Path, str] = {}          # file -> the process said to hold it open (said once)
+
+    def since(self, path: Path) -> float:
+        """When `path` was first found to end early (now, the first time)."""
+        return self.files[path][0] if path in self.files else time.time()
+
+    def again(self, path: Path, state: FileState, why: str) -> None:
+        """Settle `path` again, waiting longer than the last time (never past unfinished_wait)."""
+        now = time.time()
+        since, wait = self.files.get(path, (now, 0.0))
+        wait = max(FIRST_WAIT, self.watch.settle, wait * 2)
+        wait = min(wait, max(0.5, since + self.watch.unfinished_wait - now))
+        if path not in self.files:
+            log.info("watch %s: %s is not finished (%s); looking again in %s, for up to %s in all before "
+                     "it fails as truncated", self.watch.name, path.relative_to(self.watch.inbox), why,
+                     _seconds(wait), _seconds(self.watch.unfinished_wait))
+        self.files[path] = (since, wait)
+        self.tracker.hold(path, state, wait)
+
+    def still_open(self, path: Path, state: FileState, holder: str) -> None:
+        """`path` is held open for writing by the file server: settle it again, said once."""
+        if self.held.get(path) != holder:
+            log.info("watch %s: %s is still open for writing by %s; it waits until it is closed",
+                     self.watch.name, path.relative_to(self.watch.inbox), holder)
+        self.held[path] = holder
+        self.tracker.hold(path, state, max(self.watch.settle, 0.5))
+
+    def forget(self, path: Path) -> None:
+        self.files.pop(path, None)
+        if self.held.pop(path, None) is not None:
+            log.debug("watch %s: %s was closed", self.watch.name, path)
+
+    def listing(self) -> dict[Path, float]:
+        return {p: since for p, (since, _wait) in self.files.items()}
+
+
+def ends_early(root: Path, path: Path, fmt: str, size: int) -> str | None:
+    """Why the content of `path` (below `root`, no link followed) ends early, or None (spec/complete.py).
+    Raises OSError when it cannot be read now."""
+    fd = safefs.open_regular(root, path)
+    try:
+        return unfinished(fd, fmt, size)
+    finally:
+        os.close(fd)
+
+
+def open_for_writing(processes: frozenset[str] = WRITER_PROCESSES) -> dict[tuple[int, int], str]:
+    """(device, inode) of every file that one of `processes` has open for writing, with
+    "smbd (pid N)". Processes the daemon may not look into are passed over (not root: their
+    files cannot be seen, and the docs say so)."""
+    found: dict[tuple[int, int], str] = {}
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return found
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                comm = f.read().strip()
+            if comm not in processes:
+                continue
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                st = os.stat(f"/proc/{pid}/fd/{fd}")
+                with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                    flags = next((int(line.split()[1], 8) for line in f if line.startswith("flags:")), 0)
+            except (OSError, ValueError):
+                continue
+            if flags & _WRITE_FLAGS:
+                found[(st.st_dev, st.st_ino)] = f"{comm} (pid {pid})"
+    return found
+
+
+def _seconds(value: float) -> str:
+    return f"{value / 60:g} min" if value >= 120 else f"{value:.3g} s"

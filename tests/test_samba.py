@@ -1,0 +1,77 @@
+"""The test Samba server, its clients and the smbnetfs mount themselves (tests/smb.py), and what
+the daemon's disk guard makes of a mount that reports no size."""
+
+from __future__ import annotations
+
+import os
+
+from tests.smb import _group_alive, mounted, samba, samba445, smb_mount  # noqa: F401  (fixtures)
+
+
+def test_smbclient_drops_into_the_export_and_reads_back(samba, tmp_path):
+    local = tmp_path / "a.jpg"
+    local.write_bytes(b"\xff\xd8" + b"x" * 200_000 + b"\xff\xd9")
+    samba.put(local, "in/deep/a.jpg")
+    assert (samba.export / "in" / "deep" / "a.jpg").read_bytes() == local.read_bytes()
+    assert samba.get("in/deep/a.jpg", tmp_path / "back.jpg") == local.read_bytes()
+
+
+def test_the_server_stops_with_every_child(samba, tmp_path):
+    (tmp_path / "x").write_bytes(b"x")
+    samba.put(tmp_path / "x", "x")
+    pgid = samba.proc.pid
+    assert samba.pids()
+    samba.stop()
+    assert not _group_alive(pgid), "no smbd left running (zombies aside)"
+
+
+def test_smbnetfs_mount_shows_the_share_and_reports_no_size(smb_mount, tmp_path):
+    (smb_mount.server.export / "seen.txt").write_text("hello")
+    assert (smb_mount.path / "seen.txt").read_text() == "hello"
+    (smb_mount.path / "back.txt").write_text("written through the mount")
+    assert (smb_mount.server.export / "back.txt").read_text() == "written through the mount"
+    st = os.statvfs(smb_mount.path)
+    assert st.f_blocks == 0 and st.f_bavail == 0, "smbnetfs reports no size (the disk guard must cope)"
+    assert mounted(smb_mount.mountpoint)
+
+
+def test_disk_guard_on_the_smbnetfs_mount_says_unknown_once_and_does_not_pause(smb_mount, tmp_path, caplog):
+    """The first run on such a mount paused claiming for ever ("0 B free, below min_free_disk")."""
+    import logging
+
+    from ffwatchd.ops.diskguard import DiskGuard, check_disk
+
+    out = smb_mount.path / "output"
+    out.mkdir()
+    status = check_disk([out, tmp_path], 5 * 2**30)
+    assert status.ok and status.unknown == [out], status
+    guard = DiskGuard([tmp_path, out], 1)  # tmp_path: measurable, with more than 1 byte
+    with caplog.at_level(logging.INFO, logger="ffwatchd.ops.diskguard"):
+        assert guard.update() is True
+        assert guard.update() is True
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].startswith(f"free space of {out} cannot be measured"), said
+
+
+def test_check_and_metrics_on_the_smbnetfs_mount(smb_mount, tmp_path):
+    import yaml
+
+    from ffwatchd.config.load import load_config
+    from ffwatchd.ops.checks import run_checks
+    from ffwatchd.ops.metrics import Metrics
+
+    share = smb_mount.path
+    folders = {k: share / k for k in ("inbox", "output", "done", "failed")}
+    for f in folders.values():
+        f.mkdir()
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"),
+                                   "models_dir": str(tmp_path / "models"),
+                                   "watches": [{"name": "w", **{k: str(v) for k, v in folders.items()}}]}))
+    settings = load_config(cfg)
+    problems, warnings, _notes = run_checks(settings)
+    measured = [w for w in warnings if "free space cannot be measured" in w]
+    assert len(measured) == 4 and all("reports no size" in w for w in measured), warnings
+    text = Metrics(folders={"w": {"output": folders["output"]}}).render().decode()
+    assert 'ffwatchd_folder_up{folder="output",watch="w"} 1.0' in text
+    assert "ffwatchd_disk_free_bytes{" not in text, "unknown is not 0 B free (the alert would fire)"

@@ -1,0 +1,161 @@
+"""A file whose content ends early is not finished: a stalled copy, a client that set the final
+size first. It is settled again with a growing wait (up to `unfinished_wait`, then failed as
+`truncated` naming the wait), never taken half-written and filed to failed/ while its writer
+still writes. The file server's own open files (smbd) are in tests/test_samba_watch.py."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import struct
+
+import cv2
+import numpy as np
+import pytest
+
+from ffwatchd.spec.complete import unfinished
+from tests.test_watch import make_env, wait_for  # noqa: F401  (fixture)
+
+
+def jpeg(seed: int = 1, size: int = 400) -> bytes:
+    img = np.random.default_rng(seed).integers(0, 255, (size, size, 3), dtype=np.uint8)
+    ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 90])
+    assert ok
+    return buf.tobytes()
+
+
+def png(seed: int = 1) -> bytes:
+    img = np.random.default_rng(seed).integers(0, 255, (120, 160, 3), dtype=np.uint8)
+    ok, buf = cv2.imencode(".png", img)
+    assert ok
+    return buf.tobytes()
+
+
+def box(kind: bytes, body: bytes) -> bytes:
+    return struct.pack(">I4s", 8 + len(body), kind) + body
+
+
+FTYP = box(b"ftyp", b"isom\x00\x00\x02\x00isomiso2")
+MP4 = FTYP + box(b"mdat", b"\x11" * 5000) + box(b"moov", b"\x22" * 300)
+
+
+def why(tmp_path, name: str, data: bytes, fmt: str) -> str | None:
+    p = tmp_path / name
+    p.write_bytes(data)
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        return unfinished(fd, fmt, len(data))
+    finally:
+        os.close(fd)
+
+
+def test_whole_files_are_finished(tmp_path):
+    assert why(tmp_path, "a.jpg", jpeg(), "jpeg") is None
+    assert why(tmp_path, "a.png", png(), "png") is None
+    assert why(tmp_path, "a.mp4", MP4, "mp4") is None
+    assert why(tmp_path, "b.mp4", FTYP + box(b"moov", b"\x22" * 30) + box(b"mdat", b"\x11" * 900), "mp4") is None
+    assert why(tmp_path, "a.jpg", jpeg() + b"\0" * 100, "jpeg") is None         # a little padding is fine
+
+
+@pytest.mark.parametrize("name, data, fmt, expected", [
+    ("cut.jpg", jpeg()[:100_000], "jpeg", "no end-of-image marker"),
+    ("sparse.jpg", jpeg()[:60_000] + b"\0" * 80_000, "jpeg", "zero"),        # Explorer: full size set first
+    ("cut.png", png()[:30_000], "png", "no IEND chunk"),
+    ("noindex.mp4", FTYP + box(b"mdat", b"\x11" * 5000), "mp4", "no index (moov box)"),
+    ("cut.mp4", MP4[:3000], "mp4", "'mdat' box ends at byte"),
+    ("open.mp4", FTYP + struct.pack(">I4s", 0, b"mdat") + b"\x11" * 500, "mp4", "mdat box of size 0"),
+    ("zeros.mp4", FTYP + b"\0" * 4000, "mp4", "zeros from byte 24"),
+    ("empty.jpg", b"", "jpeg", "empty"),
+])
+def test_content_that_ends_early_is_unfinished(tmp_path, name, data, fmt, expected):
+    reason = why(tmp_path, name, data, fmt)
+    assert reason is not None and expected in reason, reason
+
+
+def test_a_stalled_copy_waits_for_its_writer_and_is_processed_whole(make_env, caplog):
+    """The new-user trial: 100 kB written, a pause longer than settle, the rest written. The
+    complete file became a failed job in failed/ called truncated while its writer still wrote."""
+    env = make_env("inotify")
+    data = jpeg(seed=7, size=900)
+    assert len(data) > 300_000
+    target = env.inbox / "stalled.jpg"
+    with caplog.at_level(logging.INFO, logger="ffwatchd.watch.unfinished"):
+        env.service.start()
+        with open(target, "wb") as f:
+            f.write(data[:100_000])
+            f.flush()
+            wait_for(lambda: "stalled.jpg is not finished" in caplog.text, 30, "the watcher to find it unfinished")
+            f.write(data[100_000:])
+        wait_for(lambda: env.jobs(), 60, "its job")
+    jobs = env.jobs()
+    assert [(j.state, j.size) for j in jobs] == [("queued", len(data))], jobs
+    assert "the JPEG has no end-of-image marker" in caplog.text
+    assert not list(env.watch.failed.rglob("*")), "nothing filed to failed/"
+    assert target.read_bytes() == data
+
+
+def test_a_copy_that_never_finishes_fails_as_truncated_naming_the_wait(make_env):
+    env = make_env("inotify", unfinished_wait="2s")
+    env.service.start()
+    target = env.inbox / "half.jpg"
+    target.write_bytes(jpeg(seed=3)[:50_000])
+    wait_for(lambda: env.jobs("failed"), 60, "the failed job")
+    (job,) = env.jobs()
+    assert job.error_kind == "truncated"
+    assert "ends early, the copy did not finish: the JPEG has no end-of-image marker" in job.error_message
+    assert "for the rest of it (unfinished_wait 2 s)" in job.error_message
+    # the job is failed in the table before its original and report are filed: wait for the report
+    wait_for(lambda: (env.watch.failed / "half.jpg.error.json").exists(), 60, "the error report")
+    report = json.loads((env.watch.failed / "half.jpg.error.json").read_text())
+    assert report["error_kind"] == "truncated"
+
+
+def test_a_file_created_empty_and_filled_later_is_waited_for(make_env, caplog):
+    """macOS Finder creates the file empty, closes it, and fills it later: the empty file was
+    refused as bad_input and moved to failed/ when the filling came after settle."""
+    env = make_env("inotify")
+    data = jpeg(seed=8)
+    target = env.inbox / "later.jpg"
+    with caplog.at_level(logging.INFO, logger="ffwatchd.watch.unfinished"):
+        env.service.start()
+        target.write_bytes(b"")
+        wait_for(lambda: "later.jpg is not finished (it is empty)" in caplog.text, 30, "the empty file held back")
+        target.write_bytes(data)
+        wait_for(lambda: env.jobs(), 60, "its job")
+    assert [(j.state, j.size) for j in env.jobs()] == [("queued", len(data))]
+    assert not list(env.watch.failed.rglob("*"))
+
+
+def with_thumbnail(main: bytes, thumb: bytes) -> bytes:
+    """`main` with an APP1 (EXIF-like) segment holding a whole small JPEG, as cameras write."""
+    body = b"Exif\x00\x00" + thumb
+    return main[:2] + b"\xff\xe1" + (len(body) + 2).to_bytes(2, "big") + body + main[2:]
+
+
+def test_data_after_the_image_and_a_thumbnail_end_marker_are_read_right(tmp_path):
+    main, thumb = jpeg(seed=1, size=400), jpeg(seed=2, size=40)
+    full = with_thumbnail(main, thumb)
+    assert why(tmp_path, "t.jpg", full, "jpeg") is None
+    # A motion photo: a video appended after the JPEG (no end marker in the last bytes).
+    assert why(tmp_path, "m.jpg", full + MP4 + b"\x01" * 3000, "jpeg") is None
+    # Cut in the main image's data: the thumbnail's own end marker does not make it whole.
+    assert "no end-of-image marker" in why(tmp_path, "c.jpg", full[:len(thumb) + 20_000], "jpeg")
+    assert "inside its header segments" in why(tmp_path, "h.jpg", full[:len(thumb) // 2], "jpeg")
+
+
+def test_enqueue_of_a_file_that_ends_early_fails_it_as_truncated_at_once(tmp_path):
+    """`ffwatchd enqueue PATH` (ingest without the watcher's wait) does not wait: truncated."""
+    from ffwatchd.store import JobStore
+    from ffwatchd.watch.ingest import ingest_file
+    from tests.test_watch import make_settings
+
+    settings = make_settings(tmp_path, "inotify")
+    watch = settings.watches[0]
+    (watch.inbox / "cut.jpg").write_bytes(jpeg(seed=4)[:20_000])
+    with JobStore(tmp_path / "state/ffwatchd.db") as store:
+        r = ingest_file(settings, watch, store, watch.inbox / "cut.jpg", 0.0)
+    assert r.status == "failed" and r.job.error_kind == "truncated", r
+    assert r.job.error_message.startswith("cut.jpg ends early, the copy did not finish: the JPEG has no end")
+    assert "waited" not in r.job.error_message
+    assert (watch.failed / "cut.jpg.error.json").exists()
