@@ -19,6 +19,7 @@ from ffwatchd.config.settings import Settings
 from ffwatchd.errors import JobError
 from ffwatchd.filing.plan import OriginalChanged, Plan, original_state, plan_done, result_trusted
 from ffwatchd.filing.sharepaths import localize_spec
+from ffwatchd.filing.leftovers import remove_leftovers
 from ffwatchd.filing.shares import ShareCheck
 from ffwatchd.filing.staging import unstage
 from ffwatchd.filing.sharewait import ShareWaits, _ShareWait
@@ -333,6 +334,8 @@ class JobRunner(JobFailures, ShareWaits):
 
     def _resume_filing(self, watch: Any, job: Job, plan: Plan, out: Outcome, lease: Lease) -> bool:
         """True when the plan was completed (or the job released); False when the work must be done again."""
+        folders = sorted({Path(p).parent for p in (plan.result_dst, plan.original_dst) if p})
+        remove_leftovers(folders, self.store, now=time.time(), lease=self.settings.workers.lease, job_id=job.id)
         if plan.outcome == "done" and not result_trusted(plan, job.id):
             self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
             unstage(Path(plan.original_src), job.id, job.attempts)
