@@ -297,7 +297,10 @@ def _place_original(plan: Plan, job: Job, watch: WatchSettings | None, perms: Pe
         return None, False
     except BaseException:
         if staged is not None and os.path.lexists(staged):
-            put_back(staged, src, job.id)
+            try:
+                put_back(staged, src, job.id)
+            except OSError as e:       # the inbox went too: the next attempt finds it staged
+                log.warning("job %d: its original stays staged as %s for now: %s", job.id, staged, e)
         raise
 
 

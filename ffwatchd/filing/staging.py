@@ -79,10 +79,10 @@ def staged_paths(src: Path, job_id: int, attempt: int) -> list[Path]:
 
 
 def find_staged(src: Path, job_id: int, attempt: int) -> Path | None:
-    """Where an attempt of the job staged its original (a regular file), or None."""
+    """Where an attempt of the job staged its original, or None."""
     for p in staged_paths(src, job_id, attempt + 1):
         try:
-            if stat.S_ISREG(os.lstat(p).st_mode):
+            if not stat.S_ISDIR(os.lstat(p).st_mode):
                 return p
         except OSError:
             continue
@@ -101,10 +101,10 @@ def unstage(src: Path, job_id: int, attempt: int) -> None:
 def identity_problem(st: os.stat_result, want: dict | None) -> str | None:
     """Why the file `st` describes is not the original the job checked (`want`: its recorded
     size, mtime and inode on the host that checked it), or None."""
+    if not want:                 # nothing recorded (a file refused at ingest): nothing to compare
+        return None
     if not stat.S_ISREG(st.st_mode):
         return "it is no longer a regular file"
-    if not want:
-        return None
     if want.get("host") == socket.gethostname() and st.st_ino != want.get("inode"):
         return "another file was put in its place"
     if st.st_size != want.get("size"):
