@@ -37,10 +37,10 @@ from ffwatchd.filing.staging import (  # noqa: F401 - check_original, original_s
     OriginalChanged,
     check_original,
     find_staged,
-    identity_problem,
     original_state,
-    put_back,
+    is_the_original,
     stage_original,
+    unstage_quietly,
 )
 from ffwatchd.fs.safefs import lstat_below, read_regular
 from ffwatchd.fs.writefs import Perms, fit_name, fsync_file, open_folder, split_under
@@ -246,18 +246,16 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
     src = Path(plan.original_src)
     staged = stage_original(src, job.id, holder.attempt if holder else job.attempts, plan.original_state,
                             None if holder is not None and holder.fresh else fence)
-    result: Path | None = None
-    if plan.outcome == "done":
-        assert plan.result_src and plan.result_dst
-        rsrc = Path(plan.result_src)
-        if os.path.exists(rsrc):
-            fsync_file(rsrc)
-        dst = Path(plan.result_dst)
-        result = place_file(rsrc, dst, job.id, sync_source=False, root=root_of(watch, dst), perms=perms, own=True,
-                            fence=fence, step="place_result")
-    original, moving = _place_original(plan, job, watch, perms, staged, fence, share_problem)
+    try:
+        result = _place_result(plan, job, watch, perms, fence)
+        original, moving = _place_original(plan, job, watch, perms, staged, fence, share_problem)
+    except (TransitionError, ShareUnavailable):
+        raise                  # the next attempt (or this one, when the share is back) takes the staged name
+    except BaseException:      # not filed now (no room, no free name, a link in the way, ...): the
+        unstage_quietly(staged, src, job.id)   # original goes back where people see it while the job waits
+        raise
     if original is not None and ledger is not None and watch is not None and \
-            (moving or _is_the_original(original, plan.original_state)):
+            (moving or is_the_original(original, plan.original_state)):
         placing.before_step("ledger", job.id)
         note_filed(ledger, watch, job.id, "done" if plan.outcome == "done" else "failed", original,
                    owner=holder.owner if holder else None, attempt=holder.attempt if holder else None)
@@ -276,18 +274,27 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
     return Filed(plan.outcome, original, result)
 
 
+def _place_result(plan: Plan, job: Job, watch: WatchSettings | None, perms: Perms,
+                  fence: Callable[[], None] | None) -> Path | None:
+    if plan.outcome != "done":
+        return None
+    assert plan.result_src and plan.result_dst
+    src, dst = Path(plan.result_src), Path(plan.result_dst)
+    if os.path.exists(src):
+        fsync_file(src)
+    return place_file(src, dst, job.id, sync_source=False, root=root_of(watch, dst), perms=perms, own=True,
+                      fence=fence, step="place_result")
+
+
 def _place_original(plan: Plan, job: Job, watch: WatchSettings | None, perms: Perms, staged: Path | None,
                     fence: Callable[[], None] | None,
                     share_problem: Callable[[], str | None] | None) -> tuple[Path | None, bool]:
     """The staged original placed into done/ or failed/: (where it landed or None when it was
-    gone, whether this run moved it). Not placed (no free name, a link in the way, ...): it goes
-    back to its inbox name, where people see it."""
+    gone, whether this run moved it)."""
     src, dst = Path(plan.original_src), Path(plan.original_dst)
     try:
         return place_file(staged or src, dst, job.id, root=root_of(watch, dst), perms=perms,
                           fence=fence), staged is not None
-    except (TransitionError, ShareUnavailable):
-        raise                  # the next attempt (or this one, when the share is back) takes the staged name
     except FileNotFoundError:
         why = share_problem() if share_problem is not None else None
         if why:
@@ -295,24 +302,6 @@ def _place_original(plan: Plan, job: Job, watch: WatchSettings | None, perms: Pe
         log.warning("job %d: original %s is no longer in the inbox and was not filed before",
                     job.id, plan.original_src)
         return None, False
-    except BaseException:
-        if staged is not None and os.path.lexists(staged):
-            try:
-                put_back(staged, src, job.id)
-            except OSError as e:       # the inbox went too: the next attempt finds it staged
-                log.warning("job %d: its original stays staged as %s for now: %s", job.id, staged, e)
-        raise
-
-
-def _is_the_original(path: Path, state: dict | None) -> bool:
-    """Whether a file an earlier run already placed is the original the plan recorded (then its
-    ledger entry is written again: that run may have stopped before writing it)."""
-    if not state:
-        return False
-    try:
-        return identity_problem(os.stat(path, follow_symlinks=False), state) is None
-    except OSError:
-        return False
 
 
 class ReportNotWritten(OSError):

@@ -98,6 +98,28 @@ def unstage(src: Path, job_id: int, attempt: int) -> None:
         put_back(staged, src, job_id)
 
 
+def unstage_quietly(staged: Path | None, src: Path, job_id: int) -> None:
+    """A staged original not filed now goes back to its inbox name (a failure is logged: the
+    next attempt finds it staged)."""
+    if staged is None or not os.path.lexists(staged):
+        return
+    try:
+        put_back(staged, src, job_id)
+    except OSError as e:       # the inbox went too: the next attempt finds it staged
+        log.warning("job %d: its original stays staged as %s for now: %s", job_id, staged, e)
+
+
+def is_the_original(path: Path, state: dict | None) -> bool:
+    """Whether a file an earlier run already placed is the original the plan recorded (then its
+    ledger entry is written again: that run may have stopped before writing it)."""
+    if not state:
+        return False
+    try:
+        return identity_problem(os.stat(path, follow_symlinks=False), state) is None
+    except OSError:
+        return False
+
+
 def identity_problem(st: os.stat_result, want: dict | None) -> str | None:
     """Why the file `st` describes is not the original the job checked (`want`: its recorded
     size, mtime and inode on the host that checked it), or None."""
