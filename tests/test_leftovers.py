@@ -113,3 +113,24 @@ def test_the_next_worker_of_the_host_removes_the_copy_of_a_killed_one(share, tmp
     assert not left.exists()
     assert [p.name for p in plan_dir.iterdir()] == ["x.jpg"]
     store.close()
+
+
+def test_the_supervisor_removes_the_copy_of_a_worker_it_reaped(share, tmp_path) -> None:
+    """A worker killed (as stalled, say) in the middle of copying its result: its supervisor,
+    giving the job back, removes the copy (its writer's pid is gone)."""
+    from ffwatchd.daemon.recovery import give_back
+
+    settings = host_settings(tmp_path, share, "a")
+    store = JobStore(tmp_path / "queue.db")
+    (share / "inbox/x.jpg").write_bytes(JPEG)
+    ingest_file(settings, settings.watches[0], store, share / "inbox/x.jpg", 0.0)
+    pid = dead_pid()
+    owner = f"{HOST}:{pid}/cpu"
+    job = store.claim(owner, 60)
+    plan = plan_done(settings.watches[0], job, settings.temp_dir / f"job-{job.id}.result.jpg", ".jpg")
+    store.set_filing(job.id, owner, plan.to_dict(), attempt=job.attempts)
+    left = copy_temp(share / "output", job.id, HOST, pid)
+    give_back(settings, store, None, job.id, owner, "stalled", "killed: its heartbeats stalled", False)
+    assert not left.exists()
+    assert (share / "inbox/x.jpg").exists()          # its result was lost: processed again, original kept
+    store.close()

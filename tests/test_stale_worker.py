@@ -174,3 +174,24 @@ def test_a_worker_stopped_while_copying_its_result_to_the_share_places_nothing(s
     monkeypatch.setattr(writefs.Folder, "copy_in", copy_then_stop)
     seen = _run_stopped_at("place_result", share, tmp_path, monkeypatch, install=lambda hook: stop.update(hook=hook))
     _check(seen, share, "done")
+
+
+def test_a_staged_name_is_never_an_input_and_a_put_back_never_replaces(share, tmp_path) -> None:
+    """What people on the share see: a staged original is hidden and never taken for an input,
+    even with `ignore` emptied; a file staged by mistake goes back without replacing one that took
+    its name meanwhile (then it gets the job's `-<id>` name, visible, and becomes a job)."""
+    from dataclasses import replace
+
+    from ffwatchd.filing.staging import put_back, staged_name
+    from ffwatchd.watch.inboxnames import classify_name
+
+    watch = replace(host_settings(tmp_path, share, "a").watches[0], ignore=())
+    name = staged_name(7, 2, "x.jpg")
+    assert name.startswith(".ffwatchd-") and classify_name(watch, name) is not None
+    assert classify_name(watch, "x.jpg") is None
+    inbox = share / "inbox"
+    (inbox / name).write_bytes(NEW)
+    (inbox / "x.jpg").write_bytes(OLD)                 # the name was taken again
+    put_back(inbox / name, inbox / "x.jpg", 7)
+    assert (inbox / "x.jpg").read_bytes() == OLD and (inbox / "x-7.jpg").read_bytes() == NEW
+    assert not (inbox / name).exists()

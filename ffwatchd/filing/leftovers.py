@@ -3,9 +3,10 @@ the hidden temp a result (or an original with other links) is copied through bef
 linked into place (placing.py). Removed once their writer is provably gone, never one that
 another host may still be writing:
 
+- the writer is a process of this host that is no longer there: removed at once (even while the
+  table still says it holds the job: its supervisor is giving the job back);
 - the job is running under the writer (its lease owner is `<host>:<pid>/...`): kept, whatever
   its age (the writer may be copying a large result over a slow share);
-- the writer is a process of this host that is no longer there: removed at once;
 - otherwise (the job finished, went back to the queue, or is held by another worker or
   attempt): the writer can never link it into place (the lease is confirmed after a copy, and
   refused to it), so it is removed once it was untouched (ctime) for longer than a lease: a
@@ -80,10 +81,10 @@ def judge(path: Path, st: os.stat_result, job: Job | None, *, now: float, lease:
     host = host or socket.gethostname()
     age = max(0.0, now - st.st_ctime)
     holder = _holder(job)
-    if holder is not None and path.name.startswith(f"{TEMP_PREFIX}{job_id}-{holder[0]}.{holder[1]}-"):
-        return None                               # its writer holds the job: it may still be copying
     if path.name.startswith(f"{TEMP_PREFIX}{job_id}-{host}.{pid}-") and pid_gone(pid):
         why = f"its writer, process {pid} of this host, is gone"
+    elif holder is not None and path.name.startswith(f"{TEMP_PREFIX}{job_id}-{holder[0]}.{holder[1]}-"):
+        return None                               # its writer holds the job: it may still be copying
     elif age > lease:
         state = "not in the job table" if job is None else \
             (f"held by {job.lease_owner}" if holder else job.state)
