@@ -17,9 +17,9 @@ from typing import Any, Callable
 
 from ffwatchd.config.settings import Settings
 from ffwatchd.errors import JobError
+from ffwatchd.filing.leftovers import remove_leftovers
 from ffwatchd.filing.plan import OriginalChanged, Plan, original_state, plan_done, result_trusted
 from ffwatchd.filing.sharepaths import localize_spec
-from ffwatchd.filing.leftovers import remove_leftovers
 from ffwatchd.filing.shares import ShareCheck
 from ffwatchd.filing.staging import unstage
 from ffwatchd.filing.sharewait import ShareWaits, _ShareWait
