@@ -6,10 +6,12 @@ import fcntl
 import logging
 import socket
 import time
+from pathlib import Path
 from typing import IO, Any
 
 from ffwatchd.config.settings import Settings
 from ffwatchd.filing.complete import complete_done_plan
+from ffwatchd.filing.leftovers import remove_leftovers
 from ffwatchd.filing.plan import OriginalChanged, Plan, file_failed_original, remove_partials
 from ffwatchd.ops.statusfile import pid_alive
 from ffwatchd.store import JobQueue
@@ -82,6 +84,7 @@ def give_back(settings: Settings, store: JobQueue, metrics: Any, job_id: int, ow
                 "memory": f"its worker went over workers.ram_limit ({w.ram_limit} bytes)"}
     try:
         job = store.get(job_id)
+        _remove_copies_of(settings, store, job)
         if job.state != "running" or job.lease_owner != owner:
             return
         if job.filing and job.filing.get("outcome") == "done" and \
@@ -107,3 +110,17 @@ def give_back(settings: Settings, store: JobQueue, metrics: Any, job_id: int, ow
                                  retry_cause="worker")
     except Exception:  # noqa: BLE001 - never let one job's bookkeeping stop the supervisor
         log.exception("job %s: could not give it back after its worker exited", job_id)
+
+
+def _remove_copies_of(settings: Settings, store: JobQueue, job: Any) -> None:
+    """The copies into the share a worker that exited left for `job` (its pid is gone: removed)."""
+    if not job.filing:
+        return
+    try:
+        plan = Plan.from_dict(job.filing).localized(settings.watch(job.watch))
+    except KeyError:
+        return
+    folders = sorted({Path(p).parent for p in (plan.result_dst, plan.original_dst) if p})
+    remove_leftovers(folders, store, now=time.time(), lease=settings.workers.lease, job_id=job.id)
+
+

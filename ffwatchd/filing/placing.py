@@ -11,6 +11,7 @@ import os
 import socket
 import stat
 from pathlib import Path, PurePosixPath
+from typing import Callable
 
 from ffwatchd.errors import JobError
 from ffwatchd.fs.writefs import Folder, Perms, fit_name, fsync_dir, split_under
@@ -19,6 +20,12 @@ log = logging.getLogger("ffwatchd.filing.plan")
 
 TEMP_PREFIX = ".ffwatchd-"      # hidden temporary names in destination folders
 REPORT_SUFFIX = ".error.json"
+
+
+def before_step(step: str, job_id: int) -> None:
+    """Called right before each irreversible step of a filing, after its lease was confirmed
+    (`place_result`, `stage_original`, `take_staged`, `file_original`, `unlink_original`, `ledger`,
+    `report`): a no-op, where tests stop a worker to show what a stale one can still do."""
 
 
 def with_job_id(path: Path, job_id: int) -> Path:
@@ -119,7 +126,8 @@ def _same_content(folder: Folder, name: str, st: os.stat_result, src: Path, src_
 
 
 def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True, root: Path | None = None,
-               perms: Perms | None = None, own: bool = False) -> Path:
+               perms: Perms | None = None, own: bool = False, fence: Callable[[], None] | None = None,
+               step: str = "file_original") -> Path:
     """Move `src` to `dest` without overwriting another file; returns where it landed.
 
     `root` is the configured folder `dest` lies under: below it no link is followed and missing
@@ -130,7 +138,9 @@ def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True, 
     (`st_nlink > 1`: the same file also lives elsewhere, maybe outside the share) is copied, never
     linked, so its mode, group and content outside the share are never changed. Idempotent: when `src`
     is gone and one of the names exists, that is taken as already done. `sync_source=False` skips
-    syncing the source folder after the unlink (for our temp files)."""
+    syncing the source folder after the unlink (for our temp files). `fence` (the lease
+    confirmed, fenced) runs after a copy's long part, right before the copy is linked into place;
+    `step` names the link for `before_step`."""
     root = Path(root) if root is not None else Path(dest).parent
     perms = perms or Perms()
     rel_dir, name = split_under(root, Path(dest))
@@ -153,7 +163,8 @@ def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True, 
             else:
                 try:
                     _link_or_copy(src, folder, candidate, job_id,
-                                  copy=not own and stat.S_ISREG(src_st.st_mode) and src_st.st_nlink > 1)
+                                  copy=not own and stat.S_ISREG(src_st.st_mode) and src_st.st_nlink > 1,
+                                  fence=fence, step=step)
                 except FileExistsError:           # taken a moment ago: by another host moving this file?
                     st = folder.lstat(candidate)
                     if st is None or not _ours_at(folder, candidate, st, src, src_st):
@@ -166,6 +177,8 @@ def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True, 
                     raise
                 log.warning("job %d: %s keeps its own mode (%s: not ours to change)", job_id,
                             folder.path / candidate, e.strerror)
+            if not own:
+                before_step("unlink_original", job_id)
             _unlink_moved(Path(src), sync_source)
             return folder.path / candidate
     raise JobError("io", f"no free name for {dest} (the names up to {names[-1]} are taken by other files)",
@@ -188,10 +201,13 @@ def _unlink_moved(src: Path, sync: bool) -> None:
         fsync_dir(src.parent)
 
 
-def _link_or_copy(src: Path, folder: Folder, name: str, job_id: int, copy: bool = False) -> None:
+def _link_or_copy(src: Path, folder: Folder, name: str, job_id: int, copy: bool = False,
+                  fence: Callable[[], None] | None = None, step: str = "file_original") -> None:
     """Hard-link `src` at `name` (same filesystem) or copy it there through a hidden, synced temp
-    (`copy`: always, for a file that has other hard links)."""
+    (`copy`: always, for a file that has other hard links); `fence` runs after the copy, right
+    before its link (TransitionError: nothing is placed, the temp copy goes)."""
     if not copy:
+        before_step(step, job_id)
         try:
             folder.link_from(src, name)
             folder.sync()
@@ -205,6 +221,9 @@ def _link_or_copy(src: Path, folder: Folder, name: str, job_id: int, copy: bool 
     tmp = temp_name(f"{job_id}-{socket.gethostname()}.{os.getpid()}", name)
     try:
         folder.copy_in(src, tmp)
+        if fence is not None:
+            fence()                        # the copy took long: the lease is confirmed again
+        before_step(step, job_id)
         try:
             folder.link_here(tmp, name)
         except OSError as e:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import stat
 import time
 from dataclasses import dataclass, replace
@@ -20,6 +19,7 @@ from typing import Any, Callable
 
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.errors import JobError
+from ffwatchd.filing import placing
 from ffwatchd.filing.placing import (
     TEMP_PREFIX,
     _candidates,
@@ -33,9 +33,18 @@ from ffwatchd.filing.placing import (
 )
 from ffwatchd.filing.sharepaths import folder_roots, rebase
 from ffwatchd.filing.shares import ShareUnavailable
+from ffwatchd.filing.staging import (  # noqa: F401 - check_original, original_state: re-exported
+    OriginalChanged,
+    check_original,
+    find_staged,
+    is_the_original,
+    original_state,
+    stage_original,
+    unstage_quietly,
+)
 from ffwatchd.fs.safefs import lstat_below, read_regular
 from ffwatchd.fs.writefs import Perms, fit_name, fsync_file, open_folder, split_under
-from ffwatchd.store import Filing, Job
+from ffwatchd.store import Filing, Job, TransitionError
 
 log = logging.getLogger(__name__)
 
@@ -107,45 +116,6 @@ def job_plan(job: Job, watch: WatchSettings) -> "Plan | None":
     return Plan.from_dict(job.filing).localized(watch) if job.filing else None
 
 
-class OriginalChanged(JobError):
-    """The file at the original's inbox path is no longer the one the job checked and processed
-    (replaced by a rename, rewritten, truncated or appended to meanwhile): it is not the job's to
-    file. Raised before anything of the plan moves."""
-
-    def __init__(self, original: Path, what: str) -> None:
-        super().__init__("superseded", f"{original} changed while it was processed ({what}); it was not filed "
-                         "and the job's result was discarded: the new content is queued as its own job",
-                         transient=False)
-
-
-def original_state(st: os.stat_result) -> dict:
-    """What identifies the original a job checked: size, mtime, and its inode on this host."""
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino, "host": socket.gethostname()}
-
-
-def check_original(plan: "Plan") -> None:
-    """OriginalChanged when the file now at the plan's original path is not the one recorded
-    (nothing recorded, or nothing there: nothing to say; a move already done is finished)."""
-    want = plan.original_state
-    if not want:
-        return
-    try:
-        st = os.stat(plan.original_src, follow_symlinks=False)
-    except OSError:
-        return
-    what = None
-    if not stat.S_ISREG(st.st_mode):
-        what = "it is no longer a regular file"
-    elif want.get("host") == socket.gethostname() and st.st_ino != want.get("inode"):
-        what = "another file was put in its place"
-    elif st.st_size != want.get("size"):
-        what = f"its size went from {want.get('size')} to {st.st_size} bytes"
-    elif abs(st.st_mtime_ns - int(want.get("mtime_ns") or 0)) > 1_000_000:   # 1 ms, as the worker's own check:
-        what = "it was written to"                     # another host's client may round the time
-    if what:
-        raise OriginalChanged(Path(plan.original_src), what)
-
-
 def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: str,
               checked: dict | None = None) -> Plan:
     """The plan of a success; the result is synced to disk first (its size goes in the plan)."""
@@ -157,7 +127,7 @@ def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: s
     base = watch.output / rel
     result_dst = choose_destination(base.with_name(fit_name(base.stem, result_suffix)), job.id)
     return Plan(outcome="done", original_src=str(watch.inbox / rel),
-                original_dst=str(choose_destination(watch.done / rel, job.id, watch.inbox / rel)),
+                original_dst=str(choose_destination(watch.done / rel, job.id, _original_now(watch, job))),
                 result_src=str(result_src), result_dst=str(result_dst), roots=folder_roots(watch),
                 result_size=size, original_state=checked)
 
@@ -165,7 +135,7 @@ def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: s
 def _failed_destination(watch: WatchSettings, job: Job) -> Path:
     """The original's name in failed/: free (or this very file), and with its report's name free
     or already this job's report, so no report of ours ever replaces a file it did not write."""
-    src, dest = watch.inbox / job.rel_path, watch.failed / job.rel_path
+    src, dest = _original_now(watch, job), watch.failed / job.rel_path
     names = [dest] + [dest.with_name(n) for n in _candidates(dest.name, job.id)[1:]]
     for c in names:
         if os.path.lexists(c) and not _same_file(src, c):
@@ -174,6 +144,12 @@ def _failed_destination(watch: WatchSettings, job: Job) -> Path:
         if not os.path.lexists(report) or _report_is_for(watch.failed, report, job.id):
             return c
     return choose_destination(dest, job.id, src)      # place_file finds a free one, or says none is
+
+
+def _original_now(watch: WatchSettings, job: Job) -> Path:
+    """Where the job's original is now: staged by an attempt that stopped while filing, or in the inbox."""
+    src = watch.inbox / job.rel_path
+    return find_staged(src, job.id, job.attempts) or src
 
 
 def plan_failed(watch: WatchSettings, job: Job, kind: str, message: str, checked: dict | None = None) -> Plan:
@@ -235,49 +211,63 @@ def result_trusted(plan: Plan, job_id: int) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class Holder:
+    """Who carries out a plan under a lease: `confirm` (the lease confirmed, fenced by `owner`
+    and `attempt`; TransitionError when lost) runs right before the original leaves its inbox
+    name and before a copy is linked into place; `fresh`: the caller has just confirmed it (the
+    fenced `set_filing` of the plan), so the first of those needs no other round trip."""
+    owner: str
+    attempt: int
+    confirm: Callable[[], None]
+    fresh: bool = False
+
+
 def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, ledger: Any = None,
-                 share_problem: Callable[[], str | None] | None = None) -> Filed:
+                 share_problem: Callable[[], str | None] | None = None, holder: Holder | None = None) -> Filed:
     """Carry out (or finish) a plan; safe to run again after a crash at any step.
 
     `watch` gives the configured roots (nothing below them is followed) and the modes; `ledger`
     (the job table) records where the original was filed and when; `share_problem` tells a
     missing original whose inbox is unavailable (ShareUnavailable: try again later) from one
     that is really gone. OriginalChanged (nothing moved) when the original is not the one the
-    job checked."""
+    job checked. `holder`: a worker's lease, confirmed before the original is staged and before
+    a copy is linked, and fencing the ledger write (TransitionError when lost: what is not moved
+    yet stays, the staged original for the next attempt); None for the supervisor and the
+    command line, which hold no lease. The original is staged first (staging.py), so every later
+    step touches only names of this job and attempt."""
     perms = watch.perms if watch is not None else Perms()
+    fence = holder.confirm if holder is not None else None
     check_original(plan)
     for dest in (plan.result_dst, plan.original_dst):   # every destination checked before anything moves
         if dest:
             root = root_of(watch, Path(dest))
             os.close(open_folder(root, split_under(root, Path(dest))[0], perms))
-    result: Path | None = None
-    if plan.outcome == "done":
-        assert plan.result_src and plan.result_dst
-        src = Path(plan.result_src)
-        if os.path.exists(src):
-            fsync_file(src)
-        dst = Path(plan.result_dst)
-        placing = os.path.lexists(src)            # else an earlier run placed it: not re-recorded
-        result = place_file(src, dst, job.id, sync_source=False, root=root_of(watch, dst), perms=perms, own=True)
-        if result is not None and placing and ledger is not None and watch is not None:
-            note_filed(ledger, watch, job.id, "output", result)    # retention.output_max_age ages from now
-    original: Path | None
-    dst = Path(plan.original_dst)
-    moving = os.path.lexists(plan.original_src)   # else an earlier run placed it: not re-recorded
+    src = Path(plan.original_src)
+    staged = stage_original(src, job.id, holder.attempt if holder else job.attempts, plan.original_state,
+                            None if holder is not None and holder.fresh else fence)
+    # a result this run places is recorded in the ledger (retention.output_max_age ages from now)
+    placing_result = plan.outcome == "done" and bool(plan.result_src) and os.path.lexists(plan.result_src)
     try:
-        original = place_file(Path(plan.original_src), dst, job.id, root=root_of(watch, dst), perms=perms)
-    except FileNotFoundError:
-        why = share_problem() if share_problem is not None else None
-        if why:
-            raise ShareUnavailable(why) from None
-        log.warning("job %d: original %s is no longer in the inbox and was not filed before",
-                    job.id, plan.original_src)
-        original = None
-    if original is not None and moving and ledger is not None and watch is not None:
-        note_filed(ledger, watch, job.id, "done" if plan.outcome == "done" else "failed", original)
+        result = _place_result(plan, job, watch, perms, fence)
+        original, moving = _place_original(plan, job, watch, perms, staged, fence, share_problem)
+    except (TransitionError, ShareUnavailable):
+        raise                  # the next attempt (or this one, when the share is back) takes the staged name
+    except BaseException:      # not filed now (no room, no free name, a link in the way, ...): the
+        unstage_quietly(staged, src, job.id)   # original goes back where people see it while the job waits
+        raise
+    if original is not None and ledger is not None and watch is not None and \
+            (moving or is_the_original(original, plan.original_state)):
+        placing.before_step("ledger", job.id)
+        note_filed(ledger, watch, job.id, "done" if plan.outcome == "done" else "failed", original,
+                   owner=holder.owner if holder else None, attempt=holder.attempt if holder else None)
+    if result is not None and placing_result and ledger is not None and watch is not None:
+        note_filed(ledger, watch, job.id, "output", result,
+                   owner=holder.owner if holder else None, attempt=holder.attempt if holder else None)
     if plan.outcome == "failed":
-        filed_as = original or dst
-        report = error_report(job, plan.error_kind or "internal", plan.message or "", Path(plan.original_src), filed_as)
+        filed_as = original or Path(plan.original_dst)
+        report = error_report(job, plan.error_kind or "internal", plan.message or "", src, filed_as)
+        placing.before_step("report", job.id)
         try:
             write_report(root_of(watch, filed_as), report_path(filed_as), report, job.id, perms)
         except OSError as e:
@@ -287,6 +277,36 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
     log.info("job %d: filed %s: original -> %s%s", job.id, plan.outcome, original,
              f", result -> {result}" if result else "")
     return Filed(plan.outcome, original, result)
+
+
+def _place_result(plan: Plan, job: Job, watch: WatchSettings | None, perms: Perms,
+                  fence: Callable[[], None] | None) -> Path | None:
+    if plan.outcome != "done":
+        return None
+    assert plan.result_src and plan.result_dst
+    src, dst = Path(plan.result_src), Path(plan.result_dst)
+    if os.path.exists(src):
+        fsync_file(src)
+    return place_file(src, dst, job.id, sync_source=False, root=root_of(watch, dst), perms=perms, own=True,
+                      fence=fence, step="place_result")
+
+
+def _place_original(plan: Plan, job: Job, watch: WatchSettings | None, perms: Perms, staged: Path | None,
+                    fence: Callable[[], None] | None,
+                    share_problem: Callable[[], str | None] | None) -> tuple[Path | None, bool]:
+    """The staged original placed into done/ or failed/: (where it landed or None when it was
+    gone, whether this run moved it)."""
+    src, dst = Path(plan.original_src), Path(plan.original_dst)
+    try:
+        return place_file(staged or src, dst, job.id, root=root_of(watch, dst), perms=perms,
+                          fence=fence), staged is not None
+    except FileNotFoundError:
+        why = share_problem() if share_problem is not None else None
+        if why:
+            raise ShareUnavailable(why) from None
+        log.warning("job %d: original %s is no longer in the inbox and was not filed before",
+                    job.id, plan.original_src)
+        return None, False
 
 
 class ReportNotWritten(OSError):
@@ -306,12 +326,18 @@ def write_pending_report(watch: WatchSettings, pending: "ReportNotWritten") -> N
                  int(pending.report.get("job_id") or 0), watch.perms)
 
 
-def note_filed(ledger: Any, watch: WatchSettings, job_id: int | None, folder: str, path: Path) -> None:
-    """Record in the ledger that ffwatchd filed `path` into done/, failed/ or (a result) output/ now."""
+def note_filed(ledger: Any, watch: WatchSettings, job_id: int | None, folder: str, path: Path, *,
+               owner: str | None = None, attempt: int | None = None) -> None:
+    """Record in the ledger that ffwatchd filed `path` into done/, failed/ or (a result) output/ now;
+    with `owner`, fenced: written only while that owner holds the job on `attempt`."""
     root = {"done": watch.done, "failed": watch.failed, "output": watch.output}[folder]
     st = os.stat(path, follow_symlinks=False)
-    ledger.record_filing(Filing(watch=watch.name, folder=folder, rel_path=Path(path).relative_to(root).as_posix(),
-                                size=st.st_size, inode=st.st_ino, filed_at=time.time(), job_id=job_id))
+    entry = Filing(watch=watch.name, folder=folder, rel_path=Path(path).relative_to(root).as_posix(),
+                   size=st.st_size, inode=st.st_ino, filed_at=time.time(), job_id=job_id)
+    if owner is None:
+        ledger.record_filing(entry)
+    else:
+        ledger.record_filing(entry, owner=owner, attempt=attempt)
 
 
 def remove_partials(plan: Plan, job_id: int) -> list[Path]:

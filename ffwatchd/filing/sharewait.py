@@ -7,7 +7,7 @@ import logging
 import time
 from typing import Any
 
-from ffwatchd.filing.plan import Filed, Plan, execute_plan
+from ffwatchd.filing.plan import Filed, Holder, Plan, execute_plan
 from ffwatchd.filing.shares import ShareUnavailable
 from ffwatchd.store import Job, TransitionError
 
@@ -49,11 +49,16 @@ class ShareWaits:
             why = self.shares.problem(watch)
         log.info("job %d: the share is back; filing", job.id)
 
-    def _file_plan(self, watch: Any, plan: Plan, job: Job, lease: Any) -> Filed:
-        """Carry out a recorded plan; while the share is unavailable it is retried with backoff."""
+    def _file_plan(self, watch: Any, plan: Plan, job: Job, lease: Any, fresh: bool = False) -> Filed:
+        """Carry out a recorded plan under the job's lease, confirmed (fenced) before the original
+        leaves its inbox name (`fresh`: the caller's `set_filing` just did) and before a copy is
+        linked; while the share is unavailable it is retried with backoff."""
+        def confirm() -> None:
+            self.store.confirm_lease(job.id, self.owner, attempt=job.attempts, lease=self.settings.workers.lease)
         while True:
             try:
                 return execute_plan(plan, job, watch, ledger=self.store,
+                                    holder=Holder(self.owner, job.attempts, confirm, fresh),
                                     share_problem=lambda: self.shares.problem(watch))
             except ShareUnavailable as e:
                 why = str(e)
@@ -62,3 +67,4 @@ class ShareWaits:
                 if not why:
                     raise
             self._wait_for_share(watch, job, lease, why)
+            fresh = False

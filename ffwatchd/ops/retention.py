@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from ffwatchd.filing.leftovers import walk_leftovers
 from ffwatchd.filing.placing import report_name
 from ffwatchd.filing.shares import MARKER_NAME
 from ffwatchd.store import FINISHED, Filing, NotFound
@@ -160,6 +161,17 @@ def clean_temp(settings: "Settings", store: "JobQueue", *, now: float | None = N
                      f"{format_age(max_age)}", _tree_size(folder))
         out.append(_apply(d, dry_run))
     return out
+
+
+def clean_share_leftovers(settings: "Settings", store: "JobQueue", *, now: float | None = None,
+                          dry_run: bool = False) -> list[Deletion]:
+    """Hidden copies a killed or stale worker left in output/, done/ or failed/ (any host's),
+    once their writer is provably gone (filing/leftovers.py); never one its writer may still write."""
+    now = time.time() if now is None else now
+    roots = [r for w in settings.watches for r in (w.output, w.done, w.failed)]
+    return [_apply(Deletion("temp", f.path, 1, f.age, f"a copy left on the share by {f.host}:{f.pid}; {f.why}",
+                            f.size), dry_run)
+            for f in walk_leftovers(roots, store, now=now, lease=settings.workers.lease)]
 
 
 def clean_temp_at_startup(settings: "Settings", store: "JobQueue", *,
@@ -324,6 +336,7 @@ def run_retention(settings: "Settings", store: "JobQueue", *, now: float | None 
     is judged while its job is still known)."""
     now = time.time() if now is None else now
     out = clean_temp(settings, store, now=now, dry_run=dry_run)
+    out += clean_share_leftovers(settings, store, now=now, dry_run=dry_run)
     out += age_watch_folders(settings, store, now=now, dry_run=dry_run)
     out += purge_job_rows(settings, store, dry_run=dry_run)
     return out

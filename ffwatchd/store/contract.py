@@ -57,10 +57,14 @@ class JobQueue(abc.ABC):
 
     # the ledger of filings (retention ages done/ and failed/ from these times)
     @abc.abstractmethod
-    def record_filing(self, filing: Filing) -> None:
+    def record_filing(self, filing: Filing, *, owner: str | None = None, attempt: int | None = None) -> None:
         """Insert or replace the entry of (watch, folder, rel_path). A backend may write it with
         this store's next write transaction (SQLite: the job's finish) rather than commit it on its
-        own; an entry lost to a crash only keeps that file from being aged."""
+        own; an entry lost to a crash only keeps that file from being aged.
+
+        Fenced when `owner` is given: written only while `filing.job_id` is running under `owner`
+        on `attempt`, checked in the transaction that writes it; else dropped with a warning (a
+        worker that lost its lease never names a file in the ledger)."""
 
     @abc.abstractmethod
     def filings(self, watch: str, folder: str) -> dict[str, Filing]:
@@ -110,6 +114,12 @@ class JobQueue(abc.ABC):
         `attempt`, and its lease has not expired -- checked in the same transaction as the
         write. A worker whose lease expired and was claimed again (even by itself) must throw
         its result away."""
+
+    @abc.abstractmethod
+    def confirm_lease(self, job_id: int, owner: str, *, attempt: int, lease: float) -> None:
+        """Right before an irreversible file move: TransitionError unless the job is running under
+        `owner` on `attempt` with a lease that has not expired (the same fence as `set_filing`);
+        when it is, the lease is extended by `lease` seconds, so the move has a whole lease."""
 
     @abc.abstractmethod
     def set_output(self, job_id: int, output_path: str | None) -> None: ...

@@ -6,6 +6,7 @@ Mixed into `PostgresJobStore`; uses its `_run` (one transaction, reconnecting) a
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import psycopg
@@ -14,6 +15,8 @@ from ffwatchd.store.contract import TransitionError
 from ffwatchd.store.names import decode_path, encode_path
 from ffwatchd.store.pg_rows import NOW, _job
 from ffwatchd.store.rows import Filing, Job
+
+log = logging.getLogger("ffwatchd.store.postgres")
 
 # Migration 5, like SQLite's: the id is made once, with the table, on the server.
 FILINGS_MIGRATION = """
@@ -44,13 +47,23 @@ class PgFilings:
     def queue_id(self) -> str:
         return self._run(lambda cur: cur.execute("SELECT value FROM meta WHERE key = 'queue_id'").fetchone()["value"])
 
-    def record_filing(self, f: Filing) -> None:
-        self._run(lambda cur: cur.execute(
+    def record_filing(self, f: Filing, *, owner: str | None = None, attempt: int | None = None) -> None:
+        """Written at once; with `owner`, only while the job is running under `owner` on `attempt`
+        (checked in the same statement; else dropped with a warning)."""
+        p = {"watch": f.watch, "folder": f.folder, "rel": encode_path(f.rel_path), "size": f.size,
+             "inode": f.inode, "at": f.filed_at, "job": f.job_id, "owner": owner, "attempt": attempt}
+        row = self._run(lambda cur: cur.execute(
             """INSERT INTO filings (watch, folder, rel_path, size, inode, filed_at, job_id)
-               VALUES (%s, %s, %s, %s, %s, %s, %s)
+               SELECT %(watch)s, %(folder)s, %(rel)s, %(size)s, %(inode)s, %(at)s, %(job)s
+               WHERE %(owner)s::text IS NULL OR EXISTS (
+                   SELECT 1 FROM jobs WHERE id = %(job)s AND state = 'running' AND lease_owner = %(owner)s
+                                       AND (%(attempt)s::int IS NULL OR attempts = %(attempt)s::int))
                ON CONFLICT (watch, folder, rel_path) DO UPDATE SET size = excluded.size,
-                 inode = excluded.inode, filed_at = excluded.filed_at, job_id = excluded.job_id""",
-            (f.watch, f.folder, encode_path(f.rel_path), f.size, f.inode, f.filed_at, f.job_id)))
+                 inode = excluded.inode, filed_at = excluded.filed_at, job_id = excluded.job_id
+               RETURNING 1""", p).fetchone())
+        if row is None:
+            log.warning("filing ledger: %s/%s/%s not recorded: job %s is no longer held by %s on attempt %s",
+                        f.watch, f.folder, f.rel_path, f.job_id, owner, attempt)
 
     def filings(self, watch: str, folder: str) -> dict[str, Filing]:
         rows = self._run(lambda cur: cur.execute("SELECT * FROM filings WHERE watch = %s AND folder = %s",

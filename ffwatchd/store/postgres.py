@@ -283,6 +283,10 @@ class PostgresJobStore(PgConnections, PostgresOperatorVerbs, PostgresBatches, Pg
     def set_filing(self, job_id: int, owner: str, filing: dict | None, *, attempt: int | None = None) -> None:
         self._fenced(job_id, owner, attempt, "filing = %(filing)s", check_lease=True, filing=_json(filing))
 
+    def confirm_lease(self, job_id: int, owner: str, *, attempt: int, lease: float) -> None:
+        self._fenced(job_id, owner, attempt, f"lease_until = {NOW} + %(lease)s", check_lease=True, durable=False,
+                     lease=float(lease))
+
     def set_output(self, job_id: int, output_path: str | None) -> None:
         self._run(lambda cur: cur.execute("UPDATE jobs SET output_path = %s WHERE id = %s",
                                           (encode_path(output_path), job_id)))

@@ -70,7 +70,8 @@ class SqliteJobStore(SqliteOperatorVerbs, SqliteBatches, SqliteClusterVerbs, Sql
         self.clock = clock
         self.stats = Stats()
         self._lock = threading.RLock()
-        self._pending_filings: list[Filing] = []    # ledger rows riding on the next write transaction
+        #: ledger rows riding on the next write transaction: (entry, owner, attempt) (owner None: not fenced)
+        self._pending_filings: list[tuple[Filing, str | None, int | None]] = []
         self._swept_at = float("-inf")              # when a claim last looked for expired leases
         self._last_worker: tuple[dict, str] | None = None   # the last claim's worker and its JSON
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -326,6 +327,13 @@ class SqliteJobStore(SqliteOperatorVerbs, SqliteBatches, SqliteClusterVerbs, Sql
         with self._write(durable=True) as db:
             self._update_owned(db, job_id, owner, "filing = :filing",
                                {"filing": json.dumps(filing) if filing is not None else None}, attempt, now,
+                               returning="id")
+
+    def confirm_lease(self, job_id: int, owner: str, *, attempt: int, lease: float) -> None:
+        """The fence right before a file moves (not synced: a lost extension only shortens the lease)."""
+        now = self.clock()
+        with self._write() as db:
+            self._update_owned(db, job_id, owner, "lease_until = :until", {"until": now + lease}, attempt, now,
                                returning="id")
 
     def set_output(self, job_id: int, output_path: str | None) -> None:

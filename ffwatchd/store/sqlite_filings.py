@@ -26,7 +26,7 @@ class SqliteFilings:
     _lock: Any
     clock: Any
     _row: Any
-    _pending_filings: list[Filing]
+    _pending_filings: list[tuple[Filing, str | None, int | None]]
 
     def _write(self, durable: bool = False) -> Any:  # provided by SqliteJobStore
         raise NotImplementedError
@@ -38,30 +38,41 @@ class SqliteFilings:
 
     # -- the ledger of filings -------------------------------------------------------------
 
-    def record_filing(self, f: Filing) -> None:
+    def record_filing(self, f: Filing, *, owner: str | None = None, attempt: int | None = None) -> None:
         """Remember that ffwatchd filed a file into done/ or failed/ (replaces an older entry).
 
         The row rides on this store's next write transaction (the job's finish right after the
         filing), so a filing costs no commit of its own; lost to a crash, the file is only never
-        aged (a file the ledger does not know is kept)."""
+        aged (a file the ledger does not know is kept). Fenced by `owner` and `attempt` in that
+        transaction: a worker that lost the job meanwhile records nothing."""
         with self._lock:
-            self._pending_filings.append(f)
+            self._pending_filings.append((f, owner, attempt))
 
     def _flush_filings(self, db: sqlite3.Connection) -> int:
-        for f in self._pending_filings:
+        for f, owner, attempt in self._pending_filings:
             try:
-                self._insert_filing(db, f)
+                if not self._insert_filing(db, f, owner, attempt):
+                    log.warning("filing ledger: %s/%s/%s not recorded: job %s is no longer held by %s on "
+                                "attempt %s", f.watch, f.folder, f.rel_path, f.job_id, owner, attempt)
             except (sqlite3.Error, ValueError) as e:      # never let one ledger row block every write
                 log.warning("filing ledger: %s/%s/%s not recorded: %s", f.watch, f.folder, f.rel_path, e)
         return len(self._pending_filings)
 
     @staticmethod
-    def _insert_filing(db: sqlite3.Connection, f: Filing) -> None:
-        db.execute("""INSERT INTO filings (watch, folder, rel_path, size, inode, filed_at, job_id)
-                          VALUES (?, ?, ?, ?, ?, ?, ?)
+    def _insert_filing(db: sqlite3.Connection, f: Filing, owner: str | None = None,
+                       attempt: int | None = None) -> bool:
+        """Write one entry; with `owner`, only while its job is running under `owner` on `attempt`."""
+        row = db.execute("""INSERT INTO filings (watch, folder, rel_path, size, inode, filed_at, job_id)
+                          SELECT ?, ?, ?, ?, ?, ?, ?
+                          WHERE ? IS NULL OR EXISTS (SELECT 1 FROM jobs WHERE id = ? AND state = 'running'
+                                                     AND lease_owner = ?
+                                                     AND (? IS NULL OR attempts = ?))
                           ON CONFLICT (watch, folder, rel_path) DO UPDATE SET size = excluded.size,
-                            inode = excluded.inode, filed_at = excluded.filed_at, job_id = excluded.job_id""",
-                   (f.watch, f.folder, encode_path(f.rel_path), f.size, f.inode, f.filed_at, f.job_id))
+                            inode = excluded.inode, filed_at = excluded.filed_at, job_id = excluded.job_id
+                          RETURNING 1""",
+                         (f.watch, f.folder, encode_path(f.rel_path), f.size, f.inode, f.filed_at, f.job_id,
+                          owner, f.job_id, owner, attempt, attempt)).fetchone()
+        return row is not None
 
     def filings(self, watch: str, folder: str) -> dict[str, Filing]:
         with self._lock:

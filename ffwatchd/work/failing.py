@@ -91,7 +91,7 @@ class JobFailures:
         self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
         try:
             if lease is not None:
-                self._file_plan(watch, plan, job, lease)
+                self._file_plan(watch, plan, job, lease, fresh=True)
             else:
                 execute_plan(plan, job, watch, ledger=self.store)
         except LinkRefused as e:              # failed/ goes through a link: nothing is written there

@@ -17,10 +17,12 @@ from typing import Any, Callable
 
 from ffwatchd.config.settings import Settings
 from ffwatchd.errors import JobError
+from ffwatchd.filing.leftovers import remove_leftovers
 from ffwatchd.filing.plan import OriginalChanged, Plan, original_state, plan_done, result_trusted
 from ffwatchd.filing.sharepaths import localize_spec
 from ffwatchd.filing.shares import ShareCheck
 from ffwatchd.filing.sharewait import ShareWaits, _ShareWait
+from ffwatchd.filing.staging import unstage
 from ffwatchd.fs import safefs
 from ffwatchd.fs.writefs import make_private
 from ffwatchd.spec.jobspec import JobSpec
@@ -222,7 +224,7 @@ class JobRunner(JobFailures, ShareWaits):
             plan = plan_done(watch, job, result, suffix, self._checked.get(job.id))
             self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
             try:
-                self._file_plan(watch, plan, job, lease)
+                self._file_plan(watch, plan, job, lease, fresh=True)
             except OriginalChanged as e:      # replaced or rewritten meanwhile: not this job's to file
                 self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
                 self._fail_without_filing(job, out, e.kind, e.message)
@@ -332,8 +334,11 @@ class JobRunner(JobFailures, ShareWaits):
 
     def _resume_filing(self, watch: Any, job: Job, plan: Plan, out: Outcome, lease: Lease) -> bool:
         """True when the plan was completed (or the job released); False when the work must be done again."""
+        folders = sorted({Path(p).parent for p in (plan.result_dst, plan.original_dst) if p})
+        remove_leftovers(folders, self.store, now=time.time(), lease=self.settings.workers.lease, job_id=job.id)
         if plan.outcome == "done" and not result_trusted(plan, job.id):
             self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
+            unstage(Path(plan.original_src), job.id, job.attempts)
             return False
         log.info("job %d: finishing the filing an earlier attempt started (a crash or an error stopped it)", job.id)
         try:
@@ -344,6 +349,7 @@ class JobRunner(JobFailures, ShareWaits):
         except OriginalChanged as e:           # the original is not the one processed: look at it again
             log.warning("job %d: %s", job.id, e.message)
             self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
+            unstage(Path(plan.original_src), job.id, job.attempts)
             return False
         except (JobError, OSError) as e:      # as any failure of the job (never the worker's end)
             self._handle(e, watch, job, lease, out, Path(plan.result_src or plan.original_src))

@@ -387,6 +387,53 @@ def test_an_expired_lease_cannot_record_a_filing(store: JobQueue, clock: Clock) 
     assert store.get(job.id).filing == {"outcome": "done"}
 
 
+def test_confirm_lease_is_fenced_by_owner_attempt_and_expiry_and_extends_the_lease(store: JobQueue,
+                                                                                    clock: Clock) -> None:
+    """The check right before a file moves (issue 19): refused to a stale holder, even one whose
+    lease merely ran out; a live holder gets a whole lease more."""
+    job, _ = add(store)
+    held = store.claim("w1", 60)
+    clock.t += 50
+    store.confirm_lease(job.id, "w1", attempt=held.attempts, lease=60)
+    clock.t += 50                                     # past the claim's lease, within the new one
+    store.confirm_lease(job.id, "w1", attempt=held.attempts, lease=60)
+    with pytest.raises(TransitionError):
+        store.confirm_lease(job.id, "w2", attempt=held.attempts, lease=60)
+    with pytest.raises(TransitionError, match="was lost"):
+        store.confirm_lease(job.id, "w1", attempt=held.attempts - 1, lease=60)
+    clock.t += 61
+    with pytest.raises(TransitionError, match="expired"):
+        store.confirm_lease(job.id, "w1", attempt=held.attempts, lease=60)
+    again = store.claim("w1", 60)                     # the same worker on the next attempt
+    with pytest.raises(TransitionError, match="was lost"):
+        store.confirm_lease(job.id, "w1", attempt=held.attempts, lease=60)
+    store.confirm_lease(job.id, "w1", attempt=again.attempts, lease=60)
+
+
+def test_the_ledger_write_is_fenced_by_owner_and_attempt(store: JobQueue, clock: Clock) -> None:
+    """A worker that lost its job never names a file in the ledger (issue 19); the holder does,
+    and an unfenced entry (a refused file, no lease) is written as before."""
+    from ffwatchd.store import Filing
+
+    job, _ = add(store)
+    first = store.claim("host-a/w1", 60)
+    clock.t += 61
+    second = store.claim("host-b/w1", 60)
+    store.record_filing(Filing("studio", "done", "stale.jpg", 1, 2, 3.0, job.id), owner="host-a/w1",
+                        attempt=first.attempts)
+    store.record_filing(Filing("studio", "done", "older.jpg", 1, 2, 3.0, job.id), owner="host-b/w1",
+                        attempt=first.attempts)
+    store.record_filing(Filing("studio", "done", "held.jpg", 4, 5, 6.0, job.id), owner="host-b/w1",
+                        attempt=second.attempts)
+    store.record_filing(Filing("studio", "failed", "refused.jpg", 7, 8, 9.0, None))
+    store.finish(job.id, "host-b/w1", output_path=None, attempt=second.attempts)
+    store.record_filing(Filing("studio", "done", "late.jpg", 1, 2, 3.0, job.id), owner="host-b/w1",
+                        attempt=second.attempts)       # the job is done: no holder any more
+    assert set(store.filings("studio", "done")) == {"held.jpg"}
+    assert store.filings("studio", "done")["held.jpg"].job_id == job.id
+    assert set(store.filings("studio", "failed")) == {"refused.jpg"}
+
+
 # -- wake-ups ------------------------------------------------------------------------------------
 
 def _wait_in_thread(store: JobQueue, timeout: float) -> tuple[threading.Thread, list[bool]]:
