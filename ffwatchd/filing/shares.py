@@ -242,26 +242,39 @@ class ShareCheck:
         return [w.name for w in self.settings.watches if self.problem(w) is None]
 
 
+def _open_marker_of(folder: Path, queue_id: str, flags: int) -> tuple[int, dict] | None:
+    """`folder`'s marker opened (never through a link, never a FIFO) with its contents, when it is a
+    regular file naming job table `queue_id`; else None. The caller closes the descriptor."""
+    try:
+        fd = os.open(folder / MARKER_NAME, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            data = _read_marker(fd)
+            if data.get("queue_id") == queue_id:
+                return fd, data
+    except BaseException:
+        os.close(fd)
+        raise
+    os.close(fd)
+    return None
+
+
 def marker_holder(folder: Path, queue_id: str) -> str | None:
     """Who holds `folder` for job table `queue_id` now: its marker names that table and a running
     daemon keeps it locked (`queue migrate` must not copy a table a daemon still writes). None
     when the marker names another table, is not there, or nobody holds its lock."""
-    marker = folder / MARKER_NAME
-    try:
-        fd = os.open(marker, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+    opened = _open_marker_of(folder, queue_id, os.O_RDONLY)
+    if opened is None:
         return None
+    fd, data = opened
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = _read_marker(fd)
-        if data.get("queue_id") != queue_id:
-            return None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except OSError as e:
             if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                return _holder(marker, data)
+                return _holder(folder / MARKER_NAME, data)
             return None
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
@@ -274,19 +287,16 @@ def hand_over_marker(folder: Path, old_queue_id: str, new_queue_id: str) -> bool
     marked for the PostgreSQL queue it was copied into (else the daemon, restarted on that queue,
     would refuse its own share as another table's). False when the marker names another table,
     is not there, or is held."""
-    marker = folder / MARKER_NAME
-    try:
-        fd = os.open(marker, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+    opened = _open_marker_of(folder, old_queue_id, os.O_RDWR)
+    if opened is None:
         return False
+    fd, _ = opened
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode) or _read_marker(fd).get("queue_id") != old_queue_id:
-            return False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             return False
-        data = _read_marker(fd)
+        data = _read_marker(fd)                  # again, under the lock
         if data.get("queue_id") != old_queue_id:
             return False
         data.update(queue_id=new_queue_id, migrated_from=old_queue_id)
