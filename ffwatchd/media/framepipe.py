@@ -7,13 +7,11 @@ an encoder thread feeds one ffmpeg per segment, and a finisher thread seals each
 
 from __future__ import annotations
 
-import collections
 import logging
 import os
 import queue
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -22,6 +20,7 @@ import numpy as np
 
 from ffwatchd.errors import JobError
 from ffwatchd.media.ffmpeg import Child
+from ffwatchd.media.framepool import CoreSplit, FramePool
 from ffwatchd.media.probe import VideoInfo
 from ffwatchd.media.segments import Plan, encode_command, write_manifest
 from ffwatchd.media.source import VideoInput, open_input
@@ -46,50 +45,6 @@ class FrameProcessor(Protocol):
     The pipeline then uses it, and on yuv420p pipes converts only those boxes back, so the rest
     of each frame reaches the encoder exactly as it was decoded."""
     def process_frame(self, frame_bgr: np.ndarray) -> tuple[np.ndarray, int]: ...
-
-
-class FramePool:
-    """Frame-sized arrays given back after use, so a job in its stride allocates none of its own:
-    a fresh multi-megabyte array costs page faults and the kernel zeroing it, the largest single
-    item of the pipeline's own CPU time in the profile (docs/benchmarks.md, bench:video)."""
-
-    def __init__(self, shape: tuple[int, ...], keep: int) -> None:
-        self.shape, self.keep = shape, keep
-        self._free: collections.deque[np.ndarray] = collections.deque()
-        self.allocated = 0
-
-    def take(self) -> np.ndarray:
-        try:
-            return self._free.pop()
-        except IndexError:
-            self.allocated += 1
-            return np.empty(self.shape, np.uint8)
-
-    def give(self, frame: np.ndarray) -> None:
-        """Keep `frame` for reuse if it is a whole array of the pool's shape (not a view)."""
-        if (frame.base is None and frame.shape == self.shape and frame.dtype == np.uint8
-                and frame.flags.c_contiguous and frame.flags.writeable and len(self._free) < self.keep):
-            self._free.append(frame)
-
-
-@dataclass(frozen=True)
-class CoreSplit:
-    """How a CPU-bound job shares the cores: threads for the encoder, for the decoder, and for
-    OpenCV in the frame processor (set for the job, restored after)."""
-    encoder: int
-    decoder: int
-    processor: int
-
-    @classmethod
-    def for_cpu(cls, cores: int) -> "CoreSplit":
-        """Half the cores to the encoder, the rest to the frame processor, but at least two threads
-        each where there are two cores: with one thread each on two cores, a core stood idle
-        whenever one side waited for the other (up to 14 % of the time, docs/video.md); the decoder
-        one thread."""
-        if cores <= 1:
-            return cls(encoder=1, decoder=1, processor=1)
-        encoder = max(2, cores // 2)
-        return cls(encoder=encoder, decoder=1, processor=max(2, cores - encoder))
 
 
 class _Stopped(Exception):
@@ -318,33 +273,12 @@ class FramePipeline:
     def run(self, processor: FrameProcessor, progress: Callable[[int, int], None] | None,
             should_stop: Callable[[], bool] | None) -> None:
         """Process every remaining frame; progress and should_stop are called in this thread."""
-        def check() -> None:
-            while not self.events.empty():
-                done = self.events.get()             # a segment sealed: frames of whole segments
-                report(max(done, self.start_frame + processed))
-            if self.error is not None:
-                raise self.error
-            if should_stop is not None and should_stop():
-                raise JobError("cancelled", f"{self.target.name}: stopped at frame "
-                                            f"{self.start_frame + self.decoded_count}")
-
-        processed = 0                                # frames through the processor in this run
-        last: list[float] = [time.monotonic()]
-
-        def report(done: int) -> None:
-            """Frames done, also while a segment runs (not only when one is sealed): at most
-            every PROGRESS_EVERY seconds, each a heartbeat of the job's row."""
-            if progress is not None:
-                last[0] = time.monotonic()
-                progress(done, self.plan.total_frames)
-
+        run = _Run(self, progress, should_stop)
         shape = (self.plan.height, self.plan.width, 3)
         clock = time.perf_counter
         opencv_threads = cv2.getNumThreads()
         if self.cores:
             cv2.setNumThreads(self.cores.processor)
-        busy = wait_in = wait_out = 0.0
-        in_place = getattr(processor, "process_in_place", None)
         try:
             for t in (self._finisher, self._encoder, self._decoder):
                 t.start()
@@ -353,56 +287,97 @@ class FramePipeline:
                 try:
                     item = self.decoded.get(timeout=POLL)
                 except queue.Empty:
-                    wait_in += clock() - t0
-                    check()
+                    run.wait_in += clock() - t0
+                    run.check()
                     continue
                 t1 = clock()
-                wait_in += t1 - t0
-                check()
+                run.wait_in += t1 - t0
+                run.check()
                 if item is _END:
                     break
                 frame, raw = item
-                if in_place is not None:
-                    faces, boxes = in_place(frame)
-                    out = frame
-                else:
-                    out, faces = processor.process_frame(frame)
-                    boxes = None
-                    if not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != np.uint8:
-                        raise JobError("internal", f"frame processor returned {getattr(out, 'shape', out)!r}"
-                                                   f" {getattr(out, 'dtype', '')}, expected {shape} uint8")
-                    if not np.may_share_memory(out, frame):
-                        self.pool.give(frame)
+                out, faces, boxes = self._process_frame(processor, frame, shape)
                 t2 = clock()
-                busy += t2 - t1
-                processed += 1
-                if time.monotonic() - last[0] >= PROGRESS_EVERY:
-                    report(self.start_frame + processed)
-                while True:
-                    try:
-                        self.processed.put((np.ascontiguousarray(out), raw, boxes, int(faces)), timeout=POLL)
-                        break
-                    except queue.Full:
-                        check()
-                wait_out += clock() - t2
+                run.busy += t2 - t1
+                run.processed += 1
+                if time.monotonic() - run.last >= PROGRESS_EVERY:
+                    run.report(self.start_frame + run.processed)
+                self._hand_on((np.ascontiguousarray(out), raw, boxes, int(faces)), run)
+                run.wait_out += clock() - t2
             self.processed.put(_END)
             while self._encoder.is_alive():
                 self._encoder.join(POLL)
-                check()
-            check()
+                run.check()
+            run.check()
             log.info("%s: processor busy %.2f s, waited %.2f s for decoded frames and %.2f s for "
-                     "the encoder", self.target.name, busy, wait_in, wait_out)
+                     "the encoder", self.target.name, run.busy, run.wait_in, run.wait_out)
         finally:
-            # Segments whose frames are all encoded may still finish (a resume keeps them),
-            # for at most SEAL_WAIT seconds; everything else is killed now.
-            self.kill_children(spare_sealing=True)
-            deadline = time.monotonic() + SEAL_WAIT
-            while self._finisher.is_alive() and time.monotonic() < deadline:
-                self._finisher.join(POLL)
-            self.kill_children()
-            for t in (self._decoder, self._encoder, self._finisher):
-                if t.ident is not None:
-                    t.join()
-            for part in self.workdir.glob("seg_*.part"):
-                part.unlink()
+            self._wind_down()
             cv2.setNumThreads(opencv_threads)
+
+    def _process_frame(self, processor: FrameProcessor, frame: np.ndarray,
+                       shape: tuple[int, int, int]) -> tuple[np.ndarray, int, Any]:
+        """(the frame out, faces, the boxes it changed or None when unknown)."""
+        in_place = getattr(processor, "process_in_place", None)
+        if in_place is not None:
+            faces, boxes = in_place(frame)
+            return frame, faces, boxes
+        out, faces = processor.process_frame(frame)
+        if not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != np.uint8:
+            raise JobError("internal", f"frame processor returned {getattr(out, 'shape', out)!r}"
+                                       f" {getattr(out, 'dtype', '')}, expected {shape} uint8")
+        if not np.may_share_memory(out, frame):
+            self.pool.give(frame)
+        return out, faces, None
+
+    def _hand_on(self, item: tuple, run: "_Run") -> None:
+        """To the encoder, looking at errors and stops while it is behind."""
+        while True:
+            try:
+                self.processed.put(item, timeout=POLL)
+                return
+            except queue.Full:
+                run.check()
+
+    def _wind_down(self) -> None:
+        """Segments whose frames are all encoded may still finish (a resume keeps them), for at most
+        SEAL_WAIT seconds; everything else is killed now."""
+        self.kill_children(spare_sealing=True)
+        deadline = time.monotonic() + SEAL_WAIT
+        while self._finisher.is_alive() and time.monotonic() < deadline:
+            self._finisher.join(POLL)
+        self.kill_children()
+        for t in (self._decoder, self._encoder, self._finisher):
+            if t.ident is not None:
+                t.join()
+        for part in self.workdir.glob("seg_*.part"):
+            part.unlink()
+
+
+class _Run:
+    """One run of the frame loop: its counters, and what it looks at between frames (sealed
+    segments, errors of the other stages, a stop asked for)."""
+
+    def __init__(self, pipe: "FramePipeline", progress: Callable[[int, int], None] | None,
+                 should_stop: Callable[[], bool] | None) -> None:
+        self.pipe, self.progress, self.should_stop = pipe, progress, should_stop
+        self.processed = 0                           # frames through the processor in this run
+        self.last = time.monotonic()
+        self.busy = self.wait_in = self.wait_out = 0.0
+
+    def check(self) -> None:
+        p = self.pipe
+        while not p.events.empty():
+            done = p.events.get()                    # a segment sealed: frames of whole segments
+            self.report(max(done, p.start_frame + self.processed))
+        if p.error is not None:
+            raise p.error
+        if self.should_stop is not None and self.should_stop():
+            raise JobError("cancelled", f"{p.target.name}: stopped at frame {p.start_frame + p.decoded_count}")
+
+    def report(self, done: int) -> None:
+        """Frames done, also while a segment runs (not only when one is sealed): at most every
+        PROGRESS_EVERY seconds, each a heartbeat of the job's row."""
+        if self.progress is not None:
+            self.last = time.monotonic()
+            self.progress(done, self.pipe.plan.total_frames)

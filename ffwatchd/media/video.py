@@ -14,7 +14,8 @@ from typing import Any, Callable, Mapping
 
 from ffwatchd.errors import JobError
 from ffwatchd.media.ffmpeg import encoder_works, run_ffmpeg
-from ffwatchd.media.framepipe import CoreSplit, FramePipeline, FrameProcessor
+from ffwatchd.media.framepipe import FramePipeline, FrameProcessor
+from ffwatchd.media.framepool import CoreSplit
 from ffwatchd.media.probe import VideoInfo, probe
 from ffwatchd.media.segments import (
     MANIFEST_VERSION,

@@ -10,7 +10,7 @@ import numpy as np
 from videoclips import decode_frames
 
 from ffwatchd.media.ffmpeg import find_ffmpeg
-from ffwatchd.media.framepipe import FramePool
+from ffwatchd.media.framepool import FramePool
 from ffwatchd.media.video import process_video
 from ffwatchd.spec.jobspec import OutputSpec
 

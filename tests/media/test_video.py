@@ -416,7 +416,7 @@ def test_odd_sized_input_goes_through_bgr_pipes(tmp_path: Path, ffmpeg_exe: str)
 def test_cores_are_split_between_encoder_and_processor(clips: dict[str, Path], tmp_path: Path) -> None:
     import cv2
 
-    from ffwatchd.media.framepipe import CoreSplit
+    from ffwatchd.media.framepool import CoreSplit
     from ffwatchd.media.segments import encode_command
 
     assert CoreSplit.for_cpu(2) == CoreSplit(encoder=2, decoder=1, processor=2)
