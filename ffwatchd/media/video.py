@@ -153,6 +153,16 @@ def process_video(target: Path, output: Path, frame_processor: FrameProcessor, *
         return _process_video(src, Path(output), frame_processor, **kw)
 
 
+def _known_or_probed(src: VideoInput, ffmpeg: str, manifest: dict | None, identity: dict) -> VideoInfo:
+    """The probe a resumed job's manifest kept for this very input, else a fresh one."""
+    if manifest and manifest.get("input") == identity:
+        try:
+            return VideoInfo.from_dict(manifest["info"])
+        except (KeyError, TypeError, ValueError) as e:
+            log.warning("%s: manifest has an unusable probe (%s); probing again", src.path.name, e)
+    return probe(src, ffmpeg)
+
+
 def _process_video(
     src: VideoInput, output: Path, frame_processor: FrameProcessor, *,
     workdir: Path,
@@ -177,14 +187,7 @@ def _process_video(
     workdir.mkdir(parents=True, exist_ok=True)
     identity = input_identity(target, src.stat())
     manifest = read_manifest(workdir)
-    info = None
-    if manifest and manifest.get("input") == identity:
-        try:
-            info = VideoInfo.from_dict(manifest["info"])
-        except (KeyError, TypeError, ValueError) as e:
-            log.warning("%s: manifest has an unusable probe (%s); probing again", target.name, e)
-    if info is None:
-        info = probe(src, ffmpeg)
+    info = _known_or_probed(src, ffmpeg, manifest, identity)
     if info.width * info.height > max_pixels:
         raise JobError("too_large", f"{target.name} is {info.width}x{info.height}, more than "
                                     f"max_pixels ({max_pixels}) per frame")

@@ -11,7 +11,7 @@ import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ffwatchd.filing.leftovers import walk_leftovers
 from ffwatchd.filing.placing import report_name
@@ -209,10 +209,7 @@ def age_folder(root: Path, what: str, max_age: float, *, now: float, dry_run: bo
     if not root.is_dir():
         log.warning("retention: %s folder %s is not reachable; skipped (not treated as empty)", what, root)
         return []
-    out: list[Deletion] = []
-    gone: set[Path] = set()      # removed, or would be in a dry run
-    touched: set[Path] = set()   # folders something was removed from
-    limit = f"older than {what}_max_age {format_age(max_age)}"
+    walk = _FolderAging(root, what, max_age, now, dry_run, filed, forget)
     for dirpath, dirnames, filenames in os.walk(root, topdown=False, followlinks=False,
                                                 onerror=_log_walk_error):
         here = Path(dirpath)
@@ -220,49 +217,67 @@ def age_folder(root: Path, what: str, max_age: float, *, now: float, dry_run: bo
         entries = sorted(filenames + [d for d in dirnames if (here / d).is_symlink()])
         stats = {name: _lstat(here / name) for name in entries}
         for name in entries:
-            st = stats[name]
-            if st is None or name.endswith(ERROR_REPORT_SUFFIX) or name == MARKER_NAME:
-                continue
-            rel = (here / name).relative_to(root).as_posix()
-            entry = filed.get(rel)
-            if entry is None or (entry.size, entry.inode) != (st.st_size, st.st_ino):
-                continue       # not filed by this job table (or replaced since): its age is unknown
-            age = now - entry.filed_at
-            if age <= max_age:
-                continue
-            d = _apply(Deletion(what, here / name, 1, age, limit, st.st_size), dry_run)
-            out.append(d)
-            if d.error is None:
-                _mark(gone, touched, here / name)
-                if forget is not None and not dry_run:
-                    forget(rel)
-            report = report_name(name)
-            if stats.get(report) is not None:
-                rst = stats[report]
-                d = _apply(Deletion(what, here / report, 1, now - rst.st_mtime,
-                                    f"error report of {name}, which was {limit}", rst.st_size), dry_run)
-                out.append(d)
-                if d.error is None:
-                    _mark(gone, touched, here / report)
+            walk.age_filed(here, name, stats)
         paired = {report_name(n) for n in entries if stats[n] is not None and not n.endswith(ERROR_REPORT_SUFFIX)}
         for name in entries:   # reports whose original is gone: aged on their own
-            st = stats[name]
-            if st is None or not name.endswith(ERROR_REPORT_SUFFIX) or here / name in gone or name in paired:
-                continue
-            age = now - st.st_mtime
-            if age > max_age:
-                d = _apply(Deletion(what, here / name, 1, age, f"error report without its original, "
-                                    f"{limit}", st.st_size), dry_run)
-                out.append(d)
-                if d.error is None:
-                    _mark(gone, touched, here / name)
-        if here != root and _prunable(here, gone, touched, now - max_age):
-            d = _apply(Deletion(what, here, 1, now - os.lstat(here).st_mtime, "empty folder", 0), dry_run,
-                       empty_folder=True)
-            out.append(d)
-            if d.error is None:
-                _mark(gone, touched, here)
-    return out
+            if name not in paired:
+                walk.age_lone_report(here, name, stats[name])
+        walk.prune(here)
+    return walk.out
+
+
+class _FolderAging:
+    """One walk of age_folder: what it removed (or would, in a dry run) and from which folders."""
+
+    def __init__(self, root: Path, what: str, max_age: float, now: float, dry_run: bool,
+                 filed: dict[str, Filing], forget: Callable[[str], None] | None) -> None:
+        self.root, self.what, self.max_age, self.now, self.dry_run = root, what, max_age, now, dry_run
+        self.filed, self.forget = filed, forget
+        self.out: list[Deletion] = []
+        self.gone: set[Path] = set()      # removed, or would be in a dry run
+        self.touched: set[Path] = set()   # folders something was removed from
+        self.limit = f"older than {what}_max_age {format_age(max_age)}"
+
+    def remove(self, d: Deletion, **kw: Any) -> bool:
+        d = _apply(d, self.dry_run, **kw)
+        self.out.append(d)
+        if d.error is None:
+            _mark(self.gone, self.touched, d.path)
+        return d.error is None
+
+    def age_filed(self, here: Path, name: str, stats: dict[str, os.stat_result | None]) -> None:
+        """A file the ledger says ffwatchd filed (the same size and inode), older than the limit,
+        with its error report."""
+        st = stats[name]
+        if st is None or name.endswith(ERROR_REPORT_SUFFIX) or name == MARKER_NAME:
+            return
+        rel = (here / name).relative_to(self.root).as_posix()
+        entry = self.filed.get(rel)
+        if entry is None or (entry.size, entry.inode) != (st.st_size, st.st_ino):
+            return             # not filed by this job table (or replaced since): its age is unknown
+        age = self.now - entry.filed_at
+        if age <= self.max_age:
+            return
+        if self.remove(Deletion(self.what, here / name, 1, age, self.limit, st.st_size)) and \
+                self.forget is not None and not self.dry_run:
+            self.forget(rel)
+        rst = stats.get(report_name(name))
+        if rst is not None:
+            self.remove(Deletion(self.what, here / report_name(name), 1, self.now - rst.st_mtime,
+                                 f"error report of {name}, which was {self.limit}", rst.st_size))
+
+    def age_lone_report(self, here: Path, name: str, st: os.stat_result | None) -> None:
+        if st is None or not name.endswith(ERROR_REPORT_SUFFIX) or here / name in self.gone:
+            return
+        age = self.now - st.st_mtime
+        if age > self.max_age:
+            self.remove(Deletion(self.what, here / name, 1, age, f"error report without its original, "
+                                 f"{self.limit}", st.st_size))
+
+    def prune(self, here: Path) -> None:
+        if here != self.root and _prunable(here, self.gone, self.touched, self.now - self.max_age):
+            self.remove(Deletion(self.what, here, 1, self.now - os.lstat(here).st_mtime, "empty folder", 0),
+                        empty_folder=True)
 
 
 def _log_walk_error(e: OSError) -> None:
