@@ -38,3 +38,16 @@ def test_a_back_import_breaks_the_contracts(tmp_path: Path, module: str, back_im
     target.write_text(target.read_text() + "\n" + back_import + "\n")
     done = lint(tmp_path)
     assert done.returncode != 0 and "BROKEN" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_supervisor_and_the_command_line_load_no_model_or_image_code() -> None:
+    """The supervisor and every command import their modules at start; the models' and pictures'
+    libraries load only in the worker processes and `process` (imports inside functions, each with
+    its reason). `ops.checks` once pulled onnxruntime into the supervisor at start."""
+    heavy = ["onnxruntime", "cv2", "insightface", "onnx", "c2pa", "psycopg", "PIL", "pillow_heif", "rawpy",
+             "cryptography"]
+    code = ("import sys, ffwatchd.cli, ffwatchd.daemon.supervisor, ffwatchd.ops.checks, ffwatchd.work.worker; "
+            f"print([m for m in {heavy!r} if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

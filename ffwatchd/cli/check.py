@@ -6,6 +6,7 @@ import argparse
 
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, config_arg, dump_json
 from ffwatchd.config.load import load_config
+from ffwatchd.ops.checks import run_checks
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -14,7 +15,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ffwatchd.ops.checks import run_checks
 
     settings = load_config(args.config)
     problems, warnings, notes = run_checks(settings)

@@ -15,8 +15,9 @@ import yaml
 from ffwatchd.config.load import load_config, resolve_config_path
 from ffwatchd.config.settings import Settings
 from ffwatchd.errors import ConfigError
+from ffwatchd.ops.documents import to_json
 from ffwatchd.spec.safeyaml import load_yaml
-from ffwatchd.store import Job, JobQueue, open_store
+from ffwatchd.store import Job, JobQueue, SqliteJobStore, open_store
 from ffwatchd.store.names import shown
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -75,7 +76,6 @@ def _settings_for_reading(config: str | None) -> tuple[Settings | None, Path]:
 
 
 def open_store_for_reading(config: str | None) -> JobQueue:
-    from ffwatchd.store import SqliteJobStore
 
     settings, state_dir = _settings_for_reading(config)
     if settings is not None:
@@ -116,7 +116,6 @@ def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
 
 
 def dump_json(data: Any) -> None:
-    from ffwatchd.ops.documents import to_json
 
     print(to_json(data))
 

@@ -12,6 +12,7 @@ from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, check_watch_name, config_arg
 from ffwatchd.config.load import load_config
 from ffwatchd.store import open_store
 from ffwatchd.store.names import shown
+from ffwatchd.watch.ingest import find_watch, ingest_file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +23,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ffwatchd.watch.ingest import find_watch, ingest_file
 
     settings = load_config(args.config)
     check_watch_name(args.config, args.watch)

@@ -26,6 +26,7 @@ from ffwatchd.config.load import load_config
 from ffwatchd.config.settings import Settings
 from ffwatchd.ops.documents import job_document, jobs_document, jobs_list
 from ffwatchd.ops.jobverbs import cancel_job, retry_job
+from ffwatchd.ops.statusfile import read_status
 from ffwatchd.spec.values import parse_duration
 from ffwatchd.store import PRIORITIES, STATES, Job, JobQueue, NotFound, TransitionError, open_store, priority_name
 from ffwatchd.store.names import shown
@@ -87,7 +88,6 @@ def cmd_list(args: argparse.Namespace) -> int:
     if more:
         print(f"(the newest {args.limit} shown; there are more: --limit N, --state S or --watch W)")
     if args.state in (None, "queued"):
-        from ffwatchd.ops.statusfile import read_status
 
         daemon = read_status(state_dir_for_reading(args.config))
         if daemon and args.watch:

@@ -14,6 +14,8 @@ from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, config_arg
 from ffwatchd.config.load import CONFIG_ENV, load_config
 from ffwatchd.config.settings import CustomModel
 from ffwatchd.errors import ConfigError, JobError
+from ffwatchd.faces import registry
+from ffwatchd.faces.fetch import FetchError, fetch_model
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,7 +75,6 @@ def model_state(name: str, info: Any, models_dir: Path, custom: tuple[CustomMode
     """registry.model_status, saying where a custom model is configured: a custom model's wrong
     hash names its `models:` entry, and a built-in's file that is a custom model's (a tuned
     swapper saved under the official name, say) is `custom`, not `corrupt`."""
-    from ffwatchd.faces import registry
 
     state, detail = registry.model_status(info, models_dir)
     if state != "corrupt":
@@ -89,7 +90,6 @@ def model_state(name: str, info: Any, models_dir: Path, custom: tuple[CustomMode
 
 
 def cmd_list(args: argparse.Namespace, models_dir: Path, custom: tuple[CustomModel, ...]) -> int:
-    from ffwatchd.faces import registry
 
     rows = []
     for name, info in registry.all_models(custom).items():
@@ -108,7 +108,6 @@ def cmd_list(args: argparse.Namespace, models_dir: Path, custom: tuple[CustomMod
 
 
 def cmd_verify(args: argparse.Namespace, models_dir: Path, custom: tuple[CustomModel, ...]) -> int:
-    from ffwatchd.faces import registry
 
     models = registry.all_models(custom)
     unknown = [n for n in args.names if n not in models]
@@ -134,8 +133,6 @@ def cmd_verify(args: argparse.Namespace, models_dir: Path, custom: tuple[CustomM
 
 
 def cmd_fetch(args: argparse.Namespace, models_dir: Path, custom: tuple[CustomModel, ...]) -> int:
-    from ffwatchd.faces import registry
-    from ffwatchd.faces.fetch import FetchError, fetch_model
 
     models = registry.all_models(custom)
     names = list(registry.BUILTIN_MODELS) if args.all else args.names

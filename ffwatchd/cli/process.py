@@ -22,6 +22,7 @@ from ffwatchd.spec import jobspec
 from ffwatchd.spec.safeyaml import load_yaml, yaml_problem
 from ffwatchd.spec.sniff import sniff_file
 from ffwatchd.spec.values import parse_size
+from ffwatchd.work.videojob import process_video_file
 
 log = logging.getLogger(__name__)
 _SUFFIX_FORMATS = {".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".webp": "webp"}
@@ -246,7 +247,6 @@ def _process_video(settings: Settings | None, pipeline: Any, spec: jobspec.JobSp
                    workdir: Path) -> dict:
     # Imported here: only a video needs ffmpeg and the video stage.
     from ffwatchd.media.ffmpeg import find_ffmpeg
-    from ffwatchd.work.videojob import process_video_file
 
     video = process_video_file(pipeline, target, tmp, spec, workdir=workdir,
                                ffmpeg=find_ffmpeg(settings.ffmpeg if settings else None),

@@ -12,6 +12,9 @@ from pathlib import Path
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, config_arg
 from ffwatchd.config.load import CONFIG_ENV, load_config
 from ffwatchd.errors import ConfigError
+from ffwatchd.media.c2pa_sign import read_manifest
+from ffwatchd.media.ffmpeg import find_ffmpeg
+from ffwatchd.media.provenance import read_image_metadata, read_video_tags
 
 VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm")
 
@@ -31,17 +34,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def collect(path: Path, ffmpeg: str | None = None, trust_pem: bytes | None = None) -> dict:
     """Everything `show` prints, as a dict; ValueError when the file cannot be read at all."""
-    from ffwatchd.media.c2pa_sign import read_manifest
-    from ffwatchd.media.provenance import read_image_metadata, read_video_tags
 
     out: dict = {"file": str(path)}
     if path.suffix.lower() in VIDEO_SUFFIXES:
-        from ffwatchd.media.ffmpeg import find_ffmpeg
 
         tags = read_video_tags(path, find_ffmpeg(ffmpeg))
         keep = ("comment", "encoder_tool", "digital_source_type", "ffwatchd_processors", "ffwatchd_models")
         out["video_tags"] = {k: v for k, v in tags.items() if k in keep}
     else:
+        # Imported here: Pillow loads only where a picture is read or written.
         from PIL import UnidentifiedImageError
 
         try:
@@ -101,6 +102,7 @@ def summary_lines(info: dict) -> list[str]:
 def _check_trust(path: Path, pem: bytes) -> None:
     """--trust must hold PEM certificates: anything else made every file, one without a manifest
     included, read as "manifest present but unreadable" (the error was the trust file's)."""
+    # Imported here: cryptography loads only when a C2PA certificate or key is read.
     from cryptography import x509
 
     try:

@@ -15,7 +15,10 @@ from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE
 from ffwatchd.config.load import load_config
 from ffwatchd.config.settings import Settings
 from ffwatchd.errors import ConfigError
+from ffwatchd.filing.shares import FOLDER_KEYS, hand_over_marker, marker_holder
 from ffwatchd.ops.statusfile import STATUS_NAME, pid_alive
+from ffwatchd.store import open_store, store_errors
+from ffwatchd.store.sqlite_schema import read_queue_id
 
 MAX_IDS_SHOWN = 20
 STATUS_FRESH = 60.0       # s: another host's status file this recent means its daemon runs
@@ -51,8 +54,6 @@ def daemon_holding(source: Path, settings: Settings) -> str | None:
         age = time.time() - float(data.get("updated_at") or 0)
         if ours and host != socket.gethostname() and age < STATUS_FRESH:
             return f"pid {pid} on host {host}, by its status file {status}, written {age:.0f} s ago"
-    from ffwatchd.filing.shares import marker_holder
-    from ffwatchd.store.sqlite_schema import read_queue_id
 
     queue_id = read_queue_id(source) if source.is_file() else None
     if queue_id:
@@ -64,14 +65,12 @@ def daemon_holding(source: Path, settings: Settings) -> str | None:
 
 
 def _share_folders(settings: Settings) -> list[Path]:
-    from ffwatchd.filing.shares import FOLDER_KEYS
 
     return list(dict.fromkeys(getattr(w, key) for w in settings.watches for key in FOLDER_KEYS))
 
 
 def _hand_over_markers(settings: Settings, old_queue_id: str, new_queue_id: str) -> list[Path]:
     """The config's share folders marked for the copied table, now marked for the PostgreSQL queue."""
-    from ffwatchd.filing.shares import hand_over_marker
 
     return [f for f in _share_folders(settings) if hand_over_marker(f, old_queue_id, new_queue_id)]
 
@@ -93,10 +92,10 @@ def run(args: argparse.Namespace) -> int:
               "stop that daemon first, then run queue migrate again: a copy taken while it runs would miss "
               "what it does next", file=sys.stderr)
         return EXIT_FAIL
-    from ffwatchd.store import open_store, store_errors
 
     try:
         with open_store(settings) as store:     # says plainly when the PostgreSQL driver is missing
+            # Imported here: the PostgreSQL driver loads only for a postgresql:// queue.
             from ffwatchd.store.pgmigrate import copy_sqlite_to_postgres
             report = copy_sqlite_to_postgres(source, store)
             markers = _hand_over_markers(settings, report.source_queue, store.queue_id())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ffwatchd.cli.common import config_arg
+from ffwatchd.daemon.supervisor import run_daemon
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -12,6 +13,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ffwatchd.daemon.supervisor import run_daemon
 
     return run_daemon(args.config)

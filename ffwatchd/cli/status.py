@@ -20,6 +20,7 @@ from ffwatchd.config.load import load_config
 from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.errors import ConfigError
 from ffwatchd.ops.documents import status_document, status_parts
+from ffwatchd.ops.statusfile import read_status
 from ffwatchd.store import STATES
 from ffwatchd.store.names import shown
 from ffwatchd.store.rows import LOST_AFTER_LEASES, lost_after
@@ -50,7 +51,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ffwatchd.ops.statusfile import read_status
 
     state_dir = state_dir_for_reading(args.config)
     lease = _lease(args.config)

@@ -46,6 +46,7 @@ from ffwatchd.errors import ConfigError, short_repr
 from ffwatchd.spec import jobspec
 from ffwatchd.spec.safeyaml import UnsafeYaml, load_yaml, yaml_problem
 from ffwatchd.spec.values import parse_duration, parse_size, priority_value
+from ffwatchd.store.urls import redact_url
 
 CONFIG_ENV = "FFWATCHD_CONFIG"
 MAX_CONFIG_BYTES = 1 << 20          # a config is a few KiB; anything near this is a mistake
@@ -162,7 +163,6 @@ def _read_queue(r: Reader, raw: Any) -> QueueSettings:
     raw = r.section(raw, "queue", {"url", "password_file"})
     url = raw.get("url")
     if not isinstance(url, str) or not re.match(r"^postgres(ql)?://", url):
-        from ffwatchd.store.urls import redact_url
 
         shown = redact_url(url) if isinstance(url, str) else repr(url)
         r.problem("queue.url", "is required" if url is None

@@ -9,6 +9,7 @@ from ffwatchd.config.notify import NotifySettings, SmtpSettings, WatchNotify
 from ffwatchd.config.web import WebSettings
 from ffwatchd.fs.writefs import Perms
 from ffwatchd.spec import jobspec
+from ffwatchd.store.urls import redact_url
 
 DEFAULT_INCLUDE = ("*.jpg", "*.jpeg", "*.png", "*.webp", "*.bmp", "*.tif", "*.tiff",
                    "*.heic", "*.heif", "*.hif",                          # phones (pillow-heif)
@@ -119,7 +120,6 @@ class QueueSettings:
 
     def describe(self) -> str:
         """Safe to log and show: the URL without its password."""
-        from ffwatchd.store.urls import redact_url
 
         return "sqlite (state_dir/ffwatchd.db)" if self.url is None else redact_url(self.url)
 

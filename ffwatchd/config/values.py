@@ -3,6 +3,7 @@ problem by key path instead of stopping at the first one. Used by config.py and 
 
 from __future__ import annotations
 
+import grp
 import os
 import re
 from pathlib import Path
@@ -152,7 +153,6 @@ def octal_mode(allowed: int) -> Callable[[Any], int]:
 
 
 def group_id(v: Any) -> int | None:
-    import grp
 
     if v is None or v == "":
         return None

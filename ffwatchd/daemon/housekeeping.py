@@ -8,6 +8,7 @@ import threading
 from typing import Any, Callable
 
 from ffwatchd.config.settings import Settings
+from ffwatchd.ops.retention import run_retention
 from ffwatchd.store import JobQueue
 from ffwatchd.store.rows import LOST_AFTER_LEASES, lost_after  # noqa: F401  (shown by status and the web page)
 
@@ -17,7 +18,6 @@ def start_retention(settings: Settings, open_store: Callable[[], JobQueue], metr
     """One retention run in a thread of its own, on its own store; skipped when another host runs it."""
 
     def run() -> None:
-        from ffwatchd.ops.retention import run_retention
 
         try:
             store = open_store()

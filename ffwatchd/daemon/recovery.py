@@ -13,6 +13,7 @@ from ffwatchd.config.settings import Settings
 from ffwatchd.filing.complete import complete_done_plan
 from ffwatchd.filing.leftovers import remove_leftovers
 from ffwatchd.filing.plan import OriginalChanged, Plan, file_failed_original, remove_partials
+from ffwatchd.ops.retention import clean_temp_at_startup
 from ffwatchd.ops.statusfile import pid_alive
 from ffwatchd.store import JobQueue
 from ffwatchd.work.worker import owner_pid
@@ -57,7 +58,6 @@ def recover_at_start(settings: Settings, store: JobQueue) -> None:
             if expired:
                 log.warning("returned %d job(s) whose leases expired to the queue: %s", len(expired), expired)
     try:
-        from ffwatchd.ops.retention import clean_temp_at_startup
 
         clean_temp_at_startup(settings, store)
     except OSError as e:

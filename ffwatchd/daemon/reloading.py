@@ -4,8 +4,11 @@ restart (a new web token is taken at once); an invalid config is refused on one 
 
 from __future__ import annotations
 
+import dataclasses
+
 from ffwatchd.config.settings import Settings
 from ffwatchd.errors import ConfigError
+from ffwatchd.store.urls import redact_url
 
 RESTART_NEEDED = "restart needed"
 
@@ -18,7 +21,6 @@ def refusal_line(e: ConfigError) -> str:
 
 
 def _queue_name(s: Settings) -> str:
-    from ffwatchd.store.urls import redact_url
 
     return "sqlite" if s.queue.url is None else redact_url(s.queue.url)
 
@@ -49,7 +51,6 @@ def _listen(s: Settings) -> tuple:
 
 def keep_what_needs_a_restart(new: Settings, old: Settings) -> Settings:
     """The new settings with what needs a restart as it was (needs_restart)."""
-    import dataclasses
 
     # the page keeps its listener; a new token (or none) is taken at once
     web = dataclasses.replace(old.web, token_file=new.web.token_file, token=new.web.token) if old.web.enabled else old.web

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ffwatchd.config.load import load_config
+from ffwatchd.config.load import load_config, resolve_config_path
 from ffwatchd.config.settings import Settings
 from ffwatchd.daemon.housekeeping import prune_lost_workers, start_retention
 from ffwatchd.daemon.recovery import lock_state_dir, recover_at_start
@@ -30,6 +30,8 @@ from ffwatchd.errors import ConfigError
 from ffwatchd.filing.shares import claim_share_folders
 from ffwatchd.fs.writefs import make_private
 from ffwatchd.logs import setup_logging
+from ffwatchd.ops.checks import c2pa_problem, missing_default_models
+from ffwatchd.ops.diskguard import DiskGuard
 from ffwatchd.ops.gpusizing import plan_workers, worker_devices
 from ffwatchd.ops.statusfile import write_status
 from ffwatchd.store import JobQueue, open_store
@@ -109,7 +111,6 @@ class Supervisor(WorkerSlots):
     def report_models(self) -> None:
         """Say at start (and reload) which models the watches' defaults need but lack, and
         whether C2PA signing can work."""
-        from ffwatchd.ops.checks import c2pa_problem, missing_default_models
 
         self.models_missing = missing_default_models(self.settings)
         for line in self.models_missing:
@@ -122,7 +123,6 @@ class Supervisor(WorkerSlots):
     def refresh_models(self) -> None:
         """Look again at models_dir (in a thread: it may sit on a share): a model fetched while the
         daemon runs leaves status's MODELS MISSING, and one that went away enters it, with a log line."""
-        from ffwatchd.ops.checks import missing_default_models
 
         settings = self.settings
         now = missing_default_models(settings)
@@ -138,6 +138,7 @@ class Supervisor(WorkerSlots):
         self.models_missing = now
 
     def _start_metrics(self) -> None:
+        # Imported here: prometheus_client loads in the daemon only, not in the commands.
         from ffwatchd.ops.metrics import Metrics
 
         folders = {w.name: {**w.folders(), "temp": self.settings.temp_dir} for w in self.settings.watches}
@@ -157,6 +158,7 @@ class Supervisor(WorkerSlots):
         w = self.settings.web
         if not w.enabled:
             return
+        # Imported here: the web page's code (Jinja2) loads only when web: is on.
         from ffwatchd.web.server import WebApp, WebServer
 
         self.web = WebServer(WebApp(settings=lambda: self.settings, store=open_store(self.settings, migrate=False),
@@ -173,12 +175,12 @@ class Supervisor(WorkerSlots):
             log.info("web page is read-only: no web.token_file")
 
     def _start_diskguard(self) -> None:
-        from ffwatchd.ops.diskguard import DiskGuard
 
         self.diskguard = DiskGuard.from_settings(self.settings, self.metrics)
         self._update_claiming()
 
     def _start_watcher(self, notices_from: Any = None) -> None:
+        # Imported here: watchdog loads in the daemon only, not in the commands that import this module.
         from ffwatchd.watch.service import WatchService
 
         self.watcher = WatchService(self.settings, self.store, metrics=_WakingHooks(self), notices_from=notices_from)
@@ -373,7 +375,6 @@ class _WakingHooks:
 
 
 def run_daemon(config_path: str | None) -> int:
-    from ffwatchd.config.load import resolve_config_path
 
     path = resolve_config_path(config_path)
     settings = load_config(path)

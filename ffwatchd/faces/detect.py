@@ -27,6 +27,7 @@ class ScrfdDetector:
     """SCRFD (insightface's class on our own session); dynamic-size models take `size` x `size`."""
 
     def __init__(self, name: str, path: Path, cfg: SessionConfig) -> None:
+        # Imported here: insightface (and what it pulls in) loads only with a model that needs it.
         from insightface.model_zoo.scrfd import SCRFD
 
         self.name = name
@@ -88,6 +89,7 @@ class YunetDetector:
 
 def is_yunet(path: Path) -> bool:
     """YuNet's graph names its outputs cls_8, obj_8, bbox_8, kps_8, ...; SCRFD's are numbers."""
+    # Imported here: onnx is needed only when a model file is read here.
     import onnx
 
     model = onnx.load(str(path), load_external_data=False)

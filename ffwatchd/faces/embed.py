@@ -20,6 +20,7 @@ class Recognizer:
     """ArcFace (insightface's ArcFaceONNX on our own session): face -> normalised 512-d embedding."""
 
     def __init__(self, name: str, path: Path, cfg: SessionConfig) -> None:
+        # Imported here: insightface (and what it pulls in) loads only with a model that needs it.
         from insightface.model_zoo.arcface_onnx import ArcFaceONNX
 
         self.name = name

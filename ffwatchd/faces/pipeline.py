@@ -29,6 +29,7 @@ from ffwatchd.faces.frames import FACE_PROCESSORS, FrameProcessor
 from ffwatchd.faces.sessions import SessionConfig, probe_providers, provider_kind
 from ffwatchd.faces.swap import Swapper
 from ffwatchd.faces.types import Embedding
+from ffwatchd.media.c2pa_sign import ManifestSigner, load_credentials
 from ffwatchd.media.image import (
     SUFFIXES,
     DecodedImage,
@@ -154,7 +155,6 @@ class Pipeline:
         if self.c2pa is None:
             return None
         if self._signer is None:
-            from ffwatchd.media.c2pa_sign import ManifestSigner, load_credentials
 
             try:
                 creds = load_credentials(self.c2pa.cert, self.c2pa.key, self.c2pa.timestamp_url)

@@ -131,6 +131,7 @@ def provider_kind(active: list[str]) -> str:
 
 def probe_providers(cfg: SessionConfig) -> list[str]:
     """Providers a tiny session really gets with `cfg`: the answer before any model is loaded."""
+    # Imported here: onnx is needed only when a model file is read here.
     from onnx import TensorProto, helper
 
     node = helper.make_node("Identity", ["x"], ["y"])
@@ -143,6 +144,4 @@ def probe_providers(cfg: SessionConfig) -> list[str]:
 
 def probe_cuda(device_id: int, vram_limit: int) -> list[str]:
     """Providers a real (tiny) session gets when CUDA on `device_id` is asked for."""
-    from ffwatchd.faces.sessions import SessionConfig, probe_providers
-
     return probe_providers(SessionConfig(("cuda", "cpu"), str(device_id), vram_limit))

@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 
 def read_emap(path: Path) -> np.ndarray:
     """inswapper's identity map: its graph's last initializer (as insightface reads it)."""
+    # Imported here: onnx is needed only when a model file is read here.
     import onnx
     from onnx import numpy_helper
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ffwatchd.config.settings import Settings, WatchSettings
+from ffwatchd.filing.placing import write_json_atomic
 from ffwatchd.fs.writefs import apply_perms
 
 log = logging.getLogger(__name__)
@@ -165,7 +166,6 @@ def claim_share_folders(settings: Settings, queue_id: str) -> list[int]:
         for fd in fds:
             os.close(fd)
         raise
-    from ffwatchd.filing.placing import write_json_atomic
 
     write_json_atomic(settings.state_dir / IDENTITY_FILE, {"queue_id": queue_id, "watches": identities})
     return fds

@@ -49,6 +49,7 @@ class Credentials:
 
 def load_credentials(cert: Path, key: Path, timestamp_url: str | None = None) -> Credentials:
     """Read and check a certificate chain and key; ValueError with every problem, one per line."""
+    # Imported here: cryptography loads only when a C2PA certificate or key is read.
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
@@ -91,6 +92,7 @@ def load_credentials(cert: Path, key: Path, timestamp_url: str | None = None) ->
 
 def _leaf_problems(leaf: "x509.Certificate", cert: Path) -> list[str]:
     """What C2PA refuses in a signing certificate, said plainly (c2pa itself says only "invalid")."""
+    # Imported here: cryptography loads only when a C2PA certificate or key is read.
     from cryptography import x509
 
     out = []
@@ -131,6 +133,7 @@ class ManifestSigner:
 
         The original (the parent ingredient) is read from `original_input` when the caller holds
         it open, else opened here without following a link at its path."""
+        # Imported here: c2pa loads only when a manifest is signed or read.
         import c2pa
 
         mime = MIME_BY_SUFFIX.get(Path(dest).suffix.lower())
@@ -194,6 +197,7 @@ def manifest_definition(prov: Provenance, title: str, mime: str, original_name: 
 
 def self_test(creds: Credentials) -> str:
     """Sign a tiny in-memory JPEG and read it back: c2pa's own verdict on the credentials."""
+    # Imported here: c2pa loads only when a manifest is signed or read.
     import c2pa
     from PIL import Image
 
@@ -230,6 +234,7 @@ def read_manifest(path: Path, trust_pem: bytes | None = None) -> dict | None:
 
 def read_manifest_stream(stream: IO[bytes], mime: str, trust_pem: bytes | None = None) -> dict | None:
     """`read_manifest` on an open binary stream of the given MIME type."""
+    # Imported here: c2pa loads only when a manifest is signed or read.
     import c2pa
 
     settings = json.loads(json.dumps(_READ_SETTINGS))

@@ -62,6 +62,7 @@ def find_ffmpeg(configured: str | None = None) -> str:
         return found
     tried.append("ffmpeg on PATH (none)")
     try:
+        # Imported here: imageio-ffmpeg is asked only when no ffmpeg is configured.
         import imageio_ffmpeg
         found = imageio_ffmpeg.get_ffmpeg_exe()
     except ImportError:

@@ -137,6 +137,7 @@ def parse_xmp(xmp: bytes | str) -> dict | None:
 
 def read_image_metadata(path: Path) -> dict:
     """XMP/IPTC, EXIF and PNG text chunks an image carries (only the provenance-related ones)."""
+    # Imported here: Pillow loads only where a picture is read or written.
     from PIL import Image
 
     out: dict = {}

@@ -76,6 +76,7 @@ def read_head_of(fd: int) -> bytes:
 
 def read_raw(path: Path, fd: int, max_pixels: int) -> np.ndarray:
     """Develop the RAW file open at `fd` to 8-bit BGR; JobError bad_input or too_large."""
+    # Imported here: rawpy (LibRaw) loads only for a camera RAW file.
     import rawpy
 
     try:

@@ -8,10 +8,17 @@ import socket
 from pathlib import Path
 
 from ffwatchd.config.settings import Settings
-from ffwatchd.faces.sessions import probe_cuda
+from ffwatchd.faces import registry
+from ffwatchd.faces.registry import fetch_hint, missing_models
 from ffwatchd.fs.mounts import filesystem_type, is_network_fs
+from ffwatchd.media.c2pa_sign import load_credentials, self_test
+from ffwatchd.media.ffmpeg import FfmpegNotFound, find_ffmpeg
 from ffwatchd.ops.diskguard import UNKNOWN_SIZE, free_bytes_or_none
 from ffwatchd.ops.gpusizing import plan_workers
+from ffwatchd.ops.install import owners
+from ffwatchd.ops.statusfile import read_status
+from ffwatchd.spec.jobspec import JobSpec
+from ffwatchd.store import open_store, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +81,6 @@ def check_local_dirs(settings: Settings, problems: list[str], warnings: list[str
 
 def check_models(settings: Settings, warnings: list[str], notes: list[str]) -> None:
     """Models the watches' defaults need: present, missing or corrupt (jobs fail as model_missing)."""
-    from ffwatchd.faces import registry
-    from ffwatchd.spec.jobspec import JobSpec
 
     needed = set()
     for w in settings.watches:
@@ -96,8 +101,6 @@ def check_models(settings: Settings, warnings: list[str], notes: list[str]) -> N
 def missing_default_models(settings: Settings) -> list[str]:
     """One sentence per watch whose defaults need models that are not in models_dir (file and size
     only: no hashing at start), naming them and the fetch command; [] when none is missing."""
-    from ffwatchd.faces.registry import fetch_hint, missing_models
-    from ffwatchd.spec.jobspec import JobSpec
 
     out = []
     for w in settings.watches:
@@ -114,7 +117,11 @@ def missing_default_models(settings: Settings) -> list[str]:
 
 
 def check_providers(settings: Settings, problems: list[str], warnings: list[str], notes: list[str]) -> None:
+    # Imported here: the supervisor imports this module and must not load onnxruntime itself.
     import onnxruntime as ort
+
+    # Imported here: onnxruntime loads only when a CUDA session is probed.
+    from ffwatchd.faces.sessions import probe_cuda
 
     available = ort.get_available_providers()
     gpu_devices = [d for d in settings.workers.devices if d != "cpu"]
@@ -140,7 +147,6 @@ def check_workers(settings: Settings, notes: list[str]) -> None:
 def check_packages(warnings: list[str], notes: list[str], path: list[str] | None = None) -> None:
     """Exactly one installed package should own `onnxruntime/` and one `cv2/`: two owners write
     the same files, the last installed wins, and uninstalling either deletes the folder."""
-    from ffwatchd.ops.install import owners
 
     for top, fix in (("onnxruntime", "`python -m ffwatchd.install` (add --gpu for CUDA)"),
                      ("cv2", "`python -m ffwatchd.install`")):
@@ -154,7 +160,6 @@ def check_packages(warnings: list[str], notes: list[str], path: list[str] | None
 
 
 def check_ffmpeg(settings: Settings, warnings: list[str], notes: list[str]) -> None:
-    from ffwatchd.media.ffmpeg import FfmpegNotFound, find_ffmpeg
 
     try:
         notes.append(f"ffmpeg: {find_ffmpeg(settings.ffmpeg)}")
@@ -164,7 +169,6 @@ def check_ffmpeg(settings: Settings, warnings: list[str], notes: list[str]) -> N
 
 def check_metrics_port(settings: Settings, warnings: list[str], notes: list[str]) -> None:
     """The metrics port is free, or held by this config's own running daemon (which is fine)."""
-    from ffwatchd.ops.statusfile import read_status
 
     if not settings.metrics.enabled:
         return
@@ -190,7 +194,6 @@ def c2pa_problem(settings: Settings) -> str | None:
     signature: for the daemon's start); None when signing is off or fine."""
     if settings.c2pa is None:
         return None
-    from ffwatchd.media.c2pa_sign import load_credentials
 
     try:
         creds = load_credentials(settings.c2pa.cert, settings.c2pa.key, settings.c2pa.timestamp_url)
@@ -208,7 +211,6 @@ def check_c2pa(settings: Settings, problems: list[str], notes: list[str]) -> Non
         notes.append("C2PA signing is off (no provenance.c2pa cert and key in the config); changed outputs "
                      + ("carry XMP/IPTC provenance only" if settings.provenance else "carry no provenance"))
         return
-    from ffwatchd.media.c2pa_sign import load_credentials, self_test
 
     c = settings.c2pa
     try:
@@ -223,7 +225,6 @@ def check_c2pa(settings: Settings, problems: list[str], notes: list[str]) -> Non
 
 def check_queue(settings: Settings, problems: list[str], notes: list[str]) -> None:
     """The job table: which one (URL redacted), whether it opens, and its schema version."""
-    from ffwatchd.store import open_store
 
     where = settings.queue.describe()
     if settings.queue.url is None and not settings.db_path.exists():
@@ -235,7 +236,6 @@ def check_queue(settings: Settings, problems: list[str], notes: list[str]) -> No
             jobs = f", {sum(store.counts().values())} job(s)" if version else " (tables created at the first run)"
             notes.append(f"queue {store.where}: connects, schema version {version}{jobs}")
     except Exception as e:  # noqa: BLE001 - every reason the queue cannot open is a problem to show
-        from ffwatchd.store import redact_url
 
         reason = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
         if settings.queue.url:

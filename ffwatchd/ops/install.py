@@ -71,6 +71,7 @@ def verify(gpu: bool, device: int) -> list[str]:
         if len(got) != 1:
             problems.append(f"{len(got)} packages own {top}/ (want exactly one)")
     if gpu:
+        # Imported here: onnxruntime loads only when a CUDA session is probed.
         from ffwatchd.faces.sessions import probe_cuda
 
         active = probe_cuda(device, 2**30)

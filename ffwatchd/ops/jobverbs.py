@@ -5,13 +5,16 @@ job's original filed to failed/), a queued job's priority, a watch's claiming pa
 from __future__ import annotations
 
 from ffwatchd.config.settings import Settings
+from ffwatchd.errors import JobError
+from ffwatchd.faces.registry import fetch_hint, missing_models
+from ffwatchd.filing.plan import OriginalChanged, file_failed_original, find_failed_original, restore_original
+from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import PRIORITIES, Job, JobQueue, TransitionError, priority_name
 
 
 def retry_job(store: JobQueue, settings: Settings, job: Job, priority: str | None = None) -> str:
     """Back to queued with the sidecars as they are now; the original returns to its inbox path."""
-    from ffwatchd.errors import JobError
-    from ffwatchd.filing.plan import find_failed_original, restore_original
+    # Imported here: the sidecar reading loads only for a retry.
     from ffwatchd.watch.ingest import snapshot_for
 
     if job.state not in ("failed", "cancelled"):
@@ -29,8 +32,6 @@ def retry_job(store: JobQueue, settings: Settings, job: Job, priority: str | Non
     except JobError as e:
         raise TransitionError(f"not retried, it would be refused again: {e}; fix that, then retry") from None
     if job.error_kind == "model_missing":
-        from ffwatchd.faces.registry import fetch_hint, missing_models
-        from ffwatchd.spec.jobspec import JobSpec
 
         missing = missing_models(JobSpec.from_snapshot(snap["spec"]).models_used(), settings.models_dir,
                                  settings.models)
@@ -47,7 +48,6 @@ def retry_job(store: JobQueue, settings: Settings, job: Job, priority: str | Non
 
 
 def cancel_job(store: JobQueue, settings: Settings, job: Job) -> str:
-    from ffwatchd.filing.plan import OriginalChanged, file_failed_original
 
     was = job.state
     if was == "queued" and job.filing and job.filing.get("outcome") == "done":

@@ -7,6 +7,7 @@ backend the config names (`queue: sqlite` or `queue: {url: postgresql://…}`).
 from __future__ import annotations
 
 import os
+import sqlite3
 from typing import TYPE_CHECKING
 
 from ffwatchd.store.contract import JobQueue, NotFound, TransitionError
@@ -49,10 +50,10 @@ def queue_password(queue: "QueueSettings") -> str | None:
 
 def store_errors() -> tuple[type[BaseException], ...]:
     """The exceptions a job table raises when its database fails (for `except`)."""
-    import sqlite3
 
     errors: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
     try:
+        # Imported here: the PostgreSQL driver loads only for a postgresql:// queue.
         import psycopg
     except ImportError:
         return errors
@@ -71,6 +72,7 @@ def open_store(settings: "Settings", *, migrate: bool = True) -> JobQueue:
         return SqliteJobStore(settings.db_path, max_attempts=w.max_attempts, retry_backoff=w.retry_backoff,
                               migrate_schema=migrate)
     try:
+        # Imported here: the PostgreSQL driver loads only for a postgresql:// queue.
         from ffwatchd.store.postgres import PostgresJobStore
     except ImportError as e:           # the single-host install carries no PostgreSQL driver
         raise DriverMissing(f"queue {redact_url(q.url)}: the PostgreSQL driver is missing "

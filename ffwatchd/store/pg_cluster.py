@@ -13,12 +13,12 @@ from typing import Any, Iterator
 
 import psycopg
 
+from ffwatchd.store.pg_rows import (
+    NOW,  # the transaction's time: the test clock when given, else the database's
+)
 from ffwatchd.store.rows import WorkerRow
 
 log = logging.getLogger(__name__)
-
-# The time of a transaction: the test clock when given, else the database's.
-from ffwatchd.store.pg_rows import NOW
 
 WORKERS_MIGRATION = """
     CREATE TABLE workers (

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ffwatchd.config.settings import Settings
+from ffwatchd.fs.safefs import read_regular
 from ffwatchd.ops.documents import to_json
 from ffwatchd.store import STATES, JobQueue, NotFound
 from ffwatchd.web import pages
@@ -157,8 +158,8 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, body, ctype)
 
     def report(self, batch_id: str) -> None:
+        # Imported here: the report's thumbnails need OpenCV and Pillow; loaded where one is made.
         from ffwatchd.batches.report import report_paths
-        from ffwatchd.fs.safefs import read_regular
 
         batch = self.app.store.get_batch(int(batch_id))
         try:

@@ -25,6 +25,7 @@ from ffwatchd.filing.sharewait import ShareWaits, _ShareWait
 from ffwatchd.filing.staging import unstage
 from ffwatchd.fs import safefs
 from ffwatchd.fs.writefs import make_private
+from ffwatchd.media.ffmpeg import find_ffmpeg
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import Job, JobQueue, TransitionError
 from ffwatchd.watch.hashing import hash_file
@@ -65,6 +66,7 @@ class Outcome:
 
 def report_thumbs(write: Any, plan: Plan) -> dict | None:
     """Thumbnails of an image job's original and result, keyed by where the plan filed them."""
+    # Imported here: the report's thumbnails need OpenCV and Pillow; loaded where one is made.
     from ffwatchd.batches.report import thumbnail_of
 
     source, frame = getattr(write, "source", None), getattr(write, "frame", None)
@@ -270,7 +272,6 @@ class JobRunner(JobFailures, ShareWaits):
                 raise pre.error
             image = pre.image if pre is not None and pre.image is not None else self.pipeline.decode_image(original)
             return result, suffix, 1, self.pipeline.render_image(original, image, spec)
-        from ffwatchd.media.ffmpeg import find_ffmpeg
 
         if self._ffmpeg is None:
             self._ffmpeg = find_ffmpeg(self.settings.ffmpeg)

@@ -12,6 +12,8 @@ from typing import Any, Callable
 
 from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.errors import JobError
+from ffwatchd.media.c2pa_sign import MIME_BY_SUFFIX
+from ffwatchd.media.source import open_input
 from ffwatchd.spec.jobspec import JobSpec
 
 log = logging.getLogger(__name__)
@@ -28,7 +30,6 @@ def process_video_file(pipeline: Any, target: Path, result: Path, spec: JobSpec,
 
     The video is opened once, without following a link at its path or (with `root`, its inbox)
     on the way to it, and ffmpeg, the no-face copy and the signer all read that open file."""
-    from ffwatchd.media.source import open_input
 
     with open_input(target, root) as src:
         return _process_video_input(pipeline, src, result, spec, workdir=workdir, ffmpeg=ffmpeg,
@@ -40,8 +41,8 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
                          max_pixels: int, on_cuda: bool, progress: Callable[[int, int], None] | None,
                          should_stop: Callable[[], bool] | None, segment_seconds: float) -> Any:
     target = src.path
+    # Imported here: the models' and video code load in a worker process only.
     from ffwatchd.faces.pipeline import FACE_PROCESSORS, sha256_of
-    from ffwatchd.media.c2pa_sign import MIME_BY_SUFFIX
     from ffwatchd.media.video import process_video
 
     processor = pipeline.prepare(spec)
