@@ -241,7 +241,19 @@ class JobQueue(abc.ABC):
         """After one try: delivered (ok), pending until `retry_at`, or failed (retry_at None)."""
 
     @abc.abstractmethod
-    def deliveries(self, batch_id: int | None = None, limit: int = 100) -> list[Delivery]: ...
+    def deliveries(self, batch_id: int | None = None, limit: int = 100, *,
+                   state: str | None = None) -> list[Delivery]:
+        """Outbox rows, newest first (of one batch, in one state)."""
+
+    @abc.abstractmethod
+    def retry_delivery(self, delivery_id: int) -> Delivery:
+        """An operator's retry: a pending or failed row becomes pending, due now, its tries
+        counted from 0. TransitionError for a delivered row, NotFound for none."""
+
+    @abc.abstractmethod
+    def drop_delivery(self, delivery_id: int) -> Delivery:
+        """An operator's drop: a pending row ends failed ("dropped by the operator", the last
+        error kept). TransitionError when it is not pending, NotFound for none."""
 
     @abc.abstractmethod
     def purge_deliveries(self, older_than: float, *, count_only: bool = False) -> int:

@@ -9,7 +9,8 @@ from typing import Any, Callable, Sequence, TypeVar
 import psycopg
 from psycopg.types.json import Json
 
-from ffwatchd.store.contract import NotFound
+from ffwatchd.store import outbox_sql
+from ffwatchd.store.contract import NotFound, TransitionError
 from ffwatchd.store.names import decode_json, decode_path, encode_json, encode_path
 from ffwatchd.store.pg_rows import NOW, _job
 from ffwatchd.store.rows import Batch, Delivery, Job
@@ -147,13 +148,28 @@ class PostgresBatches:
             raise NotFound(delivery_id)
         return _delivery(row)
 
-    def deliveries(self, batch_id: int | None = None, limit: int = 100) -> list[Delivery]:
-        sql, params = "SELECT * FROM outbox", []
-        if batch_id is not None:
-            sql += " WHERE batch_id = %s"
-            params.append(batch_id)
-        rows = self._run(lambda cur: cur.execute(sql + " ORDER BY id DESC LIMIT %s", (*params, limit)).fetchall())
+    def deliveries(self, batch_id: int | None = None, limit: int = 100, *,
+                   state: str | None = None) -> list[Delivery]:
+        sql = outbox_sql.pg(outbox_sql.list_deliveries(batch_id is not None, state is not None))
+        rows = self._run(lambda cur: cur.execute(sql, {"batch": batch_id, "state": state, "limit": limit}).fetchall())
         return [_delivery(r) for r in rows]
+
+    def _operator_change(self, sql: str, delivery_id: int, verb: str) -> Delivery:
+        def body(cur: psycopg.Cursor) -> dict:
+            row = cur.execute(outbox_sql.pg(sql), self._params(id=delivery_id)).fetchone()
+            if row is None:
+                row = cur.execute(outbox_sql.pg(outbox_sql.ONE_DELIVERY), {"id": delivery_id}).fetchone()
+                if row is None:
+                    raise NotFound(delivery_id)
+                raise TransitionError(f"notification {delivery_id} is {row['state']}: cannot {verb} it")
+            return row
+        return _delivery(self._run(body))
+
+    def retry_delivery(self, delivery_id: int) -> Delivery:
+        return self._operator_change(outbox_sql.RETRY_DELIVERY, delivery_id, "retry")
+
+    def drop_delivery(self, delivery_id: int) -> Delivery:
+        return self._operator_change(outbox_sql.DROP_DELIVERY, delivery_id, "drop")
 
     def purge_deliveries(self, older_than: float, *, count_only: bool = False) -> int:
         p = self._params(age=float(older_than))

@@ -7,7 +7,8 @@ import json
 import sqlite3
 from typing import Any, Sequence
 
-from ffwatchd.store.contract import NotFound
+from ffwatchd.store import outbox_sql
+from ffwatchd.store.contract import NotFound, TransitionError
 from ffwatchd.store.names import decode_path, encode_path
 from ffwatchd.store.rows import Batch, Delivery, Job
 from ffwatchd.store.sqlite_reads import _job
@@ -160,14 +161,28 @@ class SqliteBatches:
             raise NotFound(delivery_id)
         return _delivery(row)
 
-    def deliveries(self, batch_id: int | None = None, limit: int = 100) -> list[Delivery]:
-        sql, params = "SELECT * FROM outbox", []
-        if batch_id is not None:
-            sql += " WHERE batch_id = ?"
-            params.append(batch_id)
+    def deliveries(self, batch_id: int | None = None, limit: int = 100, *,
+                   state: str | None = None) -> list[Delivery]:
+        sql = outbox_sql.sqlite(outbox_sql.list_deliveries(batch_id is not None, state is not None))
         with self._lock:
-            rows = self._db.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit)).fetchall()
+            rows = self._db.execute(sql, {"batch": batch_id, "state": state, "limit": limit}).fetchall()
         return [_delivery(r) for r in rows]
+
+    def _operator_change(self, sql: str, delivery_id: int, verb: str) -> Delivery:
+        with self._write(durable=True) as db:
+            row = db.execute(outbox_sql.sqlite(sql), {"id": delivery_id, "now": self.clock()}).fetchone()
+            if row is None:
+                row = db.execute(outbox_sql.sqlite(outbox_sql.ONE_DELIVERY), {"id": delivery_id}).fetchone()
+                if row is None:
+                    raise NotFound(delivery_id)
+                raise TransitionError(f"notification {delivery_id} is {row['state']}: cannot {verb} it")
+        return _delivery(row)
+
+    def retry_delivery(self, delivery_id: int) -> Delivery:
+        return self._operator_change(outbox_sql.RETRY_DELIVERY, delivery_id, "retry")
+
+    def drop_delivery(self, delivery_id: int) -> Delivery:
+        return self._operator_change(outbox_sql.DROP_DELIVERY, delivery_id, "drop")
 
     def purge_deliveries(self, older_than: float, *, count_only: bool = False) -> int:
         cutoff = self.clock() - older_than

@@ -14,6 +14,7 @@ from ffwatchd.batches.notify.webhook import DeliveryError
 from ffwatchd.config.settings import Settings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
 from ffwatchd.spec.jobspec import NotifySpec
+from ffwatchd.spec.values import email_problem, webhook_url_problem
 from ffwatchd.store import Batch, Delivery, Job, JobQueue
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,9 @@ def _mail_text(p: dict) -> tuple[str, str]:
 def deliver(settings: Settings, d: Delivery) -> None:
     """One try of one delivery; raises DeliveryError when it did not go through."""
     if d.channel == "webhook":
+        why = webhook_url_problem(d.target)
+        if why is not None:
+            raise DeliveryError(f"the webhook URL {why}", permanent=True)
         try:
             secret = settings.watch(d.payload["watch"]).notify.webhook_secret
         except KeyError:
@@ -98,12 +102,55 @@ def deliver(settings: Settings, d: Delivery) -> None:
     elif d.channel == "email":
         if settings.smtp is None:
             raise DeliveryError("the config has no smtp: section now")
+        to = d.target.split(",")
+        for address in to:
+            why = email_problem(address)
+            if why is not None:
+                raise DeliveryError(f"the address {address!r} {why}", permanent=True)
         subject, text = _mail_text(d.payload)
-        refused = smtp.send(settings.smtp, d.target.split(","), subject, text, f"<{d.idempotency_key}@ffwatchd>")
+        refused = smtp.send(settings.smtp, to, subject, text, f"<{d.idempotency_key}@ffwatchd>")
         if refused:
             log.warning("notification %d: the SMTP server refused %s", d.id, ", ".join(refused))
     else:
-        raise DeliveryError(f"unknown channel {d.channel!r}")
+        raise DeliveryError(f"unknown channel {d.channel!r}", permanent=True)
+
+
+def attempt(settings: Settings, d: Delivery) -> DeliveryError | None:
+    """One try of `d`: None when delivered, else why not. Any exception ends here as this
+    row's failed try (an unexpected one as a permanent failure: the same row would raise it
+    again), so one bad row never stops the others."""
+    try:
+        deliver(settings, d)
+    except DeliveryError as e:
+        return e
+    except Exception as e:  # noqa: BLE001 - one row's bug or bad data must not stop the sender
+        log.error("notification %d (%s %s): unexpected %s", d.id, d.channel, d.event, e.__class__.__name__,
+                  exc_info=True)
+        return DeliveryError(f"cannot be sent: {e.__class__.__name__}: {e}", permanent=True)
+    return None
+
+
+def record(settings: Settings, store: JobQueue, d: Delivery, error: DeliveryError | None, metrics: Any = None,
+           clock: Callable[[], float] = time.time) -> None:
+    """Store the outcome of one try of `d` (delivered, retry later, or given up)."""
+    if error is None:
+        store.record_attempt(d.id, ok=True)
+        log.info("notification %d (%s %s, key %s) delivered", d.id, d.channel, d.event, d.idempotency_key)
+        if metrics is not None:
+            metrics.notification(d.channel, "delivered")
+        return
+    attempts = d.attempts + 1
+    give_up = error.permanent or attempts >= settings.notify.max_attempts
+    delay = settings.notify.retry_delay(attempts)
+    if error.retry_after is not None:
+        delay = min(max(delay, error.retry_after), settings.notify.backoff_max)
+    retry_at = None if give_up else clock() + delay
+    reason = f"{error}{' (permanent)' if error.permanent else ''}"
+    store.record_attempt(d.id, ok=False, error=reason, retry_at=retry_at)
+    log.warning("notification %d (%s %s, key %s): try %d failed: %s%s", d.id, d.channel, d.event,
+                d.idempotency_key, attempts, reason, "; giving up" if give_up else "")
+    if metrics is not None:
+        metrics.notification(d.channel, "failed" if give_up else "retry")
 
 
 def deliver_due(settings: Settings, store: JobQueue, metrics: Any = None, limit: int = 20,
@@ -111,20 +158,5 @@ def deliver_due(settings: Settings, store: JobQueue, metrics: Any = None, limit:
     """Try every due delivery once; returns how many were tried."""
     due = store.due_deliveries(limit)
     for d in due:
-        try:
-            deliver(settings, d)
-        except DeliveryError as e:
-            attempts = d.attempts + 1
-            give_up = attempts >= settings.notify.max_attempts
-            retry_at = None if give_up else clock() + settings.notify.retry_delay(attempts)
-            store.record_attempt(d.id, ok=False, error=str(e), retry_at=retry_at)
-            log.warning("notification %d (%s %s, key %s): try %d failed: %s%s", d.id, d.channel, d.event,
-                        d.idempotency_key, attempts, e, "; giving up" if give_up else "")
-            if metrics is not None:
-                metrics.notification(d.channel, "failed" if give_up else "retry")
-            continue
-        store.record_attempt(d.id, ok=True)
-        log.info("notification %d (%s %s, key %s) delivered", d.id, d.channel, d.event, d.idempotency_key)
-        if metrics is not None:
-            metrics.notification(d.channel, "delivered")
+        record(settings, store, d, attempt(settings, d), metrics, clock)
     return len(due)

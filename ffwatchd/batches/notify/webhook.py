@@ -13,7 +13,14 @@ EVENT_HEADER = "X-Ffwatchd-Event"
 
 
 class DeliveryError(Exception):
-    """A try that did not deliver; the message says why (retried with backoff)."""
+    """A try that did not deliver; the message says why. Retried with backoff unless
+    `permanent` (trying again cannot help: a target the config no longer allows, an address
+    or URL that cannot be sent to, a receiver that refused the request with a 4xx)."""
+
+    def __init__(self, message: str, *, permanent: bool = False, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+        self.retry_after = retry_after
 
 
 def sign(secret: str, body: bytes) -> str:
