@@ -22,6 +22,7 @@ from ffwatchd.errors import NOT_A_FILE_FAILURE
 from ffwatchd.filing.plan import find_failed_original
 from ffwatchd.fs.safefs import open_regular, read_up_to
 from ffwatchd.fs.writefs import write_file_atomic
+from ffwatchd.spec.values import redact_notify
 from ffwatchd.store import Job, priority_name
 from ffwatchd.store.names import printable
 
@@ -217,7 +218,8 @@ def build_report(watch: WatchSettings, folder: str, jobs: Iterable[Job], *, batc
     settings: dict = {}
     for j in jobs:
         if j.spec:
-            settings = {k: v for k, v in j.spec.items() if k not in ("sources",)}
+            settings = {k: (redact_notify(v) if k == "notify" else v) for k, v in j.spec.items()
+                        if k not in ("sources",)}
     return {
         "format": "ffwatchd-batch-report/1", "watch": watch.name, "batch": folder or "/",
         "batch_id": batch_id, "version": version, "state": "finished" if final else "running",

@@ -107,6 +107,25 @@ def url_allowed(url: str, prefixes: tuple[str, ...]) -> bool:
     return False
 
 
+def redact_url(url: str) -> str:
+    """What logs, errors and reports show of a webhook URL: scheme and host (and port) only, since
+    for Slack/Teams-style hooks the path is the credential."""
+    try:
+        u = urlsplit(url)
+        port = f":{u.port}" if u.port else ""
+        host = u.hostname or "?"
+    except ValueError:
+        return "(an unreadable URL)"
+    return f"{u.scheme or '?'}://{host}{port}/…"
+
+
+def redact_notify(notify: Any) -> Any:
+    """A sidecar's `notify` as the report on the share shows it: the webhook redacted."""
+    if not isinstance(notify, dict):
+        return notify
+    return {k: (redact_url(v) if k == "webhook" and isinstance(v, str) else v) for k, v in notify.items()}
+
+
 def email_problem(address: object) -> str | None:
     """Why `address` is not one plain e-mail address (None when it is): the whole string must be
     `local@domain` (no name, no newline, no second address), as the mail code's own parser

@@ -14,7 +14,7 @@ from ffwatchd.batches.notify.webhook import DeliveryError
 from ffwatchd.config.settings import Settings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
 from ffwatchd.spec.jobspec import NotifySpec
-from ffwatchd.spec.values import email_problem, webhook_url_problem
+from ffwatchd.spec.values import email_domain, email_problem, redact_url, url_allowed, webhook_url_problem
 from ffwatchd.store import Batch, Delivery, Job, JobQueue
 
 log = logging.getLogger(__name__)
@@ -87,14 +87,18 @@ def _mail_text(p: dict) -> tuple[str, str]:
 
 def deliver(settings: Settings, d: Delivery) -> None:
     """One try of one delivery; raises DeliveryError when it did not go through."""
+    try:
+        allowed = settings.watch(d.payload["watch"]).notify
+    except KeyError:
+        raise DeliveryError(f"watch {d.payload.get('watch')!r} is not in the config now", permanent=True) from None
     if d.channel == "webhook":
         why = webhook_url_problem(d.target)
         if why is not None:
             raise DeliveryError(f"the webhook URL {why}", permanent=True)
-        try:
-            secret = settings.watch(d.payload["watch"]).notify.webhook_secret
-        except KeyError:
-            secret = None
+        if not url_allowed(d.target, allowed.webhook_prefixes):    # the operator may have removed it
+            raise DeliveryError(f"{redact_url(d.target)} is under none of watch {d.payload['watch']}'s "
+                                "webhook_prefixes in the config now", permanent=True)
+        secret = allowed.webhook_secret
         if not secret:
             raise DeliveryError(f"watch {d.payload.get('watch')!r} has no webhook secret in the config now")
         webhook.post(d.target, body_of(d), secret=secret, idempotency_key=d.idempotency_key, event=d.event,
@@ -107,6 +111,9 @@ def deliver(settings: Settings, d: Delivery) -> None:
             why = email_problem(address)
             if why is not None:
                 raise DeliveryError(f"the address {address!r} {why}", permanent=True)
+            if email_domain(address) not in allowed.email_domains:
+                raise DeliveryError(f"{address} is in none of watch {d.payload['watch']}'s email_domains in the "
+                                    "config now", permanent=True)
         subject, text = _mail_text(d.payload)
         refused = smtp.send(settings.smtp, to, subject, text, f"<{d.idempotency_key}@ffwatchd>")
         if refused:
@@ -146,6 +153,8 @@ def record(settings: Settings, store: JobQueue, d: Delivery, error: DeliveryErro
         delay = min(max(delay, error.retry_after), settings.notify.backoff_max)
     retry_at = None if give_up else clock() + delay
     reason = f"{error}{' (permanent)' if error.permanent else ''}"
+    if d.channel == "webhook" and d.target in reason:      # the URL may be the credential
+        reason = reason.replace(d.target, redact_url(d.target))
     store.record_attempt(d.id, ok=False, error=reason, retry_at=retry_at)
     log.warning("notification %d (%s %s, key %s): try %d failed: %s%s", d.id, d.channel, d.event,
                 d.idempotency_key, attempts, reason, "; giving up" if give_up else "")

@@ -8,6 +8,8 @@ import hmac
 import http.client
 from urllib.parse import urlsplit
 
+from ffwatchd.spec.values import redact_url
+
 SIGNATURE_HEADER = "X-Ffwatchd-Signature"
 EVENT_HEADER = "X-Ffwatchd-Event"
 
@@ -41,9 +43,9 @@ def post(url: str, body: bytes, *, secret: str, idempotency_key: str, event: str
         resp = conn.getresponse()
         resp.read(65536)
     except (OSError, http.client.HTTPException) as e:
-        raise DeliveryError(f"POST {url}: {e.__class__.__name__}: {e}") from e
+        raise DeliveryError(f"POST {redact_url(url)}: {e.__class__.__name__}: {e}") from e
     finally:
         conn.close()
     if not 200 <= resp.status < 300:
-        raise DeliveryError(f"POST {url}: HTTP {resp.status} {resp.reason}")
+        raise DeliveryError(f"POST {redact_url(url)}: HTTP {resp.status} {resp.reason}")
     return resp.status
