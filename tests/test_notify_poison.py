@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ffwatchd.batches.notify.outbox import deliver_due
+from ffwatchd.batches.notify.sender import deliver_due
 from ffwatchd.cli import main
 from ffwatchd.config.load import load_settings
 from ffwatchd.spec.jobspec import validate

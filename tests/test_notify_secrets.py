@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ffwatchd.batches.notify.outbox import deliver_due
+from ffwatchd.batches.notify.sender import deliver_due
 from ffwatchd.batches.report import build_report
 from ffwatchd.config.load import load_settings
 from ffwatchd.spec.values import url_allowed

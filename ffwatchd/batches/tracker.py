@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ffwatchd.batches.notify.outbox import deliver_due, failed_deliveries, finished_deliveries
+from ffwatchd.batches.notify.outbox import failed_deliveries, finished_deliveries
+from ffwatchd.batches.notify.sender import Sender
 from ffwatchd.batches.package import write_zip
 from ffwatchd.batches.report import ThumbCache, report_paths, write_report
 from ffwatchd.config.settings import Settings, WatchSettings
@@ -229,6 +230,7 @@ class BatchService:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.tracker: BatchTracker | None = None
+        self.sender: Sender | None = None
 
     def start(self) -> "BatchService":
         for name, target in (("batches", self._track), ("outbox", self._send)):
@@ -241,6 +243,8 @@ class BatchService:
         self.settings = settings
         if self.tracker is not None:
             self.tracker.settings = settings
+        if self.sender is not None:
+            self.sender.settings = settings
 
     def stop(self, timeout: float = 15.0) -> None:
         self._stop.set()
@@ -266,16 +270,16 @@ class BatchService:
     def _send(self) -> None:
         background_priority()
         store = open_store(self.settings, migrate=False)
+        self.sender = Sender(self.settings, store, self.metrics)
         try:
             while not self._stop.is_set():
-                tried = 0
                 try:
-                    tried = deliver_due(self.settings, store, self.metrics)
+                    self.sender.poll()
                 except store_errors() as e:
                     log.error("outbox: %s; trying again", e)
                 except Exception:  # noqa: BLE001
                     log.exception("outbox: unexpected error; trying again")
-                if not tried:
-                    self._stop.wait(SEND_POLL)
+                self._stop.wait(SEND_POLL)
         finally:
+            self.sender.close()                # the tries in flight end by their deadlines
             store.close()

@@ -160,12 +160,3 @@ def record(settings: Settings, store: JobQueue, d: Delivery, error: DeliveryErro
                 d.idempotency_key, attempts, reason, "; giving up" if give_up else "")
     if metrics is not None:
         metrics.notification(d.channel, "failed" if give_up else "retry")
-
-
-def deliver_due(settings: Settings, store: JobQueue, metrics: Any = None, limit: int = 20,
-                clock: Callable[[], float] = time.time) -> int:
-    """Try every due delivery once; returns how many were tried."""
-    due = store.due_deliveries(limit)
-    for d in due:
-        record(settings, store, d, attempt(settings, d), metrics, clock)
-    return len(due)
