@@ -34,6 +34,7 @@ class WebhookReceiver:
     requests: list = field(default_factory=list)
     fail_status: int = 503
     fail_headers: dict = field(default_factory=dict)
+    delay: float = 0.0                  # seconds before each answer (a receiver that takes its time)
 
     def __post_init__(self) -> None:
         receiver = self
@@ -42,6 +43,8 @@ class WebhookReceiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if receiver.delay:
+                    time.sleep(receiver.delay)
                 with receiver._lock:
                     failing = len(receiver.requests) < receiver.fail_first
                     status = receiver.fail_status if failing else 200

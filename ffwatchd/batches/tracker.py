@@ -23,7 +23,8 @@ from ffwatchd.filing.placing import TEMP_PREFIX
 from ffwatchd.fs.safefs import open_dir, relative_parts
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.spec.sidecar import is_within
-from ffwatchd.store import Batch, Job, JobQueue, open_store, store_errors
+from ffwatchd.store import Batch, Job, JobQueue, TransitionError, open_store, store_errors
+from ffwatchd.store.leadership import Leadership
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ REPORT_EVERY = 3.0          # a running batch's report is rewritten at most this
 STARVATION_EVERY = 10.0
 SEND_POLL = 0.5
 BACKGROUND_NICE = 10        # the report and outbox threads' nice, added to the daemon's own
+LEAD_RECHECK = 60.0         # the batches leader gives its singleton up and asks again this often
 
 
 def background_priority() -> None:
@@ -199,8 +201,15 @@ class BatchTracker:
         counts = report["counts"]
         deliveries = (finished_deliveries(spec.notify, batch, version, counts, jobs, str(html), package)
                       if spec is not None else [])
-        done = self.store.finish_batch(batch.id, activity=last, counts=counts, report_path=str(html),
-                                       package_path=package, deliveries=deliveries)
+        try:
+            done = self.store.finish_batch(batch.id, activity=last, counts=counts, report_path=str(html),
+                                           package_path=package, deliveries=deliveries,
+                                           expected_version=batch.version)
+        except TransitionError as e:          # another host's finish came first: its report stands
+            log.warning("batch %d (%s %s): not finished here: %s", batch.id, watch.name, batch.folder or "/", e)
+            self._reported.pop(batch.id, None)
+            self._read.pop(batch.id, None)
+            return self.store.get_batch(batch.id)
         self._reported.pop(batch.id, None)
         self._read.pop(batch.id, None)
         log.info("batch %d (%s %s) finished, version %d: %s; report %s; %d notification(s) queued", batch.id,
@@ -252,19 +261,28 @@ class BatchService:
             t.join(timeout)
 
     def _track(self) -> None:
+        """Batches are looked after by one host at a time (the `batches` singleton): the leader
+        writes the reports, finishes batches and queues their notifications. A host that
+        becomes leader starts afresh (its own view of the batches may be old)."""
         background_priority()
         store = open_store(self.settings, migrate=False)
-        self.tracker = BatchTracker(self.settings, store, self.metrics, self.unsettled)
+        lead = Leadership(store, "batches", recheck=LEAD_RECHECK)
         try:
             while not self._stop.is_set():
                 try:
-                    self.tracker.step()
+                    if lead.held():
+                        if self.tracker is None:
+                            self.tracker = BatchTracker(self.settings, store, self.metrics, self.unsettled)
+                        self.tracker.step()
+                    else:
+                        self.tracker = None
                 except store_errors() as e:
                     log.error("batches: %s; trying again", e)
                 except Exception:  # noqa: BLE001 - a bug here must not stop the daemon
                     log.exception("batches: unexpected error; trying again")
                 self._stop.wait(TICK)
         finally:
+            lead.release()
             store.close()
 
     def _send(self) -> None:

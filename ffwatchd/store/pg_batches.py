@@ -71,18 +71,16 @@ class PostgresBatches:
                 RETURNING *""", p).fetchone()))
 
     def finish_batch(self, batch_id: int, *, activity: float, counts: dict, report_path: str | None,
-                     package_path: str | None, deliveries: Sequence[dict]) -> Batch:
+                     package_path: str | None, deliveries: Sequence[dict],
+                     expected_version: int | None = None) -> Batch:
         p = self._params(id=batch_id, activity=float(activity), counts=Json(counts), report=encode_path(report_path),
-                         package=encode_path(package_path))
+                         package=encode_path(package_path), expected=expected_version)
 
         def body(cur: psycopg.Cursor) -> Batch:
-            row = cur.execute(
-                f"""UPDATE batches SET state = 'finished', version = version + 1, finished_at = {NOW},
-                                       finished_activity = %(activity)s, counts = %(counts)s,
-                                       report_path = %(report)s, package_path = %(package)s
-                    WHERE id = %(id)s RETURNING *""", p).fetchone()
+            row = cur.execute(outbox_sql.pg(outbox_sql.FINISH_BATCH), p).fetchone()
             if row is None:
-                raise NotFound(batch_id)
+                return outbox_sql.finished_elsewhere(cur.execute(outbox_sql.pg(outbox_sql.ONE_BATCH), p).fetchone(),
+                                           batch_id, expected_version, float(activity), _batch)
             self._insert_deliveries(cur, deliveries, batch_id)
             return _batch(row)
         return self._run(body)
@@ -113,14 +111,8 @@ class PostgresBatches:
     def _insert_deliveries(self, cur: psycopg.Cursor, deliveries: Sequence[dict], batch_id: int | None) -> int:
         added = 0
         for d in deliveries:
-            cur.execute(
-                f"""INSERT INTO outbox (batch_id, channel, event, target, payload, idempotency_key, state,
-                                        next_attempt, created_at)
-                    VALUES (%(batch)s, %(channel)s, %(event)s, %(target)s, %(payload)s, %(key)s, 'pending',
-                            {NOW}, {NOW})
-                    ON CONFLICT (channel, idempotency_key) DO NOTHING""",
-                self._params(batch=batch_id, channel=d["channel"], event=d["event"], target=d["target"],
-                             payload=Json(encode_json(d["payload"])), key=d["idempotency_key"]))
+            cur.execute(outbox_sql.pg(outbox_sql.INSERT_DELIVERY),
+                        self._params(**outbox_sql.delivery_params(d, batch_id, Json(encode_json(d["payload"])))))
             added += cur.rowcount
         return added
 
@@ -133,20 +125,28 @@ class PostgresBatches:
                 ORDER BY next_attempt, id LIMIT %(limit)s""", self._params(limit=limit)).fetchall())
         return [_delivery(r) for r in rows]
 
+    def claim_deliveries(self, token: str, lease: float, *, limit: int, email_watches: Sequence[str],
+                         webhook_watches: Sequence[str], busy_targets: Sequence[str] = ()) -> list[Delivery]:
+        if not email_watches and not webhook_watches:
+            return []
+        sql = outbox_sql.claim_deliveries("pg", len(email_watches), len(webhook_watches), len(busy_targets))
+        p = self._params(**outbox_sql.claim_params(token, float(lease), limit, email_watches, webhook_watches,
+                                                   busy_targets))
+        rows = self._run(lambda cur: cur.execute(sql, p).fetchall(), durable=False)
+        return sorted((_delivery(r) for r in rows), key=lambda d: (d.next_attempt, d.id))
+
+    def release_delivery(self, delivery_id: int, token: str) -> None:
+        self._run(lambda cur: cur.execute(outbox_sql.pg(outbox_sql.RELEASE_DELIVERY),
+                                          {"id": delivery_id, "token": token}), durable=False)
+
     def record_attempt(self, delivery_id: int, *, ok: bool, error: str | None = None,
-                       retry_at: float | None = None) -> Delivery:
-        p = self._params(id=delivery_id, error=error, retry_at=retry_at,
-                         state="delivered" if ok else "pending" if retry_at is not None else "failed")
-        if ok:
-            sql = f"""UPDATE outbox SET state = 'delivered', attempts = attempts + 1, delivered_at = {NOW},
-                      last_error = NULL WHERE id = %(id)s RETURNING *"""
-        else:
-            sql = f"""UPDATE outbox SET state = %(state)s, attempts = attempts + 1, last_error = %(error)s,
-                      next_attempt = coalesce(%(retry_at)s::float8, {NOW}) WHERE id = %(id)s RETURNING *"""
+                       retry_at: float | None = None, token: str | None = None) -> Delivery | None:
+        sql = outbox_sql.pg(outbox_sql.record_attempt(ok, retry_at is not None, token is not None))
+        p = self._params(id=delivery_id, error=error, retry_at=retry_at, token=token)
         row = self._run(lambda cur: cur.execute(sql, p).fetchone())
-        if row is None:
+        if row is None and token is None:
             raise NotFound(delivery_id)
-        return _delivery(row)
+        return _delivery(row) if row is not None else None
 
     def deliveries(self, batch_id: int | None = None, limit: int = 100, *,
                    state: str | None = None) -> list[Delivery]:

@@ -99,6 +99,12 @@ MIGRATIONS: list[str] = [
     # second); PostgreSQL keeps it: every claim sweeps in the same statement, and the partial
     # index finds the expired leases without reading every running job of every host.
     "SELECT 1",
+    # 7: several hosts on one outbox: a delivery is claimed (token, until) before it is tried and
+    # its attempt recorded only under that claim; its watch, to send only what this host can
+    """
+    ALTER TABLE outbox ADD COLUMN claim_token text, ADD COLUMN claimed_until float8, ADD COLUMN watch text;
+    UPDATE outbox SET watch = payload->>'watch';
+    """,
 ]
 
 # pg_advisory_xact_lock key: hosts starting together migrate one after the other.

@@ -132,6 +132,14 @@ MIGRATIONS: list[str] = [
     """
     DROP INDEX IF EXISTS jobs_running;
     """,
+    # 7: several hosts on one outbox: a delivery is claimed (token, until) before it is tried and
+    # its attempt recorded only under that claim; its watch, to send only what this host can
+    """
+    ALTER TABLE outbox ADD COLUMN claim_token TEXT;
+    ALTER TABLE outbox ADD COLUMN claimed_until REAL;
+    ALTER TABLE outbox ADD COLUMN watch TEXT;
+    UPDATE outbox SET watch = json_extract(payload, '$.watch');
+    """,
 ]
 
 

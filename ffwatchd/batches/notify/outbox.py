@@ -138,10 +138,14 @@ def attempt(settings: Settings, d: Delivery) -> DeliveryError | None:
 
 
 def record(settings: Settings, store: JobQueue, d: Delivery, error: DeliveryError | None, metrics: Any = None,
-           clock: Callable[[], float] = time.time) -> None:
-    """Store the outcome of one try of `d` (delivered, retry later, or given up)."""
+           clock: Callable[[], float] = time.time, token: str | None = None) -> None:
+    """Store the outcome of one try of `d` (delivered, retry later, or given up), under the
+    claim `token` when given (nothing is recorded when the claim was lost)."""
     if error is None:
-        store.record_attempt(d.id, ok=True)
+        if store.record_attempt(d.id, ok=True, token=token) is None:
+            log.warning("notification %d (key %s) delivered, but its claim had passed to another host: "
+                        "the receiver may see it twice (same key)", d.id, d.idempotency_key)
+            return
         log.info("notification %d (%s %s, key %s) delivered", d.id, d.channel, d.event, d.idempotency_key)
         if metrics is not None:
             metrics.notification(d.channel, "delivered")
@@ -155,7 +159,10 @@ def record(settings: Settings, store: JobQueue, d: Delivery, error: DeliveryErro
     reason = f"{error}{' (permanent)' if error.permanent else ''}"
     if d.channel == "webhook" and d.target in reason:      # the URL may be the credential
         reason = reason.replace(d.target, redact_url(d.target))
-    store.record_attempt(d.id, ok=False, error=reason, retry_at=retry_at)
+    if store.record_attempt(d.id, ok=False, error=reason, retry_at=retry_at, token=token) is None:
+        log.warning("notification %d (key %s): try %d failed (%s); not recorded, its claim had passed to "
+                    "another host", d.id, d.idempotency_key, attempts, reason)
+        return
     log.warning("notification %d (%s %s, key %s): try %d failed: %s%s", d.id, d.channel, d.event,
                 d.idempotency_key, attempts, reason, "; giving up" if give_up else "")
     if metrics is not None:

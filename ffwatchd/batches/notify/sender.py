@@ -1,16 +1,22 @@
 """The outbox sender: due deliveries tried in a bounded pool of threads, one at a time per
-target (a webhook's scheme, host and port; an e-mail's recipients), so a slow or dead receiver
-holds up only its own deliveries, each of which ends by its deadline (`notify.timeout` for a
-webhook, `smtp.timeout` per SMTP step)."""
+target (a webhook URL; an e-mail's recipients), so a slow or dead receiver holds up only its
+own deliveries, each of which ends by its deadline (`notify.timeout` for a webhook,
+`smtp.timeout` per SMTP step).
+
+Several hosts on one queue: each row is claimed (a token and a lease, `FOR UPDATE SKIP LOCKED`
+on PostgreSQL) before it is tried, and its outcome recorded only under that claim; a host
+claims only what it can send (e-mail with `smtp:`, webhooks of watches whose secret it has)."""
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
+import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Callable
-from urllib.parse import urlsplit
 
 from ffwatchd.batches.notify.outbox import attempt, record
 from ffwatchd.config.settings import Settings
@@ -19,17 +25,7 @@ from ffwatchd.store import Delivery, JobQueue
 log = logging.getLogger(__name__)
 
 PARALLEL = 8                # deliveries in flight at once, to different targets
-
-
-def target_of(d: Delivery) -> tuple[str, str]:
-    """What one delivery waits on: tries to one target go one at a time."""
-    if d.channel == "webhook":
-        try:
-            u = urlsplit(d.target)
-            return ("webhook", f"{u.scheme}://{u.hostname}:{u.port}")
-        except ValueError:
-            return ("webhook", d.target)
-    return (d.channel, d.target)
+LEASE_MARGIN = 60.0         # a claim outlasts the deadlines of its try by this much
 
 
 class Sender:
@@ -42,42 +38,61 @@ class Sender:
         self.parallel = parallel
         self._pool = ThreadPoolExecutor(parallel, thread_name_prefix="outbox")
         self._lock = threading.Lock()
-        self._busy: set[tuple[str, str]] = set()
+        self._busy: set[str] = set()            # targets with a try in flight
+        self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self._in_flight: set[int] = set()
         self._futures: set[Future] = set()
 
+    def lease(self) -> float:
+        """How long a claim lasts: past every deadline of one try (a webhook's timeout; an
+        e-mail's SMTP steps), so no other host takes a row this host is still trying."""
+        smtp = self.settings.smtp.timeout * 4 if self.settings.smtp is not None else 0.0
+        return max(self.settings.notify.timeout, smtp) + LEASE_MARGIN
+
+    def can_send(self) -> tuple[list[str], list[str]]:
+        """The watches whose e-mails (with smtp:) and webhooks (with the secret) this host can send."""
+        watches = self.settings.watches
+        email = [w.name for w in watches] if self.settings.smtp is not None else []
+        return email, [w.name for w in watches if w.notify.webhook_secret]
+
     def poll(self, limit: int = 20, exclude: set[int] | None = None) -> int:
-        """Start what is due and can start now (not in `exclude`, to which the started ones are
-        added); returns how many were started."""
+        """Claim and start what is due, this host can send, and whose target is not busy (not
+        in `exclude`, to which the started ones are added); returns how many were started."""
         with self._lock:
-            room = self.parallel - len(self._in_flight)
+            room = min(limit, self.parallel - len(self._in_flight))
+            busy = sorted(self._busy)
         if room <= 0:
             return 0
+        email, hooks = self.can_send()
+        claimed = self.store.claim_deliveries(self.token, self.lease(), limit=room, email_watches=email,
+                                              webhook_watches=hooks, busy_targets=busy)
         started = 0
-        skip = exclude if exclude is not None else set()
-        for d in self.store.due_deliveries(limit + len(self._in_flight) + len(skip)):
-            key = target_of(d)
+        for d in claimed:
             with self._lock:
-                if started >= room or d.id in self._in_flight or d.id in skip or key in self._busy:
-                    continue
-                if exclude is not None:
-                    exclude.add(d.id)
-                self._busy.add(key)
-                self._in_flight.add(d.id)
-                future = self._pool.submit(self._one, d, key)
-                self._futures.add(future)
+                go = d.target not in self._busy and (exclude is None or d.id not in exclude)
+                if go:
+                    self._busy.add(d.target)
+                    self._in_flight.add(d.id)
+                    if exclude is not None:
+                        exclude.add(d.id)
+                    future = self._pool.submit(self._one, d)
+                    self._futures.add(future)
+            if not go:                   # a second row to one target, or tried in this round
+                self.store.release_delivery(d.id, self.token)
+                continue
             future.add_done_callback(self._futures.discard)
             started += 1
         return started
 
-    def _one(self, d: Delivery, key: tuple[str, str]) -> None:
+    def _one(self, d: Delivery) -> None:
         try:
-            record(self.settings, self.store, d, attempt(self.settings, d), self.metrics, self.clock)
+            record(self.settings, self.store, d, attempt(self.settings, d), self.metrics, self.clock,
+                   token=self.token)
         except Exception:  # noqa: BLE001 - the store is away: the row stays due and is tried again
             log.exception("notification %d: its outcome could not be recorded; it will be tried again", d.id)
         finally:
             with self._lock:
-                self._busy.discard(key)
+                self._busy.discard(d.target)
                 self._in_flight.discard(d.id)
 
     def in_flight(self) -> int:
