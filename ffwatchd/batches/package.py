@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 from ffwatchd.config.settings import WatchSettings
+from ffwatchd.filing.sharepaths import job_output
 from ffwatchd.filing.placing import TEMP_PREFIX
 from ffwatchd.fs.safefs import open_regular
 from ffwatchd.fs.writefs import Folder, apply_perms, split_under
@@ -21,8 +22,11 @@ def package_path(watch: WatchSettings, folder: str) -> Path:
     return (watch.output / folder if folder else watch.output) / PACKAGE_NAME
 
 
-def write_zip(watch: WatchSettings, folder: str, jobs: list[Job]) -> tuple[Path, int]:
-    """Every done job's result, named by its path under the batch's output folder; (zip, files).
+def write_zip(watch: WatchSettings, folder: str, jobs: list[Job]) -> tuple[Path, int, list[str]]:
+    """Every done job's result, named by its path under the batch's output folder; (zip, files
+    packed, results missing: each as `job N (path): why`). A result written by another host is
+    read on this host's mount (filing/sharepaths.py); one that cannot be read is listed as
+    missing, never skipped silently.
 
     Results are read and the zip written below output/ without following a link anywhere on the
     way (safefs, writefs): a link planted on the share never puts outside content into a zip."""
@@ -30,7 +34,7 @@ def write_zip(watch: WatchSettings, folder: str, jobs: list[Job]) -> tuple[Path,
     base = dest.parent
     rel, name = split_under(watch.output, dest)
     tmp = f"{TEMP_PREFIX}{os.getpid()}-{name}.tmp"
-    count = 0
+    count, missing = 0, []
     with Folder(watch.output, rel, watch.perms) as out:
         try:
             out.unlink(tmp)
@@ -41,14 +45,18 @@ def write_zip(watch: WatchSettings, folder: str, jobs: list[Job]) -> tuple[Path,
             with os.fdopen(fd, "w+b") as f:
                 with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as z:   # JPEG/MP4 do not shrink
                     for job in jobs:
-                        if job.state != "done" or not job.output_path:
+                        if job.state != "done":
                             continue
+                        result = job_output(watch, job)
                         try:
-                            src = os.fdopen(open_regular(watch.output, Path(job.output_path)), "rb")
-                        except (OSError, ValueError):
-                            continue                    # gone, moved, or reached through a link
+                            if not result:
+                                raise ValueError("no result recorded")
+                            src = os.fdopen(open_regular(watch.output, Path(result)), "rb")
+                        except (OSError, ValueError) as e:   # gone, moved, or reached through a link
+                            missing.append(f"job {job.id} ({printable(job.rel_path)}): {printable(str(e))}")
+                            continue
                         # a name that is not UTF-8 is stored as \xHH: zip names are UTF-8 text
-                        arcname = printable(os.path.relpath(job.output_path, base))
+                        arcname = printable(os.path.relpath(result, base))
                         with src, z.open(arcname, "w", force_zip64=True) as w:
                             shutil.copyfileobj(src, w, 1 << 20)
                         count += 1
@@ -63,4 +71,4 @@ def write_zip(watch: WatchSettings, folder: str, jobs: list[Job]) -> tuple[Path,
                 pass
             raise
         out.sync()
-    return dest, count
+    return dest, count, missing

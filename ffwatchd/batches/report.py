@@ -20,6 +20,7 @@ from PIL import Image
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
 from ffwatchd.filing.plan import find_failed_original
+from ffwatchd.filing.sharepaths import job_original, job_output
 from ffwatchd.fs.safefs import open_regular, read_up_to
 from ffwatchd.fs.writefs import write_file_atomic
 from ffwatchd.spec.values import redact_notify
@@ -151,7 +152,7 @@ def _iso(t: float | None) -> str | None:
 
 def _before_path(watch: WatchSettings, job: Job) -> Path | None:
     if job.state == "done":
-        dst = (job.filing or {}).get("original_dst")
+        dst = job_original(watch, job)           # filed by any host: on this host's mount
         return Path(dst) if dst and os.path.lexists(dst) else None
     if job.state in ("failed", "cancelled"):
         return find_failed_original(watch, job)
@@ -172,6 +173,15 @@ def outcome_of(job: Job) -> str:
     return "superseded" if job.state == "failed" and job.error_kind in NOT_A_FILE_FAILURE else job.state
 
 
+def _output_rel(watch: WatchSettings, job: Job) -> str | None:
+    """The job's result relative to output/, whichever host wrote it (None if outside output/)."""
+    out = job_output(watch, job)
+    if not out:
+        return None
+    rel = os.path.relpath(out, watch.output)
+    return None if rel == ".." or rel.startswith("../") else rel
+
+
 def file_entry(watch: WatchSettings, job: Job) -> dict:
     """One job as the report shows it."""
     spec = job.spec or {}
@@ -184,7 +194,7 @@ def file_entry(watch: WatchSettings, job: Job) -> dict:
         "finished_at": _iso(job.finished_at),
         "duration_s": round(duration, 3) if duration is not None else None,
         "queue_wait_s": round(wait, 3) if wait is not None else None,
-        "output": os.path.relpath(job.output_path, watch.output) if job.output_path else None,
+        "output": _output_rel(watch, job),
         "error_kind": job.error_kind if job.state != "done" else None,
         "message": job.error_message if job.state != "done" else None,
         "retry": (f"ffwatchd jobs retry {job.id}" if outcome_of(job) in ("failed", "cancelled") else None),
@@ -207,7 +217,8 @@ def _models(spec: dict) -> list[str]:
 
 
 def build_report(watch: WatchSettings, folder: str, jobs: Iterable[Job], *, batch_id: int | None,
-                 version: int, final: bool, package: str | None = None, now: float | None = None) -> dict:
+                 version: int, final: bool, package: str | None = None, now: float | None = None,
+                 package_missing: Iterable[str] = ()) -> dict:
     """The report's facts (the JSON file; the HTML page shows the same, with thumbnails)."""
     jobs = list(jobs)
     files = [file_entry(watch, j) for j in jobs]
@@ -224,6 +235,7 @@ def build_report(watch: WatchSettings, folder: str, jobs: Iterable[Job], *, batc
         "format": "ffwatchd-batch-report/1", "watch": watch.name, "batch": folder or "/",
         "batch_id": batch_id, "version": version, "state": "finished" if final else "running",
         "generated_at": _iso(now or time.time()), "counts": counts, "package": package,
+        "package_missing": list(package_missing),
         "provenance": {"models": sorted({m for f in files for m in f["models"]}),
                        "processors": sorted({p for f in files for p in f["processors"]}),
                        "settings": settings},
@@ -277,6 +289,9 @@ def render_html(report: dict, thumbs: dict[int, tuple[str | None, str | None]]) 
     # the path it has on the daemon's host.
     package = (f'<p>All results in one file: <code>{e(Path(report["package"]).name)}</code>, '
                'next to this report</p>' if report.get("package") else "")
+    if report.get("package_missing"):
+        package += (f'<p class="why">{len(report["package_missing"])} result(s) could not be packed: '
+                    + "; ".join(e(m) for m in report["package_missing"][:20]) + "</p>")
     title = f"ffwatchd report: {report['watch']} {report['batch']}"
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>'
             f'<style>{_CSS}</style></head><body>\n<h1>{e(title)}</h1>\n'
@@ -291,13 +306,16 @@ def render_html(report: dict, thumbs: dict[int, tuple[str | None, str | None]]) 
 
 
 def write_report(watch: WatchSettings, folder: str, jobs: list[Job], cache: ThumbCache, *, batch_id: int | None,
-                 version: int, final: bool, package: str | None = None) -> tuple[Path, dict]:
+                 version: int, final: bool, package: str | None = None,
+                 package_missing: Iterable[str] = ()) -> tuple[Path, dict]:
     """Build and write both files atomically; returns the HTML path and the report."""
-    report = build_report(watch, folder, jobs, batch_id=batch_id, version=version, final=final, package=package)
+    report = build_report(watch, folder, jobs, batch_id=batch_id, version=version, final=final, package=package,
+                          package_missing=package_missing)
     thumbs: dict[int, tuple[str | None, str | None]] = {}
     for j in jobs:
         if j.state in ("done", "failed", "cancelled") and j.kind == "image":
-            after = Path(j.output_path) if j.state == "done" and j.output_path else None
+            out = job_output(watch, j) if j.state == "done" else None
+            after = Path(out) if out else None
             before = _before_path(watch, j)
             thumbs[j.id] = (cache.get(j.id, before, _root_of(watch, before)), cache.get(j.id, after, watch.output))
     html_path, json_path = report_paths(watch, folder)

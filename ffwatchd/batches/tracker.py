@@ -190,16 +190,19 @@ class BatchTracker:
     def finish(self, watch: WatchSettings, batch: Batch, jobs: list[Job], spec: JobSpec | None,
                last: float) -> Batch:
         version = batch.version + 1
-        package = None
+        package, missing = None, []
         if spec is not None and spec.package == "zip":
-            path, n = write_zip(watch, batch.folder, jobs)
+            path, n, missing = write_zip(watch, batch.folder, jobs)
             package = str(path)
             log.info("batch %d (%s %s): %d result(s) packed into %s", batch.id, watch.name,
                      batch.folder or "/", n, path)
+            if missing:
+                log.error("batch %d (%s %s): %d result(s) missing from %s: %s", batch.id, watch.name,
+                          batch.folder or "/", len(missing), path, "; ".join(missing[:20]))
         html, report = write_report(watch, batch.folder, jobs, self.thumbs, batch_id=batch.id, version=version,
-                                    final=True, package=package)
+                                    final=True, package=package, package_missing=missing)
         counts = report["counts"]
-        deliveries = (finished_deliveries(spec.notify, batch, version, counts, jobs, str(html), package)
+        deliveries = (finished_deliveries(spec.notify, batch, version, counts, jobs, str(html), package, len(missing))
                       if spec is not None else [])
         try:
             done = self.store.finish_batch(batch.id, activity=last, counts=counts, report_path=str(html),

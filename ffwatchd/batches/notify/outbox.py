@@ -23,23 +23,24 @@ MAX_LISTED = 100          # failed files listed in one notification
 
 
 def batch_summary(batch: Batch, version: int, counts: dict, jobs: list[Job], report: str | None,
-                  package: str | None, key: str) -> dict:
+                  package: str | None, key: str, package_missing: int = 0) -> dict:
     failed = [{"job_id": j.id, "path": j.rel_path, "error_kind": j.error_kind, "message": j.error_message,
                "retry": f"ffwatchd jobs retry {j.id}"} for j in jobs
               if j.state in ("failed", "cancelled") and j.error_kind not in NOT_A_FILE_FAILURE]
     return {"event": "batch.finished", "idempotency_key": key, "watch": batch.watch, "batch": batch.folder or "/",
             "batch_id": batch.id, "version": version, "counts": counts, "report": report,
             "report_json": report[: -len(".html")] + ".json" if report else None, "package": package,
+            "package_missing": package_missing,
             "failed": failed[:MAX_LISTED], "failed_not_listed": max(0, len(failed) - MAX_LISTED)}
 
 
 def finished_deliveries(notify: NotifySpec, batch: Batch, version: int, counts: dict, jobs: list[Job],
-                        report: str | None, package: str | None) -> list[dict]:
+                        report: str | None, package: str | None, package_missing: int = 0) -> list[dict]:
     """The outbox rows for one finish of a batch (none when the sidecar asks for none)."""
     if "finished" not in notify.on:
         return []
     key = f"ffwatchd-batch-{batch.id}-v{version}-finished"
-    payload = batch_summary(batch, version, counts, jobs, report, package, key)
+    payload = batch_summary(batch, version, counts, jobs, report, package, key, package_missing)
     return _rows(notify, "finished", key, payload)
 
 
@@ -80,6 +81,8 @@ def _mail_text(p: dict) -> tuple[str, str]:
              f"Report: {p['report']}"]
     if p.get("package"):
         lines.append(f"All results in one file: {p['package']}")
+    if p.get("package_missing"):
+        lines.append(f"{p['package_missing']} result(s) could not be packed into it: the report says which")
     if p["failed"]:
         lines += ["", "Failed files:"] + [f"  {f['path']}: {f['error_kind']}: {f['message']}" for f in p["failed"]]
     return subject, "\n".join(lines) + "\n"
