@@ -11,7 +11,7 @@ from ffwatchd.config.settings import WatchSettings
 from ffwatchd.filing.sharepaths import job_output
 from ffwatchd.filing.placing import TEMP_PREFIX
 from ffwatchd.fs.safefs import open_regular
-from ffwatchd.fs.writefs import Folder, apply_perms, split_under
+from ffwatchd.fs.writefs import Folder, apply_perms, split_under, temp_tag
 from ffwatchd.store import Job
 from ffwatchd.store.names import printable
 
@@ -33,7 +33,7 @@ def write_zip(watch: WatchSettings, folder: str, jobs: list[Job]) -> tuple[Path,
     dest = package_path(watch, folder)
     base = dest.parent
     rel, name = split_under(watch.output, dest)
-    tmp = f"{TEMP_PREFIX}{os.getpid()}-{name}.tmp"
+    tmp = f"{TEMP_PREFIX}{temp_tag()}-{name}.tmp"
     count, missing = 0, []
     with Folder(watch.output, rel, watch.perms) as out:
         try:

@@ -243,6 +243,9 @@ def build_report(watch: WatchSettings, folder: str, jobs: Iterable[Job], *, batc
     }
 
 
+#: the page runs nothing and fetches nothing: its pictures are inline, its style in the page
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+
 _CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;background:#fff}
 h1{font-size:1.4em}.counts span{display:inline-block;margin-right:1em;padding:.2em .6em;border-radius:4px;background:#eee}
 .counts .done{background:#d7f5dd}.counts .failed{background:#fbd9d9}table{border-collapse:collapse;width:100%}
@@ -293,7 +296,8 @@ def render_html(report: dict, thumbs: dict[int, tuple[str | None, str | None]]) 
         package += (f'<p class="why">{len(report["package_missing"])} result(s) could not be packed: '
                     + "; ".join(e(m) for m in report["package_missing"][:20]) + "</p>")
     title = f"ffwatchd report: {report['watch']} {report['batch']}"
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>'
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}"><title>{e(title)}</title>'
             f'<style>{_CSS}</style></head><body>\n<h1>{e(title)}</h1>\n'
             f'<p>{e(report["state"])} (version {report["version"]}), generated {e(report["generated_at"])}; '
             f'{c["total"]} file(s)</p>\n<p class="counts">{counts}</p>\n{package}'

@@ -21,6 +21,7 @@ from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
 from ffwatchd.filing.placing import TEMP_PREFIX
 from ffwatchd.fs.safefs import open_dir, relative_parts
+from ffwatchd.fs.writefs import stale_temp
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.spec.sidecar import is_within
 from ffwatchd.store import Batch, Job, JobQueue, TransitionError, open_store, store_errors
@@ -49,10 +50,10 @@ def background_priority() -> None:
         log.debug("batches: nice %d not set: %s", BACKGROUND_NICE, e)
 
 
-def _pid_alive(pid: str) -> bool:
+def _pid_alive(pid: int) -> bool:
     try:
-        os.kill(int(pid), 0)
-    except (ValueError, ProcessLookupError):
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
     except PermissionError:
         return True
@@ -140,8 +141,13 @@ class BatchTracker:
                 continue
             try:
                 for name in os.listdir(fd):
-                    if not (fnmatch.fnmatch(name, f"{TEMP_PREFIX}*-ffwatch-re*.tmp")
-                            and not _pid_alive(name[len(TEMP_PREFIX):].split("-", 1)[0])):
+                    if not fnmatch.fnmatch(name, f"{TEMP_PREFIX}*-ffwatch-re*.tmp"):
+                        continue
+                    try:
+                        age = time.time() - os.stat(name, dir_fd=fd, follow_symlinks=False).st_mtime
+                    except FileNotFoundError:
+                        continue
+                    if not stale_temp(name[len(TEMP_PREFIX):].split("-", 1)[0], age, _pid_alive):
                         continue
                     try:
                         os.unlink(name, dir_fd=fd)
