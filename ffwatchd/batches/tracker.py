@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ffwatchd.batches.notify.outbox import failed_deliveries, finished_deliveries
+from ffwatchd.batches.notify.outbox import failed_digest, finished_deliveries
 from ffwatchd.batches.notify.sender import Sender
 from ffwatchd.batches.package import write_zip
 from ffwatchd.batches.report import ThumbCache, report_paths, write_report
@@ -85,7 +85,6 @@ class BatchTracker:
         self.thumbs = ThumbCache()
         self._since = 0.0
         self._reported: dict[int, tuple[float, float]] = {}     # batch id -> (monotonic, activity)
-        self._failed_sent: set[tuple[int, float]] = set()
         self._next_starvation = 0.0
         self._refused: dict[int, str] = {}      # batch id -> the problem last logged for it
         #: batch id -> (monotonic time of the last `check`, (jobs queued or running, last activity) then,
@@ -179,7 +178,6 @@ class BatchTracker:
         base = watch.inbox / batch.folder if batch.folder else watch.inbox
         busy = any(j.state in ("queued", "running") for j in jobs) or any(is_within(p, base) for p in unsettled)
         spec = batch_spec(jobs)
-        self._notify_failures(batch, jobs)
         quiet = spec.batch_quiet if spec is not None and spec.batch_quiet is not None else watch.batch_quiet
         self._read[batch.id] = (time.monotonic(), (sum(j.state in ("queued", "running") for j in jobs),
                                                    batch.last_activity), quiet)
@@ -208,8 +206,14 @@ class BatchTracker:
         html, report = write_report(watch, batch.folder, jobs, self.thumbs, batch_id=batch.id, version=version,
                                     final=True, package=package, package_missing=missing)
         counts = report["counts"]
-        deliveries = (finished_deliveries(spec.notify, batch, version, counts, jobs, str(html), package, len(missing))
-                      if spec is not None else [])
+        deliveries = []
+        if spec is not None:
+            since = batch.finished_activity if batch.finished_activity is not None else float("-inf")
+            failed = [j for j in jobs if j.state == "failed" and j.error_kind not in NOT_A_FILE_FAILURE
+                      and (j.finished_at or 0.0) > since]        # refused before they ran too
+            deliveries = [*finished_deliveries(spec.notify, batch, version, counts, jobs, str(html), package,
+                                               len(missing)),
+                          *failed_digest(spec.notify, batch, version, failed, str(html))]
         try:
             done = self.store.finish_batch(batch.id, activity=last, counts=counts, report_path=str(html),
                                            package_path=package, deliveries=deliveries,
@@ -227,17 +231,6 @@ class BatchTracker:
         if self.metrics is not None:
             self.metrics.batch_finished(watch.name)
         return done
-
-    def _notify_failures(self, batch: Batch, jobs: list[Job]) -> None:
-        for job in jobs:
-            if (job.state != "failed" or job.error_kind in NOT_A_FILE_FAILURE or not job.spec
-                    or (job.id, job.finished_at or 0) in self._failed_sent):
-                continue
-            self._failed_sent.add((job.id, job.finished_at or 0))
-            rows = failed_deliveries(JobSpec.from_snapshot(job.spec).notify, batch, job)
-            if rows:
-                self.store.add_deliveries(rows, batch.id)
-
 
 class BatchService:
     """The tracker and the outbox sender, each in its own thread with its own store connection."""

@@ -16,6 +16,7 @@ from ffwatchd.errors import NOT_A_FILE_FAILURE
 from ffwatchd.spec.jobspec import NotifySpec
 from ffwatchd.spec.values import email_domain, email_problem, redact_url, url_allowed, webhook_url_problem
 from ffwatchd.store import Batch, Delivery, Job, JobQueue
+from ffwatchd.store.names import shown
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +25,7 @@ MAX_LISTED = 100          # failed files listed in one notification
 
 def batch_summary(batch: Batch, version: int, counts: dict, jobs: list[Job], report: str | None,
                   package: str | None, key: str, package_missing: int = 0) -> dict:
-    failed = [{"job_id": j.id, "path": j.rel_path, "error_kind": j.error_kind, "message": j.error_message,
-               "retry": f"ffwatchd jobs retry {j.id}"} for j in jobs
+    failed = [_failed_entry(j) for j in jobs
               if j.state in ("failed", "cancelled") and j.error_kind not in NOT_A_FILE_FAILURE]
     return {"event": "batch.finished", "idempotency_key": key, "watch": batch.watch, "batch": batch.folder or "/",
             "batch_id": batch.id, "version": version, "counts": counts, "report": report,
@@ -44,13 +44,22 @@ def finished_deliveries(notify: NotifySpec, batch: Batch, version: int, counts: 
     return _rows(notify, "finished", key, payload)
 
 
-def failed_deliveries(notify: NotifySpec, batch: Batch, job: Job) -> list[dict]:
-    if "failed" not in notify.on:
+def _failed_entry(j: Job) -> dict:
+    return {"job_id": j.id, "path": j.rel_path, "error_kind": j.error_kind, "message": j.error_message,
+            "retry": f"ffwatchd jobs retry {j.id}"}
+
+
+def failed_digest(notify: NotifySpec, batch: Batch, version: int, failed: list[Job], report: str | None) -> list[dict]:
+    """`on: [failed]`: one message per finish of a batch for the files that failed since its
+    previous finish (whatever the stage: refused before they ran too), up to MAX_LISTED of
+    them listed, never one message per file (a folder of 5,000 broken files is one e-mail)."""
+    if "failed" not in notify.on or not failed:
         return []
-    key = f"ffwatchd-job-{job.id}-failed-{int((job.finished_at or 0) * 1000)}"
-    payload = {"event": "job.failed", "idempotency_key": key, "watch": job.watch, "batch": batch.folder or "/",
-               "batch_id": batch.id, "job_id": job.id, "path": job.rel_path, "error_kind": job.error_kind,
-               "message": job.error_message, "retry": f"ffwatchd jobs retry {job.id}"}
+    key = f"ffwatchd-batch-{batch.id}-v{version}-failed"
+    payload = {"event": "batch.failed", "idempotency_key": key, "watch": batch.watch, "batch": batch.folder or "/",
+               "batch_id": batch.id, "version": version, "report": report, "failed_count": len(failed),
+               "failed": [_failed_entry(j) for j in failed[:MAX_LISTED]],
+               "failed_not_listed": max(0, len(failed) - MAX_LISTED)}
     return _rows(notify, "failed", key, payload)
 
 
@@ -70,12 +79,37 @@ def body_of(d: Delivery) -> bytes:
     return json.dumps(d.payload, sort_keys=True, separators=(",", ":")).encode("utf-8")
 
 
+SUBJECT_NAME_MAX = 40
+
+
+def subject_name(name: str) -> str:
+    """A folder or file name as a subject shows it: quoted, on one line, at most
+    SUBJECT_NAME_MAX characters (share writers choose names; a subject must not read as ours)."""
+    text = shown(name)
+    if len(text) > SUBJECT_NAME_MAX:
+        text = text[:SUBJECT_NAME_MAX - 1] + "…"
+    return f'"{text}"'
+
+
+def _failed_lines(p: dict) -> list[str]:
+    lines = [f"  {f['path']}: {f['error_kind']}: {f['message']}" for f in p["failed"]]
+    if p.get("failed_not_listed"):
+        lines.append(f"  ... and {p['failed_not_listed']} more (the report lists every one)")
+    return lines
+
+
 def _mail_text(p: dict) -> tuple[str, str]:
-    if p["event"] == "job.failed":
-        return (f"ffwatchd: {p['path']} failed ({p['error_kind']})",
+    if p["event"] == "job.failed":           # queued by an older version, one per file
+        return (f"ffwatchd: {subject_name(p['path'])} failed ({p['error_kind']})",
                 f"{p['path']} in {p['watch']} failed: {p['error_kind']}: {p['message']}\n\nTo try again: {p['retry']}\n")
+    if p["event"] == "batch.failed":
+        subject = f"ffwatchd: {p['failed_count']} file(s) failed in {subject_name(p['batch'])}"
+        lines = [f"{p['failed_count']} file(s) of the batch {p['batch']} of {p['watch']} failed "
+                 f"(version {p['version']}):", "", *_failed_lines(p), "", f"Report: {p['report']}",
+                 "To try one again: ffwatchd jobs retry ID"]
+        return subject, "\n".join(lines) + "\n"
     c = p["counts"]
-    subject = f"ffwatchd: {p['batch']} finished: {c.get('done', 0)} done, {c.get('failed', 0)} failed"
+    subject = f"ffwatchd: {subject_name(p['batch'])} finished: {c.get('done', 0)} done, {c.get('failed', 0)} failed"
     lines = [f"The batch {p['batch']} of {p['watch']} is finished (version {p['version']}).", "",
              "  " + ", ".join(f"{k}: {v}" for k, v in c.items() if v), "",
              f"Report: {p['report']}"]
@@ -84,7 +118,7 @@ def _mail_text(p: dict) -> tuple[str, str]:
     if p.get("package_missing"):
         lines.append(f"{p['package_missing']} result(s) could not be packed into it: the report says which")
     if p["failed"]:
-        lines += ["", "Failed files:"] + [f"  {f['path']}: {f['error_kind']}: {f['message']}" for f in p["failed"]]
+        lines += ["", "Failed files:", *_failed_lines(p)]
     return subject, "\n".join(lines) + "\n"
 
 
