@@ -6,7 +6,9 @@ The two mounts are bind mounts of one share (root); skipped, saying so, where mo
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -29,9 +31,11 @@ def two_mounts(tmp_path: Path):
     for d in ("in", "out", "done", "failed"):
         (share / d).mkdir(parents=True)
     mounts = []
+    # mount points outside pytest's folders: another pytest run may rename those while we run
+    points = Path(tempfile.mkdtemp(prefix="ffwatchd-test-mounts-"))
     try:
         for name in ("hostA", "hostB"):
-            at = tmp_path / name / "mnt"
+            at = points / name / "mnt"
             at.mkdir(parents=True)
             if subprocess.run(["mount", "--bind", str(share), str(at)], capture_output=True).returncode != 0:
                 pytest.skip("mount --bind is not available here (needs root): two mounts of one share")
@@ -40,12 +44,15 @@ def two_mounts(tmp_path: Path):
     finally:
         for at in mounts:
             subprocess.run(["umount", str(at)], capture_output=True)
+        if not any(subprocess.run(["mountpoint", "-q", str(at)]).returncode == 0 for at in mounts):
+            shutil.rmtree(points, ignore_errors=True)
 
 
 def settings_at(tmp_path: Path, mount: Path, db: Path):
+    """A host's settings: its folders on its own mount of the share."""
     secret = tmp_path / "secret"
     secret.write_text("a-secret-of-enough-length")
-    return load_settings({"state_dir": str(db.parent), "temp_dir": str(mount.parent / "tmp"),
+    return load_settings({"state_dir": str(db.parent), "temp_dir": str(tmp_path / mount.parent.name / "tmp"),
                           "models_dir": str(tmp_path / "m"),
                           "watches": [{"name": "w", "inbox": str(mount / "in"), "output": str(mount / "out"),
                                        "done": str(mount / "done"), "failed": str(mount / "failed"),

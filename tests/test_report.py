@@ -243,7 +243,7 @@ def test_the_package_is_named_as_people_on_the_share_see_it(tmp_path: Path) -> N
     report["package"] = str(w.output / "b" / "ffwatch-results.zip")
     text = render_html(report, {})
     check_report_html(text)
-    assert "<code>ffwatch-results.zip</code>, next to this report" in text
+    assert '<a href="./ffwatch-results.zip"><code>ffwatch-results.zip</code></a>, next to this report' in text
     assert str(w.output) not in text
 
 
@@ -269,7 +269,7 @@ def test_thumbnails_a_worker_sent_are_used_without_reading_the_files_again(tmp_p
         cache.put(j.id, str(before), sent[j.id][0])
         cache.put(j.id, str(after), sent[j.id][1])
     read = []
-    monkeypatch.setattr("ffwatchd.batches.report.thumbnail", lambda path, root: read.append(path))
+    monkeypatch.setattr("ffwatchd.batches.thumbs.thumbnail", lambda path, root: read.append(path))
     html_path, _report = write_report(w, "b", jobs, cache, batch_id=1, version=1, final=True)
     page = html_path.read_text()
     assert all(uri in page for pair in sent.values() for uri in pair)

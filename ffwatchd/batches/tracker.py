@@ -16,7 +16,7 @@ from typing import Any, Callable
 from ffwatchd.batches.notify.outbox import failed_digest, finished_deliveries
 from ffwatchd.batches.notify.sender import Sender
 from ffwatchd.batches.package import write_zip
-from ffwatchd.batches.report import ThumbCache, report_paths, write_report
+from ffwatchd.batches.report import RowCache, ThumbCache, report_paths, write_report
 from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
 from ffwatchd.filing.placing import TEMP_PREFIX
@@ -83,6 +83,7 @@ class BatchTracker:
         self.settings, self.store, self.metrics = settings, store, metrics
         self.unsettled = unsettled or (lambda: {})
         self.thumbs = ThumbCache()
+        self.rows: dict[int, RowCache] = {}      # batch id -> its jobs' report rows, made once each
         self._since = 0.0
         self._reported: dict[int, tuple[float, float]] = {}     # batch id -> (monotonic, activity)
         self._next_starvation = 0.0
@@ -187,7 +188,8 @@ class BatchTracker:
         done_at, seen = self._reported.get(batch.id, (float("-inf"), -1.0))
         if seen != last and time.monotonic() - done_at >= REPORT_EVERY:
             html, report = write_report(watch, batch.folder, jobs, self.thumbs, batch_id=batch.id,
-                                        version=batch.version + 1, final=False)
+                                        version=batch.version + 1, final=False,
+                                        rows=self.rows.setdefault(batch.id, RowCache()))
             self.store.set_batch_report(batch.id, str(html), report["counts"])
             self._reported[batch.id] = (time.monotonic(), last)
 
@@ -204,16 +206,18 @@ class BatchTracker:
                 log.error("batch %d (%s %s): %d result(s) missing from %s: %s", batch.id, watch.name,
                           batch.folder or "/", len(missing), path, "; ".join(missing[:20]))
         html, report = write_report(watch, batch.folder, jobs, self.thumbs, batch_id=batch.id, version=version,
-                                    final=True, package=package, package_missing=missing)
+                                    final=True, package=package, package_missing=missing,
+                                    rows=self.rows.pop(batch.id, None))
         counts = report["counts"]
         deliveries = []
         if spec is not None:
             since = batch.finished_activity if batch.finished_activity is not None else float("-inf")
             failed = [j for j in jobs if j.state == "failed" and j.error_kind not in NOT_A_FILE_FAILURE
                       and (j.finished_at or 0.0) > since]        # refused before they ran too
-            deliveries = [*finished_deliveries(spec.notify, batch, version, counts, jobs, str(html), package,
+            shown_html, shown_zip = watch.shown_path(html), watch.shown_path(package)   # as people open them
+            deliveries = [*finished_deliveries(spec.notify, batch, version, counts, jobs, shown_html, shown_zip,
                                                len(missing)),
-                          *failed_digest(spec.notify, batch, version, failed, str(html))]
+                          *failed_digest(spec.notify, batch, version, failed, shown_html)]
         try:
             done = self.store.finish_batch(batch.id, activity=last, counts=counts, report_path=str(html),
                                            package_path=package, deliveries=deliveries,
