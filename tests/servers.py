@@ -35,6 +35,7 @@ class WebhookReceiver:
     fail_status: int = 503
     fail_headers: dict = field(default_factory=dict)
     delay: float = 0.0                  # seconds before each answer (a receiver that takes its time)
+    arrived: list = field(default_factory=list)     # Idempotency-Key of each request, when it came
 
     def __post_init__(self) -> None:
         receiver = self
@@ -43,6 +44,8 @@ class WebhookReceiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with receiver._lock:
+                    receiver.arrived.append(dict(self.headers).get("Idempotency-Key"))
                 if receiver.delay:
                     time.sleep(receiver.delay)
                 with receiver._lock:

@@ -104,3 +104,47 @@ def test_a_batch_run_on_two_hosts_finishes_once_whole_and_notifies_once(hosts) -
     assert sorted(f["output"] for f in report["files"]) == [f"shoot/img{i:02d}.jpg" for i in range(N)]
     assert len(receiver.requests) == 1 and len(mail.messages) == 1, "each notification once"
     assert sorted((r.channel, r.attempts) for r in rows) == [("email", 1), ("webhook", 1)]
+
+
+def test_a_sender_killed_mid_delivery_leaves_it_to_the_other_host(hosts, tmp_path: Path) -> None:
+    """`kill -9` of the host whose sender is posting the webhook (the receiver takes 4 s to
+    answer): the claim expires and the other host delivers it; the row ends delivered once, and
+    the receiver sees one key (twice at most: at least once, as on one host)."""
+    (a, b), receiver, mail = hosts
+    receiver.delay = 4.0
+    for d in (a, b):                      # short deadlines so the claim's lease is ~22 s
+        d.config["notify"]["timeout"] = "5s"
+        d.config["smtp"]["timeout"] = "2s"
+        d.write_config()
+    sc = {**SYNTH_SIDECAR, "sources": ["../faces/alice.jpg"], "batch_quiet": "2s",
+          "notify": {"webhook": receiver.url("/hooks/k"), "on": ["finished"]}}
+    (a.inbox / "k").mkdir()
+    (a.inbox / "k" / "ffwatch.yaml").write_text(yaml.safe_dump(sc))
+    for d in (a, b):
+        d.start(wait=False)
+    for d in (a, b):
+        d.wait_ready()
+    for i in range(4):
+        (a if i % 2 else b).drop(f"k/img{i}.jpg", face_jpeg(seed=900 + i, size=160))
+
+    def claimed():
+        with a.store() as s:
+            rows = [r for r in s.deliveries() if r.channel == "webhook" and r.claim_token]
+        return rows[0] if rows and receiver.arrived else None
+    row = wait_for(claimed, 300, "the webhook claimed and being posted")
+    pid = int(row.claim_token.split(":")[1])
+    victim = next(d for d in (a, b) if d.proc.pid == pid)
+    survivor = b if victim is a else a
+    import os
+    import signal
+    os.killpg(victim.proc.pid, signal.SIGKILL)
+    victim.proc.wait(30)
+
+    def delivered():
+        with survivor.store() as s:
+            (r,) = [x for x in s.deliveries() if x.channel == "webhook"]
+        return r if r.state == "delivered" else None
+    done = wait_for(delivered, 180, "the other host delivering the webhook")
+    assert done.attempts == 1, "the killed host's try was never recorded; the survivor's was"
+    assert set(receiver.arrived) == {done.idempotency_key} and len(receiver.arrived) <= 2
+    assert len({r.headers["Idempotency-Key"] for r in receiver.delivered()}) == 1

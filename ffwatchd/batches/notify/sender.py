@@ -25,7 +25,7 @@ from ffwatchd.store import Delivery, JobQueue
 log = logging.getLogger(__name__)
 
 PARALLEL = 8                # deliveries in flight at once, to different targets
-LEASE_MARGIN = 60.0         # a claim outlasts the deadlines of its try by this much
+LEASE_MARGIN = 10.0         # a claim outlasts 1.5 x the deadlines of its try by this much
 
 
 class Sender:
@@ -47,7 +47,7 @@ class Sender:
         """How long a claim lasts: past every deadline of one try (a webhook's timeout; an
         e-mail's SMTP steps), so no other host takes a row this host is still trying."""
         smtp = self.settings.smtp.timeout * 4 if self.settings.smtp is not None else 0.0
-        return max(self.settings.notify.timeout, smtp) + LEASE_MARGIN
+        return 1.5 * max(self.settings.notify.timeout, smtp) + LEASE_MARGIN
 
     def can_send(self) -> tuple[list[str], list[str]]:
         """The watches whose e-mails (with smtp:) and webhooks (with the secret) this host can send."""
