@@ -117,6 +117,19 @@ def delivery_params(d: dict, batch_id: int | None, payload: Any) -> dict[str, An
 
 ONE_BATCH = "SELECT * FROM batches WHERE id = :id"
 
+SET_BATCH_REPORT = "UPDATE batches SET report_path = :report, counts = :counts WHERE id = :id"
+
+DUE_DELIVERIES = """SELECT * FROM outbox WHERE state = 'pending' AND next_attempt <= {now}
+                    ORDER BY next_attempt, id LIMIT :limit"""
+
+OLD_DELIVERIES = "FROM outbox WHERE state IN ('delivered', 'failed') AND created_at < {now} - :age"
+
+
+def list_batches(watch: bool, state: bool) -> str:
+    where = [w for w, on in (("watch = :watch", watch), ("state = :state", state)) if on]
+    return "SELECT * FROM batches" + (" WHERE " + " AND ".join(where) if where else "") + \
+        " ORDER BY id DESC LIMIT :limit"
+
 
 def finished_elsewhere(row: Any, batch_id: int, expected: int | None, activity: float, make: Any) -> Any:
     """A guarded finish that changed nothing: the same finish already made (a replay) returns the

@@ -86,24 +86,19 @@ class PostgresBatches:
         return self._run(body)
 
     def set_batch_report(self, batch_id: int, report_path: str, counts: dict) -> None:
-        self._run(lambda cur: cur.execute("UPDATE batches SET report_path = %s, counts = %s WHERE id = %s",
-                                          (encode_path(report_path), Json(counts), batch_id)))
+        self._run(lambda cur: cur.execute(outbox_sql.pg(outbox_sql.SET_BATCH_REPORT),
+                                          {"report": encode_path(report_path), "counts": Json(counts), "id": batch_id}))
 
     def get_batch(self, batch_id: int) -> Batch:
-        row = self._run(lambda cur: cur.execute("SELECT * FROM batches WHERE id = %s", (batch_id,)).fetchone())
+        row = self._run(lambda cur: cur.execute(outbox_sql.pg(outbox_sql.ONE_BATCH), {"id": batch_id}).fetchone())
         if row is None:
             raise NotFound(batch_id)
         return _batch(row)
 
     def list_batches(self, *, watch: str | None = None, state: str | None = None,
                      limit: int = 100) -> list[Batch]:
-        where, params = [], []
-        for column, value in (("watch", watch), ("state", state)):
-            if value:
-                where.append(f"{column} = %s")
-                params.append(value)
-        sql = "SELECT * FROM batches" + (" WHERE " + " AND ".join(where) if where else "")
-        rows = self._run(lambda cur: cur.execute(sql + " ORDER BY id DESC LIMIT %s", (*params, limit)).fetchall())
+        sql = outbox_sql.pg(outbox_sql.list_batches(bool(watch), bool(state)))
+        rows = self._run(lambda cur: cur.execute(sql, {"watch": watch, "state": state, "limit": limit}).fetchall())
         return [_batch(r) for r in rows]
 
     # -- the outbox ------------------------------------------------------------------------
@@ -120,9 +115,8 @@ class PostgresBatches:
         return self._run(lambda cur: self._insert_deliveries(cur, deliveries, batch_id))
 
     def due_deliveries(self, limit: int = 20) -> list[Delivery]:
-        rows = self._run(lambda cur: cur.execute(
-            f"""SELECT * FROM outbox WHERE state = 'pending' AND next_attempt <= {NOW}
-                ORDER BY next_attempt, id LIMIT %(limit)s""", self._params(limit=limit)).fetchall())
+        rows = self._run(lambda cur: cur.execute(outbox_sql.pg(outbox_sql.DUE_DELIVERIES),
+                                                 self._params(limit=limit)).fetchall())
         return [_delivery(r) for r in rows]
 
     def claim_deliveries(self, token: str, lease: float, *, limit: int, email_watches: Sequence[str],
@@ -173,7 +167,7 @@ class PostgresBatches:
 
     def purge_deliveries(self, older_than: float, *, count_only: bool = False) -> int:
         p = self._params(age=float(older_than))
-        where = f"WHERE state IN ('delivered', 'failed') AND created_at < {NOW} - %(age)s"
         if count_only:
-            return self._run(lambda cur: cur.execute(f"SELECT count(*) AS n FROM outbox {where}", p).fetchone()["n"])
-        return self._run(lambda cur: cur.execute(f"DELETE FROM outbox {where}", p).rowcount)
+            return self._run(lambda cur: cur.execute(
+                outbox_sql.pg("SELECT count(*) AS n " + outbox_sql.OLD_DELIVERIES), p).fetchone()["n"])
+        return self._run(lambda cur: cur.execute(outbox_sql.pg("DELETE " + outbox_sql.OLD_DELIVERIES), p).rowcount)

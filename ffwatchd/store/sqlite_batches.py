@@ -95,26 +95,21 @@ class SqliteBatches:
 
     def set_batch_report(self, batch_id: int, report_path: str, counts: dict) -> None:
         with self._write() as db:
-            db.execute("UPDATE batches SET report_path = ?, counts = ? WHERE id = ?",
-                       (encode_path(report_path), json.dumps(counts), batch_id))
+            db.execute(outbox_sql.sqlite(outbox_sql.SET_BATCH_REPORT),
+                       {"report": encode_path(report_path), "counts": json.dumps(counts), "id": batch_id})
 
     def get_batch(self, batch_id: int) -> Batch:
         with self._lock:
-            row = self._db.execute("SELECT * FROM batches WHERE id = ?", (batch_id,)).fetchone()
+            row = self._db.execute(outbox_sql.sqlite(outbox_sql.ONE_BATCH), {"id": batch_id}).fetchone()
         if row is None:
             raise NotFound(batch_id)
         return _batch(row)
 
     def list_batches(self, *, watch: str | None = None, state: str | None = None,
                      limit: int = 100) -> list[Batch]:
-        where, params = [], []
-        for column, value in (("watch", watch), ("state", state)):
-            if value:
-                where.append(f"{column} = ?")
-                params.append(value)
-        sql = "SELECT * FROM batches" + (" WHERE " + " AND ".join(where) if where else "")
+        sql = outbox_sql.sqlite(outbox_sql.list_batches(bool(watch), bool(state)))
         with self._lock:
-            rows = self._db.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit)).fetchall()
+            rows = self._db.execute(sql, {"watch": watch, "state": state, "limit": limit}).fetchall()
         return [_batch(r) for r in rows]
 
     # -- the outbox ------------------------------------------------------------------------
@@ -131,8 +126,8 @@ class SqliteBatches:
 
     def due_deliveries(self, limit: int = 20) -> list[Delivery]:
         with self._lock:
-            rows = self._db.execute("""SELECT * FROM outbox WHERE state = 'pending' AND next_attempt <= ?
-                                       ORDER BY next_attempt, id LIMIT ?""", (self.clock(), limit)).fetchall()
+            rows = self._db.execute(outbox_sql.sqlite(outbox_sql.DUE_DELIVERIES),
+                                    {"now": self.clock(), "limit": limit}).fetchall()
         return [_delivery(r) for r in rows]
 
     def claim_deliveries(self, token: str, lease: float, *, limit: int, email_watches: Sequence[str],
@@ -183,10 +178,10 @@ class SqliteBatches:
         return self._operator_change(outbox_sql.DROP_DELIVERY, delivery_id, "drop")
 
     def purge_deliveries(self, older_than: float, *, count_only: bool = False) -> int:
-        cutoff = self.clock() - older_than
-        where = "WHERE state IN ('delivered', 'failed') AND created_at < ?"
+        p = {"now": self.clock(), "age": float(older_than)}
         if count_only:
             with self._lock:
-                return self._db.execute(f"SELECT count(*) FROM outbox {where}", (cutoff,)).fetchone()[0]
+                return self._db.execute(outbox_sql.sqlite("SELECT count(*) " + outbox_sql.OLD_DELIVERIES),
+                                        p).fetchone()[0]
         with self._write() as db:
-            return db.execute(f"DELETE FROM outbox {where}", (cutoff,)).rowcount
+            return db.execute(outbox_sql.sqlite("DELETE " + outbox_sql.OLD_DELIVERIES), p).rowcount
