@@ -64,6 +64,8 @@ class Sender:
         if room <= 0:
             return 0
         email, hooks = self.can_send()
+        if not self.store.due_deliveries(1):      # a read first: most polls find nothing to claim
+            return 0
         claimed = self.store.claim_deliveries(self.token, self.lease(), limit=room, email_watches=email,
                                               webhook_watches=hooks, busy_targets=busy)
         started = 0
