@@ -14,6 +14,7 @@ class ReportParser(HTMLParser):
         self.errors: list[str] = []
         self.rows: list[dict] = []          # {class, cells: [text], imgs: [src]}
         self.external: list[str] = []
+        self.links: list[str] = []          # <a href>: relative links to files beside the report
         self.doctype = False
         self._cell: list[str] | None = None
 
@@ -23,8 +24,11 @@ class ReportParser(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list) -> None:
         a = dict(attrs)
         for key in ("src", "href"):
-            if a.get(key) and not a[key].startswith("data:"):
-                self.external.append(a[key])
+            value = a.get(key)
+            if tag == "a" and key == "href" and value and "://" not in value and not value.startswith(("//", "/")):
+                self.links.append(value)    # a relative link people follow, nothing the page loads
+            elif value and not value.startswith("data:"):
+                self.external.append(value)
         if tag in ("script", "link", "iframe"):
             self.external.append(f"<{tag}>")
         if tag == "tr" and "tbody" in self.stack:

@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -18,6 +19,7 @@ class Received:
     headers: dict
     body: bytes
     status: int
+    at: float = 0.0
 
     def signature_ok(self, secret: str) -> bool:
         want = "sha256=" + hmac.new(secret.encode(), self.body, hashlib.sha256).hexdigest()
@@ -26,9 +28,14 @@ class Received:
 
 @dataclass
 class WebhookReceiver:
-    """Answers 503 to the first `fail_first` requests, then 200; records every request."""
+    """Answers `fail_status` (503) with `fail_headers` to the first `fail_first` requests, then
+    200; records every request (with its arrival time, time.monotonic())."""
     fail_first: int = 0
     requests: list = field(default_factory=list)
+    fail_status: int = 503
+    fail_headers: dict = field(default_factory=dict)
+    delay: float = 0.0                  # seconds before each answer (a receiver that takes its time)
+    arrived: list = field(default_factory=list)     # Idempotency-Key of each request, when it came
 
     def __post_init__(self) -> None:
         receiver = self
@@ -38,9 +45,17 @@ class WebhookReceiver:
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with receiver._lock:
-                    status = 503 if len(receiver.requests) < receiver.fail_first else 200
-                    receiver.requests.append(Received(self.path, dict(self.headers), body, status))
+                    receiver.arrived.append(dict(self.headers).get("Idempotency-Key"))
+                if receiver.delay:
+                    time.sleep(receiver.delay)
+                with receiver._lock:
+                    failing = len(receiver.requests) < receiver.fail_first
+                    status = receiver.fail_status if failing else 200
+                    receiver.requests.append(Received(self.path, dict(self.headers), body, status,
+                                                      time.monotonic()))
                 self.send_response(status)
+                for k, v in (receiver.fail_headers if failing else {}).items():
+                    self.send_header(k, v)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
@@ -62,6 +77,65 @@ class WebhookReceiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class DripReceiver:
+    """An HTTP receiver that reads the request, then answers one byte every `every` seconds
+    (a slow or hostile receiver); records when each request came and when its client let go."""
+
+    ANSWER = b"HTTP/1.1 200 OK\r\nX-Padding: " + b"." * 60 + b"\r\nContent-Length: 0\r\n\r\n"
+
+    def __init__(self, every: float = 0.5) -> None:
+        self.every = every
+        self.events: list[tuple[str, float]] = []        # ("request" | "gone", time.monotonic())
+        self._lock = threading.Lock()
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self._closed = False
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def url(self, path: str = "/hooks/drip") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def _event(self, what: str) -> None:
+        with self._lock:
+            self.events.append((what, time.monotonic()))
+
+    def _serve(self) -> None:
+        while not self._closed:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+
+    def _drip(self, conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = int(next((line.split(b":")[1] for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), b"0"))
+            while len(body) < length:
+                body += conn.recv(65536)
+            self._event("request")
+            try:
+                for i in range(len(self.ANSWER)):
+                    conn.sendall(self.ANSWER[i:i + 1])
+                    time.sleep(self.every)
+            except OSError:
+                pass
+            self._event("gone")
+
+    def close(self) -> None:
+        self._closed = True
+        self.sock.close()
 
 
 class MailSink:

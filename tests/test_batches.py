@@ -95,8 +95,8 @@ def test_a_batch_finishes_after_its_quiet_period_once_and_again_with_new_files(e
     out = settings.watches[0].output / "b"
     running = json.loads((out / "ffwatch-report.json").read_text())
     assert running["state"] == "running" and running["counts"]["done"] == 1
-    # the failed job's own notification is queued at once
-    assert [(d.event, d.channel) for d in store.deliveries()] == [("failed", "webhook")]
+    # failures are told once per finish of the batch (one digest), not one message per file
+    assert store.deliveries() == []
 
     tracker.step(now=clock.t + 11)
     (b,) = store.list_batches()
@@ -114,6 +114,9 @@ def test_a_batch_finishes_after_its_quiet_period_once_and_again_with_new_files(e
     assert [d.idempotency_key for d in finished] == [f"ffwatchd-batch-{b.id}-v1-finished"]
     assert finished[0].payload["package"] == str(out / "ffwatch-results.zip")
 
+    (digest,) = [d for d in store.deliveries() if d.event == "failed"]
+    assert digest.idempotency_key == f"ffwatchd-batch-{b.id}-v1-failed"
+    assert [f["path"] for f in digest.payload["failed"]] == ["b/two.jpg"] and digest.payload["failed_count"] == 1
     tracker.step(now=clock.t + 30)
     assert store.list_batches()[0].version == 1 and len(store.deliveries()) == 2, "not finished twice"
 
@@ -124,7 +127,9 @@ def test_a_batch_finishes_after_its_quiet_period_once_and_again_with_new_files(e
     tracker.step(now=clock.t + 11)
     (b,) = store.list_batches()
     assert b.version == 2 and b.counts["done"] == 2
-    assert f"ffwatchd-batch-{b.id}-v2-finished" in {d.idempotency_key for d in store.deliveries()}
+    keys = {d.idempotency_key for d in store.deliveries()}
+    assert f"ffwatchd-batch-{b.id}-v2-finished" in keys
+    assert f"ffwatchd-batch-{b.id}-v2-failed" not in keys, "no new failure since version 1: no digest"
 
 
 def test_an_unsettled_file_or_a_queued_job_keeps_the_batch_open(env) -> None:

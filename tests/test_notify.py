@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ffwatchd.batches.notify import smtp, webhook
-from ffwatchd.batches.notify.outbox import deliver_due
+from ffwatchd.batches.notify.sender import deliver_due
 from ffwatchd.batches.notify.webhook import DeliveryError
 from ffwatchd.config.load import load_settings
 from ffwatchd.config.notify import SmtpSettings

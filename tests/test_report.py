@@ -143,10 +143,11 @@ def test_links_planted_on_the_share_put_nothing_from_outside_into_reports_or_zip
     assert cache.get(by_path["b/img2.jpg"], w.output / "b/img2.jpg", w.output) is not None  # a real one
     assert text.count("data:image/jpeg;base64,") == 4       # 3 done rows x 2, less the two linked files
     # the zip holds the real results only, and is not written through a linked folder
-    path, n = write_zip(w, "b", jobs)
+    path, n, missing = write_zip(w, "b", jobs)
     import zipfile
     with zipfile.ZipFile(path) as z:
         assert sorted(z.namelist()) == ["img1.jpg", "img2.jpg"] and n == 2
+    assert len(missing) == 1 and "b/img0.jpg" in missing[0], "the linked result is named as missing"
     (w.output / "c").symlink_to(outside, target_is_directory=True)
     with pytest.raises(OSError):
         write_zip(w, "c", jobs)
@@ -272,7 +273,7 @@ def test_the_package_is_named_as_people_on_the_share_see_it(tmp_path: Path) -> N
     report["package"] = str(w.output / "b" / "ffwatch-results.zip")
     text = render_html(report, {})
     check_report_html(text)
-    assert "<code>ffwatch-results.zip</code>, next to this report" in text
+    assert '<a href="./ffwatch-results.zip"><code>ffwatch-results.zip</code></a>, next to this report' in text
     assert str(w.output) not in text
 
 
@@ -282,9 +283,9 @@ def test_a_zip_takes_names_that_are_not_utf8(tmp_path: Path) -> None:
 
     from ffwatchd.batches.package import write_zip
     w, jobs = make_batch(tmp_path, names=(os.fsdecode(b"b/bad\xffbyte.jpg"), "b/ok.jpg"))
-    path, n = write_zip(w, "b", jobs)
+    path, n, missing = write_zip(w, "b", jobs)
     with zipfile.ZipFile(path) as z:
-        assert n == 2 and sorted(z.namelist()) == ["bad\\xffbyte.jpg", "ok.jpg"]
+        assert n == 2 and not missing and sorted(z.namelist()) == ["bad\\xffbyte.jpg", "ok.jpg"]
 
 
 def test_thumbnails_a_worker_sent_are_used_without_reading_the_files_again(tmp_path: Path, monkeypatch) -> None:
@@ -298,7 +299,7 @@ def test_thumbnails_a_worker_sent_are_used_without_reading_the_files_again(tmp_p
         cache.put(j.id, str(before), sent[j.id][0])
         cache.put(j.id, str(after), sent[j.id][1])
     read = []
-    monkeypatch.setattr("ffwatchd.batches.report.thumbnail", lambda path, root: read.append(path))
+    monkeypatch.setattr("ffwatchd.batches.thumbs.thumbnail", lambda path, root: read.append(path))
     html_path, _report = write_report(w, "b", jobs, cache, batch_id=1, version=1, final=True)
     page = html_path.read_text()
     assert all(uri in page for pair in sent.values() for uri in pair)

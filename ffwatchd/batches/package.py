@@ -10,8 +10,9 @@ from pathlib import Path
 
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.filing.placing import TEMP_PREFIX
+from ffwatchd.filing.sharepaths import job_output
 from ffwatchd.fs.safefs import open_regular
-from ffwatchd.fs.writefs import Folder, apply_perms, split_under
+from ffwatchd.fs.writefs import Folder, apply_perms, split_under, temp_tag
 from ffwatchd.store import Job
 from ffwatchd.store.names import printable
 
@@ -31,16 +32,19 @@ def entry(arcname: str, mtime: float) -> zipfile.ZipInfo:
     return info
 
 
-def write_zip(watch: WatchSettings, folder: str, jobs: list[Job]) -> tuple[Path, int]:
-    """Every done job's result, named by its path under the batch's output folder; (zip, files).
+def write_zip(watch: WatchSettings, folder: str, jobs: list[Job]) -> tuple[Path, int, list[str]]:
+    """Every done job's result, named by its path under the batch's output folder; (zip, files
+    packed, results missing: each as `job N (path): why`). A result written by another host is
+    read on this host's mount (filing/sharepaths.py); one that cannot be read is listed as
+    missing, never skipped silently.
 
     Results are read and the zip written below output/ without following a link anywhere on the
     way (safefs, writefs): a link planted on the share never puts outside content into a zip."""
     dest = package_path(watch, folder)
     base = dest.parent
     rel, name = split_under(watch.output, dest)
-    tmp = f"{TEMP_PREFIX}{os.getpid()}-{name}.tmp"
-    count = 0
+    tmp = f"{TEMP_PREFIX}{temp_tag()}-{name}.tmp"
+    count, missing = 0, []
     with Folder(watch.output, rel, watch.perms) as out:
         try:
             out.unlink(tmp)
@@ -51,14 +55,18 @@ def write_zip(watch: WatchSettings, folder: str, jobs: list[Job]) -> tuple[Path,
             with os.fdopen(fd, "w+b") as f:
                 with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as z:   # JPEG/MP4 do not shrink
                     for job in jobs:
-                        if job.state != "done" or not job.output_path:
+                        if job.state != "done":
                             continue
+                        result = job_output(watch, job)
                         try:
-                            src = os.fdopen(open_regular(watch.output, Path(job.output_path)), "rb")
-                        except (OSError, ValueError):
-                            continue                    # gone, moved, or reached through a link
+                            if not result:
+                                raise ValueError("no result recorded")
+                            src = os.fdopen(open_regular(watch.output, Path(result)), "rb")
+                        except (OSError, ValueError) as e:   # gone, moved, or reached through a link
+                            missing.append(f"job {job.id} ({printable(job.rel_path)}): {printable(str(e))}")
+                            continue
                         # a name that is not UTF-8 is stored as \xHH: zip names are UTF-8 text
-                        arcname = printable(os.path.relpath(job.output_path, base))
+                        arcname = printable(os.path.relpath(result, base))
                         with src, z.open(entry(arcname, os.fstat(src.fileno()).st_mtime), "w", force_zip64=True) as w:
                             shutil.copyfileobj(src, w, 1 << 20)
                         count += 1
@@ -73,4 +81,4 @@ def write_zip(watch: WatchSettings, folder: str, jobs: list[Job]) -> tuple[Path,
                 pass
             raise
         out.sync()
-    return dest, count
+    return dest, count, missing

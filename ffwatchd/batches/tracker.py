@@ -13,16 +13,19 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ffwatchd.batches.notify.outbox import deliver_due, failed_deliveries, finished_deliveries
+from ffwatchd.batches.notify.outbox import failed_digest, finished_deliveries
+from ffwatchd.batches.notify.sender import Sender
 from ffwatchd.batches.package import write_zip
-from ffwatchd.batches.report import ThumbCache, report_paths, write_report
+from ffwatchd.batches.report import RowCache, ThumbCache, report_paths, write_report
 from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
 from ffwatchd.filing.placing import TEMP_PREFIX
 from ffwatchd.fs.safefs import open_dir, relative_parts
+from ffwatchd.fs.writefs import stale_temp
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.spec.sidecar import is_within
-from ffwatchd.store import Batch, Job, JobQueue, open_store, store_errors
+from ffwatchd.store import Batch, Job, JobQueue, TransitionError, open_store, store_errors
+from ffwatchd.store.leadership import Leadership
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +36,7 @@ PROGRESS_EVERY = 10.0       # a batch whose jobs run on, with nothing else new, 
 STARVATION_EVERY = 10.0
 SEND_POLL = 0.5
 BACKGROUND_NICE = 10        # the report and outbox threads' nice, added to the daemon's own
+LEAD_RECHECK = 60.0         # the batches leader gives its singleton up and asks again this often
 
 
 def background_priority() -> None:
@@ -48,10 +52,10 @@ def background_priority() -> None:
         log.debug("batches: nice %d not set: %s", BACKGROUND_NICE, e)
 
 
-def _pid_alive(pid: str) -> bool:
+def _pid_alive(pid: int) -> bool:
     try:
-        os.kill(int(pid), 0)
-    except (ValueError, ProcessLookupError):
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
     except PermissionError:
         return True
@@ -81,9 +85,9 @@ class BatchTracker:
         self.settings, self.store, self.metrics = settings, store, metrics
         self.unsettled = unsettled or (lambda: {})
         self.thumbs = ThumbCache()
+        self.rows: dict[int, RowCache] = {}      # batch id -> its jobs' report rows, made once each
         self._since = 0.0
         self._reported: dict[int, tuple[float, float]] = {}     # batch id -> (monotonic, activity)
-        self._failed_sent: set[tuple[int, float]] = set()
         self._next_starvation = 0.0
         self._refused: dict[int, str] = {}      # batch id -> the problem last logged for it
         #: batch id -> when to try again a report or package that could not be written (EIO while
@@ -149,8 +153,13 @@ class BatchTracker:
                 continue
             try:
                 for name in os.listdir(fd):
-                    if not (fnmatch.fnmatch(name, f"{TEMP_PREFIX}*-ffwatch-re*.tmp")
-                            and not _pid_alive(name[len(TEMP_PREFIX):].split("-", 1)[0])):
+                    if not fnmatch.fnmatch(name, f"{TEMP_PREFIX}*-ffwatch-re*.tmp"):
+                        continue
+                    try:
+                        age = time.time() - os.stat(name, dir_fd=fd, follow_symlinks=False).st_mtime
+                    except FileNotFoundError:
+                        continue
+                    if not stale_temp(name[len(TEMP_PREFIX):].split("-", 1)[0], age, _pid_alive):
                         continue
                     try:
                         os.unlink(name, dir_fd=fd)
@@ -188,7 +197,6 @@ class BatchTracker:
         base = watch.inbox / batch.folder if batch.folder else watch.inbox
         busy = any(j.state in ("queued", "running") for j in jobs) or any(is_within(p, base) for p in unsettled)
         spec = batch_spec(jobs)
-        self._notify_failures(batch, jobs)
         quiet = spec.batch_quiet if spec is not None and spec.batch_quiet is not None else watch.batch_quiet
         self._read[batch.id] = (time.monotonic(), (sum(j.state in ("queued", "running") for j in jobs),
                                                    batch.last_activity), quiet)
@@ -199,26 +207,45 @@ class BatchTracker:
         mark = (last, sum(j.progress_done or 0 for j in jobs if j.state == "running"))   # progress too
         if seen != mark and time.monotonic() - done_at >= REPORT_EVERY:
             html, report = write_report(watch, batch.folder, jobs, self.thumbs, batch_id=batch.id,
-                                        version=batch.version + 1, final=False)
+                                        version=batch.version + 1, final=False,
+                                        rows=self.rows.setdefault(batch.id, RowCache()))
             self.store.set_batch_report(batch.id, str(html), report["counts"])
             self._reported[batch.id] = (time.monotonic(), mark)
 
     def finish(self, watch: WatchSettings, batch: Batch, jobs: list[Job], spec: JobSpec | None,
                last: float) -> Batch:
         version = batch.version + 1
-        package = None
+        package, missing = None, []
         if spec is not None and spec.package == "zip":
-            path, n = write_zip(watch, batch.folder, jobs)
+            path, n, missing = write_zip(watch, batch.folder, jobs)
             package = str(path)
             log.info("batch %d (%s %s): %d result(s) packed into %s", batch.id, watch.name,
                      batch.folder or "/", n, path)
+            if missing:
+                log.error("batch %d (%s %s): %d result(s) missing from %s: %s", batch.id, watch.name,
+                          batch.folder or "/", len(missing), path, "; ".join(missing[:20]))
         html, report = write_report(watch, batch.folder, jobs, self.thumbs, batch_id=batch.id, version=version,
-                                    final=True, package=package)
+                                    final=True, package=package, package_missing=missing,
+                                    rows=self.rows.pop(batch.id, None))
         counts = report["counts"]
-        deliveries = (finished_deliveries(spec.notify, batch, version, counts, jobs, str(html), package)
-                      if spec is not None else [])
-        done = self.store.finish_batch(batch.id, activity=last, counts=counts, report_path=str(html),
-                                       package_path=package, deliveries=deliveries)
+        deliveries = []
+        if spec is not None:
+            since = batch.finished_activity if batch.finished_activity is not None else float("-inf")
+            failed = [j for j in jobs if j.state == "failed" and j.error_kind not in NOT_A_FILE_FAILURE
+                      and (j.finished_at or 0.0) > since]        # refused before they ran too
+            shown_html, shown_zip = watch.shown_path(html), watch.shown_path(package)   # as people open them
+            deliveries = [*finished_deliveries(spec.notify, batch, version, counts, jobs, shown_html, shown_zip,
+                                               len(missing)),
+                          *failed_digest(spec.notify, batch, version, failed, shown_html)]
+        try:
+            done = self.store.finish_batch(batch.id, activity=last, counts=counts, report_path=str(html),
+                                           package_path=package, deliveries=deliveries,
+                                           expected_version=batch.version)
+        except TransitionError as e:          # another host's finish came first: its report stands
+            log.warning("batch %d (%s %s): not finished here: %s", batch.id, watch.name, batch.folder or "/", e)
+            self._reported.pop(batch.id, None)
+            self._read.pop(batch.id, None)
+            return self.store.get_batch(batch.id)
         self._reported.pop(batch.id, None)
         self._read.pop(batch.id, None)
         log.info("batch %d (%s %s) finished, version %d: %s; report %s; %d notification(s) queued", batch.id,
@@ -227,17 +254,6 @@ class BatchTracker:
         if self.metrics is not None:
             self.metrics.batch_finished(watch.name)
         return done
-
-    def _notify_failures(self, batch: Batch, jobs: list[Job]) -> None:
-        for job in jobs:
-            if (job.state != "failed" or job.error_kind in NOT_A_FILE_FAILURE or not job.spec
-                    or (job.id, job.finished_at or 0) in self._failed_sent):
-                continue
-            self._failed_sent.add((job.id, job.finished_at or 0))
-            rows = failed_deliveries(JobSpec.from_snapshot(job.spec).notify, batch, job)
-            if rows:
-                self.store.add_deliveries(rows, batch.id)
-
 
 class BatchService:
     """The tracker and the outbox sender, each in its own thread with its own store connection."""
@@ -248,6 +264,7 @@ class BatchService:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.tracker: BatchTracker | None = None
+        self.sender: Sender | None = None
 
     def start(self) -> "BatchService":
         for name, target in (("batches", self._track), ("outbox", self._send)):
@@ -260,6 +277,8 @@ class BatchService:
         self.settings = settings
         if self.tracker is not None:
             self.tracker.settings = settings
+        if self.sender is not None:
+            self.sender.settings = settings
 
     def stop(self, timeout: float = 15.0) -> None:
         self._stop.set()
@@ -267,34 +286,43 @@ class BatchService:
             t.join(timeout)
 
     def _track(self) -> None:
+        """Batches are looked after by one host at a time (the `batches` singleton): the leader
+        writes the reports, finishes batches and queues their notifications. A host that
+        becomes leader starts afresh (its own view of the batches may be old)."""
         background_priority()
         store = open_store(self.settings, migrate=False)
-        self.tracker = BatchTracker(self.settings, store, self.metrics, self.unsettled)
+        lead = Leadership(store, "batches", recheck=LEAD_RECHECK)
         try:
             while not self._stop.is_set():
                 try:
-                    self.tracker.step()
+                    if lead.held():
+                        if self.tracker is None:
+                            self.tracker = BatchTracker(self.settings, store, self.metrics, self.unsettled)
+                        self.tracker.step()
+                    else:
+                        self.tracker = None
                 except store_errors() as e:
                     log.error("batches: %s; trying again", e)
                 except Exception:  # noqa: BLE001 - a bug here must not stop the daemon
                     log.exception("batches: unexpected error; trying again")
                 self._stop.wait(TICK)
         finally:
+            lead.release()
             store.close()
 
     def _send(self) -> None:
         background_priority()
         store = open_store(self.settings, migrate=False)
+        self.sender = Sender(self.settings, store, self.metrics)
         try:
             while not self._stop.is_set():
-                tried = 0
                 try:
-                    tried = deliver_due(self.settings, store, self.metrics)
+                    self.sender.poll()
                 except store_errors() as e:
                     log.error("outbox: %s; trying again", e)
                 except Exception:  # noqa: BLE001
                     log.exception("outbox: unexpected error; trying again")
-                if not tried:
-                    self._stop.wait(SEND_POLL)
+                self._stop.wait(SEND_POLL)
         finally:
+            self.sender.close()                # the tries in flight end by their deadlines
             store.close()

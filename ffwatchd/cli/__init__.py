@@ -40,7 +40,7 @@ COMMANDS = (
     ("process", process, "one file, no daemon, the same pipeline"),
     ("models", models, "known models: list | verify | fetch"),
     ("retention", retention, "run housekeeping now (--dry-run)"),
-    ("batches", batches, "batches: list | show (report, deliveries)"),
+    ("batches", batches, "batches: list | show (report, deliveries) | notifications (list, retry, drop)"),
     ("queue", queue, "the job table: migrate SQLite into PostgreSQL"),
     ("provenance", provenance, "what a file says about how it was made: show FILE"),
 )

@@ -1,4 +1,5 @@
-"""`ffwatchd batches list | show ID`: batches, their counts, report and notification deliveries."""
+"""`ffwatchd batches list | show ID | notifications [retry|drop ID...]`: batches, their counts,
+report and notification deliveries; the operator's way out of a delivery that cannot go."""
 
 from __future__ import annotations
 
@@ -16,9 +17,12 @@ from ffwatchd.cli.common import (
     open_store_for_reading,
     print_table,
 )
+from ffwatchd.config.load import load_config
 from ffwatchd.ops.documents import batch_document, batches_document, batches_list
-from ffwatchd.store import NotFound
+from ffwatchd.store import Delivery, NotFound, TransitionError, open_store
 from ffwatchd.store.names import shown
+
+DELIVERY_STATES = ("pending", "delivered", "failed")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,9 +39,56 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     config_arg(p, verb=True)
     p.add_argument("id", type=int)
     p.add_argument("--json", action="store_true")
+    p = verbs.add_parser("notifications", help="notification deliveries: list (default), retry or drop some")
+    config_arg(p, verb=True)
+    p.add_argument("--state", choices=DELIVERY_STATES)
+    p.add_argument("--batch", type=int, help="only this batch's deliveries")
+    p.add_argument("--limit", type=int, default=50, help="newest first, at most this many (default 50)")
+    p.add_argument("--json", action="store_true")
+    actions = p.add_subparsers(dest="notifications_command", metavar="ACTION")
+    for action, text in (("retry", "try again now, tries counted afresh (pending or failed ones)"),
+                         ("drop", "give up on pending ones: they end failed, 'dropped by the operator'")):
+        a = actions.add_parser(action, help=text)
+        config_arg(a, verb=True)
+        a.add_argument("ids", type=int, nargs="+", metavar="ID")
+
+
+def show_delivery(d: Delivery) -> str:
+    return (f"  {d.id}  {d.channel:7} {d.event:8} {d.state:9} tries {d.attempts}  key {d.idempotency_key}  "
+            f"-> {shown(d.target)}" + (f"  last error: {shown(d.last_error)}" if d.last_error else ""))
+
+
+def notifications(args: argparse.Namespace) -> int:
+    """List deliveries, or retry / drop the named ones (exit 1 when any was refused)."""
+    action = getattr(args, "notifications_command", None)
+    if action is None:
+        with open_store_for_reading(args.config) as store:
+            rows = store.deliveries(args.batch, args.limit, state=args.state)
+        if args.json:
+            dump_json([d.to_dict() for d in rows])
+        else:
+            print("\n".join(show_delivery(d) for d in rows) if rows else "no notifications")
+        return EXIT_OK
+    failures = 0
+    with open_store(load_config(args.config)) as store:
+        for delivery_id in args.ids:
+            try:
+                d = (store.retry_delivery if action == "retry" else store.drop_delivery)(delivery_id)
+            except NotFound:
+                print(f"ffwatchd: no notification {delivery_id}", file=sys.stderr)
+                failures += 1
+                continue
+            except TransitionError as e:
+                print(f"ffwatchd: {e}", file=sys.stderr)
+                failures += 1
+                continue
+            print(f"notification {d.id}: " + ("will be tried again now" if action == "retry" else "dropped"))
+    return EXIT_FAIL if failures else EXIT_OK
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.batches_command == "notifications":
+        return notifications(args)
     if args.batches_command == "list":
         check_watch_name(args.config, args.watch)
     with open_store_for_reading(args.config) as store:
@@ -73,6 +124,5 @@ def run(args: argparse.Namespace) -> int:
     if not deliveries:
         print("  none")
     for d in deliveries:
-        print(f"  {d.id}  {d.channel:7} {d.event:8} {d.state:9} tries {d.attempts}  key {d.idempotency_key}  "
-              f"-> {d.target}" + (f"  last error: {d.last_error}" if d.last_error else ""))
+        print(show_delivery(d))
     return EXIT_OK

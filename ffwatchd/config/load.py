@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from ffwatchd.config.notify import read_notify, read_smtp, read_watch_notify
+from ffwatchd.config.public import read_public
 from ffwatchd.config.settings import (
     DEFAULT_IGNORE,
     DEFAULT_INCLUDE,
@@ -64,7 +65,8 @@ _TOP_KEYS = {"state_dir", "temp_dir", "models_dir", "watches", "workers", "metri
 _WATCH_KEYS = {"name", "inbox", "output", "done", "failed", "mode", "poll_interval",
                "rescan_interval", "settle", "sidecar_wait", "unfinished_wait", "include", "ignore",
                "source_roots", "defaults", "batch_quiet", "batch_quiet_max", "priority_max",
-               "starvation_age", "notify", "ingest", "file_mode", "dir_mode", "group"}
+               "starvation_age", "notify", "ingest", "file_mode", "dir_mode", "group",
+               "public"}
 _WORKER_KEYS = {"devices", "per_gpu", "providers", "cpu_threads", "max_attempts", "retry_backoff", "lease",
                 "job_timeout", "grace_period", "ram_limit", "vram_limit", "max_pixels",
                 "recycle_after", "video_segment"}
@@ -118,6 +120,7 @@ def _read_watch(r: Reader, raw: Any, path: str, index: int,
         priority_max=r.get(raw, "priority_max", path, priority_value, d.priority_max),
         starvation_age=r.get(raw, "starvation_age", path, positive_duration, d.starvation_age),
         notify=read_watch_notify(r, raw.get("notify"), f"{path}.notify", parse_duration),
+        public=read_public(r, raw.get("public"), f"{path}.public"),
         defaults=copy.deepcopy(defaults),
         file_mode=r.get(raw, "file_mode", path, octal_mode(0o666), d.file_mode),
         dir_mode=r.get(raw, "dir_mode", path, octal_mode(0o7777), d.dir_mode),

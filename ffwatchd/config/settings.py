@@ -44,6 +44,7 @@ class WatchSettings:
     priority_max: int = 10                    # sidecar priorities above it are lowered to it
     starvation_age: float = 1800.0            # a low-priority job queued this long is raised to normal
     notify: WatchNotify = WatchNotify()
+    public: dict = field(default_factory=dict, hash=False, compare=True)   # role -> what people open it by
     # A sidecar mapping (see sidecar.py); deep-copied, never shared with callers.
     defaults: dict = field(default_factory=dict, hash=False, compare=True)
     file_mode: int = 0o664        # what ffwatchd writes on the share, set explicitly (not by umask)
@@ -56,6 +57,12 @@ class WatchSettings:
 
     def folders(self) -> dict[str, Path]:
         return {"inbox": self.inbox, "output": self.output, "done": self.done, "failed": self.failed}
+
+    def shown_path(self, path: str | Path | None) -> str | None:
+        """`path` as people on the share open it (the watch's `public:` prefixes), else as is."""
+        from ffwatchd.config.public import public_path
+
+        return public_path(self.folders(), self.public, path)
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from ffwatchd.store.leadership import Leadership
 log = logging.getLogger("ffwatchd.daemon.supervisor")
 
 STATUS_EVERY = 2.0
+ROLE_EVERY = 1.0           # seconds between asks for the cluster singletons this host may take
 DISK_EVERY = 5.0
 MODELS_EVERY = 10.0       # seconds between looks at models_dir for the defaults' models (status, log)
 WORKER_START_TIMEOUT = 120.0
@@ -137,6 +138,10 @@ class Supervisor(WorkerSlots):
                 log.warning("%s", line)
         self.models_missing = now
 
+    def _hold_roles(self) -> None:
+        while not self._roles_stop.wait(ROLE_EVERY):
+            self.metrics_lead.held()
+
     def _start_metrics(self) -> None:
         # Imported here: prometheus_client loads in the daemon only, not in the commands.
         from ffwatchd.ops.metrics import Metrics
@@ -144,6 +149,10 @@ class Supervisor(WorkerSlots):
         folders = {w.name: {**w.folders(), "temp": self.settings.temp_dir} for w in self.settings.watches}
         self.metrics_lead = Leadership(self.store, "metrics")     # queue gauges from one host only
         self.metrics = Metrics(self.store, folders, leads=self.metrics_lead.held)
+        # asked for every ROLE_EVERY, not only at a scrape: when its holder dies another host
+        # takes it within seconds (as the batches and rescan roles), scraped or not
+        self._roles_stop = threading.Event()
+        threading.Thread(target=self._hold_roles, name="roles", daemon=True).start()
         m = self.settings.metrics
         if m.enabled:
             try:
@@ -316,6 +325,7 @@ class Supervisor(WorkerSlots):
             self.web.stop()
             self.web.app.store.close()
         if self.metrics is not None:
+            self._roles_stop.set()
             self.metrics.stop()
             self.metrics_lead.release()
         self.write_status()

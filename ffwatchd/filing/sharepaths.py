@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from ffwatchd.config.settings import WatchSettings
 
@@ -77,3 +78,16 @@ def localize_spec(spec: dict, sources: list[dict], watch: WatchSettings) -> dict
     if isinstance(selector, dict) and selector.get("reference") in moved:
         out["face_selector"] = {**selector, "reference": moved[selector["reference"]]}
     return out
+
+
+def job_output(watch: WatchSettings, job: Any) -> str | None:
+    """A job's result on this host's mount: its output path was recorded by the host that ran
+    it, with the folders of its filing plan (`roots`); a batch finished on another host reads it
+    there (its zip, report links and thumbnails)."""
+    return rebase(job.output_path, (job.filing or {}).get("roots"), watch)
+
+
+def job_original(watch: WatchSettings, job: Any) -> str | None:
+    """Where a done job's original was filed (the plan's `original_dst`), on this host's mount."""
+    filing = job.filing or {}
+    return rebase(filing.get("original_dst"), filing.get("roots"), watch)

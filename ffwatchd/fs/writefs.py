@@ -7,9 +7,12 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import re
+import socket
 import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Callable
 
 from ffwatchd.errors import JobError
 
@@ -232,11 +235,35 @@ class Folder:
         os.rename(src_name, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
 
 
+def temp_tag() -> str:
+    """What a hidden temp name on the share says about its writer: `host~pid`. Hosts (or
+    containers) that share the folder can have equal pids, so the host is part of it, and a
+    stale-temp sweep removes by pid only its own host's temps (`stale_temp`)."""
+    host = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname())[:40] or "host"
+    return f"{host}~{os.getpid()}"
+
+
+def stale_temp(tag: str, age: float, pid_alive: Callable[[int], bool], max_age: float = 3600.0) -> bool:
+    """Whether a temp named with `tag` (from `temp_tag`, or a bare pid of older versions) and last
+    written `age` seconds ago was left behind: this host's with its writer gone, or anyone's
+    untouched for `max_age` (a write in progress keeps its temp's mtime fresh)."""
+    if age > max_age:
+        return True
+    host, sep, pid = tag.rpartition("~")
+    here = temp_tag().rpartition("~")[0]
+    if sep and host != here:
+        return False                 # another host's: its pid means nothing here
+    try:
+        return not pid_alive(int(pid))
+    except ValueError:
+        return False
+
+
 def write_file_atomic(root: Path, dest: Path, data: bytes, perms: Perms) -> None:
     """Write `dest` (below `root`) whole through a hidden temp name and a rename, synced, without
     following a link anywhere below `root` (a link at `dest` itself is replaced, never written through)."""
     rel, name = split_under(root, dest)
-    tmp = fit_name(f".ffwatchd-{os.getpid()}-{name}", ".tmp")
+    tmp = fit_name(f".ffwatchd-{temp_tag()}-{name}", ".tmp")
     with Folder(root, rel, perms) as folder:
         folder.write_new(tmp, data)
         try:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from ffwatchd.errors import short_repr
-from ffwatchd.spec.values import email_domain, parse_duration, priority_value
+from ffwatchd.spec.values import email_problem, parse_duration, priority_value, webhook_url_problem
 
 PROCESSORS = ("face_swapper", "face_enhancer", "face_anonymizer", "label")
 SELECTOR_MODES = ("all", "largest", "reference", "except_reference")
@@ -196,16 +196,18 @@ def _check_notify(value: Any, path: str) -> list[str]:
     problems = []
     for key, v in value.items():
         if key == "webhook":
-            if not isinstance(v, str) or not v.startswith(("http://", "https://")):
-                problems.append(f"{path}.webhook: {short_repr(v)} is not an http(s) URL")
+            why = webhook_url_problem(v)
+            if why is not None:
+                problems.append(f"{path}.webhook: {short_repr(v)} {why}")
         elif key == "email":
             addresses = [v] if isinstance(v, str) else v
             if not isinstance(addresses, list) or not addresses:
                 problems.append(f"{path}.email: {short_repr(v)} is not an address or a list of addresses")
             else:
                 for i, a in enumerate(addresses):
-                    if not isinstance(a, str) or email_domain(a) is None:
-                        problems.append(f"{path}.email[{i}]: {short_repr(a)} is not an e-mail address")
+                    why = email_problem(a)
+                    if why is not None:
+                        problems.append(f"{path}.email[{i}]: {short_repr(a)} {why}")
         elif key == "on":
             if not isinstance(v, list) or not v or any(e not in NOTIFY_EVENTS for e in v):
                 problems.append(f"{path}.on: {short_repr(v)} is not a list of {', '.join(NOTIFY_EVENTS)}")

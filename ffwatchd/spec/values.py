@@ -4,6 +4,7 @@ priorities, e-mail addresses and webhook URLs under an allowed prefix."""
 from __future__ import annotations
 
 import re
+from email.headerregistry import Address
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -56,7 +57,40 @@ def parse_size(value: Any) -> int:
 PRIORITY_LEVELS = {"high": 10, "normal": 0, "low": -10}
 
 
-EMAIL_RE = re.compile(r"^[^@\s,<>]+@([A-Za-z0-9.-]+\.[A-Za-z]{2,}|localhost)$")
+EMAIL_RE = re.compile(r"[^@\s,<>\"()\[\];:\\]+@([A-Za-z0-9.-]+\.[A-Za-z]{2,}|localhost)")
+
+_DOT_SEGMENT_RE = re.compile(r"(?:^|/)(?:\.|%2e){1,2}(?:/|$)", re.IGNORECASE)
+
+
+def webhook_url_problem(url: object) -> str | None:
+    """Why `url` cannot be a webhook target (None when it can): an http(s) URL of printable
+    ASCII (a name outside ASCII must be percent-encoded), a host, no user or password, a valid
+    port, no fragment, and no dot segment (`..` or `.`, raw or percent-encoded) in the path,
+    which a proxy that normalises paths would resolve outside the allowed prefix."""
+    if not isinstance(url, str):
+        return "is not a string"
+    if not url.isascii():
+        return "holds characters outside ASCII (percent-encode them, e.g. M%C3%BCnchen)"
+    if any(c <= " " or c == "\x7f" for c in url):
+        return "holds a space or a control character"
+    try:
+        u = urlsplit(url)
+        u.port
+    except ValueError as e:
+        return f"cannot be read as a URL ({e})"
+    if u.scheme not in ("http", "https"):
+        return "is not an http(s) URL"
+    if not u.hostname:
+        return "has no host"
+    if u.username is not None or u.password is not None:
+        return "holds a user name or password (put the credential in the path or use the webhook secret)"
+    if u.fragment or url.endswith("#"):
+        return "has a fragment (#...)"
+    if "\\" in u.path or _DOT_SEGMENT_RE.search(u.path):
+        return "has a dot segment (. or ..) or a backslash in its path"
+    if re.search(r"%(2f|5c)", u.path, re.IGNORECASE):
+        return "has an encoded slash or backslash (%2F, %5C) in its path"
+    return None
 
 
 def _path_segments(path: str) -> list[str]:
@@ -66,29 +100,65 @@ def _path_segments(path: str) -> list[str]:
 
 
 def url_allowed(url: str, prefixes: tuple[str, ...]) -> bool:
-    """`url` is under one prefix: same scheme, host and port, and the prefix's path segments are
-    the first of its own (`/ffwatchd` covers `/ffwatchd/a`, never `/ffwatchdX/`); a path with a
-    `.` or `..` segment (which a server resolves to somewhere else) is under none."""
-    try:
-        u = urlsplit(url)
-        port = u.port
-    except ValueError:
+    """`url` is a valid webhook URL (`webhook_url_problem`: no dot segments, raw or percent-encoded,
+    so the path compared is the one a normalising proxy sees) under one prefix: same scheme, host
+    and port, and the prefix's path segments are the first of its own (`/ffwatchd` covers
+    `/ffwatchd/a`, never `/ffwatchdX/`)."""
+    if webhook_url_problem(url) is not None:
         return False
-    if u.scheme not in ("http", "https") or not u.hostname or u.username or u.password:
-        return False
+    u = urlsplit(url)
     segments = _path_segments(u.path or "/")
     if any(unquote(s) in (".", "..") for s in segments):
         return False
     for prefix in prefixes:
         p = urlsplit(prefix)
         want = _path_segments(p.path or "/")
-        if (u.scheme, u.hostname, port) == (p.scheme, p.hostname, p.port) and segments[:len(want)] == want:
+        if (u.scheme, u.hostname, u.port) == (p.scheme, p.hostname, p.port) and segments[:len(want)] == want:
             return True
     return False
 
 
+def redact_url(url: str) -> str:
+    """What logs, errors and reports show of a webhook URL: scheme and host (and port) only, since
+    for Slack/Teams-style hooks the path is the credential."""
+    try:
+        u = urlsplit(url)
+        port = f":{u.port}" if u.port else ""
+        host = u.hostname or "?"
+    except ValueError:
+        return "(an unreadable URL)"
+    return f"{u.scheme or '?'}://{host}{port}/…"
+
+
+def redact_notify(notify: Any) -> Any:
+    """A sidecar's `notify` as the report on the share shows it: the webhook redacted."""
+    if not isinstance(notify, dict):
+        return notify
+    return {k: (redact_url(v) if k == "webhook" and isinstance(v, str) else v) for k, v in notify.items()}
+
+
+def email_problem(address: object) -> str | None:
+    """Why `address` is not one plain e-mail address (None when it is): the whole string must be
+    `local@domain` (no name, no newline, no second address), as the mail code's own parser
+    (email.headerregistry.Address) reads it."""
+    if not isinstance(address, str):
+        return "is not a string"
+    if not address.isascii() or EMAIL_RE.fullmatch(address) is None:
+        return "is not an e-mail address (local@domain.tld)"
+    try:
+        parsed = Address(addr_spec=address)
+    except (ValueError, IndexError, TypeError) as e:
+        return f"is not an e-mail address ({e})"
+    if parsed.addr_spec != address:
+        return "is not an e-mail address in its plain form"
+    return None
+
+
 def email_domain(address: str) -> str | None:
-    m = EMAIL_RE.match(address)
+    """The lower-cased domain of a valid address (`email_problem`), else None."""
+    if email_problem(address) is not None:
+        return None
+    m = EMAIL_RE.fullmatch(address)
     return m.group(1).lower() if m else None
 
 

@@ -239,9 +239,13 @@ class JobQueue(abc.ABC):
 
     @abc.abstractmethod
     def finish_batch(self, batch_id: int, *, activity: float, counts: dict, report_path: str | None,
-                     package_path: str | None, deliveries: Sequence[dict]) -> Batch:
+                     package_path: str | None, deliveries: Sequence[dict],
+                     expected_version: int | None = None) -> Batch:
         """One transaction: the batch becomes finished (version + 1) and its notifications enter
-        the outbox. A delivery dict: channel, event, target, payload, idempotency_key."""
+        the outbox. A delivery dict: channel, event, target, payload, idempotency_key.
+        `expected_version`: only from that version (TransitionError when another finish came
+        first); the same finish run again (a replay after a lost connection) returns the batch
+        as it left it, counting nothing twice."""
 
     @abc.abstractmethod
     def set_batch_report(self, batch_id: int, report_path: str, counts: dict) -> None: ...
@@ -263,11 +267,37 @@ class JobQueue(abc.ABC):
 
     @abc.abstractmethod
     def record_attempt(self, delivery_id: int, *, ok: bool, error: str | None = None,
-                       retry_at: float | None = None) -> Delivery:
-        """After one try: delivered (ok), pending until `retry_at`, or failed (retry_at None)."""
+                       retry_at: float | None = None, token: str | None = None) -> Delivery | None:
+        """After one try: delivered (ok), pending until `retry_at`, or failed (retry_at None);
+        the claim ends. With `token`, only under that claim: None when the row is no longer
+        claimed by it (its claim expired and another host took it, or this record was made)."""
 
     @abc.abstractmethod
-    def deliveries(self, batch_id: int | None = None, limit: int = 100) -> list[Delivery]: ...
+    def claim_deliveries(self, token: str, lease: float, *, limit: int, email_watches: Sequence[str],
+                         webhook_watches: Sequence[str], busy_targets: Sequence[str] = ()) -> list[Delivery]:
+        """Several hosts on one outbox: claim up to `limit` due rows for `lease` seconds under
+        `token`, none claimed by another host (and not expired), only e-mails of
+        `email_watches` and webhooks of `webhook_watches` (what this host can send), none to
+        `busy_targets`; oldest due first."""
+
+    @abc.abstractmethod
+    def release_delivery(self, delivery_id: int, token: str) -> None:
+        """Give back a claimed row untried (free for any host at once)."""
+
+    @abc.abstractmethod
+    def deliveries(self, batch_id: int | None = None, limit: int = 100, *,
+                   state: str | None = None) -> list[Delivery]:
+        """Outbox rows, newest first (of one batch, in one state)."""
+
+    @abc.abstractmethod
+    def retry_delivery(self, delivery_id: int) -> Delivery:
+        """An operator's retry: a pending or failed row becomes pending, due now, its tries
+        counted from 0. TransitionError for a delivered row, NotFound for none."""
+
+    @abc.abstractmethod
+    def drop_delivery(self, delivery_id: int) -> Delivery:
+        """An operator's drop: a pending row ends failed ("dropped by the operator", the last
+        error kept). TransitionError when it is not pending, NotFound for none."""
 
     @abc.abstractmethod
     def purge_deliveries(self, older_than: float, *, count_only: bool = False) -> int:

@@ -9,7 +9,8 @@ from typing import Any, Callable, Sequence, TypeVar
 import psycopg
 from psycopg.types.json import Json
 
-from ffwatchd.store.contract import NotFound
+from ffwatchd.store import outbox_sql
+from ffwatchd.store.contract import NotFound, TransitionError
 from ffwatchd.store.names import decode_json, decode_path, encode_json, encode_path
 from ffwatchd.store.pg_rows import NOW, _job
 from ffwatchd.store.rows import Batch, Delivery, Job
@@ -80,41 +81,34 @@ class PostgresBatches:
         return _batch(self._run(body))
 
     def finish_batch(self, batch_id: int, *, activity: float, counts: dict, report_path: str | None,
-                     package_path: str | None, deliveries: Sequence[dict]) -> Batch:
+                     package_path: str | None, deliveries: Sequence[dict],
+                     expected_version: int | None = None) -> Batch:
         p = self._params(id=batch_id, activity=float(activity), counts=Json(counts), report=encode_path(report_path),
-                         package=encode_path(package_path))
+                         package=encode_path(package_path), expected=expected_version)
 
         def body(cur: psycopg.Cursor) -> Batch:
-            row = cur.execute(
-                f"""UPDATE batches SET state = 'finished', version = version + 1, finished_at = {NOW},
-                                       finished_activity = %(activity)s, counts = %(counts)s,
-                                       report_path = %(report)s, package_path = %(package)s
-                    WHERE id = %(id)s RETURNING *""", p).fetchone()
+            row = cur.execute(outbox_sql.pg(outbox_sql.FINISH_BATCH), p).fetchone()
             if row is None:
-                raise NotFound(batch_id)
+                return outbox_sql.finished_elsewhere(cur.execute(outbox_sql.pg(outbox_sql.ONE_BATCH), p).fetchone(),
+                                           batch_id, expected_version, float(activity), _batch)
             self._insert_deliveries(cur, deliveries, batch_id)
             return _batch(row)
         return self._run(body)
 
     def set_batch_report(self, batch_id: int, report_path: str, counts: dict) -> None:
-        self._run(lambda cur: cur.execute("UPDATE batches SET report_path = %s, counts = %s WHERE id = %s",
-                                          (encode_path(report_path), Json(counts), batch_id)))
+        self._run(lambda cur: cur.execute(outbox_sql.pg(outbox_sql.SET_BATCH_REPORT),
+                                          {"report": encode_path(report_path), "counts": Json(counts), "id": batch_id}))
 
     def get_batch(self, batch_id: int) -> Batch:
-        row = self._run(lambda cur: cur.execute("SELECT * FROM batches WHERE id = %s", (batch_id,)).fetchone())
+        row = self._run(lambda cur: cur.execute(outbox_sql.pg(outbox_sql.ONE_BATCH), {"id": batch_id}).fetchone())
         if row is None:
             raise NotFound(batch_id)
         return _batch(row)
 
     def list_batches(self, *, watch: str | None = None, state: str | None = None,
                      limit: int = 100) -> list[Batch]:
-        where, params = [], []
-        for column, value in (("watch", watch), ("state", state)):
-            if value:
-                where.append(f"{column} = %s")
-                params.append(value)
-        sql = "SELECT * FROM batches" + (" WHERE " + " AND ".join(where) if where else "")
-        rows = self._run(lambda cur: cur.execute(sql + " ORDER BY id DESC LIMIT %s", (*params, limit)).fetchall())
+        sql = outbox_sql.pg(outbox_sql.list_batches(bool(watch), bool(state)))
+        rows = self._run(lambda cur: cur.execute(sql, {"watch": watch, "state": state, "limit": limit}).fetchall())
         return [_batch(r) for r in rows]
 
     # -- the outbox ------------------------------------------------------------------------
@@ -122,14 +116,8 @@ class PostgresBatches:
     def _insert_deliveries(self, cur: psycopg.Cursor, deliveries: Sequence[dict], batch_id: int | None) -> int:
         added = 0
         for d in deliveries:
-            cur.execute(
-                f"""INSERT INTO outbox (batch_id, channel, event, target, payload, idempotency_key, state,
-                                        next_attempt, created_at)
-                    VALUES (%(batch)s, %(channel)s, %(event)s, %(target)s, %(payload)s, %(key)s, 'pending',
-                            {NOW}, {NOW})
-                    ON CONFLICT (channel, idempotency_key) DO NOTHING""",
-                self._params(batch=batch_id, channel=d["channel"], event=d["event"], target=d["target"],
-                             payload=Json(encode_json(d["payload"])), key=d["idempotency_key"]))
+            cur.execute(outbox_sql.pg(outbox_sql.INSERT_DELIVERY),
+                        self._params(**outbox_sql.delivery_params(d, batch_id, Json(encode_json(d["payload"])))))
             added += cur.rowcount
         return added
 
@@ -137,37 +125,59 @@ class PostgresBatches:
         return self._run(lambda cur: self._insert_deliveries(cur, deliveries, batch_id))
 
     def due_deliveries(self, limit: int = 20) -> list[Delivery]:
-        rows = self._run(lambda cur: cur.execute(
-            f"""SELECT * FROM outbox WHERE state = 'pending' AND next_attempt <= {NOW}
-                ORDER BY next_attempt, id LIMIT %(limit)s""", self._params(limit=limit)).fetchall())
+        rows = self._run(lambda cur: cur.execute(outbox_sql.pg(outbox_sql.DUE_DELIVERIES),
+                                                 self._params(limit=limit)).fetchall())
         return [_delivery(r) for r in rows]
+
+    def claim_deliveries(self, token: str, lease: float, *, limit: int, email_watches: Sequence[str],
+                         webhook_watches: Sequence[str], busy_targets: Sequence[str] = ()) -> list[Delivery]:
+        if not email_watches and not webhook_watches:
+            return []
+        sql = outbox_sql.claim_deliveries("pg", len(email_watches), len(webhook_watches), len(busy_targets))
+        p = self._params(**outbox_sql.claim_params(token, float(lease), limit, email_watches, webhook_watches,
+                                                   busy_targets))
+        rows = self._run(lambda cur: cur.execute(sql, p).fetchall(), durable=False)
+        return sorted((_delivery(r) for r in rows), key=lambda d: (d.next_attempt, d.id))
+
+    def release_delivery(self, delivery_id: int, token: str) -> None:
+        self._run(lambda cur: cur.execute(outbox_sql.pg(outbox_sql.RELEASE_DELIVERY),
+                                          {"id": delivery_id, "token": token}), durable=False)
 
     def record_attempt(self, delivery_id: int, *, ok: bool, error: str | None = None,
-                       retry_at: float | None = None) -> Delivery:
-        p = self._params(id=delivery_id, error=error, retry_at=retry_at,
-                         state="delivered" if ok else "pending" if retry_at is not None else "failed")
-        if ok:
-            sql = f"""UPDATE outbox SET state = 'delivered', attempts = attempts + 1, delivered_at = {NOW},
-                      last_error = NULL WHERE id = %(id)s RETURNING *"""
-        else:
-            sql = f"""UPDATE outbox SET state = %(state)s, attempts = attempts + 1, last_error = %(error)s,
-                      next_attempt = coalesce(%(retry_at)s::float8, {NOW}) WHERE id = %(id)s RETURNING *"""
+                       retry_at: float | None = None, token: str | None = None) -> Delivery | None:
+        sql = outbox_sql.pg(outbox_sql.record_attempt(ok, retry_at is not None, token is not None))
+        p = self._params(id=delivery_id, error=error, retry_at=retry_at, token=token)
         row = self._run(lambda cur: cur.execute(sql, p).fetchone())
-        if row is None:
+        if row is None and token is None:
             raise NotFound(delivery_id)
-        return _delivery(row)
+        return _delivery(row) if row is not None else None
 
-    def deliveries(self, batch_id: int | None = None, limit: int = 100) -> list[Delivery]:
-        sql, params = "SELECT * FROM outbox", []
-        if batch_id is not None:
-            sql += " WHERE batch_id = %s"
-            params.append(batch_id)
-        rows = self._run(lambda cur: cur.execute(sql + " ORDER BY id DESC LIMIT %s", (*params, limit)).fetchall())
+    def deliveries(self, batch_id: int | None = None, limit: int = 100, *,
+                   state: str | None = None) -> list[Delivery]:
+        sql = outbox_sql.pg(outbox_sql.list_deliveries(batch_id is not None, state is not None))
+        rows = self._run(lambda cur: cur.execute(sql, {"batch": batch_id, "state": state, "limit": limit}).fetchall())
         return [_delivery(r) for r in rows]
+
+    def _operator_change(self, sql: str, delivery_id: int, verb: str) -> Delivery:
+        def body(cur: psycopg.Cursor) -> dict:
+            row = cur.execute(outbox_sql.pg(sql), self._params(id=delivery_id)).fetchone()
+            if row is None:
+                row = cur.execute(outbox_sql.pg(outbox_sql.ONE_DELIVERY), {"id": delivery_id}).fetchone()
+                if row is None:
+                    raise NotFound(delivery_id)
+                raise TransitionError(f"notification {delivery_id} is {row['state']}: cannot {verb} it")
+            return row
+        return _delivery(self._run(body))
+
+    def retry_delivery(self, delivery_id: int) -> Delivery:
+        return self._operator_change(outbox_sql.RETRY_DELIVERY, delivery_id, "retry")
+
+    def drop_delivery(self, delivery_id: int) -> Delivery:
+        return self._operator_change(outbox_sql.DROP_DELIVERY, delivery_id, "drop")
 
     def purge_deliveries(self, older_than: float, *, count_only: bool = False) -> int:
         p = self._params(age=float(older_than))
-        where = f"WHERE state IN ('delivered', 'failed') AND created_at < {NOW} - %(age)s"
         if count_only:
-            return self._run(lambda cur: cur.execute(f"SELECT count(*) AS n FROM outbox {where}", p).fetchone()["n"])
-        return self._run(lambda cur: cur.execute(f"DELETE FROM outbox {where}", p).rowcount)
+            return self._run(lambda cur: cur.execute(
+                outbox_sql.pg("SELECT count(*) AS n " + outbox_sql.OLD_DELIVERIES), p).fetchone()["n"])
+        return self._run(lambda cur: cur.execute(outbox_sql.pg("DELETE " + outbox_sql.OLD_DELIVERIES), p).rowcount)

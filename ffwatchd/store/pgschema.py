@@ -104,6 +104,12 @@ MIGRATIONS: list[str] = [
     ALTER TABLE filings DROP CONSTRAINT IF EXISTS filings_folder_check;
     ALTER TABLE filings ADD CONSTRAINT filings_folder_check CHECK (folder IN ('done', 'failed', 'output'));
     """,
+    # 8: several hosts on one outbox: a delivery is claimed (token, until) before it is tried and
+    # its attempt recorded only under that claim; its watch, to send only what this host can
+    """
+    ALTER TABLE outbox ADD COLUMN claim_token text, ADD COLUMN claimed_until float8, ADD COLUMN watch text;
+    UPDATE outbox SET watch = payload->>'watch';
+    """,
 ]
 
 # pg_advisory_xact_lock key: hosts starting together migrate one after the other.

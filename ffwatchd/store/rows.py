@@ -170,6 +170,9 @@ class Delivery:
     created_at: float
     delivered_at: float | None
     last_error: str | None
+    claim_token: str | None = None   # the host's try in flight (several hosts on one outbox)
+    claimed_until: float | None = None
+    watch: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

@@ -7,7 +7,8 @@ import json
 import sqlite3
 from typing import Any, Sequence
 
-from ffwatchd.store.contract import NotFound
+from ffwatchd.store import outbox_sql
+from ffwatchd.store.contract import NotFound, TransitionError
 from ffwatchd.store.names import decode_path, encode_path
 from ffwatchd.store.rows import Batch, Delivery, Job
 from ffwatchd.store.sqlite_reads import _job
@@ -87,59 +88,45 @@ class SqliteBatches:
         return _batch(row)
 
     def finish_batch(self, batch_id: int, *, activity: float, counts: dict, report_path: str | None,
-                     package_path: str | None, deliveries: Sequence[dict]) -> Batch:
+                     package_path: str | None, deliveries: Sequence[dict],
+                     expected_version: int | None = None) -> Batch:
         now = self.clock()
+        p = {"id": batch_id, "now": now, "activity": activity, "counts": json.dumps(counts),
+             "report": encode_path(report_path), "package": encode_path(package_path), "expected": expected_version}
         with self._write(durable=True) as db:
-            row = db.execute(
-                """UPDATE batches SET state = 'finished', version = version + 1, finished_at = ?,
-                                      finished_activity = ?, counts = ?, report_path = ?, package_path = ?
-                   WHERE id = ? RETURNING *""",
-                (now, activity, json.dumps(counts), encode_path(report_path), encode_path(package_path),
-                 batch_id)).fetchone()
+            row = db.execute(outbox_sql.sqlite(outbox_sql.FINISH_BATCH), p).fetchone()
             if row is None:
-                raise NotFound(batch_id)
+                return outbox_sql.finished_elsewhere(db.execute(outbox_sql.sqlite(outbox_sql.ONE_BATCH), p).fetchone(),
+                                           batch_id, expected_version, activity, _batch)
             self._insert_deliveries(db, deliveries, batch_id, now)
         return _batch(row)
 
     def set_batch_report(self, batch_id: int, report_path: str, counts: dict) -> None:
         with self._write() as db:
-            db.execute("UPDATE batches SET report_path = ?, counts = ? WHERE id = ?",
-                       (encode_path(report_path), json.dumps(counts), batch_id))
+            db.execute(outbox_sql.sqlite(outbox_sql.SET_BATCH_REPORT),
+                       {"report": encode_path(report_path), "counts": json.dumps(counts), "id": batch_id})
 
     def get_batch(self, batch_id: int) -> Batch:
         with self._lock:
-            row = self._db.execute("SELECT * FROM batches WHERE id = ?", (batch_id,)).fetchone()
+            row = self._db.execute(outbox_sql.sqlite(outbox_sql.ONE_BATCH), {"id": batch_id}).fetchone()
         if row is None:
             raise NotFound(batch_id)
         return _batch(row)
 
     def list_batches(self, *, watch: str | None = None, state: str | None = None,
                      limit: int = 100) -> list[Batch]:
-        where, params = [], []
-        for column, value in (("watch", watch), ("state", state)):
-            if value:
-                where.append(f"{column} = ?")
-                params.append(value)
-        sql = "SELECT * FROM batches" + (" WHERE " + " AND ".join(where) if where else "")
+        sql = outbox_sql.sqlite(outbox_sql.list_batches(bool(watch), bool(state)))
         with self._lock:
-            rows = self._db.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit)).fetchall()
+            rows = self._db.execute(sql, {"watch": watch, "state": state, "limit": limit}).fetchall()
         return [_batch(r) for r in rows]
 
     # -- the outbox ------------------------------------------------------------------------
 
     def _insert_deliveries(self, db: sqlite3.Connection, deliveries: Sequence[dict],
                            batch_id: int | None, now: float) -> int:
-        added = 0
-        for d in deliveries:
-            cur = db.execute(
-                """INSERT INTO outbox (batch_id, channel, event, target, payload, idempotency_key, state,
-                                       next_attempt, created_at)
-                   VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)
-                   ON CONFLICT (channel, idempotency_key) DO NOTHING""",
-                (batch_id, d["channel"], d["event"], d["target"], json.dumps(d["payload"]),
-                 d["idempotency_key"], now, now))
-            added += cur.rowcount
-        return added
+        sql = outbox_sql.sqlite(outbox_sql.INSERT_DELIVERY)
+        return sum(db.execute(sql, {**outbox_sql.delivery_params(d, batch_id, json.dumps(d["payload"])),
+                                    "now": now}).rowcount for d in deliveries)
 
     def add_deliveries(self, deliveries: Sequence[dict], batch_id: int | None = None) -> int:
         with self._write(durable=True) as db:
@@ -147,41 +134,62 @@ class SqliteBatches:
 
     def due_deliveries(self, limit: int = 20) -> list[Delivery]:
         with self._lock:
-            rows = self._db.execute("""SELECT * FROM outbox WHERE state = 'pending' AND next_attempt <= ?
-                                       ORDER BY next_attempt, id LIMIT ?""", (self.clock(), limit)).fetchall()
+            rows = self._db.execute(outbox_sql.sqlite(outbox_sql.DUE_DELIVERIES),
+                                    {"now": self.clock(), "limit": limit}).fetchall()
         return [_delivery(r) for r in rows]
+
+    def claim_deliveries(self, token: str, lease: float, *, limit: int, email_watches: Sequence[str],
+                         webhook_watches: Sequence[str], busy_targets: Sequence[str] = ()) -> list[Delivery]:
+        if not email_watches and not webhook_watches:
+            return []
+        sql = outbox_sql.claim_deliveries("sqlite", len(email_watches), len(webhook_watches), len(busy_targets))
+        p = outbox_sql.claim_params(token, lease, limit, email_watches, webhook_watches, busy_targets)
+        with self._write() as db:
+            rows = db.execute(sql, {**p, "now": self.clock()}).fetchall()
+        return sorted((_delivery(r) for r in rows), key=lambda d: (d.next_attempt, d.id))
+
+    def release_delivery(self, delivery_id: int, token: str) -> None:
+        with self._write() as db:
+            db.execute(outbox_sql.sqlite(outbox_sql.RELEASE_DELIVERY), {"id": delivery_id, "token": token})
 
     def record_attempt(self, delivery_id: int, *, ok: bool, error: str | None = None,
-                       retry_at: float | None = None) -> Delivery:
-        now = self.clock()
+                       retry_at: float | None = None, token: str | None = None) -> Delivery | None:
+        sql = outbox_sql.sqlite(outbox_sql.record_attempt(ok, retry_at is not None, token is not None))
+        p = {"id": delivery_id, "now": self.clock(), "error": error, "retry_at": retry_at, "token": token}
         with self._write(durable=True) as db:
-            if ok:
-                row = db.execute("""UPDATE outbox SET state = 'delivered', attempts = attempts + 1,
-                                    delivered_at = ?, last_error = NULL WHERE id = ? RETURNING *""",
-                                 (now, delivery_id)).fetchone()
-            else:
-                row = db.execute("""UPDATE outbox SET state = ?, attempts = attempts + 1, last_error = ?,
-                                    next_attempt = ? WHERE id = ? RETURNING *""",
-                                 ("pending" if retry_at is not None else "failed", error,
-                                  retry_at if retry_at is not None else now, delivery_id)).fetchone()
-        if row is None:
-            raise NotFound(delivery_id)
-        return _delivery(row)
+            row = db.execute(sql, p).fetchone()
+            if row is None and token is None:
+                raise NotFound(delivery_id)
+        return _delivery(row) if row is not None else None
 
-    def deliveries(self, batch_id: int | None = None, limit: int = 100) -> list[Delivery]:
-        sql, params = "SELECT * FROM outbox", []
-        if batch_id is not None:
-            sql += " WHERE batch_id = ?"
-            params.append(batch_id)
+    def deliveries(self, batch_id: int | None = None, limit: int = 100, *,
+                   state: str | None = None) -> list[Delivery]:
+        sql = outbox_sql.sqlite(outbox_sql.list_deliveries(batch_id is not None, state is not None))
         with self._lock:
-            rows = self._db.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit)).fetchall()
+            rows = self._db.execute(sql, {"batch": batch_id, "state": state, "limit": limit}).fetchall()
         return [_delivery(r) for r in rows]
 
+    def _operator_change(self, sql: str, delivery_id: int, verb: str) -> Delivery:
+        with self._write(durable=True) as db:
+            row = db.execute(outbox_sql.sqlite(sql), {"id": delivery_id, "now": self.clock()}).fetchone()
+            if row is None:
+                row = db.execute(outbox_sql.sqlite(outbox_sql.ONE_DELIVERY), {"id": delivery_id}).fetchone()
+                if row is None:
+                    raise NotFound(delivery_id)
+                raise TransitionError(f"notification {delivery_id} is {row['state']}: cannot {verb} it")
+        return _delivery(row)
+
+    def retry_delivery(self, delivery_id: int) -> Delivery:
+        return self._operator_change(outbox_sql.RETRY_DELIVERY, delivery_id, "retry")
+
+    def drop_delivery(self, delivery_id: int) -> Delivery:
+        return self._operator_change(outbox_sql.DROP_DELIVERY, delivery_id, "drop")
+
     def purge_deliveries(self, older_than: float, *, count_only: bool = False) -> int:
-        cutoff = self.clock() - older_than
-        where = "WHERE state IN ('delivered', 'failed') AND created_at < ?"
+        p = {"now": self.clock(), "age": float(older_than)}
         if count_only:
             with self._lock:
-                return self._db.execute(f"SELECT count(*) FROM outbox {where}", (cutoff,)).fetchone()[0]
+                return self._db.execute(outbox_sql.sqlite("SELECT count(*) " + outbox_sql.OLD_DELIVERIES),
+                                        p).fetchone()[0]
         with self._write() as db:
-            return db.execute(f"DELETE FROM outbox {where}", (cutoff,)).rowcount
+            return db.execute(outbox_sql.sqlite("DELETE " + outbox_sql.OLD_DELIVERIES), p).rowcount

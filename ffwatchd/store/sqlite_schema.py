@@ -149,6 +149,14 @@ MIGRATIONS: list[str] = [
     DROP TABLE filings;
     ALTER TABLE filings_v7 RENAME TO filings;
     """,
+    # 8: several hosts on one outbox: a delivery is claimed (token, until) before it is tried and
+    # its attempt recorded only under that claim; its watch, to send only what this host can
+    """
+    ALTER TABLE outbox ADD COLUMN claim_token TEXT;
+    ALTER TABLE outbox ADD COLUMN claimed_until REAL;
+    ALTER TABLE outbox ADD COLUMN watch TEXT;
+    UPDATE outbox SET watch = json_extract(payload, '$.watch');
+    """,
 ]
 
 

@@ -36,4 +36,4 @@ def test_an_sqlite_table_of_version_6_keeps_its_ledger(tmp_path: Path) -> None:
     with SqliteJobStore(db) as store:
         assert store.filings("w", "done")["b.jpg"].inode == 2
         assert store.queue_id() == "q"
-    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) == 7
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) == 8

@@ -1,0 +1,92 @@
+"""A slow receiver holds up nothing but itself: an overall deadline per webhook try (a receiver
+dripping its answer is cut off at `notify.timeout`), different targets tried in parallel, 4xx
+answers other than 408/429 final, `Retry-After` honoured. Real receivers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from ffwatchd.batches.notify.sender import deliver_due
+from ffwatchd.config.load import load_settings
+from ffwatchd.store import JobStore
+from tests.servers import DripReceiver, WebhookReceiver
+from tests.test_notify_poison import row
+
+SECRET = "0123456789abcdef-secret"
+
+
+def settings_for(tmp_path: Path, ports: list[int], **notify) -> object:
+    secret = tmp_path / "secret"
+    secret.write_text(SECRET)
+    w = {"name": "w1", "inbox": str(tmp_path / "in"), "output": str(tmp_path / "out"), "done": str(tmp_path / "done"),
+         "failed": str(tmp_path / "failed"),
+         "notify": {"webhook_prefixes": [f"http://127.0.0.1:{p}/hooks/" for p in ports],
+                    "webhook_secret_file": str(secret)}}
+    return load_settings({"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"),
+                          "models_dir": str(tmp_path / "m"), "watches": [w],
+                          "notify": {"backoff": "10s", "backoff_max": "40s", "max_attempts": 5, **notify}}, tmp_path)
+
+
+def test_a_dripping_receiver_is_cut_off_at_the_timeout_and_delays_no_other_target(tmp_path: Path) -> None:
+    drip, good = DripReceiver(every=0.5), WebhookReceiver()
+    try:
+        s = settings_for(tmp_path, [drip.port, good.port], timeout="2s")
+        store = JobStore(tmp_path / "j.db")
+        store.add_deliveries([row("webhook", drip.url(), "slow"),           # first in the due order
+                              row("webhook", good.url("/hooks/good"), "good")])
+        started = time.monotonic()
+        assert deliver_due(s, store) == 2
+        took = time.monotonic() - started
+        by_key = {d.idempotency_key: d for d in store.deliveries()}
+        assert by_key["good"].state == "delivered"
+        slow = by_key["slow"]
+        assert slow.state == "pending" and "no complete answer within 2 s" in slow.last_error, slow
+        # the drip's whole answer takes ~49 s; cut off at 2 s (generous bound for a loaded machine)
+        assert took < 20, took
+        (got,) = good.requests
+        asked = next(t for what, t in drip.events if what == "request")
+        assert got.at < asked + 2.0, "the good target was not kept waiting for the slow one"
+    finally:
+        drip.close()
+        good.close()
+
+
+@pytest.mark.parametrize("status, final", [(400, True), (403, True), (404, True), (410, True), (408, False),
+                                           (429, False), (500, False), (503, False)])
+def test_4xx_answers_other_than_408_and_429_are_final(tmp_path: Path, status: int, final: bool) -> None:
+    r = WebhookReceiver(fail_first=1, fail_status=status)
+    try:
+        store = JobStore(tmp_path / "j.db", clock=lambda: 1000.0)
+        store.add_deliveries([row("webhook", r.url("/hooks/x"), "k")])
+        deliver_due(settings_for(tmp_path, [r.port]), store, clock=lambda: 1000.0)
+        (d,) = store.deliveries()
+        assert d.attempts == 1 and f"HTTP {status}" in d.last_error
+        assert d.state == ("failed" if final else "pending"), d
+        assert ("(permanent)" in d.last_error) is final
+    finally:
+        r.close()
+
+
+@pytest.mark.parametrize("header, wait", [("25", 25.0), ("3", 10.0), ("99999", 40.0)])
+def test_retry_after_is_honoured_within_the_backoff_bounds(tmp_path: Path, header: str, wait: float) -> None:
+    r = WebhookReceiver(fail_first=1, fail_status=429, fail_headers={"Retry-After": header})
+    try:
+        store = JobStore(tmp_path / "j.db", clock=lambda: 1000.0)
+        store.add_deliveries([row("webhook", r.url("/hooks/x"), "k")])
+        deliver_due(settings_for(tmp_path, [r.port]), store, clock=lambda: 1000.0)
+        (d,) = store.deliveries()
+        assert d.state == "pending" and d.next_attempt == 1000.0 + wait, d
+    finally:
+        r.close()
+
+
+def test_retry_after_as_an_http_date() -> None:
+    from email.utils import formatdate
+
+    from ffwatchd.batches.notify.webhook import retry_after
+
+    assert retry_after(formatdate(1030.0, usegmt=True), 1000.0) == 30.0
+    assert retry_after("soon", 1000.0) is None and retry_after(None, 1000.0) is None
