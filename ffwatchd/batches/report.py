@@ -84,7 +84,7 @@ def _href(base: str, rel: str) -> str:
 
 def links_from(watch: WatchSettings, report_html: Path) -> dict[str, str]:
     """From the report's folder to the watch's output and done folders: relative, so the links
-    work wherever the share is opened (\\server\share, smb://, a local mount)."""
+    work wherever the share is opened (a Windows share, smb://, a local mount)."""
     here = report_html.parent
     return {"output": os.path.relpath(watch.output, here), "done": os.path.relpath(watch.done, here)}
 
