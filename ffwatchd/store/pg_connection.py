@@ -78,8 +78,14 @@ class PgConnections:
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    def _run(self, body: Callable[[psycopg.Cursor], T], durable: bool = True, single: bool = False) -> T:
+    def _run(self, body: Callable[[psycopg.Cursor], T], durable: bool = True, single: bool = False,
+             replayed: Callable[[psycopg.Cursor], tuple[bool, T]] | None = None) -> T:
         """Run `body` in one transaction; on a lost connection, reconnect and run it again.
+
+        A connection lost after the commit was sent looks the same as one lost before it: the
+        transaction may have happened. `replayed` (for bodies that must not happen twice, a claim)
+        then looks first, on the new connection, whether it did: (True, its result) is returned
+        as the result; (False, _) runs the body again.
 
         `durable=False` commits without waiting for the WAL flush (as SQLite's store commits
         without a sync): for claims, heartbeats and `finish`, whose loss in a database crash
@@ -92,6 +98,13 @@ class PgConnections:
             while True:
                 conn = self._connect(kind)
                 try:
+                    if deadline is not None and replayed is not None:      # after a lost connection
+                        with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+                            done, value = replayed(cur)
+                        if done:
+                            log.warning("job queue %s: the transaction had been committed before the "
+                                        "connection was lost; not run again", self.where)
+                            return value
                     if single:
                         with conn.cursor(row_factory=dict_row) as cur:
                             return body(cur)

@@ -25,6 +25,8 @@ def _job(row: dict[str, Any]) -> Job:
             values[key] = decode_path(values[key])
     for key in _JSON_COLUMNS:
         values[key] = decode_json(values[key])
+    if isinstance(values.get("worker"), dict):
+        values["worker"].pop("claim", None)          # the claim's token (postgres.py), the store's own
     return Job(**values)
 
 

@@ -6,6 +6,7 @@ clock; idle workers wake on LISTEN/NOTIFY. The verbs and their meaning are in `c
 
 from __future__ import annotations
 
+import secrets
 import threading
 from typing import Any, Callable, Sequence
 
@@ -186,9 +187,20 @@ class PostgresJobStore(PgConnections, PostgresOperatorVerbs, PostgresBatches, Pg
               worker: dict | None = None) -> Job | None:
         if watches is not None and not watches:
             return None
-        p = self._params(owner=owner, lease=lease, worker=_json(worker),
+        token = secrets.token_hex(8)
+        p = self._params(owner=owner, lease=lease, worker=_json({**(worker or {}), "claim": token}), token=token,
                          watches=list(watches) if watches is not None else None)
-        return self._run(lambda cur: self._claim_in(cur, p), durable=False, single=True)
+        return self._run(lambda cur: self._claim_in(cur, p), durable=False, single=True,
+                         replayed=lambda cur: self._claimed_by(cur, p))
+
+    @staticmethod
+    def _claimed_by(cur: psycopg.Cursor, p: dict[str, Any]) -> tuple[bool, Job | None]:
+        """Whether the claim with token p['token'] was committed (its connection lost after the
+        commit): the running job it holds. Found: the claim is not run again, which would hold a
+        second job until its lease ran out and spend an attempt of it."""
+        row = cur.execute("SELECT * FROM jobs WHERE state = 'running' AND lease_owner = %(owner)s "
+                          "AND worker->>'claim' = %(token)s", p).fetchone()
+        return (True, _job(row)) if row is not None else (False, None)
 
     def _claim_in(self, cur: psycopg.Cursor, p: dict[str, Any]) -> Job | None:
         """The claim (params owner, lease, worker, watches) on a cursor of a fast connection."""
@@ -304,15 +316,24 @@ class PostgresJobStore(PgConnections, PostgresOperatorVerbs, PostgresBatches, Pg
                          attempt: int | None = None, watches: Sequence[str] | None = None,
                          worker: dict | None = None) -> Job | None:
         """The fenced finish, then the claim, in one transaction on the fast connection."""
-        p = self._params(id=job_id, owner=owner, attempt=attempt, output=encode_path(output_path),
-                         lease=lease, worker=_json(worker), watches=list(watches) if watches is not None else None)
+        token = secrets.token_hex(8)
+        p = self._params(id=job_id, owner=owner, attempt=attempt, output=encode_path(output_path), lease=lease,
+                         worker=_json({**(worker or {}), "claim": token}), token=token,
+                         watches=list(watches) if watches is not None else None)
 
         def body(cur: psycopg.Cursor) -> Job | None:
             row = cur.execute(f"UPDATE jobs SET {self._FINISH} WHERE {self._FENCE} RETURNING id", p).fetchone()
             if row is None:
                 raise self._refused(cur, job_id, owner, attempt, False, p)
             return self._claim_in(cur, p)
-        return self._run(body, durable=False)
+
+        def replayed(cur: psycopg.Cursor) -> tuple[bool, Job | None]:
+            """The finish committed (this attempt's job is done): then its claim was too, or found none."""
+            row = cur.execute("SELECT state, attempts FROM jobs WHERE id = %(id)s", p).fetchone()
+            if row is None or row["state"] != "done" or (attempt is not None and row["attempts"] != attempt):
+                return False, None
+            return True, self._claimed_by(cur, p)[1]
+        return self._run(body, durable=False, replayed=replayed)
 
     def fail(self, job_id: int, owner: str, *, error_kind: str, message: str, transient: bool,
              attempt: int | None = None) -> Job:
