@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from typing import Callable, ContextManager, Iterator, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Sequence
 
 from ffwatchd.store.rows import FINISHED, Batch, Delivery, Filing, Heartbeat, Job, Stats, WorkerRow
 
@@ -21,6 +21,21 @@ class TransitionError(Exception):
 
 class NotFound(KeyError):
     """No job with that id."""
+
+
+def fence_refusal(job_id: int, owner: str, attempt: int | None, row: Any, lease_live: bool) -> TransitionError | None:
+    """The fencing rule, once for both backends: a holder may change its job only while the job is
+    running, leased to it, on its attempt and (where the verb asks) before its lease ran out.
+    `row` has the job's state, lease_owner and attempts. None: allowed; else why not."""
+    if row["state"] != "running" or row["lease_owner"] != owner:
+        return TransitionError(f"job {job_id} is {row['state']} and not held by {owner} "
+                               f"(lease owner {row['lease_owner']})")
+    if attempt is not None and row["attempts"] != attempt:
+        return TransitionError(f"job {job_id} is on attempt {row['attempts']}, not {attempt}: "
+                               f"the lease of attempt {attempt} was lost")
+    if not lease_live:
+        return TransitionError(f"job {job_id}: the lease of {owner} expired; it may be running elsewhere")
+    return None
 
 
 class JobQueue(abc.ABC):

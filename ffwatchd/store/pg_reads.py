@@ -8,7 +8,9 @@ from typing import Any, Callable, Iterator, Sequence
 import psycopg
 
 from ffwatchd.store.contract import NotFound, TransitionError
+from ffwatchd.store.job_sql import list_jobs
 from ffwatchd.store.names import encode_path
+from ffwatchd.store.outbox_sql import pg
 from ffwatchd.store.pg_rows import NOW, _job, _json
 from ffwatchd.store.rows import FINISHED, PAUSED_PREFIX, STATES, Job
 
@@ -142,18 +144,8 @@ class PostgresOperatorVerbs:
 
     def list(self, *, state: str | None = None, watch: str | None = None, limit: int = 100,
              order: str = "id DESC") -> list[Job]:
-        if state is not None and state not in STATES:
-            raise ValueError(f"unknown state {state!r} (one of {', '.join(STATES)})")
-        where, params = [], []
-        if state:
-            where.append("state = %s")
-            params.append(state)
-        if watch:
-            where.append("watch = %s")
-            params.append(watch)
-        sql = "SELECT * FROM jobs" + (" WHERE " + " AND ".join(where) if where else "")
-        sql += f" ORDER BY {order} LIMIT %s"
-        rows = self._run(lambda cur: cur.execute(sql, (*params, limit)).fetchall())
+        sql, params = list_jobs(state, watch, order, limit)
+        rows = self._run(lambda cur: cur.execute(pg(sql), params).fetchall())
         return [_job(r) for r in rows]
 
     def iter_jobs(self, states: Sequence[str]) -> Iterator[Job]:

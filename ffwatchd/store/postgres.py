@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 import psycopg
 
-from ffwatchd.store.contract import JobQueue, NotFound, TransitionError
+from ffwatchd.store.contract import JobQueue, NotFound, TransitionError, fence_refusal
 from ffwatchd.store.names import encode_path, printable
 from ffwatchd.store.pg_batches import PostgresBatches
 from ffwatchd.store.pg_cluster import PgClusterVerbs
@@ -265,13 +265,10 @@ class PostgresJobStore(PgConnections, PostgresOperatorVerbs, PostgresBatches, Pg
                           "FROM jobs WHERE id = %(id)s", {**p, "id": job_id}).fetchone()
         if row is None:
             raise NotFound(job_id)
-        if row["state"] != "running" or row["lease_owner"] != owner:
-            return TransitionError(f"job {job_id} is {row['state']} and not held by {owner} "
-                                   f"(lease owner {row['lease_owner']})")
-        if attempt is not None and row["attempts"] != attempt:
-            return TransitionError(f"job {job_id} is on attempt {row['attempts']}, not {attempt}: "
-                                   f"the lease of attempt {attempt} was lost")
-        return TransitionError(f"job {job_id}: the lease of {owner} expired; it may be running elsewhere")
+        # the fenced update matched no row: when the job is held on this attempt, its lease ran out
+        refused = fence_refusal(job_id, owner, attempt, row, lease_live=False)
+        assert refused is not None
+        return refused
 
     _FENCE = ("id = %(id)s AND state = 'running' AND lease_owner = %(owner)s "
               "AND (%(attempt)s::int IS NULL OR attempts = %(attempt)s::int)")

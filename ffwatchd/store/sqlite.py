@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ffwatchd.store.contract import JobQueue, TransitionError
+from ffwatchd.store.contract import JobQueue, fence_refusal
 from ffwatchd.store.names import encode_path, printable
 from ffwatchd.store.rows import KINDS, Filing, Heartbeat, Job, Stats
 from ffwatchd.store.sqlite_batches import SqliteBatches
@@ -300,14 +300,10 @@ class SqliteJobStore(SqliteOperatorVerbs, SqliteBatches, SqliteClusterVerbs, Sql
                now: float | None = None) -> sqlite3.Row:
         """The job's row when `owner` holds it on `attempt` (and, given `now`, its lease is live)."""
         row = self._row(db, job_id)
-        if row["state"] != "running" or row["lease_owner"] != owner:
-            raise TransitionError(f"job {job_id} is {row['state']} and not held by {owner} "
-                                  f"(lease owner {row['lease_owner']})")
-        if attempt is not None and row["attempts"] != attempt:
-            raise TransitionError(f"job {job_id} is on attempt {row['attempts']}, not {attempt}: "
-                                  f"the lease of attempt {attempt} was lost")
-        if now is not None and (row["lease_until"] is None or row["lease_until"] < now):
-            raise TransitionError(f"job {job_id}: the lease of {owner} expired; it may be running elsewhere")
+        live = now is None or (row["lease_until"] is not None and row["lease_until"] >= now)
+        refused = fence_refusal(job_id, owner, attempt, row, live)
+        if refused is not None:
+            raise refused
         return row
 
     def _update_owned(self, db: sqlite3.Connection, job_id: int, owner: str, assignments: str,

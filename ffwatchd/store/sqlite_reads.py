@@ -8,6 +8,7 @@ import sqlite3
 from typing import Any, Iterator, Sequence
 
 from ffwatchd.store.contract import NotFound, TransitionError
+from ffwatchd.store.job_sql import list_jobs
 from ffwatchd.store.names import ESCAPED_PREFIX, decode_path, encode_path
 from ffwatchd.store.rows import FINISHED, PAUSED_PREFIX, STATES, Job
 
@@ -167,19 +168,9 @@ class SqliteOperatorVerbs:
 
     def list(self, *, state: str | None = None, watch: str | None = None, limit: int = 100,
              order: str = "id DESC") -> list[Job]:
-        if state is not None and state not in STATES:
-            raise ValueError(f"unknown state {state!r} (one of {', '.join(STATES)})")
-        where, params = [], []
-        if state:
-            where.append("state = ?")
-            params.append(state)
-        if watch:
-            where.append("watch = ?")
-            params.append(watch)
-        sql = "SELECT * FROM jobs" + (" WHERE " + " AND ".join(where) if where else "")
-        sql += f" ORDER BY {order} LIMIT ?"
+        sql, params = list_jobs(state, watch, order, limit)
         with self._lock:
-            rows = self._db.execute(sql, (*params, limit)).fetchall()
+            rows = self._db.execute(sql, params).fetchall()
         return [_job(r) for r in rows]
 
     def iter_jobs(self, states: Sequence[str]) -> Iterator[Job]:
