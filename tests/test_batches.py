@@ -336,3 +336,30 @@ def test_a_report_that_could_not_be_written_is_tried_again_without_the_batch_cha
     tracker.step(now=clock.t + 2)
     report = json.loads((out / "ffwatch-report.json").read_text())
     assert report["state"] == "running" and report["counts"]["done"] == 1
+
+
+def test_a_report_held_back_by_its_rate_limit_is_written_when_the_limit_has_passed(env, monkeypatch) -> None:
+    """A new-user trial: six jobs finished within REPORT_EVERY of the batch's first report; the tick
+    that saw them read the batch but held the report back, and no later tick looked again until the
+    quiet period was over: report, `batches list` and the web page said queued 5, running 1 for a
+    minute after every file was done."""
+    import ffwatchd.batches.tracker as tracker_mod
+
+    settings, store, clock, tracker, _ = env
+    monkeypatch.setattr(tracker_mod, "REPORT_EVERY", 0.5)
+    (settings.watches[0].output / "q").mkdir(parents=True)
+    store.enqueue(watch="w", rel_path="q/a.jpg", size=1, mtime=1.0, content_hash="qa", kind="image", spec={},
+                  batch="q")
+    tracker.step(now=clock.t + 1)                          # the first report: one queued
+    out = settings.watches[0].output / "q" / "ffwatch-report.json"
+    assert json.loads(out.read_text())["counts"]["queued"] == 1
+    job = store.claim("t", 60)
+    clock.t += 1
+    store.finish(job.id, "t", output_path=str(image(settings.watches[0].output / "q" / "a.jpg", 1)))
+    tracker.step(now=clock.t)                              # within REPORT_EVERY: read, not written yet
+    deadline = time.monotonic() + 10
+    while json.loads(out.read_text())["counts"]["done"] != 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        tracker.step(now=clock.t)                          # quiet period (10 s of the store's clock) not over
+    report = json.loads(out.read_text())
+    assert report["counts"]["done"] == 1 and report["counts"]["queued"] == 0 and report["state"] == "running"

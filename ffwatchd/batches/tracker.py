@@ -93,6 +93,7 @@ class BatchTracker:
         #: batch id -> when to try again a report or package that could not be written (EIO while
         #: the share is away, a link planted): tried again then, whether or not the batch changed
         self._retry_at: dict[int, float] = {}
+        self._held_until: dict[int, float] = {}   # a changed report held back by REPORT_EVERY: write it then
         self.report_retry = REPORT_RETRY
         #: batch id -> (monotonic time of the last `check`, (jobs queued or running, last activity) then,
         #: the batch's quiet period): `_due` says from it whether the next tick must read the jobs again
@@ -179,6 +180,9 @@ class BatchTracker:
         retry = self._retry_at.get(batch.id)
         if retry is not None:                   # its report could not be written: try again in time
             return time.monotonic() >= retry
+        held = self._held_until.get(batch.id)
+        if held is not None and time.monotonic() >= held:   # a report held back is due now
+            return True
         read = self._read.get(batch.id)
         if read is None:
             return True
@@ -204,13 +208,25 @@ class BatchTracker:
             self.finish(watch, batch, jobs, spec, last)
             return
         done_at, seen = self._reported.get(batch.id, (float("-inf"), None))
-        mark = (last, sum(j.progress_done or 0 for j in jobs if j.state == "running"))   # progress too
-        if seen != mark and time.monotonic() - done_at >= REPORT_EVERY:
-            html, report = write_report(watch, batch.folder, jobs, self.thumbs, batch_id=batch.id,
-                                        version=batch.version + 1, final=False,
-                                        rows=self.rows.setdefault(batch.id, RowCache()))
-            self.store.set_batch_report(batch.id, str(html), report["counts"])
-            self._reported[batch.id] = (time.monotonic(), mark)
+        # what the report shows: the last activity, each job's state (two changes may share a clock
+        # tick) and the frames done of running videos
+        mark = (last, tuple(sorted((j.id, j.state) for j in jobs)),
+                sum(j.progress_done or 0 for j in jobs if j.state == "running"))
+        if seen == mark:
+            return
+        if time.monotonic() - done_at < REPORT_EVERY:      # rewritten a moment ago: this news waits
+            self._held_until[batch.id] = done_at + REPORT_EVERY
+            return
+        html, report = write_report(watch, batch.folder, jobs, self.thumbs, batch_id=batch.id,
+                                    version=batch.version + 1, final=False,
+                                    rows=self.rows.setdefault(batch.id, RowCache()))
+        self.store.set_batch_report(batch.id, str(html), report["counts"])
+        self._reported[batch.id] = (time.monotonic(), mark)
+        self._held_until.pop(batch.id, None)
+
+    def _forget(self, batch_id: int) -> None:
+        for seen in (self._reported, self._read, self._held_until):
+            seen.pop(batch_id, None)
 
     def finish(self, watch: WatchSettings, batch: Batch, jobs: list[Job], spec: JobSpec | None,
                last: float) -> Batch:
@@ -243,11 +259,9 @@ class BatchTracker:
                                            expected_version=batch.version)
         except TransitionError as e:          # another host's finish came first: its report stands
             log.warning("batch %d (%s %s): not finished here: %s", batch.id, watch.name, batch.folder or "/", e)
-            self._reported.pop(batch.id, None)
-            self._read.pop(batch.id, None)
+            self._forget(batch.id)
             return self.store.get_batch(batch.id)
-        self._reported.pop(batch.id, None)
-        self._read.pop(batch.id, None)
+        self._forget(batch.id)
         log.info("batch %d (%s %s) finished, version %d: %s; report %s; %d notification(s) queued", batch.id,
                  watch.name, batch.folder or "/", version,
                  ", ".join(f"{k} {v}" for k, v in counts.items() if v and k != "total"), html, len(deliveries))
