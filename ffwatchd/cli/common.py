@@ -48,10 +48,10 @@ WARNED: set[str] = set()      # warnings this command printed already (main() em
 def state_dir_for_reading(config: str | None) -> Path:
     """The state_dir, for commands that only read the job table: an invalid config (say, one
     the running daemon refused on reload) is reported but does not hide the table."""
-    return _settings_for_reading(config)[1]
+    return settings_for_reading(config)[1]
 
 
-def _settings_for_reading(config: str | None) -> tuple[Settings | None, Path]:
+def settings_for_reading(config: str | None) -> tuple[Settings | None, Path]:
     """(settings, state_dir); settings None when the config is invalid but names a state_dir."""
     try:
         settings = load_config(config)
@@ -77,7 +77,7 @@ def _settings_for_reading(config: str | None) -> tuple[Settings | None, Path]:
 
 def open_store_for_reading(config: str | None) -> JobQueue:
 
-    settings, state_dir = _settings_for_reading(config)
+    settings, state_dir = settings_for_reading(config)
     if settings is not None:
         return open_store(settings)
     return SqliteJobStore(state_dir / "ffwatchd.db")

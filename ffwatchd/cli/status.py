@@ -14,11 +14,12 @@ from ffwatchd.cli.common import (
     print_table,
     print_unfiled,
     print_waiting,
-    state_dir_for_reading,
+    settings_for_reading,
 )
 from ffwatchd.config.load import load_config
 from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.errors import ConfigError
+from ffwatchd.filing.shares import held_with_other_state
 from ffwatchd.ops.documents import status_document, status_parts
 from ffwatchd.ops.statusfile import read_status
 from ffwatchd.store import STATES
@@ -52,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
 
-    state_dir = state_dir_for_reading(args.config)
+    settings, state_dir = settings_for_reading(args.config)
     lease = _lease(args.config)
     daemon = read_status(state_dir)
     with open_store_for_reading(args.config) as store:
@@ -66,7 +67,10 @@ def run(args: argparse.Namespace) -> int:
     print("jobs: " + ", ".join(f"{s} {counts[s]}" for s in STATES))
     for name, note in sorted(paused_watches.items()):     # from the web page: every host holds back
         print(f"CLAIMING PAUSED for watch {shown(name)} on every host ({shown(note)}); resume it on the web page")
-    if daemon is None:
+    elsewhere = held_with_other_state(settings) if daemon is None and settings is not None else None
+    if elsewhere is not None:
+        print(f"daemon on this host: none with this config's state_dir; WARNING: {elsewhere}")
+    elif daemon is None:
         print("daemon on this host: not running (no live status file in state_dir)")
     else:
         paused = daemon.get("claiming_paused")

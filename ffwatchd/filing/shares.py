@@ -307,3 +307,36 @@ def hand_over_marker(folder: Path, old_queue_id: str, new_queue_id: str) -> bool
         return True
     finally:
         os.close(fd)
+
+
+def held_with_other_state(settings: Settings) -> str | None:
+    """A running daemon that holds this config's share folders with another state_dir (its
+    config was changed after it started, and a reload cannot move the job table): the sentence
+    that says so, for the commands that read this config's state_dir and find no daemon there.
+    None when no daemon holds them, or one holds them with this state_dir."""
+    for watch in settings.watches:
+        for folder in watch.folders().values():
+            try:
+                fd = os.open(folder / MARKER_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    continue
+                data = _read_marker(fd)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    continue                         # nobody holds it now
+                except OSError as e:
+                    if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                        continue
+                if data.get("state_dir") and data["state_dir"] != str(settings.state_dir):
+                    return (f"a running daemon holds watch {watch.name}'s folders with another job table: "
+                            f"{_holder(folder / MARKER_NAME, data)}; this config names state_dir "
+                            f"{settings.state_dir}: a reload cannot move the job table, so that daemon keeps "
+                            "its own until it is restarted (systemctl restart ffwatchd)")
+            finally:
+                os.close(fd)
+    return None
+
