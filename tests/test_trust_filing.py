@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -440,3 +442,201 @@ def test_jobs_retry_never_brings_back_a_file_from_outside_through_a_link_in_fail
     assert rc != 0
     assert (outside / "x.jpg").read_bytes() == b"someone else's file"
     assert not (watch.inbox / "sub/x.jpg").exists()
+
+
+# -- placing's own checks, each held by a test (issue 25: what mutation testing found) ----------
+
+def test_a_fifo_at_the_destination_is_never_opened_nor_adopted(tmp_path: Path) -> None:
+    """Only a regular file can be a copy of ours: opening a FIFO to compare it would block."""
+    root = tmp_path / "done"
+    root.mkdir()
+    os.mkfifo(root / "a.jpg")
+    src = tmp_path / "inbox-a.jpg"
+    src.write_bytes(b"ours")
+    landed = place_file(src, root / "a.jpg", 7)
+    assert landed == root / "a-7.jpg" and landed.read_bytes() == b"ours"
+    assert stat.S_ISFIFO(os.lstat(root / "a.jpg").st_mode)
+
+
+def test_a_big_copy_an_earlier_attempt_placed_is_adopted(tmp_path: Path) -> None:
+    """Compared block by block over its whole length (more than one block, the last one short)."""
+    root = tmp_path / "done"
+    root.mkdir()
+    data = bytes(range(256)) * (10 * 1024 + 3)                    # 2.5 MiB and a bit
+    (root / "a.jpg").write_bytes(data)
+    src = tmp_path / "inbox-a.jpg"
+    src.write_bytes(data)
+    assert place_file(src, root / "a.jpg", 7) == root / "a.jpg"
+    assert not src.exists() and sorted(p.name for p in root.iterdir()) == ["a.jpg"]
+
+
+def test_a_dangling_link_in_the_inbox_never_adopts_a_file_at_its_name(tmp_path: Path) -> None:
+    """A link is moved as a link; one whose target is gone cannot be read to compare, so the
+    regular file of the same size at its name is someone else's and stays."""
+    root = tmp_path / "done"
+    root.mkdir()
+    src = tmp_path / "inbox-a.jpg"
+    src.symlink_to(tmp_path / "gone")
+    (root / "a.jpg").write_bytes(b"x" * len(str(tmp_path / "gone")))   # the link's own size
+    landed = place_file(src, root / "a.jpg", 7)
+    assert landed == root / "a-7.jpg" and os.readlink(landed) == str(tmp_path / "gone")
+    assert (root / "a.jpg").read_bytes() == b"x" * len(str(tmp_path / "gone")) and not os.path.lexists(src)
+
+
+def test_a_destination_taken_by_another_file_is_not_chosen_when_the_source_is_gone(tmp_path: Path) -> None:
+    from ffwatchd.filing.placing import choose_destination
+
+    (tmp_path / "a.jpg").write_bytes(b"someone's")
+    assert choose_destination(tmp_path / "a.jpg", 7, tmp_path / "gone.jpg") == tmp_path / "a-7.jpg"
+    assert choose_destination(tmp_path / "b.jpg", 7, tmp_path / "gone.jpg") == tmp_path / "b.jpg"
+    os.link(tmp_path / "a.jpg", tmp_path / "same.jpg")
+    assert choose_destination(tmp_path / "a.jpg", 7, tmp_path / "same.jpg") == tmp_path / "a.jpg"
+
+
+def test_a_missing_file_or_an_unreadable_folder_holds_no_name(tmp_path: Path) -> None:
+    from ffwatchd.filing.placing import exists_exactly, named_exactly
+    from ffwatchd.fs.writefs import Folder, Perms
+
+    (tmp_path / "a.jpg").write_bytes(b"a")
+    assert exists_exactly(tmp_path / "a.jpg") and not exists_exactly(tmp_path / "b.jpg")
+    assert not exists_exactly(tmp_path / "gone" / "a.jpg")
+    folder = Folder(tmp_path, "", Perms())
+    assert named_exactly(folder, "a.jpg") and not named_exactly(folder, "A.jpg")
+    folder.close()                                                   # its listing now fails
+    assert not named_exactly(folder, "a.jpg")
+
+
+def test_json_written_atomically_lands_whole_in_new_folders_and_leaves_no_temp(tmp_path: Path) -> None:
+    from ffwatchd.filing.placing import TEMP_PREFIX, write_json_atomic
+
+    path = tmp_path / "state" / "deep" / "status.json"
+    write_json_atomic(path, {"a": 1, "when": Path("/x")})
+    assert json.loads(path.read_text()) == {"a": 1, "when": "/x"} and path.read_text().endswith("}\n")
+    crashed = path.with_name(f"{TEMP_PREFIX}17-status.json.tmp")     # a crash left job 17's temp
+    crashed.write_text('{"half')
+    write_json_atomic(path, {"a": 2}, tag=17)
+    assert json.loads(path.read_text()) == {"a": 2}
+    assert sorted(p.name for p in path.parent.iterdir()) == ["status.json"], "the same temp name, replaced"
+
+
+def _other_filesystem(tmp_path: Path) -> Path | None:
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK) and os.stat(shm).st_dev != os.stat(tmp_path).st_dev:
+        return shm
+    return None
+
+
+def test_a_file_from_another_filesystem_is_copied_in_not_refused(tmp_path: Path) -> None:
+    """A hard link across filesystems fails (EXDEV): the file is copied through a synced temp."""
+    other = _other_filesystem(tmp_path)
+    if other is None:
+        pytest.skip("no writable /dev/shm on another filesystem than the temp folder")
+    src = Path(tempfile.mkdtemp(dir=other)) / "inbox-a.jpg"
+    try:
+        src.write_bytes(b"ours, from elsewhere")
+        root = tmp_path / "done"
+        root.mkdir()
+        landed = place_file(src, root / "a.jpg", 7)
+        assert landed == root / "a.jpg" and landed.read_bytes() == b"ours, from elsewhere"
+        assert not src.exists() and sorted(p.name for p in root.iterdir()) == ["a.jpg"]
+    finally:
+        shutil.rmtree(src.parent, ignore_errors=True)
+
+
+def test_an_error_report_replaces_what_a_crashed_attempt_left_and_says_paths_as_text(tmp_path: Path) -> None:
+    from ffwatchd.filing.placing import TEMP_PREFIX, write_report
+
+    root = tmp_path / "failed"
+    (root / "b").mkdir(parents=True)
+    (root / "b" / f"{TEMP_PREFIX}7-a.jpg.error.json.tmp").write_text('{"half')   # job 7 crashed here
+    write_report(root, root / "b" / "a.jpg.error.json", {"error": "no_face", "source": Path("/in/a.jpg")}, 7)
+    assert json.loads((root / "b" / "a.jpg.error.json").read_text()) == {"error": "no_face", "source": "/in/a.jpg"}
+    assert sorted(p.name for p in (root / "b").iterdir()) == ["a.jpg.error.json"]
+
+
+def test_placing_an_original_syncs_the_inbox_folder_it_left(tmp_path: Path, monkeypatch) -> None:
+    """The unlink of the original is made durable by default (a power cut must not bring it back
+    beside its filed copy); the spy only records, every fsync still happens."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+    inbox, root = tmp_path / "inbox", tmp_path / "done"
+    inbox.mkdir()
+    root.mkdir()
+    (inbox / "a.jpg").write_bytes(b"ours")
+    monkeypatch.setattr(os, "fsync", fsync)
+    place_file(inbox / "a.jpg", root / "a.jpg", 7)
+    assert str(inbox) in synced and str(root) in synced
+    synced.clear()
+    (inbox / "b.jpg").write_bytes(b"temp of ours")
+    place_file(inbox / "b.jpg", root / "b.jpg", 7, sync_source=False)
+    assert str(inbox) not in synced
+
+
+def test_a_gone_source_counts_as_placed_only_under_its_own_two_names(tmp_path: Path) -> None:
+    root = tmp_path / "done"
+    root.mkdir()
+    (root / "a-7-2.jpg").write_bytes(b"who knows")
+    with pytest.raises(FileNotFoundError) as e:
+        place_file(tmp_path / "gone.jpg", root / "a.jpg", 7)
+    assert str(e.value) == f"[Errno 2] {tmp_path / 'gone.jpg'} is gone and {root / 'a.jpg'} does not exist: " \
+                           f"'{tmp_path / 'gone.jpg'}'"
+    (root / "a-7.jpg").write_bytes(b"ours, placed before a crash")
+    assert place_file(tmp_path / "gone.jpg", root / "a.jpg", 7) == root / "a-7.jpg"
+
+
+def _racing(monkeypatch, action) -> None:
+    """Run `action(folder, name)` once, right before place_file links its first candidate: what
+    another host does in the moment between the lookup and the link (real files, forced timing)."""
+    from ffwatchd.fs.writefs import Folder
+
+    real = Folder.link_from
+    done: list[bool] = []
+
+    def link_from(self, src: Path, name: str) -> None:
+        if not done:
+            done.append(True)
+            action(self, name)
+        real(self, src, name)
+    monkeypatch.setattr(Folder, "link_from", link_from)
+
+
+def test_a_name_taken_by_another_file_between_lookup_and_link_is_left_to_it(tmp_path: Path, monkeypatch) -> None:
+    root = tmp_path / "done"
+    root.mkdir()
+    src = tmp_path / "inbox-a.jpg"
+    src.write_bytes(b"ours")
+    _racing(monkeypatch, lambda folder, name: (folder.path / name).write_bytes(b"theirs"))
+    landed = place_file(src, root / "a.jpg", 7)
+    assert landed == root / "a-7.jpg" and landed.read_bytes() == b"ours" and not src.exists()
+    assert (root / "a.jpg").read_bytes() == b"theirs"
+
+
+def test_the_same_original_linked_by_another_host_meanwhile_is_one_move(tmp_path: Path, monkeypatch) -> None:
+    root = tmp_path / "done"
+    root.mkdir()
+    src = tmp_path / "inbox-a.jpg"
+    src.write_bytes(b"ours")
+    _racing(monkeypatch, lambda folder, name: os.link(src, folder.path / name))
+    assert place_file(src, root / "a.jpg", 7) == root / "a.jpg"
+    assert (root / "a.jpg").read_bytes() == b"ours" and not src.exists()
+    assert sorted(p.name for p in root.iterdir()) == ["a.jpg"]
+
+
+def test_no_free_name_left_is_a_final_io_error_naming_the_last_one_tried(tmp_path: Path) -> None:
+    from ffwatchd.filing.placing import _candidates
+
+    root = tmp_path / "done"
+    root.mkdir()
+    names = _candidates("a.jpg", 7)
+    for name in names:
+        (root / name).write_bytes(b"someone's")
+    src = tmp_path / "inbox-a.jpg"
+    src.write_bytes(b"ours")
+    with pytest.raises(JobError) as e:
+        place_file(src, root / "a.jpg", 7)
+    assert e.value.kind == "io" and not e.value.transient and src.read_bytes() == b"ours"
+    assert e.value.message == f"no free name for {root / 'a.jpg'} (the names up to a-7-49.jpg are taken by other files)"
