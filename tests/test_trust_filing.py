@@ -640,3 +640,78 @@ def test_no_free_name_left_is_a_final_io_error_naming_the_last_one_tried(tmp_pat
         place_file(src, root / "a.jpg", 7)
     assert e.value.kind == "io" and not e.value.transient and src.read_bytes() == b"ours"
     assert e.value.message == f"no free name for {root / 'a.jpg'} (the names up to a-7-49.jpg are taken by other files)"
+
+
+# -- fs/writefs's own checks, each held (issue 25: what mutation testing found) -----------------
+
+def test_a_file_on_the_way_to_a_destination_is_refused_as_not_a_folder(tmp_path: Path) -> None:
+    from ffwatchd.fs.writefs import Folder, LinkRefused, Perms
+
+    (tmp_path / "done").mkdir()
+    (tmp_path / "done" / "b").write_bytes(b"a file where a folder should be")
+    with pytest.raises(LinkRefused) as e:
+        Folder(tmp_path / "done", "b/c", Perms())
+    assert e.value.path == tmp_path / "done" / "b" and e.value.kind == "io" and not e.value.transient
+    assert e.value.message == (f"{tmp_path / 'done' / 'b'} is not a folder; ffwatchd never writes through links "
+                               "(remove it, or make it a real folder)")
+    (tmp_path / "done" / "l").symlink_to(tmp_path)
+    with pytest.raises(LinkRefused) as e:
+        Folder(tmp_path / "done", "l/c", Perms())
+    assert e.value.message.startswith(f"{tmp_path / 'done' / 'l'} is a symbolic link; ffwatchd never writes")
+
+
+def test_a_copy_replaces_a_crashed_attempts_temp_and_keeps_times_and_the_configured_mode(tmp_path: Path) -> None:
+    from ffwatchd.fs.writefs import Folder, Perms
+
+    src = tmp_path / "src.jpg"
+    src.write_bytes(b"x" * 300_000)                               # more than one chunk
+    os.utime(src, ns=(1_500_000_000_000_000_000, 1_600_000_000_000_000_000))
+    (tmp_path / "done").mkdir()
+    (tmp_path / "done" / ".tmp-a").write_bytes(b"half of an earlier attempt")
+    with Folder(tmp_path / "done", "", Perms(file_mode=0o640, dir_mode=0o750)) as folder:
+        folder.copy_in(src, ".tmp-a")
+    copied = tmp_path / "done" / ".tmp-a"
+    assert copied.read_bytes() == src.read_bytes()
+    st = os.stat(copied)
+    assert st.st_mtime_ns == 1_600_000_000_000_000_000 and stat.S_IMODE(st.st_mode) == 0o640
+
+
+def test_a_link_from_another_filesystem_is_never_copied_as_its_target(tmp_path: Path) -> None:
+    """Across filesystems a link cannot be linked; copying it would copy what it points to
+    (maybe outside the share): it is refused instead."""
+    other = _other_filesystem(tmp_path)
+    if other is None:
+        pytest.skip("no writable /dev/shm on another filesystem than the temp folder")
+    (tmp_path / "secret").write_bytes(b"not for the share")
+    src = Path(tempfile.mkdtemp(dir=other)) / "inbox-a.jpg"
+    try:
+        src.symlink_to(tmp_path / "secret")
+        root = tmp_path / "done"
+        root.mkdir()
+        with pytest.raises(OSError):
+            place_file(src, root / "a.jpg", 7)
+        assert not any(p.read_bytes() == b"not for the share" for p in root.iterdir() if p.is_file())
+        assert os.path.islink(src)
+    finally:
+        shutil.rmtree(src.parent, ignore_errors=True)
+
+
+def test_a_report_that_cannot_take_its_name_leaves_no_temp(tmp_path: Path) -> None:
+    from ffwatchd.fs.writefs import Perms, write_file_atomic
+
+    (tmp_path / "out" / "r.html").mkdir(parents=True)             # a folder holds the name
+    (tmp_path / "out" / "r.html" / "x").write_bytes(b"x")
+    with pytest.raises(OSError):
+        write_file_atomic(tmp_path / "out", tmp_path / "out" / "r.html", b"<html>", Perms())
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["r.html"]
+
+
+def test_a_private_folder_is_made_with_its_parents_and_an_existing_one_is_left_alone(tmp_path: Path) -> None:
+    from ffwatchd.fs.writefs import make_private
+
+    make_private(tmp_path / "state" / "deep")
+    assert stat.S_IMODE(os.stat(tmp_path / "state" / "deep").st_mode) == 0o700
+    (tmp_path / "mine").mkdir(mode=0o755)
+    os.chmod(tmp_path / "mine", 0o755)
+    make_private(tmp_path / "mine")
+    assert stat.S_IMODE(os.stat(tmp_path / "mine").st_mode) == 0o755
