@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -715,3 +716,55 @@ def test_a_private_folder_is_made_with_its_parents_and_an_existing_one_is_left_a
     os.chmod(tmp_path / "mine", 0o755)
     make_private(tmp_path / "mine")
     assert stat.S_IMODE(os.stat(tmp_path / "mine").st_mode) == 0o755
+
+
+# -- filing/plan's own checks, each held (issue 25: what mutation testing found) ----------------
+
+def _refused(store, watch, name: str, data: bytes = b"not a picture"):
+    """A file refused at ingest: a job born failed, its original still in the inbox."""
+    (watch.inbox / name).parent.mkdir(parents=True, exist_ok=True)
+    (watch.inbox / name).write_bytes(data)
+    job, _ = store.record_failure(watch="studio", rel_path=name, size=len(data), mtime=1.0, content_hash="c0ffee",
+                                  kind="image", error_kind="bad_input", message=f"{name} is not an image")
+    return job
+
+
+def test_a_refused_file_is_filed_with_a_whole_report_and_restored_for_a_retry(env) -> None:
+    from ffwatchd.filing.plan import file_failed_original, find_failed_original, restore_original
+
+    settings, store, watch = env
+    job = _refused(store, watch, "b/a.jpg")
+    assert find_failed_original(watch, job) == watch.inbox / "b" / "a.jpg", "still in the inbox"
+    filed = file_failed_original(watch, job)
+    assert filed == watch.failed / "b" / "a.jpg" and not (watch.inbox / "b" / "a.jpg").exists()
+    report = json.loads((watch.failed / "b" / "a.jpg.error.json").read_text())
+    assert set(report) == {"job_id", "watch", "path", "error_kind", "message", "attempts", "max_attempts",
+                           "created_at", "started_at", "failed_at", "original", "filed_as", "content_sha256",
+                           "sidecars", "spec", "retry"}
+    assert (report["job_id"], report["watch"], report["path"], report["error_kind"]) == (job.id, "studio", "b/a.jpg",
+                                                                                         "bad_input")
+    assert (report["attempts"], report["max_attempts"], report["started_at"]) == (job.attempts, job.max_attempts, None)
+    assert report["original"] == str(watch.inbox / "b" / "a.jpg") and report["filed_as"] == str(filed)
+    assert report["created_at"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(job.created_at))
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", report["failed_at"])
+    assert report["content_sha256"] == "c0ffee" and report["retry"] == f"ffwatchd jobs retry {job.id}"
+    assert find_failed_original(watch, job) == filed
+    assert restore_original(watch, job, filed) == watch.inbox / "b" / "a.jpg"
+    assert (watch.inbox / "b" / "a.jpg").read_bytes() == b"not a picture"
+    assert not (watch.failed / "b" / "a.jpg").exists() and not (watch.failed / "b" / "a.jpg.error.json").exists()
+    assert restore_original(watch, job, watch.inbox / "b" / "a.jpg") == watch.inbox / "b" / "a.jpg"
+
+
+def test_a_failed_original_is_found_only_beside_its_own_report(env) -> None:
+    from ffwatchd.filing.plan import find_failed_original
+
+    settings, store, watch = env
+    job = _refused(store, watch, "a.jpg")
+    (watch.inbox / "a.jpg").unlink()
+    (watch.failed / "a.jpg").write_bytes(b"another job's")
+    (watch.failed / "a.jpg.error.json").write_text(json.dumps({"job_id": job.id + 1}))
+    assert find_failed_original(watch, job) is None, "the report names another job"
+    (watch.failed / f"a-{job.id}.jpg").write_bytes(b"ours")
+    assert find_failed_original(watch, job) is None, "no report of its own beside it"
+    (watch.failed / f"a-{job.id}.jpg.error.json").write_text(json.dumps({"job_id": job.id}))
+    assert find_failed_original(watch, job) == watch.failed / f"a-{job.id}.jpg"
