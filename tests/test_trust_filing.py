@@ -494,17 +494,15 @@ def test_a_destination_taken_by_another_file_is_not_chosen_when_the_source_is_go
     assert choose_destination(tmp_path / "a.jpg", 7, tmp_path / "same.jpg") == tmp_path / "a.jpg"
 
 
-def test_a_missing_file_or_an_unreadable_folder_holds_no_name(tmp_path: Path) -> None:
+def test_a_missing_file_holds_no_name_and_a_folder_holds_names_as_spelled(tmp_path: Path) -> None:
     from ffwatchd.filing.placing import exists_exactly, named_exactly
     from ffwatchd.fs.writefs import Folder, Perms
 
     (tmp_path / "a.jpg").write_bytes(b"a")
     assert exists_exactly(tmp_path / "a.jpg") and not exists_exactly(tmp_path / "b.jpg")
     assert not exists_exactly(tmp_path / "gone" / "a.jpg")
-    folder = Folder(tmp_path, "", Perms())
-    assert named_exactly(folder, "a.jpg") and not named_exactly(folder, "A.jpg")
-    folder.close()                                                   # its listing now fails
-    assert not named_exactly(folder, "a.jpg")
+    with Folder(tmp_path, "", Perms()) as folder:
+        assert named_exactly(folder, "a.jpg") and not named_exactly(folder, "A.jpg")
 
 
 def test_json_written_atomically_lands_whole_in_new_folders_and_leaves_no_temp(tmp_path: Path) -> None:
