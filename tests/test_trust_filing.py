@@ -766,3 +766,55 @@ def test_a_failed_original_is_found_only_beside_its_own_report(env) -> None:
     assert find_failed_original(watch, job) is None, "no report of its own beside it"
     (watch.failed / f"a-{job.id}.jpg.error.json").write_text(json.dumps({"job_id": job.id}))
     assert find_failed_original(watch, job) == watch.failed / f"a-{job.id}.jpg"
+
+
+def test_what_ffwatchd_writes_gets_the_configured_group_and_modes(tmp_path: Path) -> None:
+    from ffwatchd.fs.writefs import Folder, Perms
+
+    perms = Perms(file_mode=0o640, dir_mode=0o2750, gid=4242)
+    with Folder(tmp_path, "new/deeper", perms) as folder:
+        folder.write_new("f", b"x")
+        os.mkdir(folder.path / "d")
+        folder.chmod_entry("d", is_dir=True)
+    for path, mode in ((tmp_path / "new" / "deeper" / "f", 0o640), (tmp_path / "new" / "deeper" / "d", 0o2750),
+                       (tmp_path / "new", 0o2750)):
+        st = os.stat(path)
+        assert (st.st_gid, stat.S_IMODE(st.st_mode)) == (4242, mode), path
+
+
+def test_a_link_is_looked_at_and_moded_never_through(tmp_path: Path) -> None:
+    from ffwatchd.fs.writefs import Folder, Perms
+
+    (tmp_path / "target").write_bytes(b"t")
+    os.chmod(tmp_path / "target", 0o600)
+    (tmp_path / "link").symlink_to(tmp_path / "target")
+    folder = Folder(tmp_path, "", Perms(file_mode=0o666))
+    try:
+        assert stat.S_ISLNK(folder.lstat("link").st_mode)
+        with pytest.raises(OSError):
+            folder.chmod_entry("link")
+        assert stat.S_IMODE(os.stat(tmp_path / "target").st_mode) == 0o600
+        (tmp_path / "taken").write_bytes(b"x")
+        with pytest.raises(FileExistsError) as e:
+            folder.link_from(tmp_path / "target", "taken")
+        assert str(e.value) == f"[Errno 17] File exists: '{tmp_path / 'target'}' -> '{tmp_path / 'taken'}'"
+    finally:
+        folder.close()
+    folder.close()                                          # twice: nothing else is closed
+    assert folder.fd < 0 and os.fstat(1) is not None
+
+
+def test_names_are_cut_to_fit_name_max_bytes_and_stay_distinct() -> None:
+    from ffwatchd.fs.writefs import NAME_MAX, fit_name
+
+    exact = "a" * (NAME_MAX - 4)
+    assert fit_name(exact, ".jpg") == exact + ".jpg"
+    long = "é" * 200                                         # 400 bytes: cut between characters
+    cut = fit_name(long, "-17.jpg")
+    assert len(os.fsencode(cut)) <= NAME_MAX and cut.endswith("-17.jpg")
+    assert re.fullmatch(r"é+~[0-9a-f]{8}-17\.jpg", cut) and len(os.fsencode(cut)) >= NAME_MAX - 1
+    assert re.fullmatch(r"é{119}~[0-9a-f]{8}-17\.jpg", cut)                # 238 + 16 bytes: one more é is over
+    assert re.fullmatch(r"b{242}~[0-9a-f]{8}\.tmp", fit_name("b" * 300, ".tmp"))   # exactly NAME_MAX bytes
+    huge = fit_name("a", "." + "t" * 300)                    # the tail itself is over the limit
+    assert len(os.fsencode(huge)) == NAME_MAX and "~" in huge
+    assert fit_name("x" * 300, ".jpg") != fit_name("x" * 299 + "y", ".jpg")
