@@ -818,3 +818,65 @@ def test_names_are_cut_to_fit_name_max_bytes_and_stay_distinct() -> None:
     huge = fit_name("a", "." + "t" * 300)                    # the tail itself is over the limit
     assert len(os.fsencode(huge)) == NAME_MAX and "~" in huge
     assert fit_name("x" * 300, ".jpg") != fit_name("x" * 299 + "y", ".jpg")
+
+
+def test_a_done_plan_takes_the_jobs_own_names_when_others_hold_the_plain_ones(env) -> None:
+    from ffwatchd.filing.plan import plan_done
+
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "a.jpg", b"abc")
+    job = store.claim(OWNER, 60)
+    settings.temp_dir.mkdir(parents=True, exist_ok=True)
+    src = settings.temp_dir / f"job-{job_id}.result.jpg"
+    src.write_bytes(b"result!")
+    plain = plan_done(watch, job, src, ".jpg")
+    assert (plain.original_dst, plain.result_dst, plain.result_size) == (str(watch.done / "a.jpg"),
+                                                                        str(watch.output / "a.jpg"), 7)
+    (watch.done / "a.jpg").write_bytes(b"someone's")
+    (watch.output / "a.jpg").write_bytes(b"someone's")
+    taken = plan_done(watch, job, src, ".jpg")
+    assert (taken.original_dst, taken.result_dst) == (str(watch.done / f"a-{job_id}.jpg"),
+                                                      str(watch.output / f"a-{job_id}.jpg"))
+    (watch.done / "a.jpg").unlink()
+    os.link(watch.inbox / "a.jpg", watch.done / "a.jpg")          # another host moving this very file
+    assert plan_done(watch, job, src, ".jpg").original_dst == str(watch.done / "a.jpg")
+
+
+def test_partial_copies_a_crash_left_are_removed_only_if_they_are_the_jobs(env) -> None:
+    from ffwatchd.filing.placing import TEMP_PREFIX
+    from ffwatchd.filing.plan import Plan, remove_partials
+
+    settings, store, watch = env
+    plan = Plan(outcome="done", original_src=str(watch.inbox / "a.jpg"), original_dst=str(watch.done / "a.jpg"),
+                result_src="/tmp/x", result_dst=str(watch.output / "b" / "a.jpg"))
+    (watch.output / "b").mkdir()
+    ours = [watch.done / f"{TEMP_PREFIX}7-h.1-a.jpg.tmp", watch.output / "b" / f"{TEMP_PREFIX}7-h.2-a.jpg.tmp"]
+    theirs = [watch.done / f"{TEMP_PREFIX}17-h.1-a.jpg.tmp", watch.done / "a.jpg"]
+    for p in ours + theirs:
+        p.write_bytes(b"x")
+    assert sorted(remove_partials(plan, 7)) == sorted(ours)
+    assert not any(p.exists() for p in ours) and all(p.exists() for p in theirs)
+
+
+def test_an_original_changed_meanwhile_is_superseded_for_good_and_says_how(tmp_path: Path) -> None:
+    from ffwatchd.filing.plan import OriginalChanged
+
+    e = OriginalChanged(tmp_path / "a.jpg", "it was written to")
+    assert (e.kind, e.transient) == ("superseded", False)
+    assert e.message == (f"{tmp_path / 'a.jpg'} changed while it was processed (it was written to); it was not "
+                         "filed and the job's result was discarded: the new content is queued as its own job")
+
+
+def test_a_report_that_could_not_be_written_is_written_later_for_its_job(env) -> None:
+    from ffwatchd.filing.plan import ReportNotWritten, write_pending_report
+
+    settings, store, watch = env
+    (watch.failed / "b").mkdir()
+    (watch.failed / "b" / "a.jpg").write_bytes(b"filed")
+    pending = ReportNotWritten(watch.failed / "b" / "a.jpg", {"job_id": 7, "error_kind": "no_face"},
+                               OSError(28, "No space left on device"))
+    assert (pending.errno, pending.filename) == (28, str(watch.failed / "b" / "a.jpg.error.json"))
+    assert pending.strerror == "a.jpg was filed but its report could not be written (No space left on device)"
+    write_pending_report(watch, pending)
+    assert json.loads((watch.failed / "b" / "a.jpg.error.json").read_text()) == {"job_id": 7, "error_kind": "no_face"}
+    assert stat.S_IMODE(os.stat(watch.failed / "b" / "a.jpg.error.json").st_mode) == watch.perms.file_mode
