@@ -880,3 +880,54 @@ def test_a_report_that_could_not_be_written_is_written_later_for_its_job(env) ->
     write_pending_report(watch, pending)
     assert json.loads((watch.failed / "b" / "a.jpg.error.json").read_text()) == {"job_id": 7, "error_kind": "no_face"}
     assert stat.S_IMODE(os.stat(watch.failed / "b" / "a.jpg.error.json").st_mode) == watch.perms.file_mode
+
+
+def test_the_original_is_checked_to_be_the_one_the_job_processed(tmp_path: Path) -> None:
+    from ffwatchd.filing.plan import OriginalChanged, Plan, check_original, original_state
+
+    src = tmp_path / "a.jpg"
+    src.write_bytes(b"abc")
+    os.utime(src, ns=(1_000_000_000_000, 1_000_000_000_000))
+    plan = Plan(outcome="done", original_src=str(src), original_dst=str(tmp_path / "done" / "a.jpg"),
+                original_state=original_state(os.stat(src)))
+
+    def said() -> str | None:
+        try:
+            check_original(plan)
+        except OriginalChanged as e:
+            assert e.kind == "superseded"
+            return e.message.split("(", 1)[1].split(")", 1)[0]
+        return None
+    assert said() is None
+    os.utime(src, ns=(1_000_000_000_000, 1_000_001_000_000))          # 1 ms later: a client's rounding
+    assert said() is None
+    os.utime(src, ns=(1_000_000_000_000, 1_000_001_000_001))
+    assert said() == "it was written to"
+    src.write_bytes(b"abcd")
+    assert said() == "its size went from 3 to 4 bytes"
+    other = tmp_path / "other.jpg"
+    other.write_bytes(b"abc")
+    os.utime(other, ns=(1_000_000_000_000, 1_000_000_000_000))
+    os.rename(other, src)                                                # same size and time, another file
+    assert said() == "another file was put in its place"
+    src.unlink()
+    src.symlink_to(tmp_path)
+    assert said() == "it is no longer a regular file"
+    src.unlink()
+    assert said() is None, "gone: a move already done"
+    src.write_bytes(b"anything")
+    check_original(Plan(outcome="done", original_src=str(src), original_dst="x"))   # nothing recorded: nothing said
+
+
+def test_a_destination_outside_the_watchs_folders_is_refused_by_name(env) -> None:
+    from ffwatchd.filing.plan import root_of
+
+    settings, store, watch = env
+    assert root_of(watch, watch.done / "b" / "a.jpg") == watch.done
+    assert root_of(watch, watch.output / "a.jpg") == watch.output
+    assert root_of(None, Path("/x/y/a.jpg")) == Path("/x/y")
+    with pytest.raises(JobError) as e:
+        root_of(watch, Path("/elsewhere/a.jpg"))
+    assert (e.value.kind, e.value.transient) == ("io", False)
+    assert e.value.message == ("/elsewhere/a.jpg is not under the folders of watch studio (was the config changed "
+                               "while the job was being filed?)")
