@@ -395,3 +395,13 @@ def test_malformed_yaml_is_said_in_one_line_with_its_position() -> None:
     assert yaml_problem(yaml.YAMLError()) == "YAMLError"
     long = yaml.MarkedYAMLError(problem="x " * 400)
     assert yaml_problem(long) == ("x " * 150)[:300] + "..."
+
+
+def test_nesting_counts_open_collections_only() -> None:
+    from ffwatchd.spec.safeyaml import MAX_DEPTH, load_yaml
+
+    assert len(load_yaml("[" + ", ".join(["[1]"] * 100) + "]")) == 100           # siblings do not add up
+    deep_after_a_sibling = "[[[], " + "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1) + "]]"   # MAX_DEPTH + 1 open
+    assert _refusal(deep_after_a_sibling).startswith(f"nesting deeper than {MAX_DEPTH} levels")
+    many_then_deep = "[" + "[], " * 100 + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "]"
+    assert _refusal(many_then_deep).startswith(f"nesting deeper than {MAX_DEPTH} levels")
