@@ -457,6 +457,10 @@ def test_a_fifo_at_the_destination_is_never_opened_nor_adopted(tmp_path: Path) -
     landed = place_file(src, root / "a.jpg", 7)
     assert landed == root / "a-7.jpg" and landed.read_bytes() == b"ours"
     assert stat.S_ISFIFO(os.lstat(root / "a.jpg").st_mode)
+    os.mkfifo(root / "b.jpg")
+    empty = tmp_path / "inbox-b.jpg"
+    empty.write_bytes(b"")                                        # the FIFO's size too
+    assert place_file(empty, root / "b.jpg", 7) == root / "b-7.jpg"
 
 
 def test_a_big_copy_an_earlier_attempt_placed_is_adopted(tmp_path: Path) -> None:
