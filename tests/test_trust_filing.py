@@ -936,3 +936,17 @@ def test_a_destination_outside_the_watchs_folders_is_refused_by_name(env) -> Non
     assert (e.value.kind, e.value.transient) == ("io", False)
     assert e.value.message == ("/elsewhere/a.jpg is not under the folders of watch studio (was the config changed "
                                "while the job was being filed?)")
+
+
+def test_a_refused_files_report_gets_the_watchs_modes(env) -> None:
+    import dataclasses
+
+    from ffwatchd.filing.plan import file_failed_original
+
+    settings, store, watch = env
+    watch = dataclasses.replace(watch, file_mode=0o640, dir_mode=0o750)
+    job = _refused(store, watch, "c/a.jpg")
+    filed = file_failed_original(watch, job)
+    assert stat.S_IMODE(os.stat(filed.with_name("a.jpg.error.json")).st_mode) == 0o640
+    assert stat.S_IMODE(os.stat(filed.parent).st_mode) == 0o750
+    assert sorted(p.name for p in filed.parent.iterdir()) == ["a.jpg", "a.jpg.error.json"]
