@@ -950,3 +950,18 @@ def test_a_refused_files_report_gets_the_watchs_modes(env) -> None:
     assert stat.S_IMODE(os.stat(filed.with_name("a.jpg.error.json")).st_mode) == 0o640
     assert stat.S_IMODE(os.stat(filed.parent).st_mode) == 0o750
     assert sorted(p.name for p in filed.parent.iterdir()) == ["a.jpg", "a.jpg.error.json"]
+
+
+@pytest.mark.parametrize("folder", ["output", "done"])
+def test_a_link_above_a_destination_folder_is_not_followed_either(env, tmp_path: Path, folder: str) -> None:
+    """The link two levels above the file: every folder from the configured root down is opened
+    without following a link, not just the last (issue 25: mutmut's execute_plan root survivors)."""
+    settings, store, watch = env
+    private = tmp_path / "private"
+    private.mkdir()
+    (getattr(watch, folder) / "sub").symlink_to(private, target_is_directory=True)
+    (watch.inbox / "sub" / "deeper").mkdir(parents=True)
+    job_id = enqueue(store, watch, "sub/deeper/a.jpg", b"abc")
+    out = JobRunner(settings, store, FakePipeline(), "o").run(store.claim("o", 60))
+    assert out.outcome == "failed" and store.get(job_id).error_kind == "io"
+    assert list(private.iterdir()) == []
