@@ -755,6 +755,9 @@ def test_a_refused_file_is_filed_with_a_whole_report_and_restored_for_a_retry(en
     assert (watch.inbox / "b" / "a.jpg").read_bytes() == b"not a picture"
     assert not (watch.failed / "b" / "a.jpg").exists() and not (watch.failed / "b" / "a.jpg.error.json").exists()
     assert restore_original(watch, job, watch.inbox / "b" / "a.jpg") == watch.inbox / "b" / "a.jpg"
+    file_failed_original(watch, job)
+    (watch.failed / "b" / "a.jpg.error.json").unlink()                # its report already gone
+    assert restore_original(watch, job, filed) == watch.inbox / "b" / "a.jpg"
 
 
 def test_a_failed_original_is_found_only_beside_its_own_report(env) -> None:
@@ -875,16 +878,21 @@ def test_an_original_changed_meanwhile_is_superseded_for_good_and_says_how(tmp_p
 def test_a_report_that_could_not_be_written_is_written_later_for_its_job(env) -> None:
     from ffwatchd.filing.plan import ReportNotWritten, write_pending_report
 
+    import dataclasses
+
     settings, store, watch = env
+    watch = dataclasses.replace(watch, file_mode=0o640)
     (watch.failed / "b").mkdir()
     (watch.failed / "b" / "a.jpg").write_bytes(b"filed")
+    (watch.failed / "b" / ".ffwatchd-7-a.jpg.error.json.tmp").write_text('{"half')     # job 7's crash
     pending = ReportNotWritten(watch.failed / "b" / "a.jpg", {"job_id": 7, "error_kind": "no_face"},
                                OSError(28, "No space left on device"))
     assert (pending.errno, pending.filename) == (28, str(watch.failed / "b" / "a.jpg.error.json"))
     assert pending.strerror == "a.jpg was filed but its report could not be written (No space left on device)"
     write_pending_report(watch, pending)
     assert json.loads((watch.failed / "b" / "a.jpg.error.json").read_text()) == {"job_id": 7, "error_kind": "no_face"}
-    assert stat.S_IMODE(os.stat(watch.failed / "b" / "a.jpg.error.json").st_mode) == watch.perms.file_mode
+    assert stat.S_IMODE(os.stat(watch.failed / "b" / "a.jpg.error.json").st_mode) == 0o640
+    assert sorted(p.name for p in (watch.failed / "b").iterdir()) == ["a.jpg", "a.jpg.error.json"]
 
 
 def test_the_original_is_checked_to_be_the_one_the_job_processed(tmp_path: Path) -> None:
