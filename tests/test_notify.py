@@ -115,6 +115,20 @@ def test_a_prefix_of_the_whole_host_allows_every_path() -> None:
     assert not url_allowed("https://hooks.example.com/a/../b", ("https://hooks.example.com/",))
 
 
+@pytest.mark.parametrize("url, prefix, ok", [
+    ("http://hooks.example.com/ffwatchd/a", "http://hooks.example.com/ffwatchd/", True),
+    ("https://hooks.example.com", "https://hooks.example.com/", True),                  # no path at all
+    ("https://hooks.example.com:99999/ffwatchd/a", "https://hooks.example.com/ffwatchd/", False),  # no port
+    ("https://user@hooks.example.com/ffwatchd/a", "https://hooks.example.com/ffwatchd/", False),
+    ("https://:pw@hooks.example.com/ffwatchd/a", "https://hooks.example.com/ffwatchd/", False),
+    ("https:///ffwatchd/a", "https:///ffwatchd/", False),                                # no host
+    ("ftp://hooks.example.com/ffwatchd/a", "ftp://hooks.example.com/ffwatchd/", False),  # not http(s)
+])
+def test_a_webhook_url_is_http_or_https_to_a_host_without_credentials(url: str, prefix: str, ok: bool) -> None:
+    """Whatever the prefix says (issue 25: mutation testing found each of these unheld)."""
+    assert url_allowed(url, (prefix,)) is ok
+
+
 def _tls_context(tmp_path: Path) -> tuple[ssl.SSLContext, Path]:
     """A self-signed certificate for localhost, made now (never committed)."""
     from cryptography import x509

@@ -138,3 +138,33 @@ def test_an_mtime_change_alone_counts_as_change() -> None:
     clock.t += 1.0
     assert t.confirm(P, state(10, mtime=2)) is None
     assert P in t and t.due() == []
+
+
+def test_a_state_from_stat_carries_size_mtime_inode_and_device(tmp_path: Path) -> None:
+    import os
+
+    path = tmp_path / "a.jpg"
+    path.write_bytes(b"abc")
+    st = os.stat(path)
+    assert FileState.from_stat(st) == FileState(size=3, mtime_ns=st.st_mtime_ns, inode=st.st_ino, dev=st.st_dev)
+
+
+def test_an_unchanged_file_confirmed_too_early_keeps_waiting() -> None:
+    clock = Clock()
+    t = SettleTracker(2.0, clock)
+    t.observe(P, state(10))
+    clock.t += 1.0
+    assert t.confirm(P, state(10)) is None and P in t
+    assert t.confirm(P, state(10), now=clock.t + 1.0) is not None, "an explicit now counts"
+
+
+def test_the_tracker_lists_what_it_waits_for() -> None:
+    t = SettleTracker(1.0, Clock())
+    other = Path("/inbox/b.jpg")
+    assert t.state_of(P) is None and list(t) == []
+    t.observe(P, state(1))
+    t.observe(other, state(2))
+    assert sorted(t) == [P, other] and len(t) == 2 and other in t
+    for path in t:                     # a copy: forgetting while iterating is allowed
+        t.forget(path)
+    assert list(t) == [] and t.state_of(other) is None

@@ -356,3 +356,70 @@ def test_except_reference_needs_a_reference_and_makes_its_photo_no_job(watch: Wa
     assert r.spec.face_selector.mode == "except_reference"
     assert "arcface_w600k_r50" in r.spec.models_used()        # the recognizer tells people apart
     assert SourceIndex.from_disk(watch).contains(watch.inbox / "faces/consented.jpg")
+
+
+# -- spec/safeyaml's own checks, each held (issue 25: what mutation testing found) ----------------
+
+def _refusal(text: str) -> str:
+    from ffwatchd.spec.safeyaml import UnsafeYaml, load_yaml
+
+    with pytest.raises(UnsafeYaml) as e:
+        load_yaml(text)
+    return str(e.value)
+
+
+def test_a_key_given_twice_is_refused_as_the_loader_would_merge_it() -> None:
+    from ffwatchd.spec.safeyaml import load_yaml
+
+    assert _refusal("a: 1\nb:\n  on: 1\n  true: 2\n") == \
+        "the key 'true' at line 4, column 3 is given twice in one mapping (first at line 3); remove one of them"
+    assert "the key '0x1' at line 2" in _refusal("1: a\n0x1: b\n")                # one int key, two spellings
+    assert "the key '1.0' at line 2" in _refusal("1.0: a\n1.0: b\n")
+    assert "given twice" in _refusal("!!str x: a\n!!str x: b\n")
+    assert "given twice" in _refusal("- {a: 1, a: 2}\n")                           # inside a sequence
+    assert load_yaml('"1": a\n1: b\n!!str 2: c\n2: d\n') == {"1": "a", 1: "b", "2": "c", 2: "d"}
+    assert load_yaml("a: {a: 1}\nb: [a, a]\nc: a\n") == {"a": {"a": 1}, "b": ["a", "a"], "c": "a"}
+    assert load_yaml("? !!binary aGk=\n: 1\nb: 2\n") == {b"hi": 1, "b": 2}        # a key of another type
+
+
+def test_nesting_is_allowed_to_max_depth_and_refused_past_it() -> None:
+    from ffwatchd.spec.safeyaml import MAX_DEPTH, load_yaml
+
+    assert load_yaml("[" * MAX_DEPTH + "]" * MAX_DEPTH) is not None
+    assert _refusal("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)) == \
+        f"nesting deeper than {MAX_DEPTH} levels at line 1, column {MAX_DEPTH + 1}"
+    assert load_yaml("a: [[1]]\nb: [[2]]\nc: {d: {e: [3]}}\n")["c"] == {"d": {"e": [3]}}
+
+
+def test_anchors_are_refused_on_scalars_and_collections_with_a_short_name() -> None:
+    assert _refusal("a: &x 1\n") == "an anchor (&x) at line 1, column 4: anchors and aliases are not allowed"
+    assert _refusal("a: &y [1]\n").startswith("an anchor (&y) at line 1, column 4")
+    long = "n" * 50
+    assert _refusal(f"a: &{long} 1\nb: *{long}\n") == \
+        f"an anchor (&{'n' * 40}...) at line 1, column 4: anchors and aliases are not allowed"
+
+
+def test_malformed_yaml_is_said_in_one_line_with_its_position() -> None:
+    import yaml
+
+    from ffwatchd.spec.safeyaml import load_yaml, yaml_problem
+
+    def problem(text: str) -> str:
+        with pytest.raises(yaml.YAMLError) as e:
+            load_yaml(text)
+        return yaml_problem(e.value)
+    assert problem("a: [1, 2") == "while parsing a flow sequence; did not find expected ',' or ']' (line 2, column 1)"
+    assert problem("a: b: c") == "mapping values are not allowed in this context (line 1, column 5)"
+    assert yaml_problem(yaml.YAMLError()) == "YAMLError"
+    long = yaml.MarkedYAMLError(problem="x " * 400)
+    assert yaml_problem(long) == ("x " * 150)[:300] + "..."
+
+
+def test_nesting_counts_open_collections_only() -> None:
+    from ffwatchd.spec.safeyaml import MAX_DEPTH, load_yaml
+
+    assert len(load_yaml("[" + ", ".join(["[1]"] * 100) + "]")) == 100           # siblings do not add up
+    deep_after_a_sibling = "[[[], " + "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1) + "]]"   # MAX_DEPTH + 1 open
+    assert _refusal(deep_after_a_sibling).startswith(f"nesting deeper than {MAX_DEPTH} levels")
+    many_then_deep = "[" + "[], " * 100 + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "]"
+    assert _refusal(many_then_deep).startswith(f"nesting deeper than {MAX_DEPTH} levels")

@@ -456,3 +456,83 @@ def test_an_image_read_never_follows_a_link_at_its_path(tmp_path: Path) -> None:
         read_image(inbox / "fifo.png", 10**8)                   # and never blocks on a FIFO
     cv2.imwrite(str(inbox / "real.png"), np.full((20, 30, 3), 90, np.uint8))
     assert read_image(inbox / "real.png", 10**8).bgr.shape == (20, 30, 3)
+
+
+# -- fs/safefs's own checks, each held (issue 25: what mutation testing found) ------------------
+
+def test_what_a_name_is_when_it_is_not_a_regular_file_is_said_plainly(tmp_path: Path) -> None:
+    import socket
+
+    from ffwatchd.fs.safefs import NotRegular, describe_mode, open_regular
+
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "link").symlink_to(tmp_path / "fifo")
+    (tmp_path / "dir").mkdir()
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "sock"))
+    try:
+        said = {name: describe_mode(os.lstat(tmp_path / name).st_mode) for name in ("fifo", "link", "dir", "sock")}
+    finally:
+        sock.close()
+    assert said == {"fifo": "a FIFO", "link": "a symbolic link", "dir": "a folder", "sock": "a socket"}
+    assert describe_mode(os.stat("/dev/null").st_mode) == "a character device"
+    assert describe_mode(stat.S_IFBLK | 0o600) == "a block device" and describe_mode(0) == "not a regular file"
+    for name, what in (("fifo", "a FIFO"), ("link", "a symbolic link")):
+        with pytest.raises(NotRegular) as e:
+            open_regular(tmp_path, tmp_path / name)
+        assert (e.value.errno, e.value.filename, e.value.what) == (22, str(tmp_path / name), what)
+        assert str(e.value) == f"[Errno 22] {what}, not a regular file; it was not opened: '{tmp_path / name}'"
+
+
+def test_a_link_on_the_way_is_named_where_it_is(tmp_path: Path) -> None:
+    from ffwatchd.fs.safefs import LinkInPath, lstat_below, open_regular
+
+    (tmp_path / "real" / "deep").mkdir(parents=True)
+    (tmp_path / "real" / "deep" / "a.jpg").write_bytes(b"a")
+    (tmp_path / "in" / "b").mkdir(parents=True)
+    (tmp_path / "in" / "b" / "link").symlink_to(tmp_path / "real")
+    for verb in (lstat_below, open_regular):
+        with pytest.raises(LinkInPath) as e:
+            verb(tmp_path / "in", tmp_path / "in" / "b" / "link" / "deep" / "a.jpg")
+        assert e.value.filename == str(tmp_path / "in" / "b" / "link")
+        assert e.value.errno in (40, 20)                       # ELOOP or ENOTDIR, as the kernel says
+        assert str(e.value) == f"[Errno {e.value.errno}] a symbolic link or not a folder; not followed: " \
+                               f"'{tmp_path / 'in' / 'b' / 'link'}'"
+
+
+def test_the_last_name_is_looked_at_itself_never_through_a_link(tmp_path: Path) -> None:
+    from ffwatchd.fs.safefs import lstat_below, open_dir, open_regular, read_regular, read_up_to, relative_parts
+
+    (tmp_path / "a.jpg").write_bytes(b"0123456789")
+    (tmp_path / "link.jpg").symlink_to(tmp_path / "a.jpg")
+    assert stat.S_ISLNK(lstat_below(tmp_path, tmp_path / "link.jpg").st_mode)
+    assert read_regular(tmp_path, tmp_path / "a.jpg", 5) == b"012345", "limit + 1: the caller sees it is over"
+    fd = open_regular(tmp_path, tmp_path / "a.jpg")
+    try:
+        assert read_up_to(fd, 1) == b"0" and read_up_to(fd, 100) == b"123456789"
+    finally:
+        os.close(fd)
+    with pytest.raises(NotADirectoryError):
+        open_dir(tmp_path / "a.jpg", [])                       # a root that is no folder
+    with pytest.raises(ValueError, match=f"^{tmp_path} is not below {tmp_path}$"):
+        relative_parts(tmp_path, tmp_path)
+
+
+def test_a_file_swapped_for_a_fifo_between_the_lstat_and_the_open_is_refused(tmp_path: Path, monkeypatch) -> None:
+    """The fstat after the open catches what the lstat before it could not (forced timing: the
+    swap is made right after the lstat, by a rename as a writer on the share would)."""
+    from ffwatchd.fs import safefs
+
+    (tmp_path / "a.jpg").write_bytes(b"a")
+    os.mkfifo(tmp_path / "fifo")
+    real_stat = os.stat
+
+    def stat_then_swap(*args, **kwargs):
+        st = real_stat(*args, **kwargs)
+        if args and args[0] == "a.jpg" and os.path.lexists(tmp_path / "fifo"):
+            os.rename(tmp_path / "fifo", tmp_path / "a.jpg")
+        return st
+    monkeypatch.setattr(safefs.os, "stat", stat_then_swap)
+    with pytest.raises(safefs.NotRegular) as e:
+        safefs.open_regular(tmp_path, tmp_path / "a.jpg")
+    assert (e.value.what, e.value.filename) == ("a FIFO", str(tmp_path / "a.jpg"))

@@ -376,6 +376,76 @@ def test_a_stale_attempt_is_not_told_its_job_was_cancelled(store: JobQueue, cloc
     assert store.heartbeat(job.id, "w1", 60).status == "cancelled"
 
 
+def test_a_stale_attempt_of_the_same_owner_can_neither_fail_nor_release(store: JobQueue, clock: Clock) -> None:
+    """`fail` and `release` fence on the attempt too (issue 25: mutmut dropped it and no test saw)."""
+    job, _ = add(store)
+    first = store.claim("w1", 60)
+    clock.t += 61
+    again = store.claim("w1", 60)
+    for verb in (lambda: store.fail(job.id, "w1", error_kind="io", message="x", transient=False,
+                                    attempt=first.attempts),
+                 lambda: store.release(job.id, "w1", attempt=first.attempts)):
+        with pytest.raises(TransitionError, match=f"^job {job.id} is on attempt {again.attempts}, not "
+                                                  f"{first.attempts}: the lease of attempt {first.attempts} was lost$"):
+            verb()
+    assert store.get(job.id).state == "running"
+    assert store.release(job.id, "w1", attempt=again.attempts).state == "queued"
+
+
+def test_a_refusal_says_the_jobs_state_and_who_holds_it(store: JobQueue) -> None:
+    job, _ = add(store)
+    store.claim("w1", 60)
+    for verb in (lambda: store.set_filing(job.id, "w2", {"outcome": "done"}),
+                 lambda: store.finish(job.id, "w2", output_path=None),
+                 lambda: store.fail(job.id, "w2", error_kind="io", message="x", transient=False)):
+        with pytest.raises(TransitionError, match=f"^job {job.id} is running and not held by w2 \\(lease owner w1\\)$"):
+            verb()
+    store.finish(job.id, "w1", output_path=None)
+    assert store.heartbeat(job.id, "w1", 60).status == "lost", "a finished job's owner holds nothing"
+    with pytest.raises(TransitionError, match=f"^job {job.id} is done and not held by w1 \\(lease owner w1\\)$"):
+        store.release(job.id, "w1")
+
+
+def test_a_filing_plan_cleared_is_no_plan(store: JobQueue) -> None:
+    job, _ = add(store)
+    store.claim("w1", 60)
+    store.set_filing(job.id, "w1", {"outcome": "done"})
+    store.set_filing(job.id, "w1", None)
+    assert store.get(job.id).filing is None
+    assert store.cancel(job.id).state == "cancelled", "no plan left that forbids the cancel"
+
+
+def test_the_owner_may_finish_or_fail_after_its_lease_ran_out_while_nobody_took_it(store: JobQueue,
+                                                                                   clock: Clock) -> None:
+    """Only the filing plan checks the lease's time (it gates every file move); a finish or a
+    fail by the holder of the attempt still counts while nobody has taken the job over."""
+    first, _ = add(store, "a.jpg", "h1")
+    second, _ = add(store, "b.jpg", "h2")
+    a = store.claim("w1", 60)
+    b = store.claim("w1", 60)
+    clock.t += 61
+    assert store.finish(first.id, "w1", output_path="/x", attempt=a.attempts).state == "done"
+    failed = store.fail(second.id, "w1", error_kind="no_face", message="no face in b.jpg", transient=False,
+                        attempt=b.attempts)
+    assert (failed.state, failed.error_kind, failed.error_message) == ("failed", "no_face", "no face in b.jpg")
+    assert store.get(second.id).error_message == "no face in b.jpg"
+
+
+def test_a_heartbeat_records_progress_and_a_missing_job_is_not_found(store: JobQueue) -> None:
+    job, _ = add(store)
+    store.claim("w1", 60)
+    assert store.heartbeat(job.id, "w1", 60, progress=(5, 10)).ok
+    assert (store.get(job.id).progress_done, store.get(job.id).progress_total) == (5, 10)
+    assert store.heartbeat(job.id, "w1", 60).ok
+    assert (store.get(job.id).progress_done, store.get(job.id).progress_total) == (5, 10), "kept without progress"
+    assert store.heartbeat(job.id + 99, "w1", 60).status == "lost"
+    for verb in (lambda: store.set_filing(job.id + 99, "w1", None), lambda: store.finish(job.id + 99, "w1", output_path=None),
+                 lambda: store.release(job.id + 99, "w1")):
+        with pytest.raises(NotFound) as e:
+            verb()
+        assert str(job.id + 99) in str(e.value)
+
+
 def test_an_expired_lease_cannot_record_a_filing(store: JobQueue, clock: Clock) -> None:
     job, _ = add(store)
     held = store.claim("w1", 60)
