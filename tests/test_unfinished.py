@@ -159,3 +159,35 @@ def test_enqueue_of_a_file_that_ends_early_fails_it_as_truncated_at_once(tmp_pat
     assert r.job.error_message.startswith("cut.jpg ends early, the copy did not finish: the JPEG has no end")
     assert "waited" not in r.job.error_message
     assert (watch.failed / "cut.jpg.error.json").exists()
+
+
+def test_a_reload_keeps_the_waits_that_were_running(make_env):
+    """A new-user trial: an empty file was 'looked at again for up to 10 min' anew after every
+    SIGHUP, and a file waiting for its source photo started its sidecar_wait over: a daemon reloaded
+    more often than the wait never failed them. The watches that replace the old ones on a reload
+    go on from when each wait started."""
+    from ffwatchd.watch.service import WatchService
+
+    env = make_env("inotify", unfinished_wait="10m", sidecar_wait="10m")
+    env.service.start()
+    empty = env.inbox / "bad" / "empty.jpg"
+    empty.parent.mkdir()
+    empty.write_bytes(b"")
+    (env.inbox / "sc").mkdir()
+    (env.inbox / "sc" / "ffwatch.yaml").write_text("sources: [faces/missing.jpg]\nprocessors: [face_swapper]\n")
+    lonely = env.inbox / "sc" / "t1.jpg"
+    lonely.write_bytes(jpeg(seed=5))
+    loop = env.service.loops[env.watch.name]
+    wait_for(lambda: empty in loop.unfinished.files and lonely in loop.waiting, 60, "both waits to start")
+    first_unfinished = loop.unfinished.files[empty][0]
+    first_waiting = loop.waiting[lonely][0]
+    env.service.stop()
+    again = WatchService(env.settings, env.store, metrics=env.metrics, notices_from=env.service)   # the reload
+    env.service = again                                       # stopped by the fixture
+    again.start()
+    new = again.loops[env.watch.name]
+    assert new.unfinished.since(empty) == first_unfinished
+    assert new.waiting[lonely][0] == first_waiting
+    wait_for(lambda: empty in new.tracker or new.unfinished.files[empty][0] == first_unfinished, 30,
+             "the empty file seen again")
+    assert new.unfinished.since(empty) == first_unfinished   # still from the first sighting

@@ -323,6 +323,13 @@ class WatchLoop(InboxObserver):
             return True
         return any(p.name == SIDECAR_NAME and p.parent in path.parents for p in pending)
 
+    def carry_over_waits(self, before: "WatchLoop") -> None:
+        """After a reload: the waits of the loop this one replaces go on from when they started
+        (read from the old loop's thread, which has stopped)."""
+        self.waiting = {p: (since, st, 0.0) for p, (since, st, _) in before.waiting.items()}
+        self.waiting_for = dict(before.waiting_for)
+        self.unfinished.carry_over(before.unfinished)
+
     def _retry_waiting(self) -> None:
         now = time.monotonic()
         for path, (since, state, next_try) in list(self.waiting.items()):

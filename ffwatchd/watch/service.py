@@ -16,7 +16,10 @@ class WatchService:
     def __init__(self, settings: Settings, store: JobQueue, *, metrics: WatchMetrics | None = None,
                  mountinfo: str | None = None, notices_from: "WatchService | None" = None) -> None:
         """`notices_from`: the service this one replaces (a reload): what its watches said once
-        about names they do not take is not said again for the same inbox."""
+        about names they do not take is not said again for the same inbox, and the files they were
+        waiting for (a sidecar or source, the rest of an unfinished copy) keep waiting since when
+        they started, not since the reload (else a daemon reloaded more often than the wait never
+        failed such a file)."""
         self.settings = settings
         # A watch with `ingest: false` is watched by other hosts; this host's workers only serve it.
         self.loops = {w.name: WatchLoop(settings, w, store, metrics, mountinfo)
@@ -25,6 +28,7 @@ class WatchService:
             before = notices_from.loops.get(name) if notices_from is not None else None
             if before is not None and before.watch.inbox == loop.watch.inbox:
                 loop.notices.carry_over(before.notices)
+                loop.carry_over_waits(before)
         self._started = self._stopped = False
 
     def start(self) -> None:

@@ -60,6 +60,11 @@ class Unfinished:
         self.held[path] = holder
         self.tracker.hold(path, state, max(self.watch.settle, 0.5))
 
+    def carry_over(self, before: "Unfinished") -> None:
+        """The files the replaced watch found unfinished, with when it first did (a reload)."""
+        self.files = dict(before.files)
+        self.held = dict(before.held)
+
     def forget(self, path: Path) -> None:
         self.files.pop(path, None)
         if self.held.pop(path, None) is not None:
