@@ -434,11 +434,12 @@ def test_a_closed_pipe_ends_quietly(cfg: Path) -> None:
         for i in range(200):
             s.enqueue(watch="studio", rel_path=f"p{i}.jpg", size=3, mtime=1.0, content_hash=f"p{i}",
                       kind="image", spec={"processors": ["face_swapper"]})
-    script = (f"{sys.executable} -m ffwatchd jobs list --json --limit 200 -c {cfg} | head -n 2; "
-              f"{sys.executable} -m ffwatchd jobs show 1 -c {cfg} | head -n 1")
+    script = (f"set -o pipefail; {sys.executable} -m ffwatchd jobs list --json --limit 200 -c {cfg} | head -n 2 "
+              f"&& {sys.executable} -m ffwatchd jobs show 1 -c {cfg} | head -n 1 && echo pipefail-ok")
     r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
     assert r.stdout.splitlines()[0] == "["
+    assert r.stdout.splitlines()[-1] == "pipefail-ok"          # exit 0: a script with pipefail goes on
 
 
 def test_an_unknown_watch_is_an_error(cfg: Path, capsys) -> None:

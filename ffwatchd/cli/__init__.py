@@ -25,7 +25,7 @@ from ffwatchd.cli import (
     run,
     status,
 )
-from ffwatchd.cli.common import EXIT_FAIL, EXIT_USAGE, CommandFailed, UsageError
+from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CommandFailed, UsageError
 from ffwatchd.errors import ConfigError
 from ffwatchd.store import DriverMissing
 
@@ -75,11 +75,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return EXIT_FAIL
     except BrokenPipeError:
-        # the reader went away (`ffwatchd jobs list --json | head`): stop quietly; stdout is
-        # pointed at /dev/null so the interpreter's final flush cannot complain either
+        # the reader went away (`ffwatchd jobs list --json | head`): stop quietly, and with 0 (the
+        # reader took what it wanted; a script with `set -o pipefail` must not fail on it); stdout
+        # is pointed at /dev/null so the interpreter's final flush cannot complain either
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_FAIL
+        return EXIT_OK
     except OSError as e:    # a folder the config names that cannot be made or used: no traceback
         print(f"ffwatchd: {os_problem(e)}", file=sys.stderr)
         return EXIT_FAIL
