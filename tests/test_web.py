@@ -226,7 +226,8 @@ def test_the_json_endpoints_are_the_commands_documents(served, capsys) -> None:
     assert api_status["counts"] == cli_status["counts"] and api_status["running"] == cli_status["running"]
     assert json.loads(_get(base + "/api/batches")[2]) == []
     assert _get(base + "/api/jobs?state=nope")[0] == 400
-    assert _get(base + "/api/jobs/99")[0] == 404
+    missing = _get(base + "/api/jobs/99")
+    assert missing[0] == 404 and json.loads(missing[2])["message"] == "no job 99"      # as `jobs show 99` says
 
 
 def test_without_a_token_configured_an_action_is_403_and_nothing_changes(served) -> None:

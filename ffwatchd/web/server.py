@@ -110,8 +110,9 @@ class Handler(BaseHTTPRequestHandler):
             fn()
         except HttpError as e:
             self._json({"ok": False, "message": str(e)}, e.status)
-        except NotFound as e:
-            self._json({"ok": False, "message": str(e) or "not found"}, 404)
+        except NotFound as e:                # as the command line says it: "no job 99"
+            what = "batch" if "/batches/" in self.path else "job"
+            self._json({"ok": False, "message": f"no {what} {e.args[0]}" if e.args else "not found"}, 404)
         except (BrokenPipeError, ConnectionResetError):
             pass
         except Exception:                   # one bad request never stops the listener
