@@ -181,6 +181,9 @@ def test_a_reload_keeps_the_waits_that_were_running(make_env):
     wait_for(lambda: empty in loop.unfinished.files and lonely in loop.waiting, 60, "both waits to start")
     first_unfinished = loop.unfinished.files[empty][0]
     first_waiting = loop.waiting[lonely][0]
+    shown = {f["path"]: f["waits_for"] for f in loop.waiting_files()}    # what `status` lists
+    assert shown["bad/empty.jpg"] == "the rest of its content (the copy has not finished)"
+    assert "sc/t1.jpg" in shown
     env.service.stop()
     again = WatchService(env.settings, env.store, metrics=env.metrics, notices_from=env.service)   # the reload
     env.service = again                                       # stopped by the fixture

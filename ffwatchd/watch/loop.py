@@ -117,12 +117,19 @@ class WatchLoop(InboxObserver):
         return len(self.tracker) + len(self.waiting)
 
     def waiting_files(self) -> list[dict]:
-        """Files waiting for a sidecar or a source: path (in the inbox), since (unix time), reason."""
+        """Files waiting for a sidecar or a source, or for the rest of an unfinished copy: path (in
+        the inbox), since (unix time), deadline, what they wait for."""
         waiting = dict(self.waiting)          # a copy by the C loop: safe against the watch thread
-        return [{"path": p.relative_to(self.watch.inbox).as_posix(), "since": since,
+        unfinished = self.unfinished.listing()
+        rows = [{"path": p.relative_to(self.watch.inbox).as_posix(), "since": since,
                  "deadline": since + self.watch.sidecar_wait,
                  "waits_for": self.waiting_for.get(p, "its sidecar (ffwatch.yaml)")}
-                for p, (since, _state, _next) in sorted(waiting.items())]
+                for p, (since, _state, _next) in waiting.items()]
+        rows += [{"path": p.relative_to(self.watch.inbox).as_posix(), "since": since,
+                  "deadline": since + self.watch.unfinished_wait,
+                  "waits_for": "the rest of its content (the copy has not finished)"}
+                 for p, since in unfinished.items() if p not in waiting]
+        return sorted(rows, key=lambda r: r["path"])
 
     def unfiled_files(self) -> list[dict]:
         """Refused files still in the inbox because failed/ did not take them (see unfiled.py)."""
