@@ -78,26 +78,7 @@ def test_the_reports_links_open_the_result_the_original_and_the_zip_in_chromium(
 def test_a_finished_batch_tells_people_the_paths_they_open(tmp_path: Path) -> None:
     hook, mail = WebhookReceiver(), MailSink()
     try:
-        raw = two_watches(tmp_path, hook.port, mail.port)
-        raw["watches"][0]["public"] = {"output": "\\\\fileserver\\studio\\output",
-                                       "done": "smb://fileserver/studio/done"}
-        settings = load_settings(raw, tmp_path)
-        w = settings.watches[0]
-        store = JobStore(tmp_path / "j.db")
-        spec = JobSpec.from_mapping({"package": "zip", "notify": {"webhook": hook.url("/hooks/p"),
-                                                                  "email": ["ed@example.com"]}}).to_snapshot()
-        for i, rel in enumerate(["shoot 1/a #1.jpg", "shoot 1/b.jpg"]):
-            store.enqueue(watch="w1", rel_path=rel, size=1, mtime=1.0, content_hash=f"h{i}", kind="image",
-                          spec=spec, batch="shoot 1")
-            job = store.claim("t", 60)
-            original, out = image(w.done / rel, i), image(w.output / rel, i + 10)
-            store.set_filing(job.id, "t", {"outcome": "done", "original_src": "x", "original_dst": str(original)})
-            store.finish(job.id, "t", output_path=str(out))
-        tracker = BatchTracker(settings, store)
-        last = max(j.finished_at for j in store.batch_jobs("w1", "shoot 1"))
-        tracker.step(now=last + 1)
-        tracker.step(now=last + 3600)
-        deliver_due(settings, store)
+        _, w, _ = finished_batch(tmp_path, hook, mail)
         body = json.loads(hook.requests[0].body)
         assert body["report"] == "\\\\fileserver\\studio\\output\\shoot 1\\ffwatch-report.html"
         assert body["report_json"] == "\\\\fileserver\\studio\\output\\shoot 1\\ffwatch-report.json"

@@ -242,9 +242,9 @@ class ShareCheck:
         return [w.name for w in self.settings.watches if self.problem(w) is None]
 
 
-def _open_marker_of(folder: Path, queue_id: str, flags: int) -> tuple[int, dict] | None:
+def _open_marker_of(folder: Path, queue_id: str | None, flags: int) -> tuple[int, dict] | None:
     """`folder`'s marker opened (never through a link, never a FIFO) with its contents, when it is a
-    regular file naming job table `queue_id`; else None. The caller closes the descriptor."""
+    regular file naming job table `queue_id` (None: any); else None. The caller closes the descriptor."""
     try:
         fd = os.open(folder / MARKER_NAME, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -252,7 +252,7 @@ def _open_marker_of(folder: Path, queue_id: str, flags: int) -> tuple[int, dict]
     try:
         if stat.S_ISREG(os.fstat(fd).st_mode):
             data = _read_marker(fd)
-            if data.get("queue_id") == queue_id:
+            if queue_id is None or data.get("queue_id") == queue_id:
                 return fd, data
     except BaseException:
         os.close(fd)
@@ -316,14 +316,11 @@ def held_with_other_state(settings: Settings) -> str | None:
     None when no daemon holds them, or one holds them with this state_dir."""
     for watch in settings.watches:
         for folder in watch.folders().values():
-            try:
-                fd = os.open(folder / MARKER_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-            except OSError:
+            opened = _open_marker_of(folder, None, os.O_RDONLY)
+            if opened is None:
                 continue
+            fd, data = opened
             try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    continue
-                data = _read_marker(fd)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
                     fcntl.flock(fd, fcntl.LOCK_UN)
