@@ -261,10 +261,9 @@ def _open_marker_of(folder: Path, queue_id: str | None, flags: int) -> tuple[int
     return None
 
 
-def marker_holder(folder: Path, queue_id: str) -> str | None:
-    """Who holds `folder` for job table `queue_id` now: its marker names that table and a running
-    daemon keeps it locked (`queue migrate` must not copy a table a daemon still writes). None
-    when the marker names another table, is not there, or nobody holds its lock."""
+def _held_marker(folder: Path, queue_id: str | None) -> dict | None:
+    """The contents of `folder`'s marker when a running daemon holds its lock (and it names job
+    table `queue_id`, None: any); else None."""
     opened = _open_marker_of(folder, queue_id, os.O_RDONLY)
     if opened is None:
         return None
@@ -273,13 +272,19 @@ def marker_holder(folder: Path, queue_id: str) -> str | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except OSError as e:
-            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                return _holder(folder / MARKER_NAME, data)
-            return None
+            return data if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES) else None
         fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
+        return None                              # nobody holds it now
     finally:
         os.close(fd)
+
+
+def marker_holder(folder: Path, queue_id: str) -> str | None:
+    """Who holds `folder` for job table `queue_id` now: its marker names that table and a running
+    daemon keeps it locked (`queue migrate` must not copy a table a daemon still writes). None
+    when the marker names another table, is not there, or nobody holds its lock."""
+    data = _held_marker(folder, queue_id)
+    return _holder(folder / MARKER_NAME, data) if data is not None else None
 
 
 def hand_over_marker(folder: Path, old_queue_id: str, new_queue_id: str) -> bool:
@@ -316,24 +321,11 @@ def held_with_other_state(settings: Settings) -> str | None:
     None when no daemon holds them, or one holds them with this state_dir."""
     for watch in settings.watches:
         for folder in watch.folders().values():
-            opened = _open_marker_of(folder, None, os.O_RDONLY)
-            if opened is None:
-                continue
-            fd, data = opened
-            try:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                    fcntl.flock(fd, fcntl.LOCK_UN)
-                    continue                         # nobody holds it now
-                except OSError as e:
-                    if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                        continue
-                if data.get("state_dir") and data["state_dir"] != str(settings.state_dir):
-                    return (f"a running daemon holds watch {watch.name}'s folders with another job table: "
-                            f"{_holder(folder / MARKER_NAME, data)}; this config names state_dir "
-                            f"{settings.state_dir}: a reload cannot move the job table, so that daemon keeps "
-                            "its own until it is restarted (systemctl restart ffwatchd)")
-            finally:
-                os.close(fd)
+            data = _held_marker(folder, None)
+            if data is not None and data.get("state_dir") and data["state_dir"] != str(settings.state_dir):
+                return (f"a running daemon holds watch {watch.name}'s folders with another job table: "
+                        f"{_holder(folder / MARKER_NAME, data)}; this config names state_dir "
+                        f"{settings.state_dir}: a reload cannot move the job table, so that daemon keeps "
+                        "its own until it is restarted (systemctl restart ffwatchd)")
     return None
 
