@@ -23,7 +23,7 @@ from tests.smb import mounted, samba, samba445, smb_mount  # noqa: F401  (fixtur
 
 # Photos dropped per test (round robin over the five styles); the 200 with
 # FFWATCHD_SAMBA_E2E_FILES=200 (measured in docs/operations.md); fewer by default on a small CI box.
-N_FILES = int(os.environ.get("FFWATCHD_SAMBA_E2E_FILES", "40"))
+N_FILES = int(os.environ.get("FFWATCHD_SAMBA_E2E_FILES", "20"))
 
 
 def test_daemon_on_the_file_server_takes_each_smb_drop_once_after_its_client_finished(make_daemon, samba, tmp_path):
