@@ -27,6 +27,7 @@ def _job(row: dict[str, Any]) -> Job:
         values[key] = decode_json(values[key])
     if isinstance(values.get("worker"), dict):
         values["worker"].pop("claim", None)          # the claim's token (postgres.py), the store's own
+        values["worker"] = values["worker"] or None  # a claim that named no worker: none, as on SQLite
     return Job(**values)
 
 

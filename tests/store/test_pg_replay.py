@@ -106,3 +106,14 @@ def test_a_lost_connection_before_the_commit_still_runs_the_claim_again(pg_url: 
 @pytest.fixture(autouse=True)
 def _needs_postgres(pg_url: str) -> None:  # noqa: F811
     return None
+
+
+def test_a_claim_naming_no_worker_shows_none_as_on_sqlite(pg_url: str) -> None:  # noqa: F811
+    """The claim's token rides in the row's worker JSON; it is the store's own and never shown."""
+    store = PostgresJobStore(pg_url)
+    try:
+        enqueue(store, 1)
+        job = store.claim("host:1/cpu", 60)
+        assert job.worker is None and store.get(job.id).worker is None
+    finally:
+        store.close()
