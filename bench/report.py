@@ -30,7 +30,8 @@ from _record import record  # noqa: E402
 
 import ffwatchd.batches.report as report_mod  # noqa: E402
 import ffwatchd.batches.thumbs as thumbs_mod  # noqa: E402
-from ffwatchd.batches.report import RowCache, ThumbCache, write_report  # noqa: E402
+from ffwatchd.batches.report import RowCache, write_report
+from ffwatchd.batches.thumbs import ThumbCache
 from ffwatchd.config.load import load_settings  # noqa: E402
 from ffwatchd.store import JobStore  # noqa: E402
 

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from ffwatchd.filing.leftovers import judge, parse_copy
-from ffwatchd.filing.plan import plan_done
 from ffwatchd.filing.placing import temp_name
+from ffwatchd.filing.plan import plan_done
 from ffwatchd.ops.retention import run_retention
 from ffwatchd.store import JobStore
 from ffwatchd.watch.ingest import ingest_file

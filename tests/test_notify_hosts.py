@@ -8,8 +8,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from ffwatchd.batches.notify.sender import deliver_due
 from ffwatchd.batches.tracker import BatchService, BatchTracker
 from ffwatchd.config.load import load_settings

@@ -13,7 +13,8 @@ import cv2
 import numpy as np
 import pytest
 
-from ffwatchd.batches.report import ThumbCache, render_html, thumbnail, thumbnail_of, write_report
+from ffwatchd.batches.report import render_html, write_report
+from ffwatchd.batches.thumbs import ThumbCache, thumbnail, thumbnail_of
 from ffwatchd.config.load import load_settings
 from ffwatchd.store import JobStore
 from tests.html_check import check_report_html

@@ -11,7 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from ffwatchd.batches.report import ThumbCache, write_report
+from ffwatchd.batches.report import write_report
+from ffwatchd.batches.thumbs import ThumbCache
 from ffwatchd.batches.tracker import BatchTracker
 from ffwatchd.config.load import load_settings
 from ffwatchd.store import JobStore

@@ -45,7 +45,7 @@ def test_a_big_batch_has_a_bounded_page_and_refreshes_without_reading_files_agai
                                                                                   monkeypatch) -> None:
     settings, store = big_batch(tmp_path)
     tracker = BatchTracker(settings, store)
-    tracker.thumbs = report_mod.ThumbCache(limit=600)      # fewer than the batch's 800 pictures
+    tracker.thumbs = thumbs_mod.ThumbCache(limit=600)      # fewer than the batch's 800 pictures
     made, entries, pages = [], [], []
     real_thumb, real_entry = thumbs_mod.thumbnail, report_mod.file_entry
     monkeypatch.setattr(thumbs_mod, "thumbnail", lambda path, **kw: made.append(path) or real_thumb(path, **kw))

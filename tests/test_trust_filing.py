@@ -867,7 +867,7 @@ def test_partial_copies_a_crash_left_are_removed_only_if_they_are_the_jobs(env) 
 
 
 def test_an_original_changed_meanwhile_is_superseded_for_good_and_says_how(tmp_path: Path) -> None:
-    from ffwatchd.filing.plan import OriginalChanged
+    from ffwatchd.filing.staging import OriginalChanged
 
     e = OriginalChanged(tmp_path / "a.jpg", "it was written to")
     assert (e.kind, e.transient) == ("superseded", False)
@@ -876,9 +876,9 @@ def test_an_original_changed_meanwhile_is_superseded_for_good_and_says_how(tmp_p
 
 
 def test_a_report_that_could_not_be_written_is_written_later_for_its_job(env) -> None:
-    from ffwatchd.filing.plan import ReportNotWritten, write_pending_report
-
     import dataclasses
+
+    from ffwatchd.filing.plan import ReportNotWritten, write_pending_report
 
     settings, store, watch = env
     watch = dataclasses.replace(watch, file_mode=0o640)
@@ -896,7 +896,8 @@ def test_a_report_that_could_not_be_written_is_written_later_for_its_job(env) ->
 
 
 def test_the_original_is_checked_to_be_the_one_the_job_processed(tmp_path: Path) -> None:
-    from ffwatchd.filing.plan import OriginalChanged, Plan, check_original, original_state
+    from ffwatchd.filing.plan import Plan
+    from ffwatchd.filing.staging import OriginalChanged, check_original, original_state
 
     src = tmp_path / "a.jpg"
     src.write_bytes(b"abc")

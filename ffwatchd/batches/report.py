@@ -12,12 +12,7 @@ from typing import Iterable
 from urllib.parse import quote
 
 from ffwatchd.batches.nottaken import not_taken, not_taken_html
-from ffwatchd.batches.thumbs import (  # noqa: F401 - the report's thumbnails, used by callers from here
-    THUMB_SIZE,
-    ThumbCache,
-    thumbnail,
-    thumbnail_of,
-)
+from ffwatchd.batches.thumbs import ThumbCache
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
 from ffwatchd.filing.plan import find_failed_original

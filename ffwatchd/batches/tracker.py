@@ -16,7 +16,8 @@ from typing import Any, Callable
 from ffwatchd.batches.notify.outbox import failed_digest, finished_deliveries
 from ffwatchd.batches.notify.sender import Sender
 from ffwatchd.batches.package import write_zip
-from ffwatchd.batches.report import RowCache, ThumbCache, report_paths, write_report
+from ffwatchd.batches.report import RowCache, report_paths, write_report
+from ffwatchd.batches.thumbs import ThumbCache
 from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
 from ffwatchd.filing.placing import TEMP_PREFIX

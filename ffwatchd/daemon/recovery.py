@@ -12,7 +12,8 @@ from typing import IO, Any
 from ffwatchd.config.settings import Settings
 from ffwatchd.filing.complete import complete_done_plan
 from ffwatchd.filing.leftovers import remove_leftovers
-from ffwatchd.filing.plan import OriginalChanged, Plan, file_failed_original, remove_partials
+from ffwatchd.filing.plan import Plan, file_failed_original, remove_partials
+from ffwatchd.filing.staging import OriginalChanged
 from ffwatchd.ops.retention import clean_temp_at_startup
 from ffwatchd.ops.statusfile import pid_alive
 from ffwatchd.store import JobQueue

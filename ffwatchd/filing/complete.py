@@ -9,8 +9,9 @@ import time
 from typing import Any
 
 from ffwatchd.config.settings import Settings
-from ffwatchd.filing.plan import OriginalChanged, Plan, execute_plan, result_trusted
+from ffwatchd.filing.plan import Plan, execute_plan, result_trusted
 from ffwatchd.filing.shares import ShareCheck
+from ffwatchd.filing.staging import OriginalChanged
 from ffwatchd.store import JobQueue
 
 log = logging.getLogger("ffwatchd.daemon.recovery")     # its lines read as the recovery's, as before

@@ -33,12 +33,10 @@ from ffwatchd.filing.placing import (
 )
 from ffwatchd.filing.sharepaths import folder_roots, rebase
 from ffwatchd.filing.shares import ShareUnavailable
-from ffwatchd.filing.staging import (  # noqa: F401 - check_original, original_state: re-exported
-    OriginalChanged,
+from ffwatchd.filing.staging import (
     check_original,
     find_staged,
     is_the_original,
-    original_state,
     stage_original,
     unstage_quietly,
 )

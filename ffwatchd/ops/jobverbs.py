@@ -7,7 +7,8 @@ from __future__ import annotations
 from ffwatchd.config.settings import Settings
 from ffwatchd.errors import JobError
 from ffwatchd.faces.registry import fetch_hint, missing_models
-from ffwatchd.filing.plan import OriginalChanged, file_failed_original, find_failed_original, restore_original
+from ffwatchd.filing.plan import file_failed_original, find_failed_original, restore_original
+from ffwatchd.filing.staging import OriginalChanged
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import PRIORITIES, Job, JobQueue, TransitionError, priority_name
 

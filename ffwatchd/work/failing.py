@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from ffwatchd.errors import JobError
 from ffwatchd.filing.placing import with_job_id
-from ffwatchd.filing.plan import OriginalChanged, Plan, execute_plan, plan_failed
+from ffwatchd.filing.plan import Plan, execute_plan, plan_failed
+from ffwatchd.filing.staging import OriginalChanged
 from ffwatchd.fs.writefs import LinkRefused, open_folder, split_under
 from ffwatchd.ops.diskguard import disk_full_error, is_enospc
 from ffwatchd.store import Job

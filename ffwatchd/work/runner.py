@@ -18,11 +18,11 @@ from typing import Any, Callable
 from ffwatchd.config.settings import Settings
 from ffwatchd.errors import JobError
 from ffwatchd.filing.leftovers import remove_leftovers
-from ffwatchd.filing.plan import OriginalChanged, Plan, original_state, plan_done, result_trusted
+from ffwatchd.filing.plan import Plan, plan_done, result_trusted
 from ffwatchd.filing.sharepaths import localize_spec
 from ffwatchd.filing.shares import ShareCheck
 from ffwatchd.filing.sharewait import ShareWaits, _ShareWait
-from ffwatchd.filing.staging import unstage
+from ffwatchd.filing.staging import OriginalChanged, original_state, unstage
 from ffwatchd.fs import safefs
 from ffwatchd.fs.writefs import make_private
 from ffwatchd.media.ffmpeg import find_ffmpeg
@@ -67,7 +67,7 @@ class Outcome:
 def report_thumbs(write: Any, plan: Plan) -> dict | None:
     """Thumbnails of an image job's original and result, keyed by where the plan filed them."""
     # Imported here: the report's thumbnails need OpenCV and Pillow; loaded where one is made.
-    from ffwatchd.batches.report import thumbnail_of
+    from ffwatchd.batches.thumbs import thumbnail_of
 
     source, frame = getattr(write, "source", None), getattr(write, "frame", None)
     if source is None or frame is None or not plan.result_dst:
