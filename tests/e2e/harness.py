@@ -210,6 +210,16 @@ class Daemon:
         """Result files under output/ (without the batch reports and packages beside them)."""
         return [p for p in self.files(self.output) if not p.name.startswith(("ffwatch-report.", "ffwatch-results."))]
 
+    def wait_reports(self, timeout: float, count: int) -> dict[Path, dict]:
+        """The error reports under failed/ once there are `count` of them. A file refused at
+        intake is recorded failed before it is moved to failed/ with its report (the watch
+        files it again after a crash), so the counts reach `failed` a moment before the report
+        is there: tests that read reports wait for them here."""
+        def check() -> dict[Path, dict] | None:
+            found = {p: json.loads(p.read_text()) for p in self.failed.rglob("*.error.json")}
+            return found if len(found) >= count else None
+        return wait_for(check, timeout, f"{count} error reports in {self.failed}", interval=0.1)
+
     def wait_counts(self, timeout: float, **expected: int) -> dict:
         def check() -> dict | None:
             c = self.counts()

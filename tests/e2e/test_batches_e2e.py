@@ -176,7 +176,7 @@ def test_targets_outside_the_allowed_lists_fail_as_bad_sidecar_and_send_nothing(
         d.drop("sneaky/c.jpg", face_jpeg(seed=3))
         d.wait_counts(120, failed=3)
         wait_for(lambda: len(finished_batches(d)) == 3, 60, "the three batches to finish")
-        reports = {p.parent.name: json.loads(p.read_text()) for p in d.failed.rglob("*.error.json")}
+        reports = {p.parent.name: r for p, r in d.wait_reports(30, 3).items()}
         assert {k: r["error_kind"] for k, r in reports.items()} == \
             {"evilhook": "bad_sidecar", "evilmail": "bad_sidecar", "sneaky": "bad_sidecar"}
         assert "notify.webhook" in reports["evilhook"]["message"] and "allowed prefix" in reports["evilhook"]["message"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 
 from tests.e2e.harness import decodes, face_jpeg
 
@@ -39,7 +38,7 @@ def test_mixed_batch_files_each_bad_one_with_its_kind(make_daemon) -> None:
     d.drop("empty.png", b"")
     d.drop("cut.jpg", face_jpeg(seed=9)[:300])
     d.wait_counts(90, done=3, failed=3)
-    reports = {p.name: json.loads(p.read_text()) for p in d.failed.glob("*.error.json")}
+    reports = {p.name: r for p, r in d.wait_reports(30, 3).items()}
     assert set(reports) == {"notes.jpg.error.json", "empty.png.error.json", "cut.jpg.error.json"}
     assert reports["notes.jpg.error.json"]["error_kind"] == "bad_input"
     assert reports["empty.png.error.json"]["error_kind"] == "bad_input"
