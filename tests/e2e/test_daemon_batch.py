@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from tests.e2e.harness import decodes, face_jpeg
 
 
