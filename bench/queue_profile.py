@@ -39,7 +39,9 @@ _spec = importlib.util.spec_from_file_location("bench_queue", ROOT / "bench" / "
 bq = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bq)
 
-from ffwatchd.store.sqlite import SqliteJobStore, _claim_sql, _owned_sql  # noqa: E402
+from ffwatchd.store import jobrules  # noqa: E402
+from ffwatchd.store.dialect import SQLITE  # noqa: E402
+from ffwatchd.store.sqlite import SqliteJobStore, _claim_sql  # noqa: E402
 
 
 class TimedDb:
@@ -156,8 +158,8 @@ SCHEMAS = {
 def raw_floor(folder: Path, n: int) -> dict[str, tuple[float, float]]:
     """CPU µs/job of the store's statements run straight (no store Python) per schema, and of
     huey's dequeue in the slices between them."""
-    plan_sql = _owned_sql("filing = :filing", "id")
-    finish_sql = _owned_sql(SqliteJobStore._FINISH, "id")
+    plan_sql = SQLITE.render(jobrules.fenced_sql(jobrules.SET_FILING, True, "id"))
+    finish_sql = SQLITE.render(jobrules.fenced_sql(jobrules.FINISH, False, "id"))
     claim_sql = _claim_sql(1)
     owner, worker = bq.StoreWorker.owner, json.dumps(bq.StoreWorker.worker)
     conns, jobs = {}, {}
@@ -180,7 +182,8 @@ def raw_floor(folder: Path, n: int) -> dict[str, tuple[float, float]]:
         now = time.time()
         if job is None:
             db.execute("BEGIN IMMEDIATE")
-            job = db.execute(claim_sql, (owner, now + 60, worker, now, now, "studio")).fetchone()
+            job = db.execute(claim_sql, {"owner": owner, "lease": 60, "worker": worker, "now": now,
+                                         "w0": "studio"}).fetchone()
             db.execute("COMMIT")
         for _ in range(k):
             job_id, attempt, now = job[0], job[12], time.time()
@@ -189,9 +192,10 @@ def raw_floor(folder: Path, n: int) -> dict[str, tuple[float, float]]:
                                   "owner": owner, "attempt": attempt, "now": now}).fetchone()
             db.execute("COMMIT")
             db.execute("BEGIN IMMEDIATE")
-            db.execute(finish_sql, {"t": now, "out": f"/o/{job_id}.jpg", "id": job_id, "owner": owner,
-                                    "attempt": attempt, "now": None}).fetchone()
-            job = db.execute(claim_sql, (owner, now + 60, worker, now, now, "studio")).fetchone()
+            db.execute(finish_sql, {"now": now, "output": f"/o/{job_id}.jpg", "id": job_id, "owner": owner,
+                                    "attempt": attempt}).fetchone()
+            job = db.execute(claim_sql, {"owner": owner, "lease": 60, "worker": worker, "now": now,
+                                         "w0": "studio"}).fetchone()
             db.execute("COMMIT")
         return job
 

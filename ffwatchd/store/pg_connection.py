@@ -1,4 +1,4 @@
-"""The PostgreSQL job table's connections, a mixin of PostgresJobStore: a durable and a fast one,
+"""The PostgreSQL job table's connections (PgSession, held by PostgresJobStore): a durable and a fast one,
 opened again when lost (the transaction that hit the loss runs again), and the LISTEN connection
 on which idle workers wait for new work."""
 
@@ -12,7 +12,7 @@ from typing import Any, Callable, TypeVar
 import psycopg
 from psycopg.rows import dict_row
 
-from ffwatchd.store.pg_rows import CHANNEL, NOW
+from ffwatchd.store.pg_rows import CHANNEL
 
 log = logging.getLogger("ffwatchd.store.postgres")
 
@@ -23,23 +23,28 @@ class QueueUnavailable(ConnectionError):
     """The database could not be reached again within the reconnect window."""
 
 
-class PgConnections:
-    """_run (one transaction, reconnecting), _params (the clock), _new_connection, close and
-    wait_for_work; the host class's __init__ sets the attributes below."""
+class PgSession:
+    """The store's connections to one PostgreSQL queue: `run` (one transaction, reconnecting),
+    `new_connection` (a session of its own: LISTEN, advisory locks), `wait_for_work` and `close`."""
 
-    url: str
-    where: str
-    _password: str | None
-    _clock: Callable[[], float] | None
-    connect_timeout: float
-    reconnect_for: float
-    _lock: threading.RLock
-    _listen_lock: threading.Lock
-    _conns: dict[str, psycopg.Connection | None]
-    _listener: psycopg.Connection | None
-    _closed: bool
+    def __init__(self, url: str, where: str, *, password: str | None, connect_timeout: float,
+                 reconnect_for: float) -> None:
+        self.url, self.where, self._password = url, where, password
+        self.connect_timeout, self.reconnect_for = connect_timeout, reconnect_for
+        self._lock = threading.RLock()
+        self._listen_lock = threading.Lock()
+        # "durable": every commit waits for the WAL flush; "fast": synchronous_commit off for the
+        # verbs whose loss in a database crash is safe (claim, heartbeat, finish; see run).
+        self._conns: dict[str, psycopg.Connection | None] = {"durable": None, "fast": None}
+        self._listener: psycopg.Connection | None = None
+        self._closed = False
+        try:                                  # the first connection fails at once, with its reason
+            self._conns["durable"] = self.new_connection()
+        except psycopg.OperationalError as e:  # a sentence for status, jobs and run, not a traceback
+            raise QueueUnavailable(f"job queue {self.where}: cannot connect: "
+                                   f"{' '.join(str(e).split())}") from e
 
-    def _new_connection(self, kind: str = "durable") -> psycopg.Connection:
+    def new_connection(self, kind: str = "durable") -> psycopg.Connection:
         kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(1, int(self.connect_timeout)),
                                   "application_name": "ffwatchd"}
         if self._password is not None:
@@ -56,7 +61,7 @@ class PgConnections:
             conn.execute("SET enable_bitmapscan TO off")
         return conn
 
-    def _connect(self, kind: str = "durable") -> psycopg.Connection:
+    def connect(self, kind: str = "durable") -> psycopg.Connection:
         """The store's connection of that kind, opened again (with retries) when it was lost."""
         if self._closed:
             raise psycopg.InterfaceError(f"{self.where}: the job store is closed")
@@ -67,7 +72,7 @@ class PgConnections:
         delay = 0.2
         while True:
             try:
-                self._conns[kind] = conn = self._new_connection(kind)
+                self._conns[kind] = conn = self.new_connection(kind)
                 return conn
             except psycopg.OperationalError as e:
                 if time.monotonic() + delay > deadline:
@@ -78,7 +83,7 @@ class PgConnections:
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    def _run(self, body: Callable[[psycopg.Cursor], T], durable: bool = True, single: bool = False,
+    def run(self, body: Callable[[psycopg.Cursor], T], durable: bool = True, single: bool = False,
              replayed: Callable[[psycopg.Cursor], tuple[bool, T]] | None = None) -> T:
         """Run `body` in one transaction; on a lost connection, reconnect and run it again.
 
@@ -96,7 +101,7 @@ class PgConnections:
         with self._lock:
             deadline: float | None = None
             while True:
-                conn = self._connect(kind)
+                conn = self.connect(kind)
                 try:
                     if deadline is not None and replayed is not None:      # after a lost connection
                         with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
@@ -121,13 +126,6 @@ class PgConnections:
                                 "transaction again", self.where, str(e).strip() or e.__class__.__name__)
                     self._conns[kind] = None
 
-    def _params(self, **values: Any) -> dict[str, Any]:
-        values["now"] = self._clock() if self._clock is not None else None
-        return values
-
-    def _db_clock(self) -> float:
-        return self._run(lambda cur: cur.execute(f"SELECT {NOW} AS t", self._params()).fetchone()["t"])
-
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -145,7 +143,7 @@ class PgConnections:
                 return False
             if self._listener is None or self._listener.closed or self._listener.broken:
                 try:
-                    self._listener = self._new_connection()
+                    self._listener = self.new_connection()
                     self._listener.execute(f"LISTEN {CHANNEL}")
                 except psycopg.OperationalError as e:
                     log.warning("job queue %s: cannot listen for new work (%s)", self.where, str(e).strip())

@@ -255,5 +255,5 @@ def copy_sqlite_to_postgres(path: Path, store: PostgresJobStore) -> MigrateRepor
                        ON CONFLICT (key) DO UPDATE SET value = excluded.value""", (meta_key, json.dumps(record)))
         if report.copied["jobs"]:
             cur.execute("NOTIFY ffwatchd_jobs")
-    store._run(body)
+    store._pg.run(body)
     return report

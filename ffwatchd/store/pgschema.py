@@ -2,8 +2,39 @@
 
 from __future__ import annotations
 
-from ffwatchd.store.pg_cluster import WORKERS_MIGRATION
-from ffwatchd.store.pg_filings import FILINGS_MIGRATION
+
+WORKERS_MIGRATION = """
+    CREATE TABLE workers (
+        owner               text    PRIMARY KEY,
+        host                text    NOT NULL,
+        pid                 integer NOT NULL,
+        device              text    NOT NULL,
+        requested_provider  text    NOT NULL,
+        provider            text    NOT NULL,
+        job_id              bigint,
+        heartbeat_at        float8  NOT NULL,
+        started_at          float8  NOT NULL
+    );
+"""
+
+# Migration 5, like SQLite's: the id is made once, with the table, on the server.
+FILINGS_MIGRATION = """
+    CREATE TABLE meta (
+        key     text PRIMARY KEY,
+        value   text NOT NULL
+    );
+    INSERT INTO meta (key, value) VALUES ('queue_id', replace(gen_random_uuid()::text, '-', ''));
+    CREATE TABLE filings (
+        watch     text    NOT NULL,
+        folder    text    NOT NULL CHECK (folder IN ('done', 'failed')),
+        rel_path  text    NOT NULL,
+        size      bigint  NOT NULL,
+        inode     bigint  NOT NULL,
+        filed_at  float8  NOT NULL,
+        job_id    bigint,
+        PRIMARY KEY (watch, folder, rel_path)
+    );
+"""
 
 # Same numbering as MIGRATIONS in sqlite_schema.py: migration N here does what migration N does there.
 MIGRATIONS: list[str] = [

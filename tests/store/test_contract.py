@@ -567,7 +567,7 @@ def test_a_claim_walks_the_ready_index_even_before_the_table_is_analysed(pg_url:
                 s.finish(job.id, "w", output_path=None, attempt=job.attempts)
             query = f"""EXPLAIN SELECT id FROM jobs WHERE state = 'queued' AND not_before <= {NOW}
                         ORDER BY priority DESC, queued_at, id FOR UPDATE SKIP LOCKED LIMIT 1"""
-            ours = "\n".join(r[0] for r in s._connect("fast").execute(query, {"now": None}))
+            ours = "\n".join(r[0] for r in s._pg.connect("fast").execute(query, {"now": None}))
             assert "Index Scan using jobs_ready" in ours and "Sort" not in ours, ours
             print("an ordinary session:\n" + "\n".join(r[0] for r in plain.execute(query, {"now": None})))
 

@@ -15,15 +15,15 @@ from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 
 
 def drop_after(store: PostgresJobStore, method: str) -> list[int]:
-    """Make `method` of the store's cursor-level work close its connection after it ran, once."""
+    """Make `method` of the store's transaction-level work (it takes a Tx) close its connection after it ran, once."""
     real = getattr(store, method)
     calls: list[int] = []
 
-    def wrapped(cur, *args, **kwargs):
-        result = real(cur, *args, **kwargs)
+    def wrapped(tx, *args, **kwargs):
+        result = real(tx, *args, **kwargs)
         calls.append(1)
         if len(calls) == 1:
-            cur.connection.close()                   # the answer never reaches us
+            tx.cur.connection.close()                # the answer never reaches us
             raise psycopg.OperationalError("server closed the connection unexpectedly")
         return result
     setattr(store, method, wrapped)
@@ -51,7 +51,7 @@ def test_a_claim_whose_answer_was_lost_is_not_run_again(pg_url: str) -> None:  #
 
 def drop_after_commit(store: PostgresJobStore) -> list[int]:
     """The fast connection's next transaction commits, then the connection is gone (once)."""
-    conn = store._connect("fast")
+    conn = store._pg.connect("fast")
     real_tx = conn.transaction
     dropped: list[int] = []
 
@@ -90,12 +90,12 @@ def test_a_lost_connection_before_the_commit_still_runs_the_claim_again(pg_url: 
         real = store._claim_in
         dropped: list[int] = []
 
-        def before(cur, p):
+        def before(tx, p):
             if not dropped:
                 dropped.append(1)
-                cur.connection.close()
+                tx.cur.connection.close()
                 raise psycopg.OperationalError("server closed the connection unexpectedly")
-            return real(cur, p)
+            return real(tx, p)
         store._claim_in = before                         # type: ignore[method-assign]
         job = store.claim("host:1/cpu", 60)
         assert job is not None and job.id == first and [j.id for j in store.list(state="running")] == [first]
