@@ -40,9 +40,10 @@ def test_a_refused_file_failed_cannot_take_is_retried_shown_and_filed_later(make
 
 
 def test_a_rescan_tries_the_unfiled_again_at_once(make_env, monkeypatch) -> None:
+    from ffwatchd.backoff import Backoff
     from ffwatchd.watch import unfiled
 
-    monkeypatch.setattr(unfiled, "FIRST_DELAY", 3600.0)   # only the rescan can bring the next try
+    monkeypatch.setattr(unfiled, "RETRY", Backoff(3600.0, 3600.0))   # only the rescan can bring the next try
     env = make_env("inotify")
     failed = env.watch.failed
     shutil.rmtree(failed)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
+from ffwatchd.backoff import Backoff
 from ffwatchd.errors import short_repr
 from ffwatchd.spec.values import email_domain
 
@@ -42,7 +43,7 @@ class NotifySettings:
     timeout: float = 10.0                     # one webhook request
 
     def retry_delay(self, attempts: int) -> float:
-        return min(self.backoff_max, self.backoff * 2 ** max(0, attempts - 1))
+        return Backoff(self.backoff, self.backoff_max).delay(attempts)
 
 
 def read_watch_notify(r: Any, raw: Any, path: str, duration: Callable[[Any], float]) -> WatchNotify:

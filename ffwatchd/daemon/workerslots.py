@@ -12,13 +12,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ffwatchd.backoff import Backoff
 from ffwatchd.daemon.recovery import give_back
 from ffwatchd.work.worker import worker_main, worker_owner
 
 log = logging.getLogger("ffwatchd.daemon.supervisor")
 
 LOOP_TICK = 0.5                 # the supervisor's loop; heartbeats stall after max(lease, 3 ticks) * 1.5
-SPAWN_BACKOFF_MAX = 60.0
+SPAWN_BACKOFF = Backoff(first=0.5, cap=16.0)   # seconds before a crashed worker is started again
 
 
 @dataclass
@@ -120,7 +121,7 @@ class WorkerSlots:
             slot.state = "down"
             if reason == "crashed":
                 slot.restarts += 1
-                slot.next_spawn = time.monotonic() + min(SPAWN_BACKOFF_MAX, 2 ** min(slot.restarts, 6) / 4)
+                slot.next_spawn = time.monotonic() + SPAWN_BACKOFF.delay(slot.restarts)
             else:           # after an unasked stop, a moment for our own pending signal first
                 slot.next_spawn = time.monotonic() + 1.0 if unasked else 0.0
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from ffwatchd import __version__
+from ffwatchd.backoff import Backoff
 from ffwatchd.faces.registry import ModelInfo
 from ffwatchd.fs.writefs import fsync_dir
 
@@ -49,7 +50,7 @@ def fetch_model(info: ModelInfo, models_dir: Path, *, url: str | None = None, ti
             if isinstance(e, urllib.error.HTTPError) and e.code < 500 and e.code != 429:
                 raise FetchError(f"{source}: HTTP {e.code} {e.reason}") from e
             if attempt < attempts:
-                delay = min(30.0, backoff * 2.0 ** (attempt - 1))
+                delay = Backoff(backoff, cap=30.0).delay(attempt)
                 log.warning("download of %s failed (%s); retrying in %.0f s (attempt %d of %d)",
                             info.name, e, delay, attempt + 1, attempts)
                 time.sleep(delay)

@@ -12,11 +12,15 @@ from typing import Any, Callable, TypeVar
 import psycopg
 from psycopg.rows import dict_row
 
+from ffwatchd.backoff import Backoff
 from ffwatchd.store.pg_rows import CHANNEL
 
 log = logging.getLogger("ffwatchd.store.postgres")
 
 T = TypeVar("T")
+
+
+RECONNECT = Backoff(first=0.2, cap=5.0)      # seconds between tries to reach the database again
 
 
 class QueueUnavailable(ConnectionError):
@@ -69,8 +73,7 @@ class PgSession:
         if conn is not None and not conn.closed and not conn.broken:
             return conn
         deadline = time.monotonic() + self.reconnect_for
-        delay = 0.2
-        while True:
+        for delay in RECONNECT.delays():
             try:
                 self._conns[kind] = conn = self.new_connection(kind)
                 return conn
@@ -81,7 +84,7 @@ class PgSession:
                 log.warning("job queue %s unreachable (%s); trying again in %.1f s", self.where,
                             str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__, delay)
                 time.sleep(delay)
-                delay = min(delay * 2, 5.0)
+        raise AssertionError("unreachable: the delays never end")
 
     def run(self, body: Callable[[psycopg.Cursor], T], durable: bool = True, single: bool = False,
              replayed: Callable[[psycopg.Cursor], tuple[bool, T]] | None = None) -> T:

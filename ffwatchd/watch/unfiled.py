@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ffwatchd.backoff import Backoff
 from ffwatchd.watch.settle import FileState
 
 log = logging.getLogger("ffwatchd.watch.loop")
 
-FIRST_DELAY = 5.0       # seconds before the first retry
-MAX_DELAY = 300.0       # the delay doubles up to this
+RETRY = Backoff(first=5.0, cap=300.0)     # seconds before the next try of a refused file failed/ did not take
 
 
 @dataclass
@@ -46,7 +46,7 @@ class UnfiledRefusals:
         seconds until the next try)."""
         old = self.files.get(path)
         tries = old.tries + 1 if old is not None and old.state == state else 1
-        delay = min(MAX_DELAY, FIRST_DELAY * 2 ** (tries - 1))
+        delay = RETRY.delay(tries)
         since = old.since if old is not None and tries > 1 else time.time()
         self.files[path] = Unfiled(state, since, reason, tries, time.monotonic() + delay, pending_report)
         return old is None or tries == 1 or old.reason != reason, delay
