@@ -4,6 +4,7 @@ keys, and the listener itself (in this process, on a real socket and a real job 
 from __future__ import annotations
 
 import json
+import socket
 import textwrap
 import urllib.error
 import urllib.request
@@ -193,6 +194,11 @@ def test_every_response_carries_a_strict_csp_and_no_external_asset(served) -> No
         assert "default-src 'none'" in csp and "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
         assert headers["X-Content-Type-Options"] == "nosniff" and headers["Cache-Control"] == "no-store"
         assert "http://" not in body.replace(base, "") and "https://" not in body.replace("https://hooks.example.com", "")
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as raw:      # the header as sent
+        raw.sendall(b"GET /api/overview HTTP/1.0\r\nHost: x\r\n\r\n")
+        head = b"".join(iter(lambda: raw.recv(65536), b"")).split(b"\r\n\r\n")[0]
+    assert b"\r\nServer: ffwatchd\r\n" in head, "the product alone: no Python version, no trailing space"
     status, _, page = _get(base + "/")
     assert status == 200 and "<script src=\"/static/app.js\"" in page and "<script>" not in page
     assert " style=" not in page and " on" + "click=" not in page

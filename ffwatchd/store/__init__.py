@@ -1,4 +1,7 @@
-"""The job table: the contract (`contract.py`) and one module per backend.
+"""The job table: the contract (`contract.py`), its rules stated once for both backends
+(`jobrules.py`, `outbox.py`, over `sqlstore.SqlJobStore`, in the spelling of `dialect.py`),
+and one small class per backend (`sqlite.py`, `postgres.py`). Imports nothing of ffwatchd
+outside this package (the settings only for type checking; import-linter, pyproject.toml).
 
 `JobStore` is the SQLite backend, the embedded default; `open_store(settings)` opens the
 backend the config names (`queue: sqlite` or `queue: {url: postgresql://…}`).

@@ -71,11 +71,14 @@ class WebApp:
 
 class Handler(BaseHTTPRequestHandler):
     server_version = "ffwatchd"
-    sys_version = ""
     timeout = 30            # seconds a connection may idle (a slow client holds no thread for ever)
     app: WebApp          # set on the subclass made per server
 
     # -- plumbing --------------------------------------------------------------------------
+
+    def version_string(self) -> str:
+        """The Server header: the product alone (the base class adds Python's version after a space)."""
+        return self.server_version
 
     def log_message(self, format: str, *args: Any) -> None:      # noqa: A002 - the base class's name
         log.debug("%s %s", self.address_string(), format % args)
