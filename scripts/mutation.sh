@@ -34,7 +34,7 @@ declare -A GLOBS=(
   [values]="ffwatchd.spec.values.x_url_allowed__* ffwatchd.spec.values.x__path_segments__*"
   [store-sqlite]="$(for f in $fenced; do printf '%s%s__mutmut_* ' "$S" "$f"; done)"
   [store-postgres]="$(for f in $fenced; do printf '%s%s__mutmut_* ' "$P" "$f"; done)"
-  [report]="ffwatchd.batches.report.x_render_html__* ffwatchd.batches.report.x__img__*"
+  [report]="ffwatchd.batches.report.x_render_html__* ffwatchd.batches.report.x_row_view__* ffwatchd.batches.report.x_page_view__*"
 )
 ORDER="placing plan settle safefs writefs store-sqlite store-postgres values safeyaml report retention"
 modules=("$@")

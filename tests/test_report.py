@@ -7,6 +7,7 @@ import base64
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import cv2
@@ -199,6 +200,66 @@ def test_messages_and_names_of_failed_cancelled_and_superseded_rows_render_as_te
     for outcome in ("failed", "cancelled", "superseded"):
         row = rows[f"b/{outcome}{MARKUP}.jpg"]                    # the name, as text
         assert row["class"] == outcome and MARKUP in row["cells"][3], row   # the message, as text
+
+
+SCRIPT, BREAKOUT = "<script>alert(1)</script>", '"><img src=x onerror=alert(1)>'
+
+
+class _Elements(HTMLParser):
+    """The elements the page really makes (tag, attributes) and the text it shows."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.elements: list[tuple[str, dict]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self.elements.append((tag, dict(attrs)))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def test_markup_in_names_messages_kinds_and_models_is_only_text_on_the_page(tmp_path: Path) -> None:
+    """Issue 20: the page is a Jinja2 template with autoescape on, so a value is escaped without
+    anyone remembering to. Markup in a done file's name (its link too), a failed row's name, kind
+    and message, a superseded row's message and the models of a sidecar makes no element: no
+    script, no img but the thumbnails; each shows as its characters. Links and thumbnails are
+    escaped once (percent-encoding and base64 hold nothing the escaping changes)."""
+    w, _ = make_batch(tmp_path, names=(f"b/{BREAKOUT}.jpg",))
+    store = JobStore(tmp_path / "state" / "ffwatchd.db")          # make_batch's table
+    spec = {"processors": ["face_swapper"], "face_detector": {"model": SCRIPT}, "face_swapper": {"model": BREAKOUT}}
+    store.record_failure(watch="w", rel_path=f"b/failed{SCRIPT}.jpg", size=1, mtime=1, content_hash="f", kind="image",
+                         error_kind=f"kind{SCRIPT}{BREAKOUT}", message=f"failed: {SCRIPT} {BREAKOUT}", spec=spec,
+                         batch="b")
+    store.record_failure(watch="w", rel_path=f"b/older{BREAKOUT}.jpg", size=1, mtime=1, content_hash="s",
+                         kind="image", error_kind="superseded", message=f"superseded: {SCRIPT} {BREAKOUT}", batch="b")
+    jobs = store.batch_jobs("w", "b")
+    store.close()
+    html_path, _ = write_report(w, "b", jobs, ThumbCache(), batch_id=1, version=1, final=True)
+    text = html_path.read_text()
+    page = _Elements()
+    page.feed(text)
+    page.close()
+    tags = [tag for tag, _ in page.elements]
+    assert "script" not in tags, "a name or message made a script element"
+    assert not [(t, a) for t, a in page.elements if any(k.startswith("on") for k in a)], "an element with a handler"
+    imgs = [a["src"] for t, a in page.elements if t == "img"]
+    assert len(imgs) == 2, imgs                                      # the done file's before and after
+    assert all(src.startswith("data:image/jpeg;base64,") for src in imgs), imgs
+    assert SCRIPT not in text and BREAKOUT not in text, "markup left as markup"
+    shown = "".join(page.text)
+    for value in (f"b/{BREAKOUT}.jpg", f"b/failed{SCRIPT}.jpg", f"kind{SCRIPT}{BREAKOUT}",
+                  f"failed: {SCRIPT} {BREAKOUT}", f"superseded: {SCRIPT} {BREAKOUT}",
+                  f"{SCRIPT}, arcface_w600k_r50, {BREAKOUT}"):
+        assert value in shown, f"{value!r} is not shown as its characters"
+    rows = {row["cells"][0]: row for row in check_report_html(text).rows}
+    assert rows[f"b/failed{SCRIPT}.jpg"]["cells"][3].startswith(f"kind{SCRIPT}{BREAKOUT}: failed: {SCRIPT} {BREAKOUT}")
+    assert rows[f"b/older{BREAKOUT}.jpg"]["cells"][3] == f"superseded: {SCRIPT} {BREAKOUT}"
+    assert rows[f"b/failed{SCRIPT}.jpg"]["cells"][5] == f"{SCRIPT}, arcface_w600k_r50, {BREAKOUT}"
+    # escaped once: the percent-encoded link and the base64 thumbnails stand in the file as made
+    assert 'href="../b/%22%3E%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E.jpg"' in text
+    assert all(f'src="{src}"' in text for src in imgs)
 
 
 def _picture_blobs(png: Path) -> int:

@@ -7,14 +7,13 @@ daemon's own temp names and names matching `ignore` (partial copies) are not lis
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.spec.sidecar import SIDECAR_NAME
 from ffwatchd.watch.scan import InboxUnavailable, scan_inbox
 
-MAX_LISTED = 500          # a folder of thousands of stray files: the first, then a count
+MAX_LISTED = 500          # a folder of thousands of stray files: the report lists the first, then a count
 
 _LEFT_ALONE = {"link": "a symbolic link: links are never followed",
                "fifo": "a FIFO: never opened", "device": "a device: never opened",
@@ -41,16 +40,3 @@ def not_taken(watch: WatchSettings, folder: str) -> list[dict]:
             continue                            # another batch's (a subfolder with its own sidecar)
         out.append({"path": path.relative_to(watch.inbox).as_posix(), "why": why[path]})
     return out
-
-
-def not_taken_html(entries: list[dict]) -> str:
-    """The report's "not taken" section (nothing when there is none)."""
-    if not entries:
-        return ""
-    e = html.escape
-    items = "".join(f"<li>not taken: {e(x['path'])} — {e(x['why'])}</li>" for x in entries[:MAX_LISTED])
-    more = f"<li>… and {len(entries) - MAX_LISTED} more</li>" if len(entries) > MAX_LISTED else ""
-    return (f'<section class="not-taken"><h2>Not taken ({len(entries)})</h2>'
-            f"<p>Files in this folder that this batch did not take; they were not moved.</p>"
-            f"<ul>{items}{more}</ul></section>\n")
-

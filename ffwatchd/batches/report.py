@@ -3,7 +3,7 @@ small inline JPEGs) and `ffwatch-report.json` (the same facts for machines), wri
 
 from __future__ import annotations
 
-import html
+import functools
 import json
 import os
 import time
@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Iterable
 from urllib.parse import quote
 
-from ffwatchd.batches.nottaken import not_taken, not_taken_html
+import jinja2
+from markupsafe import Markup
+
+from ffwatchd.batches.nottaken import MAX_LISTED, not_taken
 from ffwatchd.batches.thumbs import ThumbCache
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
@@ -73,8 +76,9 @@ def _output_rel(watch: WatchSettings, job: Job) -> str | None:
 
 def _href(base: str, rel: str) -> str:
     """A relative link to `rel` (a path below the folder `base` leads to), percent-encoded; a
-    name that is not UTF-8 keeps its bytes."""
-    return html.escape(quote(f"{base}/{rel}".encode("utf-8", "surrogateescape"), safe="/"))
+    name that is not UTF-8 keeps its bytes. Letters, digits, `_.-~/` and `%XX` only: the
+    template's escaping leaves it as it is (escaped once, changed by none of it)."""
+    return quote(f"{base}/{rel}".encode("utf-8", "surrogateescape"), safe="/")
 
 
 def links_from(watch: WatchSettings, report_html: Path) -> dict[str, str]:
@@ -161,22 +165,22 @@ def build_report(watch: WatchSettings, folder: str, jobs: Iterable[Job], *, batc
 #: batch of 10,000 files makes a page of a few MiB, and its refresh decodes no file beyond these
 THUMB_ROWS = 250
 
-#: the page runs nothing and fetches nothing: its pictures are inline, its style in the page
-CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
-
-_CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;background:#fff}
-h1{font-size:1.4em}.counts span{display:inline-block;margin-right:1em;padding:.2em .6em;border-radius:4px;background:#eee}
-.counts .done{background:#d7f5dd}.counts .failed{background:#fbd9d9}table{border-collapse:collapse;width:100%}
-td,th{border-bottom:1px solid #ddd;padding:.4em;text-align:left;vertical-align:top}
-img{width:96px;height:auto;display:inline-block;margin-right:4px;border:1px solid #ccc}
-tr.failed td{background:#fff5f5}.why{color:#a00}code{background:#f4f4f4;padding:0 .2em}
-.noimg{display:inline-block;width:96px;color:#888;font-size:12px}td.pics{white-space:nowrap}"""
+#: the page (templates/report.html): Jinja2 with autoescape on, so every value the page shows is
+#: escaped without anyone remembering to; StrictUndefined: a name the template misspells fails
+_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+                          autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
+                          lstrip_blocks=True, keep_trailing_newline=True, auto_reload=False)
 
 
-def _img(uri: str | None, alt: str) -> str:
-    if uri is None:
-        return '<span class="noimg">no preview</span>'
-    return f'<img src="{uri}" alt="{html.escape(alt)}">'
+@functools.cache
+def _page() -> jinja2.Template:
+    return _ENV.get_template("report.html")
+
+
+@functools.cache
+def _row_macro() -> jinja2.runtime.Macro:
+    """templates/report_row.html's `row` macro: one row, as Markup (escaped in the macro)."""
+    return _ENV.get_template("report_row.html").module.row
 
 
 def page_order(files: list[dict]) -> list[int]:
@@ -185,33 +189,53 @@ def page_order(files: list[dict]) -> list[int]:
     return sorted(range(len(files)), key=lambda i: (order.get(files[i]["outcome"], 9), files[i]["path"]))
 
 
-def _row(f: dict, pics: tuple[str | None, str | None] | None, links: dict[str, str] | None = None) -> str:
-    """One file's row; `pics` None: past the rows that show pictures (THUMB_ROWS); `links`:
-    relative links to the result and the original (`links_from`)."""
-    e = html.escape
+def row_view(f: dict, pics: tuple[str | None, str | None] | None, links: dict[str, str] | None = None) -> dict:
+    """What one file's row shows, for the template to lay out: `pics` None: past the rows that
+    show pictures (THUMB_ROWS); `links`: relative links to the result and the original (`links_from`)."""
     before, after = pics or (None, None)
-    more = '<span class="noimg">pictures: first rows only</span>'
+    view = {"outcome": f["outcome"], "path": f["path"], "kind": "text", "pictures": (),
+            "took": f"{f['duration_s']:.1f} s" if f["duration_s"] is not None else "",
+            "models": ", ".join(f["models"])}
     if f["state"] == "done":
-        pictures = _img(before, "before") + _img(after, "after") if pics is not None else more
-        detail = e(f"output/{f['output']}") if f["output"] else ""
-        if links and f["output"]:
-            detail = f'<a href="{_href(links["output"], f["output"])}">{detail}</a>'
-        if links and f.get("original"):
-            detail += f' (<a href="{_href(links["done"], f["original"])}">original</a>)'
+        view.update(kind="done", pictures=None if pics is None else ((before, "before"), (after, "after")),
+                    output_text=f"output/{f['output']}" if f["output"] else "",
+                    output_href=_href(links["output"], f["output"]) if links and f["output"] else None,
+                    original_href=_href(links["done"], f["original"]) if links and f.get("original") else None)
     elif f["outcome"] == "superseded":
-        pictures = ""
-        detail = f'<span>{e(f["message"] or "")}</span>'
+        view.update(kind="superseded", message=f["message"] or "")
     elif f["state"] in ("failed", "cancelled"):
-        pictures = _img(before, "original") if pics is not None else more
-        detail = (f'<span class="why">{e(f["error_kind"] or "")}: {e(f["message"] or "")}</span>'
-                  f'<br>retry: <code>{e(f["retry"] or "")}</code>')
+        view.update(kind="failed", pictures=None if pics is None else ((before, "original"),),
+                    error_kind=f["error_kind"] or "", message=f["message"] or "", retry=f["retry"] or "")
     else:
-        pictures, detail = "", e(f["state"] + progress_text(f.get("progress")))
-    took = f"{f['duration_s']:.1f} s" if f["duration_s"] is not None else ""
-    shown = f["outcome"]
-    return (f'<tr class="{e(shown)}"><td>{e(f["path"])}</td><td>{e(shown)}</td>'
-            f'<td class="pics">{pictures}</td><td>{detail}</td><td>{took}</td>'
-            f'<td>{e(", ".join(f["models"]))}</td></tr>')
+        view["text"] = f["state"] + progress_text(f.get("progress"))
+    return view
+
+
+def _row(f: dict, pics: tuple[str | None, str | None] | None, links: dict[str, str] | None = None) -> Markup:
+    """One file's row, made by the row template (autoescaped: Markup)."""
+    return _row_macro()(row_view(f, pics, links))
+
+
+def page_view(report: dict, rows: list[Markup]) -> dict:
+    """What the page shows besides the rows, for the template: the report itself and the values
+    made from it (counts shown, the zip's link, the lists cut to their shown length)."""
+    c, prov = report["counts"], report["provenance"]
+    package = Path(report["package"]).name if report.get("package") else None
+    missing = report.get("package_missing") or []
+    left = report.get("not_taken") or []
+    return {
+        "report": report, "title": f"ffwatchd report: {report['watch']} {report['batch']}",
+        "counts": [(s, c.get(s, 0)) for s in STATE_ORDER if c.get(s)],
+        "package": {"href": _href(".", package), "name": package} if package else None,
+        "public": report.get("public"),
+        "missing": {"total": len(missing), "shown": missing[:20]} if missing else None,
+        "processors": ", ".join(prov["processors"]) or "-", "models": ", ".join(prov["models"]) or "-",
+        "settings": json.dumps(prov["settings"], indent=2),
+        "not_taken": ({"total": len(left), "shown": left[:MAX_LISTED], "more": max(0, len(left) - MAX_LISTED)}
+                      if left else None),
+        # each row is the row template's output (Markup, escaped there); a plain str would be escaped
+        "rows": Markup("\n").join(rows),
+    }
 
 
 def render_html(report: dict, thumbs: dict[int, tuple[str | None, str | None]],
@@ -219,8 +243,6 @@ def render_html(report: dict, thumbs: dict[int, tuple[str | None, str | None]],
                 links: dict[str, str] | None = None) -> str:
     """The page: counts, then one row per file (failed first) with before/after thumbnails for
     the jobs in `thumbs` (the first THUMB_ROWS rows); `rows_of` keeps the rows without pictures."""
-    e = html.escape
-    c = report["counts"]
     files = report["files"]
     rows = []
     for n, i in enumerate(order if order is not None else page_order(files)):
@@ -229,31 +251,7 @@ def render_html(report: dict, thumbs: dict[int, tuple[str | None, str | None]],
             rows.append(_row(f, thumbs.get(f["job_id"], (None, None)), links))
         else:
             rows.append(rows_of.plain_row(f, links))
-    counts = "".join(f'<span class="{s}">{e(s)}: {c.get(s, 0)}</span>' for s in STATE_ORDER if c.get(s))
-    prov = report["provenance"]
-    # The people reading this open it from the share: the zip's name beside the report, not
-    # the path it has on the daemon's host.
-    package = (f'<p>All results in one file: <a href="{_href(".", Path(report["package"]).name)}">'
-               f'<code>{e(Path(report["package"]).name)}</code></a>, next to this report</p>'
-               if report.get("package") else "")
-    if report.get("public"):
-        package += f'<p>This report on the share: <code>{e(report["public"])}</code></p>'
-    if report.get("package_missing"):
-        package += (f'<p class="why">{len(report["package_missing"])} result(s) could not be packed: '
-                    + "; ".join(e(m) for m in report["package_missing"][:20]) + "</p>")
-    title = f"ffwatchd report: {report['watch']} {report['batch']}"
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}"><title>{e(title)}</title>'
-            f'<style>{_CSS}</style></head><body>\n<h1>{e(title)}</h1>\n'
-            f'<p>{e(report["state"])} (version {report["version"]}), generated {e(report["generated_at"])}; '
-            f'{c["total"]} file(s)</p>\n<p class="counts">{counts}</p>\n{package}'
-            f'<p>Processors: {e(", ".join(prov["processors"]) or "-")}; models: '
-            f'{e(", ".join(prov["models"]) or "-")}</p>\n'
-            f'<table><thead><tr><th>file</th><th>state</th><th>before / after</th><th>result or reason</th>'
-            f'<th>took</th><th>models</th></tr></thead><tbody>\n' + "\n".join(rows) +
-            f'\n</tbody></table>\n<details><summary>settings used</summary><pre>'
-            f'{e(json.dumps(prov["settings"], indent=2))}</pre></details>\n'
-            + not_taken_html(report.get("not_taken", [])) + '</body></html>\n')
+    return _page().render(page_view(report, rows))
 
 
 class RowCache:
@@ -263,7 +261,7 @@ class RowCache:
 
     def __init__(self) -> None:
         self._data: dict[int, tuple[tuple, dict, str]] = {}
-        self._rows: dict[int, tuple[tuple, str]] = {}
+        self._rows: dict[int, tuple[tuple, Markup]] = {}
 
     @staticmethod
     def _key(job: Job) -> tuple:
@@ -280,7 +278,7 @@ class RowCache:
         self._rows.pop(job.id, None)
         return entry, text
 
-    def plain_row(self, f: dict, links: dict[str, str] | None = None) -> str:
+    def plain_row(self, f: dict, links: dict[str, str] | None = None) -> Markup:
         hit = self._rows.get(f["job_id"])
         key = self._data[f["job_id"]][0] if f["job_id"] in self._data else None
         if hit is not None and hit[0] == key:
