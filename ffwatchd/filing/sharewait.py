@@ -1,40 +1,65 @@
-"""Share drop-outs inside a worker: a job waits for its share, unspent. Mixed into `JobRunner`
-(runner.py), which gives `settings`, `store`, `owner` and `shares` (a ShareCheck)."""
+"""Share drop-outs inside a worker: a job waits for its share, unspent. `ShareWaiter` is handed to
+the worker's `JobRunner` and its failure policy (both in ffwatchd.work), which it knows only
+through the two small Protocols below."""
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Protocol
 
+from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.filing.plan import Filed, Holder, Plan, execute_plan
-from ffwatchd.filing.shares import ShareUnavailable
-from ffwatchd.store import Job, TransitionError
+from ffwatchd.filing.shares import ShareCheck, ShareUnavailable
+from ffwatchd.store import Job, JobQueue, TransitionError
 
 log = logging.getLogger("ffwatchd.work.runner")
 
 
-class _ShareWait(Exception):
+class ShareWaitTooLong(Exception):
     """Waiting longer for the share would run into job_timeout: the job goes back to the queue."""
 
 
-class ShareWaits:
-    """Release a job whose share is gone; wait for the share (lease kept) while filing."""
+class HeldLease(Protocol):
+    """A job's lease as the waiter uses it (ffwatchd.work.heartbeats.Lease)."""
 
-    settings: Any
-    store: Any
-    owner: str
-    shares: Any
+    @property
+    def status(self) -> str: ...
 
-    def _release_for_share(self, job: Job, out: Any, why: str, lease: Any) -> None:
+    @property
+    def should_stop(self) -> bool: ...
+
+    def stop(self) -> None: ...
+
+
+class Released(Protocol):
+    """The part of a job's outcome (ffwatchd.work.outcome.Outcome) a release for the share sets."""
+
+    outcome: str
+    message: str | None
+
+
+class ShareWaiter:
+    """Release a job whose share is gone; wait for the share (lease kept) while filing; carry
+    out a recorded plan under the lease, retried while the share is unavailable."""
+
+    def __init__(self, settings: Settings, store: JobQueue, owner: str, shares: ShareCheck) -> None:
+        self.settings, self.store, self.owner, self.shares = settings, store, owner, shares
+
+    def problem(self, watch: WatchSettings) -> str | None:
+        """Why the watch's share is unavailable now, or None when it is there."""
+        return self.shares.problem(watch)
+
+    def release(self, job: Job, out: Released, why: str, lease: HeldLease) -> None:
+        """The job goes back to the queue, no attempt spent: its share is gone."""
         log.warning("job %d: the share is unavailable (%s); back to the queue, no attempt spent", job.id, why)
         lease.stop()                  # no longer ours: the heartbeats must not renew it
         self.store.release(job.id, self.owner, attempt=job.attempts)
         out.outcome, out.message = "lost", f"share unavailable: {why}"
 
-    def _wait_for_share(self, watch: Any, job: Job, lease: Any, why: str) -> None:
-        """Wait (lease kept by the heartbeats) until the watch's folders are back; _ShareWait when
-        waiting longer would run into workers.job_timeout, or the lease went."""
+    def wait(self, watch: WatchSettings, job: Job, lease: HeldLease, why: str | None) -> None:
+        """Wait (lease kept by the heartbeats) until the watch's folders are back; ShareWaitTooLong
+        when waiting longer would run into workers.job_timeout, or the lease went."""
         w = self.settings.workers
         limit = (job.started_at or time.time()) + w.job_timeout - max(10.0, w.lease)
         delay = 0.5
@@ -43,13 +68,13 @@ class ShareWaits:
             if lease.should_stop:
                 raise TransitionError(f"job {job.id}: lease {lease.status} while waiting for the share")
             if time.time() + delay > limit:
-                raise _ShareWait(why)
+                raise ShareWaitTooLong(why)
             time.sleep(delay)
             delay = min(delay * 2, 30.0)
             why = self.shares.problem(watch)
         log.info("job %d: the share is back; filing", job.id)
 
-    def _file_plan(self, watch: Any, plan: Plan, job: Job, lease: Any, fresh: bool = False) -> Filed:
+    def file_plan(self, watch: WatchSettings, plan: Plan, job: Job, lease: HeldLease, fresh: bool = False) -> Filed:
         """Carry out a recorded plan under the job's lease, confirmed (fenced) before the original
         leaves its inbox name (`fresh`: the caller's `set_filing` just did) and before a copy is
         linked; while the share is unavailable it is retried with backoff."""
@@ -61,10 +86,10 @@ class ShareWaits:
                                     holder=Holder(self.owner, job.attempts, confirm, fresh),
                                     share_problem=lambda: self.shares.problem(watch))
             except ShareUnavailable as e:
-                why = str(e)
+                why: str | None = str(e)
             except OSError:
                 why = self.shares.problem(watch)
                 if not why:
                     raise
-            self._wait_for_share(watch, job, lease, why)
+            self.wait(watch, job, lease, why)
             fresh = False

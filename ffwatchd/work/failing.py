@@ -1,7 +1,7 @@
 """How a job fails inside a worker: the error's kind from an exception, another attempt or a final
-failure with the original filed to failed/, and a stop for a cancel or a lost lease. Mixed into
-`JobRunner` (runner.py), which gives `settings`, `store`, `owner`, `shares`, `_file_plan`,
-`_release_for_share` and `_clean_temp`."""
+failure with the original filed to failed/, and a stop for a cancel or a lost lease. `FailurePolicy`
+is built by `JobRunner` (runner.py) with what it needs: the job table, the share waiter (filing
+under the lease, a release when the share went), a temp cleaner and the originals as checked."""
 
 from __future__ import annotations
 
@@ -9,19 +9,19 @@ import logging
 import os
 import stat as statmod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Callable, Mapping
 
+from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.errors import JobError
 from ffwatchd.filing.placing import with_job_id
 from ffwatchd.filing.plan import Plan, execute_plan, plan_failed
+from ffwatchd.filing.sharewait import ShareWaiter
 from ffwatchd.filing.staging import OriginalChanged
 from ffwatchd.fs.writefs import LinkRefused, open_folder, split_under
 from ffwatchd.ops.diskguard import disk_full_error, is_enospc
-from ffwatchd.store import Job
+from ffwatchd.store import Job, JobQueue
 from ffwatchd.work.heartbeats import Lease
-
-if TYPE_CHECKING:
-    from ffwatchd.work.runner import Outcome
+from ffwatchd.work.outcome import Outcome
 
 log = logging.getLogger("ffwatchd.work.runner")
 
@@ -45,30 +45,33 @@ def as_job_error(exc: BaseException, where: Path | None = None) -> JobError:
     return JobError("internal", f"{exc.__class__.__name__}: {exc}", transient=True)
 
 
-class JobFailures:
-    """_handle (an exception during a job), _failed, _fail_final, _fail_without_filing, _stopped."""
+class FailurePolicy:
+    """How one job of this worker fails: `handle` (an exception during a job), `failed`,
+    `fail_final`, `fail_without_filing`, `stopped` (a cancel or a lost lease)."""
 
-    settings: Any
-    store: Any
-    owner: str
-    shares: Any
-    _file_plan: Any
-    _release_for_share: Any
-    _clean_temp: Any
+    def __init__(self, settings: Settings, store: JobQueue, owner: str, waiter: ShareWaiter,
+                 clean_temp: Callable[[int], None], checked: Mapping[int, dict]) -> None:
+        self.settings, self.store, self.owner, self.waiter = settings, store, owner, waiter
+        #: removes a job's temp folder and temp result file
+        self.clean_temp = clean_temp
+        #: each running job's original as the runner checked it (its state when filed to failed/)
+        self.checked = checked
 
-    def _handle(self, exc: Exception, watch: Any, job: Job, lease: Lease, out: Outcome, where: Path) -> None:
-        why = self.shares.problem(watch)
+    def handle(self, exc: Exception, watch: WatchSettings, job: Job, lease: Lease, out: Outcome,
+               where: Path) -> None:
+        why = self.waiter.problem(watch)
         if why and not lease.should_stop:      # the failure came from the share going: not the job's
-            self._release_for_share(job, out, why, lease)
+            self.waiter.release(job, out, why, lease)
             return
         err = as_job_error(exc, where)
         if err.kind == "internal" and not isinstance(exc, JobError):
             log.error("job %d: unexpected error", job.id, exc_info=exc)
-        self._failed(watch, job, lease, out, err, self.settings.temp_dir / f"job-{job.id}")
+        self.failed(watch, job, lease, out, err, self.settings.temp_dir / f"job-{job.id}")
 
-    def _failed(self, watch: Any, job: Job, lease: Lease, out: Outcome, err: JobError, workdir: Path) -> None:
+    def failed(self, watch: WatchSettings, job: Job, lease: Lease, out: Outcome, err: JobError,
+               workdir: Path) -> None:
         if lease.should_stop:
-            self._stopped(watch, job, lease, out, workdir)
+            self.stopped(watch, job, lease, out, workdir)
             return
         out.error_kind, out.message = err.kind, err.message
         out.fatal = err.kind == "memory"
@@ -78,45 +81,45 @@ class JobFailures:
                             attempt=job.attempts)
             out.outcome = "retried"
             if job.kind == "image":
-                self._clean_temp(job.id)   # videos keep finished segments to resume
+                self.clean_temp(job.id)    # videos keep finished segments to resume
             return
         message = err.message
         if err.transient:                  # the report says it is final, not "will be retried"
             message += f" (gave up after {job.attempts} attempts; `ffwatchd jobs retry {job.id}` runs it again)"
-        self._fail_final(watch, job, out, err.kind, message, workdir, lease)
+        self.fail_final(watch, job, out, err.kind, message, workdir, lease)
 
-    def _fail_final(self, watch: Any, job: Job, out: Outcome, kind: str, message: str, workdir: Path,
-                    lease: Lease | None = None) -> None:
+    def fail_final(self, watch: WatchSettings, job: Job, out: Outcome, kind: str, message: str, workdir: Path,
+                   lease: Lease | None = None) -> None:
         self._withdraw_result(watch, job)
-        plan = plan_failed(watch, job, kind, message, getattr(self, "_checked", {}).get(job.id))
+        plan = plan_failed(watch, job, kind, message, self.checked.get(job.id))
         self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
         try:
             if lease is not None:
-                self._file_plan(watch, plan, job, lease, fresh=True)
+                self.waiter.file_plan(watch, plan, job, lease, fresh=True)
             else:
                 execute_plan(plan, job, watch, ledger=self.store)
         except LinkRefused as e:              # failed/ goes through a link: nothing is written there
-            self._fail_without_filing(job, out, "io", f"{e.message}; the original stays in the inbox "
-                                      f"(the job failed first as {kind}: {message})")
+            self.fail_without_filing(job, out, "io", f"{e.message}; the original stays in the inbox "
+                                     f"(the job failed first as {kind}: {message})")
             return
         except OriginalChanged as e:          # the file there now is another job's: left in the inbox
             self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
-            self._fail_without_filing(job, out, e.kind, f"{e.message} (the job failed first as {kind}: {message})")
-            self._clean_temp(job.id)
+            self.fail_without_filing(job, out, e.kind, f"{e.message} (the job failed first as {kind}: {message})")
+            self.clean_temp(job.id)
             return
         except OSError as e:                  # not the share going (that waits): failed/ refuses it
             self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
-            self._fail_without_filing(job, out, "io", f"the original could not be filed to failed/ "
-                                      f"({e.strerror or e}); it stays in the inbox (the job failed first as "
-                                      f"{kind}: {message})")
-            self._clean_temp(job.id)
+            self.fail_without_filing(job, out, "io", f"the original could not be filed to failed/ "
+                                     f"({e.strerror or e}); it stays in the inbox (the job failed first as "
+                                     f"{kind}: {message})")
+            self.clean_temp(job.id)
             return
         self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
                         attempt=job.attempts)
         out.outcome, out.error_kind, out.message = "failed", kind, message
-        self._clean_temp(job.id)
+        self.clean_temp(job.id)
 
-    def _withdraw_result(self, watch: Any, job: Job) -> None:
+    def _withdraw_result(self, watch: WatchSettings, job: Job) -> None:
         """A job that recorded a done plan (its result maybe placed in output/) and now fails:
         the result it placed goes, so no output of a failed job stays. Only the file at the
         plan's name with the plan's size, reached without following a link, is removed."""
@@ -150,22 +153,22 @@ class JobFailures:
         finally:
             os.close(fd)
 
-    def _fail_without_filing(self, job: Job, out: Outcome, kind: str, message: str) -> None:
+    def fail_without_filing(self, job: Job, out: Outcome, kind: str, message: str) -> None:
         """The original is not ours to move (gone, or replaced by new content)."""
         log.warning("job %d: %s: %s", job.id, kind, message)
         self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
                         attempt=job.attempts)
         out.outcome, out.error_kind, out.message = "failed", kind, message
 
-    def _stopped(self, watch: Any, job: Job, lease: Lease, out: Outcome, workdir: Path) -> None:
+    def stopped(self, watch: WatchSettings, job: Job, lease: Lease, out: Outcome, workdir: Path) -> None:
         if lease.status == "cancelled":
             plan = plan_failed(watch, job, "cancelled", "cancelled by an operator while running",
-                               getattr(self, "_checked", {}).get(job.id))
+                               self.checked.get(job.id))
             try:
                 execute_plan(plan, job, watch, ledger=self.store)
             except (LinkRefused, OriginalChanged) as e:
                 log.error("job %d: cancelled; its original stays in the inbox: %s", job.id, e.message)
-            self._clean_temp(job.id)
+            self.clean_temp(job.id)
             out.outcome, out.error_kind = "cancelled", "cancelled"
         else:
             out.outcome = "lost"

@@ -1,8 +1,9 @@
 """One claimed job from start to filing: check the original, run the pipeline, file the outcome.
 
 Runs inside a worker process. The lease is kept alive by `Lease` (heartbeats.py) while the
-pipeline works; a job that was cancelled or lost meanwhile is not filed as done. How a job
-fails is in failing.py, how it waits for its share in sharewait.py, a video's own stage in videojob.py.
+pipeline works; a job that was cancelled or lost meanwhile is not filed as done. Two collaborators
+built with the runner do the rest: how a job fails (`FailurePolicy`, failing.py) and how it waits for
+its share (`ShareWaiter`, filing/sharewait.py); a video's own stage is in videojob.py.
 """
 
 from __future__ import annotations
@@ -11,17 +12,16 @@ import logging
 import shutil
 import stat as statmod
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ffwatchd.config.settings import Settings
+from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.errors import JobError
 from ffwatchd.filing.leftovers import remove_leftovers
 from ffwatchd.filing.plan import Plan, plan_done, result_trusted
 from ffwatchd.filing.sharepaths import localize_spec
 from ffwatchd.filing.shares import ShareCheck
-from ffwatchd.filing.sharewait import ShareWaits, _ShareWait
+from ffwatchd.filing.sharewait import ShareWaiter, ShareWaitTooLong
 from ffwatchd.filing.staging import OriginalChanged, original_state, unstage
 from ffwatchd.fs import safefs
 from ffwatchd.fs.writefs import make_private
@@ -29,8 +29,9 @@ from ffwatchd.media.ffmpeg import find_ffmpeg
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import Job, JobQueue, TransitionError
 from ffwatchd.watch.hashing import hash_file
-from ffwatchd.work.failing import JobFailures
+from ffwatchd.work.failing import FailurePolicy
 from ffwatchd.work.heartbeats import Heartbeats, Lease
+from ffwatchd.work.outcome import Outcome
 from ffwatchd.work.prefetch import Prefetched, Prefetcher, Ready
 from ffwatchd.work.verify import SourceHashes, check_sources
 from ffwatchd.work.videojob import process_video_file
@@ -42,26 +43,6 @@ _GONE = "gone"          # _original_problem: the original is not at its inbox pa
 
 class _Superseded(str):
     """_original_problem: the original changed after it was queued (its new content is its own job)."""
-
-
-@dataclass
-class Outcome:
-    """What happened to one job, for the supervisor's metrics and logs."""
-    job_id: int
-    watch: str
-    kind: str
-    outcome: str                        # done | failed | retried | cancelled | lost
-    error_kind: str | None = None
-    message: str | None = None
-    duration: float = 0.0
-    queue_wait: float = 0.0
-    bytes: int = 0
-    frames: int = 0
-    fatal: bool = False                 # the worker must be replaced (memory)
-    extra: dict = field(default_factory=dict)
-    #: the batch report's thumbnails of a filed image (path -> data URI), made from the pictures
-    #: the worker holds, so the supervisor does not decode the files again
-    thumbs: dict | None = None
 
 
 def report_thumbs(write: Any, plan: Plan) -> dict | None:
@@ -76,7 +57,7 @@ def report_thumbs(write: Any, plan: Plan) -> dict | None:
     return {k: v for k, v in thumbs.items() if v is not None} or None
 
 
-class JobRunner(JobFailures, ShareWaits):
+class JobRunner:
     """Runs claimed jobs on this worker's pipeline (models stay loaded between jobs)."""
 
     def __init__(self, settings: Settings, store: JobQueue, pipeline: Any, owner: str,
@@ -93,6 +74,10 @@ class JobRunner(JobFailures, ShareWaits):
         self._held: dict[int, Lease] = {}
         #: each running job's original as `_original_problem` found it: filed only while it still is
         self._checked: dict[int, dict] = {}
+        #: releases a job whose share went, waits for the share, files a plan under the lease
+        self.waiter = ShareWaiter(settings, store, owner, self.shares)
+        #: retries, final failures (the original to failed/ with its report), cancels, lost leases
+        self.failures = FailurePolicy(settings, store, owner, self.waiter, self._clean_temp, self._checked)
         make_private(settings.temp_dir)
 
     def run(self, job: Job, beat: Any = None) -> Outcome:
@@ -140,8 +125,8 @@ class JobRunner(JobFailures, ShareWaits):
         except TransitionError as e:         # the lease went to someone else, or a cancel
             log.warning("job %d: %s", job.id, e)
             out.outcome = "lost"
-        except _ShareWait as e:
-            self._release_for_share(job, out, str(e), lease)
+        except ShareWaitTooLong as e:
+            self.waiter.release(job, out, str(e), lease)
         except BaseException:
             lease.stop()
             raise
@@ -156,7 +141,8 @@ class JobRunner(JobFailures, ShareWaits):
         try:
             watch = self.settings.watch(job.watch)
         except KeyError:
-            self._fail_without_filing(job, out, "internal", f"watch {job.watch!r} is no longer in the config")
+            self.failures.fail_without_filing(job, out, "internal",
+                                              f"watch {job.watch!r} is no longer in the config")
             return None
         workdir = self.settings.temp_dir / f"job-{job.id}"
         pre = self.prefetcher.take(job.id)     # a held image: checked, decoded and prepared ahead
@@ -164,15 +150,15 @@ class JobRunner(JobFailures, ShareWaits):
             pre = None
         why = self.shares.problem(watch) if pre is None else None
         if why:                                # claimed just as the share went: it waits, unspent
-            self._release_for_share(job, out, why, lease)
+            self.waiter.release(job, out, why, lease)
             return None
         if job.filing:                         # a crash interrupted filing: finish it, do not redo work
             if self._resume_filing(watch, job, Plan.from_dict(job.filing).localized(watch), out, lease):
                 return None
         if job.attempts > job.max_attempts:
-            self._fail_final(watch, job, out, job.error_kind or "worker_crashed",
-                             (job.error_message or "the worker died") + f" (after {job.max_attempts} attempts)",
-                             workdir, lease)
+            self.failures.fail_final(watch, job, out, job.error_kind or "worker_crashed",
+                                     (job.error_message or "the worker died") + f" (after {job.max_attempts} "
+                                     "attempts)", workdir, lease)
             return None
         original = watch.inbox / job.rel_path
         problem = pre.problem if pre is not None else self._original_problem(job, original)
@@ -181,22 +167,15 @@ class JobRunner(JobFailures, ShareWaits):
         if problem == _GONE:
             why = self.shares.problem(watch)
             if why:
-                self._release_for_share(job, out, why, lease)
+                self.waiter.release(job, out, why, lease)
             else:                              # really gone while its inbox is there: said in a report
-                self._fail_final(watch, job, out, "vanished", f"{original} left the inbox before it was "
-                                 "processed (deleted or moved away while queued)", workdir, lease)
+                self.failures.fail_final(watch, job, out, "vanished", f"{original} left the inbox before it "
+                                         "was processed (deleted or moved away while queued)", workdir, lease)
             return None
         ready: Ready | None = pre.ready if pre is not None and not problem else None
         source_error = None if problem or ready is not None else check_sources(watch, job, self._source_hashes)
         if problem or source_error is not None:
-            why = self.shares.problem(watch)
-            if why:                            # the share went meanwhile: not the job's fault
-                self._release_for_share(job, out, why, lease)
-            elif problem:
-                self._fail_without_filing(job, out, "superseded" if isinstance(problem, _Superseded) else "bad_input",
-                                          problem)
-            else:
-                self._failed(watch, job, lease, out, source_error, workdir)
+            self._not_processed(watch, job, lease, out, problem, source_error, workdir)
             return None
         spec = ready.spec if ready is not None else JobSpec.from_snapshot(localize_spec(job.spec, job.sources, watch))
         log.info("job %d: %s %s (attempt %d/%d)", job.id, job.kind, original, job.attempts, job.max_attempts)
@@ -206,30 +185,43 @@ class JobRunner(JobFailures, ShareWaits):
         except TransitionError:
             raise
         except Exception as e:  # noqa: BLE001 - every failure ends as a job error with a kind
-            self._handle(e, watch, job, lease, out, workdir)
+            self.failures.handle(e, watch, job, lease, out, workdir)
             return None
         return lambda pending=None: self._file_done(watch, job, lease, out, result, suffix, workdir, write,
                                                     pending)
 
-    def _file_done(self, watch: Any, job: Job, lease: Lease, out: Outcome, result: Path, suffix: str,
+    def _not_processed(self, watch: WatchSettings, job: Job, lease: Lease, out: Outcome, problem: str | None,
+                       source_error: JobError | None, workdir: Path) -> None:
+        """The original or a source is not right: the share went meanwhile (the job waits, unspent),
+        the original is not the one queued (not this job's to file), or a source failed its check."""
+        why = self.shares.problem(watch)
+        if why:                                # the share went meanwhile: not the job's fault
+            self.waiter.release(job, out, why, lease)
+        elif problem:
+            kind = "superseded" if isinstance(problem, _Superseded) else "bad_input"
+            self.failures.fail_without_filing(job, out, kind, problem)
+        elif source_error is not None:
+            self.failures.failed(watch, job, lease, out, source_error, workdir)
+
+    def _file_done(self, watch: WatchSettings, job: Job, lease: Lease, out: Outcome, result: Path, suffix: str,
                    workdir: Path, write: Callable[[Path], Any] | None = None,
                    pending: "Pending | None" = None) -> None:
         try:
             if lease.should_stop:
-                self._stopped(watch, job, lease, out, workdir)
+                self.failures.stopped(watch, job, lease, out, workdir)
                 return
             if write is not None:             # the image's encode, in the filing thread
                 write(result)
             why = self.shares.problem(watch)
             if why:
-                self._wait_for_share(watch, job, lease, why)
+                self.waiter.wait(watch, job, lease, why)
             plan = plan_done(watch, job, result, suffix, self._checked.get(job.id))
             self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
             try:
-                self._file_plan(watch, plan, job, lease, fresh=True)
+                self.waiter.file_plan(watch, plan, job, lease, fresh=True)
             except OriginalChanged as e:      # replaced or rewritten meanwhile: not this job's to file
                 self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
-                self._fail_without_filing(job, out, e.kind, e.message)
+                self.failures.fail_without_filing(job, out, e.kind, e.message)
                 self._clean_temp(job.id, None if job.kind != "image" else result)
                 return
             if write is not None:
@@ -239,10 +231,10 @@ class JobRunner(JobFailures, ShareWaits):
             self._clean_temp(job.id, None if job.kind != "image" else result)
         except TransitionError:
             raise
-        except _ShareWait as e:
-            self._release_for_share(job, out, str(e), lease)
+        except ShareWaitTooLong as e:
+            self.waiter.release(job, out, str(e), lease)
         except Exception as e:  # noqa: BLE001 - every failure ends as a job error with a kind
-            self._handle(e, watch, job, lease, out, result)
+            self.failures.handle(e, watch, job, lease, out, result)
 
     def _finish(self, job: Job, output_path: str | None, pending: "Pending | None") -> None:
         """done; when the worker asked for it (`Pending.then_claim`), with the claim of its next
@@ -333,7 +325,7 @@ class JobRunner(JobFailures, ShareWaits):
             self._checked.pop(next(iter(self._checked)))
         return None
 
-    def _resume_filing(self, watch: Any, job: Job, plan: Plan, out: Outcome, lease: Lease) -> bool:
+    def _resume_filing(self, watch: WatchSettings, job: Job, plan: Plan, out: Outcome, lease: Lease) -> bool:
         """True when the plan was completed (or the job released); False when the work must be done again."""
         folders = sorted({Path(p).parent for p in (plan.result_dst, plan.original_dst) if p})
         remove_leftovers(folders, self.store, now=time.time(), lease=self.settings.workers.lease, job_id=job.id)
@@ -343,9 +335,9 @@ class JobRunner(JobFailures, ShareWaits):
             return False
         log.info("job %d: finishing the filing an earlier attempt started (a crash or an error stopped it)", job.id)
         try:
-            self._file_plan(watch, plan, job, lease)
-        except _ShareWait as e:
-            self._release_for_share(job, out, str(e), lease)
+            self.waiter.file_plan(watch, plan, job, lease)
+        except ShareWaitTooLong as e:
+            self.waiter.release(job, out, str(e), lease)
             return True
         except OriginalChanged as e:           # the original is not the one processed: look at it again
             log.warning("job %d: %s", job.id, e.message)
@@ -353,7 +345,7 @@ class JobRunner(JobFailures, ShareWaits):
             unstage(Path(plan.original_src), job.id, job.attempts)
             return False
         except (JobError, OSError) as e:      # as any failure of the job (never the worker's end)
-            self._handle(e, watch, job, lease, out, Path(plan.result_src or plan.original_src))
+            self.failures.handle(e, watch, job, lease, out, Path(plan.result_src or plan.original_src))
             return True
         if plan.outcome == "done":
             self.store.finish(job.id, self.owner, output_path=plan.result_dst, attempt=job.attempts)
@@ -392,8 +384,8 @@ class Pending:
                 except TransitionError as e:
                     log.warning("job %d: %s", self.job.id, e)
                     self.out.outcome = "lost"
-                except _ShareWait as e:
-                    self.runner._release_for_share(self.job, self.out, str(e), self.lease)
+                except ShareWaitTooLong as e:
+                    self.runner.waiter.release(self.job, self.out, str(e), self.lease)
         finally:
             self.lease.stop()
             self.runner._checked.pop(self.job.id, None)

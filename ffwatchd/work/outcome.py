@@ -1,0 +1,26 @@
+"""What happened to one job (`Outcome`): written by the runner and its failure policy, read by
+the worker loop for the supervisor's metrics and logs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Outcome:
+    """What happened to one job, for the supervisor's metrics and logs."""
+    job_id: int
+    watch: str
+    kind: str
+    outcome: str                        # done | failed | retried | cancelled | lost
+    error_kind: str | None = None
+    message: str | None = None
+    duration: float = 0.0
+    queue_wait: float = 0.0
+    bytes: int = 0
+    frames: int = 0
+    fatal: bool = False                 # the worker must be replaced (memory)
+    extra: dict = field(default_factory=dict)
+    #: the batch report's thumbnails of a filed image (path -> data URI), made from the pictures
+    #: the worker holds, so the supervisor does not decode the files again
+    thumbs: dict | None = None
