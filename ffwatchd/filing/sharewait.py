@@ -8,12 +8,15 @@ import logging
 import time
 from typing import Protocol
 
+from ffwatchd.backoff import Backoff
 from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.filing.plan import Filed, Holder, Plan, execute_plan
 from ffwatchd.filing.shares import ShareCheck, ShareUnavailable
 from ffwatchd.store import Job, JobQueue, TransitionError
 
 log = logging.getLogger("ffwatchd.work.runner")
+
+SHARE_BACK = Backoff(first=0.5, cap=30.0)     # seconds between looks for a share that went
 
 
 class ShareWaitTooLong(Exception):
@@ -62,15 +65,15 @@ class ShareWaiter:
         when waiting longer would run into workers.job_timeout, or the lease went."""
         w = self.settings.workers
         limit = (job.started_at or time.time()) + w.job_timeout - max(10.0, w.lease)
-        delay = 0.5
         log.warning("job %d: the share is unavailable (%s); filing waits for it", job.id, why)
+        delays = SHARE_BACK.delays()
         while why:
             if lease.should_stop:
                 raise TransitionError(f"job {job.id}: lease {lease.status} while waiting for the share")
+            delay = next(delays)
             if time.time() + delay > limit:
                 raise ShareWaitTooLong(why)
             time.sleep(delay)
-            delay = min(delay * 2, 30.0)
             why = self.shares.problem(watch)
         log.info("job %d: the share is back; filing", job.id)
 
