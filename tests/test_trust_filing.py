@@ -3,6 +3,7 @@ no overwrites, no links followed in destinations, share modes, share markers."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -507,6 +508,24 @@ def test_a_missing_file_holds_no_name_and_a_folder_holds_names_as_spelled(tmp_pa
     assert not exists_exactly(tmp_path / "gone" / "a.jpg")
     with Folder(tmp_path, "", Perms()) as folder:
         assert named_exactly(folder, "a.jpg") and not named_exactly(folder, "A.jpg")
+
+
+def test_a_closed_folder_holds_no_names_rather_than_the_current_folders(tmp_path: Path, monkeypatch) -> None:
+    """os.listdir(-1) lists the current folder: a closed Folder (fd -1) must not answer from there."""
+    from ffwatchd.filing.placing import listed_names, named_exactly
+    from ffwatchd.fs.writefs import Folder, Perms
+
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    (elsewhere / "a.jpg").write_bytes(b"x")
+    monkeypatch.chdir(elsewhere)
+    (tmp_path / "f").mkdir()
+    folder = Folder(tmp_path / "f", "", Perms())
+    folder.close()
+    assert not named_exactly(folder, "a.jpg")
+    with pytest.raises(OSError) as e:
+        listed_names(folder.fd)
+    assert e.value.errno == errno.EBADF
 
 
 def test_json_written_atomically_lands_whole_in_new_folders_and_leaves_no_temp(tmp_path: Path) -> None:

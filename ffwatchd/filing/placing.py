@@ -70,7 +70,10 @@ def _candidates(name: str, job_id: int) -> list[str]:
 def listed_names(folder: int | Path) -> list[str]:
     """A folder's entries as its directory listing spells them. On a case-insensitive or
     normalising share (SMB/cifs, a casefold folder) a lookup of `foto.jpg` finds `Foto.jpg`, and
-    `café` written NFD finds `café` written NFC; the listing tells them apart."""
+    `café` written NFD finds `café` written NFC; the listing tells them apart. A closed folder's
+    descriptor (-1) is refused: `os.listdir(-1)` would list the current folder instead."""
+    if isinstance(folder, int) and folder < 0:
+        raise OSError(errno.EBADF, "a closed folder has no listing")
     return os.listdir(folder)
 
 
