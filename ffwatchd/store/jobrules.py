@@ -102,13 +102,13 @@ CLAIMED = """state = 'running', lease_owner = :owner, lease_until = {now} + :lea
 
 # -- the holder's transitions, fenced ------------------------------------------------------------
 
-FENCE = ("id = :id AND state = 'running' AND lease_owner = :owner "
-         "AND (CAST(:attempt AS INTEGER) IS NULL OR attempts = CAST(:attempt AS INTEGER))")
-
-
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def fenced_sql(assignments: str, live: bool, returning: str) -> str:
-    return (f"UPDATE jobs SET {assignments} WHERE {FENCE}"
+    """The fence: the job is running, leased to :owner, on :attempt (when given) and, `live`,
+    its lease has not run out."""
+    fence = ("id = :id AND state = 'running' AND lease_owner = :owner "
+             "AND (CAST(:attempt AS INTEGER) IS NULL OR attempts = CAST(:attempt AS INTEGER))")
+    return (f"UPDATE jobs SET {assignments} WHERE {fence}"
             f"{' AND lease_until >= {now}' if live else ''} RETURNING {returning}")
 
 
