@@ -33,6 +33,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from _record import record  # noqa: E402
 
+# bench/queue.py must not stand in for the standard `queue` (psycopg imports it)
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
+
 CHILD = r"""
 import json, sys, tempfile, time
 from pathlib import Path
@@ -135,7 +138,7 @@ def main() -> int:
     text = markdown(args.baseline, args.jobs, results, (load_before, os.getloadavg()[0]))
     print(text)
     if args.record:
-        record("queue-ab", "## Queue: this store against an earlier one (`bench/queue_ab.py`)\n\n" + text)
+        record(f"queue-ab-{args.baseline}", f"## Queue: this store against {args.baseline}'s (`bench/queue_ab.py`)\n\n" + text)
     return 0
 
 

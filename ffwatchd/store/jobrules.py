@@ -31,18 +31,21 @@ _INSERT = """INSERT INTO jobs (watch, rel_path, size, mtime, content_hash, kind,
              ON CONFLICT (watch, rel_path, content_hash) DO NOTHING
              RETURNING *"""
 
+_INSERT_FAILED = _INSERT.replace(":finished", "{now}")
+
 FIND = "SELECT * FROM jobs WHERE watch = :watch AND rel_path = :rel_path AND content_hash = :hash"
 
 
-def insert(tx: Tx, *, state: str, **p: Any) -> tuple[Job, bool]:
-    """A new job `queued` (enqueue) or born `failed` (record_failure); the same watch, path and
-    content returns the job already there. Returns (job, created)."""
+def insert(tx: Tx, p: dict[str, Any]) -> tuple[Job, bool]:
+    """A new job, p["state"] `queued` (enqueue) or born `failed` (record_failure); the same
+    watch, path and content returns the job already there. Returns (job, created)."""
     if p["kind"] not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, not {p['kind']!r}")
-    p["finished"] = tx.now if state == "failed" else None
-    row = tx.one(_INSERT if state == "queued" else _INSERT.replace(":finished", "{now}"), state=state, **p)
+    queued = p["state"] == "queued"
+    p["finished"] = None
+    row = tx.execute(_INSERT if queued else _INSERT_FAILED, p).fetchone()
     if row is not None:
-        if state == "queued":
+        if queued:
             tx.announce()
         return tx.d.job(row), True
     return tx.d.job(tx.one(FIND, watch=p["watch"], rel_path=p["rel_path"], hash=p["hash"])), False

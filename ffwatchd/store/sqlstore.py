@@ -63,21 +63,22 @@ class SqlJobStore(JobQueue):
                 spec: dict, sources: Sequence[dict] = (), sidecars: Sequence[str] = (), priority: int = 0,
                 max_attempts: int | None = None, batch: str | None = None) -> tuple[Job, bool]:
         d = self.dialect
-        p = dict(watch=watch, rel_path=encode_path(rel_path), size=size, mtime=mtime, hash=content_hash, kind=kind,
-                 priority=priority, spec=d.json(spec), sources=d.json(list(sources)), sidecars=d.json(list(sidecars)),
-                 max_attempts=max_attempts or self.max_attempts, error_kind=None, message=None,
-                 batch=encode_path(batch))
-        return self._run(lambda tx: rules.insert(tx, state="queued", **p))
+        p = {"watch": watch, "rel_path": encode_path(rel_path), "size": size, "mtime": mtime, "hash": content_hash,
+             "kind": kind, "priority": priority, "spec": d.json(spec), "sources": d.json(list(sources)),
+             "sidecars": d.json(list(sidecars)), "max_attempts": max_attempts or self.max_attempts,
+             "state": "queued", "error_kind": None, "message": None, "batch": encode_path(batch)}
+        return self._run(lambda tx: rules.insert(tx, p))
 
     def record_failure(self, *, watch: str, rel_path: str, size: int, mtime: float, content_hash: str,
                        kind: str, error_kind: str, message: str, spec: dict | None = None,
                        sidecars: Sequence[str] = (), batch: str | None = None) -> tuple[Job, bool]:
         d = self.dialect
-        p = dict(watch=watch, rel_path=encode_path(rel_path), size=size, mtime=mtime, hash=content_hash,
-                 kind=kind if kind in KINDS else "image", priority=0, spec=d.json(spec or {}),
-                 sources=d.json([]), sidecars=d.json(list(sidecars)), max_attempts=self.max_attempts,
-                 error_kind=error_kind, message=printable(message), batch=encode_path(batch))
-        return self._run(lambda tx: rules.insert(tx, state="failed", **p), durable=True)
+        p = {"watch": watch, "rel_path": encode_path(rel_path), "size": size, "mtime": mtime, "hash": content_hash,
+             "kind": kind if kind in KINDS else "image", "priority": 0, "spec": d.json(spec or {}),
+             "sources": d.json([]), "sidecars": d.json(list(sidecars)), "max_attempts": self.max_attempts,
+             "state": "failed", "error_kind": error_kind, "message": printable(message),
+             "batch": encode_path(batch)}
+        return self._run(lambda tx: rules.insert(tx, p), durable=True)
 
     # -- back to the queue without the holder ---------------------------------------------------------
 
