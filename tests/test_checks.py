@@ -34,3 +34,16 @@ def test_metrics_port_free_or_held_by_another_program(tmp_path: Path) -> None:
     warnings, notes = [], []
     check_metrics_port(settings_on(tmp_path, port), warnings, notes)
     assert warnings == [] and notes == [f"metrics 127.0.0.1:{port} is free"]
+
+
+def test_free_space_that_cannot_be_read_is_said_not_passed_over(tmp_path: Path) -> None:
+    """`check` looked at free space only after a folder was found writable and passed over a
+    statvfs that failed then (a share dropping between the two): it is a warning now."""
+    from ffwatchd.ops.checks import _check_measurable
+
+    warnings: list[str] = []
+    _check_measurable("watch w: output /share/output", tmp_path / ("x" * 300), warnings)   # statvfs: ENAMETOOLONG
+    assert warnings == ["watch w: output /share/output: free space cannot be read (File name too long); "
+                        "the disk guard cannot watch it"]
+    _check_measurable("watch w: output here", tmp_path, warnings)
+    assert len(warnings) == 1, "a measurable local folder says nothing"

@@ -52,11 +52,14 @@ def check_folders(settings: Settings, problems: list[str], notes: list[str], war
 
 
 def _check_measurable(where: str, folder: Path, warnings: list[str]) -> None:
-    """A filesystem that reports no size: its free space is unknown (the guard does not pause for it)."""
+    """A filesystem that reports no size: its free space is unknown (the guard does not pause for
+    it). Reached only for a folder just found writable, so a statvfs that fails here is said too."""
     try:
         unknown = free_bytes_or_none(folder) is None
-    except OSError:
-        return                  # unreadable: the writability check above already said so
+    except OSError as e:
+        warnings.append(f"{where}: free space cannot be read ({e.strerror or e}); the disk guard "
+                        "cannot watch it")
+        return
     if unknown:
         warnings.append(f"{where}: free space cannot be measured: {UNKNOWN_SIZE}")
 
