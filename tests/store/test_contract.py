@@ -179,6 +179,23 @@ def test_lease_expiry_and_takeover(store: JobQueue, clock: Clock) -> None:
     assert store.finish(job.id, "w2", output_path=None).state == "done"
 
 
+def test_a_holder_whose_lease_ran_out_untaken_may_still_end_its_job(store: JobQueue, clock: Clock) -> None:
+    """Only the filing plan and the lease confirmation before a move need a live lease: a job whose
+    files were filed while its lease ran out (a slow share) and that nobody took meanwhile is
+    finished, failed or released by its holder, not run again."""
+    ends = [lambda j: store.finish(j.id, "w1", output_path="/o.jpg", attempt=j.attempts),
+            lambda j: store.fail(j.id, "w1", error_kind="bad_input", message="x", transient=False,
+                                 attempt=j.attempts),
+            lambda j: store.release(j.id, "w1", attempt=j.attempts)]
+    for k, end in enumerate(ends):
+        add(store, f"{k}.jpg", content=str(k))
+        job = store.claim("w1", 60)
+        clock.t += 61                                   # expired, not swept: nobody claimed since
+        with pytest.raises(TransitionError, match="expired"):
+            store.set_filing(job.id, "w1", {"outcome": "done"}, attempt=job.attempts)
+        assert end(job).state == ("done", "failed", "queued")[k]
+
+
 def test_finish_and_claim_is_one_transaction(store: JobQueue, clock: Clock) -> None:
     """A worker's finish and its next claim in one commit: the next job is leased as a claim
     would lease it, and a refused finish claims nothing."""
