@@ -103,6 +103,32 @@ def test_a_lost_connection_before_the_commit_still_runs_the_claim_again(pg_url: 
         store.close()
 
 
+def test_a_finish_and_claim_lost_before_its_commit_runs_again(pg_url: str) -> None:  # noqa: F811
+    """The connection goes inside the transaction (after the finish, before the claim and the
+    commit): nothing was committed, so the replay check says so and the finish and the claim run
+    again, on this attempt and this owner."""
+    store = PostgresJobStore(pg_url)
+    try:
+        a, b, _ = enqueue(store, 3)
+        job = store.claim("host:1/cpu", 60)
+        real = store._claim_in
+        dropped: list[int] = []
+
+        def before(tx, p):
+            if not dropped:
+                dropped.append(1)
+                tx.cur.connection.close()
+                raise psycopg.OperationalError("server closed the connection unexpectedly")
+            return real(tx, p)
+        store._claim_in = before                         # type: ignore[method-assign]
+        nxt = store.finish_and_claim(a, "host:1/cpu", output_path="/out/a.jpg", lease=60, attempt=job.attempts)
+        assert dropped == [1]
+        assert store.get(a).state == "done" and store.get(a).output_path == "/out/a.jpg"
+        assert nxt is not None and nxt.id == b and [j.id for j in store.list(state="running")] == [b]
+    finally:
+        store.close()
+
+
 @pytest.fixture(autouse=True)
 def _needs_postgres(pg_url: str) -> None:  # noqa: F811
     return None
