@@ -55,7 +55,8 @@ def insert(tx: Tx, p: dict[str, Any]) -> tuple[Job, bool]:
 
 #: what a job gets back to the queue with when its holder is gone (`why`, the holder, `why_end`)
 REQUEUE = """state = 'queued', queued_at = {now}, not_before = 0, error_kind = 'worker_crashed',
-             error_message = 'the worker holding this job ' || CAST(:why AS TEXT) || coalesce(lease_owner, '?') || CAST(:why_end AS TEXT),
+             error_message = 'the worker holding this job ' || CAST(:why AS TEXT) || coalesce(lease_owner, '?')
+                             || CAST(:why_end AS TEXT),
              lease_owner = NULL, lease_until = NULL"""
 
 #: running jobs whose lease ran out go back to the queue, always, even on their last attempt: the

@@ -47,10 +47,10 @@ class SqlJobStore(JobQueue):
         """The claim in `tx` (parameters owner, lease, worker, watches): the engine's statement of
         `jobrules.READY`, `NEXT` and `CLAIMED`, after the expired leases went back."""
 
+    @abc.abstractmethod
     def _claim_params(self, owner: str, lease: float, watches: Sequence[str] | None,
                       worker: dict | None) -> dict[str, Any]:
-        return {"owner": owner, "lease": lease, "worker": self.dialect.json(worker or None),
-                "watches": list(watches) if watches is not None else None}
+        """The claim's parameters as this engine's claim statement binds them."""
 
     def _claimed_by(self, tx: Tx, p: dict[str, Any]) -> tuple[bool, Job | None]:
         """Whether the claim `p` was committed before its connection was lost (the backends that
