@@ -412,6 +412,23 @@ def test_a_broken_config_naming_a_state_dir_without_a_job_table_is_an_error_and_
     assert not (tmp_path / "st").exists()
 
 
+def test_reading_commands_on_a_state_dir_the_daemon_never_used_create_nothing(tmp_path: Path, capsys) -> None:
+    """`status`, `jobs list` and `batches list` before the daemon's first run made state_dir and an
+    empty ffwatchd.db there; they answer from an empty table now and say it is not created yet."""
+    (tmp_path / "in").mkdir()
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("state_dir: st\ntemp_dir: t\nmodels_dir: m\nwatches:\n  - name: w\n    inbox: in\n"
+                   "    output: out\n    done: done\n    failed: failed\n")
+    for argv in (["status"], ["jobs", "list"], ["batches", "list"], ["jobs", "list", "--json"]):
+        assert main([*argv, "-c", str(cfg)]) == 0, argv
+    out = capsys.readouterr().out
+    assert "queue: sqlite " in out and "(not created yet: the daemon has not run with this state_dir)" in out
+    assert "jobs: queued 0" in out
+    assert not (tmp_path / "st").exists(), "a reading command created state_dir"
+    assert main(["jobs", "show", "1", "-c", str(cfg)]) == 1 and "no job 1" in capsys.readouterr().err
+    assert not (tmp_path / "st").exists()
+
+
 def test_a_broken_config_is_warned_about_once_per_command_naming_the_real_state_dir(cfg: Path, capsys) -> None:
     """`status` and `jobs list` read the config twice: the warning came twice, with state_dir
     as written in the file (var/state), not the folder really read."""

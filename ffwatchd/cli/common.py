@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -76,11 +77,38 @@ def settings_for_reading(config: str | None) -> tuple[Settings | None, Path]:
 
 
 def open_store_for_reading(config: str | None) -> JobQueue:
-
+    """The job table behind `config`, for commands that read it. A SQLite table the daemon has not
+    made yet is read as empty, without creating state_dir or an ffwatchd.db there."""
     settings, state_dir = settings_for_reading(config)
-    if settings is not None:
+    if settings is not None and settings.queue.url is not None:
         return open_store(settings)
-    return SqliteJobStore(state_dir / "ffwatchd.db")
+    path = settings.db_path if settings is not None else state_dir / "ffwatchd.db"
+    if not path.exists() and _nearest_existing(path.parent).is_dir():   # (a file in the way: its error below)
+        return NotCreatedYet(path)
+    return open_store(settings) if settings is not None else SqliteJobStore(path)
+
+
+def _nearest_existing(path: Path) -> Path:
+    while not os.path.lexists(path) and path != path.parent:
+        path = path.parent
+    return path
+
+
+class NotCreatedYet(SqliteJobStore):
+    """An empty job table standing for one the daemon has not created yet at `path`: made in a
+    temporary folder (removed on close), so that reading commands answer "nothing yet" without
+    leaving a state_dir and an empty ffwatchd.db behind them."""
+
+    def __init__(self, path: Path) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="ffwatchd-empty-")
+        super().__init__(Path(self._tmp.name) / "ffwatchd.db")
+        self.where = f"sqlite {path} (not created yet: the daemon has not run with this state_dir)"
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._tmp.cleanup()
 
 
 def check_watch_name(config: str | None, name: str | None) -> None:
