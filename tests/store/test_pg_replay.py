@@ -83,21 +83,28 @@ def test_a_finish_and_claim_whose_answer_was_lost_returns_its_claim(pg_url: str)
         store.close()
 
 
+def drop_before_claim(store: PostgresJobStore) -> list[int]:
+    """The store's next claim statement finds its connection gone (once), before anything commits."""
+    real = store._claim_in
+    dropped: list[int] = []
+
+    def before(tx, p):
+        if not dropped:
+            dropped.append(1)
+            tx.cur.connection.close()
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return real(tx, p)
+    store._claim_in = before                             # type: ignore[method-assign]
+    return dropped
+
+
 def test_a_lost_connection_before_the_commit_still_runs_the_claim_again(pg_url: str) -> None:  # noqa: F811
     store = PostgresJobStore(pg_url)
     try:
         first, _ = enqueue(store, 2)
-        real = store._claim_in
-        dropped: list[int] = []
-
-        def before(tx, p):
-            if not dropped:
-                dropped.append(1)
-                tx.cur.connection.close()
-                raise psycopg.OperationalError("server closed the connection unexpectedly")
-            return real(tx, p)
-        store._claim_in = before                         # type: ignore[method-assign]
+        dropped = drop_before_claim(store)
         job = store.claim("host:1/cpu", 60)
+        assert dropped == [1]
         assert job is not None and job.id == first and [j.id for j in store.list(state="running")] == [first]
     finally:
         store.close()
@@ -111,16 +118,7 @@ def test_a_finish_and_claim_lost_before_its_commit_runs_again(pg_url: str) -> No
     try:
         a, b, _ = enqueue(store, 3)
         job = store.claim("host:1/cpu", 60)
-        real = store._claim_in
-        dropped: list[int] = []
-
-        def before(tx, p):
-            if not dropped:
-                dropped.append(1)
-                tx.cur.connection.close()
-                raise psycopg.OperationalError("server closed the connection unexpectedly")
-            return real(tx, p)
-        store._claim_in = before                         # type: ignore[method-assign]
+        dropped = drop_before_claim(store)
         nxt = store.finish_and_claim(a, "host:1/cpu", output_path="/out/a.jpg", lease=60, attempt=job.attempts)
         assert dropped == [1]
         assert store.get(a).state == "done" and store.get(a).output_path == "/out/a.jpg"
