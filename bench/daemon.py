@@ -11,7 +11,6 @@ Writes the `daemon` section of docs/benchmarks.md (not with --quick or --no-reco
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import resource
 import statistics
@@ -22,9 +21,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# bench/ holds a queue.py that would shadow the standard library's `queue`.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
+
+from _record import record  # noqa: E402 - bench/ is the script's folder, first on the path
 
 from ffwatchd.config.load import load_config  # noqa: E402
 from ffwatchd.faces.pipeline import Pipeline  # noqa: E402
@@ -32,11 +31,6 @@ from ffwatchd.spec.jobspec import JobSpec  # noqa: E402
 from tests.e2e.harness import Daemon, face_jpeg, synthetic_models, wait_for  # noqa: E402
 
 
-def record(section: str, markdown: str) -> None:
-    spec = importlib.util.spec_from_file_location("_bench_record", ROOT / "bench" / "_record.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.record(section, markdown)
 
 
 def git_head() -> str:

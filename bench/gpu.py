@@ -35,8 +35,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]   # bench/queue.py
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
 EXIT_NO_CUDA = 3
 NEEDS = {"insightface": "real models (SCRFD, ArcFace wrappers)", "watchdog": "daemon rows",
@@ -546,11 +545,10 @@ def record_file(path: Path) -> int:
     if r.get("dry_run") or r.get("probe_providers", [None])[0] != "CUDAExecutionProvider":
         print(f"{path}: a CPU dry run (or no CUDA session); not recorded", file=sys.stderr)
         return 2
-    spec = importlib.util.spec_from_file_location("_bench_record", ROOT / "bench" / "_record.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.record("gpu", f"## GPU (`bench/gpu.py`) on {r['device']}\n\nMeasured on that device from "
-                         f"`{path.name}`; the footer names the machine that folded the figures in.\n\n" + markdown(r))
+    from _record import record     # bench/: first on the path when run as a script, else added above
+
+    record("gpu", f"## GPU (`bench/gpu.py`) on {r['device']}\n\nMeasured on that device from "
+           f"`{path.name}`; the footer names the machine that folded the figures in.\n\n" + markdown(r))
     print(f"recorded the gpu section of docs/benchmarks.md from {path}")
     return 0
 

@@ -20,20 +20,12 @@ from pathlib import Path
 import cv2
 
 ROOT = Path(__file__).resolve().parent.parent
-# bench/ holds a queue.py that would shadow the standard library's `queue` (urllib3 needs it).
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import synthetic_models as sm  # noqa: E402
+from _record import record  # noqa: E402 - bench/ is the script's folder, first on the path
 
 
-def record(section: str, markdown: str) -> None:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_bench_record", ROOT / "bench" / "_record.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.record(section, markdown)
 
 
 from ffwatchd.faces.anonymize import anonymize_face  # noqa: E402

@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
+from _record import record  # noqa: E402 - bench/ is the script's folder, first on the path
 from c2pa_certs import make_chain  # noqa: E402
 
 from ffwatchd.media.c2pa_sign import ManifestSigner, load_credentials  # noqa: E402
@@ -42,13 +42,6 @@ def timed(fn, runs: int) -> float:
     return statistics.median(samples)
 
 
-def record(section: str, markdown: str) -> None:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_bench_record", ROOT / "bench" / "_record.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.record(section, markdown)
 
 
 def main() -> int:

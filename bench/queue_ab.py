@@ -3,7 +3,7 @@
     python bench/queue_ab.py --baseline REV [--pairs 5] [--jobs 3000] [--record]
 
 Each measurement is a fresh process that imports one checkout's `ffwatchd.store` and runs a
-worker's per-job sequence (`bench/queue.py`'s StoreWorker: the fenced, synced filing plan, then
+worker's per-job sequence (`bench/queue_bench.py`'s StoreWorker: the fenced, synced filing plan, then
 the fenced finish with the next claim in one transaction) over `--jobs` queued jobs:
 
 - SQLite as the daemon runs it (WAL, only the filing plan synced), on a fresh table in a temp folder;
@@ -32,9 +32,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from _record import record  # noqa: E402
-
-# bench/queue.py must not stand in for the standard `queue` (psycopg imports it)
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 
 CHILD = r"""
 import json, sys, tempfile, time

@@ -35,9 +35,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from _record import record  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("bench_queue", ROOT / "bench" / "queue.py")
-bq = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bq)
+import queue_bench as bq  # noqa: E402
 
 from ffwatchd.store import jobrules  # noqa: E402
 from ffwatchd.store.dialect import SQLITE  # noqa: E402

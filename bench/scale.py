@@ -15,7 +15,6 @@ docs/benchmarks.md (not with --quick or --no-record).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 import tempfile
@@ -23,9 +22,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# bench/ holds a queue.py that would shadow the standard library's `queue`.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
+
+from _record import record  # noqa: E402 - bench/ is the script's folder, first on the path
 
 from ffwatchd.config.load import load_config  # noqa: E402
 from ffwatchd.watch.ingest import ingest_file  # noqa: E402
@@ -34,11 +33,6 @@ from tests import pg  # noqa: E402
 from tests.e2e.harness import Daemon, face_jpeg, synthetic_models, wait_for  # noqa: E402
 
 
-def record(section: str, markdown: str) -> None:
-    spec = importlib.util.spec_from_file_location("_bench_record", ROOT / "bench" / "_record.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.record(section, markdown)
 
 
 def measure(tmp: Path, url: str, jobs: int, job_time: float, n_daemons: int, n_workers: int) -> dict:

@@ -25,8 +25,6 @@ import cv2
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-# bench/ itself must not shadow the standard library (bench/queue.py would hide `queue`).
-sys.path = [p for p in sys.path if Path(p or ".").resolve() != REPO / "bench"]
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "media")]
 
 from bench._record import record  # noqa: E402

@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path[0] = str(Path(__file__).resolve().parent.parent)   # not bench/: its names shadow the stdlib
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the checkout: ffwatchd and bench._record
 
 from bench._record import record  # noqa: E402
 from ffwatchd.config.load import load_settings  # noqa: E402

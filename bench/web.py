@@ -30,8 +30,9 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]   # bench/queue.py
 sys.path.insert(0, str(ROOT))
+
+from _record import record  # noqa: E402 - bench/ is the script's folder, first on the path
 
 from ffwatchd.config.load import load_settings  # noqa: E402
 from ffwatchd.ops.documents import jobs_document, jobs_list, status_document, status_parts, to_json  # noqa: E402
@@ -40,13 +41,6 @@ from ffwatchd.web.server import WebApp, WebServer  # noqa: E402
 from tests.e2e.harness import Daemon, face_jpeg, free_port, synthetic_models, wait_for  # noqa: E402
 
 
-def record(section: str, markdown: str) -> None:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_bench_record", ROOT / "bench" / "_record.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.record(section, markdown)
 
 
 def build_table(root: Path, n: int):

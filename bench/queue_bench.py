@@ -1,7 +1,7 @@
 """Queue throughput: our job table against huey's SqliteHuey on the same disk, same run, at the
 same durability (both synchronous=FULL, and both NORMAL).
 
-    python bench/queue.py [--jobs 5000] [--runs 3] [--dir FOLDER] [--skip-backends]
+    python bench/queue_bench.py [--jobs 5000] [--runs 3] [--dir FOLDER] [--skip-backends]
 
 ffwatchd is measured doing a worker's real per-job sequence (the fenced, synced filing plan;
 the fenced finish with the next claim in the same transaction); huey doing `dequeue` (select + delete in one transaction, no
@@ -27,11 +27,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _record import record  # noqa: E402
-
-# This file is named queue.py: keep bench/ off the path so libraries get the standard `queue`.
-_BENCH = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH]
-sys.modules.pop("queue", None) if getattr(sys.modules.get("queue"), "__file__", "").startswith(str(_BENCH)) else None
 
 from ffwatchd.store import JobStore  # noqa: E402
 
@@ -224,7 +219,7 @@ def main() -> None:
         f"\n\nLoad average {load_before:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores during the runs; "
         "where the time goes: \"Queue: where the time goes\" and \"Queue profile\" below.")
     print(text)
-    record("queue", "## Queue (`bench/queue.py`)\n\n" + text)
+    record("queue", "## Queue (`bench/queue_bench.py`)\n\n" + text)
 
 
 # -- the two backends side by side (SQLite, PostgreSQL) ---------------------------------------
@@ -325,7 +320,7 @@ def main_backends(n: int, folder: str | None = None, clients: int = 4) -> None:
     ]
     text = "\n".join(lines)
     print(text)
-    record("queue-backends", "## Queue backends: SQLite and PostgreSQL (`bench/queue.py`)\n\n" + text)
+    record("queue-backends", "## Queue backends: SQLite and PostgreSQL (`bench/queue_bench.py`)\n\n" + text)
 
 
 if __name__ == "__main__":
