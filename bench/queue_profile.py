@@ -18,7 +18,6 @@ Three measurements, recorded in docs/benchmarks.md (section queue-profile):
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
