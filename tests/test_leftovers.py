@@ -89,16 +89,22 @@ def test_retention_removes_a_copy_whose_writer_lost_its_job_and_keeps_one_being_
     store.close()
 
 
-def test_the_next_worker_of_the_host_removes_the_copy_of_a_killed_one(share, tmp_path) -> None:
-    """A worker killed while copying its result into output/ left its temp; the worker that
-    takes the job over finishes the filing and removes it (its writer's pid is gone)."""
+def claimed_by_a_dead_worker(share: Path, tmp_path: Path):
+    """x.jpg queued and claimed by a worker of this host whose pid is gone: (settings, store, job,
+    owner, pid)."""
     settings = host_settings(tmp_path, share, "a")
     store = JobStore(tmp_path / "queue.db")
     (share / "inbox/x.jpg").write_bytes(JPEG)
     ingest_file(settings, settings.watches[0], store, share / "inbox/x.jpg", 0.0)
     pid = dead_pid()
     owner = f"{HOST}:{pid}/cpu"
-    job = store.claim(owner, 60)
+    return settings, store, store.claim(owner, 60), owner, pid
+
+
+def test_the_next_worker_of_the_host_removes_the_copy_of_a_killed_one(share, tmp_path) -> None:
+    """A worker killed while copying its result into output/ left its temp; the worker that
+    takes the job over finishes the filing and removes it (its writer's pid is gone)."""
+    settings, store, job, owner, pid = claimed_by_a_dead_worker(share, tmp_path)
     pending = JobRunner(settings, store, ReadingPipeline(), owner).start(job)
     pending.lease.stop()                       # processed; then the filing records its plan and copies
     plan_dir = share / "output"
@@ -120,13 +126,7 @@ def test_the_supervisor_removes_the_copy_of_a_worker_it_reaped(share, tmp_path) 
     giving the job back, removes the copy (its writer's pid is gone)."""
     from ffwatchd.daemon.recovery import give_back
 
-    settings = host_settings(tmp_path, share, "a")
-    store = JobStore(tmp_path / "queue.db")
-    (share / "inbox/x.jpg").write_bytes(JPEG)
-    ingest_file(settings, settings.watches[0], store, share / "inbox/x.jpg", 0.0)
-    pid = dead_pid()
-    owner = f"{HOST}:{pid}/cpu"
-    job = store.claim(owner, 60)
+    settings, store, job, owner, pid = claimed_by_a_dead_worker(share, tmp_path)
     plan = plan_done(settings.watches[0], job, settings.temp_dir / f"job-{job.id}.result.jpg", ".jpg")
     store.set_filing(job.id, owner, plan.to_dict(), attempt=job.attempts)
     left = copy_temp(share / "output", job.id, HOST, pid)

@@ -230,6 +230,18 @@ class Daemon:
             raise AssertionError(f"{e}; now {self.counts()}\n{self.log_tail()}") from None
 
 
+def stop_all(daemons: list["Daemon"]) -> None:
+    """Teardown of several daemons, whatever a test left them in: a stopped (SIGSTOP) one is
+    continued first, each is stopped, and one that is already gone is passed over."""
+    for d in daemons:
+        try:
+            if d.proc is not None and d.proc.poll() is None:
+                os.killpg(d.proc.pid, signal.SIGCONT)
+            d.stop(timeout=60)
+        except (AssertionError, ProcessLookupError):
+            pass
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -27,7 +27,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ffwatchd.filing.shares import MARKER_NAME
-from tests.e2e.harness import ROOT, Daemon, decodes, face_jpeg, wait_for
+from tests.e2e.harness import ROOT, Daemon, decodes, face_jpeg, stop_all, wait_for
 
 _pg = pytest.importorskip("tests.pg", reason="the PostgreSQL test fixtures (tests/pg.py) are not in this tree")
 pg_server, pg_url = _pg.pg_server, _pg.pg_url     # fixtures: a throwaway cluster, a fresh database
@@ -64,13 +64,7 @@ def cluster(tmp_path, synth_models, pg_url):  # noqa: F811 - the pg_url fixture
                                   watch_extra={"rescan_interval": "5s"}))
         yield daemons, share, distinct
     finally:
-        for d in daemons:
-            try:
-                if d.proc is not None and d.proc.poll() is None:
-                    os.killpg(d.proc.pid, signal.SIGCONT)
-                d.stop(timeout=60)
-            except (AssertionError, ProcessLookupError):
-                pass
+        stop_all(daemons)
         for at in mounts:
             subprocess.run(["umount", str(at)], capture_output=True)
 

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from ffwatchd.filing.shares import MARKER_NAME
-from tests.e2e.harness import Daemon, face_jpeg, wait_for
+from tests.e2e.harness import Daemon, face_jpeg, stop_all, wait_for
 
 _pg = pytest.importorskip("tests.pg", reason="the PostgreSQL test fixtures (tests/pg.py) are not in this tree")
 pg_server, pg_url = _pg.pg_server, _pg.pg_url     # fixtures: a throwaway cluster, a fresh database
@@ -63,13 +63,7 @@ def pair(tmp_path, synth_models, pg_url):  # noqa: F811 - the pg_url fixture
     try:
         yield daemons, share
     finally:
-        for d in daemons:
-            try:
-                if d.proc is not None and d.proc.poll() is None:
-                    os.killpg(d.proc.pid, signal.SIGCONT)
-                d.stop(timeout=60)
-            except (AssertionError, ProcessLookupError):
-                pass
+        stop_all(daemons)
 
 
 def _when_it_holds_a_job(d: Daemon, within: float = 5.0) -> None:
