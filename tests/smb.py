@@ -252,17 +252,23 @@ def mounted(path: Path) -> bool:
 
 # -- fixtures ---------------------------------------------------------------------------------
 
-@pytest.fixture
-def samba(tmp_path):
-    """A Samba server on a free port exporting tmp_path/export (for a daemon on the file server)."""
+def serving(tmp_path: Path, export: Path):
+    """A Samba server on a free port exporting `export`, stopped after the test (skips with the
+    reason when Samba cannot run here)."""
     reason = skip_reason()
     if reason:
         pytest.skip(reason)
-    server = SambaServer(tmp_path / "samba", tmp_path / "export", _free_port())
+    server = SambaServer(tmp_path / "samba", export, _free_port())
     try:
         yield server.start()
     finally:
         server.stop()
+
+
+@pytest.fixture
+def samba(tmp_path):
+    """A Samba server exporting tmp_path/export (for a daemon on the file server)."""
+    yield from serving(tmp_path, tmp_path / "export")
 
 
 @pytest.fixture

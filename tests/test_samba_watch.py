@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from tests.smb import SambaServer, _free_port, skip_reason
+from tests.smb import serving
 from tests.test_unfinished import jpeg
 from tests.test_watch import make_env, wait_for  # noqa: F401  (fixture)
 
@@ -15,14 +15,7 @@ from tests.test_watch import make_env, wait_for  # noqa: F401  (fixture)
 @pytest.fixture
 def inbox_share(tmp_path):
     """smbd exporting the watch's inbox (tmp_path/inbox, as tests.test_watch makes it)."""
-    reason = skip_reason()
-    if reason:
-        pytest.skip(reason)
-    server = SambaServer(tmp_path / "samba", tmp_path / "inbox", _free_port())
-    try:
-        yield server.start()
-    finally:
-        server.stop()
+    yield from serving(tmp_path, tmp_path / "inbox")
 
 
 def test_a_file_smbd_holds_open_for_writing_waits_until_it_is_closed(inbox_share, make_env, caplog):
