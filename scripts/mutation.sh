@@ -23,7 +23,7 @@ fi
 # (store/jobrules.py, the verbs in store/sqlstore.py); the contract tests run them on both backends.
 R='ffwatchd.store.jobrules.x_'
 V='ffwatchd.store.sqlstore.xǁSqlJobStoreǁ'
-rules="fenced_sql fenced refusal heartbeat"
+rules="held fenced_sql fenced refusal heartbeat"
 verbs="heartbeat _fenced set_filing confirm_lease finish finish_and_claim fail release"
 declare -A GLOBS=(
   [placing]="ffwatchd.filing.placing.*"

@@ -106,13 +106,16 @@ CLAIMED = """state = 'running', lease_owner = :owner, lease_until = {now} + :lea
 
 # -- the holder's transitions, fenced ------------------------------------------------------------
 
+def held(job: str = ":id") -> str:
+    """The fence in SQL: job `job` is running, leased to :owner, on :attempt (when given)."""
+    return (f"id = {job} AND state = 'running' AND lease_owner = :owner "
+            "AND (CAST(:attempt AS INTEGER) IS NULL OR attempts = CAST(:attempt AS INTEGER))")
+
+
 @functools.cache
 def fenced_sql(assignments: str, live: bool, returning: str) -> str:
-    """The fence: the job is running, leased to :owner, on :attempt (when given) and, `live`,
-    its lease has not run out."""
-    fence = ("id = :id AND state = 'running' AND lease_owner = :owner "
-             "AND (CAST(:attempt AS INTEGER) IS NULL OR attempts = CAST(:attempt AS INTEGER))")
-    return (f"UPDATE jobs SET {assignments} WHERE {fence}"
+    """An update under the fence (`held`) and, `live`, only before the job's lease ran out."""
+    return (f"UPDATE jobs SET {assignments} WHERE {held()}"
             f"{' AND lease_until >= {now}' if live else ''} RETURNING {returning}")
 
 

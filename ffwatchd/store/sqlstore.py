@@ -250,14 +250,13 @@ class SqlJobStore(JobQueue):
 
     # -- the ledger of filings ------------------------------------------------------------------------
 
-    _INSERT_FILING = """INSERT INTO filings (watch, folder, rel_path, size, inode, filed_at, job_id)
-                        SELECT :watch, :folder, :rel, :size, :inode, :at, :job
-                        WHERE CAST(:owner AS TEXT) IS NULL OR EXISTS (
-                            SELECT 1 FROM jobs WHERE id = :job AND state = 'running' AND lease_owner = :owner
-                                AND (CAST(:attempt AS INTEGER) IS NULL OR attempts = CAST(:attempt AS INTEGER)))
-                        ON CONFLICT (watch, folder, rel_path) DO UPDATE SET size = excluded.size,
-                          inode = excluded.inode, filed_at = excluded.filed_at, job_id = excluded.job_id
-                        RETURNING 1 AS one"""
+    #: a ledger entry; with an owner, fenced as the job's own updates are (`jobrules.held`)
+    _INSERT_FILING = f"""INSERT INTO filings (watch, folder, rel_path, size, inode, filed_at, job_id)
+                         SELECT :watch, :folder, :rel, :size, :inode, :at, :job
+                         WHERE CAST(:owner AS TEXT) IS NULL OR EXISTS (SELECT 1 FROM jobs WHERE {rules.held(":job")})
+                         ON CONFLICT (watch, folder, rel_path) DO UPDATE SET size = excluded.size,
+                           inode = excluded.inode, filed_at = excluded.filed_at, job_id = excluded.job_id
+                         RETURNING 1 AS one"""
 
     def _insert_filing(self, tx: Tx, f: Filing, owner: str | None, attempt: int | None) -> bool:
         """One ledger entry; with `owner`, only while its job runs under `owner` on `attempt`."""
