@@ -59,6 +59,44 @@ def test_truncated_jpeg_is_bad_input(tmp_path):
     assert e.value.kind == "bad_input" and "cut.jpg" in e.value.message
 
 
+def test_a_plain_jpeg_is_decoded_without_pillows_decoder(tmp_path, monkeypatch):
+    """RGB and greyscale JPEGs go to libjpeg-turbo (simplejpeg) straight to BGR; Pillow only reads
+    their header. Pillow's decoder, made to fail here, is never asked."""
+    for mode in ("RGB", "L"):
+        Image.fromarray(gradient(64, 48)).convert(mode).save(tmp_path / f"{mode}.jpg", quality=90)
+
+    def no_decode(self, *a, **k):
+        raise AssertionError("Pillow decoded the pixels")
+
+    monkeypatch.setattr(Image.Image, "load", no_decode)
+    from PIL import ImageFile
+    monkeypatch.setattr(ImageFile.ImageFile, "load", no_decode)
+    for mode in ("RGB", "L"):
+        got = read_image(tmp_path / f"{mode}.jpg", 10**8)
+        assert got.bgr.shape == (48, 64, 3) and got.format == "JPEG" and got.info == {"mode": mode}
+
+
+def test_a_jpeg_libjpeg_turbo_warns_about_is_pillows_to_decide(tmp_path):
+    """A JPEG that libjpeg-turbo decodes with a warning (here a stray restart marker inside the
+    scan: "Corrupt JPEG data") is decoded by Pillow as before, to the same pixels; a cut one is
+    refused with Pillow's reason, naming the file."""
+    Image.fromarray(gradient(200, 120)).save(tmp_path / "full.jpg", quality=90)
+    data = (tmp_path / "full.jpg").read_bytes()
+    scan = data.find(b"\xff\xda") + 200
+    (tmp_path / "stray.jpg").write_bytes(data[:scan] + b"\xff\xd0" + data[scan:])
+    import simplejpeg
+    with pytest.raises(ValueError):
+        simplejpeg.decode_jpeg((tmp_path / "stray.jpg").read_bytes(), strict=True)
+    got = read_image(tmp_path / "stray.jpg", 10**8)
+    with Image.open(tmp_path / "stray.jpg") as ref:
+        assert np.array_equal(got.bgr, np.asarray(ref.convert("RGB"))[:, :, ::-1])
+    (tmp_path / "cut.jpg").write_bytes(data[:len(data) * 2 // 3])
+    with pytest.raises(JobError) as e:
+        read_image(tmp_path / "cut.jpg", 10**8)
+    assert e.value.kind == "bad_input" and "cut.jpg cannot be decoded (JPEG)" in e.value.message
+    assert "truncated" in e.value.message
+
+
 def test_not_an_image_is_bad_input(tmp_path):
     (tmp_path / "x.png").write_bytes(b"hello, this is text" * 10)
     with pytest.raises(JobError) as e:
@@ -188,19 +226,25 @@ def test_provenance_is_readable_by_exiftool(tmp_path, fmt):
     assert "ffwatchd" in out
 
 
-@pytest.mark.parametrize("mode, fmt, orientation", [
-    ("RGB", "JPEG", 1), ("RGB", "JPEG", 6), ("RGB", "JPEG", 3), ("RGB", "JPEG", None), ("RGBA", "PNG", None),
-    ("L", "PNG", None), ("P", "PNG", None), ("LA", "PNG", None), ("CMYK", "JPEG", 8),
+@pytest.mark.parametrize("mode, fmt, orientation, save", [
+    *[("RGB", "JPEG", o, {}) for o in (None, 1, 2, 3, 4, 5, 6, 7, 8)],
+    ("L", "JPEG", None, {}), ("L", "JPEG", 5, {}),
+    ("RGB", "JPEG", 6, {"progressive": True}), ("RGB", "JPEG", None, {"subsampling": 0}),
+    ("RGB", "JPEG", None, {"subsampling": 1}), ("RGB", "JPEG", None, {"optimize": True}),
+    ("RGBA", "PNG", None, {}), ("L", "PNG", None, {}), ("P", "PNG", None, {}), ("LA", "PNG", None, {}),
+    ("CMYK", "JPEG", 8, {}),
 ])
 def test_decoding_gives_pillows_upright_pixels_in_bgr(tmp_path: Path, mode: str, fmt: str,
-                                                      orientation: int | None) -> None:
-    """read_image's BGR (and alpha) are Pillow's upright pixels, byte for byte, whatever the mode and
-    EXIF orientation: the faster channel swap and the in-place transpose change no output pixel."""
+                                                      orientation: int | None, save: dict) -> None:
+    """read_image's BGR (and alpha) are Pillow's upright pixels, byte for byte, whatever the mode,
+    the JPEG's coding (progressive, chroma subsampling, optimised tables) and EXIF orientation: the
+    libjpeg-turbo decode of JPEGs, the faster channel swap and the in-place transpose change no
+    output pixel."""
     rng = np.random.default_rng(7)
     rgba = rng.integers(0, 256, (37, 53, 4), dtype=np.uint8)
     im = Image.fromarray(rgba, "RGBA").convert(mode)
     path = tmp_path / f"x.{fmt.lower()}"
-    kwargs = {}
+    kwargs = dict(save)
     if orientation is not None:
         exif = Image.Exif()
         exif[0x0112] = orientation
@@ -219,5 +263,5 @@ def test_decoding_gives_pillows_upright_pixels_in_bgr(tmp_path: Path, mode: str,
         assert np.array_equal(got.alpha, want[:, :, 3])
     else:
         assert got.alpha is None
-    if orientation in (6, 8):
+    if orientation in (5, 6, 7, 8):
         assert got.bgr.shape[:2] == (53, 37)           # turned upright

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+import simplejpeg
 from PIL import Image, ImageOps, PngImagePlugin, TiffImagePlugin, UnidentifiedImageError
 from pillow_heif import register_heif_opener
 
@@ -190,6 +191,10 @@ def read_image(path: Path, max_pixels: int) -> DecodedImage:
             log.info("%s: a JPEG with %d images (MPO); its primary image is processed, the others (a "
                      "camera's preview, depth map or second view) are not carried into the output",
                      path.name, im.n_frames)
+        bgr = _jpeg_by_turbo(im, path) if fmt in ("JPEG", "MPO") and im.mode in ("RGB", "L") else None
+        if bgr is not None:
+            return DecodedImage(bgr=bgr, alpha=None, format=fmt, exif=_exif_bytes(im),
+                                icc_profile=im.info.get("icc_profile"), bits=8, info={"mode": im.mode})
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", Image.DecompressionBombWarning)
@@ -207,6 +212,45 @@ def read_image(path: Path, max_pixels: int) -> DecodedImage:
         bgr, alpha, bits = _to_bgr(upright)
     return DecodedImage(bgr=bgr, alpha=alpha, format=fmt, exif=exif, icc_profile=icc, bits=bits,
                         info={"mode": im.mode})
+
+
+# EXIF orientation -> the turn that makes the picture upright, as ImageOps.exif_transpose applies it
+# (a Pillow transpose) done on the decoded array: (flip code or None, cv2 rotation or None, transpose).
+_UPRIGHT = {2: (1, None, False), 3: (None, cv2.ROTATE_180, False), 4: (0, None, False),
+            5: (None, None, True), 6: (None, cv2.ROTATE_90_CLOCKWISE, False), 7: (-1, None, True),
+            8: (None, cv2.ROTATE_90_COUNTERCLOCKWISE, False)}
+
+
+def _jpeg_by_turbo(im: Image.Image, path: Path) -> np.ndarray | None:
+    """An 8-bit RGB or greyscale JPEG decoded straight to upright BGR by libjpeg-turbo (simplejpeg):
+    the same pixels as Pillow's decode, its RGB array and the channel swap, at about a third of the
+    CPU (docs/benchmarks.md, "CPU per image outside the models"), and without the GIL.
+
+    None when libjpeg-turbo reports anything at all (a truncated file, extraneous bytes, a
+    12-bit or otherwise unusual stream): the caller then decodes with Pillow, whose verdict on
+    such files (refused as truncated, or decoded despite a warning) stays the service's."""
+    fp = im.fp
+    if fp is None:
+        return None
+    fp.seek(0)
+    data = fp.read()
+    try:
+        bgr = simplejpeg.decode_jpeg(data, colorspace="BGR", strict=True)
+    except ValueError as e:
+        log.debug("%s: decoded by Pillow instead (libjpeg-turbo: %s)", path.name, e)
+        return None
+    if bgr.shape[1::-1] != im.size:
+        log.debug("%s: decoded by Pillow instead (libjpeg-turbo read %dx%d, the header says %dx%d)",
+                  path.name, bgr.shape[1], bgr.shape[0], *im.size)
+        return None
+    flip, rotation, transpose = _UPRIGHT.get(im.getexif().get(_EXIF_ORIENTATION, 1), (None, None, False))
+    if transpose:
+        bgr = cv2.transpose(bgr)
+    if flip is not None:
+        bgr = cv2.flip(bgr, flip)
+    if rotation is not None:
+        bgr = cv2.rotate(bgr, rotation)
+    return bgr
 
 
 def _exif_bytes(im: Image.Image) -> bytes | None:
