@@ -11,6 +11,7 @@ import pytest
 
 from ffwatchd.config.load import load_settings
 from ffwatchd.config.settings import Settings
+from ffwatchd.filing.plan import find_failed_original
 from ffwatchd.fs import safefs
 from ffwatchd.store import JobStore
 from ffwatchd.watch import hashing
@@ -302,6 +303,11 @@ def test_redrop_of_done_content_is_filed_as_duplicate(env) -> None:
     assert not img.exists() and (watch.failed / "a/x.jpg").read_bytes() == JPEG
     rep = report_of(watch, "a/x.jpg")
     assert rep["error_kind"] == "duplicate" and rep["duplicate_of"] == job.id and str(job.id) in rep["message"]
+    # The drop's own report: it never became a job, so nothing of the earlier job's run is its.
+    assert rep["job_id"] is None and rep["attempts"] == 0 and rep["started_at"] is None
+    assert rep["earlier_state"] == "done" and rep["retry"] is None and rep["spec"] is None
+    assert rep["content_sha256"] == job.content_hash and rep["path"] == "a/x.jpg"
+    assert rep["filed_as"] == str(watch.failed / "a/x.jpg") and rep["created_at"] == rep["failed_at"]
     assert store.get(job.id).state == "done" and sum(store.counts().values()) == 1
     put(img)                                                   # and again: no overwrite of the first
     r2 = ingest_file(settings, watch, store, img, 0.0)
@@ -319,6 +325,14 @@ def test_redrop_of_refused_content_is_a_duplicate_with_retry_advice(env) -> None
     assert r.status == "duplicate" and f"ffwatchd jobs retry {first.job.id}" in r.message
     assert report_of(watch, "t.jpg")["job_id"] == first.job.id                  # the first report is kept
     assert (watch.failed / f"t-{first.job.id}.jpg").exists()
+    dup = report_of(watch, f"t-{first.job.id}.jpg")
+    assert dup["job_id"] is None and dup["duplicate_of"] == first.job.id and dup["earlier_state"] == "failed"
+    assert dup["retry"] == f"ffwatchd jobs retry {first.job.id}" and dup["attempts"] == 0
+    # `jobs retry` brings back the first job's own original, never the duplicate.
+    assert find_failed_original(watch, store.get(first.job.id)) == watch.failed / "t.jpg"
+    (watch.failed / "t.jpg").unlink()
+    (watch.failed / "t.jpg.error.json").unlink()
+    assert find_failed_original(watch, store.get(first.job.id)) is None
 
 
 def test_find_watch(env, tmp_path: Path) -> None:

@@ -72,6 +72,19 @@ def error_report(job: Job, kind: str, message: str, original: Path, filed_as: Pa
     }
 
 
+def duplicate_report(earlier: Job, message: str, original: Path, filed_as: Path) -> dict:
+    """The report of a re-drop refused as a duplicate of `earlier` (the same content at the same
+    path, already finished). It is the drop's own: the drop never became a job, so it has no job
+    id, attempts, start or spec; it names the earlier job (`duplicate_of`, `earlier_state`), and a
+    retry of that job when it can be retried. With no job id, nothing that looks for a job's own
+    original in failed/ (`jobs retry`, the filing's resume) takes the duplicate for it."""
+    now = _iso(time.time())
+    return {**error_report(earlier, "duplicate", message, original, filed_as),
+            "job_id": None, "attempts": 0, "created_at": now, "started_at": None, "failed_at": now,
+            "sidecars": [], "spec": None, "duplicate_of": earlier.id, "earlier_state": earlier.state,
+            "retry": None if earlier.state == "done" else f"ffwatchd jobs retry {earlier.id}"}
+
+
 def report_path(filed_as: Path) -> Path:
     return filed_as.with_name(report_name(filed_as.name))
 

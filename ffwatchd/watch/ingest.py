@@ -376,11 +376,7 @@ def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job,
     log.warning("duplicate of job %d: %s", job.id, message)
     try:
         dest = filing.place_file(path, dest, job.id, root=watch.failed, perms=watch.perms)
-        report = filing.error_report(replace(job, error_kind="duplicate"), "duplicate", message, path, dest)
-        report["duplicate_of"] = job.id
-        report["earlier_state"] = job.state
-        if job.state == "done":
-            report["retry"] = None
+        report = filing.duplicate_report(job, message, path, dest)
         filing.write_report(watch.failed, filing.report_path(dest), report, job.id, watch.perms)
         if store is not None:
             filing.note_filed(store, watch, job.id, "failed", dest)
