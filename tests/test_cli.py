@@ -338,12 +338,35 @@ def test_a_state_dir_that_is_a_file_is_named_without_a_traceback(tmp_path: Path,
     for argv in (["status"], ["jobs", "list"], ["enqueue", str(tmp_path / "share/inbox/x.jpg")]):
         assert main([*argv, "-c", str(cfg)]) == 1
         err = capsys.readouterr().err
-        assert f"{tmp_path / 'afile'}" in err and "a file is where a folder is needed" in err, err
+        assert f"{tmp_path / 'afile'}" in err and "afile is a file where a folder is needed" in err, err
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-m", "ffwatchd", "run", "-c", str(cfg)], capture_output=True, text=True,
                          timeout=120, env={**os.environ, "PYTHONPATH": str(root)})
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
-    assert f"{tmp_path / 'afile'}" in out.stderr and "a file is where a folder is needed" in out.stderr
+    assert f"{tmp_path / 'afile'}" in out.stderr and "afile is a file where a folder is needed" in out.stderr
+
+
+@pytest.mark.parametrize("state_dir, make, said", [
+    ("gone", lambda t: (t / "gone").symlink_to(t / "nowhere"), "is a link to {t}/nowhere, which does not exist"),
+    ("tofile", lambda t: (t / "tofile").symlink_to(t / "afile"), "is a link to {t}/afile, which is not a folder"),
+    ("afile/st", lambda t: None, "{t}/afile is a file where a folder is needed"),
+])
+def test_a_state_dir_that_cannot_be_a_folder_says_what_is_in_the_way(tmp_path: Path, capsys, state_dir: str,
+                                                                     make, said: str) -> None:
+    """The sentence names what is really there: a link to nowhere, a link to a file, or a file on
+    the way (not "a file" for every one of them)."""
+    for d in ("inbox", "output", "done", "failed"):
+        (tmp_path / "share" / d).mkdir(parents=True)
+    (tmp_path / "afile").write_text("x")
+    make(tmp_path)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"state_dir: {state_dir}\ntemp_dir: t\nmodels_dir: m\nmetrics: {{enabled: false}}\n"
+                   "watches:\n  - {name: s, inbox: share/inbox, output: share/output, done: share/done, "
+                   "failed: share/failed}\n")
+    (tmp_path / "share/inbox/x.jpg").write_bytes(jpeg(1))
+    assert main(["enqueue", str(tmp_path / "share/inbox/x.jpg"), "-c", str(cfg)]) == 1
+    err = capsys.readouterr().err
+    assert said.format(t=tmp_path) in err and "Traceback" not in err, err
 
 
 def test_an_unreachable_postgresql_queue_is_one_sentence_not_a_traceback(tmp_path: Path, capsys) -> None:

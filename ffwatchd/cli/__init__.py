@@ -7,7 +7,9 @@ import argparse
 import errno
 import logging
 import os
+import stat
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from ffwatchd import __version__
@@ -92,7 +94,29 @@ def os_problem(e: OSError) -> str:
     where = f"{e.filename}: " if e.filename is not None else ""
     hint = ""
     if e.errno in (errno.EEXIST, errno.ENOTDIR):
-        hint = " (a file is where a folder is needed: check the folders the config names)"
+        hint = f" ({_in_the_way(e.filename)}: check the folders the config names)"
     elif e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         hint = " (check the folders the config names and who runs ffwatchd)"
     return f"{where}{e.strerror or e}{hint}"
+
+
+def _in_the_way(filename: object) -> str:
+    """What stands where a folder is needed on the way to `filename`, from the root down: a file,
+    a link to nowhere, or a link to something that is not a folder."""
+    if not isinstance(filename, (str, os.PathLike)):
+        return "a file is where a folder is needed"
+    path = Path(os.fsdecode(filename))
+    for part in [*reversed(path.parents), path]:
+        try:
+            mode = os.lstat(part).st_mode
+        except OSError:
+            break
+        if stat.S_ISLNK(mode):
+            target = os.readlink(part)
+            if not os.path.exists(part):
+                return f"{part} is a link to {target}, which does not exist"
+            if not os.path.isdir(part):
+                return f"{part} is a link to {target}, which is not a folder"
+        elif not stat.S_ISDIR(mode):
+            return f"{part} is a file where a folder is needed"
+    return "a file is where a folder is needed"
