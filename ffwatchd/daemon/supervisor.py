@@ -274,6 +274,7 @@ class Supervisor(WorkerSlots):
             log.warning("%s", line)
             self.warnings.append(line)
         new = keep_what_needs_a_restart(new, self.settings)
+        unchanged = new == self.settings          # the workers run on exactly these settings
         self.settings = new
         setup_logging(new.log.level, new.log.format, process="main")
         old = self.watcher
@@ -282,13 +283,12 @@ class Supervisor(WorkerSlots):
         self.batches.update(new)
         self.diskguard = None
         self._start_diskguard()
-        for slot in self.slots:           # workers pick up the new settings after their current job
-            if slot.process is not None and slot.stop is not None:
-                slot.exit_reason = "reload"     # not `recycled` (after recycle_after jobs)
-                slot.stop.set()
-                slot.wake.set()
+        if not unchanged:
+            self.replace_workers("reload")  # they pick up the new settings after their current job
         self.report_models()
-        log.info("config reloaded from %s", self.config_path)
+        self.write_status()                 # `status` shows the reload's warnings once it is logged
+        log.info("config reloaded from %s%s", self.config_path,
+                 ": nothing changed, the workers keep running with their models loaded" if unchanged else "")
         self.notifier.ready(self.status_line())
 
     def stop(self) -> None:

@@ -66,6 +66,14 @@ class WorkerSlots:
     warnings: list[str]
     _next_status: float
 
+    def replace_workers(self, reason: str) -> None:
+        """Every running worker finishes its current job and exits; a fresh one takes its place."""
+        for slot in self.slots:
+            if slot.process is not None and slot.stop is not None:
+                slot.exit_reason = reason     # the restart metric's reason (not `recycled`)
+                slot.stop.set()
+                slot.wake.set()
+
     def spawn_worker(self, slot: WorkerSlot) -> None:
         slot.wake, slot.stop = self.ctx.Event(), self.ctx.Event()
         slot.wake.set()

@@ -64,13 +64,24 @@ def test_reloads_neither_repeat_notices_nor_split_a_refusal_over_escaped_lines(m
     wait_for(lambda: "reload refused" in d.log_tail(300), 60, "the refusal")
     (line,) = [x for x in d.log_tail(300).splitlines() if "reload refused" in x]
     assert "\\n" not in line and "watches[0].settle" in line and "watches[0].sidecar_wait" in line
+    workers = d.worker_pids()
     for _ in range(2):
         d.write_config(good)
         d.signal(signal.SIGHUP)
         wait_for(lambda: d.log_tail(300).count("config reloaded") >= 1 + _, 60, "the reload")
         d.wait_ready()
+    # The config in force never changed (the refused file was not taken): the workers, and the
+    # models they hold, stay. logrotate's or a config tool's SIGHUP costs no model reload.
+    assert d.worker_pids() == workers and "exited (reload" not in d.log_tail(300)
+    assert d.log_tail(300).count("nothing changed, the workers keep running") == 2
+    d.config["workers"]["max_attempts"] = 4              # a worker setting: the workers are replaced
+    d.write_config()
+    assert d.config_path.read_text() != good
+    d.signal(signal.SIGHUP)
+    wait_for(lambda: "exited (reload, exit code 0)" in d.log_tail(300), 60, "a worker replaced")  # its metric's reason too
+    d.wait_ready()
     d.drop("after.jpg", face_jpeg(seed=5))           # the watch has scanned its inbox again by now
     d.wait_counts(120, done=1)
     assert d.log_tail(300).count("notes.txt matches no include pattern") == 1
-    assert "exited (reload, exit code 0)" in d.log_tail(300)         # its restart metric's reason too
+    assert set(d.worker_pids()).isdisjoint(workers)
     assert "exited (recycled" not in d.log_tail(300)
