@@ -55,3 +55,29 @@ def test_a_killed_workers_jobs_all_go_back_also_one_it_claimed_unreported(tmp_pa
     assert store.get(unreported.id).error_kind == "worker_crashed"
     assert store.get(other.id).state == "running"  # another worker's job is not touched
     store.close()
+
+
+class _Ctx:
+    """multiprocessing's context as spawn_worker uses it, without starting a process."""
+
+    class Process:
+        def __init__(self, **kwargs) -> None:
+            self.pid = 5151
+
+        def start(self) -> None:
+            return None
+
+    def Event(self):  # noqa: N802 - multiprocessing's name
+        import threading
+        return threading.Event()
+
+
+def test_a_fresh_worker_process_starts_its_jobs_run_at_zero(tmp_path: Path) -> None:
+    """status's `jobs run` is the worker process's (the row names its pid): a worker started after a
+    recycle or a crash showed the jobs of the processes before it in that slot."""
+    sup = Supervisor(None, None)
+    sup.ctx, sup.events, sup.claim_ok = _Ctx(), None, None
+    slot = sup.slots[0]
+    slot.jobs_done, slot.restarts = 500, 1
+    sup.spawn_worker(slot)
+    assert slot.pid == 5151 and slot.info()["jobs_done"] == 0 and slot.info()["restarts"] == 1

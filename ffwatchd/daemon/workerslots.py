@@ -83,6 +83,7 @@ class WorkerSlots:
         p.start()
         slot.process, slot.pid, slot.state = p, p.pid, "starting"
         slot.jobs = {}
+        slot.jobs_done = 0                # "jobs run" in status: this process's, not the slot's
         slot.exit_reason = None
         slot.last_beat = time.monotonic()
         log.info("spawned worker %d (pid %d) for device %s", slot.index, p.pid, slot.device)
