@@ -30,3 +30,47 @@ def test_an_invalid_config_is_refused_on_one_line() -> None:
     assert "\n" not in line
     assert line == ("reload refused, the running config stays in force: /etc/ffwatchd/config.yaml: "
                     "watches[0].settle: ten is not a duration; retention.interval: must be positive")
+
+
+def test_what_the_workers_hold_changes_with_the_settings_and_with_the_files_they_loaded(tmp_path: Path) -> None:
+    """A SIGHUP replaces the workers only when what they hold changed: the settings, or a file they
+    loaded once and keep (a model file in models_dir or a custom model's, the C2PA certificate or
+    key renewed in place under the same name). logrotate's SIGHUP changes none of it."""
+    import os
+
+    from ffwatchd.config.settings import C2paSettings, CustomModel
+    from ffwatchd.daemon.reloading import worker_inputs
+
+    models = tmp_path / "m"
+    models.mkdir()
+    (models / "det_500m.onnx").write_bytes(b"a" * 10)
+    custom = tmp_path / "custom.onnx"
+    custom.write_bytes(b"c" * 10)
+    for name in ("cert.pem", "key.pem"):
+        (tmp_path / name).write_text("one")
+    s = Settings(source=None, state_dir=tmp_path / "s", temp_dir=tmp_path / "t", models_dir=models, watches=(),
+                 models=(CustomModel("mine", custom, "detector"),),
+                 c2pa=C2paSettings(cert=tmp_path / "cert.pem", key=tmp_path / "key.pem"))
+    before = worker_inputs(s)
+    assert worker_inputs(dataclasses.replace(s)) == before            # the same file read again
+    assert worker_inputs(dataclasses.replace(s, provenance=False)) != before
+
+    def changes(path: Path, data: bytes) -> bool:
+        old = worker_inputs(s)
+        tmp = path.with_name(path.name + ".new")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)                       # how a renewal or a fetch puts a file in place
+        return worker_inputs(s) != old
+
+    assert changes(tmp_path / "cert.pem", b"two")
+    assert changes(tmp_path / "key.pem", b"two")
+    assert changes(models / "det_500m.onnx", b"b" * 10)
+    assert changes(custom, b"d" * 10)
+    assert changes(models / "new_model.onnx", b"n")             # a model fetched meanwhile
+    now = worker_inputs(s)
+    st = (tmp_path / "key.pem").stat()
+    os.utime(tmp_path / "key.pem", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))   # rewritten in place
+    assert worker_inputs(s) != now
+    now = worker_inputs(s)
+    (tmp_path / "cert.pem").unlink()                              # gone: still compared, never an error
+    assert worker_inputs(s) != now and worker_inputs(s) == worker_inputs(s)

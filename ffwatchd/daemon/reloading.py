@@ -5,6 +5,8 @@ restart (a new web token is taken at once); an invalid config is refused on one 
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
 
 from ffwatchd.config.settings import Settings
 from ffwatchd.errors import ConfigError
@@ -57,3 +59,29 @@ def keep_what_needs_a_restart(new: Settings, old: Settings) -> Settings:
     return dataclasses.replace(new, state_dir=old.state_dir, metrics=old.metrics, queue=old.queue, web=web,
                                workers=dataclasses.replace(new.workers, devices=old.workers.devices,
                                                            per_gpu=old.workers.per_gpu))
+
+
+def worker_inputs(s: Settings) -> tuple:
+    """What a worker holds once it has started: its settings (it gets the Settings object itself),
+    and the files behind them that it loads once and keeps: the model files (models_dir's entries
+    and the custom models' paths) and the C2PA certificate and key, each by path, size, mtime and
+    inode. A reload replaces the workers when any of it differs from what they were started with,
+    so a certificate renewed in place or a model replaced under its name is taken up by a SIGHUP,
+    as an edited config is; logrotate's SIGHUP, which changes none of it, keeps them."""
+    files: list[Path] = [m.path for m in s.models]
+    if s.c2pa is not None:
+        files += [s.c2pa.cert, s.c2pa.key]
+    try:
+        with os.scandir(s.models_dir) as entries:
+            files += [Path(e.path) for e in entries]
+    except OSError:
+        pass                               # no models_dir yet: its entries are none
+    return s, tuple(_file_state(f) for f in sorted(set(files)))
+
+
+def _file_state(path: Path) -> tuple:
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        return str(path), e.errno
+    return str(path), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns

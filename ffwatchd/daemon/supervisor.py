@@ -23,7 +23,13 @@ from ffwatchd.config.load import load_config, resolve_config_path
 from ffwatchd.config.settings import Settings
 from ffwatchd.daemon.housekeeping import prune_lost_workers, start_retention
 from ffwatchd.daemon.recovery import lock_state_dir, recover_at_start
-from ffwatchd.daemon.reloading import RESTART_NEEDED, keep_what_needs_a_restart, needs_restart, refusal_line
+from ffwatchd.daemon.reloading import (
+    RESTART_NEEDED,
+    keep_what_needs_a_restart,
+    needs_restart,
+    refusal_line,
+    worker_inputs,
+)
 from ffwatchd.daemon.systemd import Notifier
 from ffwatchd.daemon.workerslots import LOOP_TICK, WorkerSlot, WorkerSlots
 from ffwatchd.errors import ConfigError
@@ -75,6 +81,7 @@ class Supervisor(WorkerSlots):
         self._models_thread: threading.Thread | None = None
         self._next_status = self._next_disk = self._next_retention = self._next_prune = 0.0
         self._next_models = time.monotonic() + MODELS_EVERY
+        self._worker_inputs = worker_inputs(self.settings)   # what the workers start with (reload)
 
     # -- start-up --------------------------------------------------------------------------
 
@@ -274,8 +281,9 @@ class Supervisor(WorkerSlots):
             log.warning("%s", line)
             self.warnings.append(line)
         new = keep_what_needs_a_restart(new, self.settings)
-        unchanged = new == self.settings          # the workers run on exactly these settings
-        self.settings = new
+        inputs = worker_inputs(new)
+        unchanged = inputs == self._worker_inputs
+        self.settings, self._worker_inputs = new, inputs
         setup_logging(new.log.level, new.log.format, process="main")
         old = self.watcher
         old.stop()
@@ -288,7 +296,7 @@ class Supervisor(WorkerSlots):
         self.report_models()
         self.write_status()                 # `status` shows the reload's warnings once it is logged
         log.info("config reloaded from %s%s", self.config_path,
-                 ": nothing changed, the workers keep running with their models loaded" if unchanged else "")
+                 ": nothing the workers hold changed, they keep running with their models loaded" if unchanged else "")
         self.notifier.ready(self.status_line())
 
     def stop(self) -> None:

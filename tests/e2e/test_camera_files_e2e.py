@@ -73,7 +73,7 @@ def test_reloads_neither_repeat_notices_nor_split_a_refusal_over_escaped_lines(m
     # The config in force never changed (the refused file was not taken): the workers, and the
     # models they hold, stay. logrotate's or a config tool's SIGHUP costs no model reload.
     assert d.worker_pids() == workers and "exited (reload" not in d.log_tail(300)
-    assert d.log_tail(300).count("nothing changed, the workers keep running") == 2
+    assert d.log_tail(300).count("nothing the workers hold changed, they keep running") == 2
     d.config["workers"]["max_attempts"] = 4              # a worker setting: the workers are replaced
     d.write_config()
     assert d.config_path.read_text() != good
