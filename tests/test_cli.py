@@ -547,3 +547,24 @@ def test_an_unknown_watch_is_an_error_for_batches_too(cfg: Path, capsys) -> None
     assert main(["batches", "list", "--watch", "nope", "-c", str(cfg)]) == 1
     assert "no watch named 'nope' in the config (watches: studio)" in capsys.readouterr().err
     assert main(["batches", "list", "--watch", "studio", "-c", str(cfg)]) == 0
+
+
+def test_every_option_and_argument_of_every_command_says_what_it_is_for() -> None:
+    """`ffwatchd X --help` listed 35 options and arguments with no word about them (--json, --watch,
+    job ids, ...)."""
+    import argparse
+
+    from ffwatchd.cli import build_parser
+
+    bare = []
+
+    def walk(p: argparse.ArgumentParser, path: list[str]) -> None:
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sub in a.choices.items():
+                    walk(sub, [*path, name])
+            elif not isinstance(a, (argparse._HelpAction, argparse._VersionAction)) and not a.help:
+                bare.append(" ".join([*path, *(a.option_strings[-1:] or [a.dest])]))
+
+    walk(build_parser(), ["ffwatchd"])
+    assert bare == []

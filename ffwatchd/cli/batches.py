@@ -14,6 +14,7 @@ from ffwatchd.cli.common import (
     config_arg,
     dump_json,
     format_time,
+    json_arg,
     open_store_for_reading,
     print_table,
 )
@@ -31,26 +32,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     verbs.required = True
     p = verbs.add_parser("list", help="batches, newest first")
     config_arg(p, verb=True)
-    p.add_argument("--watch")
-    p.add_argument("--state", choices=["open", "finished"])
+    p.add_argument("--watch", help="only this watch's batches")
+    p.add_argument("--state", choices=["open", "finished"], help="only open or only finished batches")
     p.add_argument("--limit", type=int, default=50, help="newest first, at most this many (default 50)")
-    p.add_argument("--json", action="store_true")
+    json_arg(p, "the batches")
     p = verbs.add_parser("show", help="one batch: counts, report, package, deliveries")
     config_arg(p, verb=True)
-    p.add_argument("id", type=int)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("id", type=int, help="the batch's id (from `batches list`)")
+    json_arg(p, "the batch")
     p = verbs.add_parser("notifications", help="notification deliveries: list (default), retry or drop some")
     config_arg(p, verb=True)
-    p.add_argument("--state", choices=DELIVERY_STATES)
+    p.add_argument("--state", choices=DELIVERY_STATES, help="only deliveries in this state")
     p.add_argument("--batch", type=int, help="only this batch's deliveries")
     p.add_argument("--limit", type=int, default=50, help="newest first, at most this many (default 50)")
-    p.add_argument("--json", action="store_true")
+    json_arg(p, "the deliveries")
     actions = p.add_subparsers(dest="notifications_command", metavar="ACTION")
     for action, text in (("retry", "try again now, tries counted afresh (pending or failed ones)"),
                          ("drop", "give up on pending ones: they end failed, 'dropped by the operator'")):
         a = actions.add_parser(action, help=text)
         config_arg(a, verb=True)
-        a.add_argument("ids", type=int, nargs="+", metavar="ID")
+        a.add_argument("ids", type=int, nargs="+", metavar="ID",
+                       help="the deliveries' ids (from `batches notifications`)")
 
 
 def show_delivery(d: Delivery) -> str:

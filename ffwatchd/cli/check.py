@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, config_arg, dump_json
+from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, config_arg, dump_json, json_arg
 from ffwatchd.config.load import load_config
 from ffwatchd.ops.checks import run_checks
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     config_arg(parser)
-    parser.add_argument("--json", action="store_true")
+    json_arg(parser, "the problems, warnings and notes")
 
 
 def run(args: argparse.Namespace) -> int:

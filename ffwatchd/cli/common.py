@@ -43,6 +43,11 @@ def config_arg(p: argparse.ArgumentParser, *, verb: bool = False,
         p.add_argument("-c", "--config", help=help)
 
 
+def json_arg(p: argparse.ArgumentParser, what: str) -> None:
+    """`--json`: the command's answer as one JSON document on stdout, for scripts."""
+    p.add_argument("--json", action="store_true", help=f"print {what} as JSON (for scripts)")
+
+
 WARNED: set[str] = set()      # warnings this command printed already (main() empties it)
 
 

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, check_watch_name, config_arg, dump_json
+from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, check_watch_name, config_arg, dump_json, json_arg
 from ffwatchd.config.load import load_config
 from ffwatchd.store import open_store
 from ffwatchd.store.names import shown
@@ -17,9 +17,9 @@ from ffwatchd.watch.ingest import find_watch, ingest_file
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     config_arg(parser)
-    parser.add_argument("paths", nargs="+")
-    parser.add_argument("--watch")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="files in a watch's inbox")
+    parser.add_argument("--watch", help="the watch whose inbox holds them (default: found from each path)")
+    json_arg(parser, "each file's outcome")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from ffwatchd.cli.common import (
     dump_json,
     format_progress,
     format_time,
+    json_arg,
     open_store_for_reading,
     print_table,
     print_waiting,
@@ -39,30 +40,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = verbs.add_parser("list", help="list jobs")
     config_arg(p, verb=True)
     p.add_argument("--state", help=f"one of {', '.join(STATES)}")
-    p.add_argument("--watch")
+    p.add_argument("--watch", help="only this watch's jobs")
     p.add_argument("--limit", type=int, default=50, help="newest first, at most this many (default 50)")
-    p.add_argument("--json", action="store_true")
+    json_arg(p, "the jobs")
     p = verbs.add_parser("show", help="one job in full, with its provenance")
     config_arg(p, verb=True)
-    p.add_argument("id", type=int)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("id", type=int, help="the job's id (from `jobs list`)")
+    json_arg(p, "the job")
     p = verbs.add_parser("retry", help="failed or cancelled jobs back to queued (originals back to the inbox)")
     config_arg(p, verb=True)
-    p.add_argument("ids", type=int, nargs="*")
+    p.add_argument("ids", type=int, nargs="*", metavar="ID", help="the jobs' ids (or --failed)")
     p.add_argument("--failed", action="store_true", help="every failed job")
-    p.add_argument("--json", action="store_true")
+    json_arg(p, "what was retried")
     p.add_argument("--priority", choices=list(PRIORITIES), help="run them at this priority (default: the sidecar's)")
     p = verbs.add_parser("cancel", help="cancel queued or running jobs")
     config_arg(p, verb=True)
-    p.add_argument("ids", type=int, nargs="+")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("ids", type=int, nargs="+", metavar="ID", help="the jobs' ids")
+    json_arg(p, "what was cancelled")
     p = verbs.add_parser("purge", help="forget finished jobs")
     config_arg(p, verb=True)
     p.add_argument("--older-than", required=True, metavar="AGE",
                    help="finished more than AGE ago, e.g. 30d or 12h; 0 is refused (in retention: 0 means "
                         "off): to forget every finished job, give a short age such as 1s")
-    p.add_argument("--state", choices=["done", "failed", "cancelled"])
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--state", choices=["done", "failed", "cancelled"], help="only jobs that ended so")
+    json_arg(p, "what was forgotten")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, config_arg
+from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, config_arg, json_arg
 from ffwatchd.config.load import CONFIG_ENV, load_config
 from ffwatchd.config.settings import CustomModel
 from ffwatchd.errors import ConfigError, JobError
@@ -29,20 +29,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub.required = True
     p = sub.add_parser("list", help="each known model: present, missing, corrupt or unpinned")
     common(p, verb=True)
-    p.add_argument("--json", action="store_true")
+    json_arg(p, "the models")
     p = sub.add_parser("verify", help="check the sha256 of model files (all present ones, or NAMEs)")
     common(p, verb=True)
-    p.add_argument("names", nargs="*", metavar="NAME")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("names", nargs="*", metavar="NAME", help="models to check (default: every present one)")
+    json_arg(p, "each model's verdict")
     p = sub.add_parser("fetch", help="download models (with timeouts, resume and a sha256 check)")
     common(p, verb=True)
-    p.add_argument("names", nargs="*", metavar="NAME")
+    p.add_argument("names", nargs="*", metavar="NAME", help="models to download (or --all)")
     p.add_argument("--all", action="store_true", help="every built-in model")
     p.add_argument("--force", action="store_true", help="download even when the file is present and valid")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to connect and per read (default 30)")
     p.add_argument("--attempts", type=int, default=3, help="tries per model, resuming (default 3)")
     p.add_argument("--mirror", help="base URL to fetch FILE NAMEs from instead of the official addresses")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (a line per model)")
     p.add_argument("--json", action="store_true", help="one JSON report at the end (no progress bar)")
 
 

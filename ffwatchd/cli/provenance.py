@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, config_arg
+from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, config_arg, json_arg
 from ffwatchd.config.load import CONFIG_ENV, load_config
 from ffwatchd.errors import ConfigError
 from ffwatchd.media.c2pa_sign import read_manifest
@@ -26,8 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub.required = True
     p = sub.add_parser("show", help="metadata and C2PA manifest of a file, with its validation state")
     config_arg(p, verb=True, help=what)
-    p.add_argument("file", type=Path)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("file", type=Path, help="an output (or any image or video)")
+    json_arg(p, "the metadata and the manifest")
     p.add_argument("--trust", type=Path, metavar="CA.pem",
                    help="trust anchors (PEM) for the signer's chain: a trusted manifest shows as Trusted")
 

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE
+from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, json_arg
 from ffwatchd.config.load import load_config
 from ffwatchd.config.settings import Settings
 from ffwatchd.errors import ConfigError
@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="config file naming the PostgreSQL queue (default: $FFWATCHD_CONFIG)")
     p.add_argument("--from", dest="source", metavar="DB",
                    help="the SQLite file (default: ffwatchd.db in the config's state_dir)")
-    p.add_argument("--json", action="store_true")
+    json_arg(p, "the migration's report")
 
 
 def daemon_holding(source: Path, settings: Settings) -> str | None:

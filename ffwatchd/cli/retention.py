@@ -8,7 +8,7 @@ import logging
 import sys
 from typing import TextIO
 
-from ffwatchd.cli.common import config_arg
+from ffwatchd.cli.common import config_arg, json_arg
 from ffwatchd.config.load import load_config, resolve_config_path
 from ffwatchd.errors import ConfigError
 from ffwatchd.ops.diskguard import format_bytes
@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="list what would be removed and remove nothing")
-    parser.add_argument("--json", action="store_true")
+    json_arg(parser, "what was (or would be) removed")
     config_arg(parser)
 
 

@@ -10,6 +10,7 @@ from ffwatchd.cli.common import (
     config_arg,
     dump_json,
     format_progress,
+    json_arg,
     open_store_for_reading,
     print_table,
     print_unfiled,
@@ -48,7 +49,7 @@ def _state(w: dict) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     config_arg(parser)
-    parser.add_argument("--json", action="store_true")
+    json_arg(parser, "the status")
 
 
 def run(args: argparse.Namespace) -> int:
