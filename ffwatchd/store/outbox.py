@@ -149,15 +149,17 @@ def release(tx: Tx, delivery_id: int, token: str) -> None:
 def record_attempt(tx: Tx, delivery_id: int, *, ok: bool, error: str | None, retry_at: float | None,
                    token: str | None) -> Delivery | None:
     """After one try: delivered, pending until `retry_at`, or failed; with `token`, only under
-    that claim (None when the claim was lost)."""
+    that claim on a row still pending (None when the claim was lost: the claim ran out and
+    another host took it, or an operator dropped or retried the row meanwhile)."""
     if ok:
         change = "state = 'delivered', delivered_at = {now}, last_error = NULL"
     elif retry_at is not None:
         change = "state = 'pending', last_error = :error, next_attempt = :retry_at"
     else:
         change = "state = 'failed', last_error = :error, next_attempt = {now}"
+    claimed = " AND state = 'pending' AND claim_token = :token" if token is not None else ""
     row = tx.one(f"UPDATE outbox SET {change}, attempts = attempts + 1, claim_token = NULL, claimed_until = NULL "
-                 f"WHERE id = :id{' AND claim_token = :token' if token is not None else ''} RETURNING *",
+                 f"WHERE id = :id{claimed} RETURNING *",
                  id=delivery_id, error=error, retry_at=retry_at, token=token)
     if row is None and token is None:
         raise NotFound(delivery_id)
@@ -174,8 +176,9 @@ RETRY = """UPDATE outbox SET state = 'pending', attempts = 0, next_attempt = {no
                              claimed_until = NULL
            WHERE id = :id AND state IN ('pending', 'failed') RETURNING *"""
 
-#: an operator's `batches notifications drop`: a pending row ends failed, the reason kept
-DROP = """UPDATE outbox SET state = 'failed', next_attempt = {now},
+#: an operator's `batches notifications drop`: a pending row ends failed, the reason kept; a
+#: try in flight loses its claim, so its outcome is not recorded over the drop
+DROP = """UPDATE outbox SET state = 'failed', next_attempt = {now}, claim_token = NULL, claimed_until = NULL,
                             last_error = 'dropped by the operator' || coalesce(' (last error: ' || last_error || ')', '')
           WHERE id = :id AND state = 'pending' RETURNING *"""
 

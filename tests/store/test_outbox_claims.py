@@ -45,6 +45,24 @@ def test_one_host_claims_a_delivery_and_another_sees_it_only_after_the_claim_exp
     assert b.deliveries(state="delivered")[0].attempts == 1
 
 
+@pytest.mark.parametrize("ok", [False, True])
+def test_a_drop_while_a_try_is_in_flight_sticks(store: JobQueue, clock: Clock, ok: bool) -> None:
+    """The operator drops a row a host is trying now (the slow ones are the ones worth dropping):
+    that try's outcome, failed or delivered, no longer brings the row back to pending (where it
+    would be sent again) nor turns it into delivered; the row stays failed, dropped."""
+    store.add_deliveries([row("k1")])
+    (d,) = claim(store, "A")
+    dropped = store.drop_delivery(d.id)
+    assert (dropped.state, dropped.claim_token) == ("failed", None)
+    assert store.record_attempt(d.id, ok=ok, error=None if ok else "timed out", retry_at=clock.t + 10,
+                                token="A") is None
+    (after,) = store.deliveries()
+    assert (after.state, after.attempts, after.claim_token) == ("failed", 0, None)
+    assert after.last_error.startswith("dropped by the operator")
+    clock.t += 60
+    assert claim(store, "B") == [], "never tried again"
+
+
 def test_a_failed_try_under_a_claim_frees_the_row_for_its_next_try(store: JobQueue, clock: Clock) -> None:
     store.add_deliveries([row("k1")])
     (d,) = claim(store, "A")

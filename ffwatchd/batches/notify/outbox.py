@@ -180,7 +180,8 @@ def record(settings: Settings, store: JobQueue, d: Delivery, error: DeliveryErro
     claim `token` when given (nothing is recorded when the claim was lost)."""
     if error is None:
         if store.record_attempt(d.id, ok=True, token=token) is None:
-            log.warning("notification %d (key %s) delivered, but its claim had passed to another host: "
+            log.warning("notification %d (key %s) delivered, but not recorded: its claim was lost meanwhile "
+                        "(an operator dropped or retried it, or its claim ran out and another host took it); "
                         "the receiver may see it twice (same key)", d.id, d.idempotency_key)
             return
         log.info("notification %d (%s %s, key %s) delivered", d.id, d.channel, d.event, d.idempotency_key)
@@ -197,8 +198,9 @@ def record(settings: Settings, store: JobQueue, d: Delivery, error: DeliveryErro
     if d.channel == "webhook" and d.target in reason:      # the URL may be the credential
         reason = reason.replace(d.target, redact_url(d.target))
     if store.record_attempt(d.id, ok=False, error=reason, retry_at=retry_at, token=token) is None:
-        log.warning("notification %d (key %s): try %d failed (%s); not recorded, its claim had passed to "
-                    "another host", d.id, d.idempotency_key, attempts, reason)
+        log.warning("notification %d (key %s): try %d failed (%s); not recorded: its claim was lost meanwhile "
+                    "(an operator dropped or retried it, or its claim ran out and another host took it)",
+                    d.id, d.idempotency_key, attempts, reason)
         return
     log.warning("notification %d (%s %s, key %s): try %d failed: %s%s", d.id, d.channel, d.event,
                 d.idempotency_key, attempts, reason, "; giving up" if give_up else "")
