@@ -195,3 +195,41 @@ def test_a_staged_name_is_never_an_input_and_a_put_back_never_replaces(share, tm
     put_back(inbox / name, inbox / "x.jpg", 7)
     assert (inbox / "x.jpg").read_bytes() == OLD and (inbox / "x-7.jpg").read_bytes() == NEW
     assert not (inbox / name).exists()
+
+
+def test_a_run_cancelled_then_retried_and_claimed_again_by_its_own_worker_files_nothing(share, tmp_path) -> None:
+    """`jobs cancel` stops a run at its next heartbeat; `jobs retry` right after, and the same
+    worker's claim-ahead taking the job again, used to give the old run its fence back (attempts
+    restart at 0): it filed the retried job with its old result, and the new run then found its
+    result gone. The old run now ends `lost` without a file moved or recorded; the retried run,
+    with the sidecar the retry read, files the job."""
+    settings = host_settings(tmp_path, share, "a")
+    watch = settings.watches[0]
+    store = JobStore(tmp_path / "queue.db")
+    inbox = share / "inbox/x.jpg"
+    inbox.write_bytes(OLD)
+    job = ingest_file(settings, watch, store, inbox, 0.0).job
+    again: list = []
+
+    class OperatorActsMidRun(ReadingPipeline):
+        def process_image(self, target: Path, output: Path, spec) -> None:
+            super().process_image(target, output, spec)
+            if not again:                             # while the first run infers
+                store.cancel(job.id)
+                store.retry(job.id, spec={**store.get(job.id).spec, "marker": "retried"})
+                again.append(store.claim(A, 60))      # the same worker's claim-ahead
+
+    runner = JobRunner(settings, store, OperatorActsMidRun(), A)
+    first = store.claim(A, 60)
+    assert runner.start(first).finish().outcome == "lost"
+    now = store.get(job.id)
+    assert (now.state, now.filing, now.output_path, now.attempts) == ("running", None, None, 1)
+    assert _files(share / "output") == [] and _files(share / "done") == [] and inbox.exists()
+    assert store.filings(watch.name, "done") == {} and store.filings(watch.name, "output") == {}
+    (second,) = again
+    assert second.spec["marker"] == "retried" and second.claims == first.claims + 1
+    assert runner.start(second).finish().outcome == "done"
+    done = store.get(job.id)
+    assert done.state == "done" and Path(done.output_path).is_file()
+    assert _files(share / "done") == [share / "done/x.jpg"] and not inbox.exists()
+    store.close()

@@ -160,7 +160,7 @@ def _failed_destination(watch: WatchSettings, job: Job) -> Path:
 def _original_now(watch: WatchSettings, job: Job) -> Path:
     """Where the job's original is now: staged by an attempt that stopped while filing, or in the inbox."""
     src = watch.inbox / job.rel_path
-    return find_staged(src, job.id, job.attempts) or src
+    return find_staged(src, job.id, job.claims) or src
 
 
 def plan_failed(watch: WatchSettings, job: Job, kind: str, message: str, checked: dict | None = None) -> Plan:
@@ -255,7 +255,7 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
             root = root_of(watch, Path(dest))
             os.close(open_folder(root, split_under(root, Path(dest))[0], perms))
     src = Path(plan.original_src)
-    staged = stage_original(src, job.id, holder.attempt if holder else job.attempts, plan.original_state,
+    staged = stage_original(src, job.id, holder.attempt if holder else job.claims, plan.original_state,
                             None if holder is not None and holder.fresh else fence)
     # a result this run places is recorded in the ledger (retention.output_max_age ages from now)
     placing_result = plan.outcome == "done" and bool(plan.result_src) and os.path.lexists(plan.result_src)

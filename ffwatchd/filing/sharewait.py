@@ -57,7 +57,7 @@ class ShareWaiter:
         """The job goes back to the queue, no attempt spent: its share is gone."""
         log.warning("job %d: the share is unavailable (%s); back to the queue, no attempt spent", job.id, why)
         lease.stop()                  # no longer ours: the heartbeats must not renew it
-        self.store.release(job.id, self.owner, attempt=job.attempts)
+        self.store.release(job.id, self.owner, attempt=job.claims)
         out.outcome, out.message = "lost", f"share unavailable: {why}"
 
     def wait(self, watch: WatchSettings, job: Job, lease: HeldLease, why: str | None) -> None:
@@ -82,11 +82,11 @@ class ShareWaiter:
         leaves its inbox name (`fresh`: the caller's `set_filing` just did) and before a copy is
         linked; while the share is unavailable it is retried with backoff."""
         def confirm() -> None:
-            self.store.confirm_lease(job.id, self.owner, attempt=job.attempts, lease=self.settings.workers.lease)
+            self.store.confirm_lease(job.id, self.owner, attempt=job.claims, lease=self.settings.workers.lease)
         while True:
             try:
                 return execute_plan(plan, job, watch, ledger=self.store,
-                                    holder=Holder(self.owner, job.attempts, confirm, fresh),
+                                    holder=Holder(self.owner, job.claims, confirm, fresh),
                                     share_problem=lambda: self.shares.problem(watch))
             except ShareUnavailable as e:
                 why: str | None = str(e)

@@ -6,7 +6,8 @@ A filesystem cannot check a fencing token, so the original is taken by construct
 
 1. it is opened (`O_PATH | O_NOFOLLOW`: no read, no link followed) and the descriptor is checked
    against what the job processed: size, mtime and, on the host that checked it, its inode;
-2. the lease is confirmed, fenced by owner and attempt (`fence`);
+2. the lease is confirmed, fenced by owner and attempt (`fence`; the attempt is the job's claim
+   number, `Job.claims`, which never restarts, as `attempts` does on a retry);
 3. the inbox name is renamed, in its own folder, to a hidden name unique to the job and the
    attempt (`.ffwatchd-filing-<job>-<attempt>-<name>`): the watcher never takes it for an input
    and nobody else ever writes it. If the renamed inode is not the checked descriptor's (a new

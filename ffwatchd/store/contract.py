@@ -26,13 +26,13 @@ class NotFound(KeyError):
 def fence_refusal(job_id: int, owner: str, attempt: int | None, row: Any, lease_live: bool) -> TransitionError | None:
     """The fencing rule, once for both backends: a holder may change its job only while the job is
     running, leased to it, on its attempt and (where the verb asks) before its lease ran out.
-    `row` has the job's state, lease_owner and attempts. None: allowed; else why not."""
+    `row` has the job's state, lease_owner and claims. None: allowed; else why not."""
     if row["state"] != "running" or row["lease_owner"] != owner:
         return TransitionError(f"job {job_id} is {row['state']} and not held by {owner} "
                                f"(lease owner {row['lease_owner']})")
-    if attempt is not None and row["attempts"] != attempt:
-        return TransitionError(f"job {job_id} is on attempt {row['attempts']}, not {attempt}: "
-                               f"the lease of attempt {attempt} was lost")
+    if attempt is not None and row["claims"] != attempt:
+        return TransitionError(f"job {job_id} is on claim {row['claims']}, not {attempt}: "
+                               f"the lease of that attempt (claim {attempt}) was lost")
     if not lease_live:
         return TransitionError(f"job {job_id}: the lease of {owner} expired; it may be running elsewhere")
     return None
@@ -41,8 +41,9 @@ def fence_refusal(job_id: int, owner: str, attempt: int | None, row: Any, lease_
 class JobQueue(abc.ABC):
     """What the daemon, the workers and the command line need from a job table.
 
-    Fencing: `set_filing`, `finish` and `fail` take the `attempt` the caller claimed
-    (`Job.attempts`); a caller whose claim is stale (another claim happened since) is refused
+    Fencing: `set_filing`, `finish` and `fail` take as `attempt` the claim the caller holds
+    (`Job.claims`: counted at every claim and never reset, unlike `Job.attempts`, which a retry
+    restarts); a caller whose claim is stale (another claim happened since) is refused
     with TransitionError even when the owner name matches. `set_filing` also refuses an
     expired lease, so nothing is filed by a holder the queue may already have given away."""
 

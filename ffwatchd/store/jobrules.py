@@ -7,7 +7,8 @@
 
 Each transition is one statement in the shared spelling of `dialect.py`, run on a `Tx`. A
 holder's transitions (heartbeat, set_filing, confirm_lease, finish, fail, release) are fenced:
-they apply only while the job is running, leased to that owner, on its attempt and, where the
+they apply only while the job is running, leased to that owner, on its claim (`claims`, counted
+at every claim and never reset; `attempts` restarts on a retry) and, where the
 verb asks, before its lease ran out; when the fenced statement matches no row, `refusal` says
 why (`contract.fence_refusal`, the rule in words).
 """
@@ -101,15 +102,17 @@ READY = "state = 'queued' AND not_before <= {now}"
 NEXT = "priority DESC, queued_at, id"
 #: what a claim sets (parameters owner, lease, worker)
 CLAIMED = """state = 'running', lease_owner = :owner, lease_until = {now} + :lease,
-             attempts = attempts + 1, started_at = {now}, worker = coalesce(:worker, worker)"""
+             attempts = attempts + 1, claims = claims + 1, started_at = {now},
+             worker = coalesce(:worker, worker)"""
 
 
 # -- the holder's transitions, fenced ------------------------------------------------------------
 
 def held(job: str = ":id") -> str:
-    """The fence in SQL: job `job` is running, leased to :owner, on :attempt (when given)."""
+    """The fence in SQL: job `job` is running, leased to :owner, on the claim :attempt (when
+    given: the holder's `Job.claims`, unique per claim of the job, where `attempts` restarts)."""
     return (f"id = {job} AND state = 'running' AND lease_owner = :owner "
-            "AND (CAST(:attempt AS INTEGER) IS NULL OR attempts = CAST(:attempt AS INTEGER))")
+            "AND (CAST(:attempt AS INTEGER) IS NULL OR claims = CAST(:attempt AS INTEGER))")
 
 
 @functools.cache
@@ -131,7 +134,7 @@ def fenced(tx: Tx, job_id: int, owner: str, attempt: int | None, assignments: st
 
 def refusal(tx: Tx, job_id: int, owner: str, attempt: int | None) -> TransitionError:
     """Why a fenced update matched no row, as the error to raise."""
-    row = tx.one("SELECT state, lease_owner, attempts FROM jobs WHERE id = :id", id=job_id)
+    row = tx.one("SELECT state, lease_owner, claims FROM jobs WHERE id = :id", id=job_id)
     if row is None:
         raise NotFound(job_id)
     # held on this attempt, yet not matched: its lease ran out
@@ -150,9 +153,9 @@ def heartbeat(tx: Tx, job_id: int, owner: str, lease: float, progress: tuple[int
     if tx.one(fenced_sql(_HEARTBEAT, False, "id"), id=job_id, owner=owner, attempt=attempt, lease=lease,
               done=done, total=total) is not None:
         return "ok"
-    row = tx.one("SELECT state, lease_owner, attempts FROM jobs WHERE id = :id", id=job_id)
+    row = tx.one("SELECT state, lease_owner, claims FROM jobs WHERE id = :id", id=job_id)
     if row is not None and row["lease_owner"] == owner and row["state"] == "cancelled" \
-            and (attempt is None or row["attempts"] == attempt):
+            and (attempt is None or row["claims"] == attempt):
         return "cancelled"
     return "lost"
 

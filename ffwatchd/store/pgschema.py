@@ -141,6 +141,12 @@ MIGRATIONS: list[str] = [
     ALTER TABLE outbox ADD COLUMN claim_token text, ADD COLUMN claimed_until float8, ADD COLUMN watch text;
     UPDATE outbox SET watch = payload->>'watch';
     """,
+    # 9: the fence of a job's holder is its claim number, which only ever grows (attempts restart
+    # on a retry and step back on a release, so a stale run could hold a retried job's fence)
+    """
+    ALTER TABLE jobs ADD COLUMN claims integer NOT NULL DEFAULT 0;
+    UPDATE jobs SET claims = attempts;
+    """,
 ]
 
 # pg_advisory_xact_lock key: hosts starting together migrate one after the other.

@@ -42,6 +42,7 @@ class Job:
     filing: dict | None
     worker: dict | None
     batch: str | None = None         # the batch folder (relative to the inbox; '' is the root)
+    claims: int = 0                  # how many times a worker claimed it, never reset: the fence
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

@@ -157,6 +157,12 @@ MIGRATIONS: list[str] = [
     ALTER TABLE outbox ADD COLUMN watch TEXT;
     UPDATE outbox SET watch = json_extract(payload, '$.watch');
     """,
+    # 9: the fence of a job's holder is its claim number, which only ever grows (attempts restart
+    # on a retry and step back on a release, so a stale run could hold a retried job's fence)
+    """
+    ALTER TABLE jobs ADD COLUMN claims INTEGER NOT NULL DEFAULT 0;
+    UPDATE jobs SET claims = attempts;
+    """,
 ]
 
 

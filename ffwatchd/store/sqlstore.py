@@ -134,8 +134,8 @@ class SqlJobStore(JobQueue):
 
         def replayed(tx: Tx) -> tuple[bool, Job | None]:
             """The finish committed (this attempt's job is done): then its claim was too, or found none."""
-            row = tx.one("SELECT state, attempts FROM jobs WHERE id = :id", id=job_id)
-            if row is None or row["state"] != "done" or (attempt is not None and row["attempts"] != attempt):
+            row = tx.one("SELECT state, claims FROM jobs WHERE id = :id", id=job_id)
+            if row is None or row["state"] != "done" or (attempt is not None and row["claims"] != attempt):
                 return False, None
             return True, self._claimed_by(tx, p)[1]
         return self._run(body, replayed=replayed)

@@ -78,7 +78,7 @@ class FailurePolicy:
         log.warning("job %d: %s", job.id, err)
         if err.transient and job.attempts < job.max_attempts:
             self.store.fail(job.id, self.owner, error_kind=err.kind, message=err.message, transient=True,
-                            attempt=job.attempts)
+                            attempt=job.claims)
             out.outcome = "retried"
             if job.kind == "image":
                 self.clean_temp(job.id)    # videos keep finished segments to resume
@@ -92,7 +92,7 @@ class FailurePolicy:
                    lease: Lease | None = None) -> None:
         self._withdraw_result(watch, job)
         plan = plan_failed(watch, job, kind, message, self.checked.get(job.id))
-        self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
+        self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.claims)
         try:
             if lease is not None:
                 self.waiter.file_plan(watch, plan, job, lease, fresh=True)
@@ -103,19 +103,19 @@ class FailurePolicy:
                                      f"(the job failed first as {kind}: {message})")
             return
         except OriginalChanged as e:          # the file there now is another job's: left in the inbox
-            self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
+            self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
             self.fail_without_filing(job, out, e.kind, f"{e.message} (the job failed first as {kind}: {message})")
             self.clean_temp(job.id)
             return
         except OSError as e:                  # not the share going (that waits): failed/ refuses it
-            self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
+            self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
             self.fail_without_filing(job, out, "io", f"the original could not be filed to failed/ "
                                      f"({e.strerror or e}); it stays in the inbox (the job failed first as "
                                      f"{kind}: {message})")
             self.clean_temp(job.id)
             return
         self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
-                        attempt=job.attempts)
+                        attempt=job.claims)
         out.outcome, out.error_kind, out.message = "failed", kind, message
         self.clean_temp(job.id)
 
@@ -157,7 +157,7 @@ class FailurePolicy:
         """The original is not ours to move (gone, or replaced by new content)."""
         log.warning("job %d: %s: %s", job.id, kind, message)
         self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
-                        attempt=job.attempts)
+                        attempt=job.claims)
         out.outcome, out.error_kind, out.message = "failed", kind, message
 
     def stopped(self, watch: WatchSettings, job: Job, lease: Lease, out: Outcome, workdir: Path) -> None:

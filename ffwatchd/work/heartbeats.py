@@ -16,7 +16,7 @@ class Lease:
     """One job's lease, kept alive by the worker's `Heartbeats`; says when it was cancelled or lost."""
 
     def __init__(self, heartbeats: "Heartbeats", job: Job) -> None:
-        self.heartbeats, self.job_id, self.attempt = heartbeats, job.id, job.attempts
+        self.heartbeats, self.job_id, self.attempt = heartbeats, job.id, job.claims
         self.status = "ok"
         self.progress: tuple[int, int] | None = None
 

@@ -104,7 +104,7 @@ class JobRunner:
         if lease is not None:
             lease.stop()
         try:
-            self.store.release(job.id, self.owner, attempt=job.attempts)
+            self.store.release(job.id, self.owner, attempt=job.claims)
         except TransitionError as e:
             log.warning("job %d: %s", job.id, e)
 
@@ -216,11 +216,11 @@ class JobRunner:
             if why:
                 self.waiter.wait(watch, job, lease, why)
             plan = plan_done(watch, job, result, suffix, self._checked.get(job.id))
-            self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.attempts)
+            self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.claims)
             try:
                 self.waiter.file_plan(watch, plan, job, lease, fresh=True)
             except OriginalChanged as e:      # replaced or rewritten meanwhile: not this job's to file
-                self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
+                self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
                 self.failures.fail_without_filing(job, out, e.kind, e.message)
                 self._clean_temp(job.id, None if job.kind != "image" else result)
                 return
@@ -241,10 +241,10 @@ class JobRunner:
         job in the same transaction, held from then on and handed back as `Pending.claimed`."""
         claim = pending.then_claim() if pending is not None and pending.then_claim is not None else None
         if claim is None:
-            self.store.finish(job.id, self.owner, output_path=output_path, attempt=job.attempts)
+            self.store.finish(job.id, self.owner, output_path=output_path, attempt=job.claims)
             return
         claimed = self.store.finish_and_claim(job.id, self.owner, output_path=output_path,
-                                              attempt=job.attempts, lease=self.settings.workers.lease, **claim)
+                                              attempt=job.claims, lease=self.settings.workers.lease, **claim)
         if claimed is not None:
             pending.claimed = claimed
             self.hold(claimed)
@@ -330,8 +330,8 @@ class JobRunner:
         folders = sorted({Path(p).parent for p in (plan.result_dst, plan.original_dst) if p})
         remove_leftovers(folders, self.store, now=time.time(), lease=self.settings.workers.lease, job_id=job.id)
         if plan.outcome == "done" and not result_trusted(plan, job.id):
-            self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
-            unstage(Path(plan.original_src), job.id, job.attempts)
+            self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
+            unstage(Path(plan.original_src), job.id, job.claims)
             return False
         log.info("job %d: finishing the filing an earlier attempt started (a crash or an error stopped it)", job.id)
         try:
@@ -341,18 +341,18 @@ class JobRunner:
             return True
         except OriginalChanged as e:           # the original is not the one processed: look at it again
             log.warning("job %d: %s", job.id, e.message)
-            self.store.set_filing(job.id, self.owner, None, attempt=job.attempts)
-            unstage(Path(plan.original_src), job.id, job.attempts)
+            self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
+            unstage(Path(plan.original_src), job.id, job.claims)
             return False
         except (JobError, OSError) as e:      # as any failure of the job (never the worker's end)
             self.failures.handle(e, watch, job, lease, out, Path(plan.result_src or plan.original_src))
             return True
         if plan.outcome == "done":
-            self.store.finish(job.id, self.owner, output_path=plan.result_dst, attempt=job.attempts)
+            self.store.finish(job.id, self.owner, output_path=plan.result_dst, attempt=job.claims)
             out.outcome = "done"
         else:
             self.store.fail(job.id, self.owner, error_kind=plan.error_kind or "internal",
-                            message=plan.message or "", transient=False, attempt=job.attempts)
+                            message=plan.message or "", transient=False, attempt=job.claims)
             out.outcome, out.error_kind, out.message = "failed", plan.error_kind, plan.message
         self._clean_temp(job.id)
         return True

@@ -400,13 +400,14 @@ def test_a_stale_attempt_of_the_same_owner_can_neither_fail_nor_release(store: J
     clock.t += 61
     again = store.claim("w1", 60)
     for verb in (lambda: store.fail(job.id, "w1", error_kind="io", message="x", transient=False,
-                                    attempt=first.attempts),
-                 lambda: store.release(job.id, "w1", attempt=first.attempts)):
-        with pytest.raises(TransitionError, match=f"^job {job.id} is on attempt {again.attempts}, not "
-                                                  f"{first.attempts}: the lease of attempt {first.attempts} was lost$"):
+                                    attempt=first.claims),
+                 lambda: store.release(job.id, "w1", attempt=first.claims)):
+        with pytest.raises(TransitionError, match=rf"^job {job.id} is on claim {again.claims}, not "
+                                                  rf"{first.claims}: the lease of that attempt \(claim {first.claims}\) "
+                                                  "was lost$"):
             verb()
     assert store.get(job.id).state == "running"
-    assert store.release(job.id, "w1", attempt=again.attempts).state == "queued"
+    assert store.release(job.id, "w1", attempt=again.claims).state == "queued"
 
 
 def test_a_refusal_says_the_jobs_state_and_who_holds_it(store: JobQueue) -> None:
@@ -519,6 +520,44 @@ def test_the_ledger_write_is_fenced_by_owner_and_attempt(store: JobQueue, clock:
     assert set(store.filings("studio", "done")) == {"held.jpg"}
     assert store.filings("studio", "done")["held.jpg"].job_id == job.id
     assert set(store.filings("studio", "failed")) == {"refused.jpg"}
+
+
+@pytest.mark.parametrize("between", ["cancel_and_retry", "release"])
+def test_every_claim_of_a_job_is_fenced_apart_from_its_earlier_ones_also_for_the_same_owner(
+        store: JobQueue, clock: Clock, between: str) -> None:
+    """The fence was (owner, attempts), and attempts restart at 0 on `jobs retry` (and step back on a
+    release): a run stopped by `jobs cancel`, its job retried and claimed again by the same worker
+    within a heartbeat, passed the fence again. Its heartbeat, filing plan, ledger entry and finish
+    went through and filed the retried job with the old run's result. The fence is the job's claim
+    number (`Job.claims`), which only ever grows; `attempts` still counts afresh after a retry."""
+    from ffwatchd.store import Filing
+
+    job, _ = add(store)
+    old = store.claim("w1", 60)
+    if between == "cancel_and_retry":
+        store.cancel(job.id)
+        store.retry(job.id)
+    else:
+        store.release(job.id, "w1", attempt=old.claims)
+    new = store.claim("w1", 60)
+    assert new.id == job.id and new.attempts == old.attempts == 1          # counted afresh
+    assert new.claims == old.claims + 1
+    assert store.heartbeat(job.id, "w1", 60, attempt=old.claims).status == "lost"
+    stale = [lambda: store.set_filing(job.id, "w1", {"outcome": "done"}, attempt=old.claims),
+             lambda: store.confirm_lease(job.id, "w1", attempt=old.claims, lease=60),
+             lambda: store.finish(job.id, "w1", output_path="/o/old.jpg", attempt=old.claims),
+             lambda: store.fail(job.id, "w1", error_kind="x", message="x", transient=False, attempt=old.claims),
+             lambda: store.release(job.id, "w1", attempt=old.claims),
+             lambda: store.finish_and_claim(job.id, "w1", output_path="/o/old.jpg", attempt=old.claims, lease=60)]
+    for call in stale:
+        with pytest.raises(TransitionError, match="claim"):
+            call()
+    store.record_filing(Filing("w", "done", "old.jpg", 1, 2, 3.0, job.id), owner="w1", attempt=old.claims)
+    assert store.filings("w", "done") == {}
+    now = store.get(job.id)
+    assert (now.state, now.lease_owner, now.filing, now.claims) == ("running", "w1", None, new.claims)
+    assert store.heartbeat(job.id, "w1", 60, attempt=new.claims).status == "ok"
+    assert store.finish(job.id, "w1", output_path="/o/new.jpg", attempt=new.claims).output_path == "/o/new.jpg"
 
 
 # -- wake-ups ------------------------------------------------------------------------------------

@@ -36,4 +36,25 @@ def test_an_sqlite_table_of_version_6_keeps_its_ledger(tmp_path: Path) -> None:
     with SqliteJobStore(db) as store:
         assert store.filings("w", "done")["b.jpg"].inode == 2
         assert store.queue_id() == "q"
-    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) == 8
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) == 9
+
+
+def test_a_job_running_when_the_table_is_upgraded_keeps_its_fence(tmp_path: Path) -> None:
+    """Migration 9 adds the claim number the fence compares (`claims`), started at each job's
+    attempts: a holder of a job across the upgrade (and the names it staged an original under,
+    numbered by attempt before) still matches."""
+    db = tmp_path / "old.db"
+    conn = sqlite3.connect(db)
+    for i, migration in enumerate(MIGRATIONS[:8]):
+        conn.executescript(migration)
+        conn.execute(f"PRAGMA user_version = {i + 1}")
+    conn.execute("""INSERT INTO jobs (watch, rel_path, size, mtime, content_hash, kind, spec, sources, state,
+                                      attempts, max_attempts, lease_owner, lease_until, created_at, queued_at)
+                    VALUES ('w', 'a.jpg', 1, 1.0, 'h', 'image', '{}', '[]', 'running', 2, 3, 'w1', 1e12, 1.0, 1.0)""")
+    conn.commit()
+    conn.close()
+    with SqliteJobStore(db) as store:
+        (job,) = store.list(limit=10)
+        assert (job.attempts, job.claims) == (2, 2)
+        assert store.heartbeat(job.id, "w1", 60, attempt=2).status == "ok"
+        assert store.finish(job.id, "w1", output_path=None, attempt=2).state == "done"
