@@ -138,6 +138,71 @@ class DripReceiver:
         self.sock.close()
 
 
+class DripSmtpServer:
+    """An SMTP server that greets one byte every `every` seconds and then takes a message (a slow
+    or hostile mail server: every single read is quick, the whole exchange is not); records each
+    message and when its client let go."""
+
+    GREETING = b"220 drip.example ESMTP " + b"." * 60 + b"\r\n"
+
+    def __init__(self, every: float = 0.5) -> None:
+        self.every = every
+        self.events: list[tuple[str, float]] = []        # ("connect" | "gone" | "message", monotonic)
+        self._lock = threading.Lock()
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self._closed = False
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _event(self, what: str) -> None:
+        with self._lock:
+            self.events.append((what, time.monotonic()))
+
+    def _serve(self) -> None:
+        while not self._closed:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._session, args=(conn,), daemon=True).start()
+
+    def _session(self, conn: socket.socket) -> None:
+        self._event("connect")
+        with conn:
+            try:
+                for i in range(len(self.GREETING)):
+                    conn.sendall(self.GREETING[i:i + 1])
+                    time.sleep(self.every)
+                f = conn.makefile("rb")
+                while True:
+                    line = f.readline()
+                    if not line:
+                        break
+                    verb = line[:4].upper()
+                    if verb in (b"EHLO", b"HELO"):
+                        conn.sendall(b"250 drip.example\r\n")
+                    elif verb == b"DATA":
+                        conn.sendall(b"354 go on\r\n")
+                        while f.readline() not in (b".\r\n", b""):
+                            pass
+                        self._event("message")
+                        conn.sendall(b"250 taken\r\n")
+                    elif verb == b"QUIT":
+                        conn.sendall(b"221 bye\r\n")
+                        break
+                    else:
+                        conn.sendall(b"250 ok\r\n")
+            except OSError:
+                pass
+        self._event("gone")
+
+    def close(self) -> None:
+        self._closed = True
+        self.sock.close()
+
+
 class MailSink:
     """aiosmtpd on 127.0.0.1 keeping every message; optional STARTTLS and AUTH."""
 

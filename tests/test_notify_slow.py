@@ -90,3 +90,35 @@ def test_retry_after_as_an_http_date() -> None:
 
     assert retry_after(formatdate(1030.0, usegmt=True), 1000.0) == 30.0
     assert retry_after("soon", 1000.0) is None and retry_after(None, 1000.0) is None
+
+
+def test_a_dripping_mail_server_is_cut_off_at_the_tries_deadline_within_the_claim(tmp_path: Path) -> None:
+    """smtplib's timeout is per socket read, so a server greeting one byte at a time held a try for
+    as long as it liked: past the claim's lease, when another host took the row and the mail went
+    out twice. A try now ends at its overall deadline (`smtp.timeout` x 4, the steps of one
+    exchange), which the claim outlasts; the row stays pending for its next try."""
+    from ffwatchd.batches.notify import smtp
+    from ffwatchd.batches.notify.sender import Sender
+    from ffwatchd.batches.notify.webhook import DeliveryError
+    from tests.servers import DripSmtpServer
+
+    server = DripSmtpServer(every=0.5)                # the whole greeting: ~42 s
+    try:
+        s = load_settings({"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"),
+                           "models_dir": str(tmp_path / "m"),
+                           "watches": [{"name": "w1", **{k: str(tmp_path / k) for k in ("inbox", "output", "done",
+                                                                                        "failed")}}],
+                           "smtp": {"server": "127.0.0.1", "port": server.port, "starttls": False,
+                                    "timeout": "1s"}}, tmp_path)
+        assert smtp.deadline(s.smtp) == 4.0 and Sender(s, None).lease() > smtp.deadline(s.smtp)
+        started = time.monotonic()
+        with pytest.raises(DeliveryError, match=r"no complete exchange within 4 s"):
+            smtp.send(s.smtp, ["editor@example.com"], "subject", "text", "<k@ffwatchd>")
+        took = time.monotonic() - started
+        assert took < 20, took                        # cut off at 4 s (generous for a loaded machine)
+        wait_for_gone = time.monotonic() + 10
+        while not any(what == "gone" for what, _ in server.events) and time.monotonic() < wait_for_gone:
+            time.sleep(0.05)
+        assert [what for what, _ in server.events] == ["connect", "gone"], "no message was taken"
+    finally:
+        server.close()

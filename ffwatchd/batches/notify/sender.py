@@ -1,7 +1,7 @@
 """The outbox sender: due deliveries tried in a bounded pool of threads, one at a time per
 target (a webhook URL; an e-mail's recipients), so a slow or dead receiver holds up only its
 own deliveries, each of which ends by its deadline (`notify.timeout` for a webhook,
-`smtp.timeout` per SMTP step).
+`smtp.timeout` x 4 for an e-mail, `smtp.deadline`).
 
 Several hosts on one queue: each row is claimed (a token and a lease, `FOR UPDATE SKIP LOCKED`
 on PostgreSQL) before it is tried, and its outcome recorded only under that claim; a host
@@ -19,6 +19,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Callable
 
 from ffwatchd.batches.notify.outbox import attempt, record
+from ffwatchd.batches.notify.smtp import deadline as mail_deadline
 from ffwatchd.config.settings import Settings
 from ffwatchd.store import Delivery, JobQueue
 
@@ -46,7 +47,7 @@ class Sender:
     def lease(self) -> float:
         """How long a claim lasts: past every deadline of one try (a webhook's timeout; an
         e-mail's SMTP steps), so no other host takes a row this host is still trying."""
-        smtp = self.settings.smtp.timeout * 4 if self.settings.smtp is not None else 0.0
+        smtp = mail_deadline(self.settings.smtp) if self.settings.smtp is not None else 0.0
         return 1.5 * max(self.settings.notify.timeout, smtp) + LEASE_MARGIN
 
     def can_send(self) -> tuple[list[str], list[str]]:
