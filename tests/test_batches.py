@@ -363,3 +363,28 @@ def test_a_report_held_back_by_its_rate_limit_is_written_when_the_limit_has_pass
         tracker.step(now=clock.t)                          # quiet period (10 s of the store's clock) not over
     report = json.loads(out.read_text())
     assert report["counts"]["done"] == 1 and report["counts"]["queued"] == 0 and report["state"] == "running"
+
+
+def test_a_batch_reopens_by_the_tables_clock_whatever_the_hosts_clock_says(env) -> None:
+    """The tracker read activity since its own host's clock minus 5 s and compared quiet periods
+    with it, while the table stamps created_at and finished_at by its own clock (PostgreSQL: the
+    database's). A batches leader whose clock ran 10 s ahead never saw a file queued and done
+    between two ticks, nor one refused at intake: the batch never reopened. Here the table's
+    clock is years behind the host's; the tracker goes by the table's (`JobQueue.now`)."""
+    settings, store, clock, tracker, _ = env
+    assert store.now() == clock.t and abs(time.time() - clock.t) > 3600
+
+    def ticks(n: int) -> None:
+        for _ in range(n):
+            tracker.step()                      # no `now`: the tracker's own reading of the time
+            clock.t += 1
+
+    run_job(settings, store, clock, "b/one.jpg", 1, SPEC)
+    ticks(15)
+    (b,) = store.list_batches()
+    assert (b.state, b.version) == ("finished", 1)
+    run_job(settings, store, clock, "b/two.jpg", 2, SPEC)      # queued and done between two ticks
+    ticks(15)
+    (b,) = store.list_batches()
+    assert (b.state, b.version, b.counts["done"]) == ("finished", 2, 2)
+    assert sorted(d.event for d in store.deliveries()) == ["finished", "finished"]

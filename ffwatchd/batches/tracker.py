@@ -101,7 +101,8 @@ class BatchTracker:
         self._read: dict[int, tuple[float, tuple[int, float], float]] = {}
 
     def step(self, now: float | None = None) -> None:
-        now = time.time() if now is None else now
+        """`now`: on the table's clock (its timestamps are compared with it), read from it by default."""
+        now = self.store.now() if now is None else now
         if self._since == 0.0:
             self.remove_stale_temps()
         since, self._since = self._since, now - 5.0

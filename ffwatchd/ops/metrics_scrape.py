@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
@@ -43,6 +42,7 @@ class JobTableCollector(Collector):
             leading = self.leads() if self.leads is not None else True
             counts = self.store.counts()
             oldest = self.store.oldest_queued_at()
+            table_now = self.store.now() if oldest is not None else 0.0    # the ages go by the table's clock
             running = self.store.list(state="running", limit=1000) if leading else []
         except Exception as e:  # noqa: BLE001 - sqlite3 or the server's driver: the table is down
             log.warning("metrics: cannot read the job table: %s", e)
@@ -61,7 +61,7 @@ class JobTableCollector(Collector):
         yield jobs
         age = GaugeMetricFamily("ffwatchd_oldest_queued_job_age_seconds",
                                 "Seconds since the oldest queued job was queued (0 when none)")
-        age.add_metric([], max(0.0, time.time() - oldest) if oldest is not None else 0.0)
+        age.add_metric([], max(0.0, table_now - oldest) if oldest is not None else 0.0)
         yield age
         yield from _video_progress(running)
 

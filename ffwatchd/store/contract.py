@@ -233,6 +233,12 @@ class JobQueue(abc.ABC):
     def oldest_queued_at(self) -> float | None: ...
 
     @abc.abstractmethod
+    def now(self) -> float:
+        """The table's clock (PostgreSQL: the database's): what its timestamps (created_at,
+        finished_at, queued_at, leases) are stamped by, so what an age or a window over them is
+        measured against; a host whose own clock is off does not matter."""
+
+    @abc.abstractmethod
     def integrity_check(self) -> str: ...
 
     @abc.abstractmethod

@@ -242,6 +242,9 @@ class SqlJobStore(JobQueue):
                              FROM jobs GROUP BY watch, state ORDER BY watch, state""", window=float(window))
         return [(r["watch"], r["state"], r["n"], r["recent"]) for r in rows]
 
+    def now(self) -> float:
+        return float(self._read("SELECT {now} AS now")[0]["now"])
+
     def oldest_queued_at(self) -> float | None:
         return self._read("SELECT min(queued_at) AS t FROM jobs WHERE state = 'queued'")[0]["t"]
 

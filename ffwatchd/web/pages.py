@@ -72,7 +72,7 @@ def overview(store: JobQueue, state_dir: Path, lease: float, *, actions: bool) -
         "paused": redact(store.paused_watches()),
         "throughput": {"window_s": THROUGHPUT_WINDOW, **finished,
                        "per_minute": round(finished["done"] * 60 / THROUGHPUT_WINDOW, 2)},
-        "queue_age_s": None if oldest is None else max(0.0, now - oldest),
+        "queue_age_s": None if oldest is None else max(0.0, store.now() - oldest),   # the table's clock
         "batches": batches(store, watch=None, state=None, limit=RECENT_BATCHES),
         "failed": jobs(store, state="failed", watch=None, limit=RECENT_FAILED),
     }   # each part redacted where it is read, once (redaction is a good part of a refresh's time)
