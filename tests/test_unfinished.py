@@ -194,3 +194,89 @@ def test_a_reload_keeps_the_waits_that_were_running(make_env):
     wait_for(lambda: empty in new.tracker or new.unfinished.files[empty][0] == first_unfinished, 30,
              "the empty file seen again")
     assert new.unfinished.since(empty) == first_unfinished   # still from the first sighting
+
+
+def test_a_restart_keeps_the_waits_that_were_running(make_env):
+    """A new-user trial: an unfinished file was given its whole `unfinished_wait` again after the
+    daemon restarted (kill -9, a restart for a queue change), failed 11.5 min after it was dropped
+    with a report saying it waited 10, and a daemon restarted more often than the wait never
+    failed it. The waits are kept in state_dir (`waits-<watch>.json`): a new process goes on from
+    when each wait started; a file gone meanwhile is forgotten."""
+    from ffwatchd.watch.service import WatchService
+
+    env = make_env("inotify", unfinished_wait="10m", sidecar_wait="10m")
+    env.service.start()
+    empty = env.inbox / "bad" / "empty.jpg"
+    empty.parent.mkdir()
+    empty.write_bytes(b"")
+    (env.inbox / "sc").mkdir()
+    (env.inbox / "sc" / "ffwatch.yaml").write_text("sources: [faces/missing.jpg]\nprocessors: [face_swapper]\n")
+    lonely = env.inbox / "sc" / "t1.jpg"
+    lonely.write_bytes(jpeg(seed=5))
+    gone = env.inbox / "bad" / "gone.jpg"
+    gone.write_bytes(b"")
+    loop = env.service.loops[env.watch.name]
+    wait_for(lambda: empty in loop.unfinished.files and gone in loop.unfinished.files and lonely in loop.waiting,
+             60, "the waits to start")
+    first_unfinished = loop.unfinished.files[empty][0]
+    first_waiting = loop.waiting[lonely][0]
+    book = env.settings.state_dir / f"waits-{env.watch.name}.json"
+    wait_for(lambda: book.exists() and "gone.jpg" in book.read_text(), 30, "the waits kept in state_dir")
+    env.service.stop()                                        # the process ends: its memory is gone
+    gone.unlink()                                             # removed while no daemon ran
+    again = WatchService(env.settings, env.store, metrics=env.metrics)      # a new process, no notices_from
+    env.service = again                                       # stopped by the fixture
+    again.start()
+    new = again.loops[env.watch.name]
+    wait_for(lambda: empty in new.unfinished.files and lonely in new.waiting, 60, "both files seen again")
+    assert new.unfinished.since(empty) == first_unfinished
+    assert new.waiting[lonely][0] == first_waiting
+    shown = {f["path"]: f for f in new.waiting_files()}      # what `status` lists, with its deadline
+    assert shown["sc/t1.jpg"]["deadline"] == pytest.approx(first_waiting + 600, abs=1)
+    wait_for(lambda: "gone.jpg" not in book.read_text(), 30, "the file gone meanwhile forgotten")
+    assert json.loads(book.read_text())["unfinished"] == {"bad/empty.jpg": [first_unfinished, empty.stat().st_ino]}
+
+
+def test_the_wait_book_takes_over_only_the_same_file_and_survives_a_bad_copy_of_itself(tmp_path, caplog):
+    """Another file dropped at the name while no daemon ran waits afresh (its inode differs); a
+    book that cannot be read is said once and the waits start afresh, nothing raised; an entry
+    is written only when the waits change."""
+    from ffwatchd.config.settings import WatchSettings
+    from ffwatchd.watch.waitbook import WaitBook
+
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    watch = WatchSettings(name="studio", inbox=inbox, output=tmp_path / "o", done=tmp_path / "d",
+                          failed=tmp_path / "f")
+    a = inbox / "a.jpg"
+    a.write_bytes(b"")
+    book = WaitBook(tmp_path / "st", watch)
+    book.save({"unfinished": {a: (100.0, a.stat().st_ino)}, "waiting": {}})
+    written = book.path.stat().st_mtime_ns
+    book.save({"unfinished": {a: (100.0, a.stat().st_ino)}, "waiting": {}})
+    assert book.path.stat().st_mtime_ns == written                   # unchanged: not rewritten
+    later = WaitBook(tmp_path / "st", watch)
+    assert later.recall("unfinished", a, a.stat().st_ino) == 100.0
+    assert later.recall("unfinished", a, a.stat().st_ino + 1) is None  # another file at that name
+    assert later.recall("waiting", a, a.stat().st_ino) is None
+    book.path.write_text("{not json")
+    with caplog.at_level(logging.WARNING):
+        broken = WaitBook(tmp_path / "st", watch)
+    assert broken.recall("unfinished", a, a.stat().st_ino) is None
+    assert "cannot be read" in caplog.text and str(book.path) in caplog.text
+
+
+def test_an_empty_file_is_said_to_fail_as_bad_input_when_its_wait_ends(make_env, caplog):
+    """The log said an empty file would fail as truncated; ingest refuses it as bad_input."""
+    env = make_env("inotify", unfinished_wait="10m")
+    with caplog.at_level(logging.INFO):
+        env.service.start()
+        (env.inbox / "zero.jpg").write_bytes(b"")
+        cut = env.inbox / "cut.jpg"
+        cut.write_bytes(jpeg(seed=3)[:20_000])
+        wait_for(lambda: "zero.jpg is not finished" in caplog.text and "cut.jpg is not finished" in caplog.text,
+                 30, "both waits said")
+    line = next(x for x in caplog.text.splitlines() if "zero.jpg is not finished" in x)
+    assert line.endswith("before it fails as bad_input"), line
+    line = next(x for x in caplog.text.splitlines() if "cut.jpg is not finished" in x)
+    assert line.endswith("before it fails as truncated"), line

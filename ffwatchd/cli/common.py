@@ -167,6 +167,7 @@ def print_waiting(daemon: dict | None) -> None:
     rows = [(name, f["path"], f["waits_for"], f"{max(0, int(f['deadline'] - time.time()))} s")
             for name, files in ((daemon or {}).get("waiting") or {}).items() for f in files]
     if rows:
-        print(f"\nwaiting (not jobs yet; when the wait ends they fail as no_sidecar, bad_sidecar or truncated): "
+        print(f"\nwaiting (not jobs yet; when the wait ends they fail as no_sidecar, bad_sidecar, truncated, or "
+              f"bad_input when still empty): "
               f"{len(rows)}")
         print_table(rows, ["watch", "path", "waits for", "time left"])

@@ -30,6 +30,7 @@ from ffwatchd.watch.observer import InboxObserver
 from ffwatchd.watch.scan import InboxUnavailable, ScanResult, left_alone_kind, scan_inbox
 from ffwatchd.watch.settle import FileState, SettleTracker
 from ffwatchd.watch.unfiled import UnfiledRefusals
+from ffwatchd.watch.waitbook import WaitBook
 from ffwatchd.watch.unfinished import Unfinished, open_for_writing
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class WatchLoop(InboxObserver):
                                   else (watch.mode, "configured"))
         self.tracker = SettleTracker(watch.settle)
         self.unfinished = Unfinished(watch, self.tracker)   # settled, not finished: ends early, still open
+        self.book = WaitBook(settings.state_dir, watch)     # the waits under way, kept over a restart
         self.handled: dict[Path, FileState] = {}
         self.waiting: dict[Path, tuple[float, FileState, float]] = {}   # since (wall), state, next try
         self.sidecar_states: dict[Path, FileState] = {}
@@ -170,6 +172,8 @@ class WatchLoop(InboxObserver):
         self._retry_waiting()
         self.unfiled.retry(self._lstat, self.tracker.observe, self._ingest, self._stop.is_set,
                            lambda pending: write_pending_report(self.watch, pending))
+        self.book.save({"unfinished": self.unfinished.running(),
+                        "waiting": {p: (since, st.inode) for p, (since, st, _) in self.waiting.items()}})
 
     def full_scan(self) -> None:
         now = time.monotonic()
@@ -354,14 +358,21 @@ class WatchLoop(InboxObserver):
             self._ingest(path, state, since)
 
     def _ingest(self, path: Path, state: FileState, waiting_since: float) -> IngestResult | None:
+        if path not in self.waiting:             # a wait an earlier process began goes on
+            waiting_since = self.book.recall("waiting", path, state.inode) or waiting_since
+        unfinished_since = (self.unfinished.since(path) if path in self.unfinished.files else
+                            self.book.recall("unfinished", path, state.inode) or self.unfinished.since(path))
         try:
             r = ingest_file(self.settings, self.watch, self.store, path, time.time(), expected=state,
-                            waiting_since=waiting_since, unfinished_since=self.unfinished.since(path),
+                            waiting_since=waiting_since, unfinished_since=unfinished_since,
                             referenced=self.index.contains, hashes=self.hashes)
         except store_errors() as e:
             log.error("watch %s: could not ingest %s: %s; will try again", self.watch.name, path, e)
             self.tracker.observe(path, state)
             return None
+        for kind in ("waiting", "unfinished"):
+            if r.status != kind:
+                self.book.settled(kind, path)
         if r.status == "waiting":
             reason = r.message.split(": ", 1)[-1]
             reason = "its sidecar (ffwatch.yaml)" if reason == "no sidecar yet" else reason.removeprefix("waiting for ")
@@ -373,7 +384,7 @@ class WatchLoop(InboxObserver):
             return r
         self.waiting_for.pop(path, None)
         if r.status == "unfinished":
-            self.unfinished.again(path, state, r.message.split(": ", 1)[-1])
+            self.unfinished.again(path, state, r.message.split(": ", 1)[-1], unfinished_since)
             return r
         self.unfinished.forget(path)
         if r.status in ("changed", "retry"):

@@ -33,23 +33,27 @@ class Unfinished:
     def __init__(self, watch: WatchSettings, tracker: SettleTracker) -> None:
         self.watch, self.tracker = watch, tracker
         self.files: dict[Path, tuple[float, float]] = {}
+        self.inodes: dict[Path, int] = {}         # which file each wait is for (kept in the WaitBook)
         self.held: dict[Path, str] = {}          # file -> the process said to hold it open (said once)
 
     def since(self, path: Path) -> float:
         """When `path` was first found to end early (now, the first time)."""
         return self.files[path][0] if path in self.files else time.time()
 
-    def again(self, path: Path, state: FileState, why: str) -> None:
-        """Settle `path` again, waiting longer than the last time (never past unfinished_wait)."""
+    def again(self, path: Path, state: FileState, why: str, since: float | None = None) -> None:
+        """Settle `path` again, waiting longer than the last time (never past unfinished_wait).
+        `since`: when its wait began, for a file first seen so by an earlier process (WaitBook)."""
         now = time.time()
-        since, wait = self.files.get(path, (now, 0.0))
+        since, wait = self.files.get(path, (now if since is None else since, 0.0))
         wait = max(FIRST_WAIT, self.watch.settle, wait * 2)
         wait = min(wait, max(0.5, since + self.watch.unfinished_wait - now))
         if path not in self.files:
-            log.info("watch %s: %s is not finished (%s); looking again in %s, for up to %s in all before "
-                     "it fails as truncated", self.watch.name, path.relative_to(self.watch.inbox), why,
-                     _seconds(wait), _seconds(self.watch.unfinished_wait))
+            earlier = f", waiting since {_seconds(now - since)} ago (before a restart)" if now - since > 1 else ""
+            log.info("watch %s: %s is not finished (%s%s); looking again in %s, for up to %s in all before "
+                     "it fails as %s", self.watch.name, path.relative_to(self.watch.inbox), why, earlier,
+                     _seconds(wait), _seconds(self.watch.unfinished_wait), failure_kind(why))
         self.files[path] = (since, wait)
+        self.inodes[path] = state.inode
         self.tracker.hold(path, state, wait)
 
     def still_open(self, path: Path, state: FileState, holder: str) -> None:
@@ -63,15 +67,27 @@ class Unfinished:
     def carry_over(self, before: "Unfinished") -> None:
         """The files the replaced watch found unfinished, with when it first did (a reload)."""
         self.files = dict(before.files)
+        self.inodes = dict(before.inodes)
         self.held = dict(before.held)
 
     def forget(self, path: Path) -> None:
         self.files.pop(path, None)
+        self.inodes.pop(path, None)
         if self.held.pop(path, None) is not None:
             log.debug("watch %s: %s was closed", self.watch.name, path)
 
     def listing(self) -> dict[Path, float]:
         return {p: since for p, (since, _wait) in self.files.items()}
+
+    def running(self) -> dict[Path, tuple[float, int]]:
+        """The waits under way, as the WaitBook keeps them: (since, inode) by file."""
+        return {p: (since, self.inodes.get(p, 0)) for p, (since, _wait) in self.files.items()}
+
+
+def failure_kind(why: str) -> str:
+    """What an unfinished file fails as when its wait is over (ingest's refusal): an empty one is
+    bad input, one that ends early is truncated."""
+    return "bad_input" if why == "it is empty" else "truncated"
 
 
 def ends_early(root: Path, path: Path, fmt: str, size: int) -> str | None:
