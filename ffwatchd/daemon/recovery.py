@@ -16,7 +16,7 @@ from ffwatchd.filing.plan import Plan, file_failed_original, remove_partials
 from ffwatchd.filing.staging import OriginalChanged
 from ffwatchd.ops.retention import clean_temp_at_startup
 from ffwatchd.ops.statusfile import pid_alive
-from ffwatchd.store import JobQueue
+from ffwatchd.store import JobQueue, TransitionError
 from ffwatchd.work.worker import owner_pid
 
 log = logging.getLogger("ffwatchd.daemon.recovery")
@@ -109,6 +109,19 @@ def give_back(settings: Settings, store: JobQueue, metrics: Any, job_id: int, ow
             metrics.job_finished(job.watch, job.kind, "failed" if after.state == "failed" else "retried",
                                  time.time() - started, max(0.0, started - job.queued_at), error_kind=err_kind,
                                  retry_cause="worker")
+    except Exception:  # noqa: BLE001 - never let one job's bookkeeping stop the supervisor
+        log.exception("job %s: could not give it back after its worker exited", job_id)
+
+
+def give_back_untouched(store: JobQueue, job_id: int, owner: str) -> None:
+    """A job a dead worker had claimed ahead but never worked on (work/touched.py): back to the
+    queue uncounted and due at once (its attempt was not this job's doing)."""
+    try:
+        store.release(job_id, owner)
+        log.info("job %d: claimed ahead by a worker that died before it started it; back to the queue, "
+                 "no attempt spent", job_id)
+    except TransitionError:
+        pass                                     # done, failed or taken meanwhile: nothing to give back
     except Exception:  # noqa: BLE001 - never let one job's bookkeeping stop the supervisor
         log.exception("job %s: could not give it back after its worker exited", job_id)
 

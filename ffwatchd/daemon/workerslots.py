@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ffwatchd.backoff import Backoff
-from ffwatchd.daemon.recovery import give_back
+from ffwatchd.daemon.recovery import give_back, give_back_untouched
+from ffwatchd.work.touched import Touched
 from ffwatchd.work.worker import worker_main, worker_owner
 
 log = logging.getLogger("ffwatchd.daemon.supervisor")
@@ -38,6 +39,7 @@ class WorkerSlot:
     jobs_done: int = 0
     exit_reason: str | None = None   # set when we decided the exit (recycle, timeout, memory)
     restarts: int = 0
+    touched: Any = None              # work/touched.py: what the process works on, read after it died
     next_spawn: float = 0.0
 
     def info(self) -> dict:
@@ -77,9 +79,10 @@ class WorkerSlots:
     def spawn_worker(self, slot: WorkerSlot) -> None:
         slot.wake, slot.stop = self.ctx.Event(), self.ctx.Event()
         slot.wake.set()
+        slot.touched = Touched.new(self.ctx)
         p = self.ctx.Process(target=worker_main, name=f"ffwatchd-worker-{slot.index}",
                              args=(self.settings, slot.device, slot.index, self.events, slot.wake,
-                                   slot.stop, self.claim_ok), daemon=False)
+                                   slot.stop, self.claim_ok, slot.touched), daemon=False)
         p.start()
         slot.process, slot.pid, slot.state = p, p.pid, "starting"
         slot.jobs = {}
@@ -114,14 +117,19 @@ class WorkerSlots:
                 self.store.remove_worker(owner)       # its own exit path may not have run
             except Exception as e:  # noqa: BLE001 - informational row; pruned later if left
                 log.warning("could not remove worker %s from the workers table: %s", owner, e)
-            held = list(slot.jobs)
-            if code != 0:       # killed: a job its filing claimed with a `done` may not be reported yet
-                held += [j for j in self._held_in_table(owner) if j not in held]
+            held, untouched = list(slot.jobs), []
+            if code != 0:       # killed: what it worked on may not be reported yet (work/touched.py)
+                touched = slot.touched.ids() if slot.touched is not None else set()
+                for job_id in self._held_in_table(owner):
+                    if job_id not in held:
+                        (held if job_id in touched else untouched).append(job_id)
             for job_id in held:
                 kind = "worker_crashed" if reason == "crashed" else reason
                 if kind in ("memory", "timeout", "stalled") and job_id != current:
                     kind = "worker_crashed"     # the job being filed, not the one that ran over
                 give_back(self.settings, self.store, self.metrics, job_id, owner, kind, how, self.stopping)
+            for job_id in untouched:
+                give_back_untouched(self.store, job_id, owner)
             slot.jobs = {}
             if not self.stopping and self.metrics is not None:
                 self.metrics.worker_restarted(slot.device, "other" if unasked else

@@ -43,6 +43,7 @@ class Prefetcher:
         self._check, self._decode, self._share, self._prepare = check, decode, share, prepare
         self._pool: ThreadPoolExecutor | None = None
         self._futures: dict[int, Future] = {}
+        self.touched: Any = None             # work/touched.py: the decode in progress, for the supervisor
 
     def submit(self, job: Any, original: Path) -> None:
         """Start checking and decoding `job`'s original (an image) in the stage's thread."""
@@ -57,17 +58,23 @@ class Prefetcher:
         problem = self._check(job, original)
         if problem:
             return Prefetched(problem=problem)
+        if self.touched is not None:       # native decoders a bad file can crash: this job is touched
+            self.touched.decoding(job.id)
         try:
-            image = self._decode(original)
-        except Exception as e:  # noqa: BLE001 - handed to the job's own error handling
-            return Prefetched(error=e)
-        ready = None
-        if self._prepare is not None:
             try:
-                ready = self._prepare(job, original)
-            except Exception as e:  # noqa: BLE001 - worked out again (and reported) when the job runs
-                log.debug("job %d: not prepared ahead: %s", job.id, e)
-        return Prefetched(image=image, ready=ready)
+                image = self._decode(original)
+            except Exception as e:  # noqa: BLE001 - handed to the job's own error handling
+                return Prefetched(error=e)
+            ready = None
+            if self._prepare is not None:
+                try:
+                    ready = self._prepare(job, original)
+                except Exception as e:  # noqa: BLE001 - worked out again (and reported) when the job runs
+                    log.debug("job %d: not prepared ahead: %s", job.id, e)
+            return Prefetched(image=image, ready=ready)
+        finally:
+            if self.touched is not None:
+                self.touched.done_decoding()
 
     def take(self, job_id: int) -> Prefetched | None:
         """The stage's result for `job_id` (waiting for it), or None when it was not prefetched."""

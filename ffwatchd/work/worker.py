@@ -87,7 +87,7 @@ def load_pipeline(settings: Settings, device: str) -> Any:
 
 
 def worker_main(settings: Settings, device: str, index: int, events: Any, wake: Any, stop: Any,
-                claim_ok: Any) -> None:
+                claim_ok: Any, touched: Any = None) -> None:
     """Entry point of a spawned worker process."""
     # The job's code (models, media) is imported in the worker process only, not by the supervisor.
     from ffwatchd.work.runner import JobRunner
@@ -112,11 +112,13 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
     log.info("worker ready: device %s, execution provider %s, memory guard %s", device, provider, guard)
     events.put(("ready", index, os.getpid(), provider))
     runner = JobRunner(settings, store, pipeline, owner, on_cuda=provider == "cuda")
+    runner.prefetcher.touched = touched          # the supervisor reads it if this process dies
     worker_info = {"device": device, "provider": provider, "pid": os.getpid(), "host": socket.gethostname()}
     store.register_worker(owner, host=socket.gethostname(), pid=os.getpid(), device=device,
                           requested_provider="cuda" if asked_cuda else "cpu", provider=provider)
     runner.heartbeats.registered = True
     runner.heartbeats.start()
     loop = WorkerLoop(settings, store, runner, owner, index, worker_info, events, wake, stop, claim_ok)
+    loop.touched = touched
     done = loop.run(parent)
     log.info("worker stopped after %d job(s)", done)

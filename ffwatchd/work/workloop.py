@@ -78,6 +78,7 @@ class WorkerLoop:
         self.filer = ThreadPoolExecutor(max_workers=FILING_DEPTH, thread_name_prefix="filing")
         self.inflight: deque[tuple[Any, Future]] = deque()   # (the runner's Pending, its filing), oldest first
         self.claimed: list[Job] = []                         # jobs a filing claimed with its finish, held
+        self.touched: Any = None                             # work/touched.py, set by worker_main
         self.claimed_lock = threading.Lock()
         self.reserved = 0                                    # filings about to claim one with their finish
         self.done = 0
@@ -186,6 +187,8 @@ class WorkerLoop:
         with its finish): its check and decode overlap this one's inference, and this one's encode
         and filing overlap the successor's."""
         ahead = self.claim_ahead(self.done) if job.kind == "image" else None
+        if self.touched is not None:
+            self.touched.running(job.id)        # before the work: read by the supervisor if we die
         self.events.put(("start", self.index, job.id, time.time()))
         processed = self.runner.start(job, beat=lambda job_id: self.events.put(("beat", self.index, job_id,
                                                                                  time.time())))
