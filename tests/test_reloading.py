@@ -74,3 +74,36 @@ def test_what_the_workers_hold_changes_with_the_settings_and_with_the_files_they
     now = worker_inputs(s)
     (tmp_path / "cert.pem").unlink()                              # gone: still compared, never an error
     assert worker_inputs(s) != now and worker_inputs(s) == worker_inputs(s)
+
+
+def test_a_change_of_what_only_the_supervisor_reads_keeps_the_workers(tmp_path: Path) -> None:
+    """A new-user trial: changing retention.interval from 10m to 11m replaced the workers (and
+    their loaded models). Retention, notifications, SMTP, the web page and metrics are read by the
+    supervisor alone; a worker setting still counts."""
+    from ffwatchd.config.notify import NotifySettings, SmtpSettings
+    from ffwatchd.config.settings import RetentionSettings, WorkerSettings
+    from ffwatchd.daemon.reloading import worker_inputs
+
+    s = Settings(source=None, state_dir=tmp_path / "s", temp_dir=tmp_path / "t", models_dir=tmp_path / "m",
+                 watches=())
+    before = worker_inputs(s)
+    for changed in (dataclasses.replace(s, retention=RetentionSettings(interval=660.0)),
+                    dataclasses.replace(s, notify=NotifySettings(max_attempts=3)),
+                    dataclasses.replace(s, smtp=SmtpSettings(server="mail.example.com"))):
+        assert worker_inputs(changed) == before
+    assert worker_inputs(dataclasses.replace(s, workers=WorkerSettings(max_attempts=5))) != before
+
+
+def test_the_workers_code_never_reads_what_a_reload_leaves_out_of_their_settings() -> None:
+    """worker_inputs leaves retention, notify, smtp, web and metrics out: the code a worker runs
+    (work, faces, media, filing, spec, store, fs) must not read them from its settings, or a
+    worker kept over a reload would go on with the old values."""
+    import re
+
+    root = Path(__file__).resolve().parents[1] / "ffwatchd"
+    reads = re.compile(r"settings\.(retention|notify|smtp|web|metrics)\b")
+    found = [f"{p.relative_to(root)}:{n}: {line.strip()}"
+             for pkg in ("work", "faces", "media", "filing", "spec", "store", "fs")
+             for p in sorted((root / pkg).rglob("*.py"))
+             for n, line in enumerate(p.read_text().splitlines(), 1) if reads.search(line)]
+    assert found == []
