@@ -280,3 +280,24 @@ def test_an_empty_file_is_said_to_fail_as_bad_input_when_its_wait_ends(make_env,
     assert line.endswith("before it fails as bad_input"), line
     line = next(x for x in caplog.text.splitlines() if "cut.jpg is not finished" in x)
     assert line.endswith("before it fails as truncated"), line
+
+
+def test_a_reload_keeps_a_file_settling_where_it_was(make_env):
+    """A new-user trial: a file dropped 3 s before a SIGHUP was picked up 13 s after, its settle
+    (10 s) begun again by the new watch loop. The settle goes on."""
+    from ffwatchd.watch.service import WatchService
+
+    env = make_env("inotify", settle="30s")
+    env.service.start()
+    target = env.inbox / "fresh.jpg"
+    target.write_bytes(jpeg(seed=6))
+    loop = env.service.loops[env.watch.name]
+    wait_for(lambda: loop.tracker.since(target) is not None, 30, "the file to be settling")
+    since = loop.tracker.since(target)
+    env.service.stop()
+    again = WatchService(env.settings, env.store, metrics=env.metrics, notices_from=env.service)   # the reload
+    env.service = again
+    again.start()
+    new = again.loops[env.watch.name]
+    wait_for(lambda: new.available, 30, "the new loop to run")
+    assert new.tracker.since(target) == since

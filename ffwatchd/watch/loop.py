@@ -335,8 +335,9 @@ class WatchLoop(InboxObserver):
         return any(p.name == SIDECAR_NAME and p.parent in path.parents for p in pending)
 
     def carry_over_waits(self, before: "WatchLoop") -> None:
-        """After a reload: the waits of the loop this one replaces go on from when they started
-        (read from the old loop's thread, which has stopped)."""
+        """After a reload: the waits of the loop this one replaces, settling included, go on from
+        when they started (read from the old loop's thread, which has stopped)."""
+        self.tracker.carry_over(before.tracker)
         self.waiting = {p: (since, st, 0.0) for p, (since, st, _) in before.waiting.items()}
         self.waiting_for = dict(before.waiting_for)
         self.unfinished.carry_over(before.unfinished)

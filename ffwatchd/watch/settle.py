@@ -88,6 +88,16 @@ class SettleTracker:
             entry = self._entries[path] = _Entry(state, now, now)
         entry.state, entry.since, entry.wait = state, now, wait
 
+    def since(self, path: Path) -> float | None:
+        """When the tracked state of `path` was first observed (its settle counts from then)."""
+        entry = self._entries.get(path)
+        return entry.since if entry else None
+
+    def carry_over(self, before: "SettleTracker") -> None:
+        """The files the tracker of a replaced loop (a reload, same process and clock) was
+        settling, each with its observations: their settle goes on, not over."""
+        self._entries = {p: _Entry(e.state, e.since, e.first_seen, e.wait) for p, e in before._entries.items()}
+
     def forget(self, path: Path) -> bool:
         """A vanished (or handled) file leaves the tracker; returns whether it was there."""
         return self._entries.pop(path, None) is not None
