@@ -62,7 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     w = parser.add_argument_group("worker settings (default: the config's, else CPU)")
     w.add_argument("--providers", help="comma-separated preference, e.g. cuda,cpu")
     w.add_argument("--device", help="cpu, or a CUDA device id")
-    w.add_argument("--cpu-threads", type=int, help="onnxruntime threads per model on the CPU (0: its default)")
+    w.add_argument("--cpu-threads", type=int,
+                   help="onnxruntime threads per model on the CPU (0: its default)")
     w.add_argument("--vram-limit", help="e.g. 8GiB")
     w.add_argument("--max-pixels", type=int, help="refuse a picture or video frame larger than this")
     w.add_argument("--no-provenance", action="store_true", help="write no provenance metadata and sign no C2PA manifest")

@@ -66,9 +66,9 @@ def keep_what_needs_a_restart(new: Settings, old: Settings) -> Settings:
 def worker_inputs(s: Settings) -> tuple:
     """What a worker holds once it has started: its settings (it gets the Settings object itself;
     retention, notifications, SMTP, the web page and metrics are the supervisor's alone, so a
-    change of only those keeps the workers), and the files behind them that it loads once and keeps: the model files (models_dir's entries
-    and the custom models' paths) and the C2PA certificate and key, each by path, size, mtime and
-    inode. A reload replaces the workers when any of it differs from what they were started with,
+    change of only those keeps the workers), and the files behind them that it loads once and
+    keeps: the model files (models_dir's entries and the custom models' paths) and the C2PA
+    certificate and key, each by path, size, mtime, ctime and inode. A reload replaces the workers when any of it differs from what they were started with,
     so a certificate renewed in place or a model replaced under its name is taken up by a SIGHUP,
     as an edited config is; logrotate's SIGHUP, which changes none of it, keeps them."""
     files: list[Path] = [m.path for m in s.models]

@@ -78,7 +78,8 @@ def test_reloads_neither_repeat_notices_nor_split_a_refusal_over_escaped_lines(m
     d.write_config()
     assert d.config_path.read_text() != good
     d.signal(signal.SIGHUP)
-    wait_for(lambda: "exited (reload, exit code 0)" in d.log_tail(300), 60, "a worker replaced")  # its metric's reason too
+    # the worker replaced, with its restart metric's reason
+    wait_for(lambda: "exited (reload, exit code 0)" in d.log_tail(300), 60, "a worker replaced")
     d.wait_ready()
     d.drop("after.jpg", face_jpeg(seed=5))           # the watch has scanned its inbox again by now
     d.wait_counts(120, done=1)
