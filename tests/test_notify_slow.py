@@ -122,3 +122,35 @@ def test_a_dripping_mail_server_is_cut_off_at_the_tries_deadline_within_the_clai
         assert [what for what, _ in server.events] == ["connect", "gone"], "no message was taken"
     finally:
         server.close()
+
+
+def test_a_slow_connect_counts_against_the_deadline_and_nothing_is_sent_after_it(tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    """The deadline's timer shut the socket only once there was one: with the name resolved slowly
+    (a resolver whose first server does not answer) or several addresses timing out, the deadline
+    passed during connect, nothing was shut, and a dripping server then held the try for 28 s
+    (past the claim) and took the mail. Past the deadline, nothing more is said to the server."""
+    import socket
+
+    from ffwatchd.batches.notify import smtp
+    from ffwatchd.batches.notify.webhook import DeliveryError
+    from ffwatchd.config.notify import SmtpSettings
+    from tests.servers import DripSmtpServer
+
+    server = DripSmtpServer(every=0.5)
+    real = socket.getaddrinfo
+
+    def slow_resolver(host, *a, **k):
+        if host == "mail.example.test":
+            time.sleep(5)                             # past the 4 s deadline before any socket exists
+            host = "127.0.0.1"
+        return real(host, *a, **k)
+    monkeypatch.setattr(socket, "getaddrinfo", slow_resolver)
+    try:
+        conf = SmtpSettings(server="mail.example.test", port=server.port, starttls=False, timeout=1.0)
+        with pytest.raises(DeliveryError, match=r"no complete exchange within 4 s"):
+            smtp.send(conf, ["editor@example.com"], "subject", "text", "<k@ffwatchd>")
+        time.sleep(1.0)                               # room for a wrong late connection to show
+        assert "message" not in [what for what, _ in server.events]
+    finally:
+        server.close()

@@ -11,6 +11,7 @@ import smtplib
 import socket
 import ssl
 import threading
+import time
 from email.message import EmailMessage
 from email.utils import formatdate
 
@@ -30,6 +31,38 @@ def read_credentials(smtp: SmtpSettings) -> tuple[str, str] | None:
     if not sep:
         raise DeliveryError(f"SMTP credentials file {smtp.credentials_file}: the first line must be USER:PASSWORD")
     return user, password
+
+
+class _DeadlineSMTP(smtplib.SMTP):
+    """smtplib.SMTP ended at an overall deadline: `cut_off` (the timer) shuts the socket whatever
+    the exchange waits on; the connect gets no more than the time left, and a socket that comes
+    after the deadline (the name resolved slowly: getaddrinfo cannot be interrupted) is closed
+    before a word is said, so nothing is sent once the sender's claim may have passed on."""
+
+    def __init__(self, deadline_at: float, **kwargs: object) -> None:
+        self.deadline_at = deadline_at
+        self.expired = threading.Event()
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+
+    def cut_off(self) -> None:
+        self.expired.set()
+        sock = self.sock                # after STARTTLS, the TLS socket
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
+        left = self.deadline_at - time.monotonic()
+        if left <= 0:
+            self.expired.set()
+            raise TimeoutError("the deadline passed before connecting")
+        sock = super()._get_socket(host, port, min(timeout, left))
+        self.sock = sock                # from here on the timer's cut_off reaches it
+        if self.expired.is_set() or time.monotonic() >= self.deadline_at:
+            self.expired.set()
+            sock.close()
+            raise TimeoutError("the deadline passed while connecting")
+        return sock
 
 
 #: the steps of one exchange that may each take `smtp.timeout`: connect and greeting, EHLO and
@@ -52,19 +85,12 @@ def send(smtp: SmtpSettings, to: list[str], subject: str, text: str, message_id:
     msg.set_content(printable(text))          # a file name that is not UTF-8 shows as \xHH
     creds = read_credentials(smtp)
     limit = deadline(smtp)
-    client = smtplib.SMTP(timeout=smtp.timeout)         # not connected yet: the deadline covers it
+    client = _DeadlineSMTP(time.monotonic() + limit, timeout=smtp.timeout)   # not connected yet
     client._host = smtp.server          # what SMTP(host) sets: STARTTLS checks the certificate for it
-    expired = threading.Event()
-
-    def cut_off() -> None:              # the deadline: whatever the exchange waits on ends now
-        expired.set()
-        sock = client.sock             # after STARTTLS, the TLS socket
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-    timer = threading.Timer(limit, cut_off)
+    timer = threading.Timer(limit, client.cut_off)
     timer.daemon = True
     timer.start()
+    expired = client.expired
     try:
         with client:
             client.connect(smtp.server, smtp.port)
