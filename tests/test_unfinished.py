@@ -234,14 +234,19 @@ def test_a_restart_keeps_the_waits_that_were_running(make_env):
     shown = {f["path"]: f for f in new.waiting_files()}      # what `status` lists, with its deadline
     assert shown["sc/t1.jpg"]["deadline"] == pytest.approx(first_waiting + 600, abs=1)
     wait_for(lambda: "gone.jpg" not in book.read_text(), 30, "the file gone meanwhile forgotten")
-    assert json.loads(book.read_text())["unfinished"] == {"bad/empty.jpg": [first_unfinished, empty.stat().st_ino]}
+    st = empty.stat()
+    assert json.loads(book.read_text())["unfinished"] == {
+        "bad/empty.jpg": [first_unfinished, st.st_ino, st.st_size, st.st_mtime_ns]}
 
 
-def test_the_wait_book_takes_over_only_the_same_file_and_survives_a_bad_copy_of_itself(tmp_path, caplog):
-    """Another file dropped at the name while no daemon ran waits afresh (its inode differs); a
-    book that cannot be read is said once and the waits start afresh, nothing raised; an entry
-    is written only when the waits change."""
+def test_the_wait_book_takes_over_only_the_same_unchanged_file_and_survives_a_bad_copy_of_itself(
+        tmp_path, caplog):
+    """Another file at the name while no daemon ran waits afresh, also on a reused inode (ext4
+    hands a new file the inode just freed), and so does a copy that went on meanwhile; a book
+    that cannot be read is said once and the waits start afresh, nothing raised; the book is
+    written only when the waits change."""
     from ffwatchd.config.settings import WatchSettings
+    from ffwatchd.watch.settle import FileState
     from ffwatchd.watch.waitbook import WaitBook
 
     inbox = tmp_path / "in"
@@ -249,20 +254,25 @@ def test_the_wait_book_takes_over_only_the_same_file_and_survives_a_bad_copy_of_
     watch = WatchSettings(name="studio", inbox=inbox, output=tmp_path / "o", done=tmp_path / "d",
                           failed=tmp_path / "f")
     a = inbox / "a.jpg"
-    a.write_bytes(b"")
+    a.write_bytes(b"\xff\xd8 half")
+    was = FileState.from_stat(a.stat())
     book = WaitBook(tmp_path / "st", watch)
-    book.save({"unfinished": {a: (100.0, a.stat().st_ino)}, "waiting": {}})
+    book.save({"unfinished": {a: (100.0, was)}, "waiting": {}})
     written = book.path.stat().st_mtime_ns
-    book.save({"unfinished": {a: (100.0, a.stat().st_ino)}, "waiting": {}})
+    book.save({"unfinished": {a: (100.0, was)}, "waiting": {}})
     assert book.path.stat().st_mtime_ns == written                   # unchanged: not rewritten
     later = WaitBook(tmp_path / "st", watch)
-    assert later.recall("unfinished", a, a.stat().st_ino) == 100.0
-    assert later.recall("unfinished", a, a.stat().st_ino + 1) is None  # another file at that name
-    assert later.recall("waiting", a, a.stat().st_ino) is None
+    assert later.recall("unfinished", a, was) == 100.0
+    assert later.recall("waiting", a, was) is None
+    same_inode_other_file = FileState(was.size + 7, was.mtime_ns + 10**9, was.inode, was.dev)
+    assert later.recall("unfinished", a, same_inode_other_file) is None
+    a.unlink()
+    a.write_bytes(b"\xff\xd8 another, also half")               # the freed inode, often
+    assert later.recall("unfinished", a, FileState.from_stat(a.stat())) is None
     book.path.write_text("{not json")
     with caplog.at_level(logging.WARNING):
         broken = WaitBook(tmp_path / "st", watch)
-    assert broken.recall("unfinished", a, a.stat().st_ino) is None
+    assert broken.recall("unfinished", a, was) is None
     assert "cannot be read" in caplog.text and str(book.path) in caplog.text
 
 

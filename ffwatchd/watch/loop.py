@@ -173,7 +173,7 @@ class WatchLoop(InboxObserver):
         self.unfiled.retry(self._lstat, self.tracker.observe, self._ingest, self._stop.is_set,
                            lambda pending: write_pending_report(self.watch, pending))
         self.book.save({"unfinished": self.unfinished.running(),
-                        "waiting": {p: (since, st.inode) for p, (since, st, _) in self.waiting.items()}})
+                        "waiting": {p: (since, st) for p, (since, st, _) in self.waiting.items()}})
 
     def full_scan(self) -> None:
         now = time.monotonic()
@@ -360,9 +360,9 @@ class WatchLoop(InboxObserver):
 
     def _ingest(self, path: Path, state: FileState, waiting_since: float) -> IngestResult | None:
         if path not in self.waiting:             # a wait an earlier process began goes on
-            waiting_since = self.book.recall("waiting", path, state.inode) or waiting_since
+            waiting_since = self.book.recall("waiting", path, state) or waiting_since
         unfinished_since = (self.unfinished.since(path) if path in self.unfinished.files else
-                            self.book.recall("unfinished", path, state.inode) or self.unfinished.since(path))
+                            self.book.recall("unfinished", path, state) or self.unfinished.since(path))
         try:
             r = ingest_file(self.settings, self.watch, self.store, path, time.time(), expected=state,
                             waiting_since=waiting_since, unfinished_since=unfinished_since,

@@ -33,7 +33,7 @@ class Unfinished:
     def __init__(self, watch: WatchSettings, tracker: SettleTracker) -> None:
         self.watch, self.tracker = watch, tracker
         self.files: dict[Path, tuple[float, float]] = {}
-        self.inodes: dict[Path, int] = {}         # which file each wait is for (kept in the WaitBook)
+        self.states: dict[Path, FileState] = {}   # which file each wait is for (kept in the WaitBook)
         self.held: dict[Path, str] = {}          # file -> the process said to hold it open (said once)
 
     def since(self, path: Path) -> float:
@@ -53,7 +53,7 @@ class Unfinished:
                      "it fails as %s", self.watch.name, path.relative_to(self.watch.inbox), why, earlier,
                      _seconds(wait), _seconds(self.watch.unfinished_wait), failure_kind(why))
         self.files[path] = (since, wait)
-        self.inodes[path] = state.inode
+        self.states[path] = state
         self.tracker.hold(path, state, wait)
 
     def still_open(self, path: Path, state: FileState, holder: str) -> None:
@@ -67,21 +67,21 @@ class Unfinished:
     def carry_over(self, before: "Unfinished") -> None:
         """The files the replaced watch found unfinished, with when it first did (a reload)."""
         self.files = dict(before.files)
-        self.inodes = dict(before.inodes)
+        self.states = dict(before.states)
         self.held = dict(before.held)
 
     def forget(self, path: Path) -> None:
         self.files.pop(path, None)
-        self.inodes.pop(path, None)
+        self.states.pop(path, None)
         if self.held.pop(path, None) is not None:
             log.debug("watch %s: %s was closed", self.watch.name, path)
 
     def listing(self) -> dict[Path, float]:
         return {p: since for p, (since, _wait) in self.files.items()}
 
-    def running(self) -> dict[Path, tuple[float, int]]:
-        """The waits under way, as the WaitBook keeps them: (since, inode) by file."""
-        return {p: (since, self.inodes.get(p, 0)) for p, (since, _wait) in self.files.items()}
+    def running(self) -> dict[Path, tuple[float, FileState | None]]:
+        """The waits under way, as the WaitBook keeps them: (since, the file's state) by file."""
+        return {p: (since, self.states.get(p)) for p, (since, _wait) in self.files.items()}
 
 
 def failure_kind(why: str) -> str:
