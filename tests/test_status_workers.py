@@ -55,3 +55,21 @@ def test_status_shows_what_the_tables_know_of_another_hosts_workers(tmp_path: Pa
     assert "idle (0 s ago)" in rows["11"] and f" {done.id} " not in rows["11"]
     assert "busy (0 s ago)" in rows["12"] and f" {now.id} " in rows["12"] and f" {old.id} " not in rows["12"]
     assert "idle (0 s ago)" in rows["13"]
+
+
+def test_running_for_goes_by_the_tables_clock_in_status_and_on_the_page(tmp_path: Path) -> None:
+    """A review: a job claimed just now on a table whose clock is an hour behind the host's showed
+    'running for: 60 min' on the page (the host's time minus the table's started_at); the queue
+    age was right. status --json gives each running job's `running_for` and the table's `now`."""
+    from ffwatchd.ops.documents import status_document, status_parts
+    from ffwatchd.web.pages import overview
+
+    behind = time.time() - 3600
+    store = SqliteJobStore(tmp_path / "q.db", clock=lambda: behind)
+    store.enqueue(watch="w", rel_path="a.jpg", size=1, mtime=1.0, content_hash="h", kind="image", spec={})
+    store.claim("host:1/cpu", 60)
+    doc = status_document(status_parts(store, 60.0, None), None)
+    assert doc["table_now"] == behind and doc["running"][0]["running_for"] == 0.0
+    page = overview(store, tmp_path, 60.0, actions=False)
+    assert page["status"]["running"][0]["running_for"] == 0.0
+    store.close()

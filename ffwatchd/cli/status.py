@@ -103,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
     if running:
         print()
         print_table([(j.id, j.watch, j.rel_path, j.kind, j.lease_owner, format_progress(j),
-                      f"{int(time.time() - (j.started_at or time.time()))} s") for j in running],
+                      f"{int(max(0.0, parts['table_now'] - (j.started_at or parts['table_now'])))} s")
+                     for j in running],
                     ["id", "watch", "path", "kind", "worker", "progress", "running for"])
     return EXIT_OK
 

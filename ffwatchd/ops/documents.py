@@ -48,16 +48,18 @@ def worker_entries(store: JobQueue, lease: float, local: dict | None = None,
     return out
 
 
-def running_entry(j: Job) -> dict[str, Any]:
+def running_entry(j: Job, table_now: float) -> dict[str, Any]:
+    """A running job; `running_for` by the table's clock (which stamped `started_at`)."""
     return {"id": j.id, "watch": j.watch, "path": j.rel_path, "kind": j.kind,
             "owner": j.lease_owner, "started_at": j.started_at,
+            "running_for": max(0.0, table_now - j.started_at) if j.started_at is not None else None,
             "progress_done": j.progress_done, "progress_total": j.progress_total}
 
 
 def status_parts(store: JobQueue, lease: float, daemon: dict | None) -> dict[str, Any]:
     """What `status` shows, read from the table: counts, running jobs (as Jobs), workers, where."""
     running = store.list(state="running", limit=1000, order="started_at")
-    return {"counts": store.counts(), "running": running,
+    return {"counts": store.counts(), "running": running, "table_now": store.now(),
             "workers": worker_entries(store, lease, daemon, running), "queue": store.where}
 
 
@@ -66,7 +68,8 @@ def status_document(parts: dict[str, Any], daemon: dict | None) -> dict[str, Any
     return {"queue": parts["queue"], "counts": parts["counts"], "daemon": daemon, "workers": parts["workers"],
             "waiting": (daemon or {}).get("waiting", {}),
             "unfiled": (daemon or {}).get("unfiled", {}),
-            "running": [running_entry(j) for j in parts["running"]]}
+            "table_now": parts["table_now"],
+            "running": [running_entry(j, parts["table_now"]) for j in parts["running"]]}
 
 
 def jobs_list(store: JobQueue, *, state: str | None, watch: str | None, limit: int) -> tuple[list[Job], bool]:
