@@ -79,15 +79,14 @@ class WebhookReceiver:
         self.server.server_close()
 
 
-class DripReceiver:
-    """An HTTP receiver that reads the request, then answers one byte every `every` seconds
-    (a slow or hostile receiver); records when each request came and when its client let go."""
-
-    ANSWER = b"HTTP/1.1 200 OK\r\nX-Padding: " + b"." * 60 + b"\r\nContent-Length: 0\r\n\r\n"
+class _DripServer:
+    """A server on 127.0.0.1 that sends what it must one byte every `every` seconds (a slow or
+    hostile peer: every single read is quick, the whole exchange is not); each connection runs
+    `_session` in its own thread; `events` records what happened, with time.monotonic()."""
 
     def __init__(self, every: float = 0.5) -> None:
         self.every = every
-        self.events: list[tuple[str, float]] = []        # ("request" | "gone", time.monotonic())
+        self.events: list[tuple[str, float]] = []
         self._lock = threading.Lock()
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
@@ -95,9 +94,6 @@ class DripReceiver:
         self.port = self.sock.getsockname()[1]
         self._closed = False
         threading.Thread(target=self._serve, daemon=True).start()
-
-    def url(self, path: str = "/hooks/drip") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
 
     def _event(self, what: str) -> None:
         with self._lock:
@@ -109,9 +105,26 @@ class DripReceiver:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+            threading.Thread(target=self._session, args=(conn,), daemon=True).start()
 
-    def _drip(self, conn: socket.socket) -> None:
+    def _session(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._closed = True
+        self.sock.close()
+
+
+class DripReceiver(_DripServer):
+    """An HTTP receiver that reads the request, then answers one byte every `every` seconds;
+    records when each request came and when its client let go ("request", "gone")."""
+
+    ANSWER = b"HTTP/1.1 200 OK\r\nX-Padding: " + b"." * 60 + b"\r\nContent-Length: 0\r\n\r\n"
+
+    def url(self, path: str = "/hooks/drip") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def _session(self, conn: socket.socket) -> None:
         with conn:
             data = b""
             while b"\r\n\r\n" not in data:
@@ -133,40 +146,12 @@ class DripReceiver:
                 pass
             self._event("gone")
 
-    def close(self) -> None:
-        self._closed = True
-        self.sock.close()
 
-
-class DripSmtpServer:
-    """An SMTP server that greets one byte every `every` seconds and then takes a message (a slow
-    or hostile mail server: every single read is quick, the whole exchange is not); records each
-    message and when its client let go."""
+class DripSmtpServer(_DripServer):
+    """An SMTP server that greets one byte every `every` seconds and then takes a message;
+    records each connection, message and when its client let go ("connect", "message", "gone")."""
 
     GREETING = b"220 drip.example ESMTP " + b"." * 60 + b"\r\n"
-
-    def __init__(self, every: float = 0.5) -> None:
-        self.every = every
-        self.events: list[tuple[str, float]] = []        # ("connect" | "gone" | "message", monotonic)
-        self._lock = threading.Lock()
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.port = self.sock.getsockname()[1]
-        self._closed = False
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _event(self, what: str) -> None:
-        with self._lock:
-            self.events.append((what, time.monotonic()))
-
-    def _serve(self) -> None:
-        while not self._closed:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._session, args=(conn,), daemon=True).start()
 
     def _session(self, conn: socket.socket) -> None:
         self._event("connect")
@@ -197,10 +182,6 @@ class DripSmtpServer:
             except OSError:
                 pass
         self._event("gone")
-
-    def close(self) -> None:
-        self._closed = True
-        self.sock.close()
 
 
 class MailSink:

@@ -161,13 +161,9 @@ def test_enqueue_of_a_file_that_ends_early_fails_it_as_truncated_at_once(tmp_pat
     assert (watch.failed / "cut.jpg.error.json").exists()
 
 
-def test_a_reload_keeps_the_waits_that_were_running(make_env):
-    """A new-user trial: an empty file was 'looked at again for up to 10 min' anew after every
-    SIGHUP, and a file waiting for its source photo started its sidecar_wait over: a daemon reloaded
-    more often than the wait never failed them. The watches that replace the old ones on a reload
-    go on from when each wait started."""
-    from ffwatchd.watch.service import WatchService
-
+def _two_waits(make_env):
+    """A watch running with an empty file (unfinished) and a file whose sidecar names a source that
+    is not there (waiting), both with 10 min waits."""
     env = make_env("inotify", unfinished_wait="10m", sidecar_wait="10m")
     env.service.start()
     empty = env.inbox / "bad" / "empty.jpg"
@@ -177,6 +173,17 @@ def test_a_reload_keeps_the_waits_that_were_running(make_env):
     (env.inbox / "sc" / "ffwatch.yaml").write_text("sources: [faces/missing.jpg]\nprocessors: [face_swapper]\n")
     lonely = env.inbox / "sc" / "t1.jpg"
     lonely.write_bytes(jpeg(seed=5))
+    return env, empty, lonely
+
+
+def test_a_reload_keeps_the_waits_that_were_running(make_env):
+    """A new-user trial: an empty file was 'looked at again for up to 10 min' anew after every
+    SIGHUP, and a file waiting for its source photo started its sidecar_wait over: a daemon reloaded
+    more often than the wait never failed them. The watches that replace the old ones on a reload
+    go on from when each wait started."""
+    from ffwatchd.watch.service import WatchService
+
+    env, empty, lonely = _two_waits(make_env)
     loop = env.service.loops[env.watch.name]
     wait_for(lambda: empty in loop.unfinished.files and lonely in loop.waiting, 60, "both waits to start")
     first_unfinished = loop.unfinished.files[empty][0]
@@ -204,15 +211,7 @@ def test_a_restart_keeps_the_waits_that_were_running(make_env):
     when each wait started; a file gone meanwhile is forgotten."""
     from ffwatchd.watch.service import WatchService
 
-    env = make_env("inotify", unfinished_wait="10m", sidecar_wait="10m")
-    env.service.start()
-    empty = env.inbox / "bad" / "empty.jpg"
-    empty.parent.mkdir()
-    empty.write_bytes(b"")
-    (env.inbox / "sc").mkdir()
-    (env.inbox / "sc" / "ffwatch.yaml").write_text("sources: [faces/missing.jpg]\nprocessors: [face_swapper]\n")
-    lonely = env.inbox / "sc" / "t1.jpg"
-    lonely.write_bytes(jpeg(seed=5))
+    env, empty, lonely = _two_waits(make_env)
     gone = env.inbox / "bad" / "gone.jpg"
     gone.write_bytes(b"")
     loop = env.service.loops[env.watch.name]
