@@ -300,8 +300,11 @@ def test_a_reload_keeps_a_file_settling_where_it_was(make_env):
     env.service.start()
     target = env.inbox / "fresh.jpg"
     target.write_bytes(jpeg(seed=6))
+    from ffwatchd.watch.settle import FileState
+
+    final = FileState.from_stat(target.stat())           # (its create event saw it empty, a moment earlier)
     loop = env.service.loops[env.watch.name]
-    wait_for(lambda: loop.tracker.since(target) is not None, 30, "the file to be settling")
+    wait_for(lambda: loop.tracker.state_of(target) == final, 30, "the whole file to be settling")
     since = loop.tracker.since(target)
     env.service.stop()
     again = WatchService(env.settings, env.store, metrics=env.metrics, notices_from=env.service)   # the reload
