@@ -161,7 +161,7 @@ def test_smtp_with_starttls_and_a_credentials_file(tmp_path: Path) -> None:
         creds = tmp_path / "smtp.credentials"
         creds.write_text("ffwatchd:pa:ss\n")
         conf = SmtpSettings(server="localhost", port=sink.port, starttls=True, credentials_file=creds,
-                            sender="ffwatchd@example.com", timeout=10, ca_file=cert)
+                            sender="ffwatchd@example.com", timeout=3, ca_file=cert)   # the wrong login waits it out
         assert smtp.send(conf, ["editor@example.com"], "subject", "text", "<k@ffwatchd>") == []
         (msg,) = sink.messages
         assert msg.rcpt_tos == ["editor@example.com"] and b"Message-ID: <k@ffwatchd>" in msg.content

@@ -137,20 +137,20 @@ def test_a_slow_connect_counts_against_the_deadline_and_nothing_is_sent_after_it
     from ffwatchd.config.notify import SmtpSettings
     from tests.servers import DripSmtpServer
 
-    server = DripSmtpServer(every=0.5)
+    server = DripSmtpServer(every=0.1)                # each byte within the 0.25 s read timeout
     real = socket.getaddrinfo
 
     def slow_resolver(host, *a, **k):
         if host == "mail.example.test":
-            time.sleep(5)                             # past the 4 s deadline before any socket exists
+            time.sleep(1.5)                           # past the 1 s deadline before any socket exists
             host = "127.0.0.1"
         return real(host, *a, **k)
     monkeypatch.setattr(socket, "getaddrinfo", slow_resolver)
     try:
-        conf = SmtpSettings(server="mail.example.test", port=server.port, starttls=False, timeout=1.0)
-        with pytest.raises(DeliveryError, match=r"no complete exchange within 4 s"):
+        conf = SmtpSettings(server="mail.example.test", port=server.port, starttls=False, timeout=0.25)
+        with pytest.raises(DeliveryError, match=r"no complete exchange within 1 s"):
             smtp.send(conf, ["editor@example.com"], "subject", "text", "<k@ffwatchd>")
-        time.sleep(1.0)                               # room for a wrong late connection to show
+        time.sleep(0.5)                               # room for a wrong late connection to show
         assert "message" not in [what for what, _ in server.events]
     finally:
         server.close()
