@@ -315,6 +315,30 @@ def test_redrop_of_done_content_is_filed_as_duplicate(env) -> None:
     assert (watch.failed / "a/x.jpg").exists()
 
 
+def test_a_file_replaced_after_it_was_read_is_never_filed_as_the_duplicate_it_was(env, monkeypatch) -> None:
+    """A whole-daemon run on two hosts: one host read r/n6.jpg (content of done job 10), was frozen,
+    and on waking filed as job 10's duplicate the new file dropped at that name meanwhile, which was
+    then never processed. The duplicate is filed only while the file is the one that was read."""
+    settings, watch, store = env
+    img = put(watch.inbox / "a/x.jpg")
+    job = ingest_file(settings, watch, store, img, 0.0).job
+    store.claim("w1", 60)
+    os.replace(img, watch.done / "x.jpg")
+    store.finish(job.id, "w1", output_path=str(watch.output / "a/x.jpg"))
+    put(img)                                                   # the same content again
+    real = store.enqueue
+
+    def enqueue_then_a_new_drop(**kw):
+        found = real(**kw)
+        put(img.with_name("new.tmp"), JPEG + b"another picture")
+        os.replace(img.with_name("new.tmp"), img)             # dropped while this host looked it up
+        return found
+    monkeypatch.setattr(store, "enqueue", enqueue_then_a_new_drop)
+    r = ingest_file(settings, watch, store, img, 0.0)
+    assert r.status == "changed", r
+    assert img.read_bytes() == JPEG + b"another picture" and not (watch.failed / "a").exists()
+
+
 def test_redrop_of_refused_content_is_a_duplicate_with_retry_advice(env) -> None:
     settings, watch, store = env
     img = put(watch.inbox / "t.jpg", "text")

@@ -138,7 +138,7 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
     if created:
         log.info("job %d: enqueued %s (%s, %s, %d bytes)", job.id, rel, watch.name, sniffed.format, hstate.size)
         return IngestResult("enqueued", path, f"{rel}: job {job.id}", job, True)
-    return _existing(watch, path, rel, job, store)
+    return _existing(watch, path, rel, job, store, hstate)
 
 
 def _check_name(watch: WatchSettings, path: Path, rel: str) -> None:
@@ -306,7 +306,7 @@ def _refuse(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: 
                                         error_kind=error_kind, message=message, sidecars=sidecars or (),
                                         batch=batch)
     if not created and _report_exists(watch, job):
-        return _file_duplicate(watch, path, rel, job, store)
+        return _file_duplicate(watch, path, rel, job, store, state)
     if not created and not os.path.lexists(path):      # another host refused and filed it meanwhile
         return IngestResult("vanished", path, f"{rel}: job {job.id} filed it meanwhile", job)
     log.warning("job %d: refused %s (%s): %s", job.id, rel, error_kind, message)
@@ -338,7 +338,8 @@ def _report_exists(watch: WatchSettings, job: Job) -> bool:
     return any(filing._report_is_for(watch.failed, filing.report_path(c), job.id) for c in candidates)
 
 
-def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobQueue | None = None) -> IngestResult:
+def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobQueue | None = None,
+              seen: FileState | None = None) -> IngestResult:
     """The same content at the same path already has a job."""
     if job.state not in FINISHED:
         return IngestResult("exists", path, f"{rel}: already job {job.id} ({job.state})", job)
@@ -354,15 +355,23 @@ def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobQu
     if job.state == "done" and plan is not None and plan.original_dst and plan.original_src == str(path) \
             and not filing.exists_exactly(Path(plan.original_dst)):   # not another file's spelling
         return IngestResult("exists", path, f"{rel}: job {job.id} is done and its filing is unfinished", job)
-    return _file_duplicate(watch, path, rel, job, store)
+    return _file_duplicate(watch, path, rel, job, store, seen)
 
 
 def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job,
-                    store: JobQueue | None = None) -> IngestResult:
-    """A re-drop of content already finished at this path: filed to failed/ as `duplicate`."""
+                    store: JobQueue | None = None, seen: FileState | None = None) -> IngestResult:
+    """A re-drop of content already finished at this path: filed to failed/ as `duplicate`,
+    only while the file there is still the one that was read (`seen`)."""
     if not os.path.lexists(path):
         # Another host filed it while we read it (several hosts watch one share): no re-drop.
         return IngestResult("vanished", path, f"{rel}: job {job.id} ({job.state}) filed it meanwhile", job)
+    if seen is not None:
+        try:
+            now = FileState.from_stat(os.lstat(path))
+        except FileNotFoundError:
+            return IngestResult("vanished", path, f"{rel}: job {job.id} ({job.state}) filed it meanwhile", job)
+        if now != seen:          # another file was dropped at the name since it was read: its own turn
+            return IngestResult("changed", path, f"{rel}: replaced since it was read; looked at again")
     if job.state == "done":
         advice = "rename the file (or put it in another folder) to process it again"
     else:
