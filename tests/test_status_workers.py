@@ -73,3 +73,33 @@ def test_running_for_goes_by_the_tables_clock_in_status_and_on_the_page(tmp_path
     page = overview(store, tmp_path, 60.0, actions=False)
     assert page["status"]["running"][0]["running_for"] == 0.0
     store.close()
+
+
+def test_this_hosts_worker_is_busy_when_the_table_says_it_holds_a_job_the_daemons_file_has_not_seen(
+        tmp_path: Path) -> None:
+    """CI: `status` showed this host's worker `idle` next to the job it held: the daemon's file is
+    written every 2 s and the job had started since. Between idle and busy the table, read now,
+    decides; the daemon's own states (starting, down) and its counts stay."""
+    import os
+    import socket
+
+    from ffwatchd.ops.documents import worker_entries
+
+    store = SqliteJobStore(tmp_path / "q.db")
+    host = socket.gethostname()
+    for n in range(4):
+        store.enqueue(watch="w", rel_path=f"{n}.jpg", size=1, mtime=1.0, content_hash=str(n), kind="image", spec={})
+    said = {101: "idle", 102: "busy", 103: "starting", 104: "down"}
+    for pid in said:
+        store.register_worker(f"{host}:{pid}/cpu", host=host, pid=pid, device="cpu", requested_provider="cpu",
+                              provider="cpu")
+    held = {pid: store.claim(f"{host}:{pid}/cpu", 60).id for pid in (101, 103)}
+    local = {"host": host, "pid": os.getpid(),
+             "workers": [{"pid": pid, "state": s, "jobs_done": pid - 100, "restarts": 0} for pid, s in said.items()]}
+    got = {w["pid"]: w for w in worker_entries(store, 60.0, local)}
+    assert (got[101]["state"], got[101]["job_id"], got[101]["jobs_done"]) == ("busy", held[101], 1)
+    assert (got[102]["state"], got[102]["job_id"]) == ("idle", None)      # its job ended after the file
+    assert (got[103]["state"], got[103]["job_id"]) == ("starting", held[103])
+    assert got[104]["state"] == "down"
+    assert {w["state_from"] for w in got.values()} == {"daemon"}
+    store.close()

@@ -23,7 +23,10 @@ def worker_entries(store: JobQueue, lease: float, local: dict | None = None,
     to lease/3 old and stays on a dead worker's row; the row's own `job_id` is kept as
     `row_job_id` with its age. The state is what this host's daemon says of its own workers
     (matched by pid) with jobs run and restarts; for another host's it is `busy` (holds a job),
-    `idle` or `lost`, from the table, as of the heartbeat `age`."""
+    `idle` or `lost`, from the table, as of the heartbeat `age`. The daemon's file is written every
+    couple of seconds, so where it says `idle` or `busy` the table, read now, decides between the two
+    (a job started after the file was written is held already); its other states (`starting`, `down`)
+    are its own."""
     mine = {w.get("pid"): w for w in (local or {}).get("workers", [])}
     if running is None:
         running = store.list(state="running", limit=1000, order="started_at")
@@ -42,8 +45,9 @@ def worker_entries(store: JobQueue, lease: float, local: dict | None = None,
         entry["state_from"] = "workers table"
         extra = mine.get(row.pid) if local is not None and row.host == local.get("host") else None
         if extra:
-            entry.update(state=extra.get("state"), jobs_done=extra.get("jobs_done"),
-                         restarts=extra.get("restarts"), state_from="daemon")
+            said = extra.get("state")
+            entry.update(state=entry["state"] if said in ("idle", "busy") else said,
+                         jobs_done=extra.get("jobs_done"), restarts=extra.get("restarts"), state_from="daemon")
         out.append(entry)
     return out
 
