@@ -18,3 +18,29 @@ def _root_log_handlers_do_not_outlive_a_test():
     for handler in [h for h in root.handlers if h not in before]:
         root.removeHandler(handler)
     root.setLevel(level)
+
+
+def _utf8_safe(value):
+    """`value` with every string that UTF-8 cannot carry (a lone surrogate: the name of a file that
+    is not UTF-8, as Python decodes it) spelt with backslashes."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_utf8_safe(k): _utf8_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_utf8_safe(v) for v in value)
+    return value
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_report_to_serializable(config: pytest.Config, report):
+    """A pytest-xdist worker sends each test's report as UTF-8: the captured log of a test on names
+    that are not UTF-8 (tests/test_ingest.py) stopped the worker with UnicodeEncodeError."""
+    outcome = yield
+    data = outcome.get_result()
+    if data is not None:
+        outcome.force_result(_utf8_safe(data))

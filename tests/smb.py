@@ -10,21 +10,27 @@
 
 Everything is stopped and unmounted by the fixtures, also when a test fails. The fixtures skip
 with the reason when the packages, root (smbd serves as root here), port 445 or FUSE are missing.
+Port 445 is one per machine and the suite runs on several pytest-xdist workers: a test that serves
+there holds an exclusive lock on PORT_445_LOCK for its whole length, so such tests take turns
+(another worker's, or another run's on this machine) instead of skipping as "port in use".
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 USER, PASSWORD = "root", "smb-test-pw"
+PORT_445_LOCK = Path(tempfile.gettempdir()) / "ffwatchd-tests-port445.lock"
 SHARE = "share"
 
 
@@ -273,15 +279,18 @@ def samba(tmp_path):
 
 @pytest.fixture
 def samba445(tmp_path):
-    """A Samba server on port 445 (smbnetfs knows no other) exporting tmp_path/export."""
-    reason = skip_reason(445)
-    if reason:
-        pytest.skip(reason)
-    server = SambaServer(tmp_path / "samba", tmp_path / "export", 445)
-    try:
-        yield server.start()
-    finally:
-        server.stop()
+    """A Samba server on port 445 (smbnetfs knows no other) exporting tmp_path/export; the port is
+    this test's alone while it runs (PORT_445_LOCK, waited for)."""
+    with open(PORT_445_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)       # released when the file closes, after the server stops
+        reason = skip_reason(445)
+        if reason:
+            pytest.skip(reason)
+        server = SambaServer(tmp_path / "samba", tmp_path / "export", 445)
+        try:
+            yield server.start()
+        finally:
+            server.stop()
 
 
 @pytest.fixture
