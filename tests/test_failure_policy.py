@@ -25,7 +25,7 @@ def test_a_failure_policy_alone_files_a_final_failure_to_failed_with_its_report(
     cleaned: list[int] = []
     waiter = ShareWaiter(settings, store, "owner", ShareCheck(settings))
     policy = FailurePolicy(settings, store, "owner", waiter, cleaned.append,
-                           {job.id: original_state(original.lstat())})
+                           {job.id: original_state(original.lstat(), original)})
     lease = Lease(Heartbeats(store, "owner", settings.workers.lease), job).start()
     out = Outcome(job.id, job.watch, job.kind, "failed")
     try:

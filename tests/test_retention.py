@@ -46,9 +46,9 @@ def touch(path: Path, age_s: float, data: bytes = b"x") -> Path:
 MTIME_2020 = 1577836800.0      # what `cp -p` / rsync -a / SMB copies keep: old content times
 
 
-def filed(store: JobStore, s: Settings, path: Path, age_s: float, data: bytes = b"x") -> Path:
+def filed(store: JobStore, s: Settings, path: Path, age_s: float, data: bytes = b"x", inode: int | None = None) -> Path:
     """A file ffwatchd filed into done/ or failed/ `age_s` seconds before NOW (ledger entry), whose
-    own mtime is in 2020 whatever its age."""
+    own mtime is in 2020 whatever its age; `inode=0`: as filed on a share without stable numbers."""
     w = s.watches[0]
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.is_symlink():
@@ -58,7 +58,8 @@ def filed(store: JobStore, s: Settings, path: Path, age_s: float, data: bytes = 
     st = os.lstat(path)
     store.record_filing(Filing(watch=w.name, folder=folder,
                                rel_path=path.relative_to(getattr(w, folder)).as_posix(),
-                               size=st.st_size, inode=st.st_ino, filed_at=NOW - age_s))
+                               size=st.st_size, inode=st.st_ino if inode is None else inode,
+                               filed_at=NOW - age_s))
     return path
 
 
@@ -308,6 +309,21 @@ def test_a_file_the_ledger_does_not_name_by_both_size_and_inode_is_kept(tmp_path
     deleted = run_retention(s, store, now=NOW)
     assert [d.path for d in deleted if d.what in ("done", "failed")] == [untouched]
     assert same_size.read_bytes() == b"THEM" and grown.read_bytes() == b"ours, and more"
+
+
+def test_a_ledger_entry_without_an_inode_number_ages_its_file_by_size(tmp_path, store):
+    """Filed on a share that makes its inode numbers up (smbnetfs, FAT: fs/mounts.py), the ledger
+    holds no number (0): the file is recognised by its size, so done/ there is aged at all (it
+    was kept for ever, its number never matching); one grown since is still kept."""
+    s = make_settings(tmp_path)
+    w = s.watches[0]
+    ours = filed(store, s, w.done / "renumbered.jpg", 40 * DAY, b"ours", inode=0)
+    grown = filed(store, s, w.failed / "grown.jpg", 40 * DAY, b"ours", inode=0)
+    with open(grown, "ab") as f:
+        f.write(b", and more")
+    deleted = run_retention(s, store, now=NOW)
+    assert [d.path for d in deleted if d.what in ("done", "failed")] == [ours]
+    assert grown.exists()
 
 
 def test_unreachable_done_root_is_skipped_not_emptied(tmp_path, store, caplog):

@@ -77,3 +77,41 @@ def test_check_and_metrics_on_the_smbnetfs_mount(smb_mount, tmp_path):
     text = Metrics(folders={"w": {"output": folders["output"]}}).render().decode()
     assert 'ffwatchd_folder_up{folder="output",watch="w"} 1.0' in text
     assert "ffwatchd_disk_free_bytes{" not in text, "unknown is not 0 B free (the alert would fire)"
+
+
+def _drop_kernel_caches() -> bool:
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("2\n")                      # dentries and inodes: FUSE forgets its node numbers
+        return True
+    except OSError:
+        return False
+
+
+def test_an_original_staged_on_the_smbnetfs_mount_is_known_after_a_cache_drop_and_goes_back(smb_mount):
+    """A job filed on the mount while smbd restarted failed with "Operation not permitted": the
+    original staged before the outage had another inode number after it (smbnetfs numbers files
+    anew once the kernel forgets them), so it was taken for a new file and put back with a hard
+    link, which the share does not have. Here: the recorded state has no inode number, the staged
+    original is the job's after a cache drop, and a put-back moves it without a link, never over
+    a new file at its name."""
+    from ffwatchd.filing.staging import identity_problem, original_state, stage_original, unstage
+
+    inbox = smb_mount.path / "inbox"
+    inbox.mkdir()
+    src = inbox / "a.jpg"
+    src.write_bytes(b"original " * 1000)
+    want = original_state(os.stat(src), src)
+    assert want["inode"] is None, "smbnetfs makes its inode numbers up: not recorded"
+    staged = stage_original(src, 7, 1, want, fence=None)
+    assert staged is not None and not src.exists()
+    before = os.stat(staged).st_ino
+    if _drop_kernel_caches():
+        assert os.stat(staged).st_ino != before, "the cache drop renumbered the file (what this case is about)"
+    assert identity_problem(os.stat(staged), want) is None
+    assert stage_original(src, 7, 2, want, fence=None) is not None        # the next attempt takes it on
+    src.write_bytes(b"a new drop at the same name")
+    unstage(src, 7, 2)                                                     # its result was lost: back
+    assert src.read_bytes() == b"a new drop at the same name", "the new file is never replaced"
+    assert (inbox / "a-7.jpg").read_bytes() == b"original " * 1000
+    assert sorted(p.name for p in inbox.iterdir()) == ["a-7.jpg", "a.jpg"]

@@ -922,7 +922,7 @@ def test_the_original_is_checked_to_be_the_one_the_job_processed(tmp_path: Path)
     src.write_bytes(b"abc")
     os.utime(src, ns=(1_000_000_000_000, 1_000_000_000_000))
     plan = Plan(outcome="done", original_src=str(src), original_dst=str(tmp_path / "done" / "a.jpg"),
-                original_state=original_state(os.stat(src)))
+                original_state=original_state(os.stat(src), src))
 
     def said() -> str | None:
         try:

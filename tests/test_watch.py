@@ -355,6 +355,22 @@ def test_detect_mode_from_mountinfo(path: str, expected: tuple[str, str]) -> Non
     assert detect_mode(Path(path), MOUNTINFO) == expected
 
 
+@pytest.mark.parametrize("path, stable", [
+    ("/srv/share/inbox", True), ("/home/me/x", True), ("/mnt/smb/in", True),
+    ("/mnt/sshfs/a", False), ("/mnt/rclone/x", False),
+    ("/media/card/DCIM", False), ("/mnt/stick/a", False), ("/mnt/nosrv/a", False),
+])
+def test_inode_numbers_count_only_where_the_filesystem_keeps_them(path: str, stable: bool) -> None:
+    """smbnetfs (FUSE) numbered a file 4, then 7 after drop_caches: a filing that compared inode
+    numbers took the same original for "another file put in its place" after a share outage."""
+    from ffwatchd.fs.mounts import inode_numbers_stable
+
+    info = MOUNTINFO + ("45 22 0:40 / /media/card rw - exfat /dev/sdc1 rw\n"
+                        "46 22 0:41 / /mnt/stick rw - vfat /dev/sdd1 rw,fmask=0022\n"
+                        "47 22 0:42 / /mnt/nosrv rw - cifs //host/b rw,vers=3.1.1,noserverino,cache=strict\n")
+    assert inode_numbers_stable(Path(path), info) is stable
+
+
 def test_parse_mountinfo_skips_junk() -> None:
     assert parse_mountinfo("garbage\n" + MOUNTINFO)[0] == ("/", "ext4")
 

@@ -5,7 +5,8 @@ cannot do").
 A filesystem cannot check a fencing token, so the original is taken by construction:
 
 1. it is opened (`O_PATH | O_NOFOLLOW`: no read, no link followed) and the descriptor is checked
-   against what the job processed: size, mtime and, on the host that checked it, its inode;
+   against what the job processed: size, mtime and, on the host that checked it, its inode (where
+   the filesystem keeps inode numbers: not on FUSE mounts such as smbnetfs, nor FAT; fs/mounts.py);
 2. the lease is confirmed, fenced by owner and attempt (`fence`; the attempt is the job's claim
    number, `Job.claims`, which never restarts, as `attempts` does on a retry);
 3. the inbox name is renamed, in its own folder, to a hidden name unique to the job and the
@@ -31,7 +32,8 @@ from typing import Any, Callable
 from ffwatchd.errors import JobError
 from ffwatchd.filing import placing
 from ffwatchd.filing.placing import TEMP_PREFIX, _candidates
-from ffwatchd.fs.writefs import fit_name, fsync_dir
+from ffwatchd.fs.mounts import inode_numbers_stable
+from ffwatchd.fs.writefs import fit_name, fsync_dir, move_no_replace
 
 log = logging.getLogger("ffwatchd.filing.plan")
 
@@ -50,9 +52,12 @@ class OriginalChanged(JobError):
                          transient=False)
 
 
-def original_state(st: os.stat_result) -> dict:
-    """What identifies the original a job checked: size, mtime, and its inode on this host."""
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino, "host": socket.gethostname()}
+def original_state(st: os.stat_result, path: Path) -> dict:
+    """What identifies the original a job checked: size, mtime, and its inode on this host where
+    the filesystem keeps inode numbers (`inode` None where it makes them up anew: FUSE mounts such
+    as smbnetfs, the FAT family; fs/mounts.py)."""
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns,
+            "inode": st.st_ino if inode_numbers_stable(path) else None, "host": socket.gethostname()}
 
 
 def check_original(plan: Any) -> None:
@@ -123,12 +128,13 @@ def is_the_original(path: Path, state: dict | None) -> bool:
 
 def identity_problem(st: os.stat_result, want: dict | None) -> str | None:
     """Why the file `st` describes is not the original the job checked (`want`: its recorded
-    size, mtime and inode on the host that checked it), or None."""
+    size, mtime and inode on the host that checked it; no inode where the filesystem makes its
+    numbers up), or None."""
     if not want:                 # nothing recorded (a file refused at ingest): nothing to compare
         return None
     if not stat.S_ISREG(st.st_mode):
         return "it is no longer a regular file"
-    if want.get("host") == socket.gethostname() and st.st_ino != want.get("inode"):
+    if want.get("inode") is not None and want.get("host") == socket.gethostname() and st.st_ino != want["inode"]:
         return "another file was put in its place"
     if st.st_size != want.get("size"):
         return f"its size went from {want.get('size')} to {st.st_size} bytes"
@@ -205,10 +211,9 @@ def put_back(staged: Path, src: Path, job_id: int) -> None:
     so it still becomes a job of its own)."""
     for name in _candidates(src.name, job_id):
         try:
-            os.link(staged, src.with_name(name), follow_symlinks=False)
+            move_no_replace(staged, src.with_name(name))     # also where the share has no hard links
         except FileExistsError:
             continue
-        os.unlink(staged)
         fsync_dir(src.parent)
         if name != src.name:
             log.warning("job %d: a new file at %s was put back as %s (the name was taken again)",

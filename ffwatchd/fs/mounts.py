@@ -1,4 +1,5 @@
-"""Which filesystem a path lives on (from /proc/self/mountinfo), and whether it must be polled."""
+"""Which filesystem a path lives on (from /proc/self/mountinfo), whether it must be polled, and
+whether its inode numbers name a file for longer than the kernel keeps it cached."""
 
 from __future__ import annotations
 
@@ -8,6 +9,12 @@ from pathlib import Path
 MOUNTINFO = Path("/proc/self/mountinfo")
 # Network and FUSE filesystems: inotify does not see writes made by other machines there.
 POLL_FSTYPES = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse", "9p", "ceph", "glusterfs"})
+# Filesystems whose inode numbers are made up while a file is in the kernel's cache, and made up
+# anew after: FUSE (the high-level library numbers nodes itself unless the filesystem passes its
+# own; measured on smbnetfs: a file's number went from 4 to 7 after `drop_caches`, as after a
+# reconnect), the FAT family, and CIFS mounted `noserverino`. There a file is recognised by size
+# and mtime (and content where it is read), never by its inode number.
+VOLATILE_INODE_FSTYPES = frozenset({"fuse", "fuseblk", "vfat", "msdos", "exfat"})
 
 
 def _unescape(field_: str) -> str:
@@ -23,34 +30,53 @@ def _unescape(field_: str) -> str:
     return "".join(out)
 
 
-def parse_mountinfo(text: str) -> list[tuple[str, str]]:
-    """(mount point, fs type) for each line of /proc/self/mountinfo."""
+def _entries(text: str) -> list[tuple[str, str, str]]:
+    """(mount point, fs type, super options) for each line of /proc/self/mountinfo."""
     mounts = []
     for line in text.splitlines():
         left, sep, right = line.partition(" - ")
-        fields = left.split()
-        if not sep or len(fields) < 5 or not right.split():
+        fields, tail = left.split(), right.split()
+        if not sep or len(fields) < 5 or not tail:
             continue
-        mounts.append((_unescape(fields[4]), right.split()[0]))
+        mounts.append((_unescape(fields[4]), tail[0], tail[2] if len(tail) > 2 else ""))
     return mounts
 
 
-def filesystem_type(path: str | os.PathLike, mountinfo: str | None = None) -> str:
-    """The type of the filesystem holding `path` (which need not exist yet): the mount with the
-    longest mount-point prefix of its real path; 'unknown' when mountinfo cannot be read."""
-    p = Path(path).absolute()
+def parse_mountinfo(text: str) -> list[tuple[str, str]]:
+    """(mount point, fs type) for each line of /proc/self/mountinfo."""
+    return [(point, kind) for point, kind, _ in _entries(text)]
+
+
+def _mount_of(path: str | os.PathLike, mountinfo: str | None) -> tuple[str, str]:
+    """(fs type, super options) of the mount with the longest mount-point prefix of the real path
+    of `path` (which need not exist yet); ('unknown', '') when mountinfo cannot be read."""
     if mountinfo is None:
         try:
             mountinfo = MOUNTINFO.read_text()
         except OSError:
-            return "unknown"
-    real = Path(os.path.realpath(p))
-    best, fstype = -1, "unknown"
-    for point, kind in parse_mountinfo(mountinfo):
+            return "unknown", ""
+    real = Path(os.path.realpath(Path(path).absolute()))
+    best, found = -1, ("unknown", "")
+    for point, kind, options in _entries(mountinfo):
         mp = Path(point)
         if (real == mp or mp in real.parents) and len(mp.parts) > best:
-            best, fstype = len(mp.parts), kind
-    return fstype
+            best, found = len(mp.parts), (kind, options)
+    return found
+
+
+def filesystem_type(path: str | os.PathLike, mountinfo: str | None = None) -> str:
+    """The type of the filesystem holding `path` (which need not exist yet); 'unknown' when
+    mountinfo cannot be read."""
+    return _mount_of(path, mountinfo)[0]
+
+
+def inode_numbers_stable(path: str | os.PathLike, mountinfo: str | None = None) -> bool:
+    """Whether an inode number seen at `path` still names the same file after the kernel dropped
+    it from its cache (VOLATILE_INODE_FSTYPES says where not); unknown counts as stable."""
+    kind, options = _mount_of(path, mountinfo)
+    if kind in VOLATILE_INODE_FSTYPES or kind.startswith("fuse."):
+        return False
+    return not (kind in ("cifs", "smb3") and "noserverino" in options.split(","))
 
 
 def is_network_fs(fstype: str) -> bool:

@@ -309,3 +309,48 @@ def fsync_dir(path: Path) -> None:
         pass  # some network filesystems refuse fsync on directories; the data itself was synced
     finally:
         os.close(fd)
+
+
+# A hard link is refused with these where the filesystem has none (SMB through FUSE, FAT, exFAT).
+NO_HARD_LINKS = (errno.EPERM, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS)
+_AT_FDCWD, _RENAME_NOREPLACE = -100, 1
+
+
+def _renameat2_noreplace(src: Path, dst: Path) -> bool:
+    """renameat2(RENAME_NOREPLACE): True when done, False where the kernel, the C library or the
+    filesystem does not take the flag; FileExistsError when `dst` is taken."""
+    import ctypes
+
+    fn = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if fn is None:
+        return False
+    if fn(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err == errno.EEXIST:
+        raise FileExistsError(err, os.strerror(err), str(dst))
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(src))
+
+
+def move_no_replace(src: Path, dst: Path) -> None:
+    """Move `src` to `dst` (one filesystem), never replacing a file at `dst` (FileExistsError):
+    a hard link and the unlink of `src` where the filesystem has hard links; else renameat2 with
+    RENAME_NOREPLACE where it takes the flag; else a rename after a look at `dst` (a file made
+    there between the two is the one case that is replaced: no atomic way is left)."""
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except FileExistsError:
+        raise
+    except OSError as e:
+        if e.errno not in NO_HARD_LINKS:
+            raise
+    else:
+        os.unlink(src)
+        return
+    if _renameat2_noreplace(src, dst):
+        return
+    if os.path.lexists(dst):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(dst))
+    os.rename(src, dst)

@@ -246,14 +246,14 @@ class _FolderAging:
         return d.error is None
 
     def age_filed(self, here: Path, name: str, stats: dict[str, os.stat_result | None]) -> None:
-        """A file the ledger says ffwatchd filed (the same size and inode), older than the limit,
-        with its error report."""
+        """A file the ledger says ffwatchd filed (the same size and inode; size alone where the
+        ledger has no inode number, Filing), older than the limit, with its error report."""
         st = stats[name]
         if st is None or name.endswith(ERROR_REPORT_SUFFIX) or name == MARKER_NAME:
             return
         rel = (here / name).relative_to(self.root).as_posix()
         entry = self.filed.get(rel)
-        if entry is None or (entry.size, entry.inode) != (st.st_size, st.st_ino):
+        if entry is None or entry.size != st.st_size or entry.inode not in (0, st.st_ino):
             return             # not filed by this job table (or replaced since): its age is unknown
         age = self.now - entry.filed_at
         if age <= self.max_age:

@@ -65,7 +65,8 @@ _JOB_FIELDS = Job.__dataclass_fields__.keys()
 @dataclass(frozen=True)
 class Filing:
     """One file ffwatchd put into done/ or failed/ (`folder`), and when: the ledger retention ages by.
-    Size and inode recognise the same file; the ledger is not purged with the job rows."""
+    Size and inode recognise the same file (inode 0: not recorded, on a filesystem that makes its
+    inode numbers up, fs/mounts.py; size alone then); the ledger is not purged with the job rows."""
     watch: str
     folder: str                 # done | failed
     rel_path: str               # relative to that folder

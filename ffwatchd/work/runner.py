@@ -320,7 +320,7 @@ class JobRunner:
         if digest != job.content_hash:
             return _Superseded(f"{original} changed after it was queued (same size and time, other content); "
                                "the new content is queued as its own job")
-        self._checked[job.id] = original_state(st)
+        self._checked[job.id] = original_state(st, original)
         while len(self._checked) > 64:           # jobs that ended without a filing
             self._checked.pop(next(iter(self._checked)))
         return None
