@@ -229,6 +229,19 @@ class Daemon:
         except AssertionError as e:
             raise AssertionError(f"{e}; now {self.counts()}\n{self.log_tail()}") from None
 
+    def wait_done(self, timeout: float, n: int) -> dict:
+        """Until `n` jobs have ended, then that all of them are done (a failed one fails the test
+        at once, with the log, instead of after the whole timeout)."""
+        def ended() -> dict | None:
+            c = self.counts()
+            return c if sum(c.get(k, 0) for k in ("done", "failed", "cancelled")) >= n else None
+        try:
+            c = wait_for(ended, timeout, f"{n} jobs to end", interval=0.2)
+        except AssertionError as e:
+            raise AssertionError(f"{e}; now {self.counts()}\n{self.log_tail()}") from None
+        assert c.get("done", 0) == n, f"not all {n} jobs done: {c}\n{self.log_tail()}"
+        return c
+
 
 def stop_all(daemons: list["Daemon"]) -> None:
     """Teardown of several daemons, whatever a test left them in: a stopped (SIGSTOP) one is

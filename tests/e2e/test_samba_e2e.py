@@ -40,7 +40,7 @@ def test_daemon_on_the_file_server_takes_each_smb_drop_once_after_its_client_fin
         drops = drop_all(d, samba, writer, N_FILES, tmp_path)
     finally:
         writer.close()
-    d.wait_counts(900, done=len(drops.inputs))
+    d.wait_done(900, len(drops.inputs))
     assert d.counts().get("failed", 0) == 0
     wait_batches_finished(d)
     assert d.stop() == 0
@@ -112,7 +112,7 @@ def test_daemon_on_a_smbnetfs_mount_survives_a_samba_restart_mid_batch(make_daem
         drops = drop_all(d, server, writer, N_FILES, tmp_path, between=restart_mid_batch)
     finally:
         writer.close()
-    d.wait_counts(900, done=len(drops.inputs))
+    d.wait_done(900, len(drops.inputs))
     assert outage["during"].get("failed", 0) == 0, outage
     assert d.counts().get("failed", 0) == 0
     wait_batches_finished(d)
