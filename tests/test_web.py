@@ -369,3 +369,29 @@ def test_web_hosts_must_be_names(tmp_path: Path) -> None:
         load_config(_config(tmp_path, "web: {hosts: ['https://x.example']}\n"))
     with pytest.raises(ConfigError, match=r"web.hosts: must be a list of host names"):
         load_config(_config(tmp_path, "web: {hosts: x.example}\n"))
+
+
+def test_a_client_gone_mid_answer_is_a_debug_line_and_other_errors_are_logged_not_printed(capsys, caplog) -> None:
+    """A browser closing its tab while a POST was answered printed a ConnectionResetError traceback
+    on the daemon's stderr (the journal): the base server's handle_error. Now a client that went
+    away is one debug line; anything else is logged with its traceback, never printed raw."""
+    import logging
+    from http.server import BaseHTTPRequestHandler
+
+    from ffwatchd.web.server import _HTTPServer
+
+    server = _HTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="ffwatchd.web"):
+            for exc in (ConnectionResetError(104, "Connection reset by peer"), BrokenPipeError(32, "Broken pipe"),
+                        ValueError("a bug")):
+                try:
+                    raise exc
+                except Exception:
+                    server.handle_error(None, ("127.0.0.1", 5555))
+    finally:
+        server.server_close()
+    assert capsys.readouterr().err == ""
+    levels = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "ffwatchd.web"]
+    assert [lv for lv, _ in levels] == ["DEBUG", "DEBUG", "ERROR"], levels
+    assert "127.0.0.1 went away" in levels[0][1] and caplog.records[-1].exc_info is not None

@@ -8,6 +8,7 @@ import json
 import logging
 import re
 import socket
+import sys
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -258,6 +259,20 @@ class Handler(BaseHTTPRequestHandler):
         return data
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-answer is no error of the daemon's (the base class printed
+        its traceback on stderr, in the journal); anything else is logged with its traceback."""
+        exc = sys.exc_info()[1]
+        who = client_address[0] if isinstance(client_address, tuple) and client_address else client_address
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            log.debug("web: %s went away before its answer was sent: %s", who, exc)
+        else:
+            log.error("web: a request from %s failed", who, exc_info=True)
+
+
 class WebServer:
     """The listener in a thread; `start` raises OSError when the address is taken."""
 
@@ -269,7 +284,7 @@ class WebServer:
     def start(self, host: str, port: int) -> tuple[str, int]:
         handler = type("BoundHandler", (Handler,), {"app": self.app})
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        server_class = type("WebHTTPServer", (ThreadingHTTPServer,), {"address_family": family, "daemon_threads": True})
+        server_class = type("WebHTTPServer", (_HTTPServer,), {"address_family": family})
         self._server = server_class((host, port), handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="web", daemon=True)
         self._thread.start()
