@@ -41,3 +41,37 @@ def test_a_failure_policy_alone_files_a_final_failure_to_failed_with_its_report(
     row = store.get(job_id)
     assert (row.state, row.error_kind) == ("failed", "no_face")
     assert cleaned == [job_id], "the job's temp files are cleaned once it is filed"
+
+
+def test_a_stale_attempt_that_fails_never_withdraws_the_result_the_new_holder_placed(env) -> None:
+    """CI (the two-host stale-worker e2e): a worker stopped past its lease went on and failed its
+    attempt; the failure "withdrew" the result of the job's done plan, which by then was the new
+    holder's, at the same output name and of the same size: a done job without its output. The
+    withdrawal is the attempt's own only while it holds the job on its claim, confirmed right before
+    the unlink; a stale attempt gets TransitionError (its outcome is `lost`) and touches nothing."""
+    import time
+
+    import pytest
+
+    from ffwatchd.store import TransitionError
+    from tests.test_runner import FakePipeline
+    from ffwatchd.work.runner import JobRunner
+
+    settings, store, watch = env
+    enqueue(store, watch, "a.jpg", b"abc")
+    stale = store.claim("host-a:1/cpu", 0.05)
+    time.sleep(0.2)                                       # its lease runs out while it is stopped
+    assert store.requeue_expired() == [stale.id]
+    fresh = store.claim("host-b:2/cpu", 60)
+    assert fresh is not None and fresh.id == stale.id and fresh.claims == stale.claims + 1
+    assert JobRunner(settings, store, FakePipeline(), "host-b:2/cpu").run(fresh).outcome == "done"
+    assert (watch.output / "a.jpg").read_bytes() == b"processed:abc"
+
+    waiter = ShareWaiter(settings, store, "host-a:1/cpu", ShareCheck(settings))
+    policy = FailurePolicy(settings, store, "host-a:1/cpu", waiter, lambda _id: None, {})
+    out = Outcome(stale.id, stale.watch, stale.kind, "failed")
+    with pytest.raises(TransitionError):
+        policy.fail_final(watch, stale, out, "io", "the stale attempt's own failure",
+                          settings.temp_dir / f"job-{stale.id}")
+    assert (watch.output / "a.jpg").read_bytes() == b"processed:abc", "the new holder's result stays"
+    assert store.get(stale.id).state == "done"

@@ -122,11 +122,17 @@ class FailurePolicy:
     def _withdraw_result(self, watch: WatchSettings, job: Job) -> None:
         """A job that recorded a done plan (its result maybe placed in output/) and now fails:
         the result it placed goes, so no output of a failed job stays. Only the file at the
-        plan's name with the plan's size, reached without following a link, is removed."""
+        plan's name with the plan's size, reached without following a link, is removed, and only
+        while this attempt holds the job: the plan in the row is another attempt's once the lease
+        went (the same output name, maybe the same size), so the row must name this owner and
+        claim, and the lease is confirmed right before the unlink (TransitionError: not ours)."""
         try:
-            current = self.store.get(job.id).filing
+            row = self.store.get(job.id)
         except Exception:  # noqa: BLE001 - the row is read again by the failure that follows
             return
+        current = row.filing
+        if (row.lease_owner, row.claims) != (self.owner, job.claims):
+            return                        # another attempt's plan, if any; the fenced failure says so
         if not current or current.get("outcome") != "done":
             return
         plan = Plan.from_dict(current).localized(watch)
@@ -145,6 +151,8 @@ class FailurePolicy:
                 except FileNotFoundError:
                     continue
                 if statmod.S_ISREG(st.st_mode) and st.st_size == plan.result_size:
+                    self.store.confirm_lease(job.id, self.owner, attempt=job.claims,
+                                             lease=self.settings.workers.lease)
                     os.unlink(name, dir_fd=fd)
                     log.warning("job %d: fails after its result was placed; %s removed", job.id, dst.parent / name)
                     return
