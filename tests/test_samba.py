@@ -105,13 +105,36 @@ def test_an_original_staged_on_the_smbnetfs_mount_is_known_after_a_cache_drop_an
     assert want["inode"] is None, "smbnetfs makes its inode numbers up: not recorded"
     staged = stage_original(src, 7, 1, want, fence=None)
     assert staged is not None and not src.exists()
-    before = os.stat(staged).st_ino
+    before = os.stat(staged)
     if _drop_kernel_caches():
-        assert os.stat(staged).st_ino != before, "the cache drop renumbered the file (what this case is about)"
+        assert os.stat(staged).st_ino != before.st_ino, "the cache drop renumbered the file (what this case is about)"
     assert identity_problem(os.stat(staged), want) is None
+    renumbered = os.stat_result(tuple(before)[:1] + (before.st_ino + 1000,) + tuple(before)[2:],
+                                {"st_mtime_ns": before.st_mtime_ns})       # also where caches cannot be dropped
+    assert identity_problem(renumbered, want) is None
+    recorded = {**want, "inode": before.st_ino}             # a plan written before numbers were left out
+    assert identity_problem(renumbered, recorded, staged) is None
+    assert identity_problem(renumbered, recorded) is not None, "without the path the recorded number counts"
     assert stage_original(src, 7, 2, want, fence=None) is not None        # the next attempt takes it on
     src.write_bytes(b"a new drop at the same name")
     unstage(src, 7, 2)                                                     # its result was lost: back
     assert src.read_bytes() == b"a new drop at the same name", "the new file is never replaced"
     assert (inbox / "a-7.jpg").read_bytes() == b"original " * 1000
     assert sorted(p.name for p in inbox.iterdir()) == ["a-7.jpg", "a.jpg"]
+
+
+def test_the_ledger_records_no_inode_number_for_a_file_filed_on_the_smbnetfs_mount(smb_mount):
+    """Retention recognises a filed file by size and inode; on smbnetfs the number is made up, so
+    the ledger holds 0 (size alone, ops/retention.py) and done/ there is aged at all."""
+    from types import SimpleNamespace
+
+    from ffwatchd.filing.plan import note_filed
+
+    done = smb_mount.path / "done"
+    done.mkdir()
+    (done / "a.jpg").write_bytes(b"x" * 1234)
+    got: list = []
+    ledger = SimpleNamespace(record_filing=got.append)
+    watch = SimpleNamespace(name="w", done=done, failed=smb_mount.path / "failed", output=smb_mount.path / "output")
+    note_filed(ledger, watch, 3, "done", done / "a.jpg")
+    assert [(f.rel_path, f.size, f.inode, f.job_id) for f in got] == [("a.jpg", 1234, 0, 3)]

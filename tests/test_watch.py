@@ -359,6 +359,7 @@ def test_detect_mode_from_mountinfo(path: str, expected: tuple[str, str]) -> Non
     ("/srv/share/inbox", True), ("/home/me/x", True), ("/mnt/smb/in", True),
     ("/mnt/sshfs/a", False), ("/mnt/rclone/x", False),
     ("/media/card/DCIM", False), ("/mnt/stick/a", False), ("/mnt/nosrv/a", False),
+    ("/mnt/auto/x", False), ("/mnt/nosource/x", False),
 ])
 def test_inode_numbers_count_only_where_the_filesystem_keeps_them(path: str, stable: bool) -> None:
     """smbnetfs (FUSE) numbered a file 4, then 7 after drop_caches: a filing that compared inode
@@ -367,7 +368,12 @@ def test_inode_numbers_count_only_where_the_filesystem_keeps_them(path: str, sta
 
     info = MOUNTINFO + ("45 22 0:40 / /media/card rw - exfat /dev/sdc1 rw\n"
                         "46 22 0:41 / /mnt/stick rw - vfat /dev/sdd1 rw,fmask=0022\n"
-                        "47 22 0:42 / /mnt/nosrv rw - cifs //host/b rw,vers=3.1.1,noserverino,cache=strict\n")
+                        "47 22 0:42 / /mnt/nosrv rw - cifs //host/b rw,vers=3.1.1,noserverino,cache=strict\n"
+                        # an automount point, then the share mounted on top of it (listed later)
+                        "48 22 0:43 / /mnt/auto rw - autofs systemd-1 rw,fd=51\n"
+                        "49 48 0:44 / /mnt/auto rw - cifs //host/c rw,noserverino\n"
+                        # a FUSE mount whose source field is empty
+                        "50 22 0:45 / /mnt/nosource rw - fuse.smbnetfs  rw,user_id=0\n")
     assert inode_numbers_stable(Path(path), info) is stable
 
 

@@ -69,7 +69,7 @@ def check_original(plan: Any) -> None:
         st = os.stat(plan.original_src, follow_symlinks=False)
     except OSError:
         return
-    what = identity_problem(st, plan.original_state)
+    what = identity_problem(st, plan.original_state, plan.original_src)
     if what:
         raise OriginalChanged(Path(plan.original_src), what)
 
@@ -121,20 +121,22 @@ def is_the_original(path: Path, state: dict | None) -> bool:
     if not state:
         return False
     try:
-        return identity_problem(os.stat(path, follow_symlinks=False), state) is None
+        return identity_problem(os.stat(path, follow_symlinks=False), state, path) is None
     except OSError:
         return False
 
 
-def identity_problem(st: os.stat_result, want: dict | None) -> str | None:
+def identity_problem(st: os.stat_result, want: dict | None, path: Path | str | None = None) -> str | None:
     """Why the file `st` describes is not the original the job checked (`want`: its recorded
     size, mtime and inode on the host that checked it; no inode where the filesystem makes its
-    numbers up), or None."""
+    numbers up, nor for `path` on such a filesystem: a plan recorded before they were left out),
+    or None."""
     if not want:                 # nothing recorded (a file refused at ingest): nothing to compare
         return None
     if not stat.S_ISREG(st.st_mode):
         return "it is no longer a regular file"
-    if want.get("inode") is not None and want.get("host") == socket.gethostname() and st.st_ino != want["inode"]:
+    if want.get("inode") is not None and want.get("host") == socket.gethostname() and st.st_ino != want["inode"] \
+            and (path is None or inode_numbers_stable(path)):
         return "another file was put in its place"
     if st.st_size != want.get("size"):
         return f"its size went from {want.get('size')} to {st.st_size} bytes"
@@ -154,7 +156,7 @@ def stage_original(src: Path, job_id: int, attempt: int, want: dict | None,
             st = os.lstat(older)
         except FileNotFoundError:
             continue
-        what = identity_problem(st, want)
+        what = identity_problem(st, want, older)
         if what:                               # not what was processed: back where people see it
             put_back(older, src, job_id)
             raise OriginalChanged(src, f"its staged copy {older.name}: {what}")
@@ -181,7 +183,7 @@ def _stage_from_inbox(src: Path, own: Path, job_id: int, want: dict | None,
         raise
     try:
         checked = os.fstat(fd)
-        what = identity_problem(checked, want)
+        what = identity_problem(checked, want, src)
         if what:
             raise OriginalChanged(src, what)
         _fenced(fence, "stage_original", job_id)

@@ -35,8 +35,8 @@ def _entries(text: str) -> list[tuple[str, str, str]]:
     mounts = []
     for line in text.splitlines():
         left, sep, right = line.partition(" - ")
-        fields, tail = left.split(), right.split()
-        if not sep or len(fields) < 5 or not tail:
+        fields, tail = left.split(), right.split(" ")     # the source field may be empty
+        if not sep or len(fields) < 5 or not tail[0]:
             continue
         mounts.append((_unescape(fields[4]), tail[0], tail[2] if len(tail) > 2 else ""))
     return mounts
@@ -59,7 +59,9 @@ def _mount_of(path: str | os.PathLike, mountinfo: str | None) -> tuple[str, str]
     best, found = -1, ("unknown", "")
     for point, kind, options in _entries(mountinfo):
         mp = Path(point)
-        if (real == mp or mp in real.parents) and len(mp.parts) > best:
+        # `>=`: of mounts stacked on one point (an automount and the share it mounts) the last
+        # listed is the one on top
+        if (real == mp or mp in real.parents) and len(mp.parts) >= best:
             best, found = len(mp.parts), (kind, options)
     return found
 

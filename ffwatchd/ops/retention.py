@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ffwatchd.filing.leftovers import walk_leftovers
+from ffwatchd.fs.mounts import inode_numbers_stable
 from ffwatchd.filing.placing import report_name
 from ffwatchd.filing.shares import MARKER_NAME
 from ffwatchd.store import FINISHED, Filing, NotFound
@@ -233,6 +234,9 @@ class _FolderAging:
                  filed: dict[str, Filing], forget: Callable[[str], None] | None) -> None:
         self.root, self.what, self.max_age, self.now, self.dry_run = root, what, max_age, now, dry_run
         self.filed, self.forget = filed, forget
+        # where this host sees inode numbers made up (smbnetfs, FAT), a ledger number, recorded
+        # before they were left out or by a host that mounts the share otherwise, cannot match
+        self.inodes_count = inode_numbers_stable(root)
         self.out: list[Deletion] = []
         self.gone: set[Path] = set()      # removed, or would be in a dry run
         self.touched: set[Path] = set()   # folders something was removed from
@@ -247,13 +251,14 @@ class _FolderAging:
 
     def age_filed(self, here: Path, name: str, stats: dict[str, os.stat_result | None]) -> None:
         """A file the ledger says ffwatchd filed (the same size and inode; size alone where the
-        ledger has no inode number, Filing), older than the limit, with its error report."""
+        ledger has no inode number, Filing, or this host's numbers are made up), older than the
+        limit, with its error report."""
         st = stats[name]
         if st is None or name.endswith(ERROR_REPORT_SUFFIX) or name == MARKER_NAME:
             return
         rel = (here / name).relative_to(self.root).as_posix()
         entry = self.filed.get(rel)
-        if entry is None or entry.size != st.st_size or entry.inode not in (0, st.st_ino):
+        if entry is None or entry.size != st.st_size or (self.inodes_count and entry.inode not in (0, st.st_ino)):
             return             # not filed by this job table (or replaced since): its age is unknown
         age = self.now - entry.filed_at
         if age <= self.max_age:
