@@ -11,6 +11,8 @@ artefact left alone, every original in done/ exactly once. Results read back wit
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import stat
 import subprocess
@@ -74,6 +76,7 @@ def wait_batches_finished(d, timeout: float = 120) -> list:
 OUTAGE = 30.0          # seconds smbd is away in the middle of the batch (the scenario, not a wait)
 
 
+@pytest.mark.slow
 def test_daemon_on_a_smbnetfs_mount_survives_a_samba_restart_mid_batch(make_daemon, smb_mount, tmp_path):
     """The GPU host: the share through smbnetfs (no inotify: polling; no size: the disk guard must
     not pause), drops by clients on "another machine", smbd stopped for 30 s mid-batch and started

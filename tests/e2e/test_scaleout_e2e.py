@@ -157,6 +157,7 @@ def test_three_daemons_file_300_images_exactly_once(cluster) -> None:
         assert roots <= {str(d.output) for d in daemons} and len(roots) >= 2, roots
 
 
+@pytest.mark.slow
 def test_kill_9_of_a_whole_daemon_at_5_random_moments(cluster) -> None:
     daemons, share, _ = cluster
     start_all(daemons)
