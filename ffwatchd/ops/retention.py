@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ffwatchd.filing.leftovers import walk_leftovers
-from ffwatchd.fs.mounts import inode_numbers_stable
 from ffwatchd.filing.placing import report_name
 from ffwatchd.filing.shares import MARKER_NAME
+from ffwatchd.fs.mounts import inode_numbers_stable
 from ffwatchd.store import FINISHED, Filing, NotFound
 
 if TYPE_CHECKING:
