@@ -214,3 +214,53 @@ def test_a_share_away_when_prefetched_is_looked_at_again_when_the_job_runs(env) 
     assert runner.start(job).finish().outcome == "done"
     runner.close()
     assert (watch.output / "e.jpg").read_bytes() == b"processed:eee"
+
+
+def test_a_decode_that_failed_ahead_is_done_again_when_the_job_runs(env) -> None:  # noqa: F811
+    """CI (the inbox renamed away and back mid-batch, on 4 workers): the prefetch stage found the
+    share there, then the inbox went before it opened the original ("no such file", bad_input);
+    when the job ran the share was back, and the job was failed with the stale error. What the
+    stage got wrong is not a verdict: the job decodes again and a real fault shows up again."""
+    import os
+
+    from ffwatchd.media.source import open_file
+
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "f.jpg", b"fff")
+    away = watch.inbox.with_name("inbox.away")
+
+    class InboxGoesWhileOpening(StagedPipeline):
+        dropped = False
+
+        def decode_image(self, target: Path) -> bytes:
+            if not self.dropped:                    # the first time: the share drops out right then
+                self.dropped = True
+                watch.inbox.rename(away)
+                try:
+                    os.close(open_file(Path(target)))      # the real opening: bad_input "no such file"
+                finally:
+                    away.rename(watch.inbox)
+            return super().decode_image(target)
+
+    runner = JobRunner(settings, store, InboxGoesWhileOpening(), "me")
+    job = store.claim("me", 60)
+    runner.hold(job)
+    pre = runner.prefetcher._futures[job.id].result()
+    assert isinstance(pre.error, JobError) and "no such file" in pre.error.message
+    out = runner.start(job).finish()
+    runner.close()
+    assert out.outcome == "done" and store.get(job_id).attempts == 1
+    assert (watch.output / "f.jpg").read_bytes() == b"processed:fff"
+
+
+def test_a_decode_that_fails_ahead_and_again_is_failed_with_the_decoders_message(env) -> None:  # noqa: F811
+    settings, store, watch = env
+    enqueue(store, watch, "y.jpg", b"broken data")
+    pipeline = StagedPipeline()
+    runner = JobRunner(settings, store, pipeline, "me")
+    job = store.claim("me", 60)
+    runner.hold(job)
+    out = runner.start(job).finish()
+    runner.close()
+    assert (out.outcome, out.error_kind) == ("failed", "bad_input")
+    assert pipeline.threads[("decode", "y.jpg")] == threading.current_thread().name, "decoded again when it ran"

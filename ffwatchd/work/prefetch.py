@@ -16,7 +16,8 @@ log = logging.getLogger(__name__)
 @dataclass
 class Prefetched:
     """What the stage found for one job: a problem with the original, or its decoded image, or
-    the error decoding raised (re-raised when the job runs, so it is handled like any other)."""
+    the error decoding raised (the job then decodes again when it runs: an error found ahead may be
+    stale, the share gone for that moment)."""
     problem: str | None = None
     image: Any = None
     error: BaseException | None = None

@@ -146,8 +146,9 @@ class JobRunner:
             return None
         workdir = self.settings.temp_dir / f"job-{job.id}"
         pre = self.prefetcher.take(job.id)     # a held image: checked, decoded and prepared ahead
-        if pre is not None and pre.share:      # its share was away then: nothing was read, look again
-            pre = None
+        if pre is not None and (pre.share or pre.error is not None):
+            pre = None       # its share was away then, or its decode failed: look again (a stale error
+            # is no verdict: the inbox may have gone for that moment; a real fault shows up again)
         why = self.shares.problem(watch) if pre is None else None
         if why:                                # claimed just as the share went: it waits, unspent
             self.waiter.release(job, out, why, lease)
@@ -260,8 +261,6 @@ class JobRunner:
             if getattr(self.pipeline, "render_image", None) is None:
                 self.pipeline.process_image(original, result, spec)
                 return result, suffix, 1, None
-            if pre is not None and pre.error is not None:
-                raise pre.error
             image = pre.image if pre is not None and pre.image is not None else self.pipeline.decode_image(original)
             return result, suffix, 1, self.pipeline.render_image(original, image, spec)
 

@@ -28,8 +28,7 @@ def test_inbox_renamed_away_mid_batch_and_back_loses_and_fails_nothing(make_daem
     assert away_counts.get("failed", 0) == 0, f"nothing fails while the share is away: {away_counts}\n{d.log_tail()}"
     assert away_counts.get("queued", 0) > 0, away_counts
     os.rename(away, d.inbox)                                   # and comes back
-    d.wait_counts(240, done=60)
-    assert d.counts().get("failed", 0) == 0
+    d.wait_done(240, 60)                     # a failed job fails the test at once, with the log
     assert d.stop() == 0
 
     done = {p.relative_to(d.done).as_posix() for p in d.files(d.done / "k")}
