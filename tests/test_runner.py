@@ -302,3 +302,32 @@ def test_a_beat_that_finds_its_lease_gone_after_the_job_was_filed_says_nothing(e
         beats.beat_one(held)
     assert [r.getMessage() for r in caplog.records if "stopping it" in r.getMessage()] == \
         [f"job {job_id}: lease {held.status}; stopping it"]
+
+
+def test_an_original_missed_during_a_drop_out_that_ended_before_the_share_check_is_processed(env) -> None:
+    """The class of the prefetch fix: the original's stat found nothing because the inbox was
+    renamed away for a moment, and the share check right after found the inbox back. The job was
+    failed as `vanished` (and the file, there all along, filed to failed/); now the original is
+    looked at once more when the share is there."""
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "m.jpg", b"mmm")
+    runner = JobRunner(settings, store, FakePipeline(), "me")
+    away = watch.inbox.with_name("inbox.away")
+    real = runner._original_problem
+    calls = []
+
+    def missed_once(job, original):
+        calls.append(original)
+        if len(calls) > 1:
+            return real(job, original)
+        watch.inbox.rename(away)                  # the drop-out, exactly while the original is looked at
+        try:
+            return real(job, original)
+        finally:
+            away.rename(watch.inbox)
+
+    runner._original_problem = missed_once
+    out = runner.run(store.claim("me", 60))
+    assert out.outcome == "done", (out.error_kind, out.message)
+    assert len(calls) == 2 and store.get(job_id).attempts == 1
+    assert (watch.done / "m.jpg").read_bytes() == b"mmm" and not (watch.failed / "m.jpg").exists()

@@ -169,10 +169,12 @@ class JobRunner:
             why = self.shares.problem(watch)
             if why:
                 self.waiter.release(job, out, why, lease)
-            else:                              # really gone while its inbox is there: said in a report
+                return None
+            problem = self._original_problem(job, original)   # back with its share from a drop-out just now?
+            if problem == _GONE:               # really gone while its inbox is there: said in a report
                 self.failures.fail_final(watch, job, out, "vanished", f"{original} left the inbox before it "
                                          "was processed (deleted or moved away while queued)", workdir, lease)
-            return None
+                return None
         ready: Ready | None = pre.ready if pre is not None and not problem else None
         source_error = None if problem or ready is not None else check_sources(watch, job, self._source_hashes)
         if problem or source_error is not None:
