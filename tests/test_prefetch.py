@@ -264,3 +264,30 @@ def test_a_decode_that_fails_ahead_and_again_is_failed_with_the_decoders_message
     runner.close()
     assert (out.outcome, out.error_kind) == ("failed", "bad_input")
     assert pipeline.threads[("decode", "y.jpg")] == threading.current_thread().name, "decoded again when it ran"
+
+
+def test_an_original_gone_when_it_is_opened_is_retried_not_failed_as_bad_input(env) -> None:  # noqa: F811
+    """Nothing at the original's name when it is opened is no verdict on the file (its share may
+    have gone for that moment): the attempt is retried (it was failed at once as `bad_input: no
+    such file`); the next attempt looks at the original first and fails a file really gone as
+    `vanished` (tests/test_trust_filing.py)."""
+    import os
+
+    from ffwatchd.media.source import open_file
+
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "g.jpg", b"ggg")
+
+    class GoneWhenOpened(StagedPipeline):
+        def decode_image(self, target: Path) -> bytes:
+            Path(target).unlink(missing_ok=True)              # deleted between the check and the open
+            os.close(open_file(Path(target)))
+            raise AssertionError("not reached")
+
+    runner = JobRunner(settings, store, GoneWhenOpened(), "me")
+    out = runner.start(store.claim("me", 60)).finish()
+    runner.close()
+    assert (out.outcome, out.error_kind) == ("retried", "io"), out.message
+    row = store.get(job_id)
+    assert (row.state, row.attempts) == ("queued", 1) and "g.jpg: no such file" in row.error_message
+    assert not (watch.failed / "g.jpg").exists()

@@ -57,7 +57,8 @@ def open_input(path: Path, root: Path | None = None) -> VideoInput:
 def open_file(path: Path, root: Path | None = None) -> int:
     """A descriptor of the regular file at `path`, for a video or a picture. With `root` (the inbox
     or a source root) no folder between it and the file may be a link; the file itself may never be
-    one, nor a FIFO, device or socket (never waited on). JobError bad_input naming the file otherwise."""
+    one, nor a FIFO, device or socket (never waited on). JobError bad_input naming the file otherwise
+    (io, transient, when nothing is there: gone, or its share away for a moment)."""
     path = Path(path)
     try:
         if root is not None:
@@ -76,8 +77,9 @@ def open_file(path: Path, root: Path | None = None) -> int:
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise JobError("bad_input", f"{path.name} is a symbolic link; it was not followed") from None
-        if e.errno == errno.ENOENT:
-            raise JobError("bad_input", f"{path.name}: no such file") from None
+        if e.errno == errno.ENOENT:        # not bad input: gone, or its share away for a moment; the
+            # next attempt looks at the original again and says `vanished` when it is really gone
+            raise JobError("io", f"{path.name}: no such file", transient=True) from None
         raise JobError("bad_input", f"cannot read {path.name}: {e.strerror or e}") from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)

@@ -170,7 +170,9 @@ def test_probe_not_a_video(tmp_path: Path, ffmpeg_exe: str) -> None:
     text = tmp_path / "notes.mp4"
     text.write_text("hello\n" * 100)
     _bad(text, ffmpeg_exe, "not a readable video")
-    _bad(tmp_path / "missing.mp4", ffmpeg_exe, "no such file")
+    with pytest.raises(JobError) as e:        # not bad input: gone, or its share away for a moment
+        fp.probe(tmp_path / "missing.mp4", ffmpeg_exe)
+    assert (e.value.kind, e.value.transient) == ("io", True) and "missing.mp4: no such file" in e.value.message
 
 
 # ---- children
