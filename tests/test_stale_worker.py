@@ -233,3 +233,50 @@ def test_a_run_cancelled_then_retried_and_claimed_again_by_its_own_worker_files_
     assert done.state == "done" and Path(done.output_path).is_file()
     assert _files(share / "done") == [share / "done/x.jpg"] and not inbox.exists()
     store.close()
+
+
+@pytest.mark.parametrize("stop_at", ["file_original", "unlink_original", "ledger", "finish"])
+def test_a_plan_resumed_after_its_original_was_filed_ignores_a_new_file_at_the_inbox_name(stop_at, share, tmp_path,
+                                                                                          monkeypatch) -> None:
+    """CI (the two-host stale-worker PG e2e on 4 workers): A filed the result and the original and
+    was stopped before `done`; a new file was dropped at the same inbox name; B, resuming A's plan,
+    checked the inbox name first, took the new file for the original "changed" and failed the job
+    `superseded`: a failed job whose original and result sat in done/ and output/. The plan's
+    original is looked for where it went (its staged names, its destination) before the inbox
+    name counts; the new file is left alone and becomes its own job."""
+    settings = host_settings(tmp_path, share, "a")
+    watch = settings.watches[0]
+    clock = Clock()
+    store = JobStore(tmp_path / "queue.db", clock=clock)
+    inbox = share / "inbox/x.jpg"
+    inbox.write_bytes(OLD)
+    first = ingest_file(settings, watch, store, inbox, 0.0).job
+    runner_a = JobRunner(settings, store, ReadingPipeline(), A)
+    monkeypatch.setattr(runner_a.heartbeats, "beat_one", lambda lease: None)
+    seen: dict = {}
+
+    def stop_here(name: str, job_id: int) -> None:
+        if name != stop_at or job_id != first.id or seen:
+            return
+        seen["stopped"] = True
+        clock.t += settings.workers.lease + 1              # A stops here, past its lease
+        assert not inbox.exists()
+        inbox.write_bytes(NEW)                             # a new file at the same name, queued
+        os.utime(inbox, (time.time() + 5, time.time() + 5))
+        seen["new"] = ingest_file(settings, watch, store, inbox, 0.0)
+        again = store.claim(B, 60)
+        assert again is not None and again.id == first.id and again.filing
+        with monkeypatch.context() as m:
+            m.setattr(os, "getpid", lambda: 2)
+            seen["b"] = JobRunner(settings, store, ReadingPipeline(), B).run(again)
+
+    monkeypatch.setattr(placing, "before_step", stop_here)
+    out_a = runner_a.start(store.claim(A, 5)).finish()
+    assert seen.get("stopped") and out_a.outcome == "lost"
+    assert seen["b"].outcome == "done", (seen["b"].error_kind, seen["b"].message)
+    assert store.get(first.id).state == "done"
+    assert inbox.read_bytes() == NEW and seen["new"].status == "enqueued", "the new file is untouched, queued"
+    assert [p.read_bytes() for p in _files(share / "done")] == [OLD]
+    assert [p.read_bytes() for p in _files(share / "output")] == [b"processed:" + OLD]
+    assert {rel: e.job_id for rel, e in store.filings("studio", "done").items()} == {"x.jpg": first.id}
+    store.close()

@@ -34,6 +34,7 @@ from ffwatchd.filing.placing import (
 from ffwatchd.filing.sharepaths import folder_roots, rebase
 from ffwatchd.filing.shares import ShareUnavailable
 from ffwatchd.filing.staging import (
+    OriginalChanged,
     check_original,
     find_staged,
     is_the_original,
@@ -250,19 +251,28 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
     step touches only names of this job and attempt."""
     perms = watch.perms if watch is not None else Perms()
     fence = holder.confirm if holder is not None else None
-    check_original(plan)
+    attempt = holder.attempt if holder else job.claims
+    placed = None
+    try:
+        check_original(plan)
+    except OriginalChanged:           # another file at the inbox name: is the plan's original long gone from it?
+        left = _left_its_inbox(plan, job.id, attempt)
+        if left is None:
+            raise
+        placed = left if isinstance(left, Path) else None      # else staged: stage_original takes it
     for dest in (plan.result_dst, plan.original_dst):   # every destination checked before anything moves
         if dest:
             root = root_of(watch, Path(dest))
             os.close(open_folder(root, split_under(root, Path(dest))[0], perms))
     src = Path(plan.original_src)
-    staged = stage_original(src, job.id, holder.attempt if holder else job.claims, plan.original_state,
-                            None if holder is not None and holder.fresh else fence)
+    staged = None if placed else stage_original(src, job.id, attempt, plan.original_state,
+                                                None if holder is not None and holder.fresh else fence)
     # a result this run places is recorded in the ledger (retention.output_max_age ages from now)
     placing_result = plan.outcome == "done" and bool(plan.result_src) and os.path.lexists(plan.result_src)
     try:
         result = _place_result(plan, job, watch, perms, fence)
-        original, moving = _place_original(plan, job, watch, perms, staged, fence, share_problem)
+        original, moving = (placed, False) if placed else \
+            _place_original(plan, job, watch, perms, staged, fence, share_problem)
     except (TransitionError, ShareUnavailable):
         raise                  # the next attempt (or this one, when the share is back) takes the staged name
     except BaseException:      # not filed now (no room, no free name, a link in the way, ...): the
@@ -289,6 +299,22 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
     log.info("job %d: filed %s: original -> %s%s", job.id, plan.outcome, original,
              f", result -> {result}" if result else "")
     return Filed(plan.outcome, original, result)
+
+
+def _left_its_inbox(plan: Plan, job_id: int, attempt: int) -> Path | bool | None:
+    """Where an earlier run of the plan took its original, once a new file holds the inbox name:
+    True when it is staged (stage_original takes the staged name first), its path when it is
+    filed already (at the destination or a `-<job id>` name after it), None when it never left."""
+    src = Path(plan.original_src)
+    if find_staged(src, job_id, attempt) is not None:
+        return True
+    if not plan.original_dst or not plan.original_state:
+        return None
+    dst = Path(plan.original_dst)
+    for name in _candidates(dst.name, job_id):
+        if is_the_original(dst.with_name(name), plan.original_state):
+            return dst.with_name(name)
+    return None
 
 
 def _place_result(plan: Plan, job: Job, watch: WatchSettings | None, perms: Perms,

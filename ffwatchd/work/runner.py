@@ -22,6 +22,7 @@ from ffwatchd.filing.plan import Plan, plan_done, result_trusted
 from ffwatchd.filing.sharepaths import localize_spec
 from ffwatchd.filing.shares import ShareCheck
 from ffwatchd.filing.sharewait import ShareWaiter, ShareWaitTooLong
+from ffwatchd.filing import placing
 from ffwatchd.filing.staging import OriginalChanged, original_state, unstage
 from ffwatchd.fs import safefs
 from ffwatchd.fs.writefs import make_private
@@ -243,6 +244,7 @@ class JobRunner:
         """done; when the worker asked for it (`Pending.then_claim`), with the claim of its next
         job in the same transaction, held from then on and handed back as `Pending.claimed`."""
         claim = pending.then_claim() if pending is not None and pending.then_claim is not None else None
+        placing.before_step("finish", job.id)
         if claim is None:
             self.store.finish(job.id, self.owner, output_path=output_path, attempt=job.claims)
             return
