@@ -306,7 +306,7 @@ def _left_its_inbox(plan: Plan, job_id: int, attempt: int) -> Path | bool | None
     True when it is staged (stage_original takes the staged name first), its path when it is
     filed already (at the destination or a `-<job id>` name after it), None when it never left."""
     src = Path(plan.original_src)
-    if find_staged(src, job_id, attempt) is not None:
+    if find_staged(src, job_id, attempt - 1) is not None:     # attempt .. 1, as stage_original looks
         return True
     if not plan.original_dst or not plan.original_state:
         return None

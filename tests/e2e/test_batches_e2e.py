@@ -241,8 +241,9 @@ def test_batches_command_lists_and_shows_a_batch_with_its_deliveries(make_daemon
 
 
 def test_with_the_one_worker_busy_on_a_video_the_high_priority_file_runs_next(make_daemon, tmp_path) -> None:
-    """The same, with the worker really busy: a 20 s clip is running while the 20 low-priority
-    files and then the high one arrive."""
+    """The same, with the worker really busy: a 60 s clip is running while the 20 low-priority
+    files and then the high one arrive (a 20 s clip, about 4 s of work, was done before the last
+    drop once the suite ran on 4 workers)."""
     import subprocess
 
     from ffwatchd.media.ffmpeg import find_ffmpeg
@@ -252,7 +253,7 @@ def test_with_the_one_worker_busy_on_a_video_the_high_priority_file_runs_next(ma
     face = tmp_path / "face.png"
     cv2.imwrite(str(face), cv2.resize(synthetic_models.make_face_image(640, seed=5), (320, 320)))
     subprocess.run([ffmpeg, "-v", "error", "-y", "-loop", "1", "-framerate", "25", "-i", str(face),
-                    "-vf", "noise=alls=8:allf=t", "-t", "20", "-c:v", "libx264", "-preset", "veryfast",
+                    "-vf", "noise=alls=8:allf=t", "-t", "60", "-c:v", "libx264", "-preset", "veryfast",
                     "-pix_fmt", "yuv420p", str(clip)], check=True)
     d = make_daemon()
     batch_sidecar(d, "busy")
