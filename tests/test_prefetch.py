@@ -255,11 +255,10 @@ def test_a_decode_that_failed_ahead_is_done_again_when_the_job_runs(env) -> None
 
 def test_a_decode_that_fails_ahead_and_again_is_failed_with_the_decoders_message(env) -> None:  # noqa: F811
     settings, store, watch = env
-    enqueue(store, watch, "y.jpg", b"broken data")
     pipeline = StagedPipeline()
     runner = JobRunner(settings, store, pipeline, "me")
-    job = store.claim("me", 60)
-    runner.hold(job)
+    enqueue(store, watch, "y.jpg", b"broken data")
+    runner.hold(job := store.claim("me", 60))
     out = runner.start(job).finish()
     runner.close()
     assert (out.outcome, out.error_kind) == ("failed", "bad_input")

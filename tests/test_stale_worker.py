@@ -48,17 +48,22 @@ def _files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".ffwatchd-owner"))
 
 
-def _run_stopped_at(step: str, share: Path, tmp_path: Path, monkeypatch, outcome: str = "done",
-                    install=None) -> dict:
-    """A processes the job and files it, stopped at `step` (by `placing.before_step`, or where
-    `install(stop)` puts the stop)."""
+def _first_job(share: Path, tmp_path: Path) -> tuple:
+    """Host a's settings, a table on a test clock, and the job of OLD dropped at inbox/x.jpg."""
     settings = host_settings(tmp_path, share, "a")
     watch = settings.watches[0]
     clock = Clock()
     store = JobStore(tmp_path / "queue.db", clock=clock)
     inbox = share / "inbox/x.jpg"
     inbox.write_bytes(OLD)
-    first = ingest_file(settings, watch, store, inbox, 0.0).job
+    return settings, watch, clock, store, inbox, ingest_file(settings, watch, store, inbox, 0.0).job
+
+
+def _run_stopped_at(step: str, share: Path, tmp_path: Path, monkeypatch, outcome: str = "done",
+                    install=None) -> dict:
+    """A processes the job and files it, stopped at `step` (by `placing.before_step`, or where
+    `install(stop)` puts the stop)."""
+    settings, watch, clock, store, inbox, first = _first_job(share, tmp_path)
     pipeline = ReadingPipeline() if outcome == "done" else FailingPipeline()
     runner_a = JobRunner(settings, store, pipeline, A)
     monkeypatch.setattr(runner_a.heartbeats, "beat_one", lambda lease: None)   # A is frozen: no heartbeats
@@ -244,13 +249,7 @@ def test_a_plan_resumed_after_its_original_was_filed_ignores_a_new_file_at_the_i
     `superseded`: a failed job whose original and result sat in done/ and output/. The plan's
     original is looked for where it went (its staged names, its destination) before the inbox
     name counts; the new file is left alone and becomes its own job."""
-    settings = host_settings(tmp_path, share, "a")
-    watch = settings.watches[0]
-    clock = Clock()
-    store = JobStore(tmp_path / "queue.db", clock=clock)
-    inbox = share / "inbox/x.jpg"
-    inbox.write_bytes(OLD)
-    first = ingest_file(settings, watch, store, inbox, 0.0).job
+    settings, watch, clock, store, inbox, first = _first_job(share, tmp_path)
     runner_a = JobRunner(settings, store, ReadingPipeline(), A)
     monkeypatch.setattr(runner_a.heartbeats, "beat_one", lambda lease: None)
     seen: dict = {}
