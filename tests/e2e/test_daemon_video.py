@@ -11,7 +11,10 @@ import pytest
 
 from tests.e2e.harness import ROOT, synthetic_models, wait_for
 
-FPS, SECONDS = 25, 10
+# 30 s in 4 s segments: about 12 s of work, so the `status` and `jobs show` calls (a Python start each,
+# seconds on a loaded machine) and the wait for the first segment end before the job does (a 10 s clip
+# was done before the kill once the suite ran on 4 workers)
+FPS, SECONDS = 25, 30
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +50,7 @@ def _running_video(d):
 
 def test_video_job_progress_and_resume_after_kill9(make_daemon, clip) -> None:
     path, info, ffmpeg = clip
-    # 4 s segments (the default, 30 s, would make this 10 s clip one segment: nothing to resume)
+    # 4 s segments (the default, 30 s, would make this clip one segment: nothing to resume)
     d = make_daemon(workers={"max_attempts": 5, "video_segment": "4s"}).start()
     d.drop("clips/clip.mp4", path.read_bytes())
     job = wait_for(lambda: _running_video(d), 120, "the video job to report progress")
