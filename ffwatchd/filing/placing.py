@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable
 
 from ffwatchd.errors import JobError
-from ffwatchd.fs.writefs import Folder, Perms, fit_name, fsync_dir, split_under
+from ffwatchd.fs.writefs import NO_HARD_LINKS, Folder, Perms, fit_name, fsync_dir, split_under
 
 log = logging.getLogger("ffwatchd.filing.plan")
 
@@ -219,7 +219,7 @@ def _link_or_copy(src: Path, folder: Folder, name: str, job_id: int, copy: bool 
         except OSError as e:
             if e.errno == errno.EEXIST:
                 raise FileExistsError(errno.EEXIST, "exists", str(folder.path / name)) from e
-            if e.errno not in (errno.EXDEV, errno.EPERM, errno.ENOTSUP, errno.EMLINK):
+            if e.errno != errno.EXDEV and e.errno not in NO_HARD_LINKS:
                 raise
     # Named per process: two hosts copying the same job's file at once never share a partial copy.
     tmp = temp_name(f"{job_id}-{socket.gethostname()}.{os.getpid()}", name)
@@ -233,7 +233,7 @@ def _link_or_copy(src: Path, folder: Folder, name: str, job_id: int, copy: bool 
         except OSError as e:
             if e.errno == errno.EEXIST:
                 raise FileExistsError(errno.EEXIST, "exists", str(folder.path / name)) from e
-            if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EMLINK):
+            if e.errno not in NO_HARD_LINKS:
                 raise
             if folder.lstat(name) is not None:
                 raise FileExistsError(errno.EEXIST, "exists", str(folder.path / name)) from e
