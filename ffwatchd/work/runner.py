@@ -27,6 +27,7 @@ from ffwatchd.filing.staging import OriginalChanged, original_state, unstage
 from ffwatchd.fs import safefs
 from ffwatchd.fs.writefs import make_private
 from ffwatchd.media.ffmpeg import find_ffmpeg
+from ffwatchd.pipeline.contract import JobPipeline, RenderedImage
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import Job, JobQueue, TransitionError
 from ffwatchd.watch.hashing import hash_file
@@ -46,22 +47,22 @@ class _Superseded(str):
     """_original_problem: the original changed after it was queued (its new content is its own job)."""
 
 
-def report_thumbs(write: Any, plan: Plan) -> dict | None:
+def report_thumbs(rendered: RenderedImage, plan: Plan) -> dict | None:
     """Thumbnails of an image job's original and result, keyed by where the plan filed them."""
     # Imported here: the report's thumbnails need OpenCV and Pillow; loaded where one is made.
     from ffwatchd.batches.thumbs import thumbnail_of
 
-    source, frame = getattr(write, "source", None), getattr(write, "frame", None)
-    if source is None or frame is None or not plan.result_dst:
+    if rendered.source is None or rendered.frame is None or not plan.result_dst:
         return None
-    thumbs = {str(Path(plan.original_dst)): thumbnail_of(source), str(Path(plan.result_dst)): thumbnail_of(frame)}
+    thumbs = {str(Path(plan.original_dst)): thumbnail_of(rendered.source),
+              str(Path(plan.result_dst)): thumbnail_of(rendered.frame)}
     return {k: v for k, v in thumbs.items() if v is not None} or None
 
 
 class JobRunner:
     """Runs claimed jobs on this worker's pipeline (models stay loaded between jobs)."""
 
-    def __init__(self, settings: Settings, store: JobQueue, pipeline: Any, owner: str,
+    def __init__(self, settings: Settings, store: JobQueue, pipeline: JobPipeline, owner: str,
                  on_cuda: bool = False) -> None:
         self.settings, self.store, self.pipeline, self.owner = settings, store, pipeline, owner
         self.on_cuda = on_cuda
@@ -69,7 +70,7 @@ class JobRunner:
         self._source_hashes = SourceHashes()
         self.heartbeats = Heartbeats(store, owner, settings.workers.lease)
         self.shares = ShareCheck(settings)
-        self.prefetcher = Prefetcher(self._original_problem, getattr(pipeline, "decode_image", None),
+        self.prefetcher = Prefetcher(self._original_problem, pipeline.decode_image,
                                      share=lambda job: self.shares.problem(self.settings.watch(job.watch)),
                                      prepare=self._prepare)
         self._held: dict[int, Lease] = {}
@@ -89,8 +90,7 @@ class JobRunner:
         """A job claimed ahead: keep its lease alive from now and, for an image, check and decode
         its original in the prefetch stage while the current job is inferred."""
         self._held[job.id] = Lease(self.heartbeats, job).start()
-        if job.kind != "image" or job.filing or job.attempts > job.max_attempts \
-                or getattr(self.pipeline, "decode_image", None) is None:
+        if job.kind != "image" or job.filing or job.attempts > job.max_attempts:
             return
         try:
             watch = self.settings.watch(job.watch)
@@ -184,14 +184,14 @@ class JobRunner:
         spec = ready.spec if ready is not None else JobSpec.from_snapshot(localize_spec(job.spec, job.sources, watch))
         log.info("job %d: %s %s (attempt %d/%d)", job.id, job.kind, original, job.attempts, job.max_attempts)
         try:
-            result, suffix, frames, write = self._process(job, spec, original, workdir, lease, pre)
+            result, suffix, frames, rendered = self._process(job, spec, original, workdir, lease, pre)
             out.frames = frames
         except TransitionError:
             raise
         except Exception as e:  # noqa: BLE001 - every failure ends as a job error with a kind
             self.failures.handle(e, watch, job, lease, out, workdir)
             return None
-        return lambda pending=None: self._file_done(watch, job, lease, out, result, suffix, workdir, write,
+        return lambda pending=None: self._file_done(watch, job, lease, out, result, suffix, workdir, rendered,
                                                     pending)
 
     def _not_processed(self, watch: WatchSettings, job: Job, lease: Lease, out: Outcome, problem: str | None,
@@ -208,14 +208,14 @@ class JobRunner:
             self.failures.failed(watch, job, lease, out, source_error, workdir)
 
     def _file_done(self, watch: WatchSettings, job: Job, lease: Lease, out: Outcome, result: Path, suffix: str,
-                   workdir: Path, write: Callable[[Path], Any] | None = None,
+                   workdir: Path, rendered: RenderedImage | None = None,
                    pending: "Pending | None" = None) -> None:
         try:
             if lease.should_stop:
                 self.failures.stopped(watch, job, lease, out, workdir)
                 return
-            if write is not None:             # the image's encode, in the filing thread
-                write(result)
+            if rendered is not None:          # the image's encode, in the filing thread
+                rendered.write(result)
             why = self.shares.problem(watch)
             if why:
                 self.waiter.wait(watch, job, lease, why)
@@ -228,8 +228,8 @@ class JobRunner:
                 self.failures.fail_without_filing(job, out, e.kind, e.message)
                 self._clean_temp(job.id, None if job.kind != "image" else result)
                 return
-            if write is not None:
-                out.thumbs = report_thumbs(write, plan)
+            if rendered is not None:
+                out.thumbs = report_thumbs(rendered, plan)
             self._finish(job, plan.result_dst, pending)
             out.outcome = "done"
             self._clean_temp(job.id, None if job.kind != "image" else result)
@@ -255,16 +255,12 @@ class JobRunner:
             self.hold(claimed)
 
     def _process(self, job: Job, spec: JobSpec, original: Path, workdir: Path, lease: Lease,
-                 pre: Prefetched | None = None) -> tuple[Path, str, int, Callable[[Path], Any] | None]:
-        """(result path, suffix, frames, the writer still to run for an image: its encode is
-        left to the filing thread)."""
+                 pre: Prefetched | None = None) -> tuple[Path, str, int, RenderedImage | None]:
+        """(result path, suffix, frames, an image's rendering: its encode is left to the filing thread)."""
         if job.kind == "image":   # one temp file, no folder (creating one per job costs a journal wait)
             ready = pre.ready if pre is not None else None
             suffix = ready.suffix if ready is not None else self.pipeline.output_suffix(original, spec)
             result = self.settings.temp_dir / f"job-{job.id}.result{suffix}"
-            if getattr(self.pipeline, "render_image", None) is None:
-                self.pipeline.process_image(original, result, spec)
-                return result, suffix, 1, None
             image = pre.image if pre is not None and pre.image is not None else self.pipeline.decode_image(original)
             return result, suffix, 1, self.pipeline.render_image(original, image, spec)
 

@@ -13,6 +13,7 @@ from typing import Any, Callable
 from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.errors import JobError
 from ffwatchd.media.c2pa_sign import MIME_BY_SUFFIX
+from ffwatchd.fs.hashing import sha256_file
 from ffwatchd.media.source import open_input
 from ffwatchd.spec.jobspec import JobSpec
 
@@ -42,7 +43,6 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
                          should_stop: Callable[[], bool] | None, segment_seconds: float) -> Any:
     target = src.path
     # Imported here: the models' and video code load in a worker process only.
-    from ffwatchd.faces.pipeline import FACE_PROCESSORS, sha256_of
     from ffwatchd.media.video import process_video
 
     processor = pipeline.prepare(spec)
@@ -55,7 +55,7 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
     video = process_video(target, result, processor, source=src, workdir=workdir, spec_output=spec.output,
                           ffmpeg=ffmpeg, max_pixels=max_pixels, on_cuda=on_cuda, progress=progress,
                           should_stop=should_stop, segment_seconds=segment_seconds, metadata=metadata)
-    if video.faces_total == 0 and any(p in FACE_PROCESSORS for p in spec.processors):
+    if video.faces_total == 0 and spec.works_on_faces():
         if spec.on_no_face == "fail":
             raise JobError("no_face", f"no face found in any of the {video.frames} frames of {target.name} "
                                       f"(detector {spec.face_detector.model}, score >= {spec.face_detector.score}); "
@@ -69,7 +69,7 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
         unsigned = result.with_name(f"unsigned-{result.name}")
         os.replace(result, unsigned)
         try:
-            signer.sign(unsigned, result, original=target, original_sha256=sha256_of(Path(src.url)),
+            signer.sign(unsigned, result, original=target, original_sha256=sha256_file(Path(src.url)),
                         provenance=prov, original_input=src)
         finally:
             unsigned.unlink(missing_ok=True)
