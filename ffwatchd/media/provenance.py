@@ -8,7 +8,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from xml.sax.saxutils import escape
+from xml.sax.saxutils import escape, unescape
 
 from ffwatchd import __version__
 
@@ -59,6 +59,10 @@ class Provenance:
                 "processors": list(self.processors), "models": list(self.models),
                 "model_files": [f.as_dict() for f in self.files]}
 
+    def files_json(self) -> str:
+        """Each model file (name, sha256, licence) as JSON, as XMP carries it."""
+        return json.dumps([f.as_dict() for f in self.files], separators=(",", ":"))
+
     def licences_text(self) -> str:
         """`name=licence, …` for each model file (what XMP and video tags carry)."""
         return ", ".join(f"{f.name}={f.licence}" for f in self.files)
@@ -91,7 +95,7 @@ class Provenance:
             f'    ffwatchd:AIGenerated="{self.ai}"\n'
             f'    ffwatchd:Processors="{escape(", ".join(self.processors), q)}"\n'
             f'    ffwatchd:Models="{escape(", ".join(self.models), q)}"\n'
-            f'    ffwatchd:ModelLicences="{escape(self.licences_text(), q)}">\n'
+            f'    ffwatchd:ModelFiles="{escape(self.files_json(), q)}">\n'
             '   <dc:description><rdf:Alt><rdf:li xml:lang="x-default">'
             f'{escape(self.description())}</rdf:li></rdf:Alt></dc:description>\n'
             '  </rdf:Description>\n'
@@ -104,7 +108,7 @@ class Provenance:
 # Reading back (for `ffwatchd provenance show`, `jobs show` and tests)
 
 _XMP_ATTR = re.compile(rb'(Iptc4xmpExt:DigitalSourceType|xmp:CreatorTool|ffwatchd:Processors|'
-                       rb'ffwatchd:Models|ffwatchd:ModelLicences|ffwatchd:AIGenerated)="([^"]*)"')
+                       rb'ffwatchd:Models|ffwatchd:ModelFiles|ffwatchd:AIGenerated)="([^"]*)"')
 
 
 def _split(s: str) -> list[str]:
@@ -123,8 +127,16 @@ def parse_xmp(xmp: bytes | str) -> dict | None:
             "generator": found.get("xmp:CreatorTool", ""), "digital_source_type": dst,
             "processors": _split(found.get("ffwatchd:Processors", "")),
             "models": _split(found.get("ffwatchd:Models", "")),
-            "model_licences": dict(x.split("=", 1) for x in _split(found.get("ffwatchd:ModelLicences", ""))
-                                   if "=" in x)}
+            "model_files": _model_files(found.get("ffwatchd:ModelFiles", ""))}
+
+
+def _model_files(text: str) -> list[dict]:
+    """The ModelFiles attribute read back ([] when absent or not ffwatchd's JSON)."""
+    try:
+        files = json.loads(unescape(text, {"&quot;": '"'})) if text else []
+    except ValueError:
+        return []
+    return [f for f in files if isinstance(f, dict)] if isinstance(files, list) else []
 
 
 def read_image_metadata(path: Path) -> dict:

@@ -206,7 +206,7 @@ class Pipeline:
             log.info("%s %s has %d faces; using the largest", what, path.name, len(faces))
         return recognizer.embed(image.bgr, face)
 
-    def _cached_embedding(self, paths: list[Path], what: str, spec: JobSpec,
+    def identity(self, paths: list[Path], what: str, spec: JobSpec,
                           detector: Detector, recognizer: Recognizer) -> Embedding:
         try:
             stats = tuple((str(p), os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in paths)
@@ -268,7 +268,7 @@ class Pipeline:
             if not spec.face_selector.reference:
                 raise JobError("bad_sidecar", f"face_selector.mode is {mode} but no reference image is given")
             if mode == "reference":
-                reference = self._cached_embedding([Path(spec.face_selector.reference)], "reference", spec,
+                reference = self.identity([Path(spec.face_selector.reference)], "reference", spec,
                                                    detector, recognizer)
             else:
                 reference = self._people(Path(spec.face_selector.reference), spec, detector, recognizer)
@@ -370,8 +370,8 @@ class _Job:
             raise JobError("bad_sidecar", f"{needs} needs at least one source image (`sources`)")
         if self.detector is None or self.recognizer is None:
             raise JobError("internal", "a source identity needs the detector and the recognizer")
-        return self.pipeline._cached_embedding([Path(s) for s in self.spec.sources], "source", self.spec,
-                                               self.detector, self.recognizer)
+        return self.pipeline.identity([Path(s) for s in self.spec.sources], "source", self.spec,
+                                      self.detector, self.recognizer)
 
 
 def write_bytes(path: Path, data: bytes) -> None:
