@@ -75,7 +75,8 @@ def test_an_image_held_behind_a_video_goes_to_the_idle_worker(make_daemon, clip)
         _stop_idle(d, second)
         with d.store() as s:
             s.set_watch_paused("studio", False)
-        video = wait_for(lambda: (j := _job(d, "clip.mp4")) and j.state == "running" and j, 120, "the video to start")
+        video = wait_for(lambda: (j := _job(d, "clip.mp4")) and j.state == "running" and j.progress_total and j,
+                         120, "the video to run (its frames counted: held ahead is not enough)")
         assert str(first) in video.lease_owner
         os.kill(second, signal.SIGCONT)
         last = wait_for(lambda: (j := _job(d, "a3.jpg")) and j.state == "done" and j, 300,
