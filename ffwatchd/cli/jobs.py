@@ -127,8 +127,24 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"  {shown(str(s.get('path')))}  sha256 {s.get('sha256')}" + (f"  ({s['role']})" if s.get("role") else ""))
     print("spec (effective sidecar snapshot):")
     print("  " + json.dumps(job.spec, indent=2).replace("\n", "\n  "))
+    print_result(job)
     print_output_provenance(job)
     return EXIT_OK
+
+
+def print_result(job: Job) -> None:
+    """What the pipeline reported when the job was done: faces, processors, each model's file and licence."""
+    r = job.result
+    if not r:
+        return
+    found = f" of {r['faces_found']} found" if r.get("faces_found") is not None else ""
+    frames = f" in {r['frames']} frames" if r.get("frames", 1) != 1 else ""
+    what = "copied unchanged (no face)" if r.get("copied") else f"{r.get('faces', 0)} face(s){found}{frames}"
+    print(f"result: {what}; processors {', '.join(r.get('processors') or []) or '-'}"
+          + ("; C2PA-signed" if r.get("signed") else ""))
+    for m in r.get("models") or []:
+        url = f" ({m['licence_url']})" if m.get("licence_url") else ""
+        print(f"  model {m.get('name')} sha256 {m.get('sha256') or '-'} licence {m.get('licence') or 'unknown'}{url}")
 
 
 def print_output_provenance(job: Job) -> None:

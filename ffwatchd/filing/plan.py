@@ -106,6 +106,7 @@ class Plan:
     roots: dict | None = None    # the planning host's folders by role, to map the paths on another host
     result_size: int | None = None   # the synced result's size: a resumed filing checks it
     original_state: dict | None = None   # the original as the job checked it: filed only while it still is
+    result: dict | None = None   # what the pipeline reported (JobResult.to_dict): the job row's once done
 
 
     def to_dict(self) -> dict:
@@ -136,7 +137,7 @@ def result_temp(temp_dir: Path, job: Job, suffix: str) -> Path:
 
 
 def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: str,
-              checked: dict | None = None) -> Plan:
+              checked: dict | None = None, result: dict | None = None) -> Plan:
     """The plan of a success; the result is synced to disk first (its size goes in the plan)."""
     rel = Path(job.rel_path)
     size = None
@@ -148,7 +149,7 @@ def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: s
     return Plan(outcome="done", original_src=str(watch.inbox / rel),
                 original_dst=str(choose_destination(watch.done / rel, job.id, _original_now(watch, job))),
                 result_src=str(result_src), result_dst=str(result_dst), roots=folder_roots(watch),
-                result_size=size, original_state=checked)
+                result_size=size, original_state=checked, result=result)
 
 
 def _failed_destination(watch: WatchSettings, job: Job) -> Path:

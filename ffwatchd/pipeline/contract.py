@@ -16,6 +16,16 @@ from ffwatchd.media.provenance import Provenance
 from ffwatchd.spec.jobspec import JobSpec
 
 
+def job_report(faces: int, frames: int, provenance: dict | None, *, copied: bool, signed: bool = False,
+               faces_found: int | None = None) -> dict:
+    """What a done job's row keeps of its pipeline's work (`Job.result`): the faces processed
+    (and found, before selection), the processors that changed the output and each model used
+    with its file's sha256 and its licence."""
+    prov = provenance or {}
+    return {"faces": faces, "faces_found": faces_found, "frames": frames, "processors": prov.get("processors", []),
+            "models": prov.get("model_files", []), "copied": copied, "signed": signed}
+
+
 @dataclass
 class ImageResult:
     faces: int                    # faces processed
@@ -25,6 +35,11 @@ class ImageResult:
     copied: bool = False          # on_no_face: copy wrote the input unchanged
     provenance: dict | None = field(default=None)
     signed: bool = False          # carries a C2PA manifest
+    faces_found: int | None = None   # the detector's count before selection
+
+    def report(self) -> dict:
+        return job_report(self.faces, 1, self.provenance, copied=self.copied, signed=self.signed,
+                          faces_found=self.faces_found)
 
 
 @dataclass(frozen=True)

@@ -321,7 +321,7 @@ class Pipeline:
                         write_image(Path(output), image.bgr, fmt, alpha=image.alpha,
                                     quality=spec.output.image_quality, exif=image.exif,
                                     icc_profile=image.icc_profile)
-                return ImageResult(0, [], [], fmt.lower(), copied=True)
+                return ImageResult(0, [], [], fmt.lower(), copied=True, faces_found=processor.detected)
             return RenderedImage(write_copy, image.bgr, image.bgr)
         prov = self.provenance_for(processor, faces)
 
@@ -337,7 +337,8 @@ class Pipeline:
                 else:
                     write_bytes(output, data)
             return ImageResult(faces, list(spec.processors), list(processor.models_used), fmt.lower(),
-                               provenance=prov.as_dict() if prov else None, signed=signer is not None)
+                               provenance=prov.as_dict() if prov else None, signed=signer is not None,
+                               faces_found=processor.detected if processor.detector is not None else None)
         return RenderedImage(write, frame, image.bgr)
 
 
