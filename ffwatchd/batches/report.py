@@ -109,6 +109,7 @@ def file_entry(watch: WatchSettings, job: Job) -> dict:
         "models": _models(spec),
         "faces": (job.result or {}).get("faces") if job.state == "done" else None,
         "model_files": (job.result or {}).get("models", []) if job.state == "done" else [],
+        **swap_quality(job),
         "worker": job.worker,
         "progress": ({"done": job.progress_done or 0, "total": job.progress_total}
                      if job.state == "running" and job.progress_total else None),   # a video's frames
@@ -133,6 +134,14 @@ def _models(spec: dict) -> list[str]:
         return JobSpec.from_snapshot(spec).models_used()
     except (TypeError, ValueError):
         return []
+
+
+def swap_quality(job: Job) -> dict:
+    """A done job's worst swapped face (its identity similarity to the source) and whether it is
+    under the sidecar's `face_swapper.review_below`, so an editor knows which files to look at."""
+    quality = ((job.result or {}).get("quality") or {}).get("min") if job.state == "done" else None
+    below = ((job.spec or {}).get("face_swapper") or {}).get("review_below")
+    return {"quality": quality, "review": quality is not None and isinstance(below, (int, float)) and quality < below}
 
 
 def _model_files(files: list[dict]) -> list[dict]:
@@ -196,9 +205,15 @@ def _row_macro() -> jinja2.runtime.Macro:
 
 
 def page_order(files: list[dict]) -> list[int]:
-    """The page's row order (failed first, then by outcome and path), as indexes into `files`."""
+    """The page's row order, as indexes into `files`: failed first, then by outcome; within an
+    outcome the files to review first, then the worst swap quality first, then by path."""
     order = {s: i for i, s in enumerate(STATE_ORDER)}
-    return sorted(range(len(files)), key=lambda i: (order.get(files[i]["outcome"], 9), files[i]["path"]))
+
+    def key(i: int) -> tuple:
+        f = files[i]
+        q = f.get("quality")
+        return order.get(f["outcome"], 9), not f.get("review"), q if q is not None else 9.0, f["path"]
+    return sorted(range(len(files)), key=key)
 
 
 def row_view(f: dict, pics: tuple[str | None, str | None] | None, links: dict[str, str] | None = None) -> dict:
@@ -207,7 +222,9 @@ def row_view(f: dict, pics: tuple[str | None, str | None] | None, links: dict[st
     before, after = pics or (None, None)
     view = {"outcome": f["outcome"], "path": f["path"], "kind": "text", "pictures": (),
             "took": f"{f['duration_s']:.1f} s" if f["duration_s"] is not None else "",
-            "models": ", ".join(f["models"])}
+            "models": ", ".join(f["models"]), "review": bool(f.get("review")),
+            "quality": f"{f['quality']:.2f}" if f.get("quality") is not None else "",
+            "faces": "" if f.get("faces") is None else str(f["faces"])}
     if f["state"] == "done":
         view.update(kind="done", pictures=None if pics is None else ((before, "before"), (after, "after")),
                     output_text=f"output/{f['output']}" if f["output"] else "",

@@ -145,6 +145,12 @@ def print_result(job: Job) -> None:
     for m in r.get("models") or []:
         url = f" ({m['licence_url']})" if m.get("licence_url") else ""
         print(f"  model {m.get('name')} sha256 {m.get('sha256') or '-'} licence {m.get('licence') or 'unknown'}{url}")
+    q = r.get("quality")
+    if q:
+        print(f"  swap quality: {q['scored']} face(s) scored, worst {q['min']:.2f}, mean {q['mean']:.2f} "
+              "(identity similarity to the source, read back by the recognizer)")
+    for i, sc in enumerate(r.get("scores") or [], 1):
+        print(f"  face {i} at {tuple(sc['box'])}: similarity {sc['similarity']:.2f} (the original face: {sc['original']:.2f})")
 
 
 def print_output_provenance(job: Job) -> None:

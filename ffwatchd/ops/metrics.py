@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 # Buckets for waits and job durations from 50 ms to an hour (seconds).
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
                     600.0, 1200.0, 1800.0, 3600.0, float("inf"))
+# cosine similarity: ~0.25 and below is another person on ArcFace, ~0.4 and above the same one
+SIMILARITY_BUCKETS = (-0.2, 0.0, 0.1, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
 class Metrics:
@@ -116,6 +118,9 @@ class Metrics:
         self.frames_processed_total = Counter("ffwatchd_frames_processed",
                                               "Images and video frames processed", ["watch"],
                                               registry=r)
+        self.faces_processed_total = Counter("ffwatchd_faces_processed",
+                                             "Faces processed in done jobs (a video: over every frame)", ["watch"],
+                                             registry=r)
 
     def _define_service_counters(self, r: CollectorRegistry) -> None:
         """Workers, retention, batches and notifications."""
@@ -161,6 +166,10 @@ class Metrics:
         self.job_duration = Histogram("ffwatchd_job_duration_seconds",
                                       "Time a job attempt ran, claim to finish", ["watch", "kind"],
                                       buckets=DURATION_BUCKETS, registry=r)
+        self.swap_similarity = Histogram("ffwatchd_swap_similarity",
+                                         "Each swapped face's identity similarity to its source, read back by "
+                                         "the recognizer (a video: its mean)", ["watch"],
+                                         buckets=SIMILARITY_BUCKETS, registry=r)
         self.queue_wait = Histogram("ffwatchd_queue_wait_seconds",
                                     "Time a job waited in the queue before it was claimed",
                                     ["watch"], buckets=DURATION_BUCKETS, registry=r)
@@ -171,7 +180,8 @@ class Metrics:
     def _init_watch(self, watch: str) -> None:
         """Create a watch's series at zero, so rates and alerts see them before the first event."""
         for c in (self.files_discovered, self.files_ignored, self.jobs_enqueued, self.bytes_processed_total,
-                  self.frames_processed_total, self.queue_wait, self._settle_wait):
+                  self.frames_processed_total, self.faces_processed_total, self.swap_similarity,
+                  self.queue_wait, self._settle_wait):
             c.labels(watch)
         self.unsettled_files.labels(watch)
         self.unfiled_files.labels(watch)
@@ -244,6 +254,12 @@ class Metrics:
     def bytes_processed(self, watch: str, n: int) -> None:
         if n > 0:
             self.bytes_processed_total.labels(watch).inc(n)
+
+    def faces_processed(self, watch: str, n: int, similarities: list[float]) -> None:
+        if n > 0:
+            self.faces_processed_total.labels(watch).inc(n)
+        for s in similarities:
+            self.swap_similarity.labels(watch).observe(float(s))
 
     def frames_processed(self, watch: str, n: int) -> None:
         if n > 0:

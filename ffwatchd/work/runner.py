@@ -238,6 +238,10 @@ class JobRunner:
             if why:
                 self.waiter.wait(watch, job, lease, why)
             plan = plan_done(watch, job, result, processed.suffix, self._checked.get(job.id), result=report)
+            if report:
+                out.faces = int(report.get("faces") or 0)
+                out.similarities = [s["similarity"] for s in report.get("scores") or []] \
+                    or ([report["quality"]["mean"]] if report.get("quality") else [])   # a video: its mean
             self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.claims)
             try:
                 filed = self.waiter.file_plan(watch, plan, job, lease, fresh=True)

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from ffwatchd.batches.notify import smtp, webhook
 from ffwatchd.batches.notify.webhook import DeliveryError
+from ffwatchd.batches.report import swap_quality
 from ffwatchd.config.settings import Settings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
 from ffwatchd.spec.jobspec import NotifySpec
@@ -27,11 +28,16 @@ def batch_summary(batch: Batch, version: int, counts: dict, jobs: list[Job], rep
                   package: str | None, key: str, package_missing: int = 0) -> dict:
     failed = [_failed_entry(j) for j in jobs
               if j.state in ("failed", "cancelled") and j.error_kind not in NOT_A_FILE_FAILURE]
+    scored = [(j, swap_quality(j)) for j in jobs if j.state == "done"]
+    review = sorted(({"job_id": j.id, "path": j.rel_path, "quality": q["quality"]} for j, q in scored if q["review"]),
+                    key=lambda r: r["quality"])
     return {"event": "batch.finished", "idempotency_key": key, "watch": batch.watch, "batch": batch.folder or "/",
             "batch_id": batch.id, "version": version, "counts": counts, "report": report,
             "report_json": report[: -len(".html")] + ".json" if report else None, "package": package,
             "package_missing": package_missing,
-            "failed": failed[:MAX_LISTED], "failed_not_listed": max(0, len(failed) - MAX_LISTED)}
+            "failed": failed[:MAX_LISTED], "failed_not_listed": max(0, len(failed) - MAX_LISTED),
+            "faces": sum(int((j.result or {}).get("faces") or 0) for j, _ in scored),
+            "review": review[:MAX_LISTED], "review_not_listed": max(0, len(review) - MAX_LISTED)}
 
 
 def finished_deliveries(notify: NotifySpec, batch: Batch, version: int, counts: dict, jobs: list[Job],
