@@ -70,6 +70,7 @@ def status_parts(store: JobQueue, lease: float, daemon: dict | None) -> dict[str
 def status_document(parts: dict[str, Any], daemon: dict | None) -> dict[str, Any]:
     """`status --json`: the table's parts (status_parts) and this host's daemon's status file."""
     return {"queue": parts["queue"], "counts": parts["counts"], "daemon": daemon, "workers": parts["workers"],
+            "warnings": (daemon or {}).get("warnings", []),
             "waiting": (daemon or {}).get("waiting", {}),
             "unfiled": (daemon or {}).get("unfiled", {}),
             "table_now": parts["table_now"],

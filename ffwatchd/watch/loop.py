@@ -76,6 +76,7 @@ class WatchLoop(InboxObserver):
         self.hashes = HashCache()
         self.shares = ShareCheck(settings)
         self.available = False
+        self.unavailable_why: str | None = None  # why the inbox is not watched now (status, page)
         self.tick = min(0.5, max(0.05, watch.settle / 4), watch.poll_interval)
         self._ever_available = False
         self._root_id: tuple[int, int] | None = None

@@ -67,7 +67,8 @@ class WebApp:
 
     def overview(self) -> dict[str, Any]:
         s = self.settings()
-        return pages.overview(self.store, s.state_dir, s.workers.lease, actions=bool(s.web.token))
+        return pages.overview(self.store, s.state_dir, s.workers.lease, actions=bool(s.web.token),
+                              watches=s.watches)
 
 
 class Handler(BaseHTTPRequestHandler):
