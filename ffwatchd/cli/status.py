@@ -66,8 +66,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"queue: {where}")
     print("jobs: " + ", ".join(f"{s} {counts[s]}" for s in STATES))
-    for name, note in sorted(paused_watches.items()):     # from the web page: every host holds back
-        print(f"CLAIMING PAUSED for watch {shown(name)} on every host ({shown(note)}); resume it on the web page")
+    for name, note in sorted(paused_watches.items()):     # by the page or `watches pause`: every host holds back
+        print(f"CLAIMING PAUSED for watch {shown(name)} on every host ({shown(note)}); resume it with "
+              f"`ffwatchd watches resume {shown(name)}` or on the web page")
     elsewhere = held_with_other_state(settings) if daemon is None and settings is not None else None
     if elsewhere is not None:
         print(f"daemon on this host: none with this config's state_dir; WARNING: {elsewhere}")
