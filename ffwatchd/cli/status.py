@@ -95,8 +95,9 @@ def run(args: argparse.Namespace) -> int:
                     ["host", "pid", "device", "provider", "state", "job", "heartbeat", "jobs run"])
         lost = sum(1 for w in workers if w["lost"])
         if lost:
-            print(f"{lost} worker(s) LOST: no heartbeat for more than {LOST_AFTER_LEASES} leases "
-                  f"({lost_after(lease):.0f} s); their jobs return to the queue when their leases expire")
+            print(f"{lost} worker(s) LOST: no heartbeat for more than {LOST_AFTER_LEASES} lease(s) "
+                  f"({lost_after(lease):.0f} s); the leases of their jobs have run out, and the jobs go back to "
+                  "the queue at the next claim")
     else:
         print("workers of every host: none registered")
     print_waiting(daemon)
