@@ -156,7 +156,8 @@ class Supervisor(WorkerSlots):
 
         folders = {w.name: {**w.folders(), "temp": self.settings.temp_dir} for w in self.settings.watches}
         self.metrics_lead = Leadership(self.store, "metrics")     # queue gauges from one host only
-        self.metrics = Metrics(self.store, folders, leads=self.metrics_lead.held)
+        self.metrics = Metrics(self.store, folders, leads=self.metrics_lead.held,
+                               devices=[slot.device for slot in self.slots])
         # asked for every ROLE_EVERY, not only at a scrape: when its holder dies another host
         # takes it within seconds (as the batches and rescan roles), scraped or not
         self._roles_stop = threading.Event()
@@ -298,6 +299,9 @@ class Supervisor(WorkerSlots):
         unchanged = inputs == self._worker_inputs
         self.settings, self._worker_inputs = new, inputs
         setup_logging(new.log.level, new.log.format, process="main")
+        if self.metrics is not None:        # a watch added by reload: its series at 0, as at start
+            for watch in new.watches:
+                self.metrics.init_watch(watch.name)
         old = self.watcher
         old.stop()
         self._start_watcher(notices_from=old)     # a name said once is not said again per reload
