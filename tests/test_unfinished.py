@@ -104,7 +104,7 @@ def test_a_copy_that_never_finishes_fails_as_truncated_naming_the_wait(make_env)
     (job,) = env.jobs()
     assert job.error_kind == "truncated"
     assert "ends early, the copy did not finish: the JPEG has no end-of-image marker" in job.error_message
-    assert "for the rest of it (unfinished_wait 2 s)" in job.error_message
+    assert "for the rest of it (unfinished_wait 2s)" in job.error_message
     # the job is failed in the table before its original and report are filed: wait for the report
     wait_for(lambda: (env.watch.failed / "half.jpg.error.json").exists(), 60, "the error report")
     report = json.loads((env.watch.failed / "half.jpg.error.json").read_text())

@@ -31,6 +31,7 @@ from ffwatchd.spec.sidecar import (
     resolve_spec,
 )
 from ffwatchd.spec.sniff import Sniffed, describe_head, sniff_bytes, sniff_file
+from ffwatchd.spec.values import format_duration
 from ffwatchd.store import FINISHED, Job, JobQueue
 from ffwatchd.watch.hashing import HashCache, read_inbox_file
 from ffwatchd.watch.inboxnames import PATH_MARGIN, PATH_MAX, classify_name, path_too_long
@@ -247,18 +248,14 @@ def _check_finished(watch: WatchSettings, store: JobQueue, path: Path, rel: str,
     if unfinished_since is not None and now - unfinished_since < watch.unfinished_wait:
         return IngestResult("unfinished", path, f"{rel}: {early}")
     waited = ("" if unfinished_since is None else
-              f"; waited {_duration(now - unfinished_since)} for the rest of it (unfinished_wait "
-              f"{_duration(watch.unfinished_wait)}): copy it again")
+              f"; waited {format_duration(now - unfinished_since)} for the rest of it (unfinished_wait "
+              f"{format_duration(watch.unfinished_wait)}): copy it again")
     if sniffed is None:
         return _refuse(watch, store, path, rel, hstate, digest, "image", "bad_input",
                        f"{path.name} is not an image or video we can process: {describe_head(head)}{waited}",
                        resolved=resolved)
     return _refuse(watch, store, path, rel, hstate, digest, sniffed.kind, "truncated",
                    f"{path.name} ends early, the copy did not finish: {early}{waited}", resolved=resolved)
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
 def snapshot_for(settings: Settings, watch: WatchSettings, path: Path, read_from: Path | None = None) -> dict:
