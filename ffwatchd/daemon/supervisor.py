@@ -259,7 +259,8 @@ class Supervisor(WorkerSlots):
                 "unsettled": self.watcher.unsettled_count() if self.watcher is not None else {},
                 "waiting": self.watcher.waiting_files() if self.watcher is not None else {},
                 "unfiled": self.watcher.unfiled_files() if self.watcher is not None else {},
-                "warnings": self.current_warnings(unavailable), "models_missing": self.models_missing, "stopping": self.stopping,
+                "warnings": self.current_warnings(unavailable), "models_missing": self.models_missing,
+                "stopping": self.stopping,
                 "metrics": (f"{self.settings.metrics.host}:{self.settings.metrics.port}"
                             if self.metrics is not None and self.settings.metrics.enabled else None),
                 "web": self.web_address if self.web is not None else None}

@@ -49,7 +49,8 @@ class Unfinished:
         wait = max(FIRST_WAIT, self.watch.settle, wait * 2)
         wait = min(wait, max(0.5, since + self.watch.unfinished_wait - now))
         if path not in self.files:
-            earlier = f", waiting since {format_duration(now - since)} ago (before a restart)" if now - since > 1 else ""
+            earlier = (f", waiting since {format_duration(now - since)} ago (before a restart)"
+                       if now - since > 1 else "")
             log.info("watch %s: %s is not finished (%s%s); looking again in %s, for up to %s in all before "
                      "it fails as %s", self.watch.name, path.relative_to(self.watch.inbox), why, earlier,
                      format_duration(wait), format_duration(self.watch.unfinished_wait), failure_kind(why))
