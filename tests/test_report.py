@@ -165,7 +165,8 @@ def test_report_is_valid_self_contained_html_with_names_escaped(tmp_path: Path) 
     page = check_report_html(text)
     assert "<script>" not in text and "&lt;script&gt;" in text
     assert [r["class"] for r in page.rows] == ["failed", "done", "done"]
-    assert "bad_input" in page.rows[0]["cells"][3] and "ffwatchd jobs retry" in page.rows[0]["cells"][3]
+    assert "bad_input" in page.rows[0]["cells"][3]       # refused on arrival: no retry that retry would refuse
+    assert "drop a good copy" in page.rows[0]["cells"][3] and "jobs retry" not in page.rows[0]["cells"][3]
     assert report["counts"] == {"failed": 1, "done": 2, "running": 0, "queued": 0, "cancelled": 0, "superseded": 0,
                                 "total": 3}
     assert (html_path.parent / "ffwatch-report.json").exists()

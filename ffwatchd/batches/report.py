@@ -18,7 +18,7 @@ from ffwatchd.batches.nottaken import MAX_LISTED, not_taken
 from ffwatchd.batches.thumbs import ThumbCache
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
-from ffwatchd.filing.plan import find_failed_original
+from ffwatchd.filing.plan import find_failed_original, retry_advice
 from ffwatchd.filing.sharepaths import job_original, job_output
 from ffwatchd.fs.writefs import write_file_atomic
 from ffwatchd.spec.values import redact_notify
@@ -104,7 +104,7 @@ def file_entry(watch: WatchSettings, job: Job) -> dict:
         "original": _rel_under(job_original(watch, job), watch.done) if job.state == "done" else None,
         "error_kind": job.error_kind if job.state != "done" else None,
         "message": job.error_message if job.state != "done" else None,
-        "retry": (f"ffwatchd jobs retry {job.id}" if outcome_of(job) in ("failed", "cancelled") else None),
+        "retry": (retry_advice(job, job.error_kind or "")[0] if outcome_of(job) in ("failed", "cancelled") else None),
         "processors": spec.get("processors", []),
         "models": _models(spec),
         "faces": (job.result or {}).get("faces") if job.state == "done" else None,

@@ -84,8 +84,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:               # more: 50 of 227 were shown as if they were all
         dump_json(jobs_document(jobs))
         return EXIT_OK
+    # `queued`: when the file arrived (a retry's re-queue is in `jobs show` as queued_at)
     print_table([(j.id, j.state, j.watch, j.rel_path, j.kind, priority_name(j.priority), j.attempts,
-                  format_progress(j), j.error_kind or "", format_time(j.queued_at)) for j in jobs],
+                  format_progress(j), j.error_kind or "", format_time(j.created_at)) for j in jobs],
                 ["id", "state", "watch", "path", "kind", "priority", "tries", "progress", "error", "queued"])
     if more:
         print(f"(the newest {args.limit} shown; there are more: --limit N, --state S or --watch W)")

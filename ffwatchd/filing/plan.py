@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import AbstractSet, Any, Callable
 
 from ffwatchd.config.settings import WatchSettings
-from ffwatchd.errors import JobError
+from ffwatchd.errors import CONTENT_KINDS, SIDECAR_KINDS, JobError
 from ffwatchd.filing import placing
 from ffwatchd.filing.placing import (
     TEMP_PREFIX,
@@ -53,7 +53,21 @@ def _iso(t: float | None) -> str | None:
     return None if t is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
+def retry_advice(job: Job, kind: str) -> tuple[str | None, str | None]:
+    """(the retry command, what it needs first): a file refused on arrival got `ffwatchd jobs
+    retry N` in its report, which `jobs retry` refused while the file or its sidecar stayed as it was."""
+    command = f"ffwatchd jobs retry {job.id}"
+    if job.attempts > 0 or job.started_at is not None:      # it ran: a retry is taken as it is
+        return command, None
+    if kind in SIDECAR_KINDS:
+        return command, "its sidecar fixed first (jobs retry refuses the job while the sidecar is as it was)"
+    if kind in CONTENT_KINDS:
+        return None, "a good copy of the file dropped into the inbox again: this copy is refused as it is"
+    return command, None
+
+
 def error_report(job: Job, kind: str, message: str, original: Path, filed_as: Path) -> dict:
+    retry, retry_needs = retry_advice(job, kind)
     return {
         "job_id": job.id,
         "watch": job.watch,
@@ -70,7 +84,8 @@ def error_report(job: Job, kind: str, message: str, original: Path, filed_as: Pa
         "content_sha256": job.content_hash,
         "sidecars": job.sidecars,
         "spec": job.spec,
-        "retry": f"ffwatchd jobs retry {job.id}",
+        "retry": retry,
+        "retry_needs": retry_needs,
     }
 
 
@@ -84,7 +99,8 @@ def duplicate_report(earlier: Job, message: str, original: Path, filed_as: Path)
     return {**error_report(earlier, "duplicate", message, original, filed_as),
             "job_id": None, "attempts": 0, "created_at": now, "started_at": None, "failed_at": now,
             "sidecars": [], "spec": None, "duplicate_of": earlier.id, "earlier_state": earlier.state,
-            "retry": None if earlier.state == "done" else f"ffwatchd jobs retry {earlier.id}"}
+            "retry": None if earlier.state == "done" else f"ffwatchd jobs retry {earlier.id}",
+            "retry_needs": None}
 
 
 def report_path(filed_as: Path) -> Path:

@@ -19,6 +19,7 @@ from prometheus_client import (
     Info,
     PlatformCollector,
     ProcessCollector,
+    disable_created_metrics,
     generate_latest,
     start_http_server,
 )
@@ -46,6 +47,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# A `_created` sample per series (~170 of them) that no alert or panel reads; off for the process.
+disable_created_metrics()
+
 # Buckets for waits and job durations from 50 ms to an hour (seconds).
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
                     600.0, 1200.0, 1800.0, 3600.0, float("inf"))
@@ -58,7 +62,8 @@ class Metrics:
 
     def __init__(self, store: "JobQueue | None" = None,
                  folders: dict[str, dict[str, Path]] | None = None, *, host: str | None = None,
-                 leads: Callable[[], bool] | None = None) -> None:
+                 leads: Callable[[], bool] | None = None, devices: Iterable[str] = ()) -> None:
+        """`devices`: this host's worker devices, whose restart counters start at 0."""
         self.registry = CollectorRegistry()
         r = self.registry
         if store is not None:        # first: a scrape syncs the counters before they are read
@@ -82,7 +87,10 @@ class Metrics:
         if folders:
             r.register(DiskCollector(folders))
         for watch in folders or {}:
-            self._init_watch(watch)
+            self.init_watch(watch)
+        for device in devices:
+            for reason in RESTART_REASONS:
+                self.worker_restarts.labels(self.host, str(device), reason)
         for what in RETENTION_WHATS:
             self.retention_removed.labels(what)
         for what in RETENTION_FILE_WHATS:                # a row frees no bytes of its own on the share
@@ -177,8 +185,9 @@ class Metrics:
                                      "Time from first sight of a file to its settling",
                                      ["watch"], buckets=DURATION_BUCKETS, registry=r)
 
-    def _init_watch(self, watch: str) -> None:
-        """Create a watch's series at zero, so rates and alerts see them before the first event."""
+    def init_watch(self, watch: str) -> None:
+        """Create a watch's series at zero for every known label, so `increase()` and alerts see the
+        first event (a series born at 4 has no increase); at start and for a watch added by reload."""
         for c in (self.files_discovered, self.files_ignored, self.jobs_enqueued, self.bytes_processed_total,
                   self.frames_processed_total, self.faces_processed_total, self.swap_similarity,
                   self.queue_wait, self._settle_wait):
@@ -194,6 +203,9 @@ class Metrics:
                 self.jobs_finished.labels(watch, kind, outcome)
         for cause in RETRY_CAUSES:
             self.retries.labels(watch, cause)
+        for error_kind in ERROR_KINDS:
+            for outcome in ("failed", "retried"):
+                self.job_errors.labels(watch, error_kind, outcome)
 
     # -- what the daemon reports ----------------------------------------------------------
 

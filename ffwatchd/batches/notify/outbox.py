@@ -14,6 +14,7 @@ from ffwatchd.batches.notify.webhook import DeliveryError
 from ffwatchd.batches.report import swap_quality
 from ffwatchd.config.settings import Settings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
+from ffwatchd.filing.plan import retry_advice
 from ffwatchd.spec.jobspec import NotifySpec
 from ffwatchd.spec.values import email_domain, email_problem, redact_url, url_allowed, webhook_url_problem
 from ffwatchd.store import Batch, Delivery, Job, JobQueue
@@ -51,8 +52,9 @@ def finished_deliveries(notify: NotifySpec, batch: Batch, version: int, counts: 
 
 
 def _failed_entry(j: Job) -> dict:
+    retry, retry_needs = retry_advice(j, j.error_kind or "")     # as the file's .error.json says
     return {"job_id": j.id, "path": j.rel_path, "error_kind": j.error_kind, "message": j.error_message,
-            "retry": f"ffwatchd jobs retry {j.id}"}
+            "retry": retry, "retry_needs": retry_needs}
 
 
 def failed_digest(notify: NotifySpec, batch: Batch, version: int, failed: list[Job], report: str | None) -> list[dict]:
@@ -112,7 +114,8 @@ def _mail_text(p: dict) -> tuple[str, str]:
         subject = f"ffwatchd: {p['failed_count']} file(s) failed in {subject_name(p['batch'])}"
         lines = [f"{p['failed_count']} file(s) of the batch {p['batch']} of {p['watch']} failed "
                  f"(version {p['version']}):", "", *_failed_lines(p), "", f"Report: {p['report']}",
-                 "To try one again: ffwatchd jobs retry ID"]
+                 "To try one again: ffwatchd jobs retry ID (a file refused for its content: drop a good "
+                 "copy into the inbox again)"]
         return subject, "\n".join(lines) + "\n"
     c = p["counts"]
     subject = f"ffwatchd: {subject_name(p['batch'])} finished: {c.get('done', 0)} done, {c.get('failed', 0)} failed"
