@@ -1,4 +1,4 @@
-"""The frozen settings dataclasses a validated config becomes (built by config.py, read everywhere)."""
+"""The frozen settings dataclasses a validated config becomes (built by load.py, read everywhere)."""
 
 from __future__ import annotations
 

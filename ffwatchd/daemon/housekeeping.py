@@ -12,7 +12,7 @@ from ffwatchd.ops.retention import run_retention
 from ffwatchd.store import JobQueue
 from ffwatchd.store.rows import prune_after
 
-log = logging.getLogger("ffwatchd.daemon.housekeeping")
+log = logging.getLogger(__name__)
 
 def start_retention(settings: Settings, open_store: Callable[[], JobQueue], metrics: Any) -> threading.Thread:
     """One retention run in a thread of its own, on its own store; skipped when another host runs it."""

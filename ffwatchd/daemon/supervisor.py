@@ -43,7 +43,7 @@ from ffwatchd.ops.statusfile import write_status
 from ffwatchd.store import JobQueue, open_store
 from ffwatchd.store.leadership import Leadership
 
-log = logging.getLogger("ffwatchd.daemon.supervisor")
+log = logging.getLogger(__name__)
 
 STATUS_EVERY = 2.0
 ROLE_EVERY = 1.0           # seconds between asks for the cluster singletons this host may take

@@ -32,7 +32,7 @@ from watchdog.observers import Observer
 if TYPE_CHECKING:
     from ffwatchd.watch.loop import WatchLoop
 
-log = logging.getLogger("ffwatchd.watch.loop")
+log = logging.getLogger(__name__)
 
 #: The events the watch looks at. Asked of the kernel as the inotify mask, so opens and reads
 #: (the daemon's own hashing, sniffing and decoding of every file: about 15 of 20 events per

@@ -24,7 +24,7 @@ from ffwatchd.web.actions import ActionError, run_action
 from ffwatchd.web.auth import check_action, host_allowed, operator_of
 from ffwatchd.web.render import Renderer
 
-log = logging.getLogger("ffwatchd.web")
+log = logging.getLogger(__name__)
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")

@@ -23,7 +23,7 @@ from ffwatchd.store import Job, JobQueue
 from ffwatchd.work.heartbeats import Lease
 from ffwatchd.work.outcome import Outcome
 
-log = logging.getLogger("ffwatchd.work.runner")
+log = logging.getLogger(__name__)
 
 _MEMORY_WORDS = ("bad_alloc", "insufficient memory", "failed to allocate", "out of memory",
                  "cannot allocate memory")
