@@ -15,7 +15,7 @@ import pytest
 from ffwatchd.cli import main
 from ffwatchd.config.load import load_config
 from ffwatchd.errors import ConfigError
-from ffwatchd.store import JobStore, open_store
+from ffwatchd.store import JobStore, Use, open_store
 from ffwatchd.web.auth import check_action, operator_of, same_origin
 from ffwatchd.web.redact import REDACTED, redact, redact_url
 from ffwatchd.web.server import WebApp, WebServer
@@ -158,10 +158,10 @@ def served(tmp_path: Path):
     cfg = _config(tmp_path, "web: {listen: '127.0.0.1:0'}\n")
     holder = {"settings": load_config(cfg)}
     s = holder["settings"]
-    with open_store(s) as store:
+    with open_store(s, Use.WRITE) as store:
         store.enqueue(watch="studio", rel_path="<img src=x onerror=alert(1)>.jpg", size=3, mtime=1.0,
                       content_hash="h1", kind="image", spec={"notify": {"webhook": HOOK}})
-    server = WebServer(WebApp(settings=lambda: holder["settings"], store=open_store(s, migrate=False)))
+    server = WebServer(WebApp(settings=lambda: holder["settings"], store=open_store(s, Use.UNCHECKED)))
     host, port = server.start("127.0.0.1", 0)
     yield cfg, f"http://{host}:{port}", holder
     server.stop()

@@ -40,7 +40,8 @@ from ffwatchd.ops.checks import c2pa_problem, missing_default_models
 from ffwatchd.ops.diskguard import DiskGuard
 from ffwatchd.ops.gpusizing import plan_workers, worker_devices
 from ffwatchd.ops.statusfile import write_status
-from ffwatchd.store import JobQueue, open_store
+from ffwatchd.ops.upgrade import UpgradeRefused, upgrade_queue
+from ffwatchd.store import JobQueue, SchemaMismatch, Use, open_store, store_errors
 from ffwatchd.store.leadership import Leadership
 
 log = logging.getLogger("ffwatchd.daemon.supervisor")
@@ -49,6 +50,7 @@ STATUS_EVERY = 2.0
 ROLE_EVERY = 1.0           # seconds between asks for the cluster singletons this host may take
 DISK_EVERY = 5.0
 MODELS_EVERY = 10.0       # seconds between looks at models_dir for the defaults' models (status, log)
+SCHEMA_EVERY = 5.0        # seconds between looks at the job table's schema version (a newer ffwatchd's upgrade)
 WORKER_START_TIMEOUT = 120.0
 
 
@@ -69,6 +71,8 @@ class Supervisor(WorkerSlots):
         self.stopping = False
         self.warnings: list[str] = []
         self.models_missing: list[str] = []
+        #: the job table's schema is no longer this version's (a newer ffwatchd upgraded it): claiming stops
+        self.schema_problem: str | None = None
         self.store: JobQueue | None = None
         self.metrics: Any = None
         self.web: Any = None
@@ -79,7 +83,7 @@ class Supervisor(WorkerSlots):
         self._retention_thread: threading.Thread | None = None
         self._disk_thread: threading.Thread | None = None
         self._models_thread: threading.Thread | None = None
-        self._next_status = self._next_disk = self._next_retention = self._next_prune = 0.0
+        self._next_status = self._next_disk = self._next_retention = self._next_prune = self._next_schema = 0.0
         self._next_models = time.monotonic() + MODELS_EVERY
         self._worker_inputs = worker_inputs(self.settings)   # what the workers start with (reload)
 
@@ -91,7 +95,11 @@ class Supervisor(WorkerSlots):
             make_private(folder)
         s.models_dir.mkdir(parents=True, exist_ok=True)
         self._lock_file = lock_state_dir(s)
-        self.store = open_store(s)
+        self.store = open_store(s, Use.UNCHECKED)
+        try:
+            upgrade_queue(self.store, lease=s.workers.lease, daemon=True)    # the one place that migrates
+        except UpgradeRefused as e:
+            raise SystemExit(f"ffwatchd: {e}") from None
         log.info("job queue: %s", self.store.where)
         # The share's folders carry this job table's marker, locked while we run (another
         # table's marker: refuse to start, naming its holder).
@@ -177,7 +185,7 @@ class Supervisor(WorkerSlots):
         # Imported here: the web page's code (Jinja2) loads only when web: is on.
         from ffwatchd.web.server import WebApp, WebServer
 
-        self.web = WebServer(WebApp(settings=lambda: self.settings, store=open_store(self.settings, migrate=False),
+        self.web = WebServer(WebApp(settings=lambda: self.settings, store=open_store(self.settings, Use.UNCHECKED),
                                     on_change=self.wake_workers))
         try:
             host, port = self.web.start(w.host, w.port)
@@ -214,10 +222,35 @@ class Supervisor(WorkerSlots):
 
     # -- housekeeping ----------------------------------------------------------------------
 
+    def watch_schema(self) -> None:
+        """Claiming stops, said once, when the job table is no longer at this version's schema
+        (a newer ffwatchd upgraded it under this daemon): nothing is claimed or filed against
+        a table this version may misread; a restart on the newer version takes over."""
+        if self.schema_problem is not None:
+            return
+        try:
+            self.store.require_known_schema()
+        except SchemaMismatch as e:
+            self.schema_problem = (f"claiming stopped: {e}; this daemon claims nothing more until it is "
+                                   "restarted on the newer version")
+            log.error("%s", self.schema_problem)
+            self.warnings.append(self.schema_problem)
+            self.claim_ok.clear()
+        except store_errors() as e:   # the table unreachable for a moment: looked at again later
+            log.debug("schema version not read: %s", e)
+
+    def claiming_paused(self) -> str | None:
+        """Why claiming is paused now (the schema, the disk guard), or None."""
+        if self.stopping or self.claim_ok.is_set():
+            return None
+        if self.schema_problem is not None:
+            return self.schema_problem
+        return self.diskguard.reason if self.diskguard is not None else None
+
     def _update_claiming(self) -> None:
         guard = self.diskguard
         allowed = guard.update() if guard is not None else True
-        if allowed and not self.stopping:
+        if allowed and not self.stopping and self.schema_problem is None:
             if not self.claim_ok.is_set():
                 self.claim_ok.set()
                 self.wake_workers()
@@ -228,21 +261,21 @@ class Supervisor(WorkerSlots):
         if now < self._next_retention or (self._retention_thread and self._retention_thread.is_alive()):
             return
         self._next_retention = now + self.settings.retention.interval
-        self._retention_thread = start_retention(self.settings, lambda: open_store(self.settings, migrate=False),
+        self._retention_thread = start_retention(self.settings, lambda: open_store(self.settings, Use.UNCHECKED),
                                                  self.metrics)
 
     def status_line(self) -> str:
         c = self.store.counts()
         busy = sum(1 for s in self.slots if s.state == "busy")
-        paused = " (claiming paused: disk low)" if not self.claim_ok.is_set() and not self.stopping else ""
+        paused = ("" if self.claim_ok.is_set() or self.stopping else
+                  " (claiming stopped: newer job table schema)" if self.schema_problem else " (claiming paused: disk low)")
         return (f"{c['queued']} queued, {c['running']} running, {c['done']} done, {c['failed']} failed; "
                 f"{busy}/{len(self.slots)} workers busy{paused}")
 
     def write_status(self) -> None:
         data = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": self.started_at, "updated_at": time.time(),
                 "config": str(self.config_path), "queue": self.store.where, "workers": [s.info() for s in self.slots],
-                "claiming_paused": (self.diskguard.reason if self.diskguard is not None and
-                                    not self.claim_ok.is_set() and not self.stopping else None),
+                "claiming_paused": self.claiming_paused(),
                 "disk_unmeasured": ([str(p) for p in self.diskguard.unknown] if self.diskguard is not None else []),
                 "watches_available": self.watcher.available() if self.watcher is not None else {},
                 "unsettled": self.watcher.unsettled_count() if self.watcher is not None else {},
@@ -367,6 +400,9 @@ class Supervisor(WorkerSlots):
                 self._next_models = now + MODELS_EVERY
                 self._models_thread = threading.Thread(target=self.refresh_models, name="models", daemon=True)
                 self._models_thread.start()
+            if now >= self._next_schema:
+                self._next_schema = now + SCHEMA_EVERY
+                self.watch_schema()
             if now >= self._next_status:
                 self._next_status = now + STATUS_EVERY
                 self.write_status()

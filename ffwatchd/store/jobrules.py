@@ -164,7 +164,7 @@ SET_FILING = "filing = :filing"
 CONFIRM = "lease_until = {now} + :lease"
 FINISH = """state = 'done', finished_at = {now}, output_path = :output, lease_until = NULL, error_kind = NULL,
             error_message = NULL, progress_done = coalesce(progress_total, progress_done)"""
-RELEASE = """state = 'queued', attempts = greatest(0, attempts - 1), queued_at = {now}, not_before = 0,
+RELEASE = """state = 'queued', attempts = greatest(0, attempts - 1), queued_at = {now}, not_before = {now} + :delay,
              lease_owner = NULL, lease_until = NULL"""
 
 #: transient with attempts left: back to the queue after an exponential backoff; else final

@@ -149,9 +149,9 @@ class SqlJobStore(JobQueue):
             self.stats.retries += 1
         return job
 
-    def release(self, job_id: int, owner: str, *, attempt: int | None = None) -> Job:
+    def release(self, job_id: int, owner: str, *, attempt: int | None = None, delay: float = 0.0) -> Job:
         def body(tx: Tx) -> Job:
-            job = tx.d.job(rules.fenced(tx, job_id, owner, attempt, rules.RELEASE))
+            job = tx.d.job(rules.fenced(tx, job_id, owner, attempt, rules.RELEASE, delay=delay))
             tx.announce()
             return job
         return self._run(body, durable=True)
