@@ -204,9 +204,11 @@ class JobQueue(abc.ABC):
         """queued -> done, for a queued job whose recorded done plan was completed (e.g. by `jobs cancel`)."""
 
     @abc.abstractmethod
-    def release(self, job_id: int, owner: str, *, attempt: int | None = None, delay: float = 0.0) -> Job:
+    def release(self, job_id: int, owner: str, *, attempt: int | None = None, delay: float = 0.0,
+                error_kind: str | None = None, message: str | None = None) -> Job:
         """running -> queued, attempt not counted (graceful shutdown, a share or disk to wait
-        for); claimable again after `delay` seconds."""
+        for); claimable again after `delay` seconds; `error_kind`/`message`, when given, say why
+        it waits (`jobs show`)."""
 
     @abc.abstractmethod
     def wait_for_work(self, timeout: float) -> bool:
