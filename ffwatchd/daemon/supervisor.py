@@ -161,9 +161,8 @@ class Supervisor(WorkerSlots):
         # Imported here: prometheus_client loads in the daemon only, not in the commands.
         from ffwatchd.ops.metrics import Metrics
 
-        folders = {w.name: {**w.folders(), "temp": self.settings.temp_dir} for w in self.settings.watches}
         self.metrics_lead = Leadership(self.store, "metrics")     # queue gauges from one host only
-        self.metrics = Metrics(self.store, folders, leads=self.metrics_lead.held)
+        self.metrics = Metrics(self.store, self._measured_folders(), leads=self.metrics_lead.held)
         # asked for every ROLE_EVERY, not only at a scrape: when its holder dies another host
         # takes it within seconds (as the batches and rescan roles), scraped or not
         self._roles_stop = threading.Event()
@@ -176,6 +175,10 @@ class Supervisor(WorkerSlots):
                 raise SystemExit(f"ffwatchd: metrics: cannot listen on {m.host}:{m.port} ({e.strerror or e}); "
                                  f"another program (another ffwatchd?) may use it: set metrics.listen in "
                                  f"{self.config_path} to a free address, or metrics: {{enabled: false}}") from e
+
+    def _measured_folders(self) -> dict[str, dict[str, Path]]:
+        """Every watch's folders and the temp folder, by role: what the disk metrics measure."""
+        return {w.name: {**w.folders(), "temp": self.settings.temp_dir} for w in self.settings.watches}
 
     def _start_web(self) -> None:
         """The operator's page on its own listener (web: in the config), with a store of its own."""
@@ -322,6 +325,7 @@ class Supervisor(WorkerSlots):
         old.stop()
         self._start_watcher(notices_from=old)     # a name said once is not said again per reload
         self.batches.update(new)
+        self.metrics.set_folders(self._measured_folders())    # a watch added has its disk series, one removed none
         self.diskguard = None
         self._start_diskguard()
         if not unchanged:

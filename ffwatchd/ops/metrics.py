@@ -77,8 +77,8 @@ class Metrics:
         self._define_histograms(r)
         if store is not None:
             r.register(JobTableCollector(store, leads))
-        if folders:
-            r.register(DiskCollector(folders))
+        self.disk = DiskCollector(folders or {})
+        r.register(self.disk)
         for watch in folders or {}:
             self._init_watch(watch)
         for what in RETENTION_WHATS:
@@ -184,6 +184,14 @@ class Metrics:
                 self.jobs_finished.labels(watch, kind, outcome)
         for cause in RETRY_CAUSES:
             self.retries.labels(watch, cause)
+
+    def set_folders(self, folders: dict[str, dict[str, Path]]) -> None:
+        """After a reload: every watch's folders measured (one added gets its series, at zero
+        for the counters; one removed is no longer measured)."""
+        added = folders.keys() - self.disk.folders.keys()
+        self.disk.set_folders(folders)
+        for watch in sorted(added):
+            self._init_watch(watch)
 
     # -- what the daemon reports ----------------------------------------------------------
 
