@@ -33,7 +33,7 @@ from ffwatchd.daemon.reloading import (
 from ffwatchd.daemon.systemd import Notifier
 from ffwatchd.daemon.workerslots import LOOP_TICK, WorkerSlot, WorkerSlots
 from ffwatchd.errors import ConfigError
-from ffwatchd.filing.shares import claim_share_folders
+from ffwatchd.filing.shares import ShareCheck, ShareFolders
 from ffwatchd.fs.writefs import make_private
 from ffwatchd.logs import setup_logging
 from ffwatchd.ops.checks import c2pa_problem, missing_default_models
@@ -73,6 +73,8 @@ class Supervisor(WorkerSlots):
         self.models_missing: list[str] = []
         #: the job table's schema is no longer this version's (a newer ffwatchd upgraded it): claiming stops
         self.schema_problem: str | None = None
+        #: watches whose folders are not all there now (their jobs wait, unclaimed): watch -> why
+        self.folders_waiting: dict[str, str] = {}
         self.store: JobQueue | None = None
         self.metrics: Any = None
         self.web: Any = None
@@ -103,7 +105,8 @@ class Supervisor(WorkerSlots):
         log.info("job queue: %s", self.store.where)
         # The share's folders carry this job table's marker, locked while we run (another
         # table's marker: refuse to start, naming its holder).
-        self._share_fds = claim_share_folders(s, self.store.queue_id())
+        self.share_folders = ShareFolders(s.state_dir, self.store.queue_id())
+        self.share_folders.prepare(s, at_start=True)
         recover_at_start(s, self.store)
         self._start_metrics()
         self._start_web()
@@ -242,6 +245,12 @@ class Supervisor(WorkerSlots):
         except store_errors() as e:   # the table unreachable for a moment: looked at again later
             log.debug("schema version not read: %s", e)
 
+    def _check_disk_and_folders(self) -> None:
+        try:
+            self.check_folders()
+        finally:
+            self._update_claiming()
+
     def claiming_paused(self) -> str | None:
         """Why claiming is paused now (the schema, the disk guard), or None."""
         if self.stopping or self.claim_ok.is_set():
@@ -249,6 +258,25 @@ class Supervisor(WorkerSlots):
         if self.schema_problem is not None:
             return self.schema_problem
         return self.diskguard.reason if self.diskguard is not None else None
+
+    def check_folders(self) -> None:
+        """Each watch's folders made ready as at start-up (a watch a reload added, a folder of the
+        daemon's that went missing), then which watches still wait for theirs: status, the page
+        and ffwatchd_watch_waiting say so, and the log once per outage."""
+        settings = self.settings
+        self.share_folders.prepare(settings)
+        check = ShareCheck(settings)
+        waiting = {w.name: why for w in settings.watches if (why := check.problem(w))}
+        for name, why in waiting.items():
+            if name not in self.folders_waiting:
+                log.warning("watch %s waits for its folders: %s; its jobs are not claimed until they are there",
+                            name, why)
+        for name in self.folders_waiting.keys() - waiting.keys():
+            log.info("watch %s: its folders are all there again; its jobs are claimed", name)
+        self.folders_waiting = waiting
+        if self.metrics is not None:
+            for w in settings.watches:
+                self.metrics.set_watch_waiting(w.name, w.name in waiting)
 
     def _update_claiming(self) -> None:
         guard = self.diskguard
@@ -280,7 +308,9 @@ class Supervisor(WorkerSlots):
                 "config": str(self.config_path), "queue": self.store.where, "workers": [s.info() for s in self.slots],
                 "claiming_paused": self.claiming_paused(),
                 "disk_unmeasured": ([str(p) for p in self.diskguard.unknown] if self.diskguard is not None else []),
-                "watches_available": self.watcher.available() if self.watcher is not None else {},
+                "watches_available": ({n: ok and n not in self.folders_waiting for n, ok in self.watcher.available().items()}
+                                      if self.watcher is not None else {}),
+                "folders_waiting": self.folders_waiting,
                 "unsettled": self.watcher.unsettled_count() if self.watcher is not None else {},
                 "waiting": self.watcher.waiting_files() if self.watcher is not None else {},
                 "unfiled": self.watcher.unfiled_files() if self.watcher is not None else {},
@@ -321,6 +351,7 @@ class Supervisor(WorkerSlots):
         unchanged = inputs == self._worker_inputs
         self.settings, self._worker_inputs = new, inputs
         setup_logging(new.log.level, new.log.format, process="main")
+        self.check_folders()                # a watch added is prepared as at start-up, before it is watched
         old = self.watcher
         old.stop()
         self._start_watcher(notices_from=old)     # a name said once is not said again per reload
@@ -398,7 +429,8 @@ class Supervisor(WorkerSlots):
             if now >= self._next_disk and not (self._disk_thread and self._disk_thread.is_alive()):
                 # statvfs on a hung hard-mounted share blocks: measure in a thread, never in this loop
                 self._next_disk = now + DISK_EVERY
-                self._disk_thread = threading.Thread(target=self._update_claiming, name="diskguard", daemon=True)
+                self._disk_thread = threading.Thread(target=self._check_disk_and_folders, name="diskguard",
+                                                     daemon=True)
                 self._disk_thread.start()
             if now >= self._next_models and not (self._models_thread and self._models_thread.is_alive()):
                 self._next_models = now + MODELS_EVERY
