@@ -77,7 +77,7 @@ class Use(StrEnum):
     UNCHECKED = "unchecked"  # the daemon's own parts (its supervisor watches the version) and `check`
 
 
-def open_store(settings: "Settings", use: Use = Use.READ) -> JobQueue:
+def open_store(settings: Settings, use: Use = Use.READ) -> JobQueue:
     """The job table the settings name, with their attempts and backoff, opened for `use`;
     SchemaMismatch for a table at another schema version than this ffwatchd's (READ, WRITE)."""
     if use is Use.READ and settings.queue.url is None and not settings.db_path.exists() and \
@@ -95,7 +95,7 @@ def open_store(settings: "Settings", use: Use = Use.READ) -> JobQueue:
     return store
 
 
-def _open(settings: "Settings") -> JobQueue:
+def _open(settings: Settings) -> JobQueue:
     q = settings.queue
     w = settings.workers
     if q.url is None:

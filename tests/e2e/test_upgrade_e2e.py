@@ -31,7 +31,7 @@ def user_version(db: Path) -> int:
 
 def new_cli(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ffwatchd", *argv], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, check=False)
 
 
 def old_venv(where: Path) -> Path:
@@ -39,7 +39,7 @@ def old_venv(where: Path) -> Path:
     .pth names our site-packages: ffwatchd itself is not there, only its editable finder's hook)."""
     src = where / "src"
     src.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", OLD_BUILD], capture_output=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", OLD_BUILD], capture_output=True, check=False)
     if archive.returncode != 0:
         pytest.skip(f"the build of 2026-11-30 ({OLD_BUILD[:7]}) is not in this checkout's history "
                     f"(a shallow clone?): {archive.stderr.decode(errors='replace').strip()}")
@@ -51,7 +51,7 @@ def old_venv(where: Path) -> Path:
                           capture_output=True, text=True, check=True).stdout.strip()
     Path(site, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     pip = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", str(src)],
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=300, check=False)
     assert pip.returncode == 0, pip.stdout + pip.stderr
     probe = subprocess.run([str(py), "-c", "import ffwatchd; print(ffwatchd.__file__)"], capture_output=True,
                            text=True, cwd=where, check=True)
@@ -67,10 +67,10 @@ def test_upgrade_from_the_build_of_2026_11_30(make_daemon, tmp_path: Path) -> No
     d.config["watches"][0].pop("unfinished_wait")             # the old build does not know that key
     d.write_config()
     db = d.state_dir / "ffwatchd.db"
-    log = open(d.log_path, "a")
-    old = subprocess.Popen([str(old_py), "-m", "ffwatchd", "run", "-c", str(d.config_path)], cwd=tmp_path,
-                           stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                           start_new_session=True)
+    with open(d.log_path, "a") as log:
+        old = subprocess.Popen([str(old_py), "-m", "ffwatchd", "run", "-c", str(d.config_path)], cwd=tmp_path,
+                               stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                               start_new_session=True)
     try:
         d.proc = old                                          # the harness waits on it and stops it
         d.wait_ready()
