@@ -395,3 +395,20 @@ def test_a_client_gone_mid_answer_is_a_debug_line_and_other_errors_are_logged_no
     levels = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "ffwatchd.web"]
     assert [lv for lv, _ in levels] == ["DEBUG", "DEBUG", "ERROR"], levels
     assert "127.0.0.1 went away" in levels[0][1] and caplog.records[-1].exc_info is not None
+
+
+def test_a_watch_waiting_for_its_folders_is_on_the_page(served) -> None:
+    import os
+    import time
+
+    from ffwatchd.ops.statusfile import write_status
+
+    cfg, base, _ = served
+    why = "output folder /srv/share/output: No such file or directory"
+    write_status(load_config(cfg).state_dir, {"pid": os.getpid(), "host": "here", "started_at": time.time(),
+                                              "updated_at": time.time(), "workers": [], "warnings": [],
+                                              "folders_waiting": {"studio": why}})
+    page = _get(base + "/")[2]
+    assert f'data-folders-waiting="studio">watch studio waits for its folders: {why}' in page
+    doc = json.loads(_get(base + "/api/status")[2])
+    assert doc["daemon"]["folders_waiting"] == {"studio": why}
