@@ -139,3 +139,10 @@ def test_a_daemon_whose_table_a_newer_ffwatchd_upgraded_stops_claiming_once(make
     assert text.count("claiming stopped:") == 1 and "Traceback" not in text
     r = new_cli("status", "-c", str(d.config_path))
     assert r.returncode == 1 and "newer than this ffwatchd knows" in r.stderr
+
+    d.stop()                                                   # started again on the newer table: refused
+    d.start(wait=False)
+    assert d.proc.wait(timeout=90) == 1
+    text = d.log_path.read_text().split("===== start 2 =====", 1)[1]
+    assert "newer than this ffwatchd knows" in text and "Traceback" not in text
+    assert user_version(db) == known + 1
