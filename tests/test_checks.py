@@ -47,3 +47,26 @@ def test_free_space_that_cannot_be_read_is_said_not_passed_over(tmp_path: Path) 
                         "the disk guard cannot watch it"]
     _check_measurable("watch w: output here", tmp_path, warnings)
     assert len(warnings) == 1, "a measurable local folder says nothing"
+
+
+def test_check_says_per_watch_which_licences_its_default_pipeline_depends_on(tmp_path: Path) -> None:
+    from ffwatchd.ops.checks import check_models
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(textwrap.dedent("""
+        state_dir: s
+        temp_dir: t
+        models_dir: m
+        watches:
+          - {name: swaps, inbox: i1, output: o1, done: d1, failed: f1}
+          - {name: blurs, inbox: i2, output: o2, done: d2, failed: f2,
+             defaults: {processors: [face_anonymizer], face_detector: {model: yunet}}}
+    """))
+    warnings: list[str] = []
+    notes: list[str] = []
+    check_models(load_config(cfg), warnings, notes)
+    swaps = next(n for n in notes if n.startswith("watch swaps:"))
+    assert "non-commercial (arcface_w600k_r50, inswapper_128)" in swaps and "MIT (yunet)" in swaps
+    assert "check them before selling the results" in swaps
+    assert next(n for n in notes if n.startswith("watch blurs:")) == \
+        "watch blurs: its default pipeline depends on the licences MIT (yunet)"

@@ -107,6 +107,8 @@ def file_entry(watch: WatchSettings, job: Job) -> dict:
         "retry": (f"ffwatchd jobs retry {job.id}" if outcome_of(job) in ("failed", "cancelled") else None),
         "processors": spec.get("processors", []),
         "models": _models(spec),
+        "faces": (job.result or {}).get("faces") if job.state == "done" else None,
+        "model_files": (job.result or {}).get("models", []) if job.state == "done" else [],
         "worker": job.worker,
         "progress": ({"done": job.progress_done or 0, "total": job.progress_total}
                      if job.state == "running" and job.progress_total else None),   # a video's frames
@@ -133,6 +135,15 @@ def _models(spec: dict) -> list[str]:
         return []
 
 
+def _model_files(files: list[dict]) -> list[dict]:
+    """Each model file the batch's done jobs were made with, once: name, sha256, licence."""
+    seen: dict[tuple, dict] = {}
+    for f in files:
+        for m in f.get("model_files") or []:
+            seen.setdefault((m.get("name"), m.get("sha256")), m)
+    return [seen[k] for k in sorted(seen, key=lambda k: (str(k[0]), str(k[1])))]
+
+
 def build_report(watch: WatchSettings, folder: str, jobs: Iterable[Job], *, batch_id: int | None,
                  version: int, final: bool, package: str | None = None, now: float | None = None,
                  package_missing: Iterable[str] = (), files: list[dict] | None = None) -> dict:
@@ -155,6 +166,7 @@ def build_report(watch: WatchSettings, folder: str, jobs: Iterable[Job], *, batc
         "generated_at": _iso(now or time.time()), "counts": counts, "package": package,
         "package_missing": list(package_missing),
         "provenance": {"models": sorted({m for f in files for m in f["models"]}),
+                       "model_files": _model_files(files),
                        "processors": sorted({p for f in files for p in f["processors"]}),
                        "settings": settings},
         "files": files,
@@ -231,6 +243,8 @@ def page_view(report: dict, rows: list[Markup]) -> dict:
         "missing": {"total": len(missing), "shown": missing[:20]} if missing else None,
         "processors": ", ".join(prov["processors"]) or "-", "models": ", ".join(prov["models"]) or "-",
         "settings": json.dumps(prov["settings"], indent=2),
+        "model_files": [f"{m.get('name')}: licence {m.get('licence') or 'unknown'}, sha256 {m.get('sha256') or '-'}"
+                        for m in prov.get("model_files", [])],
         "not_taken": ({"total": len(left), "shown": left[:MAX_LISTED], "more": max(0, len(left) - MAX_LISTED)}
                       if left else None),
         # each row is the row template's output (Markup, escaped there); a plain str would be escaped

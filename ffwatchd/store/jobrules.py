@@ -163,7 +163,7 @@ def heartbeat(tx: Tx, job_id: int, owner: str, lease: float, progress: tuple[int
 SET_FILING = "filing = :filing"
 CONFIRM = "lease_until = {now} + :lease"
 FINISH = """state = 'done', finished_at = {now}, output_path = :output, lease_until = NULL, error_kind = NULL,
-            error_message = NULL, progress_done = coalesce(progress_total, progress_done)"""
+            error_message = NULL, progress_done = coalesce(progress_total, progress_done), result = {plan_result}"""
 RELEASE = """state = 'queued', attempts = greatest(0, attempts - 1), queued_at = {now}, not_before = {now} + :delay,
              lease_owner = NULL, lease_until = NULL, error_kind = coalesce(:kind, error_kind),
              error_message = coalesce(:message, error_message)"""
@@ -195,7 +195,7 @@ def finish_filed(tx: Tx, job_id: int, output_path: str | None) -> Job:
         raise TransitionError(f"job {job_id} is {row['state']} without a done plan: not finished here")
     return tx.d.job(tx.one("""UPDATE jobs SET state = 'done', finished_at = {now}, output_path = :output,
                                               lease_owner = NULL, lease_until = NULL, error_kind = NULL,
-                                              error_message = NULL
+                                              error_message = NULL, result = {plan_result}
                               WHERE id = :id RETURNING *""", id=job_id, output=output_path))
 
 

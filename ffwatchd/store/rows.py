@@ -43,6 +43,7 @@ class Job:
     worker: dict | None
     batch: str | None = None         # the batch folder (relative to the inbox; '' is the root)
     claims: int = 0                  # how many times a worker claimed it, never reset: the fence
+    result: dict | None = None       # a done job's pipeline report (pipeline/contract.py JobResult)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
