@@ -137,11 +137,10 @@ def _models(spec: dict) -> list[str]:
 
 
 def swap_quality(job: Job) -> dict:
-    """A done job's worst swapped face (its identity similarity to the source) and whether it is
-    under the sidecar's `face_swapper.review_below`, so an editor knows which files to look at."""
-    quality = ((job.result or {}).get("quality") or {}).get("min") if job.state == "done" else None
-    below = ((job.spec or {}).get("face_swapper") or {}).get("review_below")
-    return {"quality": quality, "review": quality is not None and isinstance(below, (int, float)) and quality < below}
+    """A done job's worst swapped face (its identity similarity to the source) and whether a face
+    was under the job's `review_below`, so an editor knows which files to look at."""
+    quality = ((job.result or {}).get("quality") or {}) if job.state == "done" else {}
+    return {"quality": quality.get("min"), "review": bool(quality.get("review"))}
 
 
 def _model_files(files: list[dict]) -> list[dict]:

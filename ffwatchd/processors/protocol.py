@@ -40,9 +40,15 @@ class FaceScore:
     box: Box
     similarity: float
     original: float
+    review_below: float | None = None   # the job's threshold: under it, an editor should look
+
+    @property
+    def review(self) -> bool:
+        return self.review_below is not None and self.similarity < self.review_below
 
     def as_dict(self) -> dict:
-        return {"box": list(self.box), "similarity": round(self.similarity, 4), "original": round(self.original, 4)}
+        return {"box": list(self.box), "similarity": round(self.similarity, 4), "original": round(self.original, 4),
+                "review": self.review}
 
 
 class Step(Protocol):

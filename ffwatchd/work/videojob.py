@@ -77,7 +77,8 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
             unsigned.unlink(missing_ok=True)
     return VideoOutcome(video, job_report(video.faces_total, video.frames, prov.as_dict() if prov else None,
                                           copied=False, signed=signer is not None and prov is not None,
-                                          similarities=[s.similarity for s in processor.scores]))
+                                          similarities=[s.similarity for s in processor.scores],
+                                          review=any(s.review for s in processor.scores)))
 
 
 @dataclass(frozen=True)
