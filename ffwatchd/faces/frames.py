@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ffwatchd.faces.anonymize import anonymize_face
+from ffwatchd.faces.anonymize import AnonymizeSettings, anonymize_face, settings_for
 from ffwatchd.faces.detect import Detector
 from ffwatchd.faces.embed import Recognizer
 from ffwatchd.faces.enhance import Enhancer
@@ -33,6 +33,9 @@ class FrameProcessor:
         self.processors = list(spec.processors)
         self.label_text = label_text(spec.processors, spec.label.text)
         self.detected = 0                 # faces the detector found in the last frame, before selection
+        # Checked against the floor once per job, before any frame.
+        self.anonymize: AnonymizeSettings | None = (settings_for(spec.face_anonymizer)
+                                                    if "face_anonymizer" in self.processors else None)
 
     def applied(self, faces: int) -> list[str]:
         """The processors that changed a frame in which `faces` faces were processed."""
@@ -69,9 +72,9 @@ class FrameProcessor:
             elif proc == "face_enhancer" and self.enhancer is not None:
                 for face in faces:
                     self.enhancer.enhance(frame, face, self.spec.face_enhancer.blend, touched)
-            elif proc == "face_anonymizer":
+            elif proc == "face_anonymizer" and self.anonymize is not None:
                 for face in faces:
-                    anonymize_face(frame, face, self.spec.face_anonymizer.method, touched)
+                    anonymize_face(frame, face, self.anonymize, touched)
             elif proc == "label" and self.label_text:
                 draw_label(frame, self.label_text, self.spec.label.position)
                 whole = True

@@ -168,7 +168,8 @@ class Pipeline:
         """What the output of a job that processed `faces` faces says about itself."""
         applied = processor.applied(faces)
         models = processor.models_used if any(p in FACE_PROCESSORS for p in applied) else []
-        return job_provenance(applied, models, self.model_hashes())
+        anonymizer = processor.anonymize.describe() if processor.anonymize and "face_anonymizer" in applied else ""
+        return job_provenance(applied, models, self.model_hashes(), anonymizer)
 
     def execution_providers(self) -> dict[str, list[str]]:
         """Model name -> the providers its session really runs on."""

@@ -33,6 +33,7 @@ class Provenance:
     models: tuple[str, ...] = ()
     model_hashes: tuple[tuple[str, str], ...] = ()     # (name, sha256) of each model file used
     generator: str = f"ffwatchd {__version__}"
+    anonymizer: str = ""              # the anonymizer's method and values (faces/anonymize.py describe)
 
     @property
     def ai(self) -> bool:
@@ -45,18 +46,22 @@ class Provenance:
     def description(self) -> str:
         what = "AI-modified: faces changed by trained models" if self.ai else "Edited"
         return (f"{what} ({self.generator}; processors: {', '.join(self.processors)}"
-                + (f"; models: {', '.join(self.models)}" if self.models else "") + ")")
+                + (f"; models: {', '.join(self.models)}" if self.models else "")
+                + (f"; anonymizer: {self.anonymizer}" if self.anonymizer else "") + ")")
 
     def as_dict(self) -> dict:
         return {"ai_generated": self.ai, "generator": self.generator,
                 "digital_source_type": self.digital_source_type,
-                "processors": list(self.processors), "models": list(self.models)}
+                "processors": list(self.processors), "models": list(self.models),
+                **({"anonymizer": self.anonymizer} if self.anonymizer else {})}
 
     def video_tags(self) -> dict[str, str]:
         """Container tags for a video output (MP4/MOV keep them with use_metadata_tags)."""
         tags = {"comment": self.description(), "encoder_tool": self.generator,
                 "ffwatchd_processors": ", ".join(self.processors),
                 "ffwatchd_models": ", ".join(self.models)}
+        if self.anonymizer:
+            tags["ffwatchd_anonymizer"] = self.anonymizer
         if self.digital_source_type:
             tags["digital_source_type"] = self.digital_source_type
         return tags
@@ -78,7 +83,9 @@ class Provenance:
             f'    xmp:CreatorTool="{escape(self.generator, q)}"\n'
             f'    ffwatchd:AIGenerated="{self.ai}"\n'
             f'    ffwatchd:Processors="{escape(", ".join(self.processors), q)}"\n'
-            f'    ffwatchd:Models="{escape(", ".join(self.models), q)}">\n'
+            f'    ffwatchd:Models="{escape(", ".join(self.models), q)}"\n'
+            + (f'    ffwatchd:Anonymizer="{escape(self.anonymizer, q)}"\n' if self.anonymizer else '')
+            + '    >\n'
             '   <dc:description><rdf:Alt><rdf:li xml:lang="x-default">'
             f'{escape(self.description())}</rdf:li></rdf:Alt></dc:description>\n'
             '  </rdf:Description>\n'
@@ -88,14 +95,15 @@ class Provenance:
 
 
 def job_provenance(applied: list[str] | tuple[str, ...], models: list[str] | tuple[str, ...],
-                   model_hashes: dict[str, str] | None = None) -> Provenance | None:
+                   model_hashes: dict[str, str] | None = None, anonymizer: str = "") -> Provenance | None:
     """The provenance of an output the processors in `applied` really changed; None when nothing
     changed it (no claim at all)."""
     applied = tuple(applied)
     if not applied:
         return None
     hashes = model_hashes or {}
-    return Provenance(applied, tuple(models), tuple((m, hashes[m]) for m in models if m in hashes))
+    return Provenance(applied, tuple(models), tuple((m, hashes[m]) for m in models if m in hashes),
+                      anonymizer=anonymizer)
 
 
 def label_text(processors: tuple[str, ...] | list[str], text: str) -> str:
@@ -114,7 +122,7 @@ def label_text(processors: tuple[str, ...] | list[str], text: str) -> str:
 # Reading back (for `ffwatchd provenance show`, `jobs show` and tests)
 
 _XMP_ATTR = re.compile(rb'(Iptc4xmpExt:DigitalSourceType|xmp:CreatorTool|ffwatchd:Processors|'
-                       rb'ffwatchd:Models|ffwatchd:AIGenerated)="([^"]*)"')
+                       rb'ffwatchd:Models|ffwatchd:AIGenerated|ffwatchd:Anonymizer)="([^"]*)"')
 
 
 def _split(s: str) -> list[str]:
@@ -132,7 +140,8 @@ def parse_xmp(xmp: bytes | str) -> dict | None:
     return {"ai_generated": found.get("ffwatchd:AIGenerated") == "True" or dst == AI_COMPOSITE,
             "generator": found.get("xmp:CreatorTool", ""), "digital_source_type": dst,
             "processors": _split(found.get("ffwatchd:Processors", "")),
-            "models": _split(found.get("ffwatchd:Models", ""))}
+            "models": _split(found.get("ffwatchd:Models", "")),
+            **({"anonymizer": found["ffwatchd:Anonymizer"]} if "ffwatchd:Anonymizer" in found else {})}
 
 
 def read_image_metadata(path: Path) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any, Mapping
 
 from ffwatchd.errors import short_repr
@@ -18,7 +19,18 @@ from ffwatchd.spec.values import email_problem, parse_duration, priority_value, 
 PROCESSORS = ("face_swapper", "face_enhancer", "face_anonymizer", "label")
 SELECTOR_MODES = ("all", "largest", "reference", "except_reference")
 REFERENCE_MODES = ("reference", "except_reference")   # both need face_selector.reference
-ANONYMIZE_METHODS = ("blur", "pixelate")
+
+
+class AnonymizeMethod(StrEnum):
+    """`face_anonymizer.method`; the algorithms are in faces/anonymize.py."""
+
+    BLUR = "blur"
+    PIXELATE = "pixelate"
+    SOLID = "solid"
+    MASK = "mask"
+
+
+ANONYMIZE_METHODS = tuple(m.value for m in AnonymizeMethod)
 LABEL_POSITIONS = ("top-left", "top-right", "bottom-left", "bottom-right")
 OUTPUT_FORMATS = ("keep", "jpeg", "png", "webp")
 VIDEO_CODECS = ("auto", "libx264", "h264_nvenc", "libx265")
@@ -67,7 +79,14 @@ class EnhancerSpec:
 
 @dataclass(frozen=True)
 class AnonymizerSpec:
-    method: str = "blur"
+    """The sidecar's `face_anonymizer:`; None: the default of faces/anonymize.py, whose floor
+    (FLOOR there) a weaker value may go below only with `allow_weak: true`."""
+
+    method: str = AnonymizeMethod.BLUR.value
+    strength: float | None = None     # blur: sigma as a share of the region's longer side
+    blocks: int | None = None         # pixelate: blocks across the region's longer side
+    margin: float | None = None       # the region past the detector's box, a share of its size
+    allow_weak: bool = False
 
 
 @dataclass(frozen=True)
@@ -263,7 +282,8 @@ _SECTIONS: dict[str, dict[str, Any]] = {
                       "max_distance": _t_float(0.0, 2.0)},
     "face_swapper": {"model": "model:swapper"},
     "face_enhancer": {"model": "model:enhancer", "blend": _t_float(0.0, 1.0)},
-    "face_anonymizer": {"method": _t_choice(ANONYMIZE_METHODS)},
+    "face_anonymizer": {"method": _t_choice(ANONYMIZE_METHODS), "strength": _t_float(0.01, 1.0),
+                        "blocks": _t_int(1, 64), "margin": _t_float(0.0, 1.0), "allow_weak": _t_bool},
     "label": {"text": _t_str, "position": _t_choice(LABEL_POSITIONS), "metadata": _t_bool},
     "output": {"format": _t_choice(OUTPUT_FORMATS), "image_quality": _t_int(1, 100),
                "video_codec": _t_choice(VIDEO_CODECS), "video_crf": _t_int(0, 51),
