@@ -9,6 +9,7 @@ import io
 import os
 import threading
 from pathlib import Path
+from typing import Iterable
 
 import cv2
 import numpy as np
@@ -21,6 +22,12 @@ THUMB_QUALITY = 60
 THUMB_SOURCE_MAX = 256 * 2**20          # a bigger file gets no thumbnail (nor is read whole for one)
 THUMB_MAX_PIXELS = 50_000_000           # nor does a picture declaring more pixels (never decoded)
 THUMB_HEAD = 1 << 20                    # what is read first to find the picture's header
+
+def original_shown(processors: Iterable[str] | None) -> bool:
+    """Whether a report may show a picture of a job's original (`processors`: its spec's):
+    never for an anonymize job, whose report shows anonymized pictures only."""
+    return "face_anonymizer" not in (processors or ())
+
 
 def thumbnail(path: Path, *, root: Path, size: int = THUMB_SIZE) -> str | None:
     """A data-URI JPEG at most `size` px on its longest side, or None when `path` is no image.

@@ -37,6 +37,7 @@ class AnonymizeSettings:
     blocks: int = 5            # pixelate: blocks across the region's longer side
     margin: float = 0.3        # grows the box: this share on each side and at the chin, 2x at the top
     allow_weak: bool = False   # settings weaker than FLOOR were asked for knowingly
+    keep_metadata: bool = False  # the output keeps what media/identifying.py strips
 
     @property
     def reach(self) -> Margin:
@@ -72,7 +73,8 @@ def settings_for(spec: AnonymizerSpec) -> AnonymizeSettings:
     weaker than FLOOR without `allow_weak: true`."""
     given = {k: v for k, v in (("strength", spec.strength), ("blocks", spec.blocks), ("margin", spec.margin))
              if v is not None}
-    settings = replace(DEFAULT, method=AnonymizeMethod(spec.method), allow_weak=bool(spec.allow_weak), **given)
+    settings = replace(DEFAULT, method=AnonymizeMethod(spec.method), allow_weak=bool(spec.allow_weak),
+                       keep_metadata=bool(spec.keep_metadata), **given)
     weak = settings.weaker_than_floor()
     if weak and not settings.allow_weak:
         raise JobError("bad_sidecar", f"face_anonymizer: {'; '.join(weak)} is below the floor that keeps faces "

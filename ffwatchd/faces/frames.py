@@ -37,6 +37,11 @@ class FrameProcessor:
         self.anonymize: AnonymizeSettings | None = (settings_for(spec.face_anonymizer)
                                                     if "face_anonymizer" in self.processors else None)
 
+    @property
+    def strips_metadata(self) -> bool:
+        """An anonymize job's outputs lose what identifies a person, place or camera (by default)."""
+        return self.anonymize is not None and not self.anonymize.keep_metadata
+
     def applied(self, faces: int) -> list[str]:
         """The processors that changed a frame in which `faces` faces were processed."""
         return [p for p in self.processors

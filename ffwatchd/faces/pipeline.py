@@ -39,6 +39,7 @@ from ffwatchd.media.image import (
     sniff_format,
     write_image,
 )
+from ffwatchd.media.identifying import strip_identifying_exif
 from ffwatchd.media.provenance import Provenance, job_provenance
 from ffwatchd.spec.jobspec import JobSpec
 
@@ -306,6 +307,7 @@ class Pipeline:
         processor = self.prepare(spec)
         frame, faces = processor.process_frame(image.bgr)
         fmt = output_format(image.format, spec.output.format)
+        exif = strip_identifying_exif(image.exif) if processor.strips_metadata else image.exif
         face_job = any(p in FACE_PROCESSORS for p in spec.processors)
         # except_reference: faces found, all of them people to leave alone -- nothing to do, no failure
         everyone_left_alone = spec.face_selector.mode == "except_reference" and processor.detected > 0
@@ -320,11 +322,11 @@ class Pipeline:
 
             def write_copy(output: Path) -> ImageResult:
                 with _job_errors(target):
-                    if fmt == image.format:
+                    if fmt == image.format and not processor.strips_metadata:
                         copy_file(target, Path(output))
-                    else:
+                    else:                       # re-encoded: also what an anonymize job strips goes
                         write_image(Path(output), image.bgr, fmt, alpha=image.alpha,
-                                    quality=spec.output.image_quality, exif=image.exif,
+                                    quality=spec.output.image_quality, exif=exif,
                                     icc_profile=image.icc_profile)
                 return ImageResult(0, [], [], fmt.lower(), copied=True)
             write_copy.frame = write_copy.source = image.bgr   # type: ignore[attr-defined]  # for thumbnails
@@ -336,7 +338,7 @@ class Pipeline:
             with _job_errors(target):
                 signer = self.signer() if prov is not None else None
                 data = encode_image(frame, fmt, alpha=image.alpha, quality=spec.output.image_quality,
-                                    exif=image.exif, icc_profile=image.icc_profile,
+                                    exif=exif, icc_profile=image.icc_profile,
                                     provenance=prov if self.provenance else None)
                 if signer is not None:
                     signer.sign(data, output, original=target, original_sha256=sha256_of(target), provenance=prov)

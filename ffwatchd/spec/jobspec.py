@@ -87,6 +87,7 @@ class AnonymizerSpec:
     blocks: int | None = None         # pixelate: blocks across the region's longer side
     margin: float | None = None       # the region past the detector's box, a share of its size
     allow_weak: bool = False
+    keep_metadata: bool = False       # keep GPS, maker notes, serials, owner names (media/identifying.py)
 
 
 @dataclass(frozen=True)
@@ -283,7 +284,8 @@ _SECTIONS: dict[str, dict[str, Any]] = {
     "face_swapper": {"model": "model:swapper"},
     "face_enhancer": {"model": "model:enhancer", "blend": _t_float(0.0, 1.0)},
     "face_anonymizer": {"method": _t_choice(ANONYMIZE_METHODS), "strength": _t_float(0.01, 1.0),
-                        "blocks": _t_int(1, 64), "margin": _t_float(0.0, 1.0), "allow_weak": _t_bool},
+                        "blocks": _t_int(1, 64), "margin": _t_float(0.0, 1.0), "allow_weak": _t_bool,
+                        "keep_metadata": _t_bool},
     "label": {"text": _t_str, "position": _t_choice(LABEL_POSITIONS), "metadata": _t_bool},
     "output": {"format": _t_choice(OUTPUT_FORMATS), "image_quality": _t_int(1, 100),
                "video_codec": _t_choice(VIDEO_CODECS), "video_crf": _t_int(0, 51),

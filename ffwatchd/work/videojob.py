@@ -13,6 +13,7 @@ from typing import Any, Callable
 from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.errors import JobError
 from ffwatchd.media.c2pa_sign import MIME_BY_SUFFIX
+from ffwatchd.media.identifying import VIDEO_TAGS as IDENTIFYING_VIDEO_TAGS
 from ffwatchd.media.source import open_input
 from ffwatchd.spec.jobspec import JobSpec
 
@@ -52,6 +53,8 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
                                      "a manifest (MP4 and MOV can); convert the input or turn signing off")
     prov = pipeline.provenance_for(processor, 1)      # what the output says if a face was processed
     metadata = prov.video_tags() if prov is not None and pipeline.provenance else None
+    if processor.strips_metadata:       # an empty value deletes the tag ffmpeg copied from the input
+        metadata = {**dict.fromkeys(IDENTIFYING_VIDEO_TAGS, ""), **(metadata or {})}
     video = process_video(target, result, processor, source=src, workdir=workdir, spec_output=spec.output,
                           ffmpeg=ffmpeg, max_pixels=max_pixels, on_cuda=on_cuda, progress=progress,
                           should_stop=should_stop, segment_seconds=segment_seconds, metadata=metadata)
