@@ -5,8 +5,9 @@ from __future__ import annotations
 
 _GPS_IFD, _EXIF_IFD = 0x8825, 0x8769
 
-#: IFD0 tags: the GPS position (its sub-directory), the camera's serial (DNG), Windows' author/comment
-IFD0_TAGS = {_GPS_IFD: "GPSInfo", 0xC62F: "CameraSerialNumber", 0x9C9C: "XPComment", 0x9C9D: "XPAuthor"}
+#: IFD0 tags: the GPS position (its sub-directory), the camera's serial (DNG), Windows' free-text comment;
+#: the photographer's credit (Artist, XPAuthor, Copyright) stays
+IFD0_TAGS = {_GPS_IFD: "GPSInfo", 0xC62F: "CameraSerialNumber", 0x9C9C: "XPComment"}
 #: Exif sub-directory tags: the maker note (serials, owner, lens, often a position), free text,
 #: the owner's name, the serial numbers and the picture's unique id (ties copies together)
 EXIF_TAGS = {0x927C: "MakerNote", 0x9286: "UserComment", 0xA420: "ImageUniqueID", 0xA430: "CameraOwnerName",
