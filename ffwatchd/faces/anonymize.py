@@ -13,7 +13,7 @@ from ffwatchd.faces.types import Face, Frame
 from ffwatchd.spec.jobspec import AnonymizeMethod, AnonymizerSpec
 
 __all__ = ["AnonymizeMethod", "AnonymizeSettings", "DEFAULT", "FLOOR", "anonymize_face", "anonymized_region",
-           "settings_for"]
+           "settings_for", "strips_metadata"]
 
 Box = tuple[int, int, int, int]     # x0, y0, x1, y1 in frame pixels, end exclusive
 
@@ -37,7 +37,6 @@ class AnonymizeSettings:
     blocks: int = 5            # pixelate: blocks across the region's longer side
     margin: float = 0.3        # grows the box: this share on each side and at the chin, 2x at the top
     allow_weak: bool = False   # settings weaker than FLOOR were asked for knowingly
-    keep_metadata: bool = False  # the output keeps what media/identifying.py strips
 
     @property
     def reach(self) -> Margin:
@@ -68,13 +67,18 @@ DEFAULT = AnonymizeSettings()
 SOLID_COLOUR = (128, 128, 128)      # BGR; a flat grey carries nothing of the face
 
 
+def strips_metadata(processors: tuple[str, ...], spec: AnonymizerSpec) -> bool:
+    """Whether a job's outputs lose what media/identifying.py names: an anonymize job's do,
+    unless its sidecar says `face_anonymizer.keep_metadata: true`."""
+    return "face_anonymizer" in processors and not spec.keep_metadata
+
+
 def settings_for(spec: AnonymizerSpec) -> AnonymizeSettings:
     """The sidecar's `face_anonymizer:` with the defaults filled; JobError bad_sidecar when it is
     weaker than FLOOR without `allow_weak: true`."""
     given = {k: v for k, v in (("strength", spec.strength), ("blocks", spec.blocks), ("margin", spec.margin))
              if v is not None}
-    settings = replace(DEFAULT, method=AnonymizeMethod(spec.method), allow_weak=bool(spec.allow_weak),
-                       keep_metadata=bool(spec.keep_metadata), **given)
+    settings = replace(DEFAULT, method=AnonymizeMethod(spec.method), allow_weak=bool(spec.allow_weak), **given)
     weak = settings.weaker_than_floor()
     if weak and not settings.allow_weak:
         raise JobError("bad_sidecar", f"face_anonymizer: {'; '.join(weak)} is below the floor that keeps faces "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ffwatchd.faces.anonymize import AnonymizeSettings, anonymize_face, settings_for
+from ffwatchd.faces.anonymize import AnonymizeSettings, anonymize_face, settings_for, strips_metadata
 from ffwatchd.faces.detect import Detector
 from ffwatchd.faces.embed import Recognizer
 from ffwatchd.faces.enhance import Enhancer
@@ -40,7 +40,7 @@ class FrameProcessor:
     @property
     def strips_metadata(self) -> bool:
         """An anonymize job's outputs lose what identifies a person, place or camera (by default)."""
-        return self.anonymize is not None and not self.anonymize.keep_metadata
+        return strips_metadata(tuple(self.processors), self.spec.face_anonymizer)
 
     def applied(self, faces: int) -> list[str]:
         """The processors that changed a frame in which `faces` faces were processed."""

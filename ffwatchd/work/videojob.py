@@ -43,8 +43,9 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
                          should_stop: Callable[[], bool] | None, segment_seconds: float) -> Any:
     target = src.path
     # Imported here: the models' and video code load in a worker process only.
+    from ffwatchd.faces.anonymize import strips_metadata
     from ffwatchd.faces.pipeline import FACE_PROCESSORS, sha256_of
-    from ffwatchd.media.video import process_video
+    from ffwatchd.media.video import copy_without_tags, process_video
 
     processor = pipeline.prepare(spec)
     signer = pipeline.signer()
@@ -53,7 +54,8 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
                                      "a manifest (MP4 and MOV can); convert the input or turn signing off")
     prov = pipeline.provenance_for(processor, 1)      # what the output says if a face was processed
     metadata = prov.video_tags() if prov is not None and pipeline.provenance else None
-    if processor.strips_metadata:       # an empty value deletes the tag ffmpeg copied from the input
+    strip = strips_metadata(spec.processors, spec.face_anonymizer)
+    if strip:                           # an empty value deletes the tag ffmpeg copied from the input
         metadata = {**dict.fromkeys(IDENTIFYING_VIDEO_TAGS, ""), **(metadata or {})}
     video = process_video(target, result, processor, source=src, workdir=workdir, spec_output=spec.output,
                           ffmpeg=ffmpeg, max_pixels=max_pixels, on_cuda=on_cuda, progress=progress,
@@ -64,6 +66,9 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
                                       f"(detector {spec.face_detector.model}, score >= {spec.face_detector.score}); "
                                       "on_no_face: copy would pass it through unchanged")
         log.info("%s: no face in any frame; the original is copied unchanged (on_no_face: copy)", target.name)
+        if strip:
+            copy_without_tags(src, result, ffmpeg, IDENTIFYING_VIDEO_TAGS, should_stop)
+            return video
         with src.reopen() as f, open(result, "wb") as out:
             shutil.copyfileobj(f, out, 1 << 20)
         return video

@@ -11,8 +11,12 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+import synthetic_models as sm
 from synthetic_models import synthetic_spec as synth_spec
 
+from ffwatchd.config.settings import CustomModel
+from ffwatchd.faces.pipeline import Pipeline
+from ffwatchd.faces.registry import sha256_file
 from ffwatchd.media.ffmpeg import find_ffmpeg
 from ffwatchd.media.provenance import read_video_tags
 from ffwatchd.work.videojob import process_video_file
@@ -53,14 +57,19 @@ def test_picture_outputs_lose_identifying_exif_unless_kept(pipeline, face_frame,
     assert identifying(tmp_path / f"swap{suffix}") == identifying(target)   # only anonymize jobs strip
 
 
-def test_video_outputs_lose_location_and_camera_tags_unless_kept(pipeline, tmp_path):
-    ffmpeg = find_ffmpeg(None)
+def tagged_clip(tmp_path: Path, ffmpeg: str) -> Path:
     clip = tmp_path / "clip.mp4"
     subprocess.run([ffmpeg, "-hide_banner", "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i",
                     "testsrc=size=320x240:rate=10:duration=1", "-c:v", "libx264", "-preset", "veryfast",
                     "-pix_fmt", "yuv420p", "-metadata", "location=+48.8583+002.2945/", "-metadata", "artist=Jane",
                     "-metadata", "title=Party", "-movflags", "+use_metadata_tags", str(clip)], check=True, timeout=120)
     assert {"location", "artist"} <= set(read_video_tags(clip, ffmpeg))
+    return clip
+
+
+def test_video_outputs_lose_location_and_camera_tags_unless_kept(pipeline, tmp_path):
+    ffmpeg = find_ffmpeg(None)
+    clip = tagged_clip(tmp_path, ffmpeg)
     for name, extra in (("out.mp4", {}), ("kept.mp4", {"keep_metadata": True})):
         spec = synth_spec(processors=["face_anonymizer"], face_anonymizer=extra, output={"video_preset": "veryfast"})
         video = process_video_file(pipeline, clip, tmp_path / name, spec, workdir=tmp_path / f"work-{name}",
@@ -69,3 +78,16 @@ def test_video_outputs_lose_location_and_camera_tags_unless_kept(pipeline, tmp_p
     out, kept = read_video_tags(tmp_path / "out.mp4", ffmpeg), read_video_tags(tmp_path / "kept.mp4", ffmpeg)
     assert "location" not in out and "artist" not in out and out["title"] == "Party"
     assert kept["location"] == "+48.8583+002.2945/" and kept["artist"] == "Jane"
+
+
+def test_a_video_without_faces_copied_by_an_anonymize_job_loses_them_too(synth_customs, tmp_path):
+    ffmpeg = find_ffmpeg(None)
+    clip = tagged_clip(tmp_path, ffmpeg)
+    nodet = sm.make_scrfd_like(tmp_path / "nodet.onnx", faces=())
+    p = Pipeline(tmp_path, synth_customs + (CustomModel("nodet", nodet, "detector", sha256_file(nodet)),))
+    spec = synth_spec(processors=["face_anonymizer"], face_detector={"model": "nodet"}, on_no_face="copy")
+    video = process_video_file(p, clip, tmp_path / "out.mp4", spec, workdir=tmp_path / "work", ffmpeg=ffmpeg,
+                               max_pixels=10**8)
+    assert video.faces_total == 0
+    tags = read_video_tags(tmp_path / "out.mp4", ffmpeg)
+    assert "location" not in tags and "artist" not in tags and tags["title"] == "Party"
