@@ -13,7 +13,7 @@ from ffwatchd.faces.embed import cosine_similarity
 from ffwatchd.faces.pipeline import Pipeline
 from ffwatchd.faces.registry import sha256_file
 from ffwatchd.media.provenance import read_provenance
-from ffwatchd.spec.jobspec import ANONYMIZE_METHODS, JobSpec
+from ffwatchd.spec.jobspec import ANONYMIZE_METHODS, JobSpec, validate
 
 IMAGES = ("t1.jpg", "grace_hopper.jpg", "astronaut.png")
 DETECTORS = ("yunet", "scrfd_500m", "scrfd_2.5g")     # the shipped ones, and SCRFD-2.5G as a stronger one
@@ -96,3 +96,15 @@ def test_weaker_than_the_floor_only_explicitly_and_recorded(real, assets, tmp_pa
     jpeg = tmp_path / "b.jpg"                                     # XMP, not a PNG chunk
     real.process_image(assets / "images" / "grace_hopper.jpg", jpeg, JobSpec.from_mapping({"processors": ["face_anonymizer"]}))
     assert read_provenance(jpeg)["anonymizer"] == "blur, strength 0.3, margin 0.3"
+
+
+def test_the_settings_are_checked_by_key_when_the_sidecar_is_read():
+    problems = validate({"face_anonymizer": {"method": "smudge", "blocks": 0, "strength": "strong",
+                                             "margin": 2, "allow_weak": "yes", "keep_metadata": 1}}, "sc")
+    assert problems == [
+        "sc.face_anonymizer.method: 'smudge' is not one of blur, pixelate, solid, mask",
+        "sc.face_anonymizer.blocks: 0 is not between 1 and 64",
+        "sc.face_anonymizer.strength: 'strong' is not a number",
+        "sc.face_anonymizer.margin: 2 is not between 0.0 and 1.0",
+        "sc.face_anonymizer.allow_weak: 'yes' is not true or false",
+        "sc.face_anonymizer.keep_metadata: 1 is not true or false"]
