@@ -74,7 +74,7 @@ def test_no_detector_finds_a_face_and_the_recognizer_matches_none(real, assets, 
             assert cos <= MAX_COSINE, (name, face.bbox.tolist(), cos)
 
 
-def test_the_originals_are_found_and_matched(real, originals):
+def test_the_originals_are_found_at_every_scale(real, originals):
     """The measurement can fail: on the originals every detector finds the faces at every scale."""
     for name, (frame, faces) in originals.items():
         found = faces_found(real, frame)
