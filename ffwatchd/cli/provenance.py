@@ -64,6 +64,8 @@ def summary_lines(info: dict) -> list[str]:
                   f"  IPTC DigitalSourceType: {dst}",
                   f"  processors: {', '.join(xmp.get('processors', [])) or '-'}",
                   f"  models: {', '.join(xmp.get('models', [])) or '-'}"]
+        if xmp.get("anonymizer"):
+            lines.append(f"  anonymizer: {xmp['anonymizer']}")
     for key, value in info.get("exif", {}).items():
         lines.append(f"  EXIF {key}: {value}")
     for key, value in info.get("video_tags", {}).items():

@@ -81,7 +81,7 @@ def test_the_originals_are_found_at_every_scale(real, originals):
         assert len(found) >= len(faces) * len(DETECTORS) * len(SCALES) - 2, (name, found)
 
 
-def test_weaker_than_the_floor_only_explicitly_and_recorded(real, assets, tmp_path):
+def test_weaker_than_the_floor_only_explicitly_and_recorded(real, assets, tmp_path, capsys):
     target = assets / "images" / "astronaut.png"
     weak = {"method": "blur", "strength": 0.1}
     with pytest.raises(JobError) as e:
@@ -96,6 +96,9 @@ def test_weaker_than_the_floor_only_explicitly_and_recorded(real, assets, tmp_pa
     jpeg = tmp_path / "b.jpg"                                     # XMP, not a PNG chunk
     real.process_image(assets / "images" / "grace_hopper.jpg", jpeg, JobSpec.from_mapping({"processors": ["face_anonymizer"]}))
     assert read_provenance(jpeg)["anonymizer"] == "blur, strength 0.3, margin 0.3"
+    from ffwatchd.cli import main
+    assert main(["provenance", "show", str(tmp_path / "a.png")]) == 0
+    assert "  anonymizer: blur, strength 0.1, margin 0.3 (below the floor: allow_weak)\n" in capsys.readouterr().out
 
 
 def test_the_settings_are_checked_by_key_when_the_sidecar_is_read():
