@@ -19,9 +19,11 @@ from ffwatchd.config.load import load_config  # noqa: E402
 from ffwatchd.errors import ConfigError  # noqa: E402
 from ffwatchd.media.c2pa_sign import ManifestSigner, load_credentials  # noqa: E402
 from ffwatchd.media.image import write_image  # noqa: E402
-from ffwatchd.media.provenance import Provenance  # noqa: E402
+from ffwatchd.media.provenance import ModelFile, Provenance  # noqa: E402
 
-PROV = Provenance(("face_swapper",), ("yunet", "inswapper_128"), (("inswapper_128", "ab" * 32),))
+PROV = Provenance(("face_swapper",), ("yunet", "inswapper_128"),
+                  (ModelFile("inswapper_128", "ab" * 32, "non-commercial", "https://github.com/deepinsight/insightface#license"),),
+                  ai=True)
 
 
 def config(tmp_path: Path, provenance: str) -> Path:

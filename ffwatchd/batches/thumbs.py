@@ -16,6 +16,7 @@ import numpy as np
 from PIL import Image
 
 from ffwatchd.fs.safefs import open_regular, read_up_to
+from ffwatchd.processors import processors as all_processors
 
 THUMB_SIZE = 96
 THUMB_QUALITY = 60
@@ -24,9 +25,10 @@ THUMB_MAX_PIXELS = 50_000_000           # nor does a picture declaring more pixe
 THUMB_HEAD = 1 << 20                    # what is read first to find the picture's header
 
 def original_shown(processors: Iterable[str] | None) -> bool:
-    """Whether a report may show a picture of a job's original (`processors`: its spec's):
-    never for an anonymize job, whose report shows anonymized pictures only."""
-    return "face_anonymizer" not in (processors or ())
+    """Whether a report may show a picture of a job's original (`processors`: its spec's names):
+    never when one of them anonymizes; that job's report shows anonymized pictures only."""
+    known = all_processors()
+    return not any(known[n].anonymizes for n in processors or () if n in known)
 
 
 def thumbnail(path: Path, *, root: Path, size: int = THUMB_SIZE) -> str | None:

@@ -1,21 +1,30 @@
 """Face anonymization: blur, pixelate, solid or mask over each face's whole head region, with a
-strength that follows the face's size; pure functions of (frame, face, settings)."""
+strength that follows the face's size; pure functions of (frame, face, settings), the settings'
+defaults and the floor the measured guarantee holds at (docs/pipeline.md)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from enum import StrEnum
 
 import cv2
 import numpy as np
 
-from ffwatchd.errors import JobError
 from ffwatchd.faces.types import Face, Frame
-from ffwatchd.spec.jobspec import AnonymizeMethod, AnonymizerSpec
-
-__all__ = ["AnonymizeMethod", "AnonymizeSettings", "DEFAULT", "FLOOR", "anonymize_face", "anonymized_region",
-           "settings_for", "strips_metadata"]
 
 Box = tuple[int, int, int, int]     # x0, y0, x1, y1 in frame pixels, end exclusive
+
+
+class AnonymizeMethod(StrEnum):
+    """The anonymizer's `method`."""
+
+    BLUR = "blur"
+    PIXELATE = "pixelate"
+    SOLID = "solid"
+    MASK = "mask"
+
+
+METHODS = tuple(m.value for m in AnonymizeMethod)
 
 
 @dataclass(frozen=True)
@@ -29,14 +38,19 @@ class Margin:
 
 @dataclass(frozen=True)
 class AnonymizeSettings:
-    """blur: a Gaussian blur; pixelate: square blocks; solid: the region filled with one flat
+    """The anonymizer's sidecar section (its processor module checks it).
+    blur: a Gaussian blur; pixelate: square blocks; solid: the region filled with one flat
     colour; mask: an opaque ellipse over the head, the region's corners kept."""
 
-    method: AnonymizeMethod = AnonymizeMethod.BLUR
+    method: str = AnonymizeMethod.BLUR.value   # an AnonymizeMethod once made
     strength: float = 0.3      # blur: Gaussian sigma as a share of the region's longer side
     blocks: int = 5            # pixelate: blocks across the region's longer side
     margin: float = 0.3        # grows the box: this share on each side and at the chin, 2x at the top
     allow_weak: bool = False   # settings weaker than FLOOR were asked for knowingly
+    keep_metadata: bool = False  # the outputs keep what media/identifying.py strips
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "method", AnonymizeMethod(self.method))
 
     @property
     def reach(self) -> Margin:
@@ -65,26 +79,6 @@ class AnonymizeSettings:
 FLOOR = AnonymizeSettings(strength=0.25, blocks=6, margin=0.25)
 DEFAULT = AnonymizeSettings()
 SOLID_COLOUR = (128, 128, 128)      # BGR; a flat grey carries nothing of the face
-
-
-def strips_metadata(processors: tuple[str, ...], spec: AnonymizerSpec) -> bool:
-    """Whether a job's outputs lose what media/identifying.py names: an anonymize job's do,
-    unless its sidecar says `face_anonymizer.keep_metadata: true`."""
-    return "face_anonymizer" in processors and not spec.keep_metadata
-
-
-def settings_for(spec: AnonymizerSpec) -> AnonymizeSettings:
-    """The sidecar's `face_anonymizer:` with the defaults filled; JobError bad_sidecar when it is
-    weaker than FLOOR without `allow_weak: true`."""
-    given = {k: v for k, v in (("strength", spec.strength), ("blocks", spec.blocks), ("margin", spec.margin))
-             if v is not None}
-    settings = replace(DEFAULT, method=AnonymizeMethod(spec.method), allow_weak=bool(spec.allow_weak), **given)
-    weak = settings.weaker_than_floor()
-    if weak and not settings.allow_weak:
-        raise JobError("bad_sidecar", f"face_anonymizer: {'; '.join(weak)} is below the floor that keeps faces "
-                                      "undetectable (docs/pipeline.md); set face_anonymizer.allow_weak: true to use "
-                                      "it anyway (the output's provenance then records it)")
-    return settings
 
 
 def anonymized_region(face: Face, frame_shape: tuple[int, ...], settings: AnonymizeSettings = DEFAULT) -> Box | None:

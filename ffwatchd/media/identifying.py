@@ -1,5 +1,5 @@
 """Metadata that identifies a person, a place or a camera (GPS, maker notes, serial numbers, owner
-names), stripped from anonymized outputs unless the sidecar keeps it (face_anonymizer.keep_metadata)."""
+names), stripped from anonymized outputs unless the sidecar keeps it (`keep_metadata`)."""
 
 from __future__ import annotations
 

@@ -88,9 +88,11 @@ def check_models(settings: Settings, warnings: list[str], notes: list[str]) -> N
     needed = set()
     for w in settings.watches:
         try:
-            needed.update(JobSpec.from_mapping(w.defaults).models_used())
+            used = JobSpec.from_mapping(w.defaults).models_used()
         except (TypeError, ValueError):
             continue
+        needed.update(used)
+        notes.append(licences_line(w.name, used, settings))
     for name in sorted(needed):
         state, detail = registry.model_status(registry.find_model(name, settings.models),
                                               settings.models_dir)
@@ -99,6 +101,23 @@ def check_models(settings: Settings, warnings: list[str], notes: list[str]) -> N
             notes.append(line)
         else:
             warnings.append(f"{line} (jobs that need it fail as model_missing; `ffwatchd models fetch {name}`)")
+
+
+def licences_line(watch: str, names: list[str], settings: Settings) -> str:
+    """Which licences a watch's default pipeline depends on, model by model."""
+    known = registry.all_models(settings.models)
+    by = {}
+    for n in names:
+        if n in known:
+            by.setdefault(known[n].licence, []).append(n)
+    if not by:
+        return f"watch {watch}: its default pipeline uses no model"
+    parts = [f"{lic} ({', '.join(ns)})" + (f" {lic.url}" if lic.restricted and lic.url else "")
+             for lic, ns in by.items()]
+    restricted = any(lic.restricted for lic in by)
+    return (f"watch {watch}: its default pipeline depends on the licences " + "; ".join(parts)
+            + ("; non-commercial, research-only or unknown terms: check them before selling the results"
+               if restricted else ""))
 
 
 def missing_default_models(settings: Settings) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Any, Callable
 from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.errors import JobError
 from ffwatchd.media.c2pa_sign import MIME_BY_SUFFIX
+from ffwatchd.fs.hashing import sha256_file
 from ffwatchd.media.identifying import VIDEO_TAGS as IDENTIFYING_VIDEO_TAGS
 from ffwatchd.media.source import open_input
 from ffwatchd.spec.jobspec import JobSpec
@@ -43,8 +44,7 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
                          should_stop: Callable[[], bool] | None, segment_seconds: float) -> Any:
     target = src.path
     # Imported here: the models' and video code load in a worker process only.
-    from ffwatchd.faces.anonymize import strips_metadata
-    from ffwatchd.faces.pipeline import FACE_PROCESSORS, sha256_of
+    from ffwatchd.pipeline.pipeline import strips_metadata
     from ffwatchd.media.video import copy_without_tags, process_video
 
     processor = pipeline.prepare(spec)
@@ -54,13 +54,13 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
                                      "a manifest (MP4 and MOV can); convert the input or turn signing off")
     prov = pipeline.provenance_for(processor, 1)      # what the output says if a face was processed
     metadata = prov.video_tags() if prov is not None and pipeline.provenance else None
-    strip = strips_metadata(spec.processors, spec.face_anonymizer)
+    strip = strips_metadata(spec)
     if strip:                           # an empty value deletes the tag ffmpeg copied from the input
         metadata = {**dict.fromkeys(IDENTIFYING_VIDEO_TAGS, ""), **(metadata or {})}
     video = process_video(target, result, processor, source=src, workdir=workdir, spec_output=spec.output,
                           ffmpeg=ffmpeg, max_pixels=max_pixels, on_cuda=on_cuda, progress=progress,
                           should_stop=should_stop, segment_seconds=segment_seconds, metadata=metadata)
-    if video.faces_total == 0 and any(p in FACE_PROCESSORS for p in spec.processors):
+    if video.faces_total == 0 and spec.works_on_faces():
         if spec.on_no_face == "fail":
             raise JobError("no_face", f"no face found in any of the {video.frames} frames of {target.name} "
                                       f"(detector {spec.face_detector.model}, score >= {spec.face_detector.score}); "
@@ -77,7 +77,7 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
         unsigned = result.with_name(f"unsigned-{result.name}")
         os.replace(result, unsigned)
         try:
-            signer.sign(unsigned, result, original=target, original_sha256=sha256_of(Path(src.url)),
+            signer.sign(unsigned, result, original=target, original_sha256=sha256_file(Path(src.url)),
                         provenance=prov, original_input=src)
         finally:
             unsigned.unlink(missing_ok=True)

@@ -7,13 +7,14 @@ from __future__ import annotations
 import cv2
 import pytest
 
-from ffwatchd.config.settings import CustomModel
+from ffwatchd.faces.models import custom_model
 from ffwatchd.errors import JobError
 from ffwatchd.faces.embed import cosine_similarity
-from ffwatchd.faces.pipeline import Pipeline
+from ffwatchd.pipeline.pipeline import Pipeline
 from ffwatchd.faces.registry import sha256_file
 from ffwatchd.media.provenance import read_provenance
-from ffwatchd.spec.jobspec import ANONYMIZE_METHODS, JobSpec, validate
+from ffwatchd.faces.anonymize import METHODS
+from ffwatchd.spec.jobspec import JobSpec, validate
 
 IMAGES = ("t1.jpg", "grace_hopper.jpg", "astronaut.png")
 DETECTORS = ("yunet", "scrfd_500m", "scrfd_2.5g")     # the shipped ones, and SCRFD-2.5G as a stronger one
@@ -24,7 +25,7 @@ MAX_COSINE = 0.25           # below the different-people level of the recognizer
 
 @pytest.fixture(scope="module")
 def real(assets):
-    customs = tuple(CustomModel(name, assets / "models" / file, kind, sha256_file(assets / "models" / file))
+    customs = tuple(custom_model(name, assets / "models" / file, kind, sha256_file(assets / "models" / file))
                     for name, file, kind in (("mbf_int8", "w600k_mbf_int8.onnx", "recognizer"),
                                              ("scrfd_2.5g", "det_2.5g.onnx", "detector")))
     return Pipeline(assets / "models", customs)
@@ -51,7 +52,7 @@ def faces_found(real, frame) -> list[str]:
     return found
 
 
-CASES = [pytest.param({"method": m}, id=f"{m}-default") for m in ANONYMIZE_METHODS] + [
+CASES = [pytest.param({"method": m}, id=f"{m}-default") for m in METHODS] + [
     pytest.param({"method": "blur", "strength": 0.25, "margin": 0.25}, id="blur-floor"),
     pytest.param({"method": "pixelate", "blocks": 6, "margin": 0.25}, id="pixelate-floor"),
 ]
@@ -92,18 +93,19 @@ def test_weaker_than_the_floor_only_explicitly_and_recorded(real, assets, tmp_pa
 
     spec = JobSpec.from_mapping({"processors": ["face_anonymizer"], "face_anonymizer": {**weak, "allow_weak": True}})
     real.process_image(target, tmp_path / "a.png", spec)
-    assert read_provenance(tmp_path / "a.png")["anonymizer"] == "blur, strength 0.1, margin 0.3 (below the floor: allow_weak)"
+    assert read_provenance(tmp_path / "a.png")["settings"] == \
+        "face_anonymizer: blur, strength 0.1, margin 0.3 (below the floor: allow_weak)"
     jpeg = tmp_path / "b.jpg"                                     # XMP, not a PNG chunk
     real.process_image(assets / "images" / "grace_hopper.jpg", jpeg, JobSpec.from_mapping({"processors": ["face_anonymizer"]}))
-    assert read_provenance(jpeg)["anonymizer"] == "blur, strength 0.3, margin 0.3"
+    assert read_provenance(jpeg)["settings"] == "face_anonymizer: blur, strength 0.3, margin 0.3"
     from ffwatchd.cli import main
     assert main(["provenance", "show", str(tmp_path / "a.png")]) == 0
-    assert "  anonymizer: blur, strength 0.1, margin 0.3 (below the floor: allow_weak)\n" in capsys.readouterr().out
+    assert "  settings: face_anonymizer: blur, strength 0.1, margin 0.3 (below the floor: allow_weak)\n" in capsys.readouterr().out
 
 
 def test_the_settings_are_checked_by_key_when_the_sidecar_is_read():
     problems = validate({"face_anonymizer": {"method": "smudge", "blocks": 0, "strength": "strong",
-                                             "margin": 2, "allow_weak": "yes", "keep_metadata": 1}}, "sc")
+                                             "margin": 2, "allow_weak": "yes", "keep_metadata": 1}}, "sc", {})
     assert problems == [
         "sc.face_anonymizer.method: 'smudge' is not one of blur, pixelate, solid, mask",
         "sc.face_anonymizer.blocks: 0 is not between 1 and 64",

@@ -14,8 +14,8 @@ from PIL import Image
 import synthetic_models as sm
 from synthetic_models import synthetic_spec as synth_spec
 
-from ffwatchd.config.settings import CustomModel
-from ffwatchd.faces.pipeline import Pipeline
+from ffwatchd.faces.models import custom_model
+from ffwatchd.pipeline.pipeline import Pipeline
 from ffwatchd.faces.registry import sha256_file
 from ffwatchd.media.ffmpeg import find_ffmpeg
 from ffwatchd.media.provenance import read_video_tags
@@ -84,7 +84,7 @@ def test_a_video_without_faces_copied_by_an_anonymize_job_loses_them_too(synth_c
     ffmpeg = find_ffmpeg(None)
     clip = tagged_clip(tmp_path, ffmpeg)
     nodet = sm.make_scrfd_like(tmp_path / "nodet.onnx", faces=())
-    p = Pipeline(tmp_path, synth_customs + (CustomModel("nodet", nodet, "detector", sha256_file(nodet)),))
+    p = Pipeline(tmp_path, synth_customs + (custom_model("nodet", nodet, "detector", sha256_file(nodet)),))
     spec = synth_spec(processors=["face_anonymizer"], face_detector={"model": "nodet"}, on_no_face="copy")
     video = process_video_file(p, clip, tmp_path / "out.mp4", spec, workdir=tmp_path / "work", ffmpeg=ffmpeg,
                                max_pixels=10**8)

@@ -1,0 +1,86 @@
+"""What a processor is: one module's class, checked when the registry loads it.
+
+A processor states its name, its sidecar section (a frozen dataclass of defaults and a check per
+key), the model kinds it needs, whether it needs source faces, whether it generates pixels (the
+provenance's AI claim), and whether it works on the selected faces or the whole frame; `prepare`
+turns one job's settings into the step run on every frame.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from enum import StrEnum
+from typing import Any, ClassVar, Mapping, Protocol
+
+from ffwatchd.faces.models import ModelKind
+from ffwatchd.faces.types import Embedding, Face, Frame
+from ffwatchd.schema import Check, ModelKey
+
+Box = tuple[int, int, int, int]             # x0, y0, x1, y1 of a frame region that may have changed
+
+
+class Scope(StrEnum):
+    """What a processor works on."""
+    FACES = "faces"                         # each selected face (a detector runs first)
+    FRAME = "frame"                         # the whole frame
+
+
+class Change(StrEnum):
+    """What a step did to a frame (the video pipeline converts back only what changed)."""
+    NONE = "none"
+    BOXES = "boxes"                         # only the boxes it added to `touched`
+    WHOLE = "whole"                         # any pixel may have changed
+
+
+class Step(Protocol):
+    """One job's work of one processor on one frame, in place (H x W x 3 uint8 BGR)."""
+
+    def __call__(self, frame: Frame, faces: list[Face], touched: list[Box]) -> Change: ...
+
+
+class JobContext(Protocol):
+    """What the pipeline gives a processor preparing one job."""
+
+    processors: tuple["Processor", ...]     # the job's processors, in order
+
+    def load(self, name: str, kind: ModelKind) -> Any:
+        """The loaded engine of model `name` (once per worker process)."""
+
+    def source_identity(self) -> Embedding:
+        """The job's source faces as one identity (computed once, cached across jobs)."""
+
+
+class Processor(ABC):
+    """Subclass per processor module; the module exposes an instance as `PROCESSOR`."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]                  # one line for the docs' table and `--help`
+    settings: ClassVar[type]                # frozen dataclass: the sidecar section and its defaults
+    checks: ClassVar[Mapping[str, Check]]   # sidecar key -> its check (a key per settings field)
+    flags: ClassVar[Mapping[str, str]] = {}   # `ffwatchd process --FLAG` -> sidecar key
+    model_kinds: ClassVar[tuple[ModelKind, ...]] = ()
+    needs_sources: ClassVar[bool] = False
+    generates_pixels: ClassVar[bool] = False
+    scope: ClassVar[Scope] = Scope.FACES
+    edit_label: ClassVar[str | None] = None   # the label's default text when no processor generates pixels
+    default: ClassVar[bool] = False         # run when a sidecar names no processors
+    anonymizes: ClassVar[bool] = False      # hides who is shown: a batch report never shows the original
+
+    def models(self, settings: Any) -> tuple[str, ...]:
+        """The model names this processor's settings name (in `model_kinds` order)."""
+        return tuple(getattr(settings, key) for key, check in self.checks.items()
+                     if isinstance(check, ModelKey))
+
+    def strips_metadata(self, settings: Any) -> bool:
+        """Whether the job's outputs lose what identifies a person, a place or a camera (GPS,
+        maker notes, serial numbers, owner names: media/identifying.py)."""
+        return False
+
+    def provenance_note(self, settings: Any) -> str:
+        """How its settings were applied, as the output's provenance records it ("": nothing)."""
+        return ""
+
+    @abstractmethod
+    def prepare(self, settings: Any, job: JobContext) -> Step | None:
+        """The step for one job (models loaded through `job`); None when it has nothing to do."""
+
