@@ -68,11 +68,11 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
                                       f"(detector {spec.face_detector.model}, score >= {spec.face_detector.score}); "
                                       "on_no_face: copy would pass it through unchanged")
         log.info("%s: no face in any frame; the original is copied unchanged (on_no_face: copy)", target.name)
-        if strip:
+        if strip:                       # the streams copied, the identifying tags left out
             copy_without_tags(src, result, ffmpeg, IDENTIFYING_VIDEO_TAGS, should_stop)
-            return video
-        with src.reopen() as f, open(result, "wb") as out:
-            shutil.copyfileobj(f, out, 1 << 20)
+        else:
+            with src.reopen() as f, open(result, "wb") as out:
+                shutil.copyfileobj(f, out, 1 << 20)
         return VideoOutcome(video, job_report(0, video.frames, None, copied=True))
     prov = pipeline.provenance_for(processor, video.faces_total)
     if signer is not None and prov is not None:

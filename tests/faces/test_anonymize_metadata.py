@@ -72,9 +72,9 @@ def test_video_outputs_lose_location_and_camera_tags_unless_kept(pipeline, tmp_p
     clip = tagged_clip(tmp_path, ffmpeg)
     for name, extra in (("out.mp4", {}), ("kept.mp4", {"keep_metadata": True})):
         spec = synth_spec(processors=["face_anonymizer"], face_anonymizer=extra, output={"video_preset": "veryfast"})
-        video = process_video_file(pipeline, clip, tmp_path / name, spec, workdir=tmp_path / f"work-{name}",
-                                   ffmpeg=ffmpeg, max_pixels=10**8)
-        assert video.faces_total > 0
+        outcome = process_video_file(pipeline, clip, tmp_path / name, spec, workdir=tmp_path / f"work-{name}",
+                                     ffmpeg=ffmpeg, max_pixels=10**8)
+        assert outcome.video.faces_total > 0
     out, kept = read_video_tags(tmp_path / "out.mp4", ffmpeg), read_video_tags(tmp_path / "kept.mp4", ffmpeg)
     assert "location" not in out and "artist" not in out and out["title"] == "Party"
     assert kept["location"] == "+48.8583+002.2945/" and kept["artist"] == "Jane"
@@ -86,8 +86,8 @@ def test_a_video_without_faces_copied_by_an_anonymize_job_loses_them_too(synth_c
     nodet = sm.make_scrfd_like(tmp_path / "nodet.onnx", faces=())
     p = Pipeline(tmp_path, synth_customs + (custom_model("nodet", nodet, "detector", sha256_file(nodet)),))
     spec = synth_spec(processors=["face_anonymizer"], face_detector={"model": "nodet"}, on_no_face="copy")
-    video = process_video_file(p, clip, tmp_path / "out.mp4", spec, workdir=tmp_path / "work", ffmpeg=ffmpeg,
-                               max_pixels=10**8)
-    assert video.faces_total == 0
+    outcome = process_video_file(p, clip, tmp_path / "out.mp4", spec, workdir=tmp_path / "work", ffmpeg=ffmpeg,
+                                 max_pixels=10**8)
+    assert outcome.video.faces_total == 0
     tags = read_video_tags(tmp_path / "out.mp4", ffmpeg)
     assert "location" not in tags and "artist" not in tags and tags["title"] == "Party"
