@@ -140,6 +140,20 @@ def join_segments(workdir: Path, target: VideoInput, output: Path, info: VideoIn
     return bool(audio)
 
 
+def copy_without_tags(target: VideoInput, output: Path, ffmpeg: str, delete: tuple[str, ...],
+                      should_stop: Callable[[], bool] | None = None) -> None:
+    """`target`'s streams copied unchanged into `output`, its container tags without `delete`
+    (an anonymize job's no-face copy loses what media/identifying.py names)."""
+    muxer = choose_muxer(target.path)
+    cmd = [ffmpeg, "-hide_banner", "-nostdin", "-v", "error", "-y", "-i", target.url,
+           "-map", "0:v", "-map", "0:a?", "-map", "0:s?", "-c", "copy", "-map_metadata", "0"]
+    for key in delete:
+        cmd += ["-metadata", f"{key}="]           # an empty value deletes the tag
+    if muxer in ("mp4", "mov"):
+        cmd += ["-movflags", "+faststart+use_metadata_tags"]
+    run_ffmpeg(cmd + ["-f", muxer, str(output)], "copy", should_stop=should_stop, pass_fds=target.fds)
+
+
 def process_video(target: Path, output: Path, frame_processor: FrameProcessor, *,
                   source: VideoInput | None = None, **kw: Any) -> VideoResult:
     """Run every frame of `target` through `frame_processor` and write `output` (see _process_video).

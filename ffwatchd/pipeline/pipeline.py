@@ -40,6 +40,7 @@ from ffwatchd.media.image import (
     sniff_format,
     write_image,
 )
+from ffwatchd.media.identifying import strip_identifying_exif
 from ffwatchd.media.provenance import ModelFile, Provenance
 from ffwatchd.pipeline.contract import ImageResult, RenderedImage
 from ffwatchd.pipeline.frames import FrameProcessor
@@ -171,8 +172,10 @@ class Pipeline:
         if not applied:
             return None
         models = processor.models_used if any(p.scope is Scope.FACES or p.model_kinds for p in applied) else []
+        notes = ((p.name, p.provenance_note(processor.spec.settings_of(p.name))) for p in applied)
         return Provenance(tuple(p.name for p in applied), tuple(models), self.model_files(models),
-                          ai=any(p.generates_pixels for p in applied))
+                          ai=any(p.generates_pixels for p in applied),
+                          settings="; ".join(f"{name}: {note}" for name, note in notes if note))
 
     def execution_providers(self) -> dict[str, list[str]]:
         """Model name -> the providers its session really runs on."""
@@ -302,6 +305,8 @@ class Pipeline:
         processor = self.prepare(spec)
         frame, faces = processor.process_frame(image.bgr)
         fmt = output_format(image.format, spec.output.format)
+        strip = strips_metadata(spec)
+        exif = strip_identifying_exif(image.exif) if strip else image.exif
         face_job = spec.works_on_faces()
         # except_reference: faces found, all of them people to leave alone -- nothing to do, no failure
         everyone_left_alone = spec.face_selector.mode == "except_reference" and processor.detected > 0
@@ -316,11 +321,11 @@ class Pipeline:
 
             def write_copy(output: Path) -> ImageResult:
                 with _job_errors(target):
-                    if fmt == image.format:
+                    if fmt == image.format and not strip:
                         copy_file(target, Path(output))
-                    else:
+                    else:                       # re-encoded: also what an anonymize job strips goes
                         write_image(Path(output), image.bgr, fmt, alpha=image.alpha,
-                                    quality=spec.output.image_quality, exif=image.exif,
+                                    quality=spec.output.image_quality, exif=exif,
                                     icc_profile=image.icc_profile)
                 return ImageResult(0, [], [], fmt.lower(), copied=True, faces_found=processor.detected)
             return RenderedImage(write_copy, image.bgr, image.bgr)
@@ -331,7 +336,7 @@ class Pipeline:
             with _job_errors(target):
                 signer = self.signer() if prov is not None else None
                 data = encode_image(frame, fmt, alpha=image.alpha, quality=spec.output.image_quality,
-                                    exif=image.exif, icc_profile=image.icc_profile,
+                                    exif=exif, icc_profile=image.icc_profile,
                                     provenance=prov if self.provenance else None)
                 if signer is not None:
                     signer.sign(data, output, original=target, original_sha256=sha256_file(target), provenance=prov)
@@ -342,6 +347,12 @@ class Pipeline:
                                faces_found=processor.detected if processor.detector is not None else None,
                                scores=[sc.as_dict() for sc in processor.scores])
         return RenderedImage(write, frame, image.bgr)
+
+
+def strips_metadata(spec: JobSpec) -> bool:
+    """Whether a job's outputs lose what identifies a person, a place or a camera (a processor
+    of it says so: an anonymizer, unless its settings keep them; media/identifying.py)."""
+    return any(p.strips_metadata(spec.settings_of(p.name)) for p in spec.installed())
 
 
 @contextmanager

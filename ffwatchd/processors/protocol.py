@@ -89,11 +89,21 @@ class Processor(ABC):
     scope: ClassVar[Scope] = Scope.FACES
     edit_label: ClassVar[str | None] = None   # the label's default text when no processor generates pixels
     default: ClassVar[bool] = False         # run when a sidecar names no processors
+    anonymizes: ClassVar[bool] = False      # hides who is shown: a batch report never shows the original
 
     def models(self, settings: Any) -> tuple[str, ...]:
         """The model names this processor's settings name (in `model_kinds` order)."""
         return tuple(getattr(settings, key) for key, check in self.checks.items()
                      if isinstance(check, ModelKey))
+
+    def strips_metadata(self, settings: Any) -> bool:
+        """Whether the job's outputs lose what identifies a person, a place or a camera (GPS,
+        maker notes, serial numbers, owner names: media/identifying.py)."""
+        return False
+
+    def provenance_note(self, settings: Any) -> str:
+        """How its settings were applied, as the output's provenance records it ("": nothing)."""
+        return ""
 
     @abstractmethod
     def prepare(self, settings: Any, job: JobContext) -> Step | None:
