@@ -182,3 +182,44 @@ def synthetic_spec(**overrides):
     for key, value in overrides.items():
         raw[key] = {**raw.get(key, {}), **value} if isinstance(value, dict) else value
     return JobSpec.from_mapping(raw)
+
+
+def make_upscaler_like(path: Path, scale: int = 2, mark: bool = False, reach: int = 0) -> Path:
+    """A Real-ESRGAN-like upscaler: N x 3 x H x W (dynamic H, W) in 0..1 RGB -> N x 3 x sH x sW,
+    exact nearest-neighbour. `mark`: the blue channel (RGB's third) comes out inverted, so a wrong
+    colour order or range shows. `reach`: a (2 reach + 1)^2 box blur first (zero padded), a
+    model that looks `reach` pixels around each one, as a real network does."""
+    nodes, inits = [], [numpy_helper.from_array(np.zeros(0, np.float32), "roi"),
+                        _tensor("scales", np.array([1, 1, scale, scale], np.float32))]
+    x = "input"
+    if reach:
+        k = 2 * reach + 1
+        inits.append(_tensor("box", np.full((3, 1, k, k), 1.0 / (k * k), np.float32)))
+        nodes.append(helper.make_node("Conv", [x, "box"], ["blurred"], group=3, pads=[reach] * 4, name="blur"))
+        x = "blurred"
+    nodes.append(helper.make_node("Resize", [x, "roi", "scales"], ["up" if mark else "output"], mode="nearest",
+                                  coordinate_transformation_mode="asymmetric", nearest_mode="floor",
+                                  name="nearest"))
+    if mark:
+        inits += [_tensor("sign", np.array([1, 1, -1], np.float32).reshape(1, 3, 1, 1)),
+                  _tensor("shift", np.array([0, 0, 1], np.float32).reshape(1, 3, 1, 1))]
+        nodes += [helper.make_node("Mul", ["up", "sign"], ["flipped"], name="flip_blue"),
+                  helper.make_node("Add", ["flipped", "shift"], ["output"], name="invert_blue")]
+    graph = helper.make_graph(nodes, "upscaler_like",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, "H", "W"])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT,
+                                                             [1, 3, "OH", "OW"])],
+                              initializer=inits)
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), path)
+
+
+def build_upscalers(directory: Path) -> dict[str, SynthModel]:
+    """Upscalers of the real_esrgan family: synth_up_x2, synth_up_x4 (exact nearest-neighbour),
+    synth_up_x2_marked (blue inverted), synth_up_x2_reach (a 5 x 5 blur first)."""
+    specs = {"synth_up_x2": {"scale": 2}, "synth_up_x4": {"scale": 4},
+             "synth_up_x2_marked": {"scale": 2, "mark": True}, "synth_up_x2_reach": {"scale": 2, "reach": 2}}
+    out = {}
+    for name, kw in specs.items():
+        path = make_upscaler_like(Path(directory) / f"{name}.onnx", **kw)
+        out[name] = SynthModel(name, "real_esrgan", path, _sha256(path))
+    return out

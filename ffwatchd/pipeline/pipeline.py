@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import cv2
 import onnxruntime as ort
 
-from ffwatchd.config.settings import C2paSettings
+from ffwatchd.config.settings import C2paSettings, WorkerSettings
 from ffwatchd.errors import JobError
 from ffwatchd.faces import registry
 from ffwatchd.faces.detect import Detector, load_detector
@@ -27,6 +27,7 @@ from ffwatchd.faces.enhance import Enhancer
 from ffwatchd.faces.models import Model, ModelKind
 from ffwatchd.faces.sessions import SessionConfig, probe_providers, provider_kind
 from ffwatchd.faces.swap import Swapper
+from ffwatchd.faces.upscale import Upscaler
 from ffwatchd.faces.types import Embedding
 from ffwatchd.fs.hashing import sha256_file
 from ffwatchd.media.c2pa_sign import ManifestSigner, load_credentials
@@ -57,7 +58,7 @@ _IDENTITY_CACHE_SIZE = 32
 
 # The engine that runs each kind of model, built from its file and its family's conventions.
 _ENGINES = {ModelKind.DETECTOR: load_detector, ModelKind.RECOGNIZER: Recognizer,
-            ModelKind.SWAPPER: Swapper, ModelKind.ENHANCER: Enhancer}
+            ModelKind.SWAPPER: Swapper, ModelKind.ENHANCER: Enhancer, ModelKind.UPSCALER: Upscaler}
 
 
 def output_suffix(target: Path, spec: JobSpec) -> str:
@@ -74,11 +75,13 @@ class Pipeline:
                  providers: tuple[str, ...] = ("cpu",), device: str = "cpu",
                  vram_limit: int = 12 * 2**30, cpu_threads: int = 0,
                  max_pixels: int = 80_000_000, provenance: bool = True,
-                 c2pa: C2paSettings | None = None, licences_allowed: tuple[str, ...] | None = None) -> None:
+                 c2pa: C2paSettings | None = None, licences_allowed: tuple[str, ...] | None = None,
+                 ram_limit: int = WorkerSettings.ram_limit) -> None:
         self.models_dir = Path(models_dir)
         self.custom_models = tuple(custom_models)
         self.licences_allowed = licences_allowed
-        self.session_config = SessionConfig(tuple(providers), str(device), int(vram_limit), int(cpu_threads))
+        self.session_config = SessionConfig(tuple(providers), str(device), int(vram_limit), int(cpu_threads),
+                                            int(ram_limit))
         self.max_pixels = int(max_pixels)
         self.provenance = bool(provenance)
         self.c2pa = c2pa
