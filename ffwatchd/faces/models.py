@@ -105,8 +105,8 @@ FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
     ModelFamily("gfpgan", ModelKind.ENHANCER, size=512, template="ffhq_512",
                 mean=(0.5,) * 3, std=(0.5,) * 3, output_range=(-1.0, 1.0),
                 reference="https://github.com/TencentARC/GFPGAN"),
-    # The scale (x2, x4) is read from the model's output at load.
-    ModelFamily("real_esrgan", ModelKind.UPSCALER, colour=Colour.RGB, rounding=Rounding.TRUNCATE,
+    # The scale (x2, x4) is read from the model's output at load; rounded as realesrgan/utils.py does.
+    ModelFamily("real_esrgan", ModelKind.UPSCALER, colour=Colour.RGB,
                 tile_margin=16, bytes_per_output_pixel=3072,
                 reference="https://github.com/xinntao/Real-ESRGAN"),
 )}
