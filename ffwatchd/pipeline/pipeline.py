@@ -7,6 +7,7 @@ The daemon's workers and `ffwatchd process` both call exactly this.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -327,12 +328,18 @@ class Pipeline:
                 return ImageResult(0, [], [], fmt.lower(), copied=True)
             return RenderedImage(write_copy, image.bgr, image.bgr)
         prov = self.provenance_for(processor, faces)
+        alpha = image.alpha
+        if frame.shape != image.bgr.shape:            # resized (frame_enhancer): the alpha follows
+            if alpha is not None:
+                alpha = cv2.resize(alpha, (frame.shape[1], frame.shape[0]), interpolation=cv2.INTER_LINEAR)
+            if prov is not None:
+                prov = dataclasses.replace(prov, output_size=(frame.shape[1], frame.shape[0]))
 
         def write(output: Path) -> ImageResult:
             output = Path(output)
             with _job_errors(target):
                 signer = self.signer() if prov is not None else None
-                data = encode_image(frame, fmt, alpha=image.alpha, quality=spec.output.image_quality,
+                data = encode_image(frame, fmt, alpha=alpha, quality=spec.output.image_quality,
                                     exif=image.exif, icc_profile=image.icc_profile,
                                     provenance=prov if self.provenance else None)
                 if signer is not None:

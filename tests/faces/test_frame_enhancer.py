@@ -1,0 +1,133 @@
+"""frame_enhancer through `Pipeline.process_image` on synthetic upscalers: the output is the
+upscaled size, after the face processors, with its size in provenance; its place in the order
+checked; video refused plainly."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import synthetic_models as sm
+from synthetic_models import synthetic_spec as synth_spec
+
+from ffwatchd.errors import JobError
+from ffwatchd.faces.models import custom_model
+from ffwatchd.media.ffmpeg import find_ffmpeg
+from ffwatchd.media.provenance import read_provenance
+from ffwatchd.pipeline.pipeline import Pipeline
+from ffwatchd.processors import Processor, ProcessorError, Scope, check_processor
+from ffwatchd.spec import jobspec
+from ffwatchd.work.videojob import process_video_file
+
+
+@pytest.fixture(scope="module")
+def ups(tmp_path_factory):
+    return sm.build_upscalers(tmp_path_factory.mktemp("upscalers"))
+
+
+@pytest.fixture(scope="module")
+def pipe(synth_customs, ups, tmp_path_factory) -> Pipeline:
+    customs = tuple(custom_model(m.name, m.path, m.kind, m.sha256) for m in ups.values())
+    return Pipeline(tmp_path_factory.mktemp("models_dir"), synth_customs + customs)
+
+
+def spec(processors, model="synth_up_x2", blend=1.0, **more):
+    return synth_spec(processors=processors, frame_enhancer={"model": model, "blend": blend}, **more)
+
+
+def write_png(path: Path, frame: np.ndarray) -> Path:
+    cv2.imwrite(str(path), frame)
+    return path
+
+
+def test_an_upscaled_image_is_the_upscaled_size_and_says_so(pipe, tmp_path):
+    f = np.random.default_rng(2).integers(0, 256, (203, 311, 3), dtype=np.uint8)
+    target = write_png(tmp_path / "plate.png", f)
+    out = tmp_path / "out.png"
+    result = pipe.process_image(target, out, spec(["frame_enhancer"], "synth_up_x4"))
+    assert result.faces == 0 and not result.copied and result.models == ["synth_up_x4"]
+    assert np.array_equal(cv2.imread(str(out)), f.repeat(4, 0).repeat(4, 1))
+    prov = read_provenance(out)
+    assert prov["processors"] == ["frame_enhancer"] and prov["ai_generated"] is True
+    assert prov["output_size"] == [311 * 4, 203 * 4] and result.provenance["output_size"] == [1244, 812]
+
+
+def test_after_the_face_processors_the_faces_are_processed_then_upscaled(pipe, tmp_path, face_frame,
+                                                                         source_image):
+    target = write_png(tmp_path / "party.png", face_frame)
+    swapped = tmp_path / "swapped.png"
+    pipe.process_image(target, swapped, spec(["face_swapper"], sources=[str(source_image)]))
+    both = tmp_path / "both.png"
+    result = pipe.process_image(target, both, spec(["face_swapper", "frame_enhancer", "label"],
+                                                   sources=[str(source_image)]))
+    assert result.faces == 1
+    got, plain = cv2.imread(str(both)), cv2.imread(str(swapped))
+    assert got.shape == (face_frame.shape[0] * 2, face_frame.shape[1] * 2, 3)
+    up = plain.repeat(2, 0).repeat(2, 1)
+    differs = np.any(got != up, axis=2)
+    assert differs.any()                                      # the label, drawn on the upscaled frame
+    ys, xs = np.nonzero(differs)
+    assert ys.min() > got.shape[0] * 0.7 and xs.min() > got.shape[1] * 0.5   # only in its corner
+    assert read_provenance(both)["output_size"] == [got.shape[1], got.shape[0]]
+
+
+def test_blend_mixes_the_model_with_the_frame_resized(pipe, tmp_path):
+    f = np.random.default_rng(4).integers(0, 256, (90, 130, 3), dtype=np.uint8)
+    target = write_png(tmp_path / "p.png", f)
+    pipe.process_image(target, tmp_path / "half.png", spec(["frame_enhancer"], "synth_up_x2_marked", 0.5))
+    model = f.repeat(2, 0).repeat(2, 1)
+    model[:, :, 0] = 255 - model[:, :, 0]
+    plain = cv2.resize(f, (260, 180), interpolation=cv2.INTER_LINEAR)
+    assert np.array_equal(cv2.imread(str(tmp_path / "half.png")), cv2.addWeighted(model, 0.5, plain, 0.5, 0.0))
+
+
+def test_alpha_is_upscaled_with_the_picture(pipe, tmp_path):
+    bgra = np.random.default_rng(6).integers(0, 256, (40, 60, 4), dtype=np.uint8)
+    target = write_png(tmp_path / "logo.png", bgra)
+    pipe.process_image(target, tmp_path / "out.png", spec(["frame_enhancer"]))
+    out = cv2.imread(str(tmp_path / "out.png"), cv2.IMREAD_UNCHANGED)
+    assert out.shape == (80, 120, 4)
+    assert np.array_equal(out[:, :, 3], cv2.resize(bgra[:, :, 3], (120, 80), interpolation=cv2.INTER_LINEAR))
+
+
+def test_before_a_face_processor_is_refused_naming_both(pipe, tmp_path, face_frame):
+    raw = {"processors": ["frame_enhancer", "face_swapper", "label"]}
+    problems = jobspec.validate(raw, "shoot/ffwatch.yaml", {})
+    assert any(p.startswith("shoot/ffwatch.yaml.processors: frame_enhancer changes the frame's size")
+               and "(face_swapper)" in p for p in problems), problems
+    assert not jobspec.validate({"processors": ["face_swapper", "frame_enhancer", "label"]}, "x", {})
+    target = write_png(tmp_path / "party.png", face_frame)
+    with pytest.raises(JobError) as e:
+        pipe.process_image(target, tmp_path / "o.png", spec(["frame_enhancer", "face_anonymizer"]))
+    assert e.value.kind == "bad_sidecar" and "after the processors that work on faces" in e.value.message
+
+
+def test_a_processor_that_resizes_must_work_on_the_whole_frame():
+    @dataclass(frozen=True)
+    class NoSettings:
+        pass
+
+    class ResizesFaces(Processor):
+        name, summary, settings, checks = "resizes_faces", "a resizing face processor", NoSettings, {}
+        resizes, scope = True, Scope.FACES
+
+        def prepare(self, settings, job):
+            return None
+    with pytest.raises(ProcessorError, match="resizes the frame, so its scope must be frame"):
+        check_processor(ResizesFaces, "tests")
+
+
+def test_a_video_job_is_refused_plainly(pipe, tmp_path):
+    ffmpeg = find_ffmpeg(None)
+    clip = tmp_path / "clip.mp4"
+    subprocess.run([ffmpeg, "-hide_banner", "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i",
+                    "testsrc=size=64x48:rate=5:duration=1", "-c:v", "libx264", "-preset", "veryfast",
+                    "-pix_fmt", "yuv420p", str(clip)], check=True, timeout=120)
+    with pytest.raises(JobError) as e:
+        process_video_file(pipe, clip, tmp_path / "out.mp4", spec(["frame_enhancer"]), workdir=tmp_path / "w",
+                           ffmpeg=ffmpeg, max_pixels=10**8)
+    assert e.value.kind == "bad_sidecar" and "video jobs do not support" in e.value.message
