@@ -329,7 +329,7 @@ class Pipeline:
             return RenderedImage(write_copy, image.bgr, image.bgr)
         prov = self.provenance_for(processor, faces)
         alpha = image.alpha
-        if frame.shape != image.bgr.shape:            # resized (frame_enhancer): the alpha follows
+        if frame.shape != image.bgr.shape:            # resized (an upscaler): the alpha follows
             if alpha is not None:
                 alpha = cv2.resize(alpha, (frame.shape[1], frame.shape[0]), interpolation=cv2.INTER_LINEAR)
             if prov is not None:
