@@ -4,7 +4,9 @@ checked; video refused plainly."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,3 +133,37 @@ def test_a_video_job_is_refused_plainly(pipe, tmp_path):
         process_video_file(pipe, clip, tmp_path / "out.mp4", spec(["frame_enhancer"]), workdir=tmp_path / "w",
                            ffmpeg=ffmpeg, max_pixels=10**8)
     assert e.value.kind == "bad_sidecar" and "video jobs do not support" in e.value.message
+
+
+_LARGE_PHOTO_CHILD = r"""
+import sys
+from pathlib import Path
+import synthetic_models as sm
+from ffwatchd.faces.models import custom_model
+from ffwatchd.pipeline.pipeline import Pipeline
+from ffwatchd.work.worker import limit_memory
+ram, model, photo, out = int(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])
+limit_memory(ram, "cpu")                      # the CPU worker's own guard: allocations past ram fail
+p = Pipeline(out.parent, (custom_model("x2", model, "real_esrgan"),), ram_limit=ram)
+spec = sm.synthetic_spec(processors=["frame_enhancer"], frame_enhancer={"model": "x2"})
+result = p.process_image(photo, out, spec)
+peak = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:")).split()[1]
+print(result.provenance["output_size"][0], result.provenance["output_size"][1], int(peak) * 1024)
+"""
+
+
+def test_a_6000x4000_photo_upscaled_on_the_cpu_stays_under_ram_limit(ups, tmp_path):
+    """The worker's guard and pipeline in a process of their own, its peak RSS read from the kernel."""
+    ram = 2**30
+    y, x = np.mgrid[0:4000, 0:6000].astype(np.uint16)
+    photo = tmp_path / "large.jpg"
+    cv2.imwrite(str(photo), np.dstack([x * 255 // 6000, y * 255 // 4000, (x + y) % 256]).astype(np.uint8))
+    del x, y
+    tests = Path(__file__).resolve().parents[1]
+    run = subprocess.run([sys.executable, "-c", _LARGE_PHOTO_CHILD, str(ram), str(ups["synth_up_x2"].path),
+                          str(photo), str(tmp_path / "out.jpg")], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), str(tests.parent)])})
+    assert run.returncode == 0, run.stderr[-3000:]
+    width, height, peak = map(int, run.stdout.split())
+    assert (width, height) == (12000, 8000)
+    assert peak < ram, f"peak RSS {peak >> 20} MiB over ram_limit {ram >> 20} MiB"
