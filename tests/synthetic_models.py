@@ -223,3 +223,67 @@ def build_upscalers(directory: Path) -> dict[str, SynthModel]:
         path = make_upscaler_like(Path(directory) / f"{name}.onnx", **kw)
         out[name] = SynthModel(name, "real_esrgan", path, _sha256(path))
     return out
+
+
+def make_rrdb_like(path: Path, scale: int = 4, blocks: int = 23, seed: int = 13) -> Path:
+    """An upscaler with Real-ESRGAN's RRDBNet architecture (RealESRGAN_x4plus / _x2plus: 64
+    features, growth 32, `blocks` RRDBs; x2 unshuffles its input first) and random weights: the
+    real model's cost and working memory, not its pictures."""
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+    count = [0]
+
+    def conv(x: str, cin: int, cout: int, act: bool = True) -> str:
+        i = count[0] = count[0] + 1
+        w = (rng.standard_normal((cout, cin, 3, 3)) * (0.1 / np.sqrt(cin * 9))).astype(np.float32)
+        inits.extend([_tensor(f"w{i}", w), _tensor(f"b{i}", np.zeros(cout, np.float32))])
+        nodes.append(helper.make_node("Conv", [x, f"w{i}", f"b{i}"], [f"c{i}"], pads=[1, 1, 1, 1], name=f"conv{i}"))
+        if not act:
+            return f"c{i}"
+        nodes.append(helper.make_node("LeakyRelu", [f"c{i}"], [f"a{i}"], alpha=0.2, name=f"lrelu{i}"))
+        return f"a{i}"
+
+    def scaled_add(x: str, residual: str, tag: str) -> str:
+        nodes.append(helper.make_node("Mul", [x, "beta"], [f"{tag}_s"], name=f"{tag}_scale"))
+        nodes.append(helper.make_node("Add", [f"{tag}_s", residual], [tag], name=f"{tag}_add"))
+        return tag
+
+    def rdb(x: str, tag: str) -> str:
+        feats = [x]
+        for k in range(5):
+            inp = x
+            if k:
+                inp = f"{tag}_cat{k}"
+                nodes.append(helper.make_node("Concat", list(feats), [inp], axis=1, name=inp))
+            if k == 4:
+                return scaled_add(conv(inp, 192, 64, act=False), x, tag)
+            feats.append(conv(inp, 64 + 32 * k, 32))
+        raise AssertionError("unreachable")
+
+    inits.append(_tensor("beta", np.array(0.2, np.float32)))
+    x, cin = "input", 3
+    if scale == 2:
+        nodes.append(helper.make_node("SpaceToDepth", ["input"], ["unshuffled"], blocksize=2, name="unshuffle"))
+        x, cin = "unshuffled", 12
+    feat = conv(x, cin, 64, act=False)
+    body = feat
+    for b in range(blocks):
+        start = body
+        for r in range(3):
+            body = rdb(body, f"rrdb{b}_{r}")
+        body = scaled_add(body, start, f"rrdb{b}")
+    body = conv(body, 64, 64, act=False)
+    nodes.append(helper.make_node("Add", [feat, body], ["trunk"], name="trunk"))
+    inits += [numpy_helper.from_array(np.zeros(0, np.float32), "roi"),
+              _tensor("x2", np.array([1, 1, 2, 2], np.float32))]
+    x = "trunk"
+    for u in range(2):
+        nodes.append(helper.make_node("Resize", [x, "roi", "x2"], [f"up{u}"], mode="nearest", name=f"up{u}"))
+        x = conv(f"up{u}", 64, 64)
+    out = conv(conv(x, 64, 64), 64, 3, act=False)
+    nodes.append(helper.make_node("Identity", [out], ["output"], name="output"))
+    graph = helper.make_graph(nodes, "rrdb_like",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, "H", "W"])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, "OH", "OW"])],
+                              initializer=inits)
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), path)
