@@ -8,6 +8,7 @@ import reprlib
 PERMANENT_KINDS = frozenset({
     "bad_input", "no_face", "too_large", "no_sidecar", "bad_sidecar", "model_missing",
     "cancelled", "outside_inbox", "memory", "duplicate", "unreadable", "provenance", "source_changed",
+    "licence",            # a model's licence is not in models.licences_allowed
     "truncated",          # its content still ended early after unfinished_wait (the copy never finished)
     "vanished",           # the original left its inbox (the inbox being there) before it was processed
     "superseded",         # the original changed after it was queued or while it was processed: its new

@@ -133,7 +133,7 @@ def test_a_filing_asked_to_claim_claims_the_next_job_with_its_finish(env) -> Non
     filer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="filing")
     assert filer.submit(processed.finish).result().outcome == "done"
     store._db.set_trace_callback(None)
-    assert len(commits) == 2                        # the synced filing plan; done + claim together
+    assert len(commits) == 3     # the synced filing plan; the lease confirmed before the result's link; done + claim
     job_b = processed.claimed
     assert job_b is not None and job_b.id == b and job_b.lease_owner == "me" and job_b.worker == {"device": "cpu"}
     assert store.get(a).state == "done" and store.get(b).state == "running"

@@ -124,7 +124,7 @@ def test_results_are_synced_before_they_are_placed(env, monkeypatch) -> None:
     monkeypatch.setattr(os, "link", link)
     job_id = enqueue(store, watch, "a.jpg", b"abc")
     assert run_next(settings, store).outcome == "done"
-    result = str(settings.temp_dir / f"job-{job_id}.result.jpg")
+    result = str(settings.temp_dir / f"job-{job_id}-1.result.jpg")
     assert ("fsync", result) in events, events
     placed = [i for i, e in enumerate(events) if e == ("link", result)]
     assert placed and events.index(("fsync", result)) < placed[0]

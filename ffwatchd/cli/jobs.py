@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Callable
 
 from ffwatchd.cli.common import (
@@ -126,7 +127,33 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"  {shown(str(s.get('path')))}  sha256 {s.get('sha256')}" + (f"  ({s['role']})" if s.get("role") else ""))
     print("spec (effective sidecar snapshot):")
     print("  " + json.dumps(job.spec, indent=2).replace("\n", "\n  "))
+    print_output_provenance(job)
     return EXIT_OK
+
+
+def print_output_provenance(job: Job) -> None:
+    """What the job's output says about how it was made, each model with its sha256 and licence."""
+    if job.state != "done" or not job.output_path:
+        return
+    if job.kind != "image":
+        print(f"provenance: `ffwatchd provenance show {shown(job.output_path)}` reads the video's tags")
+        return
+    # Imported here: Pillow loads only where a picture is read.
+    from ffwatchd.media.provenance import read_provenance
+
+    try:
+        prov = read_provenance(Path(job.output_path))
+    except (OSError, ValueError) as e:
+        print(f"provenance: {shown(job.output_path)} cannot be read: {e}")
+        return
+    if prov is None:
+        print("provenance: the output carries none (unchanged, or written without provenance)")
+        return
+    print(f"provenance: {'AI-modified' if prov.get('ai_generated') else 'edited'}; processors "
+          f"{', '.join(prov.get('processors', [])) or '-'}")
+    for f in prov.get("model_files", []):
+        url = f" ({f['licence_url']})" if f.get("licence_url") else ""
+        print(f"  model {f.get('name')} sha256 {f.get('sha256') or '-'} licence {f.get('licence') or 'unknown'}{url}")
 
 
 # A report or notification keeps naming a job after its row is purged (jobs purge, retention's

@@ -112,3 +112,14 @@ def order_problem(names: Sequence[str]) -> str | None:
 def default_processors() -> tuple[str, ...]:
     """What a sidecar without `processors:` runs (each processor says whether it is a default)."""
     return tuple(name for name, p in _load().items() if p.default)
+
+
+def table() -> list[str]:
+    """The docs' processor table (docs/pipeline.md), one row per processor, from the registry."""
+    rows = ["| processor | works on | needs sources | generates pixels | sidecar keys (default) | does |",
+            "|---|---|---|---|---|---|"]
+    for name, p in _load().items():
+        keys = ", ".join(f"`{f.name}` ({f.default!r})" for f in dataclasses.fields(p.settings))
+        rows.append(f"| `{name}` | {p.scope} | {'yes' if p.needs_sources else 'no'} | "
+                    f"{'yes' if p.generates_pixels else 'no'} | {keys} | {p.summary} |")
+    return rows

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.errors import JobError
 from ffwatchd.filing.leftovers import remove_leftovers
-from ffwatchd.filing.plan import Plan, plan_done, result_trusted
+from ffwatchd.filing.plan import Plan, others_outputs, plan_done, result_temp, result_trusted
 from ffwatchd.filing.sharepaths import localize_spec
 from ffwatchd.filing.shares import ShareCheck
 from ffwatchd.filing.sharewait import ShareWaiter, ShareWaitTooLong
@@ -57,6 +57,12 @@ def report_thumbs(rendered: RenderedImage, plan: Plan) -> dict | None:
     thumbs = {str(Path(plan.original_dst)): thumbnail_of(rendered.source),
               str(Path(plan.result_dst)): thumbnail_of(rendered.frame)}
     return {k: v for k, v in thumbs.items() if v is not None} or None
+
+
+def _landed(result: Path | None, plan: Plan) -> str | None:
+    """The output path a done job records: where its result landed (the plan's name may have been
+    taken by another job's result meanwhile: then it is the job's `-<id>` name)."""
+    return str(result) if result is not None else plan.result_dst
 
 
 class JobRunner:
@@ -222,7 +228,7 @@ class JobRunner:
             plan = plan_done(watch, job, result, suffix, self._checked.get(job.id))
             self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.claims)
             try:
-                self.waiter.file_plan(watch, plan, job, lease, fresh=True)
+                filed = self.waiter.file_plan(watch, plan, job, lease, fresh=True)
             except OriginalChanged as e:      # replaced or rewritten meanwhile: not this job's to file
                 self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
                 self.failures.fail_without_filing(job, out, e.kind, e.message)
@@ -230,10 +236,12 @@ class JobRunner:
                 return
             if rendered is not None:
                 out.thumbs = report_thumbs(rendered, plan)
-            self._finish(job, plan.result_dst, pending)
+            self._finish(job, _landed(filed.result, plan), pending)
             out.outcome = "done"
             self._clean_temp(job.id, None if job.kind != "image" else result)
         except TransitionError:
+            if job.kind == "image":             # the lease went: this attempt's own result, no one else's
+                result.unlink(missing_ok=True)
             raise
         except ShareWaitTooLong as e:
             self.waiter.release(job, out, str(e), lease)
@@ -260,7 +268,7 @@ class JobRunner:
         if job.kind == "image":   # one temp file, no folder (creating one per job costs a journal wait)
             ready = pre.ready if pre is not None else None
             suffix = ready.suffix if ready is not None else self.pipeline.output_suffix(original, spec)
-            result = self.settings.temp_dir / f"job-{job.id}.result{suffix}"
+            result = result_temp(self.settings.temp_dir, job, suffix)
             image = pre.image if pre is not None and pre.image is not None else self.pipeline.decode_image(original)
             return result, suffix, 1, self.pipeline.render_image(original, image, spec)
 
@@ -268,7 +276,7 @@ class JobRunner:
             self._ffmpeg = find_ffmpeg(self.settings.ffmpeg)
         suffix = original.suffix.lower()
         workdir.mkdir(parents=True, exist_ok=True)
-        result = workdir / f"result{suffix}"
+        result = workdir / f"result-{job.claims}{suffix}"   # the folder is the job's; the result its attempt's
         video = process_video_file(self.pipeline, original, result, spec, workdir=workdir / "video",
                                    ffmpeg=self._ffmpeg, max_pixels=self.settings.workers.max_pixels,
                                    on_cuda=self.on_cuda,
@@ -284,8 +292,9 @@ class JobRunner:
             image_result.unlink(missing_ok=True)
             return
         shutil.rmtree(self.settings.temp_dir / f"job-{job_id}", ignore_errors=True)
-        for leftover in self.settings.temp_dir.glob(f"job-{job_id}.result*"):
-            leftover.unlink(missing_ok=True)
+        for pattern in (f"job-{job_id}.result*", f"job-{job_id}-*.result*"):   # a version before, and every attempt's
+            for leftover in self.settings.temp_dir.glob(pattern):
+                leftover.unlink(missing_ok=True)
 
     def _prepare(self, job: Job, original: Path) -> "Ready | None":
         """In the prefetch thread, after the decode: the sources checked, the settings and the
@@ -328,13 +337,13 @@ class JobRunner:
         """True when the plan was completed (or the job released); False when the work must be done again."""
         folders = sorted({Path(p).parent for p in (plan.result_dst, plan.original_dst) if p})
         remove_leftovers(folders, self.store, now=time.time(), lease=self.settings.workers.lease, job_id=job.id)
-        if plan.outcome == "done" and not result_trusted(plan, job.id):
+        if plan.outcome == "done" and not result_trusted(plan, job.id, others_outputs(self.store, watch, job.id)):
             self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
             unstage(Path(plan.original_src), job.id, job.claims)
             return False
         log.info("job %d: finishing the filing an earlier attempt started (a crash or an error stopped it)", job.id)
         try:
-            self.waiter.file_plan(watch, plan, job, lease)
+            filed = self.waiter.file_plan(watch, plan, job, lease)
         except ShareWaitTooLong as e:
             self.waiter.release(job, out, str(e), lease)
             return True
@@ -347,7 +356,7 @@ class JobRunner:
             self.failures.handle(e, watch, job, lease, out, Path(plan.result_src or plan.original_src))
             return True
         if plan.outcome == "done":
-            self.store.finish(job.id, self.owner, output_path=plan.result_dst, attempt=job.claims)
+            self.store.finish(job.id, self.owner, output_path=_landed(filed.result, plan), attempt=job.claims)
             out.outcome = "done"
         else:
             self.store.fail(job.id, self.owner, error_kind=plan.error_kind or "internal",

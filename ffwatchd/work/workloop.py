@@ -21,6 +21,7 @@ log = logging.getLogger("ffwatchd.work.worker")
 IDLE_POLL = 5.0           # seconds between claims when nobody wakes us (backoff expiries)
 FILING_DEPTH = 2          # filings of finished jobs in flight at once (each in its own thread)
 PAUSED_EVERY = 2.0        # seconds a worker trusts its last read of the watches paused by an operator
+HAND_BACK_AFTER = 5.0     # seconds an image runs before the jobs held behind it go back to the queue
 
 
 class PausedWatches:
@@ -82,6 +83,12 @@ class WorkerLoop:
         self.claimed_lock = threading.Lock()
         self.reserved = 0                                    # filings about to claim one with their finish
         self.done = 0
+        #: the job claimed ahead of the one running (under claimed_lock); None once handed back
+        self.ahead: Job | None = None
+        #: set while the running job is long work (a video, or an image past HAND_BACK_AFTER): nothing
+        #: is held behind it, so another worker takes what is queued (issue 35, item 6)
+        self.long_work = threading.Event()
+        self._run_number = 0                                 # which run a hand-back timer belongs to
 
     # -- reporting to the supervisor ------------------------------------------------------------
     def report_expired(self) -> None:
@@ -138,7 +145,7 @@ class WorkerLoop:
         mine = {"reserved": False}
 
         def args() -> dict | None:
-            if not self.may_claim_more(self.done):
+            if not self.may_claim_more(self.done) or self.long_work.is_set():
                 return None
             with self.claimed_lock:
                 if self.claimed or self.reserved:
@@ -150,7 +157,9 @@ class WorkerLoop:
         return args, mine
 
     def file(self, processed: Any, mine: dict) -> Any:
-        """One filing, in a filing thread; a job its finish claimed goes to `claimed`."""
+        """One filing, in a filing thread; a job its finish claimed goes to `claimed` (or straight
+        back to the queue while long work runs: it would wait behind it)."""
+        back = None
         try:
             return processed.finish()
         finally:
@@ -158,8 +167,26 @@ class WorkerLoop:
                 if mine["reserved"]:
                     self.reserved -= 1
                 if processed.claimed is not None:
-                    self.claimed.append(processed.claimed)
+                    if self.long_work.is_set():
+                        back = processed.claimed
+                    else:
+                        self.claimed.append(processed.claimed)
                     processed.claimed = None
+            if back is not None:
+                self.runner.give_back(back)
+
+    def hand_back_held(self, run_number: int) -> None:
+        """The running job is long work: the jobs held behind it (claimed ahead, or with a filing's
+        finish) go back to the queue unspent, and none is claimed behind it until it ends."""
+        with self.claimed_lock:
+            if run_number != self._run_number:
+                return                             # that run is over: its timer fired late
+            self.long_work.set()
+            held = ([self.ahead] if self.ahead is not None else []) + self.claimed
+            self.ahead, self.claimed = None, []
+        for job in held:
+            log.info("job %d: handed back to the queue (this worker's current job is long)", job.id)
+            self.runner.give_back(job)
 
     # -- the loop ---------------------------------------------------------------------------------
     def next_job(self) -> Job | None:
@@ -187,11 +214,29 @@ class WorkerLoop:
         with its finish): its check and decode overlap this one's inference, and this one's encode
         and filing overlap the successor's."""
         ahead = self.claim_ahead(self.done) if job.kind == "image" else None
+        with self.claimed_lock:
+            self.ahead = ahead
+            run_number = self._run_number
+        timer = None
+        if job.kind == "image":                 # turns out long: what is held behind it goes back
+            timer = threading.Timer(HAND_BACK_AFTER, self.hand_back_held, (run_number,))
+            timer.daemon = True
+            timer.start()
+        else:                                   # a video is long work from the start
+            self.hand_back_held(run_number)
         if self.touched is not None:
             self.touched.running(job.id)        # before the work: read by the supervisor if we die
         self.events.put(("start", self.index, job.id, time.time()))
-        processed = self.runner.start(job, beat=lambda job_id: self.events.put(("beat", self.index, job_id,
-                                                                                 time.time())))
+        try:
+            processed = self.runner.start(job, beat=lambda job_id: self.events.put(("beat", self.index, job_id,
+                                                                                     time.time())))
+        finally:
+            if timer is not None:
+                timer.cancel()
+            with self.claimed_lock:
+                ahead, self.ahead = self.ahead, None   # None when handed back meanwhile
+                self._run_number += 1
+                self.long_work.clear()
         self.done += 1
         nxt = ahead
         if nxt is None and not processed.out.fatal:

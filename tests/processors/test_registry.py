@@ -78,3 +78,12 @@ def test_a_processor_section_is_validated_by_its_own_checks():
     assert any(p.startswith("s.face_swapper.model: 'gfpgan_1.4' is not a known swapper model") for p in problems)
     assert any(p.startswith("s.processors[1]: 'toaster' is not one of") for p in problems)
     assert Change.WHOLE != Change.BOXES
+
+
+def test_the_docs_processor_table_is_the_registry_s():
+    from ffwatchd.processors.registry import table
+    docs = (PACKAGE.parent / "docs" / "pipeline.md").read_text()
+    start = docs.index("<!-- processors table")
+    block = docs[docs.index("\n", start) + 1:docs.index("<!-- end of processors table -->")].strip()
+    assert block.splitlines() == table(), "docs/pipeline.md's processor table is not the registry's: " \
+                                          "regenerate it from ffwatchd.processors.registry.table()"
