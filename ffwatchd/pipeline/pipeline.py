@@ -36,6 +36,7 @@ from ffwatchd.media.image import (
     SUFFIXES,
     DecodedImage,
     encode_image,
+    exif_resized,
     output_format,
     read_image,
     sniff_format,
@@ -328,19 +329,21 @@ class Pipeline:
                 return ImageResult(0, [], [], fmt.lower(), copied=True)
             return RenderedImage(write_copy, image.bgr, image.bgr)
         prov = self.provenance_for(processor, faces)
-        alpha = image.alpha
-        if frame.shape != image.bgr.shape:            # resized (an upscaler): the alpha follows
+        alpha, exif = image.alpha, image.exif
+        if frame.shape != image.bgr.shape:            # resized (an upscaler): alpha and EXIF follow
+            size = (frame.shape[1], frame.shape[0])
             if alpha is not None:
-                alpha = cv2.resize(alpha, (frame.shape[1], frame.shape[0]), interpolation=cv2.INTER_LINEAR)
+                alpha = cv2.resize(alpha, size, interpolation=cv2.INTER_LINEAR)
+            exif = exif_resized(exif, *size)
             if prov is not None:
-                prov = dataclasses.replace(prov, output_size=(frame.shape[1], frame.shape[0]))
+                prov = dataclasses.replace(prov, output_size=size)
 
         def write(output: Path) -> ImageResult:
             output = Path(output)
             with _job_errors(target):
                 signer = self.signer() if prov is not None else None
                 data = encode_image(frame, fmt, alpha=alpha, quality=spec.output.image_quality,
-                                    exif=image.exif, icc_profile=image.icc_profile,
+                                    exif=exif, icc_profile=image.icc_profile,
                                     provenance=prov if self.provenance else None)
                 if signer is not None:
                     signer.sign(data, output, original=target, original_sha256=sha256_file(target), provenance=prov)

@@ -96,6 +96,21 @@ def test_alpha_is_upscaled_with_the_picture(pipe, tmp_path):
     assert np.array_equal(out[:, :, 3], cv2.resize(bgra[:, :, 3], (120, 80), interpolation=cv2.INTER_LINEAR))
 
 
+def test_the_exif_pixel_size_is_the_result_s(pipe, tmp_path):
+    from PIL import Image
+    f = np.random.default_rng(8).integers(0, 256, (60, 80, 3), dtype=np.uint8)
+    exif = Image.Exif()
+    exif[0x010F] = "TestCam"                                  # Make, kept as it was
+    exif.get_ifd(0x8769).update({0xA002: 80, 0xA003: 60})
+    target = tmp_path / "shot.jpg"
+    Image.fromarray(f[:, :, ::-1]).save(target, quality=95, exif=exif.tobytes())
+    pipe.process_image(target, tmp_path / "out.jpg", spec(["frame_enhancer"], "synth_up_x4"))
+    with Image.open(tmp_path / "out.jpg") as im:
+        out = im.getexif()
+        assert im.size == (320, 240) and out[0x010F] == "TestCam"
+        assert out.get_ifd(0x8769)[0xA002] == 320 and out.get_ifd(0x8769)[0xA003] == 240
+
+
 def test_before_a_face_processor_is_refused_naming_both(pipe, tmp_path, face_frame):
     raw = {"processors": ["frame_enhancer", "face_swapper", "label"]}
     problems = jobspec.validate(raw, "shoot/ffwatch.yaml", {})
