@@ -68,9 +68,9 @@ class FrameProcessor:
         processed, the boxes (x0, y0, x1, y1) of the frame that may have changed, or None when
         any pixel may have, as with a label). The video pipeline converts only those boxes back.
         A job whose processors resize the frame cannot run in place (process_frame can)."""
-        if self.resizing:   # video frames are processed in place only
-            raise JobError("bad_sidecar", f"{', '.join(self.resizing)} changes the frame's size, which "
-                                          "video jobs do not support yet (images only)")
+        if self.resizing:
+            raise JobError("internal", f"{', '.join(self.resizing)} changes the frame's size: its frames "
+                                       "come from process_frame, not in place")
         _, faces, boxes = self._run(frame)
         return faces, boxes
 

@@ -138,16 +138,28 @@ def test_a_processor_that_resizes_must_work_on_the_whole_frame():
         check_processor(ResizesFaces, "tests")
 
 
-def test_a_video_job_is_refused_plainly(pipe, tmp_path):
+def test_a_video_comes_out_upscaled_with_its_audio(pipe, tmp_path):
     ffmpeg = find_ffmpeg(None)
     clip = tmp_path / "clip.mp4"
     subprocess.run([ffmpeg, "-hide_banner", "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i",
-                    "testsrc=size=64x48:rate=5:duration=1", "-c:v", "libx264", "-preset", "veryfast",
-                    "-pix_fmt", "yuv420p", str(clip)], check=True, timeout=120)
-    with pytest.raises(JobError) as e:
-        process_video_file(pipe, clip, tmp_path / "out.mp4", spec(["frame_enhancer"]), workdir=tmp_path / "w",
-                           ffmpeg=ffmpeg, max_pixels=10**8)
-    assert e.value.kind == "bad_sidecar" and "video jobs do not support" in e.value.message
+                    "testsrc=size=96x64:rate=10:duration=1", "-f", "lavfi", "-i", "sine=frequency=440:duration=1",
+                    "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest",
+                    str(clip)], check=True, timeout=120)
+    out = tmp_path / "out.mp4"
+    video = process_video_file(pipe, clip, out, spec(["frame_enhancer", "label"]), workdir=tmp_path / "w",
+                               ffmpeg=ffmpeg, max_pixels=10**8)
+    assert video.frames == 10 and video.has_audio
+    first = {}
+    for name, path in (("in", clip), ("out", out)):
+        cap = cv2.VideoCapture(str(path))
+        ok, first[name] = cap.read()
+        cap.release()
+        assert ok, name
+    assert first["out"].shape == (128, 192, 3)
+    up = first["in"].repeat(2, 0).repeat(2, 1).astype(int)
+    assert np.abs(first["out"][:64].astype(int) - up[:64]).mean() < 8      # the picture, upscaled
+    tags = subprocess.run([ffmpeg, "-hide_banner", "-i", str(out)], capture_output=True, text=True).stderr
+    assert "192x128" in tags and "frame_enhancer" in tags
 
 
 _LARGE_PHOTO_CHILD = r"""
