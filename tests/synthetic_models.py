@@ -184,11 +184,13 @@ def synthetic_spec(**overrides):
     return JobSpec.from_mapping(raw)
 
 
-def make_upscaler_like(path: Path, scale: int = 2, mark: bool = False, reach: int = 0) -> Path:
+def make_upscaler_like(path: Path, scale: int = 2, mark: bool = False, reach: int = 0,
+                       fixed: int | None = None) -> Path:
     """A Real-ESRGAN-like upscaler: N x 3 x H x W (dynamic H, W) in 0..1 RGB -> N x 3 x sH x sW,
     exact nearest-neighbour. `mark`: the blue channel (RGB's third) comes out inverted, so a wrong
     colour order or range shows. `reach`: a (2 reach + 1)^2 box blur first (zero padded), a
-    model that looks `reach` pixels around each one, as a real network does."""
+    model that looks `reach` pixels around each one, as a real network does. `fixed`: a square
+    input of that side instead of a dynamic one."""
     nodes, inits = [], [numpy_helper.from_array(np.zeros(0, np.float32), "roi"),
                         _tensor("scales", np.array([1, 1, scale, scale], np.float32))]
     x = "input"
@@ -206,7 +208,8 @@ def make_upscaler_like(path: Path, scale: int = 2, mark: bool = False, reach: in
         nodes += [helper.make_node("Mul", ["up", "sign"], ["flipped"], name="flip_blue"),
                   helper.make_node("Add", ["flipped", "shift"], ["output"], name="invert_blue")]
     graph = helper.make_graph(nodes, "upscaler_like",
-                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, "H", "W"])],
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT,
+                                                             [1, 3, fixed or "H", fixed or "W"])],
                               [helper.make_tensor_value_info("output", TensorProto.FLOAT,
                                                              [1, 3, "OH", "OW"])],
                               initializer=inits)

@@ -104,6 +104,9 @@ class Upscaler:
         self.memory_limit = cfg.vram_limit if on_cuda else cfg.ram_limit
         self.ram_limit = cfg.ram_limit
         if self.fixed:
+            if self.fixed <= 2 * fam.tile_margin:
+                raise JobError("model_missing", f"model {model.name} ({path.name}) takes {self.fixed} px tiles, "
+                               f"too small for family {fam.name}'s margin of {fam.tile_margin} px each side")
             self.tile = self.fixed
         elif tile is not None:
             self.tile = int(tile)

@@ -74,6 +74,17 @@ def test_a_model_that_looks_around_is_seamless_within_the_margin(ups):
     assert not np.array_equal(up.upscale(f), untiled(up, f))
 
 
+@pytest.mark.parametrize("h,w", [(150, 130), (40, 30)])
+def test_a_model_with_a_fixed_input_is_tiled_at_its_size(tmp_path, h, w):
+    path = sm.make_upscaler_like(tmp_path / "fixed.onnx", 2, fixed=64)
+    up = Upscaler(custom_model("fixed", path, "real_esrgan"), path, CFG)
+    f = frame(h, w)
+    assert up.tile == 64 and np.array_equal(up.upscale(f), f.repeat(2, 0).repeat(2, 1))
+    small = sm.make_upscaler_like(tmp_path / "tiny.onnx", 2, fixed=32)
+    with pytest.raises(JobError, match="too small for family real_esrgan's margin"):
+        Upscaler(custom_model("tiny", small, "real_esrgan"), small, CFG)
+
+
 def test_the_family_conventions_and_a_wrong_one_fails(ups):
     up = upscaler(ups, "synth_up_x2_marked", tile=64)
     f = frame(130, 150)
