@@ -194,3 +194,35 @@ def test_a_6000x4000_photo_upscaled_on_the_cpu_stays_under_ram_limit(ups, tmp_pa
     width, height, peak = map(int, run.stdout.split())
     assert (width, height) == (12000, 8000)
     assert peak < ram, f"peak RSS {peak >> 20} MiB over ram_limit {ram >> 20} MiB"
+
+
+def test_ffwatchd_process_upscales_after_anonymizing_and_refuses_the_other_order(ups, synth, tmp_path, face_frame,
+                                                                                 capsys):
+    import argparse
+
+    import yaml
+
+    from ffwatchd.cli import process as cli_process
+    cfg = tmp_path / "ffwatchd.yaml"
+    for d in ("inbox", "output", "done", "failed"):
+        (tmp_path / "share" / d).mkdir(parents=True)
+    cfg.write_text(yaml.safe_dump({
+        "state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"), "models_dir": str(tmp_path / "m"),
+        "watches": [{"name": "w", **{d: str(tmp_path / "share" / d) for d in ("inbox", "output", "done", "failed")}}],
+        "models": {m.name: m.config_entry() for m in (*synth.values(), *ups.values())}}))
+    target = write_png(tmp_path / "party.png", face_frame)
+
+    def run(*processors: str) -> int:
+        parser = argparse.ArgumentParser()
+        cli_process.add_arguments(parser)
+        return cli_process.run(parser.parse_args(
+            ["-c", str(cfg), "-t", str(target), "-o", str(tmp_path / f"{processors[0]}.png"), "--detector",
+             "synth_scrfd", "--upscaler", "synth_up_x2", "--upscale-blend", "1", "--processors", *processors]))
+    assert run("face_anonymizer", "frame_enhancer") == 0
+    out = cv2.imread(str(tmp_path / "face_anonymizer.png"))
+    assert out.shape == (face_frame.shape[0] * 2, face_frame.shape[1] * 2, 3)
+    capsys.readouterr()
+    assert run("frame_enhancer", "face_anonymizer") == 2                  # a usage problem, said as such
+    assert "arguments.processors: frame_enhancer changes the frame's size, so it must come after the " \
+           "processors that work on faces (face_anonymizer)" in capsys.readouterr().err
+    assert not (tmp_path / "frame_enhancer.png").exists()
