@@ -241,6 +241,8 @@ class WorkerSlots:
         if o["outcome"] in ("done", "failed"):
             m.bytes_processed(o["watch"], o["bytes"])
             m.frames_processed(o["watch"], o["frames"])
+        if o["outcome"] == "done":
+            m.faces_processed(o["watch"], o.get("faces", 0), o.get("similarities") or [])
 
     def wake_workers(self) -> None:
         for slot in self.slots:

@@ -9,6 +9,7 @@ changes the frame's size; `prepare` turns one job's settings into the step run o
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, Mapping, Protocol
 
@@ -30,6 +31,18 @@ class Change(StrEnum):
     NONE = "none"
     BOXES = "boxes"                         # only the boxes it added to `touched`
     WHOLE = "whole"                         # any pixel may have changed
+
+
+@dataclass(frozen=True)
+class FaceScore:
+    """How a swapped face reads back: the recognizer's cosine similarity to the source identity,
+    after the swap and (for contrast) of the original face before it."""
+    box: Box
+    similarity: float
+    original: float
+
+    def as_dict(self) -> dict:
+        return {"box": list(self.box), "similarity": round(self.similarity, 4), "original": round(self.original, 4)}
 
 
 class Step(Protocol):
@@ -57,6 +70,12 @@ class JobContext(Protocol):
 
     def source_identity(self) -> Embedding:
         """The job's source faces as one identity (computed once, cached across jobs)."""
+
+    def similarity(self, frame: Frame, face: Face, identity: Embedding) -> float:
+        """The recognizer's cosine similarity between `face` as it is in `frame` and `identity`."""
+
+    def record(self, score: FaceScore) -> None:
+        """Keep a swapped face's score for the job's result (jobs show, the report, metrics)."""
 
 
 class Processor(ABC):

@@ -67,7 +67,8 @@ class WebApp:
 
     def overview(self) -> dict[str, Any]:
         s = self.settings()
-        return pages.overview(self.store, s.state_dir, s.workers.lease, actions=bool(s.web.token))
+        return pages.overview(self.store, s.state_dir, s.workers.lease, actions=bool(s.web.token),
+                              watches=s.watches)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -234,7 +235,8 @@ class Handler(BaseHTTPRequestHandler):
         except ActionError as e:
             log.warning("web: %s of %s %s not done, asked by %s: %s", verb, NOUN[what], target[:100], who, e)
             raise HttpError(e.status, str(e)) from None
-        log.info("web: %s of %s %s, asked by %s: %s", verb, NOUN[what], target, who, message)
+        if what == "jobs":                  # a watch's verb logs its own line (ops/jobverbs.py)
+            log.info("web: %s of %s %s, asked by %s: %s", verb, NOUN[what], target, who, message)
         self.app.on_change()
         self._json({"ok": True, "message": message})
 
