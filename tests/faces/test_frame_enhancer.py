@@ -147,7 +147,7 @@ def test_a_video_comes_out_upscaled_with_its_audio(pipe, tmp_path):
                     str(clip)], check=True, timeout=120)
     out = tmp_path / "out.mp4"
     video = process_video_file(pipe, clip, out, spec(["frame_enhancer", "label"]), workdir=tmp_path / "w",
-                               ffmpeg=ffmpeg, max_pixels=10**8)
+                               ffmpeg=ffmpeg, max_pixels=10**8).video
     assert video.frames == 10 and video.has_audio
     first = {}
     for name, path in (("in", clip), ("out", out)):
