@@ -17,6 +17,7 @@ class ModelKind(StrEnum):
     RECOGNIZER = "recognizer"
     SWAPPER = "swapper"
     ENHANCER = "enhancer"
+    UPSCALER = "upscaler"         # the whole frame, tiled (faces/upscale.py)
 
 
 class Colour(StrEnum):
@@ -83,6 +84,10 @@ class ModelFamily:
     identity: Identity = Identity.NONE
     batch: Batch = Batch.FIXED
     reference: str = ""                       # the code whose conventions these are
+    # Whole-frame models (upscalers): context a tile needs on each side, and the working memory
+    # per output pixel that sets the tile size from the worker's memory limit.
+    tile_margin: int = 0
+    bytes_per_output_pixel: int = 0
 
 
 FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
@@ -100,12 +105,16 @@ FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
     ModelFamily("gfpgan", ModelKind.ENHANCER, size=512, template="ffhq_512",
                 mean=(0.5,) * 3, std=(0.5,) * 3, output_range=(-1.0, 1.0),
                 reference="https://github.com/TencentARC/GFPGAN"),
+    # The scale (x2, x4) is read from the model's output at load; rounded as realesrgan/utils.py does.
+    ModelFamily("real_esrgan", ModelKind.UPSCALER, colour=Colour.RGB,
+                tile_margin=16, bytes_per_output_pixel=3072,
+                reference="https://github.com/xinntao/Real-ESRGAN"),
 )}
 
 # The family a custom model gets when the config names only its kind (configs before families).
 FAMILY_OF_KIND: dict[ModelKind, str] = {
     ModelKind.DETECTOR: "scrfd", ModelKind.RECOGNIZER: "arcface",
-    ModelKind.SWAPPER: "inswapper", ModelKind.ENHANCER: "gfpgan",
+    ModelKind.SWAPPER: "inswapper", ModelKind.ENHANCER: "gfpgan", ModelKind.UPSCALER: "real_esrgan",
 }
 
 
@@ -136,6 +145,7 @@ class Model:
 
 _HF_INSIGHTFACE = "https://huggingface.co/public-data/insightface/resolve/main/models"
 _INSIGHTFACE_TERMS = Licence(NON_COMMERCIAL, "https://github.com/deepinsight/insightface#license")
+_REAL_ESRGAN_TERMS = Licence("BSD-3-Clause", "https://github.com/xinntao/Real-ESRGAN/blob/master/LICENSE")
 
 # Hashes and sizes are the ones published with (or pinned by many users of) the official files;
 # docs/pipeline.md lists where each comes from.
@@ -158,6 +168,10 @@ BUILTIN_MODELS: dict[str, Model] = {m.name: m for m in (
           Licence("Apache-2.0", "https://github.com/TencentARC/GFPGAN/blob/master/LICENSE"),
           "https://huggingface.co/facefusion/models-3.0.0/resolve/main/gfpgan_1.4.onnx",
           "accc4757b26bdb89b32b4d3500d4f79c9dff97c1dd7c7104bf9dcb95e3311385", 340299087),
+    Model("real_esrgan_x2", "real_esrgan", "real_esrgan_x2.onnx", _REAL_ESRGAN_TERMS,
+          "https://huggingface.co/facefusion/models-3.0.0/resolve/main/real_esrgan_x2.onnx"),
+    Model("real_esrgan_x4", "real_esrgan", "real_esrgan_x4.onnx", _REAL_ESRGAN_TERMS,
+          "https://huggingface.co/facefusion/models-3.0.0/resolve/main/real_esrgan_x4.onnx"),
 )}
 
 

@@ -44,6 +44,7 @@ class Provenance:
     ai: bool = False
     generator: str = f"ffwatchd {__version__}"
     settings: str = ""                # how processors' settings were applied (`name: note; …`)
+    output_size: tuple[int, int] | None = None         # (width, height) when a processor resized the frame
 
     @property
     def digital_source_type(self) -> str | None:
@@ -53,14 +54,16 @@ class Provenance:
         what = "AI-modified: faces changed by trained models" if self.ai else "Edited"
         return (f"{what} ({self.generator}; processors: {', '.join(self.processors)}"
                 + (f"; models: {', '.join(self.models)}" if self.models else "")
-                + (f"; settings: {self.settings}" if self.settings else "") + ")")
+                + (f"; settings: {self.settings}" if self.settings else "")
+                + (f"; output {self.output_size[0]} x {self.output_size[1]}" if self.output_size else "") + ")")
 
     def as_dict(self) -> dict:
         return {"ai_generated": self.ai, "generator": self.generator,
                 "digital_source_type": self.digital_source_type,
                 "processors": list(self.processors), "models": list(self.models),
                 "model_files": [f.as_dict() for f in self.files],
-                **({"settings": self.settings} if self.settings else {})}
+                **({"settings": self.settings} if self.settings else {}),
+                **({"output_size": list(self.output_size)} if self.output_size else {})}
 
     def files_json(self) -> str:
         """Each model file (name, sha256, licence) as JSON, as XMP carries it."""

@@ -7,6 +7,7 @@ The daemon's workers and `ffwatchd process` both call exactly this.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import cv2
 import onnxruntime as ort
 
-from ffwatchd.config.settings import C2paSettings
+from ffwatchd.config.settings import C2paSettings, WorkerSettings
 from ffwatchd.errors import JobError
 from ffwatchd.faces import registry
 from ffwatchd.faces.detect import Detector, load_detector
@@ -29,12 +30,14 @@ from ffwatchd.faces.models import Model, ModelKind
 from ffwatchd.faces.sessions import SessionConfig, probe_providers, provider_kind
 from ffwatchd.faces.swap import Swapper
 from ffwatchd.faces.types import Embedding, Face, Frame
+from ffwatchd.faces.upscale import Upscaler
 from ffwatchd.fs.hashing import sha256_file
 from ffwatchd.media.c2pa_sign import ManifestSigner, load_credentials
 from ffwatchd.media.image import (
     SUFFIXES,
     DecodedImage,
     encode_image,
+    exif_resized,
     output_format,
     read_image,
     sniff_format,
@@ -59,7 +62,7 @@ _IDENTITY_CACHE_SIZE = 32
 
 # The engine that runs each kind of model, built from its file and its family's conventions.
 _ENGINES = {ModelKind.DETECTOR: load_detector, ModelKind.RECOGNIZER: Recognizer,
-            ModelKind.SWAPPER: Swapper, ModelKind.ENHANCER: Enhancer}
+            ModelKind.SWAPPER: Swapper, ModelKind.ENHANCER: Enhancer, ModelKind.UPSCALER: Upscaler}
 
 
 def output_suffix(target: Path, spec: JobSpec) -> str:
@@ -76,11 +79,13 @@ class Pipeline:
                  providers: tuple[str, ...] = ("cpu",), device: str = "cpu",
                  vram_limit: int = 12 * 2**30, cpu_threads: int = 0,
                  max_pixels: int = 80_000_000, provenance: bool = True,
-                 c2pa: C2paSettings | None = None, licences_allowed: tuple[str, ...] | None = None) -> None:
+                 c2pa: C2paSettings | None = None, licences_allowed: tuple[str, ...] | None = None,
+                 ram_limit: int = WorkerSettings.ram_limit) -> None:
         self.models_dir = Path(models_dir)
         self.custom_models = tuple(custom_models)
         self.licences_allowed = licences_allowed
-        self.session_config = SessionConfig(tuple(providers), str(device), int(vram_limit), int(cpu_threads))
+        self.session_config = SessionConfig(tuple(providers), str(device), int(vram_limit), int(cpu_threads),
+                                            int(ram_limit))
         self.max_pixels = int(max_pixels)
         self.provenance = bool(provenance)
         self.c2pa = c2pa
@@ -330,12 +335,20 @@ class Pipeline:
                 return ImageResult(0, [], [], fmt.lower(), copied=True, faces_found=processor.detected)
             return RenderedImage(write_copy, image.bgr, image.bgr)
         prov = self.provenance_for(processor, faces)
+        alpha, exif = image.alpha, image.exif
+        if frame.shape != image.bgr.shape:            # resized (an upscaler): alpha and EXIF follow
+            size = (frame.shape[1], frame.shape[0])
+            if alpha is not None:
+                alpha = cv2.resize(alpha, size, interpolation=cv2.INTER_LINEAR)
+            exif = exif_resized(exif, *size)
+            if prov is not None:
+                prov = dataclasses.replace(prov, output_size=size)
 
         def write(output: Path) -> ImageResult:
             output = Path(output)
             with _job_errors(target):
                 signer = self.signer() if prov is not None else None
-                data = encode_image(frame, fmt, alpha=image.alpha, quality=spec.output.image_quality,
+                data = encode_image(frame, fmt, alpha=alpha, quality=spec.output.image_quality,
                                     exif=exif, icc_profile=image.icc_profile,
                                     provenance=prov if self.provenance else None)
                 if signer is not None:

@@ -2,8 +2,8 @@
 
 A processor states its name, its sidecar section (a frozen dataclass of defaults and a check per
 key), the model kinds it needs, whether it needs source faces, whether it generates pixels (the
-provenance's AI claim), and whether it works on the selected faces or the whole frame; `prepare`
-turns one job's settings into the step run on every frame.
+provenance's AI claim), whether it works on the selected faces or the whole frame, and whether it
+changes the frame's size; `prepare` turns one job's settings into the step run on every frame.
 """
 
 from __future__ import annotations
@@ -57,6 +57,15 @@ class Step(Protocol):
     def __call__(self, frame: Frame, faces: list[Face], touched: list[Box]) -> Change: ...
 
 
+class ResizingStep(Protocol):
+    """The step of a processor that `resizes`: a new frame of `output_size`, made from the frame
+    (left as it was); every pixel of the new one counts as changed."""
+
+    def output_size(self, width: int, height: int) -> tuple[int, int]: ...
+
+    def __call__(self, frame: Frame, faces: list[Face], touched: list[Box]) -> Frame: ...
+
+
 class JobContext(Protocol):
     """What the pipeline gives a processor preparing one job."""
 
@@ -90,6 +99,7 @@ class Processor(ABC):
     edit_label: ClassVar[str | None] = None   # the label's default text when no processor generates pixels
     default: ClassVar[bool] = False         # run when a sidecar names no processors
     anonymizes: ClassVar[bool] = False      # hides who is shown: a batch report never shows the original
+    resizes: ClassVar[bool] = False         # its step is a ResizingStep (whole-frame processors only)
 
     def models(self, settings: Any) -> tuple[str, ...]:
         """The model names this processor's settings name (in `model_kinds` order)."""
@@ -106,6 +116,6 @@ class Processor(ABC):
         return ""
 
     @abstractmethod
-    def prepare(self, settings: Any, job: JobContext) -> Step | None:
+    def prepare(self, settings: Any, job: JobContext) -> Step | ResizingStep | None:
         """The step for one job (models loaded through `job`); None when it has nothing to do."""
 
