@@ -10,7 +10,6 @@ from ffwatchd.config.web import WebSettings
 from ffwatchd.faces.models import Model
 from ffwatchd.faces.registry import known_models
 from ffwatchd.fs.writefs import Perms
-from ffwatchd.spec import jobspec
 from ffwatchd.store.urls import redact_url
 
 DEFAULT_INCLUDE = ("*.jpg", "*.jpeg", "*.png", "*.webp", "*.bmp", "*.tif", "*.tiff",
