@@ -459,6 +459,8 @@ def serve(backing: Path, live: Path, mount: Path, cut: Cut | None) -> int:
         # after a drop, or when the controller went: leave nothing mounted
         subprocess.run(["fusermount3", "-u", "-z", str(mount)], check=False,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _emit({"event": "exited"})
+        os._exit(0)              # closing /dev/fuse aborts the connection: files still open get ENOTCONN
 
     threading.Thread(target=commands, daemon=True).start()
     Fuse(ops, str(mount), foreground=True, use_ino=True, default_permissions=True,
@@ -484,6 +486,19 @@ def _relink(src: Path, dst: Path) -> None:
 
 
 # -- the controller -----------------------------------------------------------------------------
+
+def unavailable() -> str | None:
+    """Why no power-cut file system can be mounted here (tests skip with it), or None."""
+    if not os.path.exists("/dev/fuse"):
+        return "no /dev/fuse"
+    if shutil.which("fusermount3") is None:
+        return "no fusermount3 (Debian: fuse3)"
+    try:
+        import mfusepy  # noqa: F401
+    except (ImportError, OSError, EnvironmentError) as e:
+        return f"mfusepy cannot load libfuse3: {e}"
+    return None
+
 
 class PowerFS:
     """One power-cut file system: `backing` holds the durable image between mounts, `mount` is
