@@ -208,8 +208,9 @@ def _operations_class() -> type:
     class PowerOps(mfusepy.Operations):
         use_ns = True
 
-        def __init__(self, live: Path, cut: Cut | None) -> None:
+        def __init__(self, live: Path, cut: Cut | None, trace: Path | None = None) -> None:
             self.live = live
+            self.trace = open(trace, "a", buffering=1) if trace else None
             self.durable = Durable(live)
             self.mutex = threading.Lock()
             self.fh_ids: dict[int, int] = {}
@@ -222,12 +223,15 @@ def _operations_class() -> type:
         def _p(self, path: str) -> Path:
             return self.live / path.lstrip("/")
 
-        def _enter(self, op: str, subject: str) -> bool:
+        def _enter(self, op: str, subject: str | None) -> bool:
             """Take the lock; True when this op is the cut point (frozen before or after it)."""
+            subject = subject or ""          # an op on an open file already unlinked has no path
             self.mutex.acquire()
             if self.dead.is_set():
                 self.mutex.release()
                 raise mfusepy.FuseOSError(errno.EIO)
+            if self.trace is not None:
+                self.trace.write(f"{op} {subject}\n")
             c = self.cut
             if c and not self.frozen and (c.op == "*" or c.op == op) and re.search(c.pattern, subject):
                 self.seen += 1
@@ -438,7 +442,7 @@ def _emit(doc: dict) -> None:
         sys.stdout.flush()
 
 
-def serve(backing: Path, live: Path, mount: Path, cut: Cut | None) -> int:
+def serve(backing: Path, live: Path, mount: Path, cut: Cut | None, trace: Path | None = None) -> int:
     import faulthandler
     import signal
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
@@ -446,7 +450,7 @@ def serve(backing: Path, live: Path, mount: Path, cut: Cut | None) -> int:
     shutil.rmtree(live, ignore_errors=True)
     shutil.copytree(backing, live, symlinks=True, copy_function=shutil.copy2)
     _relink(backing, live)
-    ops = PowerOps(live, cut)
+    ops = PowerOps(live, cut, trace)
 
     def commands() -> None:
         for line in sys.stdin:
@@ -463,7 +467,8 @@ def serve(backing: Path, live: Path, mount: Path, cut: Cut | None) -> int:
         os._exit(0)              # closing /dev/fuse aborts the connection: files still open get ENOTCONN
 
     threading.Thread(target=commands, daemon=True).start()
-    Fuse(ops, str(mount), foreground=True, use_ino=True, default_permissions=True,
+    # hard_remove: an open file unlinked goes at once (no .fuse_hidden names in the folders)
+    Fuse(ops, str(mount), foreground=True, use_ino=True, default_permissions=True, hard_remove=True,
          attr_timeout=0, entry_timeout=0, negative_timeout=0, fsname="powerfs")
     _emit({"event": "exited"})
     return 0
@@ -513,11 +518,13 @@ class PowerFS:
         self.events: queue.Queue = queue.Queue()
         self.cut_event: dict | None = None
 
-    def mount(self, cut: Cut | None = None, timeout: float = 30) -> "PowerFS":
+    def mount(self, cut: Cut | None = None, timeout: float = 30, trace: Path | None = None) -> "PowerFS":
         argv = [sys.executable, "-m", "tests.powerfs", "--backing", str(self.backing), "--live", str(self.live),
                 "--mount", str(self.mountpoint)]
         if cut:
             argv += ["--cut", json.dumps(asdict(cut))]
+        if trace:
+            argv += ["--trace", str(trace)]
         self.cut_event = None
         self.events = queue.Queue()
         self.proc = subprocess.Popen(argv, cwd=Path(__file__).resolve().parents[1], stdin=subprocess.PIPE,
@@ -616,8 +623,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--live", type=Path, required=True)
     ap.add_argument("--mount", type=Path, required=True)
     ap.add_argument("--cut", type=lambda s: Cut(**json.loads(s)))
+    ap.add_argument("--trace", type=Path, help="append every operation's name and subject to this file")
     a = ap.parse_args(argv)
-    return serve(a.backing, a.live, a.mount, a.cut)
+    return serve(a.backing, a.live, a.mount, a.cut, a.trace)
 
 
 if __name__ == "__main__":
