@@ -6,6 +6,7 @@ run) and bench/powercut.py (a long one); what is checked: docs/testing.md, "Powe
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -16,7 +17,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.e2e.harness import Daemon, decodes, face_jpeg
+import yaml
+
+from tests.e2e.harness import SYNTH_SIDECAR, Daemon, decodes, face_jpeg, wait_for
+from tests.servers import WebhookReceiver
 from tests.powerfs import Cut, PowerFS
 
 from ffwatchd.filing.placing import TEMP_PREFIX
@@ -28,7 +32,8 @@ WATCH = "studio"
 
 # The paths the file system sees, relative to its root: the daemon's folders are under /d.
 INBOX, DONE, OUTPUT = "/d/share/inbox/k", "/d/share/done/k", "/d/share/output/k"
-STAGED = re.escape(f"{TEMP_PREFIX}{STAGED_TAG}-")
+STAGED_PREFIX = f"{TEMP_PREFIX}{STAGED_TAG}-"
+STAGED = re.escape(STAGED_PREFIX)
 WAL = r"^/d/state/ffwatchd\.db-wal$"
 RESULT_TMP = r"^/d/tmp/job-"
 
@@ -53,8 +58,16 @@ CUTS: list[Cut] = [
 ]
 # The batch's finish: reached once every file is done, so these come last.
 FINISH_CUTS: list[Cut] = [
-    Cut("rename", r"/ffwatch-report\.html$", 1), Cut("rename", r"/ffwatch-report\.json$", 1, after=True),
+    Cut("rename", rf"^{OUTPUT}/.*ffwatch-report\.html$", 1),
+    Cut("rename", rf"^{OUTPUT}/.*ffwatch-report\.json$", 1, after=True),
 ]
+# The suite's short run, in two halves that run side by side (each its own daemon and mount):
+# the job table, inference and the result; then the original's steps and the batch's finish.
+SHORT_CUTS: dict[str, list[Cut]] = {
+    "table-inference-result": [CUTS[i] for i in (0, 1, 2, 3, 5, 6, 7, 9, 10, 11, 13)],
+    "original-finish": [CUTS[i] for i in (8, 14, 15, 16, 17, 18, 19, 20, 22)] + FINISH_CUTS,
+}
+SECRET = "s3cret-for-the-power-cut-test-0123456789"
 
 
 @dataclass
@@ -66,6 +79,7 @@ class Outcome:
     doubled: list[str] = field(default_factory=list)
     unknown_to_ledger: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)      # anything else the checks found
+    announced: int = 0                                     # webhooks received
 
 
 class CutRun:
@@ -75,12 +89,21 @@ class CutRun:
         self.tmp = tmp
         self.fs = PowerFS(tmp / "disk", tmp / "mnt", tmp / "live")
         self.fs.mount()
+        self.hooks = WebhookReceiver()
+        (tmp / "webhook.secret").write_text(SECRET + "\n")
         self.d = Daemon(self.fs.mountpoint / "d", models, settle="0.2s",
-                        watch_extra={"mode": "poll", "poll_interval": "0.3s"},
+                        watch_extra={"mode": "poll", "poll_interval": "0.3s", "notify": {
+                            "webhook_prefixes": [f"http://127.0.0.1:{self.hooks.port}/hooks/"],
+                            "webhook_secret_file": str(tmp / "webhook.secret")}},
                         workers={"max_attempts": 50, "lease": "2s", **(workers or {})})
+        self.d.config["notify"] = {"backoff": "0.3s", "backoff_max": "1s", "max_attempts": 50, "timeout": "5s"}
         self.d.log_path = tmp / "daemon.log"
         self.d.config_path = tmp / "config.yaml"
         self.d.write_config()
+        (self.d.inbox / "k").mkdir()
+        (self.d.inbox / "k" / "ffwatch.yaml").write_text(yaml.safe_dump(
+            {**SYNTH_SIDECAR, "sources": ["../faces/alice.jpg"], "batch_quiet": "1s",
+             "notify": {"webhook": self.hooks.url("/hooks/k")}}))
         self.names = [f"k/img{i:03d}.jpg" for i in range(files)]
         self.originals = {n: face_jpeg(seed=3000 + i, size=160) for i, n in enumerate(self.names)}
         for n, data in self.originals.items():
@@ -153,19 +176,37 @@ class CutRun:
                 p = base / entry
                 if not p.is_file() or p.is_symlink():
                     continue
-                ours = entry == rel.name or (entry.startswith(STAGED) and entry.endswith("-" + rel.name)) or \
+                ours = entry == rel.name or (entry.startswith(STAGED_PREFIX) and entry.endswith("-" + rel.name)) or \
                     (label != "inbox" and entry.startswith(rel.stem + "-") and entry.endswith(rel.suffix))
                 if ours and p.read_bytes() == want:
                     found.append(f"{label}/{p.relative_to(self._disk(folder)).as_posix()}")
         return found
 
     def _check_after_cut(self, cut: Cut) -> None:
+        filed = 0
         for name in self.names:
-            if not self._where(name):
+            where = self._where(name)
+            if not where:
                 self.outcome.lost.append(f"{name} after {cut.label()}")
+            filed += any(w.startswith(("done/", "failed/")) for w in where)
+        self._check_announced(filed, f"after {cut.label()}")
         problem = self._integrity()
         if problem:
             self.outcome.problems.append(f"after {cut.label()}: {problem}")
+
+    def _check_announced(self, filed: int, when: str) -> None:
+        """Every webhook received so far announced only what is filed in the durable image."""
+        hooks = self.hooks.delivered()
+        for h in hooks[self.outcome.announced:]:
+            body = json.loads(h.body)
+            said = sum(body["counts"].get(k, 0) for k in ("done", "failed"))
+            if said > filed:
+                self.outcome.problems.append(f"{when}: a webhook announced {said} files filed, "
+                                             f"{filed} are on disk ({body['idempotency_key']})")
+            report = self._disk(self.d.output) / "k" / "ffwatch-report.json"
+            if not report.exists():
+                self.outcome.problems.append(f"{when}: a webhook announced a report not on disk")
+        self.outcome.announced = len(hooks)
 
     def _integrity(self) -> str | None:
         """PRAGMA integrity_check on a copy of the durable image's database (the check must not
@@ -194,6 +235,7 @@ class CutRun:
         try:
             self.d.start()
             self.d.wait_counts(timeout, done=len(self.names))
+            wait_for(lambda: self._finish_announced(), timeout, "the webhook of the batch's finish")
             assert self.d.stop() == 0, self.d.log_tail()
         finally:
             if self.d.proc is not None and self.d.proc.poll() is None:
@@ -202,8 +244,17 @@ class CutRun:
         self._check_end()
         return self.outcome
 
+    def _finish_announced(self) -> bool:
+        for h in self.hooks.delivered()[self.outcome.announced:]:
+            if json.loads(h.body)["counts"].get("done") == len(self.names):
+                return True
+        return False
+
     def _check_end(self) -> None:
         o = self.outcome
+        self._check_announced(len(self.names), "at the end")
+        if not o.announced:
+            o.problems.append("no webhook announced the batch's finish")
         for name in self.names:
             where = self._where(name)
             if not where:
@@ -249,6 +300,7 @@ class CutRun:
             o.problems.append(f"{len(results)} results in output/ for {len(self.names)} files")
 
     def close(self) -> None:
+        self.hooks.close()
         pgid = self._kill9() if self.d.proc is not None and self.d.proc.poll() is None else None
         self.fs.close()
         if pgid is not None:
