@@ -163,3 +163,19 @@ def test_sqlite_wal_commits_survive_with_synchronous_full_and_are_lost_with_off(
     db2.close()
     assert n == (50 if survives else 0), f"{n} of 50 committed rows after the cut"
     del db
+
+
+# -- what the power cuts found in ffwatchd ------------------------------------------------------
+
+def test_a_folder_the_daemon_makes_survives_a_cut_that_keeps_what_is_inside(pfs) -> None:
+    """state_dir made at the first start: its database was synced, the folder's own name in its
+    parent was not (fs/writefs.make_dirs); the share's folders, marked by that database's queue
+    id, then belonged to a table that no longer existed and the daemon never started again."""
+    from ffwatchd.fs.writefs import make_private
+    m = pfs.mount().mountpoint
+    make_private(m / "var" / "state")
+    _write_synced(m / "var" / "state" / "ffwatchd.db", b"the table")
+    _fsync_dir(m / "var" / "state")
+    pfs.drop()
+    assert (pfs.backing / "var" / "state" / "ffwatchd.db").read_bytes() == b"the table"
+    assert os.stat(pfs.backing / "var" / "state").st_mode & 0o777 == 0o700
