@@ -18,6 +18,7 @@ import datetime
 import os
 import random
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -66,7 +67,8 @@ def main() -> int:
     minutes = (time.monotonic() - t0) / 60
     summary = (f"{o.cuts_tried} cut points tried ({o.cuts_hit} reached), {a.files} files, {o.announced} "
                f"webhooks: {len(o.lost)} lost, {len(o.doubled)} doubled, {len(o.unknown_to_ledger)} unknown "
-               f"to the ledger, {len(o.problems)} other problems; {minutes:.1f} min")
+               f"to the ledger, {len(o.problems)} other problems; {minutes:.1f} min, "
+               f"{statistics.median(o.seconds):.1f} s per cut (median)")
     print(summary)
     for what, items in (("lost", o.lost), ("doubled", o.doubled), ("unknown to the ledger", o.unknown_to_ledger),
                         ("problems", o.problems)):

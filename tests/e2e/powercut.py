@@ -80,6 +80,7 @@ class Outcome:
     unknown_to_ledger: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)      # anything else the checks found
     announced: int = 0                                     # webhooks received
+    seconds: list[float] = field(default_factory=list)     # each cut: mount, start, cut, drop, checks
 
 
 class CutRun:
@@ -122,6 +123,7 @@ class CutRun:
     def cut(self, cut: Cut, timeout: float = 30) -> bool:
         """Start the daemon on the mount with `cut` armed, kill -9 it once the cut is reached (or
         after `timeout`), drop what was not synced, check the durable image. True when it was hit."""
+        t0 = time.monotonic()
         self.fs.mount(cut)
         self.d.start(wait=False)
         hit = self._wait_cut_or_exit(timeout)
@@ -132,6 +134,7 @@ class CutRun:
         self.outcome.cuts_hit += bool(hit)
         self.outcome.labels.append(cut.label() + ("" if hit else " (not reached)"))
         self._check_after_cut(cut)
+        self.outcome.seconds.append(time.monotonic() - t0)
         return hit
 
     def _wait_cut_or_exit(self, timeout: float) -> dict | None:
