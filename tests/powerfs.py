@@ -258,9 +258,11 @@ def _operations_class() -> type:
             try:
                 result = fn()
             except BaseException:
+                if cut_here:                 # cut after an op that failed: frozen all the same
+                    self._freeze(op, subject or "")
                 self.mutex.release()
                 raise
-            self._leave(cut_here, op, subject)
+            self._leave(cut_here, op, subject or "")
             return result
 
         def _plain(self, fn: Any) -> Any:
@@ -283,7 +285,7 @@ def _operations_class() -> type:
             def go() -> dict:
                 st = os.fstat(fh) if fh is not None else os.lstat(self._p(path))
                 return {k: getattr(st, k) for k in ("st_mode", "st_ino", "st_nlink", "st_uid", "st_gid", "st_size",
-                                                    "st_atime_ns", "st_mtime_ns", "st_ctime_ns", "st_blocks")} | {
+                                                    "st_blocks")} | {
                     "st_atime": st.st_atime_ns, "st_mtime": st.st_mtime_ns, "st_ctime": st.st_ctime_ns}
             return self._plain(go)
 
