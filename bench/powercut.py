@@ -18,6 +18,7 @@ import datetime
 import os
 import random
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -53,17 +54,21 @@ def main() -> int:
     cuts = [replace(c, nth=c.nth * n) for n in (int(x) for x in a.nth.split(",")) for c in CUTS]
     cuts += [Cut("*", "", rng.randint(50, 4000), after=rng.random() < 0.5) for _ in range(a.random)]
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="ffwatchd-powercut-") as tmp:
-        models = synthetic_models.build_all(Path(tmp) / "models")
-        run = CutRun(Path(tmp) / "run", models, files=a.files)
-        try:
-            for i, cut in enumerate(cuts + FINISH_CUTS, 1):
-                hit = run.cut(cut, timeout=120 if cut in FINISH_CUTS else 60)
-                print(f"[{i}/{len(cuts) + len(FINISH_CUTS)}] {cut.label()}: {'cut' if hit else 'not reached'}",
-                      flush=True)
-            o = run.finish(timeout=1800)
-        finally:
-            run.close()
+    tmp = Path(tempfile.mkdtemp(prefix="ffwatchd-powercut-"))
+    models = synthetic_models.build_all(tmp / "models")
+    run = CutRun(tmp / "run", models, files=a.files)
+    try:
+        for i, cut in enumerate(cuts + FINISH_CUTS, 1):
+            hit = run.cut(cut, timeout=120 if cut in FINISH_CUTS else 60)
+            print(f"[{i}/{len(cuts) + len(FINISH_CUTS)}] {cut.label()}: {'cut' if hit else 'not reached'} "
+                  f"({run.outcome.seconds[-1]:.0f} s)", flush=True)
+        o = run.finish(timeout=1800)
+    except BaseException:
+        print(f"powercut: stopped; the run's folders, log and durable image stay in {tmp}", file=sys.stderr)
+        raise
+    finally:
+        run.close()
+    shutil.rmtree(tmp, ignore_errors=True)
     minutes = (time.monotonic() - t0) / 60
     summary = (f"{o.cuts_tried} cut points tried ({o.cuts_hit} reached), {a.files} files, {o.announced} "
                f"webhooks: {len(o.lost)} lost, {len(o.doubled)} doubled, {len(o.unknown_to_ledger)} unknown "

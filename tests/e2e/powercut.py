@@ -124,7 +124,7 @@ class CutRun:
         """Start the daemon on the mount with `cut` armed, kill -9 it once the cut is reached (or
         after `timeout`), drop what was not synced, check the durable image. True when it was hit."""
         t0 = time.monotonic()
-        self.fs.mount(cut)
+        self.fs.mount(cut, timeout=120)          # a loaded machine: the mount's copy takes its time
         self.d.start(wait=False)
         hit = self._wait_cut_or_exit(timeout)
         pgid = self._kill9()
@@ -234,7 +234,7 @@ class CutRun:
 
     def finish(self, timeout: float = 240) -> Outcome:
         """Start once more with no cut, let it finish every file, stop it, and check everything."""
-        self.fs.mount()
+        self.fs.mount(timeout=120)
         try:
             self.d.start()
             self.d.wait_counts(timeout, done=len(self.names))
