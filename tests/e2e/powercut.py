@@ -197,6 +197,10 @@ class CutRun:
         if problem:
             self.outcome.problems.append(f"after {cut.label()}: {problem}")
 
+    def unfiled(self) -> int:
+        """How many originals the durable image has not filed yet (in done/ or failed/)."""
+        return sum(not any(w.startswith(("done/", "failed/")) for w in self._where(n)) for n in self.names)
+
     def _check_announced(self, filed: int, when: str) -> None:
         """Every webhook received so far announced only what is filed in the durable image."""
         hooks = self.hooks.delivered()
