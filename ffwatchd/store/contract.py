@@ -74,9 +74,10 @@ class JobQueue(abc.ABC):
     # the ledger of filings (retention ages done/ and failed/ from these times)
     @abc.abstractmethod
     def record_filing(self, filing: Filing, *, owner: str | None = None, attempt: int | None = None) -> None:
-        """Insert or replace the entry of (watch, folder, rel_path). A backend may write it with
-        this store's next write transaction (SQLite: the job's finish) rather than commit it on its
-        own; an entry lost to a crash only keeps that file from being aged.
+        """Insert or replace the entry of (watch, folder, rel_path). With `owner`, it is written in
+        the transaction of the job's own end (its `finish`, `fail` or `release`; SQLite: this
+        store's next write, which comes before that end), never on its own: a crash that loses
+        it loses the job's end as well, and the filing plan, resumed, records it again.
 
         Fenced when `owner` is given: written only while `filing.job_id` is running under `owner`
         on `attempt`, checked in the transaction that writes it; else dropped with a warning (a
