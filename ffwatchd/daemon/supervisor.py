@@ -31,6 +31,7 @@ from ffwatchd.daemon.reloading import (
     worker_inputs,
 )
 from ffwatchd.daemon.systemd import Notifier
+from ffwatchd.daemon.tablechores import TableChores
 from ffwatchd.daemon.workerslots import LOOP_TICK, WorkerSlot, WorkerSlots
 from ffwatchd.errors import ConfigError
 from ffwatchd.filing.shares import claim_share_folders
@@ -39,8 +40,8 @@ from ffwatchd.logs import setup_logging
 from ffwatchd.ops.checks import c2pa_problem, missing_default_models
 from ffwatchd.ops.diskguard import DiskGuard
 from ffwatchd.ops.gpusizing import plan_workers, worker_devices
-from ffwatchd.ops.statusfile import write_status
-from ffwatchd.store import JobQueue, open_store
+from ffwatchd.ops.statusfile import unreachable_line, write_status
+from ffwatchd.store import JobQueue, Unreachable, open_store
 from ffwatchd.store.leadership import Leadership
 
 log = logging.getLogger("ffwatchd.daemon.supervisor")
@@ -70,6 +71,7 @@ class Supervisor(WorkerSlots):
         self.warnings: list[str] = []
         self.models_missing: list[str] = []
         self.store: JobQueue | None = None
+        self.chores: TableChores | None = None     # the main loop's calls on the job table, off its thread
         self.metrics: Any = None
         self.web: Any = None
         self.web_address: str | None = None
@@ -97,6 +99,7 @@ class Supervisor(WorkerSlots):
         # table's marker: refuse to start, naming its holder).
         self._share_fds = claim_share_folders(s, self.store.queue_id())
         recover_at_start(s, self.store)
+        self.chores = TableChores(self.store).start()
         self._start_metrics()
         self._start_web()
         self._start_diskguard()
@@ -231,12 +234,20 @@ class Supervisor(WorkerSlots):
         self._retention_thread = start_retention(self.settings, lambda: open_store(self.settings, migrate=False),
                                                  self.metrics)
 
+    def table_unreachable(self) -> Unreachable | None:
+        """The earliest word, of the supervisor's store or a worker's, that the job table is out of reach."""
+        seen = [u for u in (self.chores.unreachable() if self.chores is not None else None,
+                            self.queue_unreachable()) if u is not None]
+        return min(seen, key=lambda u: u.since) if seen else None
+
     def status_line(self) -> str:
-        c = self.store.counts()
+        c = self.chores.counts if self.chores is not None else self.store.counts()   # never waits on the table
         busy = sum(1 for s in self.slots if s.state == "busy")
         paused = " (claiming paused: disk low)" if not self.claim_ok.is_set() and not self.stopping else ""
+        away = self.table_unreachable()
+        down = f"; {unreachable_line(away.since, away.reason)}" if away is not None else ""
         return (f"{c['queued']} queued, {c['running']} running, {c['done']} done, {c['failed']} failed; "
-                f"{busy}/{len(self.slots)} workers busy{paused}")
+                f"{busy}/{len(self.slots)} workers busy{paused}{down}")
 
     def write_status(self) -> None:
         data = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": self.started_at, "updated_at": time.time(),
@@ -249,10 +260,14 @@ class Supervisor(WorkerSlots):
                 "waiting": self.watcher.waiting_files() if self.watcher is not None else {},
                 "unfiled": self.watcher.unfiled_files() if self.watcher is not None else {},
                 "warnings": self.warnings, "models_missing": self.models_missing, "stopping": self.stopping,
+                "queue_unreachable": unreachable_doc(self.table_unreachable()),
                 "metrics": (f"{self.settings.metrics.host}:{self.settings.metrics.port}"
                             if self.metrics is not None and self.settings.metrics.enabled else None),
                 "web": self.web_address if self.web is not None else None}
         write_status(self.settings.state_dir, data)
+        if self.metrics is not None:
+            away = self.table_unreachable()
+            self.metrics.set_queue_unreachable(away.since if away is not None else None)
         if self.metrics is not None and self.watcher is not None:
             for name, n in data["unsettled"].items():
                 self.metrics.set_unsettled(name, n)
@@ -337,6 +352,8 @@ class Supervisor(WorkerSlots):
             self.metrics.stop()
             self.metrics_lead.release()
         self.write_status()
+        if self.chores is not None:
+            self.chores.stop()        # what the loop handed over (jobs of exited workers) runs first
         self.store.close()
         log.info("ffwatchd stopped")
 
@@ -372,7 +389,8 @@ class Supervisor(WorkerSlots):
                 self.write_status()
                 if now >= self._next_prune:
                     self._next_prune = now + self.settings.workers.lease
-                    prune_lost_workers(self.store, self.settings.workers.lease)
+                    self.table_chore("pruning lost workers",
+                                     lambda: prune_lost_workers(self.store, self.settings.workers.lease))
                 self.notifier.status(self.status_line())
             self._maybe_retention(now)
             self.notifier.watchdog()
@@ -390,6 +408,13 @@ class _WakingHooks:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.sup.metrics, name)
+
+
+def unreachable_doc(away: Unreachable | None) -> dict | None:
+    """The status file's `queue_unreachable` (None while the table answers)."""
+    if away is None:
+        return None
+    return {"since": away.since, "reason": away.reason}
 
 
 def run_daemon(config_path: str | None) -> int:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -21,6 +23,27 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ffwatchd.ops.metrics")
 
+TABLE_DEADLINE = 3.0      # seconds a scrape waits for the job table (out of reach: its gauges are left out)
+
+T = TypeVar("T")
+
+
+class TableReads:
+    """A collector's reads of the job table on one thread of their own, each waited for at most
+    TABLE_DEADLINE seconds: a scrape never hangs on a database that is away (a read still stuck
+    from an earlier scrape makes the next one time out at once instead of piling up threads)."""
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics-table")
+
+    def read(self, fn: Callable[[], T]) -> T:
+        future = self._pool.submit(fn)
+        try:
+            return future.result(timeout=TABLE_DEADLINE)
+        except FutureTimeout:
+            future.cancel()
+            raise TimeoutError(f"the job table did not answer within {TABLE_DEADLINE:.0f} s") from None
+
 
 class JobTableCollector(Collector):
     """`ffwatchd_jobs{state}` and the oldest queued job's age, read from the table per scrape.
@@ -32,6 +55,15 @@ class JobTableCollector(Collector):
     def __init__(self, store: "JobQueue", leads: Callable[[], bool] | None = None) -> None:
         self.store = store
         self.leads = leads
+        self.reads = TableReads()
+
+    def _read(self) -> tuple:
+        leading = self.leads() if self.leads is not None else True
+        counts = self.store.counts()
+        oldest = self.store.oldest_queued_at()
+        table_now = self.store.now() if oldest is not None else 0.0    # the ages go by the table's clock
+        running = self.store.list(state="running", limit=1000) if leading else []
+        return leading, counts, oldest, table_now, running
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("ffwatchd_job_table_up",
@@ -39,11 +71,7 @@ class JobTableCollector(Collector):
         leader = GaugeMetricFamily("ffwatchd_queue_metrics_leader",
                                    "1 on the one host of the cluster that exports the queue gauges")
         try:
-            leading = self.leads() if self.leads is not None else True
-            counts = self.store.counts()
-            oldest = self.store.oldest_queued_at()
-            table_now = self.store.now() if oldest is not None else 0.0    # the ages go by the table's clock
-            running = self.store.list(state="running", limit=1000) if leading else []
+            leading, counts, oldest, table_now, running = self.reads.read(self._read)
         except Exception as e:  # noqa: BLE001 - sqlite3 or the server's driver: the table is down
             log.warning("metrics: cannot read the job table: %s", e)
             up.add_metric([], 0)
@@ -100,12 +128,15 @@ class OperatorCollector(Collector):
         self.metrics, self.store, self.leads = metrics, store, leads
         self._seen: dict[tuple[str, str, str], int] = {}
         self._lock = threading.Lock()
+        self.reads = TableReads()
+
+    def _read(self) -> tuple:
+        return self.store.operator_counts(), self.leads() if self.leads is not None else True
 
     def collect(self) -> Iterator[Metric]:
         try:
-            counts = self.store.operator_counts()
-            leading = self.leads() if self.leads is not None else True
-        except store_errors() as e:
+            counts, leading = self.reads.read(self._read)
+        except (TimeoutError, *store_errors()) as e:
             log.warning("metrics: cannot read the operator counts: %s", e)
             return iter(())
         with self._lock:

@@ -13,7 +13,7 @@ import os
 import sqlite3
 from typing import TYPE_CHECKING
 
-from ffwatchd.store.contract import JobQueue, NotFound, TransitionError
+from ffwatchd.store.contract import JobQueue, NotFound, QueueUnavailable, TransitionError
 from ffwatchd.store.rows import (
     FINISHED,
     KINDS,
@@ -25,6 +25,7 @@ from ffwatchd.store.rows import (
     Heartbeat,
     Job,
     Stats,
+    Unreachable,
     WorkerRow,
     priority_name,
 )
@@ -86,5 +87,5 @@ def open_store(settings: "Settings", *, migrate: bool = True) -> JobQueue:
 
 __all__ = ["DriverMissing", "FINISHED", "KINDS", "PRIORITIES", "STATES", "Batch", "Delivery", "Filing", "priority_name",
            "Heartbeat", "Job",
-           "JobQueue", "JobStore", "NotFound", "SqliteJobStore", "Stats", "TransitionError", "open_store",
-           "queue_password", "redact_url", "store_errors", "WorkerRow"]
+           "JobQueue", "JobStore", "NotFound", "QueueUnavailable", "SqliteJobStore", "Stats", "TransitionError", "open_store",
+           "queue_password", "redact_url", "store_errors", "Unreachable", "WorkerRow"]

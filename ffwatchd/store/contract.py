@@ -12,7 +12,7 @@ import abc
 import contextlib
 from typing import Any, Callable, ContextManager, Iterator, Sequence
 
-from ffwatchd.store.rows import FINISHED, Batch, Delivery, Filing, Heartbeat, Job, Stats, WorkerRow
+from ffwatchd.store.rows import FINISHED, Batch, Delivery, Filing, Heartbeat, Job, Stats, Unreachable, WorkerRow
 
 
 class TransitionError(Exception):
@@ -21,6 +21,11 @@ class TransitionError(Exception):
 
 class NotFound(KeyError):
     """No job with that id."""
+
+
+class QueueUnavailable(ConnectionError):
+    """The job table could not be reached (PostgreSQL: within the reconnect window) or written
+    (SQLite: its disk full, read-only or failing); the caller waits and tries again."""
 
 
 def fence_refusal(job_id: int, owner: str, attempt: int | None, row: Any, lease_live: bool) -> TransitionError | None:
@@ -52,6 +57,11 @@ class JobQueue(abc.ABC):
     where: str = ""
     #: whether `wait_for_work` really waits for a push (else callers keep their own wake-up)
     pushes_work: bool = False
+
+    def unreachable(self) -> Unreachable | None:
+        """Since when (and why) this store has not reached its table, or None; read without
+        touching the table, so a thread that must not wait on it may ask."""
+        return None
     #: seconds since the epoch on the queue's clock (the database's for PostgreSQL)
     clock: Callable[[], float]
 

@@ -28,7 +28,7 @@ from ffwatchd.fs import safefs
 from ffwatchd.fs.writefs import make_private
 from ffwatchd.media.ffmpeg import find_ffmpeg
 from ffwatchd.spec.jobspec import JobSpec
-from ffwatchd.store import Job, JobQueue, TransitionError
+from ffwatchd.store import Job, JobQueue, QueueUnavailable, TransitionError
 from ffwatchd.watch.hashing import hash_file
 from ffwatchd.work.failing import FailurePolicy
 from ffwatchd.work.heartbeats import Heartbeats, Lease
@@ -126,6 +126,9 @@ class JobRunner:
         except TransitionError as e:         # the lease went to someone else, or a cancel
             log.warning("job %d: %s", job.id, e)
             out.outcome = "lost"
+        except QueueUnavailable as e:        # its lease runs out; the job returns to the queue
+            log.warning("job %d: left to its lease: %s", job.id, e)
+            out.outcome = "lost"
         except ShareWaitTooLong as e:
             self.waiter.release(job, out, str(e), lease)
         except BaseException:
@@ -186,7 +189,7 @@ class JobRunner:
         try:
             result, suffix, frames, write = self._process(job, spec, original, workdir, lease, pre)
             out.frames = frames
-        except TransitionError:
+        except (TransitionError, QueueUnavailable):
             raise
         except Exception as e:  # noqa: BLE001 - every failure ends as a job error with a kind
             self.failures.handle(e, watch, job, lease, out, workdir)
@@ -233,7 +236,7 @@ class JobRunner:
             self._finish(job, plan.result_dst, pending)
             out.outcome = "done"
             self._clean_temp(job.id, None if job.kind != "image" else result)
-        except TransitionError:
+        except (TransitionError, QueueUnavailable):
             raise
         except ShareWaitTooLong as e:
             self.waiter.release(job, out, str(e), lease)
@@ -347,6 +350,8 @@ class JobRunner:
             self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
             unstage(Path(plan.original_src), job.id, job.claims)
             return False
+        except QueueUnavailable:
+            raise
         except (JobError, OSError) as e:      # as any failure of the job (never the worker's end)
             self.failures.handle(e, watch, job, lease, out, Path(plan.result_src or plan.original_src))
             return True
@@ -386,6 +391,9 @@ class Pending:
                     filing(self)
                 except TransitionError as e:
                     log.warning("job %d: %s", self.job.id, e)
+                    self.out.outcome = "lost"
+                except QueueUnavailable as e:   # the durable plan (if recorded) is resumed after its lease
+                    log.warning("job %d: filing left to its lease: %s", self.job.id, e)
                     self.out.outcome = "lost"
                 except ShareWaitTooLong as e:
                     self.runner.waiter.release(self.job, self.out, str(e), self.lease)

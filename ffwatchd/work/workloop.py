@@ -11,9 +11,10 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
+from ffwatchd.backoff import Backoff
 from ffwatchd.config.settings import Settings
 from ffwatchd.filing.shares import ShareCheck
-from ffwatchd.store import Job, JobQueue
+from ffwatchd.store import Job, JobQueue, QueueUnavailable, Unreachable, store_errors
 from ffwatchd.work.runner import JobRunner
 
 log = logging.getLogger("ffwatchd.work.worker")
@@ -21,6 +22,37 @@ log = logging.getLogger("ffwatchd.work.worker")
 IDLE_POLL = 5.0           # seconds between claims when nobody wakes us (backoff expiries)
 FILING_DEPTH = 2          # filings of finished jobs in flight at once (each in its own thread)
 PAUSED_EVERY = 2.0        # seconds a worker trusts its last read of the watches paused by an operator
+CLAIM_RETRY = Backoff(first=0.5, cap=2.0)   # between claims while the job table is out of reach
+QUEUE_LOOK_EVERY = 1.0    # seconds between looks at whether the store reaches its table (reported up)
+
+
+class QueueReports:
+    """Tells the supervisor when this worker's store loses and regains its table (event
+    ("queue", index, since, reason), since None when it is back), from a thread that reads
+    `store.unreachable()` only: a claim or heartbeat waiting on the table delays no report."""
+
+    def __init__(self, store: Any, events: Any, index: int) -> None:
+        self.store, self.events, self.index = store, events, index
+        self._said: Unreachable | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="queue-reports", daemon=True)
+
+    def start(self) -> "QueueReports":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def look(self, failed: Unreachable | None = None) -> None:
+        now = failed or self.store.unreachable()
+        if (now is None) != (self._said is None):
+            self._said = now
+            self.events.put(("queue", self.index, now.since if now else None, now.reason if now else None))
+
+    def _run(self) -> None:
+        while not self._stop.wait(QUEUE_LOOK_EVERY):
+            self.look()
 
 
 class PausedWatches:
@@ -82,6 +114,8 @@ class WorkerLoop:
         self.claimed_lock = threading.Lock()
         self.reserved = 0                                    # filings about to claim one with their finish
         self.done = 0
+        self.queue = QueueReports(store, events, index)
+        self.claim_failures = 0                              # claims in a row the table was out of reach for
 
     # -- reporting to the supervisor ------------------------------------------------------------
     def report_expired(self) -> None:
@@ -107,7 +141,20 @@ class WorkerLoop:
         return [n for n in self.watches if n in available]
 
     def claim(self) -> Job | None:
-        job = self.store.claim(self.owner, self.lease, watches=self.claimable(), worker=self.worker_info)
+        """The next job, or None; a job table out of reach is waited out (backoff), never fatal."""
+        try:
+            job = self.store.claim(self.owner, self.lease, watches=self.claimable(), worker=self.worker_info)
+        except QueueUnavailable as e:
+            self.claim_failures += 1
+            delay = CLAIM_RETRY.delay(self.claim_failures)
+            self.queue.look(self.store.unreachable() or Unreachable(time.time(), str(e)))
+            log.warning("worker %d: the job table is out of reach (%s); claiming again in %.1f s", self.index, e, delay)
+            self.stop.wait(delay)
+            return None
+        if self.claim_failures:
+            log.info("worker %d: the job table is back; claiming again", self.index)
+            self.claim_failures = 0
+        self.queue.look()
         self.report_expired()
         return job
 
@@ -210,6 +257,7 @@ class WorkerLoop:
         """Until stopped, recycled, out of memory or orphaned; returns the number of jobs run."""
         job: Job | None = None                           # claimed ahead: held, its image decoding meanwhile
         ahead: Job | None = None
+        self.queue.start()
         try:
             while not self.stop.is_set():
                 if os.getppid() != parent:
@@ -231,12 +279,19 @@ class WorkerLoop:
         return self.done
 
     def close(self, job: Job | None, ahead: Job | None) -> None:
+        self.queue.stop()
         self.report_filed(0)
         for held in (job, ahead if ahead is not job else None, *self.claimed):
             if held is not None:                       # claimed ahead but never started
-                self.runner.give_back(held)
+                try:
+                    self.runner.give_back(held)
+                except store_errors() as e:            # its lease runs out instead
+                    log.warning("job %d: not given back (%s); it returns when its lease runs out", held.id, e)
         self.runner.close()
         self.filer.shutdown()
         self.runner.heartbeats.registered = False
-        self.store.remove_worker(self.owner)
+        try:
+            self.store.remove_worker(self.owner)
+        except store_errors() as e:                    # pruned later as a lost worker
+            log.warning("worker row %s not removed: %s", self.owner, e)
         self.store.close()
