@@ -387,7 +387,7 @@ class Supervisor(WorkerSlots):
             if now >= self._next_status:
                 self._next_status = now + STATUS_EVERY
                 self.write_status()
-                if now >= self._next_prune:
+                if now >= self._next_prune and not self._table_away():   # (no heartbeat got through meanwhile)
                     self._next_prune = now + self.settings.workers.lease
                     self.table_chore("pruning lost workers",
                                      lambda: prune_lost_workers(self.store, self.settings.workers.lease))

@@ -6,15 +6,14 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ffwatchd.ops.metrics_labels import FOLDER_ROLES, JOB_KINDS, JOB_STATES, bounded
+from ffwatchd.ops.tablereads import TableReads
 from ffwatchd.store import store_errors
 
 if TYPE_CHECKING:
@@ -22,27 +21,6 @@ if TYPE_CHECKING:
     from ffwatchd.store import JobQueue
 
 log = logging.getLogger("ffwatchd.ops.metrics")
-
-TABLE_DEADLINE = 3.0      # seconds a scrape waits for the job table (out of reach: its gauges are left out)
-
-T = TypeVar("T")
-
-
-class TableReads:
-    """A collector's reads of the job table on one thread of their own, each waited for at most
-    TABLE_DEADLINE seconds: a scrape never hangs on a database that is away (a read still stuck
-    from an earlier scrape makes the next one time out at once instead of piling up threads)."""
-
-    def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics-table")
-
-    def read(self, fn: Callable[[], T]) -> T:
-        future = self._pool.submit(fn)
-        try:
-            return future.result(timeout=TABLE_DEADLINE)
-        except FutureTimeout:
-            future.cancel()
-            raise TimeoutError(f"the job table did not answer within {TABLE_DEADLINE:.0f} s") from None
 
 
 class JobTableCollector(Collector):
