@@ -115,3 +115,40 @@ def test_on_postgresql_the_ledger_rows_commit_with_the_done(share, tmp_path, mon
     assert looked == {"rows": 0, "state": "running"}, "no ledger row of a job that is not done yet"
     assert _ledger(store, share) == {"done": {"x.jpg"}, "output": {"x.jpg"}}
     store.close()
+
+
+def test_files_the_ledger_does_not_know_are_counted_by_check_and_listed_by_retention_dry_run(share, tmp_path,
+                                                                                          capsys) -> None:
+    """A filing whose entry was lost (before this version) and a file put into done/ by hand:
+    `ffwatchd check` says how many and where, `retention --dry-run` lists them; filed files,
+    error reports, batch reports and the share marker are not counted."""
+    import yaml
+
+    from ffwatchd.cli import main
+    from ffwatchd.config.load import load_config
+    from ffwatchd.ops.checks import run_checks
+
+    raw = {"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"), "models_dir": str(tmp_path / "m"),
+           "watches": [{"name": "studio", "inbox": str(share / "inbox"), "output": str(share / "output"),
+                        "done": str(share / "done"), "failed": str(share / "failed")}]}
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    settings = load_config(config)
+    store = JobStore(settings.db_path)
+    (share / "inbox/y.jpg").write_bytes(PHOTO + b"y")
+    for name in ("x.jpg", "y.jpg"):
+        job = ingest_file(settings, settings.watches[0], store, share / "inbox" / name, 0.0).job
+        assert JobRunner(settings, store, ReadingPipeline(), A).run(store.claim(A, 60)).outcome == "done", job
+    store.forget_filing("studio", "done", "y.jpg")              # its entry lost to a crash, before this version
+    (share / "done/by-hand.jpg").write_bytes(b"dropped here by someone")
+    (share / "output/ffwatch-report.html").write_text("<html></html>")
+    store.close()
+    problems, warnings, _notes = run_checks(settings)
+    said = [w for w in warnings if "ledger does not know" in w]
+    assert said == ["2 file(s) in done/, failed/ or output/ the filing ledger does not know (2 in studio done/): "
+                    "retention never removes them by age; `ffwatchd retention --dry-run` lists them"], warnings
+    assert main(["retention", "--dry-run", "-c", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "kept, never removed by age: 2 file(s) the filing ledger does not know" in out, out
+    assert f"studio  done  {share / 'done/by-hand.jpg'}" in out and f"studio  done  {share / 'done/y.jpg'}" in out
+    assert "x.jpg" not in out and "ffwatch-report" not in out

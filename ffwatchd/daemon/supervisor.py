@@ -40,6 +40,7 @@ from ffwatchd.logs import setup_logging
 from ffwatchd.ops.checks import c2pa_problem, missing_default_models
 from ffwatchd.ops.diskguard import DiskGuard
 from ffwatchd.ops.gpusizing import plan_workers, worker_devices
+from ffwatchd.ops.retention import unknown_to_ledger, unrecorded_line
 from ffwatchd.ops.statusfile import unreachable_line, write_status
 from ffwatchd.store import JobQueue, Unreachable, open_store
 from ffwatchd.store.leadership import Leadership
@@ -100,6 +101,7 @@ class Supervisor(WorkerSlots):
         self._share_fds = claim_share_folders(s, self.store.queue_id())
         recover_at_start(s, self.store)
         self.chores = TableChores(self.store).start()
+        threading.Thread(target=self.check_ledger, name="ledger-check", daemon=True).start()
         self._start_metrics()
         self._start_web()
         self._start_diskguard()
@@ -118,6 +120,22 @@ class Supervisor(WorkerSlots):
             if plan.device != "cpu":
                 log.info("device %s: %d worker process(es) (%s)", plan.device, plan.workers, plan.why)
         log.info("ffwatchd ready: %d watch(es), %d worker(s)", len(s.watches), len(self.slots))
+
+    def check_ledger(self) -> None:
+        """At start-up (in a thread: the walk may be long on a big share): how many files of done/,
+        failed/ and output/ the filing ledger does not know, said in the log and in status."""
+        try:
+            with open_store(self.settings, migrate=False) as store:
+                unknown = unknown_to_ledger(self.settings, store)
+        except Exception as e:  # noqa: BLE001 - a check; the daemon runs on without it
+            log.warning("filing ledger check at start-up failed: %s", e)
+            return
+        if not unknown:
+            log.info("filing ledger check: every file in done/, failed/ and output/ is in the ledger")
+            return
+        line = unrecorded_line(unknown)
+        log.warning("filing ledger check: %s", line)
+        self.warnings.append(line)
 
     def report_models(self) -> None:
         """Say at start (and reload) which models the watches' defaults need but lack, and
