@@ -126,7 +126,7 @@ def test_files_the_ledger_does_not_know_are_counted_by_check_and_listed_by_reten
 
     from ffwatchd.cli import main
     from ffwatchd.config.load import load_config
-    from ffwatchd.ops.checks import run_checks
+    from ffwatchd.ops.checks import check_queue
 
     raw = {"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"), "models_dir": str(tmp_path / "m"),
            "watches": [{"name": "studio", "inbox": str(share / "inbox"), "output": str(share / "output"),
@@ -143,7 +143,9 @@ def test_files_the_ledger_does_not_know_are_counted_by_check_and_listed_by_reten
     (share / "done/by-hand.jpg").write_bytes(b"dropped here by someone")
     (share / "output/ffwatch-report.html").write_text("<html></html>")
     store.close()
-    problems, warnings, _notes = run_checks(settings)
+    problems: list[str] = []
+    warnings: list[str] = []
+    check_queue(settings, problems, [], warnings)         # the part of `ffwatchd check` that reads the table
     said = [w for w in warnings if "ledger does not know" in w]
     assert said == ["2 file(s) in done/, failed/ or output/ the filing ledger does not know (2 in studio done/): "
                     "retention never removes them by age; `ffwatchd retention --dry-run` lists them"], warnings
@@ -152,3 +154,8 @@ def test_files_the_ledger_does_not_know_are_counted_by_check_and_listed_by_reten
     assert "kept, never removed by age: 2 file(s) the filing ledger does not know" in out, out
     assert f"studio  done  {share / 'done/by-hand.jpg'}" in out and f"studio  done  {share / 'done/y.jpg'}" in out
     assert "x.jpg" not in out and "ffwatch-report" not in out
+    from ffwatchd.daemon.supervisor import Supervisor
+
+    sup = Supervisor(config, settings)            # the daemon's start-up check says the same, in status
+    sup.check_ledger()
+    assert said[0] in sup.warnings

@@ -134,6 +134,8 @@ def test_two_daemons_wait_out_a_90s_database_stop_and_a_crash_restart(tmp_path, 
                           "the status file to say the queue is unreachable")
             assert st["since"] > 0 and st["reason"]
             assert scrape(d)[("ffwatchd_queue_unreachable_since_timestamp_seconds", frozenset())] > 0
+        wait_for(lambda: all(any("STATUS=" in m and "queue unreachable since" in m for _, m in li.messages)
+                             for li in listeners), 30, "sd_notify STATUS to say the queue is unreachable")
         shown = _status_cli(daemons[0])
         assert "queue unreachable since" in shown.stdout + shown.stderr, shown
         with urllib.request.urlopen(f"http://{web}/api/overview", timeout=30) as r:     # the web page answers
