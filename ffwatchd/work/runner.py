@@ -98,6 +98,17 @@ class JobRunner:
             return                                 # `start` reports it
         self.prefetcher.submit(job, watch.inbox / job.rel_path)
 
+    def not_held_already(self, job: Job | None) -> Job | None:
+        """`job`, or None when this worker already holds it: a claim committed without waiting for
+        the flush and lost in a database crash left the job queued while this worker held it, and
+        its next claim took it again, same owner, same attempt (no fence tells the two apart).
+        The copy held first goes on; the job is run once."""
+        if job is not None and self.heartbeats.holds(job.id):
+            log.warning("job %d: claimed again while this worker holds it (its first claim was lost in a "
+                        "database crash); run once", job.id)
+            return None
+        return job
+
     def give_back(self, job: Job) -> None:
         """A job claimed ahead but never started goes back to the queue (attempt not counted)."""
         self.prefetcher.discard(job.id)
@@ -251,8 +262,9 @@ class JobRunner:
         if claim is None:
             self.store.finish(job.id, self.owner, output_path=output_path, attempt=job.claims)
             return
-        claimed = self.store.finish_and_claim(job.id, self.owner, output_path=output_path,
-                                              attempt=job.claims, lease=self.settings.workers.lease, **claim)
+        claimed = self.not_held_already(self.store.finish_and_claim(
+            job.id, self.owner, output_path=output_path, attempt=job.claims, lease=self.settings.workers.lease,
+            **claim))
         if claimed is not None:
             pending.claimed = claimed
             self.hold(claimed)

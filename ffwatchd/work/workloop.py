@@ -156,7 +156,7 @@ class WorkerLoop:
             self.claim_failures = 0
         self.queue.look()
         self.report_expired()
-        return job
+        return self.runner.not_held_already(job)
 
     def may_claim_more(self, done: int) -> bool:
         return not self.stop.is_set() and self.claim_ok.is_set() and done + 1 < self.recycle_after
