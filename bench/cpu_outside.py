@@ -72,10 +72,14 @@ def measure(args: argparse.Namespace) -> dict:
             f = folder / f"{i:04d}.jpg"
             f.write_bytes(b.image(i))
             files.append(f)
-        from ffwatchd.config.settings import CustomModel
-        from ffwatchd.faces.pipeline import Pipeline
+        try:
+            from ffwatchd.faces.models import custom_model
+            from ffwatchd.pipeline.pipeline import Pipeline
+        except ImportError:   # a --baseline from before models as data (cd68132 and older)
+            from ffwatchd.config.settings import CustomModel as custom_model  # type: ignore[no-redef]
+            from ffwatchd.faces.pipeline import Pipeline  # type: ignore[no-redef]
 
-        custom = tuple(CustomModel(m.name, m.path, m.kind, m.sha256) for m in b.models.values())
+        custom = tuple(custom_model(m.name, m.path, m.kind, m.sha256) for m in b.models.values())
         pipeline = Pipeline(Path(d) / "models", custom, providers=("cpu",), device="cpu", cpu_threads=1)
         spec = b.spec("det_2.5g")
         out = Path(d) / "out.jpg"

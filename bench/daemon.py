@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from _record import record  # noqa: E402 - bench/ is the script's folder, first on the path
 
 from ffwatchd.config.load import load_config  # noqa: E402
-from ffwatchd.faces.pipeline import Pipeline  # noqa: E402
+from ffwatchd.pipeline.pipeline import Pipeline  # noqa: E402
 from ffwatchd.spec.jobspec import JobSpec  # noqa: E402
 from tests.e2e.harness import Daemon, face_jpeg, synthetic_models, wait_for  # noqa: E402
 

@@ -249,10 +249,10 @@ class Bench:
         return buf.tobytes()
 
     def pipeline(self, vram_limit: int = 12 * 2**30):
-        from ffwatchd.config.settings import CustomModel
-        from ffwatchd.faces.pipeline import Pipeline
+        from ffwatchd.faces.models import custom_model
+        from ffwatchd.pipeline.pipeline import Pipeline
 
-        custom = tuple(CustomModel(m.name, m.path, m.kind, m.sha256) for m in self.models.values())
+        custom = tuple(custom_model(m.name, m.path, m.kind, m.sha256) for m in self.models.values())
         return Pipeline(self.tmp / "models", custom, providers=self.providers, device=self.device,
                         vram_limit=vram_limit, cpu_threads=0)
 

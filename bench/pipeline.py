@@ -29,6 +29,7 @@ from _record import record  # noqa: E402 - bench/ is the script's folder, first 
 
 
 from ffwatchd.faces.anonymize import anonymize_face  # noqa: E402
+from ffwatchd.faces.models import custom_model  # noqa: E402
 from ffwatchd.faces.detect import load_detector  # noqa: E402
 from ffwatchd.faces.embed import Recognizer  # noqa: E402
 from ffwatchd.faces.enhance import Enhancer  # noqa: E402
@@ -63,11 +64,13 @@ def main() -> int:
     cfg = SessionConfig()
     tmp = Path(tempfile.mkdtemp(prefix="ffwatchd-bench-"))
     synth = sm.build_all(tmp)
-    yunet = load_detector("yunet", assets / "models" / "face_detection_yunet_2023mar.onnx", cfg)
-    scrfd = load_detector("scrfd_500m", assets / "models" / "det_500m.onnx", cfg)
-    rec = Recognizer("w600k_mbf_int8", assets / "models" / "w600k_mbf_int8.onnx", cfg)
-    swapper = Swapper("synth_inswapper", synth["synth_inswapper"].path, cfg)
-    enhancer = Enhancer("synth_gfpgan", synth["synth_gfpgan"].path, cfg)
+    def model(name: str, path: Path, family: str) -> tuple:
+        return custom_model(name, path, family), path
+    yunet = load_detector(*model("yunet", assets / "models" / "face_detection_yunet_2023mar.onnx", "yunet"), cfg)
+    scrfd = load_detector(*model("scrfd_500m", assets / "models" / "det_500m.onnx", "scrfd"), cfg)
+    rec = Recognizer(*model("w600k_mbf_int8", assets / "models" / "w600k_mbf_int8.onnx", "arcface"), cfg)
+    swapper = Swapper(*model("synth_inswapper", synth["synth_inswapper"].path, "inswapper"), cfg)
+    enhancer = Enhancer(*model("synth_gfpgan", synth["synth_gfpgan"].path, "gfpgan"), cfg)
 
     t1 = assets / "images" / "t1.jpg"
     image = read_image(t1, 80_000_000)
@@ -78,7 +81,7 @@ def main() -> int:
                              key=lambda f: f.area))
     latent = swapper.latent(identity)
     crop, m = swapper.swap_crop(frame, face, latent)
-    prov = Provenance(("face_swapper",), ("scrfd_500m", "w600k_mbf_int8", "synth_inswapper"))
+    prov = Provenance(("face_swapper",), ("scrfd_500m", "w600k_mbf_int8", "synth_inswapper"), ai=True)
     out_path = tmp / "out.jpg"
     n = args.runs
     stages = [

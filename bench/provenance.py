@@ -28,7 +28,7 @@ from c2pa_certs import make_chain  # noqa: E402
 from ffwatchd.media.c2pa_sign import ManifestSigner, load_credentials  # noqa: E402
 from ffwatchd.media.ffmpeg import find_ffmpeg  # noqa: E402
 from ffwatchd.media.image import encode_image  # noqa: E402
-from ffwatchd.media.provenance import Provenance  # noqa: E402
+from ffwatchd.media.provenance import ModelFile, Provenance  # noqa: E402
 
 
 def timed(fn, runs: int) -> float:
@@ -53,7 +53,7 @@ def main() -> int:
     chain = make_chain(tmp / "c2pa")
     signer = ManifestSigner(load_credentials(chain.cert, chain.key))
     prov = Provenance(("face_swapper",), ("scrfd_500m", "w600k_mbf_int8", "inswapper_128"),
-                      (("inswapper_128", "ab" * 32),))
+                      (ModelFile("inswapper_128", "ab" * 32, "non-commercial"),), ai=True)
     rng = np.random.default_rng(1)
     rows = []
     for w, h in ((1280, 886), (1920, 1080)):

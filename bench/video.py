@@ -28,12 +28,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "media")]
 
 from bench._record import record  # noqa: E402
-from ffwatchd.config.settings import CustomModel  # noqa: E402
+from ffwatchd.faces.models import custom_model  # noqa: E402
 from ffwatchd.media import ffmpeg as ffmpeg_mod  # noqa: E402
 from ffwatchd.media.ffmpeg import find_ffmpeg  # noqa: E402
 from ffwatchd.media.probe import probe  # noqa: E402
 from ffwatchd.media.video import DEFAULT_SEGMENT_SECONDS, process_video  # noqa: E402
-from ffwatchd.spec.jobspec import DetectorSpec, JobSpec, OutputSpec, RecognizerSpec, SwapperSpec  # noqa: E402
+from ffwatchd.processors.builtin.face_swapper import SwapperSettings  # noqa: E402
+from ffwatchd.spec.jobspec import DetectorSpec, JobSpec, OutputSpec, RecognizerSpec  # noqa: E402
 
 log = logging.getLogger("bench.video")
 SPEC_OUTPUT = OutputSpec()          # the defaults a job gets: libx264, crf 20, preset medium
@@ -54,16 +55,16 @@ def build_processor(assets: Path, tmp: Path):
     """Real detector (YuNet) and recognizer, synthetic swapper, through ffwatchd's face pipeline."""
     import synthetic_models
 
-    from ffwatchd.faces.pipeline import Pipeline
+    from ffwatchd.pipeline.pipeline import Pipeline
 
     swapper = synthetic_models.make_inswapper_like(tmp / "models" / "synth_inswapper.onnx")
     recognizer = assets / "models" / "w600k_mbf_int8.onnx"
-    custom = (CustomModel("synth_inswapper", swapper, "swapper", sha256(swapper)),
-              CustomModel("mbf_int8", recognizer, "recognizer", sha256(recognizer)))
+    custom = (custom_model("synth_inswapper", swapper, "swapper", sha256(swapper)),
+              custom_model("mbf_int8", recognizer, "recognizer", sha256(recognizer)))
     pipeline = Pipeline(assets / "models", custom, providers=("cpu",))
     spec = JobSpec(sources=(str(assets / "images" / "grace_hopper.jpg"),), processors=("face_swapper",),
                    face_detector=DetectorSpec("yunet"), face_recognizer=RecognizerSpec("mbf_int8"),
-                   face_swapper=SwapperSpec("synth_inswapper"), output=SPEC_OUTPUT)
+                   sections={"face_swapper": SwapperSettings("synth_inswapper")}, output=SPEC_OUTPUT)
     return pipeline.prepare(spec)
 
 

@@ -8,6 +8,7 @@ import reprlib
 PERMANENT_KINDS = frozenset({
     "bad_input", "no_face", "too_large", "no_sidecar", "bad_sidecar", "model_missing",
     "cancelled", "outside_inbox", "memory", "duplicate", "unreadable", "provenance", "source_changed",
+    "licence",            # a model's licence is not in models.licences_allowed
     "truncated",          # its content still ended early after unfinished_wait (the copy never finished)
     "vanished",           # the original left its inbox (the inbox being there) before it was processed
     "superseded",         # the original changed after it was queued or while it was processed: its new
@@ -15,6 +16,11 @@ PERMANENT_KINDS = frozenset({
 })
 #: failed jobs that are not failures of the file: left out of a batch's failed count and notifications
 NOT_A_FILE_FAILURE = frozenset({"superseded"})
+#: refusals on arrival for what the sidecar says or lacks: `jobs retry` takes such a job once the
+#: sidecar is fixed
+SIDECAR_KINDS = frozenset({"no_sidecar", "bad_sidecar"})
+#: refusals on arrival for the file's own content: `jobs retry` cannot help, a new copy is needed
+CONTENT_KINDS = frozenset({"bad_input", "truncated", "unreadable"})
 TRANSIENT_KINDS = frozenset({
     "timeout", "worker_crashed", "internal", "io", "disk_full",
 })

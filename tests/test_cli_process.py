@@ -14,7 +14,7 @@ from PIL import Image
 
 from ffwatchd.cli import process as cli_process
 from ffwatchd.faces import registry
-from ffwatchd.faces.registry import ModelInfo
+from ffwatchd.faces.models import Model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import synthetic_models as sm  # noqa: E402
@@ -74,7 +74,7 @@ def test_without_a_config_using_models_dir(files, models, monkeypatch, capsys):
     monkeypatch.delenv("FFWATCHD_CONFIG", raising=False)
     det = models["synth_scrfd"]
     monkeypatch.setitem(registry.BUILTIN_MODELS, "scrfd_500m",
-                        ModelInfo("scrfd_500m", "detector", det.path.name, det.sha256, det.path.stat().st_size, None))
+                        Model("scrfd_500m", "scrfd", det.path.name, sha256=det.sha256, size=det.path.stat().st_size))
     out = files / "anon.png"                                   # the suffix picks the format
     rc = run_process(["-t", str(files / "target.jpg"), "-o", str(out), "--models-dir", str(det.path.parent),
                       "--processors", "face_anonymizer", "--detector", "scrfd_500m", "--anonymize", "pixelate"])

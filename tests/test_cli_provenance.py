@@ -19,9 +19,11 @@ from ffwatchd.config.load import load_config  # noqa: E402
 from ffwatchd.errors import ConfigError  # noqa: E402
 from ffwatchd.media.c2pa_sign import ManifestSigner, load_credentials  # noqa: E402
 from ffwatchd.media.image import write_image  # noqa: E402
-from ffwatchd.media.provenance import Provenance  # noqa: E402
+from ffwatchd.media.provenance import ModelFile, Provenance  # noqa: E402
 
-PROV = Provenance(("face_swapper",), ("yunet", "inswapper_128"), (("inswapper_128", "ab" * 32),))
+PROV = Provenance(("face_swapper",), ("yunet", "inswapper_128"),
+                  (ModelFile("inswapper_128", "ab" * 32, "non-commercial", "https://github.com/deepinsight/insightface#license"),),
+                  ai=True)
 
 
 def config(tmp_path: Path, provenance: str) -> Path:
@@ -76,6 +78,9 @@ def test_show_reads_back_metadata_and_a_valid_manifest(signed_png, chain, capsys
     assert "C2PA: Valid, signed by ffwatchd test signer" in out
     assert "compositeWithTrainedAlgorithmicMedia" in out and "ingredient (parentOf): original.png" in out
     assert "model: inswapper_128 sha256 " + "ab" * 32 in out
+    # the manifest's assertion carries each model's licence beside its sha256
+    assert ("model: inswapper_128 sha256 " + "ab" * 32 + " licence non-commercial "
+            "(https://github.com/deepinsight/insightface#license)") in out
     assert main(["provenance", "show", str(signed_png), "--json", "--trust", str(chain.ca)]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["c2pa"]["validation_state"] == "Trusted"

@@ -96,7 +96,9 @@ INVALID = [
     ("retention.min_free_disk", "retention: {min_free_disk: -5}\n", "negative"),
     ("log.format", "log: {format: xml}\n", "not one of text, json"),
     ("colour", "colour: blue\n", "unknown key"),
-    ("models.mine.kind", "models: {mine: {path: m.onnx, kind: toaster}}\n", "not one of"),
+    ("models.mine.family", "models: {mine: {path: m.onnx, kind: toaster}}\n", "not a model family"),
+    ("models.mine.family", "models: {mine: {path: m.onnx}}\n", "is required"),
+    ("models.licences_allowed", "models: {licences_allowed: MIT}\n", "not a list of licence ids"),
     ("models.mine.sha256", "models: {mine: {path: m.onnx, kind: detector, sha256: abc}}\n", "not a sha256"),
 ]
 

@@ -14,12 +14,12 @@ import pytest
 from PIL import Image
 
 from ffwatchd.errors import JobError
-from ffwatchd.faces.pipeline import Pipeline
+from ffwatchd.pipeline.pipeline import Pipeline
 from ffwatchd.media.image import Provenance, read_image, read_provenance, write_image
 from ffwatchd.media.provenance import AI_COMPOSITE as DIGITAL_SOURCE_TYPE
 from ffwatchd.spec.jobspec import JobSpec
 
-PROV = Provenance(("face_swapper", "face_enhancer"), ("yunet", "arcface_w600k_r50", "inswapper_128"))
+PROV = Provenance(("face_swapper", "face_enhancer"), ("yunet", "arcface_w600k_r50", "inswapper_128"), ai=True)
 LABEL_ONLY = JobSpec.from_mapping({"processors": ["label"]})
 
 

@@ -13,7 +13,7 @@ from PIL import Image, ImageCms
 from ffwatchd.media.image import Provenance, encode_image, read_image
 from ffwatchd.media.jpegout import metadata_segments
 
-PROV = Provenance(("face_swapper",), ("scrfd", "arcface", "inswapper_128"))
+PROV = Provenance(("face_swapper",), ("scrfd", "arcface", "inswapper_128"), ai=True)
 SRGB = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from ffwatchd.cli import models as cli_models
 from ffwatchd.faces import registry
-from ffwatchd.faces.registry import ModelInfo
+from ffwatchd.faces.models import Model
 
 
 def run_models(argv: list[str]) -> int:
@@ -36,8 +36,8 @@ def served(tmp_path, monkeypatch):
     data = os.urandom(2 * 2**20 + 7)
     (root / "gfpgan_1.4.onnx").write_bytes(data)
     monkeypatch.setitem(registry.BUILTIN_MODELS, "gfpgan_1.4",
-                        ModelInfo("gfpgan_1.4", "enhancer", "gfpgan_1.4.onnx", hashlib.sha256(data).hexdigest(),
-                                  len(data), "https://example.invalid/gfpgan_1.4.onnx"))
+                        Model("gfpgan_1.4", "gfpgan", "gfpgan_1.4.onnx", url="https://example.invalid/gfpgan_1.4.onnx",
+                              sha256=hashlib.sha256(data).hexdigest(), size=len(data)))
     handler = functools.partial(SimpleHTTPRequestHandler, directory=str(root))
     handler.log_message = lambda *a: None
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)

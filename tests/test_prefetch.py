@@ -15,7 +15,11 @@ from ffwatchd.work.runner import JobRunner
 from tests.test_runner import _with_source, enqueue, env  # noqa: F401 - the fixture
 
 
-class StagedPipeline:
+from ffwatchd.pipeline.contract import ImageResult, RenderedImage  # noqa: E402
+from tests.fake_pipeline import FakePipeline  # noqa: E402
+
+
+class StagedPipeline(FakePipeline):
     """The three image stages of `Pipeline`, recording the thread each ran in."""
 
     def __init__(self) -> None:
@@ -38,10 +42,11 @@ class StagedPipeline:
     def render_image(self, target: Path, image: bytes, spec: JobSpec):
         self._seen("render", target)
 
-        def write(output: Path) -> None:
+        def write(output: Path) -> ImageResult:
             self._seen("write", target)
             Path(output).write_bytes(b"processed:" + image)
-        return write
+            return ImageResult(0, [], [], "jpeg")
+        return RenderedImage(write, None, None)
 
 
 def test_stages_run_in_their_threads_and_the_result_is_the_same(env) -> None:  # noqa: F811
@@ -128,7 +133,7 @@ def test_a_filing_asked_to_claim_claims_the_next_job_with_its_finish(env) -> Non
     filer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="filing")
     assert filer.submit(processed.finish).result().outcome == "done"
     store._db.set_trace_callback(None)
-    assert len(commits) == 2                        # the synced filing plan; done + claim together
+    assert len(commits) == 3     # the synced filing plan; the lease confirmed before the result's link; done + claim
     job_b = processed.claimed
     assert job_b is not None and job_b.id == b and job_b.lease_owner == "me" and job_b.worker == {"device": "cpu"}
     assert store.get(a).state == "done" and store.get(b).state == "running"
@@ -160,10 +165,9 @@ def test_a_filed_image_carries_its_report_thumbnails(env) -> None:  # noqa: F811
 
     class Pictures(StagedPipeline):
         def render_image(self, target: Path, image: bytes, spec: JobSpec):
-            write = super().render_image(target, image, spec)
-            write.source = np.full((300, 200, 3), 40, np.uint8)
-            write.frame = np.full((300, 200, 3), 200, np.uint8)
-            return write
+            plain = super().render_image(target, image, spec)
+            return RenderedImage(plain.write, np.full((300, 200, 3), 200, np.uint8),
+                                 np.full((300, 200, 3), 40, np.uint8))
 
     runner = JobRunner(settings, store, Pictures(), "me")
     out = runner.run(store.claim("me", 60))

@@ -33,3 +33,26 @@ def test_every_photo_the_try_it_copies_is_shipped_or_made_first(tmp_path: Path) 
         picture = cv2.imread(str(tmp_path / name))
         assert picture is not None and picture.shape[0] >= 200, name
     assert lines.index(made[0]) < min(i for i, line in enumerate(lines) if line.startswith("cp "))
+
+
+def first_command() -> list[str]:
+    """The README's first shell block: install and run."""
+    block = re.search(r"```sh\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    return [step.strip() for line in block.splitlines() if line.strip() and not line.startswith("#")
+            for step in line.split("&&")]
+
+
+def test_the_first_command_gives_the_clean_install_of_the_install_script() -> None:
+    """Issue 35, item 14: the first command was `pip install .`, which leaves opencv-python and
+    opencv-python-headless both owning cv2/ (insightface requires the one, ffwatchd the other), so
+    `check` warned at once. It installs through scripts/install.sh, whose last step leaves one owner
+    (tests/test_install.py runs that step's plan and the script's plumbing)."""
+    steps = first_command()
+    assert not [s for s in steps if re.search(r"\bpip install\b", s)], f"a bare pip install: {steps}"
+    install = [i for i, s in enumerate(steps) if shlex.split(s)[:2] == ["sh", "scripts/install.sh"]]
+    run = [i for i, s in enumerate(steps) if shlex.split(s)[:2] == [".venv/bin/ffwatchd", "run"]]
+    assert install and run and install[0] < run[0], steps
+    assert len(shlex.split(steps[install[0]])) == 2, "the default venv (.venv), which the run step uses"
+    script = (ROOT / "scripts/install.sh").read_text()
+    assert "venv=${1:-.venv}" in script and script.rstrip().splitlines()[-1].startswith(
+        'exec "$venv/bin/python" -m ffwatchd.install')

@@ -38,7 +38,8 @@ def test_what_the_workers_hold_changes_with_the_settings_and_with_the_files_they
     key renewed in place under the same name). logrotate's SIGHUP changes none of it."""
     import os
 
-    from ffwatchd.config.settings import C2paSettings, CustomModel
+    from ffwatchd.config.settings import C2paSettings
+    from ffwatchd.faces.models import custom_model
     from ffwatchd.daemon.reloading import worker_inputs
 
     models = tmp_path / "m"
@@ -49,7 +50,7 @@ def test_what_the_workers_hold_changes_with_the_settings_and_with_the_files_they
     for name in ("cert.pem", "key.pem"):
         (tmp_path / name).write_text("one")
     s = Settings(source=None, state_dir=tmp_path / "s", temp_dir=tmp_path / "t", models_dir=models, watches=(),
-                 models=(CustomModel("mine", custom, "detector"),),
+                 models=(custom_model("mine", custom, "detector"),),
                  c2pa=C2paSettings(cert=tmp_path / "cert.pem", key=tmp_path / "key.pem"))
     before = worker_inputs(s)
     assert worker_inputs(dataclasses.replace(s)) == before            # the same file read again

@@ -18,31 +18,7 @@ from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import JobStore
 from ffwatchd.work.runner import JobRunner
 
-
-class NoFaces:
-    """A frame processor that finds no face and changes nothing."""
-
-    def process_frame(self, frame: np.ndarray) -> tuple[np.ndarray, int]:
-        return frame, 0
-
-
-class FakePipeline:
-    provenance = True
-
-    def prepare(self, spec: JobSpec) -> NoFaces:
-        return NoFaces()
-
-    def signer(self) -> None:
-        return None
-
-    def provenance_for(self, processor: object, faces: int) -> None:
-        return None
-
-    def output_suffix(self, target: Path, spec: JobSpec) -> str:
-        return target.suffix
-
-    def process_image(self, target: Path, output: Path, spec: JobSpec) -> None:
-        output.write_bytes(b"processed:" + target.read_bytes())
+from tests.fake_pipeline import FakePipeline, NoFaces  # noqa: E402,F401 - others import them from here
 
 
 @pytest.fixture

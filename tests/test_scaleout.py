@@ -33,14 +33,14 @@ def host_settings(tmp_path: Path, mount: Path, name: str = "host", **watch: obje
     return load_settings(raw, tmp_path)
 
 
-class ReadingPipeline:
+from tests.fake_pipeline import FakePipeline  # noqa: E402
+
+
+class ReadingPipeline(FakePipeline):
     """Reads the sources the spec names, as the real pipeline does, and copies the target."""
 
     def __init__(self) -> None:
         self.sources_read: list[Path] = []
-
-    def output_suffix(self, target: Path, spec: JobSpec) -> str:
-        return target.suffix
 
     def process_image(self, target: Path, output: Path, spec: JobSpec) -> None:
         for s in spec.sources:

@@ -67,7 +67,8 @@ def test_per_file_sidecar_merges_over_folder(watch: WatchSettings) -> None:
     put(inbox / "clip.mp4.ffwatch.yaml", "face_enhancer: {blend: 0.9}\npriority: 5\n")
     r = resolve_spec(watch, clip, KNOWN)
     assert r.sidecars == (inbox / "ffwatch.yaml", inbox / "clip.mp4.ffwatch.yaml")
-    assert r.spec.face_enhancer.blend == 0.9 and r.spec.face_enhancer.model == "gfpgan_1.4"
+    enhancer = r.spec.settings_of("face_enhancer")
+    assert enhancer.blend == 0.9 and enhancer.model == "gfpgan_1.4"
     assert r.spec.priority == 5 and r.spec.processors == ("face_swapper", "face_enhancer")
 
 

@@ -77,7 +77,7 @@ def _run_stopped_at(step: str, share: Path, tmp_path: Path, monkeypatch, outcome
         again = store.claim(B, 60)
         assert again is not None and again.id == first.id and again.attempts == 2
         hidden = {}
-        for p in settings.temp_dir.glob(f"job-{first.id}.result*"):   # A's local disk: not B's to see
+        for p in settings.temp_dir.glob(f"job-{first.id}-*.result*"):   # A's local disk: not B's to see
             hidden[p] = p.with_name(p.name + ".elsewhere")
             os.rename(p, hidden[p])
         with monkeypatch.context() as m:      # B is another process: its temp names are its own
@@ -278,4 +278,103 @@ def test_a_plan_resumed_after_its_original_was_filed_ignores_a_new_file_at_the_i
     assert [p.read_bytes() for p in _files(share / "done")] == [OLD]
     assert [p.read_bytes() for p in _files(share / "output")] == [b"processed:" + OLD]
     assert {rel: e.job_id for rel, e in store.filings("studio", "done").items()} == {"x.jpg": first.id}
+    store.close()
+
+
+def test_a_resumed_plan_whose_output_name_was_taken_meanwhile_records_where_its_result_landed(
+        share, tmp_path, monkeypatch) -> None:
+    """CI (the two-host stale-worker PG e2e, seed 796979574): A staged its original (the inbox
+    name is free from then on) and was stopped before placing its result; a new file at the same
+    name was processed and filed to the output name A's plan had chosen; B, resuming A's plan,
+    placed A's result under the job's `-<id>` name but recorded the plan's name: a done job whose
+    output was another original's result. The job records where its result landed."""
+    settings, watch, clock, store, inbox, first = _first_job(share, tmp_path)
+    runner_a = JobRunner(settings, store, ReadingPipeline(), A)
+    monkeypatch.setattr(runner_a.heartbeats, "beat_one", lambda lease: None)
+    seen: dict = {}
+
+    def stop_here(name: str, job_id: int) -> None:
+        if name != "place_result" or job_id != first.id or seen:
+            return
+        seen["stopped"] = True
+        assert not inbox.exists()                          # staged: the name is free
+        inbox.write_bytes(NEW)
+        os.utime(inbox, (time.time() + 5, time.time() + 5))
+        new = ingest_file(settings, watch, store, inbox, 0.0).job
+        seen["new"] = new
+        with monkeypatch.context() as m:                   # C files the new file to the planned name
+            m.setattr(os, "getpid", lambda: 3)
+            claimed = store.claim(C, 60)
+            assert claimed.id == new.id
+            assert JobRunner(settings, store, ReadingPipeline(), C).run(claimed).outcome == "done"
+        clock.t += settings.workers.lease + 1              # A stops here, past its lease
+        again = store.claim(B, 60)
+        assert again is not None and again.id == first.id and again.filing
+        with monkeypatch.context() as m:
+            m.setattr(os, "getpid", lambda: 2)
+            seen["b"] = JobRunner(settings, store, ReadingPipeline(), B).run(again)
+
+    monkeypatch.setattr(placing, "before_step", stop_here)
+    out_a = runner_a.start(store.claim(A, 5)).finish()
+    assert seen.get("stopped") and out_a.outcome == "lost"
+    assert seen["b"].outcome == "done", (seen["b"].error_kind, seen["b"].message)
+    old, new = store.get(first.id), store.get(seen["new"].id)
+    assert old.state == new.state == "done"
+    assert Path(old.output_path).read_bytes() == b"processed:" + OLD, f"job {old.id}: {old.output_path}"
+    assert Path(new.output_path).read_bytes() == b"processed:" + NEW, f"job {new.id}: {new.output_path}"
+    assert sorted(p.read_bytes() for p in _files(share / "output")) == [b"processed:" + NEW, b"processed:" + OLD]
+    outputs = store.filings("studio", "output")
+    assert {e.job_id for e in outputs.values()} == {old.id, new.id}
+    assert not [p for p in share.rglob(".ffwatchd-*") if p.name != ".ffwatchd-owner.json"], "no temp or staged file"
+    store.close()
+
+
+class SignedPipeline(ReadingPipeline):
+    """A result that says which worker made it (a real pipeline is not bit-for-bit repeatable)."""
+
+    def __init__(self, who: str) -> None:
+        super().__init__()
+        self.who = who
+
+    def process_image(self, target: Path, output: Path, spec) -> None:
+        output.write_bytes(f"processed by {self.who}:".encode() + target.read_bytes())
+
+
+def test_a_worker_that_lost_its_lease_before_placing_its_result_publishes_nothing(share, tmp_path,
+                                                                                  monkeypatch) -> None:
+    """A is stopped once its plan is recorded (before its original is staged); B, past A's lease,
+    processes the job again and files it. Resumed, A finds the original filed; its result used to
+    be linked into output/ anyway, beside B's (an output no job names). Publishing confirms the
+    lease first: A places nothing, and its temp result (its attempt's own name) goes."""
+    settings, watch, clock, store, inbox, first = _first_job(share, tmp_path)
+    runner_a = JobRunner(settings, store, SignedPipeline("a"), A)
+    monkeypatch.setattr(runner_a.heartbeats, "beat_one", lambda lease: None)
+    seen: dict = {}
+
+    def stop_here(name: str, job_id: int) -> None:
+        if name != "stage_original" or job_id != first.id or seen:
+            return
+        seen["stopped"] = True
+        clock.t += settings.workers.lease + 1              # A stops here, past its lease
+        again = store.claim(B, 60)
+        assert again is not None and again.id == first.id and again.claims == first.claims + 2
+        hidden = {p: p.with_name(p.name + ".elsewhere") for p in settings.temp_dir.glob(f"job-{first.id}*")}
+        for p, aside in hidden.items():                    # A's local disk: not B's to see
+            os.rename(p, aside)
+        with monkeypatch.context() as m:
+            m.setattr(os, "getpid", lambda: 2)
+            seen["b"] = JobRunner(settings, store, SignedPipeline("b"), B).run(again)
+        for p, aside in hidden.items():
+            os.rename(aside, p)
+
+    monkeypatch.setattr(placing, "before_step", stop_here)
+    out_a = runner_a.start(store.claim(A, 5)).finish()
+    assert seen.get("stopped") and out_a.outcome == "lost" and seen["b"].outcome == "done"
+    job = store.get(first.id)
+    assert job.state == "done" and Path(job.output_path).read_bytes() == b"processed by b:" + OLD
+    assert [p.read_bytes() for p in _files(share / "output")] == [b"processed by b:" + OLD], "A published nothing"
+    assert [p.read_bytes() for p in _files(share / "done")] == [OLD]
+    assert {e.job_id for e in store.filings("studio", "output").values()} == {first.id}
+    assert not list(settings.temp_dir.glob(f"job-{first.id}*")), "A's temp result went with its attempt"
+    assert not [p for p in share.rglob(".ffwatchd-*") if p.name != ".ffwatchd-owner.json"], "no temp or staged file"
     store.close()

@@ -297,7 +297,7 @@ def test_a_file_waiting_for_its_sidecar_is_logged_once_and_listed(make_env, capl
     assert env.service.waiting_files()["w"][0]["path"] == "nosidecar/a.jpg"
     assert env.service.waiting_files()["w"][0]["waits_for"] == "its sidecar (ffwatch.yaml)"
     lines = [r.getMessage() for r in caplog.records if "waits up to" in r.getMessage()]
-    assert lines == ["watch w: nosidecar/a.jpg waits up to 30 s for its sidecar (ffwatch.yaml)"]
+    assert lines == ["watch w: nosidecar/a.jpg waits up to 30s for its sidecar (ffwatch.yaml)"]
 
 
 def test_files_matching_no_include_pattern_are_logged_once_and_counted(make_env, caplog) -> None:

@@ -1,5 +1,5 @@
 """The `ffwatchd` command line: run, check, status, jobs, enqueue, process, models, retention,
-batches, queue, provenance."""
+batches, queue, watches, provenance."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from ffwatchd.cli import (
     retention,
     run,
     status,
+    watches,
 )
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CommandFailed, UsageError
 from ffwatchd.errors import ConfigError
@@ -44,6 +45,7 @@ COMMANDS = (
     ("retention", retention, "run housekeeping now (--dry-run)"),
     ("batches", batches, "batches: list | show (report, deliveries) | notifications (list, retry, drop)"),
     ("queue", queue, "the job table: migrate SQLite into PostgreSQL"),
+    ("watches", watches, "pause | resume NAME: a watch's claiming on every host"),
     ("provenance", provenance, "what a file says about how it was made: show FILE"),
 )
 

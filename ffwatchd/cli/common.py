@@ -8,6 +8,7 @@ import os
 import sys
 import tempfile
 import time
+import unicodedata
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -139,11 +140,18 @@ def format_progress(job: Job) -> str:
     return "-"
 
 
+def display_width(text: str) -> int:
+    """Columns `text` takes on a terminal: wide (CJK) characters two, combining marks none (a
+    table padded by len() put the columns after a Japanese name out of line)."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+               for c in text)
+
+
 def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
     cells = [[str(c) for c in headers]] + [["-" if c is None else shown(str(c)) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    widths = [max(display_width(r[i]) for r in cells) for i in range(len(headers))]
     for i, r in enumerate(cells):
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        print("  ".join(c + " " * (w - display_width(c)) for c, w in zip(r, widths)).rstrip())
         if i == 0:
             print("  ".join("-" * w for w in widths))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Callable
 
 from ffwatchd.cli.common import (
@@ -83,8 +84,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:               # more: 50 of 227 were shown as if they were all
         dump_json(jobs_document(jobs))
         return EXIT_OK
+    # `queued`: when the file arrived (a retry's re-queue is in `jobs show` as queued_at)
     print_table([(j.id, j.state, j.watch, j.rel_path, j.kind, priority_name(j.priority), j.attempts,
-                  format_progress(j), j.error_kind or "", format_time(j.queued_at)) for j in jobs],
+                  format_progress(j), j.error_kind or "", format_time(j.created_at)) for j in jobs],
                 ["id", "state", "watch", "path", "kind", "priority", "tries", "progress", "error", "queued"])
     if more:
         print(f"(the newest {args.limit} shown; there are more: --limit N, --state S or --watch W)")
@@ -126,7 +128,55 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"  {shown(str(s.get('path')))}  sha256 {s.get('sha256')}" + (f"  ({s['role']})" if s.get("role") else ""))
     print("spec (effective sidecar snapshot):")
     print("  " + json.dumps(job.spec, indent=2).replace("\n", "\n  "))
+    print_result(job)
+    print_output_provenance(job)
     return EXIT_OK
+
+
+def print_result(job: Job) -> None:
+    """What the pipeline reported when the job was done: faces, processors, each model's file and licence."""
+    r = job.result
+    if not r:
+        return
+    found = f" of {r['faces_found']} found" if r.get("faces_found") is not None else ""
+    frames = f" in {r['frames']} frames" if r.get("frames", 1) != 1 else ""
+    what = "copied unchanged (no face)" if r.get("copied") else f"{r.get('faces', 0)} face(s){found}{frames}"
+    print(f"result: {what}; processors {', '.join(r.get('processors') or []) or '-'}"
+          + ("; C2PA-signed" if r.get("signed") else ""))
+    for m in r.get("models") or []:
+        url = f" ({m['licence_url']})" if m.get("licence_url") else ""
+        print(f"  model {m.get('name')} sha256 {m.get('sha256') or '-'} licence {m.get('licence') or 'unknown'}{url}")
+    q = r.get("quality")
+    if q:
+        print(f"  swap quality: {q['scored']} face(s) scored, worst {q['min']:.2f}, mean {q['mean']:.2f} "
+              "(identity similarity to the source, read back by the recognizer)")
+    for i, sc in enumerate(r.get("scores") or [], 1):
+        print(f"  face {i} at {tuple(sc['box'])}: similarity {sc['similarity']:.2f} (the original face: {sc['original']:.2f})")
+
+
+def print_output_provenance(job: Job) -> None:
+    """What the job's output says about how it was made, each model with its sha256 and licence."""
+    if job.state != "done" or not job.output_path:
+        return
+    if job.kind != "image":
+        print(f"provenance: `ffwatchd provenance show {shown(job.output_path)}` reads the video's tags")
+        return
+    # Imported here: Pillow loads only where a picture is read.
+    from ffwatchd.media.provenance import read_provenance
+
+    try:
+        prov = read_provenance(Path(job.output_path))
+    except (OSError, ValueError) as e:
+        print(f"provenance: {shown(job.output_path)} cannot be read: {e}")
+        return
+    if prov is None:
+        print("provenance: the output carries none (unchanged, or written without provenance)")
+        return
+    print(f"provenance: {'AI-modified' if prov.get('ai_generated') else 'edited'}; processors "
+          f"{', '.join(prov.get('processors', [])) or '-'}")
+    for f in prov.get("model_files", []):
+        url = f" ({f['licence_url']})" if f.get("licence_url") else ""
+        print(f"  model {f.get('name')} sha256 {f.get('sha256') or '-'} licence {f.get('licence') or 'unknown'}{url}")
 
 
 # A report or notification keeps naming a job after its row is purged (jobs purge, retention's

@@ -12,7 +12,7 @@ from typing import Any
 
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, config_arg, json_arg
 from ffwatchd.config.load import CONFIG_ENV, load_config
-from ffwatchd.config.settings import CustomModel
+from ffwatchd.faces.models import RESTRICTED, UNKNOWN, Model
 from ffwatchd.errors import ConfigError, JobError
 from ffwatchd.faces import registry
 from ffwatchd.faces.fetch import FetchError, fetch_model
@@ -46,10 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="one JSON report at the end (no progress bar)")
 
 
-def models_location(args: argparse.Namespace) -> tuple[Path, tuple[CustomModel, ...]]:
+def models_location(args: argparse.Namespace) -> tuple[Path, tuple[Model, ...]]:
     """(models_dir, custom models) from --models-dir and/or the config; ConfigError when neither."""
     config = getattr(args, "config", None) or os.environ.get(CONFIG_ENV)
-    custom: tuple[CustomModel, ...] = ()
+    custom: tuple[Model, ...] = ()
     models_dir = None
     if config:
         settings = load_config(config)
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     return command(args, models_dir, custom)
 
 
-def model_state(name: str, info: Any, models_dir: Path, custom: tuple[CustomModel, ...]) -> tuple[str, str]:
+def model_state(name: str, info: Any, models_dir: Path, custom: tuple[Model, ...]) -> tuple[str, str]:
     """registry.model_status, saying where a custom model is configured: a custom model's wrong
     hash names its `models:` entry, and a built-in's file that is a custom model's (a tuned
     swapper saved under the official name, say) is `custom`, not `corrupt`."""
@@ -89,25 +89,34 @@ def model_state(name: str, info: Any, models_dir: Path, custom: tuple[CustomMode
     return state, detail
 
 
-def cmd_list(args: argparse.Namespace, models_dir: Path, custom: tuple[CustomModel, ...]) -> int:
+def cmd_list(args: argparse.Namespace, models_dir: Path, custom: tuple[Model, ...]) -> int:
 
     rows = []
     for name, info in registry.all_models(custom).items():
         state, detail = model_state(name, info, models_dir, custom)
-        rows.append({"name": name, "kind": info.kind, "state": state, "file": str(info.file_in(models_dir)),
-                     "size": info.size, "sha256": info.sha256, "url": info.url, "detail": detail})
+        rows.append({"name": name, "kind": str(info.kind), "family": info.family, "state": state,
+                     "file": str(info.file_in(models_dir)), "size": info.size, "sha256": info.sha256, "url": info.url,
+                     "licence": info.licence.id, "licence_url": info.licence.url, "detail": detail})
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
     width = max(len(r["name"]) for r in rows)
+    lwidth = max(len(r["licence"]) for r in rows)
     for r in rows:
-        print(f"{r['name']:<{width}}  {r['kind']:<10}  {r['state']:<8}  {r['file']}")
+        print(f"{r['name']:<{width}}  {r['kind']:<10}  {r['family']:<10}  {r['licence']:<{lwidth}}  "
+              f"{r['state']:<8}  {r['file']}")
         if r["state"] in ("corrupt", "custom"):
             print(f"{'':<{width}}  {r['detail']}")
+    restricted = sorted({(r["licence"], r["licence_url"] or "") for r in rows if r["licence"] in RESTRICTED})
+    for licence, url in restricted:
+        names = ", ".join(r["name"] for r in rows if r["licence"] == licence)
+        print(f"note: {names}: {licence}" + (f" ({url})" if url else "")
+              + ("; not for commercial use without the owner's permission" if licence != UNKNOWN
+                 else "; no licence is known: ask the model's owner before using it in work you sell"))
     return EXIT_OK
 
 
-def cmd_verify(args: argparse.Namespace, models_dir: Path, custom: tuple[CustomModel, ...]) -> int:
+def cmd_verify(args: argparse.Namespace, models_dir: Path, custom: tuple[Model, ...]) -> int:
 
     models = registry.all_models(custom)
     unknown = [n for n in args.names if n not in models]
@@ -132,7 +141,7 @@ def cmd_verify(args: argparse.Namespace, models_dir: Path, custom: tuple[CustomM
     return EXIT_FAIL if bad else EXIT_OK
 
 
-def cmd_fetch(args: argparse.Namespace, models_dir: Path, custom: tuple[CustomModel, ...]) -> int:
+def cmd_fetch(args: argparse.Namespace, models_dir: Path, custom: tuple[Model, ...]) -> int:
 
     models = registry.all_models(custom)
     names = list(registry.BUILTIN_MODELS) if args.all else args.names

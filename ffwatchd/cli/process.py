@@ -18,6 +18,9 @@ from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE
 from ffwatchd.config.load import CONFIG_ENV, load_config
 from ffwatchd.config.settings import Settings, WorkerSettings
 from ffwatchd.errors import ConfigError, JobError
+from ffwatchd.faces import registry
+from ffwatchd.processors import default_processors, processors
+from ffwatchd.schema import IntBetween, NumberBetween, OneOf
 from ffwatchd.spec import jobspec
 from ffwatchd.spec.safeyaml import load_yaml, yaml_problem
 from ffwatchd.spec.sniff import sniff_file
@@ -37,8 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="SRC", help="source face image(s) of one person")
     parser.add_argument("-t", "--target", required=True, help="the image or video to process")
     parser.add_argument("-o", "--output", required=True, help="output file, or an existing folder")
-    parser.add_argument("--processors", nargs="+", choices=jobspec.PROCESSORS, metavar="PROC",
-                        help=f"in order, from: {', '.join(jobspec.PROCESSORS)} (default face_swapper)")
+    installed = processors()
+    parser.add_argument("--processors", nargs="+", choices=list(installed), metavar="PROC",
+                        help=f"in order, from: {', '.join(installed)} (default {', '.join(default_processors())})")
     parser.add_argument("--sidecar", help="take settings from this sidecar YAML (flags override it)")
     parser.add_argument("--models-dir", help="model folder (default: the config's models_dir)")
     g = parser.add_argument_group("face settings (as in a sidecar)")
@@ -50,12 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--reference", help="face_selector.reference (an image of the face to pick; with "
                                         "--selector except_reference, of the people to leave alone)")
     g.add_argument("--max-distance", type=float, help="face_selector.max_distance")
-    g.add_argument("--swapper", help="face_swapper.model")
-    g.add_argument("--enhancer", help="face_enhancer.model")
-    g.add_argument("--blend", type=float, help="face_enhancer.blend")
-    g.add_argument("--anonymize", choices=jobspec.ANONYMIZE_METHODS, help="face_anonymizer.method")
-    g.add_argument("--label-text", help="label.text")
-    g.add_argument("--label-position", choices=jobspec.LABEL_POSITIONS, help="label.position")
+    for flag, (section, key) in _processor_flags().items():   # each processor's own (processors/)
+        check = installed[section].checks[key]
+        kind = {IntBetween: int, NumberBetween: float}.get(type(check))
+        g.add_argument(f"--{flag.replace('_', '-')}", dest=flag, help=f"{section}.{key}",
+                       choices=check.options if isinstance(check, OneOf) else None, **({"type": kind} if kind else {}))
     g.add_argument("--format", choices=jobspec.OUTPUT_FORMATS, help="output.format (default keep)")
     g.add_argument("--quality", type=int, help="output.image_quality")
     g.add_argument("--on-no-face", choices=jobspec.ON_NO_FACE, help="on_no_face")
@@ -70,13 +73,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
-_FLAGS = {"detector": ("face_detector", "model"), "det_score": ("face_detector", "score"),
-          "det_size": ("face_detector", "size"), "recognizer": ("face_recognizer", "model"),
-          "selector": ("face_selector", "mode"), "max_distance": ("face_selector", "max_distance"),
-          "swapper": ("face_swapper", "model"), "enhancer": ("face_enhancer", "model"),
-          "blend": ("face_enhancer", "blend"), "anonymize": ("face_anonymizer", "method"),
-          "label_text": ("label", "text"), "label_position": ("label", "position"),
-          "format": ("output", "format"), "quality": ("output", "image_quality")}
+_SHARED_FLAGS = {"detector": ("face_detector", "model"), "det_score": ("face_detector", "score"),
+                 "det_size": ("face_detector", "size"), "recognizer": ("face_recognizer", "model"),
+                 "selector": ("face_selector", "mode"), "max_distance": ("face_selector", "max_distance"),
+                 "format": ("output", "format"), "quality": ("output", "image_quality")}
+
+
+def _processor_flags() -> dict[str, tuple[str, str]]:
+    """--FLAG -> (processor, sidecar key), as each processor states its flags."""
+    return {flag: (name, key) for name, p in processors().items() for flag, key in p.flags.items()}
 
 
 class UsageProblem(Exception):
@@ -108,7 +113,7 @@ def spec_mapping(args: argparse.Namespace, output: Path,
         if isinstance(ref, str):
             base["face_selector"]["reference"] = str((folder / ref).resolve())
     flags: dict[str, Any] = {}
-    for attr, (section, key) in _FLAGS.items():
+    for attr, (section, key) in {**_SHARED_FLAGS, **_processor_flags()}.items():
         value = getattr(args, attr)
         if value is not None:
             flags.setdefault(section, {})[key] = value
@@ -168,7 +173,7 @@ def _named_target(args: argparse.Namespace) -> Path:
 def _prepare(args: argparse.Namespace) -> tuple[Settings | None, jobspec.JobSpec, Any]:
     """Settings, the spec from the options, and the models loaded; usage problems first."""
     # Imported here: the other commands never load onnxruntime or OpenCV.
-    from ffwatchd.faces.pipeline import Pipeline
+    from ffwatchd.pipeline.pipeline import Pipeline
 
     try:
         settings = _settings(args)
@@ -176,7 +181,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Settings | None, jobspec.JobSpec
         if models_dir is None:
             raise UsageProblem(f"no model folder: use --models-dir DIR, or -c CONFIG (or set {CONFIG_ENV})")
         custom = settings.models if settings else ()
-        known = {**jobspec.BUILTIN_MODEL_KINDS, **{m.name: m.kind for m in custom}}
+        known = registry.known_models(custom)
         raw = spec_mapping(args, Path(args.output), known)
         problems = jobspec.validate(raw, "arguments", known)
         if problems:
@@ -249,10 +254,11 @@ def _process_video(settings: Settings | None, pipeline: Any, spec: jobspec.JobSp
     # Imported here: only a video needs ffmpeg and the video stage.
     from ffwatchd.media.ffmpeg import find_ffmpeg
 
-    video = process_video_file(pipeline, target, tmp, spec, workdir=workdir,
-                               ffmpeg=find_ffmpeg(settings.ffmpeg if settings else None),
-                               max_pixels=pipeline.max_pixels, on_cuda=pipeline.active_provider() == "cuda",
-                               segment_seconds=(settings.workers if settings else WorkerSettings()).video_segment)
+    outcome = process_video_file(pipeline, target, tmp, spec, workdir=workdir,
+                                 ffmpeg=find_ffmpeg(settings.ffmpeg if settings else None),
+                                 max_pixels=pipeline.max_pixels, on_cuda=pipeline.active_provider() == "cuda",
+                                 segment_seconds=(settings.workers if settings else WorkerSettings()).video_segment)
+    video = outcome.video
     return {"faces": video.faces_total, "frames": video.frames, "processors": list(spec.processors),
             "models": spec.models_used(), "has_audio": video.has_audio, "copied": video.faces_total == 0}
 
@@ -264,10 +270,11 @@ def _check_photos(raw: dict[str, Any]) -> None:
     for s in raw.get("sources") or []:
         if not Path(s).is_file():
             raise UsageProblem(f"source {s} is not a file")
-    processors = raw.get("processors") or list(jobspec.JobSpec.processors)
-    if "face_swapper" in processors and not raw.get("sources"):
-        raise UsageProblem("face_swapper needs at least one source photo: -s SRC (or --processors without "
-                           "face_swapper)")
+    needing = [n for n in raw.get("processors") or default_processors()
+               if n in processors() and processors()[n].needs_sources]
+    if needing and not raw.get("sources"):
+        raise UsageProblem(f"{', '.join(needing)} needs at least one source photo: -s SRC (or --processors "
+                           f"without {', '.join(needing)})")
     selector = raw.get("face_selector") or {}
     if selector.get("mode") in jobspec.REFERENCE_MODES:
         ref = selector.get("reference")

@@ -39,7 +39,8 @@ def collect(path: Path, ffmpeg: str | None = None, trust_pem: bytes | None = Non
     if path.suffix.lower() in VIDEO_SUFFIXES:
 
         tags = read_video_tags(path, find_ffmpeg(ffmpeg))
-        keep = ("comment", "encoder_tool", "digital_source_type", "ffwatchd_processors", "ffwatchd_models")
+        keep = ("comment", "encoder_tool", "digital_source_type", "ffwatchd_processors", "ffwatchd_models",
+                "ffwatchd_model_licences")
         out["video_tags"] = {k: v for k, v in tags.items() if k in keep}
     else:
         # Imported here: Pillow loads only where a picture is read or written.
@@ -64,6 +65,7 @@ def summary_lines(info: dict) -> list[str]:
                   f"  IPTC DigitalSourceType: {dst}",
                   f"  processors: {', '.join(xmp.get('processors', [])) or '-'}",
                   f"  models: {', '.join(xmp.get('models', [])) or '-'}"]
+        lines += [model_line(f) for f in xmp.get("model_files", [])]
     for key, value in info.get("exif", {}).items():
         lines.append(f"  EXIF {key}: {value}")
     for key, value in info.get("video_tags", {}).items():
@@ -94,9 +96,15 @@ def summary_lines(info: dict) -> list[str]:
     if job:
         orig = job.get("original") or {}
         lines.append(f"  original: {orig.get('name')} sha256 {orig.get('sha256')}")
-        for model in job.get("models", []):
-            lines.append(f"  model: {model['name']} sha256 {model['sha256']}")
+        lines += [model_line(model) for model in job.get("models", [])]
     return lines
+
+
+def model_line(model: dict) -> str:
+    """One model an output was made with: its file's sha256 and its licence."""
+    licence = model.get("licence") or "unknown"
+    url = f" ({model['licence_url']})" if model.get("licence_url") else ""
+    return f"  model: {model.get('name')} sha256 {model.get('sha256') or '-'} licence {licence}{url}"
 
 
 def _check_trust(path: Path, pem: bytes) -> None:

@@ -18,7 +18,6 @@ from ffwatchd.config.settings import (
     DEFAULT_IGNORE,
     DEFAULT_INCLUDE,
     C2paSettings,
-    CustomModel,
     LogSettings,
     MetricsSettings,
     QueueSettings,
@@ -44,6 +43,16 @@ from ffwatchd.config.values import (
 )
 from ffwatchd.config.web import read_web
 from ffwatchd.errors import ConfigError, short_repr
+from ffwatchd.faces import registry
+from ffwatchd.faces.models import (
+    FAMILIES,
+    RESTRICTED,
+    UNKNOWN_LICENCE,
+    Licence,
+    Model,
+    custom_model,
+    family_named,
+)
 from ffwatchd.spec import jobspec
 from ffwatchd.spec.safeyaml import UnsafeYaml, load_yaml, yaml_problem
 from ffwatchd.spec.values import parse_duration, parse_size, priority_value
@@ -56,7 +65,6 @@ WATCH_MODES = ("auto", "inotify", "poll")
 PROVIDERS = ("cuda", "cpu")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
-MODEL_KINDS = ("detector", "recognizer", "swapper", "enhancer")
 
 
 _TOP_KEYS = {"state_dir", "temp_dir", "models_dir", "watches", "workers", "metrics",
@@ -128,32 +136,77 @@ def _read_watch(r: Reader, raw: Any, path: str, index: int,
     )
 
 
-def _read_models(r: Reader, raw: Any) -> tuple[CustomModel, ...]:
+def _read_models(r: Reader, raw: Any) -> tuple[tuple[Model, ...], tuple[str, ...] | None]:
+    """`models:`: custom models by name ({path, family, sha256, licence, url}), and the optional
+    `licences_allowed` list."""
     if raw is None:
-        return ()
+        return (), None
     if not isinstance(raw, dict):
-        r.problem("models", "must be a mapping of model name -> {path, kind, sha256}")
-        return ()
-    out = []
+        r.problem("models", "must be a mapping of model name -> {path, family, sha256, licence}")
+        return (), None
+    out, allowed = [], None
     for name, spec in raw.items():
         path = f"models.{name}"
-        spec = r.section(spec, path, {"path", "kind", "sha256"})
+        if name == "licences_allowed":
+            if not isinstance(spec, list) or not all(isinstance(x, str) and x.strip() for x in spec):
+                r.problem(path, f"{short_repr(spec)} is not a list of licence ids (SPDX ids such as MIT, "
+                                f"Apache-2.0, or {', '.join(RESTRICTED)})")
+            else:
+                allowed = tuple(x.strip() for x in spec)
+            continue
+        spec = r.section(spec, path, {"path", "family", "kind", "sha256", "licence", "url"})
         if not isinstance(spec, dict) or not spec:
             if spec == {}:
-                r.problem(path, "needs path and kind")
+                r.problem(path, "needs path and family")
             continue
         sha = spec.get("sha256")
         if sha is not None and not (isinstance(sha, str) and re.fullmatch(r"[0-9a-fA-F]{64}", sha)):
             r.problem(f"{path}.sha256", f"{short_repr(sha)} is not a sha256 hex digest")
             sha = None
-        out.append(CustomModel(
-            name=str(name),
-            path=r.path(spec, "path", path, None),
-            kind=r.get(spec, "kind", path, choice(MODEL_KINDS), "detector") if "kind" in spec
-            else (r.problem(f"{path}.kind", "is required") or "detector"),
-            sha256=sha.lower() if sha else None,
-        ))
-    return tuple(out)
+        family = spec.get("family", spec.get("kind"))     # `kind`: configs from before families
+        if family is None:
+            r.problem(f"{path}.family", f"is required (one of {', '.join(FAMILIES)})")
+            continue
+        if not isinstance(family, str) or family_named(family) is None:
+            r.problem(f"{path}.family", f"{short_repr(family)} is not a model family "
+                                        f"(known: {', '.join(FAMILIES)})")
+            continue
+        licence = _read_licence(r, spec.get("licence"), f"{path}.licence")
+        url = spec.get("url")
+        if url is not None and not (isinstance(url, str) and url.startswith(("https://", "http://"))):
+            r.problem(f"{path}.url", f"{short_repr(url)} is not an http(s) address")
+            url = None
+        out.append(custom_model(str(name), r.path(spec, "path", path, None), family,
+                                sha.lower() if sha else None, licence, url))
+    return tuple(out), allowed
+
+
+def _read_licence(r: Reader, raw: Any, path: str) -> Licence:
+    """`licence: MIT` or `licence: {id: non-commercial, url: https://…}`; absent: unknown."""
+    if raw is None:
+        return UNKNOWN_LICENCE
+    if isinstance(raw, str) and raw.strip():
+        return Licence(raw.strip())
+    if isinstance(raw, dict) and isinstance(raw.get("id"), str) and set(raw) <= {"id", "url"}:
+        return Licence(raw["id"].strip(), raw.get("url") if isinstance(raw.get("url"), str) else None)
+    r.problem(path, f"{short_repr(raw)} is not a licence id or {{id, url}}")
+    return UNKNOWN_LICENCE
+
+
+def _licence_problems(r: Reader, watches: list[WatchSettings], models: tuple[Model, ...],
+                      allowed: tuple[str, ...] | None) -> None:
+    """Refuse, at load, a watch whose default pipeline uses a model outside licences_allowed."""
+    if allowed is None:
+        return
+    for i, w in enumerate(watches):
+        try:
+            used = jobspec.JobSpec.from_mapping(w.defaults).models_used()
+        except (TypeError, ValueError):
+            continue                        # its defaults' own problems are reported already
+        known = registry.all_models(models)
+        why = registry.licence_problem([known[n] for n in used if n in known], allowed)
+        if why:
+            r.problem(f"watches[{i}].defaults", f"its pipeline uses {why}")
 
 
 def _read_queue(r: Reader, raw: Any) -> QueueSettings:
@@ -237,9 +290,9 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
     state_dir = r.path(raw, "state_dir", "", None)
     temp_dir = r.path(raw, "temp_dir", "", None)
     models_dir = r.path(raw, "models_dir", "", None)
-    models = _read_models(r, raw.get("models"))
-    known_models = {**jobspec.BUILTIN_MODEL_KINDS, **{m.name: m.kind for m in models}}
-    watches = _read_watches(r, raw.get("watches"), known_models)
+    models, licences_allowed = _read_models(r, raw.get("models"))
+    watches = _read_watches(r, raw.get("watches"), registry.known_models(models))
+    _licence_problems(r, watches, models, licences_allowed)
     _check_folders(r, state_dir, temp_dir, watches)
     workers = _read_workers(r, raw.get("workers"))
     if not workers.devices and watches and not any(w.ingest for w in watches):
@@ -263,7 +316,7 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
         raise ConfigError(where, r.problems)
     return Settings(source=source, state_dir=state_dir, temp_dir=temp_dir, models_dir=models_dir,
                     watches=tuple(watches), workers=workers, metrics=metrics, retention=retention,
-                    log=log, models=models, ffmpeg=ffmpeg, provenance=provenance, c2pa=c2pa, smtp=smtp,
+                    log=log, models=models, licences_allowed=licences_allowed, ffmpeg=ffmpeg, provenance=provenance, c2pa=c2pa, smtp=smtp,
                     notify=notify, queue=queue, web=web)
 
 

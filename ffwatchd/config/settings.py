@@ -1,4 +1,4 @@
-"""The frozen settings dataclasses a validated config becomes (built by config.py, read everywhere)."""
+"""The frozen settings dataclasses a validated config becomes (built by load.py, read everywhere)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from pathlib import Path
 
 from ffwatchd.config.notify import NotifySettings, SmtpSettings, WatchNotify
 from ffwatchd.config.web import WebSettings
+from ffwatchd.faces.models import Model
+from ffwatchd.faces.registry import known_models
 from ffwatchd.fs.writefs import Perms
 from ffwatchd.spec import jobspec
 from ffwatchd.store.urls import redact_url
@@ -108,14 +110,6 @@ class LogSettings:
 
 
 @dataclass(frozen=True)
-class CustomModel:
-    name: str
-    path: Path
-    kind: str
-    sha256: str | None = None
-
-
-@dataclass(frozen=True)
 class QueueSettings:
     """Where the job table lives: SQLite in state_dir (url None) or a PostgreSQL URL."""
     url: str | None = None
@@ -150,7 +144,8 @@ class Settings:
     metrics: MetricsSettings = MetricsSettings()
     retention: RetentionSettings = RetentionSettings()
     log: LogSettings = LogSettings()
-    models: tuple[CustomModel, ...] = ()
+    models: tuple[Model, ...] = ()            # the config's custom models (faces/models.py)
+    licences_allowed: tuple[str, ...] | None = None   # models.licences_allowed; None: any licence
     ffmpeg: str | None = None
     provenance: bool = True               # XMP/IPTC/PNG/MP4-tag provenance on changed outputs
     c2pa: C2paSettings | None = None      # None: C2PA signing is off
@@ -161,7 +156,7 @@ class Settings:
 
     def known_models(self) -> dict[str, str]:
         """Model name -> kind, built-in and custom."""
-        return {**jobspec.BUILTIN_MODEL_KINDS, **{m.name: m.kind for m in self.models}}
+        return known_models(self.models)
 
     @property
     def db_path(self) -> Path:

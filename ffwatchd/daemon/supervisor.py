@@ -45,7 +45,7 @@ from ffwatchd.ops.statusfile import unreachable_line, write_status
 from ffwatchd.store import JobQueue, Unreachable, open_store
 from ffwatchd.store.leadership import Leadership
 
-log = logging.getLogger("ffwatchd.daemon.supervisor")
+log = logging.getLogger(__name__)
 
 STATUS_EVERY = 2.0
 ROLE_EVERY = 1.0           # seconds between asks for the cluster singletons this host may take
@@ -70,6 +70,7 @@ class Supervisor(WorkerSlots):
         self.started_at = time.time()
         self.stopping = False
         self.warnings: list[str] = []
+        self.reload_refused: str | None = None     # the last reload's refusal, until one succeeds
         self.models_missing: list[str] = []
         self.store: JobQueue | None = None
         self.chores: TableChores | None = None     # the main loop's calls on the job table, off its thread
@@ -176,7 +177,8 @@ class Supervisor(WorkerSlots):
 
         folders = {w.name: {**w.folders(), "temp": self.settings.temp_dir} for w in self.settings.watches}
         self.metrics_lead = Leadership(self.store, "metrics")     # queue gauges from one host only
-        self.metrics = Metrics(self.store, folders, leads=self.metrics_lead.held)
+        self.metrics = Metrics(self.store, folders, leads=self.metrics_lead.held,
+                               devices=[slot.device for slot in self.slots])
         # asked for every ROLE_EVERY, not only at a scrape: when its holder dies another host
         # takes it within seconds (as the batches and rescan roles), scraped or not
         self._roles_stop = threading.Event()
@@ -267,18 +269,27 @@ class Supervisor(WorkerSlots):
         return (f"{c['queued']} queued, {c['running']} running, {c['done']} done, {c['failed']} failed; "
                 f"{busy}/{len(self.slots)} workers busy{paused}{down}")
 
+    def current_warnings(self, unavailable: dict[str, str]) -> list[str]:
+        """What `status`, `status --json` and the page warn of: the standing warnings, a refused
+        reload, and each watch whose inbox is not there."""
+        inboxes = [f"watch {name}: inbox unavailable ({why}); nothing is taken from it until it is back"
+                   for name, why in sorted(unavailable.items())]
+        return [*self.warnings, *([self.reload_refused] if self.reload_refused else []), *inboxes]
+
     def write_status(self) -> None:
+        unavailable = self.watcher.unavailable() if self.watcher is not None else {}
         data = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": self.started_at, "updated_at": time.time(),
                 "config": str(self.config_path), "queue": self.store.where, "workers": [s.info() for s in self.slots],
                 "claiming_paused": (self.diskguard.reason if self.diskguard is not None and
                                     not self.claim_ok.is_set() and not self.stopping else None),
                 "disk_unmeasured": ([str(p) for p in self.diskguard.unknown] if self.diskguard is not None else []),
                 "watches_available": self.watcher.available() if self.watcher is not None else {},
+                "watches_unavailable": unavailable,
                 "unsettled": self.watcher.unsettled_count() if self.watcher is not None else {},
                 "waiting": self.watcher.waiting_files() if self.watcher is not None else {},
                 "unfiled": self.watcher.unfiled_files() if self.watcher is not None else {},
-                "warnings": self.warnings, "models_missing": self.models_missing, "stopping": self.stopping,
-                "queue_unreachable": unreachable_doc(self.table_unreachable()),
+                "warnings": self.current_warnings(unavailable), "models_missing": self.models_missing,
+                "stopping": self.stopping, "queue_unreachable": unreachable_doc(self.table_unreachable()),
                 "metrics": (f"{self.settings.metrics.host}:{self.settings.metrics.port}"
                             if self.metrics is not None and self.settings.metrics.enabled else None),
                 "web": self.web_address if self.web is not None else None}
@@ -302,9 +313,12 @@ class Supervisor(WorkerSlots):
         try:
             new = load_config(self.config_path)
         except ConfigError as e:
-            log.error("%s", refusal_line(e))
+            self.reload_refused = refusal_line(e)
+            log.error("%s", self.reload_refused)
+            self.write_status()
             self.notifier.ready(self.status_line())
             return
+        self.reload_refused = None
         self.warnings = [w for w in self.warnings if not w.startswith(RESTART_NEEDED)]
         changed = needs_restart(new, self.settings)
         if changed:
@@ -318,6 +332,9 @@ class Supervisor(WorkerSlots):
         unchanged = inputs == self._worker_inputs
         self.settings, self._worker_inputs = new, inputs
         setup_logging(new.log.level, new.log.format, process="main")
+        if self.metrics is not None:        # a watch added by reload: its series at 0, as at start
+            for watch in new.watches:
+                self.metrics.init_watch(watch.name)
         old = self.watcher
         old.stop()
         self._start_watcher(notices_from=old)     # a name said once is not said again per reload

@@ -30,6 +30,21 @@ def arcface_template(size: int) -> np.ndarray:
     raise ValueError(f"no ArcFace template for a {size} px crop")
 
 
+TEMPLATES = ("arcface_112_v2", "arcface_128", "ffhq_512")
+
+
+@lru_cache(maxsize=32)
+def template_points(name: str, size: int) -> np.ndarray:
+    """The five points of alignment template `name` (TEMPLATES) for a crop of `size` px."""
+    if name == "arcface_112_v2":
+        return ARCFACE_112 * (size / 112.0)
+    if name == "arcface_128":
+        return arcface_template(size)
+    if name == "ffhq_512":
+        return FFHQ_512 * (size / 512.0)
+    raise ValueError(f"no alignment template {name!r} (known: {', '.join(TEMPLATES)})")
+
+
 def estimate_similarity(src: np.ndarray, dst: np.ndarray) -> Affine:
     """Least-squares similarity (Umeyama) mapping points `src` onto `dst`, as a 2x3 matrix."""
     src = np.asarray(src, dtype=np.float64)

@@ -7,6 +7,7 @@ import numpy as np
 
 from ffwatchd.faces.types import Face, Frame
 
+METHODS = ("blur", "pixelate")
 MARGIN = 0.15   # grow each box by this share of its size on every side
 
 

@@ -10,6 +10,7 @@ import cv2
 import numpy as np
 
 from ffwatchd.errors import JobError
+from ffwatchd.faces.models import Model
 from ffwatchd.faces.sessions import SessionConfig, create_session
 from ffwatchd.faces.types import Face, Frame
 
@@ -97,7 +98,8 @@ def is_yunet(path: Path) -> bool:
     return {"cls_8", "obj_8", "bbox_8", "kps_8"} <= names
 
 
-def load_detector(name: str, path: Path, cfg: SessionConfig) -> Detector:
-    if name == "yunet" or is_yunet(path):
-        return YunetDetector(name, path)
-    return ScrfdDetector(name, path, cfg)
+def load_detector(model: Model, path: Path, cfg: SessionConfig) -> Detector:
+    """The detector of `model`'s family (a file of YuNet's graph is YuNet whatever it was called)."""
+    if model.family == "yunet" or is_yunet(path):
+        return YunetDetector(model.name, path)
+    return ScrfdDetector(model.name, path, cfg)

@@ -10,6 +10,7 @@ import numpy as np
 
 from ffwatchd.errors import JobError
 from ffwatchd.faces.align import arcface_template, warp_face
+from ffwatchd.faces.models import Model
 from ffwatchd.faces.sessions import SessionConfig, create_session
 from ffwatchd.faces.types import Embedding, Face, Frame
 
@@ -19,11 +20,11 @@ log = logging.getLogger(__name__)
 class Recognizer:
     """ArcFace (insightface's ArcFaceONNX on our own session): face -> normalised 512-d embedding."""
 
-    def __init__(self, name: str, path: Path, cfg: SessionConfig) -> None:
+    def __init__(self, model: Model, path: Path, cfg: SessionConfig) -> None:
         # Imported here: insightface (and what it pulls in) loads only with a model that needs it.
         from insightface.model_zoo.arcface_onnx import ArcFaceONNX
 
-        self.name = name
+        self.name = name = model.name
         session = create_session(path, cfg, f"model {name}")
         shape = session.get_inputs()[0].shape
         if len(shape) != 4 or shape[2] != shape[3] or not isinstance(shape[2], int) or shape[2] % 16:

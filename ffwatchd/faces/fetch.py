@@ -13,7 +13,8 @@ from typing import Callable
 
 from ffwatchd import __version__
 from ffwatchd.backoff import Backoff
-from ffwatchd.faces.registry import ModelInfo
+from ffwatchd.faces.models import Model
+from ffwatchd.faces.registry import pinned, record_pin
 from ffwatchd.fs.writefs import fsync_dir
 
 log = logging.getLogger(__name__)
@@ -30,10 +31,12 @@ def part_path(dest: Path) -> Path:
     return dest.with_name(f".{dest.name}.part")
 
 
-def fetch_model(info: ModelInfo, models_dir: Path, *, url: str | None = None, timeout: float = 30.0,
+def fetch_model(info: Model, models_dir: Path, *, url: str | None = None, timeout: float = 30.0,
                 attempts: int = 3, backoff: float = 2.0,
                 progress: Progress | None = None) -> Path:
-    """Download `info` into `models_dir` (resuming a partial file), verify it, rename into place."""
+    """Download `info` into `models_dir` (resuming a partial file), verify it, rename into place;
+    a file without a published sha256 gets its hash recorded now and checked from then on."""
+    info = pinned(info, models_dir)
     source = url or info.url
     if not source:
         raise FetchError(f"model {info.name} has no download address; put the file there by hand")
@@ -56,29 +59,33 @@ def fetch_model(info: ModelInfo, models_dir: Path, *, url: str | None = None, ti
                 time.sleep(delay)
     else:
         raise FetchError(f"downloading {info.name} from {source} failed after {attempts} attempts: {last}")
-    verify_part(info, part)
+    digest = verify_part(info, part)
     with open(part, "rb+") as f:
         os.fsync(f.fileno())
     os.replace(part, dest)
     fsync_dir(dest.parent)
+    if info.sha256 is None and info.path is None:
+        record_pin(models_dir, info.filename, digest)
+        log.info("model %s has no published sha256; recorded %s for every later check", info.name, digest)
     log.info("fetched %s -> %s", info.name, dest)
     return dest
 
 
-def verify_part(info: ModelInfo, part: Path) -> None:
+def verify_part(info: Model, part: Path) -> str:
+    """The sha256 of a complete download; FetchError (and the file removed) when it is not the model."""
     size = part.stat().st_size
     if info.size is not None and size != info.size:
         part.unlink()
         raise FetchError(f"{info.name}: downloaded {size} bytes, expected {info.size}; the partial file was removed")
-    if info.sha256 is not None:
-        digest = hashlib.sha256()
-        with open(part, "rb") as f:
-            for chunk in iter(lambda: f.read(4 * CHUNK), b""):
-                digest.update(chunk)
-        if digest.hexdigest() != info.sha256.lower():
-            part.unlink()
-            raise FetchError(f"{info.name}: sha256 {digest.hexdigest()} does not match the pinned "
-                             f"{info.sha256}; the download was removed")
+    digest = hashlib.sha256()
+    with open(part, "rb") as f:
+        for chunk in iter(lambda: f.read(4 * CHUNK), b""):
+            digest.update(chunk)
+    if info.sha256 is not None and digest.hexdigest() != info.sha256.lower():
+        part.unlink()
+        raise FetchError(f"{info.name}: sha256 {digest.hexdigest()} does not match the pinned "
+                         f"{info.sha256}; the download was removed")
+    return digest.hexdigest()
 
 
 def _download(url: str, part: Path, timeout: float, expected: int | None, progress: Progress | None) -> None:

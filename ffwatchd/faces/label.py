@@ -6,6 +6,7 @@ import cv2
 
 from ffwatchd.faces.types import Frame
 
+POSITIONS = ("top-left", "top-right", "bottom-left", "bottom-right")
 _FONT = cv2.FONT_HERSHEY_SIMPLEX
 
 

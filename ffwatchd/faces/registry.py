@@ -5,108 +5,74 @@ Nothing here touches the network: `fetch.py` downloads on request only.
 
 from __future__ import annotations
 
-import hashlib
+import json
 import logging
 import os
-import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from ffwatchd.config.settings import CustomModel, Settings
+from ffwatchd.fs.hashing import sha256_file
+from ffwatchd.fs.writefs import fsync_dir
 from ffwatchd.errors import JobError
+from ffwatchd.faces.models import BUILTIN_MODELS, Model, with_pin
 
 log = logging.getLogger(__name__)
 
-_HF_INSIGHTFACE = "https://huggingface.co/public-data/insightface/resolve/main/models"
+PINS_FILE = ".ffwatchd-pins.json"   # in models_dir: sha256 recorded at the first fetch of an unpublished file
 
 
-@dataclass(frozen=True)
-class ModelInfo:
-    name: str
-    kind: str                 # detector | recognizer | swapper | enhancer
-    filename: str
-    sha256: str | None        # None: not pinned (custom models may omit it)
-    size: int | None
-    url: str | None           # the public address of the official file; None for custom models
-    path: Path | None = None  # custom models: an explicit path; built-ins live in models_dir
-
-    def file_in(self, models_dir: Path) -> Path:
-        return self.path if self.path is not None else Path(models_dir) / self.filename
-
-
-# Hashes and sizes are the ones published with (or pinned by many users of) the official files;
-# docs/pipeline.md lists where each comes from.
-BUILTIN_MODELS: dict[str, ModelInfo] = {m.name: m for m in (
-    ModelInfo("yunet", "detector", "face_detection_yunet_2023mar.onnx",
-              "8f2383e4dd3cfbb4553ea8718107fc0423210dc964f9f4280604804ed2552fa4", 232589,
-              "https://huggingface.co/opencv/face_detection_yunet/resolve/main/"
-              "face_detection_yunet_2023mar.onnx"),
-    ModelInfo("scrfd_10g", "detector", "det_10g.onnx",
-              "5838f7fe053675b1c7a08b633df49e7af5495cee0493c7dcf6697200b85b5b91", 16923827,
-              f"{_HF_INSIGHTFACE}/buffalo_l/det_10g.onnx"),
-    ModelInfo("scrfd_500m", "detector", "det_500m.onnx",
-              "5e4447f50245bbd7966bd6c0fa52938c61474a04ec7def48753668a9d8b4ea3a", 2524817,
-              f"{_HF_INSIGHTFACE}/buffalo_s/det_500m.onnx"),
-    ModelInfo("arcface_w600k_r50", "recognizer", "w600k_r50.onnx",
-              "4c06341c33c2ca1f86781dab0e829f88ad5b64be9fba56e56bc9ebdefc619e43", 174383860,
-              f"{_HF_INSIGHTFACE}/buffalo_l/w600k_r50.onnx"),
-    ModelInfo("inswapper_128", "swapper", "inswapper_128.onnx",
-              "e4a3f08c753cb72d04e10aa0f7dbe3deebbf39567d4ead6dce08e98aa49e16af", 554253681,
-              "https://huggingface.co/ezioruan/inswapper_128.onnx/resolve/main/inswapper_128.onnx"),
-    ModelInfo("gfpgan_1.4", "enhancer", "gfpgan_1.4.onnx",
-              "accc4757b26bdb89b32b4d3500d4f79c9dff97c1dd7c7104bf9dcb95e3311385", 340299087,
-              "https://huggingface.co/facefusion/models-3.0.0/resolve/main/gfpgan_1.4.onnx"),
-)}
-
-
-def custom_model_info(model: CustomModel) -> ModelInfo:
-    return ModelInfo(model.name, model.kind, Path(model.path).name, model.sha256, None, None,
-                     Path(model.path))
-
-
-def all_models(custom_models: Iterable[CustomModel] = ()) -> dict[str, ModelInfo]:
+def all_models(custom_models: Iterable[Model] = ()) -> dict[str, Model]:
     """Built-in models, then the config's custom ones (a custom name overrides a built-in)."""
     out = dict(BUILTIN_MODELS)
     for m in custom_models:
-        out[m.name] = custom_model_info(m)
+        out[m.name] = m
     return out
 
 
-def find_model(name: str, custom_models: Iterable[CustomModel] = ()) -> ModelInfo:
+def known_models(custom_models: Iterable[Model] = ()) -> dict[str, str]:
+    """Model name -> kind, as the sidecar's model keys are checked."""
+    return {name: str(m.kind) for name, m in all_models(custom_models).items()}
+
+
+def find_model(name: str, custom_models: Iterable[Model] = ()) -> Model:
     models = all_models(custom_models)
     if name not in models:
         raise JobError("model_missing", f"unknown model {name!r} (known: {', '.join(sorted(models))})")
     return models[name]
 
 
-# --------------------------------------------------------------------------------------
-# Hashing, once per (path, size, mtime) per process.
-
-_hash_cache: dict[tuple[str, int, int], str] = {}
-_hash_lock = threading.Lock()
-
-
-def sha256_file(path: Path) -> str:
-    """The sha256 of a file; cached per (path, size, mtime) for the life of the process."""
-    st = os.stat(path)
-    key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
-    with _hash_lock:
-        cached = _hash_cache.get(key)
-    if cached is not None:
-        return cached
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(4 * 2**20), b""):
-            digest.update(chunk)
-    value = digest.hexdigest()
-    with _hash_lock:
-        _hash_cache[key] = value
-    return value
+def pins(models_dir: Path) -> dict[str, str]:
+    """File name -> sha256 recorded when a model without a published hash was first fetched."""
+    try:
+        data = json.loads((Path(models_dir) / PINS_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)} \
+        if isinstance(data, dict) else {}
 
 
-def model_status(info: ModelInfo, models_dir: Path) -> tuple[str, str]:
+def record_pin(models_dir: Path, filename: str, sha256: str) -> None:
+    """Remember `sha256` for `filename` so every later use is checked against it (atomic write)."""
+    path = Path(models_dir) / PINS_FILE
+    data = {**pins(models_dir), filename: sha256}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def pinned(info: Model, models_dir: Path) -> Model:
+    """`info` with the hash it is checked against: published, or recorded at its first fetch."""
+    if info.sha256 is None and info.path is None:
+        recorded = pins(models_dir).get(info.filename)
+        if recorded is not None:
+            return with_pin(info, recorded)
+    return info
+
+
+def model_status(info: Model, models_dir: Path) -> tuple[str, str]:
     """("present" | "missing" | "corrupt" | "unpinned", a plain detail) for one model file."""
+    info = pinned(info, models_dir)
     path = info.file_in(models_dir)
     if not path.is_file():
         return "missing", f"{path} does not exist"
@@ -121,7 +87,7 @@ def model_status(info: ModelInfo, models_dir: Path) -> tuple[str, str]:
     return "present", str(path)
 
 
-def missing_models(names: Iterable[str], models_dir: Path, custom_models: Iterable[CustomModel] = (),
+def missing_models(names: Iterable[str], models_dir: Path, custom_models: Iterable[Model] = (),
                    quick: bool = False) -> list[tuple[str, str]]:
     """(name, detail) for each of `names` that is unknown, missing or corrupt; `quick` checks the
     file and its size only (no hashing)."""
@@ -146,7 +112,7 @@ def missing_models(names: Iterable[str], models_dir: Path, custom_models: Iterab
     return out
 
 
-def fetch_hint(names: Iterable[str], custom_models: Iterable[CustomModel] = ()) -> str:
+def fetch_hint(names: Iterable[str], custom_models: Iterable[Model] = ()) -> str:
     """How to get these models: one `ffwatchd models fetch` for the built-in ones."""
     names = list(names)
     builtin = [n for n in names if n in BUILTIN_MODELS and n not in {m.name for m in custom_models}]
@@ -157,21 +123,16 @@ def fetch_hint(names: Iterable[str], custom_models: Iterable[CustomModel] = ()) 
     return " and ".join(parts)
 
 
-def how_to_get(info: ModelInfo, models_dir: Path) -> str:
+def how_to_get(info: Model, models_dir: Path) -> str:
     if info.url is not None:
         return (f"run `ffwatchd models fetch {info.name}`, or download {info.url} "
                 f"and put it at {info.file_in(models_dir)}")
     return f"put the file at {info.file_in(models_dir)} (custom model {info.name!r} from the config)"
 
 
-def resolve_model(name: str, settings_or_models_dir: Settings | Path | str,
-                  custom_models: Iterable[CustomModel] = ()) -> Path:
+def resolve_model(name: str, models_dir: Path | str, custom_models: Iterable[Model] = ()) -> Path:
     """The verified file of model `name`; JobError("model_missing") when absent or corrupt."""
-    if isinstance(settings_or_models_dir, Settings):
-        models_dir = settings_or_models_dir.models_dir
-        custom_models = tuple(custom_models) or settings_or_models_dir.models
-    else:
-        models_dir = Path(settings_or_models_dir)
+    models_dir = Path(models_dir)
     info = find_model(name, custom_models)
     state, detail = model_status(info, models_dir)
     if state in ("missing", "corrupt"):
@@ -180,3 +141,16 @@ def resolve_model(name: str, settings_or_models_dir: Settings | Path | str,
     if state == "unpinned":
         log.info("model %s: %s", name, detail)
     return info.file_in(models_dir)
+
+
+def licence_problem(models: Iterable[Model], allowed: Iterable[str] | None) -> str | None:
+    """A sentence naming each model whose licence is not in `allowed` (None: anything goes)."""
+    if allowed is None:
+        return None
+    allowed = tuple(allowed)
+    refused = [m for m in models if m.licence.id not in allowed]
+    if not refused:
+        return None
+    names = "; ".join(f"model {m.name} is licensed {m.licence}" + (f" ({m.licence.url})" if m.licence.url else "")
+                      for m in refused)
+    return f"{names}, which models.licences_allowed ({', '.join(allowed) or 'nothing'}) does not list"

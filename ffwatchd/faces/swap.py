@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from ffwatchd.errors import JobError
-from ffwatchd.faces.align import arcface_template, warp_face
+from ffwatchd.faces.align import template_points, warp_face
+from ffwatchd.faces.convention import from_blob, to_blob
+from ffwatchd.faces.models import Identity, Model
 from ffwatchd.faces.pasteback import paste_back
 from ffwatchd.faces.sessions import SessionConfig, create_session
 from ffwatchd.faces.types import Affine, Embedding, Face, Frame
@@ -33,32 +35,39 @@ def read_emap(path: Path) -> np.ndarray:
 
 
 class Swapper:
-    def __init__(self, name: str, path: Path, cfg: SessionConfig) -> None:
-        self.name = name
-        self.session = create_session(path, cfg, f"model {name}")
+    """A swapper model fed by its family's conventions (faces/models.py)."""
+
+    def __init__(self, model: Model, path: Path, cfg: SessionConfig) -> None:
+        self.name = model.name
+        self.family = fam = model.conventions
+        if fam.size is None or fam.template is None:
+            raise JobError("model_missing", f"model {model.name}: family {fam.name} states no crop size or template")
+        self.session = create_session(path, cfg, f"model {model.name}")
         inputs = self.session.get_inputs()
-        if len(inputs) != 2 or list(inputs[0].shape[1:]) != [3, 128, 128] \
+        if len(inputs) != 2 or list(inputs[0].shape[1:]) != [3, fam.size, fam.size] \
                 or len(self.session.get_outputs()) != 1:
-            raise JobError("model_missing", f"model {name} ({path.name}) is not an inswapper-like swapper "
-                           "(two inputs, the first N x 3 x 128 x 128, one output)")
+            raise JobError("model_missing", f"model {model.name} ({path.name}) is not a {fam.name} swapper "
+                           f"(two inputs, the first N x 3 x {fam.size} x {fam.size}, one output)")
         self.input_names = [i.name for i in inputs]
         self.output_name = self.session.get_outputs()[0].name
-        self.size = 128
-        self.emap = read_emap(path)
+        self.size = fam.size
+        self.template = template_points(fam.template, fam.size)
+        self.emap = read_emap(path) if fam.identity is Identity.EMAP else None
         self.providers = list(self.session.get_providers())
 
     def latent(self, identity: Embedding) -> np.ndarray:
+        """The model's identity input for a source identity, as its family makes it."""
+        if self.emap is None:
+            raise JobError("internal", f"model {self.name}: family {self.family.name} has no identity rule")
         lat = identity.reshape(1, -1).astype(np.float32) @ self.emap
         return (lat / np.linalg.norm(lat)).astype(np.float32)
 
     def swap_crop(self, frame: Frame, face: Face, latent: np.ndarray) -> tuple[Frame, Affine]:
         """The swapped aligned crop (BGR uint8) and its matrix frame -> crop."""
-        crop, m = warp_face(frame, face.kps, self.size, arcface_template(self.size))
-        blob = np.ascontiguousarray(crop[:, :, ::-1].transpose(2, 0, 1)[None], dtype=np.float32) / 255.0
-        pred = self.session.run([self.output_name], {self.input_names[0]: blob,
+        crop, m = warp_face(frame, face.kps, self.size, self.template)
+        pred = self.session.run([self.output_name], {self.input_names[0]: to_blob(crop, self.family),
                                                      self.input_names[1]: latent})[0]
-        out = np.clip(pred[0].transpose(1, 2, 0) * 255.0, 0, 255).astype(np.uint8)[:, :, ::-1]
-        return np.ascontiguousarray(out), m
+        return from_blob(pred[0], self.family), m
 
     def swap(self, frame: Frame, face: Face, latent: np.ndarray,
              touched: list[tuple[int, int, int, int]] | None = None) -> Frame:

@@ -9,12 +9,12 @@ import time
 from typing import Any
 
 from ffwatchd.config.settings import Settings
-from ffwatchd.filing.plan import Plan, execute_plan, result_trusted
+from ffwatchd.filing.plan import Plan, execute_plan, others_outputs, result_trusted
 from ffwatchd.filing.shares import ShareCheck
 from ffwatchd.filing.staging import OriginalChanged
 from ffwatchd.store import JobQueue
 
-log = logging.getLogger("ffwatchd.daemon.recovery")     # its lines read as the recovery's, as before
+log = logging.getLogger(__name__)
 
 
 def complete_done_plan(settings: Settings, store: JobQueue, job: Any, owner: str | None, metrics: Any = None) -> bool:
@@ -29,17 +29,18 @@ def complete_done_plan(settings: Settings, store: JobQueue, job: Any, owner: str
             store.release(job.id, owner)
         log.warning("job %d: its filing waits for the share (%s); back to the queue, no attempt spent", job.id, why)
         return True
-    if not result_trusted(plan, job.id):
+    if not result_trusted(plan, job.id, others_outputs(store, watch, job.id)):
         return False
     try:
-        execute_plan(plan, job, watch, ledger=store)
+        filed = execute_plan(plan, job, watch, ledger=store)
     except OriginalChanged as e:       # the worker that takes it again sees the change and says so
         log.warning("job %d: %s", job.id, e.message)
         return False
+    output = str(filed.result) if filed.result is not None else plan.result_dst   # where it landed
     if owner is not None:
-        store.finish(job.id, owner, output_path=plan.result_dst)
+        store.finish(job.id, owner, output_path=output)
     else:
-        store.finish_filed(job.id, output_path=plan.result_dst)
+        store.finish_filed(job.id, output_path=output)
     log.info("job %d: completed the filing of its result; done", job.id)
     if metrics is not None:
         started = job.started_at or time.time()

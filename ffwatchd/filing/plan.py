@@ -15,10 +15,10 @@ import stat
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import AbstractSet, Any, Callable
 
 from ffwatchd.config.settings import WatchSettings
-from ffwatchd.errors import JobError
+from ffwatchd.errors import CONTENT_KINDS, SIDECAR_KINDS, JobError
 from ffwatchd.filing import placing
 from ffwatchd.filing.placing import (
     TEMP_PREFIX,
@@ -53,7 +53,21 @@ def _iso(t: float | None) -> str | None:
     return None if t is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
+def retry_advice(job: Job, kind: str) -> tuple[str | None, str | None]:
+    """(the retry command, what it needs first): a file refused on arrival got `ffwatchd jobs
+    retry N` in its report, which `jobs retry` refused while the file or its sidecar stayed as it was."""
+    command = f"ffwatchd jobs retry {job.id}"
+    if job.attempts > 0 or job.started_at is not None:      # it ran: a retry is taken as it is
+        return command, None
+    if kind in SIDECAR_KINDS:
+        return command, "its sidecar fixed first (jobs retry refuses the job while the sidecar is as it was)"
+    if kind in CONTENT_KINDS:
+        return None, "a good copy of the file dropped into the inbox again: this copy is refused as it is"
+    return command, None
+
+
 def error_report(job: Job, kind: str, message: str, original: Path, filed_as: Path) -> dict:
+    retry, retry_needs = retry_advice(job, kind)
     return {
         "job_id": job.id,
         "watch": job.watch,
@@ -70,7 +84,8 @@ def error_report(job: Job, kind: str, message: str, original: Path, filed_as: Pa
         "content_sha256": job.content_hash,
         "sidecars": job.sidecars,
         "spec": job.spec,
-        "retry": f"ffwatchd jobs retry {job.id}",
+        "retry": retry,
+        "retry_needs": retry_needs,
     }
 
 
@@ -84,7 +99,8 @@ def duplicate_report(earlier: Job, message: str, original: Path, filed_as: Path)
     return {**error_report(earlier, "duplicate", message, original, filed_as),
             "job_id": None, "attempts": 0, "created_at": now, "started_at": None, "failed_at": now,
             "sidecars": [], "spec": None, "duplicate_of": earlier.id, "earlier_state": earlier.state,
-            "retry": None if earlier.state == "done" else f"ffwatchd jobs retry {earlier.id}"}
+            "retry": None if earlier.state == "done" else f"ffwatchd jobs retry {earlier.id}",
+            "retry_needs": None}
 
 
 def report_path(filed_as: Path) -> Path:
@@ -106,6 +122,7 @@ class Plan:
     roots: dict | None = None    # the planning host's folders by role, to map the paths on another host
     result_size: int | None = None   # the synced result's size: a resumed filing checks it
     original_state: dict | None = None   # the original as the job checked it: filed only while it still is
+    result: dict | None = None   # what the pipeline reported (JobResult.to_dict): the job row's once done
 
 
     def to_dict(self) -> dict:
@@ -129,8 +146,14 @@ def job_plan(job: Job, watch: WatchSettings) -> "Plan | None":
     return Plan.from_dict(job.filing).localized(watch) if job.filing else None
 
 
+def result_temp(temp_dir: Path, job: Job, suffix: str) -> Path:
+    """An image job's result in the temp folder, named for its job and attempt (`Job.claims`): a
+    stale attempt's late write or clean-up never touches another attempt's result."""
+    return temp_dir / f"job-{job.id}-{job.claims}.result{suffix}"
+
+
 def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: str,
-              checked: dict | None = None) -> Plan:
+              checked: dict | None = None, result: dict | None = None) -> Plan:
     """The plan of a success; the result is synced to disk first (its size goes in the plan)."""
     rel = Path(job.rel_path)
     size = None
@@ -142,7 +165,7 @@ def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: s
     return Plan(outcome="done", original_src=str(watch.inbox / rel),
                 original_dst=str(choose_destination(watch.done / rel, job.id, _original_now(watch, job))),
                 result_src=str(result_src), result_dst=str(result_dst), roots=folder_roots(watch),
-                result_size=size, original_state=checked)
+                result_size=size, original_state=checked, result=result)
 
 
 def _failed_destination(watch: WatchSettings, job: Job) -> Path:
@@ -201,11 +224,31 @@ def result_intact(plan: Plan, where: Path) -> bool:
         return False
 
 
-def result_trusted(plan: Plan, job_id: int) -> bool:
+def others_outputs(ledger: Any, watch: WatchSettings | None, job_id: int) -> set[Path]:
+    """The results the ledger names for other jobs in `watch`'s output folder (never this job's)."""
+    if ledger is None or watch is None:
+        return set()
+    return {watch.output / rel for rel, f in ledger.filings(watch.name, "output").items() if f.job_id != job_id}
+
+
+def find_placed_result(plan: Plan, job_id: int, others: AbstractSet[Path] = frozenset()) -> Path | None:
+    """Where an earlier run of a done plan placed its result (its temp file gone): the plan's name or
+    the job's `-<id>` name, spelled exactly, with the recorded size, and not a result `others` (the
+    ledger) names for another job; a new file at the same inbox name may have taken the plan's name."""
+    assert plan.result_dst
+    dst = Path(plan.result_dst)
+    for placed in (dst, with_job_id(dst, job_id)):
+        # exactly: not a result of another job whose name differs only in case
+        if placed not in others and exists_exactly(placed) and result_intact(plan, placed):
+            return placed
+    return None
+
+
+def result_trusted(plan: Plan, job_id: int, others: AbstractSet[Path] = frozenset()) -> bool:
     """Whether a done plan's result (in temp, or already placed) is whole: the size recorded when
     it was synced. A cut result in temp is removed; a cut placed one is left (it may not be ours)."""
     assert plan.result_src and plan.result_dst
-    src, dst = Path(plan.result_src), Path(plan.result_dst)
+    src = Path(plan.result_src)
     if src.exists():
         if result_intact(plan, src):
             return True
@@ -213,14 +256,10 @@ def result_trusted(plan: Plan, job_id: int) -> bool:
                     job_id, src, src.stat().st_size, plan.result_size)
         src.unlink()
         return False
-    for placed in (dst, with_job_id(dst, job_id)):
-        if exists_exactly(placed):       # not a result of another job whose name differs only in case
-            if result_intact(plan, placed):
-                return True
-            log.warning("job %d: the placed result %s is not the recorded size %s; left as it is, "
-                        "and the job is processed again", job_id, placed, plan.result_size)
-            return False
-    log.warning("job %d: its result was lost before filing; processing again", job_id)
+    if find_placed_result(plan, job_id, others) is not None:
+        return True
+    log.warning("job %d: its result was lost before filing (or the name it was placed under holds another "
+                "file); processing again", job_id)
     return False
 
 
@@ -271,7 +310,7 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
     # one an earlier run placed is recorded again: that run's entry may have died with it
     placing_result = plan.outcome == "done" and bool(plan.result_src) and os.path.lexists(plan.result_src)
     try:
-        result = _place_result(plan, job, watch, perms, fence)
+        result = _place_result(plan, job, watch, perms, fence, ledger)
         original, moving = (placed, False) if placed else \
             _place_original(plan, job, watch, perms, staged, fence, share_problem)
     except (TransitionError, ShareUnavailable):
@@ -320,13 +359,21 @@ def _left_its_inbox(plan: Plan, job_id: int, attempt: int) -> Path | bool | None
 
 
 def _place_result(plan: Plan, job: Job, watch: WatchSettings | None, perms: Perms,
-                  fence: Callable[[], None] | None) -> Path | None:
+                  fence: Callable[[], None] | None, ledger: Any = None) -> Path | None:
+    """The result into output/: where it landed (the plan's name may have been taken meanwhile),
+    published only while the lease holds (`fence`, confirmed right before its link)."""
     if plan.outcome != "done":
         return None
     assert plan.result_src and plan.result_dst
     src, dst = Path(plan.result_src), Path(plan.result_dst)
-    if os.path.exists(src):
-        fsync_file(src)
+    if not os.path.lexists(src):      # an earlier run placed it: found by the name, the size, the ledger
+        placed = find_placed_result(plan, job.id, others_outputs(ledger, watch, job.id))
+        if placed is None:
+            raise JobError("io", f"the result {src} is gone and was not placed as {dst}", transient=True)
+        return placed
+    fsync_file(src)
+    if fence is not None:
+        fence()                       # a stale attempt publishes nothing: the lease confirmed first
     return place_file(src, dst, job.id, sync_source=False, root=root_of(watch, dst), perms=perms, own=True,
                       fence=fence, step="place_result")
 

@@ -14,7 +14,7 @@ from ffwatchd.filing.plan import Filed, Holder, Plan, execute_plan
 from ffwatchd.filing.shares import ShareCheck, ShareUnavailable
 from ffwatchd.store import Job, JobQueue, TransitionError
 
-log = logging.getLogger("ffwatchd.work.runner")
+log = logging.getLogger(__name__)
 
 SHARE_BACK = Backoff(first=0.5, cap=30.0)     # seconds between looks for a share that went
 

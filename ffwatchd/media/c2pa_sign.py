@@ -172,7 +172,7 @@ def manifest_definition(prov: Provenance, title: str, mime: str, original_name: 
                         original_sha256: str) -> dict:
     """The manifest: opened the original, then an edit (AI composite or a plain edit)."""
     agent = {"name": "ffwatchd", "version": __version__}
-    models = [{"name": n, "sha256": h} for n, h in prov.model_hashes]
+    models = [f.as_dict() for f in prov.files]
     edit: dict = {"action": "c2pa.edited", "softwareAgent": agent, "description": prov.description(),
                   "parameters": {"ffwatchd.processors": list(prov.processors)}}
     if models:
@@ -203,7 +203,7 @@ def self_test(creds: Credentials) -> str:
 
     buf = io.BytesIO()
     Image.new("RGB", (16, 16)).save(buf, "JPEG")
-    prov = Provenance(("face_anonymizer",))
+    prov = Provenance(("self-test",))
     definition = manifest_definition(prov, "check.jpg", "image/jpeg", "check.jpg",
                                      hashlib.sha256(buf.getvalue()).hexdigest())
     definition["assertions"][0]["data"]["actions"][0] = {"action": "c2pa.created",

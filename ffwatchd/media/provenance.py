@@ -1,5 +1,5 @@
-"""What an output says about how it was made: AI composite (swap, enhance), a plain edit
-(anonymize, a forced label) or nothing (unchanged); its XMP/IPTC text and the reading back."""
+"""What an output says about how it was made: AI composite (a processor generated pixels), a
+plain edit (anonymize, a label) or nothing (unchanged); its XMP/IPTC text and the reading back."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from xml.sax.saxutils import escape
+from xml.sax.saxutils import escape, unescape
 
 from ffwatchd import __version__
 
@@ -16,27 +16,33 @@ IPTC_DST = "http://cv.iptc.org/newscodes/digitalsourcetype/"
 AI_COMPOSITE = IPTC_DST + "compositeWithTrainedAlgorithmicMedia"
 PROVENANCE_NS = "urn:ffwatchd:provenance:1"
 PNG_PROVENANCE_KEY = "ffwatchd:provenance"
-AI_PROCESSORS = ("face_swapper", "face_enhancer")        # a model generates pixels
-EDIT_PROCESSORS = ("face_anonymizer", "label")           # plain edits, no generated pixels
-LABEL_TEXT = {"ai": "AI-modified", "edit": "Faces anonymized"}
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """One model an output was made with: its file's sha256 and its licence."""
+    name: str
+    sha256: str
+    licence: str
+    licence_url: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "sha256": self.sha256, "licence": self.licence, "licence_url": self.licence_url}
 
 
 @dataclass(frozen=True)
 class Provenance:
     """What a changed output says: the processors that changed it and the models they used.
 
-    `ai` (swap or enhance ran): IPTC DigitalSourceType compositeWithTrainedAlgorithmicMedia.
-    Otherwise an edit (anonymize, label) recorded as such, with no DigitalSourceType.
+    `ai` (a processor that generates pixels ran): IPTC DigitalSourceType
+    compositeWithTrainedAlgorithmicMedia. Otherwise an edit, recorded as such, with no DigitalSourceType.
     """
 
     processors: tuple[str, ...]
     models: tuple[str, ...] = ()
-    model_hashes: tuple[tuple[str, str], ...] = ()     # (name, sha256) of each model file used
+    files: tuple[ModelFile, ...] = ()                  # each model file used: sha256 and licence
+    ai: bool = False
     generator: str = f"ffwatchd {__version__}"
-
-    @property
-    def ai(self) -> bool:
-        return any(p in AI_PROCESSORS for p in self.processors)
 
     @property
     def digital_source_type(self) -> str | None:
@@ -50,13 +56,23 @@ class Provenance:
     def as_dict(self) -> dict:
         return {"ai_generated": self.ai, "generator": self.generator,
                 "digital_source_type": self.digital_source_type,
-                "processors": list(self.processors), "models": list(self.models)}
+                "processors": list(self.processors), "models": list(self.models),
+                "model_files": [f.as_dict() for f in self.files]}
+
+    def files_json(self) -> str:
+        """Each model file (name, sha256, licence) as JSON, as XMP carries it."""
+        return json.dumps([f.as_dict() for f in self.files], separators=(",", ":"))
+
+    def licences_text(self) -> str:
+        """`name=licence, …` for each model file (what XMP and video tags carry)."""
+        return ", ".join(f"{f.name}={f.licence}" for f in self.files)
 
     def video_tags(self) -> dict[str, str]:
         """Container tags for a video output (MP4/MOV keep them with use_metadata_tags)."""
         tags = {"comment": self.description(), "encoder_tool": self.generator,
                 "ffwatchd_processors": ", ".join(self.processors),
-                "ffwatchd_models": ", ".join(self.models)}
+                "ffwatchd_models": ", ".join(self.models),
+                "ffwatchd_model_licences": self.licences_text()}
         if self.digital_source_type:
             tags["digital_source_type"] = self.digital_source_type
         return tags
@@ -78,7 +94,8 @@ class Provenance:
             f'    xmp:CreatorTool="{escape(self.generator, q)}"\n'
             f'    ffwatchd:AIGenerated="{self.ai}"\n'
             f'    ffwatchd:Processors="{escape(", ".join(self.processors), q)}"\n'
-            f'    ffwatchd:Models="{escape(", ".join(self.models), q)}">\n'
+            f'    ffwatchd:Models="{escape(", ".join(self.models), q)}"\n'
+            f'    ffwatchd:ModelFiles="{escape(self.files_json(), q)}">\n'
             '   <dc:description><rdf:Alt><rdf:li xml:lang="x-default">'
             f'{escape(self.description())}</rdf:li></rdf:Alt></dc:description>\n'
             '  </rdf:Description>\n'
@@ -87,34 +104,11 @@ class Provenance:
             '<?xpacket end="w"?>').encode("utf-8")
 
 
-def job_provenance(applied: list[str] | tuple[str, ...], models: list[str] | tuple[str, ...],
-                   model_hashes: dict[str, str] | None = None) -> Provenance | None:
-    """The provenance of an output the processors in `applied` really changed; None when nothing
-    changed it (no claim at all)."""
-    applied = tuple(applied)
-    if not applied:
-        return None
-    hashes = model_hashes or {}
-    return Provenance(applied, tuple(models), tuple((m, hashes[m]) for m in models if m in hashes))
-
-
-def label_text(processors: tuple[str, ...] | list[str], text: str) -> str:
-    """The visible label: the sidecar's text when it gives one, else what the job did
-    (AI-modified for swap/enhance, Faces anonymized for anonymize); "" draws nothing."""
-    if text:
-        return text
-    if any(p in AI_PROCESSORS for p in processors):
-        return LABEL_TEXT["ai"]
-    if "face_anonymizer" in processors:
-        return LABEL_TEXT["edit"]
-    return ""
-
-
 # --------------------------------------------------------------------------------------
 # Reading back (for `ffwatchd provenance show`, `jobs show` and tests)
 
 _XMP_ATTR = re.compile(rb'(Iptc4xmpExt:DigitalSourceType|xmp:CreatorTool|ffwatchd:Processors|'
-                       rb'ffwatchd:Models|ffwatchd:AIGenerated)="([^"]*)"')
+                       rb'ffwatchd:Models|ffwatchd:ModelFiles|ffwatchd:AIGenerated)="([^"]*)"')
 
 
 def _split(s: str) -> list[str]:
@@ -132,7 +126,17 @@ def parse_xmp(xmp: bytes | str) -> dict | None:
     return {"ai_generated": found.get("ffwatchd:AIGenerated") == "True" or dst == AI_COMPOSITE,
             "generator": found.get("xmp:CreatorTool", ""), "digital_source_type": dst,
             "processors": _split(found.get("ffwatchd:Processors", "")),
-            "models": _split(found.get("ffwatchd:Models", ""))}
+            "models": _split(found.get("ffwatchd:Models", "")),
+            "model_files": _model_files(found.get("ffwatchd:ModelFiles", ""))}
+
+
+def _model_files(text: str) -> list[dict]:
+    """The ModelFiles attribute read back ([] when absent or not ffwatchd's JSON)."""
+    try:
+        files = json.loads(unescape(text, {"&quot;": '"'})) if text else []
+    except ValueError:
+        return []
+    return [f for f in files if isinstance(f, dict)] if isinstance(files, list) else []
 
 
 def read_image_metadata(path: Path) -> dict:

@@ -1,4 +1,5 @@
-"""`ffwatchd check`: folders, permissions, local state, models, providers, ffmpeg, C2PA, metrics."""
+"""`ffwatchd check`: folders, permissions, local state, models, providers, ffmpeg, C2PA, the metrics
+and web ports."""
 
 from __future__ import annotations
 
@@ -89,9 +90,11 @@ def check_models(settings: Settings, warnings: list[str], notes: list[str]) -> N
     needed = set()
     for w in settings.watches:
         try:
-            needed.update(JobSpec.from_mapping(w.defaults).models_used())
+            used = JobSpec.from_mapping(w.defaults).models_used()
         except (TypeError, ValueError):
             continue
+        needed.update(used)
+        notes.append(licences_line(w.name, used, settings))
     for name in sorted(needed):
         state, detail = registry.model_status(registry.find_model(name, settings.models),
                                               settings.models_dir)
@@ -100,6 +103,23 @@ def check_models(settings: Settings, warnings: list[str], notes: list[str]) -> N
             notes.append(line)
         else:
             warnings.append(f"{line} (jobs that need it fail as model_missing; `ffwatchd models fetch {name}`)")
+
+
+def licences_line(watch: str, names: list[str], settings: Settings) -> str:
+    """Which licences a watch's default pipeline depends on, model by model."""
+    known = registry.all_models(settings.models)
+    by = {}
+    for n in names:
+        if n in known:
+            by.setdefault(known[n].licence, []).append(n)
+    if not by:
+        return f"watch {watch}: its default pipeline uses no model"
+    parts = [f"{lic} ({', '.join(ns)})" + (f" {lic.url}" if lic.restricted and lic.url else "")
+             for lic, ns in by.items()]
+    restricted = any(lic.restricted for lic in by)
+    return (f"watch {watch}: its default pipeline depends on the licences " + "; ".join(parts)
+            + ("; non-commercial, research-only or unknown terms: check them before selling the results"
+               if restricted else ""))
 
 
 def missing_default_models(settings: Settings) -> list[str]:
@@ -171,26 +191,38 @@ def check_ffmpeg(settings: Settings, warnings: list[str], notes: list[str]) -> N
         warnings.append(f"ffmpeg: {e} (video jobs will fail)")
 
 
-def check_metrics_port(settings: Settings, warnings: list[str], notes: list[str]) -> None:
-    """The metrics port is free, or held by this config's own running daemon (which is fine)."""
+def check_ports(settings: Settings, problems: list[str], notes: list[str]) -> None:
+    """The metrics and web listeners' addresses are free, or held by this config's own running
+    daemon; taken by anything else is a problem, since `run` would exit 1 on it."""
+    listeners = [("metrics", "metrics.listen", settings.metrics.enabled, settings.metrics.host, settings.metrics.port),
+                 ("web", "web.listen", settings.web.enabled, settings.web.host, settings.web.port)]
+    daemon = None
+    for name, key, enabled, host, port in listeners:
+        if not enabled:
+            continue
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        reason = _bind_problem(host, port)
+        if reason is None:
+            notes.append(f"{name} {where} is free")
+            continue
+        daemon = daemon or read_status(settings.state_dir)
+        if daemon is not None and daemon.get(name) in (where, f"{host}:{port}"):
+            notes.append(f"ffwatchd is running (pid {daemon['pid']}) and serves {name} on {where}")
+        else:
+            problems.append(f"{key} {where}: cannot listen ({reason}) and no ffwatchd daemon of this config "
+                            f"(state_dir) holds it: another program uses the port, and `ffwatchd run` would "
+                            f"exit 1; set {key} in {settings.source} to a free address")
 
-    if not settings.metrics.enabled:
-        return
-    where = f"{settings.metrics.host}:{settings.metrics.port}"
-    with socket.socket(socket.AF_INET6 if ":" in settings.metrics.host else socket.AF_INET) as s:
+
+def _bind_problem(host: str, port: int) -> str | None:
+    """None when a listener could bind host:port now (as the daemon's would), else why not."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind((settings.metrics.host, settings.metrics.port))
-            notes.append(f"metrics {where} is free")
-            return
+            s.bind((host, port))
         except OSError as e:
-            reason = e.strerror
-    daemon = read_status(settings.state_dir)
-    if daemon is not None and daemon.get("metrics") == where:
-        notes.append(f"ffwatchd is running (pid {daemon['pid']}) and serves metrics on {where}")
-    else:
-        warnings.append(f"metrics {where}: cannot bind ({reason}) and no ffwatchd daemon of this config "
-                        "(state_dir) holds it: another program uses the port")
+            return e.strerror or str(e)
+    return None
 
 
 def c2pa_problem(settings: Settings) -> str | None:
@@ -266,5 +298,5 @@ def run_checks(settings: Settings) -> tuple[list[str], list[str], list[str]]:
     check_workers(settings, notes)
     check_ffmpeg(settings, warnings, notes)
     check_c2pa(settings, problems, notes)
-    check_metrics_port(settings, warnings, notes)
+    check_ports(settings, problems, notes)
     return problems, warnings, notes

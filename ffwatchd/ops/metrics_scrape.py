@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ffwatchd.ops.metrics import Metrics
     from ffwatchd.store import JobQueue
 
-log = logging.getLogger("ffwatchd.ops.metrics")
+log = logging.getLogger(__name__)
 
 
 class JobTableCollector(Collector):

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ERROR_REPORT_SUFFIX = ".error.json"
-_JOB_DIR_RE = re.compile(r"^job-(\d+)(?:\.result\.[A-Za-z0-9]+)?$")   # a video's folder, an image's result
+# a video's folder, an image's result (`job-<id>-<attempt>.result.<ext>`; without the attempt: a version before)
+_JOB_DIR_RE = re.compile(r"^job-(\d+)(?:(?:-\d+)?\.result\.[A-Za-z0-9]+)?$")
 KEEP_TEMP_AT_STARTUP = ("queued", "running")   # a queued video job resumes from its segments
 
 
@@ -126,7 +127,7 @@ def _job_state(store: "JobQueue", job_id: int) -> str | None:
 
 
 def _temp_candidates(temp_dir: Path) -> list[tuple[Path, int]]:
-    """The per-job temp folders `job-<id>` and result files `job-<id>.result.<ext>` under the temp folder."""
+    """The per-job temp folders `job-<id>` and result files `job-<id>-<attempt>.result.<ext>` under the temp folder."""
     if not temp_dir.is_dir():
         return []
     out = []

@@ -9,31 +9,21 @@ fills the defaults and gives the frozen spec the pipeline runs. A job row stores
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping
 
-from ffwatchd.errors import short_repr
+from ffwatchd.errors import JobError, short_repr
+from ffwatchd.faces.models import ModelKind
+from ffwatchd.processors import Processor, Scope, default_processors
+from ffwatchd.processors import processors as all_processors
+from ffwatchd.schema import Check, IntBetween, ModelKey, NumberBetween, OneOf, check_value, is_bool, is_text
 from ffwatchd.spec.values import email_problem, parse_duration, priority_value, webhook_url_problem
 
-PROCESSORS = ("face_swapper", "face_enhancer", "face_anonymizer", "label")
 SELECTOR_MODES = ("all", "largest", "reference", "except_reference")
 REFERENCE_MODES = ("reference", "except_reference")   # both need face_selector.reference
-ANONYMIZE_METHODS = ("blur", "pixelate")
-LABEL_POSITIONS = ("top-left", "top-right", "bottom-left", "bottom-right")
 OUTPUT_FORMATS = ("keep", "jpeg", "png", "webp")
 VIDEO_CODECS = ("auto", "libx264", "h264_nvenc", "libx265")
 ON_NO_FACE = ("fail", "copy")
-
-# Built-in model names by kind; custom ones come from the config's `models:`.
-BUILTIN_MODEL_KINDS: dict[str, str] = {
-    "yunet": "detector",
-    "scrfd_10g": "detector",
-    "scrfd_500m": "detector",
-    "arcface_w600k_r50": "recognizer",
-    "inswapper_128": "swapper",
-    "gfpgan_1.4": "enhancer",
-}
-
 
 @dataclass(frozen=True)
 class DetectorSpec:
@@ -52,29 +42,6 @@ class SelectorSpec:
     mode: str = "all"
     reference: str | None = None      # absolute path once resolved by the sidecar module
     max_distance: float = 0.6         # cosine distance (1 - similarity)
-
-
-@dataclass(frozen=True)
-class SwapperSpec:
-    model: str = "inswapper_128"
-
-
-@dataclass(frozen=True)
-class EnhancerSpec:
-    model: str = "gfpgan_1.4"
-    blend: float = 0.8
-
-
-@dataclass(frozen=True)
-class AnonymizerSpec:
-    method: str = "blur"
-
-
-@dataclass(frozen=True)
-class LabelSpec:
-    text: str = ""                    # "": follows what the job did (media/provenance.py label_text)
-    position: str = "bottom-right"
-    metadata: bool = True
 
 
 @dataclass(frozen=True)
@@ -106,14 +73,10 @@ class NotifySpec:
 @dataclass(frozen=True)
 class JobSpec:
     sources: tuple[str, ...] = ()     # absolute paths once resolved by the sidecar module
-    processors: tuple[str, ...] = ("face_swapper",)
+    processors: tuple[str, ...] = field(default_factory=default_processors)
     face_detector: DetectorSpec = DetectorSpec()
     face_recognizer: RecognizerSpec = RecognizerSpec()
     face_selector: SelectorSpec = SelectorSpec()
-    face_swapper: SwapperSpec = SwapperSpec()
-    face_enhancer: EnhancerSpec = EnhancerSpec()
-    face_anonymizer: AnonymizerSpec = AnonymizerSpec()
-    label: LabelSpec = LabelSpec()
     output: OutputSpec = OutputSpec()
     on_no_face: str = "fail"
     priority: int = 0                 # high 10, normal 0, low -10 (older sidecars: any integer)
@@ -121,6 +84,27 @@ class JobSpec:
     package: str = "none"
     batch_quiet: float | None = None  # seconds; None: the watch's batch_quiet
     extra: dict = field(default_factory=dict, compare=False)  # reserved, always empty
+    # Each installed processor's section (processors/), by name; a default one where not given.
+    sections: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "processors", tuple(self.processors))
+        given = dict(self.sections)
+        object.__setattr__(self, "sections", {name: given.get(name) or p.settings()
+                                              for name, p in all_processors().items()})
+
+    def settings_of(self, name: str) -> Any:
+        """Processor `name`'s section (KeyError when no such processor is installed here)."""
+        return self.sections[name]
+
+    def installed(self) -> list[Processor]:
+        """This job's processors, in order; JobError naming any not installed on this host."""
+        known = all_processors()
+        missing = [n for n in self.processors if n not in known]
+        if missing:
+            raise JobError("bad_sidecar", f"processor {', '.join(missing)} is not installed on this host "
+                                          f"(installed: {', '.join(known)})")
+        return [known[n] for n in self.processors]
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> "JobSpec":
@@ -129,25 +113,24 @@ class JobSpec:
             return kind(**dict(raw.get(key) or {}))
         return cls(
             sources=tuple(raw.get("sources") or ()),
-            processors=tuple(raw.get("processors") or cls.processors),
+            processors=tuple(raw.get("processors") or default_processors()),
             face_detector=sub("face_detector", DetectorSpec),
             face_recognizer=sub("face_recognizer", RecognizerSpec),
             face_selector=sub("face_selector", SelectorSpec),
-            face_swapper=sub("face_swapper", SwapperSpec),
-            face_enhancer=sub("face_enhancer", EnhancerSpec),
-            face_anonymizer=sub("face_anonymizer", AnonymizerSpec),
-            label=sub("label", LabelSpec),
             output=sub("output", OutputSpec),
             on_no_face=raw.get("on_no_face", "fail"),
             priority=_priority(raw.get("priority", 0)),
             notify=NotifySpec(**dict(notify_mapping(raw.get("notify")) or {})),
             package=raw.get("package") or "none",
             batch_quiet=_duration(raw["batch_quiet"]) if raw.get("batch_quiet") is not None else None,
+            sections={name: sub(name, p.settings) for name, p in all_processors().items()},
         )
 
     def to_snapshot(self) -> dict:
-        d = asdict(self)
+        d = asdict(replace(self, sections={}))
         d.pop("extra", None)
+        d.pop("sections", None)
+        d.update({name: asdict(section) for name, section in self.sections.items()})
         d["sources"] = list(self.sources)
         d["processors"] = list(self.processors)
         d["notify"] = {"webhook": self.notify.webhook, "email": list(self.notify.email), "on": list(self.notify.on)}
@@ -157,17 +140,31 @@ class JobSpec:
     def from_snapshot(cls, snap: Mapping[str, Any]) -> "JobSpec":
         return cls.from_mapping(snap)
 
+    def works_on_faces(self) -> bool:
+        """Whether a processor of this job works on selected faces (so a detector runs)."""
+        known = all_processors()
+        return any(known[n].scope is Scope.FACES for n in self.processors if n in known)
+
+    def needs_sources(self) -> bool:
+        known = all_processors()
+        return any(known[n].needs_sources for n in self.processors if n in known)
+
+    def generates_pixels(self) -> bool:
+        known = all_processors()
+        return any(known[n].generates_pixels for n in self.processors if n in known)
+
     def models_used(self) -> list[str]:
-        """Model names this spec needs, in pipeline order (none for a label-only job)."""
-        if not any(p in ("face_swapper", "face_enhancer", "face_anonymizer") for p in self.processors):
-            return []
-        names = [self.face_detector.model]
-        if "face_swapper" in self.processors or self.face_selector.mode in REFERENCE_MODES:
-            names.append(self.face_recognizer.model)
-        if "face_swapper" in self.processors:
-            names.append(self.face_swapper.model)
-        if "face_enhancer" in self.processors:
-            names.append(self.face_enhancer.model)
+        """Model names this spec needs, in pipeline order: the detector and the recognizer where
+        a processor works on faces, then each processor's own."""
+        known = all_processors()
+        names = []
+        if self.works_on_faces():
+            names.append(self.face_detector.model)
+            if self.needs_sources() or self.face_selector.mode in REFERENCE_MODES:
+                names.append(self.face_recognizer.model)
+        for n in self.processors:
+            if n in known:
+                names.extend(m for m in known[n].models(self.sections[n]) if m not in names)
         return names
 
 
@@ -219,58 +216,25 @@ def _check_notify(value: Any, path: str) -> list[str]:
 # --------------------------------------------------------------------------------------
 # Validation of one partial mapping (a sidecar file or a watch's defaults).
 
-def _t_str(v: Any) -> str | None:
-    return None if isinstance(v, str) and v.strip() else f"{short_repr(v)} is not a non-empty string"
-
-
-def _t_bool(v: Any) -> str | None:
-    return None if isinstance(v, bool) else f"{short_repr(v)} is not true or false"
-
-
-def _t_int(lo: int, hi: int):
-    def check(v: Any) -> str | None:
-        if isinstance(v, bool) or not isinstance(v, int):
-            return f"{short_repr(v)} is not an integer"
-        return None if lo <= v <= hi else f"{short_repr(v)} is not between {lo} and {hi}"
-    return check
-
-
-def _t_float(lo: float, hi: float):
-    def check(v: Any) -> str | None:
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            return f"{short_repr(v)} is not a number"
-        return None if lo <= v <= hi else f"{short_repr(v)} is not between {lo} and {hi}"
-    return check
-
-
-def _t_choice(options: tuple[str, ...]):
-    def check(v: Any) -> str | None:
-        return None if isinstance(v, str) and v in options else f"{short_repr(v)} is not one of {', '.join(options)}"
-    return check
-
-
-def _t_size(v: Any) -> str | None:
-    err = _t_int(128, 2048)(v)
-    if err:
-        return err
-    return None if v % 32 == 0 else f"{short_repr(v)} is not a multiple of 32"
-
-
-_SECTIONS: dict[str, dict[str, Any]] = {
-    "face_detector": {"model": "model:detector", "score": _t_float(0.0, 1.0), "size": _t_size},
-    "face_recognizer": {"model": "model:recognizer"},
-    "face_selector": {"mode": _t_choice(SELECTOR_MODES), "reference": _t_str,
-                      "max_distance": _t_float(0.0, 2.0)},
-    "face_swapper": {"model": "model:swapper"},
-    "face_enhancer": {"model": "model:enhancer", "blend": _t_float(0.0, 1.0)},
-    "face_anonymizer": {"method": _t_choice(ANONYMIZE_METHODS)},
-    "label": {"text": _t_str, "position": _t_choice(LABEL_POSITIONS), "metadata": _t_bool},
-    "output": {"format": _t_choice(OUTPUT_FORMATS), "image_quality": _t_int(1, 100),
-               "video_codec": _t_choice(VIDEO_CODECS), "video_crf": _t_int(0, 51),
-               "video_preset": _t_str, "keep_audio": _t_bool},
+_SHARED_SECTIONS: dict[str, Mapping[str, Check]] = {
+    "face_detector": {"model": ModelKey(ModelKind.DETECTOR), "score": NumberBetween(0.0, 1.0),
+                      "size": IntBetween(128, 2048, 32)},
+    "face_recognizer": {"model": ModelKey(ModelKind.RECOGNIZER)},
+    "face_selector": {"mode": OneOf(SELECTOR_MODES), "reference": is_text,
+                      "max_distance": NumberBetween(0.0, 2.0)},
+    "output": {"format": OneOf(OUTPUT_FORMATS), "image_quality": IntBetween(1, 100),
+               "video_codec": OneOf(VIDEO_CODECS), "video_crf": IntBetween(0, 51),
+               "video_preset": is_text, "keep_audio": is_bool},
 }
-TOP_KEYS = ("sources", "processors", *_SECTIONS, "on_no_face", "priority", "notify", "package",
-            "batch_quiet")
+
+
+def sections() -> dict[str, Mapping[str, Check]]:
+    """Every sidecar section and its keys' checks: the shared ones, then each processor's."""
+    return {**_SHARED_SECTIONS, **{name: p.checks for name, p in all_processors().items()}}
+
+
+def top_keys() -> tuple[str, ...]:
+    return ("sources", "processors", *sections(), "on_no_face", "priority", "notify", "package", "batch_quiet")
 
 
 def key_name(key: Any, limit: int = 60) -> str:
@@ -278,20 +242,21 @@ def key_name(key: Any, limit: int = 60) -> str:
     return key if isinstance(key, str) and len(key) <= limit else short_repr(key, limit)
 
 
-def validate(raw: Any, where: str, known_models: Mapping[str, str] | None = None) -> list[str]:
-    """Problems of one partial sidecar mapping, each `where.key: reason`."""
-    models = dict(BUILTIN_MODEL_KINDS if known_models is None else known_models)
+def validate(raw: Any, where: str, known_models: Mapping[str, str]) -> list[str]:
+    """Problems of one partial sidecar mapping, each `where.key: reason`; model keys are checked
+    against `known_models` (name -> kind: faces/registry.py known_models)."""
     if raw is None:
         return []
     if not isinstance(raw, dict):
         return [f"{where}: must be a mapping, not {type(raw).__name__}"]
     problems: list[str] = []
+    schema, keys = sections(), top_keys()
     for key, value in raw.items():
         path = f"{where}.{key_name(key)}"
-        if key not in TOP_KEYS:
-            problems.append(f"{path}: unknown key (known: {', '.join(TOP_KEYS)})")
-        elif key in _SECTIONS:
-            problems.extend(_check_section(key, value, path, models))
+        if key not in keys:
+            problems.append(f"{path}: unknown key (known: {', '.join(keys)})")
+        elif key in schema:
+            problems.extend(_check_section(schema[key], value, path, dict(known_models)))
         else:
             problems.extend(_check_top_value(key, value, path))
     return problems
@@ -306,15 +271,16 @@ def _check_top_value(key: str, value: Any, path: str) -> list[str]:
     if key == "processors":
         if not isinstance(value, list) or not value:
             return [f"{path}: {short_repr(value)} is not a non-empty list of processors"]
-        problems = [f"{path}[{i}]: {short_repr(p)} is not one of {', '.join(PROCESSORS)}"
-                    for i, p in enumerate(value) if p not in PROCESSORS]
+        known = tuple(all_processors())
+        problems = [f"{path}[{i}]: {short_repr(p)} is not one of {', '.join(known)}"
+                    for i, p in enumerate(value) if p not in known]
         if len(set(map(str, value))) != len(value):
             problems.append(f"{path}: a processor is listed twice")
         return problems
     if key == "notify":
         return _check_notify(value, path)
     if key in ("on_no_face", "package"):
-        err = _t_choice(ON_NO_FACE if key == "on_no_face" else PACKAGES)(value)
+        err = OneOf(ON_NO_FACE if key == "on_no_face" else PACKAGES)(value)
         return [f"{path}: {err}"] if err else []
     try:                                            # priority, batch_quiet
         (_priority if key == "priority" else _duration)(value)
@@ -323,27 +289,18 @@ def _check_top_value(key: str, value: Any, path: str) -> list[str]:
     return []
 
 
-def _check_section(key: str, value: Any, path: str, models: Mapping[str, str]) -> list[str]:
-    """A section (face_detector, output, ...): its keys by the section's schema; model names by kind."""
+def _check_section(schema: Mapping[str, Check], value: Any, path: str, models: dict[str, str]) -> list[str]:
+    """A section (face_detector, output, a processor's): its keys by its schema."""
     if not isinstance(value, dict):
         return [f"{path}: must be a mapping, not {type(value).__name__}"]
     problems: list[str] = []
-    schema = _SECTIONS[key]
     for sub, sv in value.items():
         if sub not in schema:
             problems.append(f"{path}.{key_name(sub)}: unknown key (known: {', '.join(schema)})")
             continue
-        check = schema[sub]
-        if isinstance(check, str):  # a model name of a kind
-            kind = check.split(":", 1)[1]
-            if not isinstance(sv, str) or models.get(sv) != kind:
-                names = sorted(n for n, k in models.items() if k == kind)
-                problems.append(f"{path}.{sub}: {short_repr(sv)} is not a known {kind} model "
-                                f"(known: {', '.join(names)})")
-        else:
-            err = check(sv)
-            if err:
-                problems.append(f"{path}.{sub}: {err}")
+        err = check_value(schema[sub], sv, models)
+        if err:
+            problems.append(f"{path}.{sub}: {err}")
     return problems
 
 

@@ -19,6 +19,7 @@ import yaml
 
 from ffwatchd.errors import JobError, short_repr
 from ffwatchd.fs import safefs
+from ffwatchd.processors import default_processors, processors
 from ffwatchd.spec import jobspec
 from ffwatchd.spec.safeyaml import UnsafeYaml, load_yaml, yaml_problem
 from ffwatchd.spec.sniff import read_head, sniff_bytes
@@ -196,9 +197,9 @@ def check_layer(raw: Any, where: str, known_models: Mapping[str, str]) -> None:
 
 def check_complete(merged: Mapping[str, Any], where: str) -> None:
     """What only the merged result can tell: a swap needs sources, a reference mode a reference."""
-    processors = merged.get("processors") or list(jobspec.JobSpec.processors)
-    if "face_swapper" in processors and not merged.get("sources"):
-        raise JobError("bad_sidecar", f"{where}: sources: face_swapper needs at least one source image")
+    needing = _needing_sources(merged.get("processors") or default_processors())
+    if needing and not merged.get("sources"):
+        raise JobError("bad_sidecar", f"{where}: sources: {', '.join(needing)} needs at least one source image")
     selector = merged.get("face_selector") or {}
     if selector.get("mode") in jobspec.REFERENCE_MODES and not selector.get("reference"):
         raise JobError("bad_sidecar", f"{where}: face_selector.reference: mode '{selector['mode']}' needs a "
@@ -237,8 +238,14 @@ def batch_folder(inbox: Path, sidecars: Iterable[Path | str]) -> str:
 
 def defaults_suffice(watch: WatchSettings) -> bool:
     """Whether a file may run on the watch defaults alone (they name sources, or need none)."""
-    processors = watch.defaults.get("processors") or list(jobspec.JobSpec.processors)
-    return bool(watch.defaults.get("sources")) or "face_swapper" not in processors
+    return bool(watch.defaults.get("sources")) or not _needing_sources(
+        watch.defaults.get("processors") or default_processors())
+
+
+def _needing_sources(names: Iterable[str]) -> list[str]:
+    """Those of `names` that are installed processors needing source faces."""
+    installed = processors()
+    return [n for n in names if n in installed and installed[n].needs_sources]
 
 
 @dataclass(frozen=True)

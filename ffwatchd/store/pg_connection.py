@@ -17,7 +17,7 @@ from ffwatchd.store.contract import QueueUnavailable
 from ffwatchd.store.pg_rows import CHANNEL
 from ffwatchd.store.rows import Unreachable
 
-log = logging.getLogger("ffwatchd.store.postgres")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

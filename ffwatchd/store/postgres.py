@@ -43,6 +43,7 @@ _CLAIM = """WITH expired AS (<expire>),
                      RETURNING *)
             SELECT claimed.*, (SELECT count(*) FROM expired) AS expired_n,
                    (SELECT array_agg(watch) FROM expired) AS expired_watches,
+                   (SELECT json_agg(expired) FROM expired) AS expired_rows,
                    (SELECT count(*) FROM announced) AS announced_n
             FROM (SELECT 1) AS one LEFT JOIN claimed ON true"""
 for _part, _text in (("<expire>", rules.EXPIRE), ("<channel>", CHANNEL), ("<claimed>", rules.CLAIMED),
@@ -142,6 +143,7 @@ class PostgresJobStore(SqlJobStore):
             row.pop("announced_n")
             self.stats.expired_leases += expired
             self.stats.requeued += [(w, "lease") for w in row.pop("expired_watches") or []]
+            rules.say_expired(row.pop("expired_rows") or [])
             if row["id"] is not None:
                 return PG.job(row)
             if not expired:

@@ -11,28 +11,52 @@ from pathlib import Path
 from typing import Any
 
 from ffwatchd.errors import JobError
+from ffwatchd.pipeline.contract import ImageResult, RenderedImage
 
 ENV = "FFWATCHD_BENCH_SLEEP_S"
 
 
 class SleepPipeline:
-    """Copies each image to its result after sleeping a fixed time; no models are loaded."""
+    """A JobPipeline that copies each image to its result after sleeping a fixed time; no models
+    are loaded, nothing is decoded (the sleep stands in for the whole inference)."""
 
-    def __init__(self, seconds: float) -> None:
+    provenance = False
+
+    def __init__(self, seconds: float, max_pixels: int = 80_000_000) -> None:
         self.seconds = seconds
+        self.max_pixels = max_pixels
 
     def active_provider(self) -> str:
         return "cpu"
 
+    def execution_providers(self) -> dict[str, list[str]]:
+        return {}
+
     def output_suffix(self, target: Path, spec: Any) -> str:
         return target.suffix.lower()
 
-    def process_image(self, target: Path, output: Path, spec: Any) -> None:
+    def decode_image(self, target: Path) -> Path:
+        return Path(target)
+
+    def render_image(self, target: Path, image: Any, spec: Any) -> RenderedImage:
         time.sleep(self.seconds)
-        shutil.copyfile(target, output)
+
+        def write(output: Path) -> ImageResult:
+            shutil.copyfile(target, output)
+            return ImageResult(0, [], [], Path(target).suffix.lower().lstrip("."), copied=True)
+        return RenderedImage(write, None, None)
+
+    def process_image(self, target: Path, output: Path, spec: Any) -> ImageResult:
+        return self.render_image(target, self.decode_image(target), spec).write(output)
 
     def prepare(self, spec: Any) -> Any:
         raise JobError("internal", f"the bench sleep stage ({ENV}) handles images only")
+
+    def signer(self) -> None:
+        return None
+
+    def provenance_for(self, processor: Any, faces: int) -> None:
+        return None
 
 
 def bench_pipeline() -> SleepPipeline | None:

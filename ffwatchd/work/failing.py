@@ -14,7 +14,7 @@ from typing import Callable, Mapping
 from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.errors import JobError
 from ffwatchd.filing.placing import with_job_id
-from ffwatchd.filing.plan import Plan, execute_plan, plan_failed
+from ffwatchd.filing.plan import Plan, execute_plan, others_outputs, plan_failed
 from ffwatchd.filing.sharewait import ShareWaiter
 from ffwatchd.filing.staging import OriginalChanged
 from ffwatchd.fs.writefs import LinkRefused, open_folder, split_under
@@ -23,7 +23,7 @@ from ffwatchd.store import Job, JobQueue
 from ffwatchd.work.heartbeats import Lease
 from ffwatchd.work.outcome import Outcome
 
-log = logging.getLogger("ffwatchd.work.runner")
+log = logging.getLogger(__name__)
 
 _MEMORY_WORDS = ("bad_alloc", "insufficient memory", "failed to allocate", "out of memory",
                  "cannot allocate memory")
@@ -145,7 +145,10 @@ class FailurePolicy:
         except (OSError, ValueError):
             return
         try:
+            others = others_outputs(self.store, watch, job.id)      # a new file's result may hold the plan's name
             for name in (dst.name, with_job_id(dst, job.id).name):
+                if dst.parent / name in others:
+                    continue
                 try:
                     st = os.stat(name, dir_fd=fd, follow_symlinks=False)
                 except FileNotFoundError:

@@ -12,13 +12,14 @@ import logging
 import shutil
 import stat as statmod
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.errors import JobError
 from ffwatchd.filing.leftovers import remove_leftovers
-from ffwatchd.filing.plan import Plan, plan_done, result_trusted
+from ffwatchd.filing.plan import Plan, others_outputs, plan_done, result_temp, result_trusted
 from ffwatchd.filing.sharepaths import localize_spec
 from ffwatchd.filing.shares import ShareCheck
 from ffwatchd.filing.sharewait import ShareWaiter, ShareWaitTooLong
@@ -27,6 +28,7 @@ from ffwatchd.filing.staging import OriginalChanged, original_state, unstage
 from ffwatchd.fs import safefs
 from ffwatchd.fs.writefs import make_private
 from ffwatchd.media.ffmpeg import find_ffmpeg
+from ffwatchd.pipeline.contract import JobPipeline, RenderedImage
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import Job, JobQueue, QueueUnavailable, TransitionError
 from ffwatchd.watch.hashing import hash_file
@@ -46,22 +48,39 @@ class _Superseded(str):
     """_original_problem: the original changed after it was queued (its new content is its own job)."""
 
 
-def report_thumbs(write: Any, plan: Plan) -> dict | None:
+def report_thumbs(rendered: RenderedImage, plan: Plan) -> dict | None:
     """Thumbnails of an image job's original and result, keyed by where the plan filed them."""
     # Imported here: the report's thumbnails need OpenCV and Pillow; loaded where one is made.
     from ffwatchd.batches.thumbs import thumbnail_of
 
-    source, frame = getattr(write, "source", None), getattr(write, "frame", None)
-    if source is None or frame is None or not plan.result_dst:
+    if rendered.source is None or rendered.frame is None or not plan.result_dst:
         return None
-    thumbs = {str(Path(plan.original_dst)): thumbnail_of(source), str(Path(plan.result_dst)): thumbnail_of(frame)}
+    thumbs = {str(Path(plan.original_dst)): thumbnail_of(rendered.source),
+              str(Path(plan.result_dst)): thumbnail_of(rendered.frame)}
     return {k: v for k, v in thumbs.items() if v is not None} or None
+
+
+def _landed(result: Path | None, plan: Plan) -> str | None:
+    """The output path a done job records: where its result landed (the plan's name may have been
+    taken by another job's result meanwhile: then it is the job's `-<id>` name)."""
+    return str(result) if result is not None else plan.result_dst
+
+
+@dataclass(frozen=True)
+class Processed:
+    """A job's result before its filing: the temp file, its suffix, the frames, an image's
+    rendering still to encode, and what the job row keeps (a video's, ready; an image's, from its writer)."""
+    result: Path
+    suffix: str
+    frames: int
+    rendered: RenderedImage | None = None
+    report: dict | None = None
 
 
 class JobRunner:
     """Runs claimed jobs on this worker's pipeline (models stay loaded between jobs)."""
 
-    def __init__(self, settings: Settings, store: JobQueue, pipeline: Any, owner: str,
+    def __init__(self, settings: Settings, store: JobQueue, pipeline: JobPipeline, owner: str,
                  on_cuda: bool = False) -> None:
         self.settings, self.store, self.pipeline, self.owner = settings, store, pipeline, owner
         self.on_cuda = on_cuda
@@ -69,7 +88,7 @@ class JobRunner:
         self._source_hashes = SourceHashes()
         self.heartbeats = Heartbeats(store, owner, settings.workers.lease)
         self.shares = ShareCheck(settings)
-        self.prefetcher = Prefetcher(self._original_problem, getattr(pipeline, "decode_image", None),
+        self.prefetcher = Prefetcher(self._original_problem, pipeline.decode_image,
                                      share=lambda job: self.shares.problem(self.settings.watch(job.watch)),
                                      prepare=self._prepare)
         self._held: dict[int, Lease] = {}
@@ -89,8 +108,7 @@ class JobRunner:
         """A job claimed ahead: keep its lease alive from now and, for an image, check and decode
         its original in the prefetch stage while the current job is inferred."""
         self._held[job.id] = Lease(self.heartbeats, job).start()
-        if job.kind != "image" or job.filing or job.attempts > job.max_attempts \
-                or getattr(self.pipeline, "decode_image", None) is None:
+        if job.kind != "image" or job.filing or job.attempts > job.max_attempts:
             return
         try:
             watch = self.settings.watch(job.watch)
@@ -119,6 +137,8 @@ class JobRunner:
             self.store.release(job.id, self.owner, attempt=job.claims)
         except TransitionError as e:
             log.warning("job %d: %s", job.id, e)
+        except QueueUnavailable as e:          # not given back: it returns when its lease runs out
+            log.warning("job %d: not given back (%s); it returns to the queue when its lease runs out", job.id, e)
 
     def close(self) -> None:
         self.prefetcher.close()
@@ -198,15 +218,14 @@ class JobRunner:
         spec = ready.spec if ready is not None else JobSpec.from_snapshot(localize_spec(job.spec, job.sources, watch))
         log.info("job %d: %s %s (attempt %d/%d)", job.id, job.kind, original, job.attempts, job.max_attempts)
         try:
-            result, suffix, frames, write = self._process(job, spec, original, workdir, lease, pre)
-            out.frames = frames
+            processed = self._process(job, spec, original, workdir, lease, pre)
+            out.frames = processed.frames
         except (TransitionError, QueueUnavailable):
             raise
         except Exception as e:  # noqa: BLE001 - every failure ends as a job error with a kind
             self.failures.handle(e, watch, job, lease, out, workdir)
             return None
-        return lambda pending=None: self._file_done(watch, job, lease, out, result, suffix, workdir, write,
-                                                    pending)
+        return lambda pending=None: self._file_done(watch, job, lease, out, processed, workdir, pending)
 
     def _not_processed(self, watch: WatchSettings, job: Job, lease: Lease, out: Outcome, problem: str | None,
                        source_error: JobError | None, workdir: Path) -> None:
@@ -221,33 +240,40 @@ class JobRunner:
         elif source_error is not None:
             self.failures.failed(watch, job, lease, out, source_error, workdir)
 
-    def _file_done(self, watch: WatchSettings, job: Job, lease: Lease, out: Outcome, result: Path, suffix: str,
-                   workdir: Path, write: Callable[[Path], Any] | None = None,
-                   pending: "Pending | None" = None) -> None:
+    def _file_done(self, watch: WatchSettings, job: Job, lease: Lease, out: Outcome, processed: "Processed",
+                   workdir: Path, pending: "Pending | None" = None) -> None:
+        result, rendered = processed.result, processed.rendered
         try:
             if lease.should_stop:
                 self.failures.stopped(watch, job, lease, out, workdir)
                 return
-            if write is not None:             # the image's encode, in the filing thread
-                write(result)
+            report = processed.report
+            if rendered is not None:          # the image's encode, in the filing thread
+                report = rendered.write(result).report()
             why = self.shares.problem(watch)
             if why:
                 self.waiter.wait(watch, job, lease, why)
-            plan = plan_done(watch, job, result, suffix, self._checked.get(job.id))
+            plan = plan_done(watch, job, result, processed.suffix, self._checked.get(job.id), result=report)
+            if report:
+                out.faces = int(report.get("faces") or 0)
+                out.similarities = [s["similarity"] for s in report.get("scores") or []] \
+                    or ([report["quality"]["mean"]] if report.get("quality") else [])   # a video: its mean
             self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.claims)
             try:
-                self.waiter.file_plan(watch, plan, job, lease, fresh=True)
+                filed = self.waiter.file_plan(watch, plan, job, lease, fresh=True)
             except OriginalChanged as e:      # replaced or rewritten meanwhile: not this job's to file
                 self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
                 self.failures.fail_without_filing(job, out, e.kind, e.message)
                 self._clean_temp(job.id, None if job.kind != "image" else result)
                 return
-            if write is not None:
-                out.thumbs = report_thumbs(write, plan)
-            self._finish(job, plan.result_dst, pending)
+            if rendered is not None:
+                out.thumbs = report_thumbs(rendered, plan)
+            self._finish(job, _landed(filed.result, plan), pending)
             out.outcome = "done"
             self._clean_temp(job.id, None if job.kind != "image" else result)
         except (TransitionError, QueueUnavailable):
+            if job.kind == "image":             # the lease went: this attempt's own result, no one else's
+                result.unlink(missing_ok=True)
             raise
         except ShareWaitTooLong as e:
             self.waiter.release(job, out, str(e), lease)
@@ -270,31 +296,28 @@ class JobRunner:
             self.hold(claimed)
 
     def _process(self, job: Job, spec: JobSpec, original: Path, workdir: Path, lease: Lease,
-                 pre: Prefetched | None = None) -> tuple[Path, str, int, Callable[[Path], Any] | None]:
-        """(result path, suffix, frames, the writer still to run for an image: its encode is
-        left to the filing thread)."""
+                 pre: Prefetched | None = None) -> "Processed":
+        """The job's result before its filing (an image's encode is left to the filing thread)."""
         if job.kind == "image":   # one temp file, no folder (creating one per job costs a journal wait)
             ready = pre.ready if pre is not None else None
             suffix = ready.suffix if ready is not None else self.pipeline.output_suffix(original, spec)
-            result = self.settings.temp_dir / f"job-{job.id}.result{suffix}"
-            if getattr(self.pipeline, "render_image", None) is None:
-                self.pipeline.process_image(original, result, spec)
-                return result, suffix, 1, None
+            result = result_temp(self.settings.temp_dir, job, suffix)
             image = pre.image if pre is not None and pre.image is not None else self.pipeline.decode_image(original)
-            return result, suffix, 1, self.pipeline.render_image(original, image, spec)
+            return Processed(result, suffix, 1, self.pipeline.render_image(original, image, spec))
 
         if self._ffmpeg is None:
             self._ffmpeg = find_ffmpeg(self.settings.ffmpeg)
         suffix = original.suffix.lower()
         workdir.mkdir(parents=True, exist_ok=True)
-        result = workdir / f"result{suffix}"
+        result = workdir / f"result-{job.claims}{suffix}"   # the folder is the job's; the result its attempt's
         video = process_video_file(self.pipeline, original, result, spec, workdir=workdir / "video",
                                    ffmpeg=self._ffmpeg, max_pixels=self.settings.workers.max_pixels,
                                    on_cuda=self.on_cuda,
                                    progress=lease.set_progress, should_stop=lambda: lease.should_stop,
                                    segment_seconds=self.settings.workers.video_segment,
                                    root=self.settings.watch(job.watch).inbox)
-        return result, original.suffix, video.frames, None   # the name keeps its case, as an image's does
+        # the name keeps its case, as an image's does
+        return Processed(result, original.suffix, video.video.frames, None, video.report)
 
     def _clean_temp(self, job_id: int, image_result: Path | None = None) -> None:
         """Remove a job's temp folder (videos) and temp result file (images); `image_result`: the
@@ -303,8 +326,9 @@ class JobRunner:
             image_result.unlink(missing_ok=True)
             return
         shutil.rmtree(self.settings.temp_dir / f"job-{job_id}", ignore_errors=True)
-        for leftover in self.settings.temp_dir.glob(f"job-{job_id}.result*"):
-            leftover.unlink(missing_ok=True)
+        for pattern in (f"job-{job_id}.result*", f"job-{job_id}-*.result*"):   # a version before, and every attempt's
+            for leftover in self.settings.temp_dir.glob(pattern):
+                leftover.unlink(missing_ok=True)
 
     def _prepare(self, job: Job, original: Path) -> "Ready | None":
         """In the prefetch thread, after the decode: the sources checked, the settings and the
@@ -347,13 +371,13 @@ class JobRunner:
         """True when the plan was completed (or the job released); False when the work must be done again."""
         folders = sorted({Path(p).parent for p in (plan.result_dst, plan.original_dst) if p})
         remove_leftovers(folders, self.store, now=time.time(), lease=self.settings.workers.lease, job_id=job.id)
-        if plan.outcome == "done" and not result_trusted(plan, job.id):
+        if plan.outcome == "done" and not result_trusted(plan, job.id, others_outputs(self.store, watch, job.id)):
             self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
             unstage(Path(plan.original_src), job.id, job.claims)
             return False
         log.info("job %d: finishing the filing an earlier attempt started (a crash or an error stopped it)", job.id)
         try:
-            self.waiter.file_plan(watch, plan, job, lease)
+            filed = self.waiter.file_plan(watch, plan, job, lease)
         except ShareWaitTooLong as e:
             self.waiter.release(job, out, str(e), lease)
             return True
@@ -368,7 +392,7 @@ class JobRunner:
             self.failures.handle(e, watch, job, lease, out, Path(plan.result_src or plan.original_src))
             return True
         if plan.outcome == "done":
-            self.store.finish(job.id, self.owner, output_path=plan.result_dst, attempt=job.claims)
+            self.store.finish(job.id, self.owner, output_path=_landed(filed.result, plan), attempt=job.claims)
             out.outcome = "done"
         else:
             self.store.fail(job.id, self.owner, error_kind=plan.error_kind or "internal",

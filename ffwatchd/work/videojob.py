@@ -7,13 +7,16 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.errors import JobError
 from ffwatchd.media.c2pa_sign import MIME_BY_SUFFIX
+from ffwatchd.fs.hashing import sha256_file
 from ffwatchd.media.source import open_input
+from ffwatchd.pipeline.contract import job_report
 from ffwatchd.spec.jobspec import JobSpec
 
 log = logging.getLogger(__name__)
@@ -23,7 +26,7 @@ def process_video_file(pipeline: Any, target: Path, result: Path, spec: JobSpec,
                        max_pixels: int, on_cuda: bool = False,
                        progress: Callable[[int, int], None] | None = None,
                        should_stop: Callable[[], bool] | None = None,
-                       segment_seconds: float = WorkerSettings.video_segment, root: Path | None = None) -> Any:
+                       segment_seconds: float = WorkerSettings.video_segment, root: Path | None = None) -> "VideoOutcome":
     """One video through the pipeline (the daemon's workers and `ffwatchd process` both call this);
     `on_no_face` applies to the video as a whole. A changed output carries the pipeline's
     provenance tags and, when signing is configured, a C2PA manifest (JobError provenance).
@@ -39,10 +42,9 @@ def process_video_file(pipeline: Any, target: Path, result: Path, spec: JobSpec,
 
 def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *, workdir: Path, ffmpeg: str,
                          max_pixels: int, on_cuda: bool, progress: Callable[[int, int], None] | None,
-                         should_stop: Callable[[], bool] | None, segment_seconds: float) -> Any:
+                         should_stop: Callable[[], bool] | None, segment_seconds: float) -> "VideoOutcome":
     target = src.path
     # Imported here: the models' and video code load in a worker process only.
-    from ffwatchd.faces.pipeline import FACE_PROCESSORS, sha256_of
     from ffwatchd.media.video import process_video
 
     processor = pipeline.prepare(spec)
@@ -55,7 +57,7 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
     video = process_video(target, result, processor, source=src, workdir=workdir, spec_output=spec.output,
                           ffmpeg=ffmpeg, max_pixels=max_pixels, on_cuda=on_cuda, progress=progress,
                           should_stop=should_stop, segment_seconds=segment_seconds, metadata=metadata)
-    if video.faces_total == 0 and any(p in FACE_PROCESSORS for p in spec.processors):
+    if video.faces_total == 0 and spec.works_on_faces():
         if spec.on_no_face == "fail":
             raise JobError("no_face", f"no face found in any of the {video.frames} frames of {target.name} "
                                       f"(detector {spec.face_detector.model}, score >= {spec.face_detector.score}); "
@@ -63,14 +65,23 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
         log.info("%s: no face in any frame; the original is copied unchanged (on_no_face: copy)", target.name)
         with src.reopen() as f, open(result, "wb") as out:
             shutil.copyfileobj(f, out, 1 << 20)
-        return video
+        return VideoOutcome(video, job_report(0, video.frames, None, copied=True))
     prov = pipeline.provenance_for(processor, video.faces_total)
     if signer is not None and prov is not None:
         unsigned = result.with_name(f"unsigned-{result.name}")
         os.replace(result, unsigned)
         try:
-            signer.sign(unsigned, result, original=target, original_sha256=sha256_of(Path(src.url)),
+            signer.sign(unsigned, result, original=target, original_sha256=sha256_file(Path(src.url)),
                         provenance=prov, original_input=src)
         finally:
             unsigned.unlink(missing_ok=True)
-    return video
+    return VideoOutcome(video, job_report(video.faces_total, video.frames, prov.as_dict() if prov else None,
+                                          copied=False, signed=signer is not None and prov is not None,
+                                          similarities=[s.similarity for s in processor.scores]))
+
+
+@dataclass(frozen=True)
+class VideoOutcome:
+    """A processed video and what its job row keeps of it (pipeline/contract.py job_report)."""
+    video: Any                    # media/video.py VideoResult
+    report: dict

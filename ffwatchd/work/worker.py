@@ -13,13 +13,16 @@ import resource
 import signal
 import socket
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ffwatchd.config.settings import Settings
 from ffwatchd.logs import setup_logging
 from ffwatchd.store import open_store
 from ffwatchd.work.benchstage import ENV as BENCH_ENV
 from ffwatchd.work.benchstage import bench_pipeline
+
+if TYPE_CHECKING:
+    from ffwatchd.pipeline.contract import JobPipeline
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +72,11 @@ def start_worker_process(settings: Settings, device: str, index: int, stop: Any)
     setup_logging(settings.log.level, settings.log.format, process=f"worker-{index}/{device}")
 
 
-def load_pipeline(settings: Settings, device: str) -> Any:
+def load_pipeline(settings: Settings, device: str) -> "JobPipeline":
     """The models, loaded once (or the bench stage standing in for them)."""
     # Imported here, in the worker process only: the supervisor imports this module and must not
     # load onnxruntime, OpenCV and the models' code.
-    from ffwatchd.faces.pipeline import Pipeline
+    from ffwatchd.pipeline.pipeline import Pipeline
 
     w = settings.workers
     pipeline = bench_pipeline()
@@ -83,7 +86,8 @@ def load_pipeline(settings: Settings, device: str) -> Any:
         return pipeline
     return Pipeline(settings.models_dir, settings.models, providers=w.providers, device=device,
                     vram_limit=w.vram_limit, cpu_threads=w.cpu_threads, max_pixels=w.max_pixels,
-                    provenance=settings.provenance, c2pa=settings.c2pa)
+                    provenance=settings.provenance, c2pa=settings.c2pa,
+                    licences_allowed=settings.licences_allowed)
 
 
 def worker_main(settings: Settings, device: str, index: int, events: Any, wake: Any, stop: Any,

@@ -17,11 +17,12 @@ from ffwatchd.filing.shares import ShareCheck
 from ffwatchd.store import Job, JobQueue, QueueUnavailable, Unreachable, store_errors
 from ffwatchd.work.runner import JobRunner
 
-log = logging.getLogger("ffwatchd.work.worker")
+log = logging.getLogger(__name__)
 
 IDLE_POLL = 5.0           # seconds between claims when nobody wakes us (backoff expiries)
 FILING_DEPTH = 2          # filings of finished jobs in flight at once (each in its own thread)
 PAUSED_EVERY = 2.0        # seconds a worker trusts its last read of the watches paused by an operator
+HAND_BACK_AFTER = 5.0     # seconds an image runs before the jobs held behind it go back to the queue
 CLAIM_RETRY = Backoff(first=0.5, cap=2.0)   # between claims while the job table is out of reach
 QUEUE_LOOK_EVERY = 1.0    # seconds between looks at whether the store reaches its table (reported up)
 
@@ -116,6 +117,12 @@ class WorkerLoop:
         self.done = 0
         self.queue = QueueReports(store, events, index)
         self.claim_failures = 0                              # claims in a row the table was out of reach for
+        #: the job claimed ahead of the one running (under claimed_lock); None once handed back
+        self.ahead: Job | None = None
+        #: set while the running job is long work (a video, or an image past HAND_BACK_AFTER): nothing
+        #: is held behind it, so another worker takes what is queued (issue 35, item 6)
+        self.long_work = threading.Event()
+        self._run_number = 0                                 # which run a hand-back timer belongs to
 
     # -- reporting to the supervisor ------------------------------------------------------------
     def report_expired(self) -> None:
@@ -185,7 +192,7 @@ class WorkerLoop:
         mine = {"reserved": False}
 
         def args() -> dict | None:
-            if not self.may_claim_more(self.done):
+            if not self.may_claim_more(self.done) or self.long_work.is_set():
                 return None
             with self.claimed_lock:
                 if self.claimed or self.reserved:
@@ -197,7 +204,9 @@ class WorkerLoop:
         return args, mine
 
     def file(self, processed: Any, mine: dict) -> Any:
-        """One filing, in a filing thread; a job its finish claimed goes to `claimed`."""
+        """One filing, in a filing thread; a job its finish claimed goes to `claimed` (or straight
+        back to the queue while long work runs: it would wait behind it)."""
+        back = None
         try:
             return processed.finish()
         finally:
@@ -205,8 +214,26 @@ class WorkerLoop:
                 if mine["reserved"]:
                     self.reserved -= 1
                 if processed.claimed is not None:
-                    self.claimed.append(processed.claimed)
+                    if self.long_work.is_set():
+                        back = processed.claimed
+                    else:
+                        self.claimed.append(processed.claimed)
                     processed.claimed = None
+            if back is not None:
+                self.runner.give_back(back)
+
+    def hand_back_held(self, run_number: int) -> None:
+        """The running job is long work: the jobs held behind it (claimed ahead, or with a filing's
+        finish) go back to the queue unspent, and none is claimed behind it until it ends."""
+        with self.claimed_lock:
+            if run_number != self._run_number:
+                return                             # that run is over: its timer fired late
+            self.long_work.set()
+            held = ([self.ahead] if self.ahead is not None else []) + self.claimed
+            self.ahead, self.claimed = None, []
+        for job in held:
+            log.info("job %d: handed back to the queue (this worker's current job is long)", job.id)
+            self.runner.give_back(job)
 
     # -- the loop ---------------------------------------------------------------------------------
     def next_job(self) -> Job | None:
@@ -234,11 +261,29 @@ class WorkerLoop:
         with its finish): its check and decode overlap this one's inference, and this one's encode
         and filing overlap the successor's."""
         ahead = self.claim_ahead(self.done) if job.kind == "image" else None
+        with self.claimed_lock:
+            self.ahead = ahead
+            run_number = self._run_number
+        timer = None
+        if job.kind == "image":                 # turns out long: what is held behind it goes back
+            timer = threading.Timer(HAND_BACK_AFTER, self.hand_back_held, (run_number,))
+            timer.daemon = True
+            timer.start()
+        else:                                   # a video is long work from the start
+            self.hand_back_held(run_number)
         if self.touched is not None:
             self.touched.running(job.id)        # before the work: read by the supervisor if we die
         self.events.put(("start", self.index, job.id, time.time()))
-        processed = self.runner.start(job, beat=lambda job_id: self.events.put(("beat", self.index, job_id,
-                                                                                 time.time())))
+        try:
+            processed = self.runner.start(job, beat=lambda job_id: self.events.put(("beat", self.index, job_id,
+                                                                                     time.time())))
+        finally:
+            if timer is not None:
+                timer.cancel()
+            with self.claimed_lock:
+                ahead, self.ahead = self.ahead, None   # None when handed back meanwhile
+                self._run_number += 1
+                self.long_work.clear()
         self.done += 1
         nxt = ahead
         if nxt is None and not processed.out.fatal:
@@ -283,10 +328,7 @@ class WorkerLoop:
         self.report_filed(0)
         for held in (job, ahead if ahead is not job else None, *self.claimed):
             if held is not None:                       # claimed ahead but never started
-                try:
-                    self.runner.give_back(held)
-                except store_errors() as e:            # its lease runs out instead
-                    log.warning("job %d: not given back (%s); it returns when its lease runs out", held.id, e)
+                self.runner.give_back(held)
         self.runner.close()
         self.filer.shutdown()
         self.runner.heartbeats.registered = False

@@ -99,7 +99,7 @@ def test_a_worker_frozen_while_placing_a_large_result_never_moves_the_new_file(m
             "the worker was stopped after its result was placed: the machine was too quick for this test"
         db = sqlite3.connect(d.state_dir / "ffwatchd.db", timeout=30)
         job_id, attempts = db.execute("SELECT id, attempts FROM jobs WHERE rel_path = 'big.png'").fetchone()
-        for local in shm_temp.glob(f"job-{job_id}.result*"):    # not visible from another host
+        for local in shm_temp.glob(f"job-{job_id}-*.result*"):    # not visible from another host
             local.unlink()
         with db:       # the lease runs out (see the module's docstring)
             db.execute("UPDATE jobs SET lease_until = 0 WHERE id = ?", (job_id,))

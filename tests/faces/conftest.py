@@ -13,8 +13,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import synthetic_models  # noqa: E402
 
-from ffwatchd.config.settings import CustomModel  # noqa: E402
-from ffwatchd.faces.pipeline import Pipeline  # noqa: E402
+from ffwatchd.faces.models import Model, custom_model  # noqa: E402
+from ffwatchd.pipeline.pipeline import Pipeline  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,8 +44,8 @@ def synth(tmp_path_factory) -> dict[str, synthetic_models.SynthModel]:
 
 
 @pytest.fixture(scope="session")
-def synth_customs(synth) -> tuple[CustomModel, ...]:
-    return tuple(CustomModel(m.name, m.path, m.kind, m.sha256) for m in synth.values())
+def synth_customs(synth) -> tuple[Model, ...]:
+    return tuple(custom_model(m.name, m.path, m.kind, m.sha256) for m in synth.values())
 
 
 @pytest.fixture(scope="session")

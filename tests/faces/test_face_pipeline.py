@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import cv2
+from pathlib import Path
+
 import numpy as np
 import pytest
 import synthetic_models as sm
 from PIL import Image
 from synthetic_models import synthetic_spec as synth_spec
 
-from ffwatchd.config.settings import CustomModel
+from ffwatchd.faces.models import custom_model
 from ffwatchd.errors import JobError
-from ffwatchd.faces.pipeline import Pipeline, models_for, output_suffix
+from ffwatchd.pipeline.pipeline import Pipeline, output_suffix
 from ffwatchd.faces.registry import sha256_file
 from ffwatchd.media.image import read_provenance
 
@@ -55,14 +57,17 @@ def test_several_sources_make_one_identity(pipeline, tmp_path, face_frame):
         p = tmp_path / f"src{seed}.png"
         cv2.imwrite(str(p), sm.make_face_image(seed=seed))
         paths.append(str(p))
-    one = pipeline.prepare(synth_spec(sources=paths[:1])).latent
-    both = pipeline.prepare(synth_spec(sources=paths)).latent
-    assert one.shape == (1, 512) and not np.allclose(one, both)
+    def identity(sources: list[str]) -> np.ndarray:
+        prepared = pipeline.prepare(synth_spec(sources=sources))
+        return pipeline.identity([Path(s) for s in sources], "source", prepared.spec, prepared.detector,
+                                 prepared.recognizer)
+    one, both = identity(paths[:1]), identity(paths)
+    assert one.shape == (512,) and not np.allclose(one, both)
 
 
 def test_no_face_fails_or_copies(tmp_path, synth_customs, target):
     nodet = sm.make_scrfd_like(tmp_path / "nodet.onnx", faces=())
-    p = Pipeline(tmp_path, synth_customs + (CustomModel("nodet", nodet, "detector", sha256_file(nodet)),))
+    p = Pipeline(tmp_path, synth_customs + (custom_model("nodet", nodet, "detector", sha256_file(nodet)),))
     spec = synth_spec(processors=["face_anonymizer"], face_detector={"model": "nodet"})
     with pytest.raises(JobError) as e:
         p.process_image(target, tmp_path / "o1", spec)
@@ -76,7 +81,7 @@ def test_no_face_fails_or_copies(tmp_path, synth_customs, target):
 def test_label_only_needs_no_model(tmp_path, target):
     p = Pipeline(tmp_path / "no_models_here")
     spec = synth_spec(processors=["label"])
-    assert models_for(spec) == []
+    assert spec.models_used() == []
     result = p.process_image(target, tmp_path / "o.jpg", spec)
     assert result.faces == 0 and not result.copied and p.execution_providers() == {}
 
@@ -118,8 +123,8 @@ def test_the_three_stages_give_what_process_image_gives(pipeline, target, tmp_pa
     stages in three threads."""
     spec = synth_spec(sources=[str(source_image)], processors=["face_swapper"])
     whole = pipeline.process_image(target, tmp_path / "whole.jpg", spec)
-    write = pipeline.render_image(target, pipeline.decode_image(target), spec)
-    staged = write(tmp_path / "staged.jpg")
+    rendered = pipeline.render_image(target, pipeline.decode_image(target), spec)
+    staged = rendered.write(tmp_path / "staged.jpg")
     assert whole == staged and whole.faces == 1
     assert (tmp_path / "whole.jpg").read_bytes() == (tmp_path / "staged.jpg").read_bytes()
 

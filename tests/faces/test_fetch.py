@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ffwatchd.faces.fetch import FetchError, fetch_model, part_path
-from ffwatchd.faces.registry import ModelInfo
+from ffwatchd.faces.models import Model
 
 PAYLOAD = os.urandom(3 * 2**20 + 12345)
 SHA = hashlib.sha256(PAYLOAD).hexdigest()
@@ -65,8 +65,8 @@ def serve(payload: bytes = PAYLOAD, stall: float = 0.0, cut_at: int | None = Non
         thread.join()
 
 
-def info(sha=SHA, size=len(PAYLOAD)) -> ModelInfo:
-    return ModelInfo("test_model", "detector", "model.onnx", sha, size, None)
+def info(sha=SHA, size=len(PAYLOAD)) -> Model:
+    return Model("test_model", "scrfd", "model.onnx", sha256=sha, size=size)
 
 
 def test_download_verifies_and_renames_atomically(tmp_path):

@@ -16,7 +16,7 @@ from synthetic_models import synthetic_spec as synth_spec
 
 from ffwatchd.config.settings import C2paSettings
 from ffwatchd.errors import JobError
-from ffwatchd.faces.pipeline import Pipeline
+from ffwatchd.pipeline.pipeline import Pipeline
 from ffwatchd.media.c2pa_sign import read_manifest
 from ffwatchd.media.ffmpeg import find_ffmpeg
 from ffwatchd.media.provenance import AI_COMPOSITE, read_image_metadata, read_provenance, read_video_tags
@@ -119,11 +119,15 @@ def test_unchanged_output_makes_no_claim(synth_customs, tmp_path, face_frame):
 
 
 def test_the_default_label_text_follows_what_was_done(synth_customs, source_image, face_frame, tmp_path):
-    from ffwatchd.media.provenance import label_text
-    assert label_text(("face_swapper", "label"), "") == "AI-modified"
-    assert label_text(("face_anonymizer", "label"), "") == "Faces anonymized"
-    assert label_text(("label",), "") == ""
-    assert label_text(("face_anonymizer", "label"), "Mine") == "Mine"
+    from ffwatchd.processors import processor
+    from ffwatchd.processors.builtin.label import label_text
+
+    def of(*names):
+        return tuple(processor(n) for n in names)
+    assert label_text("", of("face_swapper", "label")) == "AI-modified"
+    assert label_text("", of("face_anonymizer", "label")) == "Faces anonymized"
+    assert label_text("", of("label")) == ""
+    assert label_text("Mine", of("face_anonymizer", "label")) == "Mine"
 
 
 def test_signing_failure_fails_the_job_as_provenance(synth_customs, face_frame, tmp_path):
@@ -169,7 +173,7 @@ def test_mp4_output_carries_a_manifest_and_tags(signing, tmp_path, processors, a
     spec = synth_spec(processors=processors, output={"video_preset": "veryfast"})
     video = process_video_file(signing, target, out, spec, workdir=tmp_path / "work", ffmpeg=ffmpeg,
                                max_pixels=10**8)
-    assert video.faces_total > 0
+    assert video.video.faces_total > 0
     m = read_manifest(out)
     assert m["validation_state"] == "Valid" and m["ingredients"][0]["title"] == "clip.mp4"
     assert m["ffwatchd"]["original"]["sha256"] == sha256(target) and m["ffwatchd"]["ai_generated"] is ai

@@ -6,10 +6,10 @@ import cv2
 import numpy as np
 import pytest
 
-from ffwatchd.config.settings import CustomModel
+from ffwatchd.faces.models import custom_model
 from ffwatchd.faces.anonymize import face_box
 from ffwatchd.faces.embed import cosine_similarity
-from ffwatchd.faces.pipeline import Pipeline
+from ffwatchd.pipeline.pipeline import Pipeline
 from ffwatchd.faces.registry import sha256_file
 from ffwatchd.spec.jobspec import JobSpec
 
@@ -19,7 +19,7 @@ EXPECTED = {"t1.jpg": 6, "astronaut.png": 1, "mask_white.jpg": 0, "grace_hopper.
 @pytest.fixture(scope="module")
 def real(assets):
     rec = assets / "models" / "w600k_mbf_int8.onnx"
-    customs = (CustomModel("mbf_int8", rec, "recognizer", sha256_file(rec)),)
+    customs = (custom_model("mbf_int8", rec, "recognizer", sha256_file(rec)),)
     return Pipeline(assets / "models", customs)
 
 

@@ -7,16 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from ffwatchd.config.settings import CustomModel
+from ffwatchd.faces.models import custom_model
 from ffwatchd.errors import JobError
 from ffwatchd.faces import registry
-from ffwatchd.spec import jobspec
+from ffwatchd.faces.models import FAMILIES
 
 
-def test_builtins_are_the_jobspec_names_with_pins():
-    assert set(registry.BUILTIN_MODELS) == set(jobspec.BUILTIN_MODEL_KINDS)
+def test_builtins_have_a_family_a_licence_and_pins():
     for name, info in registry.BUILTIN_MODELS.items():
-        assert info.kind == jobspec.BUILTIN_MODEL_KINDS[name]
+        assert info.family in FAMILIES and info.licence.id and (info.licence.url or "").startswith("https://")
         assert re.fullmatch(r"[0-9a-f]{64}", info.sha256), name
         assert info.size and info.size > 100_000
         assert info.url.startswith("https://") and info.url.endswith(info.filename)
@@ -43,11 +42,11 @@ def test_custom_models_resolve_by_path_and_hash(tmp_path):
     f = tmp_path / "mine.onnx"
     f.write_bytes(b"model bytes")
     sha = registry.sha256_file(f)
-    good = CustomModel("mine", f, "detector", sha)
+    good = custom_model("mine", f, "detector", sha)
     assert registry.resolve_model("mine", tmp_path / "elsewhere", (good,)) == f
-    unpinned = CustomModel("mine", f, "detector", None)
+    unpinned = custom_model("mine", f, "detector", None)
     assert registry.resolve_model("mine", tmp_path, (unpinned,)) == f
-    bad = CustomModel("mine", f, "detector", "0" * 64)
+    bad = custom_model("mine", f, "detector", "0" * 64)
     with pytest.raises(JobError) as e:
         registry.resolve_model("mine", tmp_path, (bad,))
     assert e.value.kind == "model_missing" and str(f) in e.value.message

@@ -6,7 +6,7 @@ import logging
 
 import onnxruntime as ort
 
-from ffwatchd.faces.pipeline import Pipeline
+from ffwatchd.pipeline.pipeline import Pipeline
 from ffwatchd.faces.sessions import CPU, CUDA, SessionConfig, create_session, provider_chain
 
 

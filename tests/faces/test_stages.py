@@ -5,6 +5,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
+
+from ffwatchd.faces.models import custom_model
 import synthetic_models as sm
 from synthetic_models import synthetic_spec as synth_spec
 
@@ -26,10 +28,12 @@ CFG = SessionConfig()
 
 @pytest.fixture(scope="module")
 def models(synth):
-    return {"det": load_detector("synth_scrfd", synth["synth_scrfd"].path, CFG),
-            "rec": Recognizer("synth_arcface", synth["synth_arcface"].path, CFG),
-            "swap": Swapper("synth_inswapper", synth["synth_inswapper"].path, CFG),
-            "enh": Enhancer("synth_gfpgan", synth["synth_gfpgan"].path, CFG)}
+    def model(name: str, kind: str):
+        return custom_model(name, synth[name].path, kind)
+    return {"det": load_detector(model("synth_scrfd", "detector"), synth["synth_scrfd"].path, CFG),
+            "rec": Recognizer(model("synth_arcface", "recognizer"), synth["synth_arcface"].path, CFG),
+            "swap": Swapper(model("synth_inswapper", "swapper"), synth["synth_inswapper"].path, CFG),
+            "enh": Enhancer(model("synth_gfpgan", "enhancer"), synth["synth_gfpgan"].path, CFG)}
 
 
 def changed_mask(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -175,21 +179,21 @@ def test_label_is_drawn_in_the_chosen_corner(face_frame):
 
 def test_models_with_the_wrong_shape_are_refused(synth):
     with pytest.raises(JobError) as e:
-        Swapper("x", synth["synth_arcface"].path, CFG)
+        Swapper(custom_model("x", synth["synth_arcface"].path, "swapper"), synth["synth_arcface"].path, CFG)
     assert e.value.kind == "model_missing" and "inswapper" in e.value.message
     with pytest.raises(JobError):
-        Enhancer("x", synth["synth_inswapper"].path, CFG)
+        Enhancer(custom_model("x", synth["synth_inswapper"].path, "enhancer"), synth["synth_inswapper"].path, CFG)
 
 
 def test_source_without_a_face_is_an_error_naming_it(tmp_path, synth, synth_customs, pipeline):
     blank = tmp_path / "empty_wall.png"
     cv2.imwrite(str(blank), np.full((64, 64, 3), 128, np.uint8))
     nodet = sm.make_scrfd_like(tmp_path / "nodet.onnx", faces=())
-    from ffwatchd.config.settings import CustomModel
-    from ffwatchd.faces.pipeline import Pipeline
+    from ffwatchd.faces.models import custom_model
+    from ffwatchd.pipeline.pipeline import Pipeline
     from ffwatchd.faces.registry import sha256_file
 
-    customs = synth_customs + (CustomModel("nodet", nodet, "detector", sha256_file(nodet)),)
+    customs = synth_customs + (custom_model("nodet", nodet, "detector", sha256_file(nodet)),)
     p = Pipeline(tmp_path, customs)
     spec = synth_spec(sources=[str(blank)], face_detector={"model": "nodet"})
     with pytest.raises(JobError) as e:

@@ -12,7 +12,7 @@ import pytest
 import tifffile
 
 from ffwatchd.errors import JobError
-from ffwatchd.faces.pipeline import output_suffix
+from ffwatchd.pipeline.pipeline import output_suffix
 from ffwatchd.media.image import output_format, read_image, sniff_format
 from ffwatchd.media.raw import raw_kind
 from ffwatchd.spec.jobspec import JobSpec

@@ -1,34 +1,35 @@
-"""The face pipeline a worker process builds once: models load lazily on first use and stay
-loaded; `prepare` turns a job's spec into a per-frame processor (frames.py); `process_image` runs one file.
+"""The pipeline a worker process builds once: models load lazily on first use and stay loaded;
+`prepare` turns a job's spec into a per-frame processor (frames.py) from the processors it names;
+`process_image` runs one file. It implements contract.py's JobPipeline.
 
 The daemon's workers and `ffwatchd process` both call exactly this.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import cv2
 import onnxruntime as ort
 
-from ffwatchd.config.settings import C2paSettings, CustomModel
+from ffwatchd.config.settings import C2paSettings
 from ffwatchd.errors import JobError
 from ffwatchd.faces import registry
 from ffwatchd.faces.detect import Detector, load_detector
-from ffwatchd.faces.embed import Recognizer, combine_embeddings
+from ffwatchd.faces.embed import Recognizer, combine_embeddings, cosine_similarity
 from ffwatchd.faces.enhance import Enhancer
-from ffwatchd.faces.frames import FACE_PROCESSORS, FrameProcessor
+from ffwatchd.faces.models import Model, ModelKind
 from ffwatchd.faces.sessions import SessionConfig, probe_providers, provider_kind
 from ffwatchd.faces.swap import Swapper
-from ffwatchd.faces.types import Embedding
+from ffwatchd.faces.types import Embedding, Face, Frame
+from ffwatchd.fs.hashing import sha256_file
 from ffwatchd.media.c2pa_sign import ManifestSigner, load_credentials
 from ffwatchd.media.image import (
     SUFFIXES,
@@ -39,7 +40,10 @@ from ffwatchd.media.image import (
     sniff_format,
     write_image,
 )
-from ffwatchd.media.provenance import Provenance, job_provenance
+from ffwatchd.media.provenance import ModelFile, Provenance
+from ffwatchd.pipeline.contract import ImageResult, RenderedImage
+from ffwatchd.pipeline.frames import FrameProcessor
+from ffwatchd.processors import FaceScore, Processor, Scope
 from ffwatchd.spec.jobspec import JobSpec
 
 if TYPE_CHECKING:
@@ -52,20 +56,9 @@ _SUFFIX_ALIASES = {"JPEG": (".jpg", ".jpeg", ".jpe", ".jfif"), "PNG": (".png",),
 _IDENTITY_CACHE_SIZE = 32
 
 
-@dataclass
-class ImageResult:
-    faces: int
-    processors: list[str]
-    models: list[str]
-    output_format: str            # jpeg | png | webp | tiff
-    copied: bool = False          # on_no_face: copy wrote the input unchanged
-    provenance: dict | None = field(default=None)
-    signed: bool = False          # carries a C2PA manifest
-
-
-def models_for(spec: JobSpec) -> list[str]:
-    """Model names a spec needs, in pipeline order (none for a label-only job)."""
-    return spec.models_used()
+# The engine that runs each kind of model, built from its file and its family's conventions.
+_ENGINES = {ModelKind.DETECTOR: load_detector, ModelKind.RECOGNIZER: Recognizer,
+            ModelKind.SWAPPER: Swapper, ModelKind.ENHANCER: Enhancer}
 
 
 def output_suffix(target: Path, spec: JobSpec) -> str:
@@ -78,13 +71,14 @@ def output_suffix(target: Path, spec: JobSpec) -> str:
 class Pipeline:
     """Built once per worker process; sessions are created on first use and reused for every job."""
 
-    def __init__(self, models_dir: Path, custom_models: tuple[CustomModel, ...] = (),
+    def __init__(self, models_dir: Path, custom_models: tuple[Model, ...] = (),
                  providers: tuple[str, ...] = ("cpu",), device: str = "cpu",
                  vram_limit: int = 12 * 2**30, cpu_threads: int = 0,
                  max_pixels: int = 80_000_000, provenance: bool = True,
-                 c2pa: C2paSettings | None = None) -> None:
+                 c2pa: C2paSettings | None = None, licences_allowed: tuple[str, ...] | None = None) -> None:
         self.models_dir = Path(models_dir)
         self.custom_models = tuple(custom_models)
+        self.licences_allowed = licences_allowed
         self.session_config = SessionConfig(tuple(providers), str(device), int(vram_limit), int(cpu_threads))
         self.max_pixels = int(max_pixels)
         self.provenance = bool(provenance)
@@ -98,8 +92,9 @@ class Pipeline:
 
     # -- models and providers --------------------------------------------------------
 
-    def load_model(self, name: str, kind: str) -> object:
-        """The loaded model `name` (created once per process); JobError model_missing if absent."""
+    def load_model(self, name: str, kind: ModelKind) -> Any:
+        """The loaded engine of model `name` (created once per process); JobError model_missing
+        if absent or not of `kind`."""
         with self._lock:
             model = self._models.get(name)
             if model is not None:
@@ -108,24 +103,20 @@ class Pipeline:
             if info.kind != kind:
                 raise JobError("model_missing", f"model {name} is a {info.kind}, not a {kind}")
             path = registry.resolve_model(name, self.models_dir, self.custom_models)
-            cfg = self.session_config
-            if kind == "detector":
-                model = load_detector(name, path, cfg)
-            elif kind == "recognizer":
-                model = Recognizer(name, path, cfg)
-            elif kind == "swapper":
-                model = Swapper(name, path, cfg)
-            elif kind == "enhancer":
-                model = Enhancer(name, path, cfg)
-            else:
-                raise JobError("model_missing", f"model {name} has an unknown kind {kind!r}")
+            model = _ENGINES[info.kind](info, path, self.session_config)
             self._models[name] = model
-            self._model_hashes[name] = registry.sha256_file(path)
-            log.info("loaded model %s (%s) from %s on %s", name, kind, path, ", ".join(model.providers))
+            self._model_hashes[name] = sha256_file(path)
+            log.info("loaded model %s (%s, family %s) from %s on %s", name, kind, info.family, path,
+                     ", ".join(model.providers))
             return model
 
     def check_models(self, names: list[str]) -> None:
-        """JobError model_missing naming every model in `names` that is missing or corrupt."""
+        """JobError naming every model in `names` that is missing or corrupt (model_missing), or
+        whose licence models.licences_allowed does not list (licence)."""
+        why = registry.licence_problem([registry.find_model(n, self.custom_models) for n in dict.fromkeys(names)
+                                        if n in registry.all_models(self.custom_models)], self.licences_allowed)
+        if why:
+            raise JobError("licence", f"this job's pipeline uses {why}")
         problems, missing = [], []
         for name in dict.fromkeys(names):
             if name in self._models:
@@ -150,6 +141,15 @@ class Pipeline:
         with self._lock:
             return dict(self._model_hashes)
 
+    def model_files(self, names: list[str]) -> tuple[ModelFile, ...]:
+        """What provenance says of each model used: its file's sha256 and its licence."""
+        hashes = self.model_hashes()
+        out = []
+        for name in names:
+            info = registry.find_model(name, self.custom_models)
+            out.append(ModelFile(name, hashes.get(name, ""), info.licence.id, info.licence.url))
+        return tuple(out)
+
     def signer(self) -> "ManifestSigner | None":
         """The C2PA signer (credentials read once), or None when signing is off; JobError provenance."""
         if self.c2pa is None:
@@ -165,10 +165,14 @@ class Pipeline:
         return self._signer
 
     def provenance_for(self, processor: FrameProcessor, faces: int) -> Provenance | None:
-        """What the output of a job that processed `faces` faces says about itself."""
+        """What the output of a job that processed `faces` faces says about itself; None when
+        nothing changed it (no claim at all)."""
         applied = processor.applied(faces)
-        models = processor.models_used if any(p in FACE_PROCESSORS for p in applied) else []
-        return job_provenance(applied, models, self.model_hashes())
+        if not applied:
+            return None
+        models = processor.models_used if any(p.scope is Scope.FACES or p.model_kinds for p in applied) else []
+        return Provenance(tuple(p.name for p in applied), tuple(models), self.model_files(models),
+                          ai=any(p.generates_pixels for p in applied))
 
     def execution_providers(self) -> dict[str, list[str]]:
         """Model name -> the providers its session really runs on."""
@@ -203,7 +207,7 @@ class Pipeline:
             log.info("%s %s has %d faces; using the largest", what, path.name, len(faces))
         return recognizer.embed(image.bgr, face)
 
-    def _cached_embedding(self, paths: list[Path], what: str, spec: JobSpec,
+    def identity(self, paths: list[Path], what: str, spec: JobSpec,
                           detector: Detector, recognizer: Recognizer) -> Embedding:
         try:
             stats = tuple((str(p), os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in paths)
@@ -248,42 +252,35 @@ class Pipeline:
     # -- jobs ------------------------------------------------------------------------
 
     def prepare(self, spec: JobSpec) -> FrameProcessor:
-        """Load what the spec needs and compute its source identity and reference once."""
-        names = models_for(spec)
+        """Load what the spec needs, compute its source identity and reference once, and let each
+        of its processors prepare its step."""
+        processors = spec.installed()
+        names = spec.models_used()
         self.check_models(names)
-        procs = spec.processors
-        detector = recognizer = swapper = enhancer = None
-        latent = reference = None
-        if names:
-            detector = self.load_model(spec.face_detector.model, "detector")
+        detector = recognizer = reference = None
+        if spec.works_on_faces():
+            detector = self.load_model(spec.face_detector.model, ModelKind.DETECTOR)
         if spec.face_recognizer.model in names:
-            recognizer = self.load_model(spec.face_recognizer.model, "recognizer")
-        if "face_swapper" in procs:
-            swapper = self.load_model(spec.face_swapper.model, "swapper")
-            if not spec.sources:
-                raise JobError("bad_sidecar", "face_swapper needs at least one source image (`sources`)")
-            identity = self._cached_embedding([Path(s) for s in spec.sources], "source", spec,
-                                              detector, recognizer)
-            latent = swapper.latent(identity)
-        if "face_enhancer" in procs:
-            enhancer = self.load_model(spec.face_enhancer.model, "enhancer")
+            recognizer = self.load_model(spec.face_recognizer.model, ModelKind.RECOGNIZER)
+        job = _Job(self, spec, tuple(processors), detector, recognizer)
+        steps = [(p, p.prepare(spec.settings_of(p.name), job)) for p in processors]
         mode = spec.face_selector.mode
-        if names and mode in ("reference", "except_reference"):
+        if detector is not None and mode in ("reference", "except_reference"):
             if not spec.face_selector.reference:
                 raise JobError("bad_sidecar", f"face_selector.mode is {mode} but no reference image is given")
             if mode == "reference":
-                reference = self._cached_embedding([Path(spec.face_selector.reference)], "reference", spec,
+                reference = self.identity([Path(spec.face_selector.reference)], "reference", spec,
                                                    detector, recognizer)
             else:
                 reference = self._people(Path(spec.face_selector.reference), spec, detector, recognizer)
-        return FrameProcessor(spec, detector, recognizer, swapper, enhancer, latent, reference, names)
+        return FrameProcessor(spec, detector, recognizer, reference, steps, names, job.scores)
 
     def output_suffix(self, target: Path, spec: JobSpec) -> str:
         return output_suffix(target, spec)
 
     def process_image(self, target: Path, output: Path, spec: JobSpec) -> ImageResult:
         """Run one image job, writing exactly `output`; JobError on failure."""
-        return self.render_image(target, self.decode_image(target), spec)(output)
+        return self.render_image(target, self.decode_image(target), spec).write(output)
 
     # The three stages of `process_image`, which a worker runs in different threads so the decode
     # of the next image and the encode of the last overlap with this one's inference.
@@ -294,18 +291,18 @@ class Pipeline:
         with _job_errors(target):
             return read_image(target, self.max_pixels)
 
-    def render_image(self, target: Path, image: DecodedImage, spec: JobSpec) -> "Callable[[Path], ImageResult]":
+    def render_image(self, target: Path, image: DecodedImage, spec: JobSpec) -> RenderedImage:
         """Stage 2: inference on the decoded image; returns stage 3, the writer of the output
         (encode, provenance), to call with the output path. `no_face` is raised here."""
         target = Path(target)
         with _job_errors(target):
             return self._render_image(target, image, spec)
 
-    def _render_image(self, target: Path, image: DecodedImage, spec: JobSpec) -> "Callable[[Path], ImageResult]":
+    def _render_image(self, target: Path, image: DecodedImage, spec: JobSpec) -> RenderedImage:
         processor = self.prepare(spec)
         frame, faces = processor.process_frame(image.bgr)
         fmt = output_format(image.format, spec.output.format)
-        face_job = any(p in FACE_PROCESSORS for p in spec.processors)
+        face_job = spec.works_on_faces()
         # except_reference: faces found, all of them people to leave alone -- nothing to do, no failure
         everyone_left_alone = spec.face_selector.mode == "except_reference" and processor.detected > 0
         if face_job and faces == 0 and not everyone_left_alone:
@@ -325,9 +322,8 @@ class Pipeline:
                         write_image(Path(output), image.bgr, fmt, alpha=image.alpha,
                                     quality=spec.output.image_quality, exif=image.exif,
                                     icc_profile=image.icc_profile)
-                return ImageResult(0, [], [], fmt.lower(), copied=True)
-            write_copy.frame = write_copy.source = image.bgr   # type: ignore[attr-defined]  # for thumbnails
-            return write_copy
+                return ImageResult(0, [], [], fmt.lower(), copied=True, faces_found=processor.detected)
+            return RenderedImage(write_copy, image.bgr, image.bgr)
         prov = self.provenance_for(processor, faces)
 
         def write(output: Path) -> ImageResult:
@@ -338,13 +334,14 @@ class Pipeline:
                                     exif=image.exif, icc_profile=image.icc_profile,
                                     provenance=prov if self.provenance else None)
                 if signer is not None:
-                    signer.sign(data, output, original=target, original_sha256=sha256_of(target), provenance=prov)
+                    signer.sign(data, output, original=target, original_sha256=sha256_file(target), provenance=prov)
                 else:
                     write_bytes(output, data)
             return ImageResult(faces, list(spec.processors), list(processor.models_used), fmt.lower(),
-                               provenance=prov.as_dict() if prov else None, signed=signer is not None)
-        write.frame, write.source = frame, image.bgr   # type: ignore[attr-defined]  # for the report's thumbnails
-        return write
+                               provenance=prov.as_dict() if prov else None, signed=signer is not None,
+                               faces_found=processor.detected if processor.detector is not None else None,
+                               scores=[sc.as_dict() for sc in processor.scores])
+        return RenderedImage(write, frame, image.bgr)
 
 
 @contextmanager
@@ -359,12 +356,34 @@ def _job_errors(target: Path) -> Iterator[None]:
         raise JobError("internal", f"processing {target.name} failed: {e}") from e
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(4 * 2**20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+class _Job:
+    """One job's JobContext for its processors' `prepare`."""
+
+    def __init__(self, pipeline: Pipeline, spec: JobSpec, processors: tuple[Processor, ...],
+                 detector: Detector | None, recognizer: Recognizer | None) -> None:
+        self.pipeline, self.spec, self.processors = pipeline, spec, processors
+        self.detector, self.recognizer = detector, recognizer
+        self.scores: list[FaceScore] = []
+
+    def load(self, name: str, kind: ModelKind) -> Any:
+        return self.pipeline.load_model(name, kind)
+
+    def source_identity(self) -> Embedding:
+        if not self.spec.sources:
+            needs = ", ".join(p.name for p in self.processors if p.needs_sources)
+            raise JobError("bad_sidecar", f"{needs} needs at least one source image (`sources`)")
+        if self.detector is None or self.recognizer is None:
+            raise JobError("internal", "a source identity needs the detector and the recognizer")
+        return self.pipeline.identity([Path(s) for s in self.spec.sources], "source", self.spec,
+                                      self.detector, self.recognizer)
+
+    def similarity(self, frame: Frame, face: Face, identity: Embedding) -> float:
+        if self.recognizer is None:
+            raise JobError("internal", "a face's similarity needs the recognizer")
+        return cosine_similarity(self.recognizer.embed(frame, replace(face)), identity)
+
+    def record(self, score: FaceScore) -> None:
+        self.scores.append(score)
 
 
 def write_bytes(path: Path, data: bytes) -> None:

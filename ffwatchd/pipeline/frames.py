@@ -1,43 +1,39 @@
-"""One job's processing of a frame (an image's or a video's): detect, select, then the processors
-in order, in place, saying which boxes of the frame changed."""
+"""One job's processing of a frame (an image's or a video's): detect, select, then the
+processors in order, in place, saying which boxes of the frame changed."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ffwatchd.faces.anonymize import anonymize_face
 from ffwatchd.faces.detect import Detector
 from ffwatchd.faces.embed import Recognizer
-from ffwatchd.faces.enhance import Enhancer
-from ffwatchd.faces.label import draw_label
 from ffwatchd.faces.select import select_faces
-from ffwatchd.faces.swap import Swapper
 from ffwatchd.faces.types import Embedding, Face, Frame
-from ffwatchd.media.provenance import label_text
+from ffwatchd.processors import Change, FaceScore, Processor, Scope, Step
 from ffwatchd.spec.jobspec import JobSpec
-
-FACE_PROCESSORS = ("face_swapper", "face_enhancer", "face_anonymizer")
 
 
 class FrameProcessor:
-    """One job's processing of frames: detect, select, then the processors in order."""
+    """One job's processing of frames: detect (when a processor works on faces), select, then
+    each processor's step in order."""
 
     def __init__(self, spec: JobSpec, detector: Detector | None, recognizer: Recognizer | None,
-                 swapper: Swapper | None, enhancer: Enhancer | None, latent: np.ndarray | None,
-                 reference: Embedding | None, models_used: list[str]) -> None:
+                 reference: Embedding | list[Embedding] | None,
+                 steps: list[tuple[Processor, Step | None]], models_used: list[str],
+                 scores: list[FaceScore] | None = None) -> None:
         self.spec = spec
-        self.detector, self.recognizer, self.swapper, self.enhancer = detector, recognizer, swapper, enhancer
-        self.latent = latent
+        self.detector, self.recognizer = detector, recognizer
         self.reference = reference
+        self.steps = steps
         self.models_used = models_used
-        self.processors = list(spec.processors)
-        self.label_text = label_text(spec.processors, spec.label.text)
+        self.scores = scores if scores is not None else []   # each swapped face's, as the steps record them
+        self.processors = [p.name for p, _ in steps]
         self.detected = 0                 # faces the detector found in the last frame, before selection
 
-    def applied(self, faces: int) -> list[str]:
+    def applied(self, faces: int) -> list[Processor]:
         """The processors that changed a frame in which `faces` faces were processed."""
-        return [p for p in self.processors
-                if (p == "label" and self.label_text) or (p in FACE_PROCESSORS and faces > 0)]
+        return [p for p, step in self.steps
+                if step is not None and (p.scope is Scope.FRAME or faces > 0)]
 
     def find_faces(self, frame: Frame) -> list[Face]:
         if self.detector is None:
@@ -62,17 +58,7 @@ class FrameProcessor:
         faces = self.find_faces(frame)
         touched: list[tuple[int, int, int, int]] = []
         whole = False
-        for proc in self.processors:
-            if proc == "face_swapper" and self.swapper is not None:
-                for face in faces:
-                    self.swapper.swap(frame, face, self.latent, touched)
-            elif proc == "face_enhancer" and self.enhancer is not None:
-                for face in faces:
-                    self.enhancer.enhance(frame, face, self.spec.face_enhancer.blend, touched)
-            elif proc == "face_anonymizer":
-                for face in faces:
-                    anonymize_face(frame, face, self.spec.face_anonymizer.method, touched)
-            elif proc == "label" and self.label_text:
-                draw_label(frame, self.label_text, self.spec.label.position)
+        for _, step in self.steps:
+            if step is not None and step(frame, faces, touched) is Change.WHOLE:
                 whole = True
         return len(faces), (None if whole else touched)

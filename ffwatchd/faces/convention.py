@@ -1,0 +1,42 @@
+"""A model family's input and output conventions applied to an aligned crop (faces/models.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ffwatchd.faces.models import Colour, ModelFamily, Rounding
+from ffwatchd.faces.types import Frame
+
+_PLAIN = ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
+_HALF = ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
+
+
+def to_blob(crop: Frame, family: ModelFamily) -> np.ndarray:
+    """A BGR uint8 crop as the family's 1 x 3 x H x W float32 input."""
+    x = crop[:, :, ::-1] if family.colour is Colour.RGB else crop
+    x = x.transpose(2, 0, 1)[None].astype(np.float32)
+    norm = (family.mean, family.std)
+    if norm == _PLAIN:
+        x = x / 255.0
+    elif norm == _HALF:
+        x = x / 127.5 - 1.0
+    else:
+        mean = np.asarray(family.mean, np.float32)[:, None, None]
+        std = np.asarray(family.std, np.float32)[:, None, None]
+        x = (x / 255.0 - mean) / std
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def from_blob(pred: np.ndarray, family: ModelFamily) -> Frame:
+    """One 3 x H x W output of the family as a BGR uint8 crop."""
+    lo, hi = family.output_range
+    if (lo, hi) == (0.0, 1.0):
+        y = np.clip(pred * 255.0, 0, 255)
+    elif (lo, hi) == (-1.0, 1.0):
+        y = (np.clip(pred, -1.0, 1.0) + 1.0) * 127.5
+    else:
+        y = (np.clip(pred, lo, hi) - lo) * (255.0 / (hi - lo))
+    if family.rounding is Rounding.ROUND:
+        y = y.round()
+    out = y.astype(np.uint8).transpose(1, 2, 0)
+    return np.ascontiguousarray(out[:, :, ::-1] if family.colour is Colour.RGB else out)

@@ -1,0 +1,184 @@
+"""Models as data: each family states how its models are fed and read, each model its file,
+home, hash and licence. Built-ins are stated here once; the config adds models of a known family.
+
+A stage never hard-codes a convention: it reads its model's `ModelFamily`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from pathlib import Path
+
+
+class ModelKind(StrEnum):
+    """What a model does in the pipeline; a processor names the kinds it needs."""
+    DETECTOR = "detector"
+    RECOGNIZER = "recognizer"
+    SWAPPER = "swapper"
+    ENHANCER = "enhancer"
+
+
+class Colour(StrEnum):
+    """Channel order of the model's input (frames are BGR in memory)."""
+    RGB = "rgb"
+    BGR = "bgr"
+
+
+class Rounding(StrEnum):
+    """How the model's output becomes 8-bit pixels (as its reference code does it)."""
+    ROUND = "round"
+    TRUNCATE = "truncate"
+
+
+class Identity(StrEnum):
+    """How a source face's identity becomes a swapper's second input."""
+    NONE = "none"                 # not a swapper
+    EMAP = "emap"                 # inswapper: the normalised embedding times the graph's emap, normalised
+
+
+class Batch(StrEnum):
+    """The model's batch axis: fixed at 1 or dynamic (tiles and faces may be batched)."""
+    FIXED = "fixed"
+    DYNAMIC = "dynamic"
+
+
+# Licence ids that are not SPDX: the weights may not be used commercially, or their terms are unclear.
+NON_COMMERCIAL = "non-commercial"
+RESEARCH_ONLY = "research-only"
+UNKNOWN = "unknown"
+RESTRICTED = (NON_COMMERCIAL, RESEARCH_ONLY, UNKNOWN)
+
+
+@dataclass(frozen=True)
+class Licence:
+    """An SPDX id (MIT, Apache-2.0, ...) or one of RESTRICTED, with where its terms are written."""
+    id: str
+    url: str | None = None
+
+    @property
+    def restricted(self) -> bool:
+        return self.id in RESTRICTED
+
+    def __str__(self) -> str:
+        return self.id
+
+
+UNKNOWN_LICENCE = Licence(UNKNOWN)
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    """How every model of one family is fed and read. Sizes in pixels; mean/std apply to x/255
+    in the model's colour order; `output_range` is what the model's output spans for 0..255."""
+    name: str
+    kind: ModelKind
+    size: int | None = None                   # the aligned crop's side; None: any frame size (detectors)
+    template: str | None = None               # faces/align.py TEMPLATES key, scaled to `size`
+    colour: Colour = Colour.RGB
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    output_range: tuple[float, float] = (0.0, 1.0)
+    rounding: Rounding = Rounding.ROUND
+    identity: Identity = Identity.NONE
+    batch: Batch = Batch.FIXED
+    reference: str = ""                       # the code whose conventions these are
+
+
+FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
+    ModelFamily("yunet", ModelKind.DETECTOR, colour=Colour.BGR,
+                reference="https://github.com/opencv/opencv_zoo/tree/main/models/face_detection_yunet"),
+    ModelFamily("scrfd", ModelKind.DETECTOR, colour=Colour.RGB, mean=(0.5,) * 3, std=(0.5,) * 3,
+                batch=Batch.DYNAMIC,
+                reference="https://github.com/deepinsight/insightface/tree/master/detection/scrfd"),
+    ModelFamily("arcface", ModelKind.RECOGNIZER, size=112, template="arcface_112_v2",
+                mean=(0.5,) * 3, std=(0.5,) * 3, output_range=(-1.0, 1.0), batch=Batch.DYNAMIC,
+                reference="https://github.com/deepinsight/insightface/tree/master/recognition/arcface_torch"),
+    ModelFamily("inswapper", ModelKind.SWAPPER, size=128, template="arcface_128",
+                rounding=Rounding.TRUNCATE, identity=Identity.EMAP,
+                reference="https://github.com/deepinsight/insightface/tree/master/examples/in_swapper"),
+    ModelFamily("gfpgan", ModelKind.ENHANCER, size=512, template="ffhq_512",
+                mean=(0.5,) * 3, std=(0.5,) * 3, output_range=(-1.0, 1.0),
+                reference="https://github.com/TencentARC/GFPGAN"),
+)}
+
+# The family a custom model gets when the config names only its kind (configs before families).
+FAMILY_OF_KIND: dict[ModelKind, str] = {
+    ModelKind.DETECTOR: "scrfd", ModelKind.RECOGNIZER: "arcface",
+    ModelKind.SWAPPER: "inswapper", ModelKind.ENHANCER: "gfpgan",
+}
+
+
+@dataclass(frozen=True)
+class Model:
+    """One model: its family, file, public home, hash (None: recorded on first fetch) and licence."""
+    name: str
+    family: str                               # a FAMILIES key
+    filename: str
+    licence: Licence = UNKNOWN_LICENCE
+    url: str | None = None                    # the official file; None: put there by hand
+    sha256: str | None = None
+    size: int | None = None                   # bytes
+    path: Path | None = None                  # custom models: an explicit file; built-ins live in models_dir
+    custom: bool = False
+
+    @property
+    def conventions(self) -> ModelFamily:
+        return FAMILIES[self.family]
+
+    @property
+    def kind(self) -> ModelKind:
+        return FAMILIES[self.family].kind
+
+    def file_in(self, models_dir: Path) -> Path:
+        return self.path if self.path is not None else Path(models_dir) / self.filename
+
+
+_HF_INSIGHTFACE = "https://huggingface.co/public-data/insightface/resolve/main/models"
+_INSIGHTFACE_TERMS = Licence(NON_COMMERCIAL, "https://github.com/deepinsight/insightface#license")
+
+# Hashes and sizes are the ones published with (or pinned by many users of) the official files;
+# docs/pipeline.md lists where each comes from.
+BUILTIN_MODELS: dict[str, Model] = {m.name: m for m in (
+    Model("yunet", "yunet", "face_detection_yunet_2023mar.onnx",
+          Licence("MIT", "https://github.com/opencv/opencv_zoo/blob/main/models/face_detection_yunet/LICENSE"),
+          "https://huggingface.co/opencv/face_detection_yunet/resolve/main/face_detection_yunet_2023mar.onnx",
+          "8f2383e4dd3cfbb4553ea8718107fc0423210dc964f9f4280604804ed2552fa4", 232589),
+    Model("scrfd_10g", "scrfd", "det_10g.onnx", _INSIGHTFACE_TERMS, f"{_HF_INSIGHTFACE}/buffalo_l/det_10g.onnx",
+          "5838f7fe053675b1c7a08b633df49e7af5495cee0493c7dcf6697200b85b5b91", 16923827),
+    Model("scrfd_500m", "scrfd", "det_500m.onnx", _INSIGHTFACE_TERMS, f"{_HF_INSIGHTFACE}/buffalo_s/det_500m.onnx",
+          "5e4447f50245bbd7966bd6c0fa52938c61474a04ec7def48753668a9d8b4ea3a", 2524817),
+    Model("arcface_w600k_r50", "arcface", "w600k_r50.onnx", _INSIGHTFACE_TERMS,
+          f"{_HF_INSIGHTFACE}/buffalo_l/w600k_r50.onnx",
+          "4c06341c33c2ca1f86781dab0e829f88ad5b64be9fba56e56bc9ebdefc619e43", 174383860),
+    Model("inswapper_128", "inswapper", "inswapper_128.onnx", _INSIGHTFACE_TERMS,
+          "https://huggingface.co/ezioruan/inswapper_128.onnx/resolve/main/inswapper_128.onnx",
+          "e4a3f08c753cb72d04e10aa0f7dbe3deebbf39567d4ead6dce08e98aa49e16af", 554253681),
+    Model("gfpgan_1.4", "gfpgan", "gfpgan_1.4.onnx",
+          Licence("Apache-2.0", "https://github.com/TencentARC/GFPGAN/blob/master/LICENSE"),
+          "https://huggingface.co/facefusion/models-3.0.0/resolve/main/gfpgan_1.4.onnx",
+          "accc4757b26bdb89b32b4d3500d4f79c9dff97c1dd7c7104bf9dcb95e3311385", 340299087),
+)}
+
+
+def family_named(name_or_kind: str) -> ModelFamily | None:
+    """The family called `name_or_kind`, or the default family of that kind (older configs)."""
+    if name_or_kind in FAMILIES:
+        return FAMILIES[name_or_kind]
+    if name_or_kind in ModelKind.__members__.values():
+        return FAMILIES[FAMILY_OF_KIND[ModelKind(name_or_kind)]]
+    return None
+
+
+def custom_model(name: str, path: Path | str, family: str, sha256: str | None = None,
+                 licence: Licence = UNKNOWN_LICENCE, url: str | None = None) -> Model:
+    """A model from the config: a file of a known family (`family` may be a kind, as before families)."""
+    fam = family_named(family)
+    if fam is None:
+        raise ValueError(f"{family!r} is not a model family (known: {', '.join(FAMILIES)})")
+    return Model(name, fam.name, Path(path).name, licence, url, sha256, None, Path(path), custom=True)
+
+
+def with_pin(model: Model, sha256: str) -> Model:
+    """The model checked against the hash recorded at its first fetch."""
+    return replace(model, sha256=sha256)

@@ -1,0 +1,95 @@
+"""What a processor is: one module's class, checked when the registry loads it.
+
+A processor states its name, its sidecar section (a frozen dataclass of defaults and a check per
+key), the model kinds it needs, whether it needs source faces, whether it generates pixels (the
+provenance's AI claim), and whether it works on the selected faces or the whole frame; `prepare`
+turns one job's settings into the step run on every frame.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, ClassVar, Mapping, Protocol
+
+from ffwatchd.faces.models import ModelKind
+from ffwatchd.faces.types import Embedding, Face, Frame
+from ffwatchd.schema import Check, ModelKey
+
+Box = tuple[int, int, int, int]             # x0, y0, x1, y1 of a frame region that may have changed
+
+
+class Scope(StrEnum):
+    """What a processor works on."""
+    FACES = "faces"                         # each selected face (a detector runs first)
+    FRAME = "frame"                         # the whole frame
+
+
+class Change(StrEnum):
+    """What a step did to a frame (the video pipeline converts back only what changed)."""
+    NONE = "none"
+    BOXES = "boxes"                         # only the boxes it added to `touched`
+    WHOLE = "whole"                         # any pixel may have changed
+
+
+@dataclass(frozen=True)
+class FaceScore:
+    """How a swapped face reads back: the recognizer's cosine similarity to the source identity,
+    after the swap and (for contrast) of the original face before it."""
+    box: Box
+    similarity: float
+    original: float
+
+    def as_dict(self) -> dict:
+        return {"box": list(self.box), "similarity": round(self.similarity, 4), "original": round(self.original, 4)}
+
+
+class Step(Protocol):
+    """One job's work of one processor on one frame, in place (H x W x 3 uint8 BGR)."""
+
+    def __call__(self, frame: Frame, faces: list[Face], touched: list[Box]) -> Change: ...
+
+
+class JobContext(Protocol):
+    """What the pipeline gives a processor preparing one job."""
+
+    processors: tuple["Processor", ...]     # the job's processors, in order
+
+    def load(self, name: str, kind: ModelKind) -> Any:
+        """The loaded engine of model `name` (once per worker process)."""
+
+    def source_identity(self) -> Embedding:
+        """The job's source faces as one identity (computed once, cached across jobs)."""
+
+    def similarity(self, frame: Frame, face: Face, identity: Embedding) -> float:
+        """The recognizer's cosine similarity between `face` as it is in `frame` and `identity`."""
+
+    def record(self, score: FaceScore) -> None:
+        """Keep a swapped face's score for the job's result (jobs show, the report, metrics)."""
+
+
+class Processor(ABC):
+    """Subclass per processor module; the module exposes an instance as `PROCESSOR`."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]                  # one line for the docs' table and `--help`
+    settings: ClassVar[type]                # frozen dataclass: the sidecar section and its defaults
+    checks: ClassVar[Mapping[str, Check]]   # sidecar key -> its check (a key per settings field)
+    flags: ClassVar[Mapping[str, str]] = {}   # `ffwatchd process --FLAG` -> sidecar key
+    model_kinds: ClassVar[tuple[ModelKind, ...]] = ()
+    needs_sources: ClassVar[bool] = False
+    generates_pixels: ClassVar[bool] = False
+    scope: ClassVar[Scope] = Scope.FACES
+    edit_label: ClassVar[str | None] = None   # the label's default text when no processor generates pixels
+    default: ClassVar[bool] = False         # run when a sidecar names no processors
+
+    def models(self, settings: Any) -> tuple[str, ...]:
+        """The model names this processor's settings name (in `model_kinds` order)."""
+        return tuple(getattr(settings, key) for key, check in self.checks.items()
+                     if isinstance(check, ModelKey))
+
+    @abstractmethod
+    def prepare(self, settings: Any, job: JobContext) -> Step | None:
+        """The step for one job (models loaded through `job`); None when it has nothing to do."""
+

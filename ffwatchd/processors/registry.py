@@ -1,0 +1,108 @@
+"""The one list of processors: the built-in modules under `processors/builtin/`, then any
+installed package's entry point in the group `ffwatchd.processors`; each checked as it loads."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+import pkgutil
+from functools import lru_cache
+from importlib.metadata import entry_points
+
+from ffwatchd.processors import builtin
+from ffwatchd.processors.protocol import Processor, Scope
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "ffwatchd.processors"
+# Top-level sidecar keys a processor's name must not take.
+RESERVED = ("sources", "processors", "face_detector", "face_recognizer", "face_selector", "output",
+            "on_no_face", "priority", "notify", "package", "batch_quiet")
+
+
+class ProcessorError(Exception):
+    """A processor module that does not implement the protocol; names the module and the gap."""
+
+
+def check_processor(p: object, where: str) -> Processor:
+    """`p` if it is a complete processor, else ProcessorError saying what is missing."""
+    if isinstance(p, type) and issubclass(p, Processor):
+        try:
+            p = p()
+        except TypeError as e:           # an abstract method left unimplemented
+            raise ProcessorError(f"{where}: {e}") from e
+    if not isinstance(p, Processor):
+        raise ProcessorError(f"{where}: {p!r} is not an ffwatchd.processors.Processor")
+    missing = [a for a in ("name", "summary", "settings", "checks") if not hasattr(p, a)]
+    if missing:
+        raise ProcessorError(f"{where}: processor lacks {', '.join(missing)}")
+    if not isinstance(p.name, str) or not p.name.isidentifier() or p.name in RESERVED:
+        raise ProcessorError(f"{where}: {p.name!r} is not a usable processor name "
+                             f"(an identifier, not one of {', '.join(RESERVED)})")
+    if not dataclasses.is_dataclass(p.settings):
+        raise ProcessorError(f"{where}: {p.name}.settings is not a dataclass")
+    fields = {f.name for f in dataclasses.fields(p.settings)}
+    if fields != set(p.checks):
+        raise ProcessorError(f"{where}: {p.name}.checks ({', '.join(sorted(p.checks))}) does not match "
+                             f"its settings fields ({', '.join(sorted(fields))})")
+    if not set(p.flags.values()) <= fields:
+        raise ProcessorError(f"{where}: {p.name}.flags name keys its settings do not have")
+    if not isinstance(p.scope, Scope):
+        raise ProcessorError(f"{where}: {p.name}.scope is not a Scope")
+    try:
+        p.settings()
+    except TypeError as e:
+        raise ProcessorError(f"{where}: {p.name}.settings needs a default for every key ({e})") from e
+    return p
+
+
+@lru_cache(maxsize=1)
+def _load() -> dict[str, Processor]:
+    found: dict[str, Processor] = {}
+
+    def add(p: Processor, where: str) -> None:
+        if p.name in found:
+            raise ProcessorError(f"{where}: processor {p.name!r} is defined twice")
+        found[p.name] = p
+
+    for info in sorted(pkgutil.iter_modules(builtin.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{builtin.__name__}.{info.name}")
+        add(check_processor(getattr(module, "PROCESSOR", None), module.__name__), module.__name__)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        where = f"entry point {ep.name} = {ep.value}"
+        add(check_processor(ep.load(), where), where)
+        log.debug("processor %s from %s", ep.name, ep.value)
+    return found
+
+
+def processors() -> dict[str, Processor]:
+    """Every processor by name: built-ins first (in their documented order), then plug-ins."""
+    return dict(_load())
+
+
+def processor(name: str) -> Processor:
+    found = _load()
+    if name not in found:
+        raise KeyError(name)
+    return found[name]
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_load())
+
+
+def default_processors() -> tuple[str, ...]:
+    """What a sidecar without `processors:` runs (each processor says whether it is a default)."""
+    return tuple(name for name, p in _load().items() if p.default)
+
+
+def table() -> list[str]:
+    """The docs' processor table (docs/pipeline.md), one row per processor, from the registry."""
+    rows = ["| processor | works on | needs sources | generates pixels | sidecar keys (default) | does |",
+            "|---|---|---|---|---|---|"]
+    for name, p in _load().items():
+        keys = ", ".join(f"`{f.name}` ({f.default!r})" for f in dataclasses.fields(p.settings))
+        rows.append(f"| `{name}` | {p.scope} | {'yes' if p.needs_sources else 'no'} | "
+                    f"{'yes' if p.generates_pixels else 'no'} | {keys} | {p.summary} |")
+    return rows

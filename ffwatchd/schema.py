@@ -1,0 +1,72 @@
+"""How a sidecar key is checked: small named checks, each giving the problem as text or None.
+
+Stated here once for the shared sections (spec/jobspec.py) and every processor's own section.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Union
+
+from ffwatchd.errors import short_repr
+
+
+@dataclass(frozen=True)
+class ModelKey:
+    """A key naming a model of `kind` (checked against the built-in and configured models)."""
+    kind: str
+
+
+@dataclass(frozen=True)
+class IntBetween:
+    lo: int
+    hi: int
+    step: int = 1
+
+    def __call__(self, v: Any) -> str | None:
+        if isinstance(v, bool) or not isinstance(v, int):
+            return f"{short_repr(v)} is not an integer"
+        if not self.lo <= v <= self.hi:
+            return f"{short_repr(v)} is not between {self.lo} and {self.hi}"
+        return None if v % self.step == 0 else f"{short_repr(v)} is not a multiple of {self.step}"
+
+
+@dataclass(frozen=True)
+class NumberBetween:
+    lo: float
+    hi: float
+
+    def __call__(self, v: Any) -> str | None:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return f"{short_repr(v)} is not a number"
+        return None if self.lo <= v <= self.hi else f"{short_repr(v)} is not between {self.lo} and {self.hi}"
+
+
+@dataclass(frozen=True)
+class OneOf:
+    options: tuple[str, ...]
+
+    def __call__(self, v: Any) -> str | None:
+        return None if isinstance(v, str) and v in self.options \
+            else f"{short_repr(v)} is not one of {', '.join(self.options)}"
+
+
+def is_text(v: Any) -> str | None:
+    return None if isinstance(v, str) and v.strip() else f"{short_repr(v)} is not a non-empty string"
+
+
+def is_bool(v: Any) -> str | None:
+    return None if isinstance(v, bool) else f"{short_repr(v)} is not true or false"
+
+
+Check = Union[Callable[[Any], "str | None"], ModelKey]
+
+
+def check_value(check: Check, value: Any, models: dict[str, str]) -> str | None:
+    """The problem of one value under its check; model keys by the models known (name -> kind)."""
+    if isinstance(check, ModelKey):
+        if isinstance(value, str) and models.get(value) == check.kind:
+            return None
+        names = sorted(n for n, k in models.items() if k == check.kind)
+        return f"{short_repr(value)} is not a known {check.kind} model (known: {', '.join(names)})"
+    return check(value)
