@@ -14,7 +14,7 @@ from typing import Callable
 
 from ffwatchd.store import STATES, JobQueue, Unreachable
 
-log = logging.getLogger("ffwatchd.daemon.supervisor")
+log = logging.getLogger(__name__)
 
 COUNTS_EVERY = 2.0        # seconds between reads of the job counts (status line, sd_notify STATUS)
 
