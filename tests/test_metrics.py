@@ -195,6 +195,24 @@ def test_disk_free_per_watch_and_folder_never_labelled_by_path(tmp_path):
         Metrics(folders={"studio": {"somewhere": out}})
 
 
+def test_a_watch_added_by_a_reload_is_measured_and_a_removed_one_is_not(tmp_path):
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    new.mkdir()
+
+    def watches(text: bytes, name: str) -> set[str]:
+        return {dict(labels)["watch"] for (n, labels) in samples(text) if n == name}
+    m = Metrics(folders={"studio": {"output": old}})
+    assert watches(m.render(), "ffwatchd_disk_free_bytes") == {"studio"}
+    m.set_folders({"late": {"output": new, "done": new}})
+    text = m.render()
+    assert watches(text, "ffwatchd_disk_free_bytes") == {"late"} == watches(text, "ffwatchd_folder_up")
+    assert value(text, "ffwatchd_disk_free_bytes", watch="late", folder="done") > 0
+    assert value(text, "ffwatchd_files_discovered_total", watch="late") == 0    # its counters at zero too
+    with pytest.raises(ValueError):
+        m.set_folders({"late": {"somewhere": new}})
+
+
 def test_process_metrics_are_on_the_same_registry():
     text = Metrics().render().decode()
     assert "process_cpu_seconds_total" in text

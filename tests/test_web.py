@@ -15,7 +15,7 @@ import pytest
 from ffwatchd.cli import main
 from ffwatchd.config.load import load_config
 from ffwatchd.errors import ConfigError
-from ffwatchd.store import JobStore, open_store
+from ffwatchd.store import JobStore, Use, open_store
 from ffwatchd.web.auth import check_action, operator_of, same_origin
 from ffwatchd.web.redact import REDACTED, redact, redact_url
 from ffwatchd.web.server import WebApp, WebServer
@@ -158,10 +158,10 @@ def served(tmp_path: Path):
     cfg = _config(tmp_path, "web: {listen: '127.0.0.1:0'}\n")
     holder = {"settings": load_config(cfg)}
     s = holder["settings"]
-    with open_store(s) as store:
+    with open_store(s, Use.WRITE) as store:
         store.enqueue(watch="studio", rel_path="<img src=x onerror=alert(1)>.jpg", size=3, mtime=1.0,
                       content_hash="h1", kind="image", spec={"notify": {"webhook": HOOK}})
-    server = WebServer(WebApp(settings=lambda: holder["settings"], store=open_store(s, migrate=False)))
+    server = WebServer(WebApp(settings=lambda: holder["settings"], store=open_store(s, Use.UNCHECKED)))
     host, port = server.start("127.0.0.1", 0)
     yield cfg, f"http://{host}:{port}", holder
     server.stop()
@@ -429,3 +429,20 @@ def test_a_client_gone_mid_answer_is_a_debug_line_and_other_errors_are_logged_no
     levels = [(r.levelname, r.getMessage()) for r in caplog.records if r.name.startswith("ffwatchd.web")]
     assert [lv for lv, _ in levels] == ["DEBUG", "DEBUG", "ERROR"], levels
     assert "127.0.0.1 went away" in levels[0][1] and caplog.records[-1].exc_info is not None
+
+
+def test_a_watch_waiting_for_its_folders_is_on_the_page(served) -> None:
+    import os
+    import time
+
+    from ffwatchd.ops.statusfile import write_status
+
+    cfg, base, _ = served
+    why = "output folder /srv/share/output: No such file or directory"
+    write_status(load_config(cfg).state_dir, {"pid": os.getpid(), "host": "here", "started_at": time.time(),
+                                              "updated_at": time.time(), "workers": [], "warnings": [],
+                                              "folders_waiting": {"studio": why}})
+    page = _get(base + "/")[2]
+    assert f'data-folders-waiting="studio">watch studio waits for its folders: {why}' in page
+    doc = json.loads(_get(base + "/api/status")[2])
+    assert doc["daemon"]["folders_waiting"] == {"studio": why}

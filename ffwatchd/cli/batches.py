@@ -19,7 +19,7 @@ from ffwatchd.cli.common import (
 )
 from ffwatchd.config.load import load_config
 from ffwatchd.ops.documents import batch_document, batches_document, batches_list
-from ffwatchd.store import Delivery, NotFound, TransitionError, open_store
+from ffwatchd.store import Delivery, NotFound, TransitionError, Use, open_store
 from ffwatchd.store.names import shown
 
 DELIVERY_STATES = ("pending", "delivered", "failed")
@@ -78,7 +78,7 @@ def notifications(args: argparse.Namespace) -> int:
             print("\n".join(show_delivery(d) for d in rows) if rows else "no notifications")
         return EXIT_OK
     failures = 0
-    with open_store(load_config(args.config)) as store:
+    with open_store(load_config(args.config), Use.WRITE) as store:
         for delivery_id in args.ids:
             try:
                 d = (store.retry_delivery if action == "retry" else store.drop_delivery)(delivery_id)

@@ -30,7 +30,7 @@ from ffwatchd.ops.documents import job_document, jobs_document, jobs_list
 from ffwatchd.ops.jobverbs import cancel_job, retry_job
 from ffwatchd.ops.statusfile import read_status
 from ffwatchd.spec.values import parse_duration
-from ffwatchd.store import PRIORITIES, STATES, Job, JobQueue, NotFound, TransitionError, open_store, priority_name
+from ffwatchd.store import PRIORITIES, STATES, Job, JobQueue, NotFound, TransitionError, Use, open_store, priority_name
 from ffwatchd.store.names import shown
 
 
@@ -190,7 +190,7 @@ def each_job(args: argparse.Namespace, verb: Callable[[JobQueue, Settings, Job],
     """`verb` on each named job (or every failed one with --failed); exit 1 when any was refused."""
     settings = load_config(args.config)
     failures = 0
-    with open_store(settings) as store:
+    with open_store(settings, Use.WRITE) as store:
         ids = args.ids
         if getattr(args, "failed", False):
             ids = [j.id for j in store.iter_jobs(["failed"])]
@@ -233,7 +233,7 @@ def cmd_purge(args: argparse.Namespace) -> int:
         raise UsageError(f"--older-than {args.older_than}: 0 is refused: in retention 0 means off, here it would "
                          "forget every finished job; to do that, give a short age such as --older-than 1s")
     states = [args.state] if args.state else ["done", "failed", "cancelled"]
-    with open_store(settings) as store:
+    with open_store(settings, Use.WRITE) as store:
         try:
             n = store.purge(age, states)
         except ValueError as e:

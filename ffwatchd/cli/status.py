@@ -102,6 +102,9 @@ def run(args: argparse.Namespace) -> int:
                   "the disk guard does not pause for it")
         for msg in daemon.get("models_missing", []):
             print(f"MODELS MISSING: {msg}")
+        for name, why in sorted((daemon.get("folders_waiting") or {}).items()):
+            print(f"WAITING: watch {shown(name)} waits for its folders ({why}); its jobs are not claimed until "
+                  "they are there")
     print()
     if workers:
         print(f"workers of every host ({len(workers)}):")

@@ -34,7 +34,7 @@ from ffwatchd.daemon.systemd import Notifier
 from ffwatchd.daemon.tablechores import TableChores
 from ffwatchd.daemon.workerslots import LOOP_TICK, WorkerSlot, WorkerSlots
 from ffwatchd.errors import ConfigError
-from ffwatchd.filing.shares import claim_share_folders
+from ffwatchd.filing.shares import ShareCheck, ShareFolders
 from ffwatchd.fs.writefs import make_private
 from ffwatchd.logs import setup_logging
 from ffwatchd.ops.checks import c2pa_problem, missing_default_models
@@ -42,7 +42,8 @@ from ffwatchd.ops.diskguard import DiskGuard
 from ffwatchd.ops.gpusizing import plan_workers, worker_devices
 from ffwatchd.ops.retention import unknown_to_ledger, unrecorded_line
 from ffwatchd.ops.statusfile import unreachable_line, write_status
-from ffwatchd.store import JobQueue, Unreachable, open_store
+from ffwatchd.ops.upgrade import UpgradeRefused, upgrade_queue
+from ffwatchd.store import JobQueue, SchemaMismatch, Unreachable, Use, open_store, store_errors
 from ffwatchd.store.leadership import Leadership
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ STATUS_EVERY = 2.0
 ROLE_EVERY = 1.0           # seconds between asks for the cluster singletons this host may take
 DISK_EVERY = 5.0
 MODELS_EVERY = 10.0       # seconds between looks at models_dir for the defaults' models (status, log)
+SCHEMA_EVERY = 5.0        # seconds between looks at the job table's schema version (a newer ffwatchd's upgrade)
 WORKER_START_TIMEOUT = 120.0
 
 
@@ -72,6 +74,10 @@ class Supervisor(WorkerSlots):
         self.warnings: list[str] = []
         self.reload_refused: str | None = None     # the last reload's refusal, until one succeeds
         self.models_missing: list[str] = []
+        #: the job table's schema is no longer this version's (a newer ffwatchd upgraded it): claiming stops
+        self.schema_problem: str | None = None
+        #: watches whose folders are not all there now (their jobs wait, unclaimed): watch -> why
+        self.folders_waiting: dict[str, str] = {}
         self.store: JobQueue | None = None
         self.chores: TableChores | None = None     # the main loop's calls on the job table, off its thread
         self.metrics: Any = None
@@ -83,7 +89,7 @@ class Supervisor(WorkerSlots):
         self._retention_thread: threading.Thread | None = None
         self._disk_thread: threading.Thread | None = None
         self._models_thread: threading.Thread | None = None
-        self._next_status = self._next_disk = self._next_retention = self._next_prune = 0.0
+        self._next_status = self._next_disk = self._next_retention = self._next_prune = self._next_schema = 0.0
         self._next_models = time.monotonic() + MODELS_EVERY
         self._worker_inputs = worker_inputs(self.settings)   # what the workers start with (reload)
 
@@ -95,11 +101,16 @@ class Supervisor(WorkerSlots):
             make_private(folder)
         s.models_dir.mkdir(parents=True, exist_ok=True)
         self._lock_file = lock_state_dir(s)
-        self.store = open_store(s)
+        self.store = open_store(s, Use.UNCHECKED)
+        try:
+            upgrade_queue(self.store, lease=s.workers.lease, daemon=True)    # the one place that migrates
+        except UpgradeRefused as e:
+            raise SystemExit(f"ffwatchd: {e}") from None
         log.info("job queue: %s", self.store.where)
         # The share's folders carry this job table's marker, locked while we run (another
         # table's marker: refuse to start, naming its holder).
-        self._share_fds = claim_share_folders(s, self.store.queue_id())
+        self.share_folders = ShareFolders(s.state_dir, self.store.queue_id())
+        self.share_folders.prepare(s, at_start=True)
         recover_at_start(s, self.store)
         self.chores = TableChores(self.store).start()
         threading.Thread(target=self.check_ledger, name="ledger-check", daemon=True).start()
@@ -126,7 +137,7 @@ class Supervisor(WorkerSlots):
         """At start-up (in a thread: the walk may be long on a big share): how many files of done/,
         failed/ and output/ the filing ledger does not know, said in the log and in status."""
         try:
-            with open_store(self.settings, migrate=False) as store:
+            with open_store(self.settings, Use.UNCHECKED) as store:
                 unknown = unknown_to_ledger(self.settings, store)
         except Exception as e:  # noqa: BLE001 - a check; the daemon runs on without it
             log.warning("filing ledger check at start-up failed: %s", e)
@@ -175,9 +186,8 @@ class Supervisor(WorkerSlots):
         # Imported here: prometheus_client loads in the daemon only, not in the commands.
         from ffwatchd.ops.metrics import Metrics
 
-        folders = {w.name: {**w.folders(), "temp": self.settings.temp_dir} for w in self.settings.watches}
         self.metrics_lead = Leadership(self.store, "metrics")     # queue gauges from one host only
-        self.metrics = Metrics(self.store, folders, leads=self.metrics_lead.held,
+        self.metrics = Metrics(self.store, self._measured_folders(), leads=self.metrics_lead.held,
                                devices=[slot.device for slot in self.slots])
         # asked for every ROLE_EVERY, not only at a scrape: when its holder dies another host
         # takes it within seconds (as the batches and rescan roles), scraped or not
@@ -192,6 +202,10 @@ class Supervisor(WorkerSlots):
                                  f"another program (another ffwatchd?) may use it: set metrics.listen in "
                                  f"{self.config_path} to a free address, or metrics: {{enabled: false}}") from e
 
+    def _measured_folders(self) -> dict[str, dict[str, Path]]:
+        """Every watch's folders and the temp folder, by role: what the disk metrics measure."""
+        return {w.name: {**w.folders(), "temp": self.settings.temp_dir} for w in self.settings.watches}
+
     def _start_web(self) -> None:
         """The operator's page on its own listener (web: in the config), with a store of its own."""
         w = self.settings.web
@@ -200,7 +214,7 @@ class Supervisor(WorkerSlots):
         # Imported here: the web page's code (Jinja2) loads only when web: is on.
         from ffwatchd.web.server import WebApp, WebServer
 
-        self.web = WebServer(WebApp(settings=lambda: self.settings, store=open_store(self.settings, migrate=False),
+        self.web = WebServer(WebApp(settings=lambda: self.settings, store=open_store(self.settings, Use.UNCHECKED),
                                     on_change=self.wake_workers))
         try:
             host, port = self.web.start(w.host, w.port)
@@ -237,10 +251,60 @@ class Supervisor(WorkerSlots):
 
     # -- housekeeping ----------------------------------------------------------------------
 
+    def watch_schema(self) -> None:
+        """Claiming stops, said once, when the job table is no longer at this version's schema
+        (a newer ffwatchd upgraded it under this daemon): nothing is claimed or filed against
+        a table this version may misread; a restart on the newer version takes over."""
+        if self.schema_problem is not None:
+            return
+        try:
+            self.store.require_known_schema()
+        except SchemaMismatch as e:
+            self.schema_problem = (f"claiming stopped: {e}; this daemon claims nothing more until it is "
+                                   "restarted on the newer version")
+            log.error("%s", self.schema_problem)
+            self.warnings.append(self.schema_problem)
+            self.claim_ok.clear()
+        except store_errors() as e:   # the table unreachable for a moment: looked at again later
+            log.debug("schema version not read: %s", e)
+
+    def _check_disk_and_folders(self) -> None:
+        try:
+            self.check_folders()
+        finally:
+            self._update_claiming()
+
+    def claiming_paused(self) -> str | None:
+        """Why claiming is paused now (the schema, the disk guard), or None."""
+        if self.stopping or self.claim_ok.is_set():
+            return None
+        if self.schema_problem is not None:
+            return self.schema_problem
+        return self.diskguard.reason if self.diskguard is not None else None
+
+    def check_folders(self) -> None:
+        """Each watch's folders made ready as at start-up (a watch a reload added, a folder of the
+        daemon's that went missing), then which watches still wait for theirs: status, the page
+        and ffwatchd_watch_waiting say so, and the log once per outage."""
+        settings = self.settings
+        self.share_folders.prepare(settings)
+        check = ShareCheck(settings)
+        waiting = {w.name: why for w in settings.watches if (why := check.problem(w))}
+        for name, why in waiting.items():
+            if name not in self.folders_waiting:
+                log.warning("watch %s waits for its folders: %s; its jobs are not claimed until they are there",
+                            name, why)
+        for name in self.folders_waiting.keys() - waiting.keys():
+            log.info("watch %s: its folders are all there again; its jobs are claimed", name)
+        self.folders_waiting = waiting
+        if self.metrics is not None:
+            for w in settings.watches:
+                self.metrics.set_watch_waiting(w.name, w.name in waiting)
+
     def _update_claiming(self) -> None:
         guard = self.diskguard
         allowed = guard.update() if guard is not None else True
-        if allowed and not self.stopping:
+        if allowed and not self.stopping and self.schema_problem is None:
             if not self.claim_ok.is_set():
                 self.claim_ok.set()
                 self.wake_workers()
@@ -251,7 +315,7 @@ class Supervisor(WorkerSlots):
         if now < self._next_retention or (self._retention_thread and self._retention_thread.is_alive()):
             return
         self._next_retention = now + self.settings.retention.interval
-        self._retention_thread = start_retention(self.settings, lambda: open_store(self.settings, migrate=False),
+        self._retention_thread = start_retention(self.settings, lambda: open_store(self.settings, Use.UNCHECKED),
                                                  self.metrics)
 
     def table_unreachable(self) -> Unreachable | None:
@@ -263,7 +327,8 @@ class Supervisor(WorkerSlots):
     def status_line(self) -> str:
         c = self.chores.counts if self.chores is not None else self.store.counts()   # never waits on the table
         busy = sum(1 for s in self.slots if s.state == "busy")
-        paused = " (claiming paused: disk low)" if not self.claim_ok.is_set() and not self.stopping else ""
+        paused = ("" if self.claim_ok.is_set() or self.stopping else
+                  " (claiming stopped: newer job table schema)" if self.schema_problem else " (claiming paused: disk low)")
         away = self.table_unreachable()
         down = f"; {unreachable_line(away.since, away.reason)}" if away is not None else ""
         return (f"{c['queued']} queued, {c['running']} running, {c['done']} done, {c['failed']} failed; "
@@ -280,11 +345,12 @@ class Supervisor(WorkerSlots):
         unavailable = self.watcher.unavailable() if self.watcher is not None else {}
         data = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": self.started_at, "updated_at": time.time(),
                 "config": str(self.config_path), "queue": self.store.where, "workers": [s.info() for s in self.slots],
-                "claiming_paused": (self.diskguard.reason if self.diskguard is not None and
-                                    not self.claim_ok.is_set() and not self.stopping else None),
+                "claiming_paused": self.claiming_paused(),
                 "disk_unmeasured": ([str(p) for p in self.diskguard.unknown] if self.diskguard is not None else []),
-                "watches_available": self.watcher.available() if self.watcher is not None else {},
+                "watches_available": ({n: ok and n not in self.folders_waiting for n, ok in self.watcher.available().items()}
+                                      if self.watcher is not None else {}),
                 "watches_unavailable": unavailable,
+                "folders_waiting": self.folders_waiting,
                 "unsettled": self.watcher.unsettled_count() if self.watcher is not None else {},
                 "waiting": self.watcher.waiting_files() if self.watcher is not None else {},
                 "unfiled": self.watcher.unfiled_files() if self.watcher is not None else {},
@@ -335,10 +401,12 @@ class Supervisor(WorkerSlots):
         if self.metrics is not None:        # a watch added by reload: its series at 0, as at start
             for watch in new.watches:
                 self.metrics.init_watch(watch.name)
+        self.check_folders()                # a watch added is prepared as at start-up, before it is watched
         old = self.watcher
         old.stop()
         self._start_watcher(notices_from=old)     # a name said once is not said again per reload
         self.batches.update(new)
+        self.metrics.set_folders(self._measured_folders())    # a watch added has its disk series, one removed none
         self.diskguard = None
         self._start_diskguard()
         if not unchanged:
@@ -413,12 +481,16 @@ class Supervisor(WorkerSlots):
             if now >= self._next_disk and not (self._disk_thread and self._disk_thread.is_alive()):
                 # statvfs on a hung hard-mounted share blocks: measure in a thread, never in this loop
                 self._next_disk = now + DISK_EVERY
-                self._disk_thread = threading.Thread(target=self._update_claiming, name="diskguard", daemon=True)
+                self._disk_thread = threading.Thread(target=self._check_disk_and_folders, name="diskguard",
+                                                     daemon=True)
                 self._disk_thread.start()
             if now >= self._next_models and not (self._models_thread and self._models_thread.is_alive()):
                 self._next_models = now + MODELS_EVERY
                 self._models_thread = threading.Thread(target=self.refresh_models, name="models", daemon=True)
                 self._models_thread.start()
+            if now >= self._next_schema:
+                self._next_schema = now + SCHEMA_EVERY
+                self.watch_schema()
             if now >= self._next_status:
                 self._next_status = now + STATUS_EVERY
                 self.write_status()

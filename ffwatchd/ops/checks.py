@@ -20,7 +20,7 @@ from ffwatchd.ops.install import owners
 from ffwatchd.ops.retention import unknown_to_ledger, unrecorded_line
 from ffwatchd.ops.statusfile import read_status
 from ffwatchd.spec.jobspec import JobSpec
-from ffwatchd.store import open_store, redact_url
+from ffwatchd.store import SchemaMismatch, Use, open_store, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -268,8 +268,12 @@ def check_queue(settings: Settings, problems: list[str], notes: list[str], warni
         notes.append(f"queue sqlite {settings.db_path} (created at the first run)")
         return
     try:
-        with open_store(settings, migrate=False) as store:
-            version = store.schema_version()
+        with open_store(settings, Use.UNCHECKED) as store:
+            version, known = store.schema_version(), store.known_schema()
+            if version and version != known:      # read only: `check` never upgrades it (nor reads its rows)
+                mismatch = SchemaMismatch(store.where, version, known)
+                (problems if mismatch.newer else notes).append(f"queue {store.where}: connects; {mismatch}")
+                return
             jobs = f", {sum(store.counts().values())} job(s)" if version else " (tables created at the first run)"
             notes.append(f"queue {store.where}: connects, schema version {version}{jobs}")
             unknown = unknown_to_ledger(settings, store) if version and warnings is not None else []

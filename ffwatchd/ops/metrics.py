@@ -84,8 +84,8 @@ class Metrics:
         self._define_histograms(r)
         if store is not None:
             r.register(JobTableCollector(store, leads))
-        if folders:
-            r.register(DiskCollector(folders))
+        self.disk = DiskCollector(folders or {})
+        r.register(self.disk)
         for watch in folders or {}:
             self.init_watch(watch)
         for device in devices:
@@ -163,6 +163,9 @@ class Metrics:
         self.worker_provider = Gauge("ffwatchd_worker_execution_provider",
                                      "1 for the execution provider a worker really runs on, "
                                      "0 for ones it had before", ["host", "device", "provider"], registry=r)
+        self.watch_waiting = Gauge("ffwatchd_watch_waiting",
+                                   "1 while a watch's jobs wait, unclaimed, for its folders (one missing, "
+                                   "the share dropped out)", ["watch"], registry=r)
         self.claiming_paused_gauge = Gauge("ffwatchd_claiming_paused",
                                            "1 while workers claim no new jobs (disk guard)",
                                            registry=r)
@@ -197,6 +200,7 @@ class Metrics:
             c.labels(watch)
         self.unsettled_files.labels(watch)
         self.unfiled_files.labels(watch)
+        self.watch_waiting.labels(watch)
         self.batches_finished.labels(watch)
         for what in LEFT_ALONE_KINDS:
             self.files_left_alone.labels(watch, what)
@@ -209,6 +213,20 @@ class Metrics:
         for error_kind in ERROR_KINDS:
             for outcome in ("failed", "retried"):
                 self.job_errors.labels(watch, error_kind, outcome)
+
+    def set_folders(self, folders: dict[str, dict[str, Path]]) -> None:
+        """After a reload: every watch's folders measured (one added gets its series, at zero
+        for the counters; one removed is no longer measured)."""
+        added = folders.keys() - self.disk.folders.keys()
+        removed = self.disk.folders.keys() - folders.keys()
+        self.disk.set_folders(folders)
+        for watch in sorted(added):
+            self._init_watch(watch)
+        for watch in removed:               # a state of a watch no longer there is no state
+            try:
+                self.watch_waiting.remove(watch)
+            except KeyError:
+                pass
 
     # -- what the daemon reports ----------------------------------------------------------
 
@@ -310,6 +328,9 @@ class Metrics:
     def worker_restarted(self, device: str, reason: str) -> None:
         self.worker_restarts.labels(self.host, str(device),
                                     bounded(reason, RESTART_REASONS, "restart reason")).inc()
+
+    def set_watch_waiting(self, watch: str, waiting: bool) -> None:
+        self.watch_waiting.labels(watch).set(1 if waiting else 0)
 
     def set_claiming_paused(self, paused: bool, reason: str = "") -> None:
         with self._lock:

@@ -29,6 +29,8 @@ from typing import Any, Sequence
 from ffwatchd.store.names import ESCAPED_PREFIX, decode_path
 from ffwatchd.store.rows import Batch, Delivery, Filing, Job, WorkerRow
 
+JOB_FIELDS = Job.__dataclass_fields__.keys()
+
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _PATH_COLUMNS = ("rel_path", "output_path", "batch")
 _JSON_COLUMNS = ("spec", "sources", "sidecars", "filing", "worker", "result")
@@ -70,7 +72,7 @@ class Dialect:
             values[k] = self.json_value(values[k])
         for k in _PATH_COLUMNS:
             values[k] = decode_path(values[k])
-        return Job.from_columns(values)
+        return Job.from_columns(values if len(values) == len(JOB_FIELDS) else ours(values))
 
     def batch(self, row: Any) -> Batch:
         values = dict(row)
@@ -114,7 +116,13 @@ class SqliteDialect(Dialect):
             stored = values[k]
             if stored is not None and stored.startswith(ESCAPED_PREFIX):
                 values[k] = decode_path(stored)
-        return Job.from_columns(values)
+        return Job.from_columns(values if len(values) == len(JOB_FIELDS) else ours(values))
+
+
+def ours(values: dict[str, Any]) -> dict[str, Any]:
+    """A row's columns this version knows: a newer ffwatchd's added columns are left unread (its
+    supervisor stops claiming when it sees the newer schema; until then a claim still decodes)."""
+    return {k: v for k, v in values.items() if k in JOB_FIELDS}
 
 
 SQLITE = SqliteDialect()

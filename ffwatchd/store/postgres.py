@@ -21,7 +21,7 @@ from ffwatchd.store import jobrules as rules
 from ffwatchd.store.dialect import Tx
 from ffwatchd.store.pg_connection import PgSession, QueueUnavailable
 from ffwatchd.store.pg_rows import CHANNEL, NOW, PG
-from ffwatchd.store.pgschema import migrate
+from ffwatchd.store.pgschema import MIGRATIONS, migrate
 from ffwatchd.store.rows import Job, Stats, Unreachable
 from ffwatchd.store.sqlstore import SqlJobStore
 from ffwatchd.store.urls import redact_url
@@ -96,6 +96,13 @@ class PostgresJobStore(SqlJobStore):
                 return 0
             return cur.execute("SELECT version FROM schema_version").fetchone()["version"]
         return self._pg.run(body)
+
+    def known_schema(self) -> int:
+        return len(MIGRATIONS)
+
+    def upgrade_schema(self) -> int:
+        with self._pg._lock:
+            return migrate(self._pg.connect(), self.where)
 
     def integrity_check(self) -> str:
         """'ok' when the table reads and every running job has a lease; else what is wrong."""
