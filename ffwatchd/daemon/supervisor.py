@@ -490,14 +490,14 @@ class Supervisor(WorkerSlots):
                 self._models_thread.start()
             if now >= self._next_schema:
                 self._next_schema = now + SCHEMA_EVERY
-                self.watch_schema()
+                self.table_chore_once("reading the job table's schema version", self.watch_schema)
             if now >= self._next_status:
                 self._next_status = now + STATUS_EVERY
                 self.write_status()
                 if now >= self._next_prune and not self._table_away():   # (no heartbeat got through meanwhile)
                     self._next_prune = now + self.settings.workers.lease
-                    self.table_chore("pruning lost workers",
-                                     lambda: prune_lost_workers(self.store, self.settings.workers.lease))
+                    self.table_chore_once("pruning lost workers",
+                                          lambda: prune_lost_workers(self.store, self.settings.workers.lease))
                 self.notifier.status(self.status_line())
             self._maybe_retention(now)
             self.notifier.watchdog()

@@ -29,6 +29,8 @@ class TableChores:
         self.failed: Unreachable | None = None      # a chore the table refused, until one goes through
         self._chores: "queue.SimpleQueue[tuple[str, Callable[[], None]] | None]" = queue.SimpleQueue()
         self._next_counts = 0.0
+        self._pending: set[str] = set()             # names of submit_once chores not done yet
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="table-chores", daemon=True)
 
     def start(self) -> "TableChores":
@@ -37,6 +39,15 @@ class TableChores:
 
     def submit(self, what: str, chore: Callable[[], None]) -> None:
         """Run `chore` on the chores thread (`what` names it in the log when it fails)."""
+        self._chores.put((what, chore))
+
+    def submit_once(self, what: str, chore: Callable[[], None]) -> None:
+        """`submit`, unless a chore of that name still waits or runs: periodic chores do not pile
+        up behind a table that is away."""
+        with self._lock:
+            if what in self._pending:
+                return
+            self._pending.add(what)
         self._chores.put((what, chore))
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -67,6 +78,9 @@ class TableChores:
                 log.warning("%s failed: %s", what, e)
                 if self.store.unreachable() is not None or isinstance(e, ConnectionError):
                     self.failed = self.failed or Unreachable(time.time(), str(e))
+            finally:
+                with self._lock:
+                    self._pending.discard(what)
 
     def _read_counts(self) -> None:
         self._next_counts = time.monotonic() + COUNTS_EVERY

@@ -139,6 +139,14 @@ class WorkerSlots:
         else:
             chores.submit(what, chore)
 
+    def table_chore_once(self, what: str, chore: Any) -> None:
+        """`table_chore` for a periodic one: not handed over again while the last one waits or runs."""
+        chores = getattr(self, "chores", None)
+        if chores is None:
+            chore()
+        else:
+            chores.submit_once(what, chore)
+
     def _give_back_jobs(self, owner: str, jobs: dict, current: int | None, touched: set, reason: str,
                         code: int | None, how: str) -> None:
         """An exited worker's row removed and every job it held back to the queue (or failed)."""
