@@ -26,8 +26,8 @@ from ffwatchd.faces.embed import Recognizer, combine_embeddings
 from ffwatchd.faces.enhance import Enhancer
 from ffwatchd.faces.models import Model, ModelKind
 from ffwatchd.faces.sessions import SessionConfig, probe_providers, provider_kind
-from ffwatchd.faces.swap import Swapper
-from ffwatchd.faces.types import Embedding
+from ffwatchd.faces.swap import Converter, Swapper
+from ffwatchd.faces.types import Embedding, Face, Frame
 from ffwatchd.fs.hashing import sha256_file
 from ffwatchd.media.c2pa_sign import ManifestSigner, load_credentials
 from ffwatchd.media.image import (
@@ -57,7 +57,7 @@ _IDENTITY_CACHE_SIZE = 32
 
 # The engine that runs each kind of model, built from its file and its family's conventions.
 _ENGINES = {ModelKind.DETECTOR: load_detector, ModelKind.RECOGNIZER: Recognizer,
-            ModelKind.SWAPPER: Swapper, ModelKind.ENHANCER: Enhancer}
+            ModelKind.SWAPPER: Swapper, ModelKind.ENHANCER: Enhancer, ModelKind.CONVERTER: Converter}
 
 
 def output_suffix(target: Path, spec: JobSpec) -> str:
@@ -190,8 +190,8 @@ class Pipeline:
 
     # -- identities ------------------------------------------------------------------
 
-    def _largest_face_embedding(self, path: Path, what: str, spec: JobSpec,
-                                detector: Detector, recognizer: Recognizer) -> Embedding:
+    def largest_face(self, path: Path, what: str, spec: JobSpec, detector: Detector) -> tuple[Frame, Face]:
+        """Image `path` and its largest face; JobError naming the file when it has none."""
         try:
             image = read_image(path, self.max_pixels)
         except JobError as e:
@@ -201,10 +201,14 @@ class Pipeline:
         if not faces:
             raise JobError("no_face", f"no face found in {what} {path} (detector {detector.name}, "
                            f"score >= {d.score})")
-        face = max(faces, key=lambda f: f.area)
         if len(faces) > 1:
             log.info("%s %s has %d faces; using the largest", what, path.name, len(faces))
-        return recognizer.embed(image.bgr, face)
+        return image.bgr, max(faces, key=lambda f: f.area)
+
+    def _largest_face_embedding(self, path: Path, what: str, spec: JobSpec,
+                                detector: Detector, recognizer: Recognizer) -> Embedding:
+        frame, face = self.largest_face(path, what, spec, detector)
+        return recognizer.embed(frame, face)
 
     def identity(self, paths: list[Path], what: str, spec: JobSpec,
                           detector: Detector, recognizer: Recognizer) -> Embedding:
@@ -254,7 +258,7 @@ class Pipeline:
         """Load what the spec needs, compute its source identity and reference once, and let each
         of its processors prepare its step."""
         processors = spec.installed()
-        names = spec.models_used()
+        names = registry.with_converters(spec.models_used(), self.custom_models)
         self.check_models(names)
         detector = recognizer = reference = None
         if spec.works_on_faces():
@@ -372,6 +376,14 @@ class _Job:
             raise JobError("internal", "a source identity needs the detector and the recognizer")
         return self.pipeline.identity([Path(s) for s in self.spec.sources], "source", self.spec,
                                       self.detector, self.recognizer)
+
+    def source_face(self) -> tuple[Frame, Face]:
+        if not self.spec.sources:
+            needs = ", ".join(p.name for p in self.processors if p.needs_sources)
+            raise JobError("bad_sidecar", f"{needs} needs at least one source image (`sources`)")
+        if self.detector is None:
+            raise JobError("internal", "a source face needs the detector")
+        return self.pipeline.largest_face(Path(self.spec.sources[0]), "source", self.spec, self.detector)
 
 
 def write_bytes(path: Path, data: bytes) -> None:

@@ -49,6 +49,9 @@ class JobContext(Protocol):
     def source_identity(self) -> Embedding:
         """The job's source faces as one identity (computed once, cached across jobs)."""
 
+    def source_face(self) -> tuple[Frame, Face]:
+        """The first source image and its largest face (swappers fed a source crop)."""
+
 
 class Processor(ABC):
     """Subclass per processor module; the module exposes an instance as `PROCESSOR`."""
