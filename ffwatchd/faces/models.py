@@ -106,7 +106,7 @@ FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
     ModelFamily("inswapper", ModelKind.SWAPPER, size=128, template="arcface_128",
                 rounding=Rounding.TRUNCATE, identity=Identity.EMAP,
                 reference="https://github.com/deepinsight/insightface/tree/master/examples/in_swapper"),
-    # FaceFusion 3.x face_swapper/core.py: every swapper gets RGB x/255, (x - mean) / std; the
+    # FaceFusion 3.x (processors/modules/…/core.py): every swapper gets RGB x/255, (x - mean) / std; the
     # -1..1 families are de-normalised by std and mean (0.5) on the way out, the 0..1 ones clipped.
     ModelFamily("hyperswap", ModelKind.SWAPPER, size=256, template="arcface_128",
                 mean=(0.5,) * 3, std=(0.5,) * 3, output_range=(-1.0, 1.0), identity=Identity.EMBEDDING,

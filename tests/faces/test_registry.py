@@ -16,6 +16,9 @@ from ffwatchd.faces.models import FAMILIES
 def test_builtins_have_a_family_a_licence_and_pins():
     for name, info in registry.BUILTIN_MODELS.items():
         assert info.family in FAMILIES and info.licence.id and (info.licence.url or "").startswith("https://")
+        if info.sha256 is None:             # FaceFusion publishes CRC32 only: pinned at the first fetch
+            assert info.url.startswith("https://huggingface.co/facefusion/") and info.size is None, name
+            continue
         assert re.fullmatch(r"[0-9a-f]{64}", info.sha256), name
         assert info.size and info.size > 100_000
         assert info.url.startswith("https://") and info.url.endswith(info.filename)
