@@ -136,14 +136,13 @@ class Swapper:
             raise JobError("bad_sidecar", f"pixel boost {side} is not a multiple of model {self.name}'s "
                            f"{self.size} px crop")
         crop, m = warp_face(frame, face.kps, side, template_points(self.family.template, side))
-        tiles = tiles_of(crop, self.size) if side != self.size else crop[None]
-        blobs = np.concatenate([to_blob(t, self.family) for t in tiles])
+        blobs = to_blob(tiles_of(crop, self.size) if side != self.size else crop, self.family)
         if self.batched:
             preds = self._run(blobs, np.repeat(latent, len(blobs), axis=0))
         else:
             preds = np.concatenate([self._run(b[None], latent) for b in blobs])
-        outs = [from_blob(p, self.family) for p in preds]
-        return (crop_of(np.stack(outs), self.size) if side != self.size else outs[0]), m
+        outs = from_blob(preds, self.family)
+        return (crop_of(outs, self.size) if side != self.size else outs[0]), m
 
     def _run(self, blobs: np.ndarray, latent: np.ndarray) -> np.ndarray:
         return self.session.run([self.output_name], {self.target_name: blobs, self.source_name: latent})[0]

@@ -310,3 +310,41 @@ def test_models_list_and_fetch_name_the_families_and_their_converters(tmp_path, 
         thread.join()
     assert (models / "crossface_ghost.onnx").is_file()            # its converter came with it
     assert set(registry.pins(models)) == {"ghost_1_256.onnx", "crossface_ghost.onnx"}
+
+
+def _frames(path: Path) -> list[np.ndarray]:
+    cap = cv2.VideoCapture(str(path))
+    out = []
+    while True:
+        ok, frame = cap.read()
+        if not ok:
+            return out
+        out.append(frame)
+
+
+def test_a_video_is_swapped_by_a_family_frame_by_frame_boosted(tmp_path, customs, source_image, face_frame_module):
+    """Video goes through the same frame processor: ghost (with its converter), boosted to 512."""
+    import subprocess
+
+    from ffwatchd.media.ffmpeg import find_ffmpeg
+    from ffwatchd.work.videojob import process_video_file
+
+    ffmpeg = find_ffmpeg(None)
+    still = tmp_path / "face.png"
+    cv2.imwrite(str(still), face_frame_module)
+    clip = tmp_path / "clip.mp4"
+    subprocess.run([ffmpeg, "-hide_banner", "-nostdin", "-v", "error", "-y", "-loop", "1", "-i", str(still),
+                    "-t", "0.5", "-r", "10", "-c:v", "libx264", "-preset", "veryfast", "-crf", "8",
+                    "-pix_fmt", "yuv420p", str(clip)], check=True, timeout=120)
+    pipeline = Pipeline(tmp_path / "models", customs)
+    out = tmp_path / "result.mp4"
+    job = spec("ghost", source_image, pixel_boost=512)
+    job = dataclasses.replace(job, output=dataclasses.replace(job.output, video_crf=8, video_preset="veryfast"))
+    video = process_video_file(pipeline, clip, out, job, workdir=tmp_path / "work", ffmpeg=ffmpeg,
+                               max_pixels=10**8)
+    assert video.faces_total == len(_frames(clip)) == 5
+    face = detected(pipeline, face_frame_module)
+    for before, after in zip(_frames(clip), _frames(out), strict=True):
+        b, a = eye_levels(before, face.kps), eye_levels(after, face.kps)
+        assert (b[:, 2] - a[:, 2]).min() > 15 and np.abs(b[:, 0] - a[:, 0]).max() <= 8
+        assert np.abs(after.astype(int) - before)[:100].max() <= 8      # above the face: untouched
