@@ -348,3 +348,60 @@ def test_a_video_is_swapped_by_a_family_frame_by_frame_boosted(tmp_path, customs
         b, a = eye_levels(before, face.kps), eye_levels(after, face.kps)
         assert (b[:, 2] - a[:, 2]).min() > 15 and np.abs(b[:, 0] - a[:, 0]).max() <= 8
         assert np.abs(after.astype(int) - before)[:100].max() <= 8      # above the face: untouched
+
+
+def test_families_are_configured_validated_and_their_converters_count_for_licences(tmp_path):
+    from ffwatchd.config.load import load_settings
+    from ffwatchd.errors import ConfigError
+    from ffwatchd.faces.registry import known_models
+
+    def config(models: dict, swapper: dict) -> dict:
+        d = {n: str(tmp_path / n) for n in ("inbox", "output", "done", "failed")}
+        return {"state_dir": str(tmp_path / "s"), "temp_dir": str(tmp_path / "t"), "models_dir": str(tmp_path / "m"),
+                "models": models, "watches": [{"name": "w", **d, "defaults": {
+                    "processors": ["face_swapper"], "face_detector": {"model": "yunet"},
+                    "face_swapper": swapper}}]}
+    mine = {"path": "my_hififace.onnx", "family": "hififace", "licence": "non-commercial"}
+    settings = load_settings(config({"my_hififace": mine}, {"model": "my_hififace", "pixel_boost": 512}), tmp_path)
+    (model,) = settings.models
+    assert model.family == "hififace" and model.conventions.converter == "crossface_hififace"
+    known = known_models(settings.models)
+    assert validate({"face_swapper": {"model": "simswap_unofficial_512", "pixel_boost": 1024}}, "s", known) == []
+    assert validate({"face_swapper": {"model": "crossface_ghost"}}, "s", known) \
+        == [f"s.face_swapper.model: 'crossface_ghost' is not a known swapper model (known: "
+            f"{', '.join(sorted(n for n, k in known.items() if k == 'swapper'))})"]
+    # simswap is non-commercial; the converter it cannot work without has no known licence
+    with pytest.raises(ConfigError) as e:
+        load_settings(config({"licences_allowed": ["non-commercial"]}, {"model": "simswap_256"}), tmp_path)
+    assert "model crossface_simswap is licensed unknown" in str(e.value)
+    assert "simswap_256 is" not in str(e.value)
+
+
+@pytest.mark.parametrize("family", ["inswapper", "hyperswap"])
+def test_on_a_real_photo_pixel_boost_keeps_the_face_s_own_detail(family, assets, tmp_path):
+    """grace_hopper.jpg's face (166 x 212 px) through an unmarked identity swapper, real SCRFD and
+    ArcFace: boosted, the face comes back as the reference tiling says, and nearer the original
+    than through the model's own crop size (which resamples it down)."""
+    from ffwatchd.fs.hashing import sha256_file
+    from ffwatchd.spec.jobspec import JobSpec
+
+    sig = SIGNATURES[family]
+    plain = make_swapper_like(tmp_path / "plain.onnx", sig, marks=False)
+    rec = assets / "models" / "w600k_mbf_int8.onnx"
+    customs = (custom_model("mbf_int8", rec, "recognizer", sha256_file(rec)), custom_model("plain", plain, family))
+    pipeline = Pipeline(assets / "models", customs)
+    target = assets / "images" / "grace_hopper.jpg"
+    original = cv2.imread(str(target))
+    face = max(pipeline.load_model("scrfd_500m", ModelKind.DETECTOR).detect(original, 0.5, 640), key=lambda f: f.area)
+    x0, y0, x1, y1 = (int(v) for v in face.bbox)
+    errors = {}
+    for boost in (sig.size, 1024):
+        spec = JobSpec.from_mapping({"processors": ["face_swapper"], "sources": [str(assets / "images" / "astronaut.png")],
+                                     "face_detector": {"model": "scrfd_500m"}, "face_recognizer": {"model": "mbf_int8"},
+                                     "face_swapper": {"model": "plain", "pixel_boost": boost}, "output": {"format": "png"}})
+        out = tmp_path / f"out_{boost}.png"
+        pipeline.process_image(target, out, spec)
+        result = cv2.imread(str(out)).astype(int)
+        assert np.abs(result - oracle(original, face.kps, sig, plain, boost)).max() <= 1
+        errors[boost] = float(np.abs(result - original)[y0:y1, x0:x1].mean())
+    assert errors[1024] < errors[sig.size] / 2, errors
