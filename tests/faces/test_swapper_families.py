@@ -405,3 +405,36 @@ def test_on_a_real_photo_pixel_boost_keeps_the_face_s_own_detail(family, assets,
         assert np.abs(result - oracle(original, face.kps, sig, plain, boost)).max() <= 1
         errors[boost] = float(np.abs(result - original)[y0:y1, x0:x1].mean())
     assert errors[1024] < errors[sig.size] / 2, errors
+
+
+def test_process_command_runs_a_family_with_its_converter_boosted(tmp_path, synth, swappers, source_image, target,
+                                                                   capsys, monkeypatch):
+    import argparse
+
+    import yaml
+
+    from ffwatchd.cli import process as cli_process
+
+    monkeypatch.delenv("FFWATCHD_CONFIG", raising=False)
+    models = {m.name: m.config_entry() for m in synth.values()}
+    models["synth_ghost"] = {"path": str(swappers["synth_ghost"]), "family": "ghost"}
+    models["crossface_ghost"] = {"path": str(swappers["crossface_ghost"]), "family": "crossface"}
+    share = {d: str(tmp_path / "share" / d) for d in ("inbox", "output", "done", "failed")}
+    cfg = tmp_path / "ffwatchd.yaml"
+    cfg.write_text(yaml.safe_dump({"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"),
+                                   "models_dir": str(tmp_path / "models"), "models": models,
+                                   "watches": [{"name": "w", **share}]}))
+
+    def run(*argv: str) -> int:
+        parser = argparse.ArgumentParser()
+        cli_process.add_arguments(parser)
+        return cli_process.run(parser.parse_args(["-c", str(cfg), "-s", str(source_image), "-t", str(target),
+                                                  "--detector", "synth_scrfd", "--recognizer", "synth_arcface",
+                                                  "--swapper", "synth_ghost", "--processors", "face_swapper",
+                                                  "--json", *argv]))
+    assert run("-o", str(tmp_path / "out.png"), "--pixel-boost", "512") == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["faces"] == 1 and "crossface_ghost" in summary["execution_providers"]
+    assert run("-o", str(tmp_path / "bad.png"), "--pixel-boost", "384") == 1
+    captured = capsys.readouterr()
+    assert "384 is not a multiple of the 256 px crop of model synth_ghost" in captured.out + captured.err
