@@ -82,8 +82,9 @@ def mark_boxes(sig: Signature, side: int | None = None) -> list[tuple[int, int, 
 
 
 def make_swapper_like(path: Path, sig: Signature, marks: bool = True, batch: bool = False,
-                      seed: int = 5) -> Path:
-    """A swapper of `sig`'s signature that returns its target crop (marked, see the module)."""
+                      seed: int = 5, half: bool = False) -> Path:
+    """A swapper of `sig`'s signature that returns its target crop (marked, see the module);
+    `half`: float16 inputs, output and emap (as an fp16 export)."""
     s = sig.size
     mean = np.asarray(sig.norm[0], np.float32).reshape(1, 3, 1, 1)
     std = np.asarray(sig.norm[1], np.float32).reshape(1, 3, 1, 1)
@@ -93,19 +94,23 @@ def make_swapper_like(path: Path, sig: Signature, marks: bool = True, batch: boo
             gain[0, 0, y0:y1, x0:x1] = 0.0
     n = "N" if batch else 1
     scale, shift = 1.0 - sig.out_lo, sig.out_lo       # 0..1 -> out_lo..1
-    nodes = [helper.make_node("Mul", ["target", "std"], ["scaled"]),
+    nodes = [helper.make_node("Cast", ["target"], ["target_f"], to=TensorProto.FLOAT),
+             helper.make_node("Cast", ["source"], ["source_f"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["target_f", "std"], ["scaled"]),
              helper.make_node("Add", ["scaled", "mean"], ["pixels"]),           # back to x/255, RGB
              helper.make_node("Mul", ["pixels", "gain"], ["marked"]),
              helper.make_node("Mul", ["marked", "out_scale"], ["spread"]),
              helper.make_node("Add", ["spread", "out_shift"], ["ranged"]),
              # the source is read (its shape checked by the runtime) and weighs nothing
-             helper.make_node("ReduceSum", ["source"], ["source_sum"], keepdims=0),
+             helper.make_node("ReduceSum", ["source_f"], ["source_sum"], keepdims=0),
              helper.make_node("Mul", ["source_sum", "zero"], ["nil"]),
-             helper.make_node("Add", ["ranged", "nil"], ["output"])]
+             helper.make_node("Add", ["ranged", "nil"], ["output_f"]),
+             helper.make_node("Cast", ["output_f"], ["output"], to=TensorProto.FLOAT16 if half else TensorProto.FLOAT)]
+    io = TensorProto.FLOAT16 if half else TensorProto.FLOAT
     inits = [_tensor("std", std), _tensor("mean", mean), _tensor("gain", gain),
              _tensor("out_scale", np.array(scale, np.float32)), _tensor("out_shift", np.array(shift, np.float32)),
              _tensor("zero", np.array(0.0, np.float32))]
-    outputs = [helper.make_tensor_value_info("output", TensorProto.FLOAT, [n, 3, s, s])]
+    outputs = [helper.make_tensor_value_info("output", io, [n, 3, s, s])]
     if "mask" in sig.outputs:
         nodes.append(helper.make_node("ReduceMax", ["pixels"], ["mask_raw"], axes=[1], keepdims=1))
         nodes.append(helper.make_node("Mul", ["mask_raw", "zero"], ["mask_zero"]))
@@ -114,10 +119,11 @@ def make_swapper_like(path: Path, sig: Signature, marks: bool = True, batch: boo
         outputs.append(helper.make_tensor_value_info("mask", TensorProto.FLOAT, [n, 1, s, s]))
     if sig.family == "inswapper":
         rng = np.random.default_rng(seed)
-        inits.append(_tensor("emap", rng.standard_normal((512, 512)).astype(np.float32) / np.sqrt(512)))
+        emap = rng.standard_normal((512, 512)).astype(np.float32) / np.sqrt(512)
+        inits.append(numpy_helper.from_array(emap.astype(np.float16 if half else np.float32), "emap"))
     shapes = {"target": [n, 3, s, s], "source": [n, *sig.source]}
     graph = helper.make_graph(nodes, f"{sig.family}_like",
-                              [helper.make_tensor_value_info(name, TensorProto.FLOAT, shapes[name])
+                              [helper.make_tensor_value_info(name, io, shapes[name])
                                for name in sig.inputs], outputs, initializer=inits)
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), path)
 

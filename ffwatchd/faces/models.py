@@ -205,6 +205,7 @@ BUILTIN_MODELS: dict[str, Model] = {m.name: m for m in (
     Model("inswapper_128", "inswapper", "inswapper_128.onnx", _INSIGHTFACE_TERMS,
           "https://huggingface.co/ezioruan/inswapper_128.onnx/resolve/main/inswapper_128.onnx",
           "e4a3f08c753cb72d04e10aa0f7dbe3deebbf39567d4ead6dce08e98aa49e16af", 554253681),
+    _swapper("inswapper_128_fp16", "inswapper", "models-3.0.0", _INSIGHTFACE_TERMS),
     Model("gfpgan_1.4", "gfpgan", "gfpgan_1.4.onnx",
           Licence("Apache-2.0", "https://github.com/TencentARC/GFPGAN/blob/master/LICENSE"),
           "https://huggingface.co/facefusion/models-3.0.0/resolve/main/gfpgan_1.4.onnx",

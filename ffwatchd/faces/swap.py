@@ -97,6 +97,9 @@ class Swapper:
         self.output_name = self.session.get_outputs()[0].name      # hyperswap's second output is a mask
         self.size = fam.size
         self.batched = not _is_fixed(target.shape[0]) and not _is_fixed(source.shape[0])
+        # fp16 exports (inswapper_128_fp16) may take half-precision inputs
+        self.target_type, self.source_type = (np.float16 if i.type == "tensor(float16)" else np.float32
+                                              for i in (target, source))
         self.emap = read_emap(path) if fam.identity is Identity.EMAP else None
         self.providers = list(self.session.get_providers())
 
@@ -145,7 +148,9 @@ class Swapper:
         return (crop_of(outs, self.size) if side != self.size else outs[0]), m
 
     def _run(self, blobs: np.ndarray, latent: np.ndarray) -> np.ndarray:
-        return self.session.run([self.output_name], {self.target_name: blobs, self.source_name: latent})[0]
+        feed = {self.target_name: blobs.astype(self.target_type, copy=False),
+                self.source_name: latent.astype(self.source_type, copy=False)}
+        return np.asarray(self.session.run([self.output_name], feed)[0], np.float32)
 
     def swap(self, frame: Frame, face: Face, latent: np.ndarray,
              touched: list[tuple[int, int, int, int]] | None = None, boost: int | None = None) -> Frame:

@@ -438,3 +438,21 @@ def test_process_command_runs_a_family_with_its_converter_boosted(tmp_path, synt
     assert run("-o", str(tmp_path / "bad.png"), "--pixel-boost", "384") == 1
     captured = capsys.readouterr()
     assert "384 is not a multiple of the 256 px crop of model synth_ghost" in captured.out + captured.err
+
+
+def test_an_fp16_export_is_fed_half_precision_and_swaps_alike(tmp_path, synth, swappers, face_frame_module):
+    """inswapper_128_fp16: float16 inputs, output and emap; the swap matches the float32 one."""
+    assert BUILTIN_MODELS["inswapper_128_fp16"].family == "inswapper"
+    sig = SIGNATURES["inswapper"]
+    half = make_swapper_like(tmp_path / "half.onnx", sig, half=True)
+    full = swappers["synth_inswapper"]
+    a, b = (Swapper(custom_model("x", p, "inswapper"), p, CFG) for p in (half, full))
+    assert a.target_type is np.float16 and a.emap.dtype == np.float32
+    face = detected(Pipeline(tmp_path, (custom_model("synth_scrfd", synth["synth_scrfd"].path, "detector"),)),
+                    face_frame_module)
+    e = np.ones(512, np.float32) / np.sqrt(512)
+    np.testing.assert_allclose(a.latent(e), b.latent(e), atol=2e-3)
+    for boost in (128, 256):
+        ca, _ = a.swap_crop(face_frame_module, face, a.latent(e), boost)
+        cb, _ = b.swap_crop(face_frame_module, face, b.latent(e), boost)
+        assert np.abs(ca.astype(int) - cb).max() <= 1
