@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 _SUFFIX_ALIASES = {"JPEG": (".jpg", ".jpeg", ".jpe", ".jfif"), "PNG": (".png",), "WEBP": (".webp",),
                    "TIFF": (".tif", ".tiff")}
 _IDENTITY_CACHE_SIZE = 32
+_SOURCE_FACE_CACHE_SIZE = 2           # whole decoded photos: few
 
 
 # The engine that runs each kind of model, built from its file and its family's conventions.
@@ -88,6 +89,7 @@ class Pipeline:
         self._lock = threading.Lock()
         self._probe: list[str] | None = None
         self._identities: dict[tuple, Embedding] = {}
+        self._source_faces: dict[tuple, tuple[Frame, Face]] = {}
 
     # -- models and providers --------------------------------------------------------
 
@@ -204,6 +206,22 @@ class Pipeline:
         if len(faces) > 1:
             log.info("%s %s has %d faces; using the largest", what, path.name, len(faces))
         return image.bgr, max(faces, key=lambda f: f.area)
+
+    def source_face(self, path: Path, spec: JobSpec, detector: Detector) -> tuple[Frame, Face]:
+        """`largest_face` of a source photo, cached across jobs while the file is unchanged."""
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise JobError("bad_input", f"cannot read source {e.filename}: {e.strerror}") from e
+        d = spec.face_detector
+        key = (str(path), st.st_size, st.st_mtime_ns, detector.name, d.score, d.size)
+        cached = self._source_faces.get(key)
+        if cached is None:
+            cached = self.largest_face(path, "source", spec, detector)
+            if len(self._source_faces) >= _SOURCE_FACE_CACHE_SIZE:
+                self._source_faces.pop(next(iter(self._source_faces)))
+            self._source_faces[key] = cached
+        return cached
 
     def _largest_face_embedding(self, path: Path, what: str, spec: JobSpec,
                                 detector: Detector, recognizer: Recognizer) -> Embedding:
@@ -383,7 +401,7 @@ class _Job:
             raise JobError("bad_sidecar", f"{needs} needs at least one source image (`sources`)")
         if self.detector is None:
             raise JobError("internal", "a source face needs the detector")
-        return self.pipeline.largest_face(Path(self.spec.sources[0]), "source", self.spec, self.detector)
+        return self.pipeline.source_face(Path(self.spec.sources[0]), self.spec, self.detector)
 
 
 def write_bytes(path: Path, data: bytes) -> None:
