@@ -182,3 +182,19 @@ def synthetic_spec(**overrides):
     for key, value in overrides.items():
         raw[key] = {**raw.get(key, {}), **value} if isinstance(value, dict) else value
     return JobSpec.from_mapping(raw)
+
+
+def make_identity_inswapper(path: Path) -> Path:
+    """An inswapper-signature model that gives its target crop back unchanged (the source latent is
+    read and ignored): a swap with it leaves every face as it was, so its quality score must be the
+    original face's own similarity to the source."""
+    nodes = [helper.make_node("ReduceSum", ["source"], ["source_sum"], keepdims=1, name="read_source"),
+             helper.make_node("Mul", ["source_sum", "zero"], ["nothing"], name="drop_source"),
+             helper.make_node("Add", ["target", "nothing"], ["output"], name="same")]
+    inits = [_tensor("zero", np.array(0.0, np.float32)), _tensor("emap", np.eye(512, dtype=np.float32))]
+    graph = helper.make_graph(nodes, "identity_inswapper",
+                              [helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, 3, 128, 128]),
+                               helper.make_tensor_value_info("source", TensorProto.FLOAT, [1, 512])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, 128, 128])],
+                              initializer=inits)
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), path)

@@ -254,10 +254,11 @@ def _process_video(settings: Settings | None, pipeline: Any, spec: jobspec.JobSp
     # Imported here: only a video needs ffmpeg and the video stage.
     from ffwatchd.media.ffmpeg import find_ffmpeg
 
-    video = process_video_file(pipeline, target, tmp, spec, workdir=workdir,
-                               ffmpeg=find_ffmpeg(settings.ffmpeg if settings else None),
-                               max_pixels=pipeline.max_pixels, on_cuda=pipeline.active_provider() == "cuda",
-                               segment_seconds=(settings.workers if settings else WorkerSettings()).video_segment)
+    outcome = process_video_file(pipeline, target, tmp, spec, workdir=workdir,
+                                 ffmpeg=find_ffmpeg(settings.ffmpeg if settings else None),
+                                 max_pixels=pipeline.max_pixels, on_cuda=pipeline.active_provider() == "cuda",
+                                 segment_seconds=(settings.workers if settings else WorkerSettings()).video_segment)
+    video = outcome.video
     return {"faces": video.faces_total, "frames": video.frames, "processors": list(spec.processors),
             "models": spec.models_used(), "has_audio": video.has_audio, "copied": video.faces_total == 0}
 

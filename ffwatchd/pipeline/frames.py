@@ -9,7 +9,7 @@ from ffwatchd.faces.detect import Detector
 from ffwatchd.faces.embed import Recognizer
 from ffwatchd.faces.select import select_faces
 from ffwatchd.faces.types import Embedding, Face, Frame
-from ffwatchd.processors import Change, Processor, Scope, Step
+from ffwatchd.processors import Change, FaceScore, Processor, Scope, Step
 from ffwatchd.spec.jobspec import JobSpec
 
 
@@ -19,12 +19,14 @@ class FrameProcessor:
 
     def __init__(self, spec: JobSpec, detector: Detector | None, recognizer: Recognizer | None,
                  reference: Embedding | list[Embedding] | None,
-                 steps: list[tuple[Processor, Step | None]], models_used: list[str]) -> None:
+                 steps: list[tuple[Processor, Step | None]], models_used: list[str],
+                 scores: list[FaceScore] | None = None) -> None:
         self.spec = spec
         self.detector, self.recognizer = detector, recognizer
         self.reference = reference
         self.steps = steps
         self.models_used = models_used
+        self.scores = scores if scores is not None else []   # each swapped face's, as the steps record them
         self.processors = [p.name for p, _ in steps]
         self.detected = 0                 # faces the detector found in the last frame, before selection
 

@@ -12,6 +12,7 @@ import os
 import shutil
 import threading
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -22,7 +23,7 @@ from ffwatchd.config.settings import C2paSettings
 from ffwatchd.errors import JobError
 from ffwatchd.faces import registry
 from ffwatchd.faces.detect import Detector, load_detector
-from ffwatchd.faces.embed import Recognizer, combine_embeddings
+from ffwatchd.faces.embed import Recognizer, combine_embeddings, cosine_similarity
 from ffwatchd.faces.enhance import Enhancer
 from ffwatchd.faces.models import Model, ModelKind
 from ffwatchd.faces.sessions import SessionConfig, probe_providers, provider_kind
@@ -42,7 +43,7 @@ from ffwatchd.media.image import (
 from ffwatchd.media.provenance import ModelFile, Provenance
 from ffwatchd.pipeline.contract import ImageResult, RenderedImage
 from ffwatchd.pipeline.frames import FrameProcessor
-from ffwatchd.processors import Processor, Scope
+from ffwatchd.processors import FaceScore, Processor, Scope
 from ffwatchd.spec.jobspec import JobSpec
 
 if TYPE_CHECKING:
@@ -294,7 +295,7 @@ class Pipeline:
                                                    detector, recognizer)
             else:
                 reference = self._people(Path(spec.face_selector.reference), spec, detector, recognizer)
-        return FrameProcessor(spec, detector, recognizer, reference, steps, names)
+        return FrameProcessor(spec, detector, recognizer, reference, steps, names, job.scores)
 
     def output_suffix(self, target: Path, spec: JobSpec) -> str:
         return output_suffix(target, spec)
@@ -343,7 +344,7 @@ class Pipeline:
                         write_image(Path(output), image.bgr, fmt, alpha=image.alpha,
                                     quality=spec.output.image_quality, exif=image.exif,
                                     icc_profile=image.icc_profile)
-                return ImageResult(0, [], [], fmt.lower(), copied=True)
+                return ImageResult(0, [], [], fmt.lower(), copied=True, faces_found=processor.detected)
             return RenderedImage(write_copy, image.bgr, image.bgr)
         prov = self.provenance_for(processor, faces)
 
@@ -359,7 +360,9 @@ class Pipeline:
                 else:
                     write_bytes(output, data)
             return ImageResult(faces, list(spec.processors), list(processor.models_used), fmt.lower(),
-                               provenance=prov.as_dict() if prov else None, signed=signer is not None)
+                               provenance=prov.as_dict() if prov else None, signed=signer is not None,
+                               faces_found=processor.detected if processor.detector is not None else None,
+                               scores=[sc.as_dict() for sc in processor.scores])
         return RenderedImage(write, frame, image.bgr)
 
 
@@ -382,6 +385,7 @@ class _Job:
                  detector: Detector | None, recognizer: Recognizer | None) -> None:
         self.pipeline, self.spec, self.processors = pipeline, spec, processors
         self.detector, self.recognizer = detector, recognizer
+        self.scores: list[FaceScore] = []
 
     def load(self, name: str, kind: ModelKind) -> Any:
         return self.pipeline.load_model(name, kind)
@@ -402,6 +406,14 @@ class _Job:
         if self.detector is None:
             raise JobError("internal", "a source face needs the detector")
         return self.pipeline.source_face(Path(self.spec.sources[0]), self.spec, self.detector)
+
+    def similarity(self, frame: Frame, face: Face, identity: Embedding) -> float:
+        if self.recognizer is None:
+            raise JobError("internal", "a face's similarity needs the recognizer")
+        return cosine_similarity(self.recognizer.embed(frame, replace(face)), identity)
+
+    def record(self, score: FaceScore) -> None:
+        self.scores.append(score)
 
 
 def write_bytes(path: Path, data: bytes) -> None:

@@ -1,6 +1,6 @@
 """Processors as plug-ins: each one module implementing `Processor`; one registry lists them."""
 
-from ffwatchd.processors.protocol import Box, Change, JobContext, Processor, Scope, Step
+from ffwatchd.processors.protocol import Box, Change, FaceScore, JobContext, Processor, Scope, Step
 from ffwatchd.processors.registry import (
     ENTRY_POINT_GROUP,
     ProcessorError,
@@ -11,5 +11,5 @@ from ffwatchd.processors.registry import (
     processors,
 )
 
-__all__ = ["Box", "Change", "ENTRY_POINT_GROUP", "JobContext", "Processor", "ProcessorError", "Scope", "Step",
+__all__ = ["Box", "Change", "FaceScore", "ENTRY_POINT_GROUP", "JobContext", "Processor", "ProcessorError", "Scope", "Step",
            "check_processor", "default_processors", "names", "processor", "processors"]

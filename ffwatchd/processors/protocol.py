@@ -9,6 +9,7 @@ turns one job's settings into the step run on every frame.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, Mapping, Protocol
 
@@ -32,6 +33,18 @@ class Change(StrEnum):
     WHOLE = "whole"                         # any pixel may have changed
 
 
+@dataclass(frozen=True)
+class FaceScore:
+    """How a swapped face reads back: the recognizer's cosine similarity to the source identity,
+    after the swap and (for contrast) of the original face before it."""
+    box: Box
+    similarity: float
+    original: float
+
+    def as_dict(self) -> dict:
+        return {"box": list(self.box), "similarity": round(self.similarity, 4), "original": round(self.original, 4)}
+
+
 class Step(Protocol):
     """One job's work of one processor on one frame, in place (H x W x 3 uint8 BGR)."""
 
@@ -51,6 +64,12 @@ class JobContext(Protocol):
 
     def source_face(self) -> tuple[Frame, Face]:
         """The first source image and its largest face (swappers fed a source crop)."""
+
+    def similarity(self, frame: Frame, face: Face, identity: Embedding) -> float:
+        """The recognizer's cosine similarity between `face` as it is in `frame` and `identity`."""
+
+    def record(self, score: FaceScore) -> None:
+        """Keep a swapped face's score for the job's result (jobs show, the report, metrics)."""
 
 
 class Processor(ABC):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ffwatchd.config.settings import Settings
 from ffwatchd.logs import setup_logging
-from ffwatchd.store import open_store
+from ffwatchd.store import Use, open_store
 from ffwatchd.work.benchstage import ENV as BENCH_ENV
 from ffwatchd.work.benchstage import bench_pipeline
 
@@ -101,7 +101,7 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
     parent = os.getppid()
     owner = worker_owner(device)
     try:
-        store = open_store(settings)
+        store = open_store(settings, Use.UNCHECKED)     # the supervisor upgraded it and watches it
         pipeline = load_pipeline(settings, device)
         provider = pipeline.active_provider()
         guard = limit_memory(settings.workers.ram_limit, device)

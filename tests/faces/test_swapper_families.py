@@ -342,7 +342,7 @@ def test_a_video_is_swapped_by_a_family_frame_by_frame_boosted(tmp_path, customs
     job = dataclasses.replace(job, output=dataclasses.replace(job.output, video_crf=8, video_preset="veryfast"))
     video = process_video_file(pipeline, clip, out, job, workdir=tmp_path / "work", ffmpeg=ffmpeg,
                                max_pixels=10**8)
-    assert video.faces_total == len(_frames(clip)) == 5
+    assert video.video.faces_total == len(_frames(clip)) == 5
     face = detected(pipeline, face_frame_module)
     for before, after in zip(_frames(clip), _frames(out), strict=True):
         b, a = eye_levels(before, face.kps), eye_levels(after, face.kps)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ RECORDED = HERE / "goldens-cd68132.json"
                     reason=f"the shared assets are not under {goldens.ASSETS} (set FFWATCHD_ASSETS)")
 def test_todays_processors_give_the_outputs_of_the_commit_before(tmp_path):
     recorded = json.loads(RECORDED.read_text())
-    now = goldens.run_cases(tmp_path, env={**os.environ, "PYTHONPATH": str(goldens.REPO)})
+    now = goldens.run_cases(tmp_path, goldens.in_process)
     assert set(now) == set(recorded)
     changed = {name: (recorded[name], now[name]) for name in recorded if now[name] != recorded[name]}
     assert not changed, f"outputs differ from {RECORDED.name}: {sorted(changed)}"
