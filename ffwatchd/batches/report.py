@@ -15,7 +15,7 @@ import jinja2
 from markupsafe import Markup
 
 from ffwatchd.batches.nottaken import MAX_LISTED, not_taken
-from ffwatchd.batches.thumbs import ThumbCache
+from ffwatchd.batches.thumbs import ThumbCache, original_shown
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
 from ffwatchd.filing.plan import find_failed_original, retry_advice
@@ -137,11 +137,10 @@ def _models(spec: dict) -> list[str]:
 
 
 def swap_quality(job: Job) -> dict:
-    """A done job's worst swapped face (its identity similarity to the source) and whether it is
-    under the sidecar's `face_swapper.review_below`, so an editor knows which files to look at."""
-    quality = ((job.result or {}).get("quality") or {}).get("min") if job.state == "done" else None
-    below = ((job.spec or {}).get("face_swapper") or {}).get("review_below")
-    return {"quality": quality, "review": quality is not None and isinstance(below, (int, float)) and quality < below}
+    """A done job's worst swapped face (its identity similarity to the source) and whether a face
+    was under the job's `review_below`, so an editor knows which files to look at."""
+    quality = ((job.result or {}).get("quality") or {}) if job.state == "done" else {}
+    return {"quality": quality.get("min"), "review": bool(quality.get("review"))}
 
 
 def _model_files(files: list[dict]) -> list[dict]:
@@ -220,20 +219,24 @@ def row_view(f: dict, pics: tuple[str | None, str | None] | None, links: dict[st
     """What one file's row shows, for the template to lay out: `pics` None: past the rows that
     show pictures (THUMB_ROWS); `links`: relative links to the result and the original (`links_from`)."""
     before, after = pics or (None, None)
+    shown = original_shown(f["processors"])      # an anonymize job's row: anonymized pictures only
     view = {"outcome": f["outcome"], "path": f["path"], "kind": "text", "pictures": (),
             "took": f"{f['duration_s']:.1f} s" if f["duration_s"] is not None else "",
             "models": ", ".join(f["models"]), "review": bool(f.get("review")),
             "quality": f"{f['quality']:.2f}" if f.get("quality") is not None else "",
-            "faces": "" if f.get("faces") is None else str(f["faces"])}
+            "faces": "" if f.get("faces") is None else str(f["faces"]),
+            "withheld": not shown and pics is not None and f["state"] in ("done", "failed", "cancelled")}
     if f["state"] == "done":
-        view.update(kind="done", pictures=None if pics is None else ((before, "before"), (after, "after")),
+        pictures = ((before, "before"), (after, "after")) if shown else ((after, "anonymized"),)
+        view.update(kind="done", pictures=None if pics is None else pictures,
                     output_text=f"output/{f['output']}" if f["output"] else "",
                     output_href=_href(links["output"], f["output"]) if links and f["output"] else None,
-                    original_href=_href(links["done"], f["original"]) if links and f.get("original") else None)
+                    original_href=(_href(links["done"], f["original"]) if shown and links and f.get("original")
+                                   else None))
     elif f["outcome"] == "superseded":
         view.update(kind="superseded", message=f["message"] or "")
     elif f["state"] in ("failed", "cancelled"):
-        view.update(kind="failed", pictures=None if pics is None else ((before, "original"),),
+        view.update(kind="failed", pictures=None if pics is None else ((before, "original"),) if shown else (),
                     error_kind=f["error_kind"] or "", message=f["message"] or "", retry=f["retry"] or "")
     else:
         view["text"] = f["state"] + progress_text(f.get("progress"))
@@ -346,7 +349,7 @@ def write_report(watch: WatchSettings, folder: str, jobs: list[Job], cache: Thum
         if j.state in ("done", "failed", "cancelled") and j.kind == "image":
             out = job_output(watch, j) if j.state == "done" else None
             after = Path(out) if out else None
-            before = _before_path(watch, j)
+            before = _before_path(watch, j) if original_shown((j.spec or {}).get("processors")) else None
             thumbs[j.id] = (cache.get(j.id, before, _root_of(watch, before)), cache.get(j.id, after, watch.output))
     html_path, json_path = report_paths(watch, folder)
     # printable: a name that is not UTF-8 shows as \xHH in the page (the JSON keeps it exactly)

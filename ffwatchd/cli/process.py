@@ -296,6 +296,7 @@ def _worker_options(args: argparse.Namespace, settings: Settings | None) -> dict
         "device": w.devices[0] if w and w.devices else "cpu",   # a watch-only host: process on CPU
         "cpu_threads": w.cpu_threads if w else 0,
         "vram_limit": w.vram_limit if w else 12 * 2**30,
+        "ram_limit": w.ram_limit if w else WorkerSettings.ram_limit,
         "max_pixels": w.max_pixels if w else 80_000_000,
         "provenance": settings.provenance if settings else True,
         "c2pa": settings.c2pa if settings else None,

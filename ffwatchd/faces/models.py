@@ -18,6 +18,7 @@ class ModelKind(StrEnum):
     SWAPPER = "swapper"
     ENHANCER = "enhancer"
     CONVERTER = "converter"       # maps the recognizer's embedding into the space a swapper was trained on
+    UPSCALER = "upscaler"         # the whole frame, tiled (faces/upscale.py)
 
 
 class Colour(StrEnum):
@@ -92,6 +93,10 @@ class ModelFamily:
     converter: str | None = None              # Identity.CONVERTED*: the converter model (a Model name)
     source_template: str | None = None        # Identity.SOURCE_CROP: the source crop's template
     source_size: int | None = None            # ... and its side
+    # Whole-frame models (upscalers): context a tile needs on each side, and the working memory
+    # per output pixel that sets the tile size from the worker's memory limit.
+    tile_margin: int = 0
+    bytes_per_output_pixel: int = 0
 
 
 FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
@@ -136,12 +141,17 @@ FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
     ModelFamily("gfpgan", ModelKind.ENHANCER, size=512, template="ffhq_512",
                 mean=(0.5,) * 3, std=(0.5,) * 3, output_range=(-1.0, 1.0),
                 reference="https://github.com/TencentARC/GFPGAN"),
+    # The scale (x2, x4) is read from the model's output at load; rounded as realesrgan/utils.py does.
+    ModelFamily("real_esrgan", ModelKind.UPSCALER, colour=Colour.RGB,
+                tile_margin=16, bytes_per_output_pixel=3072,
+                reference="https://github.com/xinntao/Real-ESRGAN"),
 )}
 
 # The family a custom model gets when the config names only its kind (configs before families).
 FAMILY_OF_KIND: dict[ModelKind, str] = {
     ModelKind.DETECTOR: "scrfd", ModelKind.RECOGNIZER: "arcface",
     ModelKind.SWAPPER: "inswapper", ModelKind.ENHANCER: "gfpgan", ModelKind.CONVERTER: "crossface",
+    ModelKind.UPSCALER: "real_esrgan",
 }
 
 
@@ -188,6 +198,8 @@ def _swapper(name: str, family: str, release: str, licence: Licence) -> Model:
     return Model(name, family, f"{name}.onnx", licence, f"{_FF}/{release}/resolve/main/{name}.onnx")
 
 
+_REAL_ESRGAN_TERMS = Licence("BSD-3-Clause", "https://github.com/xinntao/Real-ESRGAN/blob/master/LICENSE")
+
 # Hashes and sizes are the ones published with (or pinned by many users of) the official files;
 # docs/pipeline.md lists where each comes from.
 BUILTIN_MODELS: dict[str, Model] = {m.name: m for m in (
@@ -226,6 +238,10 @@ BUILTIN_MODELS: dict[str, Model] = {m.name: m for m in (
     _swapper("crossface_ghost", "crossface", "models-3.4.0", _CROSSFACE_TERMS),
     _swapper("crossface_simswap", "crossface", "models-3.4.0", _CROSSFACE_TERMS),
     _swapper("crossface_hififace", "crossface", "models-3.4.0", _CROSSFACE_TERMS),
+    Model("real_esrgan_x2", "real_esrgan", "real_esrgan_x2.onnx", _REAL_ESRGAN_TERMS,
+          "https://huggingface.co/facefusion/models-3.0.0/resolve/main/real_esrgan_x2.onnx"),
+    Model("real_esrgan_x4", "real_esrgan", "real_esrgan_x4.onnx", _REAL_ESRGAN_TERMS,
+          "https://huggingface.co/facefusion/models-3.0.0/resolve/main/real_esrgan_x4.onnx"),
 )}
 
 

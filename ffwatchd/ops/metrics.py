@@ -218,7 +218,7 @@ class Metrics:
         removed = self.disk.folders.keys() - folders.keys()
         self.disk.set_folders(folders)
         for watch in sorted(added):
-            self._init_watch(watch)
+            self.init_watch(watch)
         for watch in removed:               # a state of a watch no longer there is no state
             try:
                 self.watch_waiting.remove(watch)

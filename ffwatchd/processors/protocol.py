@@ -2,8 +2,8 @@
 
 A processor states its name, its sidecar section (a frozen dataclass of defaults and a check per
 key), the model kinds it needs, whether it needs source faces, whether it generates pixels (the
-provenance's AI claim), and whether it works on the selected faces or the whole frame; `prepare`
-turns one job's settings into the step run on every frame.
+provenance's AI claim), whether it works on the selected faces or the whole frame, and whether it
+changes the frame's size; `prepare` turns one job's settings into the step run on every frame.
 """
 
 from __future__ import annotations
@@ -40,15 +40,30 @@ class FaceScore:
     box: Box
     similarity: float
     original: float
+    review_below: float | None = None   # the job's threshold: under it, an editor should look
+
+    @property
+    def review(self) -> bool:
+        return self.review_below is not None and self.similarity < self.review_below
 
     def as_dict(self) -> dict:
-        return {"box": list(self.box), "similarity": round(self.similarity, 4), "original": round(self.original, 4)}
+        return {"box": list(self.box), "similarity": round(self.similarity, 4), "original": round(self.original, 4),
+                "review": self.review}
 
 
 class Step(Protocol):
     """One job's work of one processor on one frame, in place (H x W x 3 uint8 BGR)."""
 
     def __call__(self, frame: Frame, faces: list[Face], touched: list[Box]) -> Change: ...
+
+
+class ResizingStep(Protocol):
+    """The step of a processor that `resizes`: a new frame of `output_size`, made from the frame
+    (left as it was); every pixel of the new one counts as changed."""
+
+    def output_size(self, width: int, height: int) -> tuple[int, int]: ...
+
+    def __call__(self, frame: Frame, faces: list[Face], touched: list[Box]) -> Frame: ...
 
 
 class JobContext(Protocol):
@@ -86,13 +101,24 @@ class Processor(ABC):
     scope: ClassVar[Scope] = Scope.FACES
     edit_label: ClassVar[str | None] = None   # the label's default text when no processor generates pixels
     default: ClassVar[bool] = False         # run when a sidecar names no processors
+    anonymizes: ClassVar[bool] = False      # hides who is shown: a batch report never shows the original
+    resizes: ClassVar[bool] = False         # its step is a ResizingStep (whole-frame processors only)
 
     def models(self, settings: Any) -> tuple[str, ...]:
         """The model names this processor's settings name (in `model_kinds` order)."""
         return tuple(getattr(settings, key) for key, check in self.checks.items()
                      if isinstance(check, ModelKey))
 
+    def strips_metadata(self, settings: Any) -> bool:
+        """Whether the job's outputs lose what identifies a person, a place or a camera (GPS,
+        maker notes, serial numbers, owner names: media/identifying.py)."""
+        return False
+
+    def provenance_note(self, settings: Any) -> str:
+        """How its settings were applied, as the output's provenance records it ("": nothing)."""
+        return ""
+
     @abstractmethod
-    def prepare(self, settings: Any, job: JobContext) -> Step | None:
+    def prepare(self, settings: Any, job: JobContext) -> Step | ResizingStep | None:
         """The step for one job (models loaded through `job`); None when it has nothing to do."""
 

@@ -48,15 +48,17 @@ class _Superseded(str):
     """_original_problem: the original changed after it was queued (its new content is its own job)."""
 
 
-def report_thumbs(rendered: RenderedImage, plan: Plan) -> dict | None:
-    """Thumbnails of an image job's original and result, keyed by where the plan filed them."""
+def report_thumbs(rendered: RenderedImage, plan: Plan, spec: dict | None) -> dict | None:
+    """Thumbnails of an image job's original (unless its `spec` anonymizes) and result, keyed
+    by where the plan filed them."""
     # Imported here: the report's thumbnails need OpenCV and Pillow; loaded where one is made.
-    from ffwatchd.batches.thumbs import thumbnail_of
+    from ffwatchd.batches.thumbs import original_shown, thumbnail_of
 
     if rendered.source is None or rendered.frame is None or not plan.result_dst:
         return None
-    thumbs = {str(Path(plan.original_dst)): thumbnail_of(rendered.source),
-              str(Path(plan.result_dst)): thumbnail_of(rendered.frame)}
+    thumbs = {str(Path(plan.result_dst)): thumbnail_of(rendered.frame)}
+    if original_shown((spec or {}).get("processors")):
+        thumbs[str(Path(plan.original_dst))] = thumbnail_of(rendered.source)
     return {k: v for k, v in thumbs.items() if v is not None} or None
 
 
@@ -251,7 +253,7 @@ class JobRunner:
                 self._clean_temp(job.id, None if job.kind != "image" else result)
                 return
             if rendered is not None:
-                out.thumbs = report_thumbs(rendered, plan)
+                out.thumbs = report_thumbs(rendered, plan, job.spec)
             self._finish(job, _landed(filed.result, plan), pending)
             out.outcome = "done"
             self._clean_temp(job.id, None if job.kind != "image" else result)

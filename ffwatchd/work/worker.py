@@ -87,7 +87,7 @@ def load_pipeline(settings: Settings, device: str) -> "JobPipeline":
     return Pipeline(settings.models_dir, settings.models, providers=w.providers, device=device,
                     vram_limit=w.vram_limit, cpu_threads=w.cpu_threads, max_pixels=w.max_pixels,
                     provenance=settings.provenance, c2pa=settings.c2pa,
-                    licences_allowed=settings.licences_allowed)
+                    licences_allowed=settings.licences_allowed, ram_limit=w.ram_limit)
 
 
 def worker_main(settings: Settings, device: str, index: int, events: Any, wake: Any, stop: Any,

@@ -39,8 +39,10 @@ def test_each_swapped_face_gets_the_recognizer_s_similarity_of_what_was_written(
         cosine_similarity(prepared.recognizer.embed(face_frame, face), identity), abs=1e-3)
     assert result.scores[0]["similarity"] != pytest.approx(result.scores[0]["original"], abs=1e-3)
     report = result.report()
+    review = result.scores[0]["similarity"] < 0.3                 # the default review_below
+    assert result.scores[0]["review"] is review
     assert report["quality"] == {"scored": 1, "min": result.scores[0]["similarity"],
-                                 "mean": result.scores[0]["similarity"]}
+                                 "mean": result.scores[0]["similarity"], "review": review}
 
 
 @needs_assets

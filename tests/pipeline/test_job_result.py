@@ -75,11 +75,11 @@ def test_the_batch_report_says_each_model_s_licence_and_sha256(env, tmp_path):  
 
 
 def _scored_job(store, watch, name: str, quality: float, review_below: float):
-    job_id = enqueue(store, watch, name, name.encode(), face_swapper={"review_below": review_below})
+    job_id = enqueue(store, watch, name, name.encode())
     job = store.claim("me", 60)
     report = {"faces": 2, "faces_found": 2, "frames": 1, "processors": ["face_swapper"], "models": [],
               "copied": False, "signed": False, "scores": [],
-              "quality": {"scored": 2, "min": quality, "mean": quality + 0.1}}
+              "quality": {"scored": 2, "min": quality, "mean": quality + 0.1, "review": quality < review_below}}
     store.set_filing(job.id, "me", {"outcome": "done", "original_src": "x", "original_dst": "y", "result": report},
                      attempt=job.claims)
     store.finish(job.id, "me", output_path=str(watch.output / name), attempt=job.claims)

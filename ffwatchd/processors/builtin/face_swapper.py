@@ -50,7 +50,7 @@ class FaceSwapper(Processor):
                 n = len(touched)
                 swapper.swap(frame, face, latent, touched, boost)
                 box = touched[n] if len(touched) > n else tuple(int(v) for v in face.bbox)
-                job.record(FaceScore(box, job.similarity(frame, face, identity), before))
+                job.record(FaceScore(box, job.similarity(frame, face, identity), before, settings.review_below))
             return Change.BOXES if faces else Change.NONE
         return step
 
