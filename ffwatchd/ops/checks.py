@@ -90,7 +90,7 @@ def check_models(settings: Settings, warnings: list[str], notes: list[str]) -> N
     needed = set()
     for w in settings.watches:
         try:
-            used = JobSpec.from_mapping(w.defaults).models_used()
+            used = registry.with_converters(JobSpec.from_mapping(w.defaults).models_used(), settings.models)
         except (TypeError, ValueError):
             continue
         needed.update(used)
