@@ -26,5 +26,4 @@ def test_power_cuts_at_every_step_of_a_batch_lose_and_double_nothing(synth_model
     assert not o.doubled, f"originals filed twice: {o.doubled}"
     assert not o.problems, "\n".join(o.problems)
     assert o.announced, "the batch's finish was announced"
-    if o.unknown_to_ledger:      # issue 33's ledger part (a resumed filing records no result): not this test's fix
-        pytest.xfail(f"filed files the ledger does not know: {o.unknown_to_ledger}")
+    assert not o.unknown_to_ledger, f"filed files the ledger does not know: {o.unknown_to_ledger}"
