@@ -51,6 +51,35 @@ class OneOf:
             else f"{short_repr(v)} is not one of {', '.join(self.options)}"
 
 
+@dataclass(frozen=True)
+class SubsetOf:
+    """A non-empty list of distinct `options`."""
+    options: tuple[str, ...]
+
+    def __call__(self, v: Any) -> str | None:
+        if not isinstance(v, list) or not v:
+            return f"{short_repr(v)} is not a non-empty list of {', '.join(self.options)}"
+        bad = [x for x in v if not (isinstance(x, str) and x in self.options)]
+        if bad:
+            return f"{short_repr(bad[0])} is not one of {', '.join(self.options)}"
+        return None if len(set(v)) == len(v) else f"{short_repr(v)} names one twice"
+
+
+@dataclass(frozen=True)
+class NumbersBetween:
+    """A list of exactly `count` numbers, each between lo and hi."""
+    count: int
+    lo: float
+    hi: float
+
+    def __call__(self, v: Any) -> str | None:
+        if not isinstance(v, list) or len(v) != self.count \
+                or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in v):
+            return f"{short_repr(v)} is not a list of {self.count} numbers"
+        bad = [x for x in v if not self.lo <= x <= self.hi]
+        return f"{short_repr(bad[0])} is not between {self.lo} and {self.hi}" if bad else None
+
+
 def is_text(v: Any) -> str | None:
     return None if isinstance(v, str) and v.strip() else f"{short_repr(v)} is not a non-empty string"
 

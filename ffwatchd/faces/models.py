@@ -17,6 +17,9 @@ class ModelKind(StrEnum):
     RECOGNIZER = "recognizer"
     SWAPPER = "swapper"
     ENHANCER = "enhancer"
+    OCCLUDER = "occluder"             # face_mask occlusion: what covers the face (xseg)
+    PARSER = "parser"                 # face_mask region: which part of the face each pixel is (bisenet)
+    LANDMARKER = "landmarker"         # 68 points, for the face_mask area (2dfan4)
 
 
 class Colour(StrEnum):
@@ -35,6 +38,12 @@ class Identity(StrEnum):
     """How a source face's identity becomes a swapper's second input."""
     NONE = "none"                 # not a swapper
     EMAP = "emap"                 # inswapper: the normalised embedding times the graph's emap, normalised
+
+
+class Layout(StrEnum):
+    """Axis order of the model's image input."""
+    NCHW = "nchw"
+    NHWC = "nhwc"
 
 
 class Batch(StrEnum):
@@ -83,6 +92,7 @@ class ModelFamily:
     identity: Identity = Identity.NONE
     batch: Batch = Batch.FIXED
     reference: str = ""                       # the code whose conventions these are
+    layout: Layout = Layout.NCHW
 
 
 FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
@@ -100,12 +110,22 @@ FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
     ModelFamily("gfpgan", ModelKind.ENHANCER, size=512, template="ffhq_512",
                 mean=(0.5,) * 3, std=(0.5,) * 3, output_range=(-1.0, 1.0),
                 reference="https://github.com/TencentARC/GFPGAN"),
+    # Mask models see the face on the FFHQ crop (a superset of every processor's crop);
+    # conventions as FaceFusion's face_masker.py / face_landmarker.py feed them.
+    ModelFamily("xseg", ModelKind.OCCLUDER, size=256, template="ffhq_512", colour=Colour.BGR,
+                layout=Layout.NHWC, reference="https://github.com/iperov/DeepFaceLab (XSeg)"),
+    ModelFamily("bisenet", ModelKind.PARSER, size=512, template="ffhq_512",
+                mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
+                reference="https://github.com/yakhyo/face-parsing"),
+    ModelFamily("2dfan4", ModelKind.LANDMARKER, size=256, colour=Colour.BGR,
+                reference="https://github.com/1adrianb/face-alignment (FAN, as FaceFusion's 2dfan4)"),
 )}
 
 # The family a custom model gets when the config names only its kind (configs before families).
 FAMILY_OF_KIND: dict[ModelKind, str] = {
     ModelKind.DETECTOR: "scrfd", ModelKind.RECOGNIZER: "arcface",
     ModelKind.SWAPPER: "inswapper", ModelKind.ENHANCER: "gfpgan",
+    ModelKind.OCCLUDER: "xseg", ModelKind.PARSER: "bisenet", ModelKind.LANDMARKER: "2dfan4",
 }
 
 
@@ -137,6 +157,18 @@ class Model:
 _HF_INSIGHTFACE = "https://huggingface.co/public-data/insightface/resolve/main/models"
 _INSIGHTFACE_TERMS = Licence(NON_COMMERCIAL, "https://github.com/deepinsight/insightface#license")
 
+
+
+def _facefusion(release: str, filename: str) -> str:
+    return f"https://huggingface.co/facefusion/models-{release}/resolve/main/{filename}"
+
+
+# The mask models: FaceFusion's files and the licences its model set states (it publishes CRC32
+# hashes, not sha256, so theirs are recorded on first fetch).
+_XSEG_TERMS = Licence("GPL-3.0", "https://github.com/iperov/DeepFaceLab/blob/master/LICENSE")
+_BISENET_TERMS = Licence("MIT", "https://github.com/yakhyo/face-parsing/blob/main/LICENSE")
+_2DFAN4_TERMS = Licence("MIT", "https://github.com/facefusion/facefusion/blob/master/facefusion/face_landmarker.py")
+
 # Hashes and sizes are the ones published with (or pinned by many users of) the official files;
 # docs/pipeline.md lists where each comes from.
 BUILTIN_MODELS: dict[str, Model] = {m.name: m for m in (
@@ -158,6 +190,12 @@ BUILTIN_MODELS: dict[str, Model] = {m.name: m for m in (
           Licence("Apache-2.0", "https://github.com/TencentARC/GFPGAN/blob/master/LICENSE"),
           "https://huggingface.co/facefusion/models-3.0.0/resolve/main/gfpgan_1.4.onnx",
           "accc4757b26bdb89b32b4d3500d4f79c9dff97c1dd7c7104bf9dcb95e3311385", 340299087),
+    *(Model(f"xseg_{n}", "xseg", f"xseg_{n}.onnx", _XSEG_TERMS, _facefusion(release, f"xseg_{n}.onnx"))
+      for n, release in ((1, "3.1.0"), (2, "3.1.0"), (3, "3.2.0"))),
+    *(Model(f"bisenet_resnet_{n}", "bisenet", f"bisenet_resnet_{n}.onnx", _BISENET_TERMS,
+            _facefusion(release, f"bisenet_resnet_{n}.onnx"))
+      for n, release in ((18, "3.1.0"), (34, "3.0.0"))),
+    Model("2dfan4", "2dfan4", "2dfan4.onnx", _2DFAN4_TERMS, _facefusion("3.0.0", "2dfan4.onnx")),
 )}
 
 

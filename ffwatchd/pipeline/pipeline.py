@@ -24,6 +24,7 @@ from ffwatchd.faces import registry
 from ffwatchd.faces.detect import Detector, load_detector
 from ffwatchd.faces.embed import Recognizer, combine_embeddings
 from ffwatchd.faces.enhance import Enhancer
+from ffwatchd.faces.masks import FaceMasks, Landmarker, MaskType, Occluder, Parser
 from ffwatchd.faces.models import Model, ModelKind
 from ffwatchd.faces.sessions import SessionConfig, probe_providers, provider_kind
 from ffwatchd.faces.swap import Swapper
@@ -57,7 +58,8 @@ _IDENTITY_CACHE_SIZE = 32
 
 # The engine that runs each kind of model, built from its file and its family's conventions.
 _ENGINES = {ModelKind.DETECTOR: load_detector, ModelKind.RECOGNIZER: Recognizer,
-            ModelKind.SWAPPER: Swapper, ModelKind.ENHANCER: Enhancer}
+            ModelKind.SWAPPER: Swapper, ModelKind.ENHANCER: Enhancer,
+            ModelKind.OCCLUDER: Occluder, ModelKind.PARSER: Parser, ModelKind.LANDMARKER: Landmarker}
 
 
 def output_suffix(target: Path, spec: JobSpec) -> str:
@@ -272,7 +274,7 @@ class Pipeline:
                                                    detector, recognizer)
             else:
                 reference = self._people(Path(spec.face_selector.reference), spec, detector, recognizer)
-        return FrameProcessor(spec, detector, recognizer, reference, steps, names)
+        return FrameProcessor(spec, detector, recognizer, reference, steps, names, masks=job.masks)
 
     def output_suffix(self, target: Path, spec: JobSpec) -> str:
         return output_suffix(target, spec)
@@ -360,6 +362,7 @@ class _Job:
                  detector: Detector | None, recognizer: Recognizer | None) -> None:
         self.pipeline, self.spec, self.processors = pipeline, spec, processors
         self.detector, self.recognizer = detector, recognizer
+        self.masks: FaceMasks | None = None
 
     def load(self, name: str, kind: ModelKind) -> Any:
         return self.pipeline.load_model(name, kind)
@@ -372,6 +375,19 @@ class _Job:
             raise JobError("internal", "a source identity needs the detector and the recognizer")
         return self.pipeline.identity([Path(s) for s in self.spec.sources], "source", self.spec,
                                       self.detector, self.recognizer)
+
+    def face_masks(self) -> FaceMasks:
+        """Built on the first ask; loads only the models the mask types need (box: none)."""
+        if self.masks is None:
+            fm = self.spec.face_mask
+            need = fm.needs
+            self.masks = FaceMasks(
+                fm,
+                occluder=self.load(fm.occluder, ModelKind.OCCLUDER) if need(MaskType.OCCLUSION) else None,
+                parser=self.load(fm.parser, ModelKind.PARSER) if need(MaskType.REGION) else None,
+                landmarker=(self.load(self.spec.face_landmarker.model, ModelKind.LANDMARKER)
+                            if need(MaskType.AREA) else None))
+        return self.masks
 
 
 def write_bytes(path: Path, data: bytes) -> None:

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from enum import StrEnum
 from typing import Any, ClassVar, Mapping, Protocol
 
+from ffwatchd.faces.masks import FaceMasks
 from ffwatchd.faces.models import ModelKind
 from ffwatchd.faces.types import Embedding, Face, Frame
 from ffwatchd.schema import Check, ModelKey
@@ -49,6 +50,9 @@ class JobContext(Protocol):
     def source_identity(self) -> Embedding:
         """The job's source faces as one identity (computed once, cached across jobs)."""
 
+    def face_masks(self) -> FaceMasks:
+        """The job's face masks (face_mask), shared by its processors; computed once per face per frame."""
+
 
 class Processor(ABC):
     """Subclass per processor module; the module exposes an instance as `PROCESSOR`."""
@@ -64,6 +68,7 @@ class Processor(ABC):
     scope: ClassVar[Scope] = Scope.FACES
     edit_label: ClassVar[str | None] = None   # the label's default text when no processor generates pixels
     default: ClassVar[bool] = False         # run when a sidecar names no processors
+    uses_face_mask: ClassVar[bool] = False  # pastes faces back through the job's face_mask
 
     def models(self, settings: Any) -> tuple[str, ...]:
         """The model names this processor's settings name (in `model_kinds` order)."""

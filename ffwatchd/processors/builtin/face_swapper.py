@@ -25,14 +25,16 @@ class FaceSwapper(Processor):
     needs_sources = True
     generates_pixels = True
     default = True
+    uses_face_mask = True
 
     def prepare(self, settings: SwapperSettings, job: JobContext) -> Step:
         swapper = job.load(settings.model, ModelKind.SWAPPER)
         latent = swapper.latent(job.source_identity())
+        masks = job.face_masks()
 
         def step(frame: Frame, faces: list[Face], touched: list[Box]) -> Change:
             for face in faces:
-                swapper.swap(frame, face, latent, touched)
+                swapper.swap(frame, face, latent, touched, masks)
             return Change.BOXES if faces else Change.NONE
         return step
 
