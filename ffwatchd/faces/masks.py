@@ -101,9 +101,9 @@ class MaskSpec:
 
 @lru_cache(maxsize=64)
 def box_mask(size: int, blur: float = 0.3, padding: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)) -> np.ndarray:
-    """A size x size float32 mask: 0 on a border of blur/3 of the side (or the side's padding,
-    if wider), then 1, feathered by a Gaussian of radius blur/6 of the side. blur 0.3 and no
-    padding is the paste-back mask ffwatchd always had (pasteback.feather_mask)."""
+    """A size x size float32 mask: 1 inside, its edge blur/3 of the side in from each side (or
+    that side's padding, if wider), feathered by a Gaussian of radius blur/6 of the side. blur 0.3
+    and no padding is the paste-back mask ffwatchd always had (pasteback.feather_mask)."""
     # Exact fractions, so blur 0.3 gives exactly the old 10 % border and 5 % radius.
     band = Fraction(str(blur)) * size / 3
     border = max(1, round(band))
@@ -118,15 +118,16 @@ def box_mask(size: int, blur: float = 0.3, padding: tuple[float, ...] = (0.0, 0.
 
 
 # The model masks' edge: a Gaussian of this share of the crop's side, then only what stays
-# above one half kept (FaceFusion's 5 px on its crop), so a mask never bleeds past its edge.
+# above one half kept (as FaceFusion's 5 px on its crop), so a mask never bleeds past its edge.
 _EDGE_SIGMA = 0.02
 
 
 def soften(mask: np.ndarray) -> np.ndarray:
     """A 0..1 mask with its edges feathered inwards: 0 wherever it was 0."""
     sigma = _EDGE_SIGMA * mask.shape[0]
-    blurred = cv2.GaussianBlur(np.clip(mask, 0.0, 1.0).astype(np.float32), (0, 0), sigma)
-    return (np.clip(blurred, 0.5, 1.0) - 0.5) * 2.0
+    mask = np.clip(mask, 0.0, 1.0).astype(np.float32)
+    blurred = cv2.GaussianBlur(mask, (0, 0), sigma)
+    return np.minimum(mask, (np.clip(blurred, 0.5, 1.0) - 0.5) * 2.0)   # corners too stay 0
 
 
 def compose(outer: Affine, inner: Affine) -> Affine:
