@@ -350,3 +350,64 @@ def test_the_mask_models_are_families_and_built_in_models():
         assert m.url == f"https://huggingface.co/facefusion/models-{m.url.split('models-')[1].split('/')[0]}" \
                         f"/resolve/main/{name}.onnx"
     assert (FAMILIES["xseg"].size, FAMILIES["bisenet"].size, FAMILIES["2dfan4"].size) == (256, 512, 256)
+
+
+# -- the real photos, with the real detectors and recognizer --------------------------------------
+
+@pytest.fixture(scope="module")
+def real(assets, synth_customs, mask_synth):
+    rec = assets / "models" / "w600k_mbf_int8.onnx"
+    customs = synth_customs + tuple(custom_model(m.name, m.path, m.kind, m.sha256) for m in mask_synth.values()) \
+        + (custom_model("mbf_int8", rec, "recognizer"),)
+    return Pipeline(assets / "models", customs)
+
+
+def real_spec(assets, detector: str = "scrfd_500m", **face_mask) -> JobSpec:
+    return sm.synthetic_spec(sources=[str(assets / "images" / "grace_hopper.jpg")],
+                             processors=["face_swapper", "face_enhancer"],
+                             face_detector={"model": detector}, face_recognizer={"model": "mbf_int8"},
+                             face_mask={"occluder": "synth_xseg", "parser": "synth_bisenet", **face_mask},
+                             face_landmarker={"model": "synth_2dfan4"})
+
+
+@pytest.mark.parametrize("detector", ["yunet", "scrfd_500m"])
+def test_landmarks_on_the_astronaut_sit_in_the_detected_face(real, assets, engines, detector):
+    frame = cv2.imread(str(assets / "images" / "astronaut.png"))
+    (face,) = real.load_model(detector, ModelKind.DETECTOR).detect(frame, 0.5, 640)
+    pts, _ = engines["lm"].landmarks(frame, face)
+    assert np.allclose(pts, expected_points(face), atol=0.05)       # eyes level: no turn
+    x1, y1, x2, y2 = face.bbox
+    mouth = pts[list(AREA_POINTS[Area.MOUTH])].mean(0)
+    assert x1 < mouth[0] < x2 and (y1 + y2) / 2 < mouth[1] < y2     # in the lower half of the detected face
+
+
+def test_a_cup_over_the_astronauts_mouth_stays_through_swap_and_enhance(real, assets):
+    frame = cv2.imread(str(assets / "images" / "astronaut.png"))
+    (face,) = real.load_model("scrfd_500m", ModelKind.DETECTOR).detect(frame, 0.5, 640)
+    nose, mouth_l, mouth_r = face.kps[2], face.kps[3], face.kps[4]
+    cup_rect = (int(mouth_l[0]) - 4, int(nose[1]) + 4, int(mouth_r[0]) + 4, int(mouth_l[1]) + 12)
+    x0, y0, x1, y1 = cup_rect
+    frame[y0:y1, x0:x1] = sm.CUP_BGR
+    cup = in_rect(frame.shape, cup_rect, -crop_pixel(face))
+    box, _ = real.prepare(real_spec(assets, types=["box"])).process_frame(frame)
+    masked, n = real.prepare(real_spec(assets, types=["box", "occlusion"])).process_frame(frame)
+    assert n == 1 and cup.sum() > 100
+    assert np.any(box[cup] != frame[cup])
+    assert np.array_equal(masked[cup], frame[cup])
+    eyes = in_rect(frame.shape, (int(face.kps[0][0]) - 8, int(face.kps[0][1]) - 6, int(face.kps[1][0]) + 8,
+                                 int(face.kps[1][1]) + 6))
+    assert np.mean(np.any(masked[eyes] != frame[eyes], 1)) > 0.9    # the rest of the face is swapped
+
+
+def test_six_faces_of_t1_are_each_analysed_once_for_two_processors(real, assets):
+    frame = cv2.imread(str(assets / "images" / "t1.jpg"))
+    proc = real.prepare(real_spec(assets, types=["box", "occlusion", "region", "area"]))
+    m = proc.masks
+    before = (m.occluder.runs, m.parser.runs, m.landmarker.runs)
+    out, n = proc.process_frame(frame)
+    assert n == 6
+    assert (m.occluder.runs - before[0], m.parser.runs - before[1], m.landmarker.runs - before[2]) == (6, 6, 6)
+    box, _ = real.prepare(real_spec(assets, types=["box"])).process_frame(frame)
+    changed = np.any(out != frame, axis=2)
+    assert changed.any() and not np.array_equal(out, box)
+    assert not (changed & ~np.any(box != frame, axis=2)).any()      # the masks only take away from the box
