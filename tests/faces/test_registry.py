@@ -16,8 +16,10 @@ from ffwatchd.faces.models import FAMILIES
 def test_builtins_have_a_family_a_licence_and_pins():
     for name, info in registry.BUILTIN_MODELS.items():
         assert info.family in FAMILIES and info.licence.id and (info.licence.url or "").startswith("https://")
-        assert re.fullmatch(r"[0-9a-f]{64}", info.sha256), name
-        assert info.size and info.size > 100_000
+        # FaceFusion's mask models publish CRC32s only: their sha256 is recorded at the first fetch
+        assert re.fullmatch(r"[0-9a-f]{64}", info.sha256 or "") or info.url.startswith(
+            "https://huggingface.co/facefusion/") and info.sha256 is None, name
+        assert info.size is None or info.size > 100_000
         assert info.url.startswith("https://") and info.url.endswith(info.filename)
 
 
