@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
-from functools import lru_cache
+from functools import lru_cache, reduce
 from pathlib import Path
 
 import cv2
@@ -202,8 +202,11 @@ class Parser(_CropModel):
         if logits.shape[0] != PARSER_CLASSES:
             raise JobError("model_missing", f"model {self.name} gives {logits.shape[0]} classes, "
                            f"not the {PARSER_CLASSES} of a {self.family.name} parser")
-        keep = np.isin(logits.argmax(0), [REGION_CLASS[r] for r in regions]).astype(np.float32)
-        return soften(keep), m
+        kept = {REGION_CLASS[r] for r in regions}
+        # argmax in the kept classes, as two per-pixel maxima (a tie goes to the kept region)
+        best_kept = reduce(np.maximum, (logits[c] for c in sorted(kept)))
+        best_other = reduce(np.maximum, (logits[c] for c in range(PARSER_CLASSES) if c not in kept))
+        return soften((best_kept >= best_other).astype(np.float32)), m
 
 
 # 2dfan4 sees the face's box scaled to this many pixels of its 256 crop; its points come in a
