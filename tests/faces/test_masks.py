@@ -411,3 +411,24 @@ def test_six_faces_of_t1_are_each_analysed_once_for_two_processors(real, assets)
     changed = np.any(out != frame, axis=2)
     assert changed.any() and not np.array_equal(out, box)
     assert not (changed & ~np.any(box != frame, axis=2)).any()      # the masks only take away from the box
+
+
+def test_a_video_gets_the_masks_through_the_same_frame_processor(real, assets, tmp_path):
+    """Every frame of a clip of the astronaut: each face analysed once per frame, not per processor."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "media"))
+    from videoclips import make_clip
+
+    from ffwatchd.media.ffmpeg import find_ffmpeg
+    from ffwatchd.media.video import process_video
+    from ffwatchd.spec.jobspec import OutputSpec
+
+    ffmpeg = find_ffmpeg(None)
+    clip = make_clip(ffmpeg, tmp_path / "face.mp4", audio=False, seconds=0.8, size=(480, 360))
+    proc = real.prepare(real_spec(assets, detector="yunet", types=["box", "occlusion", "area"]))
+    m = proc.masks
+    before = (m.occluder.runs, m.landmarker.runs)
+    result = process_video(clip, tmp_path / "out.mp4", proc, workdir=tmp_path / "work", ffmpeg=ffmpeg,
+                           max_pixels=10**8, segment_seconds=30.0, spec_output=OutputSpec(video_preset="veryfast"))
+    assert result.frames == 20 and result.faces_total >= 15
+    assert (m.occluder.runs - before[0], m.landmarker.runs - before[1]) == (result.faces_total,) * 2
