@@ -204,7 +204,8 @@ def mask_costs(args, tmp: Path, synth: dict, frame, face, latent) -> int:
                                 lambda: lm.landmarks(frame, face)], n)))
     box_ratio = rows[1][1] / base
     lines = ["## Face masks per face (`bench/pipeline.py`, face_mask)", "",
-             f"CPU only, one onnxruntime thread; CPU time of this process, median of {3 * n} rounds (analysis: {n}) after warm-up, "
+             f"CPU only, one onnxruntime thread; CPU time of this process, median of {3 * n} rounds "
+             f"(analysis: {n}) after warm-up, "
              f"the cases run in turn in each round (1-minute load average {os.getloadavg()[0]:.1f} on "
              f"{os.cpu_count()} cores at the start); t1.jpg's largest face (real SCRFD det_500m), "
              "synthetic swapper, enhancer and mask models with the real signatures (the real xseg, bisenet "
