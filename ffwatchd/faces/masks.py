@@ -185,6 +185,13 @@ class Occluder(_CropModel):
 
     kind_text = "occluder"
 
+    def __init__(self, model: Model, path: Path, cfg: SessionConfig) -> None:
+        super().__init__(model, path, cfg)
+        shape = self.session.get_outputs()[0].shape[1:]
+        if all(isinstance(d, int) for d in shape) and math.prod(shape) != self.size * self.size:
+            raise JobError("model_missing", f"model {model.name} ({path.name}) is not a {self.family.name} occluder "
+                           f"(output {shape}; expected one {self.size} x {self.size} mask)")
+
     def mask(self, frame: Frame, face: Face) -> tuple[np.ndarray, Affine]:
         crop, m = self.align(frame, face)
         out = np.asarray(self.run(crop)[0][0], dtype=np.float32).reshape(self.size, self.size)

@@ -432,3 +432,12 @@ def test_a_video_gets_the_masks_through_the_same_frame_processor(real, assets, t
                            max_pixels=10**8, segment_seconds=30.0, spec_output=OutputSpec(video_preset="veryfast"))
     assert result.frames == 20 and result.faces_total >= 15
     assert (m.occluder.runs - before[0], m.landmarker.runs - before[1]) == (result.faces_total,) * 2
+
+
+def test_a_file_of_another_signature_is_refused_at_load_naming_it(mask_synth):
+    xseg, bisenet = mask_synth["synth_xseg"].path, mask_synth["synth_bisenet"].path
+    for cls, path, words in ((Parser, xseg, "is not a bisenet parser"), (Occluder, bisenet, "is not a xseg occluder"),
+                             (Landmarker, bisenet, "is not a 2dfan4 landmarker")):
+        with pytest.raises(JobError) as e:
+            cls(custom_model("wrong", path, cls.kind_text), path, CFG)
+        assert e.value.kind == "model_missing" and path.name in e.value.message and words in e.value.message
