@@ -5,7 +5,7 @@ Stated here once for the shared sections (spec/jobspec.py) and every processor's
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Union
 
 from ffwatchd.errors import short_repr
@@ -13,8 +13,10 @@ from ffwatchd.errors import short_repr
 
 @dataclass(frozen=True)
 class ModelKey:
-    """A key naming a model of `kind` (checked against the built-in and configured models)."""
+    """A key naming a model of `kind` (checked against the built-in and configured models); with
+    `many`, a non-empty list of them is taken too."""
     kind: str
+    many: bool = False
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,8 @@ Check = Union[Callable[[Any], "str | None"], ModelKey]
 def check_value(check: Check, value: Any, models: dict[str, str]) -> str | None:
     """The problem of one value under its check; model keys by the models known (name -> kind)."""
     if isinstance(check, ModelKey):
+        if check.many and isinstance(value, list) and value:
+            return next((err for v in value if (err := check_value(replace(check, many=False), v, models))), None)
         if isinstance(value, str) and models.get(value) == check.kind:
             return None
         names = sorted(n for n, k in models.items() if k == check.kind)

@@ -84,10 +84,12 @@ class MaskSpec:
     padding: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)   # box: top, right, bottom, left, % of the side
     regions: tuple[Region, ...] = tuple(Region)
     areas: tuple[Area, ...] = tuple(Area)
-    occluder: str = "xseg_1"
+    occluder: tuple[str, ...] = ("xseg_1",)     # several: their minimum (FaceFusion's `many`)
     parser: str = "bisenet_resnet_34"
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "occluder", (self.occluder,) if isinstance(self.occluder, str)
+                           else tuple(self.occluder))
         object.__setattr__(self, "types", tuple(MaskType(t) for t in self.types))
         object.__setattr__(self, "padding", tuple(float(p) for p in self.padding))
         object.__setattr__(self, "regions", tuple(Region(r) for r in self.regions))
@@ -282,6 +284,17 @@ def area_mask(points: np.ndarray, areas: tuple[Area, ...], size: int) -> np.ndar
     return soften(mask)
 
 
+def _least(masks: list[tuple[np.ndarray, Affine]]) -> tuple[np.ndarray, Affine]:
+    """Several occluders' masks as one, on the first's crop: their minimum."""
+    first, m = masks[0]
+    out = first
+    for mask, mm in masks[1:]:
+        size = first.shape[0]
+        out = np.minimum(out, cv2.warpAffine(mask, compose(m, cv2.invertAffineTransform(mm)), (size, size),
+                                             flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=1.0))
+    return out, m
+
+
 # -- one job's masks -------------------------------------------------------------------------
 
 @dataclass
@@ -296,10 +309,15 @@ class FaceAnalysis:
 class FaceMasks:
     """One job's face masks: models loaded by the pipeline only for the types asked for."""
 
-    def __init__(self, spec: MaskSpec, occluder: Occluder | None = None, parser: Parser | None = None,
-                 landmarker: Landmarker | None = None) -> None:
+    def __init__(self, spec: MaskSpec, occluder: Occluder | list[Occluder] | None = None,
+                 parser: Parser | None = None, landmarker: Landmarker | None = None) -> None:
         self.spec = spec
-        self.occluder, self.parser, self.landmarker = occluder, parser, landmarker
+        self.occluders = [occluder] if isinstance(occluder, Occluder) else list(occluder or ())
+        self.parser, self.landmarker = parser, landmarker
+
+    @property
+    def occluder(self) -> Occluder | None:
+        return self.occluders[0] if self.occluders else None
         self._faces: dict[int, FaceAnalysis] = {}
 
     @property
@@ -314,8 +332,8 @@ class FaceMasks:
             return
         for face in faces:
             a = FaceAnalysis()
-            if self.occluder is not None and self.spec.needs(MaskType.OCCLUSION):
-                a.occlusion = self.occluder.mask(frame, face)
+            if self.occluders and self.spec.needs(MaskType.OCCLUSION):
+                a.occlusion = _least([o.mask(frame, face) for o in self.occluders])
             if self.parser is not None and self.spec.needs(MaskType.REGION):
                 a.region = self.parser.mask(frame, face, self.spec.regions)
             if self.landmarker is not None and self.spec.needs(MaskType.AREA):

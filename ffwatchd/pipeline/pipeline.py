@@ -383,7 +383,7 @@ class _Job:
             need = fm.needs
             self.masks = FaceMasks(
                 fm,
-                occluder=self.load(fm.occluder, ModelKind.OCCLUDER) if need(MaskType.OCCLUSION) else None,
+                occluder=[self.load(n, ModelKind.OCCLUDER) for n in fm.occluder] if need(MaskType.OCCLUSION) else None,
                 parser=self.load(fm.parser, ModelKind.PARSER) if need(MaskType.REGION) else None,
                 landmarker=(self.load(self.spec.face_landmarker.model, ModelKind.LANDMARKER)
                             if need(MaskType.AREA) else None))

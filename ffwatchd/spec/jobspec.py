@@ -198,9 +198,9 @@ class JobSpec:
         if not self.uses_face_mask():
             return []
         m = self.face_mask
-        wanted = ((MaskType.OCCLUSION, m.occluder), (MaskType.REGION, m.parser),
-                  (MaskType.AREA, self.face_landmarker.model))
-        return [name for kind, name in wanted if m.needs(kind)]
+        wanted = ((MaskType.OCCLUSION, m.occluder), (MaskType.REGION, (m.parser,)),
+                  (MaskType.AREA, (self.face_landmarker.model,)))
+        return list(dict.fromkeys(name for kind, names in wanted if m.needs(kind) for name in names))
 
 
 def _priority(v: Any) -> int:
@@ -259,7 +259,7 @@ _SHARED_SECTIONS: dict[str, Mapping[str, Check]] = {
                       "max_distance": NumberBetween(0.0, 2.0)},
     "face_mask": {"types": SubsetOf(tuple(MaskType)), "blur": NumberBetween(0.0, 1.0),
                   "padding": NumbersBetween(4, 0.0, 100.0), "regions": SubsetOf(tuple(Region)),
-                  "areas": SubsetOf(tuple(Area)), "occluder": ModelKey(ModelKind.OCCLUDER),
+                  "areas": SubsetOf(tuple(Area)), "occluder": ModelKey(ModelKind.OCCLUDER, many=True),
                   "parser": ModelKey(ModelKind.PARSER)},
     "face_landmarker": {"model": ModelKey(ModelKind.LANDMARKER)},
     "output": {"format": OneOf(OUTPUT_FORMATS), "image_quality": IntBetween(1, 100),

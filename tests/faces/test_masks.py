@@ -441,3 +441,25 @@ def test_a_file_of_another_signature_is_refused_at_load_naming_it(mask_synth):
         with pytest.raises(JobError) as e:
             cls(custom_model("wrong", path, cls.kind_text), path, CFG)
         assert e.value.kind == "model_missing" and path.name in e.value.message and words in e.value.message
+
+
+def test_several_occluders_combine_by_their_minimum(engines, tmp_path):
+    rect = (100, 60, 140, 90)                               # in the occluder's 256 crop: the forehead
+    path = sm.make_xseg_like(tmp_path / "rect.onnx", rect=rect)
+    only_rect = Occluder(custom_model("rect", path, "occluder"), path, CFG)
+    frame, face = cup_frame(), the_face()
+    masks = FaceMasks(MaskSpec(types=("occlusion",), occluder=("synth_xseg", "rect")),
+                      occluder=[engines["occ"], only_rect])
+    masks.begin_frame(frame, [face])
+    w = frame_weight(masks, frame, face)
+    _, mm = only_rect.align(frame, face)
+    im = cv2.invertAffineTransform(mm)
+    rect_centre = np.array([(rect[0] + rect[2]) / 2, (rect[1] + rect[3]) / 2]) @ im[:, :2].T + im[:, 2]
+    x, y = rect_centre.round().astype(int)
+    assert w[y, x] == 0.0 and w[in_rect(frame.shape, CUP, -crop_pixel(face))].max() < 1e-3
+    assert validate({"face_mask": {"occluder": ["xseg_1", "xseg_3"]}}, "s", known_models()) == []
+    assert "face_mask.occluder: 'bisenet_resnet_18' is not a known occluder model" in \
+        validate({"face_mask": {"occluder": ["xseg_1", "bisenet_resnet_18"]}}, "s", known_models())[0]
+    spec = JobSpec.from_mapping({"face_mask": {"types": ["occlusion"], "occluder": ["xseg_1", "xseg_2", "xseg_3"]},
+                                 "processors": ["face_enhancer"]})
+    assert spec.mask_models() == ["xseg_1", "xseg_2", "xseg_3"]
