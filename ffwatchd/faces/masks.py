@@ -266,6 +266,24 @@ class Landmarker(_CropModel):
         return pts.astype(np.float32), score
 
 
+# Below this confidence the 68 points are not trusted to move the detector's five.
+REFINE_SCORE = 0.5
+
+
+def five_of(points: np.ndarray) -> np.ndarray:
+    """The five alignment points (eyes in image order, nose tip, mouth corners) of 68 landmarks."""
+    five = [points[36:42].mean(0), points[42:48].mean(0), points[30], points[48], points[54]]
+    return np.stack(five).astype(np.float32)
+
+
+def refine(landmarker: "Landmarker", frame: Frame, faces: list[Face]) -> None:
+    """Each face's 68 landmarks, and its five points from them where the landmarker is confident."""
+    for face in faces:
+        face.landmarks, score = landmarker.landmarks(frame, face)
+        if score >= REFINE_SCORE:
+            face.kps = five_of(face.landmarks)
+
+
 def _lift_dark(crop: Frame) -> Frame:
     """A very dark crop with its lightness equalised (CLAHE), as the landmarker is fed."""
     lab = cv2.cvtColor(crop, cv2.COLOR_BGR2Lab)
@@ -336,7 +354,9 @@ class FaceMasks:
                 a.occlusion = _least([o.mask(frame, face) for o in self.occluders])
             if self.parser is not None and self.spec.needs(MaskType.REGION):
                 a.region = self.parser.mask(frame, face, self.spec.regions)
-            if self.landmarker is not None and self.spec.needs(MaskType.AREA):
+            if face.landmarks is not None and self.spec.needs(MaskType.AREA):
+                a.landmarks = face.landmarks            # refined already this frame
+            elif self.landmarker is not None and self.spec.needs(MaskType.AREA):
                 a.landmarks, a.landmark_score = self.landmarker.landmarks(frame, face)
             self._faces[id(face)] = a
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from ffwatchd.faces.detect import Detector
 from ffwatchd.faces.embed import Recognizer
-from ffwatchd.faces.masks import FaceMasks
+from ffwatchd.faces.masks import FaceMasks, Landmarker, refine
 from ffwatchd.faces.select import select_faces
 from ffwatchd.faces.types import Embedding, Face, Frame
 from ffwatchd.processors import Change, Processor, Scope, Step
@@ -21,13 +21,14 @@ class FrameProcessor:
     def __init__(self, spec: JobSpec, detector: Detector | None, recognizer: Recognizer | None,
                  reference: Embedding | list[Embedding] | None,
                  steps: list[tuple[Processor, Step | None]], models_used: list[str],
-                 masks: FaceMasks | None = None) -> None:
+                 masks: FaceMasks | None = None, refiner: Landmarker | None = None) -> None:
         self.spec = spec
         self.detector, self.recognizer = detector, recognizer
         self.reference = reference
         self.steps = steps
         self.models_used = models_used
         self.masks = masks                # the job's face masks, when a processor pastes faces back
+        self.refiner = refiner            # face_landmarker.refine: the five points from 68
         self.processors = [p.name for p, _ in steps]
         self.detected = 0                 # faces the detector found in the last frame, before selection
 
@@ -57,6 +58,8 @@ class FrameProcessor:
         processed, the boxes (x0, y0, x1, y1) of the frame that may have changed, or None when
         any pixel may have, as with a label). The video pipeline converts only those boxes back."""
         faces = self.find_faces(frame)
+        if self.refiner is not None:
+            refine(self.refiner, frame, faces)
         if self.masks is not None:
             self.masks.begin_frame(frame, faces)     # before any step changes the frame
         touched: list[tuple[int, int, int, int]] = []

@@ -274,7 +274,9 @@ class Pipeline:
                                                    detector, recognizer)
             else:
                 reference = self._people(Path(spec.face_selector.reference), spec, detector, recognizer)
-        return FrameProcessor(spec, detector, recognizer, reference, steps, names, masks=job.masks)
+        refiner = (self.load_model(spec.face_landmarker.model, ModelKind.LANDMARKER)
+                   if detector is not None and spec.face_landmarker.refine else None)
+        return FrameProcessor(spec, detector, recognizer, reference, steps, names, masks=job.masks, refiner=refiner)
 
     def output_suffix(self, target: Path, spec: JobSpec) -> str:
         return output_suffix(target, spec)

@@ -51,7 +51,8 @@ class RecognizerSpec:
 
 @dataclass(frozen=True)
 class LandmarkerSpec:
-    model: str = "2dfan4"             # 68 points, run only for face_mask's area type
+    model: str = "2dfan4"             # 68 points, run only for face_mask's area type or `refine`
+    refine: bool = False              # the five alignment points from the 68 (faces/masks.py refine)
 
 
 @dataclass(frozen=True)
@@ -187,6 +188,8 @@ class JobSpec:
             if n in known:
                 names.extend(m for m in known[n].models(self.sections[n]) if m not in names)
         names.extend(m for m in self.mask_models() if m not in names)
+        if self.face_landmarker.refine and self.works_on_faces() and self.face_landmarker.model not in names:
+            names.append(self.face_landmarker.model)
         return names
 
     def uses_face_mask(self) -> bool:
@@ -261,7 +264,7 @@ _SHARED_SECTIONS: dict[str, Mapping[str, Check]] = {
                   "padding": NumbersBetween(4, 0.0, 100.0), "regions": SubsetOf(tuple(Region)),
                   "areas": SubsetOf(tuple(Area)), "occluder": ModelKey(ModelKind.OCCLUDER, many=True),
                   "parser": ModelKey(ModelKind.PARSER)},
-    "face_landmarker": {"model": ModelKey(ModelKind.LANDMARKER)},
+    "face_landmarker": {"model": ModelKey(ModelKind.LANDMARKER), "refine": is_bool},
     "output": {"format": OneOf(OUTPUT_FORMATS), "image_quality": IntBetween(1, 100),
                "video_codec": OneOf(VIDEO_CODECS), "video_crf": IntBetween(0, 51),
                "video_preset": is_text, "keep_audio": is_bool},

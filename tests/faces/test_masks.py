@@ -463,3 +463,23 @@ def test_several_occluders_combine_by_their_minimum(engines, tmp_path):
     spec = JobSpec.from_mapping({"face_mask": {"types": ["occlusion"], "occluder": ["xseg_1", "xseg_2", "xseg_3"]},
                                  "processors": ["face_enhancer"]})
     assert spec.mask_models() == ["xseg_1", "xseg_2", "xseg_3"]
+
+
+def test_refine_moves_the_five_points_to_the_landmarks_and_the_area_reuses_them(mask_pipeline, source_image):
+    from ffwatchd.faces.masks import five_of
+
+    frame = sm.make_face_image()
+    plain, _ = mask_pipeline.prepare(mask_spec(source_image)).process_frame(frame)
+    spec = replace(mask_spec(source_image, types=["box", "area"]),
+                   face_landmarker=replace(mask_spec(source_image).face_landmarker, refine=True))
+    assert "synth_2dfan4" in spec.models_used()
+    proc = mask_pipeline.prepare(spec)
+    seen: list[Face] = []
+    proc.find_faces = lambda f, find=proc.find_faces: seen.extend(found := find(f)) or found
+    runs = proc.refiner.runs
+    out, n = proc.process_frame(frame)
+    assert n == 1 and proc.refiner.runs - runs == 1                 # once: the area reused the refined points
+    assert np.allclose(seen[0].kps, five_of(expected_points(seen[0])), atol=0.05)
+    assert not np.array_equal(out, plain)                           # aligned by the new points
+    assert validate({"face_landmarker": {"refine": "yes"}}, "s", known_models()) == \
+        ["s.face_landmarker.refine: 'yes' is not true or false"]
