@@ -483,3 +483,46 @@ def test_refine_moves_the_five_points_to_the_landmarks_and_the_area_reuses_them(
     assert not np.array_equal(out, plain)                           # aligned by the new points
     assert validate({"face_landmarker": {"refine": "yes"}}, "s", known_models()) == \
         ["s.face_landmarker.refine: 'yes' is not true or false"]
+
+
+def test_a_mask_model_fetched_by_name_is_pinned_at_first_fetch_and_runs(tmp_path, synth_customs, mask_synth,
+                                                                         source_image):
+    """xseg_1 from a local HTTP server (bytes of the synthetic occluder): fetched, its sha256
+    recorded (FaceFusion publishes none), loaded by its built-in name; changed bytes then fail."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from ffwatchd.faces.fetch import fetch_model
+    from ffwatchd.faces.registry import pins
+
+    payload = mask_synth["synth_xseg"].path.read_bytes()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    models_dir = tmp_path / "models"
+    models_dir.mkdir()
+    try:
+        path = fetch_model(BUILTIN_MODELS["xseg_1"], models_dir,
+                           url=f"http://127.0.0.1:{server.server_address[1]}/xseg_1.onnx", timeout=5)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert path == models_dir / "xseg_1.onnx" and pins(models_dir).get("xseg_1.onnx") == mask_synth["synth_xseg"].sha256
+    spec = sm.synthetic_spec(sources=[str(source_image)], face_mask={"types": ["box", "occlusion"]})
+    out, n = Pipeline(models_dir, synth_customs).prepare(spec).process_frame(cup_frame())
+    cup = in_rect(out.shape, CUP, -crop_pixel(the_face()))
+    assert n == 1 and np.array_equal(out[cup], cup_frame()[cup])
+    path.write_bytes(payload[:-1] + bytes([payload[-1] ^ 1]))
+    with pytest.raises(JobError) as e:
+        Pipeline(models_dir, synth_customs).prepare(spec)
+    assert e.value.kind == "model_missing" and "xseg_1" in e.value.message
