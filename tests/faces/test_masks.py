@@ -526,3 +526,11 @@ def test_a_mask_model_fetched_by_name_is_pinned_at_first_fetch_and_runs(tmp_path
     with pytest.raises(JobError) as e:
         Pipeline(models_dir, synth_customs).prepare(spec)
     assert e.value.kind == "model_missing" and "xseg_1" in e.value.message
+
+
+def test_licences_allowed_refuses_the_gpl_occluder_but_not_the_box(tmp_path, synth_customs, source_image):
+    p = Pipeline(tmp_path, synth_customs, licences_allowed=("MIT", "Apache-2.0", "unknown"))
+    with pytest.raises(JobError) as e:
+        p.prepare(sm.synthetic_spec(sources=[str(source_image)], face_mask={"types": ["box", "occlusion"]}))
+    assert e.value.kind == "licence" and "xseg_1" in e.value.message and "GPL-3.0" in e.value.message
+    p.prepare(sm.synthetic_spec(sources=[str(source_image)], face_mask={"types": ["box"]}))
