@@ -30,7 +30,7 @@ from _record import record  # noqa: E402 - bench/ is the script's folder, first 
 
 
 
-from ffwatchd.faces.anonymize import anonymize_face  # noqa: E402
+from ffwatchd.faces.anonymize import AnonymizeMethod, AnonymizeSettings, anonymize_face  # noqa: E402
 from ffwatchd.faces.models import custom_model  # noqa: E402
 from ffwatchd.faces.detect import load_detector  # noqa: E402
 from ffwatchd.faces.embed import Recognizer  # noqa: E402
@@ -99,8 +99,8 @@ def main() -> int:
         ("paste-back (ours), one face, incl. a frame copy", lambda: paste_back(frame.copy(), crop, m)),
         ("enhance: GFPGAN-like (synthetic) 512, one face, with paste-back",
          lambda: enhancer.enhance(frame.copy(), face, 0.8)),
-        ("anonymize: blur, one face", lambda: anonymize_face(frame.copy(), face, "blur")),
-        ("anonymize: pixelate, one face", lambda: anonymize_face(frame.copy(), face, "pixelate")),
+        *((f"anonymize: {m}, one face", lambda m=m: anonymize_face(frame.copy(), face, AnonymizeSettings(m)))
+          for m in AnonymizeMethod),
         ("label: visible text", lambda: draw_label(frame.copy(), "AI-generated", "bottom-right")),
         ("encode JPEG q95 + XMP/EXIF provenance", lambda: write_image(out_path, frame, "JPEG", quality=95,
                                                                       provenance=prov)),

@@ -16,6 +16,11 @@ PERMANENT_KINDS = frozenset({
 })
 #: failed jobs that are not failures of the file: left out of a batch's failed count and notifications
 NOT_A_FILE_FAILURE = frozenset({"superseded"})
+#: refusals on arrival for what the sidecar says or lacks: `jobs retry` takes such a job once the
+#: sidecar is fixed
+SIDECAR_KINDS = frozenset({"no_sidecar", "bad_sidecar"})
+#: refusals on arrival for the file's own content: `jobs retry` cannot help, a new copy is needed
+CONTENT_KINDS = frozenset({"bad_input", "truncated", "unreadable"})
 TRANSIENT_KINDS = frozenset({
     "timeout", "worker_crashed", "internal", "io", "disk_full",
 })

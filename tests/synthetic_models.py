@@ -184,6 +184,130 @@ def synthetic_spec(**overrides):
     return JobSpec.from_mapping(raw)
 
 
+def make_upscaler_like(path: Path, scale: int = 2, mark: bool = False, reach: int = 0,
+                       fixed: int | None = None) -> Path:
+    """A Real-ESRGAN-like upscaler: N x 3 x H x W (dynamic H, W) in 0..1 RGB -> N x 3 x sH x sW,
+    exact nearest-neighbour. `mark`: the blue channel (RGB's third) comes out inverted, so a wrong
+    colour order or range shows. `reach`: a (2 reach + 1)^2 box blur first (zero padded), a
+    model that looks `reach` pixels around each one, as a real network does. `fixed`: a square
+    input of that side instead of a dynamic one."""
+    nodes, inits = [], [numpy_helper.from_array(np.zeros(0, np.float32), "roi"),
+                        _tensor("scales", np.array([1, 1, scale, scale], np.float32))]
+    x = "input"
+    if reach:
+        k = 2 * reach + 1
+        inits.append(_tensor("box", np.full((3, 1, k, k), 1.0 / (k * k), np.float32)))
+        nodes.append(helper.make_node("Conv", [x, "box"], ["blurred"], group=3, pads=[reach] * 4, name="blur"))
+        x = "blurred"
+    nodes.append(helper.make_node("Resize", [x, "roi", "scales"], ["up" if mark else "output"], mode="nearest",
+                                  coordinate_transformation_mode="asymmetric", nearest_mode="floor",
+                                  name="nearest"))
+    if mark:
+        inits += [_tensor("sign", np.array([1, 1, -1], np.float32).reshape(1, 3, 1, 1)),
+                  _tensor("shift", np.array([0, 0, 1], np.float32).reshape(1, 3, 1, 1))]
+        nodes += [helper.make_node("Mul", ["up", "sign"], ["flipped"], name="flip_blue"),
+                  helper.make_node("Add", ["flipped", "shift"], ["output"], name="invert_blue")]
+    graph = helper.make_graph(nodes, "upscaler_like",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT,
+                                                             [1, 3, fixed or "H", fixed or "W"])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT,
+                                                             [1, 3, "OH", "OW"])],
+                              initializer=inits)
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), path)
+
+
+def build_upscalers(directory: Path) -> dict[str, SynthModel]:
+    """Upscalers of the real_esrgan family: synth_up_x2, synth_up_x4 (exact nearest-neighbour),
+    synth_up_x2_marked (blue inverted), synth_up_x2_reach (a 5 x 5 blur first)."""
+    specs = {"synth_up_x2": {"scale": 2}, "synth_up_x4": {"scale": 4},
+             "synth_up_x2_marked": {"scale": 2, "mark": True}, "synth_up_x2_reach": {"scale": 2, "reach": 2}}
+    out = {}
+    for name, kw in specs.items():
+        path = make_upscaler_like(Path(directory) / f"{name}.onnx", **kw)
+        out[name] = SynthModel(name, "real_esrgan", path, _sha256(path))
+    return out
+
+
+def make_rrdb_like(path: Path, scale: int = 4, blocks: int = 23, seed: int = 13) -> Path:
+    """An upscaler with Real-ESRGAN's RRDBNet architecture (RealESRGAN_x4plus / _x2plus: 64
+    features, growth 32, `blocks` RRDBs; x2 unshuffles its input first) and random weights: the
+    real model's cost and working memory, not its pictures."""
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+    count = [0]
+
+    def conv(x: str, cin: int, cout: int, act: bool = True) -> str:
+        i = count[0] = count[0] + 1
+        w = (rng.standard_normal((cout, cin, 3, 3)) * (0.1 / np.sqrt(cin * 9))).astype(np.float32)
+        inits.extend([_tensor(f"w{i}", w), _tensor(f"b{i}", np.zeros(cout, np.float32))])
+        nodes.append(helper.make_node("Conv", [x, f"w{i}", f"b{i}"], [f"c{i}"], pads=[1, 1, 1, 1], name=f"conv{i}"))
+        if not act:
+            return f"c{i}"
+        nodes.append(helper.make_node("LeakyRelu", [f"c{i}"], [f"a{i}"], alpha=0.2, name=f"lrelu{i}"))
+        return f"a{i}"
+
+    def scaled_add(x: str, residual: str, tag: str) -> str:
+        nodes.append(helper.make_node("Mul", [x, "beta"], [f"{tag}_s"], name=f"{tag}_scale"))
+        nodes.append(helper.make_node("Add", [f"{tag}_s", residual], [tag], name=f"{tag}_add"))
+        return tag
+
+    def rdb(x: str, tag: str) -> str:
+        feats = [x]
+        for k in range(5):
+            inp = x
+            if k:
+                inp = f"{tag}_cat{k}"
+                nodes.append(helper.make_node("Concat", list(feats), [inp], axis=1, name=inp))
+            if k == 4:
+                return scaled_add(conv(inp, 192, 64, act=False), x, tag)
+            feats.append(conv(inp, 64 + 32 * k, 32))
+        raise AssertionError("unreachable")
+
+    inits.append(_tensor("beta", np.array(0.2, np.float32)))
+    x, cin = "input", 3
+    if scale == 2:
+        nodes.append(helper.make_node("SpaceToDepth", ["input"], ["unshuffled"], blocksize=2, name="unshuffle"))
+        x, cin = "unshuffled", 12
+    feat = conv(x, cin, 64, act=False)
+    body = feat
+    for b in range(blocks):
+        start = body
+        for r in range(3):
+            body = rdb(body, f"rrdb{b}_{r}")
+        body = scaled_add(body, start, f"rrdb{b}")
+    body = conv(body, 64, 64, act=False)
+    nodes.append(helper.make_node("Add", [feat, body], ["trunk"], name="trunk"))
+    inits += [numpy_helper.from_array(np.zeros(0, np.float32), "roi"),
+              _tensor("x2", np.array([1, 1, 2, 2], np.float32))]
+    x = "trunk"
+    for u in range(2):
+        nodes.append(helper.make_node("Resize", [x, "roi", "x2"], [f"up{u}"], mode="nearest", name=f"up{u}"))
+        x = conv(f"up{u}", 64, 64)
+    out = conv(conv(x, 64, 64), 64, 3, act=False)
+    nodes.append(helper.make_node("Identity", [out], ["output"], name="output"))
+    graph = helper.make_graph(nodes, "rrdb_like",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, "H", "W"])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, "OH", "OW"])],
+                              initializer=inits)
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), path)
+
+
+def make_identity_inswapper(path: Path) -> Path:
+    """An inswapper-signature model that gives its target crop back unchanged (the source latent is
+    read and ignored): a swap with it leaves every face as it was, so its quality score must be the
+    original face's own similarity to the source."""
+    nodes = [helper.make_node("ReduceSum", ["source"], ["source_sum"], keepdims=1, name="read_source"),
+             helper.make_node("Mul", ["source_sum", "zero"], ["nothing"], name="drop_source"),
+             helper.make_node("Add", ["target", "nothing"], ["output"], name="same")]
+    inits = [_tensor("zero", np.array(0.0, np.float32)), _tensor("emap", np.eye(512, dtype=np.float32))]
+    graph = helper.make_graph(nodes, "identity_inswapper",
+                              [helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, 3, 128, 128]),
+                               helper.make_tensor_value_info("source", TensorProto.FLOAT, [1, 512])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, 128, 128])],
+                              initializer=inits)
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), path)
+
+
 # -- mask models (faces/masks.py) ------------------------------------------------------------
 # Each is built so that a wrong convention shows: the occluder and the parser read colours that
 # only the family's normalisation and channel order bring out, the landmarker gives known points.

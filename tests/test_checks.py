@@ -1,16 +1,18 @@
-"""`ffwatchd check` pieces that need no daemon: the metrics port held by another program."""
+"""`ffwatchd check` pieces that need no daemon: the metrics and web ports held by another program."""
 
 from __future__ import annotations
 
+import json
 import socket
 import textwrap
 from pathlib import Path
 
 from ffwatchd.config.load import load_config
-from ffwatchd.ops.checks import check_metrics_port
+from ffwatchd.cli import main
+from ffwatchd.ops.checks import check_ports
 
 
-def settings_on(tmp_path: Path, port: int):
+def settings_on(tmp_path: Path, port: int, web_port: int | None = None):
     p = tmp_path / "config.yaml"
     p.write_text(textwrap.dedent(f"""
         state_dir: state
@@ -19,21 +21,29 @@ def settings_on(tmp_path: Path, port: int):
         metrics: {{listen: "127.0.0.1:{port}"}}
         watches:
           - {{name: w, inbox: in, output: out, done: done, failed: failed}}
-    """))
+    """) + (f"web: {{listen: '127.0.0.1:{web_port}'}}\n" if web_port else ""))
     return load_config(p)
 
 
-def test_metrics_port_free_or_held_by_another_program(tmp_path: Path) -> None:
-    with socket.socket() as other:
-        other.bind(("127.0.0.1", 0))
-        other.listen()
-        port = other.getsockname()[1]
-        warnings, notes = [], []
-        check_metrics_port(settings_on(tmp_path, port), warnings, notes)
-        assert len(warnings) == 1 and "another program uses the port" in warnings[0]
-    warnings, notes = [], []
-    check_metrics_port(settings_on(tmp_path, port), warnings, notes)
-    assert warnings == [] and notes == [f"metrics 127.0.0.1:{port} is free"]
+def test_metrics_and_web_ports_taken_by_another_program_are_problems(tmp_path: Path, capsys) -> None:
+    """`check` said ok with both ports taken (the web port was not looked at, the metrics one was
+    a warning) while `run` exits 1 on either: each is a problem now, named by its key."""
+    with socket.socket() as metrics, socket.socket() as web:
+        for s in (metrics, web):
+            s.bind(("127.0.0.1", 0))
+            s.listen()
+        port, web_port = metrics.getsockname()[1], web.getsockname()[1]
+        problems, notes = [], []
+        check_ports(settings_on(tmp_path, port, web_port), problems, notes)
+        assert [p.split(":", 1)[0] for p in problems] == ["metrics.listen 127.0.0.1", "web.listen 127.0.0.1"]
+        assert all("another program uses the port" in p and "`ffwatchd run` would exit 1" in p for p in problems)
+        assert f"web.listen 127.0.0.1:{web_port}: cannot listen (Address already in use)" in problems[1]
+        assert main(["check", "--json", "-c", str(tmp_path / "config.yaml")]) == 1
+        said = json.loads(capsys.readouterr().out)
+        assert sum("another program uses the port" in p for p in said["problems"]) == 2
+    problems, notes = [], []
+    check_ports(settings_on(tmp_path, port, web_port), problems, notes)
+    assert problems == [] and notes == [f"metrics 127.0.0.1:{port} is free", f"web 127.0.0.1:{web_port} is free"]
 
 
 def test_free_space_that_cannot_be_read_is_said_not_passed_over(tmp_path: Path) -> None:
@@ -47,3 +57,26 @@ def test_free_space_that_cannot_be_read_is_said_not_passed_over(tmp_path: Path) 
                         "the disk guard cannot watch it"]
     _check_measurable("watch w: output here", tmp_path, warnings)
     assert len(warnings) == 1, "a measurable local folder says nothing"
+
+
+def test_check_says_per_watch_which_licences_its_default_pipeline_depends_on(tmp_path: Path) -> None:
+    from ffwatchd.ops.checks import check_models
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(textwrap.dedent("""
+        state_dir: s
+        temp_dir: t
+        models_dir: m
+        watches:
+          - {name: swaps, inbox: i1, output: o1, done: d1, failed: f1}
+          - {name: blurs, inbox: i2, output: o2, done: d2, failed: f2,
+             defaults: {processors: [face_anonymizer], face_detector: {model: yunet}}}
+    """))
+    warnings: list[str] = []
+    notes: list[str] = []
+    check_models(load_config(cfg), warnings, notes)
+    swaps = next(n for n in notes if n.startswith("watch swaps:"))
+    assert "non-commercial (arcface_w600k_r50, inswapper_128)" in swaps and "MIT (yunet)" in swaps
+    assert "check them before selling the results" in swaps
+    assert next(n for n in notes if n.startswith("watch blurs:")) == \
+        "watch blurs: its default pipeline depends on the licences MIT (yunet)"

@@ -78,6 +78,9 @@ def test_show_reads_back_metadata_and_a_valid_manifest(signed_png, chain, capsys
     assert "C2PA: Valid, signed by ffwatchd test signer" in out
     assert "compositeWithTrainedAlgorithmicMedia" in out and "ingredient (parentOf): original.png" in out
     assert "model: inswapper_128 sha256 " + "ab" * 32 in out
+    # the manifest's assertion carries each model's licence beside its sha256
+    assert ("model: inswapper_128 sha256 " + "ab" * 32 + " licence non-commercial "
+            "(https://github.com/deepinsight/insightface#license)") in out
     assert main(["provenance", "show", str(signed_png), "--json", "--trust", str(chain.ca)]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["c2pa"]["validation_state"] == "Trusted"

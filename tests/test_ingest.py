@@ -383,3 +383,31 @@ def test_a_queued_file_seen_again_is_not_read_again(env, monkeypatch) -> None:
     monkeypatch.undo()
     put(img, JPEG + b"\0")                                            # new content: read and queued
     assert ingest_file(settings, watch, store, img, 0.0).status == "enqueued"
+
+
+def test_a_report_of_a_file_refused_on_arrival_names_its_sidecars_and_spec_and_only_a_retry_that_works(env) -> None:
+    """The .error.json of a file refused on arrival had empty `sidecars` and `spec` and said
+    `ffwatchd jobs retry N`, which `jobs retry` refused: a refusal of the file's own content
+    suggests a new copy instead; one of its sidecar keeps the command, needing the sidecar fixed."""
+    from ffwatchd.ops.jobverbs import retry_job
+    from ffwatchd.store import TransitionError
+
+    settings, watch, store = env
+    r = ingest_file(settings, watch, store, put(watch.inbox / "notes.jpg", "hello"), 0.0)
+    rep = report_of(watch, "notes.jpg")
+    assert rep["error_kind"] == "bad_input"
+    assert rep["sidecars"] == [str(watch.inbox / "ffwatch.yaml")]
+    assert rep["spec"]["sources"] and rep["spec"]["priority"] == 3
+    assert rep["retry"] is None and "a good copy of the file" in rep["retry_needs"]
+    with pytest.raises(TransitionError, match="would be refused again"):
+        retry_job(store, settings, store.get(r.job.id))            # what the old report suggested
+
+    sc = put(watch.inbox / "bad/ffwatch.yaml", "sources: [nowhere.png]\n")
+    r = ingest_file(settings, watch, store, put(watch.inbox / "bad/x.jpg"), 0.0)
+    rep = report_of(watch, "bad/x.jpg")
+    assert rep["error_kind"] == "bad_sidecar" and rep["sidecars"] == [str(sc)]
+    assert rep["retry"] == f"ffwatchd jobs retry {r.job.id}" and "sidecar fixed first" in rep["retry_needs"]
+    with pytest.raises(TransitionError, match="would be refused again"):
+        retry_job(store, settings, store.get(r.job.id))
+    sc.write_text("sources: [../faces/alice.png]\n")                # fixed: the command works
+    assert "queued again" in retry_job(store, settings, store.get(r.job.id))

@@ -195,6 +195,24 @@ def test_disk_free_per_watch_and_folder_never_labelled_by_path(tmp_path):
         Metrics(folders={"studio": {"somewhere": out}})
 
 
+def test_a_watch_added_by_a_reload_is_measured_and_a_removed_one_is_not(tmp_path):
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    new.mkdir()
+
+    def watches(text: bytes, name: str) -> set[str]:
+        return {dict(labels)["watch"] for (n, labels) in samples(text) if n == name}
+    m = Metrics(folders={"studio": {"output": old}})
+    assert watches(m.render(), "ffwatchd_disk_free_bytes") == {"studio"}
+    m.set_folders({"late": {"output": new, "done": new}})
+    text = m.render()
+    assert watches(text, "ffwatchd_disk_free_bytes") == {"late"} == watches(text, "ffwatchd_folder_up")
+    assert value(text, "ffwatchd_disk_free_bytes", watch="late", folder="done") > 0
+    assert value(text, "ffwatchd_files_discovered_total", watch="late") == 0    # its counters at zero too
+    with pytest.raises(ValueError):
+        m.set_folders({"late": {"somewhere": new}})
+
+
 def test_process_metrics_are_on_the_same_registry():
     text = Metrics().render().decode()
     assert "process_cpu_seconds_total" in text
@@ -321,3 +339,26 @@ def test_a_worker_replaced_by_a_reload_counts_as_reload_not_recycled(store):
     m = Metrics(store=store)
     m.worker_restarted("cpu", "reload")
     assert value(m.render(), "ffwatchd_worker_restarts_total", host=HOST, device="cpu", reason="reload") == 1
+
+
+def test_counters_alerts_read_exist_at_zero_for_every_known_label_and_no_created_series(tmp_path: Path) -> None:
+    """`ffwatchd_worker_restarts_total` and `ffwatchd_job_errors_total` were born at their first
+    event (a crash loop's first sample was already 4: `increase()` saw 0); ~170 `_created` series
+    nobody reads. A watch added later (a reload) gets the same series."""
+    from ffwatchd.ops.metrics_labels import ERROR_KINDS, RESTART_REASONS
+
+    with JobStore(tmp_path / "m.db") as store:
+        m = Metrics(store=store, folders={"studio": {"output": tmp_path}}, devices=["cpu", "0"])
+        text = m.render().decode()
+        for device in ("cpu", "0"):
+            for reason in RESTART_REASONS:
+                assert value(text, "ffwatchd_worker_restarts_total", host=HOST, device=device, reason=reason) == 0
+        for kind in ERROR_KINDS:
+            for outcome in ("failed", "retried"):
+                assert value(text, "ffwatchd_job_errors_total", watch="studio", error_kind=kind, outcome=outcome) == 0
+        assert "_created" not in text
+        m.init_watch("added")
+        after = {(n, dict(ls).get("watch")) for n, ls in samples(m.render())
+                 if n.endswith(("_total", "_bucket", "_count", "_sum"))}   # folder series: issue 35 item 3
+    studio = {n for n, w in after if w == "studio"}
+    assert studio and studio == {n for n, w in after if w == "added"}

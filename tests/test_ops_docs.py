@@ -21,7 +21,7 @@ ALERTS = DOCS / "alerts.yml"
 DASHBOARD = DOCS / "grafana-dashboard.json"
 REQUIRED_PANELS = ("Queue depth", "Throughput", "Failures by kind", "Job duration percentiles",
                    "Disk free", "Execution providers")
-REQUIRED_ALERTS = ("FfwatchdNoSuccess", "FfwatchdFailureRatio", "FfwatchdDiskLow", "FfwatchdWorkerRestarts")
+REQUIRED_ALERTS = ("FfwatchdDown", "FfwatchdNoSuccess", "FfwatchdFailureRatio", "FfwatchdDiskLow", "FfwatchdWorkerRestarts")
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(
     PROMTOOL is None, reason="promtool not installed (Debian: apt-get install prometheus)")
@@ -119,6 +119,22 @@ tests:
       - eval_time: 20m
         alertname: FfwatchdWorkerRestarts
         exp_alerts: [{{exp_labels: {{severity: warning, instance: "h:9808", device: "0"}}}}]
+  - interval: 1m     # the endpoint stops answering: fires after the 2 min `for`; up again: quiet
+    input_series:
+      - {{series: 'up{{{SERIES}}}', values: '1x5 0x10 1x5'}}
+    alert_rule_test:
+      - {{eval_time: 4m, alertname: FfwatchdDown, exp_alerts: []}}
+      - eval_time: 10m
+        alertname: FfwatchdDown
+        exp_alerts: [{{exp_labels: {{severity: critical, instance: "h:9808", job: ffwatchd}}}}]
+      - {{eval_time: 19m, alertname: FfwatchdDown, exp_alerts: []}}
+  - interval: 1m     # no ffwatchd target scraped at all: fires too
+    input_series:
+      - {{series: 'up{{instance="other:9100",job="node"}}', values: '1x10'}}
+    alert_rule_test:
+      - eval_time: 5m
+        alertname: FfwatchdDown
+        exp_alerts: [{{exp_labels: {{severity: critical, job: ffwatchd}}}}]
 """
 
 

@@ -165,7 +165,8 @@ def test_report_is_valid_self_contained_html_with_names_escaped(tmp_path: Path) 
     page = check_report_html(text)
     assert "<script>" not in text and "&lt;script&gt;" in text
     assert [r["class"] for r in page.rows] == ["failed", "done", "done"]
-    assert "bad_input" in page.rows[0]["cells"][3] and "ffwatchd jobs retry" in page.rows[0]["cells"][3]
+    assert "bad_input" in page.rows[0]["cells"][3]       # refused on arrival: no retry that retry would refuse
+    assert "drop a good copy" in page.rows[0]["cells"][3] and "jobs retry" not in page.rows[0]["cells"][3]
     assert report["counts"] == {"failed": 1, "done": 2, "running": 0, "queued": 0, "cancelled": 0, "superseded": 0,
                                 "total": 3}
     assert (html_path.parent / "ffwatch-report.json").exists()
@@ -256,7 +257,7 @@ def test_markup_in_names_messages_kinds_and_models_is_only_text_on_the_page(tmp_
     rows = {row["cells"][0]: row for row in check_report_html(text).rows}
     assert rows[f"b/failed{SCRIPT}.jpg"]["cells"][3].startswith(f"kind{SCRIPT}{BREAKOUT}: failed: {SCRIPT} {BREAKOUT}")
     assert rows[f"b/older{BREAKOUT}.jpg"]["cells"][3] == f"superseded: {SCRIPT} {BREAKOUT}"
-    assert rows[f"b/failed{SCRIPT}.jpg"]["cells"][5] == f"{SCRIPT}, arcface_w600k_r50, {BREAKOUT}"
+    assert rows[f"b/failed{SCRIPT}.jpg"]["cells"][7] == f"{SCRIPT}, arcface_w600k_r50, {BREAKOUT}"
     # escaped once: the percent-encoded link and the base64 thumbnails stand in the file as made
     assert 'href="../b/%22%3E%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E.jpg"' in text
     assert all(f'src="{src}"' in text for src in imgs)

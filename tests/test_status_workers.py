@@ -103,3 +103,24 @@ def test_this_hosts_worker_is_busy_when_the_table_says_it_holds_a_job_the_daemon
     assert got[104]["state"] == "down"
     assert {w["state_from"] for w in got.values()} == {"daemon"}
     store.close()
+
+
+def test_a_frozen_worker_is_lost_once_its_heartbeat_is_older_than_a_lease(tmp_path: Path) -> None:
+    """A frozen worker showed `busy, 62 s ago` with a 60 s lease and no LOST (3 leases were needed):
+    the lease of the job it holds has run out, so it is LOST now, whatever the daemon's file says."""
+    from ffwatchd.ops.documents import worker_entries
+
+    clock = [1000.0]
+    s = SqliteJobStore(tmp_path / "q.db", clock=lambda: clock[0])
+    s.enqueue(watch="w", rel_path="a.jpg", size=1, mtime=1.0, content_hash="h", kind="image", spec={})
+    s.register_worker("here:5/cpu", host="here", pid=5, device="cpu", requested_provider="cpu", provider="cpu")
+    job = s.claim("here:5/cpu", 60)
+    s.worker_heartbeat("here:5/cpu", job.id)
+    local = {"host": "here", "workers": [{"pid": 5, "state": "busy", "jobs_done": 0, "restarts": 0}]}
+    clock[0] += 50
+    (w,) = worker_entries(s, 60.0, local)
+    assert (w["lost"], w["state"]) == (False, "busy")
+    clock[0] += 12                                    # 62 s without a heartbeat
+    (w,) = worker_entries(s, 60.0, local)
+    assert (w["lost"], w["state"]) == (True, "lost")
+    s.close()

@@ -761,14 +761,15 @@ def test_a_refused_file_is_filed_with_a_whole_report_and_restored_for_a_retry(en
     report = json.loads((watch.failed / "b" / "a.jpg.error.json").read_text())
     assert set(report) == {"job_id", "watch", "path", "error_kind", "message", "attempts", "max_attempts",
                            "created_at", "started_at", "failed_at", "original", "filed_as", "content_sha256",
-                           "sidecars", "spec", "retry"}
+                           "sidecars", "spec", "retry", "retry_needs"}
     assert (report["job_id"], report["watch"], report["path"], report["error_kind"]) == (job.id, "studio", "b/a.jpg",
                                                                                          "bad_input")
     assert (report["attempts"], report["max_attempts"], report["started_at"]) == (job.attempts, job.max_attempts, None)
     assert report["original"] == str(watch.inbox / "b" / "a.jpg") and report["filed_as"] == str(filed)
     assert report["created_at"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(job.created_at))
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", report["failed_at"])
-    assert report["content_sha256"] == "c0ffee" and report["retry"] == f"ffwatchd jobs retry {job.id}"
+    assert report["content_sha256"] == "c0ffee"
+    assert report["retry"] is None and "a good copy" in report["retry_needs"]     # not a retry it would refuse
     assert find_failed_original(watch, job) == filed
     assert restore_original(watch, job, filed) == watch.inbox / "b" / "a.jpg"
     assert (watch.inbox / "b" / "a.jpg").read_bytes() == b"not a picture"

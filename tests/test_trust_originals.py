@@ -242,10 +242,10 @@ def test_a_full_destination_is_named_in_the_error_and_leaves_no_temp(tmp_path: P
 def test_a_transient_error_that_used_up_its_attempts_says_so_in_the_report(env) -> None:
     settings, store, watch = env
 
-    class Full(FakePipeline):
+    class Full(FakePipeline):      # (not ENOSPC: a full disk waits, unspent: tests/e2e/test_disk_guard_e2e.py)
         def process_image(self, target: Path, output: Path, spec: JobSpec) -> None:
             import errno
-            raise OSError(errno.ENOSPC, "No space left on device", str(output))
+            raise OSError(errno.EIO, "Input/output error", str(output))
 
     store.retry_backoff = 0.0                                # the attempts follow each other at once
     job_id = enqueue(store, watch, "a.jpg", b"abc")
@@ -253,7 +253,7 @@ def test_a_transient_error_that_used_up_its_attempts_says_so_in_the_report(env) 
     for _ in range(3):
         runner.run(store.claim("test-owner", 60))
     job = store.get(job_id)
-    assert job.state == "failed" and job.error_kind == "disk_full"
+    assert job.state == "failed" and job.error_kind == "io"
     report = json.loads(report_path(watch.failed / "a.jpg").read_text())
     assert "will be retried" not in report["message"] and "gave up after 3 attempts" in report["message"]
 

@@ -13,7 +13,7 @@ from tests.test_watch import JPEG, make_env, put, wait_for  # noqa: F401 - make_
 
 
 def test_a_refused_file_failed_cannot_take_is_retried_shown_and_filed_later(make_env, caplog) -> None:
-    caplog.set_level(logging.INFO, logger="ffwatchd.watch.loop")
+    caplog.set_level(logging.INFO, logger="ffwatchd.watch")
     env = make_env("inotify")
     failed = env.watch.failed
     shutil.rmtree(failed)                              # the share's failed/ is gone (or unwritable)
@@ -105,7 +105,7 @@ def test_a_refused_file_filed_without_its_report_gets_the_report_later(make_env,
 
     from ffwatchd.filing import plan as filing
 
-    caplog.set_level(logging.INFO, logger="ffwatchd.watch.loop")
+    caplog.set_level(logging.INFO, logger="ffwatchd.watch")
     real = filing.write_report
     full = {"on": True}
 

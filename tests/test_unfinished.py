@@ -104,7 +104,7 @@ def test_a_copy_that_never_finishes_fails_as_truncated_naming_the_wait(make_env)
     (job,) = env.jobs()
     assert job.error_kind == "truncated"
     assert "ends early, the copy did not finish: the JPEG has no end-of-image marker" in job.error_message
-    assert "for the rest of it (unfinished_wait 2 s)" in job.error_message
+    assert "for the rest of it (unfinished_wait 2s)" in job.error_message
     # the job is failed in the table before its original and report are filed: wait for the report
     wait_for(lambda: (env.watch.failed / "half.jpg.error.json").exists(), 60, "the error report")
     report = json.loads((env.watch.failed / "half.jpg.error.json").read_text())
@@ -313,3 +313,24 @@ def test_a_reload_keeps_a_file_settling_where_it_was(make_env):
     new = again.loops[env.watch.name]
     wait_for(lambda: new.available, 30, "the new loop to run")
     assert new.tracker.since(target) == since
+
+
+def test_the_wait_lines_write_durations_as_the_config_does(make_env, caplog):
+    """A log line said `waiting since 6.83736 min ago`: durations are whole seconds in at most two
+    units, as the config writes them (`6m50s`), everywhere the watch speaks of a wait."""
+    import time
+
+    from ffwatchd.spec.values import format_duration
+    from ffwatchd.watch.settle import FileState, SettleTracker
+    from ffwatchd.watch.unfinished import Unfinished
+
+    assert [format_duration(s) for s in (0.3, 2.35, 59.6, 410.24, 3660, 90061)] == [
+        "0.3s", "2.4s", "1m", "6m50s", "1h1m", "1d1h"]
+    env = make_env("inotify", unfinished_wait="10m")
+    cut = env.inbox / "cut.jpg"
+    cut.write_bytes(jpeg(seed=3)[:20_000])
+    with caplog.at_level(logging.INFO, logger="ffwatchd.watch.unfinished"):
+        Unfinished(env.watch, SettleTracker(0.3)).again(cut, FileState.from_stat(cut.stat()), "it ends early",
+                                                         since=time.time() - 410.24)
+    (line,) = [r.getMessage() for r in caplog.records if "cut.jpg is not finished" in r.getMessage()]
+    assert "waiting since 6m50s ago (before a restart)" in line and "for up to 10m in all" in line, line

@@ -288,7 +288,7 @@ def test_a_source_copied_after_its_target_is_waited_for(make_env) -> None:
 def test_a_file_waiting_for_its_sidecar_is_logged_once_and_listed(make_env, caplog) -> None:
     import logging
 
-    caplog.set_level(logging.INFO, logger="ffwatchd.watch.loop")
+    caplog.set_level(logging.INFO, logger="ffwatchd.watch")
     env = make_env("inotify", sidecar_wait="30s", defaults={})
     env.service.start()
     wait_for(lambda: env.service.available()["w"], what="the watch to start")
@@ -297,13 +297,13 @@ def test_a_file_waiting_for_its_sidecar_is_logged_once_and_listed(make_env, capl
     assert env.service.waiting_files()["w"][0]["path"] == "nosidecar/a.jpg"
     assert env.service.waiting_files()["w"][0]["waits_for"] == "its sidecar (ffwatch.yaml)"
     lines = [r.getMessage() for r in caplog.records if "waits up to" in r.getMessage()]
-    assert lines == ["watch w: nosidecar/a.jpg waits up to 30 s for its sidecar (ffwatch.yaml)"]
+    assert lines == ["watch w: nosidecar/a.jpg waits up to 30s for its sidecar (ffwatch.yaml)"]
 
 
 def test_files_matching_no_include_pattern_are_logged_once_and_counted(make_env, caplog) -> None:
     import logging
 
-    caplog.set_level(logging.INFO, logger="ffwatchd.watch.loop")
+    caplog.set_level(logging.INFO, logger="ffwatchd.watch")
     env = make_env("inotify")
     put(env.inbox / "before.gif", b"GIF89a")                        # found by the start-up scan
     env.service.start()

@@ -15,7 +15,7 @@ import pytest
 from ffwatchd.cli import main
 from ffwatchd.config.load import load_config
 from ffwatchd.errors import ConfigError
-from ffwatchd.store import JobStore, open_store
+from ffwatchd.store import JobStore, Use, open_store
 from ffwatchd.web.auth import check_action, operator_of, same_origin
 from ffwatchd.web.redact import REDACTED, redact, redact_url
 from ffwatchd.web.server import WebApp, WebServer
@@ -158,10 +158,10 @@ def served(tmp_path: Path):
     cfg = _config(tmp_path, "web: {listen: '127.0.0.1:0'}\n")
     holder = {"settings": load_config(cfg)}
     s = holder["settings"]
-    with open_store(s) as store:
+    with open_store(s, Use.WRITE) as store:
         store.enqueue(watch="studio", rel_path="<img src=x onerror=alert(1)>.jpg", size=3, mtime=1.0,
                       content_hash="h1", kind="image", spec={"notify": {"webhook": HOOK}})
-    server = WebServer(WebApp(settings=lambda: holder["settings"], store=open_store(s, migrate=False)))
+    server = WebServer(WebApp(settings=lambda: holder["settings"], store=open_store(s, Use.UNCHECKED)))
     host, port = server.start("127.0.0.1", 0)
     yield cfg, f"http://{host}:{port}", holder
     server.stop()
@@ -286,7 +286,40 @@ def test_status_says_which_watches_an_operator_paused(served, capsys) -> None:
         s.set_watch_paused("studio", True, "paused by 'alice' from 127.0.0.1 at 2026-12-01 12:00:00")
     assert main(["status", "-c", str(cfg)]) == 0
     assert ("CLAIMING PAUSED for watch studio on every host (paused by 'alice' from 127.0.0.1 at "
-            "2026-12-01 12:00:00); resume it on the web page") in capsys.readouterr().out
+            "2026-12-01 12:00:00); resume it with `ffwatchd watches resume studio` or on the web page") \
+        in capsys.readouterr().out
+
+
+def test_watches_pause_and_resume_on_the_command_line_as_on_the_page(served, tmp_path: Path, capsys,
+                                                                      caplog) -> None:
+    """Pausing needed the page and a token; `ffwatchd watches pause|resume NAME` keeps the page's
+    rules (a watch of the config), its note (who, when) and its log line."""
+    cfg, base, holder = served
+    holder["settings"] = load_config(_config(tmp_path, "web: {listen: '127.0.0.1:0', token_file: web.token}\n"))
+    caplog.set_level("INFO")
+    assert main(["watches", "pause", "studio", "-c", str(cfg)]) == 0
+    assert capsys.readouterr().out == "claiming of watch studio paused on every host; running jobs go on\n"
+    with JobStore(load_config(cfg).db_path) as s:
+        note = s.paused_watches()["studio"]
+    assert note.startswith("paused by '") and f" on {socket.gethostname()} at " in note
+    cli_line = next(r.getMessage() for r in caplog.records if "pause of watch studio" in r.getMessage())
+    assert cli_line.startswith("command line: pause of watch studio, asked by '") and cli_line.endswith(
+        ": claiming of watch studio paused on every host; running jobs go on")
+    assert main(["status", "-c", str(cfg)]) == 0
+    assert "CLAIMING PAUSED for watch studio" in capsys.readouterr().out
+    assert main(["watches", "-c", str(cfg), "resume", "studio", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"ok": True, "watch": "studio",
+                                                   "message": "claiming of watch studio resumed"}
+    with JobStore(load_config(cfg).db_path) as s:
+        assert s.paused_watches() == {}
+    assert main(["watches", "pause", "nowhere", "-c", str(cfg)]) == 1
+    assert "no watch named 'nowhere' in the config (watches: studio)" in capsys.readouterr().err
+    caplog.clear()
+    assert _post(base + "/api/watches/studio/pause", {"Authorization": f"Bearer {TOKEN}",
+                                                      "X-Ffwatchd-Operator": "alice"})[0] == 200
+    web_line = next(r.getMessage() for r in caplog.records if "pause of watch studio" in r.getMessage())
+    assert web_line == ("web: pause of watch studio, asked by 'alice' from 127.0.0.1: claiming of watch studio "
+                        "paused on every host; running jobs go on")
 
 
 def test_the_overview_shows_failed_jobs_and_workers_without_their_secrets(served) -> None:
@@ -304,7 +337,8 @@ def test_the_overview_shows_failed_jobs_and_workers_without_their_secrets(served
     assert "XXXXsecretXXXX" not in overview and f"https://hooks.example.com/{REDACTED}" in overview
     doc = json.loads(overview)
     assert [j["rel_path"] for j in doc["failed"]] == ["hooked.jpg"]
-    assert doc["watches"]["studio"]["failed"] == 1 and doc["throughput"]["failed"] == 1
+    assert [(w["name"], w["counts"]["failed"]) for w in doc["watches"]] == [("studio", 1)]
+    assert doc["throughput"]["failed"] == 1
     page = _get(base + "/")[2]                    # a worker of another host: no local state, still shown
     assert "other-host" in page and "(asked cuda)" in page and "XXXXsecretXXXX" not in page
     assert f"refused by https://hooks.example.com/{REDACTED}" in page
@@ -392,6 +426,23 @@ def test_a_client_gone_mid_answer_is_a_debug_line_and_other_errors_are_logged_no
     finally:
         server.server_close()
     assert capsys.readouterr().err == ""
-    levels = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "ffwatchd.web"]
+    levels = [(r.levelname, r.getMessage()) for r in caplog.records if r.name.startswith("ffwatchd.web")]
     assert [lv for lv, _ in levels] == ["DEBUG", "DEBUG", "ERROR"], levels
     assert "127.0.0.1 went away" in levels[0][1] and caplog.records[-1].exc_info is not None
+
+
+def test_a_watch_waiting_for_its_folders_is_on_the_page(served) -> None:
+    import os
+    import time
+
+    from ffwatchd.ops.statusfile import write_status
+
+    cfg, base, _ = served
+    why = "output folder /srv/share/output: No such file or directory"
+    write_status(load_config(cfg).state_dir, {"pid": os.getpid(), "host": "here", "started_at": time.time(),
+                                              "updated_at": time.time(), "workers": [], "warnings": [],
+                                              "folders_waiting": {"studio": why}})
+    page = _get(base + "/")[2]
+    assert f'data-folders-waiting="studio">watch studio waits for its folders: {why}' in page
+    doc = json.loads(_get(base + "/api/status")[2])
+    assert doc["daemon"]["folders_waiting"] == {"studio": why}

@@ -15,10 +15,10 @@ import jinja2
 from markupsafe import Markup
 
 from ffwatchd.batches.nottaken import MAX_LISTED, not_taken
-from ffwatchd.batches.thumbs import ThumbCache
+from ffwatchd.batches.thumbs import ThumbCache, original_shown
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
-from ffwatchd.filing.plan import find_failed_original
+from ffwatchd.filing.plan import find_failed_original, retry_advice
 from ffwatchd.filing.sharepaths import job_original, job_output
 from ffwatchd.fs.writefs import write_file_atomic
 from ffwatchd.spec.values import redact_notify
@@ -104,9 +104,12 @@ def file_entry(watch: WatchSettings, job: Job) -> dict:
         "original": _rel_under(job_original(watch, job), watch.done) if job.state == "done" else None,
         "error_kind": job.error_kind if job.state != "done" else None,
         "message": job.error_message if job.state != "done" else None,
-        "retry": (f"ffwatchd jobs retry {job.id}" if outcome_of(job) in ("failed", "cancelled") else None),
+        "retry": (retry_advice(job, job.error_kind or "")[0] if outcome_of(job) in ("failed", "cancelled") else None),
         "processors": spec.get("processors", []),
         "models": _models(spec),
+        "faces": (job.result or {}).get("faces") if job.state == "done" else None,
+        "model_files": (job.result or {}).get("models", []) if job.state == "done" else [],
+        **swap_quality(job),
         "worker": job.worker,
         "progress": ({"done": job.progress_done or 0, "total": job.progress_total}
                      if job.state == "running" and job.progress_total else None),   # a video's frames
@@ -133,6 +136,22 @@ def _models(spec: dict) -> list[str]:
         return []
 
 
+def swap_quality(job: Job) -> dict:
+    """A done job's worst swapped face (its identity similarity to the source) and whether a face
+    was under the job's `review_below`, so an editor knows which files to look at."""
+    quality = ((job.result or {}).get("quality") or {}) if job.state == "done" else {}
+    return {"quality": quality.get("min"), "review": bool(quality.get("review"))}
+
+
+def _model_files(files: list[dict]) -> list[dict]:
+    """Each model file the batch's done jobs were made with, once: name, sha256, licence."""
+    seen: dict[tuple, dict] = {}
+    for f in files:
+        for m in f.get("model_files") or []:
+            seen.setdefault((m.get("name"), m.get("sha256")), m)
+    return [seen[k] for k in sorted(seen, key=lambda k: (str(k[0]), str(k[1])))]
+
+
 def build_report(watch: WatchSettings, folder: str, jobs: Iterable[Job], *, batch_id: int | None,
                  version: int, final: bool, package: str | None = None, now: float | None = None,
                  package_missing: Iterable[str] = (), files: list[dict] | None = None) -> dict:
@@ -155,6 +174,7 @@ def build_report(watch: WatchSettings, folder: str, jobs: Iterable[Job], *, batc
         "generated_at": _iso(now or time.time()), "counts": counts, "package": package,
         "package_missing": list(package_missing),
         "provenance": {"models": sorted({m for f in files for m in f["models"]}),
+                       "model_files": _model_files(files),
                        "processors": sorted({p for f in files for p in f["processors"]}),
                        "settings": settings},
         "files": files,
@@ -184,27 +204,39 @@ def _row_macro() -> jinja2.runtime.Macro:
 
 
 def page_order(files: list[dict]) -> list[int]:
-    """The page's row order (failed first, then by outcome and path), as indexes into `files`."""
+    """The page's row order, as indexes into `files`: failed first, then by outcome; within an
+    outcome the files to review first, then the worst swap quality first, then by path."""
     order = {s: i for i, s in enumerate(STATE_ORDER)}
-    return sorted(range(len(files)), key=lambda i: (order.get(files[i]["outcome"], 9), files[i]["path"]))
+
+    def key(i: int) -> tuple:
+        f = files[i]
+        q = f.get("quality")
+        return order.get(f["outcome"], 9), not f.get("review"), q if q is not None else 9.0, f["path"]
+    return sorted(range(len(files)), key=key)
 
 
 def row_view(f: dict, pics: tuple[str | None, str | None] | None, links: dict[str, str] | None = None) -> dict:
     """What one file's row shows, for the template to lay out: `pics` None: past the rows that
     show pictures (THUMB_ROWS); `links`: relative links to the result and the original (`links_from`)."""
     before, after = pics or (None, None)
+    shown = original_shown(f["processors"])      # an anonymize job's row: anonymized pictures only
     view = {"outcome": f["outcome"], "path": f["path"], "kind": "text", "pictures": (),
             "took": f"{f['duration_s']:.1f} s" if f["duration_s"] is not None else "",
-            "models": ", ".join(f["models"])}
+            "models": ", ".join(f["models"]), "review": bool(f.get("review")),
+            "quality": f"{f['quality']:.2f}" if f.get("quality") is not None else "",
+            "faces": "" if f.get("faces") is None else str(f["faces"]),
+            "withheld": not shown and pics is not None and f["state"] in ("done", "failed", "cancelled")}
     if f["state"] == "done":
-        view.update(kind="done", pictures=None if pics is None else ((before, "before"), (after, "after")),
+        pictures = ((before, "before"), (after, "after")) if shown else ((after, "anonymized"),)
+        view.update(kind="done", pictures=None if pics is None else pictures,
                     output_text=f"output/{f['output']}" if f["output"] else "",
                     output_href=_href(links["output"], f["output"]) if links and f["output"] else None,
-                    original_href=_href(links["done"], f["original"]) if links and f.get("original") else None)
+                    original_href=(_href(links["done"], f["original"]) if shown and links and f.get("original")
+                                   else None))
     elif f["outcome"] == "superseded":
         view.update(kind="superseded", message=f["message"] or "")
     elif f["state"] in ("failed", "cancelled"):
-        view.update(kind="failed", pictures=None if pics is None else ((before, "original"),),
+        view.update(kind="failed", pictures=None if pics is None else ((before, "original"),) if shown else (),
                     error_kind=f["error_kind"] or "", message=f["message"] or "", retry=f["retry"] or "")
     else:
         view["text"] = f["state"] + progress_text(f.get("progress"))
@@ -231,6 +263,8 @@ def page_view(report: dict, rows: list[Markup]) -> dict:
         "missing": {"total": len(missing), "shown": missing[:20]} if missing else None,
         "processors": ", ".join(prov["processors"]) or "-", "models": ", ".join(prov["models"]) or "-",
         "settings": json.dumps(prov["settings"], indent=2),
+        "model_files": [f"{m.get('name')}: licence {m.get('licence') or 'unknown'}, sha256 {m.get('sha256') or '-'}"
+                        for m in prov.get("model_files", [])],
         "not_taken": ({"total": len(left), "shown": left[:MAX_LISTED], "more": max(0, len(left) - MAX_LISTED)}
                       if left else None),
         # each row is the row template's output (Markup, escaped there); a plain str would be escaped
@@ -315,7 +349,7 @@ def write_report(watch: WatchSettings, folder: str, jobs: list[Job], cache: Thum
         if j.state in ("done", "failed", "cancelled") and j.kind == "image":
             out = job_output(watch, j) if j.state == "done" else None
             after = Path(out) if out else None
-            before = _before_path(watch, j)
+            before = _before_path(watch, j) if original_shown((j.spec or {}).get("processors")) else None
             thumbs[j.id] = (cache.get(j.id, before, _root_of(watch, before)), cache.get(j.id, after, watch.output))
     html_path, json_path = report_paths(watch, folder)
     # printable: a name that is not UTF-8 shows as \xHH in the page (the JSON keeps it exactly)

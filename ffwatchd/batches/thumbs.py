@@ -9,18 +9,27 @@ import io
 import os
 import threading
 from pathlib import Path
+from typing import Iterable
 
 import cv2
 import numpy as np
 from PIL import Image
 
 from ffwatchd.fs.safefs import open_regular, read_up_to
+from ffwatchd.processors import processors as all_processors
 
 THUMB_SIZE = 96
 THUMB_QUALITY = 60
 THUMB_SOURCE_MAX = 256 * 2**20          # a bigger file gets no thumbnail (nor is read whole for one)
 THUMB_MAX_PIXELS = 50_000_000           # nor does a picture declaring more pixels (never decoded)
 THUMB_HEAD = 1 << 20                    # what is read first to find the picture's header
+
+def original_shown(processors: Iterable[str] | None) -> bool:
+    """Whether a report may show a picture of a job's original (`processors`: its spec's names):
+    never when one of them anonymizes; that job's report shows anonymized pictures only."""
+    known = all_processors()
+    return not any(known[n].anonymizes for n in processors or () if n in known)
+
 
 def thumbnail(path: Path, *, root: Path, size: int = THUMB_SIZE) -> str | None:
     """A data-URI JPEG at most `size` px on its longest side, or None when `path` is no image.

@@ -25,7 +25,7 @@ from ffwatchd.fs.safefs import open_dir, relative_parts
 from ffwatchd.fs.writefs import stale_temp
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.spec.sidecar import is_within
-from ffwatchd.store import Batch, Job, JobQueue, TransitionError, open_store, store_errors
+from ffwatchd.store import Batch, Job, JobQueue, TransitionError, Use, open_store, store_errors
 from ffwatchd.store.leadership import Leadership
 
 log = logging.getLogger(__name__)
@@ -306,7 +306,7 @@ class BatchService:
         writes the reports, finishes batches and queues their notifications. A host that
         becomes leader starts afresh (its own view of the batches may be old)."""
         background_priority()
-        store = open_store(self.settings, migrate=False)
+        store = open_store(self.settings, Use.UNCHECKED)
         lead = Leadership(store, "batches", recheck=LEAD_RECHECK)
         try:
             while not self._stop.is_set():
@@ -328,7 +328,7 @@ class BatchService:
 
     def _send(self) -> None:
         background_priority()
-        store = open_store(self.settings, migrate=False)
+        store = open_store(self.settings, Use.UNCHECKED)
         self.sender = Sender(self.settings, store, self.metrics)
         try:
             while not self._stop.is_set():

@@ -1,5 +1,5 @@
 """The `ffwatchd` command line: run, check, status, jobs, enqueue, process, models, retention,
-batches, queue, provenance."""
+batches, queue, watches, provenance."""
 
 from __future__ import annotations
 
@@ -26,10 +26,11 @@ from ffwatchd.cli import (
     retention,
     run,
     status,
+    watches,
 )
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CommandFailed, UsageError
 from ffwatchd.errors import ConfigError
-from ffwatchd.store import DriverMissing
+from ffwatchd.store import DriverMissing, SchemaMismatch
 
 # Each command's module says its arguments (`add_arguments`) and runs it (`run`); heavy parts are
 # imported inside `run`, so parsing stays quick.
@@ -43,7 +44,8 @@ COMMANDS = (
     ("models", models, "known models: list | verify | fetch"),
     ("retention", retention, "run housekeeping now (--dry-run)"),
     ("batches", batches, "batches: list | show (report, deliveries) | notifications (list, retry, drop)"),
-    ("queue", queue, "the job table: migrate SQLite into PostgreSQL"),
+    ("queue", queue, "the job table: migrate SQLite into PostgreSQL, upgrade its schema"),
+    ("watches", watches, "pause | resume NAME: a watch's claiming on every host"),
     ("provenance", provenance, "what a file says about how it was made: show FILE"),
 )
 
@@ -70,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     common.WARNED.clear()
     try:
         return args.func(args)
-    except (ConfigError, UsageError, DriverMissing, CommandFailed) as e:
+    except (ConfigError, UsageError, DriverMissing, CommandFailed, SchemaMismatch) as e:
         print(f"ffwatchd: {e}", file=sys.stderr)
         usage = isinstance(e, UsageError) or (isinstance(e, ConfigError) and "no config given" in str(e))
         return EXIT_USAGE if usage else EXIT_FAIL

@@ -4,7 +4,6 @@ report and notification deliveries; the operator's way out of a delivery that ca
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from ffwatchd.cli.common import (
@@ -20,7 +19,7 @@ from ffwatchd.cli.common import (
 )
 from ffwatchd.config.load import load_config
 from ffwatchd.ops.documents import batch_document, batches_document, batches_list
-from ffwatchd.store import Delivery, NotFound, TransitionError, open_store
+from ffwatchd.store import Delivery, NotFound, TransitionError, Use, open_store
 from ffwatchd.store.names import shown
 
 DELIVERY_STATES = ("pending", "delivered", "failed")
@@ -55,6 +54,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="the deliveries' ids (from `batches notifications`)")
 
 
+def counts_text(counts: dict[str, int]) -> str:
+    """A batch's counts for people: `3 done, 1 failed (4 in all)` (`batches show` printed raw JSON)."""
+    said = ", ".join(f"{n} {state}" for state, n in counts.items() if n and state != "total")
+    total = counts.get("total")
+    return f"{said} ({total} in all)" if said and total is not None else said or "none yet"
+
+
 def show_delivery(d: Delivery) -> str:
     return (f"  {d.id}  {d.channel:7} {d.event:8} {d.state:9} tries {d.attempts}  key {d.idempotency_key}  "
             f"-> {shown(d.target)}" + (f"  last error: {shown(d.last_error)}" if d.last_error else ""))
@@ -72,7 +78,7 @@ def notifications(args: argparse.Namespace) -> int:
             print("\n".join(show_delivery(d) for d in rows) if rows else "no notifications")
         return EXIT_OK
     failures = 0
-    with open_store(load_config(args.config)) as store:
+    with open_store(load_config(args.config), Use.WRITE) as store:
         for delivery_id in args.ids:
             try:
                 d = (store.retry_delivery if action == "retry" else store.drop_delivery)(delivery_id)
@@ -101,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
                 dump_json(batches_document(batches))
                 return EXIT_OK
             print_table([(b.id, b.watch, b.folder or "/", b.state, b.version,
-                          " ".join(f"{k}={v}" for k, v in b.counts.items() if v and k != "total") or "-",
+                          counts_text(b.counts),
                           format_time(b.finished_at), b.report_path or "-") for b in batches],
                         ["id", "watch", "batch", "state", "ver", "counts", "finished", "report"])
             if more:
@@ -121,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{key:14} {shown(str(value)) if value not in (None, '') else ('/' if key == 'folder' else '-')}")
     print(f"{'last activity':14} {format_time(batch.last_activity)}")
     print(f"{'finished_at':14} {format_time(batch.finished_at)}")
-    print(f"{'counts':14} {json.dumps(batch.counts)}")
+    print(f"{'counts':14} {counts_text(batch.counts)}")
     print("deliveries:")
     if not deliveries:
         print("  none")

@@ -8,6 +8,7 @@ import os
 import sys
 import tempfile
 import time
+import unicodedata
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -18,7 +19,7 @@ from ffwatchd.config.settings import Settings
 from ffwatchd.errors import ConfigError
 from ffwatchd.ops.documents import to_json
 from ffwatchd.spec.safeyaml import load_yaml
-from ffwatchd.store import Job, JobQueue, SqliteJobStore, open_store
+from ffwatchd.store import Job, JobQueue, SchemaMismatch, SqliteJobStore, open_store
 from ffwatchd.store.names import shown
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -86,11 +87,24 @@ def open_store_for_reading(config: str | None) -> JobQueue:
     made yet is read as empty, without creating state_dir or an ffwatchd.db there."""
     settings, state_dir = settings_for_reading(config)
     if settings is not None and settings.queue.url is not None:
-        return open_store(settings)
+        try:
+            return open_store(settings)
+        except SchemaMismatch as e:
+            if e.found:
+                raise
+            return NotCreatedYet(settings.db_path, e.where)      # read as empty, as an SQLite table not made yet
     path = settings.db_path if settings is not None else state_dir / "ffwatchd.db"
     if not path.exists() and _nearest_existing(path.parent).is_dir():   # (a file in the way: its error below)
         return NotCreatedYet(path)
-    return open_store(settings) if settings is not None else SqliteJobStore(path)
+    if settings is not None:
+        return open_store(settings)
+    store = SqliteJobStore(path, migrate_schema=False)     # reading never migrates (open_store's rule)
+    try:
+        store.require_known_schema()
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -104,10 +118,10 @@ class NotCreatedYet(SqliteJobStore):
     temporary folder (removed on close), so that reading commands answer "nothing yet" without
     leaving a state_dir and an empty ffwatchd.db behind them."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, where: str | None = None) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="ffwatchd-empty-")
         super().__init__(Path(self._tmp.name) / "ffwatchd.db")
-        self.where = f"sqlite {path} (not created yet: the daemon has not run with this state_dir)"
+        self.where = where or f"sqlite {path} (not created yet: the daemon has not run with this state_dir)"
 
     def close(self) -> None:
         try:
@@ -139,11 +153,18 @@ def format_progress(job: Job) -> str:
     return "-"
 
 
+def display_width(text: str) -> int:
+    """Columns `text` takes on a terminal: wide (CJK) characters two, combining marks none (a
+    table padded by len() put the columns after a Japanese name out of line)."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+               for c in text)
+
+
 def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
     cells = [[str(c) for c in headers]] + [["-" if c is None else shown(str(c)) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    widths = [max(display_width(r[i]) for r in cells) for i in range(len(headers))]
     for i, r in enumerate(cells):
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        print("  ".join(c + " " * (w - display_width(c)) for c, w in zip(r, widths)).rstrip())
         if i == 0:
             print("  ".join("-" * w for w in widths))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, check_watch_name, config_arg, dump_json, json_arg
 from ffwatchd.config.load import load_config
-from ffwatchd.store import open_store
+from ffwatchd.store import Use, open_store
 from ffwatchd.store.names import shown
 from ffwatchd.watch.ingest import find_watch, ingest_file
 
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(shown(f"{raw}: {message}"), file=sys.stdout if ok else sys.stderr)
 
-    with open_store(settings) as store:
+    with open_store(settings, Use.WRITE) as store:
         for raw in args.paths:
             path = Path(raw).absolute()
             if not path.exists():

@@ -30,7 +30,7 @@ from ffwatchd.ops.documents import job_document, jobs_document, jobs_list
 from ffwatchd.ops.jobverbs import cancel_job, retry_job
 from ffwatchd.ops.statusfile import read_status
 from ffwatchd.spec.values import parse_duration
-from ffwatchd.store import PRIORITIES, STATES, Job, JobQueue, NotFound, TransitionError, open_store, priority_name
+from ffwatchd.store import PRIORITIES, STATES, Job, JobQueue, NotFound, TransitionError, Use, open_store, priority_name
 from ffwatchd.store.names import shown
 
 
@@ -84,8 +84,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:               # more: 50 of 227 were shown as if they were all
         dump_json(jobs_document(jobs))
         return EXIT_OK
+    # `queued`: when the file arrived (a retry's re-queue is in `jobs show` as queued_at)
     print_table([(j.id, j.state, j.watch, j.rel_path, j.kind, priority_name(j.priority), j.attempts,
-                  format_progress(j), j.error_kind or "", format_time(j.queued_at)) for j in jobs],
+                  format_progress(j), j.error_kind or "", format_time(j.created_at)) for j in jobs],
                 ["id", "state", "watch", "path", "kind", "priority", "tries", "progress", "error", "queued"])
     if more:
         print(f"(the newest {args.limit} shown; there are more: --limit N, --state S or --watch W)")
@@ -127,8 +128,30 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"  {shown(str(s.get('path')))}  sha256 {s.get('sha256')}" + (f"  ({s['role']})" if s.get("role") else ""))
     print("spec (effective sidecar snapshot):")
     print("  " + json.dumps(job.spec, indent=2).replace("\n", "\n  "))
+    print_result(job)
     print_output_provenance(job)
     return EXIT_OK
+
+
+def print_result(job: Job) -> None:
+    """What the pipeline reported when the job was done: faces, processors, each model's file and licence."""
+    r = job.result
+    if not r:
+        return
+    found = f" of {r['faces_found']} found" if r.get("faces_found") is not None else ""
+    frames = f" in {r['frames']} frames" if r.get("frames", 1) != 1 else ""
+    what = "copied unchanged (no face)" if r.get("copied") else f"{r.get('faces', 0)} face(s){found}{frames}"
+    print(f"result: {what}; processors {', '.join(r.get('processors') or []) or '-'}"
+          + ("; C2PA-signed" if r.get("signed") else ""))
+    for m in r.get("models") or []:
+        url = f" ({m['licence_url']})" if m.get("licence_url") else ""
+        print(f"  model {m.get('name')} sha256 {m.get('sha256') or '-'} licence {m.get('licence') or 'unknown'}{url}")
+    q = r.get("quality")
+    if q:
+        print(f"  swap quality: {q['scored']} face(s) scored, worst {q['min']:.2f}, mean {q['mean']:.2f} "
+              "(identity similarity to the source, read back by the recognizer)")
+    for i, sc in enumerate(r.get("scores") or [], 1):
+        print(f"  face {i} at {tuple(sc['box'])}: similarity {sc['similarity']:.2f} (the original face: {sc['original']:.2f})")
 
 
 def print_output_provenance(job: Job) -> None:
@@ -167,7 +190,7 @@ def each_job(args: argparse.Namespace, verb: Callable[[JobQueue, Settings, Job],
     """`verb` on each named job (or every failed one with --failed); exit 1 when any was refused."""
     settings = load_config(args.config)
     failures = 0
-    with open_store(settings) as store:
+    with open_store(settings, Use.WRITE) as store:
         ids = args.ids
         if getattr(args, "failed", False):
             ids = [j.id for j in store.iter_jobs(["failed"])]
@@ -210,7 +233,7 @@ def cmd_purge(args: argparse.Namespace) -> int:
         raise UsageError(f"--older-than {args.older_than}: 0 is refused: in retention 0 means off, here it would "
                          "forget every finished job; to do that, give a short age such as --older-than 1s")
     states = [args.state] if args.state else ["done", "failed", "cancelled"]
-    with open_store(settings) as store:
+    with open_store(settings, Use.WRITE) as store:
         try:
             n = store.purge(age, states)
         except ValueError as e:

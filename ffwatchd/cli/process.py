@@ -258,10 +258,11 @@ def _process_video(settings: Settings | None, pipeline: Any, spec: jobspec.JobSp
     # Imported here: only a video needs ffmpeg and the video stage.
     from ffwatchd.media.ffmpeg import find_ffmpeg
 
-    video = process_video_file(pipeline, target, tmp, spec, workdir=workdir,
-                               ffmpeg=find_ffmpeg(settings.ffmpeg if settings else None),
-                               max_pixels=pipeline.max_pixels, on_cuda=pipeline.active_provider() == "cuda",
-                               segment_seconds=(settings.workers if settings else WorkerSettings()).video_segment)
+    outcome = process_video_file(pipeline, target, tmp, spec, workdir=workdir,
+                                 ffmpeg=find_ffmpeg(settings.ffmpeg if settings else None),
+                                 max_pixels=pipeline.max_pixels, on_cuda=pipeline.active_provider() == "cuda",
+                                 segment_seconds=(settings.workers if settings else WorkerSettings()).video_segment)
+    video = outcome.video
     return {"faces": video.faces_total, "frames": video.frames, "processors": list(spec.processors),
             "models": spec.models_used(), "has_audio": video.has_audio, "copied": video.faces_total == 0}
 
@@ -299,6 +300,7 @@ def _worker_options(args: argparse.Namespace, settings: Settings | None) -> dict
         "device": w.devices[0] if w and w.devices else "cpu",   # a watch-only host: process on CPU
         "cpu_threads": w.cpu_threads if w else 0,
         "vram_limit": w.vram_limit if w else 12 * 2**30,
+        "ram_limit": w.ram_limit if w else WorkerSettings.ram_limit,
         "max_pixels": w.max_pixels if w else 80_000_000,
         "provenance": settings.provenance if settings else True,
         "c2pa": settings.c2pa if settings else None,

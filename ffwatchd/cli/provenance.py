@@ -66,6 +66,8 @@ def summary_lines(info: dict) -> list[str]:
                   f"  processors: {', '.join(xmp.get('processors', [])) or '-'}",
                   f"  models: {', '.join(xmp.get('models', [])) or '-'}"]
         lines += [model_line(f) for f in xmp.get("model_files", [])]
+        if xmp.get("settings"):
+            lines.append(f"  settings: {xmp['settings']}")
     for key, value in info.get("exif", {}).items():
         lines.append(f"  EXIF {key}: {value}")
     for key, value in info.get("video_tags", {}).items():

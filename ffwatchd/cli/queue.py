@@ -1,6 +1,8 @@
 """`ffwatchd queue migrate [--from DB]`: copy one host's SQLite job table into the PostgreSQL
 queue the config names (states, history, batches, notifications, filings) under new ids,
-idempotently; refused while a daemon holds that table."""
+idempotently; refused while a daemon holds that table. `ffwatchd queue upgrade`: bring the
+config's job table to this version's schema (ops/upgrade.py: refused while another daemon
+runs on it, after a backup of an SQLite table)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ from ffwatchd.config.settings import Settings
 from ffwatchd.errors import ConfigError
 from ffwatchd.filing.shares import FOLDER_KEYS, hand_over_marker, marker_holder
 from ffwatchd.ops.statusfile import STATUS_NAME, pid_alive
-from ffwatchd.store import open_store, store_errors
+from ffwatchd.ops.upgrade import PG_BACKUP, UpgradeRefused, upgrade_queue
+from ffwatchd.store import SqliteJobStore, Use, open_store, store_errors
 from ffwatchd.store.sqlite_schema import read_queue_id
 
 MAX_IDS_SHOWN = 20
@@ -26,8 +29,13 @@ STATUS_FRESH = 60.0       # s: another host's status file this recent means its 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-c", "--config", help="config file naming the PostgreSQL queue (default: $FFWATCHD_CONFIG)")
-    sub = parser.add_subparsers(dest="queue_command", metavar="{migrate}")
+    sub = parser.add_subparsers(dest="queue_command", metavar="{migrate,upgrade}")
     sub.required = True
+    u = sub.add_parser("upgrade", help="bring the job table to this version's schema (after a backup; "
+                                       "refused while another daemon runs on it)")
+    u.add_argument("-c", "--config", default=argparse.SUPPRESS,
+                   help="config file naming the job table (default: $FFWATCHD_CONFIG)")
+    json_arg(u, "what was done")
     p = sub.add_parser("migrate", help="copy an SQLite job table into the config's PostgreSQL queue")
     p.add_argument("-c", "--config", default=argparse.SUPPRESS,
                    help="config file naming the PostgreSQL queue (default: $FFWATCHD_CONFIG)")
@@ -81,6 +89,39 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"ffwatchd queue: {e}", file=sys.stderr)
         return EXIT_USAGE if "no config given" in str(e) else EXIT_FAIL
+    if args.queue_command == "upgrade":
+        return run_upgrade(settings, args.json)
+    return run_migrate(settings, args)
+
+
+def run_upgrade(settings: Settings, as_json: bool) -> int:
+    """`queue upgrade`: the config's job table brought to this version's schema."""
+    if settings.queue.url is None and not settings.db_path.exists():
+        print(f"ffwatchd queue upgrade: sqlite {settings.db_path}: no job table there yet: nothing to upgrade "
+              "(the daemon creates it when it starts)", file=sys.stderr)
+        return EXIT_FAIL
+    try:
+        with open_store(settings, Use.UNCHECKED) as store:
+            done = upgrade_queue(store, lease=settings.workers.lease, daemon=False)
+    except UpgradeRefused as e:
+        print(f"ffwatchd queue upgrade: {e}", file=sys.stderr)
+        return EXIT_FAIL
+    except store_errors() as e:
+        print(f"ffwatchd queue upgrade: not upgraded: {e}", file=sys.stderr)
+        return EXIT_FAIL
+    if as_json:
+        print(json.dumps({"queue": done.where, "from": done.before, "to": done.after,
+                          "backup": str(done.backup) if done.backup else None}, indent=2))
+    elif not done.changed:
+        print(f"{done.where}: already at schema version {done.after}: nothing to do")
+    else:
+        backup = f"backup: {done.backup}" if done.backup else PG_BACKUP
+        print(f"{done.where}: upgraded from schema version {done.before} to {done.after} ({backup})")
+    return EXIT_OK
+
+
+def run_migrate(settings: Settings, args: argparse.Namespace) -> int:
+    """`queue migrate`: one host's SQLite table copied into the config's PostgreSQL queue."""
     if settings.queue.url is None:
         print(f"ffwatchd queue migrate: {settings.source}: the queue is SQLite; set queue: {{url: postgresql://…}} "
               "to name the PostgreSQL database to copy into", file=sys.stderr)
@@ -94,12 +135,16 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAIL
 
     try:
-        with open_store(settings) as store:     # says plainly when the PostgreSQL driver is missing
+        if source.is_file():        # an older file is upgraded first, as the daemon would (with its backup)
+            with SqliteJobStore(source, migrate_schema=False) as older:
+                upgrade_queue(older, lease=settings.workers.lease, daemon=False)
+        # says plainly when the PostgreSQL driver is missing; an older table is refused (queue upgrade)
+        with open_store(settings, Use.WRITE) as store:
             # Imported here: the PostgreSQL driver loads only for a postgresql:// queue.
             from ffwatchd.store.pgmigrate import copy_sqlite_to_postgres
             report = copy_sqlite_to_postgres(source, store)
             markers = _hand_over_markers(settings, report.source_queue, store.queue_id())
-    except (FileNotFoundError, RuntimeError, *store_errors()) as e:
+    except (FileNotFoundError, RuntimeError, UpgradeRefused, *store_errors()) as e:
         print(f"ffwatchd queue migrate: nothing copied: {e}", file=sys.stderr)
         return EXIT_FAIL
     if args.json:

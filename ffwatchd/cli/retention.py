@@ -13,7 +13,7 @@ from ffwatchd.config.load import load_config, resolve_config_path
 from ffwatchd.errors import ConfigError
 from ffwatchd.ops.diskguard import format_bytes
 from ffwatchd.ops.retention import Deletion, format_age, run_retention, summarize
-from ffwatchd.store import open_store, store_errors
+from ffwatchd.store import Use, open_store, store_errors
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return 1
     dry_run = bool(getattr(args, "dry_run", False))
     try:
-        with open_store(settings) as store:
+        with open_store(settings, Use.READ if dry_run else Use.WRITE) as store:
             deletions = run_retention(settings, store, dry_run=dry_run)
     except store_errors() as e:
         print(f"ffwatchd retention: retention failed (job table {settings.queue.describe()}): {e}", file=sys.stderr)

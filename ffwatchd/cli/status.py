@@ -66,8 +66,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"queue: {where}")
     print("jobs: " + ", ".join(f"{s} {counts[s]}" for s in STATES))
-    for name, note in sorted(paused_watches.items()):     # from the web page: every host holds back
-        print(f"CLAIMING PAUSED for watch {shown(name)} on every host ({shown(note)}); resume it on the web page")
+    for name, note in sorted(paused_watches.items()):     # by the page or `watches pause`: every host holds back
+        print(f"CLAIMING PAUSED for watch {shown(name)} on every host ({shown(note)}); resume it with "
+              f"`ffwatchd watches resume {shown(name)}` or on the web page")
     elsewhere = held_with_other_state(settings) if daemon is None and settings is not None else None
     if elsewhere is not None:
         print(f"daemon on this host: none with this config's state_dir; WARNING: {elsewhere}")
@@ -84,6 +85,9 @@ def run(args: argparse.Namespace) -> int:
                   "the disk guard does not pause for it")
         for msg in daemon.get("models_missing", []):
             print(f"MODELS MISSING: {msg}")
+        for name, why in sorted((daemon.get("folders_waiting") or {}).items()):
+            print(f"WAITING: watch {shown(name)} waits for its folders ({why}); its jobs are not claimed until "
+                  "they are there")
     print()
     if workers:
         print(f"workers of every host ({len(workers)}):")
@@ -94,8 +98,9 @@ def run(args: argparse.Namespace) -> int:
                     ["host", "pid", "device", "provider", "state", "job", "heartbeat", "jobs run"])
         lost = sum(1 for w in workers if w["lost"])
         if lost:
-            print(f"{lost} worker(s) LOST: no heartbeat for more than {LOST_AFTER_LEASES} leases "
-                  f"({lost_after(lease):.0f} s); their jobs return to the queue when their leases expire")
+            print(f"{lost} worker(s) LOST: no heartbeat for more than {LOST_AFTER_LEASES} lease(s) "
+                  f"({lost_after(lease):.0f} s); the leases of their jobs have run out, and the jobs go back to "
+                  "the queue at the next claim")
     else:
         print("workers of every host: none registered")
     print_waiting(daemon)

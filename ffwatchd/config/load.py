@@ -74,7 +74,7 @@ _WATCH_KEYS = {"name", "inbox", "output", "done", "failed", "mode", "poll_interv
                "rescan_interval", "settle", "sidecar_wait", "unfinished_wait", "include", "ignore",
                "source_roots", "defaults", "batch_quiet", "batch_quiet_max", "priority_max",
                "starvation_age", "notify", "ingest", "file_mode", "dir_mode", "group",
-               "public"}
+               "public", "make_folders"}
 _WORKER_KEYS = {"devices", "per_gpu", "providers", "cpu_threads", "max_attempts", "retry_backoff", "lease",
                 "job_timeout", "grace_period", "ram_limit", "vram_limit", "max_pixels",
                 "recycle_after", "video_segment"}
@@ -123,6 +123,7 @@ def _read_watch(r: Reader, raw: Any, path: str, index: int,
         ignore=r.get(raw, "ignore", path, glob_patterns, DEFAULT_IGNORE),
         source_roots=source_roots,
         ingest=r.get(raw, "ingest", path, boolean, d.ingest),
+        make_folders=r.get(raw, "make_folders", path, boolean, d.make_folders),
         batch_quiet=quiet,
         batch_quiet_max=quiet_max,
         priority_max=r.get(raw, "priority_max", path, priority_value, d.priority_max),

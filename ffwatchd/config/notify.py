@@ -1,6 +1,6 @@
 """Config for batches and notifications: per-watch limits on what a sidecar may ask for
 (webhook URL prefixes, e-mail domains, quiet period, priority) and the global `smtp:` and
-`notify:` sections. Read by config.py; secrets are read here and never shown in a repr."""
+`notify:` sections. Read by load.py; secrets are read here and never shown in a repr."""
 
 from __future__ import annotations
 

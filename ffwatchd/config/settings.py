@@ -1,4 +1,4 @@
-"""The frozen settings dataclasses a validated config becomes (built by config.py, read everywhere)."""
+"""The frozen settings dataclasses a validated config becomes (built by load.py, read everywhere)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from ffwatchd.config.web import WebSettings
 from ffwatchd.faces.models import Model
 from ffwatchd.faces.registry import known_models
 from ffwatchd.fs.writefs import Perms
-from ffwatchd.spec import jobspec
 from ffwatchd.store.urls import redact_url
 
 DEFAULT_INCLUDE = ("*.jpg", "*.jpeg", "*.png", "*.webp", "*.bmp", "*.tif", "*.tiff",
@@ -41,6 +40,7 @@ class WatchSettings:
     ignore: tuple[str, ...] = DEFAULT_IGNORE
     source_roots: tuple[Path, ...] = ()
     ingest: bool = True                       # false: this host's workers serve the watch, others watch it
+    make_folders: bool = True                 # output/, done/, failed/ are the daemon's: made when missing
     batch_quiet: float = 60.0                 # a batch is finished after this long without news
     batch_quiet_max: float = 3600.0           # the most a sidecar's batch_quiet may ask for
     priority_max: int = 10                    # sidecar priorities above it are lowered to it

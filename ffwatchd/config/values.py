@@ -1,5 +1,5 @@
 """Config value parsers (durations, sizes, names, modes, ...) and the reader that records every
-problem by key path instead of stopping at the first one. Used by config.py and config_notify.py."""
+problem by key path instead of stopping at the first one. Used by load.py and notify.py."""
 
 from __future__ import annotations
 

@@ -10,9 +10,9 @@ from typing import Any, Callable
 from ffwatchd.config.settings import Settings
 from ffwatchd.ops.retention import run_retention
 from ffwatchd.store import JobQueue
-from ffwatchd.store.rows import LOST_AFTER_LEASES, lost_after  # noqa: F401  (shown by status and the web page)
+from ffwatchd.store.rows import prune_after
 
-log = logging.getLogger("ffwatchd.daemon.housekeeping")
+log = logging.getLogger(__name__)
 
 def start_retention(settings: Settings, open_store: Callable[[], JobQueue], metrics: Any) -> threading.Thread:
     """One retention run in a thread of its own, on its own store; skipped when another host runs it."""
@@ -43,10 +43,10 @@ def prune_lost_workers(store: JobQueue, lease: float) -> None:
     """Worker rows with no heartbeat for 3 leases (their host died or was cut off) are forgotten;
     their jobs come back through lease expiry, not through this."""
     try:
-        gone = store.prune_workers(lost_after(lease))
+        gone = store.prune_workers(prune_after(lease))
     except Exception as e:  # noqa: BLE001 - the rows are informational; retried next time
         log.warning("could not prune lost workers: %s", e)
         return
     for owner in gone:
         log.warning("worker %s lost: no heartbeat for %.0f s; removed from the workers table",
-                    owner, lost_after(lease))
+                    owner, prune_after(lease))

@@ -19,7 +19,7 @@ from ffwatchd.ops.statusfile import pid_alive
 from ffwatchd.store import JobQueue, TransitionError
 from ffwatchd.work.worker import owner_pid
 
-log = logging.getLogger("ffwatchd.daemon.recovery")
+log = logging.getLogger(__name__)
 
 
 def lock_state_dir(settings: Settings) -> IO[str]:

@@ -33,22 +33,24 @@ from ffwatchd.daemon.reloading import (
 from ffwatchd.daemon.systemd import Notifier
 from ffwatchd.daemon.workerslots import LOOP_TICK, WorkerSlot, WorkerSlots
 from ffwatchd.errors import ConfigError
-from ffwatchd.filing.shares import claim_share_folders
+from ffwatchd.filing.shares import ShareCheck, ShareFolders
 from ffwatchd.fs.writefs import make_private
 from ffwatchd.logs import setup_logging
 from ffwatchd.ops.checks import c2pa_problem, missing_default_models
 from ffwatchd.ops.diskguard import DiskGuard
 from ffwatchd.ops.gpusizing import plan_workers, worker_devices
 from ffwatchd.ops.statusfile import write_status
-from ffwatchd.store import JobQueue, open_store
+from ffwatchd.ops.upgrade import UpgradeRefused, upgrade_queue
+from ffwatchd.store import JobQueue, SchemaMismatch, Use, open_store, store_errors
 from ffwatchd.store.leadership import Leadership
 
-log = logging.getLogger("ffwatchd.daemon.supervisor")
+log = logging.getLogger(__name__)
 
 STATUS_EVERY = 2.0
 ROLE_EVERY = 1.0           # seconds between asks for the cluster singletons this host may take
 DISK_EVERY = 5.0
 MODELS_EVERY = 10.0       # seconds between looks at models_dir for the defaults' models (status, log)
+SCHEMA_EVERY = 5.0        # seconds between looks at the job table's schema version (a newer ffwatchd's upgrade)
 WORKER_START_TIMEOUT = 120.0
 
 
@@ -68,7 +70,12 @@ class Supervisor(WorkerSlots):
         self.started_at = time.time()
         self.stopping = False
         self.warnings: list[str] = []
+        self.reload_refused: str | None = None     # the last reload's refusal, until one succeeds
         self.models_missing: list[str] = []
+        #: the job table's schema is no longer this version's (a newer ffwatchd upgraded it): claiming stops
+        self.schema_problem: str | None = None
+        #: watches whose folders are not all there now (their jobs wait, unclaimed): watch -> why
+        self.folders_waiting: dict[str, str] = {}
         self.store: JobQueue | None = None
         self.metrics: Any = None
         self.web: Any = None
@@ -79,7 +86,7 @@ class Supervisor(WorkerSlots):
         self._retention_thread: threading.Thread | None = None
         self._disk_thread: threading.Thread | None = None
         self._models_thread: threading.Thread | None = None
-        self._next_status = self._next_disk = self._next_retention = self._next_prune = 0.0
+        self._next_status = self._next_disk = self._next_retention = self._next_prune = self._next_schema = 0.0
         self._next_models = time.monotonic() + MODELS_EVERY
         self._worker_inputs = worker_inputs(self.settings)   # what the workers start with (reload)
 
@@ -91,11 +98,16 @@ class Supervisor(WorkerSlots):
             make_private(folder)
         s.models_dir.mkdir(parents=True, exist_ok=True)
         self._lock_file = lock_state_dir(s)
-        self.store = open_store(s)
+        self.store = open_store(s, Use.UNCHECKED)
+        try:
+            upgrade_queue(self.store, lease=s.workers.lease, daemon=True)    # the one place that migrates
+        except UpgradeRefused as e:
+            raise SystemExit(f"ffwatchd: {e}") from None
         log.info("job queue: %s", self.store.where)
         # The share's folders carry this job table's marker, locked while we run (another
         # table's marker: refuse to start, naming its holder).
-        self._share_fds = claim_share_folders(s, self.store.queue_id())
+        self.share_folders = ShareFolders(s.state_dir, self.store.queue_id())
+        self.share_folders.prepare(s, at_start=True)
         recover_at_start(s, self.store)
         self._start_metrics()
         self._start_web()
@@ -153,9 +165,9 @@ class Supervisor(WorkerSlots):
         # Imported here: prometheus_client loads in the daemon only, not in the commands.
         from ffwatchd.ops.metrics import Metrics
 
-        folders = {w.name: {**w.folders(), "temp": self.settings.temp_dir} for w in self.settings.watches}
         self.metrics_lead = Leadership(self.store, "metrics")     # queue gauges from one host only
-        self.metrics = Metrics(self.store, folders, leads=self.metrics_lead.held)
+        self.metrics = Metrics(self.store, self._measured_folders(), leads=self.metrics_lead.held,
+                               devices=[slot.device for slot in self.slots])
         # asked for every ROLE_EVERY, not only at a scrape: when its holder dies another host
         # takes it within seconds (as the batches and rescan roles), scraped or not
         self._roles_stop = threading.Event()
@@ -169,6 +181,10 @@ class Supervisor(WorkerSlots):
                                  f"another program (another ffwatchd?) may use it: set metrics.listen in "
                                  f"{self.config_path} to a free address, or metrics: {{enabled: false}}") from e
 
+    def _measured_folders(self) -> dict[str, dict[str, Path]]:
+        """Every watch's folders and the temp folder, by role: what the disk metrics measure."""
+        return {w.name: {**w.folders(), "temp": self.settings.temp_dir} for w in self.settings.watches}
+
     def _start_web(self) -> None:
         """The operator's page on its own listener (web: in the config), with a store of its own."""
         w = self.settings.web
@@ -177,7 +193,7 @@ class Supervisor(WorkerSlots):
         # Imported here: the web page's code (Jinja2) loads only when web: is on.
         from ffwatchd.web.server import WebApp, WebServer
 
-        self.web = WebServer(WebApp(settings=lambda: self.settings, store=open_store(self.settings, migrate=False),
+        self.web = WebServer(WebApp(settings=lambda: self.settings, store=open_store(self.settings, Use.UNCHECKED),
                                     on_change=self.wake_workers))
         try:
             host, port = self.web.start(w.host, w.port)
@@ -214,10 +230,60 @@ class Supervisor(WorkerSlots):
 
     # -- housekeeping ----------------------------------------------------------------------
 
+    def watch_schema(self) -> None:
+        """Claiming stops, said once, when the job table is no longer at this version's schema
+        (a newer ffwatchd upgraded it under this daemon): nothing is claimed or filed against
+        a table this version may misread; a restart on the newer version takes over."""
+        if self.schema_problem is not None:
+            return
+        try:
+            self.store.require_known_schema()
+        except SchemaMismatch as e:
+            self.schema_problem = (f"claiming stopped: {e}; this daemon claims nothing more until it is "
+                                   "restarted on the newer version")
+            log.error("%s", self.schema_problem)
+            self.warnings.append(self.schema_problem)
+            self.claim_ok.clear()
+        except store_errors() as e:   # the table unreachable for a moment: looked at again later
+            log.debug("schema version not read: %s", e)
+
+    def _check_disk_and_folders(self) -> None:
+        try:
+            self.check_folders()
+        finally:
+            self._update_claiming()
+
+    def claiming_paused(self) -> str | None:
+        """Why claiming is paused now (the schema, the disk guard), or None."""
+        if self.stopping or self.claim_ok.is_set():
+            return None
+        if self.schema_problem is not None:
+            return self.schema_problem
+        return self.diskguard.reason if self.diskguard is not None else None
+
+    def check_folders(self) -> None:
+        """Each watch's folders made ready as at start-up (a watch a reload added, a folder of the
+        daemon's that went missing), then which watches still wait for theirs: status, the page
+        and ffwatchd_watch_waiting say so, and the log once per outage."""
+        settings = self.settings
+        self.share_folders.prepare(settings)
+        check = ShareCheck(settings)
+        waiting = {w.name: why for w in settings.watches if (why := check.problem(w))}
+        for name, why in waiting.items():
+            if name not in self.folders_waiting:
+                log.warning("watch %s waits for its folders: %s; its jobs are not claimed until they are there",
+                            name, why)
+        for name in self.folders_waiting.keys() - waiting.keys():
+            log.info("watch %s: its folders are all there again; its jobs are claimed", name)
+        self.folders_waiting = waiting
+        if self.metrics is not None:
+            for w in settings.watches:
+                self.metrics.set_watch_waiting(w.name, w.name in waiting)
+
     def _update_claiming(self) -> None:
         guard = self.diskguard
         allowed = guard.update() if guard is not None else True
-        if allowed and not self.stopping:
+        if allowed and not self.stopping and self.schema_problem is None:
             if not self.claim_ok.is_set():
                 self.claim_ok.set()
                 self.wake_workers()
@@ -228,27 +294,39 @@ class Supervisor(WorkerSlots):
         if now < self._next_retention or (self._retention_thread and self._retention_thread.is_alive()):
             return
         self._next_retention = now + self.settings.retention.interval
-        self._retention_thread = start_retention(self.settings, lambda: open_store(self.settings, migrate=False),
+        self._retention_thread = start_retention(self.settings, lambda: open_store(self.settings, Use.UNCHECKED),
                                                  self.metrics)
 
     def status_line(self) -> str:
         c = self.store.counts()
         busy = sum(1 for s in self.slots if s.state == "busy")
-        paused = " (claiming paused: disk low)" if not self.claim_ok.is_set() and not self.stopping else ""
+        paused = ("" if self.claim_ok.is_set() or self.stopping else
+                  " (claiming stopped: newer job table schema)" if self.schema_problem else " (claiming paused: disk low)")
         return (f"{c['queued']} queued, {c['running']} running, {c['done']} done, {c['failed']} failed; "
                 f"{busy}/{len(self.slots)} workers busy{paused}")
 
+    def current_warnings(self, unavailable: dict[str, str]) -> list[str]:
+        """What `status`, `status --json` and the page warn of: the standing warnings, a refused
+        reload, and each watch whose inbox is not there."""
+        inboxes = [f"watch {name}: inbox unavailable ({why}); nothing is taken from it until it is back"
+                   for name, why in sorted(unavailable.items())]
+        return [*self.warnings, *([self.reload_refused] if self.reload_refused else []), *inboxes]
+
     def write_status(self) -> None:
+        unavailable = self.watcher.unavailable() if self.watcher is not None else {}
         data = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": self.started_at, "updated_at": time.time(),
                 "config": str(self.config_path), "queue": self.store.where, "workers": [s.info() for s in self.slots],
-                "claiming_paused": (self.diskguard.reason if self.diskguard is not None and
-                                    not self.claim_ok.is_set() and not self.stopping else None),
+                "claiming_paused": self.claiming_paused(),
                 "disk_unmeasured": ([str(p) for p in self.diskguard.unknown] if self.diskguard is not None else []),
-                "watches_available": self.watcher.available() if self.watcher is not None else {},
+                "watches_available": ({n: ok and n not in self.folders_waiting for n, ok in self.watcher.available().items()}
+                                      if self.watcher is not None else {}),
+                "watches_unavailable": unavailable,
+                "folders_waiting": self.folders_waiting,
                 "unsettled": self.watcher.unsettled_count() if self.watcher is not None else {},
                 "waiting": self.watcher.waiting_files() if self.watcher is not None else {},
                 "unfiled": self.watcher.unfiled_files() if self.watcher is not None else {},
-                "warnings": self.warnings, "models_missing": self.models_missing, "stopping": self.stopping,
+                "warnings": self.current_warnings(unavailable), "models_missing": self.models_missing,
+                "stopping": self.stopping,
                 "metrics": (f"{self.settings.metrics.host}:{self.settings.metrics.port}"
                             if self.metrics is not None and self.settings.metrics.enabled else None),
                 "web": self.web_address if self.web is not None else None}
@@ -269,9 +347,12 @@ class Supervisor(WorkerSlots):
         try:
             new = load_config(self.config_path)
         except ConfigError as e:
-            log.error("%s", refusal_line(e))
+            self.reload_refused = refusal_line(e)
+            log.error("%s", self.reload_refused)
+            self.write_status()
             self.notifier.ready(self.status_line())
             return
+        self.reload_refused = None
         self.warnings = [w for w in self.warnings if not w.startswith(RESTART_NEEDED)]
         changed = needs_restart(new, self.settings)
         if changed:
@@ -285,10 +366,15 @@ class Supervisor(WorkerSlots):
         unchanged = inputs == self._worker_inputs
         self.settings, self._worker_inputs = new, inputs
         setup_logging(new.log.level, new.log.format, process="main")
+        if self.metrics is not None:        # a watch added by reload: its series at 0, as at start
+            for watch in new.watches:
+                self.metrics.init_watch(watch.name)
+        self.check_folders()                # a watch added is prepared as at start-up, before it is watched
         old = self.watcher
         old.stop()
         self._start_watcher(notices_from=old)     # a name said once is not said again per reload
         self.batches.update(new)
+        self.metrics.set_folders(self._measured_folders())    # a watch added has its disk series, one removed none
         self.diskguard = None
         self._start_diskguard()
         if not unchanged:
@@ -361,12 +447,16 @@ class Supervisor(WorkerSlots):
             if now >= self._next_disk and not (self._disk_thread and self._disk_thread.is_alive()):
                 # statvfs on a hung hard-mounted share blocks: measure in a thread, never in this loop
                 self._next_disk = now + DISK_EVERY
-                self._disk_thread = threading.Thread(target=self._update_claiming, name="diskguard", daemon=True)
+                self._disk_thread = threading.Thread(target=self._check_disk_and_folders, name="diskguard",
+                                                     daemon=True)
                 self._disk_thread.start()
             if now >= self._next_models and not (self._models_thread and self._models_thread.is_alive()):
                 self._next_models = now + MODELS_EVERY
                 self._models_thread = threading.Thread(target=self.refresh_models, name="models", daemon=True)
                 self._models_thread.start()
+            if now >= self._next_schema:
+                self._next_schema = now + SCHEMA_EVERY
+                self.watch_schema()
             if now >= self._next_status:
                 self._next_status = now + STATUS_EVERY
                 self.write_status()

@@ -17,7 +17,7 @@ from ffwatchd.daemon.recovery import give_back, give_back_untouched
 from ffwatchd.work.touched import Touched
 from ffwatchd.work.worker import worker_main, worker_owner
 
-log = logging.getLogger("ffwatchd.daemon.supervisor")
+log = logging.getLogger(__name__)
 
 LOOP_TICK = 0.5                 # the supervisor's loop; heartbeats stall after max(lease, 3 ticks) * 1.5
 SPAWN_BACKOFF = Backoff(first=0.5, cap=16.0)   # seconds before a crashed worker is started again
@@ -241,6 +241,8 @@ class WorkerSlots:
         if o["outcome"] in ("done", "failed"):
             m.bytes_processed(o["watch"], o["bytes"])
             m.frames_processed(o["watch"], o["frames"])
+        if o["outcome"] == "done":
+            m.faces_processed(o["watch"], o.get("faces", 0), o.get("similarities") or [])
 
     def wake_workers(self) -> None:
         for slot in self.slots:

@@ -20,6 +20,7 @@ class ModelKind(StrEnum):
     OCCLUDER = "occluder"             # face_mask occlusion: what covers the face (xseg)
     PARSER = "parser"                 # face_mask region: which part of the face each pixel is (bisenet)
     LANDMARKER = "landmarker"         # 68 points, for the face_mask area (2dfan4)
+    UPSCALER = "upscaler"         # the whole frame, tiled (faces/upscale.py)
 
 
 class Colour(StrEnum):
@@ -93,6 +94,10 @@ class ModelFamily:
     batch: Batch = Batch.FIXED
     reference: str = ""                       # the code whose conventions these are
     layout: Layout = Layout.NCHW
+    # Whole-frame models (upscalers): context a tile needs on each side, and the working memory
+    # per output pixel that sets the tile size from the worker's memory limit.
+    tile_margin: int = 0
+    bytes_per_output_pixel: int = 0
 
 
 FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
@@ -119,12 +124,16 @@ FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
                 reference="https://github.com/yakhyo/face-parsing"),
     ModelFamily("2dfan4", ModelKind.LANDMARKER, size=256, colour=Colour.BGR,
                 reference="https://github.com/1adrianb/face-alignment (FAN, as FaceFusion's 2dfan4)"),
+    # The scale (x2, x4) is read from the model's output at load; rounded as realesrgan/utils.py does.
+    ModelFamily("real_esrgan", ModelKind.UPSCALER, colour=Colour.RGB,
+                tile_margin=16, bytes_per_output_pixel=3072,
+                reference="https://github.com/xinntao/Real-ESRGAN"),
 )}
 
 # The family a custom model gets when the config names only its kind (configs before families).
 FAMILY_OF_KIND: dict[ModelKind, str] = {
     ModelKind.DETECTOR: "scrfd", ModelKind.RECOGNIZER: "arcface",
-    ModelKind.SWAPPER: "inswapper", ModelKind.ENHANCER: "gfpgan",
+    ModelKind.SWAPPER: "inswapper", ModelKind.ENHANCER: "gfpgan", ModelKind.UPSCALER: "real_esrgan",
     ModelKind.OCCLUDER: "xseg", ModelKind.PARSER: "bisenet", ModelKind.LANDMARKER: "2dfan4",
 }
 
@@ -156,6 +165,7 @@ class Model:
 
 _HF_INSIGHTFACE = "https://huggingface.co/public-data/insightface/resolve/main/models"
 _INSIGHTFACE_TERMS = Licence(NON_COMMERCIAL, "https://github.com/deepinsight/insightface#license")
+_REAL_ESRGAN_TERMS = Licence("BSD-3-Clause", "https://github.com/xinntao/Real-ESRGAN/blob/master/LICENSE")
 
 
 
@@ -196,6 +206,10 @@ BUILTIN_MODELS: dict[str, Model] = {m.name: m for m in (
             _facefusion(release, f"bisenet_resnet_{n}.onnx"))
       for n, release in ((18, "3.1.0"), (34, "3.0.0"))),
     Model("2dfan4", "2dfan4", "2dfan4.onnx", _2DFAN4_TERMS, _facefusion("3.0.0", "2dfan4.onnx")),
+    Model("real_esrgan_x2", "real_esrgan", "real_esrgan_x2.onnx", _REAL_ESRGAN_TERMS,
+          "https://huggingface.co/facefusion/models-3.0.0/resolve/main/real_esrgan_x2.onnx"),
+    Model("real_esrgan_x4", "real_esrgan", "real_esrgan_x4.onnx", _REAL_ESRGAN_TERMS,
+          "https://huggingface.co/facefusion/models-3.0.0/resolve/main/real_esrgan_x4.onnx"),
 )}
 
 

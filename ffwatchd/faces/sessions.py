@@ -28,6 +28,7 @@ class SessionConfig:
     device: str = "cpu"                     # "cpu" or a CUDA device id as a string
     vram_limit: int = 12 * 2**30
     cpu_threads: int = 0                    # 0: onnxruntime's choice
+    ram_limit: int = 8 * 2**30              # workers.ram_limit: what a CPU worker may use in all
 
     @property
     def wants_cuda(self) -> bool:

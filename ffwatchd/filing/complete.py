@@ -14,7 +14,7 @@ from ffwatchd.filing.shares import ShareCheck
 from ffwatchd.filing.staging import OriginalChanged
 from ffwatchd.store import JobQueue
 
-log = logging.getLogger("ffwatchd.daemon.recovery")     # its lines read as the recovery's, as before
+log = logging.getLogger(__name__)
 
 
 def complete_done_plan(settings: Settings, store: JobQueue, job: Any, owner: str | None, metrics: Any = None) -> bool:

@@ -27,7 +27,7 @@ from typing import Callable, Iterator
 from ffwatchd.filing.placing import TEMP_PREFIX
 from ffwatchd.store import Job, NotFound
 
-log = logging.getLogger("ffwatchd.filing.plan")
+log = logging.getLogger(__name__)
 
 _COPY = re.compile(re.escape(TEMP_PREFIX) + r"(\d+)-([A-Za-z0-9][A-Za-z0-9.-]*?)\.(\d+)-.*\.tmp\Z", re.S)
 

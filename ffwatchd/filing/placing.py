@@ -16,7 +16,7 @@ from typing import Callable
 from ffwatchd.errors import JobError
 from ffwatchd.fs.writefs import NO_HARD_LINKS, Folder, Perms, fit_name, fsync_dir, split_under
 
-log = logging.getLogger("ffwatchd.filing.plan")
+log = logging.getLogger(__name__)
 
 TEMP_PREFIX = ".ffwatchd-"      # hidden temporary names in destination folders
 REPORT_SUFFIX = ".error.json"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import AbstractSet, Any, Callable
 
 from ffwatchd.config.settings import WatchSettings
-from ffwatchd.errors import JobError
+from ffwatchd.errors import CONTENT_KINDS, SIDECAR_KINDS, JobError
 from ffwatchd.filing import placing
 from ffwatchd.filing.placing import (
     TEMP_PREFIX,
@@ -53,7 +53,21 @@ def _iso(t: float | None) -> str | None:
     return None if t is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
+def retry_advice(job: Job, kind: str) -> tuple[str | None, str | None]:
+    """(the retry command, what it needs first): a file refused on arrival got `ffwatchd jobs
+    retry N` in its report, which `jobs retry` refused while the file or its sidecar stayed as it was."""
+    command = f"ffwatchd jobs retry {job.id}"
+    if job.attempts > 0 or job.started_at is not None:      # it ran: a retry is taken as it is
+        return command, None
+    if kind in SIDECAR_KINDS:
+        return command, "its sidecar fixed first (jobs retry refuses the job while the sidecar is as it was)"
+    if kind in CONTENT_KINDS:
+        return None, "a good copy of the file dropped into the inbox again: this copy is refused as it is"
+    return command, None
+
+
 def error_report(job: Job, kind: str, message: str, original: Path, filed_as: Path) -> dict:
+    retry, retry_needs = retry_advice(job, kind)
     return {
         "job_id": job.id,
         "watch": job.watch,
@@ -70,7 +84,8 @@ def error_report(job: Job, kind: str, message: str, original: Path, filed_as: Pa
         "content_sha256": job.content_hash,
         "sidecars": job.sidecars,
         "spec": job.spec,
-        "retry": f"ffwatchd jobs retry {job.id}",
+        "retry": retry,
+        "retry_needs": retry_needs,
     }
 
 
@@ -84,7 +99,8 @@ def duplicate_report(earlier: Job, message: str, original: Path, filed_as: Path)
     return {**error_report(earlier, "duplicate", message, original, filed_as),
             "job_id": None, "attempts": 0, "created_at": now, "started_at": None, "failed_at": now,
             "sidecars": [], "spec": None, "duplicate_of": earlier.id, "earlier_state": earlier.state,
-            "retry": None if earlier.state == "done" else f"ffwatchd jobs retry {earlier.id}"}
+            "retry": None if earlier.state == "done" else f"ffwatchd jobs retry {earlier.id}",
+            "retry_needs": None}
 
 
 def report_path(filed_as: Path) -> Path:
@@ -106,6 +122,7 @@ class Plan:
     roots: dict | None = None    # the planning host's folders by role, to map the paths on another host
     result_size: int | None = None   # the synced result's size: a resumed filing checks it
     original_state: dict | None = None   # the original as the job checked it: filed only while it still is
+    result: dict | None = None   # what the pipeline reported (JobResult.to_dict): the job row's once done
 
 
     def to_dict(self) -> dict:
@@ -136,7 +153,7 @@ def result_temp(temp_dir: Path, job: Job, suffix: str) -> Path:
 
 
 def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: str,
-              checked: dict | None = None) -> Plan:
+              checked: dict | None = None, result: dict | None = None) -> Plan:
     """The plan of a success; the result is synced to disk first (its size goes in the plan)."""
     rel = Path(job.rel_path)
     size = None
@@ -148,7 +165,7 @@ def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: s
     return Plan(outcome="done", original_src=str(watch.inbox / rel),
                 original_dst=str(choose_destination(watch.done / rel, job.id, _original_now(watch, job))),
                 result_src=str(result_src), result_dst=str(result_dst), roots=folder_roots(watch),
-                result_size=size, original_state=checked)
+                result_size=size, original_state=checked, result=result)
 
 
 def _failed_destination(watch: WatchSettings, job: Job) -> Path:

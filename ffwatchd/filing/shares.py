@@ -10,6 +10,7 @@ import logging
 import os
 import socket
 import stat
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -139,36 +140,130 @@ def mark_folder(folder: Path, info: dict, settings_perms: Any) -> int:
 def claim_share_folders(settings: Settings, queue_id: str) -> list[int]:
     """At start-up: make output/, done/ and failed/ where the inbox is there, mark and lock every
     folder of every watch, and record their identities for the workers. Raises ShareOwned."""
-    info = {"queue_id": queue_id, "host": socket.gethostname(), "pid": os.getpid(),
-            "state_dir": str(settings.state_dir), "since": time.time()}
-    fds: list[int] = []
-    identities: dict[str, dict[str, list[int]]] = {}
-    seen: dict[Path, int] = {}
-    try:
-        for w in settings.watches:
-            if not w.inbox.is_dir():
-                log.warning("watch %s: inbox %s is not there at start-up; its folders are not marked "
-                            "(they are once ffwatchd restarts with the share present)", w.name, w.inbox)
-                continue
-            ids: dict[str, list[int]] = {}
-            for key in FOLDER_KEYS:
-                folder = getattr(w, key)
-                if key != "inbox" and not folder.exists():
-                    folder.mkdir(parents=True, exist_ok=True)
-                    os.chmod(folder, w.perms.dir_mode)
-                st = os.stat(folder)
-                ids[key] = [st.st_dev, st.st_ino]
-                if folder not in seen:
-                    seen[folder] = mark_folder(folder, info, w.perms)
-                    fds.append(seen[folder])
-            identities[w.name] = ids
-    except BaseException:
-        for fd in fds:
-            os.close(fd)
-        raise
+    folders = ShareFolders(settings.state_dir, queue_id)
+    folders.prepare(settings, at_start=True)
+    return list(folders.fds.values())
 
-    write_json_atomic(settings.state_dir / IDENTITY_FILE, {"queue_id": queue_id, "watches": identities})
-    return fds
+
+class ShareFolders:
+    """The share's folders this daemon holds: made where the config gives them to it (output/,
+    done/, failed/, `make_folders`), marked and locked, their identities recorded for the workers
+    (state_dir/shares.json). `prepare` runs at start-up, after each reload and on every folder
+    check, so a watch added by SIGHUP is prepared as at start-up and a folder of the daemon's that
+    went missing is made again; what it holds stays held. The inbox is never made (gone means a
+    drop-out) and never marked again once held (a replaced inbox must stay "not the same")."""
+
+    def __init__(self, state_dir: Path, queue_id: str) -> None:
+        self.state_dir = state_dir
+        self.info = {"queue_id": queue_id, "host": socket.gethostname(), "pid": os.getpid(),
+                     "state_dir": str(state_dir), "since": time.time()}
+        self.fds: dict[Path, int] = {}                      # folder -> its marker, open and locked
+        self.identities: dict[str, dict[str, list[int]]] = {}
+        self._where: dict[tuple[str, str], Path] = {}       # (watch, role) -> the folder recorded for it
+        self._lock = threading.Lock()
+        self._said: set[tuple[str, str]] = set()            # (watch, what) said once while it lasts
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
+
+    def prepare(self, settings: Settings, *, at_start: bool = False) -> None:
+        """Every watch of `settings` made ready as far as it can be now; ShareOwned at start-up
+        (the daemon must not start), logged at ERROR afterwards (that watch's folders wait)."""
+        with self._lock:                        # the reload and the folder check may meet
+            self._prepare(settings, at_start)
+
+    def _prepare(self, settings: Settings, at_start: bool) -> None:
+        before = json.dumps(self.identities, sort_keys=True)
+        names = {w.name for w in settings.watches}
+        self.identities = {n: ids for n, ids in self.identities.items() if n in names}
+        try:
+            for w in settings.watches:
+                try:
+                    self._prepare_watch(w, at_start)
+                except ShareOwned as e:
+                    if at_start:
+                        raise
+                    self._say_once(w.name, "owned", logging.ERROR, "watch %s: %s", w.name, e)
+                except OSError as e:            # a folder that cannot be made or marked now: it waits
+                    if at_start:
+                        raise
+                    self._say_once(w.name, "oserror", logging.WARNING, "watch %s: cannot prepare its folders "
+                                   "(%s: %s); its jobs wait until they are there", w.name, e.filename, e.strerror)
+        except BaseException:
+            if at_start:
+                self.close()
+            raise
+        if json.dumps(self.identities, sort_keys=True) != before or at_start:
+            write_json_atomic(self.state_dir / IDENTITY_FILE, {"queue_id": self.info["queue_id"],
+                                                               "watches": self.identities})
+
+    def _prepare_watch(self, w: WatchSettings, at_start: bool) -> None:
+        if not w.inbox.is_dir():
+            if at_start:
+                log.warning("watch %s: inbox %s is not there at start-up; its folders are marked once it is",
+                            w.name, w.inbox)
+            return
+        ids = dict(self.identities.get(w.name) or {})
+        for key in FOLDER_KEYS:
+            folder = getattr(w, key)
+            if self._where.get((w.name, key)) != folder:      # new, or moved by a reload: as at start-up
+                ids.pop(key, None)
+            recorded = ids.get(key)
+            if key == "inbox" and recorded is not None:
+                continue                        # held since: a replaced inbox is not adopted here
+            if key != "inbox" and not folder.exists() and not self._make(w, key, folder, recorded):
+                continue
+            st = os.stat(folder)
+            if recorded is not None and st.st_dev != recorded[0]:
+                continue                        # not the filesystem it was on (unmounted?): ShareCheck says so
+            ids[key] = [st.st_dev, st.st_ino]
+            self._where[(w.name, key)] = folder
+            self._mark(folder, w)
+        self.identities[w.name] = ids
+        if all(k in ids for k in FOLDER_KEYS):     # all there again: a new outage is said again
+            self._said = {k for k in self._said if k[0] != w.name}
+
+    def _make(self, w: WatchSettings, key: str, folder: Path, recorded: list[int] | None) -> bool:
+        """A missing output/, done/ or failed/ made again, when the config gives it to the daemon
+        and, for one made before, its parent is still on the filesystem it was on (an unmounted
+        share's empty mount point is never filled). False: it stays missing (a visible wait)."""
+        if not w.make_folders:
+            self._say_once(w.name, key, logging.WARNING, "watch %s: %s folder %s is missing and make_folders is "
+                           "off: its jobs wait until it is there", w.name, key, folder)
+            return False
+        if recorded is not None:
+            try:
+                parent = os.stat(folder.parent)
+            except OSError:
+                return False
+            if parent.st_dev != recorded[0]:
+                return False
+        folder.mkdir(parents=recorded is None, exist_ok=True)
+        os.chmod(folder, w.perms.dir_mode)
+        if recorded is not None:
+            log.warning("watch %s: %s folder %s was missing; made again", w.name, key, folder)
+        return True
+
+    def _mark(self, folder: Path, w: WatchSettings) -> None:
+        """Hold `folder`'s marker; one held before whose file is gone (the folder made again) is
+        marked anew."""
+        fd = self.fds.get(folder)
+        if fd is not None:
+            try:
+                if os.stat(folder / MARKER_NAME, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+                    return
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+            del self.fds[folder]
+        self.fds[folder] = mark_folder(folder, self.info, w.perms)
+
+    def _say_once(self, watch: str, what: str, level: int, msg: str, *args: object) -> None:
+        if (watch, what) not in self._said:
+            self._said.add((watch, what))
+            log.log(level, msg, *args)
 
 
 class ShareCheck:

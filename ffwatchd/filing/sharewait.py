@@ -1,11 +1,13 @@
-"""Share drop-outs inside a worker: a job waits for its share, unspent. `ShareWaiter` is handed to
-the worker's `JobRunner` and its failure policy (both in ffwatchd.work), which it knows only
+"""Waits inside a worker: a job whose share dropped out, or whose disk is full, goes back to the
+queue unspent (`WaitKind`, every kind of "wait, don't spend an attempt"). `ShareWaiter` is handed
+to the worker's `JobRunner` and its failure policy (both in ffwatchd.work), which it knows only
 through the two small Protocols below."""
 
 from __future__ import annotations
 
 import logging
 import time
+from enum import StrEnum
 from typing import Protocol
 
 from ffwatchd.backoff import Backoff
@@ -14,9 +16,19 @@ from ffwatchd.filing.plan import Filed, Holder, Plan, execute_plan
 from ffwatchd.filing.shares import ShareCheck, ShareUnavailable
 from ffwatchd.store import Job, JobQueue, TransitionError
 
-log = logging.getLogger("ffwatchd.work.runner")
+log = logging.getLogger(__name__)
 
 SHARE_BACK = Backoff(first=0.5, cap=30.0)     # seconds between looks for a share that went
+
+
+class WaitKind(StrEnum):
+    """Why a job goes back to the queue with no attempt spent: not the job's fault, and over by itself."""
+    SHARE = "share_unavailable"     # a watch's folders are not there (a drop-out, a folder gone)
+    DISK_FULL = "disk_full"         # ENOSPC or EDQUOT while writing (the disk guard pauses claiming meanwhile)
+
+
+#: what the log says of each kind's wait
+_WAIT_LINE = {WaitKind.SHARE: "the share is unavailable", WaitKind.DISK_FULL: "the disk is full"}
 
 
 class ShareWaitTooLong(Exception):
@@ -53,12 +65,16 @@ class ShareWaiter:
         """Why the watch's share is unavailable now, or None when it is there."""
         return self.shares.problem(watch)
 
-    def release(self, job: Job, out: Released, why: str, lease: HeldLease) -> None:
-        """The job goes back to the queue, no attempt spent: its share is gone."""
-        log.warning("job %d: the share is unavailable (%s); back to the queue, no attempt spent", job.id, why)
+    def release(self, job: Job, out: Released, why: str, lease: HeldLease, kind: WaitKind = WaitKind.SHARE) -> None:
+        """The job goes back to the queue, no attempt spent, for a wait of `kind`: its share is
+        gone (claimed again once it is back), or a disk is full (claimable after retry_backoff,
+        while the disk guard keeps claiming paused until there is room)."""
+        delay = self.settings.workers.retry_backoff if kind is WaitKind.DISK_FULL else 0.0
+        log.warning("job %d: %s (%s); back to the queue, no attempt spent", job.id, _WAIT_LINE[kind], why)
         lease.stop()                  # no longer ours: the heartbeats must not renew it
-        self.store.release(job.id, self.owner, attempt=job.claims)
-        out.outcome, out.message = "lost", f"share unavailable: {why}"
+        self.store.release(job.id, self.owner, attempt=job.claims, delay=delay,
+                           error_kind=None if kind is WaitKind.SHARE else kind.value, message=why)
+        out.outcome, out.message = "lost", f"{_WAIT_LINE[kind]}: {why}"
 
     def wait(self, watch: WatchSettings, job: Job, lease: HeldLease, why: str | None) -> None:
         """Wait (lease kept by the heartbeats) until the watch's folders are back; ShareWaitTooLong

@@ -35,7 +35,7 @@ from ffwatchd.filing.placing import TEMP_PREFIX, _candidates
 from ffwatchd.fs.mounts import inode_numbers_stable
 from ffwatchd.fs.writefs import fit_name, fsync_dir, move_no_replace
 
-log = logging.getLogger("ffwatchd.filing.plan")
+log = logging.getLogger(__name__)
 
 STAGED_TAG = "filing"
 MTIME_SLACK_NS = 1_000_000      # 1 ms: another host's client may round the time

@@ -43,7 +43,10 @@ class FrameProcessor(Protocol):
     A processor may also offer `process_in_place(frame) -> (faces, boxes or None)`: it changes
     the frame itself and names the boxes (x0, y0, x1, y1) it changed (None: maybe any pixel).
     The pipeline then uses it, and on yuv420p pipes converts only those boxes back, so the rest
-    of each frame reaches the encoder exactly as it was decoded."""
+    of each frame reaches the encoder exactly as it was decoded.
+
+    A processor that changes the frame's size offers `output_size(width, height)`; its frames
+    come from `process_frame`, at that size, and reach the encoder whole (bgr24)."""
     def process_frame(self, frame_bgr: np.ndarray) -> tuple[np.ndarray, int]: ...
 
 
@@ -69,7 +72,8 @@ class FramePipeline:
         self.pool = FramePool((plan.height, plan.width, 3), keep=2 * depth + 4)
         # Decoded yuv420p frames, kept until encoded: the processor's boxes are written into them.
         self.yuv_pool = FramePool((plan.height * 3 // 2, plan.width), keep=2 * depth + 4)
-        self.processed: queue.Queue = queue.Queue(depth)
+        out_w, out_h = plan.output_size
+        self.processed: queue.Queue = queue.Queue(max(2, min(depth, QUEUE_BYTES // (out_w * out_h * 3))))
         self.sealing: queue.Queue = queue.Queue()      # segments whose encoder is finishing
         self.events: queue.Queue = queue.Queue()       # frames done, after each segment
         self.stop = threading.Event()
@@ -200,6 +204,9 @@ class FramePipeline:
                     threads = self.cores.encoder if self.cores else 0
                     child = self._spawn(encode_command(self.ffmpeg, self.plan, tmp, threads),
                                         f"encoder seg {index}", stdin=True)
+                if data is not None and self.plan.resized:   # the new frame goes whole, as bgr24
+                    self.yuv_pool.give(data)
+                    data = None
                 if data is not None:        # yuv420p pipes: the decoded frame, changed boxes converted
                     if boxes is None:
                         cv2.cvtColor(frame, cv2.COLOR_BGR2YUV_I420, dst=data)
@@ -318,6 +325,14 @@ class FramePipeline:
     def _process_frame(self, processor: FrameProcessor, frame: np.ndarray,
                        shape: tuple[int, int, int]) -> tuple[np.ndarray, int, Any]:
         """(the frame out, faces, the boxes it changed or None when unknown)."""
+        if self.plan.resized:
+            out, faces = processor.process_frame(frame)
+            w, h = self.plan.output_size
+            if not isinstance(out, np.ndarray) or out.shape != (h, w, 3) or out.dtype != np.uint8:
+                raise JobError("internal", f"frame processor returned {getattr(out, 'shape', out)!r}"
+                                           f" {getattr(out, 'dtype', '')}, expected {(h, w, 3)} uint8")
+            self.pool.give(frame)
+            return out, faces, None
         in_place = getattr(processor, "process_in_place", None)
         if in_place is not None:
             faces, boxes = in_place(frame)

@@ -37,6 +37,7 @@ KEPT_AS = {"HEIF": "JPEG", RAW_FORMAT: "JPEG"}
 # `output.format` in a sidecar -> Pillow name.
 SPEC_FORMATS = {"jpeg": "JPEG", "png": "PNG", "webp": "WEBP"}
 _EXIF_ORIENTATION, _EXIF_DESCRIPTION, _EXIF_SOFTWARE = 0x0112, 0x010E, 0x0131
+_EXIF_IFD, _PIXEL_X, _PIXEL_Y = 0x8769, 0xA002, 0xA003
 _TIFF_DESCRIPTION, _TIFF_SOFTWARE, _TIFF_XMP = 270, 305, 700
 _DECODE_ERRORS = (OSError, SyntaxError, ValueError, EOFError, IndexError, struct.error)
 
@@ -258,6 +259,20 @@ def _exif_bytes(im: Image.Image) -> bytes | None:
     if _EXIF_ORIENTATION in exif:
         del exif[_EXIF_ORIENTATION]
     return exif.tobytes() if len(exif) else None
+
+
+def exif_resized(exif: bytes | None, width: int, height: int) -> bytes | None:
+    """`exif` with the pixel size it states (Exif IFD PixelX/YDimension, when present) made
+    `width` x `height`: for a result of another size than its original."""
+    if not exif:
+        return exif
+    ex = Image.Exif()
+    ex.load(exif)
+    ifd = ex.get_ifd(_EXIF_IFD)
+    if _PIXEL_X not in ifd and _PIXEL_Y not in ifd:
+        return exif
+    ifd[_PIXEL_X], ifd[_PIXEL_Y] = int(width), int(height)
+    return ex.tobytes()
 
 
 def _to_bgr(im: Image.Image) -> tuple[np.ndarray, np.ndarray | None, int]:

@@ -43,6 +43,8 @@ class Provenance:
     files: tuple[ModelFile, ...] = ()                  # each model file used: sha256 and licence
     ai: bool = False
     generator: str = f"ffwatchd {__version__}"
+    settings: str = ""                # how processors' settings were applied (`name: note; …`)
+    output_size: tuple[int, int] | None = None         # (width, height) when a processor resized the frame
 
     @property
     def digital_source_type(self) -> str | None:
@@ -51,13 +53,17 @@ class Provenance:
     def description(self) -> str:
         what = "AI-modified: faces changed by trained models" if self.ai else "Edited"
         return (f"{what} ({self.generator}; processors: {', '.join(self.processors)}"
-                + (f"; models: {', '.join(self.models)}" if self.models else "") + ")")
+                + (f"; models: {', '.join(self.models)}" if self.models else "")
+                + (f"; settings: {self.settings}" if self.settings else "")
+                + (f"; output {self.output_size[0]} x {self.output_size[1]}" if self.output_size else "") + ")")
 
     def as_dict(self) -> dict:
         return {"ai_generated": self.ai, "generator": self.generator,
                 "digital_source_type": self.digital_source_type,
                 "processors": list(self.processors), "models": list(self.models),
-                "model_files": [f.as_dict() for f in self.files]}
+                "model_files": [f.as_dict() for f in self.files],
+                **({"settings": self.settings} if self.settings else {}),
+                **({"output_size": list(self.output_size)} if self.output_size else {})}
 
     def files_json(self) -> str:
         """Each model file (name, sha256, licence) as JSON, as XMP carries it."""
@@ -73,6 +79,8 @@ class Provenance:
                 "ffwatchd_processors": ", ".join(self.processors),
                 "ffwatchd_models": ", ".join(self.models),
                 "ffwatchd_model_licences": self.licences_text()}
+        if self.settings:
+            tags["ffwatchd_settings"] = self.settings
         if self.digital_source_type:
             tags["digital_source_type"] = self.digital_source_type
         return tags
@@ -95,7 +103,9 @@ class Provenance:
             f'    ffwatchd:AIGenerated="{self.ai}"\n'
             f'    ffwatchd:Processors="{escape(", ".join(self.processors), q)}"\n'
             f'    ffwatchd:Models="{escape(", ".join(self.models), q)}"\n'
-            f'    ffwatchd:ModelFiles="{escape(self.files_json(), q)}">\n'
+            f'    ffwatchd:ModelFiles="{escape(self.files_json(), q)}"\n'
+            + (f'    ffwatchd:Settings="{escape(self.settings, q)}"\n' if self.settings else '')
+            + '    >\n'
             '   <dc:description><rdf:Alt><rdf:li xml:lang="x-default">'
             f'{escape(self.description())}</rdf:li></rdf:Alt></dc:description>\n'
             '  </rdf:Description>\n'
@@ -108,7 +118,7 @@ class Provenance:
 # Reading back (for `ffwatchd provenance show`, `jobs show` and tests)
 
 _XMP_ATTR = re.compile(rb'(Iptc4xmpExt:DigitalSourceType|xmp:CreatorTool|ffwatchd:Processors|'
-                       rb'ffwatchd:Models|ffwatchd:ModelFiles|ffwatchd:AIGenerated)="([^"]*)"')
+                       rb'ffwatchd:Models|ffwatchd:ModelFiles|ffwatchd:AIGenerated|ffwatchd:Settings)="([^"]*)"')
 
 
 def _split(s: str) -> list[str]:
@@ -127,7 +137,8 @@ def parse_xmp(xmp: bytes | str) -> dict | None:
             "generator": found.get("xmp:CreatorTool", ""), "digital_source_type": dst,
             "processors": _split(found.get("ffwatchd:Processors", "")),
             "models": _split(found.get("ffwatchd:Models", "")),
-            "model_files": _model_files(found.get("ffwatchd:ModelFiles", ""))}
+            "model_files": _model_files(found.get("ffwatchd:ModelFiles", "")),
+            **({"settings": found["ffwatchd:Settings"]} if "ffwatchd:Settings" in found else {})}
 
 
 def _model_files(text: str) -> list[dict]:

@@ -47,6 +47,21 @@ class Plan:
     total_frames: int
     transport: str         # pixel format on the pipes: yuv420p (even sizes) or bgr24
     color: str             # setparams options carrying the input's colour tags, or ""
+    out_width: int = 0     # the processed frame's size when a processor resizes it (0: width x height)
+    out_height: int = 0
+
+    @property
+    def resized(self) -> bool:
+        return self.output_size != (self.width, self.height)
+
+    @property
+    def output_size(self) -> tuple[int, int]:
+        return (self.out_width or self.width, self.out_height or self.height)
+
+    @property
+    def encode_transport(self) -> str:
+        """The encoder's input: as decoded, or whole BGR frames of the new size when resized."""
+        return "bgr24" if self.resized else self.transport
 
     @property
     def segment_muxer(self) -> str:
@@ -103,12 +118,13 @@ def encoder_args(plan: Plan) -> list[str]:
 def encode_command(ffmpeg: str, plan: Plan, out: Path, threads: int = 0) -> list[str]:
     """One segment: raw frames on stdin -> `out` in the segment container; `threads` caps the
     software encoder's threads (0: its own choice, one per core and more)."""
+    width, height = plan.output_size
     cmd = [ffmpeg, "-hide_banner", "-nostdin", "-v", "error", "-f", "rawvideo",
-           "-pix_fmt", plan.transport, "-s", f"{plan.width}x{plan.height}", "-framerate", plan.fps,
+           "-pix_fmt", plan.encode_transport, "-s", f"{width}x{height}", "-framerate", plan.fps,
            "-i", "-"]
     filters = []
-    if plan.width % 2 or plan.height % 2:   # 4:2:0 needs even sizes: drop the odd row/column
-        filters.append(f"crop={plan.width // 2 * 2}:{plan.height // 2 * 2}:0:0")
+    if width % 2 or height % 2:   # 4:2:0 needs even sizes: drop the odd row/column
+        filters.append(f"crop={width // 2 * 2}:{height // 2 * 2}:0:0")
     if plan.sar != "1:1":
         filters.append(f"setsar={plan.sar.replace(':', '/')}")
     if plan.color:

@@ -104,8 +104,10 @@ def segment_length(total_frames: int, fps: Fraction, segment_seconds: float) -> 
 
 
 def make_plan(info: VideoInfo, spec: OutputSpec, muxer: str, codec: str,
-              segment_seconds: float) -> Plan:
+              segment_seconds: float, output_size: tuple[int, int] | None = None) -> Plan:
+    """`output_size`: the processed frames' (width, height) when the processor resizes them."""
     width, height = info.display_size
+    out_width, out_height = output_size or (0, 0)
     sar = info.sar
     if info.rotation % 180 == 90 and ":" in sar:
         sar = ":".join(reversed(sar.split(":")))
@@ -116,7 +118,7 @@ def make_plan(info: VideoInfo, spec: OutputSpec, muxer: str, codec: str,
                 width=width, height=height, sar=sar, fps=str(info.fps),
                 segment_frames=segment_length(info.frame_count, info.fps, segment_seconds),
                 total_frames=info.frame_count, transport="yuv420p" if even else "bgr24",
-                color=color if even else "")
+                color=color if even else "", out_width=out_width, out_height=out_height)
 
 
 def join_segments(workdir: Path, target: VideoInput, output: Path, info: VideoInfo, plan: Plan,
@@ -138,6 +140,20 @@ def join_segments(workdir: Path, target: VideoInput, output: Path, info: VideoIn
         cmd += ["-movflags", "+faststart+use_metadata_tags"]
     run_ffmpeg(cmd + ["-f", plan.muxer, str(output)], "join", should_stop=should_stop, pass_fds=target.fds)
     return bool(audio)
+
+
+def copy_without_tags(target: VideoInput, output: Path, ffmpeg: str, delete: tuple[str, ...],
+                      should_stop: Callable[[], bool] | None = None) -> None:
+    """`target`'s streams copied unchanged into `output`, its container tags without `delete`
+    (an anonymize job's no-face copy loses what media/identifying.py names)."""
+    muxer = choose_muxer(target.path)
+    cmd = [ffmpeg, "-hide_banner", "-nostdin", "-v", "error", "-y", "-i", target.url,
+           "-map", "0:v", "-map", "0:a?", "-map", "0:s?", "-c", "copy", "-map_metadata", "0"]
+    for key in delete:
+        cmd += ["-metadata", f"{key}="]           # an empty value deletes the tag
+    if muxer in ("mp4", "mov"):
+        cmd += ["-movflags", "+faststart+use_metadata_tags"]
+    run_ffmpeg(cmd + ["-f", muxer, str(output)], "copy", should_stop=should_stop, pass_fds=target.fds)
 
 
 def process_video(target: Path, output: Path, frame_processor: FrameProcessor, *,
@@ -192,8 +208,9 @@ def _process_video(
         raise JobError("too_large", f"{target.name} is {info.width}x{info.height}, more than "
                                     f"max_pixels ({max_pixels}) per frame")
     muxer = choose_muxer(target)
+    resize = getattr(frame_processor, "output_size", None)   # a processor may change the frame's size
     plan = make_plan(info, spec_output, muxer, choose_codec(spec_output, muxer, ffmpeg, on_cuda),
-                     segment_seconds)
+                     segment_seconds, resize(*info.display_size) if resize is not None else None)
     reused = reusable_segments(workdir, manifest, plan, identity)
     complete = bool(reused) and bool(manifest and manifest.get("complete")) \
         and len(reused) == len(manifest.get("segments", []))

@@ -1,4 +1,5 @@
-"""`ffwatchd check`: folders, permissions, local state, models, providers, ffmpeg, C2PA, metrics."""
+"""`ffwatchd check`: folders, permissions, local state, models, providers, ffmpeg, C2PA, the metrics
+and web ports."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ffwatchd.ops.gpusizing import plan_workers
 from ffwatchd.ops.install import owners
 from ffwatchd.ops.statusfile import read_status
 from ffwatchd.spec.jobspec import JobSpec
-from ffwatchd.store import open_store, redact_url
+from ffwatchd.store import SchemaMismatch, Use, open_store, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -189,26 +190,38 @@ def check_ffmpeg(settings: Settings, warnings: list[str], notes: list[str]) -> N
         warnings.append(f"ffmpeg: {e} (video jobs will fail)")
 
 
-def check_metrics_port(settings: Settings, warnings: list[str], notes: list[str]) -> None:
-    """The metrics port is free, or held by this config's own running daemon (which is fine)."""
+def check_ports(settings: Settings, problems: list[str], notes: list[str]) -> None:
+    """The metrics and web listeners' addresses are free, or held by this config's own running
+    daemon; taken by anything else is a problem, since `run` would exit 1 on it."""
+    listeners = [("metrics", "metrics.listen", settings.metrics.enabled, settings.metrics.host, settings.metrics.port),
+                 ("web", "web.listen", settings.web.enabled, settings.web.host, settings.web.port)]
+    daemon = None
+    for name, key, enabled, host, port in listeners:
+        if not enabled:
+            continue
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        reason = _bind_problem(host, port)
+        if reason is None:
+            notes.append(f"{name} {where} is free")
+            continue
+        daemon = daemon or read_status(settings.state_dir)
+        if daemon is not None and daemon.get(name) in (where, f"{host}:{port}"):
+            notes.append(f"ffwatchd is running (pid {daemon['pid']}) and serves {name} on {where}")
+        else:
+            problems.append(f"{key} {where}: cannot listen ({reason}) and no ffwatchd daemon of this config "
+                            f"(state_dir) holds it: another program uses the port, and `ffwatchd run` would "
+                            f"exit 1; set {key} in {settings.source} to a free address")
 
-    if not settings.metrics.enabled:
-        return
-    where = f"{settings.metrics.host}:{settings.metrics.port}"
-    with socket.socket(socket.AF_INET6 if ":" in settings.metrics.host else socket.AF_INET) as s:
+
+def _bind_problem(host: str, port: int) -> str | None:
+    """None when a listener could bind host:port now (as the daemon's would), else why not."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind((settings.metrics.host, settings.metrics.port))
-            notes.append(f"metrics {where} is free")
-            return
+            s.bind((host, port))
         except OSError as e:
-            reason = e.strerror
-    daemon = read_status(settings.state_dir)
-    if daemon is not None and daemon.get("metrics") == where:
-        notes.append(f"ffwatchd is running (pid {daemon['pid']}) and serves metrics on {where}")
-    else:
-        warnings.append(f"metrics {where}: cannot bind ({reason}) and no ffwatchd daemon of this config "
-                        "(state_dir) holds it: another program uses the port")
+            return e.strerror or str(e)
+    return None
 
 
 def c2pa_problem(settings: Settings) -> str | None:
@@ -253,8 +266,12 @@ def check_queue(settings: Settings, problems: list[str], notes: list[str]) -> No
         notes.append(f"queue sqlite {settings.db_path} (created at the first run)")
         return
     try:
-        with open_store(settings, migrate=False) as store:
-            version = store.schema_version()
+        with open_store(settings, Use.UNCHECKED) as store:
+            version, known = store.schema_version(), store.known_schema()
+            if version and version != known:      # read only: `check` never upgrades it (nor reads its rows)
+                mismatch = SchemaMismatch(store.where, version, known)
+                (problems if mismatch.newer else notes).append(f"queue {store.where}: connects; {mismatch}")
+                return
             jobs = f", {sum(store.counts().values())} job(s)" if version else " (tables created at the first run)"
             notes.append(f"queue {store.where}: connects, schema version {version}{jobs}")
     except Exception as e:  # noqa: BLE001 - every reason the queue cannot open is a problem to show
@@ -280,5 +297,5 @@ def run_checks(settings: Settings) -> tuple[list[str], list[str], list[str]]:
     check_workers(settings, notes)
     check_ffmpeg(settings, warnings, notes)
     check_c2pa(settings, problems, notes)
-    check_metrics_port(settings, warnings, notes)
+    check_ports(settings, problems, notes)
     return problems, warnings, notes

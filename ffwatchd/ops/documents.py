@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ffwatchd.store import Batch, Job, JobQueue
+from ffwatchd.store import Batch, Job, JobQueue, priority_name
 from ffwatchd.store.rows import lost_after
 
 
@@ -70,6 +70,7 @@ def status_parts(store: JobQueue, lease: float, daemon: dict | None) -> dict[str
 def status_document(parts: dict[str, Any], daemon: dict | None) -> dict[str, Any]:
     """`status --json`: the table's parts (status_parts) and this host's daemon's status file."""
     return {"queue": parts["queue"], "counts": parts["counts"], "daemon": daemon, "workers": parts["workers"],
+            "warnings": (daemon or {}).get("warnings", []),
             "waiting": (daemon or {}).get("waiting", {}),
             "unfiled": (daemon or {}).get("unfiled", {}),
             "table_now": parts["table_now"],
@@ -82,14 +83,20 @@ def jobs_list(store: JobQueue, *, state: str | None, watch: str | None, limit: i
     return jobs[:limit], len(jobs) > limit
 
 
+def job_entry(job: Job) -> dict[str, Any]:
+    """A job as the documents give it: `priority` the word the table shows and `--priority`
+    takes (high, normal, low), `priority_value` the number claims order by."""
+    return {**job.to_dict(), "priority": priority_name(job.priority), "priority_value": job.priority}
+
+
 def jobs_document(jobs: list[Job]) -> list[dict[str, Any]]:
     """`jobs list --json`."""
-    return [j.to_dict() for j in jobs]
+    return [job_entry(j) for j in jobs]
 
 
 def job_document(job: Job) -> dict[str, Any]:
     """`jobs show --json`."""
-    return job.to_dict()
+    return job_entry(job)
 
 
 def batches_list(store: JobQueue, *, watch: str | None, state: str | None, limit: int) -> tuple[list[Batch], bool]:

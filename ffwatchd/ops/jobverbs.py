@@ -4,6 +4,10 @@ job's original filed to failed/), a queued job's priority, a watch's claiming pa
 
 from __future__ import annotations
 
+import logging
+import time
+from enum import StrEnum
+
 from ffwatchd.config.settings import Settings
 from ffwatchd.errors import JobError
 from ffwatchd.faces.registry import fetch_hint, missing_models
@@ -11,6 +15,19 @@ from ffwatchd.filing.plan import file_failed_original, find_failed_original, res
 from ffwatchd.filing.staging import OriginalChanged
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import PRIORITIES, Job, JobQueue, TransitionError, priority_name
+
+log = logging.getLogger(__name__)
+
+
+class WatchVerb(StrEnum):
+    PAUSE = "pause"
+    RESUME = "resume"
+
+
+class Via(StrEnum):
+    """Where an operator's verb came from, the first word of its log line."""
+    WEB = "web"
+    COMMAND_LINE = "command line"
 
 
 def retry_job(store: JobQueue, settings: Settings, job: Job, priority: str | None = None) -> str:
@@ -78,13 +95,17 @@ def set_priority_job(store: JobQueue, settings: Settings, job: Job, priority: st
     return f"priority {priority}"
 
 
-def pause_watch(store: JobQueue, settings: Settings, watch: str, paused: bool, note: str) -> str:
+def pause_watch(store: JobQueue, settings: Settings, watch: str, verb: WatchVerb, who: str, via: Via) -> str:
     """Claiming of `watch`'s jobs paused or resumed on every host of the queue (workers see it
-    within a few seconds; running jobs go on)."""
+    within a few seconds; running jobs go on), for the page and `ffwatchd watches`: one rule,
+    one note (who, when), one log line."""
     try:
         settings.watch(watch)
     except KeyError:
-        raise TransitionError(f"no watch named {watch!r} in the config") from None
-    store.set_watch_paused(watch, paused, note)
-    return (f"claiming of watch {watch} paused on every host; running jobs go on" if paused
-            else f"claiming of watch {watch} resumed")
+        raise TransitionError(f"no watch named {watch[:100]!r} in the config") from None
+    paused = verb is WatchVerb.PAUSE
+    store.set_watch_paused(watch, paused, f"paused by {who} at {time.strftime('%Y-%m-%d %H:%M:%S')}")
+    message = (f"claiming of watch {watch} paused on every host; running jobs go on" if paused
+               else f"claiming of watch {watch} resumed")
+    log.info("%s: %s of watch %s, asked by %s: %s", via, verb, watch, who, message)
+    return message

@@ -19,6 +19,7 @@ from prometheus_client import (
     Info,
     PlatformCollector,
     ProcessCollector,
+    disable_created_metrics,
     generate_latest,
     start_http_server,
 )
@@ -46,9 +47,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# A `_created` sample per series (~170 of them) that no alert or panel reads; off for the process.
+disable_created_metrics()
+
 # Buckets for waits and job durations from 50 ms to an hour (seconds).
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
                     600.0, 1200.0, 1800.0, 3600.0, float("inf"))
+# cosine similarity: ~0.25 and below is another person on ArcFace, ~0.4 and above the same one
+SIMILARITY_BUCKETS = (-0.2, 0.0, 0.1, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
 class Metrics:
@@ -56,7 +62,8 @@ class Metrics:
 
     def __init__(self, store: "JobQueue | None" = None,
                  folders: dict[str, dict[str, Path]] | None = None, *, host: str | None = None,
-                 leads: Callable[[], bool] | None = None) -> None:
+                 leads: Callable[[], bool] | None = None, devices: Iterable[str] = ()) -> None:
+        """`devices`: this host's worker devices, whose restart counters start at 0."""
         self.registry = CollectorRegistry()
         r = self.registry
         if store is not None:        # first: a scrape syncs the counters before they are read
@@ -77,10 +84,13 @@ class Metrics:
         self._define_histograms(r)
         if store is not None:
             r.register(JobTableCollector(store, leads))
-        if folders:
-            r.register(DiskCollector(folders))
+        self.disk = DiskCollector(folders or {})
+        r.register(self.disk)
         for watch in folders or {}:
-            self._init_watch(watch)
+            self.init_watch(watch)
+        for device in devices:
+            for reason in RESTART_REASONS:
+                self.worker_restarts.labels(self.host, str(device), reason)
         for what in RETENTION_WHATS:
             self.retention_removed.labels(what)
         for what in RETENTION_FILE_WHATS:                # a row frees no bytes of its own on the share
@@ -116,6 +126,9 @@ class Metrics:
         self.frames_processed_total = Counter("ffwatchd_frames_processed",
                                               "Images and video frames processed", ["watch"],
                                               registry=r)
+        self.faces_processed_total = Counter("ffwatchd_faces_processed",
+                                             "Faces processed in done jobs (a video: over every frame)", ["watch"],
+                                             registry=r)
 
     def _define_service_counters(self, r: CollectorRegistry) -> None:
         """Workers, retention, batches and notifications."""
@@ -150,6 +163,9 @@ class Metrics:
         self.worker_provider = Gauge("ffwatchd_worker_execution_provider",
                                      "1 for the execution provider a worker really runs on, "
                                      "0 for ones it had before", ["host", "device", "provider"], registry=r)
+        self.watch_waiting = Gauge("ffwatchd_watch_waiting",
+                                   "1 while a watch's jobs wait, unclaimed, for its folders (one missing, "
+                                   "the share dropped out)", ["watch"], registry=r)
         self.claiming_paused_gauge = Gauge("ffwatchd_claiming_paused",
                                            "1 while workers claim no new jobs (disk guard)",
                                            registry=r)
@@ -161,6 +177,10 @@ class Metrics:
         self.job_duration = Histogram("ffwatchd_job_duration_seconds",
                                       "Time a job attempt ran, claim to finish", ["watch", "kind"],
                                       buckets=DURATION_BUCKETS, registry=r)
+        self.swap_similarity = Histogram("ffwatchd_swap_similarity",
+                                         "Each swapped face's identity similarity to its source, read back by "
+                                         "the recognizer (a video: its mean)", ["watch"],
+                                         buckets=SIMILARITY_BUCKETS, registry=r)
         self.queue_wait = Histogram("ffwatchd_queue_wait_seconds",
                                     "Time a job waited in the queue before it was claimed",
                                     ["watch"], buckets=DURATION_BUCKETS, registry=r)
@@ -168,13 +188,16 @@ class Metrics:
                                      "Time from first sight of a file to its settling",
                                      ["watch"], buckets=DURATION_BUCKETS, registry=r)
 
-    def _init_watch(self, watch: str) -> None:
-        """Create a watch's series at zero, so rates and alerts see them before the first event."""
+    def init_watch(self, watch: str) -> None:
+        """Create a watch's series at zero for every known label, so `increase()` and alerts see the
+        first event (a series born at 4 has no increase); at start and for a watch added by reload."""
         for c in (self.files_discovered, self.files_ignored, self.jobs_enqueued, self.bytes_processed_total,
-                  self.frames_processed_total, self.queue_wait, self._settle_wait):
+                  self.frames_processed_total, self.faces_processed_total, self.swap_similarity,
+                  self.queue_wait, self._settle_wait):
             c.labels(watch)
         self.unsettled_files.labels(watch)
         self.unfiled_files.labels(watch)
+        self.watch_waiting.labels(watch)
         self.batches_finished.labels(watch)
         for what in LEFT_ALONE_KINDS:
             self.files_left_alone.labels(watch, what)
@@ -184,6 +207,23 @@ class Metrics:
                 self.jobs_finished.labels(watch, kind, outcome)
         for cause in RETRY_CAUSES:
             self.retries.labels(watch, cause)
+        for error_kind in ERROR_KINDS:
+            for outcome in ("failed", "retried"):
+                self.job_errors.labels(watch, error_kind, outcome)
+
+    def set_folders(self, folders: dict[str, dict[str, Path]]) -> None:
+        """After a reload: every watch's folders measured (one added gets its series, at zero
+        for the counters; one removed is no longer measured)."""
+        added = folders.keys() - self.disk.folders.keys()
+        removed = self.disk.folders.keys() - folders.keys()
+        self.disk.set_folders(folders)
+        for watch in sorted(added):
+            self.init_watch(watch)
+        for watch in removed:               # a state of a watch no longer there is no state
+            try:
+                self.watch_waiting.remove(watch)
+            except KeyError:
+                pass
 
     # -- what the daemon reports ----------------------------------------------------------
 
@@ -245,6 +285,12 @@ class Metrics:
         if n > 0:
             self.bytes_processed_total.labels(watch).inc(n)
 
+    def faces_processed(self, watch: str, n: int, similarities: list[float]) -> None:
+        if n > 0:
+            self.faces_processed_total.labels(watch).inc(n)
+        for s in similarities:
+            self.swap_similarity.labels(watch).observe(float(s))
+
     def frames_processed(self, watch: str, n: int) -> None:
         if n > 0:
             self.frames_processed_total.labels(watch).inc(n)
@@ -276,6 +322,9 @@ class Metrics:
     def worker_restarted(self, device: str, reason: str) -> None:
         self.worker_restarts.labels(self.host, str(device),
                                     bounded(reason, RESTART_REASONS, "restart reason")).inc()
+
+    def set_watch_waiting(self, watch: str, waiting: bool) -> None:
+        self.watch_waiting.labels(watch).set(1 if waiting else 0)
 
     def set_claiming_paused(self, paused: bool, reason: str = "") -> None:
         with self._lock:

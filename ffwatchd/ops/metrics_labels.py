@@ -7,7 +7,7 @@ import logging
 
 from ffwatchd.errors import PERMANENT_KINDS, TRANSIENT_KINDS
 
-log = logging.getLogger("ffwatchd.ops.metrics")
+log = logging.getLogger(__name__)
 
 # Every label value is drawn from a bounded set; anything else is counted as "other".
 JOB_STATES = ("queued", "running", "done", "failed", "cancelled")

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ffwatchd.ops.metrics import Metrics
     from ffwatchd.store import JobQueue
 
-log = logging.getLogger("ffwatchd.ops.metrics")
+log = logging.getLogger(__name__)
 
 
 class JobTableCollector(Collector):
@@ -131,13 +131,20 @@ class DiskCollector(Collector):
     """Free and total bytes of each watch folder's filesystem, via os.statvfs per scrape."""
 
     def __init__(self, folders: dict[str, dict[str, Path]]) -> None:
-        self.folders = {w: dict(roles) for w, roles in folders.items()}
+        self.folders: dict[str, dict[str, Path]] = {}
         self._down: set[tuple[str, str]] = set()
-        for watch, roles in self.folders.items():
+        self.set_folders(folders)
+
+    def set_folders(self, folders: dict[str, dict[str, Path]]) -> None:
+        """The watches' folders to measure from the next scrape on (a reload adds and removes
+        watches: a removed one is no longer exported)."""
+        for watch, roles in folders.items():
             for role in roles:
                 if role not in FOLDER_ROLES:
                     raise ValueError(f"metrics: folder role {role!r} of watch {watch!r} is not one "
                                      f"of {', '.join(FOLDER_ROLES)}")
+        self.folders = {w: dict(roles) for w, roles in folders.items()}     # one assignment: a scrape sees old or new
+        self._down = {k for k in self._down if k[0] in self.folders}
 
     def collect(self) -> Iterator[Metric]:
         free = GaugeMetricFamily("ffwatchd_disk_free_bytes",

@@ -16,6 +16,23 @@ from ffwatchd.media.provenance import Provenance
 from ffwatchd.spec.jobspec import JobSpec
 
 
+def job_report(faces: int, frames: int, provenance: dict | None, *, copied: bool, signed: bool = False,
+               faces_found: int | None = None, scores: list[dict] | None = None,
+               similarities: list[float] | None = None, review: bool = False) -> dict:
+    """What a done job's row keeps of its pipeline's work (`Job.result`): the faces processed
+    (and found, before selection), the processors that changed the output, each model used with
+    its file's sha256 and its licence, and the swap quality: an image's score per swapped face
+    (`scores`), a video's summary over every swapped face of every frame (`similarities`)."""
+    prov = provenance or {}
+    values = [s["similarity"] for s in scores] if scores else list(similarities or [])
+    review = review or any(s.get("review") for s in scores or [])
+    quality = ({"scored": len(values), "min": round(min(values), 4), "mean": round(sum(values) / len(values), 4),
+                "review": review} if values else None)
+    return {"faces": faces, "faces_found": faces_found, "frames": frames, "processors": prov.get("processors", []),
+            "models": prov.get("model_files", []), "copied": copied, "signed": signed,
+            "scores": scores or [], "quality": quality}
+
+
 @dataclass
 class ImageResult:
     faces: int                    # faces processed
@@ -25,6 +42,12 @@ class ImageResult:
     copied: bool = False          # on_no_face: copy wrote the input unchanged
     provenance: dict | None = field(default=None)
     signed: bool = False          # carries a C2PA manifest
+    faces_found: int | None = None   # the detector's count before selection
+    scores: list[dict] = field(default_factory=list)   # each swapped face's FaceScore.as_dict()
+
+    def report(self) -> dict:
+        return job_report(self.faces, 1, self.provenance, copied=self.copied, signed=self.signed,
+                          faces_found=self.faces_found, scores=self.scores)
 
 
 @dataclass(frozen=True)

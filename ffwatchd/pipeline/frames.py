@@ -1,16 +1,18 @@
 """One job's processing of a frame (an image's or a video's): detect, select, then the
-processors in order, in place, saying which boxes of the frame changed."""
+processors in order, in place, saying which boxes of the frame changed; a processor that resizes
+the frame (an upscaler) hands on a new one."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ffwatchd.errors import JobError
 from ffwatchd.faces.detect import Detector
 from ffwatchd.faces.embed import Recognizer
 from ffwatchd.faces.masks import FaceMasks, Landmarker, refine
 from ffwatchd.faces.select import select_faces
 from ffwatchd.faces.types import Embedding, Face, Frame
-from ffwatchd.processors import Change, Processor, Scope, Step
+from ffwatchd.processors import Change, FaceScore, Processor, ResizingStep, Scope, Step
 from ffwatchd.spec.jobspec import JobSpec
 
 
@@ -20,8 +22,9 @@ class FrameProcessor:
 
     def __init__(self, spec: JobSpec, detector: Detector | None, recognizer: Recognizer | None,
                  reference: Embedding | list[Embedding] | None,
-                 steps: list[tuple[Processor, Step | None]], models_used: list[str],
-                 masks: FaceMasks | None = None, refiner: Landmarker | None = None) -> None:
+                 steps: list[tuple[Processor, Step | ResizingStep | None]], models_used: list[str],
+                 scores: list[FaceScore] | None = None, masks: FaceMasks | None = None,
+                 refiner: Landmarker | None = None) -> None:
         self.spec = spec
         self.detector, self.recognizer = detector, recognizer
         self.reference = reference
@@ -29,6 +32,7 @@ class FrameProcessor:
         self.models_used = models_used
         self.masks = masks                # the job's face masks, when a processor pastes faces back
         self.refiner = refiner            # face_landmarker.refine: the five points from 68
+        self.scores = scores if scores is not None else []   # each swapped face's, as the steps record them
         self.processors = [p.name for p, _ in steps]
         self.detected = 0                 # faces the detector found in the last frame, before selection
 
@@ -47,16 +51,38 @@ class FrameProcessor:
                             embed=self.recognizer.embed if self.recognizer else None,
                             reference=self.reference, max_distance=s.max_distance)
 
+    @property
+    def resizing(self) -> list[str]:
+        """The processors of this job that change the frame's size."""
+        return [p.name for p, step in self.steps if step is not None and p.resizes]
+
+    def output_size(self, width: int, height: int) -> tuple[int, int]:
+        """The size (width, height) of a processed frame of `width` x `height`."""
+        for p, step in self.steps:
+            if step is not None and p.resizes:
+                width, height = step.output_size(width, height)  # type: ignore[union-attr]
+        return width, height
+
     def process_frame(self, frame_bgr: np.ndarray) -> tuple[np.ndarray, int]:
-        """(the processed copy of the frame, the number of faces processed)."""
+        """(the processed frame, a new array, of output_size; the number of faces processed)."""
         frame = np.array(frame_bgr, dtype=np.uint8, order="C", copy=True)
-        faces, _ = self.process_in_place(frame)
+        frame, faces, _ = self._run(frame)
         return frame, faces
 
     def process_in_place(self, frame: np.ndarray) -> tuple[int, list[tuple[int, int, int, int]] | None]:
         """Process `frame` (H x W x 3 uint8, C-contiguous) in place: (the number of faces
         processed, the boxes (x0, y0, x1, y1) of the frame that may have changed, or None when
-        any pixel may have, as with a label). The video pipeline converts only those boxes back."""
+        any pixel may have, as with a label). The video pipeline converts only those boxes back.
+        A job whose processors resize the frame cannot run in place (process_frame can)."""
+        if self.resizing:
+            raise JobError("internal", f"{', '.join(self.resizing)} changes the frame's size: its frames "
+                                       "come from process_frame, not in place")
+        _, faces, boxes = self._run(frame)
+        return faces, boxes
+
+    def _run(self, frame: np.ndarray) -> tuple[np.ndarray, int, list[tuple[int, int, int, int]] | None]:
+        """(the frame out: `frame` itself unless a step resized it; faces processed; the boxes
+        changed, None when any pixel may have)."""
         faces = self.find_faces(frame)
         if self.refiner is not None:
             refine(self.refiner, frame, faces)
@@ -64,7 +90,11 @@ class FrameProcessor:
             self.masks.begin_frame(frame, faces)     # before any step changes the frame
         touched: list[tuple[int, int, int, int]] = []
         whole = False
-        for _, step in self.steps:
-            if step is not None and step(frame, faces, touched) is Change.WHOLE:
+        for p, step in self.steps:
+            if step is None:
+                continue
+            if p.resizes:
+                frame, whole = step(frame, faces, touched), True
+            elif step(frame, faces, touched) is Change.WHOLE:
                 whole = True
-        return len(faces), (None if whole else touched)
+        return frame, len(faces), (None if whole else touched)

@@ -7,43 +7,48 @@ The daemon's workers and `ffwatchd process` both call exactly this.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
 import threading
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 import cv2
 import onnxruntime as ort
 
-from ffwatchd.config.settings import C2paSettings
+from ffwatchd.config.settings import C2paSettings, WorkerSettings
 from ffwatchd.errors import JobError
 from ffwatchd.faces import registry
 from ffwatchd.faces.detect import Detector, load_detector
-from ffwatchd.faces.embed import Recognizer, combine_embeddings
+from ffwatchd.faces.embed import Recognizer, combine_embeddings, cosine_similarity
 from ffwatchd.faces.enhance import Enhancer
 from ffwatchd.faces.masks import FaceMasks, Landmarker, MaskType, Occluder, Parser
 from ffwatchd.faces.models import Model, ModelKind
 from ffwatchd.faces.sessions import SessionConfig, probe_providers, provider_kind
 from ffwatchd.faces.swap import Swapper
-from ffwatchd.faces.types import Embedding
+from ffwatchd.faces.types import Embedding, Face, Frame
+from ffwatchd.faces.upscale import Upscaler
 from ffwatchd.fs.hashing import sha256_file
 from ffwatchd.media.c2pa_sign import ManifestSigner, load_credentials
 from ffwatchd.media.image import (
     SUFFIXES,
     DecodedImage,
     encode_image,
+    exif_resized,
     output_format,
     read_image,
     sniff_format,
     write_image,
 )
+from ffwatchd.media.identifying import strip_identifying_exif
 from ffwatchd.media.provenance import ModelFile, Provenance
 from ffwatchd.pipeline.contract import ImageResult, RenderedImage
 from ffwatchd.pipeline.frames import FrameProcessor
-from ffwatchd.processors import Processor, Scope
+from ffwatchd.processors import FaceScore, Processor, Scope
 from ffwatchd.spec.jobspec import JobSpec
 
 if TYPE_CHECKING:
@@ -58,7 +63,7 @@ _IDENTITY_CACHE_SIZE = 32
 
 # The engine that runs each kind of model, built from its file and its family's conventions.
 _ENGINES = {ModelKind.DETECTOR: load_detector, ModelKind.RECOGNIZER: Recognizer,
-            ModelKind.SWAPPER: Swapper, ModelKind.ENHANCER: Enhancer,
+            ModelKind.SWAPPER: Swapper, ModelKind.ENHANCER: Enhancer, ModelKind.UPSCALER: Upscaler,
             ModelKind.OCCLUDER: Occluder, ModelKind.PARSER: Parser, ModelKind.LANDMARKER: Landmarker}
 
 
@@ -76,11 +81,13 @@ class Pipeline:
                  providers: tuple[str, ...] = ("cpu",), device: str = "cpu",
                  vram_limit: int = 12 * 2**30, cpu_threads: int = 0,
                  max_pixels: int = 80_000_000, provenance: bool = True,
-                 c2pa: C2paSettings | None = None, licences_allowed: tuple[str, ...] | None = None) -> None:
+                 c2pa: C2paSettings | None = None, licences_allowed: tuple[str, ...] | None = None,
+                 ram_limit: int = WorkerSettings.ram_limit) -> None:
         self.models_dir = Path(models_dir)
         self.custom_models = tuple(custom_models)
         self.licences_allowed = licences_allowed
-        self.session_config = SessionConfig(tuple(providers), str(device), int(vram_limit), int(cpu_threads))
+        self.session_config = SessionConfig(tuple(providers), str(device), int(vram_limit), int(cpu_threads),
+                                            int(ram_limit))
         self.max_pixels = int(max_pixels)
         self.provenance = bool(provenance)
         self.c2pa = c2pa
@@ -172,8 +179,10 @@ class Pipeline:
         if not applied:
             return None
         models = processor.models_used if any(p.scope is Scope.FACES or p.model_kinds for p in applied) else []
+        notes = ((p.name, p.provenance_note(processor.spec.settings_of(p.name))) for p in applied)
         return Provenance(tuple(p.name for p in applied), tuple(models), self.model_files(models),
-                          ai=any(p.generates_pixels for p in applied))
+                          ai=any(p.generates_pixels for p in applied),
+                          settings="; ".join(f"{name}: {note}" for name, note in notes if note))
 
     def execution_providers(self) -> dict[str, list[str]]:
         """Model name -> the providers its session really runs on."""
@@ -276,7 +285,8 @@ class Pipeline:
                 reference = self._people(Path(spec.face_selector.reference), spec, detector, recognizer)
         refiner = (self.load_model(spec.face_landmarker.model, ModelKind.LANDMARKER)
                    if detector is not None and spec.face_landmarker.refine else None)
-        return FrameProcessor(spec, detector, recognizer, reference, steps, names, masks=job.masks, refiner=refiner)
+        return FrameProcessor(spec, detector, recognizer, reference, steps, names, job.scores, masks=job.masks,
+                              refiner=refiner)
 
     def output_suffix(self, target: Path, spec: JobSpec) -> str:
         return output_suffix(target, spec)
@@ -305,6 +315,8 @@ class Pipeline:
         processor = self.prepare(spec)
         frame, faces = processor.process_frame(image.bgr)
         fmt = output_format(image.format, spec.output.format)
+        strip = strips_metadata(spec)
+        exif = strip_identifying_exif(image.exif) if strip else image.exif
         face_job = spec.works_on_faces()
         # except_reference: faces found, all of them people to leave alone -- nothing to do, no failure
         everyone_left_alone = spec.face_selector.mode == "except_reference" and processor.detected > 0
@@ -319,30 +331,46 @@ class Pipeline:
 
             def write_copy(output: Path) -> ImageResult:
                 with _job_errors(target):
-                    if fmt == image.format:
+                    if fmt == image.format and not strip:
                         copy_file(target, Path(output))
-                    else:
+                    else:                       # re-encoded: also what an anonymize job strips goes
                         write_image(Path(output), image.bgr, fmt, alpha=image.alpha,
-                                    quality=spec.output.image_quality, exif=image.exif,
+                                    quality=spec.output.image_quality, exif=exif,
                                     icc_profile=image.icc_profile)
-                return ImageResult(0, [], [], fmt.lower(), copied=True)
+                return ImageResult(0, [], [], fmt.lower(), copied=True, faces_found=processor.detected)
             return RenderedImage(write_copy, image.bgr, image.bgr)
         prov = self.provenance_for(processor, faces)
+        alpha, exif = image.alpha, image.exif
+        if frame.shape != image.bgr.shape:            # resized (an upscaler): alpha and EXIF follow
+            size = (frame.shape[1], frame.shape[0])
+            if alpha is not None:
+                alpha = cv2.resize(alpha, size, interpolation=cv2.INTER_LINEAR)
+            exif = exif_resized(exif, *size)
+            if prov is not None:
+                prov = dataclasses.replace(prov, output_size=size)
 
         def write(output: Path) -> ImageResult:
             output = Path(output)
             with _job_errors(target):
                 signer = self.signer() if prov is not None else None
-                data = encode_image(frame, fmt, alpha=image.alpha, quality=spec.output.image_quality,
-                                    exif=image.exif, icc_profile=image.icc_profile,
+                data = encode_image(frame, fmt, alpha=alpha, quality=spec.output.image_quality,
+                                    exif=exif, icc_profile=image.icc_profile,
                                     provenance=prov if self.provenance else None)
                 if signer is not None:
                     signer.sign(data, output, original=target, original_sha256=sha256_file(target), provenance=prov)
                 else:
                     write_bytes(output, data)
             return ImageResult(faces, list(spec.processors), list(processor.models_used), fmt.lower(),
-                               provenance=prov.as_dict() if prov else None, signed=signer is not None)
+                               provenance=prov.as_dict() if prov else None, signed=signer is not None,
+                               faces_found=processor.detected if processor.detector is not None else None,
+                               scores=[sc.as_dict() for sc in processor.scores])
         return RenderedImage(write, frame, image.bgr)
+
+
+def strips_metadata(spec: JobSpec) -> bool:
+    """Whether a job's outputs lose what identifies a person, a place or a camera (a processor
+    of it says so: an anonymizer, unless its settings keep them; media/identifying.py)."""
+    return any(p.strips_metadata(spec.settings_of(p.name)) for p in spec.installed())
 
 
 @contextmanager
@@ -365,6 +393,7 @@ class _Job:
         self.pipeline, self.spec, self.processors = pipeline, spec, processors
         self.detector, self.recognizer = detector, recognizer
         self.masks: FaceMasks | None = None
+        self.scores: list[FaceScore] = []
 
     def load(self, name: str, kind: ModelKind) -> Any:
         return self.pipeline.load_model(name, kind)
@@ -390,6 +419,14 @@ class _Job:
                 landmarker=(self.load(self.spec.face_landmarker.model, ModelKind.LANDMARKER)
                             if need(MaskType.AREA) else None))
         return self.masks
+
+    def similarity(self, frame: Frame, face: Face, identity: Embedding) -> float:
+        if self.recognizer is None:
+            raise JobError("internal", "a face's similarity needs the recognizer")
+        return cosine_similarity(self.recognizer.embed(frame, replace(face)), identity)
+
+    def record(self, score: FaceScore) -> None:
+        self.scores.append(score)
 
 
 def write_bytes(path: Path, data: bytes) -> None:

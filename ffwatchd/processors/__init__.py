@@ -1,15 +1,17 @@
 """Processors as plug-ins: each one module implementing `Processor`; one registry lists them."""
 
-from ffwatchd.processors.protocol import Box, Change, JobContext, Processor, Scope, Step
+from ffwatchd.processors.protocol import Box, Change, FaceScore, JobContext, Processor, ResizingStep, Scope, Step
 from ffwatchd.processors.registry import (
     ENTRY_POINT_GROUP,
     ProcessorError,
     check_processor,
     default_processors,
     names,
+    order_problem,
     processor,
     processors,
 )
 
-__all__ = ["Box", "Change", "ENTRY_POINT_GROUP", "JobContext", "Processor", "ProcessorError", "Scope", "Step",
-           "check_processor", "default_processors", "names", "processor", "processors"]
+__all__ = ["Box", "Change", "ENTRY_POINT_GROUP", "FaceScore", "JobContext", "Processor", "ProcessorError",
+           "ResizingStep", "Scope", "Step", "check_processor", "default_processors", "names", "order_problem",
+           "processor", "processors"]

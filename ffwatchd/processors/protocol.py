@@ -2,13 +2,14 @@
 
 A processor states its name, its sidecar section (a frozen dataclass of defaults and a check per
 key), the model kinds it needs, whether it needs source faces, whether it generates pixels (the
-provenance's AI claim), and whether it works on the selected faces or the whole frame; `prepare`
-turns one job's settings into the step run on every frame.
+provenance's AI claim), whether it works on the selected faces or the whole frame, and whether it
+changes the frame's size; `prepare` turns one job's settings into the step run on every frame.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, Mapping, Protocol
 
@@ -33,10 +34,37 @@ class Change(StrEnum):
     WHOLE = "whole"                         # any pixel may have changed
 
 
+@dataclass(frozen=True)
+class FaceScore:
+    """How a swapped face reads back: the recognizer's cosine similarity to the source identity,
+    after the swap and (for contrast) of the original face before it."""
+    box: Box
+    similarity: float
+    original: float
+    review_below: float | None = None   # the job's threshold: under it, an editor should look
+
+    @property
+    def review(self) -> bool:
+        return self.review_below is not None and self.similarity < self.review_below
+
+    def as_dict(self) -> dict:
+        return {"box": list(self.box), "similarity": round(self.similarity, 4), "original": round(self.original, 4),
+                "review": self.review}
+
+
 class Step(Protocol):
     """One job's work of one processor on one frame, in place (H x W x 3 uint8 BGR)."""
 
     def __call__(self, frame: Frame, faces: list[Face], touched: list[Box]) -> Change: ...
+
+
+class ResizingStep(Protocol):
+    """The step of a processor that `resizes`: a new frame of `output_size`, made from the frame
+    (left as it was); every pixel of the new one counts as changed."""
+
+    def output_size(self, width: int, height: int) -> tuple[int, int]: ...
+
+    def __call__(self, frame: Frame, faces: list[Face], touched: list[Box]) -> Frame: ...
 
 
 class JobContext(Protocol):
@@ -52,6 +80,11 @@ class JobContext(Protocol):
 
     def face_masks(self) -> FaceMasks:
         """The job's face masks (face_mask), shared by its processors; computed once per face per frame."""
+    def similarity(self, frame: Frame, face: Face, identity: Embedding) -> float:
+        """The recognizer's cosine similarity between `face` as it is in `frame` and `identity`."""
+
+    def record(self, score: FaceScore) -> None:
+        """Keep a swapped face's score for the job's result (jobs show, the report, metrics)."""
 
 
 class Processor(ABC):
@@ -69,13 +102,24 @@ class Processor(ABC):
     edit_label: ClassVar[str | None] = None   # the label's default text when no processor generates pixels
     default: ClassVar[bool] = False         # run when a sidecar names no processors
     uses_face_mask: ClassVar[bool] = False  # pastes faces back through the job's face_mask
+    anonymizes: ClassVar[bool] = False      # hides who is shown: a batch report never shows the original
+    resizes: ClassVar[bool] = False         # its step is a ResizingStep (whole-frame processors only)
 
     def models(self, settings: Any) -> tuple[str, ...]:
         """The model names this processor's settings name (in `model_kinds` order)."""
         return tuple(getattr(settings, key) for key, check in self.checks.items()
                      if isinstance(check, ModelKey))
 
+    def strips_metadata(self, settings: Any) -> bool:
+        """Whether the job's outputs lose what identifies a person, a place or a camera (GPS,
+        maker notes, serial numbers, owner names: media/identifying.py)."""
+        return False
+
+    def provenance_note(self, settings: Any) -> str:
+        """How its settings were applied, as the output's provenance records it ("": nothing)."""
+        return ""
+
     @abstractmethod
-    def prepare(self, settings: Any, job: JobContext) -> Step | None:
+    def prepare(self, settings: Any, job: JobContext) -> Step | ResizingStep | None:
         """The step for one job (models loaded through `job`); None when it has nothing to do."""
 

@@ -9,6 +9,7 @@ import logging
 import pkgutil
 from functools import lru_cache
 from importlib.metadata import entry_points
+from typing import Sequence
 
 from ffwatchd.processors import builtin
 from ffwatchd.processors.protocol import Processor, Scope
@@ -51,6 +52,8 @@ def check_processor(p: object, where: str) -> Processor:
         raise ProcessorError(f"{where}: {p.name}.flags name keys its settings do not have")
     if not isinstance(p.scope, Scope):
         raise ProcessorError(f"{where}: {p.name}.scope is not a Scope")
+    if p.resizes and p.scope is not Scope.FRAME:
+        raise ProcessorError(f"{where}: {p.name} resizes the frame, so its scope must be {Scope.FRAME}")
     try:
         p.settings()
     except TypeError as e:
@@ -91,6 +94,20 @@ def processor(name: str) -> Processor:
 
 def names() -> tuple[str, ...]:
     return tuple(_load())
+
+
+def order_problem(names: Sequence[str]) -> str | None:
+    """Why processors in the order `names` cannot run, or None: one that resizes the frame comes
+    after every one that works on faces (faces are found once, on the frame as decoded)."""
+    found = _load()
+    resizing = next((n for n in names if n in found and found[n].resizes), None)
+    if resizing is None:
+        return None
+    after = [n for n in names[list(names).index(resizing) + 1:] if n in found and found[n].scope is Scope.FACES]
+    if not after:
+        return None
+    return (f"{resizing} changes the frame's size, so it must come after the processors that work on "
+            f"faces ({', '.join(after)}); list it after them")
 
 
 def default_processors() -> tuple[str, ...]:

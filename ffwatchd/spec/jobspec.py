@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from ffwatchd.errors import JobError, short_repr
 from ffwatchd.faces.masks import Area, MaskSpec, MaskType, Region
 from ffwatchd.faces.models import ModelKind
-from ffwatchd.processors import Processor, Scope, default_processors
+from ffwatchd.processors import Processor, Scope, default_processors, order_problem
 from ffwatchd.processors import processors as all_processors
 from ffwatchd.schema import (
     Check,
@@ -124,6 +124,9 @@ class JobSpec:
         if missing:
             raise JobError("bad_sidecar", f"processor {', '.join(missing)} is not installed on this host "
                                           f"(installed: {', '.join(known)})")
+        why = order_problem(self.processors)
+        if why:
+            raise JobError("bad_sidecar", f"processors: {why}")
         return [known[n] for n in self.processors]
 
     @classmethod
@@ -319,6 +322,9 @@ def _check_top_value(key: str, value: Any, path: str) -> list[str]:
                     for i, p in enumerate(value) if p not in known]
         if len(set(map(str, value))) != len(value):
             problems.append(f"{path}: a processor is listed twice")
+        why = order_problem([str(p) for p in value])
+        if why:
+            problems.append(f"{path}: {why}")
         return problems
     if key == "notify":
         return _check_notify(value, path)

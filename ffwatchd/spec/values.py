@@ -38,6 +38,22 @@ def parse_duration(value: Any) -> float:
     raise ValueError(f"{short_repr(value)} is not a duration (use e.g. 10s, 5m, 7d)")
 
 
+def format_duration(seconds: float) -> str:
+    """A duration for people, written as the config writes one: whole seconds and at most two
+    units (410.24 -> `6m50s`, 7200 -> `2h`), a tenth under 10 s (2.35 -> `2.4s`); a log line
+    said `waiting since 6.83736 min ago`."""
+    seconds = max(0.0, seconds)
+    if seconds < 10:
+        return f"{round(seconds, 1):g}s"
+    rest = round(seconds)
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if rest >= size or (unit == "s" and not parts):
+            parts.append(f"{rest // size}{unit}")
+            rest %= size
+    return "".join(parts[:2])
+
+
 def parse_size(value: Any) -> int:
     """`512MiB`, `8GiB`, `5GB` or a number of bytes -> bytes."""
     if isinstance(value, bool):

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from ffwatchd.store.contract import JobQueue, NotFound, TransitionError
+from ffwatchd.store.contract import JobQueue, NotFound, SchemaMismatch, TransitionError
 from ffwatchd.store.rows import (
     FINISHED,
     KINDS,
@@ -29,6 +30,7 @@ from ffwatchd.store.rows import (
     priority_name,
 )
 from ffwatchd.store.sqlite import SqliteJobStore
+from ffwatchd.store.sqlite_schema import MIGRATIONS as SQLITE_MIGRATIONS
 from ffwatchd.store.urls import redact_url
 
 if TYPE_CHECKING:
@@ -67,13 +69,38 @@ class DriverMissing(ImportError):
     """The config names a PostgreSQL queue but psycopg is not installed; commands say so plainly."""
 
 
-def open_store(settings: "Settings", *, migrate: bool = True) -> JobQueue:
-    """The job table the settings name, with their attempts and backoff."""
+class Use(StrEnum):
+    """What a caller opens the job table for; none of them migrates an existing table (only
+    `ffwatchd.ops.upgrade` does: the daemon at start, `queue upgrade`)."""
+    READ = "read"            # commands that read: another schema version is refused, nothing is made
+    WRITE = "write"          # commands that write: the same, but a table not made yet is made (nothing to break)
+    UNCHECKED = "unchecked"  # the daemon's own parts (its supervisor watches the version) and `check`
+
+
+def open_store(settings: Settings, use: Use = Use.READ) -> JobQueue:
+    """The job table the settings name, with their attempts and backoff, opened for `use`;
+    SchemaMismatch for a table at another schema version than this ffwatchd's (READ, WRITE)."""
+    if use is Use.READ and settings.queue.url is None and not settings.db_path.exists() and \
+            settings.db_path.parent.is_dir():       # (a file in the way: SQLite's error names it)
+        raise SchemaMismatch(f"sqlite {settings.db_path}", 0, len(SQLITE_MIGRATIONS))   # never made empty here
+    store = _open(settings)
+    try:
+        if use is Use.WRITE and store.schema_version() == 0:
+            store.upgrade_schema()     # a table made from nothing: no older daemon can be on it
+        if use is not Use.UNCHECKED:
+            store.require_known_schema()
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def _open(settings: Settings) -> JobQueue:
     q = settings.queue
     w = settings.workers
     if q.url is None:
         return SqliteJobStore(settings.db_path, max_attempts=w.max_attempts, retry_backoff=w.retry_backoff,
-                              migrate_schema=migrate)
+                              migrate_schema=False)
     try:
         # Imported here: the PostgreSQL driver loads only for a postgresql:// queue.
         from ffwatchd.store.postgres import PostgresJobStore
@@ -81,10 +108,10 @@ def open_store(settings: "Settings", *, migrate: bool = True) -> JobQueue:
         raise DriverMissing(f"queue {redact_url(q.url)}: the PostgreSQL driver is missing "
                           f"(pip install 'ffwatchd[postgres]'): {e}") from e
     return PostgresJobStore(q.url, password=queue_password(q), max_attempts=w.max_attempts,
-                            retry_backoff=w.retry_backoff, migrate_schema=migrate)
+                            retry_backoff=w.retry_backoff, migrate_schema=False)
 
 
 __all__ = ["DriverMissing", "FINISHED", "KINDS", "PRIORITIES", "STATES", "Batch", "Delivery", "Filing", "priority_name",
            "Heartbeat", "Job",
-           "JobQueue", "JobStore", "NotFound", "SqliteJobStore", "Stats", "TransitionError", "open_store",
+           "JobQueue", "JobStore", "NotFound", "SchemaMismatch", "Use", "SqliteJobStore", "Stats", "TransitionError", "open_store",
            "queue_password", "redact_url", "store_errors", "WorkerRow"]

@@ -23,6 +23,30 @@ class NotFound(KeyError):
     """No job with that id."""
 
 
+class SchemaMismatch(RuntimeError):
+    """The table's schema is not the one this ffwatchd reads and writes (`found` vs `known`): a
+    command refuses it instead of migrating it under a running daemon of another version."""
+
+    def __init__(self, where: str, found: int, known: int) -> None:
+        self.where, self.found, self.known = where, found, known
+        if found == 0:
+            text = f"{where}: no job table there yet: the daemon creates it when it starts"
+        elif found < known:
+            text = (f"{where}: the job table is at schema version {found}, older than this ffwatchd's "
+                    f"{known} (an older ffwatchd made it); nothing was changed: reading never upgrades it; "
+                    "this version's daemon upgrades it when it starts, or `ffwatchd queue upgrade` "
+                    "(both refused while an older daemon still runs on it; docs/operations.md, Upgrading)")
+        else:
+            text = (f"{where}: the job table is at schema version {found}, newer than this ffwatchd "
+                    f"knows ({known}): a newer ffwatchd upgraded it; use that version here too "
+                    "(docs/operations.md, Upgrading)")
+        super().__init__(text)
+
+    @property
+    def newer(self) -> bool:
+        return self.found > self.known
+
+
 def fence_refusal(job_id: int, owner: str, attempt: int | None, row: Any, lease_live: bool) -> TransitionError | None:
     """The fencing rule, once for both backends: a holder may change its job only while the job is
     running, leased to it, on its attempt and (where the verb asks) before its lease ran out.
@@ -65,7 +89,23 @@ class JobQueue(abc.ABC):
         self.close()
 
     @abc.abstractmethod
-    def schema_version(self) -> int: ...
+    def schema_version(self) -> int:
+        """The table's schema version (0: not created yet)."""
+
+    @abc.abstractmethod
+    def known_schema(self) -> int:
+        """The schema version this ffwatchd reads and writes (its last migration)."""
+
+    @abc.abstractmethod
+    def upgrade_schema(self) -> int:
+        """Run the migrations still missing (only `ffwatchd.ops.upgrade` calls it: the daemon at
+        start and `queue upgrade`); returns the version reached. Refuses a newer schema."""
+
+    def require_known_schema(self) -> None:
+        """SchemaMismatch unless the table is at this ffwatchd's schema (what commands open)."""
+        found, known = self.schema_version(), self.known_schema()
+        if found != known:
+            raise SchemaMismatch(self.where, found, known)
 
     @abc.abstractmethod
     def queue_id(self) -> str:
@@ -164,8 +204,11 @@ class JobQueue(abc.ABC):
         """queued -> done, for a queued job whose recorded done plan was completed (e.g. by `jobs cancel`)."""
 
     @abc.abstractmethod
-    def release(self, job_id: int, owner: str, *, attempt: int | None = None) -> Job:
-        """running -> queued at once, attempt not counted (graceful shutdown)."""
+    def release(self, job_id: int, owner: str, *, attempt: int | None = None, delay: float = 0.0,
+                error_kind: str | None = None, message: str | None = None) -> Job:
+        """running -> queued, attempt not counted (graceful shutdown, a share or disk to wait
+        for); claimable again after `delay` seconds; `error_kind`/`message`, when given, say why
+        it waits (`jobs show`)."""
 
     @abc.abstractmethod
     def wait_for_work(self, timeout: float) -> bool:

@@ -9,6 +9,8 @@ The shared spelling:
 - `{skip_locked}` / `{for_update}`: PostgreSQL's row locks (SQLite has one writer at a time
   under `BEGIN IMMEDIATE`, so they read as nothing there);
 - `greatest(...)`: SQLite spells it `max(...)` (its many-argument scalar form);
+- `{plan_result}`: the `result` member of the row's filing plan, as JSON (SQLite's json_extract
+  gives an object back as its text; PostgreSQL's `->` a json value);
 - JSON values go in through `json()` and come back through the row converters (SQLite keeps
   text, PostgreSQL's `json` columns need psycopg's adapter and lone surrogates encoded);
 - a list parameter through `in_list()` (SQLite: one placeholder per value; PostgreSQL: `= ANY`).
@@ -27,9 +29,11 @@ from typing import Any, Sequence
 from ffwatchd.store.names import ESCAPED_PREFIX, decode_path
 from ffwatchd.store.rows import Batch, Delivery, Filing, Job, WorkerRow
 
+JOB_FIELDS = Job.__dataclass_fields__.keys()
+
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _PATH_COLUMNS = ("rel_path", "output_path", "batch")
-_JSON_COLUMNS = ("spec", "sources", "sidecars", "filing", "worker")
+_JSON_COLUMNS = ("spec", "sources", "sidecars", "filing", "worker", "result")
 
 
 class Dialect:
@@ -39,11 +43,12 @@ class Dialect:
     skip_locked = ""
     for_update = ""
     now = ":now"
+    plan_result = "json_extract(filing, '$.result')"
 
     @functools.cache  # noqa: B019 - the dialects are two module-level singletons
     def render(self, sql: str) -> str:
         return sql.replace("{now}", self.now).replace("{skip_locked}", self.skip_locked) \
-                  .replace("{for_update}", self.for_update)
+                  .replace("{for_update}", self.for_update).replace("{plan_result}", self.plan_result)
 
     def in_list(self, column: str, name: str, values: Sequence[Any]) -> tuple[str, dict[str, Any]]:
         """`column` among `values`: the SQL and its parameters (one per value)."""
@@ -67,7 +72,7 @@ class Dialect:
             values[k] = self.json_value(values[k])
         for k in _PATH_COLUMNS:
             values[k] = decode_path(values[k])
-        return Job.from_columns(values)
+        return Job.from_columns(values if len(values) == len(JOB_FIELDS) else ours(values))
 
     def batch(self, row: Any) -> Batch:
         values = dict(row)
@@ -111,7 +116,13 @@ class SqliteDialect(Dialect):
             stored = values[k]
             if stored is not None and stored.startswith(ESCAPED_PREFIX):
                 values[k] = decode_path(stored)
-        return Job.from_columns(values)
+        return Job.from_columns(values if len(values) == len(JOB_FIELDS) else ours(values))
+
+
+def ours(values: dict[str, Any]) -> dict[str, Any]:
+    """A row's columns this version knows: a newer ffwatchd's added columns are left unread (its
+    supervisor stops claiming when it sees the newer schema; until then a claim still decodes)."""
+    return {k: v for k, v in values.items() if k in JOB_FIELDS}
 
 
 SQLITE = SqliteDialect()

@@ -16,11 +16,15 @@ why (`contract.fence_refusal`, the rule in words).
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Sequence
+import logging
+from typing import Any, Callable, Mapping, Sequence
 
 from ffwatchd.store.contract import NotFound, TransitionError, fence_refusal
 from ffwatchd.store.dialect import Tx
+from ffwatchd.store.names import decode_path, shown
 from ffwatchd.store.rows import KINDS, Job, Stats
+
+log = logging.getLogger(__name__)
 
 # -- a job is born ------------------------------------------------------------------------------
 
@@ -65,15 +69,23 @@ REQUEUE = """state = 'queued', queued_at = {now}, not_before = 0, error_kind = '
 #: original to failed/ properly, so no original is left behind in the inbox
 EXPIRE = f"""UPDATE jobs SET {REQUEUE}
              WHERE id IN (SELECT id FROM jobs WHERE state = 'running' AND lease_until < {{now}} {{skip_locked}})
-             RETURNING id, watch"""
+             RETURNING id, watch, rel_path, error_message"""
 
 EXPIRED = {"why": "stopped heartbeating (lease of ", "why_end": " expired)"}
+
+
+def say_expired(rows: Sequence[Mapping[str, Any]]) -> None:
+    """One log line per job whose lease ran out (the metric alone did not say which, or whose)."""
+    for r in rows:
+        log.warning("job %s (watch %s, %s): lease expired: %s; back to the queue", r["id"], shown(r["watch"]),
+                    shown(decode_path(r["rel_path"]) or ""), r["error_message"])
 
 
 def expire(tx: Tx, stats: Stats) -> list[int]:
     rows = tx.all(EXPIRE, **EXPIRED)
     if rows:
         tx.announce()
+        say_expired(rows)
     stats.expired_leases += len(rows)
     stats.requeued += [(r["watch"], "lease") for r in rows]
     return [r["id"] for r in rows]
@@ -163,9 +175,10 @@ def heartbeat(tx: Tx, job_id: int, owner: str, lease: float, progress: tuple[int
 SET_FILING = "filing = :filing"
 CONFIRM = "lease_until = {now} + :lease"
 FINISH = """state = 'done', finished_at = {now}, output_path = :output, lease_until = NULL, error_kind = NULL,
-            error_message = NULL, progress_done = coalesce(progress_total, progress_done)"""
-RELEASE = """state = 'queued', attempts = greatest(0, attempts - 1), queued_at = {now}, not_before = 0,
-             lease_owner = NULL, lease_until = NULL"""
+            error_message = NULL, progress_done = coalesce(progress_total, progress_done), result = {plan_result}"""
+RELEASE = """state = 'queued', attempts = greatest(0, attempts - 1), queued_at = {now}, not_before = {now} + :delay,
+             lease_owner = NULL, lease_until = NULL, error_kind = coalesce(:kind, error_kind),
+             error_message = coalesce(:message, error_message)"""
 
 #: transient with attempts left: back to the queue after an exponential backoff; else final
 _RETRYABLE = "(:transient AND attempts < max_attempts)"
@@ -194,7 +207,7 @@ def finish_filed(tx: Tx, job_id: int, output_path: str | None) -> Job:
         raise TransitionError(f"job {job_id} is {row['state']} without a done plan: not finished here")
     return tx.d.job(tx.one("""UPDATE jobs SET state = 'done', finished_at = {now}, output_path = :output,
                                               lease_owner = NULL, lease_until = NULL, error_kind = NULL,
-                                              error_message = NULL
+                                              error_message = NULL, result = {plan_result}
                               WHERE id = :id RETURNING *""", id=job_id, output=output_path))
 
 

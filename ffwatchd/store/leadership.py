@@ -14,7 +14,7 @@ import time
 
 from ffwatchd.store import JobQueue
 
-log = logging.getLogger("ffwatchd.store.leadership")
+log = logging.getLogger(__name__)
 
 
 class Leadership:

@@ -15,7 +15,7 @@ from psycopg.rows import dict_row
 from ffwatchd.backoff import Backoff
 from ffwatchd.store.pg_rows import CHANNEL
 
-log = logging.getLogger("ffwatchd.store.postgres")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

@@ -23,6 +23,7 @@ class PgDialect(Dialect):
     skip_locked = "FOR UPDATE SKIP LOCKED"
     for_update = " FOR UPDATE"
     now = NOW
+    plan_result = "filing -> 'result'"
 
     @functools.cache  # noqa: B019 - one module-level singleton
     def render(self, sql: str) -> str:

@@ -25,7 +25,6 @@ from psycopg.types.json import Json
 
 from ffwatchd.store.names import encode_json
 from ffwatchd.store.postgres import PostgresJobStore
-from ffwatchd.store.sqlite import SqliteJobStore
 from ffwatchd.store.sqlite_schema import MIGRATIONS
 
 # table -> its JSON columns (TEXT in SQLite, json in PostgreSQL)
@@ -66,7 +65,8 @@ class MigrateReport:
 
 def _read(path: Path) -> dict[str, Any]:
     """Every row of the tables to copy, after bringing the file to the current schema."""
-    SqliteJobStore(path).close()               # upgrades an older file like any ffwatchd command
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no SQLite job table there")
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     db.row_factory = sqlite3.Row
     try:

@@ -147,6 +147,11 @@ MIGRATIONS: list[str] = [
     ALTER TABLE jobs ADD COLUMN claims integer NOT NULL DEFAULT 0;
     UPDATE jobs SET claims = attempts;
     """,
+    # 10: what a done job's pipeline reported (faces, frames, each model's sha256 and licence),
+    # copied from its filing plan when it finishes
+    """
+    ALTER TABLE jobs ADD COLUMN result json;
+    """,
 ]
 
 # pg_advisory_xact_lock key: hosts starting together migrate one after the other.

@@ -21,7 +21,7 @@ from ffwatchd.store import jobrules as rules
 from ffwatchd.store.dialect import Tx
 from ffwatchd.store.pg_connection import PgSession, QueueUnavailable
 from ffwatchd.store.pg_rows import CHANNEL, NOW, PG
-from ffwatchd.store.pgschema import migrate
+from ffwatchd.store.pgschema import MIGRATIONS, migrate
 from ffwatchd.store.rows import Job, Stats
 from ffwatchd.store.sqlstore import SqlJobStore
 from ffwatchd.store.urls import redact_url
@@ -43,6 +43,7 @@ _CLAIM = """WITH expired AS (<expire>),
                      RETURNING *)
             SELECT claimed.*, (SELECT count(*) FROM expired) AS expired_n,
                    (SELECT array_agg(watch) FROM expired) AS expired_watches,
+                   (SELECT json_agg(expired) FROM expired) AS expired_rows,
                    (SELECT count(*) FROM announced) AS announced_n
             FROM (SELECT 1) AS one LEFT JOIN claimed ON true"""
 for _part, _text in (("<expire>", rules.EXPIRE), ("<channel>", CHANNEL), ("<claimed>", rules.CLAIMED),
@@ -93,6 +94,13 @@ class PostgresJobStore(SqlJobStore):
             return cur.execute("SELECT version FROM schema_version").fetchone()["version"]
         return self._pg.run(body)
 
+    def known_schema(self) -> int:
+        return len(MIGRATIONS)
+
+    def upgrade_schema(self) -> int:
+        with self._pg._lock:
+            return migrate(self._pg.connect(), self.where)
+
     def integrity_check(self) -> str:
         """'ok' when the table reads and every running job has a lease; else what is wrong."""
         row = self._read("""SELECT count(*) FILTER (WHERE state = 'running' AND (lease_owner IS NULL
@@ -139,6 +147,7 @@ class PostgresJobStore(SqlJobStore):
             row.pop("announced_n")
             self.stats.expired_leases += expired
             self.stats.requeued += [(w, "lease") for w in row.pop("expired_watches") or []]
+            rules.say_expired(row.pop("expired_rows") or [])
             if row["id"] is not None:
                 return PG.job(row)
             if not expired:

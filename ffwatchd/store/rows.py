@@ -43,6 +43,7 @@ class Job:
     worker: dict | None
     batch: str | None = None         # the batch folder (relative to the inbox; '' is the root)
     claims: int = 0                  # how many times a worker claimed it, never reset: the fence
+    result: dict | None = None       # a done job's pipeline report (pipeline/contract.py JobResult)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -107,12 +108,19 @@ class WorkerRow:
 
 
 PAUSED_PREFIX = "paused_watch:"   # meta keys: a watch whose jobs no host claims (value: who paused it)
-LOST_AFTER_LEASES = 3      # a worker row with no heartbeat for this many leases is shown as lost
+LOST_AFTER_LEASES = 1      # no heartbeat for a lease: whatever the worker holds has run out, it is LOST
+PRUNE_AFTER_LEASES = 3     # a row that long without a heartbeat is forgotten
 
 
 def lost_after(lease: float) -> float:
-    """Seconds without a heartbeat after which a worker row counts as lost (and is pruned)."""
+    """Seconds without a heartbeat after which a worker row is shown as LOST (a frozen worker
+    showed `busy, 62 s ago` with a 60 s lease: its job's lease had run out already)."""
     return LOST_AFTER_LEASES * lease
+
+
+def prune_after(lease: float) -> float:
+    """Seconds without a heartbeat after which a worker row is removed from the workers table."""
+    return PRUNE_AFTER_LEASES * lease
 
 
 @dataclass

@@ -14,6 +14,7 @@ import functools
 import json
 import logging
 import math
+import os
 import sqlite3
 import threading
 import time
@@ -24,7 +25,7 @@ from ffwatchd.store import jobrules as rules
 from ffwatchd.store.contract import always_granted
 from ffwatchd.store.dialect import SQLITE, Tx
 from ffwatchd.store.rows import Filing, Job, Stats
-from ffwatchd.store.sqlite_schema import migrate
+from ffwatchd.store.sqlite_schema import MIGRATIONS, migrate
 from ffwatchd.store.sqlstore import SqlJobStore
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,27 @@ class SqliteJobStore(SqlJobStore):
             self._db.close()
 
     def schema_version(self) -> int:
-        return self._db.execute("PRAGMA user_version").fetchone()[0]
+        with self._lock:
+            return self._db.execute("PRAGMA user_version").fetchone()[0]
+
+    def known_schema(self) -> int:
+        return len(MIGRATIONS)
+
+    def upgrade_schema(self) -> int:
+        with self._write(durable=True) as db:
+            migrate(db, self.path)
+        return self.schema_version()
+
+    def backup(self, target: Path) -> None:
+        """A consistent copy of the whole table at `target` (SQLite's online backup API), synced."""
+        with self._lock:
+            dst = sqlite3.connect(str(target))
+            try:
+                self._db.backup(dst)
+            finally:
+                dst.close()
+        with open(target, "rb") as f:
+            os.fsync(f.fileno())
 
     def integrity_check(self) -> str:
         with self._lock:

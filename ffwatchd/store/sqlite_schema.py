@@ -163,6 +163,11 @@ MIGRATIONS: list[str] = [
     ALTER TABLE jobs ADD COLUMN claims INTEGER NOT NULL DEFAULT 0;
     UPDATE jobs SET claims = attempts;
     """,
+    # 10: what a done job's pipeline reported (faces, frames, each model's sha256 and licence),
+    # copied from its filing plan when it finishes
+    """
+    ALTER TABLE jobs ADD COLUMN result TEXT;
+    """,
 ]
 
 

@@ -149,9 +149,11 @@ class SqlJobStore(JobQueue):
             self.stats.retries += 1
         return job
 
-    def release(self, job_id: int, owner: str, *, attempt: int | None = None) -> Job:
+    def release(self, job_id: int, owner: str, *, attempt: int | None = None, delay: float = 0.0,
+                error_kind: str | None = None, message: str | None = None) -> Job:
         def body(tx: Tx) -> Job:
-            job = tx.d.job(rules.fenced(tx, job_id, owner, attempt, rules.RELEASE))
+            job = tx.d.job(rules.fenced(tx, job_id, owner, attempt, rules.RELEASE, delay=delay, kind=error_kind,
+                                        message=message))
             tx.announce()
             return job
         return self._run(body, durable=True)

@@ -31,6 +31,7 @@ from ffwatchd.spec.sidecar import (
     resolve_spec,
 )
 from ffwatchd.spec.sniff import Sniffed, describe_head, sniff_bytes, sniff_file
+from ffwatchd.spec.values import format_duration
 from ffwatchd.store import FINISHED, Job, JobQueue
 from ffwatchd.watch.hashing import HashCache, read_inbox_file
 from ffwatchd.watch.inboxnames import PATH_MARGIN, PATH_MAX, classify_name, path_too_long
@@ -117,8 +118,10 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
     sniffed = sniff_bytes(head)
     if sniffed is None and hstate.size > 0:
         return _refuse(watch, store, path, rel, hstate, digest, "image", "bad_input",
-                       f"{path.name} is not an image or video we can process: {describe_head(head)}")
-    early = _check_finished(watch, store, path, rel, now, unfinished_since, head, digest, hstate, sniffed)
+                       f"{path.name} is not an image or video we can process: {describe_head(head)}",
+                       resolved=resolved)
+    early = _check_finished(watch, store, path, rel, now, unfinished_since, head, digest, hstate, sniffed,
+                            resolved)
     if early is not None:
         return early
     assert sniffed is not None
@@ -229,7 +232,7 @@ def _read_unchanged(watch: WatchSettings, store: JobQueue, path: Path, rel: str,
     return head, digest, hstate
 def _check_finished(watch: WatchSettings, store: JobQueue, path: Path, rel: str, now: float,
                     unfinished_since: float | None, head: bytes, digest: str, hstate: FileState,
-                    sniffed: Sniffed | None) -> IngestResult | None:
+                    sniffed: Sniffed | None, resolved: Resolved | None = None) -> IngestResult | None:
     """None when the file's content is all there. A file whose content ends early (a stalled copy),
     or an empty one (a client creates it first and fills it later, as macOS Finder does), is
     unfinished: settled again while `unfinished_wait` lasts, then refused (truncated, or bad_input
@@ -245,17 +248,14 @@ def _check_finished(watch: WatchSettings, store: JobQueue, path: Path, rel: str,
     if unfinished_since is not None and now - unfinished_since < watch.unfinished_wait:
         return IngestResult("unfinished", path, f"{rel}: {early}")
     waited = ("" if unfinished_since is None else
-              f"; waited {_duration(now - unfinished_since)} for the rest of it (unfinished_wait "
-              f"{_duration(watch.unfinished_wait)}): copy it again")
+              f"; waited {format_duration(now - unfinished_since)} for the rest of it (unfinished_wait "
+              f"{format_duration(watch.unfinished_wait)}): copy it again")
     if sniffed is None:
         return _refuse(watch, store, path, rel, hstate, digest, "image", "bad_input",
-                       f"{path.name} is not an image or video we can process: {describe_head(head)}{waited}")
+                       f"{path.name} is not an image or video we can process: {describe_head(head)}{waited}",
+                       resolved=resolved)
     return _refuse(watch, store, path, rel, hstate, digest, sniffed.kind, "truncated",
-                   f"{path.name} ends early, the copy did not finish: {early}{waited}")
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
+                   f"{path.name} ends early, the copy did not finish: {early}{waited}", resolved=resolved)
 
 
 def snapshot_for(settings: Settings, watch: WatchSettings, path: Path, read_from: Path | None = None) -> dict:
@@ -298,13 +298,19 @@ def _os_trouble(watch: WatchSettings, store: JobQueue, path: Path, rel: str, sta
 # -- refusals and re-drops ------------------------------------------------------------------
 
 def _refuse(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: FileState, content_hash: str,
-            kind: str, error_kind: str, message: str, sidecars: list[str] | None = None) -> IngestResult:
-    """Record a job born failed and move the original to failed/ with its report."""
-    batch = batch_folder(watch.inbox, sidecars if sidecars is not None else find_sidecars(watch.inbox, path))
+            kind: str, error_kind: str, message: str, sidecars: list[str] | None = None,
+            resolved: Resolved | None = None) -> IngestResult:
+    """Record a job born failed and move the original to failed/ with its report, which names the
+    sidecars that apply and, when they could be read, the effective spec (both were empty)."""
+    if resolved is not None:
+        sidecars = [str(p) for p in resolved.sidecars]
+    elif sidecars is None:
+        sidecars = [str(p) for p in find_sidecars(watch.inbox, path)]
     job, created = store.record_failure(watch=watch.name, rel_path=rel, size=state.size,
                                         mtime=state.mtime_ns / 1e9, content_hash=content_hash, kind=kind,
-                                        error_kind=error_kind, message=message, sidecars=sidecars or (),
-                                        batch=batch)
+                                        error_kind=error_kind, message=message, sidecars=sidecars,
+                                        spec=resolved.spec.to_snapshot() if resolved is not None else None,
+                                        batch=batch_folder(watch.inbox, sidecars))
     if not created and _report_exists(watch, job):
         return _file_duplicate(watch, path, rel, job, store, state)
     if not created and not os.path.lexists(path):      # another host refused and filed it meanwhile

@@ -20,6 +20,7 @@ from ffwatchd.filing.shares import ShareCheck
 from ffwatchd.fs import safefs
 from ffwatchd.fs.mounts import detect_mode
 from ffwatchd.spec.sidecar import SIDECAR_NAME, SIDECAR_SUFFIX, SourceIndex, is_sidecar_name, is_within
+from ffwatchd.spec.values import format_duration
 from ffwatchd.store import JobQueue, store_errors
 from ffwatchd.store.leadership import Leadership
 from ffwatchd.watch.hashing import HashCache
@@ -49,10 +50,6 @@ class WatchMetrics(Protocol):
 __all__ = ["InboxUnavailable", "ScanResult", "WatchLoop", "scan_inbox"]
 
 
-def _seconds(value: float) -> str:
-    return f"{value / 60:g} min" if value >= 120 else f"{value:g} s"
-
-
 # -- one watch ---------------------------------------------------------------------------------
 
 class WatchLoop(InboxObserver):
@@ -76,6 +73,7 @@ class WatchLoop(InboxObserver):
         self.hashes = HashCache()
         self.shares = ShareCheck(settings)
         self.available = False
+        self.unavailable_why: str | None = None  # why the inbox is not watched now (status, page)
         self.tick = min(0.5, max(0.05, watch.settle / 4), watch.poll_interval)
         self._ever_available = False
         self._root_id: tuple[int, int] | None = None
@@ -379,7 +377,7 @@ class WatchLoop(InboxObserver):
             reason = "its sidecar (ffwatch.yaml)" if reason == "no sidecar yet" else reason.removeprefix("waiting for ")
             if self.waiting_for.get(path) != reason:       # said once when the wait starts (or changes)
                 log.info("watch %s: %s waits up to %s for %s", self.watch.name,
-                         path.relative_to(self.watch.inbox), _seconds(self.watch.sidecar_wait), reason)
+                         path.relative_to(self.watch.inbox), format_duration(self.watch.sidecar_wait), reason)
             self.waiting_for[path] = reason
             self.waiting[path] = (waiting_since, state, time.monotonic() + WAITING_RECHECK)
             return r

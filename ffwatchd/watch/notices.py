@@ -11,7 +11,7 @@ from ffwatchd.config.settings import WatchSettings
 from ffwatchd.watch.scan import ScanResult
 from ffwatchd.watch.settle import FileState
 
-log = logging.getLogger("ffwatchd.watch.loop")
+log = logging.getLogger(__name__)
 
 MAX_REMEMBERED = 100_000
 

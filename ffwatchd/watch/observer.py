@@ -32,7 +32,7 @@ from watchdog.observers import Observer
 if TYPE_CHECKING:
     from ffwatchd.watch.loop import WatchLoop
 
-log = logging.getLogger("ffwatchd.watch.loop")
+log = logging.getLogger(__name__)
 
 #: The events the watch looks at. Asked of the kernel as the inotify mask, so opens and reads
 #: (the daemon's own hashing, sniffing and decoding of every file: about 15 of 20 events per
@@ -61,6 +61,7 @@ class InboxObserver:
     shares: Any
     mode: str
     available: bool
+    unavailable_why: str | None
     _ever_available: bool
     _root_id: tuple[int, int] | None
     _observer: Any
@@ -89,6 +90,7 @@ class InboxObserver:
             log.warning("watch %s: inbox %s is %s; rescanning", self.watch.name, self.watch.inbox,
                         "back" if not self.available else "a new folder")
         self._root_id, self.available, self._ever_available = root_id, True, True
+        self.unavailable_why = None
         if self.mode == "inotify":
             self._start_observer()
         self.full_scan()
@@ -99,6 +101,7 @@ class InboxObserver:
                         self.watch.name, why, self.watch.poll_interval)
         self._ever_available = True
         self.available = False
+        self.unavailable_why = why
         self._stop_observer()
 
     def _start_observer(self) -> None:

@@ -73,5 +73,10 @@ class WatchService:
     def available(self) -> dict[str, bool]:
         return {name: loop.available for name, loop in self.loops.items()}
 
+    def unavailable(self) -> dict[str, str]:
+        """Per watch whose inbox is not watched now: why (gone, renamed away, not a folder)."""
+        return {name: loop.unavailable_why or "not checked yet" for name, loop in self.loops.items()
+                if not loop.available}
+
     def modes(self) -> dict[str, tuple[str, str]]:
         return {name: (loop.mode, loop.fstype) for name, loop in self.loops.items()}

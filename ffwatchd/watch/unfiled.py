@@ -14,7 +14,7 @@ from typing import Any, Callable
 from ffwatchd.backoff import Backoff
 from ffwatchd.watch.settle import FileState
 
-log = logging.getLogger("ffwatchd.watch.loop")
+log = logging.getLogger(__name__)
 
 RETRY = Backoff(first=5.0, cap=300.0)     # seconds before the next try of a refused file failed/ did not take
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.fs import safefs
 from ffwatchd.spec.complete import unfinished
+from ffwatchd.spec.values import format_duration
 from ffwatchd.watch.settle import FileState, SettleTracker
 
 log = logging.getLogger(__name__)
@@ -48,10 +49,11 @@ class Unfinished:
         wait = max(FIRST_WAIT, self.watch.settle, wait * 2)
         wait = min(wait, max(0.5, since + self.watch.unfinished_wait - now))
         if path not in self.files:
-            earlier = f", waiting since {_seconds(now - since)} ago (before a restart)" if now - since > 1 else ""
+            earlier = (f", waiting since {format_duration(now - since)} ago (before a restart)"
+                       if now - since > 1 else "")
             log.info("watch %s: %s is not finished (%s%s); looking again in %s, for up to %s in all before "
                      "it fails as %s", self.watch.name, path.relative_to(self.watch.inbox), why, earlier,
-                     _seconds(wait), _seconds(self.watch.unfinished_wait), failure_kind(why))
+                     format_duration(wait), format_duration(self.watch.unfinished_wait), failure_kind(why))
         self.files[path] = (since, wait)
         self.states[path] = state
         self.tracker.hold(path, state, wait)
@@ -130,5 +132,3 @@ def open_for_writing(processes: frozenset[str] = WRITER_PROCESSES) -> dict[tuple
     return found
 
 
-def _seconds(value: float) -> str:
-    return f"{value / 60:g} min" if value >= 120 else f"{value:.3g} s"

@@ -4,11 +4,10 @@ claiming of a watch's jobs on every host."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from ffwatchd.config.settings import Settings
-from ffwatchd.ops.jobverbs import cancel_job, pause_watch, retry_job, set_priority_job
+from ffwatchd.ops.jobverbs import Via, WatchVerb, cancel_job, pause_watch, retry_job, set_priority_job
 from ffwatchd.store import PRIORITIES, JobQueue, NotFound, TransitionError
 
 
@@ -32,12 +31,11 @@ def run_action(store: JobQueue, settings: Settings, what: str, target: str, verb
     """Do it; the sentence for the operator, or ActionError (400, 404 or 409) with the reason."""
     try:
         if what == "watches":
-            if verb not in ("pause", "resume"):
+            if verb not in tuple(WatchVerb):
                 raise ActionError(404, f"a watch can be paused or resumed, not {verb!r}")
             if target not in {w.name for w in settings.watches}:
                 raise ActionError(404, f"no watch named {target[:100]!r} in the config")
-            note = f"paused by {who} at {time.strftime('%Y-%m-%d %H:%M:%S')}"
-            return pause_watch(store, settings, target, verb == "pause", note)
+            return pause_watch(store, settings, target, WatchVerb(verb), who, Via.WEB)
         if verb not in ("retry", "cancel", "priority") or not target.isdigit():
             raise ActionError(404, f"no action {verb!r} on job {target[:40]!r}")
         job = store.get(int(target))

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import socket
 import time
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
+
+from ffwatchd.config.settings import WatchSettings
 
 from ffwatchd.ops.documents import (
     batch_document,
@@ -26,6 +29,55 @@ from ffwatchd.web.redact import redact
 THROUGHPUT_WINDOW = 600.0      # seconds behind the throughput figure
 RECENT_BATCHES = 20
 RECENT_FAILED = 50
+
+
+class WatchState(StrEnum):
+    """Whether this host's daemon takes files from a watch's inbox now."""
+    WATCHING = "watching"
+    UNAVAILABLE = "unavailable"        # the inbox is gone, renamed away or not a folder
+    NO_DAEMON = "no daemon"            # no live daemon on this host to say
+    NOT_CONFIGURED = "not in the config"   # jobs in the table of a watch the config no longer has
+
+
+class Claiming(StrEnum):
+    """Whether workers claim a watch's jobs: an operator's pause holds on every host, the disk
+    guard's on this host."""
+    ON = "on"
+    PAUSED = "paused"
+    DISK_LOW = "disk low"
+
+
+def watch_rows(watches: Sequence[WatchSettings], counts: dict[str, dict[str, int]], paused: dict[str, str],
+               daemon: dict | None) -> list[dict[str, Any]]:
+    """Every configured watch from the start (a fresh daemon's too), then any other watch the
+    table has jobs of: its folders, whether it is watched, whether its jobs are claimed, counts."""
+    unavailable = (daemon or {}).get("watches_unavailable", {})
+    disk = (daemon or {}).get("claiming_paused")
+    waiting = (daemon or {}).get("waiting", {})
+    unsettled = (daemon or {}).get("unsettled", {})
+    rows = []
+    configured = {w.name: w for w in watches}
+    for name in [*configured, *sorted(set(counts) - set(configured))]:
+        w = configured.get(name)
+        if w is None:
+            state, why = WatchState.NOT_CONFIGURED, None
+        elif daemon is None:
+            state, why = WatchState.NO_DAEMON, None
+        elif name in unavailable:
+            state, why = WatchState.UNAVAILABLE, unavailable[name]
+        else:
+            state, why = WatchState.WATCHING, None
+        if name in paused:
+            claiming, note = Claiming.PAUSED, paused[name]
+        elif disk:
+            claiming, note = Claiming.DISK_LOW, f"on this host: {disk}"
+        else:
+            claiming, note = Claiming.ON, None
+        rows.append({"name": name, "folders": {k: str(v) for k, v in w.folders().items()} if w else {},
+                     "state": state, "unavailable": why, "claiming": claiming, "claiming_note": note,
+                     "counts": counts.get(name, {s: 0 for s in STATES}),
+                     "waiting": len(waiting.get(name, [])), "unsettled": unsettled.get(name, 0)})
+    return rows
 
 
 def status(store: JobQueue, state_dir: Path, lease: float) -> dict[str, Any]:
@@ -54,9 +106,10 @@ def batch(store: JobQueue, batch_id: int) -> dict[str, Any]:
     return redact(batch_document(store, store.get_batch(batch_id))[0])
 
 
-def overview(store: JobQueue, state_dir: Path, lease: float, *, actions: bool) -> dict[str, Any]:
+def overview(store: JobQueue, state_dir: Path, lease: float, *, actions: bool,
+             watches: Sequence[WatchSettings] = ()) -> dict[str, Any]:
     """Everything the overview shows, in one document (also served as /api/overview); every
-    part comes redacted."""
+    part comes redacted. `watches`: the config's, each listed whether it has jobs or not."""
     now = time.time()
     per_watch: dict[str, dict[str, int]] = {}
     finished = {"done": 0, "failed": 0}
@@ -65,11 +118,13 @@ def overview(store: JobQueue, state_dir: Path, lease: float, *, actions: bool) -
         if state in finished:
             finished[state] += recent
     oldest = store.oldest_queued_at()
+    st = status(store, state_dir, lease)
+    paused = redact(store.paused_watches())
     return {
         "host": socket.gethostname(), "generated_at": now, "actions": actions,
-        "status": status(store, state_dir, lease),
-        "watches": per_watch,
-        "paused": redact(store.paused_watches()),
+        "status": st,
+        "watches": redact(watch_rows(watches, per_watch, paused, st["daemon"])),
+        "paused": paused,
         "throughput": {"window_s": THROUGHPUT_WINDOW, **finished,
                        "per_minute": round(finished["done"] * 60 / THROUGHPUT_WINDOW, 2)},
         "queue_age_s": None if oldest is None else max(0.0, store.now() - oldest),   # the table's clock

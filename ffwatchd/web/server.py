@@ -24,7 +24,7 @@ from ffwatchd.web.actions import ActionError, run_action
 from ffwatchd.web.auth import check_action, host_allowed, operator_of
 from ffwatchd.web.render import Renderer
 
-log = logging.getLogger("ffwatchd.web")
+log = logging.getLogger(__name__)
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
@@ -67,7 +67,8 @@ class WebApp:
 
     def overview(self) -> dict[str, Any]:
         s = self.settings()
-        return pages.overview(self.store, s.state_dir, s.workers.lease, actions=bool(s.web.token))
+        return pages.overview(self.store, s.state_dir, s.workers.lease, actions=bool(s.web.token),
+                              watches=s.watches)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -234,7 +235,8 @@ class Handler(BaseHTTPRequestHandler):
         except ActionError as e:
             log.warning("web: %s of %s %s not done, asked by %s: %s", verb, NOUN[what], target[:100], who, e)
             raise HttpError(e.status, str(e)) from None
-        log.info("web: %s of %s %s, asked by %s: %s", verb, NOUN[what], target, who, message)
+        if what == "jobs":                  # a watch's verb logs its own line (ops/jobverbs.py)
+            log.info("web: %s of %s %s, asked by %s: %s", verb, NOUN[what], target, who, message)
         self.app.on_change()
         self._json({"ok": True, "message": message})
 

@@ -15,7 +15,7 @@ from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.errors import JobError
 from ffwatchd.filing.placing import with_job_id
 from ffwatchd.filing.plan import Plan, execute_plan, others_outputs, plan_failed
-from ffwatchd.filing.sharewait import ShareWaiter
+from ffwatchd.filing.sharewait import ShareWaiter, WaitKind
 from ffwatchd.filing.staging import OriginalChanged
 from ffwatchd.fs.writefs import LinkRefused, open_folder, split_under
 from ffwatchd.ops.diskguard import disk_full_error, is_enospc
@@ -23,7 +23,7 @@ from ffwatchd.store import Job, JobQueue
 from ffwatchd.work.heartbeats import Lease
 from ffwatchd.work.outcome import Outcome
 
-log = logging.getLogger("ffwatchd.work.runner")
+log = logging.getLogger(__name__)
 
 _MEMORY_WORDS = ("bad_alloc", "insufficient memory", "failed to allocate", "out of memory",
                  "cannot allocate memory")
@@ -59,14 +59,30 @@ class FailurePolicy:
 
     def handle(self, exc: Exception, watch: WatchSettings, job: Job, lease: Lease, out: Outcome,
                where: Path) -> None:
-        why = self.waiter.problem(watch)
-        if why and not lease.should_stop:      # the failure came from the share going: not the job's
-            self.waiter.release(job, out, why, lease)
+        if self.unspent(watch, job, lease, out, exc, where):
             return
         err = as_job_error(exc, where)
         if err.kind == "internal" and not isinstance(exc, JobError):
             log.error("job %d: unexpected error", job.id, exc_info=exc)
         self.failed(watch, job, lease, out, err, self.settings.temp_dir / f"job-{job.id}")
+
+    def unspent(self, watch: WatchSettings, job: Job, lease: Lease, out: Outcome, exc: BaseException,
+                where: Path | None) -> bool:
+        """Every kind of "wait, don't spend an attempt" (WaitKind), in one place: the share went
+        (the failure came from that, not from the job), or a disk is full (ENOSPC, EDQUOT: waited
+        out like a share outage, while the disk guard pauses claiming). True: released."""
+        if lease.should_stop:
+            return False
+        why = self.waiter.problem(watch)
+        if why:
+            self.waiter.release(job, out, why, lease)
+            return True
+        if isinstance(exc, OSError) and is_enospc(exc):
+            self.waiter.release(job, out, disk_full_error(exc, where).message, lease, kind=WaitKind.DISK_FULL)
+            if job.kind == "image":
+                self.clean_temp(job.id)    # videos keep finished segments to resume
+            return True
+        return False
 
     def failed(self, watch: WatchSettings, job: Job, lease: Lease, out: Outcome, err: JobError,
                workdir: Path) -> None:
@@ -108,6 +124,8 @@ class FailurePolicy:
             self.clean_temp(job.id)
             return
         except OSError as e:                  # not the share going (that waits): failed/ refuses it
+            if lease is not None and self.unspent(watch, job, lease, out, e, None):
+                return                        # failed/ is full: filed when there is room again
             self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
             self.fail_without_filing(job, out, "io", f"the original could not be filed to failed/ "
                                      f"({e.strerror or e}); it stays in the inbox (the job failed first as "

@@ -9,7 +9,7 @@ from typing import Callable
 
 from ffwatchd.store import Job, JobQueue
 
-log = logging.getLogger("ffwatchd.work.runner")
+log = logging.getLogger(__name__)
 
 
 class Lease:

@@ -24,3 +24,5 @@ class Outcome:
     #: the batch report's thumbnails of a filed image (path -> data URI), made from the pictures
     #: the worker holds, so the supervisor does not decode the files again
     thumbs: dict | None = None
+    faces: int = 0                      # faces processed (a done job)
+    similarities: list[float] = field(default_factory=list)   # each swapped face's identity similarity

@@ -12,6 +12,7 @@ import logging
 import shutil
 import stat as statmod
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -47,15 +48,17 @@ class _Superseded(str):
     """_original_problem: the original changed after it was queued (its new content is its own job)."""
 
 
-def report_thumbs(rendered: RenderedImage, plan: Plan) -> dict | None:
-    """Thumbnails of an image job's original and result, keyed by where the plan filed them."""
+def report_thumbs(rendered: RenderedImage, plan: Plan, spec: dict | None) -> dict | None:
+    """Thumbnails of an image job's original (unless its `spec` anonymizes) and result, keyed
+    by where the plan filed them."""
     # Imported here: the report's thumbnails need OpenCV and Pillow; loaded where one is made.
-    from ffwatchd.batches.thumbs import thumbnail_of
+    from ffwatchd.batches.thumbs import original_shown, thumbnail_of
 
     if rendered.source is None or rendered.frame is None or not plan.result_dst:
         return None
-    thumbs = {str(Path(plan.original_dst)): thumbnail_of(rendered.source),
-              str(Path(plan.result_dst)): thumbnail_of(rendered.frame)}
+    thumbs = {str(Path(plan.result_dst)): thumbnail_of(rendered.frame)}
+    if original_shown((spec or {}).get("processors")):
+        thumbs[str(Path(plan.original_dst))] = thumbnail_of(rendered.source)
     return {k: v for k, v in thumbs.items() if v is not None} or None
 
 
@@ -63,6 +66,17 @@ def _landed(result: Path | None, plan: Plan) -> str | None:
     """The output path a done job records: where its result landed (the plan's name may have been
     taken by another job's result meanwhile: then it is the job's `-<id>` name)."""
     return str(result) if result is not None else plan.result_dst
+
+
+@dataclass(frozen=True)
+class Processed:
+    """A job's result before its filing: the temp file, its suffix, the frames, an image's
+    rendering still to encode, and what the job row keeps (a video's, ready; an image's, from its writer)."""
+    result: Path
+    suffix: str
+    frames: int
+    rendered: RenderedImage | None = None
+    report: dict | None = None
 
 
 class JobRunner:
@@ -190,15 +204,14 @@ class JobRunner:
         spec = ready.spec if ready is not None else JobSpec.from_snapshot(localize_spec(job.spec, job.sources, watch))
         log.info("job %d: %s %s (attempt %d/%d)", job.id, job.kind, original, job.attempts, job.max_attempts)
         try:
-            result, suffix, frames, rendered = self._process(job, spec, original, workdir, lease, pre)
-            out.frames = frames
+            processed = self._process(job, spec, original, workdir, lease, pre)
+            out.frames = processed.frames
         except TransitionError:
             raise
         except Exception as e:  # noqa: BLE001 - every failure ends as a job error with a kind
             self.failures.handle(e, watch, job, lease, out, workdir)
             return None
-        return lambda pending=None: self._file_done(watch, job, lease, out, result, suffix, workdir, rendered,
-                                                    pending)
+        return lambda pending=None: self._file_done(watch, job, lease, out, processed, workdir, pending)
 
     def _not_processed(self, watch: WatchSettings, job: Job, lease: Lease, out: Outcome, problem: str | None,
                        source_error: JobError | None, workdir: Path) -> None:
@@ -213,19 +226,24 @@ class JobRunner:
         elif source_error is not None:
             self.failures.failed(watch, job, lease, out, source_error, workdir)
 
-    def _file_done(self, watch: WatchSettings, job: Job, lease: Lease, out: Outcome, result: Path, suffix: str,
-                   workdir: Path, rendered: RenderedImage | None = None,
-                   pending: "Pending | None" = None) -> None:
+    def _file_done(self, watch: WatchSettings, job: Job, lease: Lease, out: Outcome, processed: "Processed",
+                   workdir: Path, pending: "Pending | None" = None) -> None:
+        result, rendered = processed.result, processed.rendered
         try:
             if lease.should_stop:
                 self.failures.stopped(watch, job, lease, out, workdir)
                 return
+            report = processed.report
             if rendered is not None:          # the image's encode, in the filing thread
-                rendered.write(result)
+                report = rendered.write(result).report()
             why = self.shares.problem(watch)
             if why:
                 self.waiter.wait(watch, job, lease, why)
-            plan = plan_done(watch, job, result, suffix, self._checked.get(job.id))
+            plan = plan_done(watch, job, result, processed.suffix, self._checked.get(job.id), result=report)
+            if report:
+                out.faces = int(report.get("faces") or 0)
+                out.similarities = [s["similarity"] for s in report.get("scores") or []] \
+                    or ([report["quality"]["mean"]] if report.get("quality") else [])   # a video: its mean
             self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.claims)
             try:
                 filed = self.waiter.file_plan(watch, plan, job, lease, fresh=True)
@@ -235,7 +253,7 @@ class JobRunner:
                 self._clean_temp(job.id, None if job.kind != "image" else result)
                 return
             if rendered is not None:
-                out.thumbs = report_thumbs(rendered, plan)
+                out.thumbs = report_thumbs(rendered, plan, job.spec)
             self._finish(job, _landed(filed.result, plan), pending)
             out.outcome = "done"
             self._clean_temp(job.id, None if job.kind != "image" else result)
@@ -263,14 +281,14 @@ class JobRunner:
             self.hold(claimed)
 
     def _process(self, job: Job, spec: JobSpec, original: Path, workdir: Path, lease: Lease,
-                 pre: Prefetched | None = None) -> tuple[Path, str, int, RenderedImage | None]:
-        """(result path, suffix, frames, an image's rendering: its encode is left to the filing thread)."""
+                 pre: Prefetched | None = None) -> "Processed":
+        """The job's result before its filing (an image's encode is left to the filing thread)."""
         if job.kind == "image":   # one temp file, no folder (creating one per job costs a journal wait)
             ready = pre.ready if pre is not None else None
             suffix = ready.suffix if ready is not None else self.pipeline.output_suffix(original, spec)
             result = result_temp(self.settings.temp_dir, job, suffix)
             image = pre.image if pre is not None and pre.image is not None else self.pipeline.decode_image(original)
-            return result, suffix, 1, self.pipeline.render_image(original, image, spec)
+            return Processed(result, suffix, 1, self.pipeline.render_image(original, image, spec))
 
         if self._ffmpeg is None:
             self._ffmpeg = find_ffmpeg(self.settings.ffmpeg)
@@ -283,7 +301,8 @@ class JobRunner:
                                    progress=lease.set_progress, should_stop=lambda: lease.should_stop,
                                    segment_seconds=self.settings.workers.video_segment,
                                    root=self.settings.watch(job.watch).inbox)
-        return result, original.suffix, video.frames, None   # the name keeps its case, as an image's does
+        # the name keeps its case, as an image's does
+        return Processed(result, original.suffix, video.video.frames, None, video.report)
 
     def _clean_temp(self, job_id: int, image_result: Path | None = None) -> None:
         """Remove a job's temp folder (videos) and temp result file (images); `image_result`: the

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -14,7 +15,9 @@ from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.errors import JobError
 from ffwatchd.media.c2pa_sign import MIME_BY_SUFFIX
 from ffwatchd.fs.hashing import sha256_file
+from ffwatchd.media.identifying import VIDEO_TAGS as IDENTIFYING_VIDEO_TAGS
 from ffwatchd.media.source import open_input
+from ffwatchd.pipeline.contract import job_report
 from ffwatchd.spec.jobspec import JobSpec
 
 log = logging.getLogger(__name__)
@@ -24,7 +27,7 @@ def process_video_file(pipeline: Any, target: Path, result: Path, spec: JobSpec,
                        max_pixels: int, on_cuda: bool = False,
                        progress: Callable[[int, int], None] | None = None,
                        should_stop: Callable[[], bool] | None = None,
-                       segment_seconds: float = WorkerSettings.video_segment, root: Path | None = None) -> Any:
+                       segment_seconds: float = WorkerSettings.video_segment, root: Path | None = None) -> "VideoOutcome":
     """One video through the pipeline (the daemon's workers and `ffwatchd process` both call this);
     `on_no_face` applies to the video as a whole. A changed output carries the pipeline's
     provenance tags and, when signing is configured, a C2PA manifest (JobError provenance).
@@ -40,10 +43,11 @@ def process_video_file(pipeline: Any, target: Path, result: Path, spec: JobSpec,
 
 def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *, workdir: Path, ffmpeg: str,
                          max_pixels: int, on_cuda: bool, progress: Callable[[int, int], None] | None,
-                         should_stop: Callable[[], bool] | None, segment_seconds: float) -> Any:
+                         should_stop: Callable[[], bool] | None, segment_seconds: float) -> "VideoOutcome":
     target = src.path
     # Imported here: the models' and video code load in a worker process only.
-    from ffwatchd.media.video import process_video
+    from ffwatchd.pipeline.pipeline import strips_metadata
+    from ffwatchd.media.video import copy_without_tags, process_video
 
     processor = pipeline.prepare(spec)
     signer = pipeline.signer()
@@ -52,6 +56,9 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
                                      "a manifest (MP4 and MOV can); convert the input or turn signing off")
     prov = pipeline.provenance_for(processor, 1)      # what the output says if a face was processed
     metadata = prov.video_tags() if prov is not None and pipeline.provenance else None
+    strip = strips_metadata(spec)
+    if strip:                           # an empty value deletes the tag ffmpeg copied from the input
+        metadata = {**dict.fromkeys(IDENTIFYING_VIDEO_TAGS, ""), **(metadata or {})}
     video = process_video(target, result, processor, source=src, workdir=workdir, spec_output=spec.output,
                           ffmpeg=ffmpeg, max_pixels=max_pixels, on_cuda=on_cuda, progress=progress,
                           should_stop=should_stop, segment_seconds=segment_seconds, metadata=metadata)
@@ -61,9 +68,12 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
                                       f"(detector {spec.face_detector.model}, score >= {spec.face_detector.score}); "
                                       "on_no_face: copy would pass it through unchanged")
         log.info("%s: no face in any frame; the original is copied unchanged (on_no_face: copy)", target.name)
-        with src.reopen() as f, open(result, "wb") as out:
-            shutil.copyfileobj(f, out, 1 << 20)
-        return video
+        if strip:                       # the streams copied, the identifying tags left out
+            copy_without_tags(src, result, ffmpeg, IDENTIFYING_VIDEO_TAGS, should_stop)
+        else:
+            with src.reopen() as f, open(result, "wb") as out:
+                shutil.copyfileobj(f, out, 1 << 20)
+        return VideoOutcome(video, job_report(0, video.frames, None, copied=True))
     prov = pipeline.provenance_for(processor, video.faces_total)
     if signer is not None and prov is not None:
         unsigned = result.with_name(f"unsigned-{result.name}")
@@ -73,4 +83,14 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
                         provenance=prov, original_input=src)
         finally:
             unsigned.unlink(missing_ok=True)
-    return video
+    return VideoOutcome(video, job_report(video.faces_total, video.frames, prov.as_dict() if prov else None,
+                                          copied=False, signed=signer is not None and prov is not None,
+                                          similarities=[s.similarity for s in processor.scores],
+                                          review=any(s.review for s in processor.scores)))
+
+
+@dataclass(frozen=True)
+class VideoOutcome:
+    """A processed video and what its job row keeps of it (pipeline/contract.py job_report)."""
+    video: Any                    # media/video.py VideoResult
+    report: dict

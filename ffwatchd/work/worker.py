@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ffwatchd.config.settings import Settings
 from ffwatchd.logs import setup_logging
-from ffwatchd.store import open_store
+from ffwatchd.store import Use, open_store
 from ffwatchd.work.benchstage import ENV as BENCH_ENV
 from ffwatchd.work.benchstage import bench_pipeline
 
@@ -87,7 +87,7 @@ def load_pipeline(settings: Settings, device: str) -> "JobPipeline":
     return Pipeline(settings.models_dir, settings.models, providers=w.providers, device=device,
                     vram_limit=w.vram_limit, cpu_threads=w.cpu_threads, max_pixels=w.max_pixels,
                     provenance=settings.provenance, c2pa=settings.c2pa,
-                    licences_allowed=settings.licences_allowed)
+                    licences_allowed=settings.licences_allowed, ram_limit=w.ram_limit)
 
 
 def worker_main(settings: Settings, device: str, index: int, events: Any, wake: Any, stop: Any,
@@ -101,7 +101,7 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
     parent = os.getppid()
     owner = worker_owner(device)
     try:
-        store = open_store(settings)
+        store = open_store(settings, Use.UNCHECKED)     # the supervisor upgraded it and watches it
         pipeline = load_pipeline(settings, device)
         provider = pipeline.active_provider()
         guard = limit_memory(settings.workers.ram_limit, device)

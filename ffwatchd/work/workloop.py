@@ -16,7 +16,7 @@ from ffwatchd.filing.shares import ShareCheck
 from ffwatchd.store import Job, JobQueue
 from ffwatchd.work.runner import JobRunner
 
-log = logging.getLogger("ffwatchd.work.worker")
+log = logging.getLogger(__name__)
 
 IDLE_POLL = 5.0           # seconds between claims when nobody wakes us (backoff expiries)
 FILING_DEPTH = 2          # filings of finished jobs in flight at once (each in its own thread)

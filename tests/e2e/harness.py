@@ -194,7 +194,7 @@ class Daemon:
             from ffwatchd.store import open_store
 
             return open_store(load_config(self.config_path))
-        return JobStore(self.state_dir / "ffwatchd.db")
+        return JobStore(self.state_dir / "ffwatchd.db", migrate_schema=False)   # the daemon's to upgrade, never a test's
 
     def counts(self) -> dict[str, int]:
         if not self.config.get("queue") and not (self.state_dir / "ffwatchd.db").exists():

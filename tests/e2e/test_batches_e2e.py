@@ -90,7 +90,7 @@ def test_batch_of_30_with_3_bad_files_report_webhook_and_mail(make_daemon, tmp_p
             assert img is not None and max(img.shape[:2]) <= 96 and len(raw) < 8192
     for row in failed_rows:
         assert ("bad_input" in row["cells"][3] or "truncated" in row["cells"][3]) \
-            and "ffwatchd jobs retry" in row["cells"][3]
+            and "drop a good copy of the file" in row["cells"][3]      # refused on arrival: retry would refuse it
 
     report = json.loads((d.output / "shoot/ffwatch-report.json").read_text())
     with d.store() as s:

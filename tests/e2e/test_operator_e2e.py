@@ -46,7 +46,7 @@ def test_what_an_operator_sees_of_a_running_daemon(make_daemon, capsys) -> None:
     assert "waiting (not jobs yet" in out and "late/party.jpg" in out and "faces/bob.jpg" in out
     assert main(["jobs", "list", "-c", str(d.config_path)]) == 0
     assert "late/party.jpg" in capsys.readouterr().out
-    assert "watch studio: late/party.jpg waits up to 10 min for a source (" in d.log_path.read_text()
+    assert "watch studio: late/party.jpg waits up to 10m for a source (" in d.log_path.read_text()
     # (10) a file no include pattern matches: said once, counted
     d.drop("anim.gif", b"GIF89a" + b"\0" * 64)
     wait_for(lambda: "ffwatchd_files_ignored_total{watch=\"studio\"} 1.0" in scrape(d.metrics_port), 60,

@@ -87,7 +87,8 @@ def test_the_page_follows_a_batch_a_failure_and_a_video_and_refuses_actions_with
         d.drop("clips/clip.mp4", clip[0].read_bytes())
         total = clip[1].frame_count
         progress = b.wait_for(
-            "(e => e && e.textContent)(document.querySelector('#running tr[data-job] [data-progress]'))",
+            "(e => e && e.textContent.includes(' frames') && e.textContent)"   # '-' until its first frames
+            "(document.querySelector('#running tr[data-job] [data-progress]'))",
             180, what="the video's progress on the page")
         assert re.fullmatch(rf"\d+/{total} frames \(\d+ %\)", progress), progress
         assert b.evaluate("window.notReloaded") is True

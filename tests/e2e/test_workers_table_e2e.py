@@ -1,5 +1,5 @@
 """The workers table with a real daemon: status lists workers from it; a daemon killed with -9
-leaves rows that turn LOST after 3 leases and are removed by the next daemon at its start."""
+leaves rows that turn LOST after a lease and are removed by the next daemon at its start."""
 
 from __future__ import annotations
 

@@ -73,9 +73,13 @@ def test_no_face_fails_or_copies(tmp_path, synth_customs, target):
         p.process_image(target, tmp_path / "o1", spec)
     assert e.value.kind == "no_face" and "party.jpg" in e.value.message
     copy = synth_spec(processors=["face_anonymizer"], face_detector={"model": "nodet"}, on_no_face="copy")
-    result = p.process_image(target, tmp_path / "o2", copy)
-    assert result.copied and (tmp_path / "o2").read_bytes() == target.read_bytes()
+    result = p.process_image(target, tmp_path / "o2", copy)    # re-encoded: identifying metadata goes
+    assert result.copied and cv2.imread(str(tmp_path / "o2")).shape == cv2.imread(str(target)).shape
     assert read_provenance(tmp_path / "o2") is None
+    kept = synth_spec(processors=["face_anonymizer"], face_detector={"model": "nodet"}, on_no_face="copy",
+                      face_anonymizer={"keep_metadata": True})
+    assert p.process_image(target, tmp_path / "o3", kept).copied
+    assert (tmp_path / "o3").read_bytes() == target.read_bytes()
 
 
 def test_label_only_needs_no_model(tmp_path, target):

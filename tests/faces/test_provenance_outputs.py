@@ -173,7 +173,7 @@ def test_mp4_output_carries_a_manifest_and_tags(signing, tmp_path, processors, a
     spec = synth_spec(processors=processors, output={"video_preset": "veryfast"})
     video = process_video_file(signing, target, out, spec, workdir=tmp_path / "work", ffmpeg=ffmpeg,
                                max_pixels=10**8)
-    assert video.faces_total > 0
+    assert video.video.faces_total > 0
     m = read_manifest(out)
     assert m["validation_state"] == "Valid" and m["ingredients"][0]["title"] == "clip.mp4"
     assert m["ffwatchd"]["original"]["sha256"] == sha256(target) and m["ffwatchd"]["ai_generated"] is ai

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ffwatchd.faces.models import custom_model
-from ffwatchd.faces.anonymize import face_box
+from ffwatchd.faces.anonymize import anonymized_region
 from ffwatchd.faces.embed import cosine_similarity
 from ffwatchd.pipeline.pipeline import Pipeline
 from ffwatchd.faces.registry import sha256_file
@@ -92,7 +92,7 @@ def test_anonymizer_changes_every_face_and_nothing_far_from_them(real, assets, t
     faces = real.load_model("yunet", "detector").detect(before, 0.5, 640)
     near = np.zeros_like(changed)
     for f in faces:
-        x0, y0, x1, y1 = face_box(f, before.shape)
+        x0, y0, x1, y1 = anonymized_region(f, before.shape)
         assert changed[y0:y1, x0:x1].mean() > 0.5            # this face region was changed
         near[max(0, y0 - 20):y1 + 20, max(0, x0 - 20):x1 + 20] = True
     assert not changed[~near].any()                          # nothing far from the faces
@@ -141,7 +141,7 @@ def test_except_reference_anonymizes_everyone_but_the_people_of_the_reference_ph
     assert result.faces == len(faces) - 2
     after = cv2.imread(str(tmp_path / "out.png"))
     for i, f in enumerate(faces):
-        x0, y0, x1, y1 = face_box(f, frame.shape)
+        x0, y0, x1, y1 = anonymized_region(f, frame.shape)
         changed = np.any(frame[y0:y1, x0:x1] != after[y0:y1, x0:x1], axis=2).mean()
         assert (changed < 0.05) if i in (1, 4) else (changed > 0.5), (i, changed)
 

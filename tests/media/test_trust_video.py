@@ -93,7 +93,7 @@ def test_a_video_read_never_follows_a_link_at_its_path(share, ffmpeg_exe: str, s
     video = process_video_file(pipeline, share["ours"], result, spec, workdir=share["tmp"] / "work",
                                ffmpeg=ffmpeg_exe, max_pixels=10**8, root=share["inbox"])
     assert pipeline.frames.shapes == {(48, 64, 3)}, "frames of the linked video were decoded"
-    assert video.frames == 10 and result.read_bytes() == ours, "the no-face copy is not the checked file"
+    assert video.video.frames == 10 and result.read_bytes() == ours, "the no-face copy is not the checked file"
 
 
 @pytest.mark.parametrize("swap, says", [(_link_at_path, "is a symbolic link; it was not followed"),

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import cv2
 
@@ -61,20 +62,33 @@ workers: {{devices: [cpu]}}
     return path
 
 
-def run_cases(out: Path, env: dict | None = None) -> dict[str, str]:
+def in_subprocess(args: list[str]) -> None:
+    """`ffwatchd ARGS` with whatever ffwatchd is on PYTHONPATH (how another commit is recorded)."""
+    done = subprocess.run([sys.executable, "-m", "ffwatchd", *args], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.strip())
+
+
+def in_process(args: list[str]) -> None:
+    """`ffwatchd ARGS` in this process, with this checkout's code (the test: no start-up per case)."""
+    from ffwatchd.cli import main
+
+    if main(args) != 0:
+        raise RuntimeError(f"ffwatchd {' '.join(args)} failed")
+
+
+def run_cases(out: Path, run: Callable[[list[str]], None] = in_subprocess) -> dict[str, str]:
     """Case name -> sha256 of the decoded output pixels."""
     root = Path(tempfile.mkdtemp(prefix="ffwatchd-goldens-"))
     cfg = config(root)
     results = {}
     for name, target, flags in CASES:
         output = out / f"{name}.png"
-        cmd = [sys.executable, "-m", "ffwatchd", "process", "-c", str(cfg), "-t", str(ASSETS / "images" / target),
+        args = ["process", "-c", str(cfg), "-t", str(ASSETS / "images" / target),
                "-o", str(output), "-s", str(ASSETS / "images" / "grace_hopper.jpg"),
                "--recognizer", "mbf", "--swapper", "synth_inswapper", "--enhancer", "synth_gfpgan",
                "--on-no-face", "copy", "--no-provenance", *flags]
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
-        if done.returncode != 0:
-            raise RuntimeError(f"{name}: {done.stderr.strip()}")
+        run(args)
         pixels = cv2.imread(str(output), cv2.IMREAD_UNCHANGED)
         results[name] = hashlib.sha256(pixels.tobytes()).hexdigest() + f" {pixels.shape}"
     return results

@@ -179,6 +179,19 @@ def test_lease_expiry_and_takeover(store: JobQueue, clock: Clock) -> None:
     assert store.finish(job.id, "w2", output_path=None).state == "done"
 
 
+def test_a_lease_that_runs_out_is_logged_naming_the_job_and_its_holder(store: JobQueue, clock: Clock,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """Lease expiry was only a metric: which job went back, and whose lease ran out, was nowhere."""
+    job, _ = add(store)
+    store.claim("host-a:12/cpu", 60)
+    clock.t += 61
+    with caplog.at_level("WARNING", logger="ffwatchd.store.jobrules"):
+        assert store.claim("host-b:7/cpu", 60).id == job.id
+    lines = [r.getMessage() for r in caplog.records if "lease expired" in r.getMessage()]
+    assert lines == [f"job {job.id} (watch {job.watch}, {job.rel_path}): lease expired: the worker holding this job "
+                     "stopped heartbeating (lease of host-a:12/cpu expired); back to the queue"]
+
+
 def test_a_holder_whose_lease_ran_out_untaken_may_still_end_its_job(store: JobQueue, clock: Clock) -> None:
     """Only the filing plan and the lease confirmation before a move need a live lease: a job whose
     files were filed while its lease ran out (a slow share) and that nobody took meanwhile is

@@ -12,7 +12,8 @@ import pytest
 from ffwatchd.cli import main
 from ffwatchd.config.load import load_config
 from ffwatchd.errors import ConfigError
-from ffwatchd.store import SqliteJobStore, open_store, redact_url
+from ffwatchd.ops.upgrade import upgrade_queue
+from ffwatchd.store import SqliteJobStore, Use, open_store, redact_url
 from tests.pg import TCP_PASSWORD
 
 
@@ -31,11 +32,18 @@ def write_config(tmp_path: Path, queue: str | None) -> Path:
     return p
 
 
+def made_store(settings):
+    """The config's job table, created as the daemon creates it at start (open_store never migrates)."""
+    store = open_store(settings, Use.UNCHECKED)
+    upgrade_queue(store, lease=settings.workers.lease, daemon=True)
+    return store
+
+
 @pytest.mark.parametrize("queue", [None, "sqlite"])
 def test_sqlite_is_the_default(tmp_path: Path, queue: str | None) -> None:
     settings = load_config(write_config(tmp_path, queue))
     assert settings.queue.url is None and settings.queue.kind == "sqlite"
-    with open_store(settings) as store:
+    with made_store(settings) as store:
         assert isinstance(store, SqliteJobStore) and store.path == settings.db_path
 
 
@@ -71,7 +79,7 @@ def pg_db(pg_server) -> str:
 def test_password_from_a_file_over_tcp(tmp_path: Path, pg_server, pg_db: str) -> None:
     (tmp_path / "pw").write_text(TCP_PASSWORD + "\n")
     cfg = write_config(tmp_path, f"{{url: '{pg_server.tcp_url(pg_db)}', password_file: pw}}")
-    with open_store(load_config(cfg)) as store:
+    with made_store(load_config(cfg)) as store:
         assert store.pushes_work and store.counts()["queued"] == 0
 
 
@@ -80,11 +88,11 @@ def test_password_from_the_environment(tmp_path: Path, pg_server, pg_db: str,
     cfg = write_config(tmp_path, f"{{url: '{pg_server.tcp_url(pg_db)}'}}")
     monkeypatch.delenv("PGPASSWORD", raising=False)
     monkeypatch.setenv("FFWATCHD_QUEUE_PASSWORD", TCP_PASSWORD)
-    with open_store(load_config(cfg)) as store:
+    with made_store(load_config(cfg)) as store:
         assert store.schema_version() >= 1
     monkeypatch.delenv("FFWATCHD_QUEUE_PASSWORD")
     monkeypatch.setenv("PGPASSWORD", TCP_PASSWORD)       # libpq's own variable works too
-    with open_store(load_config(cfg)) as store:
+    with made_store(load_config(cfg)) as store:
         assert store.schema_version() >= 1
 
 
@@ -120,9 +128,9 @@ SQLITE_ONLY = """
 import sys
 sys.modules["psycopg"] = None                  # as if the driver were not installed
 from ffwatchd.config.load import load_config
-from ffwatchd.store import open_store
-with open_store(load_config(sys.argv[1])) as s:
-    print("sqlite ok", s.counts()["queued"])
+from ffwatchd.store import Use, open_store
+with open_store(load_config(sys.argv[1]), Use.UNCHECKED) as s:
+    print("sqlite ok", s.schema_version())
 try:
     open_store(load_config(sys.argv[2]))
 except ImportError as e:
@@ -147,7 +155,7 @@ def test_the_single_host_install_needs_no_postgresql_driver(tmp_path: Path) -> N
 
 def test_jobs_verbs_work_against_postgresql(tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture) -> None:
     cfg = write_config(tmp_path, f"{{url: '{pg_url}'}}")
-    with open_store(load_config(cfg)) as store:
+    with made_store(load_config(cfg)) as store:
         job, _ = store.enqueue(watch="studio", rel_path="a.jpg", size=3, mtime=1.0, content_hash="h",
                                kind="image", spec={"processors": ["face_swapper"]})
     assert main(["jobs", "list", "-c", str(cfg), "--json"]) == 0

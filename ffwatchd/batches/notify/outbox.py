@@ -11,8 +11,10 @@ from typing import Any, Callable
 
 from ffwatchd.batches.notify import smtp, webhook
 from ffwatchd.batches.notify.webhook import DeliveryError
+from ffwatchd.batches.report import swap_quality
 from ffwatchd.config.settings import Settings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
+from ffwatchd.filing.plan import retry_advice
 from ffwatchd.spec.jobspec import NotifySpec
 from ffwatchd.spec.values import email_domain, email_problem, redact_url, url_allowed, webhook_url_problem
 from ffwatchd.store import Batch, Delivery, Job, JobQueue
@@ -27,11 +29,16 @@ def batch_summary(batch: Batch, version: int, counts: dict, jobs: list[Job], rep
                   package: str | None, key: str, package_missing: int = 0) -> dict:
     failed = [_failed_entry(j) for j in jobs
               if j.state in ("failed", "cancelled") and j.error_kind not in NOT_A_FILE_FAILURE]
+    scored = [(j, swap_quality(j)) for j in jobs if j.state == "done"]
+    review = sorted(({"job_id": j.id, "path": j.rel_path, "quality": q["quality"]} for j, q in scored if q["review"]),
+                    key=lambda r: r["quality"])
     return {"event": "batch.finished", "idempotency_key": key, "watch": batch.watch, "batch": batch.folder or "/",
             "batch_id": batch.id, "version": version, "counts": counts, "report": report,
             "report_json": report[: -len(".html")] + ".json" if report else None, "package": package,
             "package_missing": package_missing,
-            "failed": failed[:MAX_LISTED], "failed_not_listed": max(0, len(failed) - MAX_LISTED)}
+            "failed": failed[:MAX_LISTED], "failed_not_listed": max(0, len(failed) - MAX_LISTED),
+            "faces": sum(int((j.result or {}).get("faces") or 0) for j, _ in scored),
+            "review": review[:MAX_LISTED], "review_not_listed": max(0, len(review) - MAX_LISTED)}
 
 
 def finished_deliveries(notify: NotifySpec, batch: Batch, version: int, counts: dict, jobs: list[Job],
@@ -45,8 +52,9 @@ def finished_deliveries(notify: NotifySpec, batch: Batch, version: int, counts: 
 
 
 def _failed_entry(j: Job) -> dict:
+    retry, retry_needs = retry_advice(j, j.error_kind or "")     # as the file's .error.json says
     return {"job_id": j.id, "path": j.rel_path, "error_kind": j.error_kind, "message": j.error_message,
-            "retry": f"ffwatchd jobs retry {j.id}"}
+            "retry": retry, "retry_needs": retry_needs}
 
 
 def failed_digest(notify: NotifySpec, batch: Batch, version: int, failed: list[Job], report: str | None) -> list[dict]:
@@ -106,7 +114,8 @@ def _mail_text(p: dict) -> tuple[str, str]:
         subject = f"ffwatchd: {p['failed_count']} file(s) failed in {subject_name(p['batch'])}"
         lines = [f"{p['failed_count']} file(s) of the batch {p['batch']} of {p['watch']} failed "
                  f"(version {p['version']}):", "", *_failed_lines(p), "", f"Report: {p['report']}",
-                 "To try one again: ffwatchd jobs retry ID"]
+                 "To try one again: ffwatchd jobs retry ID (a file refused for its content: drop a good "
+                 "copy into the inbox again)"]
         return subject, "\n".join(lines) + "\n"
     c = p["counts"]
     subject = f"ffwatchd: {subject_name(p['batch'])} finished: {c.get('done', 0)} done, {c.get('failed', 0)} failed"

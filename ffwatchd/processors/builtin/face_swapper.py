@@ -6,20 +6,21 @@ from dataclasses import dataclass
 
 from ffwatchd.faces.models import ModelKind
 from ffwatchd.faces.types import Face, Frame
-from ffwatchd.processors.protocol import Box, Change, JobContext, Processor, Step
-from ffwatchd.schema import ModelKey
+from ffwatchd.processors.protocol import Box, Change, FaceScore, JobContext, Processor, Step
+from ffwatchd.schema import ModelKey, NumberBetween
 
 
 @dataclass(frozen=True)
 class SwapperSettings:
     model: str = "inswapper_128"
+    review_below: float = 0.3         # a swapped face whose identity similarity is below this is flagged
 
 
 class FaceSwapper(Processor):
     name = "face_swapper"
     summary = "replaces each selected face with the identity of the source photos"
     settings = SwapperSettings
-    checks = {"model": ModelKey(ModelKind.SWAPPER)}
+    checks = {"model": ModelKey(ModelKind.SWAPPER), "review_below": NumberBetween(-1.0, 1.0)}
     flags = {"swapper": "model"}
     model_kinds = (ModelKind.SWAPPER,)
     needs_sources = True
@@ -29,12 +30,17 @@ class FaceSwapper(Processor):
 
     def prepare(self, settings: SwapperSettings, job: JobContext) -> Step:
         swapper = job.load(settings.model, ModelKind.SWAPPER)
-        latent = swapper.latent(job.source_identity())
+        identity = job.source_identity()
+        latent = swapper.latent(identity)
         masks = job.face_masks()
 
         def step(frame: Frame, faces: list[Face], touched: list[Box]) -> Change:
             for face in faces:
+                before = job.similarity(frame, face, identity)
+                n = len(touched)
                 swapper.swap(frame, face, latent, touched, masks)
+                box = touched[n] if len(touched) > n else tuple(int(v) for v in face.bbox)
+                job.record(FaceScore(box, job.similarity(frame, face, identity), before, settings.review_below))
             return Change.BOXES if faces else Change.NONE
         return step
 
