@@ -5,7 +5,7 @@ Stated here once for the shared sections (spec/jobspec.py) and every processor's
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Union
 
 from ffwatchd.errors import short_repr
@@ -13,8 +13,10 @@ from ffwatchd.errors import short_repr
 
 @dataclass(frozen=True)
 class ModelKey:
-    """A key naming a model of `kind` (checked against the built-in and configured models)."""
+    """A key naming a model of `kind` (checked against the built-in and configured models); with
+    `many`, a non-empty list of them is taken too."""
     kind: str
+    many: bool = False
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,35 @@ class OneOf:
             else f"{short_repr(v)} is not one of {', '.join(self.options)}"
 
 
+@dataclass(frozen=True)
+class SubsetOf:
+    """A non-empty list of distinct `options`."""
+    options: tuple[str, ...]
+
+    def __call__(self, v: Any) -> str | None:
+        if not isinstance(v, list) or not v:
+            return f"{short_repr(v)} is not a non-empty list of {', '.join(self.options)}"
+        bad = [x for x in v if not (isinstance(x, str) and x in self.options)]
+        if bad:
+            return f"{short_repr(bad[0])} is not one of {', '.join(self.options)}"
+        return None if len(set(v)) == len(v) else f"{short_repr(v)} names one twice"
+
+
+@dataclass(frozen=True)
+class NumbersBetween:
+    """A list of exactly `count` numbers, each between lo and hi."""
+    count: int
+    lo: float
+    hi: float
+
+    def __call__(self, v: Any) -> str | None:
+        if not isinstance(v, list) or len(v) != self.count \
+                or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in v):
+            return f"{short_repr(v)} is not a list of {self.count} numbers"
+        bad = [x for x in v if not self.lo <= x <= self.hi]
+        return f"{short_repr(bad[0])} is not between {self.lo} and {self.hi}" if bad else None
+
+
 def is_text(v: Any) -> str | None:
     return None if isinstance(v, str) and v.strip() else f"{short_repr(v)} is not a non-empty string"
 
@@ -65,6 +96,8 @@ Check = Union[Callable[[Any], "str | None"], ModelKey]
 def check_value(check: Check, value: Any, models: dict[str, str]) -> str | None:
     """The problem of one value under its check; model keys by the models known (name -> kind)."""
     if isinstance(check, ModelKey):
+        if check.many and isinstance(value, list) and value:
+            return next((err for v in value if (err := check_value(replace(check, many=False), v, models))), None)
         if isinstance(value, str) and models.get(value) == check.kind:
             return None
         names = sorted(n for n, k in models.items() if k == check.kind)

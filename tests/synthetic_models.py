@@ -306,3 +306,119 @@ def make_identity_inswapper(path: Path) -> Path:
                               [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, 128, 128])],
                               initializer=inits)
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), path)
+
+
+# -- mask models (faces/masks.py) ------------------------------------------------------------
+# Each is built so that a wrong convention shows: the occluder and the parser read colours that
+# only the family's normalisation and channel order bring out, the landmarker gives known points.
+
+# The occluder marks as covering the face every pixel of this BGR colour (a "cup"): blue near
+# one half (0.35..0.65 after x/255), red under 0.2. x/127.5-1 or RGB order would miss it.
+CUP_BGR = (128, 0, 0)
+
+
+def _ints(name: str, values) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(values, dtype=np.int64), name)
+
+
+def make_xseg_like(path: Path, size: int = 256, rect: tuple[int, int, int, int] | None = None) -> Path:
+    """An xseg-like occluder: 1 x S x S x 3 (BGR, x/255) -> 1 x S x S x 1, 0 where the input is
+    CUP_BGR and, when `rect` (x0, y0, x1, y1 of its input) is given, 0 on that rectangle too."""
+    keep = np.ones((1, size, size, 1), np.float32)
+    if rect is not None:
+        x0, y0, x1, y1 = rect
+        keep[0, y0:y1, x0:x1, 0] = 0.0
+    nodes = [helper.make_node("Slice", ["input", "c0", "c1", "axis"], ["blue"], name="blue"),
+             helper.make_node("Slice", ["input", "c2", "c3", "axis"], ["red"], name="red"),
+             helper.make_node("Greater", ["blue", "lo"], ["b_lo"], name="b_lo"),
+             helper.make_node("Less", ["blue", "hi"], ["b_hi"], name="b_hi"),
+             helper.make_node("Less", ["red", "lo_red"], ["r_lo"], name="r_lo"),
+             helper.make_node("And", ["b_lo", "b_hi"], ["b_band"], name="band"),
+             helper.make_node("And", ["b_band", "r_lo"], ["cup"], name="cup"),
+             helper.make_node("Not", ["cup"], ["seen"], name="seen"),
+             helper.make_node("Cast", ["seen"], ["seen_f"], to=TensorProto.FLOAT, name="cast"),
+             helper.make_node("Mul", ["seen_f", "keep"], ["output"], name="rect")]
+    inits = [_ints("c0", [0]), _ints("c1", [1]), _ints("c2", [2]), _ints("c3", [3]), _ints("axis", [3]),
+             _tensor("lo", np.array(0.35)), _tensor("hi", np.array(0.65)), _tensor("lo_red", np.array(0.2)),
+             _tensor("keep", keep)]
+    graph = helper.make_graph(nodes, "xseg_like",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, size, size, 3])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, size, size, 1])],
+                              initializer=inits)
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), path)
+
+
+# The parser's palette: class -> the RGB colour it gives that class (nearest colour wins, measured
+# after ImageNet's mean/std). Chosen so a wrong convention lands on another class exactly: the
+# background is skin with red and blue swapped, mouth is glasses swapped, and upper-lip is the
+# colour whose normalised value is skin's un-normalised one.
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+SKIN_RGB, GLASSES_RGB = (225, 175, 145), (20, 30, 190)
+_SKIN_UNNORMALISED = tuple(int(round((c / 255 * s + m) * 255)) for c, s, m in zip(SKIN_RGB, IMAGENET_STD, IMAGENET_MEAN))
+PARSER_PALETTE = {1: SKIN_RGB, 0: SKIN_RGB[::-1], 6: GLASSES_RGB, 11: GLASSES_RGB[::-1], 12: _SKIN_UNNORMALISED}
+
+
+def make_bisenet_like(path: Path, size: int = 512, classes: int = 19) -> Path:
+    """A bisenet-like parser: 1 x 3 x S x S (RGB, ImageNet-normalised) -> 1 x 19 x S x S logits,
+    each pixel's highest the PARSER_PALETTE class whose colour is nearest (a 1x1 convolution)."""
+    w = np.zeros((classes, 3, 1, 1), np.float32)
+    b = np.full((classes,), -1e4, np.float32)
+    for k, rgb in PARSER_PALETTE.items():
+        c = (np.asarray(rgb, np.float64) / 255.0 - IMAGENET_MEAN) / IMAGENET_STD
+        w[k, :, 0, 0] = 2.0 * c          # -|x - c|^2 up to the |x|^2 every class shares
+        b[k] = -float(c @ c)
+    graph = helper.make_graph([helper.make_node("Conv", ["input", "w", "b"], ["output"], name="nearest")],
+                              "bisenet_like",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, classes, size, size])],
+                              initializer=[_tensor("w", w), _tensor("b", b)])
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), path)
+
+
+def known_landmarks() -> np.ndarray:
+    """68 points (iBUG order) of an upright face in 2dfan4's 64 x 64 heatmap grid, centred."""
+    t = np.linspace(0.0, np.pi, 17)
+    jaw = np.stack([32 - 22 * np.cos(t), 28 + 24 * np.sin(t)], 1)
+    brows = np.array([[14 + 3.5 * i, 20] for i in range(5)] + [[36 + 3.5 * i, 20] for i in range(5)])
+    nose = np.array([[32, 24 + 3.3 * i] for i in range(4)] + [[27 + 2.5 * i, 37] for i in range(5)])
+    a6 = np.linspace(0.0, 2 * np.pi, 7)[:6]
+    eyes = np.concatenate([np.stack([c + 3 * np.cos(a6), 26 + 1.5 * np.sin(a6)], 1) for c in (21, 43)])
+    a12, a8 = np.linspace(0.0, 2 * np.pi, 13)[:12], np.linspace(0.0, 2 * np.pi, 9)[:8]
+    mouth = np.concatenate([np.stack([32 - 8 * np.cos(a12), 45 - 4 * np.sin(a12)], 1),
+                            np.stack([32 - 5 * np.cos(a8), 45 - 2 * np.sin(a8)], 1)])
+    pts = np.concatenate([jaw, brows, nose, eyes, mouth]).astype(np.float32)
+    assert pts.shape == (68, 2)
+    return pts
+
+
+def make_2dfan4_like(path: Path, size: int = 256, points: np.ndarray | None = None) -> Path:
+    """A 2dfan4-like landmarker: 1 x 3 x S x S -> (1 x 68 x 3 points in the 64 grid, 1 x 68 x 64
+    x 64 heatmaps peaking at 0.9): whatever the crop, `points` (default known_landmarks())."""
+    pts = known_landmarks() if points is None else np.asarray(points, np.float32)
+    const = np.concatenate([pts, np.full((68, 1), 0.9, np.float32)], 1)[None]
+    heat = np.full((1, 68, 64, 64), 0.9, np.float32)
+    nodes = [helper.make_node("ReduceMean", ["input"], ["mean"], keepdims=0, name="reduce"),
+             helper.make_node("Mul", ["mean", "zero"], ["nil"], name="gate"),
+             helper.make_node("Add", ["points_const", "nil"], ["landmarks"], name="points"),
+             helper.make_node("Add", ["heat_const", "nil"], ["heatmaps"], name="heat")]
+    graph = helper.make_graph(nodes, "2dfan4_like",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
+                              [helper.make_tensor_value_info("landmarks", TensorProto.FLOAT, [1, 68, 3]),
+                               helper.make_tensor_value_info("heatmaps", TensorProto.FLOAT, [1, 68, 64, 64])],
+                              initializer=[_tensor("zero", np.zeros((), np.float32)),
+                                           _tensor("points_const", const), _tensor("heat_const", heat)])
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), path)
+
+
+def build_masks(directory: Path) -> dict[str, SynthModel]:
+    """The synthetic mask models: synth_xseg (occluder), synth_bisenet (parser), synth_2dfan4
+    (landmarker)."""
+    directory = Path(directory)
+    specs = (("synth_xseg", "occluder", make_xseg_like), ("synth_bisenet", "parser", make_bisenet_like),
+             ("synth_2dfan4", "landmarker", make_2dfan4_like))
+    out = {}
+    for name, kind, make in specs:
+        path = make(directory / f"{name}.onnx")
+        out[name] = SynthModel(name, kind, path, _sha256(path))
+    return out

@@ -223,3 +223,12 @@ def test_output_with_a_trailing_slash_is_a_folder_made_when_missing(files, confi
     assert rc == 0, capsys.readouterr().err
     assert out_dir.is_dir() and [p.name for p in out_dir.iterdir()] == ["target.jpg"]
     assert json.loads(capsys.readouterr().out)["output"] == str(out_dir / "target.jpg")
+
+
+def test_face_mask_types_by_flag_load_their_model(files, config, capsys, tmp_path):
+    argv = ["-c", str(config), "-t", str(files / "target.jpg"), "-o", str(tmp_path / "o.jpg"),
+            "-s", str(files / "alice.png"), *SYNTH_FLAGS, "--processors", "face_swapper"]
+    rc = run_process(argv + ["--face-mask", "box", "occlusion"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "model_missing" in err and "xseg_1" in err          # the occluder is needed now
+    assert run_process(argv + ["--face-mask", "box"]) == 0                # box alone needs no model

@@ -19,6 +19,7 @@ from ffwatchd.config.load import CONFIG_ENV, load_config
 from ffwatchd.config.settings import Settings, WorkerSettings
 from ffwatchd.errors import ConfigError, JobError
 from ffwatchd.faces import registry
+from ffwatchd.faces.masks import MaskType
 from ffwatchd.processors import default_processors, processors
 from ffwatchd.schema import IntBetween, NumberBetween, OneOf
 from ffwatchd.spec import jobspec
@@ -54,6 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--reference", help="face_selector.reference (an image of the face to pick; with "
                                         "--selector except_reference, of the people to leave alone)")
     g.add_argument("--max-distance", type=float, help="face_selector.max_distance")
+    g.add_argument("--face-mask", nargs="+", choices=list(MaskType), metavar="TYPE",
+                   help=f"face_mask.types, combined by their minimum: {', '.join(MaskType)} (default box)")
     for flag, (section, key) in _processor_flags().items():   # each processor's own (processors/)
         check = installed[section].checks[key]
         kind = {IntBetween: int, NumberBetween: float}.get(type(check))
@@ -76,6 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 _SHARED_FLAGS = {"detector": ("face_detector", "model"), "det_score": ("face_detector", "score"),
                  "det_size": ("face_detector", "size"), "recognizer": ("face_recognizer", "model"),
                  "selector": ("face_selector", "mode"), "max_distance": ("face_selector", "max_distance"),
+                 "face_mask": ("face_mask", "types"),
                  "format": ("output", "format"), "quality": ("output", "image_quality")}
 
 

@@ -10,6 +10,7 @@ import cv2
 from ffwatchd.errors import JobError
 from ffwatchd.faces.align import template_points, warp_face
 from ffwatchd.faces.convention import from_blob, to_blob
+from ffwatchd.faces.masks import FaceMasks
 from ffwatchd.faces.models import Model
 from ffwatchd.faces.pasteback import paste_back
 from ffwatchd.faces.sessions import SessionConfig, create_session
@@ -38,11 +39,12 @@ class Enhancer:
         self.providers = list(self.session.get_providers())
 
     def enhance(self, frame: Frame, face: Face, blend: float,
-                touched: list[tuple[int, int, int, int]] | None = None) -> Frame:
+                touched: list[tuple[int, int, int, int]] | None = None, masks: FaceMasks | None = None) -> Frame:
         """Enhance one face in place; `blend` 1.0 is all model, 0.0 leaves the face as it was
-        (the region changed goes into `touched`)."""
+        (the region changed goes into `touched`), pasted back through the job's face mask."""
         crop, m = warp_face(frame, face.kps, self.size, self.template)
         pred = self.session.run([self.output_name], {self.input_name: to_blob(crop, self.family)})[0][0]
         out = from_blob(pred, self.family)
         mixed = cv2.addWeighted(out, float(blend), crop, 1.0 - float(blend), 0.0)
-        return paste_back(frame, mixed, m, touched=touched)
+        mask = masks.crop_mask(face, m, self.size) if masks is not None else None
+        return paste_back(frame, mixed, m, mask, touched=touched)

@@ -18,6 +18,9 @@ class ModelKind(StrEnum):
     SWAPPER = "swapper"
     ENHANCER = "enhancer"
     CONVERTER = "converter"       # maps the recognizer's embedding into the space a swapper was trained on
+    OCCLUDER = "occluder"             # face_mask occlusion: what covers the face (xseg)
+    PARSER = "parser"                 # face_mask region: which part of the face each pixel is (bisenet)
+    LANDMARKER = "landmarker"         # 68 points, for the face_mask area (2dfan4)
     UPSCALER = "upscaler"         # the whole frame, tiled (faces/upscale.py)
 
 
@@ -41,6 +44,12 @@ class Identity(StrEnum):
     CONVERTED = "converted"       # ghost: the family's converter applied to the embedding, as it comes out
     CONVERTED_NORM = "converted_norm"   # simswap, hififace: the converter's output, normalised
     SOURCE_CROP = "source_crop"   # blendswap, uniface: the source face itself, aligned, RGB 0..1
+
+
+class Layout(StrEnum):
+    """Axis order of the model's image input."""
+    NCHW = "nchw"
+    NHWC = "nhwc"
 
 
 class Batch(StrEnum):
@@ -93,6 +102,7 @@ class ModelFamily:
     converter: str | None = None              # Identity.CONVERTED*: the converter model (a Model name)
     source_template: str | None = None        # Identity.SOURCE_CROP: the source crop's template
     source_size: int | None = None            # ... and its side
+    layout: Layout = Layout.NCHW
     # Whole-frame models (upscalers): context a tile needs on each side, and the working memory
     # per output pixel that sets the tile size from the worker's memory limit.
     tile_margin: int = 0
@@ -141,6 +151,15 @@ FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
     ModelFamily("gfpgan", ModelKind.ENHANCER, size=512, template="ffhq_512",
                 mean=(0.5,) * 3, std=(0.5,) * 3, output_range=(-1.0, 1.0),
                 reference="https://github.com/TencentARC/GFPGAN"),
+    # Mask models see the face on the FFHQ crop (a superset of every processor's crop);
+    # conventions as FaceFusion's face_masker.py / face_landmarker.py feed them.
+    ModelFamily("xseg", ModelKind.OCCLUDER, size=256, template="ffhq_512", colour=Colour.BGR,
+                layout=Layout.NHWC, reference="https://github.com/iperov/DeepFaceLab (XSeg)"),
+    ModelFamily("bisenet", ModelKind.PARSER, size=512, template="ffhq_512",
+                mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
+                reference="https://github.com/yakhyo/face-parsing"),
+    ModelFamily("2dfan4", ModelKind.LANDMARKER, size=256, colour=Colour.BGR,
+                reference="https://github.com/1adrianb/face-alignment (FAN, as FaceFusion's 2dfan4)"),
     # The scale (x2, x4) is read from the model's output at load; rounded as realesrgan/utils.py does.
     ModelFamily("real_esrgan", ModelKind.UPSCALER, colour=Colour.RGB,
                 tile_margin=16, bytes_per_output_pixel=3072,
@@ -152,6 +171,7 @@ FAMILY_OF_KIND: dict[ModelKind, str] = {
     ModelKind.DETECTOR: "scrfd", ModelKind.RECOGNIZER: "arcface",
     ModelKind.SWAPPER: "inswapper", ModelKind.ENHANCER: "gfpgan", ModelKind.CONVERTER: "crossface",
     ModelKind.UPSCALER: "real_esrgan",
+    ModelKind.OCCLUDER: "xseg", ModelKind.PARSER: "bisenet", ModelKind.LANDMARKER: "2dfan4",
 }
 
 
@@ -200,6 +220,18 @@ def _swapper(name: str, family: str, release: str, licence: Licence) -> Model:
 
 _REAL_ESRGAN_TERMS = Licence("BSD-3-Clause", "https://github.com/xinntao/Real-ESRGAN/blob/master/LICENSE")
 
+
+
+def _facefusion(release: str, filename: str) -> str:
+    return f"https://huggingface.co/facefusion/models-{release}/resolve/main/{filename}"
+
+
+# The mask models: FaceFusion's files and the licences its model set states (it publishes CRC32
+# hashes, not sha256, so theirs are recorded on first fetch).
+_XSEG_TERMS = Licence("GPL-3.0", "https://github.com/iperov/DeepFaceLab/blob/master/LICENSE")
+_BISENET_TERMS = Licence("MIT", "https://github.com/yakhyo/face-parsing/blob/main/LICENSE")
+_2DFAN4_TERMS = Licence("MIT", "https://github.com/facefusion/facefusion/blob/master/facefusion/face_landmarker.py")
+
 # Hashes and sizes are the ones published with (or pinned by many users of) the official files;
 # docs/pipeline.md lists where each comes from.
 BUILTIN_MODELS: dict[str, Model] = {m.name: m for m in (
@@ -238,6 +270,12 @@ BUILTIN_MODELS: dict[str, Model] = {m.name: m for m in (
     _swapper("crossface_ghost", "crossface", "models-3.4.0", _CROSSFACE_TERMS),
     _swapper("crossface_simswap", "crossface", "models-3.4.0", _CROSSFACE_TERMS),
     _swapper("crossface_hififace", "crossface", "models-3.4.0", _CROSSFACE_TERMS),
+    *(Model(f"xseg_{n}", "xseg", f"xseg_{n}.onnx", _XSEG_TERMS, _facefusion(release, f"xseg_{n}.onnx"))
+      for n, release in ((1, "3.1.0"), (2, "3.1.0"), (3, "3.2.0"))),
+    *(Model(f"bisenet_resnet_{n}", "bisenet", f"bisenet_resnet_{n}.onnx", _BISENET_TERMS,
+            _facefusion(release, f"bisenet_resnet_{n}.onnx"))
+      for n, release in ((18, "3.1.0"), (34, "3.0.0"))),
+    Model("2dfan4", "2dfan4", "2dfan4.onnx", _2DFAN4_TERMS, _facefusion("3.0.0", "2dfan4.onnx")),
     Model("real_esrgan_x2", "real_esrgan", "real_esrgan_x2.onnx", _REAL_ESRGAN_TERMS,
           "https://huggingface.co/facefusion/models-3.0.0/resolve/main/real_esrgan_x2.onnx"),
     Model("real_esrgan_x4", "real_esrgan", "real_esrgan_x4.onnx", _REAL_ESRGAN_TERMS,

@@ -11,6 +11,7 @@ import numpy as np
 from ffwatchd.errors import JobError
 from ffwatchd.faces.align import template_points, warp_face
 from ffwatchd.faces.convention import from_blob, to_blob
+from ffwatchd.faces.masks import FaceMasks
 from ffwatchd.faces.models import Identity, Model
 from ffwatchd.faces.pasteback import paste_back
 from ffwatchd.faces.sessions import SessionConfig, create_session
@@ -153,7 +154,10 @@ class Swapper:
         return np.asarray(self.session.run([self.output_name], feed)[0], np.float32)
 
     def swap(self, frame: Frame, face: Face, latent: np.ndarray,
-             touched: list[tuple[int, int, int, int]] | None = None, boost: int | None = None) -> Frame:
-        """Swap one face in place; returns `frame` (the region changed goes into `touched`)."""
+             touched: list[tuple[int, int, int, int]] | None = None, boost: int | None = None,
+             masks: FaceMasks | None = None) -> Frame:
+        """Swap one face in place; returns `frame` (the region changed goes into `touched`),
+        pasted back through the job's face mask (the plain box without `masks`)."""
         out, m = self.swap_crop(frame, face, latent, boost)
-        return paste_back(frame, out, m, touched=touched)
+        mask = masks.crop_mask(face, m, out.shape[0]) if masks is not None else None
+        return paste_back(frame, out, m, mask, touched=touched)

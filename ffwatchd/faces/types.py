@@ -19,6 +19,7 @@ class Face:
     kps: np.ndarray                   # (5, 2) float32: eyes (image left, right), nose, mouth corners
     score: float
     embedding: Embedding | None = field(default=None, repr=False)
+    landmarks: np.ndarray | None = field(default=None, repr=False)   # (68, 2) float32, when a landmarker ran
 
     @property
     def area(self) -> float:

@@ -9,6 +9,7 @@ import numpy as np
 from ffwatchd.errors import JobError
 from ffwatchd.faces.detect import Detector
 from ffwatchd.faces.embed import Recognizer
+from ffwatchd.faces.masks import FaceMasks, Landmarker, refine
 from ffwatchd.faces.select import select_faces
 from ffwatchd.faces.types import Embedding, Face, Frame
 from ffwatchd.processors import Change, FaceScore, Processor, ResizingStep, Scope, Step
@@ -22,12 +23,15 @@ class FrameProcessor:
     def __init__(self, spec: JobSpec, detector: Detector | None, recognizer: Recognizer | None,
                  reference: Embedding | list[Embedding] | None,
                  steps: list[tuple[Processor, Step | ResizingStep | None]], models_used: list[str],
-                 scores: list[FaceScore] | None = None) -> None:
+                 scores: list[FaceScore] | None = None, masks: FaceMasks | None = None,
+                 refiner: Landmarker | None = None) -> None:
         self.spec = spec
         self.detector, self.recognizer = detector, recognizer
         self.reference = reference
         self.steps = steps
         self.models_used = models_used
+        self.masks = masks                # the job's face masks, when a processor pastes faces back
+        self.refiner = refiner            # face_landmarker.refine: the five points from 68
         self.scores = scores if scores is not None else []   # each swapped face's, as the steps record them
         self.processors = [p.name for p, _ in steps]
         self.detected = 0                 # faces the detector found in the last frame, before selection
@@ -80,6 +84,10 @@ class FrameProcessor:
         """(the frame out: `frame` itself unless a step resized it; faces processed; the boxes
         changed, None when any pixel may have)."""
         faces = self.find_faces(frame)
+        if self.refiner is not None:
+            refine(self.refiner, frame, faces)
+        if self.masks is not None:
+            self.masks.begin_frame(frame, faces)     # before any step changes the frame
         touched: list[tuple[int, int, int, int]] = []
         whole = False
         for p, step in self.steps:

@@ -26,6 +26,7 @@ from ffwatchd.faces import registry
 from ffwatchd.faces.detect import Detector, load_detector
 from ffwatchd.faces.embed import Recognizer, combine_embeddings, cosine_similarity
 from ffwatchd.faces.enhance import Enhancer
+from ffwatchd.faces.masks import FaceMasks, Landmarker, MaskType, Occluder, Parser
 from ffwatchd.faces.models import Model, ModelKind
 from ffwatchd.faces.sessions import SessionConfig, probe_providers, provider_kind
 from ffwatchd.faces.swap import Converter, Swapper
@@ -64,7 +65,8 @@ _SOURCE_FACE_CACHE_SIZE = 2           # whole decoded photos: few
 # The engine that runs each kind of model, built from its file and its family's conventions.
 _ENGINES = {ModelKind.DETECTOR: load_detector, ModelKind.RECOGNIZER: Recognizer,
             ModelKind.SWAPPER: Swapper, ModelKind.ENHANCER: Enhancer, ModelKind.CONVERTER: Converter,
-            ModelKind.UPSCALER: Upscaler}
+            ModelKind.UPSCALER: Upscaler,
+            ModelKind.OCCLUDER: Occluder, ModelKind.PARSER: Parser, ModelKind.LANDMARKER: Landmarker}
 
 
 def output_suffix(target: Path, spec: JobSpec) -> str:
@@ -304,7 +306,10 @@ class Pipeline:
                                                    detector, recognizer)
             else:
                 reference = self._people(Path(spec.face_selector.reference), spec, detector, recognizer)
-        return FrameProcessor(spec, detector, recognizer, reference, steps, names, job.scores)
+        refiner = (self.load_model(spec.face_landmarker.model, ModelKind.LANDMARKER)
+                   if detector is not None and spec.face_landmarker.refine else None)
+        return FrameProcessor(spec, detector, recognizer, reference, steps, names, job.scores, masks=job.masks,
+                              refiner=refiner)
 
     def output_suffix(self, target: Path, spec: JobSpec) -> str:
         return output_suffix(target, spec)
@@ -410,6 +415,7 @@ class _Job:
                  detector: Detector | None, recognizer: Recognizer | None) -> None:
         self.pipeline, self.spec, self.processors = pipeline, spec, processors
         self.detector, self.recognizer = detector, recognizer
+        self.masks: FaceMasks | None = None
         self.scores: list[FaceScore] = []
 
     def load(self, name: str, kind: ModelKind) -> Any:
@@ -431,6 +437,19 @@ class _Job:
         if self.detector is None:
             raise JobError("internal", "a source face needs the detector")
         return self.pipeline.source_face(Path(self.spec.sources[0]), self.spec, self.detector)
+
+    def face_masks(self) -> FaceMasks:
+        """Built on the first ask; loads only the models the mask types need (box: none)."""
+        if self.masks is None:
+            fm = self.spec.face_mask
+            need = fm.needs
+            self.masks = FaceMasks(
+                fm,
+                occluder=[self.load(n, ModelKind.OCCLUDER) for n in fm.occluder] if need(MaskType.OCCLUSION) else None,
+                parser=self.load(fm.parser, ModelKind.PARSER) if need(MaskType.REGION) else None,
+                landmarker=(self.load(self.spec.face_landmarker.model, ModelKind.LANDMARKER)
+                            if need(MaskType.AREA) else None))
+        return self.masks
 
     def similarity(self, frame: Frame, face: Face, identity: Embedding) -> float:
         if self.recognizer is None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, Mapping, Protocol
 
+from ffwatchd.faces.masks import FaceMasks
 from ffwatchd.faces.models import ModelKind
 from ffwatchd.faces.types import Embedding, Face, Frame
 from ffwatchd.schema import Check, ModelKey
@@ -80,6 +81,8 @@ class JobContext(Protocol):
     def source_face(self) -> tuple[Frame, Face]:
         """The first source image and its largest face (swappers fed a source crop)."""
 
+    def face_masks(self) -> FaceMasks:
+        """The job's face masks (face_mask), shared by its processors; computed once per face per frame."""
     def similarity(self, frame: Frame, face: Face, identity: Embedding) -> float:
         """The recognizer's cosine similarity between `face` as it is in `frame` and `identity`."""
 
@@ -101,6 +104,7 @@ class Processor(ABC):
     scope: ClassVar[Scope] = Scope.FACES
     edit_label: ClassVar[str | None] = None   # the label's default text when no processor generates pixels
     default: ClassVar[bool] = False         # run when a sidecar names no processors
+    uses_face_mask: ClassVar[bool] = False  # pastes faces back through the job's face_mask
     anonymizes: ClassVar[bool] = False      # hides who is shown: a batch report never shows the original
     resizes: ClassVar[bool] = False         # its step is a ResizingStep (whole-frame processors only)
 

@@ -18,7 +18,8 @@ log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "ffwatchd.processors"
 # Top-level sidecar keys a processor's name must not take.
-RESERVED = ("sources", "processors", "face_detector", "face_recognizer", "face_selector", "output",
+RESERVED = ("sources", "processors", "face_detector", "face_recognizer", "face_selector", "face_mask",
+            "face_landmarker", "output",
             "on_no_face", "priority", "notify", "package", "batch_quiet")
 
 

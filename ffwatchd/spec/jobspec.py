@@ -13,10 +13,22 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping
 
 from ffwatchd.errors import JobError, short_repr
+from ffwatchd.faces.masks import Area, MaskSpec, MaskType, Region
 from ffwatchd.faces.models import ModelKind
 from ffwatchd.processors import Processor, Scope, default_processors, order_problem
 from ffwatchd.processors import processors as all_processors
-from ffwatchd.schema import Check, IntBetween, ModelKey, NumberBetween, OneOf, check_value, is_bool, is_text
+from ffwatchd.schema import (
+    Check,
+    IntBetween,
+    ModelKey,
+    NumberBetween,
+    NumbersBetween,
+    OneOf,
+    SubsetOf,
+    check_value,
+    is_bool,
+    is_text,
+)
 from ffwatchd.spec.values import email_problem, parse_duration, priority_value, webhook_url_problem
 
 SELECTOR_MODES = ("all", "largest", "reference", "except_reference")
@@ -35,6 +47,12 @@ class DetectorSpec:
 @dataclass(frozen=True)
 class RecognizerSpec:
     model: str = "arcface_w600k_r50"
+
+
+@dataclass(frozen=True)
+class LandmarkerSpec:
+    model: str = "2dfan4"             # 68 points, run only for face_mask's area type or `refine`
+    refine: bool = False              # the five alignment points from the 68 (faces/masks.py refine)
 
 
 @dataclass(frozen=True)
@@ -77,6 +95,8 @@ class JobSpec:
     face_detector: DetectorSpec = DetectorSpec()
     face_recognizer: RecognizerSpec = RecognizerSpec()
     face_selector: SelectorSpec = SelectorSpec()
+    face_mask: MaskSpec = MaskSpec()  # shared by every processor that pastes a face back
+    face_landmarker: LandmarkerSpec = LandmarkerSpec()
     output: OutputSpec = OutputSpec()
     on_no_face: str = "fail"
     priority: int = 0                 # high 10, normal 0, low -10 (older sidecars: any integer)
@@ -120,6 +140,8 @@ class JobSpec:
             face_detector=sub("face_detector", DetectorSpec),
             face_recognizer=sub("face_recognizer", RecognizerSpec),
             face_selector=sub("face_selector", SelectorSpec),
+            face_mask=sub("face_mask", MaskSpec),
+            face_landmarker=sub("face_landmarker", LandmarkerSpec),
             output=sub("output", OutputSpec),
             on_no_face=raw.get("on_no_face", "fail"),
             priority=_priority(raw.get("priority", 0)),
@@ -168,7 +190,23 @@ class JobSpec:
         for n in self.processors:
             if n in known:
                 names.extend(m for m in known[n].models(self.sections[n]) if m not in names)
+        names.extend(m for m in self.mask_models() if m not in names)
+        if self.face_landmarker.refine and self.works_on_faces() and self.face_landmarker.model not in names:
+            names.append(self.face_landmarker.model)
         return names
+
+    def uses_face_mask(self) -> bool:
+        known = all_processors()
+        return any(known[n].uses_face_mask for n in self.processors if n in known)
+
+    def mask_models(self) -> list[str]:
+        """The models face_mask's types need, when a processor of this job pastes faces back."""
+        if not self.uses_face_mask():
+            return []
+        m = self.face_mask
+        wanted = ((MaskType.OCCLUSION, m.occluder), (MaskType.REGION, (m.parser,)),
+                  (MaskType.AREA, (self.face_landmarker.model,)))
+        return list(dict.fromkeys(name for kind, names in wanted if m.needs(kind) for name in names))
 
 
 def _priority(v: Any) -> int:
@@ -225,6 +263,11 @@ _SHARED_SECTIONS: dict[str, Mapping[str, Check]] = {
     "face_recognizer": {"model": ModelKey(ModelKind.RECOGNIZER)},
     "face_selector": {"mode": OneOf(SELECTOR_MODES), "reference": is_text,
                       "max_distance": NumberBetween(0.0, 2.0)},
+    "face_mask": {"types": SubsetOf(tuple(MaskType)), "blur": NumberBetween(0.0, 1.0),
+                  "padding": NumbersBetween(4, 0.0, 100.0), "regions": SubsetOf(tuple(Region)),
+                  "areas": SubsetOf(tuple(Area)), "occluder": ModelKey(ModelKind.OCCLUDER, many=True),
+                  "parser": ModelKey(ModelKind.PARSER)},
+    "face_landmarker": {"model": ModelKey(ModelKind.LANDMARKER), "refine": is_bool},
     "output": {"format": OneOf(OUTPUT_FORMATS), "image_quality": IntBetween(1, 100),
                "video_codec": OneOf(VIDEO_CODECS), "video_crf": IntBetween(0, 51),
                "video_preset": is_text, "keep_audio": is_bool},

@@ -24,14 +24,16 @@ class FaceEnhancer(Processor):
     flags = {"enhancer": "model", "blend": "blend"}
     model_kinds = (ModelKind.ENHANCER,)
     generates_pixels = True
+    uses_face_mask = True
 
     def prepare(self, settings: EnhancerSettings, job: JobContext) -> Step:
         enhancer = job.load(settings.model, ModelKind.ENHANCER)
         blend = settings.blend
+        masks = job.face_masks()
 
         def step(frame: Frame, faces: list[Face], touched: list[Box]) -> Change:
             for face in faces:
-                enhancer.enhance(frame, face, blend, touched)
+                enhancer.enhance(frame, face, blend, touched, masks)
             return Change.BOXES if faces else Change.NONE
         return step
 

@@ -29,6 +29,7 @@ class FaceSwapper(Processor):
     needs_sources = True
     generates_pixels = True
     default = True
+    uses_face_mask = True
 
     def prepare(self, settings: SwapperSettings, job: JobContext) -> Step:
         swapper = job.load(settings.model, ModelKind.SWAPPER)
@@ -43,12 +44,13 @@ class FaceSwapper(Processor):
         else:
             converter = job.load(fam.converter, ModelKind.CONVERTER) if fam.converter else None
             latent = swapper.latent(identity, converter)
+        masks = job.face_masks()
 
         def step(frame: Frame, faces: list[Face], touched: list[Box]) -> Change:
             for face in faces:
                 before = job.similarity(frame, face, identity)
                 n = len(touched)
-                swapper.swap(frame, face, latent, touched, boost)
+                swapper.swap(frame, face, latent, touched, boost, masks)
                 box = touched[n] if len(touched) > n else tuple(int(v) for v in face.bbox)
                 job.record(FaceScore(box, job.similarity(frame, face, identity), before, settings.review_below))
             return Change.BOXES if faces else Change.NONE
