@@ -18,6 +18,7 @@ class ModelKind(StrEnum):
     SWAPPER = "swapper"
     ENHANCER = "enhancer"
     UPSCALER = "upscaler"         # the whole frame, tiled (faces/upscale.py)
+    CLASSIFIER = "classifier"     # a face's gender and age, for face_selector's filters (faces/classify.py)
 
 
 class Colour(StrEnum):
@@ -68,6 +69,20 @@ class Licence:
 UNKNOWN_LICENCE = Licence(UNKNOWN)
 
 
+class Gender(StrEnum):
+    FEMALE = "female"
+    MALE = "male"
+
+
+@dataclass(frozen=True)
+class Classes:
+    """What a classifier's outputs mean: the order of its outputs (each an argmax index), the
+    gender of each gender index and the age span (min, max years) of each age index."""
+    outputs: tuple[str, ...]                  # "gender", "age" and any the pipeline ignores
+    genders: tuple[Gender, ...]
+    ages: tuple[tuple[int, int], ...]
+
+
 @dataclass(frozen=True)
 class ModelFamily:
     """How every model of one family is fed and read. Sizes in pixels; mean/std apply to x/255
@@ -88,6 +103,7 @@ class ModelFamily:
     # per output pixel that sets the tile size from the worker's memory limit.
     tile_margin: int = 0
     bytes_per_output_pixel: int = 0
+    classes: Classes | None = None            # classifiers only
 
 
 FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
@@ -109,12 +125,20 @@ FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
     ModelFamily("real_esrgan", ModelKind.UPSCALER, colour=Colour.RGB,
                 tile_margin=16, bytes_per_output_pixel=3072,
                 reference="https://github.com/xinntao/Real-ESRGAN"),
+    # FairFace's ResNet-34 as FaceFusion exports it: three argmax outputs, race first.
+    ModelFamily("fairface", ModelKind.CLASSIFIER, size=224, template="arcface_112_v2",
+                mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
+                classes=Classes(("race", "gender", "age"), (Gender.MALE, Gender.FEMALE),
+                                ((0, 2), (3, 9), (10, 19), (20, 29), (30, 39), (40, 49), (50, 59),
+                                 (60, 69), (70, 100))),
+                reference="https://github.com/dchen236/FairFace"),
 )}
 
 # The family a custom model gets when the config names only its kind (configs before families).
 FAMILY_OF_KIND: dict[ModelKind, str] = {
     ModelKind.DETECTOR: "scrfd", ModelKind.RECOGNIZER: "arcface",
     ModelKind.SWAPPER: "inswapper", ModelKind.ENHANCER: "gfpgan", ModelKind.UPSCALER: "real_esrgan",
+    ModelKind.CLASSIFIER: "fairface",
 }
 
 
@@ -172,6 +196,9 @@ BUILTIN_MODELS: dict[str, Model] = {m.name: m for m in (
           "https://huggingface.co/facefusion/models-3.0.0/resolve/main/real_esrgan_x2.onnx"),
     Model("real_esrgan_x4", "real_esrgan", "real_esrgan_x4.onnx", _REAL_ESRGAN_TERMS,
           "https://huggingface.co/facefusion/models-3.0.0/resolve/main/real_esrgan_x4.onnx"),
+    Model("fairface", "fairface", "fairface.onnx",
+          Licence("CC-BY-4.0", "https://github.com/dchen236/FairFace/blob/master/LICENSE"),
+          "https://huggingface.co/facefusion/models-3.0.0/resolve/main/fairface.onnx"),
 )}
 
 

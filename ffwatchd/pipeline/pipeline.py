@@ -23,6 +23,7 @@ import onnxruntime as ort
 from ffwatchd.config.settings import C2paSettings, WorkerSettings
 from ffwatchd.errors import JobError
 from ffwatchd.faces import registry
+from ffwatchd.faces.classify import Classifier
 from ffwatchd.faces.detect import Detector, load_detector
 from ffwatchd.faces.embed import Recognizer, combine_embeddings, cosine_similarity
 from ffwatchd.faces.enhance import Enhancer
@@ -62,7 +63,8 @@ _IDENTITY_CACHE_SIZE = 32
 
 # The engine that runs each kind of model, built from its file and its family's conventions.
 _ENGINES = {ModelKind.DETECTOR: load_detector, ModelKind.RECOGNIZER: Recognizer,
-            ModelKind.SWAPPER: Swapper, ModelKind.ENHANCER: Enhancer, ModelKind.UPSCALER: Upscaler}
+            ModelKind.SWAPPER: Swapper, ModelKind.ENHANCER: Enhancer, ModelKind.UPSCALER: Upscaler,
+            ModelKind.CLASSIFIER: Classifier}
 
 
 def output_suffix(target: Path, spec: JobSpec) -> str:
@@ -270,6 +272,9 @@ class Pipeline:
             detector = self.load_model(spec.face_detector.model, ModelKind.DETECTOR)
         if spec.face_recognizer.model in names:
             recognizer = self.load_model(spec.face_recognizer.model, ModelKind.RECOGNIZER)
+        classifier = None
+        if detector is not None and spec.face_selector.filters():
+            classifier = self.load_model(spec.face_selector.classifier, ModelKind.CLASSIFIER)
         job = _Job(self, spec, tuple(processors), detector, recognizer)
         steps = [(p, p.prepare(spec.settings_of(p.name), job)) for p in processors]
         mode = spec.face_selector.mode
@@ -281,7 +286,7 @@ class Pipeline:
                                                    detector, recognizer)
             else:
                 reference = self._people(Path(spec.face_selector.reference), spec, detector, recognizer)
-        return FrameProcessor(spec, detector, recognizer, reference, steps, names, job.scores)
+        return FrameProcessor(spec, detector, recognizer, reference, steps, names, job.scores, classifier)
 
     def output_suffix(self, target: Path, spec: JobSpec) -> str:
         return output_suffix(target, spec)

@@ -13,14 +13,26 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping
 
 from ffwatchd.errors import JobError, short_repr
-from ffwatchd.faces.models import ModelKind
+from ffwatchd.faces.models import Gender, ModelKind
+from ffwatchd.faces.select import Order
 from ffwatchd.processors import Processor, Scope, default_processors, order_problem
 from ffwatchd.processors import processors as all_processors
-from ffwatchd.schema import Check, IntBetween, ModelKey, NumberBetween, OneOf, check_value, is_bool, is_text
+from ffwatchd.schema import (
+    Check,
+    IntBetween,
+    IntRange,
+    ModelKey,
+    NumberBetween,
+    OneOf,
+    check_value,
+    is_bool,
+    is_text,
+)
 from ffwatchd.spec.values import email_problem, parse_duration, priority_value, webhook_url_problem
 
-SELECTOR_MODES = ("all", "largest", "reference", "except_reference")
+SELECTOR_MODES = ("all", "largest", "one", "reference", "except_reference")
 REFERENCE_MODES = ("reference", "except_reference")   # both need face_selector.reference
+SINGLE_MODES = ("largest", "one")                     # pick one face per frame
 OUTPUT_FORMATS = ("keep", "jpeg", "png", "webp")
 VIDEO_CODECS = ("auto", "libx264", "h264_nvenc", "libx265")
 ON_NO_FACE = ("fail", "copy")
@@ -42,6 +54,19 @@ class SelectorSpec:
     mode: str = "all"
     reference: str | None = None      # absolute path once resolved by the sidecar module
     max_distance: float = 0.6         # cosine distance (1 - similarity)
+    order: str | None = None          # an Order; None: the detector's (reference: nearest first)
+    age: tuple[int, int] | None = None   # years, both included: faces whose age span overlaps it
+    gender: str | None = None         # a Gender
+    classifier: str = "fairface"      # the model age and gender filters use (loaded only for them)
+    tracker_overlap: float = 0.5      # video: a selected face stays selected while its box overlaps this much; 0 off
+
+    def __post_init__(self) -> None:
+        if self.age is not None:
+            object.__setattr__(self, "age", (int(self.age[0]), int(self.age[1])))
+
+    def filters(self) -> bool:
+        """Whether a filter needs the classifier."""
+        return self.age is not None or self.gender is not None
 
 
 @dataclass(frozen=True)
@@ -165,6 +190,8 @@ class JobSpec:
             names.append(self.face_detector.model)
             if self.needs_sources() or self.face_selector.mode in REFERENCE_MODES:
                 names.append(self.face_recognizer.model)
+            if self.face_selector.filters():
+                names.append(self.face_selector.classifier)
         for n in self.processors:
             if n in known:
                 names.extend(m for m in known[n].models(self.sections[n]) if m not in names)
@@ -224,7 +251,9 @@ _SHARED_SECTIONS: dict[str, Mapping[str, Check]] = {
                       "size": IntBetween(128, 2048, 32)},
     "face_recognizer": {"model": ModelKey(ModelKind.RECOGNIZER)},
     "face_selector": {"mode": OneOf(SELECTOR_MODES), "reference": is_text,
-                      "max_distance": NumberBetween(0.0, 2.0)},
+                      "max_distance": NumberBetween(0.0, 2.0), "order": OneOf(tuple(Order)),
+                      "age": IntRange(0, 100), "gender": OneOf(tuple(Gender)),
+                      "classifier": ModelKey(ModelKind.CLASSIFIER), "tracker_overlap": NumberBetween(0.0, 1.0)},
     "output": {"format": OneOf(OUTPUT_FORMATS), "image_quality": IntBetween(1, 100),
                "video_codec": OneOf(VIDEO_CODECS), "video_crf": IntBetween(0, 51),
                "video_preset": is_text, "keep_audio": is_bool},
