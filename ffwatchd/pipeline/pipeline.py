@@ -324,6 +324,8 @@ class Pipeline:
             where = f"detector {spec.face_detector.model}, score >= {spec.face_detector.score}"
             if spec.face_selector.mode == "reference":
                 where += f", within {spec.face_selector.max_distance} of the reference"
+            if spec.face_selector.filters():
+                where += f", {spec.face_selector.filters_text()} (classifier {spec.face_selector.classifier})"
             if spec.on_no_face == "fail":
                 raise JobError("no_face", f"no face found in {target.name} ({where}); "
                                           "on_no_face: copy would pass it through unchanged")

@@ -68,6 +68,11 @@ class SelectorSpec:
         """Whether a filter needs the classifier."""
         return self.age is not None or self.gender is not None
 
+    def filters_text(self) -> str:
+        """The filters as a message says them ("" when none), e.g. "aged 30-49, female"."""
+        said = [f"aged {self.age[0]}-{self.age[1]}"] if self.age is not None else []
+        return ", ".join(said + ([self.gender] if self.gender is not None else []))
+
 
 @dataclass(frozen=True)
 class OutputSpec:

@@ -134,6 +134,15 @@ def test_the_age_and_gender_filters_choose_the_people(two_people, tmp_path, sele
     assert faces == len(people) and _changed(frame, out) == people
 
 
+def test_a_picture_where_the_filters_leave_nobody_says_so(two_people, tmp_path):
+    customs, frame, _ = two_people
+    target = tmp_path / "two.png"
+    cv2.imwrite(str(target), frame)
+    with pytest.raises(JobError, match=r"aged 40-49, male \(classifier synth_fairface\)") as e:
+        Pipeline(tmp_path, customs).process_image(target, tmp_path / "out.png", _spec(age=[40, 49], gender="male"))
+    assert e.value.kind == "no_face" and "two.png" in e.value.message
+
+
 def test_the_classifier_is_loaded_only_by_jobs_that_filter(two_people, tmp_path):
     customs, frame, _ = two_people
     p = Pipeline(tmp_path, customs)
