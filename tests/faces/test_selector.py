@@ -219,7 +219,7 @@ def _who(picked: list[Face], drawn: list) -> str:
     return "".join(sorted(names)) or "-"
 
 
-@pytest.mark.parametrize("mode", ["reference", "one"])
+@pytest.mark.parametrize("mode", ["reference", "one", "largest"])
 def test_a_selection_stays_on_its_person_while_two_faces_cross(synth, mode):
     frames, drawn = crossing_clip()
     recognizer = Recognizer(custom_model("r", synth["synth_arcface"].path, "recognizer"),
