@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
 from typing import Any, Mapping
 
 from ffwatchd.errors import JobError, short_repr
@@ -54,15 +55,19 @@ class SelectorSpec:
     mode: str = "all"
     reference: str | None = None      # absolute path once resolved by the sidecar module
     max_distance: float = 0.6         # cosine distance (1 - similarity)
-    order: str | None = None          # an Order; None: the detector's (reference: nearest first)
+    order: Order | None = None        # None: the detector's (reference: nearest first)
     age: tuple[int, int] | None = None   # years, both included: faces whose age span overlaps it
-    gender: str | None = None         # a Gender
+    gender: Gender | None = None
     classifier: str = "fairface"      # the model age and gender filters use (loaded only for them)
     tracker_overlap: float = 0.5      # video: a selected face stays selected while its box overlaps this much; 0 off
 
     def __post_init__(self) -> None:
         if self.age is not None:
             object.__setattr__(self, "age", (int(self.age[0]), int(self.age[1])))
+        if self.order is not None:
+            object.__setattr__(self, "order", Order(self.order))
+        if self.gender is not None:
+            object.__setattr__(self, "gender", Gender(self.gender))
 
     def filters(self) -> bool:
         """Whether a filter needs the classifier."""
@@ -71,7 +76,7 @@ class SelectorSpec:
     def filters_text(self) -> str:
         """The filters as a message says them ("" when none), e.g. "aged 30-49, female"."""
         said = [f"aged {self.age[0]}-{self.age[1]}"] if self.age is not None else []
-        return ", ".join(said + ([self.gender] if self.gender is not None else []))
+        return ", ".join(said + ([str(self.gender)] if self.gender is not None else []))
 
 
 @dataclass(frozen=True)
@@ -166,6 +171,8 @@ class JobSpec:
         d.update({name: asdict(section) for name, section in self.sections.items()})
         d["sources"] = list(self.sources)
         d["processors"] = list(self.processors)
+        # plain strings, as any serialiser reads them (order, gender are StrEnums)
+        d["face_selector"] = {k: str(v) if isinstance(v, StrEnum) else v for k, v in d["face_selector"].items()}
         d["notify"] = {"webhook": self.notify.webhook, "email": list(self.notify.email), "on": list(self.notify.on)}
         return d
 

@@ -79,9 +79,12 @@ def test_the_selector_keys_are_checked_with_the_problem_named():
     assert "a.jpg.yml.face_selector.tracker_overlap: 2 is not between 0.0 and 1.0" in problems
     assert jobspec.validate({"face_selector": {"age": "30-40"}}, "b.yml", known) == \
         ["b.yml.face_selector.age: '30-40' is not a [min, max] pair of integers"]
-    spec = JobSpec.from_snapshot(JobSpec.from_mapping({"face_selector": {"age": [20, 39], "gender": "male"}})
-                                 .to_snapshot())
-    assert spec.face_selector.age == (20, 39) and spec.face_selector.gender == Gender.MALE
+    snapshot = JobSpec.from_mapping({"face_selector": {"age": [20, 39], "gender": "male", "order": "top-bottom"}}
+                                    ).to_snapshot()
+    assert type(snapshot["face_selector"]["gender"]) is str and type(snapshot["face_selector"]["order"]) is str
+    spec = JobSpec.from_snapshot(snapshot)
+    assert spec.face_selector.age == (20, 39) and spec.face_selector.gender is Gender.MALE
+    assert spec.face_selector.order is Order.TOP_BOTTOM
 
 
 # -- the classifier and the filters ----------------------------------------------------------
