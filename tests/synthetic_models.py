@@ -338,3 +338,17 @@ def make_fairface_like(path: Path) -> Path:
                                for n in ("race_id", "gender_id", "age_id")],
                               initializer=inits)
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), path)
+
+
+def make_genderage_like(path: Path) -> Path:
+    """An insightface-genderage-signature classifier: N x 3 x 96 x 96 raw 0..255 RGB (the box crop)
+    -> N x 3: a female score (the crop's mean red), a male score (its mean blue), and the age / 100
+    (its mean green times 0.8 / 255). So BGR flips the gender and a normalised input gives age 0."""
+    w = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 0.8 / 255.0], [0.0, 1.0, 0.0]], np.float32)
+    nodes = [helper.make_node("ReduceMean", ["data"], ["means"], axes=[2, 3], keepdims=0, name="channel_means"),
+             helper.make_node("MatMul", ["means", "readout"], ["fc1"], name="readout_node")]
+    graph = helper.make_graph(nodes, "genderage_like",
+                              [helper.make_tensor_value_info("data", TensorProto.FLOAT, ["N", 3, 96, 96])],
+                              [helper.make_tensor_value_info("fc1", TensorProto.FLOAT, ["N", 3])],
+                              initializer=[_tensor("readout", w)])
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), path)

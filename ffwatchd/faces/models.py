@@ -74,13 +74,27 @@ class Gender(StrEnum):
     MALE = "male"
 
 
+class Readout(StrEnum):
+    """How a classifier's outputs give a face's gender and age."""
+    ARGMAX = "argmax"             # an output per question, each a class index (fairface)
+    GENDER_AGE = "gender_age"     # one output: two gender scores, then the age / 100 (insightface genderage)
+
+
+class Crop(StrEnum):
+    """How a face becomes a model's input crop."""
+    TEMPLATE = "template"         # its five points onto the family's template (similarity)
+    BOX = "box"                   # the detector's box, centred, its longer side times box_scale, no rotation
+
+
 @dataclass(frozen=True)
 class Classes:
-    """What a classifier's outputs mean: the order of its outputs (each an argmax index), the
-    gender of each gender index and the age span (min, max years) of each age index."""
-    outputs: tuple[str, ...]                  # "gender", "age" and any the pipeline ignores
+    """What a classifier's outputs mean. ARGMAX: the order of its outputs, the gender of each
+    gender index and the age span (min, max years) of each age index. GENDER_AGE: the gender of
+    each of the two scores; the age is one year (no spans)."""
+    outputs: tuple[str, ...]                  # ARGMAX: "gender", "age" and any the pipeline ignores
     genders: tuple[Gender, ...]
-    ages: tuple[tuple[int, int], ...]
+    ages: tuple[tuple[int, int], ...] = ()
+    readout: Readout = Readout.ARGMAX
 
 
 @dataclass(frozen=True)
@@ -104,6 +118,8 @@ class ModelFamily:
     tile_margin: int = 0
     bytes_per_output_pixel: int = 0
     classes: Classes | None = None            # classifiers only
+    crop: Crop = Crop.TEMPLATE
+    box_scale: float = 1.5                    # Crop.BOX: the crop's side over the box's longer side
 
 
 FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
@@ -132,6 +148,12 @@ FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
                                 ((0, 2), (3, 9), (10, 19), (20, 29), (30, 39), (40, 49), (50, 59),
                                  (60, 69), (70, 100))),
                 reference="https://github.com/dchen236/FairFace"),
+    # insightface's attribute model: raw 0..255 RGB pixels (an mxnet graph that normalises itself).
+    ModelFamily("genderage", ModelKind.CLASSIFIER, size=96, crop=Crop.BOX, box_scale=1.5,
+                std=(1 / 255,) * 3,
+                classes=Classes(("gender_age",), (Gender.FEMALE, Gender.MALE), readout=Readout.GENDER_AGE),
+                reference="https://github.com/deepinsight/insightface/blob/master/python-package/"
+                          "insightface/model_zoo/attribute.py"),
 )}
 
 # The family a custom model gets when the config names only its kind (configs before families).
@@ -199,6 +221,7 @@ BUILTIN_MODELS: dict[str, Model] = {m.name: m for m in (
     Model("fairface", "fairface", "fairface.onnx",
           Licence("CC-BY-4.0", "https://github.com/dchen236/FairFace/blob/master/LICENSE"),
           "https://huggingface.co/facefusion/models-3.0.0/resolve/main/fairface.onnx"),
+    Model("genderage", "genderage", "genderage.onnx", _INSIGHTFACE_TERMS, f"{_HF_INSIGHTFACE}/buffalo_l/genderage.onnx"),
 )}
 
 

@@ -13,7 +13,7 @@ from ffwatchd.faces import registry
 from ffwatchd.faces.models import FAMILIES
 
 
-UNPINNED = ("real_esrgan_x2", "real_esrgan_x4", "fairface")
+UNPINNED = ("real_esrgan_x2", "real_esrgan_x4", "fairface", "genderage")
 
 
 def test_builtins_have_a_family_a_licence_and_pins():

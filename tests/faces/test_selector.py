@@ -99,12 +99,14 @@ def two_people(tmp_path_factory, synth_customs):
     d = tmp_path_factory.mktemp("two_people")
     det = synthetic_models.make_scrfd_like(d / "two.onnx", faces=(FACE_A, FACE_B))
     fair = synthetic_models.make_fairface_like(d / "fair.onnx")
-    customs = synth_customs + (custom_model("synth_two", det, "detector"), custom_model("synth_fairface", fair, "fairface"))
+    genderage = synthetic_models.make_genderage_like(d / "genderage.onnx")
+    customs = synth_customs + (custom_model("synth_two", det, "detector"), custom_model("synth_fairface", fair, "fairface"),
+                               custom_model("synth_genderage", genderage, "genderage"))
     frame = synthetic_models.make_face_image(seed=5)
     frame[:] = cv2.GaussianBlur(frame, (31, 31), 0)
     draw_face(frame, FACE_A, COLOUR_A, 1)
     draw_face(frame, FACE_B, COLOUR_B, 2)
-    return customs, frame, fair
+    return customs, frame, fair, genderage
 
 
 def _spec(**selector) -> JobSpec:
@@ -132,13 +134,13 @@ def _changed(before: np.ndarray, after: np.ndarray) -> set[str]:
     ({"mode": "one", "order": "left-right", "gender": "male"}, {"B"}),
 ])
 def test_the_age_and_gender_filters_choose_the_people(two_people, tmp_path, selector, people):
-    customs, frame, _ = two_people
+    customs, frame, *_ = two_people
     out, faces = Pipeline(tmp_path, customs).prepare(_spec(**selector)).process_frame(frame)
     assert faces == len(people) and _changed(frame, out) == people
 
 
 def test_a_picture_where_the_filters_leave_nobody_says_so(two_people, tmp_path):
-    customs, frame, _ = two_people
+    customs, frame, *_ = two_people
     target = tmp_path / "two.png"
     cv2.imwrite(str(target), frame)
     with pytest.raises(JobError, match=r"aged 40-49, male \(classifier synth_fairface\)") as e:
@@ -147,7 +149,7 @@ def test_a_picture_where_the_filters_leave_nobody_says_so(two_people, tmp_path):
 
 
 def test_the_classifier_is_loaded_only_by_jobs_that_filter(two_people, tmp_path):
-    customs, frame, _ = two_people
+    customs, frame, *_ = two_people
     p = Pipeline(tmp_path, customs)
     p.prepare(_spec(order="right-left")).process_frame(frame)
     assert "synth_fairface" not in p.execution_providers()
@@ -162,6 +164,33 @@ def test_the_classifier_is_loaded_only_by_jobs_that_filter(two_people, tmp_path)
     assert e.value.kind == "model_missing"
 
 
+@pytest.mark.parametrize("selector, people", [
+    ({"gender": "female"}, {"A"}), ({"gender": "male"}, {"B"}), ({"age": [38, 45]}, {"A"}), ({"age": [25, 35]}, {"B"}),
+])
+def test_insightface_genderage_is_the_other_classifier(two_people, tmp_path, selector, people):
+    """genderage (non-commercial) says one age, not a span; its crop is the detector's box."""
+    customs, frame, *_ = two_people
+    spec = _spec(classifier="synth_genderage", **selector)
+    out, faces = Pipeline(tmp_path, customs).prepare(spec).process_frame(frame)
+    assert faces == len(people) and _changed(frame, out) == people
+
+
+@pytest.mark.parametrize("wrong", [
+    replace(FAMILIES["genderage"], colour=Colour.BGR),
+    replace(FAMILIES["genderage"], std=(1.0,) * 3),
+], ids=["bgr", "normalised"])
+def test_a_wrong_genderage_convention_gives_other_traits(two_people, monkeypatch, wrong):
+    _, frame, _, genderage = two_people
+    model = custom_model("g", genderage, "genderage")
+    a, b = faces_of(FACE_A, FACE_B)
+    expected = [(Gender.FEMALE, (40, 40)), (Gender.MALE, (31, 31))]
+    right = Classifier(model, genderage, SessionConfig())
+    assert [(t.gender, t.age) for t in (right.classify(frame, a), right.classify(frame, b))] == expected
+    monkeypatch.setitem(FAMILIES, "genderage", wrong)
+    other = Classifier(model, genderage, SessionConfig())
+    assert [(t.gender, t.age) for t in (other.classify(frame, a), other.classify(frame, b))] != expected
+
+
 _RIGHT = FAMILIES["fairface"]
 
 
@@ -173,7 +202,7 @@ _RIGHT = FAMILIES["fairface"]
 def test_a_wrong_fairface_convention_gives_other_traits(two_people, monkeypatch, wrong):
     """The synthetic model tells the conventions apart: the right one gives A female 40-49 and B
     male 20-29; each wrong one (as the family could have been stated) gets someone wrong."""
-    _, frame, fair = two_people
+    _, frame, fair, _ = two_people
     model = custom_model("f", fair, "fairface")
     a, b = faces_of(FACE_A, FACE_B)
     expected = [(Gender.FEMALE, (40, 49)), (Gender.MALE, (20, 29))]
