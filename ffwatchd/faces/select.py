@@ -4,41 +4,12 @@ the filters (age, gender) where the job gives them, then put in the job's order.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Callable
 
 from ffwatchd.faces.embed import cosine_similarity
 from ffwatchd.faces.models import Gender
+from ffwatchd.faces.order import Order, in_order
 from ffwatchd.faces.types import Embedding, Face, Frame, Traits
-
-
-class Order(StrEnum):
-    """The order faces are processed in (and `one` takes the first of)."""
-    LEFT_RIGHT = "left-right"
-    RIGHT_LEFT = "right-left"
-    TOP_BOTTOM = "top-bottom"
-    BOTTOM_TOP = "bottom-top"
-    SMALL_LARGE = "small-large"
-    LARGE_SMALL = "large-small"
-    BEST_WORST = "best-worst"        # by detector score
-    WORST_BEST = "worst-best"
-
-
-# Each order's sort key and whether it runs from the largest value down.
-_ORDER_KEYS: dict[Order, tuple[Callable[[Face], float], bool]] = {
-    Order.LEFT_RIGHT: (lambda f: float(f.bbox[0]), False), Order.RIGHT_LEFT: (lambda f: float(f.bbox[0]), True),
-    Order.TOP_BOTTOM: (lambda f: float(f.bbox[1]), False), Order.BOTTOM_TOP: (lambda f: float(f.bbox[1]), True),
-    Order.SMALL_LARGE: (lambda f: f.area, False), Order.LARGE_SMALL: (lambda f: f.area, True),
-    Order.BEST_WORST: (lambda f: f.score, True), Order.WORST_BEST: (lambda f: f.score, False),
-}
-
-
-def in_order(faces: list[Face], order: Order | str | None) -> list[Face]:
-    """`faces` sorted by `order` (stable); None keeps the order they came in."""
-    if order is None:
-        return list(faces)
-    key, reverse = _ORDER_KEYS[Order(order)]
-    return sorted(faces, key=key, reverse=reverse)
 
 
 def traits_match(traits: Traits, age: tuple[int, int] | None, gender: Gender | str | None) -> bool:

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from ffwatchd.errors import JobError, short_repr
 from ffwatchd.faces.models import Gender, ModelKind
-from ffwatchd.faces.select import Order
+from ffwatchd.faces.order import Order
 from ffwatchd.processors import Processor, Scope, default_processors, order_problem
 from ffwatchd.processors import processors as all_processors
 from ffwatchd.schema import (
