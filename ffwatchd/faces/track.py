@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ffwatchd.faces.types import Face
+from ffwatchd.faces.types import Face, Traits
 
 
 def box_overlap(a: np.ndarray, b: np.ndarray) -> float:
@@ -25,6 +25,7 @@ def box_overlap(a: np.ndarray, b: np.ndarray) -> float:
 class _Track:
     bbox: np.ndarray
     selected: bool
+    traits: Traits | None = None
 
 
 class FaceTracker:
@@ -35,6 +36,8 @@ class FaceTracker:
     2. A face continuing a selected track stays selected. In a mode that picks one face (`single`),
        while one does no other face is taken; otherwise the frame's own choice is added to them.
     3. The faces of this frame become the tracks of the next, each marked selected or not.
+    A face continuing a track also inherits its traits (`inherit`, before the filters), so the
+    classifier runs once per track, not once per frame.
     """
 
     def __init__(self, min_overlap: float, single: bool) -> None:
@@ -44,6 +47,12 @@ class FaceTracker:
         self.single = single
         self._tracks: list[_Track] = []
 
+    def inherit(self, faces: list[Face]) -> None:
+        """Give each face continuing a track the traits the classifier gave that track."""
+        for face, track in self._continued(faces):
+            if face.traits is None and track.traits is not None:
+                face.traits = track.traits
+
     def follow(self, faces: list[Face], chosen: list[Face]) -> list[Face]:
         """The faces to process in this frame: `chosen` (this frame's own selection among `faces`)
         corrected by the tracks of the frame before."""
@@ -52,7 +61,7 @@ class FaceTracker:
             picked = kept[:1]
         else:
             picked = list(chosen) + [f for f in kept if not any(f is c for c in chosen)]
-        self._tracks = [_Track(np.asarray(f.bbox, np.float32).copy(), any(f is p for p in picked))
+        self._tracks = [_Track(np.asarray(f.bbox, np.float32).copy(), any(f is p for p in picked), f.traits)
                         for f in faces]
         return picked
 

@@ -50,6 +50,8 @@ class FrameProcessor:
         d, s = self.spec.face_detector, self.spec.face_selector
         faces = self.detector.detect(frame, d.score, d.size)
         self.detected = len(faces)
+        if self.tracker is not None and s.filters():
+            self.tracker.inherit(faces)
         chosen = select_faces(faces, s.mode, frame=frame,
                               embed=self.recognizer.embed if self.recognizer else None,
                               reference=self.reference, max_distance=s.max_distance, order=s.order,

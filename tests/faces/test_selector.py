@@ -267,3 +267,22 @@ def test_a_selection_stays_on_its_person_while_two_faces_cross(synth, mode):
     untracked = run(0.0)
     assert set(untracked) != {"A"}, f"the clip does not make a per-frame selection hesitate: {untracked}"
     assert run(0.5) == ["A"] * len(frames)
+
+
+def test_the_classifier_runs_once_per_track_in_a_video(two_people):
+    """Two people standing still for 10 frames: classified once each, filtered alike on every frame."""
+    customs, frame, fair, _ = two_people
+
+    class Counting(Classifier):
+        calls = 0
+
+        def classify(self, frame, face):
+            Counting.calls += 1
+            return super().classify(frame, face)
+
+    classifier = Counting(custom_model("f", fair, "fairface"), fair, SessionConfig())
+    spec = JobSpec.from_mapping({"face_selector": {"gender": "female"}})
+    fp = FrameProcessor(spec, ScriptedDetector([[FACE_A, FACE_B]] * 10), None, None, [], [],  # type: ignore[arg-type]
+                        classifier=classifier)
+    assert [_who(fp.find_faces(frame), [FACE_A, FACE_B]) for _ in range(10)] == ["A"] * 10
+    assert Counting.calls == 2
