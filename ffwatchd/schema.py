@@ -34,6 +34,21 @@ class IntBetween:
 
 
 @dataclass(frozen=True)
+class IntRange:
+    """A [min, max] pair of integers within lo..hi, min <= max."""
+    lo: int
+    hi: int
+
+    def __call__(self, v: Any) -> str | None:
+        if not isinstance(v, (list, tuple)) or len(v) != 2 \
+                or any(isinstance(x, bool) or not isinstance(x, int) for x in v):
+            return f"{short_repr(v)} is not a [min, max] pair of integers"
+        if not (self.lo <= v[0] <= v[1] <= self.hi):
+            return f"{short_repr(v)} is not a range with {self.lo} <= min <= max <= {self.hi}"
+        return None
+
+
+@dataclass(frozen=True)
 class NumberBetween:
     lo: float
     hi: float

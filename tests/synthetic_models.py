@@ -422,3 +422,49 @@ def build_masks(directory: Path) -> dict[str, SynthModel]:
         path = make(directory / f"{name}.onnx")
         out[name] = SynthModel(name, kind, path, _sha256(path))
     return out
+
+
+def make_fairface_like(path: Path) -> Path:
+    """A fairface-signature classifier: 1 x 3 x 224 x 224 (RGB, ImageNet mean/std) -> race_id,
+    gender_id, age_id (int64 argmax indices, race first, as FaceFusion's export). Gender is 1
+    (female) where the crop's mean red exceeds its mean blue; the age class is floor(2 g + 4.5)
+    of the crop's mean normalised green g, clipped to 0..8. So a wrong colour order flips the
+    gender, a wrong mean/std moves the age class and a wrong output order reads race as gender."""
+    nodes = [helper.make_node("ReduceMean", ["input"], ["means"], axes=[2, 3], keepdims=0, name="channel_means"),
+             helper.make_node("MatMul", ["means", "red_minus_blue"], ["rb"], name="rb"),
+             helper.make_node("Greater", ["rb", "zero"], ["is_female"], name="female"),
+             helper.make_node("Cast", ["is_female"], ["gender_2d"], to=TensorProto.INT64, name="gender_cast"),
+             helper.make_node("Reshape", ["gender_2d", "one_shape"], ["gender_id"], name="gender_out"),
+             helper.make_node("MatMul", ["means", "green_gain"], ["g2"], name="green"),
+             helper.make_node("Add", ["g2", "age_shift"], ["age_lin"], name="age_shift_node"),
+             helper.make_node("Clip", ["age_lin", "zero", "age_top"], ["age_clipped"], name="age_clip"),
+             helper.make_node("Floor", ["age_clipped"], ["age_floor"], name="age_floor_node"),
+             helper.make_node("Cast", ["age_floor"], ["age_2d"], to=TensorProto.INT64, name="age_cast"),
+             helper.make_node("Reshape", ["age_2d", "one_shape"], ["age_id"], name="age_out"),
+             helper.make_node("Mul", ["gender_id", "zero_int"], ["race_id"], name="race_out")]
+    inits = [_tensor("red_minus_blue", np.array([[1.0], [0.0], [-1.0]], np.float32)),
+             _tensor("green_gain", np.array([[0.0], [2.0], [0.0]], np.float32)),
+             _tensor("zero", np.array(0.0, np.float32)), _tensor("age_shift", np.array(4.5, np.float32)),
+             _tensor("age_top", np.array(8.5, np.float32)),
+             numpy_helper.from_array(np.array([1], np.int64), "one_shape"),
+             numpy_helper.from_array(np.array(0, np.int64), "zero_int")]
+    graph = helper.make_graph(nodes, "fairface_like",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 224, 224])],
+                              [helper.make_tensor_value_info(n, TensorProto.INT64, [1])
+                               for n in ("race_id", "gender_id", "age_id")],
+                              initializer=inits)
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), path)
+
+
+def make_genderage_like(path: Path) -> Path:
+    """An insightface-genderage-signature classifier: N x 3 x 96 x 96 raw 0..255 RGB (the box crop)
+    -> N x 3: a female score (the crop's mean red), a male score (its mean blue), and the age / 100
+    (its mean green times 0.8 / 255). So BGR flips the gender and a normalised input gives age 0."""
+    w = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 0.8 / 255.0], [0.0, 1.0, 0.0]], np.float32)
+    nodes = [helper.make_node("ReduceMean", ["data"], ["means"], axes=[2, 3], keepdims=0, name="channel_means"),
+             helper.make_node("MatMul", ["means", "readout"], ["fc1"], name="readout_node")]
+    graph = helper.make_graph(nodes, "genderage_like",
+                              [helper.make_tensor_value_info("data", TensorProto.FLOAT, ["N", 3, 96, 96])],
+                              [helper.make_tensor_value_info("fc1", TensorProto.FLOAT, ["N", 3])],
+                              initializer=[_tensor("readout", w)])
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), path)

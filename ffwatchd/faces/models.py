@@ -22,6 +22,7 @@ class ModelKind(StrEnum):
     PARSER = "parser"                 # face_mask region: which part of the face each pixel is (bisenet)
     LANDMARKER = "landmarker"         # 68 points, for the face_mask area (2dfan4)
     UPSCALER = "upscaler"         # the whole frame, tiled (faces/upscale.py)
+    CLASSIFIER = "classifier"     # a face's gender and age, for face_selector's filters (faces/classify.py)
 
 
 class Colour(StrEnum):
@@ -83,6 +84,34 @@ class Licence:
 UNKNOWN_LICENCE = Licence(UNKNOWN)
 
 
+class Gender(StrEnum):
+    FEMALE = "female"
+    MALE = "male"
+
+
+class Readout(StrEnum):
+    """How a classifier's outputs give a face's gender and age."""
+    ARGMAX = "argmax"             # an output per question, each a class index (fairface)
+    GENDER_AGE = "gender_age"     # one output: two gender scores, then the age / 100 (insightface genderage)
+
+
+class Crop(StrEnum):
+    """How a face becomes a model's input crop."""
+    TEMPLATE = "template"         # its five points onto the family's template (similarity)
+    BOX = "box"                   # the detector's box, centred, its longer side times box_scale, no rotation
+
+
+@dataclass(frozen=True)
+class Classes:
+    """What a classifier's outputs mean. ARGMAX: the order of its outputs, the gender of each
+    gender index and the age span (min, max years) of each age index. GENDER_AGE: the gender of
+    each of the two scores; the age is one year (no spans)."""
+    outputs: tuple[str, ...]                  # ARGMAX: "gender", "age" and any the pipeline ignores
+    genders: tuple[Gender, ...]
+    ages: tuple[tuple[int, int], ...] = ()
+    readout: Readout = Readout.ARGMAX
+
+
 @dataclass(frozen=True)
 class ModelFamily:
     """How every model of one family is fed and read. Sizes in pixels; mean/std apply to x/255
@@ -107,6 +136,9 @@ class ModelFamily:
     # per output pixel that sets the tile size from the worker's memory limit.
     tile_margin: int = 0
     bytes_per_output_pixel: int = 0
+    classes: Classes | None = None            # classifiers only
+    crop: Crop = Crop.TEMPLATE
+    box_scale: float = 1.5                    # Crop.BOX: the crop's side over the box's longer side
 
 
 FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
@@ -164,6 +196,19 @@ FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
     ModelFamily("real_esrgan", ModelKind.UPSCALER, colour=Colour.RGB,
                 tile_margin=16, bytes_per_output_pixel=3072,
                 reference="https://github.com/xinntao/Real-ESRGAN"),
+    # FairFace's ResNet-34 as FaceFusion exports it: three argmax outputs, race first.
+    ModelFamily("fairface", ModelKind.CLASSIFIER, size=224, template="arcface_112_v2",
+                mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
+                classes=Classes(("race", "gender", "age"), (Gender.MALE, Gender.FEMALE),
+                                ((0, 2), (3, 9), (10, 19), (20, 29), (30, 39), (40, 49), (50, 59),
+                                 (60, 69), (70, 100))),
+                reference="https://github.com/dchen236/FairFace"),
+    # insightface's attribute model: raw 0..255 RGB pixels (an mxnet graph that normalises itself).
+    ModelFamily("genderage", ModelKind.CLASSIFIER, size=96, crop=Crop.BOX, box_scale=1.5,
+                std=(1 / 255,) * 3,
+                classes=Classes(("gender_age",), (Gender.FEMALE, Gender.MALE), readout=Readout.GENDER_AGE),
+                reference="https://github.com/deepinsight/insightface/blob/master/python-package/"
+                          "insightface/model_zoo/attribute.py"),
 )}
 
 # The family a custom model gets when the config names only its kind (configs before families).
@@ -172,6 +217,7 @@ FAMILY_OF_KIND: dict[ModelKind, str] = {
     ModelKind.SWAPPER: "inswapper", ModelKind.ENHANCER: "gfpgan", ModelKind.CONVERTER: "crossface",
     ModelKind.UPSCALER: "real_esrgan",
     ModelKind.OCCLUDER: "xseg", ModelKind.PARSER: "bisenet", ModelKind.LANDMARKER: "2dfan4",
+    ModelKind.CLASSIFIER: "fairface",
 }
 
 
@@ -280,6 +326,10 @@ BUILTIN_MODELS: dict[str, Model] = {m.name: m for m in (
           "https://huggingface.co/facefusion/models-3.0.0/resolve/main/real_esrgan_x2.onnx"),
     Model("real_esrgan_x4", "real_esrgan", "real_esrgan_x4.onnx", _REAL_ESRGAN_TERMS,
           "https://huggingface.co/facefusion/models-3.0.0/resolve/main/real_esrgan_x4.onnx"),
+    Model("fairface", "fairface", "fairface.onnx",
+          Licence("CC-BY-4.0", "https://github.com/dchen236/FairFace/blob/master/LICENSE"),
+          "https://huggingface.co/facefusion/models-3.0.0/resolve/main/fairface.onnx"),
+    Model("genderage", "genderage", "genderage.onnx", _INSIGHTFACE_TERMS, f"{_HF_INSIGHTFACE}/buffalo_l/genderage.onnx"),
 )}
 
 

@@ -6,9 +6,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ffwatchd.faces.models import Gender
+
 Frame = np.ndarray        # H x W x 3, uint8, BGR
 Embedding = np.ndarray    # (512,), float32, L2-normalised
 Affine = np.ndarray       # 2 x 3, float, frame -> crop
+
+
+@dataclass(frozen=True)
+class Traits:
+    """What a classifier says of one face: its gender and the age span (min, max years) it falls in."""
+    gender: Gender
+    age: tuple[int, int]
 
 
 @dataclass
@@ -20,6 +29,7 @@ class Face:
     score: float
     embedding: Embedding | None = field(default=None, repr=False)
     landmarks: np.ndarray | None = field(default=None, repr=False)   # (68, 2) float32, when a landmarker ran
+    traits: Traits | None = field(default=None, repr=False)
 
     @property
     def area(self) -> float:

@@ -4,16 +4,20 @@ the frame (an upscaler) hands on a new one."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from ffwatchd.errors import JobError
+from ffwatchd.faces.classify import Classifier
 from ffwatchd.faces.detect import Detector
 from ffwatchd.faces.embed import Recognizer
 from ffwatchd.faces.masks import FaceMasks, Landmarker, refine
-from ffwatchd.faces.select import select_faces
+from ffwatchd.faces.select import in_order, select_faces, traits_match
+from ffwatchd.faces.track import FaceTracker
 from ffwatchd.faces.types import Embedding, Face, Frame
 from ffwatchd.processors import Change, FaceScore, Processor, ResizingStep, Scope, Step
-from ffwatchd.spec.jobspec import JobSpec
+from ffwatchd.spec.jobspec import SINGLE_MODES, JobSpec
 
 
 class FrameProcessor:
@@ -23,10 +27,13 @@ class FrameProcessor:
     def __init__(self, spec: JobSpec, detector: Detector | None, recognizer: Recognizer | None,
                  reference: Embedding | list[Embedding] | None,
                  steps: list[tuple[Processor, Step | ResizingStep | None]], models_used: list[str],
-                 scores: list[FaceScore] | None = None, masks: FaceMasks | None = None,
-                 refiner: Landmarker | None = None) -> None:
+                 scores: list[FaceScore] | None = None, classifier: Classifier | None = None,
+                 masks: FaceMasks | None = None, refiner: Landmarker | None = None) -> None:
         self.spec = spec
         self.detector, self.recognizer = detector, recognizer
+        self.classifier = classifier      # only where a filter needs it
+        s = spec.face_selector
+        self.tracker = FaceTracker(s.tracker_overlap, s.mode in SINGLE_MODES) if s.tracker_overlap > 0 else None
         self.reference = reference
         self.steps = steps
         self.models_used = models_used
@@ -47,9 +54,25 @@ class FrameProcessor:
         d, s = self.spec.face_detector, self.spec.face_selector
         faces = self.detector.detect(frame, d.score, d.size)
         self.detected = len(faces)
-        return select_faces(faces, s.mode, frame=frame,
-                            embed=self.recognizer.embed if self.recognizer else None,
-                            reference=self.reference, max_distance=s.max_distance)
+        if self.tracker is not None and s.filters():
+            self.tracker.inherit(faces)
+        chosen = select_faces(faces, s.mode, frame=frame,
+                              embed=self.recognizer.embed if self.recognizer else None,
+                              reference=self.reference, max_distance=s.max_distance, order=s.order,
+                              keep=self._keep(frame))
+        if self.tracker is None:
+            return chosen
+        return in_order(self.tracker.follow(faces, chosen), s.order)
+
+    def _keep(self, frame: Frame) -> Callable[[Face], bool] | None:
+        """The filters (age, gender) as a test of one face, or None when the job gives none."""
+        s = self.spec.face_selector
+        if not s.filters():
+            return None
+        if self.classifier is None:
+            raise JobError("internal", "face_selector's age and gender filters need the classifier")
+        classifier = self.classifier
+        return lambda face: traits_match(face.traits or classifier.classify(frame, face), s.age, s.gender)
 
     @property
     def resizing(self) -> list[str]:

@@ -23,6 +23,7 @@ import onnxruntime as ort
 from ffwatchd.config.settings import C2paSettings, WorkerSettings
 from ffwatchd.errors import JobError
 from ffwatchd.faces import registry
+from ffwatchd.faces.classify import Classifier
 from ffwatchd.faces.detect import Detector, load_detector
 from ffwatchd.faces.embed import Recognizer, combine_embeddings, cosine_similarity
 from ffwatchd.faces.enhance import Enhancer
@@ -66,7 +67,8 @@ _SOURCE_FACE_CACHE_SIZE = 2           # whole decoded photos: few
 _ENGINES = {ModelKind.DETECTOR: load_detector, ModelKind.RECOGNIZER: Recognizer,
             ModelKind.SWAPPER: Swapper, ModelKind.ENHANCER: Enhancer, ModelKind.CONVERTER: Converter,
             ModelKind.UPSCALER: Upscaler,
-            ModelKind.OCCLUDER: Occluder, ModelKind.PARSER: Parser, ModelKind.LANDMARKER: Landmarker}
+            ModelKind.OCCLUDER: Occluder, ModelKind.PARSER: Parser, ModelKind.LANDMARKER: Landmarker,
+            ModelKind.CLASSIFIER: Classifier}
 
 
 def output_suffix(target: Path, spec: JobSpec) -> str:
@@ -295,6 +297,9 @@ class Pipeline:
             detector = self.load_model(spec.face_detector.model, ModelKind.DETECTOR)
         if spec.face_recognizer.model in names:
             recognizer = self.load_model(spec.face_recognizer.model, ModelKind.RECOGNIZER)
+        classifier = None
+        if detector is not None and spec.face_selector.filters():
+            classifier = self.load_model(spec.face_selector.classifier, ModelKind.CLASSIFIER)
         job = _Job(self, spec, tuple(processors), detector, recognizer)
         steps = [(p, p.prepare(spec.settings_of(p.name), job)) for p in processors]
         mode = spec.face_selector.mode
@@ -308,7 +313,8 @@ class Pipeline:
                 reference = self._people(Path(spec.face_selector.reference), spec, detector, recognizer)
         refiner = (self.load_model(spec.face_landmarker.model, ModelKind.LANDMARKER)
                    if detector is not None and spec.face_landmarker.refine else None)
-        return FrameProcessor(spec, detector, recognizer, reference, steps, names, job.scores, masks=job.masks,
+        return FrameProcessor(spec, detector, recognizer, reference, steps, names, job.scores, classifier,
+                              masks=job.masks,
                               refiner=refiner)
 
     def output_suffix(self, target: Path, spec: JobSpec) -> str:
@@ -347,6 +353,8 @@ class Pipeline:
             where = f"detector {spec.face_detector.model}, score >= {spec.face_detector.score}"
             if spec.face_selector.mode == "reference":
                 where += f", within {spec.face_selector.max_distance} of the reference"
+            if spec.face_selector.filters():
+                where += f", {spec.face_selector.filters_text()} (classifier {spec.face_selector.classifier})"
             if spec.on_no_face == "fail":
                 raise JobError("no_face", f"no face found in {target.name} ({where}); "
                                           "on_no_face: copy would pass it through unchanged")

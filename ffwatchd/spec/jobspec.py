@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import copy
 from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
 from typing import Any, Mapping
 
 from ffwatchd.errors import JobError, short_repr
 from ffwatchd.faces.masks import Area, MaskSpec, MaskType, Region
-from ffwatchd.faces.models import ModelKind
+from ffwatchd.faces.models import Gender, ModelKind
+from ffwatchd.faces.order import Order
 from ffwatchd.processors import Processor, Scope, default_processors, order_problem
 from ffwatchd.processors import processors as all_processors
 from ffwatchd.schema import (
     Check,
     IntBetween,
+    IntRange,
     ModelKey,
     NumberBetween,
     NumbersBetween,
@@ -31,8 +34,9 @@ from ffwatchd.schema import (
 )
 from ffwatchd.spec.values import email_problem, parse_duration, priority_value, webhook_url_problem
 
-SELECTOR_MODES = ("all", "largest", "reference", "except_reference")
+SELECTOR_MODES = ("all", "largest", "one", "reference", "except_reference")
 REFERENCE_MODES = ("reference", "except_reference")   # both need face_selector.reference
+SINGLE_MODES = ("largest", "one")                     # pick one face per frame
 OUTPUT_FORMATS = ("keep", "jpeg", "png", "webp")
 VIDEO_CODECS = ("auto", "libx264", "h264_nvenc", "libx265")
 ON_NO_FACE = ("fail", "copy")
@@ -60,6 +64,28 @@ class SelectorSpec:
     mode: str = "all"
     reference: str | None = None      # absolute path once resolved by the sidecar module
     max_distance: float = 0.6         # cosine distance (1 - similarity)
+    order: Order | None = None        # None: the detector's (reference: nearest first)
+    age: tuple[int, int] | None = None   # years, both included: faces whose age span overlaps it
+    gender: Gender | None = None
+    classifier: str = "fairface"      # the model age and gender filters use (loaded only for them)
+    tracker_overlap: float = 0.5      # video: a selected face stays selected while its box overlaps this much; 0 off
+
+    def __post_init__(self) -> None:
+        if self.age is not None:
+            object.__setattr__(self, "age", (int(self.age[0]), int(self.age[1])))
+        if self.order is not None:
+            object.__setattr__(self, "order", Order(self.order))
+        if self.gender is not None:
+            object.__setattr__(self, "gender", Gender(self.gender))
+
+    def filters(self) -> bool:
+        """Whether a filter needs the classifier."""
+        return self.age is not None or self.gender is not None
+
+    def filters_text(self) -> str:
+        """The filters as a message says them ("" when none), e.g. "aged 30-49, female"."""
+        said = [f"aged {self.age[0]}-{self.age[1]}"] if self.age is not None else []
+        return ", ".join(said + ([str(self.gender)] if self.gender is not None else []))
 
 
 @dataclass(frozen=True)
@@ -158,6 +184,8 @@ class JobSpec:
         d.update({name: asdict(section) for name, section in self.sections.items()})
         d["sources"] = list(self.sources)
         d["processors"] = list(self.processors)
+        # plain strings, as any serialiser reads them (order, gender are StrEnums)
+        d["face_selector"] = {k: str(v) if isinstance(v, StrEnum) else v for k, v in d["face_selector"].items()}
         d["notify"] = {"webhook": self.notify.webhook, "email": list(self.notify.email), "on": list(self.notify.on)}
         return d
 
@@ -187,6 +215,8 @@ class JobSpec:
             names.append(self.face_detector.model)
             if self.needs_sources() or self.face_selector.mode in REFERENCE_MODES:
                 names.append(self.face_recognizer.model)
+            if self.face_selector.filters():
+                names.append(self.face_selector.classifier)
         for n in self.processors:
             if n in known:
                 names.extend(m for m in known[n].models(self.sections[n]) if m not in names)
@@ -262,7 +292,9 @@ _SHARED_SECTIONS: dict[str, Mapping[str, Check]] = {
                       "size": IntBetween(128, 2048, 32)},
     "face_recognizer": {"model": ModelKey(ModelKind.RECOGNIZER)},
     "face_selector": {"mode": OneOf(SELECTOR_MODES), "reference": is_text,
-                      "max_distance": NumberBetween(0.0, 2.0)},
+                      "max_distance": NumberBetween(0.0, 2.0), "order": OneOf(tuple(Order)),
+                      "age": IntRange(0, 100), "gender": OneOf(tuple(Gender)),
+                      "classifier": ModelKey(ModelKind.CLASSIFIER), "tracker_overlap": NumberBetween(0.0, 1.0)},
     "face_mask": {"types": SubsetOf(tuple(MaskType)), "blur": NumberBetween(0.0, 1.0),
                   "padding": NumbersBetween(4, 0.0, 100.0), "regions": SubsetOf(tuple(Region)),
                   "areas": SubsetOf(tuple(Area)), "occluder": ModelKey(ModelKind.OCCLUDER, many=True),

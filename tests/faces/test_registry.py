@@ -15,7 +15,7 @@ from ffwatchd.faces.models import FAMILIES
 
 # FaceFusion publishes CRC32s only for these: their sha256 is recorded at the first fetch
 UNPINNED = ("real_esrgan_x2", "real_esrgan_x4", "xseg_1", "xseg_2", "xseg_3", "bisenet_resnet_18",
-            "bisenet_resnet_34", "2dfan4")
+            "bisenet_resnet_34", "2dfan4", "fairface", "genderage")
 
 
 def test_builtins_have_a_family_a_licence_and_pins():
