@@ -52,3 +52,21 @@ def test_a_root_drop_after_the_root_batch_finished_opens_the_next_generation(sto
     _finish(store, "", 1)
     clock.t += 100
     assert _job(store, "g.jpg", "").generation == 2
+
+
+def test_a_retried_root_job_reopens_the_batch_it_was_born_in(store: JobQueue, clock) -> None:
+    x, _ = store.record_failure(watch="w", rel_path="x.jpg", size=1, mtime=1.0, content_hash="x", kind="image",
+                                error_kind="bad_input", message="not an image", batch="")
+    assert x.generation == 0
+    _touch_all(store)
+    _finish(store, "", 0)
+    clock.t += 100
+    assert _job(store, "y.jpg", "").generation == 1
+    _touch_all(store)
+    clock.t += 100
+    assert store.retry(x.id).generation == 0
+    _touch_all(store)
+    batches = {x.generation: x for x in store.list_batches() if x.folder == ""}
+    assert batches[0].state == "open" and batches[0].version == 1      # its next finish: version 2
+    assert [j.rel_path for j in store.batch_jobs("w", "", 0)] == ["x.jpg"]
+    assert [j.rel_path for j in store.batch_jobs("w", "", 1)] == ["y.jpg"]
