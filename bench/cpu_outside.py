@@ -2,6 +2,7 @@
 
     python bench/cpu_outside.py [--images 20] [--profile]           # this checkout alone
     python bench/cpu_outside.py --baseline REV --pairs 3 [--record]    # REV's code against this checkout's
+    python bench/cpu_outside.py --pixel-boosts 0,256,512 [--record]    # face_swapper.pixel_boost, in turns
 
 The bench's 1280 px JPEG workload (bench/gpu.py: real SCRFD det_2.5g and ArcFace w600k_mbf_int8
 from the shared assets, a synthetic swapper with inswapper_128's interface) runs through
@@ -100,6 +101,59 @@ def measure(args: argparse.Namespace) -> dict:
         return result
 
 
+def boosts(args: argparse.Namespace) -> int:
+    """The same workload at each face_swapper.pixel_boost, the settings taking turns round by round."""
+    import dataclasses
+
+    ort.InferenceSession.run = _timed_run
+    values = [int(v) for v in args.pixel_boosts.split(",")]
+    with tempfile.TemporaryDirectory(prefix="ffwatchd-cpu-") as d:
+        ns = argparse.Namespace(allow_cpu=True, quick=True, device=0, assets=args.assets, images=args.images)
+        b = gpu.Bench(ns, Path(d))
+        (Path(d) / "in").mkdir()
+        files = []
+        for i in range(args.images):
+            files.append(Path(d) / "in" / f"{i:04d}.jpg")
+            files[-1].write_bytes(b.image(i))
+        from ffwatchd.faces.models import custom_model
+        from ffwatchd.pipeline.pipeline import Pipeline
+
+        custom = tuple(custom_model(m.name, m.path, m.kind, m.sha256) for m in b.models.values())
+        pipeline = Pipeline(Path(d) / "models", custom, providers=("cpu",), device="cpu", cpu_threads=1)
+        base = b.spec("det_2.5g")
+        specs = {v: dataclasses.replace(base, sections={**base.sections, "face_swapper": dataclasses.replace(
+            base.sections["face_swapper"], pixel_boost=v)}) for v in values}
+        out = Path(d) / "out.jpg"
+        got: dict[int, list[tuple[float, float]]] = {v: [] for v in values}
+        for v in values:
+            pipeline.process_image(files[0], out, specs[v])             # load and warm up
+        for _ in range(args.rounds):
+            for v in values:
+                got[v] += rounds(pipeline, specs[v], files, out, 1)
+    rows = []
+    ref = statistics.median(t - i for t, i in got[values[0]])
+    for v in values:
+        outside = statistics.median(t - i for t, i in got[v])
+        inside = statistics.median(i for _, i in got[v])
+        label = v or "0 (the model's own, 128)"
+        rows.append(f"| {label} | {outside:.1f} | {outside / ref:.2f} | {inside:.1f} |")
+    md = ["## CPU per image outside the models, by pixel boost (`bench/cpu_outside.py --pixel-boosts`)", "",
+          "The workload of the `cpu_outside` section (1280 px JPEGs, real det_2.5g and w600k_mbf_int8, the synthetic "
+          "inswapper-sized swapper at --quick size, one onnxruntime thread, the process's CPU clock) at each "
+          f"`face_swapper.pixel_boost`, the settings taking turns round by round; {args.images} images x "
+          f"{args.rounds} rounds, median per image. Outside the models: the warp at the boosted size, the "
+          "tiles' normalisation and read-back, the larger paste-back. Inside: the swapper runs once per tile "
+          "(4 at 256, 16 at 512).", "",
+          "| pixel_boost | outside the models, ms per image | vs the model's own size | inside session.run, ms |",
+          "|---|---:|---:|---:|", *rows, "", f"Load average {os.getloadavg()[0]:.1f} at the end."]
+    print("\n".join(md))
+    if args.record:
+        from _record import record      # bench/ is on the path (above)
+
+        record("cpu_outside_pixel_boost", "\n".join(md))
+    return 0
+
+
 def run_checkout(root: Path, args: argparse.Namespace) -> dict:
     """This script's measurement with `root`'s code, in a child process (its own imports)."""
     script = root / "bench" / "cpu_outside.py"
@@ -157,7 +211,8 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON line (for --baseline)")
     ap.add_argument("--baseline", help="a git revision whose code to measure against this checkout's")
     ap.add_argument("--pairs", type=int, default=3)
-    ap.add_argument("--record", action="store_true", help="with --baseline: write docs/benchmarks.md")
+    ap.add_argument("--record", action="store_true", help="with --baseline or --pixel-boosts: write docs/benchmarks.md")
+    ap.add_argument("--pixel-boosts", help="comma-separated face_swapper.pixel_boost values to measure in turns")
     ap.add_argument("--note", default="", help="with --record: a paragraph under the table")
     args = ap.parse_args()
     if not (args.assets / "models" / "det_2.5g.onnx").is_file():
@@ -166,6 +221,8 @@ def main() -> int:
         return 2
     if args.baseline:
         return against(args)
+    if args.pixel_boosts:
+        return boosts(args)
     r = measure(args)
     if args.json:
         print(json.dumps(r))

@@ -2,7 +2,8 @@
 assets, synthetic swapper and enhancer), and our region-only paste-back at 1080p against
 insightface's `INSwapper.get(..., paste_back=True)` on the same frame and face, in the same run.
 
-    python bench/pipeline.py [--runs 30]      # writes the `pipeline` section of docs/benchmarks.md
+    python bench/pipeline.py [--runs 30]      # writes the `pipeline` and `pixel_boost` sections of docs/benchmarks.md
+    python bench/pipeline.py --pixel-boost-only   # only the cost per face of pixel boost
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 import synthetic_models as sm  # noqa: E402
+import synthetic_swappers as ss  # noqa: E402
 from _record import record  # noqa: E402 - bench/ is the script's folder, first on the path
 
 
@@ -52,10 +54,52 @@ def timed(fn, runs: int) -> float:
     return statistics.median(samples)
 
 
+def pixel_boost_section(tmp: Path, frame, face, identity, runs: int) -> str:
+    """CPU cost per face of a swap (warp, tiles, model, read back, paste-back) at each pixel
+    boost: one thread, the process's CPU clock, the cases interleaved round by round."""
+    import numpy as np
+
+    cfg = SessionConfig(cpu_threads=1)
+    cases = []
+    for family, batch, boosts in (("inswapper", False, (128, 256, 512)), ("hyperswap", False, (256, 512, 1024)),
+                                  ("hyperswap", True, (256, 512, 1024))):
+        sig = ss.SIGNATURES[family]
+        path = (sm.make_inswapper_like(tmp / "ins.onnx") if family == "inswapper"
+                else ss.make_swapper_like(tmp / f"{family}_{batch}.onnx", sig, marks=False, batch=batch))
+        swapper = Swapper(custom_model(f"synth_{family}", path, family), path, cfg)
+        latent = swapper.latent(identity) if family == "inswapper" else np.zeros((1, *sig.source), np.float32)
+        label = f"{family}-like ({sig.size} px{', dynamic batch' if batch else ''})"
+        cases += [(label, sig.size, boost, swapper, latent) for boost in boosts]
+    samples: list[list[float]] = [[] for _ in cases]
+    for r in range(runs + 2):                                  # two warm-up rounds
+        for i, (_, _, boost, swapper, latent) in enumerate(cases):
+            work = frame.copy()
+            t = time.process_time()
+            swapper.swap(work, face, latent, boost=boost)
+            if r >= 2:
+                samples[i].append((time.process_time() - t) * 1000)
+    ms = [statistics.median(x) for x in samples]
+    own = {label: ms[i] for i, (label, size, boost, _, _) in enumerate(cases) if boost == size}
+    rows = [f"| {label} | {boost} | {(boost // size) ** 2} | {ms[i]:.2f} | {ms[i] / own[label]:.2f} |"
+            for i, (label, size, boost, _, _) in enumerate(cases)]
+    return "\n".join([
+        "## Pixel boost (`bench/pipeline.py`)", "",
+        f"CPU time per face (the process's CPU clock, onnxruntime on one thread), median of {runs} rounds "
+        "in which the cases take turns; one face of t1.jpg (1280x886) swapped and pasted back "
+        "(`Swapper.swap`). The swappers are the synthetic ones with the real signatures and a trivial "
+        "network, so the rows are our cost around the network: the warp at the boosted size, the "
+        "interleaved tiles, normalisation, read-back, reassembly and the paste-back of a larger crop. "
+        "A real network's cost is multiplied by the number of tiles (4 at 512 for a 256 px model) and "
+        "dominates on a real swapper.", "",
+        "| swapper | pixel boost | tiles | CPU ms per face | vs its own size |", "|---|---:|---:|---:|---:|",
+        *rows])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--no-record", action="store_true")
+    ap.add_argument("--pixel-boost-only", action="store_true")
     args = ap.parse_args()
     assets = Path(os.environ.get("FFWATCHD_ASSETS") or ROOT.parent / "shared" / "assets")
     if not (assets / "models" / "det_500m.onnx").is_file():
@@ -79,6 +123,12 @@ def main() -> int:
     identity = rec.embed(cv2.imread(str(assets / "images" / "astronaut.png")),
                          max(scrfd.detect(cv2.imread(str(assets / "images" / "astronaut.png")), 0.5, 640),
                              key=lambda f: f.area))
+    boost_text = pixel_boost_section(tmp, frame, face, identity, args.runs)
+    print(boost_text)
+    if not args.no_record:
+        record("pixel_boost", boost_text)
+    if args.pixel_boost_only:
+        return 0
     latent = swapper.latent(identity)
     crop, m = swapper.swap_crop(frame, face, latent)
     prov = Provenance(("face_swapper",), ("scrfd_500m", "w600k_mbf_int8", "synth_inswapper"), ai=True)

@@ -75,12 +75,18 @@ class Cluster:
                         "--no-sync", "-E", "UTF8", "--locale=C"],
                        check=True, capture_output=True, text=True)
         pwfile.unlink()
+        self.start_server()
+        self.sql("postgres", f"CREATE ROLE {TCP_USER} LOGIN SUPERUSER PASSWORD '{TCP_PASSWORD}'")
+        return self
+
+    def start_server(self) -> None:
+        """pg_ctl start on the cluster made by `start` (again after `stop_server`)."""
         opts = [f"-k {self.sock}", "-h 127.0.0.1", f"-p {self.port}", "-c max_connections=200"]
         if not self.durable:          # tests: crash safety of the test cluster itself is not wanted
             opts += ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
         # Output to a file, not a pipe: the server started in the background must not hold
         # a pipe of ours open (the call would never return).
-        with open(self.root / "pg_ctl.out", "w") as out:
+        with open(self.root / "pg_ctl.out", "a") as out:
             result = subprocess.run([*self.prefix, str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-w", "-t", "120",
                                      "-l", str(self.root / "server.log"), "-o", " ".join(opts), "start"],
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
@@ -88,8 +94,12 @@ class Cluster:
             log = (self.root / "server.log").read_text(errors="replace") if (self.root / "server.log").exists() else ""
             raise RuntimeError(f"pg_ctl start failed: {(self.root / 'pg_ctl.out').read_text()}\n{log}")
         self.started = True
-        self.sql("postgres", f"CREATE ROLE {TCP_USER} LOGIN SUPERUSER PASSWORD '{TCP_PASSWORD}'")
-        return self
+
+    def stop_server(self, mode: str = "fast") -> None:
+        """pg_ctl stop (`fast`: every connection dropped; `immediate`: a crash, recovered at the next start)."""
+        with open(self.root / "pg_ctl.out", "a") as out:
+            subprocess.run([*self.prefix, str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w",
+                            "stop"], check=True, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
 
     def stop(self) -> None:
         if self.started:
@@ -98,10 +108,11 @@ class Cluster:
             self.started = False
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def restart(self) -> None:
-        """Stop and start the server (fast shutdown drops every connection)."""
+    def restart(self, mode: str = "fast") -> None:
+        """Stop and start the server (`fast` drops every connection; `immediate` is a crash restart:
+        no checkpoint, what the WAL did not hold yet is lost)."""
         with open(self.root / "pg_ctl.out", "a") as out:
-            subprocess.run([*self.prefix, str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w",
+            subprocess.run([*self.prefix, str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w",
                             "restart"], check=True, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
 
     def url(self, db: str = "postgres") -> str:

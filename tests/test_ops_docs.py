@@ -21,7 +21,8 @@ ALERTS = DOCS / "alerts.yml"
 DASHBOARD = DOCS / "grafana-dashboard.json"
 REQUIRED_PANELS = ("Queue depth", "Throughput", "Failures by kind", "Job duration percentiles",
                    "Disk free", "Execution providers")
-REQUIRED_ALERTS = ("FfwatchdDown", "FfwatchdNoSuccess", "FfwatchdFailureRatio", "FfwatchdDiskLow", "FfwatchdWorkerRestarts")
+REQUIRED_ALERTS = ("FfwatchdDown", "FfwatchdNoSuccess", "FfwatchdFailureRatio", "FfwatchdDiskLow",
+                   "FfwatchdWorkerRestarts", "FfwatchdQueueUnreachable")
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(
     PROMTOOL is None, reason="promtool not installed (Debian: apt-get install prometheus)")
@@ -135,6 +136,16 @@ tests:
       - eval_time: 5m
         alertname: FfwatchdDown
         exp_alerts: [{{exp_labels: {{severity: critical, job: ffwatchd}}}}]
+  - interval: 1m     # the queue away for 10 minutes fires after 2; a one-minute blip never does
+    input_series:
+      - {{series: 'ffwatchd_queue_unreachable_since_timestamp_seconds{{{SERIES}}}', values: '0x5 600x10 0x10'}}
+      - {{series: 'ffwatchd_queue_unreachable_since_timestamp_seconds{{instance="g:9808",job="ffwatchd"}}', values: '0x5 300 0x20'}}
+    alert_rule_test:
+      - {{eval_time: 6m, alertname: FfwatchdQueueUnreachable, exp_alerts: []}}
+      - eval_time: 10m
+        alertname: FfwatchdQueueUnreachable
+        exp_alerts: [{{exp_labels: {{severity: critical, instance: "h:9808"}}}}]
+      - {{eval_time: 20m, alertname: FfwatchdQueueUnreachable, exp_alerts: []}}
 """
 
 

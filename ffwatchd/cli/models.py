@@ -96,21 +96,25 @@ def cmd_list(args: argparse.Namespace, models_dir: Path, custom: tuple[Model, ..
         state, detail = model_state(name, info, models_dir, custom)
         rows.append({"name": name, "kind": str(info.kind), "family": info.family, "state": state,
                      "file": str(info.file_in(models_dir)), "size": info.size, "sha256": info.sha256, "url": info.url,
-                     "licence": info.licence.id, "licence_url": info.licence.url, "detail": detail})
+                     "licence": info.licence.id, "licence_url": info.licence.url,
+                     "licence_note": info.licence.note, "detail": detail})
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
     width = max(len(r["name"]) for r in rows)
     lwidth = max(len(r["licence"]) for r in rows)
+    fwidth = max(len(r["family"]) for r in rows)
     for r in rows:
-        print(f"{r['name']:<{width}}  {r['kind']:<10}  {r['family']:<10}  {r['licence']:<{lwidth}}  "
+        print(f"{r['name']:<{width}}  {r['kind']:<10}  {r['family']:<{fwidth}}  {r['licence']:<{lwidth}}  "
               f"{r['state']:<8}  {r['file']}")
         if r["state"] in ("corrupt", "custom"):
             print(f"{'':<{width}}  {r['detail']}")
-    restricted = sorted({(r["licence"], r["licence_url"] or "") for r in rows if r["licence"] in RESTRICTED})
-    for licence, url in restricted:
-        names = ", ".join(r["name"] for r in rows if r["licence"] == licence)
-        print(f"note: {names}: {licence}" + (f" ({url})" if url else "")
+    restricted = sorted({(r["licence"], r["licence_url"] or "", r["licence_note"]) for r in rows
+                         if r["licence"] in RESTRICTED})
+    for licence, url, why in restricted:
+        names = ", ".join(r["name"] for r in rows if (r["licence"], r["licence_url"] or "", r["licence_note"])
+                          == (licence, url, why))
+        print(f"note: {names}: {licence}" + (f" ({url})" if url else "") + (f": {why}" if why else "")
               + ("; not for commercial use without the owner's permission" if licence != UNKNOWN
                  else "; no licence is known: ask the model's owner before using it in work you sell"))
     return EXIT_OK
@@ -144,7 +148,7 @@ def cmd_verify(args: argparse.Namespace, models_dir: Path, custom: tuple[Model, 
 def cmd_fetch(args: argparse.Namespace, models_dir: Path, custom: tuple[Model, ...]) -> int:
 
     models = registry.all_models(custom)
-    names = list(registry.BUILTIN_MODELS) if args.all else args.names
+    names = list(registry.BUILTIN_MODELS) if args.all else registry.with_converters(args.names, custom)
     if not names:
         print("ffwatchd models fetch: name the models to fetch, or use --all", file=sys.stderr)
         return EXIT_USAGE

@@ -12,7 +12,7 @@ from ffwatchd.cli.common import config_arg, json_arg
 from ffwatchd.config.load import load_config, resolve_config_path
 from ffwatchd.errors import ConfigError
 from ffwatchd.ops.diskguard import format_bytes
-from ffwatchd.ops.retention import Deletion, format_age, run_retention, summarize
+from ffwatchd.ops.retention import Deletion, format_age, run_retention, summarize, unknown_to_ledger
 from ffwatchd.store import Use, open_store, store_errors
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     try:
         with open_store(settings, Use.READ if dry_run else Use.WRITE) as store:
             deletions = run_retention(settings, store, dry_run=dry_run)
+            unknown = unknown_to_ledger(settings, store) if dry_run else []
     except store_errors() as e:
         print(f"ffwatchd retention: retention failed (job table {settings.queue.describe()}): {e}", file=sys.stderr)
         return 1
@@ -68,7 +69,12 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         out.write(json.dumps({"dry_run": dry_run, "removed": [
             {"what": d.what, "path": str(d.path) if d.path is not None else None, "count": d.count,
              "size": d.size, "age_s": d.age_s, "reason": d.reason, "error": d.error}
-            for d in deletions]}, indent=2) + "\n")
+            for d in deletions],
+            **({"unknown_to_ledger": [{"watch": u.watch, "folder": u.folder, "path": str(u.path)} for u in unknown]}
+               if dry_run else {})}, indent=2) + "\n")
     else:
         out.write(format_table(deletions, dry_run))
+        if unknown:
+            out.write(f"\nkept, never removed by age: {len(unknown)} file(s) the filing ledger does not know\n")
+            out.write("".join(f"  {u.watch}  {u.folder}  {u.path}\n" for u in unknown))
     return 1 if any(d.error is not None for d in deletions) else 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from ffwatchd.cli.common import (
@@ -22,8 +23,8 @@ from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.errors import ConfigError
 from ffwatchd.filing.shares import held_with_other_state
 from ffwatchd.ops.documents import status_document, status_parts
-from ffwatchd.ops.statusfile import read_status
-from ffwatchd.store import STATES
+from ffwatchd.ops.statusfile import read_status, unreachable_line
+from ffwatchd.store import STATES, store_errors
 from ffwatchd.store.names import shown
 from ffwatchd.store.rows import LOST_AFTER_LEASES, lost_after
 
@@ -47,6 +48,12 @@ def _state(w: dict) -> str:
     return f"{w['state']} ({w['age']:.0f} s ago)"
 
 
+def _unreachable(daemon: dict | None) -> str | None:
+    """The daemon's word that it cannot reach its job table (the status file's queue_unreachable)."""
+    away = (daemon or {}).get("queue_unreachable")
+    return unreachable_line(away["since"], away["reason"]) if away else None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     config_arg(parser)
     json_arg(parser, "the status")
@@ -57,7 +64,14 @@ def run(args: argparse.Namespace) -> int:
     settings, state_dir = settings_for_reading(args.config)
     lease = _lease(args.config)
     daemon = read_status(state_dir)
-    with open_store_for_reading(args.config) as store:
+    try:
+        store = open_store_for_reading(args.config)
+    except store_errors():
+        away = _unreachable(daemon)
+        if away:                 # what the daemon here has seen, before the command's own error
+            print(f"daemon on this host: pid {daemon['pid']}: {away}", file=sys.stderr)
+        raise
+    with store:
         parts = status_parts(store, lease, daemon)
         paused_watches = store.paused_watches() if not args.json else {}
     counts, running, workers, where = parts["counts"], parts["running"], parts["workers"], parts["queue"]
@@ -78,6 +92,9 @@ def run(args: argparse.Namespace) -> int:
         paused = daemon.get("claiming_paused")
         print(f"daemon on this host: pid {daemon['pid']}, up {int(time.time() - daemon['started_at'])} s"
               + (f", CLAIMING PAUSED: {paused}" if paused else ""))
+        away = _unreachable(daemon)
+        if away:
+            print(f"QUEUE UNREACHABLE for this daemon: {away}; its workers wait and claim again when it is back")
         for msg in daemon.get("warnings", []):
             print(f"warning: {msg}")
         for folder in daemon.get("disk_unmeasured", []):

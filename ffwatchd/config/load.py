@@ -201,7 +201,7 @@ def _licence_problems(r: Reader, watches: list[WatchSettings], models: tuple[Mod
         return
     for i, w in enumerate(watches):
         try:
-            used = jobspec.JobSpec.from_mapping(w.defaults).models_used()
+            used = registry.with_converters(jobspec.JobSpec.from_mapping(w.defaults).models_used(), models)
         except (TypeError, ValueError):
             continue                        # its defaults' own problems are reported already
         known = registry.all_models(models)

@@ -31,6 +31,7 @@ from ffwatchd.daemon.reloading import (
     worker_inputs,
 )
 from ffwatchd.daemon.systemd import Notifier
+from ffwatchd.daemon.tablechores import TableChores
 from ffwatchd.daemon.workerslots import LOOP_TICK, WorkerSlot, WorkerSlots
 from ffwatchd.errors import ConfigError
 from ffwatchd.filing.shares import ShareCheck, ShareFolders
@@ -39,9 +40,10 @@ from ffwatchd.logs import setup_logging
 from ffwatchd.ops.checks import c2pa_problem, missing_default_models
 from ffwatchd.ops.diskguard import DiskGuard
 from ffwatchd.ops.gpusizing import plan_workers, worker_devices
-from ffwatchd.ops.statusfile import write_status
+from ffwatchd.ops.retention import unknown_to_ledger, unrecorded_line
+from ffwatchd.ops.statusfile import unreachable_line, write_status
 from ffwatchd.ops.upgrade import UpgradeRefused, upgrade_queue
-from ffwatchd.store import JobQueue, SchemaMismatch, Use, open_store, store_errors
+from ffwatchd.store import JobQueue, SchemaMismatch, Unreachable, Use, open_store, store_errors
 from ffwatchd.store.leadership import Leadership
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,7 @@ class Supervisor(WorkerSlots):
         #: watches whose folders are not all there now (their jobs wait, unclaimed): watch -> why
         self.folders_waiting: dict[str, str] = {}
         self.store: JobQueue | None = None
+        self.chores: TableChores | None = None     # the main loop's calls on the job table, off its thread
         self.metrics: Any = None
         self.web: Any = None
         self.web_address: str | None = None
@@ -109,6 +112,8 @@ class Supervisor(WorkerSlots):
         self.share_folders = ShareFolders(s.state_dir, self.store.queue_id())
         self.share_folders.prepare(s, at_start=True)
         recover_at_start(s, self.store)
+        self.chores = TableChores(self.store).start()
+        threading.Thread(target=self.check_ledger, name="ledger-check", daemon=True).start()
         self._start_metrics()
         self._start_web()
         self._start_diskguard()
@@ -127,6 +132,22 @@ class Supervisor(WorkerSlots):
             if plan.device != "cpu":
                 log.info("device %s: %d worker process(es) (%s)", plan.device, plan.workers, plan.why)
         log.info("ffwatchd ready: %d watch(es), %d worker(s)", len(s.watches), len(self.slots))
+
+    def check_ledger(self) -> None:
+        """At start-up (in a thread: the walk may be long on a big share): how many files of done/,
+        failed/ and output/ the filing ledger does not know, said in the log and in status."""
+        try:
+            with open_store(self.settings, Use.UNCHECKED) as store:
+                unknown = unknown_to_ledger(self.settings, store)
+        except Exception as e:  # noqa: BLE001 - a check; the daemon runs on without it
+            log.warning("filing ledger check at start-up failed: %s", e)
+            return
+        if not unknown:
+            log.info("filing ledger check: every file in done/, failed/ and output/ is in the ledger")
+            return
+        line = unrecorded_line(unknown)
+        log.warning("filing ledger check: %s", line)
+        self.warnings.append(line)
 
     def report_models(self) -> None:
         """Say at start (and reload) which models the watches' defaults need but lack, and
@@ -297,13 +318,21 @@ class Supervisor(WorkerSlots):
         self._retention_thread = start_retention(self.settings, lambda: open_store(self.settings, Use.UNCHECKED),
                                                  self.metrics)
 
+    def table_unreachable(self) -> Unreachable | None:
+        """The earliest word, of the supervisor's store or a worker's, that the job table is out of reach."""
+        seen = [u for u in (self.chores.unreachable() if self.chores is not None else None,
+                            self.queue_unreachable()) if u is not None]
+        return min(seen, key=lambda u: u.since) if seen else None
+
     def status_line(self) -> str:
-        c = self.store.counts()
+        c = self.chores.counts if self.chores is not None else self.store.counts()   # never waits on the table
         busy = sum(1 for s in self.slots if s.state == "busy")
         paused = ("" if self.claim_ok.is_set() or self.stopping else
                   " (claiming stopped: newer job table schema)" if self.schema_problem else " (claiming paused: disk low)")
+        away = self.table_unreachable()
+        down = f"; {unreachable_line(away.since, away.reason)}" if away is not None else ""
         return (f"{c['queued']} queued, {c['running']} running, {c['done']} done, {c['failed']} failed; "
-                f"{busy}/{len(self.slots)} workers busy{paused}")
+                f"{busy}/{len(self.slots)} workers busy{paused}{down}")
 
     def current_warnings(self, unavailable: dict[str, str]) -> list[str]:
         """What `status`, `status --json` and the page warn of: the standing warnings, a refused
@@ -326,11 +355,14 @@ class Supervisor(WorkerSlots):
                 "waiting": self.watcher.waiting_files() if self.watcher is not None else {},
                 "unfiled": self.watcher.unfiled_files() if self.watcher is not None else {},
                 "warnings": self.current_warnings(unavailable), "models_missing": self.models_missing,
-                "stopping": self.stopping,
+                "stopping": self.stopping, "queue_unreachable": unreachable_doc(self.table_unreachable()),
                 "metrics": (f"{self.settings.metrics.host}:{self.settings.metrics.port}"
                             if self.metrics is not None and self.settings.metrics.enabled else None),
                 "web": self.web_address if self.web is not None else None}
         write_status(self.settings.state_dir, data)
+        if self.metrics is not None:
+            away = self.table_unreachable()
+            self.metrics.set_queue_unreachable(away.since if away is not None else None)
         if self.metrics is not None and self.watcher is not None:
             for name, n in data["unsettled"].items():
                 self.metrics.set_unsettled(name, n)
@@ -423,6 +455,8 @@ class Supervisor(WorkerSlots):
             self.metrics.stop()
             self.metrics_lead.release()
         self.write_status()
+        if self.chores is not None:
+            self.chores.stop()        # what the loop handed over (jobs of exited workers) runs first
         self.store.close()
         log.info("ffwatchd stopped")
 
@@ -456,13 +490,14 @@ class Supervisor(WorkerSlots):
                 self._models_thread.start()
             if now >= self._next_schema:
                 self._next_schema = now + SCHEMA_EVERY
-                self.watch_schema()
+                self.table_chore_once("reading the job table's schema version", self.watch_schema)
             if now >= self._next_status:
                 self._next_status = now + STATUS_EVERY
                 self.write_status()
-                if now >= self._next_prune:
+                if now >= self._next_prune and not self._table_away():   # (no heartbeat got through meanwhile)
                     self._next_prune = now + self.settings.workers.lease
-                    prune_lost_workers(self.store, self.settings.workers.lease)
+                    self.table_chore_once("pruning lost workers",
+                                          lambda: prune_lost_workers(self.store, self.settings.workers.lease))
                 self.notifier.status(self.status_line())
             self._maybe_retention(now)
             self.notifier.watchdog()
@@ -480,6 +515,13 @@ class _WakingHooks:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.sup.metrics, name)
+
+
+def unreachable_doc(away: Unreachable | None) -> dict | None:
+    """The status file's `queue_unreachable` (None while the table answers)."""
+    if away is None:
+        return None
+    return {"since": away.since, "reason": away.reason}
 
 
 def run_daemon(config_path: str | None) -> int:

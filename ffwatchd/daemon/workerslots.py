@@ -14,6 +14,7 @@ from typing import Any
 
 from ffwatchd.backoff import Backoff
 from ffwatchd.daemon.recovery import give_back, give_back_untouched
+from ffwatchd.store import Unreachable
 from ffwatchd.work.touched import Touched
 from ffwatchd.work.worker import worker_main, worker_owner
 
@@ -41,6 +42,7 @@ class WorkerSlot:
     restarts: int = 0
     touched: Any = None              # work/touched.py: what the process works on, read after it died
     next_spawn: float = 0.0
+    queue_down: Any = None           # Unreachable: the worker's store cannot reach the job table
 
     def info(self) -> dict:
         return {"device": self.device, "pid": self.pid, "provider": self.provider, "state": self.state,
@@ -111,25 +113,12 @@ class WorkerSlots:
                 self.warnings = self.warnings[-10:]
             else:
                 log.info("worker %d (pid %s) exited (%s, %s)", slot.index, slot.pid, reason, how)
-            current = slot.job_id
             owner = worker_owner(slot.device, slot.pid)
-            try:
-                self.store.remove_worker(owner)       # its own exit path may not have run
-            except Exception as e:  # noqa: BLE001 - informational row; pruned later if left
-                log.warning("could not remove worker %s from the workers table: %s", owner, e)
-            held, untouched = list(slot.jobs), []
-            if code != 0:       # killed: what it worked on may not be reported yet (work/touched.py)
-                touched = slot.touched.ids() if slot.touched is not None else set()
-                for job_id in self._held_in_table(owner):
-                    if job_id not in held:
-                        (held if job_id in touched else untouched).append(job_id)
-            for job_id in held:
-                kind = "worker_crashed" if reason == "crashed" else reason
-                if kind in ("memory", "timeout", "stalled") and job_id != current:
-                    kind = "worker_crashed"     # the job being filed, not the one that ran over
-                give_back(self.settings, self.store, self.metrics, job_id, owner, kind, how, self.stopping)
-            for job_id in untouched:
-                give_back_untouched(self.store, job_id, owner)
+            touched = slot.touched.ids() if slot.touched is not None and code != 0 else set()
+            self.table_chore(f"giving back the jobs of worker {slot.index} (pid {slot.pid})",
+                             lambda o=owner, j=dict(slot.jobs), c=slot.job_id, t=touched, r=reason, k=code, h=how:
+                             self._give_back_jobs(o, j, c, t, r, k, h))
+            slot.queue_down = None
             slot.jobs = {}
             if not self.stopping and self.metrics is not None:
                 self.metrics.worker_restarted(slot.device, "other" if unasked else
@@ -141,6 +130,47 @@ class WorkerSlots:
                 slot.next_spawn = time.monotonic() + SPAWN_BACKOFF.delay(slot.restarts)
             else:           # after an unasked stop, a moment for our own pending signal first
                 slot.next_spawn = time.monotonic() + 1.0 if unasked else 0.0
+
+    def table_chore(self, what: str, chore: Any) -> None:
+        """A call on the job table, off the main loop (the supervisor's TableChores) when there is one."""
+        chores = getattr(self, "chores", None)
+        if chores is None:
+            chore()
+        else:
+            chores.submit(what, chore)
+
+    def table_chore_once(self, what: str, chore: Any) -> None:
+        """`table_chore` for a periodic one: not handed over again while the last one waits or runs."""
+        chores = getattr(self, "chores", None)
+        if chores is None:
+            chore()
+        else:
+            chores.submit_once(what, chore)
+
+    def _give_back_jobs(self, owner: str, jobs: dict, current: int | None, touched: set, reason: str,
+                        code: int | None, how: str) -> None:
+        """An exited worker's row removed and every job it held back to the queue (or failed)."""
+        try:
+            self.store.remove_worker(owner)       # its own exit path may not have run
+        except Exception as e:  # noqa: BLE001 - informational row; pruned later if left
+            log.warning("could not remove worker %s from the workers table: %s", owner, e)
+        held, untouched = list(jobs), []
+        if code != 0:       # killed: what it worked on may not be reported yet (work/touched.py)
+            for job_id in self._held_in_table(owner):
+                if job_id not in held:
+                    (held if job_id in touched else untouched).append(job_id)
+        for job_id in held:
+            kind = "worker_crashed" if reason == "crashed" else reason
+            if kind in ("memory", "timeout", "stalled") and job_id != current:
+                kind = "worker_crashed"     # the job being filed, not the one that ran over
+            give_back(self.settings, self.store, self.metrics, job_id, owner, kind, how, self.stopping)
+        for job_id in untouched:
+            give_back_untouched(self.store, job_id, owner)
+
+    def queue_unreachable(self) -> Any:
+        """The earliest report, of any worker, of its store out of reach of the job table (or None)."""
+        downs = [s.queue_down for s in self.slots if s.queue_down is not None]
+        return min(downs, key=lambda u: u.since) if downs else None
 
     def _held_in_table(self, owner: str) -> list[int]:
         """Running jobs the job table says `owner` holds. A worker killed while a filing had just
@@ -163,14 +193,23 @@ class WorkerSlots:
             oldest = min(slot.jobs.values(), default=None)
             if oldest is not None and time.time() - oldest > w.job_timeout:
                 reason = "timeout"
-            elif slot.jobs and now - slot.last_beat > max(w.lease, 3 * LOOP_TICK) * 1.5:
-                reason = "stalled"
+            elif slot.jobs and now - slot.last_beat > max(w.lease, 3 * LOOP_TICK) * 1.5 and not self._table_away():
+                reason = "stalled"      # (no heartbeat gets through while the table is away: not a stall)
             elif _rss(slot.pid) > w.ram_limit * 1.1:
                 reason = "memory"
             if reason:
                 log.error("killing worker %d (pid %s): %s (job %s)", slot.index, slot.pid, reason, slot.job_id)
                 slot.exit_reason = reason
                 slot.process.kill()
+
+    def _table_away(self) -> bool:
+        """Whether the job table is (or was, within the last lease) out of reach for anyone here."""
+        now = time.monotonic()
+        if self.queue_unreachable() is not None or (getattr(self, "chores", None) is not None
+                                                    and self.chores.unreachable() is not None):
+            self._table_back_at = now
+            return True
+        return now - getattr(self, "_table_back_at", float("-inf")) < max(self.settings.workers.lease, 3 * LOOP_TICK) * 1.5
 
     def manage_workers(self) -> None:
         if self.stopping:
@@ -227,6 +266,14 @@ class WorkerSlots:
         elif kind == "leases_expired":
             if self.metrics is not None:
                 self.metrics.leases_expired(event[2], event[3] if len(event) > 3 else ())
+        elif kind == "queue":          # its store lost (since) or regained (None) the job table
+            slot.queue_down = Unreachable(event[2], event[3]) if event[2] is not None else None
+            if event[2] is not None:
+                log.warning("worker %d: the job table is out of reach since %s: %s", index,
+                            time.strftime("%H:%M:%S", time.localtime(event[2])), event[3])
+            else:
+                log.info("worker %d: the job table is reachable again", index)
+            self._next_status = 0.0
         elif kind == "recycle":
             slot.exit_reason = "recycled"
             log.info("worker %d recycles after %d jobs", index, event[3])

@@ -30,7 +30,14 @@ def arcface_template(size: int) -> np.ndarray:
     raise ValueError(f"no ArcFace template for a {size} px crop")
 
 
-TEMPLATES = ("arcface_112_v2", "arcface_128", "ffhq_512")
+# Templates as fractions of the crop's side (FaceFusion's face_helper.py): the older ArcFace
+# crop simswap and ghost were trained on, and the MTCNN crop of hififace.
+ARCFACE_112_V1 = np.array([[0.35473214, 0.45658929], [0.64526786, 0.45658929], [0.50000000, 0.61154464],
+                           [0.37913393, 0.77687500], [0.62086607, 0.77687500]], dtype=np.float64)
+MTCNN_512 = np.array([[0.36562865, 0.46733799], [0.63305391, 0.46585885], [0.50019127, 0.61942959],
+                      [0.39032951, 0.77598822], [0.61178945, 0.77476328]], dtype=np.float64)
+
+TEMPLATES = ("arcface_112_v1", "arcface_112_v2", "arcface_128", "ffhq_512", "mtcnn_512")
 
 
 @lru_cache(maxsize=32)
@@ -42,6 +49,10 @@ def template_points(name: str, size: int) -> np.ndarray:
         return arcface_template(size)
     if name == "ffhq_512":
         return FFHQ_512 * (size / 512.0)
+    if name == "arcface_112_v1":
+        return ARCFACE_112_V1 * size
+    if name == "mtcnn_512":
+        return MTCNN_512 * size
     raise ValueError(f"no alignment template {name!r} (known: {', '.join(TEMPLATES)})")
 
 

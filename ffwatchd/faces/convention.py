@@ -11,10 +11,12 @@ _PLAIN = ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
 _HALF = ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
 
 
-def to_blob(crop: Frame, family: ModelFamily) -> np.ndarray:
-    """A BGR uint8 crop as the family's 1 x 3 x H x W float32 input."""
-    x = crop[:, :, ::-1] if family.colour is Colour.RGB else crop
-    x = x.transpose(2, 0, 1)[None].astype(np.float32)
+def to_blob(crop: Frame | np.ndarray, family: ModelFamily) -> np.ndarray:
+    """A BGR uint8 crop (H x W x 3), or N of them (N x H x W x 3), as the family's
+    1 (or N) x 3 x H x W float32 input."""
+    crops = crop[None] if crop.ndim == 3 else crop
+    x = crops[..., ::-1] if family.colour is Colour.RGB else crops
+    x = x.transpose(0, 3, 1, 2).astype(np.float32)
     norm = (family.mean, family.std)
     if norm == _PLAIN:
         x = x / 255.0
@@ -28,7 +30,7 @@ def to_blob(crop: Frame, family: ModelFamily) -> np.ndarray:
 
 
 def from_blob(pred: np.ndarray, family: ModelFamily) -> Frame:
-    """One 3 x H x W output of the family as a BGR uint8 crop."""
+    """One 3 x H x W output of the family as a BGR uint8 crop (N x 3 x H x W: N crops)."""
     lo, hi = family.output_range
     if (lo, hi) == (0.0, 1.0):
         y = np.clip(pred * 255.0, 0, 255)
@@ -38,5 +40,5 @@ def from_blob(pred: np.ndarray, family: ModelFamily) -> Frame:
         y = (np.clip(pred, lo, hi) - lo) * (255.0 / (hi - lo))
     if family.rounding is Rounding.ROUND:
         y = y.round()
-    out = y.astype(np.uint8).transpose(1, 2, 0)
-    return np.ascontiguousarray(out[:, :, ::-1] if family.colour is Colour.RGB else out)
+    out = np.moveaxis(y.astype(np.uint8), -3, -1)
+    return np.ascontiguousarray(out[..., ::-1] if family.colour is Colour.RGB else out)

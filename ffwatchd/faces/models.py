@@ -17,6 +17,7 @@ class ModelKind(StrEnum):
     RECOGNIZER = "recognizer"
     SWAPPER = "swapper"
     ENHANCER = "enhancer"
+    CONVERTER = "converter"       # maps the recognizer's embedding into the space a swapper was trained on
     UPSCALER = "upscaler"         # the whole frame, tiled (faces/upscale.py)
 
 
@@ -36,6 +37,10 @@ class Identity(StrEnum):
     """How a source face's identity becomes a swapper's second input."""
     NONE = "none"                 # not a swapper
     EMAP = "emap"                 # inswapper: the normalised embedding times the graph's emap, normalised
+    EMBEDDING = "embedding"       # hyperswap: the normalised embedding as it is
+    CONVERTED = "converted"       # ghost: the family's converter applied to the embedding, as it comes out
+    CONVERTED_NORM = "converted_norm"   # simswap, hififace: the converter's output, normalised
+    SOURCE_CROP = "source_crop"   # blendswap, uniface: the source face itself, aligned, RGB 0..1
 
 
 class Batch(StrEnum):
@@ -56,6 +61,7 @@ class Licence:
     """An SPDX id (MIT, Apache-2.0, ...) or one of RESTRICTED, with where its terms are written."""
     id: str
     url: str | None = None
+    note: str = ""                            # what a user should know that the id cannot say
 
     @property
     def restricted(self) -> bool:
@@ -84,6 +90,9 @@ class ModelFamily:
     identity: Identity = Identity.NONE
     batch: Batch = Batch.FIXED
     reference: str = ""                       # the code whose conventions these are
+    converter: str | None = None              # Identity.CONVERTED*: the converter model (a Model name)
+    source_template: str | None = None        # Identity.SOURCE_CROP: the source crop's template
+    source_size: int | None = None            # ... and its side
     # Whole-frame models (upscalers): context a tile needs on each side, and the working memory
     # per output pixel that sets the tile size from the worker's memory limit.
     tile_margin: int = 0
@@ -102,6 +111,33 @@ FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
     ModelFamily("inswapper", ModelKind.SWAPPER, size=128, template="arcface_128",
                 rounding=Rounding.TRUNCATE, identity=Identity.EMAP,
                 reference="https://github.com/deepinsight/insightface/tree/master/examples/in_swapper"),
+    # FaceFusion 3.x (processors/modules/…/core.py): every swapper gets RGB x/255, (x - mean) / std; the
+    # -1..1 families are de-normalised by std and mean (0.5) on the way out, the 0..1 ones clipped.
+    ModelFamily("hyperswap", ModelKind.SWAPPER, size=256, template="arcface_128",
+                mean=(0.5,) * 3, std=(0.5,) * 3, output_range=(-1.0, 1.0), identity=Identity.EMBEDDING,
+                reference="https://github.com/facefusion/facefusion-labs/tree/master/hyperswap"),
+    ModelFamily("ghost", ModelKind.SWAPPER, size=256, template="arcface_112_v1",
+                mean=(0.5,) * 3, std=(0.5,) * 3, output_range=(-1.0, 1.0), identity=Identity.CONVERTED,
+                converter="crossface_ghost", reference="https://github.com/ai-forever/ghost"),
+    ModelFamily("simswap", ModelKind.SWAPPER, size=256, template="arcface_112_v1",
+                mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), output_range=(0.0, 1.0),
+                identity=Identity.CONVERTED_NORM, converter="crossface_simswap",
+                reference="https://github.com/neuralchen/SimSwap"),
+    ModelFamily("simswap_unofficial", ModelKind.SWAPPER, size=512, template="arcface_112_v1",
+                identity=Identity.CONVERTED_NORM, converter="crossface_simswap",
+                reference="https://github.com/neuralchen/SimSwap (512 px, unofficial weights)"),
+    ModelFamily("blendswap", ModelKind.SWAPPER, size=256, template="ffhq_512",
+                identity=Identity.SOURCE_CROP, source_template="arcface_112_v2", source_size=112,
+                reference="https://github.com/mapooon/BlendFace"),
+    ModelFamily("uniface", ModelKind.SWAPPER, size=256, template="ffhq_512",
+                mean=(0.5,) * 3, std=(0.5,) * 3, output_range=(-1.0, 1.0), identity=Identity.SOURCE_CROP,
+                source_template="ffhq_512", source_size=256, reference="https://github.com/xc-csc101/UniFace"),
+    ModelFamily("hififace", ModelKind.SWAPPER, size=256, template="mtcnn_512",
+                mean=(0.5,) * 3, std=(0.5,) * 3, output_range=(-1.0, 1.0), identity=Identity.CONVERTED_NORM,
+                converter="crossface_hififace", reference="https://github.com/GuijiAI/HifiFace"),
+    # 512 -> 512; it normalises its input itself, so our normalised identity feeds it as FaceFusion's raw one.
+    ModelFamily("crossface", ModelKind.CONVERTER,
+                reference="https://github.com/facefusion/facefusion-labs/tree/master/crossface"),
     ModelFamily("gfpgan", ModelKind.ENHANCER, size=512, template="ffhq_512",
                 mean=(0.5,) * 3, std=(0.5,) * 3, output_range=(-1.0, 1.0),
                 reference="https://github.com/TencentARC/GFPGAN"),
@@ -114,7 +150,8 @@ FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
 # The family a custom model gets when the config names only its kind (configs before families).
 FAMILY_OF_KIND: dict[ModelKind, str] = {
     ModelKind.DETECTOR: "scrfd", ModelKind.RECOGNIZER: "arcface",
-    ModelKind.SWAPPER: "inswapper", ModelKind.ENHANCER: "gfpgan", ModelKind.UPSCALER: "real_esrgan",
+    ModelKind.SWAPPER: "inswapper", ModelKind.ENHANCER: "gfpgan", ModelKind.CONVERTER: "crossface",
+    ModelKind.UPSCALER: "real_esrgan",
 }
 
 
@@ -145,6 +182,22 @@ class Model:
 
 _HF_INSIGHTFACE = "https://huggingface.co/public-data/insightface/resolve/main/models"
 _INSIGHTFACE_TERMS = Licence(NON_COMMERCIAL, "https://github.com/deepinsight/insightface#license")
+_FF = "https://huggingface.co/facefusion"
+_HYPERSWAP_TERMS = Licence(RESEARCH_ONLY, "https://github.com/facefusion/facefusion-labs/tree/master/hyperswap",
+                           "ResearchRAIL-MS: research use only")
+_GHOST_TERMS = Licence(UNKNOWN, "https://github.com/ai-forever/ghost/blob/main/LICENSE",
+                       "the code is Apache-2.0; the terms of the weights and of the recogniser and data "
+                       "they were trained with are not stated")
+_SIMSWAP_TERMS = Licence(NON_COMMERCIAL, "https://github.com/neuralchen/SimSwap/blob/main/LICENSE")
+_CROSSFACE_TERMS = Licence(UNKNOWN, "https://github.com/facefusion/facefusion-labs/tree/master/crossface",
+                           "FaceFusion's embedding converter; no terms are published with the weights")
+
+
+def _swapper(name: str, family: str, release: str, licence: Licence) -> Model:
+    """A swapper (or converter) FaceFusion publishes: sha256 pinned at first fetch (it publishes CRC32)."""
+    return Model(name, family, f"{name}.onnx", licence, f"{_FF}/{release}/resolve/main/{name}.onnx")
+
+
 _REAL_ESRGAN_TERMS = Licence("BSD-3-Clause", "https://github.com/xinntao/Real-ESRGAN/blob/master/LICENSE")
 
 # Hashes and sizes are the ones published with (or pinned by many users of) the official files;
@@ -164,10 +217,27 @@ BUILTIN_MODELS: dict[str, Model] = {m.name: m for m in (
     Model("inswapper_128", "inswapper", "inswapper_128.onnx", _INSIGHTFACE_TERMS,
           "https://huggingface.co/ezioruan/inswapper_128.onnx/resolve/main/inswapper_128.onnx",
           "e4a3f08c753cb72d04e10aa0f7dbe3deebbf39567d4ead6dce08e98aa49e16af", 554253681),
+    _swapper("inswapper_128_fp16", "inswapper", "models-3.0.0", _INSIGHTFACE_TERMS),
     Model("gfpgan_1.4", "gfpgan", "gfpgan_1.4.onnx",
           Licence("Apache-2.0", "https://github.com/TencentARC/GFPGAN/blob/master/LICENSE"),
           "https://huggingface.co/facefusion/models-3.0.0/resolve/main/gfpgan_1.4.onnx",
           "accc4757b26bdb89b32b4d3500d4f79c9dff97c1dd7c7104bf9dcb95e3311385", 340299087),
+    _swapper("hyperswap_1a_256", "hyperswap", "models-3.3.0", _HYPERSWAP_TERMS),
+    _swapper("hyperswap_1b_256", "hyperswap", "models-3.3.0", _HYPERSWAP_TERMS),
+    _swapper("hyperswap_1c_256", "hyperswap", "models-3.3.0", _HYPERSWAP_TERMS),
+    _swapper("ghost_1_256", "ghost", "models-3.0.0", _GHOST_TERMS),
+    _swapper("ghost_2_256", "ghost", "models-3.0.0", _GHOST_TERMS),
+    _swapper("ghost_3_256", "ghost", "models-3.0.0", _GHOST_TERMS),
+    _swapper("simswap_256", "simswap", "models-3.0.0", _SIMSWAP_TERMS),
+    _swapper("simswap_unofficial_512", "simswap_unofficial", "models-3.0.0", _SIMSWAP_TERMS),
+    _swapper("blendswap_256", "blendswap", "models-3.0.0",
+             Licence(NON_COMMERCIAL, "https://github.com/mapooon/BlendFace/blob/master/LICENSE")),
+    _swapper("uniface_256", "uniface", "models-3.0.0", Licence(UNKNOWN, "https://github.com/xc-csc101/UniFace")),
+    _swapper("hififace_unofficial_256", "hififace", "models-3.1.0",
+             Licence(UNKNOWN, "https://github.com/GuijiAI/HifiFace", "unofficial weights of unstated terms")),
+    _swapper("crossface_ghost", "crossface", "models-3.4.0", _CROSSFACE_TERMS),
+    _swapper("crossface_simswap", "crossface", "models-3.4.0", _CROSSFACE_TERMS),
+    _swapper("crossface_hififace", "crossface", "models-3.4.0", _CROSSFACE_TERMS),
     Model("real_esrgan_x2", "real_esrgan", "real_esrgan_x2.onnx", _REAL_ESRGAN_TERMS,
           "https://huggingface.co/facefusion/models-3.0.0/resolve/main/real_esrgan_x2.onnx"),
     Model("real_esrgan_x4", "real_esrgan", "real_esrgan_x4.onnx", _REAL_ESRGAN_TERMS,

@@ -41,6 +41,19 @@ def find_model(name: str, custom_models: Iterable[Model] = ()) -> Model:
     return models[name]
 
 
+def with_converters(names: Iterable[str], custom_models: Iterable[Model] = ()) -> list[str]:
+    """`names`, each swapper followed by the converter its family makes identities with."""
+    models = all_models(custom_models)
+    out: list[str] = []
+    for name in names:
+        extra = [name]
+        info = models.get(name)
+        if info is not None and info.conventions.converter:
+            extra.append(info.conventions.converter)
+        out.extend(n for n in extra if n not in out)
+    return out
+
+
 def pins(models_dir: Path) -> dict[str, str]:
     """File name -> sha256 recorded when a model without a published hash was first fetched."""
     try:
@@ -93,7 +106,7 @@ def missing_models(names: Iterable[str], models_dir: Path, custom_models: Iterab
     file and its size only (no hashing)."""
     custom_models = tuple(custom_models)
     out = []
-    for name in dict.fromkeys(names):
+    for name in with_converters(names, custom_models):
         try:
             info = find_model(name, custom_models)
         except JobError as e:

@@ -306,7 +306,8 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
     src = Path(plan.original_src)
     staged = None if placed else stage_original(src, job.id, attempt, plan.original_state,
                                                 None if holder is not None and holder.fresh else fence)
-    # a result this run places is recorded in the ledger (retention.output_max_age ages from now)
+    # a result this run places is recorded in the ledger (retention.output_max_age ages from now);
+    # one an earlier run placed is recorded again: that run's entry may have died with it
     placing_result = plan.outcome == "done" and bool(plan.result_src) and os.path.lexists(plan.result_src)
     try:
         result = _place_result(plan, job, watch, perms, fence, ledger)
@@ -322,7 +323,8 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
         placing.before_step("ledger", job.id)
         note_filed(ledger, watch, job.id, "done" if plan.outcome == "done" else "failed", original,
                    owner=holder.owner if holder else None, attempt=holder.attempt if holder else None)
-    if result is not None and placing_result and ledger is not None and watch is not None:
+    if result is not None and (placing_result or result_intact(plan, result)) and ledger is not None \
+            and watch is not None:
         note_filed(ledger, watch, job.id, "output", result,
                    owner=holder.owner if holder else None, attempt=holder.attempt if holder else None)
     if plan.outcome == "failed":

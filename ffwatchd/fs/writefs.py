@@ -284,8 +284,24 @@ def make_private(path: Path) -> None:
     """A local folder of the daemon's own (state_dir, temp_dir): made 0700 when ffwatchd makes it."""
     path = Path(path)
     if not path.is_dir():
-        path.mkdir(parents=True, exist_ok=True)
+        make_dirs(path)
         os.chmod(path, 0o700)
+
+
+def make_dirs(path: Path) -> None:
+    """`mkdir -p`, each folder made synced into its parent: a power cut that kept what was
+    written inside never loses the folder itself (its name is its parent's entry)."""
+    path = Path(path)
+    if path.is_dir():
+        return
+    make_dirs(path.parent)
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if not path.is_dir():
+            raise
+        return
+    fsync_dir(path.parent)
 
 
 def fsync_file(path: Path) -> None:

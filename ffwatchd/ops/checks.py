@@ -17,6 +17,7 @@ from ffwatchd.media.ffmpeg import FfmpegNotFound, find_ffmpeg
 from ffwatchd.ops.diskguard import UNKNOWN_SIZE, free_bytes_or_none
 from ffwatchd.ops.gpusizing import plan_workers
 from ffwatchd.ops.install import owners
+from ffwatchd.ops.retention import unknown_to_ledger, unrecorded_line
 from ffwatchd.ops.statusfile import read_status
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import SchemaMismatch, Use, open_store, redact_url
@@ -89,7 +90,7 @@ def check_models(settings: Settings, warnings: list[str], notes: list[str]) -> N
     needed = set()
     for w in settings.watches:
         try:
-            used = JobSpec.from_mapping(w.defaults).models_used()
+            used = registry.with_converters(JobSpec.from_mapping(w.defaults).models_used(), settings.models)
         except (TypeError, ValueError):
             continue
         needed.update(used)
@@ -258,8 +259,9 @@ def check_c2pa(settings: Settings, problems: list[str], notes: list[str]) -> Non
                  f"a test manifest signs and validates ({state})")
 
 
-def check_queue(settings: Settings, problems: list[str], notes: list[str]) -> None:
-    """The job table: which one (URL redacted), whether it opens, and its schema version."""
+def check_queue(settings: Settings, problems: list[str], notes: list[str], warnings: list[str] | None = None) -> None:
+    """The job table: which one (URL redacted), whether it opens, and its schema version; and the
+    files of done/, failed/ and output/ its filing ledger does not know (a warning: kept for ever)."""
 
     where = settings.queue.describe()
     if settings.queue.url is None and not settings.db_path.exists():
@@ -274,6 +276,9 @@ def check_queue(settings: Settings, problems: list[str], notes: list[str]) -> No
                 return
             jobs = f", {sum(store.counts().values())} job(s)" if version else " (tables created at the first run)"
             notes.append(f"queue {store.where}: connects, schema version {version}{jobs}")
+            unknown = unknown_to_ledger(settings, store) if version and warnings is not None else []
+            if unknown:
+                warnings.append(unrecorded_line(unknown))
     except Exception as e:  # noqa: BLE001 - every reason the queue cannot open is a problem to show
 
         reason = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
@@ -290,7 +295,7 @@ def run_checks(settings: Settings) -> tuple[list[str], list[str], list[str]]:
     notes: list[str] = [f"config {settings.source} is valid ({len(settings.watches)} watch(es))"]
     check_folders(settings, problems, notes, warnings)
     check_local_dirs(settings, problems, warnings, notes)
-    check_queue(settings, problems, notes)
+    check_queue(settings, problems, notes, warnings)
     check_models(settings, warnings, notes)
     check_packages(warnings, notes)
     check_providers(settings, problems, warnings, notes)

@@ -171,6 +171,9 @@ class Metrics:
                                            registry=r)
         self.last_success_gauge = Gauge("ffwatchd_last_success_timestamp_seconds",
                                         "Unix time of the last job that finished done", registry=r)
+        self.queue_unreachable_gauge = Gauge("ffwatchd_queue_unreachable_since_timestamp_seconds",
+                                             "Unix time since which this host cannot reach the job table "
+                                             "(0 while it can)", registry=r)
 
     def _define_histograms(self, r: CollectorRegistry) -> None:
         """How long things took."""
@@ -306,6 +309,9 @@ class Metrics:
 
     def set_unfiled(self, watch: str, n: int) -> None:
         self.unfiled_files.labels(watch).set(n)
+
+    def set_queue_unreachable(self, since: float | None) -> None:
+        self.queue_unreachable_gauge.set(since or 0.0)
 
     def set_busy_workers(self, n: int) -> None:
         self.busy_workers.labels(self.host).set(n)

@@ -13,6 +13,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ffwatchd.ops.metrics_labels import FOLDER_ROLES, JOB_KINDS, JOB_STATES, bounded
+from ffwatchd.ops.tablereads import TableReads
 from ffwatchd.store import store_errors
 
 if TYPE_CHECKING:
@@ -32,6 +33,15 @@ class JobTableCollector(Collector):
     def __init__(self, store: "JobQueue", leads: Callable[[], bool] | None = None) -> None:
         self.store = store
         self.leads = leads
+        self.reads = TableReads()
+
+    def _read(self) -> tuple:
+        leading = self.leads() if self.leads is not None else True
+        counts = self.store.counts()
+        oldest = self.store.oldest_queued_at()
+        table_now = self.store.now() if oldest is not None else 0.0    # the ages go by the table's clock
+        running = self.store.list(state="running", limit=1000) if leading else []
+        return leading, counts, oldest, table_now, running
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("ffwatchd_job_table_up",
@@ -39,11 +49,7 @@ class JobTableCollector(Collector):
         leader = GaugeMetricFamily("ffwatchd_queue_metrics_leader",
                                    "1 on the one host of the cluster that exports the queue gauges")
         try:
-            leading = self.leads() if self.leads is not None else True
-            counts = self.store.counts()
-            oldest = self.store.oldest_queued_at()
-            table_now = self.store.now() if oldest is not None else 0.0    # the ages go by the table's clock
-            running = self.store.list(state="running", limit=1000) if leading else []
+            leading, counts, oldest, table_now, running = self.reads.read(self._read)
         except Exception as e:  # noqa: BLE001 - sqlite3 or the server's driver: the table is down
             log.warning("metrics: cannot read the job table: %s", e)
             up.add_metric([], 0)
@@ -100,12 +106,15 @@ class OperatorCollector(Collector):
         self.metrics, self.store, self.leads = metrics, store, leads
         self._seen: dict[tuple[str, str, str], int] = {}
         self._lock = threading.Lock()
+        self.reads = TableReads()
+
+    def _read(self) -> tuple:
+        return self.store.operator_counts(), self.leads() if self.leads is not None else True
 
     def collect(self) -> Iterator[Metric]:
         try:
-            counts = self.store.operator_counts()
-            leading = self.leads() if self.leads is not None else True
-        except store_errors() as e:
+            counts, leading = self.reads.read(self._read)
+        except (TimeoutError, *store_errors()) as e:
             log.warning("metrics: cannot read the operator counts: %s", e)
             return iter(())
         with self._lock:

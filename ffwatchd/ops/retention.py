@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ffwatchd.filing.leftovers import walk_leftovers
-from ffwatchd.filing.placing import report_name
+from ffwatchd.filing.placing import TEMP_PREFIX, report_name
 from ffwatchd.filing.shares import MARKER_NAME
 from ffwatchd.fs.mounts import inode_numbers_stable
 from ffwatchd.store import FINISHED, Filing, NotFound
@@ -371,3 +371,56 @@ def summarize(deletions: Iterable[Deletion]) -> dict[str, tuple[int, int]]:
             c, b = out.get(d.what, (0, 0))
             out[d.what] = (c + d.count, b + d.size)
     return out
+
+
+# -- files the ledger does not know -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Unrecorded:
+    """A file in done/, failed/ or output/ that the ledger does not know: never aged by retention
+    (put there by hand, filed by an older ffwatchd or another job table, replaced since, or a
+    filing whose ledger entry a crash lost before this version)."""
+    watch: str
+    folder: str
+    path: Path
+
+
+def unknown_to_ledger(settings: "Settings", store: "JobQueue") -> list[Unrecorded]:
+    """Every file of done/, failed/ and output/ that the ledger does not know (error reports, the
+    share marker, batch reports and packages and our hidden temporary names aside)."""
+    # Imported here: the batch modules (Jinja2) load only for this walk.
+    from ffwatchd.batches.package import PACKAGE_NAME
+    from ffwatchd.batches.report import REPORT_HTML, REPORT_JSON
+
+    not_filings = {MARKER_NAME, PACKAGE_NAME, REPORT_HTML, REPORT_JSON}
+    out: list[Unrecorded] = []
+    for w in settings.watches:
+        for what, root in (("done", w.done), ("failed", w.failed), ("output", w.output)):
+            if not root.is_dir():
+                continue
+            filed = store.filings(w.name, what)
+            inodes_count = inode_numbers_stable(root)
+            for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=_log_walk_error):
+                dirnames[:] = [d for d in dirnames if not d.startswith(TEMP_PREFIX)]
+                here = Path(dirpath)
+                for name in sorted(filenames):
+                    if name in not_filings or name.endswith(ERROR_REPORT_SUFFIX) or name.startswith(TEMP_PREFIX):
+                        continue
+                    st = _lstat(here / name)
+                    if st is None:
+                        continue
+                    entry = filed.get((here / name).relative_to(root).as_posix())
+                    if entry is None or entry.size != st.st_size or \
+                            (inodes_count and entry.inode not in (0, st.st_ino)):
+                        out.append(Unrecorded(w.name, what, here / name))
+    return out
+
+
+def unrecorded_line(unknown: list[Unrecorded]) -> str:
+    """One sentence for the log and `ffwatchd check`: how many, where, what it means."""
+    per: dict[str, int] = {}
+    for u in unknown:
+        per[f"{u.watch} {u.folder}/"] = per.get(f"{u.watch} {u.folder}/", 0) + 1
+    where = ", ".join(f"{n} in {k}" for k, n in sorted(per.items()))
+    return (f"{len(unknown)} file(s) in done/, failed/ or output/ the filing ledger does not know ({where}): "
+            "retention never removes them by age; `ffwatchd retention --dry-run` lists them")

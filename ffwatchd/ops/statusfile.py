@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 from ffwatchd.filing.placing import write_json_atomic
@@ -50,3 +51,11 @@ def read_status(state_dir: Path) -> dict | None:
     if data.get("stopping"):
         return None
     return data
+
+
+def unreachable_line(since: float, reason: str, now: float | None = None) -> str:
+    """The words status, the web page, sd_notify and the log use for a job table out of reach
+    (the status file's `queue_unreachable`: since, reason)."""
+    now = time.time() if now is None else now
+    return (f"queue unreachable since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))} "
+            f"({max(0.0, now - since):.0f} s): {reason}")

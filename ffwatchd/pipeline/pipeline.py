@@ -28,7 +28,7 @@ from ffwatchd.faces.embed import Recognizer, combine_embeddings, cosine_similari
 from ffwatchd.faces.enhance import Enhancer
 from ffwatchd.faces.models import Model, ModelKind
 from ffwatchd.faces.sessions import SessionConfig, probe_providers, provider_kind
-from ffwatchd.faces.swap import Swapper
+from ffwatchd.faces.swap import Converter, Swapper
 from ffwatchd.faces.types import Embedding, Face, Frame
 from ffwatchd.faces.upscale import Upscaler
 from ffwatchd.fs.hashing import sha256_file
@@ -58,11 +58,13 @@ log = logging.getLogger(__name__)
 _SUFFIX_ALIASES = {"JPEG": (".jpg", ".jpeg", ".jpe", ".jfif"), "PNG": (".png",), "WEBP": (".webp",),
                    "TIFF": (".tif", ".tiff")}
 _IDENTITY_CACHE_SIZE = 32
+_SOURCE_FACE_CACHE_SIZE = 2           # whole decoded photos: few
 
 
 # The engine that runs each kind of model, built from its file and its family's conventions.
 _ENGINES = {ModelKind.DETECTOR: load_detector, ModelKind.RECOGNIZER: Recognizer,
-            ModelKind.SWAPPER: Swapper, ModelKind.ENHANCER: Enhancer, ModelKind.UPSCALER: Upscaler}
+            ModelKind.SWAPPER: Swapper, ModelKind.ENHANCER: Enhancer, ModelKind.CONVERTER: Converter,
+            ModelKind.UPSCALER: Upscaler}
 
 
 def output_suffix(target: Path, spec: JobSpec) -> str:
@@ -95,6 +97,7 @@ class Pipeline:
         self._lock = threading.Lock()
         self._probe: list[str] | None = None
         self._identities: dict[tuple, Embedding] = {}
+        self._source_faces: dict[tuple, tuple[Frame, Face]] = {}
 
     # -- models and providers --------------------------------------------------------
 
@@ -199,8 +202,8 @@ class Pipeline:
 
     # -- identities ------------------------------------------------------------------
 
-    def _largest_face_embedding(self, path: Path, what: str, spec: JobSpec,
-                                detector: Detector, recognizer: Recognizer) -> Embedding:
+    def largest_face(self, path: Path, what: str, spec: JobSpec, detector: Detector) -> tuple[Frame, Face]:
+        """Image `path` and its largest face; JobError naming the file when it has none."""
         try:
             image = read_image(path, self.max_pixels)
         except JobError as e:
@@ -210,10 +213,30 @@ class Pipeline:
         if not faces:
             raise JobError("no_face", f"no face found in {what} {path} (detector {detector.name}, "
                            f"score >= {d.score})")
-        face = max(faces, key=lambda f: f.area)
         if len(faces) > 1:
             log.info("%s %s has %d faces; using the largest", what, path.name, len(faces))
-        return recognizer.embed(image.bgr, face)
+        return image.bgr, max(faces, key=lambda f: f.area)
+
+    def source_face(self, path: Path, spec: JobSpec, detector: Detector) -> tuple[Frame, Face]:
+        """`largest_face` of a source photo, cached across jobs while the file is unchanged."""
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise JobError("bad_input", f"cannot read source {e.filename}: {e.strerror}") from e
+        d = spec.face_detector
+        key = (str(path), st.st_size, st.st_mtime_ns, detector.name, d.score, d.size)
+        cached = self._source_faces.get(key)
+        if cached is None:
+            cached = self.largest_face(path, "source", spec, detector)
+            if len(self._source_faces) >= _SOURCE_FACE_CACHE_SIZE:
+                self._source_faces.pop(next(iter(self._source_faces)))
+            self._source_faces[key] = cached
+        return cached
+
+    def _largest_face_embedding(self, path: Path, what: str, spec: JobSpec,
+                                detector: Detector, recognizer: Recognizer) -> Embedding:
+        frame, face = self.largest_face(path, what, spec, detector)
+        return recognizer.embed(frame, face)
 
     def identity(self, paths: list[Path], what: str, spec: JobSpec,
                           detector: Detector, recognizer: Recognizer) -> Embedding:
@@ -263,7 +286,7 @@ class Pipeline:
         """Load what the spec needs, compute its source identity and reference once, and let each
         of its processors prepare its step."""
         processors = spec.installed()
-        names = spec.models_used()
+        names = registry.with_converters(spec.models_used(), self.custom_models)
         self.check_models(names)
         detector = recognizer = reference = None
         if spec.works_on_faces():
@@ -400,6 +423,14 @@ class _Job:
             raise JobError("internal", "a source identity needs the detector and the recognizer")
         return self.pipeline.identity([Path(s) for s in self.spec.sources], "source", self.spec,
                                       self.detector, self.recognizer)
+
+    def source_face(self) -> tuple[Frame, Face]:
+        if not self.spec.sources:
+            needs = ", ".join(p.name for p in self.processors if p.needs_sources)
+            raise JobError("bad_sidecar", f"{needs} needs at least one source image (`sources`)")
+        if self.detector is None:
+            raise JobError("internal", "a source face needs the detector")
+        return self.pipeline.source_face(Path(self.spec.sources[0]), self.spec, self.detector)
 
     def similarity(self, frame: Frame, face: Face, identity: Embedding) -> float:
         if self.recognizer is None:

@@ -77,6 +77,9 @@ class JobContext(Protocol):
     def source_identity(self) -> Embedding:
         """The job's source faces as one identity (computed once, cached across jobs)."""
 
+    def source_face(self) -> tuple[Frame, Face]:
+        """The first source image and its largest face (swappers fed a source crop)."""
+
     def similarity(self, frame: Frame, face: Face, identity: Embedding) -> float:
         """The recognizer's cosine similarity between `face` as it is in `frame` and `identity`."""
 

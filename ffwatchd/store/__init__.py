@@ -14,7 +14,7 @@ import sqlite3
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from ffwatchd.store.contract import JobQueue, NotFound, SchemaMismatch, TransitionError
+from ffwatchd.store.contract import JobQueue, NotFound, QueueUnavailable, SchemaMismatch, TransitionError
 from ffwatchd.store.rows import (
     FINISHED,
     KINDS,
@@ -26,6 +26,7 @@ from ffwatchd.store.rows import (
     Heartbeat,
     Job,
     Stats,
+    Unreachable,
     WorkerRow,
     priority_name,
 )
@@ -113,5 +114,5 @@ def _open(settings: Settings) -> JobQueue:
 
 __all__ = ["DriverMissing", "FINISHED", "KINDS", "PRIORITIES", "STATES", "Batch", "Delivery", "Filing", "priority_name",
            "Heartbeat", "Job",
-           "JobQueue", "JobStore", "NotFound", "SchemaMismatch", "Use", "SqliteJobStore", "Stats", "TransitionError", "open_store",
-           "queue_password", "redact_url", "store_errors", "WorkerRow"]
+           "JobQueue", "JobStore", "NotFound", "QueueUnavailable", "SchemaMismatch", "Use", "SqliteJobStore", "Stats", "TransitionError", "open_store",
+           "queue_password", "redact_url", "store_errors", "Unreachable", "WorkerRow"]

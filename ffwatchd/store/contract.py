@@ -12,7 +12,7 @@ import abc
 import contextlib
 from typing import Any, Callable, ContextManager, Iterator, Sequence
 
-from ffwatchd.store.rows import FINISHED, Batch, Delivery, Filing, Heartbeat, Job, Stats, WorkerRow
+from ffwatchd.store.rows import FINISHED, Batch, Delivery, Filing, Heartbeat, Job, Stats, Unreachable, WorkerRow
 
 
 class TransitionError(Exception):
@@ -21,6 +21,11 @@ class TransitionError(Exception):
 
 class NotFound(KeyError):
     """No job with that id."""
+
+
+class QueueUnavailable(ConnectionError):
+    """The job table could not be reached (PostgreSQL: within the reconnect window) or written
+    (SQLite: its disk full, read-only or failing); the caller waits and tries again."""
 
 
 class SchemaMismatch(RuntimeError):
@@ -76,6 +81,11 @@ class JobQueue(abc.ABC):
     where: str = ""
     #: whether `wait_for_work` really waits for a push (else callers keep their own wake-up)
     pushes_work: bool = False
+
+    def unreachable(self) -> Unreachable | None:
+        """Since when (and why) this store has not reached its table, or None; read without
+        touching the table, so a thread that must not wait on it may ask."""
+        return None
     #: seconds since the epoch on the queue's clock (the database's for PostgreSQL)
     clock: Callable[[], float]
 
@@ -114,9 +124,10 @@ class JobQueue(abc.ABC):
     # the ledger of filings (retention ages done/ and failed/ from these times)
     @abc.abstractmethod
     def record_filing(self, filing: Filing, *, owner: str | None = None, attempt: int | None = None) -> None:
-        """Insert or replace the entry of (watch, folder, rel_path). A backend may write it with
-        this store's next write transaction (SQLite: the job's finish) rather than commit it on its
-        own; an entry lost to a crash only keeps that file from being aged.
+        """Insert or replace the entry of (watch, folder, rel_path). With `owner`, it is written in
+        the transaction of the job's own end (its `finish`, `fail` or `release`; SQLite: this
+        store's next write, which comes before that end), never on its own: a crash that loses
+        it loses the job's end as well, and the filing plan, resumed, records it again.
 
         Fenced when `owner` is given: written only while `filing.job_id` is running under `owner`
         on `attempt`, checked in the transaction that writes it; else dropped with a warning (a

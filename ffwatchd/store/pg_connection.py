@@ -13,18 +13,18 @@ import psycopg
 from psycopg.rows import dict_row
 
 from ffwatchd.backoff import Backoff
+from ffwatchd.store.contract import QueueUnavailable
 from ffwatchd.store.pg_rows import CHANNEL
+from ffwatchd.store.rows import Unreachable
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 
-RECONNECT = Backoff(first=0.2, cap=5.0)      # seconds between tries to reach the database again
+RECONNECT = Backoff(first=0.2, cap=2.0)      # seconds between tries to reach the database again
 
-
-class QueueUnavailable(ConnectionError):
-    """The database could not be reached again within the reconnect window."""
+__all__ = ["PgSession", "QueueUnavailable", "RECONNECT"]
 
 
 class PgSession:
@@ -42,6 +42,8 @@ class PgSession:
         self._conns: dict[str, psycopg.Connection | None] = {"durable": None, "fast": None}
         self._listener: psycopg.Connection | None = None
         self._closed = False
+        #: set at the first failed connect, cleared by the next connect that works (read lock-free)
+        self.unreachable: Unreachable | None = None
         try:                                  # the first connection fails at once, with its reason
             self._conns["durable"] = self.new_connection()
         except psycopg.OperationalError as e:  # a sentence for status, jobs and run, not a traceback
@@ -76,8 +78,13 @@ class PgSession:
         for delay in RECONNECT.delays():
             try:
                 self._conns[kind] = conn = self.new_connection(kind)
+                if self.unreachable is not None:
+                    log.warning("job queue %s reachable again after %.0f s", self.where,
+                                time.time() - self.unreachable.since)
+                    self.unreachable = None
                 return conn
             except psycopg.OperationalError as e:
+                self._mark_unreachable(e)
                 if time.monotonic() + delay > deadline:
                     raise QueueUnavailable(f"job queue {self.where} unreachable for {self.reconnect_for:.0f} s: "
                                            f"{str(e).strip()}") from e
@@ -85,6 +92,10 @@ class PgSession:
                             str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__, delay)
                 time.sleep(delay)
         raise AssertionError("unreachable: the delays never end")
+
+    def _mark_unreachable(self, e: Exception) -> None:
+        reason = " ".join(str(e).split()) or e.__class__.__name__
+        self.unreachable = Unreachable(self.unreachable.since if self.unreachable else time.time(), reason)
 
     def run(self, body: Callable[[psycopg.Cursor], T], durable: bool = True, single: bool = False,
              replayed: Callable[[psycopg.Cursor], tuple[bool, T]] | None = None) -> T:
@@ -128,6 +139,7 @@ class PgSession:
                     log.warning("job queue %s: connection lost (%s); reconnecting to run the "
                                 "transaction again", self.where, str(e).strip() or e.__class__.__name__)
                     self._conns[kind] = None
+                    self._mark_unreachable(e)
 
     def close(self) -> None:
         with self._lock:

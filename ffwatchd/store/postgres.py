@@ -22,7 +22,7 @@ from ffwatchd.store.dialect import Tx
 from ffwatchd.store.pg_connection import PgSession, QueueUnavailable
 from ffwatchd.store.pg_rows import CHANNEL, NOW, PG
 from ffwatchd.store.pgschema import MIGRATIONS, migrate
-from ffwatchd.store.rows import Job, Stats
+from ffwatchd.store.rows import Job, Stats, Unreachable
 from ffwatchd.store.sqlstore import SqlJobStore
 from ffwatchd.store.urls import redact_url
 
@@ -85,6 +85,9 @@ class PostgresJobStore(SqlJobStore):
 
     def wait_for_work(self, timeout: float) -> bool:
         return self._pg.wait_for_work(timeout)
+
+    def unreachable(self) -> Unreachable | None:
+        return self._pg.unreachable
 
     def schema_version(self) -> int:
         """The schema version; 0 for a database ffwatchd has not set up yet."""

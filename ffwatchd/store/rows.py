@@ -135,6 +135,13 @@ class Stats:
     extra: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Unreachable:
+    """The job table out of reach: since when (time.time()) and the last reason given."""
+    since: float
+    reason: str
+
+
 PRIORITIES = {"high": 10, "normal": 0, "low": -10}
 BATCH_STATES = ("open", "finished")
 DELIVERY_STATES = ("pending", "delivered", "failed")

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager, Sequence, TypeVar
 
 from ffwatchd.store import jobrules as rules
-from ffwatchd.store.contract import always_granted
+from ffwatchd.store.contract import QueueUnavailable, always_granted
 from ffwatchd.store.dialect import SQLITE, Tx
-from ffwatchd.store.rows import Filing, Job, Stats
+from ffwatchd.store.rows import Filing, Job, Stats, Unreachable
 from ffwatchd.store.sqlite_schema import MIGRATIONS, migrate
 from ffwatchd.store.sqlstore import SqlJobStore
 
@@ -68,6 +68,7 @@ class SqliteJobStore(SqlJobStore):
         self._lock = threading.RLock()
         #: ledger rows riding on the next write transaction: (entry, owner, attempt) (owner None: not fenced)
         self._pending_filings: list[tuple[Filing, str | None, int | None]] = []
+        self._unreachable: Unreachable | None = None   # since the first write the disk refused
         self._swept_at = float("-inf")              # when a claim last looked for expired leases
         self._last_worker: tuple[dict, str] | None = None   # the last claim's worker and its JSON
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -129,8 +130,22 @@ class SqliteJobStore(SqlJobStore):
         if not write:
             with self._lock:
                 return body(Tx(self._db, SQLITE, self.clock()))
-        with self._write(durable) as db:
-            return body(Tx(db, SQLITE, self.clock()))
+        try:
+            with self._write(durable) as db:
+                out = body(Tx(db, SQLITE, self.clock()))
+        except sqlite3.OperationalError as e:
+            if getattr(e, "sqlite_errorcode", 0) & 0xFF not in _OUT_OF_REACH:
+                raise
+            reason = f"{e} (is its disk full, read-only or failing?)"
+            self._unreachable = Unreachable(self._unreachable.since if self._unreachable else time.time(), reason)
+            raise QueueUnavailable(f"job table {self.path}: cannot write: {reason}") from e
+        if self._unreachable is not None:
+            log.warning("job table %s writable again after %.0f s", self.path, time.time() - self._unreachable.since)
+            self._unreachable = None
+        return out
+
+    def unreachable(self) -> Unreachable | None:
+        return self._unreachable
 
     # -- the claim ---------------------------------------------------------------------------------
 
@@ -191,6 +206,11 @@ class SqliteJobStore(SqlJobStore):
                 with self._write():
                     pass
             return super().filings(watch, folder)
+
+
+#: the primary result codes of a write the state disk refused: SQLITE_READONLY, SQLITE_IOERR,
+#: SQLITE_FULL, SQLITE_CANTOPEN (waited out, as a PostgreSQL queue out of reach)
+_OUT_OF_REACH = frozenset({8, 10, 13, 14})
 
 
 def _connect(path: Path, busy_timeout: float, sync_all: bool) -> sqlite3.Connection:

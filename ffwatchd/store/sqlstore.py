@@ -120,15 +120,24 @@ class SqlJobStore(JobQueue):
                                     out=encode_path(output_path), id=job_id), durable=True)
 
     def finish(self, job_id: int, owner: str, *, output_path: str | None, attempt: int | None = None) -> Job:
-        return self.dialect.job(self._fenced(job_id, owner, attempt, rules.FINISH, output=encode_path(output_path)))
+        rows = self._take_filings(job_id)
+        if not rows:
+            return self.dialect.job(self._fenced(job_id, owner, attempt, rules.FINISH, output=encode_path(output_path)))
+
+        def body(tx: Tx) -> Any:
+            self._insert_filings(tx, rows)
+            return rules.fenced(tx, job_id, owner, attempt, rules.FINISH, output=encode_path(output_path))
+        return self.dialect.job(self._run(body))
 
     def finish_and_claim(self, job_id: int, owner: str, *, output_path: str | None, lease: float,
                          attempt: int | None = None, watches: Sequence[str] | None = None,
                          worker: dict | None = None) -> Job | None:
         """The fenced finish, then the claim for the same owner, in one transaction."""
         p = self._claim_params(owner, lease, watches, worker)
+        rows = self._take_filings(job_id)
 
         def body(tx: Tx) -> Job | None:
+            self._insert_filings(tx, rows)
             rules.fenced(tx, job_id, owner, attempt, rules.FINISH, returning="id", output=encode_path(output_path))
             return self._claim_in(tx, p)
 
@@ -142,16 +151,25 @@ class SqlJobStore(JobQueue):
 
     def fail(self, job_id: int, owner: str, *, error_kind: str, message: str, transient: bool,
              attempt: int | None = None) -> Job:
-        job = self.dialect.job(self._fenced(job_id, owner, attempt, rules.FAIL, durable=True, transient=transient,
-                                            backoff=float(self.retry_backoff), kind=error_kind,
-                                            message=printable(message)))
+        rows = self._take_filings(job_id)
+        p = dict(transient=transient, backoff=float(self.retry_backoff), kind=error_kind, message=printable(message))
+        if rows:
+            def body(tx: Tx) -> Any:
+                self._insert_filings(tx, rows)
+                return rules.fenced(tx, job_id, owner, attempt, rules.FAIL, **p)
+            job = self.dialect.job(self._run(body, durable=True))
+        else:
+            job = self.dialect.job(self._fenced(job_id, owner, attempt, rules.FAIL, durable=True, **p))
         if job.state == "queued":
             self.stats.retries += 1
         return job
 
     def release(self, job_id: int, owner: str, *, attempt: int | None = None, delay: float = 0.0,
                 error_kind: str | None = None, message: str | None = None) -> Job:
+        rows = self._take_filings(job_id)
+
         def body(tx: Tx) -> Job:
+            self._insert_filings(tx, rows)
             job = tx.d.job(rules.fenced(tx, job_id, owner, attempt, rules.RELEASE, delay=delay, kind=error_kind,
                                         message=message))
             tx.announce()
@@ -269,9 +287,31 @@ class SqlJobStore(JobQueue):
                       inode=f.inode, at=f.filed_at, job=f.job_id, owner=owner, attempt=attempt) is not None
 
     def record_filing(self, f: Filing, *, owner: str | None = None, attempt: int | None = None) -> None:
-        if not self._run(lambda tx: self._insert_filing(tx, f, owner, attempt)):
+        """A holder's entry rides on its job's own end (done, failed, released): one transaction,
+        so a crash that loses the entry loses that end too and the resumed plan writes both again.
+        Without a holder (recovery, operators): committed now, durably."""
+        if owner is not None and f.job_id is not None:
+            self._riding_filings().setdefault(f.job_id, []).append((f, owner, attempt))
+            return
+        if not self._run(lambda tx: self._insert_filing(tx, f, owner, attempt), durable=True):
             log.warning("filing ledger: %s/%s/%s not recorded: job %s is no longer held by %s on attempt %s",
                         f.watch, f.folder, f.rel_path, f.job_id, owner, attempt)
+
+    def _riding_filings(self) -> dict[int, list[tuple[Filing, str | None, int | None]]]:
+        """job id -> the entries its holder recorded, waiting for that job's end."""
+        riding = self.__dict__.get("_riding")
+        if riding is None:
+            riding = self.__dict__.setdefault("_riding", {})
+        return riding
+
+    def _take_filings(self, job_id: int) -> list[tuple[Filing, str | None, int | None]]:
+        return self._riding_filings().pop(job_id, [])
+
+    def _insert_filings(self, tx: Tx, rows: list[tuple[Filing, str | None, int | None]]) -> None:
+        for f, owner, attempt in rows:        # before the job's end: the fence still holds
+            if not self._insert_filing(tx, f, owner, attempt):
+                log.warning("filing ledger: %s/%s/%s not recorded: job %s is no longer held by %s on attempt %s",
+                            f.watch, f.folder, f.rel_path, f.job_id, owner, attempt)
 
     def filings(self, watch: str, folder: str) -> dict[str, Filing]:
         rows = self._read("SELECT * FROM filings WHERE watch = :watch AND folder = :folder", watch=watch, folder=folder)

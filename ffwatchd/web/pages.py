@@ -22,8 +22,8 @@ from ffwatchd.ops.documents import (
     status_document,
     status_parts,
 )
-from ffwatchd.ops.statusfile import read_status
-from ffwatchd.store import STATES, JobQueue, priority_name
+from ffwatchd.ops.statusfile import read_status, unreachable_line
+from ffwatchd.store import STATES, JobQueue, Unreachable, priority_name
 from ffwatchd.web.redact import redact
 
 THROUGHPUT_WINDOW = 600.0      # seconds behind the throughput figure
@@ -106,6 +106,26 @@ def batch(store: JobQueue, batch_id: int) -> dict[str, Any]:
     return redact(batch_document(store, store.get_batch(batch_id))[0])
 
 
+def unreachable_overview(last: dict[str, Any] | None, store: JobQueue, state_dir: Path, away: Unreachable,
+                         *, actions: bool) -> dict[str, Any]:
+    """The overview while the job table is out of reach: the last one read (marked `stale`), or
+    an empty one, with `queue_unreachable` (since, reason, line) on top; nothing from the table."""
+    now = time.time()
+    daemon = read_status(state_dir)
+    if last is not None:
+        doc = {**last, "status": {**last["status"], "daemon": redact(daemon)}}
+    else:
+        parts = {"queue": store.where, "counts": {s: 0 for s in STATES}, "workers": [], "running": [],
+                 "table_now": now}
+        doc = {"host": socket.gethostname(), "actions": actions, "status": redact(status_document(parts, daemon)),
+               "watches": {}, "paused": {}, "throughput": {"window_s": THROUGHPUT_WINDOW, "done": 0, "failed": 0,
+                                                           "per_minute": 0.0},
+               "queue_age_s": None, "batches": [], "failed": []}
+    return {**doc, "generated_at": now, "stale": last is not None, "stale_at": last["generated_at"] if last else None,
+            "queue_unreachable": {"since": away.since, "reason": redact(away.reason),
+                                  "line": redact(unreachable_line(away.since, away.reason, now))}}
+
+
 def overview(store: JobQueue, state_dir: Path, lease: float, *, actions: bool,
              watches: Sequence[WatchSettings] = ()) -> dict[str, Any]:
     """Everything the overview shows, in one document (also served as /api/overview); every
@@ -130,6 +150,7 @@ def overview(store: JobQueue, state_dir: Path, lease: float, *, actions: bool,
         "queue_age_s": None if oldest is None else max(0.0, store.now() - oldest),   # the table's clock
         "batches": batches(store, watch=None, state=None, limit=RECENT_BATCHES),
         "failed": jobs(store, state="failed", watch=None, limit=RECENT_FAILED),
+        "stale": False, "queue_unreachable": None,
     }   # each part redacted where it is read, once (redaction is a good part of a refresh's time)
 
 

@@ -10,6 +10,7 @@ import re
 import socket
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
@@ -18,7 +19,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from ffwatchd.config.settings import Settings
 from ffwatchd.fs.safefs import read_regular
 from ffwatchd.ops.documents import to_json
-from ffwatchd.store import STATES, JobQueue, NotFound
+from ffwatchd.ops.tablereads import TableReads
+from ffwatchd.store import STATES, JobQueue, NotFound, Unreachable, store_errors
 from ffwatchd.web import pages
 from ffwatchd.web.actions import ActionError, run_action
 from ffwatchd.web.auth import check_action, host_allowed, operator_of
@@ -60,15 +62,25 @@ class WebApp:
 
     def __post_init__(self) -> None:
         self.renderer = Renderer()
+        self.reads = TableReads()                 # the page never hangs on a table that is away
+        self._last_overview: dict[str, Any] | None = None
 
     @property
     def lease(self) -> float:
         return self.settings().workers.lease
 
     def overview(self) -> dict[str, Any]:
+        """The overview; while the job table is out of reach, the last one read with since when."""
         s = self.settings()
-        return pages.overview(self.store, s.state_dir, s.workers.lease, actions=bool(s.web.token),
-                              watches=s.watches)
+        try:
+            doc = self.reads.read(lambda: pages.overview(self.store, s.state_dir, s.workers.lease,
+                                                         actions=bool(s.web.token), watches=s.watches))
+        except (TimeoutError, *store_errors()) as e:
+            away = self.store.unreachable() or Unreachable(time.time(), str(e))
+            return pages.unreachable_overview(self._last_overview, self.store, s.state_dir, away,
+                                              actions=bool(s.web.token))
+        self._last_overview = doc
+        return doc
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -68,6 +68,11 @@ class Heartbeats:
                 self._thread = threading.Thread(target=self._run, name="heartbeats", daemon=True)
                 self._thread.start()
 
+    def holds(self, job_id: int) -> bool:
+        """Whether this worker keeps a lease of that job alive now (running, held ahead or filing)."""
+        with self._lock:
+            return any(lease.job_id == job_id for lease in self._leases)
+
     def current_job(self) -> int | None:
         """The job this worker processes now: the lease taken last."""
         with self._lock:

@@ -30,7 +30,7 @@ from ffwatchd.fs.writefs import make_private
 from ffwatchd.media.ffmpeg import find_ffmpeg
 from ffwatchd.pipeline.contract import JobPipeline, RenderedImage
 from ffwatchd.spec.jobspec import JobSpec
-from ffwatchd.store import Job, JobQueue, TransitionError
+from ffwatchd.store import Job, JobQueue, QueueUnavailable, TransitionError
 from ffwatchd.watch.hashing import hash_file
 from ffwatchd.work.failing import FailurePolicy
 from ffwatchd.work.heartbeats import Heartbeats, Lease
@@ -118,6 +118,17 @@ class JobRunner:
             return                                 # `start` reports it
         self.prefetcher.submit(job, watch.inbox / job.rel_path)
 
+    def not_held_already(self, job: Job | None) -> Job | None:
+        """`job`, or None when this worker already holds it: a claim committed without waiting for
+        the flush and lost in a database crash left the job queued while this worker held it, and
+        its next claim took it again, same owner, same attempt (no fence tells the two apart).
+        The copy held first goes on; the job is run once."""
+        if job is not None and self.heartbeats.holds(job.id):
+            log.warning("job %d: claimed again while this worker holds it (its first claim was lost in a "
+                        "database crash); run once", job.id)
+            return None
+        return job
+
     def give_back(self, job: Job) -> None:
         """A job claimed ahead but never started goes back to the queue (attempt not counted)."""
         self.prefetcher.discard(job.id)
@@ -128,6 +139,8 @@ class JobRunner:
             self.store.release(job.id, self.owner, attempt=job.claims)
         except TransitionError as e:
             log.warning("job %d: %s", job.id, e)
+        except QueueUnavailable as e:          # not given back: it returns when its lease runs out
+            log.warning("job %d: not given back (%s); it returns to the queue when its lease runs out", job.id, e)
 
     def close(self) -> None:
         self.prefetcher.close()
@@ -145,6 +158,9 @@ class JobRunner:
             filing = self._run(job, lease, out)
         except TransitionError as e:         # the lease went to someone else, or a cancel
             log.warning("job %d: %s", job.id, e)
+            out.outcome = "lost"
+        except QueueUnavailable as e:        # its lease runs out; the job returns to the queue
+            log.warning("job %d: left to its lease: %s", job.id, e)
             out.outcome = "lost"
         except ShareWaitTooLong as e:
             self.waiter.release(job, out, str(e), lease)
@@ -206,7 +222,7 @@ class JobRunner:
         try:
             processed = self._process(job, spec, original, workdir, lease, pre)
             out.frames = processed.frames
-        except TransitionError:
+        except (TransitionError, QueueUnavailable):
             raise
         except Exception as e:  # noqa: BLE001 - every failure ends as a job error with a kind
             self.failures.handle(e, watch, job, lease, out, workdir)
@@ -257,7 +273,7 @@ class JobRunner:
             self._finish(job, _landed(filed.result, plan), pending)
             out.outcome = "done"
             self._clean_temp(job.id, None if job.kind != "image" else result)
-        except TransitionError:
+        except (TransitionError, QueueUnavailable):
             if job.kind == "image":             # the lease went: this attempt's own result, no one else's
                 result.unlink(missing_ok=True)
             raise
@@ -274,8 +290,9 @@ class JobRunner:
         if claim is None:
             self.store.finish(job.id, self.owner, output_path=output_path, attempt=job.claims)
             return
-        claimed = self.store.finish_and_claim(job.id, self.owner, output_path=output_path,
-                                              attempt=job.claims, lease=self.settings.workers.lease, **claim)
+        claimed = self.not_held_already(self.store.finish_and_claim(
+            job.id, self.owner, output_path=output_path, attempt=job.claims, lease=self.settings.workers.lease,
+            **claim))
         if claimed is not None:
             pending.claimed = claimed
             self.hold(claimed)
@@ -371,6 +388,8 @@ class JobRunner:
             self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
             unstage(Path(plan.original_src), job.id, job.claims)
             return False
+        except QueueUnavailable:
+            raise
         except (JobError, OSError) as e:      # as any failure of the job (never the worker's end)
             self.failures.handle(e, watch, job, lease, out, Path(plan.result_src or plan.original_src))
             return True
@@ -410,6 +429,9 @@ class Pending:
                     filing(self)
                 except TransitionError as e:
                     log.warning("job %d: %s", self.job.id, e)
+                    self.out.outcome = "lost"
+                except QueueUnavailable as e:   # the durable plan (if recorded) is resumed after its lease
+                    log.warning("job %d: filing left to its lease: %s", self.job.id, e)
                     self.out.outcome = "lost"
                 except ShareWaitTooLong as e:
                     self.runner.waiter.release(self.job, self.out, str(e), self.lease)

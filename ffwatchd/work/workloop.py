@@ -11,9 +11,10 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
+from ffwatchd.backoff import Backoff
 from ffwatchd.config.settings import Settings
 from ffwatchd.filing.shares import ShareCheck
-from ffwatchd.store import Job, JobQueue
+from ffwatchd.store import Job, JobQueue, QueueUnavailable, Unreachable, store_errors
 from ffwatchd.work.runner import JobRunner
 
 log = logging.getLogger(__name__)
@@ -22,6 +23,37 @@ IDLE_POLL = 5.0           # seconds between claims when nobody wakes us (backoff
 FILING_DEPTH = 2          # filings of finished jobs in flight at once (each in its own thread)
 PAUSED_EVERY = 2.0        # seconds a worker trusts its last read of the watches paused by an operator
 HAND_BACK_AFTER = 5.0     # seconds an image runs before the jobs held behind it go back to the queue
+CLAIM_RETRY = Backoff(first=0.5, cap=2.0)   # between claims while the job table is out of reach
+QUEUE_LOOK_EVERY = 1.0    # seconds between looks at whether the store reaches its table (reported up)
+
+
+class QueueReports:
+    """Tells the supervisor when this worker's store loses and regains its table (event
+    ("queue", index, since, reason), since None when it is back), from a thread that reads
+    `store.unreachable()` only: a claim or heartbeat waiting on the table delays no report."""
+
+    def __init__(self, store: Any, events: Any, index: int) -> None:
+        self.store, self.events, self.index = store, events, index
+        self._said: Unreachable | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="queue-reports", daemon=True)
+
+    def start(self) -> "QueueReports":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def look(self, failed: Unreachable | None = None) -> None:
+        now = failed or self.store.unreachable()
+        if (now is None) != (self._said is None):
+            self._said = now
+            self.events.put(("queue", self.index, now.since if now else None, now.reason if now else None))
+
+    def _run(self) -> None:
+        while not self._stop.wait(QUEUE_LOOK_EVERY):
+            self.look()
 
 
 class PausedWatches:
@@ -83,6 +115,8 @@ class WorkerLoop:
         self.claimed_lock = threading.Lock()
         self.reserved = 0                                    # filings about to claim one with their finish
         self.done = 0
+        self.queue = QueueReports(store, events, index)
+        self.claim_failures = 0                              # claims in a row the table was out of reach for
         #: the job claimed ahead of the one running (under claimed_lock); None once handed back
         self.ahead: Job | None = None
         #: set while the running job is long work (a video, or an image past HAND_BACK_AFTER): nothing
@@ -114,9 +148,22 @@ class WorkerLoop:
         return [n for n in self.watches if n in available]
 
     def claim(self) -> Job | None:
-        job = self.store.claim(self.owner, self.lease, watches=self.claimable(), worker=self.worker_info)
+        """The next job, or None; a job table out of reach is waited out (backoff), never fatal."""
+        try:
+            job = self.store.claim(self.owner, self.lease, watches=self.claimable(), worker=self.worker_info)
+        except QueueUnavailable as e:
+            self.claim_failures += 1
+            delay = CLAIM_RETRY.delay(self.claim_failures)
+            self.queue.look(self.store.unreachable() or Unreachable(time.time(), str(e)))
+            log.warning("worker %d: the job table is out of reach (%s); claiming again in %.1f s", self.index, e, delay)
+            self.stop.wait(delay)
+            return None
+        if self.claim_failures:
+            log.info("worker %d: the job table is back; claiming again", self.index)
+            self.claim_failures = 0
+        self.queue.look()
         self.report_expired()
-        return job
+        return self.runner.not_held_already(job)
 
     def may_claim_more(self, done: int) -> bool:
         return not self.stop.is_set() and self.claim_ok.is_set() and done + 1 < self.recycle_after
@@ -255,6 +302,7 @@ class WorkerLoop:
         """Until stopped, recycled, out of memory or orphaned; returns the number of jobs run."""
         job: Job | None = None                           # claimed ahead: held, its image decoding meanwhile
         ahead: Job | None = None
+        self.queue.start()
         try:
             while not self.stop.is_set():
                 if os.getppid() != parent:
@@ -276,6 +324,7 @@ class WorkerLoop:
         return self.done
 
     def close(self, job: Job | None, ahead: Job | None) -> None:
+        self.queue.stop()
         self.report_filed(0)
         for held in (job, ahead if ahead is not job else None, *self.claimed):
             if held is not None:                       # claimed ahead but never started
@@ -283,5 +332,8 @@ class WorkerLoop:
         self.runner.close()
         self.filer.shutdown()
         self.runner.heartbeats.registered = False
-        self.store.remove_worker(self.owner)
+        try:
+            self.store.remove_worker(self.owner)
+        except store_errors() as e:                    # pruned later as a lost worker
+            log.warning("worker row %s not removed: %s", self.owner, e)
         self.store.close()

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ffwatchd.faces.models import ModelKind
+from ffwatchd.errors import JobError
+from ffwatchd.faces.models import Identity, ModelKind
 from ffwatchd.faces.types import Face, Frame
 from ffwatchd.processors.protocol import Box, Change, FaceScore, JobContext, Processor, Step
-from ffwatchd.schema import ModelKey, NumberBetween
+from ffwatchd.schema import IntBetween, ModelKey, NumberBetween
 
 
 @dataclass(frozen=True)
 class SwapperSettings:
     model: str = "inswapper_128"
+    pixel_boost: int = 0              # px the face is warped at, a multiple of the model's size; 0: that size
     review_below: float = 0.3         # a swapped face whose identity similarity is below this is flagged
 
 
@@ -20,8 +22,9 @@ class FaceSwapper(Processor):
     name = "face_swapper"
     summary = "replaces each selected face with the identity of the source photos"
     settings = SwapperSettings
-    checks = {"model": ModelKey(ModelKind.SWAPPER), "review_below": NumberBetween(-1.0, 1.0)}
-    flags = {"swapper": "model"}
+    checks = {"model": ModelKey(ModelKind.SWAPPER), "pixel_boost": IntBetween(0, 1024, 128),
+              "review_below": NumberBetween(-1.0, 1.0)}
+    flags = {"swapper": "model", "pixel_boost": "pixel_boost"}
     model_kinds = (ModelKind.SWAPPER,)
     needs_sources = True
     generates_pixels = True
@@ -29,14 +32,23 @@ class FaceSwapper(Processor):
 
     def prepare(self, settings: SwapperSettings, job: JobContext) -> Step:
         swapper = job.load(settings.model, ModelKind.SWAPPER)
-        identity = job.source_identity()
-        latent = swapper.latent(identity)
+        boost = settings.pixel_boost or swapper.size
+        if boost % swapper.size:
+            raise JobError("bad_sidecar", f"face_swapper.pixel_boost: {boost} is not a multiple of the "
+                           f"{swapper.size} px crop of model {settings.model} (family {swapper.family.name})")
+        fam = swapper.family
+        identity = job.source_identity()              # also what each swapped face is scored against
+        if fam.identity is Identity.SOURCE_CROP:
+            latent = swapper.source_crop(*job.source_face())
+        else:
+            converter = job.load(fam.converter, ModelKind.CONVERTER) if fam.converter else None
+            latent = swapper.latent(identity, converter)
 
         def step(frame: Frame, faces: list[Face], touched: list[Box]) -> Change:
             for face in faces:
                 before = job.similarity(frame, face, identity)
                 n = len(touched)
-                swapper.swap(frame, face, latent, touched)
+                swapper.swap(frame, face, latent, touched, boost)
                 box = touched[n] if len(touched) > n else tuple(int(v) for v in face.bbox)
                 job.record(FaceScore(box, job.similarity(frame, face, identity), before, settings.review_below))
             return Change.BOXES if faces else Change.NONE
