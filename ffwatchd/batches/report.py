@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Iterable
@@ -15,7 +16,7 @@ import jinja2
 from markupsafe import Markup
 
 from ffwatchd.batches.nottaken import MAX_LISTED, not_taken
-from ffwatchd.batches.package import numbered
+from ffwatchd.batches.package import PACKAGE_NAME, numbered
 from ffwatchd.batches.thumbs import ThumbCache, original_shown
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
@@ -29,6 +30,16 @@ from ffwatchd.store.names import printable
 REPORT_HTML = "ffwatch-report.html"
 REPORT_JSON = "ffwatch-report.json"
 STATE_ORDER = ("failed", "done", "running", "queued", "cancelled", "superseded")
+
+
+#: a batch's report, JSON and zip of any generation (`numbered`): not results, not filings
+BATCH_FILE = re.compile("|".join(re.escape(stem) + r"(-[0-9]+)?" + re.escape(dot + ext)
+                                 for stem, dot, ext in (n.rpartition(".") for n in (REPORT_HTML, REPORT_JSON,
+                                                                                   PACKAGE_NAME))))
+
+
+def is_batch_file(name: str) -> bool:
+    return BATCH_FILE.fullmatch(name) is not None
 
 
 def report_paths(watch: WatchSettings, folder: str, generation: int = 0) -> tuple[Path, Path]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -25,6 +24,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import synthetic_models  # noqa: E402
 
+from ffwatchd.batches.report import is_batch_file  # noqa: E402
 from ffwatchd.filing.shares import MARKER_NAME  # noqa: E402
 from ffwatchd.store import JobStore  # noqa: E402
 
@@ -36,10 +36,6 @@ SYNTH_SIDECAR = {
     "face_swapper": {"model": "synth_inswapper"},
     "face_enhancer": {"model": "synth_gfpgan"},
 }
-
-
-#: a batch's report and zip: the root's later generations are numbered (ffwatch-report-2.html)
-BATCH_FILE = re.compile(r"ffwatch-(report|results)(-\d+)?\.(html|json|zip)")
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
@@ -213,7 +209,7 @@ class Daemon:
 
     def results(self) -> list[Path]:
         """Result files under output/ (without the batch reports and packages beside them)."""
-        return [p for p in self.files(self.output) if not BATCH_FILE.fullmatch(p.name)]
+        return [p for p in self.files(self.output) if not is_batch_file(p.name)]
 
     def wait_reports(self, timeout: float, count: int) -> dict[Path, dict]:
         """The error reports under failed/ once there are `count` of them. A file refused at
