@@ -216,9 +216,9 @@ def _counting_reads(store) -> list[str]:
     reads: list[str] = []
     real = store.batch_jobs
 
-    def batch_jobs(watch: str, folder: str):
+    def batch_jobs(watch: str, folder: str, generation: int = 0):
         reads.append(folder)
-        return real(watch, folder)
+        return real(watch, folder, generation)
     store.batch_jobs = batch_jobs
     return reads
 

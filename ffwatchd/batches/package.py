@@ -19,8 +19,17 @@ from ffwatchd.store.names import printable
 PACKAGE_NAME = "ffwatch-results.zip"
 
 
-def package_path(watch: WatchSettings, folder: str) -> Path:
-    return (watch.output / folder if folder else watch.output) / PACKAGE_NAME
+def numbered(name: str, generation: int) -> str:
+    """A batch file's name for the inbox root's `generation`-th batch: the first keeps the plain
+    name (`ffwatch-report.html`), the next are `ffwatch-report-1.html`, `ffwatch-report-2.html`, ..."""
+    if not generation:
+        return name
+    stem, dot, ext = name.rpartition(".")
+    return f"{stem}-{generation}{dot}{ext}"
+
+
+def package_path(watch: WatchSettings, folder: str, generation: int = 0) -> Path:
+    return (watch.output / folder if folder else watch.output) / numbered(PACKAGE_NAME, generation)
 
 
 def entry(arcname: str, mtime: float) -> zipfile.ZipInfo:
@@ -32,7 +41,7 @@ def entry(arcname: str, mtime: float) -> zipfile.ZipInfo:
     return info
 
 
-def write_zip(watch: WatchSettings, folder: str, jobs: list[Job]) -> tuple[Path, int, list[str]]:
+def write_zip(watch: WatchSettings, folder: str, jobs: list[Job], generation: int = 0) -> tuple[Path, int, list[str]]:
     """Every done job's result, named by its path under the batch's output folder; (zip, files
     packed, results missing: each as `job N (path): why`). A result written by another host is
     read on this host's mount (filing/sharepaths.py); one that cannot be read is listed as
@@ -40,7 +49,7 @@ def write_zip(watch: WatchSettings, folder: str, jobs: list[Job]) -> tuple[Path,
 
     Results are read and the zip written below output/ without following a link anywhere on the
     way (safefs, writefs): a link planted on the share never puts outside content into a zip."""
-    dest = package_path(watch, folder)
+    dest = package_path(watch, folder, generation)
     base = dest.parent
     rel, name = split_under(watch.output, dest)
     tmp = f"{TEMP_PREFIX}{temp_tag()}-{name}.tmp"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Iterable
@@ -15,6 +16,7 @@ import jinja2
 from markupsafe import Markup
 
 from ffwatchd.batches.nottaken import MAX_LISTED, not_taken
+from ffwatchd.batches.package import PACKAGE_NAME, numbered
 from ffwatchd.batches.thumbs import ThumbCache, original_shown
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
@@ -30,9 +32,19 @@ REPORT_JSON = "ffwatch-report.json"
 STATE_ORDER = ("failed", "done", "running", "queued", "cancelled", "superseded")
 
 
-def report_paths(watch: WatchSettings, folder: str) -> tuple[Path, Path]:
+#: a batch's report, JSON and zip of any generation (`numbered`): not results, not filings
+BATCH_FILE = re.compile("|".join(re.escape(stem) + r"(-[0-9]+)?" + re.escape(dot + ext)
+                                 for stem, dot, ext in (n.rpartition(".") for n in (REPORT_HTML, REPORT_JSON,
+                                                                                   PACKAGE_NAME))))
+
+
+def is_batch_file(name: str) -> bool:
+    return BATCH_FILE.fullmatch(name) is not None
+
+
+def report_paths(watch: WatchSettings, folder: str, generation: int = 0) -> tuple[Path, Path]:
     base = watch.output / folder if folder else watch.output
-    return base / REPORT_HTML, base / REPORT_JSON
+    return base / numbered(REPORT_HTML, generation), base / numbered(REPORT_JSON, generation)
 
 
 def _iso(t: float | None) -> str | None:
@@ -154,7 +166,7 @@ def _model_files(files: list[dict]) -> list[dict]:
 
 def build_report(watch: WatchSettings, folder: str, jobs: Iterable[Job], *, batch_id: int | None,
                  version: int, final: bool, package: str | None = None, now: float | None = None,
-                 package_missing: Iterable[str] = (), files: list[dict] | None = None) -> dict:
+                 package_missing: Iterable[str] = (), files: list[dict] | None = None, generation: int = 0) -> dict:
     """The report's facts (the JSON file; the HTML page shows the same, with thumbnails);
     `files`: the jobs' entries when made already (RowCache)."""
     jobs = list(jobs)
@@ -169,7 +181,7 @@ def build_report(watch: WatchSettings, folder: str, jobs: Iterable[Job], *, batc
             settings = {k: (redact_notify(v) if k == "notify" else v) for k, v in j.spec.items()
                         if k not in ("sources",)}
     return {
-        "format": "ffwatchd-batch-report/1", "watch": watch.name, "batch": folder or "/",
+        "format": "ffwatchd-batch-report/1", "watch": watch.name, "batch": folder or "/", "generation": generation,
         "batch_id": batch_id, "version": version, "state": "finished" if final else "running",
         "generated_at": _iso(now or time.time()), "counts": counts, "package": package,
         "package_missing": list(package_missing),
@@ -256,7 +268,8 @@ def page_view(report: dict, rows: list[Markup]) -> dict:
     missing = report.get("package_missing") or []
     left = report.get("not_taken") or []
     return {
-        "report": report, "title": f"ffwatchd report: {report['watch']} {report['batch']}",
+        "report": report, "title": f"ffwatchd report: {report['watch']} {report['batch']}"
+                 + (f" #{report['generation']}" if report.get("generation") else ""),
         "counts": [(s, c.get(s, 0)) for s in STATE_ORDER if c.get(s)],
         "package": {"href": _href(".", package), "name": package} if package else None,
         "public": report.get("public"),
@@ -334,13 +347,14 @@ def _report_json(report: dict, entries: list[str]) -> str:
 
 def write_report(watch: WatchSettings, folder: str, jobs: list[Job], cache: ThumbCache, *, batch_id: int | None,
                  version: int, final: bool, package: str | None = None,
-                 package_missing: Iterable[str] = (), rows: RowCache | None = None) -> tuple[Path, dict]:
+                 package_missing: Iterable[str] = (), rows: RowCache | None = None,
+                 generation: int = 0) -> tuple[Path, dict]:
     """Build and write both files atomically; returns the HTML path and the report. Pictures for
     the first THUMB_ROWS rows only: the page stays small whatever the batch's size."""
     rows = rows if rows is not None else RowCache()
     pairs = [rows.entry(watch, j) for j in jobs]
     report = build_report(watch, folder, jobs, batch_id=batch_id, version=version, final=final, package=package,
-                          package_missing=package_missing, files=[p[0] for p in pairs])
+                          package_missing=package_missing, files=[p[0] for p in pairs], generation=generation)
     order = page_order(report["files"])
     report["not_taken"] = not_taken(watch, folder)           # nottaken.py: files left in the folder, with why
     thumbs: dict[int, tuple[str | None, str | None]] = {}
@@ -351,7 +365,7 @@ def write_report(watch: WatchSettings, folder: str, jobs: list[Job], cache: Thum
             after = Path(out) if out else None
             before = _before_path(watch, j) if original_shown((j.spec or {}).get("processors")) else None
             thumbs[j.id] = (cache.get(j.id, before, _root_of(watch, before)), cache.get(j.id, after, watch.output))
-    html_path, json_path = report_paths(watch, folder)
+    html_path, json_path = report_paths(watch, folder, generation)
     # printable: a name that is not UTF-8 shows as \xHH in the page (the JSON keeps it exactly)
     public = watch.shown_path(html_path)
     report["public"] = public if public != str(html_path) else None

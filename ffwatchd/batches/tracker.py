@@ -106,10 +106,10 @@ class BatchTracker:
         if self._since == 0.0:
             self.remove_stale_temps()
         since, self._since = self._since, now - 5.0
-        active: dict[tuple[str, str], int] = {}
+        active: dict[tuple[str, str, int], int] = {}
         for g in self.store.batch_activity(since):
-            self.store.touch_batch(g["watch"], g["folder"], g["last_activity"])
-            active[(g["watch"], g["folder"])] = g["active"]
+            self.store.touch_batch(g["watch"], g["folder"], g["last_activity"], g["generation"])
+            active[(g["watch"], g["folder"], g["generation"])] = g["active"]
         unsettled = self.unsettled()
         for batch in self.store.list_batches(state="open", limit=100000):
             try:
@@ -117,9 +117,9 @@ class BatchTracker:
             except KeyError:
                 continue
             base = watch.inbox / batch.folder if batch.folder else watch.inbox
-            busy = bool(active.get((batch.watch, batch.folder))) or any(
-                is_within(p, base) for p in unsettled.get(batch.watch, []))
-            if not self._due(batch, (active.get((batch.watch, batch.folder), 0), batch.last_activity), busy, now):
+            key = (batch.watch, batch.folder, batch.generation)
+            busy = bool(active.get(key)) or any(is_within(p, base) for p in unsettled.get(batch.watch, []))
+            if not self._due(batch, (active.get(key, 0), batch.last_activity), busy, now):
                 continue
             try:
                 self.check(watch, batch, now, unsettled.get(batch.watch, []))
@@ -129,11 +129,11 @@ class BatchTracker:
                 if self._refused.get(batch.id) != str(e):
                     self._refused[batch.id] = str(e)
                     log.error("batch %d (%s %s): report or package not written: %s; trying again in %g s",
-                              batch.id, watch.name, batch.folder or "/", e, self.report_retry)
+                              batch.id, watch.name, batch.label, e, self.report_retry)
                 continue
             self._retry_at.pop(batch.id, None)
             if self._refused.pop(batch.id, None) is not None:
-                log.info("batch %d (%s %s): report written now", batch.id, watch.name, batch.folder or "/")
+                log.info("batch %d (%s %s): report written now", batch.id, watch.name, batch.label)
         if time.monotonic() >= self._next_starvation:
             self._next_starvation = time.monotonic() + STARVATION_EVERY
             for w in self.settings.watches:
@@ -146,7 +146,7 @@ class BatchTracker:
         """Half-written reports or zips a crash left beside the batches' reports (once, at start)."""
         for batch in self.store.list_batches(limit=1_000_000):
             try:
-                folder = report_paths(self.settings.watch(batch.watch), batch.folder)[0].parent
+                folder = report_paths(self.settings.watch(batch.watch), batch.folder, batch.generation)[0].parent
             except KeyError:
                 continue
             watch = self.settings.watch(batch.watch)
@@ -196,7 +196,7 @@ class BatchTracker:
         return now - batch.last_activity >= quiet
 
     def check(self, watch: WatchSettings, batch: Batch, now: float, unsettled: list[Path]) -> None:
-        jobs = self.store.batch_jobs(batch.watch, batch.folder)
+        jobs = self.store.batch_jobs(batch.watch, batch.folder, batch.generation)
         if not jobs:
             return
         last = max(_activity(j) for j in jobs)
@@ -221,7 +221,7 @@ class BatchTracker:
             return
         html, report = write_report(watch, batch.folder, jobs, self.thumbs, batch_id=batch.id,
                                     version=batch.version + 1, final=False,
-                                    rows=self.rows.setdefault(batch.id, RowCache()))
+                                    rows=self.rows.setdefault(batch.id, RowCache()), generation=batch.generation)
         self.store.set_batch_report(batch.id, str(html), report["counts"])
         self._reported[batch.id] = (time.monotonic(), mark)
         self._held_until.pop(batch.id, None)
@@ -235,16 +235,16 @@ class BatchTracker:
         version = batch.version + 1
         package, missing = None, []
         if spec is not None and spec.package == "zip":
-            path, n, missing = write_zip(watch, batch.folder, jobs)
+            path, n, missing = write_zip(watch, batch.folder, jobs, batch.generation)
             package = str(path)
             log.info("batch %d (%s %s): %d result(s) packed into %s", batch.id, watch.name,
-                     batch.folder or "/", n, path)
+                     batch.label, n, path)
             if missing:
                 log.error("batch %d (%s %s): %d result(s) missing from %s: %s", batch.id, watch.name,
-                          batch.folder or "/", len(missing), path, "; ".join(missing[:20]))
+                          batch.label, len(missing), path, "; ".join(missing[:20]))
         html, report = write_report(watch, batch.folder, jobs, self.thumbs, batch_id=batch.id, version=version,
                                     final=True, package=package, package_missing=missing,
-                                    rows=self.rows.pop(batch.id, None))
+                                    rows=self.rows.pop(batch.id, None), generation=batch.generation)
         counts = report["counts"]
         deliveries = []
         if spec is not None:
@@ -260,12 +260,12 @@ class BatchTracker:
                                            package_path=package, deliveries=deliveries,
                                            expected_version=batch.version)
         except TransitionError as e:          # another host's finish came first: its report stands
-            log.warning("batch %d (%s %s): not finished here: %s", batch.id, watch.name, batch.folder or "/", e)
+            log.warning("batch %d (%s %s): not finished here: %s", batch.id, watch.name, batch.label, e)
             self._forget(batch.id)
             return self.store.get_batch(batch.id)
         self._forget(batch.id)
         log.info("batch %d (%s %s) finished, version %d: %s; report %s; %d notification(s) queued", batch.id,
-                 watch.name, batch.folder or "/", version,
+                 watch.name, batch.label, version,
                  ", ".join(f"{k} {v}" for k, v in counts.items() if v and k != "total"), html, len(deliveries))
         if self.metrics is not None:
             self.metrics.batch_finished(watch.name)

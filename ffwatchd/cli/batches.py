@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
             if args.json:
                 dump_json(batches_document(batches))
                 return EXIT_OK
-            print_table([(b.id, b.watch, b.folder or "/", b.state, b.version,
+            print_table([(b.id, b.watch, b.label, b.state, b.version,
                           counts_text(b.counts),
                           format_time(b.finished_at), b.report_path or "-") for b in batches],
                         ["id", "watch", "batch", "state", "ver", "counts", "finished", "report"])
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         dump_json(document)
         return EXIT_OK
-    for key in ("id", "watch", "folder", "state", "version", "report_path", "package_path"):
+    for key in ("id", "watch", "folder", "generation", "state", "version", "report_path", "package_path"):
         value = getattr(batch, key)
         print(f"{key:14} {shown(str(value)) if value not in (None, '') else ('/' if key == 'folder' else '-')}")
     print(f"{'last activity':14} {format_time(batch.last_activity)}")

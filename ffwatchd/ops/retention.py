@@ -389,10 +389,8 @@ def unknown_to_ledger(settings: "Settings", store: "JobQueue") -> list[Unrecorde
     """Every file of done/, failed/ and output/ that the ledger does not know (error reports, the
     share marker, batch reports and packages and our hidden temporary names aside)."""
     # Imported here: the batch modules (Jinja2) load only for this walk.
-    from ffwatchd.batches.package import PACKAGE_NAME
-    from ffwatchd.batches.report import REPORT_HTML, REPORT_JSON
+    from ffwatchd.batches.report import is_batch_file
 
-    not_filings = {MARKER_NAME, PACKAGE_NAME, REPORT_HTML, REPORT_JSON}
     out: list[Unrecorded] = []
     for w in settings.watches:
         for what, root in (("done", w.done), ("failed", w.failed), ("output", w.output)):
@@ -404,7 +402,8 @@ def unknown_to_ledger(settings: "Settings", store: "JobQueue") -> list[Unrecorde
                 dirnames[:] = [d for d in dirnames if not d.startswith(TEMP_PREFIX)]
                 here = Path(dirpath)
                 for name in sorted(filenames):
-                    if name in not_filings or name.endswith(ERROR_REPORT_SUFFIX) or name.startswith(TEMP_PREFIX):
+                    if name == MARKER_NAME or is_batch_file(name) or name.endswith(ERROR_REPORT_SUFFIX) \
+                            or name.startswith(TEMP_PREFIX):
                         continue
                     st = _lstat(here / name)
                     if st is None:

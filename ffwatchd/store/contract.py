@@ -302,15 +302,15 @@ class JobQueue(abc.ABC):
     # batches and the notification outbox
     @abc.abstractmethod
     def batch_activity(self, since: float) -> list[dict]:
-        """Per (watch, batch folder) with a job created or finished after `since`, or still queued
-        or running: {watch, folder, total, active, last_activity}."""
+        """Per (watch, batch folder, generation) with a job created or finished after `since`, or
+        still queued or running: {watch, folder, generation, total, active, last_activity}."""
 
     @abc.abstractmethod
-    def batch_jobs(self, watch: str, folder: str) -> list[Job]:
+    def batch_jobs(self, watch: str, folder: str, generation: int = 0) -> list[Job]:
         """Every job of one batch, oldest first."""
 
     @abc.abstractmethod
-    def touch_batch(self, watch: str, folder: str, last_activity: float) -> Batch:
+    def touch_batch(self, watch: str, folder: str, last_activity: float, generation: int = 0) -> Batch:
         """Create the batch row when new; record newer activity (and reopen it when finished)."""
 
     @abc.abstractmethod

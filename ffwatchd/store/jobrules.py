@@ -22,17 +22,19 @@ from typing import Any, Callable, Mapping, Sequence
 from ffwatchd.store.contract import NotFound, TransitionError, fence_refusal
 from ffwatchd.store.dialect import Tx
 from ffwatchd.store.names import decode_path, shown
+from ffwatchd.store.outbox import NEW_GENERATION
 from ffwatchd.store.rows import KINDS, Job, Stats
 
 log = logging.getLogger(__name__)
 
 # -- a job is born ------------------------------------------------------------------------------
 
-_INSERT = """INSERT INTO jobs (watch, rel_path, size, mtime, content_hash, kind, priority, spec, sources,
+_INSERT = f"""INSERT INTO jobs (watch, rel_path, size, mtime, content_hash, kind, priority, spec, sources,
                                sidecars, state, max_attempts, created_at, queued_at, finished_at,
-                               error_kind, error_message, batch)
+                               error_kind, error_message, batch, generation)
              VALUES (:watch, :rel_path, :size, :mtime, :hash, :kind, :priority, :spec, :sources, :sidecars,
-                     :state, :max_attempts, {now}, {now}, :finished, :error_kind, :message, :batch)
+                     :state, :max_attempts, {{now}}, {{now}}, :finished, :error_kind, :message, :batch,
+                     {NEW_GENERATION})
              ON CONFLICT (watch, rel_path, content_hash) DO NOTHING
              RETURNING *"""
 

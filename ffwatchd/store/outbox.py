@@ -3,6 +3,11 @@
 A batch: `open` while its folder has activity -> `finished` once (a guarded finish: the
 version it was read at), which records its deliveries in the same transaction.
 
+Batches are keyed by (watch, folder, generation). A folder with a sidecar has one batch,
+generation 0, reopened by later drops. The inbox root's batches are bounded: a job born at the
+root joins the root's newest batch while it is open, and opens the next generation once that
+one finished (NEW_GENERATION); a retried job stays in the batch it was born in.
+
 A delivery: `pending` -(a host claims it: claim_token, claimed_until)-> tried ->
 `delivered`, `pending` again with `next_attempt` later, or `failed`; an attempt is recorded
 only under the claim that tried it (a host whose claim expired and was taken over records
@@ -20,13 +25,20 @@ from ffwatchd.store.rows import Batch, Delivery
 
 # -- batches --------------------------------------------------------------------------------------
 
-ACTIVITY = """SELECT watch, batch AS folder, count(*) AS total,
+#: a new job's generation (parameters watch, batch): 0 for a folder with a sidecar; at the root,
+#: that of the root's newest batch, plus one when it has finished (0 when there is none yet)
+NEW_GENERATION = """CASE WHEN CAST(:batch AS TEXT) = '' THEN coalesce(
+                        (SELECT generation + CASE WHEN state = 'finished' THEN 1 ELSE 0 END FROM batches
+                         WHERE watch = :watch AND folder = '' ORDER BY generation DESC LIMIT 1), 0)
+                    ELSE 0 END"""
+
+ACTIVITY = """SELECT watch, batch AS folder, generation, count(*) AS total,
                      sum(CASE WHEN state IN ('queued', 'running') THEN 1 ELSE 0 END) AS active,
                      max(greatest(created_at, queued_at, coalesce(finished_at, 0))) AS last_activity
-              FROM jobs WHERE batch IS NOT NULL AND (watch, batch) IN (
-                  SELECT watch, batch FROM jobs WHERE batch IS NOT NULL AND
+              FROM jobs WHERE batch IS NOT NULL AND (watch, batch, generation) IN (
+                  SELECT watch, batch, generation FROM jobs WHERE batch IS NOT NULL AND
                       (state IN ('queued', 'running') OR created_at > :since OR finished_at > :since))
-              GROUP BY watch, batch"""
+              GROUP BY watch, batch, generation"""
 
 
 def activity(tx: Tx, since: float) -> list[dict]:
@@ -36,18 +48,19 @@ def activity(tx: Tx, since: float) -> list[dict]:
 #: the batch that is there first: an upsert takes an id (AUTOINCREMENT, a sequence) even when it updates
 _TOUCH = """UPDATE batches SET last_activity = greatest(last_activity, :activity),
                    state = CASE WHEN :activity > coalesce(finished_activity, -1) THEN 'open' ELSE state END
-            WHERE watch = :watch AND folder = :folder RETURNING *"""
-_OPEN = """INSERT INTO batches (watch, folder, state, created_at, last_activity)
-           VALUES (:watch, :folder, 'open', {now}, :activity)
-           ON CONFLICT (watch, folder) DO UPDATE SET
+            WHERE watch = :watch AND folder = :folder AND generation = :generation RETURNING *"""
+_OPEN = """INSERT INTO batches (watch, folder, generation, state, created_at, last_activity)
+           VALUES (:watch, :folder, :generation, 'open', {now}, :activity)
+           ON CONFLICT (watch, folder, generation) DO UPDATE SET
                last_activity = greatest(batches.last_activity, excluded.last_activity),
                state = CASE WHEN excluded.last_activity > coalesce(batches.finished_activity, -1)
                             THEN 'open' ELSE batches.state END
            RETURNING *"""
 
 
-def touch(tx: Tx, watch: str, folder: str, last_activity: float) -> Batch:
-    p = {"watch": watch, "folder": encode_path(folder), "activity": float(last_activity)}
+def touch(tx: Tx, watch: str, folder: str, last_activity: float, generation: int = 0) -> Batch:
+    p = {"watch": watch, "folder": encode_path(folder), "activity": float(last_activity),
+         "generation": int(generation)}
     return tx.d.batch(tx.one(_TOUCH, **p) or tx.one(_OPEN, **p))
 
 

@@ -102,8 +102,8 @@ def _insert(cur: Any, table: str, values: dict[str, Any], conflict: str = "DO NO
 
 def _copy_batches(cur: Any, rows: list[dict], earlier: dict, report: MigrateReport) -> None:
     for row in rows:
-        there = cur.execute("SELECT id FROM batches WHERE watch = %s AND folder = %s",
-                            (row["watch"], row["folder"])).fetchone()
+        there = cur.execute("SELECT id FROM batches WHERE watch = %s AND folder = %s AND generation = %s",
+                            (row["watch"], row["folder"], row["generation"])).fetchone()
         if there is None:
             new = _insert(cur, "batches", _values("batches", row))
             report.ids["batches"][row["id"]] = new

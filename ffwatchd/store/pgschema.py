@@ -152,6 +152,16 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE jobs ADD COLUMN result json;
     """,
+    # 11: the inbox root's batches are bounded: a root drop after the root batch finished opens
+    # the next generation (outbox.py)
+    """
+    ALTER TABLE jobs ADD COLUMN generation integer NOT NULL DEFAULT 0;
+    DROP INDEX IF EXISTS jobs_batch;
+    CREATE INDEX jobs_batch ON jobs (watch, batch, generation);
+    ALTER TABLE batches ADD COLUMN generation integer NOT NULL DEFAULT 0;
+    ALTER TABLE batches DROP CONSTRAINT IF EXISTS batches_watch_folder_key;
+    ALTER TABLE batches ADD CONSTRAINT batches_watch_folder_generation_key UNIQUE (watch, folder, generation);
+    """,
 ]
 
 # pg_advisory_xact_lock key: hosts starting together migrate one after the other.

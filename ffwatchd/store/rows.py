@@ -44,6 +44,7 @@ class Job:
     batch: str | None = None         # the batch folder (relative to the inbox; '' is the root)
     claims: int = 0                  # how many times a worker claimed it, never reset: the fence
     result: dict | None = None       # a done job's pipeline report (pipeline/contract.py JobResult)
+    generation: int = 0              # which of its folder's batches (ROOT_GENERATIONS: the root's grow)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -166,6 +167,12 @@ class Batch:
     report_path: str | None
     package_path: str | None
     counts: dict
+    generation: int = 0              # the inbox root's n-th batch (0 for every folder with a sidecar)
+
+    @property
+    def label(self) -> str:
+        """How logs and listings name it: its folder, and a root batch's generation after the first."""
+        return (self.folder or "/") + (f" #{self.generation}" if self.generation else "")
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

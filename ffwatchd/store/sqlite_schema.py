@@ -168,6 +168,37 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE jobs ADD COLUMN result TEXT;
     """,
+    # 11: the inbox root's batches are bounded: a root drop after the root batch finished opens
+    # the next generation (outbox.py); SQLite cannot change a UNIQUE in place, so batches is made again
+    """
+    ALTER TABLE jobs ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
+    DROP INDEX IF EXISTS jobs_batch;
+    CREATE INDEX jobs_batch ON jobs (watch, batch, generation);
+    CREATE TABLE batches_v11 (
+        id                INTEGER PRIMARY KEY AUTOINCREMENT,
+        watch             TEXT    NOT NULL,
+        folder            TEXT    NOT NULL,          -- relative to the inbox, '' for the root
+        state             TEXT    NOT NULL CHECK (state IN ('open', 'finished')),
+        version           INTEGER NOT NULL DEFAULT 0,
+        created_at        REAL    NOT NULL,
+        last_activity     REAL    NOT NULL,
+        finished_at       REAL,
+        finished_activity REAL,
+        report_path       TEXT,
+        package_path      TEXT,
+        counts            TEXT    NOT NULL DEFAULT '{}',
+        generation        INTEGER NOT NULL DEFAULT 0,
+        UNIQUE (watch, folder, generation)
+    ) STRICT;
+    INSERT INTO batches_v11 (id, watch, folder, state, version, created_at, last_activity, finished_at,
+                             finished_activity, report_path, package_path, counts)
+        SELECT id, watch, folder, state, version, created_at, last_activity, finished_at,
+               finished_activity, report_path, package_path, counts FROM batches;
+    DELETE FROM sqlite_sequence WHERE name = 'batches_v11';
+    INSERT INTO sqlite_sequence (name, seq) SELECT 'batches_v11', seq FROM sqlite_sequence WHERE name = 'batches';
+    DROP TABLE batches;
+    ALTER TABLE batches_v11 RENAME TO batches;
+    """,
 ]
 
 

@@ -326,13 +326,13 @@ class SqlJobStore(JobQueue):
     def batch_activity(self, since: float) -> list[dict]:
         return self._run(lambda tx: outbox.activity(tx, since), write=False)
 
-    def batch_jobs(self, watch: str, folder: str) -> list[Job]:
-        rows = self._read("SELECT * FROM jobs WHERE watch = :watch AND batch = :batch ORDER BY id",
-                          watch=watch, batch=encode_path(folder))
+    def batch_jobs(self, watch: str, folder: str, generation: int = 0) -> list[Job]:
+        rows = self._read("SELECT * FROM jobs WHERE watch = :watch AND batch = :batch AND generation = :generation "
+                          "ORDER BY id", watch=watch, batch=encode_path(folder), generation=generation)
         return [self.dialect.job(r) for r in rows]
 
-    def touch_batch(self, watch: str, folder: str, last_activity: float) -> Batch:
-        return self._run(lambda tx: outbox.touch(tx, watch, folder, last_activity))
+    def touch_batch(self, watch: str, folder: str, last_activity: float, generation: int = 0) -> Batch:
+        return self._run(lambda tx: outbox.touch(tx, watch, folder, last_activity, generation))
 
     def finish_batch(self, batch_id: int, *, activity: float, counts: dict, report_path: str | None,
                      package_path: str | None, deliveries: Sequence[dict], expected_version: int | None = None) -> Batch:

@@ -184,7 +184,7 @@ class Handler(BaseHTTPRequestHandler):
             watch = self.app.settings().watch(batch.watch)
         except KeyError:
             raise HttpError(404, f"batch {batch.id} belongs to watch {batch.watch!r}, not in this config") from None
-        html_path = report_paths(watch, batch.folder)[0]
+        html_path = report_paths(watch, batch.folder, batch.generation)[0]
         try:                        # below output/, never through a link
             body = read_regular(watch.output, html_path, REPORT_MAX)
         except OSError:

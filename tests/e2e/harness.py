@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import synthetic_models  # noqa: E402
 
+from ffwatchd.batches.report import is_batch_file  # noqa: E402
 from ffwatchd.filing.shares import MARKER_NAME  # noqa: E402
 from ffwatchd.store import JobStore  # noqa: E402
 
@@ -208,7 +209,7 @@ class Daemon:
 
     def results(self) -> list[Path]:
         """Result files under output/ (without the batch reports and packages beside them)."""
-        return [p for p in self.files(self.output) if not p.name.startswith(("ffwatch-report.", "ffwatch-results."))]
+        return [p for p in self.files(self.output) if not is_batch_file(p.name)]
 
     def wait_reports(self, timeout: float, count: int) -> dict[Path, dict]:
         """The error reports under failed/ once there are `count` of them. A file refused at

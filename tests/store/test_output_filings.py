@@ -36,7 +36,7 @@ def test_an_sqlite_table_of_version_6_keeps_its_ledger(tmp_path: Path) -> None:
     with SqliteJobStore(db) as store:
         assert store.filings("w", "done")["b.jpg"].inode == 2
         assert store.queue_id() == "q"
-    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) == 10
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) == 11
 
 
 def test_a_job_running_when_the_table_is_upgraded_keeps_its_fence(tmp_path: Path) -> None:

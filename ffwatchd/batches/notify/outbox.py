@@ -33,7 +33,7 @@ def batch_summary(batch: Batch, version: int, counts: dict, jobs: list[Job], rep
     review = sorted(({"job_id": j.id, "path": j.rel_path, "quality": q["quality"]} for j, q in scored if q["review"]),
                     key=lambda r: r["quality"])
     return {"event": "batch.finished", "idempotency_key": key, "watch": batch.watch, "batch": batch.folder or "/",
-            "batch_id": batch.id, "version": version, "counts": counts, "report": report,
+            "generation": batch.generation, "batch_id": batch.id, "version": version, "counts": counts, "report": report,
             "report_json": report[: -len(".html")] + ".json" if report else None, "package": package,
             "package_missing": package_missing,
             "failed": failed[:MAX_LISTED], "failed_not_listed": max(0, len(failed) - MAX_LISTED),
@@ -65,7 +65,8 @@ def failed_digest(notify: NotifySpec, batch: Batch, version: int, failed: list[J
         return []
     key = f"ffwatchd-batch-{batch.id}-v{version}-failed"
     payload = {"event": "batch.failed", "idempotency_key": key, "watch": batch.watch, "batch": batch.folder or "/",
-               "batch_id": batch.id, "version": version, "report": report, "failed_count": len(failed),
+               "generation": batch.generation, "batch_id": batch.id, "version": version, "report": report,
+               "failed_count": len(failed),
                "failed": [_failed_entry(j) for j in failed[:MAX_LISTED]],
                "failed_not_listed": max(0, len(failed) - MAX_LISTED)}
     return _rows(notify, "failed", key, payload)
