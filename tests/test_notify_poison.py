@@ -104,13 +104,13 @@ def test_poison_deliveries_end_failed_and_the_good_ones_on_both_watches_go(
     ({"email": "a@example.com\r\nBcc: x@evil.org"}, "not an e-mail address"),
 ])
 def test_a_sidecar_cannot_name_a_target_the_sender_cannot_send_to(notify: dict, problem: str) -> None:
-    problems = validate({"notify": notify}, "ffwatch.yaml")
+    problems = validate({"notify": notify}, "ffwatch.yaml", {})
     assert problems and problem in " ".join(problems), problems
 
 
 def test_good_sidecar_targets_still_pass() -> None:
     assert validate({"notify": {"webhook": "https://hooks.example.com/hooks/M%C3%BCnchen?x=1",
-                                "email": ["a.b+c@example.com", "ops@localhost"]}}, "ffwatch.yaml") == []
+                                "email": ["a.b+c@example.com", "ops@localhost"]}}, "ffwatch.yaml", {}) == []
 
 
 def test_the_operator_lists_retries_and_drops_notifications(tmp_path: Path, capsys) -> None:
