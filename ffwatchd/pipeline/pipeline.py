@@ -371,7 +371,7 @@ class Pipeline:
                 return ImageResult(0, [], [], fmt.lower(), copied=True, faces_found=processor.detected)
             return RenderedImage(write_copy, image.bgr, image.bgr)
         prov = self.provenance_for(processor, faces)
-        alpha, exif = image.alpha, image.exif
+        alpha = image.alpha             # `exif`: already stripped where the job anonymizes
         if frame.shape != image.bgr.shape:            # resized (an upscaler): alpha and EXIF follow
             size = (frame.shape[1], frame.shape[0])
             if alpha is not None:
