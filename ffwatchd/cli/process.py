@@ -19,7 +19,7 @@ from ffwatchd.config.load import CONFIG_ENV, load_config
 from ffwatchd.config.settings import Settings, WorkerSettings
 from ffwatchd.errors import ConfigError, JobError
 from ffwatchd.faces import registry
-from ffwatchd.faces.masks import MaskType
+from ffwatchd.faces.maskspec import MaskType
 from ffwatchd.processors import default_processors, processors
 from ffwatchd.schema import IntBetween, NumberBetween, OneOf
 from ffwatchd.spec import jobspec

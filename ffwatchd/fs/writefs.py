@@ -211,8 +211,11 @@ class Folder:
                 view = view[self._write(fd, view, tmp_name):]
             apply_perms(fd, self.perms, False)
             self._fsync(fd, tmp_name)
-        finally:
+        except BaseException:               # a full disk, say: no half-written hidden file stays behind
             os.close(fd)
+            self.unlink(tmp_name)
+            raise
+        os.close(fd)
 
     def _write(self, fd: int, data: memoryview, name: str) -> int:
         """os.write; an error names the file in this folder (ENOSPC: which folder is full)."""

@@ -11,12 +11,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol
 
-from ffwatchd.faces.masks import FaceMasks
 from ffwatchd.faces.models import ModelKind
 from ffwatchd.faces.types import Embedding, Face, Frame
 from ffwatchd.schema import Check, ModelKey
+
+if TYPE_CHECKING:     # the masks' code loads in the worker only
+    from ffwatchd.faces.masks import FaceMasks
 
 Box = tuple[int, int, int, int]             # x0, y0, x1, y1 of a frame region that may have changed
 

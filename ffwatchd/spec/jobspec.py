@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any, Mapping
 
 from ffwatchd.errors import JobError, short_repr
-from ffwatchd.faces.masks import Area, MaskSpec, MaskType, Region
+from ffwatchd.faces.maskspec import Area, MaskSpec, MaskType, Region
 from ffwatchd.faces.models import Gender, ModelKind
 from ffwatchd.faces.order import Order
 from ffwatchd.processors import Processor, Scope, default_processors, order_problem
