@@ -26,9 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _record import record  # noqa: E402
+from _record import record
 
-from ffwatchd.store import JobStore  # noqa: E402
+from ffwatchd.store import JobStore
 
 SPEC = {"processors": ["face_swapper"], "face_detector": {"model": "yunet", "score": 0.5, "size": 640}}
 PLAN = {"outcome": "done", "result_src": "/var/tmp/job.result.jpg", "result_dst": "/share/output/a/b.jpg",

@@ -17,7 +17,7 @@ from ffwatchd.faces import registry
 from ffwatchd.faces.models import Model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import synthetic_models as sm  # noqa: E402
+import synthetic_models as sm
 
 
 def run_process(argv: list[str]) -> int:

@@ -450,7 +450,7 @@ def test_the_observer_is_not_told_of_opens_and_reads(make_env, monkeypatch) -> N
     seen: list[str] = []
     real = observer._Handler.on_any_event
 
-    def record(self, event) -> None:       # noqa: ANN001 - watchdog's event
+    def record(self, event) -> None:       # watchdog's event
         seen.append(type(event).__name__)
         real(self, event)
     monkeypatch.setattr(observer._Handler, "on_any_event", record)

@@ -43,7 +43,7 @@ def _bind(share: Path, at: Path) -> bool:
 
 
 @pytest.fixture
-def cluster(tmp_path, synth_models, pg_url):  # noqa: F811 - the pg_url fixture
+def cluster(tmp_path, synth_models, pg_url):  # the pg_url fixture
     share = tmp_path / "share"
     for sub in ("inbox", "output", "done", "failed"):
         (share / sub).mkdir(parents=True)

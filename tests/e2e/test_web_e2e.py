@@ -43,7 +43,7 @@ def text(b: Browser, selector: str) -> str | None:
 
 
 def test_the_page_follows_a_batch_a_failure_and_a_video_and_refuses_actions_without_a_token(
-        make_daemon, clip, tmp_path) -> None:  # noqa: F811
+        make_daemon, clip, tmp_path) -> None:
     d = make_daemon(workers={"video_segment": "4s"})
     base = with_page(d)
     d.start()
@@ -155,7 +155,7 @@ _pg = pytest.importorskip("tests.pg", reason="the PostgreSQL test fixtures (test
 pg_server, pg_url = _pg.pg_server, _pg.pg_url
 
 
-def test_two_daemons_on_one_queue_each_page_shows_both_daemons_workers(make_daemon, pg_url, tmp_path) -> None:  # noqa: F811
+def test_two_daemons_on_one_queue_each_page_shows_both_daemons_workers(make_daemon, pg_url, tmp_path) -> None:
     share = tmp_path / "share"
     daemons = [make_daemon(share=share, queue={"url": pg_url}) for _ in range(2)]
     bases = [with_page(d) for d in daemons]

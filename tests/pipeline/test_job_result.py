@@ -19,7 +19,7 @@ from tests.test_runner import enqueue, env  # noqa: F401 - the fixture
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_a_done_job_records_faces_and_each_model_s_sha256_and_licence(env, tmp_path):  # noqa: F811
+def test_a_done_job_records_faces_and_each_model_s_sha256_and_licence(env, tmp_path):
     settings, store, watch = env
     models = synthetic_models.build_all(tmp_path / "models")
     customs = tuple(custom_model(m.name, m.path, m.kind, m.sha256, Licence("MIT", "https://example.org/mit"))
@@ -37,7 +37,7 @@ def test_a_done_job_records_faces_and_each_model_s_sha256_and_licence(env, tmp_p
                                  "licence": "MIT", "licence_url": "https://example.org/mit"}]
 
 
-def test_a_resumed_filing_keeps_the_result_of_its_plan(env):  # noqa: F811
+def test_a_resumed_filing_keeps_the_result_of_its_plan(env):
     """The result rides in the durable filing plan: the row gets it whoever finishes the plan."""
     settings, store, watch = env
     job_id = enqueue(store, watch, "b.jpg", b"bytes")
@@ -53,7 +53,7 @@ def test_a_resumed_filing_keeps_the_result_of_its_plan(env):  # noqa: F811
     assert "result: 2 face(s) of 3 found; processors face_anonymizer" in shown.stdout, shown.stderr
 
 
-def test_the_batch_report_says_each_model_s_licence_and_sha256(env, tmp_path):  # noqa: F811
+def test_the_batch_report_says_each_model_s_licence_and_sha256(env, tmp_path):
     from ffwatchd.batches.report import write_report
     from ffwatchd.batches.thumbs import ThumbCache
 
@@ -86,7 +86,7 @@ def _scored_job(store, watch, name: str, quality: float, review_below: float):
     return store.get(job_id)
 
 
-def test_files_under_review_below_come_first_flagged_in_the_report_and_the_webhook(env):  # noqa: F811
+def test_files_under_review_below_come_first_flagged_in_the_report_and_the_webhook(env):
     from ffwatchd.batches.notify.outbox import batch_summary
     from ffwatchd.batches.report import page_order, write_report
     from ffwatchd.batches.thumbs import ThumbCache

@@ -177,7 +177,7 @@ def attempt(settings: Settings, d: Delivery) -> DeliveryError | None:
         deliver(settings, d)
     except DeliveryError as e:
         return e
-    except Exception as e:  # noqa: BLE001 - one row's bug or bad data must not stop the sender
+    except Exception as e:  # one row's bug or bad data must not stop the sender
         log.error("notification %d (%s %s): unexpected %s", d.id, d.channel, d.event, e.__class__.__name__,
                   exc_info=True)
         return DeliveryError(f"cannot be sent: {e.__class__.__name__}: {e}", permanent=True)
