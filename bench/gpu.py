@@ -466,7 +466,7 @@ def measure(args: argparse.Namespace) -> dict:
         if ffmpeg:
             try:
                 result["video_1080p"] = b.video_1080p(ffmpeg)
-            except Exception as e:     # one short device lease: keep the other rows, name what broke
+            except Exception as e:  # noqa: BLE001 - one short device lease: keep the other rows, name what broke
                 result["skipped"]["video_1080p"] = f"failed: {type(e).__name__}: {e}"[:2000]
         else:
             result["skipped"]["video_1080p"] = "no ffmpeg binary (imageio-ffmpeg or PATH); inference-only row instead"
@@ -480,7 +480,7 @@ def measure(args: argparse.Namespace) -> dict:
             for c in counts:
                 try:
                     result["daemon"][str(c)] = b.daemon(c, "det_2.5g", n)
-                except Exception as e:     # one short device lease: keep the other rows, name what broke
+                except Exception as e:  # noqa: BLE001 - one short device lease: keep the other rows, name what broke
                     result["skipped"][f"daemon {c} workers"] = f"failed: {type(e).__name__}: {e}"[:2000]
         result["vram"] = [b.vram(m) for m in (args.vram_small, 12 * 1024)]
         if not shutil.which("nvidia-smi"):

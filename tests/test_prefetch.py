@@ -146,7 +146,8 @@ def test_a_filing_asked_to_claim_claims_the_next_job_with_its_finish(env) -> Non
 
 def test_a_filing_told_not_to_claim_only_finishes(env) -> None:
     settings, store, watch = env
-    a, b = enqueue(store, watch, "a.jpg", b"aaa"), enqueue(store, watch, "b.jpg", b"bbb")
+    enqueue(store, watch, "a.jpg", b"aaa")
+    b = enqueue(store, watch, "b.jpg", b"bbb")
     runner = JobRunner(settings, store, StagedPipeline(), "me")
     processed = runner.start(store.claim("me", 60))
     processed.then_claim = lambda: None             # stopping, recycling, or no inbox reachable

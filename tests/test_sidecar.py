@@ -243,7 +243,7 @@ def test_deep_nesting_is_refused(watch: WatchSettings, body: str) -> None:
 
 
 def test_oversized_sidecar_is_refused_unread(watch: WatchSettings, monkeypatch: pytest.MonkeyPatch) -> None:
-    sc = put(watch.inbox / "ffwatch.yaml", "# " + "x" * (MAX_SIDECAR_BYTES + 10) + "\nprocessors: [label]\n")
+    put(watch.inbox / "ffwatch.yaml", "# " + "x" * (MAX_SIDECAR_BYTES + 10) + "\nprocessors: [label]\n")
     opened: list[Path] = []
     real = safefs.read_regular
     monkeypatch.setattr(safefs, "read_regular", lambda root, p, limit: opened.append(p) or real(root, p, limit))

@@ -421,7 +421,7 @@ def test_a_client_gone_mid_answer_is_a_debug_line_and_other_errors_are_logged_no
                         ValueError("a bug")):
                 try:
                     raise exc
-                except Exception:
+                except Exception:  # noqa: BLE001 - the handler is given what a request raised
                     server.handle_error(None, ("127.0.0.1", 5555))
     finally:
         server.server_close()
