@@ -239,7 +239,8 @@ class Handler(BaseHTTPRequestHandler):
         who = operator_of(self.headers, self.client_address[0])
         verdict = check_action(settings.web.token, self.headers)
         if not verdict.ok:
-            log.warning("web: %s of %s %s refused, asked by %s: %s", verb, NOUN[what], target[:100], who, verdict.reason)
+            log.warning("web: %s of %s %s refused, asked by %s: %s", verb, NOUN[what], target[:100], who,
+                        verdict.reason)
             raise HttpError(403, verdict.reason)
         body = self._body()
         try:
