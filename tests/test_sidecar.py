@@ -323,7 +323,8 @@ def test_notify_package_and_quiet_within_the_watch_limits(tmp_path: Path) -> Non
                          ("notify: {email: [a@example.org]}", "notify.email[0]: 'a@example.org' is not in an allowed"),
                          ("notify: {email: [not-an-address]}", "notify.email[0]: 'not-an-address' is not an e-mail"),
                          ("notify: {on: [started]}", "notify.on"),
-                         ("notify: {webhook: 'https://hooks.example.com/ff/x', secret: x}", "notify.secret: unknown key"),
+                         ("notify: {webhook: 'https://hooks.example.com/ff/x', secret: x}",
+                          "notify.secret: unknown key"),
                          ("package: tar", "package: 'tar' is not one of zip, none"),
                          ("batch_quiet: 1h", "batch_quiet: '1h' is longer than the watch's batch_quiet_max"),
                          ("batch_quiet: soon", "batch_quiet: 'soon' is not a duration")):

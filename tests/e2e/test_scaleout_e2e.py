@@ -124,7 +124,8 @@ def assert_exactly_once(d: Daemon, share: Path, names: list[str]) -> list:
 
 def status_json(d: Daemon) -> dict:
     r = subprocess.run([sys.executable, "-m", "ffwatchd", "status", "--json", "-c", str(d.config_path)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                       cwd=ROOT, capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
