@@ -163,7 +163,7 @@ def test_report_is_valid_self_contained_html_with_names_escaped(tmp_path: Path) 
     html_path, report = write_report(w, "b", jobs, ThumbCache(), batch_id=1, version=1, final=True)
     text = html_path.read_text()
     page = check_report_html(text)
-    assert "<script>" not in text and "&lt;script&gt;" in text
+    assert text.count("<script>") == 1 and "&lt;script&gt;" in text        # the page's own sorting script only
     assert [r["class"] for r in page.rows] == ["failed", "done", "done"]
     assert "bad_input" in page.rows[0]["cells"][3]       # refused on arrival: no retry that retry would refuse
     assert "drop a good copy" in page.rows[0]["cells"][3] and "jobs retry" not in page.rows[0]["cells"][3]
@@ -195,7 +195,7 @@ def test_messages_and_names_of_failed_cancelled_and_superseded_rows_render_as_te
     html_path, _ = write_report(w, "b", jobs, ThumbCache(), batch_id=1, version=1, final=True)
     text = html_path.read_text()
     page = check_report_html(text)                      # no <script>, no <img> that is not ours
-    assert "<img src=x" not in text and "<script>" not in text and "</script>" not in text
+    assert "<img src=x" not in text and text.count("<script>") == text.count("</script>") == 1   # its own only
     assert all(src.startswith("data:") for row in page.rows for src in row["imgs"])
     rows = {row["cells"][0]: row for row in page.rows}
     for outcome in ("failed", "cancelled", "superseded"):
@@ -243,7 +243,7 @@ def test_markup_in_names_messages_kinds_and_models_is_only_text_on_the_page(tmp_
     page.feed(text)
     page.close()
     tags = [tag for tag, _ in page.elements]
-    assert "script" not in tags, "a name or message made a script element"
+    assert tags.count("script") == 1, "a name or message made a script element (the page has its own one)"
     assert not [(t, a) for t, a in page.elements if any(k.startswith("on") for k in a)], "an element with a handler"
     imgs = [a["src"] for t, a in page.elements if t == "img"]
     assert len(imgs) == 2, imgs                                      # the done file's before and after
@@ -300,7 +300,7 @@ def test_chromium_renders_the_report_with_visible_thumbnails(tmp_path: Path) -> 
                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
                           f"--user-data-dir={tmp_path / 'chromium-profile2'}", "--dump-dom", html_path.as_uri()],
                          capture_output=True, text=True, timeout=120)
-    assert dom.stdout.count("data:image/jpeg;base64,") == 12 and dom.stdout.count('<tr class="done">') == 6
+    assert dom.stdout.count("data:image/jpeg;base64,") == 12 and dom.stdout.count('<tr class="done"') == 6
     # The same page without its thumbnails is the baseline: thumbnails make coloured regions.
     bare = html_path.with_name("bare.html")
     bare.write_text(render_html(report, {}))

@@ -24,7 +24,9 @@ def test_the_report_carries_a_content_security_policy(tmp_path: Path) -> None:
     html_path, _ = write_report(w, "b", jobs, ThumbCache(), batch_id=1, version=1, final=True)
     text = html_path.read_text()
     m = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', text)
-    assert m and m.group(1) == "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+    from ffwatchd.batches.report import SORT_SCRIPT_HASH
+    # nothing but the page's own sorting script, by its hash, may run
+    assert m and m.group(1) == f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src '{SORT_SCRIPT_HASH}'"
     assert text.index("Content-Security-Policy") < text.index("<style>"), "before anything it governs"
 
 

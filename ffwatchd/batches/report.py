@@ -3,7 +3,9 @@ small inline JPEGs) and `ffwatch-report.json` (the same facts for machines), wri
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
 import json
 import os
 import re
@@ -193,6 +195,18 @@ def build_report(watch: WatchSettings, folder: str, jobs: Iterable[Job], *, batc
     }
 
 
+#: the page's one script: a click on the swap-quality header sorts the rows by it (worst first,
+#: then best first); allowed by its hash alone (the page's CSP), so nothing else can run
+SORT_SCRIPT = ("document.querySelectorAll('th[data-sort]').forEach(function(th){th.style.cursor='pointer';"
+               "th.addEventListener('click',function(){var body=th.closest('table').tBodies[0];"
+               "var up=th.dataset.sort!=='asc';th.dataset.sort=up?'asc':'desc';"
+               "var rows=Array.prototype.slice.call(body.rows);rows.sort(function(a,b){"
+               "var x=parseFloat(a.dataset.quality),y=parseFloat(b.dataset.quality);"
+               "x=isNaN(x)?9:x;y=isNaN(y)?9:y;return up?x-y:y-x;});"
+               "rows.forEach(function(r){body.appendChild(r);});});});")
+SORT_SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(SORT_SCRIPT.encode()).digest()).decode()
+
+
 #: rows of the page with before/after pictures (failed first): the rest are listed without, so a
 #: batch of 10,000 files makes a page of a few MiB, and its refresh decodes no file beyond these
 THUMB_ROWS = 250
@@ -236,6 +250,7 @@ def row_view(f: dict, pics: tuple[str | None, str | None] | None, links: dict[st
             "took": f"{f['duration_s']:.1f} s" if f["duration_s"] is not None else "",
             "models": ", ".join(f["models"]), "review": bool(f.get("review")),
             "quality": f"{f['quality']:.2f}" if f.get("quality") is not None else "",
+            "quality_value": "" if f.get("quality") is None else repr(float(f["quality"])),
             "faces": "" if f.get("faces") is None else str(f["faces"]),
             "withheld": not shown and pics is not None and f["state"] in ("done", "failed", "cancelled")}
     if f["state"] == "done":
@@ -276,6 +291,7 @@ def page_view(report: dict, rows: list[Markup]) -> dict:
         "missing": {"total": len(missing), "shown": missing[:20]} if missing else None,
         "processors": ", ".join(prov["processors"]) or "-", "models": ", ".join(prov["models"]) or "-",
         "settings": json.dumps(prov["settings"], indent=2),
+        "sort_script": Markup(SORT_SCRIPT), "script_hash": SORT_SCRIPT_HASH,
         "model_files": [f"{m.get('name')}: licence {m.get('licence') or 'unknown'}, sha256 {m.get('sha256') or '-'}"
                         for m in prov.get("model_files", [])],
         "not_taken": ({"total": len(left), "shown": left[:MAX_LISTED], "more": max(0, len(left) - MAX_LISTED)}

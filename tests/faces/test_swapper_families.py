@@ -322,8 +322,11 @@ def _frames(path: Path) -> list[np.ndarray]:
         out.append(frame)
 
 
-def test_a_video_is_swapped_by_a_family_frame_by_frame_boosted(tmp_path, customs, source_image, face_frame_module):
-    """Video goes through the same frame processor: ghost (with its converter), boosted to 512."""
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_a_video_is_swapped_by_a_family_frame_by_frame_boosted(tmp_path, customs, source_image, face_frame_module,
+                                                               family):
+    """Video goes through the same frame processor, for every family (its converter or source crop
+    included), boosted to 512."""
     import subprocess
 
     from ffwatchd.media.ffmpeg import find_ffmpeg
@@ -338,7 +341,7 @@ def test_a_video_is_swapped_by_a_family_frame_by_frame_boosted(tmp_path, customs
                     "-pix_fmt", "yuv420p", str(clip)], check=True, timeout=120)
     pipeline = Pipeline(tmp_path / "models", customs)
     out = tmp_path / "result.mp4"
-    job = spec("ghost", source_image, pixel_boost=512)
+    job = spec(family, source_image, pixel_boost=512)
     job = dataclasses.replace(job, output=dataclasses.replace(job.output, video_crf=8, video_preset="veryfast"))
     video = process_video_file(pipeline, clip, out, job, workdir=tmp_path / "work", ffmpeg=ffmpeg,
                                max_pixels=10**8)

@@ -8,12 +8,14 @@ import sys
 from pathlib import Path
 
 import cv2
+import pytest
 
 from ffwatchd.faces.models import Licence, custom_model
 from ffwatchd.fs.hashing import sha256_file
 from ffwatchd.pipeline.pipeline import Pipeline
 from ffwatchd.work.runner import JobRunner
 from tests import synthetic_models
+from tests.browser import CHROMIUM, Browser
 from tests.test_runner import enqueue, env  # noqa: F401 - the fixture
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,8 +82,8 @@ def _scored_job(store, watch, name: str, quality: float, review_below: float):
     report = {"faces": 2, "faces_found": 2, "frames": 1, "processors": ["face_swapper"], "models": [],
               "copied": False, "signed": False, "scores": [],
               "quality": {"scored": 2, "min": quality, "mean": quality + 0.1, "review": quality < review_below}}
-    store.set_filing(job.id, "me", {"outcome": "done", "original_src": "x", "original_dst": "y", "result": report},
-                     attempt=job.claims)
+    store.set_filing(job.id, "me", {"outcome": "done", "original_src": str(watch.inbox / name),
+                                    "original_dst": str(watch.done / name), "result": report}, attempt=job.claims)
     store.finish(job.id, "me", output_path=str(watch.output / name), attempt=job.claims)
     return store.get(job_id)
 
@@ -118,3 +120,35 @@ def test_the_swap_similarity_histogram_and_the_faces_counter():
     assert 'ffwatchd_faces_processed_total{watch="studio"} 3.0' in text
     assert 'ffwatchd_swap_similarity_bucket{le="0.2",watch="studio"} 1.0' in text
     assert 'ffwatchd_swap_similarity_count{watch="studio"} 3.0' in text
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs Debian's)")
+def test_in_chromium_the_quality_column_sorts_and_flagged_rows_show_both_pictures(env, tmp_path):  # noqa: F811
+    """The page as a browser runs it: worst first as written, a click on the header sorts best first
+    and back, its one script runs under the page's CSP (no error), and each flagged row shows the
+    original and the result side by side."""
+    from ffwatchd.batches.report import write_report
+    from ffwatchd.batches.thumbs import ThumbCache
+
+    settings, store, watch = env
+    jobs = []
+    for name, quality in (("fine.jpg", 0.71), ("bad.jpg", 0.12), ("meh.jpg", 0.28)):
+        job = _scored_job(store, watch, name, quality, 0.3)
+        ok, before = cv2.imencode(".jpg", synthetic_models.make_face_image(size=200, seed=7))
+        ok, after = cv2.imencode(".jpg", synthetic_models.make_face_image(size=200, seed=8))
+        (watch.done / name).write_bytes(before.tobytes())         # the original, filed
+        (watch.output / name).write_bytes(after.tobytes())        # the result
+        jobs.append(job)
+    html, _ = write_report(watch, "", jobs, ThumbCache(), batch_id=1, version=1, final=True)
+    with Browser(tmp_path / "profile") as b:
+        b.open(html.as_uri())
+        rows = "Array.from(document.querySelectorAll('tbody tr')).map(r => r.cells[0].textContent)"
+        assert b.evaluate(rows) == ["bad.jpg", "meh.jpg", "fine.jpg"]
+        flagged = b.evaluate("Array.from(document.querySelectorAll('tr.review')).map(r => "
+                             "Array.from(r.querySelectorAll('img')).map(i => i.alt + ':' + (i.naturalWidth > 0)))")
+        assert flagged == [["before:true", "after:true"], ["before:true", "after:true"]]
+        b.evaluate("document.querySelector('th[data-sort]').click()")
+        assert b.evaluate(rows) == ["bad.jpg", "meh.jpg", "fine.jpg"]      # ascending: worst first
+        b.evaluate("document.querySelector('th[data-sort]').click()")
+        assert b.evaluate(rows) == ["fine.jpg", "meh.jpg", "bad.jpg"]      # descending: best first
+        assert not b.errors(), b.errors()
