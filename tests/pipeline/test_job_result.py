@@ -123,7 +123,7 @@ def test_the_swap_similarity_histogram_and_the_faces_counter():
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs Debian's)")
-def test_in_chromium_the_quality_column_sorts_and_flagged_rows_show_both_pictures(env, tmp_path):  # noqa: F811
+def test_in_chromium_the_quality_column_sorts_and_flagged_rows_show_both_pictures(env, tmp_path):
     """The page as a browser runs it: worst first as written, a click on the header sorts best first
     and back, its one script runs under the page's CSP (no error), and each flagged row shows the
     original and the result side by side."""
