@@ -8,8 +8,9 @@ Measures, on one GPU: images/s of the in-process loop over `Pipeline.process_ima
 daemon (real SCRFD det_2.5g and det_500m, real ArcFace w600k_mbf_int8 from the assets, a synthetic
 swapper with inswapper_128's inputs, outputs and parameter count) with 1, 2, 4 and 8 worker processes
 on the one GPU and the default sizing (`--workers`; each row with the GPU's busy time sampled by
-nvidia-smi, the daemon's CPU ms per image and each worker's peak GPU memory), 1080p video frames/s, whether `workers.vram_limit` is honoured (nvidia-smi), and the providers each
-session really runs on (`session.get_providers()`). Without CUDA it exits 3 and records nothing.
+nvidia-smi, the daemon's CPU ms per image and each worker's peak GPU memory), 1080p video frames/s,
+whether `workers.vram_limit` is honoured (nvidia-smi), and the providers each session really runs on
+(`session.get_providers()`). Without CUDA it exits 3 and records nothing.
 
 What each part needs (a part whose needs are missing is reported as not measured, with why):
   every part    onnxruntime with CUDAExecutionProvider (onnxruntime-gpu), numpy, onnx, opencv, Pillow, pyyaml
@@ -132,7 +133,8 @@ def cuda_session_providers(device: int) -> tuple[list[str], str]:
 
     from ffwatchd.faces.sessions import probe_cuda
 
-    return probe_cuda(device, 2**30), f"onnxruntime {ort.__version__}, available: {', '.join(ort.get_available_providers())}"
+    return probe_cuda(device, 2**30), (f"onnxruntime {ort.__version__}, "
+                                       f"available: {', '.join(ort.get_available_providers())}")
 
 
 def gpu_mib(pid: int) -> float | None:
@@ -220,11 +222,14 @@ class Bench:
         self.models = {
             "gpu_swapper": synthetic_models.SynthModel("gpu_swapper", "swapper", self.swapper_path,
                                                        sha(self.swapper_path)),
-            "det_2.5g": synthetic_models.SynthModel("asset_det_2_5g", "detector", self.assets / "models" / "det_2.5g.onnx",
+            "det_2.5g": synthetic_models.SynthModel("asset_det_2_5g", "detector",
+                                                    self.assets / "models" / "det_2.5g.onnx",
                                                     sha(self.assets / "models" / "det_2.5g.onnx")),
-            "det_500m": synthetic_models.SynthModel("asset_det_500m", "detector", self.assets / "models" / "det_500m.onnx",
+            "det_500m": synthetic_models.SynthModel("asset_det_500m", "detector",
+                                                    self.assets / "models" / "det_500m.onnx",
                                                     sha(self.assets / "models" / "det_500m.onnx")),
-            "mbf": synthetic_models.SynthModel("asset_mbf", "recognizer", self.assets / "models" / "w600k_mbf_int8.onnx",
+            "mbf": synthetic_models.SynthModel("asset_mbf", "recognizer",
+                                               self.assets / "models" / "w600k_mbf_int8.onnx",
                                                sha(self.assets / "models" / "w600k_mbf_int8.onnx")),
         }
         import cv2
@@ -466,7 +471,7 @@ def measure(args: argparse.Namespace) -> dict:
         if ffmpeg:
             try:
                 result["video_1080p"] = b.video_1080p(ffmpeg)
-            except Exception as e:     # one short device lease: keep the other rows, name what broke
+            except Exception as e:  # noqa: BLE001 - one short device lease: keep the other rows, name what broke
                 result["skipped"]["video_1080p"] = f"failed: {type(e).__name__}: {e}"[:2000]
         else:
             result["skipped"]["video_1080p"] = "no ffmpeg binary (imageio-ffmpeg or PATH); inference-only row instead"
@@ -480,7 +485,7 @@ def measure(args: argparse.Namespace) -> dict:
             for c in counts:
                 try:
                     result["daemon"][str(c)] = b.daemon(c, "det_2.5g", n)
-                except Exception as e:     # one short device lease: keep the other rows, name what broke
+                except Exception as e:  # noqa: BLE001 - one short device lease: keep the other rows, name what broke
                     result["skipped"][f"daemon {c} workers"] = f"failed: {type(e).__name__}: {e}"[:2000]
         result["vram"] = [b.vram(m) for m in (args.vram_small, 12 * 1024)]
         if not shutil.which("nvidia-smi"):

@@ -193,7 +193,8 @@ def main() -> int:
               f"| insightface `INSwapper.get(paste_back=False)` (swap only) | {theirs_swap:.2f} |",
               f"| insightface paste-back (difference of the two) | {theirs_paste:.2f} |",
               f"| ours: `swap` (swap + region-only paste-back, incl. a frame copy) | {ours_full:.2f} |",
-              f"| ours: `paste_back` alone (minus the {copy_cost:.2f} ms frame copy the bench makes) | {ours_paste_net:.2f} |",
+              f"| ours: `paste_back` alone (minus the {copy_cost:.2f} ms frame copy the bench makes) "
+              f"| {ours_paste_net:.2f} |",
               "", f"**Our paste-back is {speedup:.0f}x faster than insightface's** (target: at least 5x); "
               f"swap + paste-back end to end: {theirs_full / ours_full:.1f}x."]
     text = "\n".join(lines)

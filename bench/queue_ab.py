@@ -94,7 +94,8 @@ def run_pairs(base: Path, pairs: int, n: int, pg_url) -> dict[str, list[tuple[di
 def markdown(baseline: str, n: int, results: dict, load: tuple[float, float]) -> str:
     lines = [f"Baseline `{baseline}` (a `git archive` of it) against this checkout, {n} jobs per measurement, "
              "each pair run one after the other (order alternating), a fresh process and table each time.",
-             "", "| backend | what | baseline jobs/s (each pair) | this checkout | ratio this / baseline (each pair) | median ratio |",
+             "", "| backend | what | baseline jobs/s (each pair) | this checkout "
+                 "| ratio this / baseline (each pair) | median ratio |",
              "|---|---|---|---|---|---|"]
     for backend, pairs in results.items():
         if not pairs:
@@ -103,7 +104,8 @@ def markdown(baseline: str, n: int, results: dict, load: tuple[float, float]) ->
             ratios = [t[what] / b[what] for b, t in pairs]
             lines.append(f"| {'SQLite' if backend == 'sqlite' else 'PostgreSQL'} | "
                          f"{'set_filing + finish_and_claim' if what == 'cycle' else 'enqueue'} | "
-                         f"{', '.join(f'{b[what]:,.0f}' for b, _ in pairs)} | {', '.join(f'{t[what]:,.0f}' for _, t in pairs)} | "
+                         f"{', '.join(f'{b[what]:,.0f}' for b, _ in pairs)} | "
+                         f"{', '.join(f'{t[what]:,.0f}' for _, t in pairs)} | "
                          f"{', '.join(f'{r:.2f}' for r in ratios)} | **{statistics.median(ratios):.2f}** |")
     lines += ["", f"Load average {load[0]:.1f} -> {load[1]:.1f} on {os.cpu_count()} cores during the pairs."]
     return "\n".join(lines)
@@ -135,7 +137,8 @@ def main() -> int:
     text = markdown(args.baseline, args.jobs, results, (load_before, os.getloadavg()[0]))
     print(text)
     if args.record:
-        record(f"queue-ab-{args.baseline}", f"## Queue: this store against {args.baseline}'s (`bench/queue_ab.py`)\n\n" + text)
+        record(f"queue-ab-{args.baseline}",
+               f"## Queue: this store against {args.baseline}'s (`bench/queue_ab.py`)\n\n" + text)
     return 0
 
 

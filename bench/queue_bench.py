@@ -4,9 +4,9 @@ same durability (both synchronous=FULL, and both NORMAL).
     python bench/queue_bench.py [--jobs 5000] [--runs 3] [--dir FOLDER] [--skip-backends]
 
 ffwatchd is measured doing a worker's real per-job sequence (the fenced, synced filing plan;
-the fenced finish with the next claim in the same transaction); huey doing `dequeue` (select + delete in one transaction, no
-lease), in alternating slices of one run so both see the same disk. Records every run's figures
-in docs/benchmarks.md.
+the fenced finish with the next claim in the same transaction); huey doing `dequeue` (select +
+delete in one transaction, no lease), in alternating slices of one run so both see the same disk.
+Records every run's figures in docs/benchmarks.md.
 
 Then (unless --skip-backends) our two backends side by side, SQLite and PostgreSQL (a throwaway
 cluster from the distribution's binaries, durable settings): claim + set_filing + finish per
@@ -26,9 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _record import record  # noqa: E402
+from _record import record
 
-from ffwatchd.store import JobStore  # noqa: E402
+from ffwatchd.store import JobStore
 
 SPEC = {"processors": ["face_swapper"], "face_detector": {"model": "yunet", "score": 0.5, "size": 640}}
 PLAN = {"outcome": "done", "result_src": "/var/tmp/job.result.jpg", "result_dst": "/share/output/a/b.jpg",
@@ -166,7 +166,8 @@ def bench_pair(folder: Path, n: int, mode: str, slices: int = 10) -> dict[str, f
 
 def sqlite_markdown(n: int, runs: list[dict[str, dict[str, float]]]) -> str:
     lines = [
-        "| ffwatchd | huey | run | ffwatchd enqueue/s | huey enqueue/s | ffwatchd jobs/s (set_filing + finish_and_claim) "
+        "| ffwatchd | huey | run | ffwatchd enqueue/s | huey enqueue/s "
+        "| ffwatchd jobs/s (set_filing + finish_and_claim) "
         "| huey dequeue/s | ffwatchd / huey |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -194,7 +195,8 @@ def sqlite_markdown(n: int, runs: list[dict[str, dict[str, float]]]) -> str:
         ratios = [run[mode]["ours"] / run[mode]["huey"] for run in runs]
         met = sum(r >= 0.5 for r in ratios)
         lines.append(f"- ffwatchd {mode} vs huey {huey_sync.upper()}, target >= 0.5x: "
-                     f"**{'met' if met == len(ratios) else 'NOT met'}** (at or above it in {met} of {len(ratios)} runs: "
+                     f"**{'met' if met == len(ratios) else 'NOT met'}** "
+                     f"(at or above it in {met} of {len(ratios)} runs: "
                      f"{', '.join(f'{r:.2f}x' for r in ratios)})")
     return "\n".join(lines)
 
@@ -308,7 +310,8 @@ def main_backends(n: int, folder: str | None = None, clients: int = 4) -> None:
         "| backend | 1 worker: claim+set_filing+finish/s | " + f"{clients} worker processes: jobs/s |",
         "|---|---|---|",
         f"| SQLite (WAL, local temp folder) | {sqlite_1:,.0f} | {sqlite_n:,.0f} |",
-        f"| PostgreSQL 15 (throwaway cluster, unix socket, fsync + synchronous_commit on) | {pg_1:,.0f} | {pg_n:,.0f} |",
+        f"| PostgreSQL 15 (throwaway cluster, unix socket, fsync + synchronous_commit on) "
+        f"| {pg_1:,.0f} | {pg_n:,.0f} |",
         "",
         f"{n} jobs per run; each job is 3 transactions (claim with lease, the durable filing plan, finish), "
         "all times and leases on the database's clock for PostgreSQL; PostgreSQL waits for the WAL flush "

@@ -25,15 +25,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import synthetic_models  # noqa: E402
-from _record import record  # noqa: E402
+import synthetic_models
+from _record import record
 
-import ffwatchd.batches.report as report_mod  # noqa: E402
-import ffwatchd.batches.thumbs as thumbs_mod  # noqa: E402
+import ffwatchd.batches.report as report_mod
+import ffwatchd.batches.thumbs as thumbs_mod
 from ffwatchd.batches.report import RowCache, write_report
 from ffwatchd.batches.thumbs import ThumbCache
-from ffwatchd.config.load import load_settings  # noqa: E402
-from ffwatchd.store import JobStore  # noqa: E402
+from ffwatchd.config.load import load_settings
+from ffwatchd.store import JobStore
 
 SPEC = {"processors": ["face_swapper"], "face_detector": {"model": "yunet", "score": 0.5, "size": 640}}
 

@@ -112,7 +112,8 @@ def main() -> int:
     print(f"{args.daemons} daemons x {args.workers} workers, {args.jobs} jobs of {args.job_time:g} s: "
           f"{r['rate']:.2f} jobs/s against an ideal {r['ideal']:.2f} ({n} / {args.job_time:g} s) = "
           f"{r['ratio']:.3f}x; {r['workers_seen']} workers took jobs; {r['claims_in_window']} claims in "
-          f"{r['window_s']:.1f} s; whole run {r['wall_s']:.1f} s ({r['wall_ratio']:.3f}x of ideal, start and last wave included)")
+          f"{r['window_s']:.1f} s; whole run {r['wall_s']:.1f} s ({r['wall_ratio']:.3f}x of ideal, "
+          "start and last wave included)")
     if not (args.quick or args.no_record):
         record("scale", f"""## Scale-out: dispatch across hosts (`bench/scale.py`)
 
@@ -132,7 +133,8 @@ the cluster's rate is their sum.
 | **ratio** | **{r['ratio']:.3f}x** (target >= 0.9x) |
 
 {r['workers_seen']} workers took jobs; {r['claims_in_window']} claims in a {r['window_s']:.1f} s window; the whole run,
-start-up stagger and the last partial wave included, took {r['wall_s']:.1f} s ({r['wall_ratio']:.3f}x of ideal). What the gap is made of: per job, a claim (one `UPDATE ... SKIP LOCKED`), the
+start-up stagger and the last partial wave included, took {r['wall_s']:.1f} s ({r['wall_ratio']:.3f}x of ideal).
+What the gap is made of: per job, a claim (one `UPDATE ... SKIP LOCKED`), the
 durable filing plan, two file moves with their fsyncs and `finish`, done by the worker while it
 already processes the next job (the next claim is made before the last filing).""")
     return 0 if r["ratio"] >= 0.9 else 1

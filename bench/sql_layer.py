@@ -135,7 +135,8 @@ def main() -> int:
     text = "\n".join(lines)
     print(text)
     if args.record:
-        record("sql-layer", "## SQL layer: shared SQL on sqlite3 against SQLAlchemy Core (`bench/sql_layer.py`)\n\n" + text)
+        record("sql-layer",
+               "## SQL layer: shared SQL on sqlite3 against SQLAlchemy Core (`bench/sql_layer.py`)\n\n" + text)
     return 0
 
 

@@ -16,12 +16,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the checkout: ffwatchd and bench._record
 
-from bench._record import record  # noqa: E402
-from ffwatchd.config.load import load_settings  # noqa: E402
-from ffwatchd.store import JobStore  # noqa: E402
-from ffwatchd.watch.loop import WatchLoop  # noqa: E402
-from ffwatchd.watch.scan import scan_inbox  # noqa: E402
-from ffwatchd.watch.service import WatchService  # noqa: E402
+from bench._record import record
+from ffwatchd.config.load import load_settings
+from ffwatchd.store import JobStore
+from ffwatchd.watch.loop import WatchLoop
+from ffwatchd.watch.scan import scan_inbox
+from ffwatchd.watch.service import WatchService
 
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 4000 + b"\xff\xd9"   # whole: ends with EOI
 FACE = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100

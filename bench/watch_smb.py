@@ -21,11 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the checkout: ffwatchd and bench._record
 
-from bench._record import record  # noqa: E402
-from ffwatchd.config.load import load_settings  # noqa: E402
-from ffwatchd.store import JobStore  # noqa: E402
-from ffwatchd.watch.service import WatchService  # noqa: E402
-from tests.smb import SambaServer, SmbnetfsMount, skip_reason  # noqa: E402
+from bench._record import record
+from ffwatchd.config.load import load_settings
+from ffwatchd.store import JobStore
+from ffwatchd.watch.service import WatchService
+from tests.smb import SambaServer, SmbnetfsMount, skip_reason
 
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 30_000 + b"\xff\xd9"
 FACE = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100 + b"\x00\x00\x00\x00IEND\xaeB`\x82"

@@ -6,8 +6,8 @@ with the page open against closed, in one run.
 Part 1 builds a SQLite table of `--jobs` jobs (92 % done, 5 % failed with a reason, 2 % queued,
 1 % running, 50 batches, 4 workers) and times, in this process on that table, each median of
 `--repeat`: `jobs list --json` (the baseline: its document and JSON, the command's code without
-Python's start-up), the same for the whole table, `status --json` likewise, and the page's three reads: /api/overview (the
-document), /fragment/overview (what the open page fetches every 2 s) and / (the whole page);
+Python's start-up), the same for the whole table, `status --json` likewise, and the page's three
+reads: /api/overview (the document), /fragment/overview (what the open page fetches every 2 s) and / (the whole page);
 then the same three over HTTP on a real listener (the round trip a browser sees on loopback).
 Target: <= 100 ms server time for a refresh.
 
@@ -220,8 +220,10 @@ def main() -> int:
                   f"rounds alternate, {args.rounds} of each):", "",
               "| page | seconds (median) | images/s | supervisor CPU s per round | daemon CPU ms per image "
               "(supervisor + worker) |", "|---|---|---|---|---|",
-              f"| closed | {med(closed, 1):.2f} | {med(closed, 2):.1f} | {med(closed, 3):.2f} | {med(closed, 4):.1f} |",
-              f"| open | {med(opened, 1):.2f} | {med(opened, 2):.1f} | {med(opened, 3):.2f} | {med(opened, 4):.1f} |", "",
+              f"| closed | {med(closed, 1):.2f} | {med(closed, 2):.1f} | {med(closed, 3):.2f} "
+              f"| {med(closed, 4):.1f} |",
+              f"| open | {med(opened, 1):.2f} | {med(opened, 2):.1f} | {med(opened, 3):.2f} "
+              f"| {med(opened, 4):.1f} |", "",
               f"Throughput open / closed: {ratio:.2f}x; CPU per image open / closed: "
               f"{med(opened, 4) / med(closed, 4):.2f}x (less sensitive to the other load on a shared machine). "
               "Rounds: " + "; ".join(f"{r[0]} {r[2]:.1f}/s" for r in rounds) + "."]

@@ -84,7 +84,8 @@ class Browser:
         result = self.call("Runtime.evaluate", session=True, expression=expression, returnByValue=True,
                            awaitPromise=True)
         if "exceptionDetails" in result:
-            raise BrowserError(f"{expression}: {result['exceptionDetails'].get('exception', result['exceptionDetails'])}")
+            details = result["exceptionDetails"]
+            raise BrowserError(f"{expression}: {details.get('exception', details)}")
         return result["result"].get("value")
 
     def wait_for(self, expression: str, timeout: float = 60, what: str | None = None) -> Any:

@@ -3,8 +3,8 @@
 `initdb` refuses to run as root, so as root the cluster runs as the `postgres` user (created
 by Debian's package) or a system user made for it. It lives in a temp folder and listens on a
 unix socket there and on 127.0.0.1 at a free port (password auth on TCP, trust on the socket).
-FFWATCHD_PG_BIN names another bin folder. Set FFWATCHD_TEST_PG_URL to use a running server instead (a URL to a database whose user may
-CREATE DATABASE). The fixtures skip with a reason only when neither is available.
+FFWATCHD_PG_BIN names another bin folder. Set FFWATCHD_TEST_PG_URL to use a running server instead
+(a URL to a database whose user may CREATE DATABASE). The fixtures skip with a reason only when neither is available.
 """
 
 from __future__ import annotations

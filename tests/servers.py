@@ -42,7 +42,7 @@ class WebhookReceiver:
         self._lock = threading.Lock()
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:  # http.server's name
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with receiver._lock:
                     receiver.arrived.append(dict(self.headers).get("Idempotency-Key"))
@@ -195,7 +195,7 @@ class MailSink:
         sink = self
 
         class Handler:
-            async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+            async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
                 sink.messages.append(envelope)
                 return "250 OK"
 

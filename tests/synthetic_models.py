@@ -355,7 +355,8 @@ def make_xseg_like(path: Path, size: int = 256, rect: tuple[int, int, int, int] 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 SKIN_RGB, GLASSES_RGB = (225, 175, 145), (20, 30, 190)
-_SKIN_UNNORMALISED = tuple(int(round((c / 255 * s + m) * 255)) for c, s, m in zip(SKIN_RGB, IMAGENET_STD, IMAGENET_MEAN))
+_SKIN_UNNORMALISED = tuple(int(round((c / 255 * s + m) * 255))
+                           for c, s, m in zip(SKIN_RGB, IMAGENET_STD, IMAGENET_MEAN))
 PARSER_PALETTE = {1: SKIN_RGB, 0: SKIN_RGB[::-1], 6: GLASSES_RGB, 11: GLASSES_RGB[::-1], 12: _SKIN_UNNORMALISED}
 
 

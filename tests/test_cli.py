@@ -91,7 +91,8 @@ def test_config_from_environment_and_usage_errors(cfg: Path, monkeypatch, capsys
 
 def test_invalid_config_exits_1_naming_the_key(tmp_path: Path, capsys) -> None:
     p = tmp_path / "bad.yaml"
-    p.write_text("state_dir: s\ntemp_dir: t\nmodels_dir: m\nwatches: [{inbox: i, output: o, done: d, failed: f, settle: ten}]\n")
+    p.write_text("state_dir: s\ntemp_dir: t\nmodels_dir: m\n"
+                 "watches: [{inbox: i, output: o, done: d, failed: f, settle: ten}]\n")
     assert main(["check", "-c", str(p)]) == 1
     assert "watches[0].settle" in capsys.readouterr().err
 

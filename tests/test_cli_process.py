@@ -17,7 +17,7 @@ from ffwatchd.faces import registry
 from ffwatchd.faces.models import Model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import synthetic_models as sm  # noqa: E402
+import synthetic_models as sm
 
 
 def run_process(argv: list[str]) -> int:
@@ -44,7 +44,8 @@ def config(tmp_path, models):
         (tmp_path / "share" / d).mkdir(parents=True)
     cfg = {"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"),
            "models_dir": str(tmp_path / "models"),
-           "watches": [{"name": "w", **{d: str(tmp_path / "share" / d) for d in ("inbox", "output", "done", "failed")}}],
+           "watches": [{"name": "w",
+                        **{d: str(tmp_path / "share" / d) for d in ("inbox", "output", "done", "failed")}}],
            "models": {m.name: m.config_entry() for m in models.values()}}
     path = tmp_path / "ffwatchd.yaml"
     path.write_text(yaml.safe_dump(cfg))

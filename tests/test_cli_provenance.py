@@ -12,14 +12,14 @@ import pytest
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from c2pa_certs import make_chain  # noqa: E402
+from c2pa_certs import make_chain
 
-from ffwatchd.cli import main  # noqa: E402
-from ffwatchd.config.load import load_config  # noqa: E402
-from ffwatchd.errors import ConfigError  # noqa: E402
-from ffwatchd.media.c2pa_sign import ManifestSigner, load_credentials  # noqa: E402
-from ffwatchd.media.image import write_image  # noqa: E402
-from ffwatchd.media.provenance import ModelFile, Provenance  # noqa: E402
+from ffwatchd.cli import main
+from ffwatchd.config.load import load_config
+from ffwatchd.errors import ConfigError
+from ffwatchd.media.c2pa_sign import ManifestSigner, load_credentials
+from ffwatchd.media.image import write_image
+from ffwatchd.media.provenance import ModelFile, Provenance
 
 PROV = Provenance(("face_swapper",), ("yunet", "inswapper_128"),
                   (ModelFile("inswapper_128", "ab" * 32, "non-commercial", "https://github.com/deepinsight/insightface#license"),),

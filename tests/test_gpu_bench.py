@@ -15,7 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 ASSETS = Path(os.environ.get("FFWATCHD_ASSETS") or ROOT.parent / "shared" / "assets")
 needs_assets = pytest.mark.skipif(not (ASSETS / "models" / "det_2.5g.onnx").is_file(),
-                                  reason=f"the shared assets (det_2.5g, det_500m, w600k_mbf_int8) are not under {ASSETS}")
+                                  reason="the shared assets (det_2.5g, det_500m, w600k_mbf_int8) "
+                                         f"are not under {ASSETS}")
 
 
 def gpu_bench(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:

@@ -22,7 +22,8 @@ from ffwatchd.watch.settle import FileState
 
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100 + b"\xff\xd9"   # a whole JPEG: ends with EOI
 FACE = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100 + b"\x00\x00\x00\x00IEND\xaeB`\x82"   # ends with IEND
-MP4 = b"\x00\x00\x00\x20ftypisom\x00\x00\x02\x00isomiso2" + b"\x00" * 8 + b"\x00\x00\x00\x6cmoov" + b"\x00" * 100  # with its index
+# with its index
+MP4 = b"\x00\x00\x00\x20ftypisom\x00\x00\x02\x00isomiso2" + b"\x00" * 8 + b"\x00\x00\x00\x6cmoov" + b"\x00" * 100
 
 
 def make_settings(tmp_path: Path, **extra: object) -> Settings:

@@ -11,14 +11,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LINT = [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"]
+LINT = [sys.executable, "-c",
+        "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"]
 
 pytest.importorskip("importlinter", reason="import-linter is in the test extras: pip install -e '.[test]'")
 
 
 def lint(root: Path) -> subprocess.CompletedProcess:
     return subprocess.run([*LINT, "--config", str(root / "pyproject.toml"), "--no-cache"], cwd=root,
-                          capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+                          capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
 
 
 def test_the_layers_and_no_circles_hold() -> None:

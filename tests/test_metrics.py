@@ -304,8 +304,10 @@ def test_operator_actions_in_the_shared_table_are_counted_by_the_leading_host_on
     leading = {"now": False}
     m = Metrics(store=store, folders={"studio": {}}, leads=lambda: leading["now"])
     store.cancel(enqueue(store, "a.jpg"))                 # counted in the table, seen by every host
-    cancelled = lambda: value(m.render(), "ffwatchd_jobs_finished_total", watch="studio", kind="image",
-                              outcome="cancelled")
+
+    def cancelled() -> float:
+        return value(m.render(), "ffwatchd_jobs_finished_total", watch="studio", kind="image", outcome="cancelled")
+
     assert cancelled() == 0, "another host leads: it counts this one"
     leading["now"] = True
     assert cancelled() == 0, "taking over does not count what the last leader counted"

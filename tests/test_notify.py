@@ -55,7 +55,7 @@ def test_a_redirect_is_not_followed() -> None:
     hits: list[str] = []
 
     class Redirect(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             hits.append(self.path)
             self.send_response(307)
             self.send_header("Location", "/elsewhere")

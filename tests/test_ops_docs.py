@@ -95,17 +95,22 @@ tests:
         exp_alerts: [{{exp_labels: {{severity: critical, instance: "h:9808"}}}}]
   - interval: 1m     # half the jobs fail for good: fires; a trickle of failures does not
     input_series:
-      - {{series: 'ffwatchd_jobs_finished_total{{{SERIES},watch="studio",kind="image",outcome="done"}}', values: '0+1x60'}}
-      - {{series: 'ffwatchd_jobs_finished_total{{{SERIES},watch="studio",kind="image",outcome="failed"}}', values: '0+1x60'}}
-      - {{series: 'ffwatchd_jobs_finished_total{{{SERIES},watch="quiet",kind="image",outcome="done"}}', values: '0x60'}}
-      - {{series: 'ffwatchd_jobs_finished_total{{{SERIES},watch="quiet",kind="image",outcome="failed"}}', values: '0 1 2 2x57'}}
+      - series: 'ffwatchd_jobs_finished_total{{{SERIES},watch="studio",kind="image",outcome="done"}}'
+        values: '0+1x60'
+      - series: 'ffwatchd_jobs_finished_total{{{SERIES},watch="studio",kind="image",outcome="failed"}}'
+        values: '0+1x60'
+      - series: 'ffwatchd_jobs_finished_total{{{SERIES},watch="quiet",kind="image",outcome="done"}}'
+        values: '0x60'
+      - series: 'ffwatchd_jobs_finished_total{{{SERIES},watch="quiet",kind="image",outcome="failed"}}'
+        values: '0 1 2 2x57'
     alert_rule_test:
       - eval_time: 45m
         alertname: FfwatchdFailureRatio
         exp_alerts: [{{exp_labels: {{severity: warning, instance: "h:9808", watch: studio}}}}]
   - interval: 1m     # free space below 5 GiB and falling fast
     input_series:
-      - {{series: 'ffwatchd_disk_free_bytes{{{SERIES},watch="studio",folder="output"}}', values: '4000000000-20000000x90'}}
+      - series: 'ffwatchd_disk_free_bytes{{{SERIES},watch="studio",folder="output"}}'
+        values: '4000000000-20000000x90'
       - {{series: 'ffwatchd_disk_free_bytes{{{SERIES},watch="studio",folder="done"}}', values: '4000000000x90'}}
       - {{series: 'ffwatchd_claiming_paused{{{SERIES}}}', values: '0x90'}}
     alert_rule_test:
@@ -139,7 +144,8 @@ tests:
   - interval: 1m     # the queue away for 10 minutes fires after 2; a one-minute blip never does
     input_series:
       - {{series: 'ffwatchd_queue_unreachable_since_timestamp_seconds{{{SERIES}}}', values: '0x5 600x10 0x10'}}
-      - {{series: 'ffwatchd_queue_unreachable_since_timestamp_seconds{{instance="g:9808",job="ffwatchd"}}', values: '0x5 300 0x20'}}
+      - series: 'ffwatchd_queue_unreachable_since_timestamp_seconds{{instance="g:9808",job="ffwatchd"}}'
+        values: '0x5 300 0x20'
     alert_rule_test:
       - {{eval_time: 6m, alertname: FfwatchdQueueUnreachable, exp_alerts: []}}
       - eval_time: 10m

@@ -15,8 +15,8 @@ from ffwatchd.work.runner import JobRunner
 from tests.test_runner import _with_source, enqueue, env  # noqa: F401 - the fixture
 
 
-from ffwatchd.pipeline.contract import ImageResult, RenderedImage  # noqa: E402
-from tests.fake_pipeline import FakePipeline  # noqa: E402
+from ffwatchd.pipeline.contract import ImageResult, RenderedImage
+from tests.fake_pipeline import FakePipeline
 
 
 class StagedPipeline(FakePipeline):
@@ -49,7 +49,7 @@ class StagedPipeline(FakePipeline):
         return RenderedImage(write, None, None)
 
 
-def test_stages_run_in_their_threads_and_the_result_is_the_same(env) -> None:  # noqa: F811
+def test_stages_run_in_their_threads_and_the_result_is_the_same(env) -> None:
     settings, store, watch = env
     a, b = enqueue(store, watch, "a.jpg", b"aaa"), enqueue(store, watch, "b.jpg", b"bbb")
     pipeline = StagedPipeline()
@@ -75,7 +75,7 @@ def test_stages_run_in_their_threads_and_the_result_is_the_same(env) -> None:  #
     assert [store.get(i).state for i in (a, b)] == ["done", "done"]
 
 
-def test_a_held_job_whose_decode_fails_is_failed_with_the_decoders_message(env) -> None:  # noqa: F811
+def test_a_held_job_whose_decode_fails_is_failed_with_the_decoders_message(env) -> None:
     settings, store, watch = env
     job_id = enqueue(store, watch, "x.jpg", b"broken data")
     runner = JobRunner(settings, store, StagedPipeline(), "me")
@@ -88,7 +88,7 @@ def test_a_held_job_whose_decode_fails_is_failed_with_the_decoders_message(env) 
     assert (watch.failed / "x.jpg").exists() and not (watch.inbox / "x.jpg").exists()
 
 
-def test_a_held_job_whose_original_changed_is_not_processed(env) -> None:  # noqa: F811
+def test_a_held_job_whose_original_changed_is_not_processed(env) -> None:
     settings, store, watch = env
     job_id = enqueue(store, watch, "c.jpg", b"old")
     (watch.inbox / "c.jpg").write_bytes(b"new content")
@@ -104,7 +104,7 @@ def test_a_held_job_whose_original_changed_is_not_processed(env) -> None:  # noq
     assert ("decode", "c.jpg") not in pipeline.threads
 
 
-def test_give_back_returns_a_held_job_without_counting_an_attempt(env) -> None:  # noqa: F811
+def test_give_back_returns_a_held_job_without_counting_an_attempt(env) -> None:
     settings, store, watch = env
     job_id = enqueue(store, watch, "d.jpg", b"ddd")
     runner = JobRunner(settings, store, StagedPipeline(), "me")
@@ -117,7 +117,7 @@ def test_give_back_returns_a_held_job_without_counting_an_attempt(env) -> None: 
     assert not runner.heartbeats._leases
 
 
-def test_a_filing_asked_to_claim_claims_the_next_job_with_its_finish(env) -> None:  # noqa: F811
+def test_a_filing_asked_to_claim_claims_the_next_job_with_its_finish(env) -> None:
     """The worker asks a filing to claim the job after next in its `finish` transaction: the job
     is leased, held (its lease beaten, its image decoded in the prefetch stage) and handed back;
     one commit for the done and the claim."""
@@ -144,9 +144,10 @@ def test_a_filing_asked_to_claim_claims_the_next_job_with_its_finish(env) -> Non
     filer.shutdown()
 
 
-def test_a_filing_told_not_to_claim_only_finishes(env) -> None:  # noqa: F811
+def test_a_filing_told_not_to_claim_only_finishes(env) -> None:
     settings, store, watch = env
-    a, b = enqueue(store, watch, "a.jpg", b"aaa"), enqueue(store, watch, "b.jpg", b"bbb")
+    enqueue(store, watch, "a.jpg", b"aaa")
+    b = enqueue(store, watch, "b.jpg", b"bbb")
     runner = JobRunner(settings, store, StagedPipeline(), "me")
     processed = runner.start(store.claim("me", 60))
     processed.then_claim = lambda: None             # stopping, recycling, or no inbox reachable
@@ -155,7 +156,7 @@ def test_a_filing_told_not_to_claim_only_finishes(env) -> None:  # noqa: F811
     runner.close()
 
 
-def test_a_filed_image_carries_its_report_thumbnails(env) -> None:  # noqa: F811
+def test_a_filed_image_carries_its_report_thumbnails(env) -> None:
     """The worker makes the batch report's before/after thumbnails from the pictures it holds,
     keyed by where they were filed, so the supervisor need not decode both files again."""
     import numpy as np
@@ -179,7 +180,7 @@ def test_a_filed_image_carries_its_report_thumbnails(env) -> None:  # noqa: F811
 
 
 @pytest.mark.parametrize("put_back", [True, False])
-def test_a_source_found_changed_ahead_is_looked_at_again_when_the_job_runs(env, put_back: bool) -> None:  # noqa: F811
+def test_a_source_found_changed_ahead_is_looked_at_again_when_the_job_runs(env, put_back: bool) -> None:
     """Prepared ahead only when its sources are right; else the job checks them itself when it
     runs: a source put back meanwhile is fine, one still changed fails the job as before."""
     settings, store, watch = env
@@ -204,7 +205,7 @@ def test_a_source_found_changed_ahead_is_looked_at_again_when_the_job_runs(env, 
         assert (out.outcome, store.get(job_id).error_kind) == ("failed", "source_changed")
 
 
-def test_a_share_away_when_prefetched_is_looked_at_again_when_the_job_runs(env) -> None:  # noqa: F811
+def test_a_share_away_when_prefetched_is_looked_at_again_when_the_job_runs(env) -> None:
     settings, store, watch = env
     enqueue(store, watch, "e.jpg", b"eee")
     pipeline = StagedPipeline()
@@ -220,7 +221,7 @@ def test_a_share_away_when_prefetched_is_looked_at_again_when_the_job_runs(env) 
     assert (watch.output / "e.jpg").read_bytes() == b"processed:eee"
 
 
-def test_a_decode_that_failed_ahead_is_done_again_when_the_job_runs(env) -> None:  # noqa: F811
+def test_a_decode_that_failed_ahead_is_done_again_when_the_job_runs(env) -> None:
     """CI (the inbox renamed away and back mid-batch, on 4 workers): the prefetch stage found the
     share there, then the inbox went before it opened the original ("no such file", bad_input);
     when the job ran the share was back, and the job was failed with the stale error. What the
@@ -257,7 +258,7 @@ def test_a_decode_that_failed_ahead_is_done_again_when_the_job_runs(env) -> None
     assert (watch.output / "f.jpg").read_bytes() == b"processed:fff"
 
 
-def test_a_decode_that_fails_ahead_and_again_is_failed_with_the_decoders_message(env) -> None:  # noqa: F811
+def test_a_decode_that_fails_ahead_and_again_is_failed_with_the_decoders_message(env) -> None:
     settings, store, watch = env
     pipeline = StagedPipeline()
     runner = JobRunner(settings, store, pipeline, "me")
@@ -269,7 +270,7 @@ def test_a_decode_that_fails_ahead_and_again_is_failed_with_the_decoders_message
     assert pipeline.threads[("decode", "y.jpg")] == threading.current_thread().name, "decoded again when it ran"
 
 
-def test_an_original_gone_when_it_is_opened_is_retried_not_failed_as_bad_input(env) -> None:  # noqa: F811
+def test_an_original_gone_when_it_is_opened_is_retried_not_failed_as_bad_input(env) -> None:
     """Nothing at the original's name when it is opened is no verdict on the file (its share may
     have gone for that moment): the attempt is retried (it was failed at once as `bad_input: no
     such file`); the next attempt looks at the original first and fails a file really gone as

@@ -21,7 +21,7 @@ from ffwatchd.store import JobStore
 from tests.html_check import check_report_html
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import synthetic_models  # noqa: E402
+import synthetic_models
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -26,7 +26,8 @@ def test_the_report_carries_a_content_security_policy(tmp_path: Path) -> None:
     m = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', text)
     from ffwatchd.batches.report import SORT_SCRIPT_HASH
     # nothing but the page's own sorting script, by its hash, may run
-    assert m and m.group(1) == f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src '{SORT_SCRIPT_HASH}'"
+    assert m and m.group(1) == ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
+                                f"script-src '{SORT_SCRIPT_HASH}'")
     assert text.index("Content-Security-Policy") < text.index("<style>"), "before anything it governs"
 
 

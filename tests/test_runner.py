@@ -9,7 +9,6 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from ffwatchd.config.load import load_config
@@ -18,7 +17,7 @@ from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import JobStore
 from ffwatchd.work.runner import JobRunner
 
-from tests.fake_pipeline import FakePipeline, NoFaces  # noqa: E402,F401 - others import them from here
+from tests.fake_pipeline import FakePipeline, NoFaces  # noqa: F401 - others import them from here
 
 
 @pytest.fixture

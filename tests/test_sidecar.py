@@ -243,7 +243,7 @@ def test_deep_nesting_is_refused(watch: WatchSettings, body: str) -> None:
 
 
 def test_oversized_sidecar_is_refused_unread(watch: WatchSettings, monkeypatch: pytest.MonkeyPatch) -> None:
-    sc = put(watch.inbox / "ffwatch.yaml", "# " + "x" * (MAX_SIDECAR_BYTES + 10) + "\nprocessors: [label]\n")
+    put(watch.inbox / "ffwatch.yaml", "# " + "x" * (MAX_SIDECAR_BYTES + 10) + "\nprocessors: [label]\n")
     opened: list[Path] = []
     real = safefs.read_regular
     monkeypatch.setattr(safefs, "read_regular", lambda root, p, limit: opened.append(p) or real(root, p, limit))
@@ -323,7 +323,8 @@ def test_notify_package_and_quiet_within_the_watch_limits(tmp_path: Path) -> Non
                          ("notify: {email: [a@example.org]}", "notify.email[0]: 'a@example.org' is not in an allowed"),
                          ("notify: {email: [not-an-address]}", "notify.email[0]: 'not-an-address' is not an e-mail"),
                          ("notify: {on: [started]}", "notify.on"),
-                         ("notify: {webhook: 'https://hooks.example.com/ff/x', secret: x}", "notify.secret: unknown key"),
+                         ("notify: {webhook: 'https://hooks.example.com/ff/x', secret: x}",
+                          "notify.secret: unknown key"),
                          ("package: tar", "package: 'tar' is not one of zip, none"),
                          ("batch_quiet: 1h", "batch_quiet: '1h' is longer than the watch's batch_quiet_max"),
                          ("batch_quiet: soon", "batch_quiet: 'soon' is not a duration")):

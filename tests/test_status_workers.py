@@ -21,8 +21,8 @@ def test_status_shows_what_the_tables_know_of_another_hosts_workers(tmp_path: Pa
     (tmp_path / "state").mkdir()
     clock = [1000.0]
     s = SqliteJobStore(tmp_path / "state" / "ffwatchd.db", clock=lambda: clock[0])
-    ids = [s.enqueue(watch="studio", rel_path=f"{n}.jpg", size=1, mtime=1.0, content_hash=str(n), kind="image",
-                     spec={})[0].id for n in range(3)]
+    for n in range(3):
+        s.enqueue(watch="studio", rel_path=f"{n}.jpg", size=1, mtime=1.0, content_hash=str(n), kind="image", spec={})
     for owner in ("far:11/cpu", "far:12/cpu", "far:13/cpu"):
         s.register_worker(owner, host="far", pid=int(owner[4:6]), device="cpu", requested_provider="cpu",
                           provider="cpu")

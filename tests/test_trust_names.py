@@ -119,7 +119,8 @@ def _mount_casefold(tmp_path: Path, mnt: Path) -> tuple[str | None, list[str]]:
     img = tmp_path / "cf.img"
     with open(img, "wb") as f:
         f.truncate(32 << 20)
-    failed = _run("mkfs.ext4", "-q", "-F", "-O", "casefold", str(img)) or _run("mount", "-o", "loop", str(img), str(mnt))
+    failed = (_run("mkfs.ext4", "-q", "-F", "-O", "casefold", str(img))
+              or _run("mount", "-o", "loop", str(img), str(mnt)))
     if not failed:
         return "ext4 casefold", why
     why.append(f"ext4 casefold image: {failed}")

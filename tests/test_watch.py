@@ -383,7 +383,8 @@ def test_parse_mountinfo_skips_junk() -> None:
 
 def test_auto_mode_on_local_tmp_is_inotify(tmp_path: Path) -> None:
     mode, fstype = detect_mode(tmp_path)
-    assert (mode == "poll") == (fstype in {"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse"} or fstype.startswith("fuse."))
+    assert (mode == "poll") == (fstype in {"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse"}
+                                or fstype.startswith("fuse."))
 
 
 def test_scan_skips_ignored_and_symlinked_folders(tmp_path: Path) -> None:
@@ -450,7 +451,7 @@ def test_the_observer_is_not_told_of_opens_and_reads(make_env, monkeypatch) -> N
     seen: list[str] = []
     real = observer._Handler.on_any_event
 
-    def record(self, event) -> None:       # noqa: ANN001 - watchdog's event
+    def record(self, event) -> None:       # watchdog's event
         seen.append(type(event).__name__)
         real(self, event)
     monkeypatch.setattr(observer._Handler, "on_any_event", record)

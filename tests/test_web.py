@@ -129,7 +129,8 @@ def test_web_is_off_without_its_section_and_on_127_0_0_1_with_it(tmp_path: Path)
     ("web: [1]", None, 0o600, "web: must be a mapping"),
     ("web: {enabled: maybe}", None, 0o600, "web.enabled:"),
     ("web: {token_file: missing.token}", None, 0o600, "web.token_file: {tmp}/missing.token does not exist"),
-    ("web: {token_file: web.token}", TOKEN, 0o644, "web.token_file: {tmp}/web.token is readable by every user (mode 0644)"),
+    ("web: {token_file: web.token}", TOKEN, 0o644,
+     "web.token_file: {tmp}/web.token is readable by every user (mode 0644)"),
     ("web: {token_file: web.token}", "short", 0o600, "the first line must be a token of at least 16"),
     ("web: {token_file: web.token}", "", 0o600, "the first line must be a token"),
 ])
@@ -193,7 +194,8 @@ def test_every_response_carries_a_strict_csp_and_no_external_asset(served) -> No
         csp = headers["Content-Security-Policy"]
         assert "default-src 'none'" in csp and "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
         assert headers["X-Content-Type-Options"] == "nosniff" and headers["Cache-Control"] == "no-store"
-        assert "http://" not in body.replace(base, "") and "https://" not in body.replace("https://hooks.example.com", "")
+        assert "http://" not in body.replace(base, "")
+        assert "https://" not in body.replace("https://hooks.example.com", "")
     host, port = base.removeprefix("http://").rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=30) as raw:      # the header as sent
         raw.sendall(b"GET /api/overview HTTP/1.0\r\nHost: x\r\n\r\n")
@@ -251,7 +253,8 @@ def test_with_the_token_actions_work_and_a_foreign_origin_is_refused(served, tmp
     cfg, base, holder = served
     holder["settings"] = load_config(_config(tmp_path, "web: {listen: '127.0.0.1:0', token_file: web.token}\n"))
     auth = {"Authorization": f"Bearer {TOKEN}", "X-Ffwatchd-Operator": "alice"}
-    status, answer = _post(base + "/api/jobs/1/priority", {**auth, "Origin": "http://evil.example"}, {"priority": "high"})
+    status, answer = _post(base + "/api/jobs/1/priority", {**auth, "Origin": "http://evil.example"},
+                           {"priority": "high"})
     assert status == 403 and "another origin" in answer["message"]
     status, answer = _post(base + "/api/jobs/1/priority", {**auth, "Authorization": "Bearer nope-nope-nope"},
                            {"priority": "high"})
@@ -421,7 +424,7 @@ def test_a_client_gone_mid_answer_is_a_debug_line_and_other_errors_are_logged_no
                         ValueError("a bug")):
                 try:
                     raise exc
-                except Exception:
+                except Exception:  # noqa: BLE001 - the handler is given what a request raised
                     server.handle_error(None, ("127.0.0.1", 5555))
     finally:
         server.server_close()

@@ -130,11 +130,11 @@ class _Ctx:
         def start(self) -> None:
             return None
 
-    def Event(self):  # noqa: N802 - multiprocessing's name
+    def Event(self):  # multiprocessing's name
         import threading
         return threading.Event()
 
-    def Array(self, typecode: str, size: int, lock: bool = True):  # noqa: N802 - multiprocessing's name
+    def Array(self, typecode: str, size: int, lock: bool = True):  # multiprocessing's name
         return [0] * size
 
 

@@ -350,11 +350,6 @@ class RowCache:
         self._rows[f["job_id"]] = (key, row)
         return row
 
-    def forget_except(self, ids: set[int]) -> None:
-        for d in (self._data, self._rows):
-            for k in [k for k in d if k not in ids]:
-                del d[k]
-
 
 def _report_json(report: dict, entries: list[str]) -> str:
     head = json.dumps({k: v for k, v in report.items() if k != "files"}, indent=1, default=str)

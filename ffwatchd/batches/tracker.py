@@ -319,7 +319,7 @@ class BatchService:
                         self.tracker = None
                 except store_errors() as e:
                     log.error("batches: %s; trying again", e)
-                except Exception:  # noqa: BLE001 - a bug here must not stop the daemon
+                except Exception:  # a bug here must not stop the daemon
                     log.exception("batches: unexpected error; trying again")
                 self._stop.wait(TICK)
         finally:
@@ -336,7 +336,7 @@ class BatchService:
                     self.sender.poll()
                 except store_errors() as e:
                     log.error("outbox: %s; trying again", e)
-                except Exception:  # noqa: BLE001
+                except Exception:
                     log.exception("outbox: unexpected error; trying again")
                 self._stop.wait(SEND_POLL)
         finally:

@@ -149,7 +149,8 @@ def format_time(t: float | None) -> str:
 
 def format_progress(job: Job) -> str:
     if job.progress_total:
-        return f"{job.progress_done or 0}/{job.progress_total} ({100 * (job.progress_done or 0) // job.progress_total}%)"
+        done = job.progress_done or 0
+        return f"{done}/{job.progress_total} ({100 * done // job.progress_total}%)"
     return "-"
 
 

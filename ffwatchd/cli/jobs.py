@@ -125,7 +125,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"{'sidecars':14} {shown(', '.join(job.sidecars)) or '-'}")
     print("sources:")
     for s in job.sources:
-        print(f"  {shown(str(s.get('path')))}  sha256 {s.get('sha256')}" + (f"  ({s['role']})" if s.get("role") else ""))
+        print(f"  {shown(str(s.get('path')))}  sha256 {s.get('sha256')}"
+              + (f"  ({s['role']})" if s.get("role") else ""))
     print("spec (effective sidecar snapshot):")
     print("  " + json.dumps(job.spec, indent=2).replace("\n", "\n  "))
     print_result(job)
@@ -151,7 +152,8 @@ def print_result(job: Job) -> None:
         print(f"  swap quality: {q['scored']} face(s) scored, worst {q['min']:.2f}, mean {q['mean']:.2f} "
               "(identity similarity to the source, read back by the recognizer)")
     for i, sc in enumerate(r.get("scores") or [], 1):
-        print(f"  face {i} at {tuple(sc['box'])}: similarity {sc['similarity']:.2f} (the original face: {sc['original']:.2f})")
+        print(f"  face {i} at {tuple(sc['box'])}: similarity {sc['similarity']:.2f} "
+              f"(the original face: {sc['original']:.2f})")
 
 
 def print_output_provenance(job: Job) -> None:

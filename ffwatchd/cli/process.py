@@ -72,7 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="onnxruntime threads per model on the CPU (0: its default)")
     w.add_argument("--vram-limit", help="e.g. 8GiB")
     w.add_argument("--max-pixels", type=int, help="refuse a picture or video frame larger than this")
-    w.add_argument("--no-provenance", action="store_true", help="write no provenance metadata and sign no C2PA manifest")
+    w.add_argument("--no-provenance", action="store_true",
+                   help="write no provenance metadata and sign no C2PA manifest")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 

@@ -274,7 +274,8 @@ def _check_folders(r: Reader, state_dir: Path, temp_dir: Path,
             owners[p] = f"watches[{i}] ({w.name}).{key}"
         for key, p in (("state_dir", state_dir), ("temp_dir", temp_dir)):
             if is_within(p, w.inbox):
-                r.problem(key, f"{p} is inside the inbox of watch {short_repr(w.name)}; it must be a local folder outside every share")
+                r.problem(key, f"{p} is inside the inbox of watch {short_repr(w.name)}; "
+                               "it must be a local folder outside every share")
     names = [w.name for w in watches]
     for i, n in enumerate(names):
         if n in names[:i]:
@@ -317,8 +318,8 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
         raise ConfigError(where, r.problems)
     return Settings(source=source, state_dir=state_dir, temp_dir=temp_dir, models_dir=models_dir,
                     watches=tuple(watches), workers=workers, metrics=metrics, retention=retention,
-                    log=log, models=models, licences_allowed=licences_allowed, ffmpeg=ffmpeg, provenance=provenance, c2pa=c2pa, smtp=smtp,
-                    notify=notify, queue=queue, web=web)
+                    log=log, models=models, licences_allowed=licences_allowed, ffmpeg=ffmpeg, provenance=provenance,
+                    c2pa=c2pa, smtp=smtp, notify=notify, queue=queue, web=web)
 
 
 def _read_watches(r: Reader, raw: Any, known_models: dict[str, str]) -> list[WatchSettings]:

@@ -30,7 +30,8 @@ class Reader:
             return {}
         for k in raw:
             if k not in keys:
-                self.problem(f"{path}.{jobspec.key_name(k)}" if path else jobspec.key_name(k), f"unknown key (known: {', '.join(sorted(keys))})")
+                self.problem(f"{path}.{jobspec.key_name(k)}" if path else jobspec.key_name(k),
+                             f"unknown key (known: {', '.join(sorted(keys))})")
         return raw
 
     def get(self, raw: dict, key: str, path: str, conv: Callable[[Any], Any], default: Any) -> Any:

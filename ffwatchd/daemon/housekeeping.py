@@ -31,7 +31,7 @@ def start_retention(settings: Settings, open_store: Callable[[], JobQueue], metr
                     metrics.record_retention(deletions)
             finally:
                 store.close()
-        except Exception:  # noqa: BLE001 - housekeeping must never stop the daemon
+        except Exception:  # housekeeping must never stop the daemon
             log.exception("retention run failed")
 
     thread = threading.Thread(target=run, name="retention", daemon=True)

@@ -109,7 +109,7 @@ def give_back(settings: Settings, store: JobQueue, metrics: Any, job_id: int, ow
             metrics.job_finished(job.watch, job.kind, "failed" if after.state == "failed" else "retried",
                                  time.time() - started, max(0.0, started - job.queued_at), error_kind=err_kind,
                                  retry_cause="worker")
-    except Exception:  # noqa: BLE001 - never let one job's bookkeeping stop the supervisor
+    except Exception:  # never let one job's bookkeeping stop the supervisor
         log.exception("job %s: could not give it back after its worker exited", job_id)
 
 
@@ -122,7 +122,7 @@ def give_back_untouched(store: JobQueue, job_id: int, owner: str) -> None:
                  "no attempt spent", job_id)
     except TransitionError:
         pass                                     # done, failed or taken meanwhile: nothing to give back
-    except Exception:  # noqa: BLE001 - never let one job's bookkeeping stop the supervisor
+    except Exception:  # never let one job's bookkeeping stop the supervisor
         log.exception("job %s: could not give it back after its worker exited", job_id)
 
 

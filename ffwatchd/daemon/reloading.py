@@ -57,7 +57,8 @@ def keep_what_needs_a_restart(new: Settings, old: Settings) -> Settings:
     """The new settings with what needs a restart as it was (needs_restart)."""
 
     # the page keeps its listener; a new token (or none) is taken at once
-    web = dataclasses.replace(old.web, token_file=new.web.token_file, token=new.web.token) if old.web.enabled else old.web
+    web = (dataclasses.replace(old.web, token_file=new.web.token_file, token=new.web.token) if old.web.enabled
+           else old.web)
     return dataclasses.replace(new, state_dir=old.state_dir, metrics=old.metrics, queue=old.queue, web=web,
                                workers=dataclasses.replace(new.workers, devices=old.workers.devices,
                                                            per_gpu=old.workers.per_gpu))
@@ -68,7 +69,8 @@ def worker_inputs(s: Settings) -> tuple:
     retention, notifications, SMTP, the web page and metrics are the supervisor's alone, so a
     change of only those keeps the workers), and the files behind them that it loads once and
     keeps: the model files (models_dir's entries and the custom models' paths) and the C2PA
-    certificate and key, each by path, size, mtime, ctime and inode. A reload replaces the workers when any of it differs from what they were started with,
+    certificate and key, each by path, size, mtime, ctime and inode. A reload replaces the workers
+    when any of it differs from what they were started with,
     so a certificate renewed in place or a model replaced under its name is taken up by a SIGHUP,
     as an edited config is; logrotate's SIGHUP, which changes none of it, keeps them."""
     files: list[Path] = [m.path for m in s.models]

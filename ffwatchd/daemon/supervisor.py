@@ -328,7 +328,8 @@ class Supervisor(WorkerSlots):
         c = self.chores.counts if self.chores is not None else self.store.counts()   # never waits on the table
         busy = sum(1 for s in self.slots if s.state == "busy")
         paused = ("" if self.claim_ok.is_set() or self.stopping else
-                  " (claiming stopped: newer job table schema)" if self.schema_problem else " (claiming paused: disk low)")
+                  " (claiming stopped: newer job table schema)" if self.schema_problem else
+                  " (claiming paused: disk low)")
         away = self.table_unreachable()
         down = f"; {unreachable_line(away.since, away.reason)}" if away is not None else ""
         return (f"{c['queued']} queued, {c['running']} running, {c['done']} done, {c['failed']} failed; "
@@ -343,11 +344,13 @@ class Supervisor(WorkerSlots):
 
     def write_status(self) -> None:
         unavailable = self.watcher.unavailable() if self.watcher is not None else {}
-        data = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": self.started_at, "updated_at": time.time(),
+        data = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": self.started_at,
+                "updated_at": time.time(),
                 "config": str(self.config_path), "queue": self.store.where, "workers": [s.info() for s in self.slots],
                 "claiming_paused": self.claiming_paused(),
                 "disk_unmeasured": ([str(p) for p in self.diskguard.unknown] if self.diskguard is not None else []),
-                "watches_available": ({n: ok and n not in self.folders_waiting for n, ok in self.watcher.available().items()}
+                "watches_available": ({n: ok and n not in self.folders_waiting
+                                       for n, ok in self.watcher.available().items()}
                                       if self.watcher is not None else {}),
                 "watches_unavailable": unavailable,
                 "folders_waiting": self.folders_waiting,
@@ -439,7 +442,8 @@ class Supervisor(WorkerSlots):
             self.notifier.watchdog()
         for slot in self.slots:
             if slot.process is not None:
-                log.warning("worker %d still busy with job %s after the grace period: killing it, job back to the queue",
+                log.warning("worker %d still busy with job %s after the grace period: "
+                            "killing it, job back to the queue",
                             slot.index, slot.job_id)
                 slot.exit_reason = "stopped"
                 slot.process.kill()

@@ -209,7 +209,8 @@ class WorkerSlots:
                                                     and self.chores.unreachable() is not None):
             self._table_back_at = now
             return True
-        return now - getattr(self, "_table_back_at", float("-inf")) < max(self.settings.workers.lease, 3 * LOOP_TICK) * 1.5
+        settle = max(self.settings.workers.lease, 3 * LOOP_TICK) * 1.5
+        return now - getattr(self, "_table_back_at", float("-inf")) < settle
 
     def manage_workers(self) -> None:
         if self.stopping:

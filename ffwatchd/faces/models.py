@@ -329,7 +329,8 @@ BUILTIN_MODELS: dict[str, Model] = {m.name: m for m in (
     Model("fairface", "fairface", "fairface.onnx",
           Licence("CC-BY-4.0", "https://github.com/dchen236/FairFace/blob/master/LICENSE"),
           "https://huggingface.co/facefusion/models-3.0.0/resolve/main/fairface.onnx"),
-    Model("genderage", "genderage", "genderage.onnx", _INSIGHTFACE_TERMS, f"{_HF_INSIGHTFACE}/buffalo_l/genderage.onnx"),
+    Model("genderage", "genderage", "genderage.onnx", _INSIGHTFACE_TERMS,
+          f"{_HF_INSIGHTFACE}/buffalo_l/genderage.onnx"),
 )}
 
 

@@ -79,7 +79,7 @@ def preload_cuda_libraries() -> None:
         try:
             with contextlib.redirect_stdout(said):
                 preload()
-        except Exception as e:   # a broken nvidia-* install: the session check below says what runs
+        except Exception as e:  # noqa: BLE001 - a broken nvidia-* install: the session check below says what runs
             log.warning("onnxruntime.preload_dlls() failed: %s", e)
         for line in said.getvalue().splitlines():
             if line.strip():

@@ -161,7 +161,7 @@ class ManifestSigner:
                                          f"(certificate {self.creds.subject})") from e
 
 
-def _reader(original: Path, opened: VideoInput | None):  # noqa: ANN202 - a binary file object
+def _reader(original: Path, opened: VideoInput | None):  # a binary file object
     if opened is not None:
         return opened.reopen()
     with open_input(Path(original)) as src:

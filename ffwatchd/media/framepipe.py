@@ -127,7 +127,7 @@ class FramePipeline:
             body()
         except _Stopped:
             pass
-        except BaseException as e:  # handed to the caller's thread, which re-raises it
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread, which re-raises it
             if self.error is None:
                 self.error = e
             self.stop.set()

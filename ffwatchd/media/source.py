@@ -33,7 +33,7 @@ class VideoInput:
     def stat(self) -> os.stat_result:
         return os.fstat(self.fd)
 
-    def reopen(self):  # noqa: ANN201 - a binary file object
+    def reopen(self):  # a binary file object
         """A new, independent reader of the same file (its own offset), e.g. to copy it."""
         return open(self.url, "rb")
 

@@ -81,7 +81,8 @@ def check_local_dirs(settings: Settings, problems: list[str], warnings: list[str
             warnings.append(f"{name} {folder} is on {fstype}: SQLite WAL and temp files need a local "
                             "filesystem; move it to local disk")
         else:
-            notes.append(f"{name} {folder} ({'exists' if folder.exists() else 'will be created'}, {fstype or 'unknown fs'})")
+            notes.append(f"{name} {folder} ({'exists' if folder.exists() else 'will be created'}, "
+                         f"{fstype or 'unknown fs'})")
 
 
 def check_models(settings: Settings, warnings: list[str], notes: list[str]) -> None:

@@ -144,10 +144,6 @@ class DiskGuard:
             self.metrics.set_claiming_paused(self.paused, self.reason)
         return not self.paused
 
-    @property
-    def claiming_allowed(self) -> bool:
-        return not self.paused
-
 
 def is_enospc(exc: BaseException | None) -> bool:
     """True when `exc`, or an exception it was raised from, is a full disk or quota."""

@@ -168,7 +168,8 @@ def resolve_entry(value: str, base: Path, watch: WatchSettings, where: str, key:
         raise JobError("bad_sidecar", f"{where}: {key}: {short_repr(value)} cannot be read: {e.strerror or e}") from e
     found = sniff_bytes(head)
     if found is None or found.kind != "image":
-        raise JobError("bad_sidecar", f"{where}: {key}: {short_repr(value)} is not an image (JPEG, PNG, WebP, BMP or TIFF)")
+        raise JobError("bad_sidecar",
+                       f"{where}: {key}: {short_repr(value)} is not an image (JPEG, PNG, WebP, BMP or TIFF)")
     return real
 
 
@@ -214,13 +215,15 @@ def check_targets(merged: Mapping[str, Any], watch: WatchSettings, where: str) -
     notify = merged.get("notify") or {}
     url = notify.get("webhook")
     if url and not url_allowed(url, allowed.webhook_prefixes):
-        raise JobError("bad_sidecar", f"{where}: notify.webhook: {short_repr(url)} is not under an allowed prefix of watch "
-                                      f"{watch.name} ({', '.join(allowed.webhook_prefixes) or 'none configured'})")
+        raise JobError("bad_sidecar",
+                       f"{where}: notify.webhook: {short_repr(url)} is not under an allowed prefix of watch "
+                       f"{watch.name} ({', '.join(allowed.webhook_prefixes) or 'none configured'})")
     emails = notify.get("email") or []
     for i, addr in enumerate([emails] if isinstance(emails, str) else emails):
         if email_domain(addr) not in allowed.email_domains:
-            raise JobError("bad_sidecar", f"{where}: notify.email[{i}]: {short_repr(addr)} is not in an allowed domain of "
-                                          f"watch {watch.name} ({', '.join(allowed.email_domains) or 'none configured'})")
+            raise JobError("bad_sidecar",
+                           f"{where}: notify.email[{i}]: {short_repr(addr)} is not in an allowed domain of "
+                           f"watch {watch.name} ({', '.join(allowed.email_domains) or 'none configured'})")
     quiet = merged.get("batch_quiet")
     if quiet is not None and jobspec._duration(quiet) > watch.batch_quiet_max:
         raise JobError("bad_sidecar", f"{where}: batch_quiet: {short_repr(quiet)} is longer than the watch's "

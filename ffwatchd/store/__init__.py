@@ -114,5 +114,6 @@ def _open(settings: Settings) -> JobQueue:
 
 __all__ = ["DriverMissing", "FINISHED", "KINDS", "PRIORITIES", "STATES", "Batch", "Delivery", "Filing", "priority_name",
            "Heartbeat", "Job",
-           "JobQueue", "JobStore", "NotFound", "QueueUnavailable", "SchemaMismatch", "Use", "SqliteJobStore", "Stats", "TransitionError", "open_store",
+           "JobQueue", "JobStore", "NotFound", "QueueUnavailable", "SchemaMismatch", "Use", "SqliteJobStore", "Stats",
+           "TransitionError", "open_store",
            "queue_password", "redact_url", "store_errors", "Unreachable", "WorkerRow"]

@@ -45,7 +45,7 @@ class Dialect:
     now = ":now"
     plan_result = "json_extract(filing, '$.result')"
 
-    @functools.cache  # noqa: B019 - the dialects are two module-level singletons
+    @functools.cache  # the dialects are two module-level singletons
     def render(self, sql: str) -> str:
         return sql.replace("{now}", self.now).replace("{skip_locked}", self.skip_locked) \
                   .replace("{for_update}", self.for_update).replace("{plan_result}", self.plan_result)
@@ -101,7 +101,7 @@ _loads = json.JSONDecoder().decode       # json.loads without its per-call argum
 class SqliteDialect(Dialect):
     name = "sqlite"
 
-    @functools.cache  # noqa: B019 - one module-level singleton
+    @functools.cache  # one module-level singleton
     def render(self, sql: str) -> str:
         return super().render(sql).replace("greatest(", "max(")
 

@@ -192,7 +192,8 @@ RETRY = """UPDATE outbox SET state = 'pending', attempts = 0, next_attempt = {no
 #: an operator's `batches notifications drop`: a pending row ends failed, the reason kept; a
 #: try in flight loses its claim, so its outcome is not recorded over the drop
 DROP = """UPDATE outbox SET state = 'failed', next_attempt = {now}, claim_token = NULL, claimed_until = NULL,
-                            last_error = 'dropped by the operator' || coalesce(' (last error: ' || last_error || ')', '')
+                            last_error = 'dropped by the operator'
+                                         || coalesce(' (last error: ' || last_error || ')', '')
           WHERE id = :id AND state = 'pending' RETURNING *"""
 
 

@@ -25,7 +25,7 @@ class PgDialect(Dialect):
     now = NOW
     plan_result = "filing -> 'result'"
 
-    @functools.cache  # noqa: B019 - one module-level singleton
+    @functools.cache  # one module-level singleton
     def render(self, sql: str) -> str:
         return super().render(_PARAM.sub(r"%(\1)s", sql.replace("%", "%%")))
 

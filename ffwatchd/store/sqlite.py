@@ -41,7 +41,8 @@ def _claim_sql(watches: int) -> str:
     """The claim's statement for `watches` watch names (-1: any watch), built once per count."""
     watch_filter = "" if watches < 0 else f"AND watch IN ({', '.join(f':w{i}' for i in range(watches))})"
     return SQLITE.render(f"""UPDATE jobs SET {rules.CLAIMED}
-                              WHERE id = (SELECT id FROM jobs INDEXED BY jobs_ready  -- else the planner sorts every queued row
+                              -- INDEXED BY: else the planner sorts every queued row
+                              WHERE id = (SELECT id FROM jobs INDEXED BY jobs_ready
                                           WHERE {rules.READY} {watch_filter}
                                           ORDER BY {rules.NEXT} LIMIT 1)
                               RETURNING *""")

@@ -21,7 +21,8 @@ from ffwatchd.store import outbox
 from ffwatchd.store.contract import JobQueue, NotFound
 from ffwatchd.store.dialect import Dialect, Tx
 from ffwatchd.store.names import encode_path, printable
-from ffwatchd.store.rows import FINISHED, KINDS, PAUSED_PREFIX, STATES, Batch, Delivery, Filing, Heartbeat, Job, WorkerRow
+from ffwatchd.store.rows import (FINISHED, KINDS, PAUSED_PREFIX, STATES, Batch, Delivery, Filing, Heartbeat, Job,
+                                 WorkerRow)
 
 log = logging.getLogger(__name__)
 
@@ -335,7 +336,8 @@ class SqlJobStore(JobQueue):
         return self._run(lambda tx: outbox.touch(tx, watch, folder, last_activity, generation))
 
     def finish_batch(self, batch_id: int, *, activity: float, counts: dict, report_path: str | None,
-                     package_path: str | None, deliveries: Sequence[dict], expected_version: int | None = None) -> Batch:
+                     package_path: str | None, deliveries: Sequence[dict],
+                     expected_version: int | None = None) -> Batch:
         return self._run(lambda tx: outbox.finish(tx, batch_id, activity=activity, counts=counts,
                                                   report_path=report_path, package_path=package_path,
                                                   deliveries=deliveries, expected_version=expected_version),

@@ -265,10 +265,12 @@ def snapshot_for(settings: Settings, watch: WatchSettings, path: Path, read_from
     rel = path.relative_to(watch.inbox).as_posix()
     if not find_sidecars(watch.inbox, path) and not defaults_suffice(watch):
         raise JobError("no_sidecar", f"{rel} has no ffwatch.yaml in its folder or above and no "
-                                     f"{path.name}.ffwatch.yaml, and the defaults of watch {watch.name} name no sources")
+                                     f"{path.name}.ffwatch.yaml, and the defaults of watch {watch.name} "
+                                     "name no sources")
     resolved = resolve_spec(watch, path, settings.known_models())
     sniffed = sniff_file(read_from or path)
-    return {"kind": sniffed.kind, "spec": resolved.spec.to_snapshot(), "sources": _hash_sources(watch, resolved, HashCache()),
+    return {"kind": sniffed.kind, "spec": resolved.spec.to_snapshot(),
+            "sources": _hash_sources(watch, resolved, HashCache()),
             "sidecars": [str(p) for p in resolved.sidecars],
             "priority": min(resolved.spec.priority, watch.priority_max)}
 

@@ -94,7 +94,7 @@ class Handler(BaseHTTPRequestHandler):
         """The Server header: the product alone (the base class adds Python's version after a space)."""
         return self.server_version
 
-    def log_message(self, format: str, *args: Any) -> None:      # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:      # the base class's name
         log.debug("%s %s", self.address_string(), format % args)
 
     def _send(self, status: int, body: bytes, ctype: str, csp: str = CSP) -> None:
@@ -136,12 +136,12 @@ class Handler(BaseHTTPRequestHandler):
             log.exception("web: %s %s failed", self.command, self.path[:200])
             self._json({"ok": False, "message": "internal error (see the daemon's log)"}, 500)
 
-    def do_GET(self) -> None:           # noqa: N802 - http.server's names
+    def do_GET(self) -> None:           # http.server's names
         self._dispatch(self._get)
 
     do_HEAD = do_GET
 
-    def do_POST(self) -> None:          # noqa: N802
+    def do_POST(self) -> None:
         self._dispatch(self._post)
 
     def _get(self) -> None:
@@ -239,7 +239,8 @@ class Handler(BaseHTTPRequestHandler):
         who = operator_of(self.headers, self.client_address[0])
         verdict = check_action(settings.web.token, self.headers)
         if not verdict.ok:
-            log.warning("web: %s of %s %s refused, asked by %s: %s", verb, NOUN[what], target[:100], who, verdict.reason)
+            log.warning("web: %s of %s %s refused, asked by %s: %s", verb, NOUN[what], target[:100], who,
+                        verdict.reason)
             raise HttpError(403, verdict.reason)
         body = self._body()
         try:

@@ -27,7 +27,8 @@ def process_video_file(pipeline: Any, target: Path, result: Path, spec: JobSpec,
                        max_pixels: int, on_cuda: bool = False,
                        progress: Callable[[int, int], None] | None = None,
                        should_stop: Callable[[], bool] | None = None,
-                       segment_seconds: float = WorkerSettings.video_segment, root: Path | None = None) -> "VideoOutcome":
+                       segment_seconds: float = WorkerSettings.video_segment,
+                       root: Path | None = None) -> "VideoOutcome":
     """One video through the pipeline (the daemon's workers and `ffwatchd process` both call this);
     `on_no_face` applies to the video as a whole. A changed output carries the pipeline's
     provenance tags and, when signing is configured, a C2PA manifest (JobError provenance).

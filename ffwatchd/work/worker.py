@@ -105,7 +105,7 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
         pipeline = load_pipeline(settings, device)
         provider = pipeline.active_provider()
         guard = limit_memory(settings.workers.ram_limit, device)
-    except Exception as e:  # noqa: BLE001 - report why the worker could not start, then exit
+    except Exception as e:  # report why the worker could not start, then exit
         log.exception("worker could not start")
         events.put(("failed_start", index, os.getpid(), f"{e.__class__.__name__}: {e}"))
         sys.exit(3)

@@ -195,7 +195,8 @@ class Daemon:
             from ffwatchd.store import open_store
 
             return open_store(load_config(self.config_path))
-        return JobStore(self.state_dir / "ffwatchd.db", migrate_schema=False)   # the daemon's to upgrade, never a test's
+        # the daemon's to upgrade, never a test's
+        return JobStore(self.state_dir / "ffwatchd.db", migrate_schema=False)
 
     def counts(self) -> dict[str, int]:
         if not self.config.get("queue") and not (self.state_dir / "ffwatchd.db").exists():

@@ -275,8 +275,10 @@ class CutRun:
             o.problems.append(f"at the end: {problem}")
         db = sqlite3.connect(self._disk(self.d.state_dir) / DB)
         try:
-            jobs = {r[0]: (r[1], r[2]) for r in db.execute("SELECT rel_path, state, id FROM jobs WHERE rel_path LIKE 'k/%'")}
-            ledger = {(r[0], r[1]) for r in db.execute("SELECT folder, rel_path FROM filings WHERE watch = ?", (WATCH,))}
+            jobs = {r[0]: (r[1], r[2])
+                    for r in db.execute("SELECT rel_path, state, id FROM jobs WHERE rel_path LIKE 'k/%'")}
+            ledger = {(r[0], r[1])
+                      for r in db.execute("SELECT folder, rel_path FROM filings WHERE watch = ?", (WATCH,))}
         finally:
             db.close()
         if sorted(jobs) != sorted(self.names):

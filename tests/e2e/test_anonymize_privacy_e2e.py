@@ -118,7 +118,8 @@ def test_anonymized_outputs_lose_identifying_metadata_and_the_report_shows_no_or
             shown = decoded(imgs[0]["src"])
             output, original = cv2.imread(str(d.output / rel)), cv2.imread(str(d.done / rel))
             # the picture is the output's thumbnail, not the original's
-            assert distance(shown, decoded(thumbnail_of(output))) < 0.5 * distance(shown, decoded(thumbnail_of(original)))
+            assert (distance(shown, decoded(thumbnail_of(output)))
+                    < 0.5 * distance(shown, decoded(thumbnail_of(original))))
         assert not [h for h in hrefs if "/done/" in h], hrefs          # no way to the originals either
     finally:
         d.stop(timeout=30)

@@ -25,7 +25,7 @@ N = 12
 
 
 @pytest.fixture
-def hosts(tmp_path: Path, synth_models, pg_url):  # noqa: F811 - the pg_url fixture
+def hosts(tmp_path: Path, synth_models, pg_url):  # the pg_url fixture
     share = tmp_path / "share"
     for sub in ("inbox", "output", "done", "failed"):
         (share / sub).mkdir(parents=True)

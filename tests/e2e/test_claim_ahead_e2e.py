@@ -2,9 +2,10 @@
 worker waited 41 s behind a video on that worker while the other worker sat idle.
 
 Two workers; four files are queued while an operator's pause holds them, in this order: two
-images, a video, an image; the second worker is stopped (SIGSTOP) and the pause lifted: it runs the first image with the second claimed
-ahead, then the video, and the filing of the first image claims the last image with its `done`
-(one transaction), so that image is held by the first worker when its video starts. The second
+images, a video, an image; the second worker is stopped (SIGSTOP) and the pause lifted: it runs
+the first image with the second claimed ahead, then the video, and the filing of the first image
+claims the last image with its `done` (one transaction), so that image is held by the first worker
+when its video starts. The second
 worker goes on once the video runs. The last image must be handed back and run by the second
 worker while the video is still running. The clip is long enough that the video outlasts one image.
 """

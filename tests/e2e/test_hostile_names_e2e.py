@@ -101,7 +101,8 @@ def test_a_hostile_batch_of_links_long_names_control_characters_and_bombs(make_d
             assert Path(job.filing["original_dst"]).is_file(), rel
         else:                                  # found only with its report (which names the job)
             assert job.state == "failed" and find_failed_original(watch, job) is not None, rel
-    assert stat.S_ISREG(lstat_below(d.inbox, deep).st_mode) and d.counts().get("queued", 0) == 0, "the too-deep file stays, never a job"
+    assert stat.S_ISREG(lstat_below(d.inbox, deep).st_mode) and d.counts().get("queued", 0) == 0, \
+        "the too-deep file stays, never a job"
     assert (d.done / LONG_GOOD).read_bytes() == b"someone else's file under that name"
     # No temp file of ours left anywhere on the share.
     leftovers = [p for root in (d.output, d.done, d.failed) for p in root.rglob(".ffwatchd-*")

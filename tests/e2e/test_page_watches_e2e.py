@@ -24,7 +24,8 @@ def rows(b: Browser) -> dict:
     """The watches table: per watch its state, claiming, counts, waiting and folders."""
     return b.evaluate("""Object.fromEntries([...document.querySelectorAll('#watches tr[data-watch]')].map(r => [
         r.dataset.watch, {state: r.dataset.state, claiming: r.dataset.claiming,
-          counts: Object.fromEntries([...r.querySelectorAll('[data-count]')].map(c => [c.dataset.count, c.textContent])),
+          counts: Object.fromEntries([...r.querySelectorAll('[data-count]')].map(c => [c.dataset.count,
+                                                                                      c.textContent])),
           waiting: r.querySelector('[data-waiting]').textContent,
           folders: Object.fromEntries([...r.querySelectorAll('[data-folder]')].map(f => [f.dataset.folder,
                                                                                     f.textContent]))}]))""")

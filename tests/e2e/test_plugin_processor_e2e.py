@@ -49,7 +49,8 @@ def install_plugin(root):
     site = root / "site"
     (site / "ffw_posterize-1.0.dist-info").mkdir(parents=True)
     (site / "ffw_posterize.py").write_text(PLUGIN)
-    (site / "ffw_posterize-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: ffw-posterize\nVersion: 1.0\n")
+    (site / "ffw_posterize-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: ffw-posterize\nVersion: 1.0\n")
     (site / "ffw_posterize-1.0.dist-info" / "entry_points.txt").write_text(
         "[ffwatchd.processors]\nposterize = ffw_posterize:PROCESSOR\n")
     return site

@@ -8,12 +8,12 @@ import json
 import subprocess
 
 import cv2
-from c2pa_certs import make_chain  # noqa: E402
+from c2pa_certs import make_chain
 
-from ffwatchd.cli import main  # noqa: E402
-from ffwatchd.media.c2pa_sign import read_manifest  # noqa: E402
-from ffwatchd.media.ffmpeg import find_ffmpeg  # noqa: E402
-from ffwatchd.media.provenance import AI_COMPOSITE  # noqa: E402
+from ffwatchd.cli import main
+from ffwatchd.media.c2pa_sign import read_manifest
+from ffwatchd.media.ffmpeg import find_ffmpeg
+from ffwatchd.media.provenance import AI_COMPOSITE
 from tests.e2e.harness import face_jpeg, synthetic_models  # first: puts tests/ on the path
 
 

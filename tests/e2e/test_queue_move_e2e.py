@@ -25,7 +25,7 @@ def _cli(d, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
 
 
-def test_queue_change_needs_a_restart_and_migrate_waits_for_the_daemon(make_daemon, pg_url) -> None:  # noqa: F811
+def test_queue_change_needs_a_restart_and_migrate_waits_for_the_daemon(make_daemon, pg_url) -> None:
     other = make_daemon(queue={"url": pg_url}).start()          # another host, already on PostgreSQL
     for n in (1, 2):
         other.drop(f"other{n}.jpg", face_jpeg(seed=n))

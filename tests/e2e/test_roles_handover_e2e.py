@@ -29,7 +29,7 @@ def holders(url: str) -> dict[str, int | None]:
                AND objid::bigint = (hashtext(%s)::bigint & 4294967295)""", (role,)).fetchone()]}
 
 
-def test_every_role_is_taken_over_within_seconds_after_kill_9(tmp_path, synth_models, pg_url) -> None:  # noqa: F811
+def test_every_role_is_taken_over_within_seconds_after_kill_9(tmp_path, synth_models, pg_url) -> None:
     share = tmp_path / "share"
     a, b = (Daemon(tmp_path / n, synth_models, share=share, queue={"url": pg_url},
                    watch_extra={"rescan_interval": "2s"}) for n in ("hostA", "hostB"))

@@ -53,7 +53,8 @@ def test_root_drops_after_the_root_batch_finished_get_their_own_batch_report_and
                              cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert listing.returncode == 0 and " / #1 " in listing.stdout, listing.stdout + listing.stderr
     # the numbered reports and zip are the batches', not files the filing ledger should know
-    dry = subprocess.run([sys.executable, "-m", "ffwatchd", "retention", "--dry-run", "--json", "-c", str(d.config_path)],
+    dry = subprocess.run([sys.executable, "-m", "ffwatchd", "retention", "--dry-run", "--json",
+                          "-c", str(d.config_path)],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     unknown = [Path(u["path"]).name for u in json.loads(dry.stdout)["unknown_to_ledger"]]
     assert not [n for n in unknown if n.startswith("ffwatch-")], unknown

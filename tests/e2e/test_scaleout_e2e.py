@@ -43,7 +43,7 @@ def _bind(share: Path, at: Path) -> bool:
 
 
 @pytest.fixture
-def cluster(tmp_path, synth_models, pg_url):  # noqa: F811 - the pg_url fixture
+def cluster(tmp_path, synth_models, pg_url):  # the pg_url fixture
     share = tmp_path / "share"
     for sub in ("inbox", "output", "done", "failed"):
         (share / sub).mkdir(parents=True)
@@ -124,7 +124,8 @@ def assert_exactly_once(d: Daemon, share: Path, names: list[str]) -> list:
 
 def status_json(d: Daemon) -> dict:
     r = subprocess.run([sys.executable, "-m", "ffwatchd", "status", "--json", "-c", str(d.config_path)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                       cwd=ROOT, capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 

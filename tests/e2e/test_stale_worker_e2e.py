@@ -7,8 +7,8 @@ The results cross filesystems (temp_dir on /dev/shm, the share on disk), so plac
 copy through a hidden temp in output/, which the test watches for to stop the worker in the
 middle of it. The frozen worker's local temp result is then removed: the worker that takes the
 job over would not see it from another host (on this one it would resume the same plan from it),
-so it processes the job again and files that. The lease is run out in the job table rather than by waiting for it: a worker
-frozen for 1.5 leases is killed as `stalled` by its supervisor (the case that was always
+so it processes the job again and files that. The lease is run out in the job table rather than
+by waiting for it: a worker frozen for 1.5 leases is killed as `stalled` by its supervisor (the case that was always
 caught); this test is about one that runs again before its supervisor notices.
 """
 

@@ -55,7 +55,7 @@ def stripe_index(path: Path) -> int:
 
 
 @pytest.fixture
-def pair(tmp_path, synth_models, pg_url):  # noqa: F811 - the pg_url fixture
+def pair(tmp_path, synth_models, pg_url):  # the pg_url fixture
     share = tmp_path / "share"
     daemons = [Daemon(tmp_path / f"host{i}", synth_models, share=share, settle="0.2s", queue={"url": pg_url},
                       workers={"devices": ["cpu"], "lease": f"{LEASE:g}s", "max_attempts": 10},

@@ -43,7 +43,7 @@ def text(b: Browser, selector: str) -> str | None:
 
 
 def test_the_page_follows_a_batch_a_failure_and_a_video_and_refuses_actions_without_a_token(
-        make_daemon, clip, tmp_path) -> None:  # noqa: F811
+        make_daemon, clip, tmp_path) -> None:
     d = make_daemon(workers={"video_segment": "4s"})
     base = with_page(d)
     d.start()
@@ -140,7 +140,8 @@ def test_with_the_token_the_page_pauses_a_watch_retries_a_job_and_resumes(make_d
         b.open(base + "/")
         b.evaluate("window.confirm = () => true")
         b.evaluate("document.querySelector('#watches button[data-action$=\"/resume\"]').click()")
-        again = wait_for(lambda: (j := job_of(d, "broken.jpg")).state == "failed" and j, 120, "the retried job to run again")
+        again = wait_for(lambda: (j := job_of(d, "broken.jpg")).state == "failed" and j, 120,
+                         "the retried job to run again")
         assert again.finished_at > finished_before and again.error_kind == failed.error_kind
         # nothing failed on the page (no CSP refusal, no script error) but the refused request
         assert [e for e in b.errors() if "status of 403" not in e] == [], b.errors()
@@ -155,7 +156,7 @@ _pg = pytest.importorskip("tests.pg", reason="the PostgreSQL test fixtures (test
 pg_server, pg_url = _pg.pg_server, _pg.pg_url
 
 
-def test_two_daemons_on_one_queue_each_page_shows_both_daemons_workers(make_daemon, pg_url, tmp_path) -> None:  # noqa: F811
+def test_two_daemons_on_one_queue_each_page_shows_both_daemons_workers(make_daemon, pg_url, tmp_path) -> None:
     share = tmp_path / "share"
     daemons = [make_daemon(share=share, queue={"url": pg_url}) for _ in range(2)]
     bases = [with_page(d) for d in daemons]
@@ -174,7 +175,8 @@ def test_two_daemons_on_one_queue_each_page_shows_both_daemons_workers(make_daem
         assert sorted(w["pid"] for w in api["workers"]) == pids
         assert "s3cret" not in json.dumps(api)
     try:
-        urllib.request.urlopen(urllib.request.Request(bases[1] + "/api/watches/studio/pause", method="POST"), timeout=30)
+        urllib.request.urlopen(urllib.request.Request(bases[1] + "/api/watches/studio/pause", method="POST"),
+                               timeout=30)
     except urllib.error.HTTPError as e:
         assert e.code == 403
     else:

@@ -11,10 +11,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import synthetic_models  # noqa: E402
+import synthetic_models
 
-from ffwatchd.faces.models import Model, custom_model  # noqa: E402
-from ffwatchd.pipeline.pipeline import Pipeline  # noqa: E402
+from ffwatchd.faces.models import Model, custom_model
+from ffwatchd.pipeline.pipeline import Pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -96,11 +96,13 @@ def test_weaker_than_the_floor_only_explicitly_and_recorded(real, assets, tmp_pa
     assert read_provenance(tmp_path / "a.png")["settings"] == \
         "face_anonymizer: blur, strength 0.1, margin 0.3 (below the floor: allow_weak)"
     jpeg = tmp_path / "b.jpg"                                     # XMP, not a PNG chunk
-    real.process_image(assets / "images" / "grace_hopper.jpg", jpeg, JobSpec.from_mapping({"processors": ["face_anonymizer"]}))
+    real.process_image(assets / "images" / "grace_hopper.jpg", jpeg,
+                       JobSpec.from_mapping({"processors": ["face_anonymizer"]}))
     assert read_provenance(jpeg)["settings"] == "face_anonymizer: blur, strength 0.3, margin 0.3"
     from ffwatchd.cli import main
     assert main(["provenance", "show", str(tmp_path / "a.png")]) == 0
-    assert "  settings: face_anonymizer: blur, strength 0.1, margin 0.3 (below the floor: allow_weak)\n" in capsys.readouterr().out
+    assert ("  settings: face_anonymizer: blur, strength 0.1, margin 0.3 (below the floor: allow_weak)\n"
+            in capsys.readouterr().out)
 
 
 def test_the_settings_are_checked_by_key_when_the_sidecar_is_read():

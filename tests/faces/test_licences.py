@@ -23,7 +23,8 @@ def _config(tmp_path: Path, models: dict, defaults: dict | None = None) -> dict:
             "models": models,
             "watches": [{"name": "w", "inbox": str(tmp_path / "i"), "output": str(tmp_path / "o"),
                          "done": str(tmp_path / "d"), "failed": str(tmp_path / "f"),
-                         "defaults": defaults or {"processors": ["face_anonymizer"], "face_detector": {"model": "yunet"}}}]}
+                         "defaults": defaults or {"processors": ["face_anonymizer"],
+                                                  "face_detector": {"model": "yunet"}}}]}
 
 
 def test_licences_allowed_refuses_a_watch_default_at_load_naming_model_and_licence(tmp_path):
@@ -36,7 +37,8 @@ def test_licences_allowed_refuses_a_watch_default_at_load_naming_model_and_licen
             "(https://github.com/deepinsight/insightface#license)") in str(e.value)
     custom = {"mine": {"path": "m.onnx", "family": "scrfd", "licence": "BSD-3-Clause"}, "licences_allowed": ["MIT"]}
     with pytest.raises(ConfigError, match="model mine is licensed BSD-3-Clause"):
-        load_settings(_config(tmp_path, custom, {"processors": ["face_anonymizer"], "face_detector": {"model": "mine"}}),
+        load_settings(_config(tmp_path, custom,
+                              {"processors": ["face_anonymizer"], "face_detector": {"model": "mine"}}),
                       tmp_path)
 
 

@@ -13,7 +13,6 @@ import pytest
 import synthetic_models as sm
 from ffwatchd.errors import JobError
 from ffwatchd.faces.align import template_points, warp_face
-from ffwatchd.faces.detect import load_detector
 from ffwatchd.faces.masks import (
     AREA_POINTS,
     Area,

@@ -100,7 +100,8 @@ def two_people(tmp_path_factory, synth_customs):
     det = synthetic_models.make_scrfd_like(d / "two.onnx", faces=(FACE_A, FACE_B))
     fair = synthetic_models.make_fairface_like(d / "fair.onnx")
     genderage = synthetic_models.make_genderage_like(d / "genderage.onnx")
-    customs = synth_customs + (custom_model("synth_two", det, "detector"), custom_model("synth_fairface", fair, "fairface"),
+    customs = synth_customs + (custom_model("synth_two", det, "detector"),
+                               custom_model("synth_fairface", fair, "fairface"),
                                custom_model("synth_genderage", genderage, "genderage"))
     frame = synthetic_models.make_face_image(seed=5)
     frame[:] = cv2.GaussianBlur(frame, (31, 31), 0)

@@ -78,15 +78,18 @@ def test_embeddings_are_normalised_stable_and_distinct(models, face_frame):
 
 
 def test_identity_is_the_renormalised_mean():
-    a = np.zeros(512, np.float32); a[0] = 3.0
-    b = np.zeros(512, np.float32); b[1] = 0.5
+    a = np.zeros(512, np.float32)
+    a[0] = 3.0
+    b = np.zeros(512, np.float32)
+    b[1] = 0.5
     ident = combine_embeddings([a, b])
     assert np.allclose(ident[:2], [2 ** -0.5, 2 ** -0.5]) and np.linalg.norm(ident) == pytest.approx(1.0)
 
 
 def test_selection_modes():
     def face(x, w, emb):
-        e = np.zeros(512, np.float32); e[emb] = 1.0
+        e = np.zeros(512, np.float32)
+        e[emb] = 1.0
         return Face(np.array([x, 0, x + w, w], np.float32), np.zeros((5, 2), np.float32), 0.9, e)
 
     faces = [face(0, 10, 0), face(100, 50, 1), face(300, 20, 2)]
@@ -204,7 +207,8 @@ def test_source_without_a_face_is_an_error_naming_it(tmp_path, synth, synth_cust
 
 def test_except_reference_leaves_out_every_person_of_the_reference():
     def face(x, emb):
-        e = np.zeros(512, np.float32); e[emb] = 1.0
+        e = np.zeros(512, np.float32)
+        e[emb] = 1.0
         return Face(np.array([x, 0, x + 10, 10], np.float32), np.zeros((5, 2), np.float32), 0.9, e)
 
     faces = [face(0, 0), face(100, 1), face(300, 2)]

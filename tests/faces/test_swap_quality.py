@@ -51,7 +51,8 @@ def test_on_real_photos_the_score_tells_the_same_person_from_another(tmp_path):
     face as written: Grace Hopper against her own photo scores high, t1.jpg's six people low."""
     models = ASSETS / "models"
     keep = make_identity_inswapper(tmp_path / "keep.onnx")
-    customs = (custom_model("mbf", models / "w600k_mbf_int8.onnx", "recognizer", sha256_file(models / "w600k_mbf_int8.onnx")),
+    customs = (custom_model("mbf", models / "w600k_mbf_int8.onnx", "recognizer",
+                            sha256_file(models / "w600k_mbf_int8.onnx")),
                custom_model("keep", keep, "swapper", sha256_file(keep)))
     p = Pipeline(models, customs)
     grace = ASSETS / "images" / "grace_hopper.jpg"

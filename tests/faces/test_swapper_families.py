@@ -399,9 +399,11 @@ def test_on_a_real_photo_pixel_boost_keeps_the_face_s_own_detail(family, assets,
     x0, y0, x1, y1 = (int(v) for v in face.bbox)
     errors = {}
     for boost in (sig.size, 1024):
-        spec = JobSpec.from_mapping({"processors": ["face_swapper"], "sources": [str(assets / "images" / "astronaut.png")],
+        spec = JobSpec.from_mapping({"processors": ["face_swapper"],
+                                     "sources": [str(assets / "images" / "astronaut.png")],
                                      "face_detector": {"model": "scrfd_500m"}, "face_recognizer": {"model": "mbf_int8"},
-                                     "face_swapper": {"model": "plain", "pixel_boost": boost}, "output": {"format": "png"}})
+                                     "face_swapper": {"model": "plain", "pixel_boost": boost},
+                                     "output": {"format": "png"}})
         out = tmp_path / f"out_{boost}.png"
         pipeline.process_image(target, out, spec)
         result = cv2.imread(str(out)).astype(int)

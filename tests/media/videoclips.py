@@ -39,7 +39,8 @@ def asset(relpath: str) -> Path:
 
 def make_clip(ffmpeg: str, out: Path, *, audio: bool = True, seconds: float = SECONDS,
               size: tuple[int, int] = SIZE, fps: int = FPS, rotation: int = 0,
-              vfr: bool = False, extra_filter: str = "", vcodec: tuple[str, ...] = ("-c:v", "libx264", "-preset", "veryfast"),
+              vfr: bool = False, extra_filter: str = "",
+              vcodec: tuple[str, ...] = ("-c:v", "libx264", "-preset", "veryfast"),
               acodec: tuple[str, ...] = ("-c:a", "aac")) -> Path:
     """The astronaut photo sliding left to right over a grey background, plus a 440 Hz tone."""
     photo = asset("images/astronaut.png")

@@ -34,5 +34,6 @@ def test_a_pipeline_missing_one_member_is_not_one():
         def process_image(self, target, output, spec):
             return None
     assert not isinstance(Partial(), JobPipeline)
-    assert [m for m in members() if not callable(getattr(NoRender(), m, None)) and m not in ("provenance", "max_pixels")] \
+    assert [m for m in members()
+            if not callable(getattr(NoRender(), m, None)) and m not in ("provenance", "max_pixels")] \
         == ["render_image"]

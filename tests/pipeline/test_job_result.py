@@ -21,7 +21,7 @@ from tests.test_runner import enqueue, env  # noqa: F401 - the fixture
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_a_done_job_records_faces_and_each_model_s_sha256_and_licence(env, tmp_path):  # noqa: F811
+def test_a_done_job_records_faces_and_each_model_s_sha256_and_licence(env, tmp_path):
     settings, store, watch = env
     models = synthetic_models.build_all(tmp_path / "models")
     customs = tuple(custom_model(m.name, m.path, m.kind, m.sha256, Licence("MIT", "https://example.org/mit"))
@@ -39,7 +39,7 @@ def test_a_done_job_records_faces_and_each_model_s_sha256_and_licence(env, tmp_p
                                  "licence": "MIT", "licence_url": "https://example.org/mit"}]
 
 
-def test_a_resumed_filing_keeps_the_result_of_its_plan(env):  # noqa: F811
+def test_a_resumed_filing_keeps_the_result_of_its_plan(env):
     """The result rides in the durable filing plan: the row gets it whoever finishes the plan."""
     settings, store, watch = env
     job_id = enqueue(store, watch, "b.jpg", b"bytes")
@@ -55,7 +55,7 @@ def test_a_resumed_filing_keeps_the_result_of_its_plan(env):  # noqa: F811
     assert "result: 2 face(s) of 3 found; processors face_anonymizer" in shown.stdout, shown.stderr
 
 
-def test_the_batch_report_says_each_model_s_licence_and_sha256(env, tmp_path):  # noqa: F811
+def test_the_batch_report_says_each_model_s_licence_and_sha256(env, tmp_path):
     from ffwatchd.batches.report import write_report
     from ffwatchd.batches.thumbs import ThumbCache
 
@@ -88,7 +88,7 @@ def _scored_job(store, watch, name: str, quality: float, review_below: float):
     return store.get(job_id)
 
 
-def test_files_under_review_below_come_first_flagged_in_the_report_and_the_webhook(env):  # noqa: F811
+def test_files_under_review_below_come_first_flagged_in_the_report_and_the_webhook(env):
     from ffwatchd.batches.notify.outbox import batch_summary
     from ffwatchd.batches.report import page_order, write_report
     from ffwatchd.batches.thumbs import ThumbCache
@@ -123,7 +123,7 @@ def test_the_swap_similarity_histogram_and_the_faces_counter():
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs Debian's)")
-def test_in_chromium_the_quality_column_sorts_and_flagged_rows_show_both_pictures(env, tmp_path):  # noqa: F811
+def test_in_chromium_the_quality_column_sorts_and_flagged_rows_show_both_pictures(env, tmp_path):
     """The page as a browser runs it: worst first as written, a click on the header sorts best first
     and back, its one script runs under the page's CSP (no error), and each flagged row shows the
     original and the result side by side."""

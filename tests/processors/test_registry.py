@@ -71,7 +71,8 @@ def test_an_incomplete_processor_is_refused_with_what_it_lacks():
 
 def test_a_processor_section_is_validated_by_its_own_checks():
     known = {"inswapper_128": "swapper", "gfpgan_1.4": "enhancer"}
-    problems = jobspec.validate({"face_enhancer": {"blend": 3, "colour": "red"}, "face_swapper": {"model": "gfpgan_1.4"},
+    problems = jobspec.validate({"face_enhancer": {"blend": 3, "colour": "red"},
+                                 "face_swapper": {"model": "gfpgan_1.4"},
                                  "processors": ["face_swapper", "toaster"]}, "s", known)
     assert "s.face_enhancer.blend: 3 is not between 0.0 and 1.0" in problems
     assert any(p.startswith("s.face_enhancer.colour: unknown key") for p in problems)

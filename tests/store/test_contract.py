@@ -249,7 +249,8 @@ def test_finish_and_claim_returns_expired_leases_like_a_claim(store: JobQueue, c
     mine = store.claim("w1", 600)
     clock.t += 20                                   # the dead worker's lease ran out
     nxt = store.finish_and_claim(mine.id, "w1", output_path=None, attempt=1, lease=60)
-    assert mine.id == b.id and store.get(b.id).state == "done" and nxt.id == a.id and nxt.attempts == 2 and nxt.error_kind == "worker_crashed"
+    assert mine.id == b.id and store.get(b.id).state == "done"
+    assert nxt.id == a.id and nxt.attempts == 2 and nxt.error_kind == "worker_crashed"
     assert store.stats.expired_leases == 1
 
 
@@ -469,7 +470,8 @@ def test_a_heartbeat_records_progress_and_a_missing_job_is_not_found(store: JobQ
     assert store.heartbeat(job.id, "w1", 60).ok
     assert (store.get(job.id).progress_done, store.get(job.id).progress_total) == (5, 10), "kept without progress"
     assert store.heartbeat(job.id + 99, "w1", 60).status == "lost"
-    for verb in (lambda: store.set_filing(job.id + 99, "w1", None), lambda: store.finish(job.id + 99, "w1", output_path=None),
+    for verb in (lambda: store.set_filing(job.id + 99, "w1", None),
+                 lambda: store.finish(job.id + 99, "w1", output_path=None),
                  lambda: store.release(job.id + 99, "w1")):
         with pytest.raises(NotFound) as e:
             verb()

@@ -35,7 +35,7 @@ def enqueue(store: PostgresJobStore, n: int) -> list[int]:
                           spec={})[0].id for i in range(n)]
 
 
-def test_a_claim_whose_answer_was_lost_is_not_run_again(pg_url: str) -> None:  # noqa: F811
+def test_a_claim_whose_answer_was_lost_is_not_run_again(pg_url: str) -> None:
     store = PostgresJobStore(pg_url)
     try:
         first, _ = enqueue(store, 2)
@@ -67,7 +67,7 @@ def drop_after_commit(store: PostgresJobStore) -> list[int]:
     return dropped
 
 
-def test_a_finish_and_claim_whose_answer_was_lost_returns_its_claim(pg_url: str) -> None:  # noqa: F811
+def test_a_finish_and_claim_whose_answer_was_lost_returns_its_claim(pg_url: str) -> None:
     store = PostgresJobStore(pg_url)
     try:
         a, b, _ = enqueue(store, 3)
@@ -98,7 +98,7 @@ def drop_before_claim(store: PostgresJobStore) -> list[int]:
     return dropped
 
 
-def test_a_lost_connection_before_the_commit_still_runs_the_claim_again(pg_url: str) -> None:  # noqa: F811
+def test_a_lost_connection_before_the_commit_still_runs_the_claim_again(pg_url: str) -> None:
     store = PostgresJobStore(pg_url)
     try:
         first, _ = enqueue(store, 2)
@@ -110,7 +110,7 @@ def test_a_lost_connection_before_the_commit_still_runs_the_claim_again(pg_url: 
         store.close()
 
 
-def test_a_finish_and_claim_lost_before_its_commit_runs_again(pg_url: str) -> None:  # noqa: F811
+def test_a_finish_and_claim_lost_before_its_commit_runs_again(pg_url: str) -> None:
     """The connection goes inside the transaction (after the finish, before the claim and the
     commit): nothing was committed, so the replay check says so and the finish and the claim run
     again, on this attempt and this owner."""
@@ -128,11 +128,11 @@ def test_a_finish_and_claim_lost_before_its_commit_runs_again(pg_url: str) -> No
 
 
 @pytest.fixture(autouse=True)
-def _needs_postgres(pg_url: str) -> None:  # noqa: F811
+def _needs_postgres(pg_url: str) -> None:
     return None
 
 
-def test_a_claim_naming_no_worker_shows_none_as_on_sqlite(pg_url: str) -> None:  # noqa: F811
+def test_a_claim_naming_no_worker_shows_none_as_on_sqlite(pg_url: str) -> None:
     """The claim's token rides in the row's worker JSON; it is the store's own and never shown."""
     store = PostgresJobStore(pg_url)
     try:

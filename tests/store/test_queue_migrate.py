@@ -118,13 +118,14 @@ def host_table(db: Path, host: str, folders: list[str], to: str) -> None:
                                    filed_at=5.0, job_id=j.id))
         batch = s.touch_batch("studio", folder, 10.0)
         jobs = [j for j in s.list(limit=100) if j.batch == folder]
+        first = min(j.id for j in jobs)
         key = f"ffwatchd-batch-{batch.id}-v1-finished"
         s.finish_batch(batch.id, activity=10.0, counts={"done": 3}, report_path=f"/o/{folder}/r.html",
                        package_path=None,
                        deliveries=[{"channel": "email", "event": "finished", "target": to, "idempotency_key": key,
                                     "payload": {"batch_id": batch.id, "idempotency_key": key,
-                                                "failed": [{"job_id": min(j.id for j in jobs),
-                                                            "retry": f"ffwatchd jobs retry {min(j.id for j in jobs)}"}]}}])
+                                                "failed": [{"job_id": first,
+                                                            "retry": f"ffwatchd jobs retry {first}"}]}}])
     s.close()
 
 

@@ -33,7 +33,8 @@ def batch_summary(batch: Batch, version: int, counts: dict, jobs: list[Job], rep
     review = sorted(({"job_id": j.id, "path": j.rel_path, "quality": q["quality"]} for j, q in scored if q["review"]),
                     key=lambda r: r["quality"])
     return {"event": "batch.finished", "idempotency_key": key, "watch": batch.watch, "batch": batch.folder or "/",
-            "generation": batch.generation, "batch_id": batch.id, "version": version, "counts": counts, "report": report,
+            "generation": batch.generation, "batch_id": batch.id, "version": version, "counts": counts,
+            "report": report,
             "report_json": report[: -len(".html")] + ".json" if report else None, "package": package,
             "package_missing": package_missing,
             "failed": failed[:MAX_LISTED], "failed_not_listed": max(0, len(failed) - MAX_LISTED),
@@ -110,7 +111,8 @@ def _failed_lines(p: dict) -> list[str]:
 def _mail_text(p: dict) -> tuple[str, str]:
     if p["event"] == "job.failed":           # queued by an older version, one per file
         return (f"ffwatchd: {subject_name(p['path'])} failed ({p['error_kind']})",
-                f"{p['path']} in {p['watch']} failed: {p['error_kind']}: {p['message']}\n\nTo try again: {p['retry']}\n")
+                f"{p['path']} in {p['watch']} failed: {p['error_kind']}: {p['message']}\n\n"
+                f"To try again: {p['retry']}\n")
     if p["event"] == "batch.failed":
         subject = f"ffwatchd: {p['failed_count']} file(s) failed in {subject_name(p['batch'])}"
         lines = [f"{p['failed_count']} file(s) of the batch {p['batch']} of {p['watch']} failed "
@@ -177,7 +179,7 @@ def attempt(settings: Settings, d: Delivery) -> DeliveryError | None:
         deliver(settings, d)
     except DeliveryError as e:
         return e
-    except Exception as e:  # noqa: BLE001 - one row's bug or bad data must not stop the sender
+    except Exception as e:  # one row's bug or bad data must not stop the sender
         log.error("notification %d (%s %s): unexpected %s", d.id, d.channel, d.event, e.__class__.__name__,
                   exc_info=True)
         return DeliveryError(f"cannot be sent: {e.__class__.__name__}: {e}", permanent=True)

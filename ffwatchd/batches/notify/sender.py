@@ -91,7 +91,7 @@ class Sender:
         try:
             record(self.settings, self.store, d, attempt(self.settings, d), self.metrics, self.clock,
                    token=self.token)
-        except Exception:  # noqa: BLE001 - the store is away: the row stays due and is tried again
+        except Exception:  # the store is away: the row stays due and is tried again
             log.exception("notification %d: its outcome could not be recorded; it will be tried again", d.id)
         finally:
             with self._lock:

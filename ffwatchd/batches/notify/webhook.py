@@ -91,7 +91,7 @@ def post(url: str, body: bytes, *, secret: str, idempotency_key: str, event: str
         resp = conn.getresponse()
         resp.read(65536)
         status, reason, header = resp.status, resp.reason, resp.headers.get("Retry-After")
-    except Exception as e:  # noqa: BLE001 - any failure of the exchange is this try's failure
+    except Exception as e:  # any failure of the exchange is this try's failure
         if expired.is_set():
             raise DeliveryError(f"POST {redact_url(url)}: no complete answer within {timeout:g} s") from e
         if isinstance(e, (OSError, http.client.HTTPException, HTTPError)):
