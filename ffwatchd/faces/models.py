@@ -139,7 +139,7 @@ class ModelFamily:
     classes: Classes | None = None            # classifiers only
     crop: Crop = Crop.TEMPLATE
     box_scale: float = 1.5                    # Crop.BOX: the crop's side over the box's longer side
-    weight_input: str | None = None           # enhancers: a scalar input fed face_enhancer.fidelity (codeformer)
+    weight_input: str | None = None           # enhancers: a scalar input fed the fidelity setting (codeformer)
 
 
 FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
@@ -184,7 +184,7 @@ FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
     ModelFamily("gfpgan", ModelKind.ENHANCER, size=512, template="ffhq_512",
                 mean=(0.5,) * 3, std=(0.5,) * 3, output_range=(-1.0, 1.0),
                 reference="https://github.com/TencentARC/GFPGAN"),
-    # FaceFusion's face_enhancer feeds every enhancer as gfpgan (RGB, -1..1 in and out, rounded);
+    # FaceFusion feeds every enhancer as gfpgan (RGB, -1..1 in and out, rounded);
     # only the crop and codeformer's fidelity input differ.
     ModelFamily("codeformer", ModelKind.ENHANCER, size=512, template="ffhq_512",
                 mean=(0.5,) * 3, std=(0.5,) * 3, output_range=(-1.0, 1.0), weight_input="weight",
