@@ -163,3 +163,43 @@ def test_every_facefusion_enhancer_is_built_in_with_its_home_and_licence():
         fam = FAMILIES[family]
         assert (fam.size, fam.template, fam.weight_input is not None) == (sig.size, sig.template, sig.weight)
     assert BUILTIN_MODELS["gpen_bfr_2048"].family == "gpen_2048"
+
+
+def _frames(path: Path) -> list[np.ndarray]:
+    cap = cv2.VideoCapture(str(path))
+    out = []
+    while True:
+        ok, image = cap.read()
+        if not ok:
+            return out
+        out.append(image)
+
+
+@pytest.mark.parametrize("family", ["codeformer", "gpen_256", "gpen_1024"])
+def test_a_video_is_enhanced_by_a_family_frame_by_frame(family, tmp_path, customs, frame):
+    """Video goes through the same frame processor: every frame's eyes marked, the rest kept."""
+    import subprocess
+
+    from ffwatchd.media.ffmpeg import find_ffmpeg
+    from ffwatchd.work.videojob import process_video_file
+
+    ffmpeg = find_ffmpeg(None)
+    still = tmp_path / "face.png"
+    cv2.imwrite(str(still), frame)
+    clip = tmp_path / "clip.mp4"
+    subprocess.run([ffmpeg, "-hide_banner", "-nostdin", "-v", "error", "-y", "-loop", "1", "-i", str(still),
+                    "-t", "0.5", "-r", "10", "-c:v", "libx264", "-preset", "veryfast", "-crf", "8",
+                    "-pix_fmt", "yuv420p", str(clip)], check=True, timeout=120)
+    pipeline = Pipeline(tmp_path / "models", customs)
+    job = synthetic_spec(processors=["face_enhancer"],
+                         face_enhancer={"model": f"synth_{family}", "blend": 1.0, "fidelity": 0.0})
+    job = dataclasses.replace(job, output=dataclasses.replace(job.output, video_crf=8, video_preset="veryfast"))
+    out = tmp_path / "result.mp4"
+    video = process_video_file(pipeline, clip, out, job, workdir=tmp_path / "work", ffmpeg=ffmpeg,
+                               max_pixels=10**8)
+    assert video.video.faces_total == len(_frames(clip)) == 5
+    face = detected(pipeline, frame)
+    for before, after in zip(_frames(clip), _frames(out), strict=True):
+        b, a = eye_levels(before, face.kps), eye_levels(after, face.kps)
+        assert (b[:, 2] - a[:, 2]).min() > 15 and np.abs(b[:, 0] - a[:, 0]).max() <= 8
+        assert np.abs(after.astype(int) - before)[:100].max() <= 8      # above the face: untouched
