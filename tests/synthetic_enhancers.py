@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 from onnx import TensorProto, helper
-from synthetic_swappers import TEMPLATES
 
 from synthetic_models import OPSET, _save, _tensor
+from synthetic_swappers import TEMPLATES
 
 
 @dataclass(frozen=True)
