@@ -23,7 +23,7 @@ class FaceEnhancer(Processor):
     settings = EnhancerSettings
     checks = {"model": ModelKey(ModelKind.ENHANCER), "blend": NumberBetween(0.0, 1.0),
               "fidelity": NumberBetween(0.0, 1.0)}
-    flags = {"enhancer": "model", "blend": "blend"}
+    flags = {"enhancer": "model", "blend": "blend", "fidelity": "fidelity"}
     model_kinds = (ModelKind.ENHANCER,)
     generates_pixels = True
     uses_face_mask = True
