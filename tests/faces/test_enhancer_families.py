@@ -203,3 +203,15 @@ def test_a_video_is_enhanced_by_a_family_frame_by_frame(family, tmp_path, custom
         b, a = eye_levels(before, face.kps), eye_levels(after, face.kps)
         assert (b[:, 2] - a[:, 2]).min() > 15 and np.abs(b[:, 0] - a[:, 0]).max() <= 8
         assert np.abs(after.astype(int) - before)[:100].max() <= 8      # above the face: untouched
+
+
+def test_process_takes_fidelity_as_a_flag(tmp_path):
+    import argparse
+
+    from ffwatchd.cli import process as cli_process
+
+    parser = argparse.ArgumentParser()
+    cli_process.add_arguments(parser)
+    args = parser.parse_args(["-s", "a.jpg", "-t", "b.jpg", "-o", str(tmp_path), "--fidelity", "0.25", "--enhancer", "codeformer"])
+    mapping = cli_process.spec_mapping(args, tmp_path / "out.png")
+    assert mapping["face_enhancer"] == {"model": "codeformer", "fidelity": 0.25}
