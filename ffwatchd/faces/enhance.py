@@ -12,7 +12,7 @@ from ffwatchd.errors import JobError
 from ffwatchd.faces.align import template_points, warp_face
 from ffwatchd.faces.convention import from_blob, to_blob
 from ffwatchd.faces.masks import FaceMasks
-from ffwatchd.faces.models import Model
+from ffwatchd.faces.models import DEFAULT_FIDELITY, Model
 from ffwatchd.faces.pasteback import paste_back
 from ffwatchd.faces.sessions import SessionConfig, create_session
 from ffwatchd.faces.types import Face, Frame
@@ -32,7 +32,8 @@ class Enhancer:
         inputs = self.session.get_inputs()
         inp = [i for i in inputs if i.name != fam.weight_input]
         weight = [i for i in inputs if i.name == fam.weight_input]
-        wanted = f"1 x 3 x {fam.size} x {fam.size}" + (f" and a scalar {fam.weight_input!r}" if fam.weight_input else "")
+        wanted = f"1 x 3 x {fam.size} x {fam.size}"
+        wanted += f" and a scalar {fam.weight_input!r}" if fam.weight_input else ""
         if len(inp) != 1 or list(inp[0].shape[1:]) != [3, fam.size, fam.size] or bool(fam.weight_input) != bool(weight):
             raise JobError("model_missing", f"model {model.name} ({path.name}) is not a {fam.name} enhancer "
                            f"(inputs {[(i.name, i.shape) for i in inputs]}; expected {wanted})")
@@ -46,7 +47,7 @@ class Enhancer:
 
     def enhance(self, frame: Frame, face: Face, blend: float,
                 touched: list[tuple[int, int, int, int]] | None = None, masks: FaceMasks | None = None,
-                fidelity: float = 0.5) -> Frame:
+                fidelity: float = DEFAULT_FIDELITY) -> Frame:
         """Enhance one face in place; `blend` 1.0 is all model, 0.0 leaves the face as it was
         (the region changed goes into `touched`), pasted back through the job's face mask.
         `fidelity` feeds the family's weight input, where it has one."""

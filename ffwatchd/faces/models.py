@@ -83,6 +83,8 @@ class Licence:
 
 UNKNOWN_LICENCE = Licence(UNKNOWN)
 
+DEFAULT_FIDELITY = 0.5          # what a family's weight input gets unless the job says (FaceFusion's default)
+
 
 class Gender(StrEnum):
     FEMALE = "female"

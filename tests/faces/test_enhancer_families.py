@@ -212,6 +212,7 @@ def test_process_takes_fidelity_as_a_flag(tmp_path):
 
     parser = argparse.ArgumentParser()
     cli_process.add_arguments(parser)
-    args = parser.parse_args(["-s", "a.jpg", "-t", "b.jpg", "-o", str(tmp_path), "--fidelity", "0.25", "--enhancer", "codeformer"])
+    args = parser.parse_args(["-s", "a.jpg", "-t", "b.jpg", "-o", str(tmp_path),
+                              "--fidelity", "0.25", "--enhancer", "codeformer"])
     mapping = cli_process.spec_mapping(args, tmp_path / "out.png")
     assert mapping["face_enhancer"] == {"model": "codeformer", "fidelity": 0.25}

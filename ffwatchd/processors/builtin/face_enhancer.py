@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ffwatchd.faces.models import ModelKind
+from ffwatchd.faces.models import DEFAULT_FIDELITY, ModelKind
 from ffwatchd.faces.types import Face, Frame
 from ffwatchd.processors.protocol import Box, Change, JobContext, Processor, Step
 from ffwatchd.schema import ModelKey, NumberBetween
@@ -14,7 +14,7 @@ from ffwatchd.schema import ModelKey, NumberBetween
 class EnhancerSettings:
     model: str = "gfpgan_1.4"
     blend: float = 0.8                # 1.0 all model, 0.0 the face as it was
-    fidelity: float = 0.5             # fed only to a family with a weight input (codeformer): 1.0 keeps the face most
+    fidelity: float = DEFAULT_FIDELITY   # fed only to a family with a weight input (codeformer): 1.0 keeps the face most
 
 
 class FaceEnhancer(Processor):
