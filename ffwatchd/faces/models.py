@@ -83,6 +83,8 @@ class Licence:
 
 UNKNOWN_LICENCE = Licence(UNKNOWN)
 
+DEFAULT_FIDELITY = 0.5          # what a family's weight input gets unless the job says (FaceFusion's default)
+
 
 class Gender(StrEnum):
     FEMALE = "female"
@@ -139,6 +141,7 @@ class ModelFamily:
     classes: Classes | None = None            # classifiers only
     crop: Crop = Crop.TEMPLATE
     box_scale: float = 1.5                    # Crop.BOX: the crop's side over the box's longer side
+    weight_input: str | None = None           # enhancers: a scalar input fed the fidelity setting (codeformer)
 
 
 FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
@@ -183,6 +186,17 @@ FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
     ModelFamily("gfpgan", ModelKind.ENHANCER, size=512, template="ffhq_512",
                 mean=(0.5,) * 3, std=(0.5,) * 3, output_range=(-1.0, 1.0),
                 reference="https://github.com/TencentARC/GFPGAN"),
+    # FaceFusion feeds every enhancer as gfpgan (RGB, -1..1 in and out, rounded);
+    # only the crop and codeformer's fidelity input differ.
+    ModelFamily("codeformer", ModelKind.ENHANCER, size=512, template="ffhq_512",
+                mean=(0.5,) * 3, std=(0.5,) * 3, output_range=(-1.0, 1.0), weight_input="weight",
+                reference="https://github.com/sczhou/CodeFormer"),
+    ModelFamily("gpen_256", ModelKind.ENHANCER, size=256, template="arcface_128",
+                mean=(0.5,) * 3, std=(0.5,) * 3, output_range=(-1.0, 1.0),
+                reference="https://github.com/yangxy/GPEN"),
+    *(ModelFamily(f"gpen_{side}", ModelKind.ENHANCER, size=side, template="ffhq_512",
+                  mean=(0.5,) * 3, std=(0.5,) * 3, output_range=(-1.0, 1.0),
+                  reference="https://github.com/yangxy/GPEN") for side in (512, 1024, 2048)),
     # Mask models see the face on the FFHQ crop (a superset of every processor's crop);
     # conventions as FaceFusion's face_masker.py / face_landmarker.py feed them.
     ModelFamily("xseg", ModelKind.OCCLUDER, size=256, template="ffhq_512", colour=Colour.BGR,
@@ -260,9 +274,15 @@ _CROSSFACE_TERMS = Licence(UNKNOWN, "https://github.com/facefusion/facefusion-la
 
 
 def _swapper(name: str, family: str, release: str, licence: Licence) -> Model:
-    """A swapper (or converter) FaceFusion publishes: sha256 pinned at first fetch (it publishes CRC32)."""
+    """A swapper, converter or enhancer FaceFusion publishes: sha256 pinned at first fetch (it publishes CRC32)."""
     return Model(name, family, f"{name}.onnx", licence, f"{_FF}/{release}/resolve/main/{name}.onnx")
 
+
+_GFPGAN_TERMS = Licence("Apache-2.0", "https://github.com/TencentARC/GFPGAN/blob/master/LICENSE")
+_GPEN_TERMS = Licence(NON_COMMERCIAL, "https://github.com/yangxy/GPEN#license")
+_CODEFORMER_TERMS = Licence(NON_COMMERCIAL, "https://github.com/sczhou/CodeFormer/blob/master/LICENSE",
+                            "S-Lab License 1.0: non-commercial use only")
+_RESTOREFORMER_TERMS = Licence("Apache-2.0", "https://github.com/wzhouxiff/RestoreFormerPlusPlus/blob/main/LICENSE")
 
 _REAL_ESRGAN_TERMS = Licence("BSD-3-Clause", "https://github.com/xinntao/Real-ESRGAN/blob/master/LICENSE")
 
@@ -296,10 +316,14 @@ BUILTIN_MODELS: dict[str, Model] = {m.name: m for m in (
           "https://huggingface.co/ezioruan/inswapper_128.onnx/resolve/main/inswapper_128.onnx",
           "e4a3f08c753cb72d04e10aa0f7dbe3deebbf39567d4ead6dce08e98aa49e16af", 554253681),
     _swapper("inswapper_128_fp16", "inswapper", "models-3.0.0", _INSIGHTFACE_TERMS),
-    Model("gfpgan_1.4", "gfpgan", "gfpgan_1.4.onnx",
-          Licence("Apache-2.0", "https://github.com/TencentARC/GFPGAN/blob/master/LICENSE"),
+    Model("gfpgan_1.4", "gfpgan", "gfpgan_1.4.onnx", _GFPGAN_TERMS,
           "https://huggingface.co/facefusion/models-3.0.0/resolve/main/gfpgan_1.4.onnx",
           "accc4757b26bdb89b32b4d3500d4f79c9dff97c1dd7c7104bf9dcb95e3311385", 340299087),
+    _swapper("gfpgan_1.2", "gfpgan", "models-3.0.0", _GFPGAN_TERMS),
+    _swapper("gfpgan_1.3", "gfpgan", "models-3.0.0", _GFPGAN_TERMS),
+    _swapper("restoreformer_plus_plus", "gfpgan", "models-3.0.0", _RESTOREFORMER_TERMS),
+    _swapper("codeformer", "codeformer", "models-3.0.0", _CODEFORMER_TERMS),
+    *(_swapper(f"gpen_bfr_{side}", f"gpen_{side}", "models-3.0.0", _GPEN_TERMS) for side in (256, 512, 1024, 2048)),
     _swapper("hyperswap_1a_256", "hyperswap", "models-3.3.0", _HYPERSWAP_TERMS),
     _swapper("hyperswap_1b_256", "hyperswap", "models-3.3.0", _HYPERSWAP_TERMS),
     _swapper("hyperswap_1c_256", "hyperswap", "models-3.3.0", _HYPERSWAP_TERMS),

@@ -15,7 +15,8 @@ from ffwatchd.faces.models import FAMILIES
 
 # FaceFusion publishes CRC32s only for these: their sha256 is recorded at the first fetch
 UNPINNED = ("real_esrgan_x2", "real_esrgan_x4", "xseg_1", "xseg_2", "xseg_3", "bisenet_resnet_18",
-            "bisenet_resnet_34", "2dfan4", "fairface", "genderage")
+            "bisenet_resnet_34", "2dfan4", "fairface", "genderage", "gfpgan_1.2", "gfpgan_1.3",
+            "restoreformer_plus_plus", "codeformer", "gpen_bfr_256", "gpen_bfr_512", "gpen_bfr_1024", "gpen_bfr_2048")
 
 
 def test_builtins_have_a_family_a_licence_and_pins():
