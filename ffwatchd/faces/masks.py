@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from enum import StrEnum
 from fractions import Fraction
 from functools import lru_cache, reduce
 from pathlib import Path
@@ -26,7 +25,7 @@ from ffwatchd.faces.align import estimate_similarity, template_points
 from ffwatchd.faces.convention import to_blob
 from ffwatchd.faces.models import Layout, Model, ModelFamily
 from ffwatchd.faces.sessions import SessionConfig, create_session
-from ffwatchd.faces.maskspec import (  # noqa: F401 - the vocabulary, as its users import it here
+from ffwatchd.faces.maskspec import (
     AREA_POINTS,
     LANDMARKS,
     PARSER_CLASSES,

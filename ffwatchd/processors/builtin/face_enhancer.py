@@ -14,7 +14,7 @@ from ffwatchd.schema import ModelKey, NumberBetween
 class EnhancerSettings:
     model: str = "gfpgan_1.4"
     blend: float = 0.8                # 1.0 all model, 0.0 the face as it was
-    fidelity: float = DEFAULT_FIDELITY   # fed only to a family with a weight input (codeformer): 1.0 keeps the face most
+    fidelity: float = DEFAULT_FIDELITY   # only for a family with a weight input (codeformer): 1 keeps the face most
 
 
 class FaceEnhancer(Processor):
