@@ -133,6 +133,11 @@ class World:
 
     def close(self) -> None:
         if not self.loop.filer._shutdown:
+            self.loop.report_filed(0)
+            for job in self.table.list(state="running"):      # held by a test that stopped mid-way
+                if job.lease_owner == OWNER:
+                    self.runner.give_back(job)
+            self.loop.claimed = []
             self.loop.close(None, None)
         self.table.close()
 
