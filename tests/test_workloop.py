@@ -5,6 +5,7 @@ back, and a stop while a filing is under way. The pipeline is the tests' FakePip
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import queue
 import textwrap
@@ -20,7 +21,9 @@ from ffwatchd.pipeline.contract import RenderedImage
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import Job, JobQueue, JobStore
 from ffwatchd.work import workloop
+from ffwatchd.work.heartbeats import Lease
 from ffwatchd.work.runner import JobRunner
+from ffwatchd.work.touched import SLOTS, Touched
 from ffwatchd.work.workloop import WorkerLoop
 from tests.fake_pipeline import FakePipeline
 from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
@@ -94,6 +97,11 @@ class World:
         self.runner = JobRunner(self.settings, open_store(), self.pipeline, OWNER)
         self.loop = WorkerLoop(self.settings, self.runner.store, self.runner, OWNER, 0, {"device": "cpu"},
                                self.events, self.wake, self.stop, self.claim_ok)
+        self.touched = Touched([0] * SLOTS)
+        self.loop.touched = self.touched
+        self.runner.store.register_worker(OWNER, host="host-a", pid=1, device="cpu", requested_provider="cpu",
+                                          provider="cpu")
+        self.runner.heartbeats.registered = True
 
     def enqueue(self, name: str, kind: str = "image") -> Job:
         data = f"picture {name}".encode()
@@ -162,6 +170,10 @@ def test_the_next_image_is_claimed_ahead_and_the_one_after_with_the_finish(world
         b=world.held_by_us(b), c=world.job(c).state, ahead=world.loop.ahead and world.loop.ahead.id)
     nxt, ahead, fatal = world.loop.run_one(world.loop.next_job())
     assert seen == {"b": True, "c": "queued", "ahead": b.id}, "b claimed (and held) before a ran; c not yet"
+    assert world.touched.ids() == {a.id}, "what the supervisor reads if this worker dies now"
+    world.runner.heartbeats.beat_one(Lease(world.runner.heartbeats, world.job(b)))
+    [beat] = world.reported("beat")
+    assert beat[:3] == ("beat", 0, b.id), "a heartbeat of a held job tells the supervisor"
     assert (nxt.id, ahead.id, fatal) == (b.id, b.id, False)
     world.loop.report_filed(0)
     assert world.filed(a)
@@ -292,7 +304,8 @@ def test_a_job_claimed_ahead_whose_lease_is_lost_is_not_filed_by_this_worker(wor
 
 # -- long work: what is held behind it goes back --------------------------------------------------
 
-def test_a_job_held_behind_a_video_goes_back_to_the_queue(world: World) -> None:
+def test_a_job_held_behind_a_video_goes_back_to_the_queue(world: World, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="ffwatchd.work.workloop")
     a, b, v, c = world.enqueue("a.jpg"), world.enqueue("b.jpg"), world.enqueue("v.mp4", "video"), \
         world.enqueue("c.jpg")
     gate = threading.Event()
@@ -313,6 +326,7 @@ def test_a_job_held_behind_a_video_goes_back_to_the_queue(world: World) -> None:
     world.loop.events.put = on_event
     nxt, _, _ = world.loop.run_one(nxt)                        # the video (not a video: it fails, fast)
     assert at_start == {"c": True, "long": True}, "c went back before the video started"
+    assert f"job {c.id}: handed back to the queue (this worker's current job is long)" in caplog.messages
     assert not world.loop.long_work.is_set()
     assert nxt.id == c.id and world.job(c).claims == 2 and world.job(c).attempts == 1, \
         "claimed again after the video, the handed-back claim not counted as an attempt"
@@ -343,13 +357,24 @@ def test_an_image_that_turns_out_long_hands_back_the_one_ahead(world: World, mon
 
 
 def test_a_late_hand_back_timer_hands_back_nothing(world: World) -> None:
-    a, b, c = (world.enqueue(f"{x}.jpg") for x in "abc")
+    a, b, c, d, e = (world.enqueue(f"{x}.jpg") for x in "abcde")
     nxt, _, _ = world.loop.run_one(world.loop.next_job())
     world.loop.report_filed(0)
     assert [j.id for j in world.loop.claimed] == [c.id]
     world.loop.hand_back_held(0)                               # a's run is over
     assert world.held_by_us(b) and world.held_by_us(c) and [j.id for j in world.loop.claimed] == [c.id]
     assert not world.loop.long_work.is_set()
+    world.loop.run_one(nxt)                                    # b: c ahead, b's finish claims d
+    world.loop.report_filed(0)
+    world.loop.hand_back_held(1)                               # b's run is over too
+    assert world.held_by_us(c) and world.held_by_us(d) and not world.loop.long_work.is_set()
+
+
+def test_a_video_claims_nothing_ahead(world: World) -> None:
+    v, b = world.enqueue("v.mp4", "video"), world.enqueue("b.jpg")
+    nxt, ahead, _ = world.loop.run_one(world.loop.next_job())  # not a video: it fails, fast
+    assert ahead is None and nxt.id == b.id
+    assert world.job(b).claims == 1, "claimed once the video was over, not ahead of it and handed back"
 
 
 def test_a_finish_during_long_work_gives_its_claim_straight_back(world: World,
@@ -372,7 +397,8 @@ def test_a_finish_during_long_work_gives_its_claim_straight_back(world: World,
 
 # -- stopping ---------------------------------------------------------------------------------------
 
-def test_a_stop_while_filing_files_what_ran_and_hands_back_what_did_not(world: World) -> None:
+def test_a_stop_while_filing_files_what_ran_and_hands_back_what_did_not(world: World,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
     a, b, c, d = (world.enqueue(f"{x}.jpg") for x in "abcd")
     b_running = threading.Event()
 
@@ -387,17 +413,23 @@ def test_a_stop_while_filing_files_what_ran_and_hands_back_what_did_not(world: W
     assert world.unspent(d, 0), "no finish claimed once stopping"
     assert sorted(finishes(world)) == [a.id, b.id] and world.reported("recycle") == []
     assert world.loop.filer._shutdown
+    assert OWNER not in [w.owner for w in world.table.workers()] and not world.runner.heartbeats.registered
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("ffwatchd.work")], \
+        "each held job handed back once"
 
 
 def test_recycling_files_everything_and_says_so(world: World) -> None:
     a, b, c = (world.enqueue(f"{x}.jpg") for x in "abc")
     world.loop.recycle_after = 2
+    seen: dict[str, bool] = {}
+    world.pipeline.inferring["a.jpg"] = lambda: seen.update(b=world.held_by_us(b))
     events: list[tuple] = []
     world.loop.events = type("Events", (), {"put": staticmethod(events.append)})()
     assert world.loop.run(os.getppid()) == 2
     assert world.filed(a) and world.filed(b) and world.unspent(c, 0)
     assert [e[2]["job_id"] for e in events if e[0] == "finish"] == [a.id, b.id]
     assert [e[0] for e in events][-1] == "recycle" and events[-1][3] == 2
+    assert seen == {"b": True}, "the last job before recycling is still claimed ahead"
 
 
 # -- the watches a worker claims from ------------------------------------------------------------
@@ -410,3 +442,94 @@ def test_a_paused_watch_is_read_again_when_woken(world: World) -> None:
     world.wake.set()                                      # the supervisor wakes the worker on a resume
     job = world.loop.next_job()
     assert job is not None and job.id == a.id and not world.wake.is_set()
+
+
+def test_a_stop_right_after_a_claim_hands_that_job_back(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The job claimed after the run (the one ahead was handed back) is the loop's to give back."""
+    monkeypatch.setattr(workloop, "HAND_BACK_AFTER", 0.0)
+    a, b = world.enqueue("a.jpg"), world.enqueue("b.jpg")
+    handed = threading.Event()
+    give_back, hold = world.runner.give_back, world.runner.hold
+
+    def giving_back(job: Job) -> None:
+        give_back(job)
+        handed.set()
+
+    def holding(job: Job) -> None:
+        hold(job)
+        if handed.is_set():
+            world.stop.set()                               # SIGTERM, just after that claim
+    world.runner.give_back, world.runner.hold = giving_back, holding
+    world.pipeline.inferring["a.jpg"] = lambda: waited(handed, "b to be handed back")
+    assert world.loop.run(os.getppid()) == 1
+    assert world.filed(a) and world.unspent(b, 2)
+
+
+def test_a_loop_stopped_before_its_first_job_closes_cleanly(world: World) -> None:
+    a = world.enqueue("a.jpg")
+    world.stop.set()
+    assert world.loop.run(os.getppid()) == 0
+    assert world.unspent(a, 0) and OWNER not in [w.owner for w in world.table.workers()]
+
+
+def test_a_loop_whose_supervisor_is_gone_exits(world: World, caplog: pytest.LogCaptureFixture) -> None:
+    a = world.enqueue("a.jpg")
+    assert world.loop.run(parent=-1) == 0
+    assert "supervisor is gone; exiting" in caplog.messages and world.unspent(a, 0)
+
+
+def test_a_job_out_of_memory_ends_the_worker_and_hands_back_the_one_ahead(
+        world: World, caplog: pytest.LogCaptureFixture) -> None:
+    a, b = world.enqueue("a.jpg"), world.enqueue("b.jpg")
+
+    def out_of_memory() -> None:
+        raise MemoryError()
+    world.pipeline.inferring["a.jpg"] = out_of_memory
+    assert world.loop.run(os.getppid()) == 1
+    assert world.job(a).error_kind == "memory" and world.unspent(b, 1)
+    assert f"job {a.id} hit the memory ceiling; this worker exits so a fresh one takes over" in caplog.messages
+
+
+class ResumedWhileWaiting(threading.Event):
+    """The worker's stop event; its wait (claiming paused) is where the supervisor resumes claiming."""
+
+    def __init__(self, claim_ok: threading.Event) -> None:
+        super().__init__()
+        self.claim_ok, self.waits = claim_ok, 0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits += 1
+        self.claim_ok.set()
+        return self.is_set()
+
+
+def test_a_loop_paused_claims_again_once_resumed(world: World) -> None:
+    a = world.enqueue("a.jpg")
+    world.claim_ok.clear()
+    world.loop.stop = world.stop = stop = ResumedWhileWaiting(world.claim_ok)
+    world.pipeline.inferring["a.jpg"] = stop.set
+    assert world.loop.run(os.getppid()) == 1
+    assert stop.waits == 1 and world.filed(a)
+
+
+class EnqueuedWhileIdle(threading.Event):
+    """The worker's wake event (SQLite: the supervisor's wake-up); its wait is where a job arrives."""
+
+    def __init__(self, arrive: Callable[[], None]) -> None:
+        super().__init__()
+        self.arrive, self.waits = arrive, 0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits += 1
+        self.arrive()
+        self.set()
+        return True
+
+
+def test_an_idle_loop_claims_what_arrives_when_woken(world: World) -> None:
+    if world.table.pushes_work:
+        pytest.skip("PostgreSQL wakes an idle worker by NOTIFY (tests/store/test_contract.py)")
+    world.loop.wake = world.wake = wake = EnqueuedWhileIdle(lambda: world.enqueue("a.jpg"))
+    world.pipeline.inferring["a.jpg"] = world.stop.set
+    assert world.loop.run(os.getppid()) == 1
+    assert wake.waits == 1 and world.filed(world.table.list(state="done")[0])
