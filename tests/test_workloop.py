@@ -171,6 +171,7 @@ def test_the_next_image_is_claimed_ahead_and_the_one_after_with_the_finish(world
     nxt, ahead, fatal = world.loop.run_one(world.loop.next_job())
     assert seen == {"b": True, "c": "queued", "ahead": b.id}, "b claimed (and held) before a ran; c not yet"
     assert world.touched.ids() == {a.id}, "what the supervisor reads if this worker dies now"
+    assert world.job(a).worker == world.job(b).worker == {"device": "cpu"}, "the claims name the worker"
     world.runner.heartbeats.beat_one(Lease(world.runner.heartbeats, world.job(b)))
     [beat] = world.reported("beat")
     assert beat[:3] == ("beat", 0, b.id), "a heartbeat of a held job tells the supervisor"
@@ -209,9 +210,9 @@ def test_claiming_paused_claims_nothing_ahead_nor_with_the_finish(world: World) 
     job = world.loop.next_job()
     world.claim_ok.clear()                                # the supervisor paused claiming
     nxt, ahead, _ = world.loop.run_one(job)
-    world.loop.report_filed(0)
-    assert (nxt, ahead) == (None, None) and world.filed(a) and world.unspent(b, 0)
+    assert (nxt, ahead) == (None, None)
     assert world.loop.next_job() is None and world.unspent(b, 0)
+    assert finishes(world) == [a.id] and world.filed(a), "a's filing reported before the pause's wait"
 
 
 def test_the_last_job_before_recycling_claims_nothing_after_it(world: World) -> None:
@@ -499,8 +500,8 @@ class ResumedWhileWaiting(threading.Event):
 
     def wait(self, timeout: float | None = None) -> bool:
         self.waits += 1
-        self.claim_ok.set()
-        return self.is_set()
+        self.claim_ok.set()                  # resumed, with no stop and no wake-up: seen at the wait's end
+        return super().wait(timeout)
 
 
 def test_a_loop_paused_claims_again_once_resumed(world: World) -> None:
@@ -508,8 +509,24 @@ def test_a_loop_paused_claims_again_once_resumed(world: World) -> None:
     world.claim_ok.clear()
     world.loop.stop = world.stop = stop = ResumedWhileWaiting(world.claim_ok)
     world.pipeline.inferring["a.jpg"] = stop.set
-    assert world.loop.run(os.getppid()) == 1
-    assert stop.waits == 1 and world.filed(a)
+    done: list[int] = []
+    runs = threading.Thread(target=lambda: done.append(world.loop.run(os.getppid())), daemon=True)
+    runs.start()
+    runs.join(WAIT)
+    stop.set()
+    runs.join(WAIT)
+    assert done == [1] and stop.waits == 1 and world.filed(a)
+
+
+def test_the_last_filing_is_reported_before_idling(world: World) -> None:
+    if world.table.pushes_work:
+        pytest.skip("PostgreSQL's idle wait is on NOTIFY, not on the wake event this test stands in for")
+    a = world.enqueue("a.jpg")
+    nxt, _, _ = world.loop.run_one(world.loop.next_job())
+    assert nxt is None
+    world.loop.wake = world.wake = EnqueuedWhileIdle(lambda: None)
+    assert world.loop.next_job() is None and world.wake.waits == 1
+    assert finishes(world) == [a.id] and world.filed(a)
 
 
 class EnqueuedWhileIdle(threading.Event):
