@@ -32,12 +32,13 @@ declare -A GLOBS=(
   [writefs]="ffwatchd.fs.writefs.*"
   [settle]="ffwatchd.watch.settle.*"
   [retention]="ffwatchd.ops.retention.*"
+  [workloop]="ffwatchd.work.workloop.*"
   [safeyaml]="ffwatchd.spec.safeyaml.*"
   [values]="ffwatchd.spec.values.x_url_allowed__* ffwatchd.spec.values.x__path_segments__*"
   [store]="$(for f in $rules; do printf '%s%s__mutmut_* ' "$R" "$f"; done; for f in $verbs; do printf '%s%s__mutmut_* ' "$V" "$f"; done)"
   [report]="ffwatchd.batches.report.x_render_html__* ffwatchd.batches.report.x_row_view__* ffwatchd.batches.report.x_page_view__*"
 )
-ORDER="placing plan settle safefs writefs store values safeyaml report retention"
+ORDER="placing plan settle safefs writefs store values safeyaml report retention workloop"
 modules=("$@")
 [ ${#modules[@]} -gt 0 ] || read -r -a modules <<< "$ORDER"
 for m in "${modules[@]}"; do
