@@ -307,7 +307,7 @@ def test_a_job_claimed_ahead_whose_lease_is_lost_is_not_filed_by_this_worker(wor
 
 def test_a_job_held_behind_a_video_goes_back_to_the_queue(world: World, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="ffwatchd.work.workloop")
-    _a, _b, _v, c = world.enqueue("a.jpg"), world.enqueue("b.jpg"), world.enqueue("v.mp4", "video"), \
+    _a, _b, v, c = world.enqueue("a.jpg"), world.enqueue("b.jpg"), world.enqueue("v.mp4", "video"), \
         world.enqueue("c.jpg")
     gate = threading.Event()
     world.pipeline.encoding["a.jpg"] = lambda: waited(gate, "the test to let a's filing go on")
