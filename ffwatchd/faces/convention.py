@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from ffwatchd.faces.models import Colour, ModelFamily, Rounding
+from ffwatchd.errors import JobError
+from ffwatchd.faces.models import Colour, Model, ModelFamily, Rounding
 from ffwatchd.faces.types import Frame
 
 _PLAIN = ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
 _HALF = ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
+
+
+def crop_family(model: Model) -> ModelFamily:
+    """The conventions of a model fed an aligned face crop; JobError when its family states no
+    crop size or template (a model of another kind named where a crop model belongs)."""
+    fam = model.conventions
+    if fam.size is None or fam.template is None:
+        raise JobError("model_missing", f"model {model.name}: family {fam.name} states no crop size or template")
+    return fam
 
 
 def to_blob(crop: Frame | np.ndarray, family: ModelFamily) -> np.ndarray:

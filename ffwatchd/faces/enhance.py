@@ -10,7 +10,7 @@ import numpy as np
 
 from ffwatchd.errors import JobError
 from ffwatchd.faces.align import template_points, warp_face
-from ffwatchd.faces.convention import from_blob, to_blob
+from ffwatchd.faces.convention import crop_family, from_blob, to_blob
 from ffwatchd.faces.masks import FaceMasks
 from ffwatchd.faces.models import DEFAULT_FIDELITY, Model
 from ffwatchd.faces.pasteback import paste_back
@@ -25,9 +25,7 @@ class Enhancer:
 
     def __init__(self, model: Model, path: Path, cfg: SessionConfig) -> None:
         self.name = model.name
-        self.family = fam = model.conventions
-        if fam.size is None or fam.template is None:
-            raise JobError("model_missing", f"model {model.name}: family {fam.name} states no crop size or template")
+        self.family = fam = crop_family(model)
         self.session = create_session(path, cfg, f"model {model.name}")
         inputs = self.session.get_inputs()
         inp = [i for i in inputs if i.name != fam.weight_input]

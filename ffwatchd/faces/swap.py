@@ -10,7 +10,7 @@ import numpy as np
 
 from ffwatchd.errors import JobError
 from ffwatchd.faces.align import template_points, warp_face
-from ffwatchd.faces.convention import from_blob, to_blob
+from ffwatchd.faces.convention import crop_family, from_blob, to_blob
 from ffwatchd.faces.masks import FaceMasks
 from ffwatchd.faces.models import Identity, Model
 from ffwatchd.faces.pasteback import paste_back
@@ -77,9 +77,7 @@ class Swapper:
 
     def __init__(self, model: Model, path: Path, cfg: SessionConfig) -> None:
         self.name = model.name
-        self.family = fam = model.conventions
-        if fam.size is None or fam.template is None:
-            raise JobError("model_missing", f"model {model.name}: family {fam.name} states no crop size or template")
+        self.family = fam = crop_family(model)
         self.session = create_session(path, cfg, f"model {model.name}")
         inputs = self.session.get_inputs()
         by_name = {i.name: i for i in inputs}
