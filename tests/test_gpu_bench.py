@@ -42,8 +42,9 @@ def test_without_cuda_it_exits_3_and_writes_nothing(tmp_path: Path) -> None:
 
 @needs_assets
 @pytest.mark.slow
+@pytest.mark.timeout(600)       # a whole bench on the CPU: minutes on a loaded 2-core machine
 def test_cpu_dry_run_goes_through_every_part_and_is_not_recordable(tmp_path: Path) -> None:
-    out = gpu_bench("--out", str(tmp_path / "dry.json"), "--allow-cpu", "--quick", "--images", "2",
+    out = gpu_bench("--out", str(tmp_path / "dry.json"), "--allow-cpu", "--quick", "--images", "2", "--seconds", "3",
                     "--daemon-images", "6", "--vram-small", "256", "--workers", "2,auto")
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     r = json.loads((tmp_path / "dry.json").read_text())
