@@ -85,6 +85,7 @@ class JobContext(Protocol):
 
     def face_masks(self) -> FaceMasks:
         """The job's face masks (face_mask), shared by its processors; computed once per face per frame."""
+
     def similarity(self, frame: Frame, face: Face, identity: Embedding) -> float:
         """The recognizer's cosine similarity between `face` as it is in `frame` and `identity`."""
 
