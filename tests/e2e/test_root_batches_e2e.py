@@ -44,8 +44,13 @@ def test_root_drops_after_the_root_batch_finished_get_their_own_batch_report_and
     assert sorted(f["path"] for f in first["files"]) == ["a.jpg", "b.jpg"]
     with zipfile.ZipFile(d.output / "ffwatch-results.zip") as z:
         assert sorted(z.namelist()) == ["a.jpg", "b.jpg"]
-    with d.store() as s:
-        roots = sorted((b for b in s.list_batches() if b.folder == ""), key=lambda b: b.generation)
+    def root_batches() -> list:
+        with d.store() as s:
+            return sorted((b for b in s.list_batches() if b.folder == ""), key=lambda b: b.generation)
+
+    # the report is written before the batch's finish is recorded: the row follows, not at once
+    roots = wait_for(lambda: (lambda rows: rows if len(rows) == 2 and all(b.state == "finished" for b in rows)
+                              else None)(root_batches()), 60, "both root batches recorded finished")
     assert [(b.generation, b.state, b.version, b.counts["total"]) for b in roots] == \
         [(0, "finished", 1, 2), (1, "finished", 1, 1)]
     assert [Path(b.report_path).name for b in roots] == ["ffwatch-report.html", "ffwatch-report-1.html"]
