@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from ffwatchd.daemon.stalls import LoopStalls
 from ffwatchd.daemon.systemd import Notifier
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,3 +105,44 @@ def test_security_exposure_is_low(tmp_path: Path) -> None:
         pytest.skip(f"this systemd-analyze cannot score units offline: {r.stderr.strip()[:200]}")
     print(f"systemd-analyze security exposure: {m.group(1)}")
     assert float(m.group(1)) <= 3.0
+
+
+def _waits_on_a_disk(release: threading.Event) -> None:
+    release.wait(10)
+
+
+def test_a_stalled_main_loop_is_said_with_where_it_waits(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="ffwatchd.daemon.stalls")
+    release = threading.Event()
+    said: list[str] = []
+
+    def loop() -> None:
+        stalls = LoopStalls(stall_after=0.3).start()
+        for _ in range(3):
+            stalls.tick()
+        _waits_on_a_disk(release)
+        stalls.tick()
+        said.append("ticked")
+        stalls.stop()
+
+    t = threading.Thread(target=loop)
+    t.start()
+    deadline = time.monotonic() + 10
+    while "has not gone round" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.05)
+    release.set()
+    t.join(10)
+    assert "the main loop has not gone round for" in caplog.text
+    assert "_waits_on_a_disk" in caplog.text and "release.wait(10)" in caplog.text   # where, to the line
+    assert "the main loop is going round again after" in caplog.text and said == ["ticked"]
+
+
+def test_a_loop_that_goes_round_says_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="ffwatchd.daemon.stalls")
+    stalls = LoopStalls(stall_after=0.5).start()
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        stalls.tick()
+        time.sleep(0.05)
+    stalls.stop()
+    assert caplog.text == ""

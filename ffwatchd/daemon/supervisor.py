@@ -23,6 +23,7 @@ from ffwatchd.config.load import load_config, resolve_config_path
 from ffwatchd.config.settings import Settings
 from ffwatchd.daemon.housekeeping import prune_lost_workers, start_retention
 from ffwatchd.daemon.recovery import lock_state_dir, recover_at_start
+from ffwatchd.daemon.stalls import LoopStalls
 from ffwatchd.daemon.reloading import (
     RESTART_NEEDED,
     keep_what_needs_a_restart,
@@ -41,7 +42,7 @@ from ffwatchd.ops.checks import c2pa_problem, missing_default_models
 from ffwatchd.ops.diskguard import DiskGuard
 from ffwatchd.ops.gpusizing import plan_workers, worker_devices
 from ffwatchd.ops.retention import unknown_to_ledger, unrecorded_line
-from ffwatchd.ops.statusfile import unreachable_line, write_status
+from ffwatchd.ops.statusfile import StatusWriter, unreachable_line, write_status
 from ffwatchd.ops.upgrade import UpgradeRefused, upgrade_queue
 from ffwatchd.store import JobQueue, SchemaMismatch, Unreachable, Use, open_store, store_errors
 from ffwatchd.store.leadership import Leadership
@@ -89,6 +90,8 @@ class Supervisor(WorkerSlots):
         self._retention_thread: threading.Thread | None = None
         self._disk_thread: threading.Thread | None = None
         self._models_thread: threading.Thread | None = None
+        self.status_file: StatusWriter | None = None     # the status file, off the main loop's thread
+        self.stalls = LoopStalls()
         self._next_status = self._next_disk = self._next_retention = self._next_prune = self._next_schema = 0.0
         self._next_models = time.monotonic() + MODELS_EVERY
         self._worker_inputs = worker_inputs(self.settings)   # what the workers start with (reload)
@@ -126,7 +129,8 @@ class Supervisor(WorkerSlots):
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda signum, _frame: self.signals.put(signum))
         self.report_models()
-        self.write_status()
+        write_status(s.state_dir, self.status_document())    # there before READY=1 is sent
+        self.status_file = StatusWriter(s.state_dir)
         self.notifier.ready(self.status_line())
         for plan in self.plans:
             if plan.device != "cpu":
@@ -343,6 +347,27 @@ class Supervisor(WorkerSlots):
         return [*self.warnings, *([self.reload_refused] if self.reload_refused else []), *inboxes]
 
     def write_status(self) -> None:
+        """The status file handed to its writer (written at once before it exists), the metrics
+        that go with it updated."""
+        data = self.status_document()
+        if self.status_file is not None:
+            self.status_file.put(data)
+        else:
+            write_status(self.settings.state_dir, data)
+        if self.metrics is not None:
+            away = self.table_unreachable()
+            self.metrics.set_queue_unreachable(away.since if away is not None else None)
+        if self.metrics is not None and self.watcher is not None:
+            for name, n in data["unsettled"].items():
+                self.metrics.set_unsettled(name, n)
+            for name, files in data["unfiled"].items():
+                self.metrics.set_unfiled(name, len(files))
+            self.metrics.leases_expired(self.store.stats.expired_leases, self.store.stats.requeued)
+            self.store.stats.expired_leases = 0
+            self.store.stats.requeued = []
+
+    def status_document(self) -> dict:
+        """What the status file says now (read by `status`, `jobs list`, `check`, the page)."""
         unavailable = self.watcher.unavailable() if self.watcher is not None else {}
         data = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": self.started_at,
                 "updated_at": time.time(),
@@ -362,18 +387,7 @@ class Supervisor(WorkerSlots):
                 "metrics": (f"{self.settings.metrics.host}:{self.settings.metrics.port}"
                             if self.metrics is not None and self.settings.metrics.enabled else None),
                 "web": self.web_address if self.web is not None else None}
-        write_status(self.settings.state_dir, data)
-        if self.metrics is not None:
-            away = self.table_unreachable()
-            self.metrics.set_queue_unreachable(away.since if away is not None else None)
-        if self.metrics is not None and self.watcher is not None:
-            for name, n in data["unsettled"].items():
-                self.metrics.set_unsettled(name, n)
-            for name, files in data["unfiled"].items():
-                self.metrics.set_unfiled(name, len(files))
-            self.metrics.leases_expired(self.store.stats.expired_leases, self.store.stats.requeued)
-            self.store.stats.expired_leases = 0
-            self.store.stats.requeued = []
+        return data
 
     # -- signals ---------------------------------------------------------------------------
 
@@ -439,6 +453,7 @@ class Supervisor(WorkerSlots):
                 if s.process is not None and not s.process.is_alive():
                     s.exit_reason = s.exit_reason or "stopped"
             self.reap_workers()
+            self.stalls.tick()
             self.notifier.watchdog()
         for slot in self.slots:
             if slot.process is not None:
@@ -459,6 +474,9 @@ class Supervisor(WorkerSlots):
             self.metrics.stop()
             self.metrics_lead.release()
         self.write_status()
+        if self.status_file is not None:
+            self.status_file.stop()
+        self.stalls.stop()
         if self.chores is not None:
             self.chores.stop()        # what the loop handed over (jobs of exited workers) runs first
         self.store.close()
@@ -467,6 +485,7 @@ class Supervisor(WorkerSlots):
     # -- the loop --------------------------------------------------------------------------
 
     def loop(self) -> None:
+        self.stalls.start()
         while True:
             try:
                 signum = self.signals.get_nowait()
@@ -504,6 +523,7 @@ class Supervisor(WorkerSlots):
                                           lambda: prune_lost_workers(self.store, self.settings.workers.lease))
                 self.notifier.status(self.status_line())
             self._maybe_retention(now)
+            self.stalls.tick()
             self.notifier.watchdog()
 
 

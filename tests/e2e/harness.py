@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -272,3 +273,34 @@ def _alive(pid: int) -> bool:
 def decodes(path: Path) -> bool:
     img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
     return img is not None and img.size > 0 and np.asarray(img).ndim >= 2
+
+
+class NotifyListener:
+    """A real NOTIFY_SOCKET: every datagram a daemon sends, with the time it came."""
+
+    def __init__(self, path: Path) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        self.sock.settimeout(0.5)
+        self.path = path
+        self.messages: list[tuple[float, str]] = []
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop:
+            try:
+                self.messages.append((time.monotonic(), self.sock.recv(65536).decode()))
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+
+    def pings(self) -> list[float]:
+        return [t for t, m in self.messages if m == "WATCHDOG=1"]
+
+    def close(self) -> None:
+        self._stop = True
+        self._thread.join(5)
+        self.sock.close()

@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.harness import ROOT, Daemon, face_jpeg, free_port, stop_all, wait_for
+from tests.e2e.harness import ROOT, Daemon, NotifyListener, face_jpeg, free_port, stop_all, wait_for
 from tests.e2e.test_scaleout_e2e import assert_exactly_once, rel_files, scrape
 
 _pg = pytest.importorskip("tests.pg", reason="the PostgreSQL test fixtures (tests/pg.py) are not in this tree")
@@ -33,37 +31,6 @@ FILES = 300
 OUTAGE = 90.0
 WATCHDOG_USEC = 4_000_000            # systemd's WatchdogSec=4s: a ping every 2 s
 PING_EVERY = WATCHDOG_USEC / 1e6 / 2
-
-
-class NotifyListener:
-    """A real NOTIFY_SOCKET: every datagram a daemon sends, with the time it came."""
-
-    def __init__(self, path: Path) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(str(path))
-        self.sock.settimeout(0.5)
-        self.path = path
-        self.messages: list[tuple[float, str]] = []
-        self._stop = False
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop:
-            try:
-                self.messages.append((time.monotonic(), self.sock.recv(65536).decode()))
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-
-    def pings(self) -> list[float]:
-        return [t for t, m in self.messages if m == "WATCHDOG=1"]
-
-    def close(self) -> None:
-        self._stop = True
-        self._thread.join(5)
-        self.sock.close()
 
 
 def _db(url: str, sql: str) -> list[tuple]:
