@@ -187,6 +187,8 @@ class Pipeline:
         notes = ((p.name, p.provenance_note(processor.spec.settings_of(p.name))) for p in applied)
         return Provenance(tuple(p.name for p in applied), tuple(models), self.model_files(models),
                           ai=any(p.generates_pixels for p in applied),
+                          made=tuple(sorted({"faces" if p.scope is Scope.FACES else "frame"
+                                             for p in applied if p.generates_pixels})) or ("faces",),
                           settings="; ".join(f"{name}: {note}" for name, note in notes if note))
 
     def execution_providers(self) -> dict[str, list[str]]:
