@@ -831,3 +831,13 @@ def test_the_ledger_keeps_names_that_are_not_utf8(store: JobQueue) -> None:
     assert list(store.filings("studio", "failed")) == [name]
     store.forget_filing("studio", "failed", name)
     assert store.filings("studio", "failed") == {}
+
+
+def test_a_claim_with_every_watch_paused_still_sends_expired_leases_back(store: JobQueue, clock: Clock) -> None:
+    """Claiming paused (the page's pause, every share away) left a dead holder's job `running`
+    until the pause ended; the sweep runs all the same, the job waits `queued`."""
+    job, _ = add(store)
+    store.claim("dead-host", 10)
+    clock.t += 11
+    assert store.claim("w", 60, watches=[]) is None
+    assert store.get(job.id).state == "queued"
