@@ -649,11 +649,11 @@ def test_the_same_original_linked_by_another_host_meanwhile_is_one_move(tmp_path
 
 
 def test_no_free_name_left_is_a_final_io_error_naming_the_last_one_tried(tmp_path: Path) -> None:
-    from ffwatchd.filing.placing import _candidates
+    from ffwatchd.filing.placing import candidate_names
 
     root = tmp_path / "done"
     root.mkdir()
-    names = _candidates("a.jpg", 7)
+    names = candidate_names("a.jpg", 7)
     for name in names:
         (root / name).write_bytes(b"someone's")
     src = tmp_path / "inbox-a.jpg"

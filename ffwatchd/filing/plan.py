@@ -22,12 +22,12 @@ from ffwatchd.errors import CONTENT_KINDS, SIDECAR_KINDS, JobError
 from ffwatchd.filing import placing
 from ffwatchd.filing.placing import (
     TEMP_PREFIX,
-    _candidates,
-    _same_file,
+    candidate_names,
     choose_destination,
     exists_exactly,
     place_file,
     report_name,
+    same_file,
     with_job_id,
     write_report,
 )
@@ -172,12 +172,12 @@ def _failed_destination(watch: WatchSettings, job: Job) -> Path:
     """The original's name in failed/: free (or this very file), and with its report's name free
     or already this job's report, so no report of ours ever replaces a file it did not write."""
     src, dest = _original_now(watch, job), watch.failed / job.rel_path
-    names = [dest] + [dest.with_name(n) for n in _candidates(dest.name, job.id)[1:]]
+    names = [dest] + [dest.with_name(n) for n in candidate_names(dest.name, job.id)[1:]]
     for c in names:
-        if os.path.lexists(c) and not _same_file(src, c):
+        if os.path.lexists(c) and not same_file(src, c):
             continue
         report = report_path(c)
-        if not os.path.lexists(report) or _report_is_for(watch.failed, report, job.id):
+        if not os.path.lexists(report) or report_is_for(watch.failed, report, job.id):
             return c
     return choose_destination(dest, job.id, src)      # place_file finds a free one, or says none is
 
@@ -352,7 +352,7 @@ def _left_its_inbox(plan: Plan, job_id: int, attempt: int) -> Path | bool | None
     if not plan.original_dst or not plan.original_state:
         return None
     dst = Path(plan.original_dst)
-    for name in _candidates(dst.name, job_id):
+    for name in candidate_names(dst.name, job_id):
         if is_the_original(dst.with_name(name), plan.original_state):
             return dst.with_name(name)
     return None
@@ -457,7 +457,7 @@ def find_failed_original(watch: WatchSettings, job: Job) -> Path | None:
         candidates.append(Path(plan.original_dst))
     candidates += [watch.failed / job.rel_path, with_job_id(watch.failed / job.rel_path, job.id)]
     for c in candidates:       # only a regular file reached below failed/ without a link counts
-        if _regular_below(watch.failed, c) and _report_is_for(watch.failed, report_path(c), job.id):
+        if _regular_below(watch.failed, c) and report_is_for(watch.failed, report_path(c), job.id):
             return c
     return None
 
@@ -479,7 +479,8 @@ def restore_original(watch: WatchSettings, job: Job, found: Path) -> Path:
     return landed
 
 
-def _report_is_for(root: Path, report: Path, job_id: int) -> bool:
+def report_is_for(root: Path, report: Path, job_id: int) -> bool:
+    """Whether `report` (reached below `root` without a link) is job `job_id`'s own error report."""
     try:
         return json.loads(read_regular(root, report, 1 << 20)).get("job_id") == job_id
     except (OSError, ValueError, AttributeError):

@@ -343,7 +343,7 @@ def _report_exists(watch: WatchSettings, job: Job) -> bool:
     plan = filing.job_plan(job, watch)
     if plan is not None and plan.original_dst:
         candidates.insert(0, Path(plan.original_dst))
-    return any(filing._report_is_for(watch.failed, filing.report_path(c), job.id) for c in candidates)
+    return any(filing.report_is_for(watch.failed, filing.report_path(c), job.id) for c in candidates)
 
 
 def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobQueue | None = None,
