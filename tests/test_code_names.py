@@ -1,5 +1,5 @@
 """Names in the code that must stay true: each module logs under its own name, every module a
-docstring or comment names exists, and no module uses another's private names."""
+docstring or comment names exists, and names are taken public and from where they live."""
 
 from __future__ import annotations
 
@@ -69,6 +69,28 @@ def _uses_of_ours(tree: ast.Module) -> list[tuple[int, str, str]]:
     return uses
 
 
+def _own_names(module: str) -> tuple[set[str], set[str]]:
+    """(names a module defines or declares in `__all__`, names it only imports), at its top level."""
+    tree = ast.parse(_module_file(module).read_text(encoding="utf-8"))
+    defined, imported = set(), set()
+    body = list(tree.body)
+    while body:
+        node = body.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                defined |= set(ast.literal_eval(node.value))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            imported |= {a.asname or a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.If, ast.Try)):
+            body += node.body + node.orelse + getattr(node, "finalbody", [])
+            body += [n for h in getattr(node, "handlers", []) for n in h.body]
+    return defined, imported - defined
+
+
 def _each_use() -> Iterator[tuple[str, str, str, str]]:
     """(where, using module, module used, name) over the package."""
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -83,3 +105,13 @@ def test_no_module_uses_a_private_name_of_another():
              if name.startswith("_") and not name.startswith("__") and module != me]
     assert not wrong, "private names used outside their module:\n" + "\n".join(wrong)
 
+
+def test_names_are_imported_from_the_module_they_live_in():
+    """A module's names are what it defines (or declares in `__all__`, as a package's `__init__`
+    does); a name it only imported is taken from where it lives (`filing.plan` is no façade of
+    `filing.placing`)."""
+    wrong = []
+    for where, _me, module, name in _each_use():
+        if _module_file(module).name != "__init__.py" and name in _own_names(module)[1]:
+            wrong.append(f"{where}: {module}.{name}")
+    assert not wrong, "names taken from a module that only imports them:\n" + "\n".join(wrong)
