@@ -1,7 +1,7 @@
 """filing: where a finished job's files go, and a refused or re-dropped file. What it offers, each
 name from the module it lives in:
 
-- plan: the filing plan (`Plan`; `plan_done`, `plan_failed`) and the one way to
+- plan: the filing plan (`Plan`; `plan_done`, `plan_failed`, `plan_duplicate`) and the one way to
   carry it out, `execute_plan`; the error reports, finding and restoring a failed original;
 - placing: placing one file without replacing one it did not write (`place_file`), and the names
   filing gives (`candidate_names`, `with_job_id`, `report_name`, `TEMP_PREFIX`);
