@@ -127,7 +127,10 @@ class Plan:
 
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        d = dict(self.__dict__)
+        if not self.drop:     # a job's plan in its row reads as before to a daemon that predates `drop`
+            del d["drop"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "Plan":
