@@ -360,6 +360,68 @@ def test_redrop_of_refused_content_is_a_duplicate_with_retry_advice(env) -> None
     assert find_failed_original(watch, store.get(first.job.id)) is None
 
 
+class Killed(BaseException):
+    """The daemon is killed (kill -9) here: nothing after this line of the filing runs."""
+
+
+def done_and_dropped_again(settings, watch, store) -> tuple[int, Path]:
+    """A job done with a/x.jpg, and the same content dropped at a/x.jpg again: (its id, the drop)."""
+    img = put(watch.inbox / "a/x.jpg")
+    job = ingest_file(settings, watch, store, img, 0.0).job
+    store.claim("w1", 60)
+    os.replace(img, watch.done / "x.jpg")
+    store.finish(job.id, "w1", output_path=str(watch.output / "a/x.jpg"))
+    return job.id, put(img)
+
+
+@pytest.mark.parametrize("step", ["file_original", "unlink_original"])
+def test_a_duplicate_whose_filing_was_killed_is_filed_once_when_seen_again(env, monkeypatch, step) -> None:
+    """A re-drop is filed by its plan from its inbox name (no row could resume a staged name): killed
+    before its link, or between the link and the unlink, it is still in the inbox, and the next look
+    files it under the name the killed run took (that name holds this very file), with its report
+    and ledger row, and leaves no second copy."""
+    from ffwatchd.filing import placing
+
+    settings, watch, store = env
+    job_id, img = done_and_dropped_again(settings, watch, store)
+
+    def killed_at(name: str, jid: int) -> None:
+        if name == step:
+            raise Killed(step)
+    monkeypatch.setattr(placing, "before_step", killed_at)
+    with pytest.raises(Killed):
+        ingest_file(settings, watch, store, img, 0.0)
+    assert img.exists() and not (watch.failed / "a/x.jpg.error.json").exists()
+    monkeypatch.setattr(placing, "before_step", lambda name, jid: None)
+    r = ingest_file(settings, watch, store, img, 0.0)
+    assert r.status == "duplicate" and r.message.endswith(f"(filed as {watch.failed / 'a/x.jpg'})")
+    assert not img.exists() and sorted(p.name for p in (watch.failed / "a").iterdir()) == ["x.jpg", "x.jpg.error.json"]
+    assert report_of(watch, "a/x.jpg")["duplicate_of"] == job_id and report_of(watch, "a/x.jpg")["job_id"] is None
+    entry = store.filings("w", "failed")["a/x.jpg"]
+    assert entry.job_id == job_id and entry.inode == os.stat(watch.failed / "a/x.jpg").st_ino
+
+
+def test_a_duplicate_replaced_right_before_its_move_is_left_for_its_own_turn(env, monkeypatch) -> None:
+    """The plan records the re-drop as it was looked at; a new file dropped at the name after that
+    (a host frozen in between) is checked at the move and never filed as the duplicate."""
+    from ffwatchd.filing import plan as filing_plan
+
+    settings, watch, store = env
+    _, img = done_and_dropped_again(settings, watch, store)
+    real = filing_plan.plan_duplicate
+
+    def planned_then_a_new_drop(*args, **kwargs):
+        plan = real(*args, **kwargs)
+        put(img.with_name("new.tmp"), JPEG + b"another picture")
+        os.replace(img.with_name("new.tmp"), img)
+        return plan
+    monkeypatch.setattr(filing_plan, "plan_duplicate", planned_then_a_new_drop)
+    r = ingest_file(settings, watch, store, img, 0.0)
+    assert r.status == "changed", r
+    assert img.read_bytes() == JPEG + b"another picture" and not (watch.failed / "a").exists()
+    assert store.filings("w", "failed") == {}
+
+
 def test_find_watch(env, tmp_path: Path) -> None:
     settings, watch, _ = env
     w, rel = find_watch(settings, watch.inbox / "a/b.jpg")

@@ -27,7 +27,8 @@ from ffwatchd.faces.classify import Classifier
 from ffwatchd.faces.detect import Detector, load_detector
 from ffwatchd.faces.embed import Recognizer, combine_embeddings, cosine_similarity
 from ffwatchd.faces.enhance import Enhancer
-from ffwatchd.faces.masks import FaceMasks, Landmarker, MaskType, Occluder, Parser
+from ffwatchd.faces.masks import FaceMasks, Landmarker, Occluder, Parser
+from ffwatchd.faces.maskspec import MaskType
 from ffwatchd.faces.models import Model, ModelKind
 from ffwatchd.faces.sessions import SessionConfig, probe_providers, provider_kind
 from ffwatchd.faces.swap import Converter, Swapper

@@ -23,7 +23,7 @@ from ffwatchd.processors import default_processors, processors
 from ffwatchd.spec import jobspec
 from ffwatchd.spec.safeyaml import UnsafeYaml, load_yaml, yaml_problem
 from ffwatchd.spec.sniff import read_head, sniff_bytes
-from ffwatchd.spec.values import email_domain, url_allowed
+from ffwatchd.spec.values import email_domain, parse_duration, url_allowed
 
 if TYPE_CHECKING:     # a watch's settings are handed in; config sits above spec
     from ffwatchd.config.settings import WatchSettings
@@ -225,7 +225,7 @@ def check_targets(merged: Mapping[str, Any], watch: WatchSettings, where: str) -
                            f"{where}: notify.email[{i}]: {short_repr(addr)} is not in an allowed domain of "
                            f"watch {watch.name} ({', '.join(allowed.email_domains) or 'none configured'})")
     quiet = merged.get("batch_quiet")
-    if quiet is not None and jobspec._duration(quiet) > watch.batch_quiet_max:
+    if quiet is not None and parse_duration(quiet) > watch.batch_quiet_max:
         raise JobError("bad_sidecar", f"{where}: batch_quiet: {short_repr(quiet)} is longer than the watch's "
                                       f"batch_quiet_max ({watch.batch_quiet_max:g} s)")
 
