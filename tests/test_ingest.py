@@ -474,3 +474,41 @@ def test_a_report_of_a_file_refused_on_arrival_names_its_sidecars_and_spec_and_o
         retry_job(store, settings, store.get(r.job.id))
     sc.write_text("sources: [../faces/alice.png]\n")                # fixed: the command works
     assert "queued again" in retry_job(store, settings, store.get(r.job.id))
+
+
+def _ingest_killed_at(settings, watch, db: Path, path: Path, step: str) -> int:
+    """ingest_file in a child process that SIGKILLs itself at filing step `step`: nothing after
+    that line runs, no handler either (a raised exception would run them). Its exit status."""
+    import multiprocessing as mp
+    import signal
+
+    def child() -> None:
+        from ffwatchd.filing import placing
+
+        def killed_at(name: str, jid: int) -> None:
+            if name == step:
+                os.kill(os.getpid(), signal.SIGKILL)
+        placing.before_step = killed_at
+        ingest_file(settings, watch, JobStore(db), path, 0.0)
+    proc = mp.get_context("fork").Process(target=child)
+    proc.start()
+    proc.join(60)
+    return proc.exitcode
+
+
+@pytest.mark.parametrize("step", ["file_original", "unlink_original"])
+def test_a_refused_file_whose_filing_was_killed_is_filed_once_when_seen_again(env, step) -> None:
+    """A refusal's plan is in no row (no worker ever holds a job born failed), so it is placed from
+    its inbox name, as a re-drop is: killed -9 before the unlink it is still there for the next look,
+    which files it once with its report. Staged to a hidden name first, a kill before the link left
+    it where nothing would ever look again."""
+    settings, watch, store = env
+    img = put(watch.inbox / "sub/notes.jpg", "hello")
+    assert _ingest_killed_at(settings, watch, store.path, img, step) == -9
+    assert [p.name for p in img.parent.iterdir()] == ["notes.jpg"], "the file left its name, or a hidden one"
+    r = ingest_file(settings, watch, store, img, 0.0)
+    assert r.status == "failed", r
+    assert not img.exists() and (watch.failed / "sub/notes.jpg").read_text() == "hello"
+    assert sorted(p.name for p in (watch.failed / "sub").iterdir()) == ["notes.jpg", "notes.jpg.error.json"]
+    assert report_of(watch, "sub/notes.jpg")["error_kind"] == "bad_input"
+    assert set(store.filings("w", "failed")) == {"sub/notes.jpg"}

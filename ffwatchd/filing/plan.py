@@ -295,7 +295,8 @@ class Holder:
 
 
 def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, ledger: Any = None,
-                 share_problem: Callable[[], str | None] | None = None, holder: Holder | None = None) -> Filed:
+                 share_problem: Callable[[], str | None] | None = None, holder: Holder | None = None,
+                 stored: bool = True) -> Filed:
     """Carry out (or finish) a plan; safe to run again after a crash at any step.
 
     `watch` gives the configured roots (nothing below them is followed) and the modes; `ledger`
@@ -306,9 +307,11 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
     a copy is linked, and fencing the ledger write (TransitionError when lost: what is not moved
     yet stays, the staged original for the next attempt); None for the supervisor and the
     command line, which hold no lease. The original is staged first (staging.py), so every later
-    step touches only names of this job and attempt. A drop (`plan.drop`: a re-drop of `job`'s
-    content, which never became a job) is placed from its inbox name instead: no row records its
-    plan to resume a staged name from, and a name left in the inbox is seen and filed again."""
+    step touches only names of this job and attempt. A plan no row records (`stored` False: a
+    refusal, a final failure the supervisor files; `plan.drop`: a re-drop of `job`'s content) is
+    placed from its inbox name instead: nothing could resume a staged name after a kill, and a
+    name left in the inbox is seen and filed again."""
+    in_place = plan.drop or not stored
     perms = watch.perms if watch is not None else Perms()
     fence = holder.confirm if holder is not None else None
     attempt = holder.attempt if holder else job.claims
@@ -316,7 +319,7 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
     try:
         check_original(plan)
     except OriginalChanged:           # another file at the inbox name: is the plan's original long gone from it?
-        left = None if plan.drop else _left_its_inbox(plan, job.id, attempt)
+        left = None if in_place else _left_its_inbox(plan, job.id, attempt)
         if left is None:
             raise
         placed = left if isinstance(left, Path) else None      # else staged: stage_original takes it
@@ -325,7 +328,7 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
             root = root_of(watch, Path(dest))
             os.close(open_folder(root, split_under(root, Path(dest))[0], perms))
     src = Path(plan.original_src)
-    staged = None if placed or plan.drop else stage_original(
+    staged = None if placed or in_place else stage_original(
         src, job.id, attempt, plan.original_state, None if holder is not None and holder.fresh else fence)
     # a result this run places is recorded in the ledger (retention.output_max_age ages from now);
     # one an earlier run placed is recorded again: that run's entry may have died with it
@@ -333,7 +336,7 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
     try:
         result = _place_result(plan, job, watch, perms, fence, ledger)
         original, moving = (placed, False) if placed else \
-            _place_original(plan, job, watch, perms, staged, fence, share_problem)
+            _place_original(plan, job, watch, perms, staged, in_place, fence, share_problem)
     except (TransitionError, ShareUnavailable):
         raise                  # the next attempt (or this one, when the share is back) takes the staged name
     except BaseException:      # not filed now (no room, no free name, a link in the way, ...): the
@@ -401,12 +404,12 @@ def _place_result(plan: Plan, job: Job, watch: WatchSettings | None, perms: Perm
 
 
 def _place_original(plan: Plan, job: Job, watch: WatchSettings | None, perms: Perms, staged: Path | None,
-                    fence: Callable[[], None] | None,
+                    in_place: bool, fence: Callable[[], None] | None,
                     share_problem: Callable[[], str | None] | None) -> tuple[Path | None, bool]:
-    """The staged original (a drop: from its inbox name) placed into done/ or failed/: (where it
+    """The staged original (`in_place`: from its inbox name) placed into done/ or failed/: (where it
     landed or None when it was gone, whether this run moved it)."""
     src, dst = Path(plan.original_src), Path(plan.original_dst)
-    moving = staged is not None or (plan.drop and os.path.lexists(src))
+    moving = staged is not None or (in_place and os.path.lexists(src))
     try:
         return place_file(staged or src, dst, job.id, root=root_of(watch, dst), perms=perms, fence=fence), moving
     except FileNotFoundError:
@@ -465,8 +468,9 @@ def remove_partials(plan: Plan, job_id: int) -> list[Path]:
 
 def file_failed_original(watch: WatchSettings, job: Job, ledger: Any = None) -> Path:
     """Move a refused file (a job born failed at ingest) to failed/ with its report."""
-    plan = job_plan(job, watch) or plan_failed(watch, job, job.error_kind or "internal", job.error_message or "")
-    filed = execute_plan(plan, job, watch, ledger=ledger)
+    stored = job_plan(job, watch)
+    plan = stored or plan_failed(watch, job, job.error_kind or "internal", job.error_message or "")
+    filed = execute_plan(plan, job, watch, ledger=ledger, stored=stored is not None)
     return filed.original or Path(plan.original_dst)
 
 
