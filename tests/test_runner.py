@@ -212,6 +212,29 @@ def test_a_changed_source_fails_the_job_as_source_changed(env, tmp_path: Path, c
     assert json.loads((watch.failed / "t.jpg.error.json").read_text())["error_kind"] == "source_changed"
 
 
+def test_a_changed_photo_of_a_reference_of_two_fails_the_job_as_source_changed(env) -> None:
+    """A reference of several photos, each recorded at ingest as a source is: the second one
+    rewritten after the job was queued fails it, naming that photo."""
+    from ffwatchd.watch.ingest import ingest_file
+
+    settings, store, watch = env
+    png = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100 + b"\x00\x00\x00\x00IEND\xaeB`\x82"
+    (watch.inbox / "faces").mkdir()
+    photos = [watch.inbox / f"faces/me_{i}.png" for i in (1, 2)]
+    for i, p in enumerate(photos):
+        p.write_bytes(png + bytes([i]))
+    (watch.inbox / "ffwatch.yaml").write_text("processors: [face_anonymizer]\nface_selector: {mode: reference, "
+                                              "reference: [faces/me_1.png, faces/me_2.png]}\n")
+    (watch.inbox / "t.jpg").write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100 + b"\xff\xd9")
+    queued = ingest_file(settings, watch, store, watch.inbox / "t.jpg", 0.0)
+    assert queued.status == "enqueued", queued.message
+    photos[1].write_bytes(png + b"another face")
+    out = run_next(settings, store)
+    job = store.get(queued.job.id)
+    assert (out.outcome, job.error_kind) == ("failed", "source_changed"), job.error_message
+    assert job.error_message.startswith(f"reference {os.path.realpath(photos[1])} changed after the job was queued")
+
+
 def test_an_unchanged_source_passes_the_check(env) -> None:
     settings, store, watch = env
     source = watch.inbox / "faces/me.jpg"

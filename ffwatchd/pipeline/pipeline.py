@@ -308,11 +308,11 @@ class Pipeline:
         if detector is not None and mode in ("reference", "except_reference"):
             if not spec.face_selector.reference:
                 raise JobError("bad_sidecar", f"face_selector.mode is {mode} but no reference image is given")
-            if mode == "reference":
-                reference = self.identity([Path(spec.face_selector.reference)], "reference", spec,
-                                                   detector, recognizer)
-            else:
-                reference = self._people(Path(spec.face_selector.reference), spec, detector, recognizer)
+            photos = [Path(p) for p in spec.face_selector.reference]
+            if mode == "reference":            # several photos of one person: averaged as sources are
+                reference = self.identity(photos, "reference", spec, detector, recognizer)
+            else:                              # everyone in every photo is left alone
+                reference = [e for p in photos for e in self._people(p, spec, detector, recognizer)]
         refiner = (self.load_model(spec.face_landmarker.model, ModelKind.LANDMARKER)
                    if detector is not None and spec.face_landmarker.refine else None)
         return FrameProcessor(spec, detector, recognizer, reference, steps, names, job.scores, classifier,
