@@ -311,6 +311,22 @@ def referenced_by(sidecar: Path, raw: Any) -> set[Path]:
     return out
 
 
+def named_by(watch: WatchSettings, sidecars: Iterable[Path | str], photo: Path) -> str | None:
+    """Where a job's source or reference photo is named: the strongest of the job's sidecars that
+    names it now (`sidecar PATH`), else the watch's defaults; None when none does any more."""
+    real = Path(os.path.realpath(photo))
+    for sc in reversed([Path(s) for s in sidecars]):
+        try:
+            raw = read_sidecar(sc, watch.inbox)
+        except JobError:
+            continue
+        if real in referenced_by(sc, raw):
+            return f"sidecar {sc}"
+    if real in referenced_by(watch.inbox / SIDECAR_NAME, watch.defaults):
+        return f"watch {watch.name} defaults"
+    return None
+
+
 class SourceIndex:
     """Every file some sidecar of a watch names as a source or reference, so it never becomes a job."""
 
