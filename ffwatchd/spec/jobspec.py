@@ -31,8 +31,8 @@ from ffwatchd.schema import (
     SubsetOf,
     check_value,
     is_bool,
-    photo_paths,
     is_text,
+    photo_paths,
 )
 from ffwatchd.spec.values import email_problem, parse_duration, priority_value, webhook_url_problem
 
