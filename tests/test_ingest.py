@@ -82,7 +82,25 @@ def test_video_kind_and_reference(env) -> None:
     r = ingest_file(settings, watch, store, put(watch.inbox / "v/clip.mov", MP4), 0.0)
     assert r.status == "enqueued" and r.job.kind == "video"
     assert [s["role"] for s in r.job.sources] == ["source", "reference"]
-    assert r.job.spec["face_selector"]["reference"] == str(Path(os.path.realpath(watch.inbox / "faces/alice.png")))
+    assert r.job.spec["face_selector"]["reference"] == [str(Path(os.path.realpath(watch.inbox / "faces/alice.png")))]
+
+
+def test_a_reference_of_two_photos_records_both_and_neither_becomes_a_job(env) -> None:
+    """Each reference photo is recorded with its sha256 like a source (the worker checks them all
+    again: one changed fails the job as source_changed); the photos themselves are never jobs."""
+    settings, watch, store = env
+    me = [put(watch.inbox / f"faces/me_{i}.png", FACE + bytes([i])) for i in (1, 2)]
+    put(watch.inbox / "r/ffwatch.yaml", "processors: [face_anonymizer]\nface_selector: {mode: reference, "
+                                        "reference: [../faces/me_1.png, ../faces/me_2.png]}\n")
+    r = ingest_file(settings, watch, store, put(watch.inbox / "r/x.jpg"), 0.0)
+    assert r.status == "enqueued"
+    assert [(s["role"], s["path"], s["rel"]) for s in r.job.sources] == \
+        [("reference", os.path.realpath(p), f"faces/me_{i}.png") for i, p in enumerate(me, 1)]
+    assert r.job.sources[0]["sha256"] != r.job.sources[1]["sha256"]
+    for p in me:
+        skipped = ingest_file(settings, watch, store, p, 0.0)
+        assert skipped.status == "skipped" and "named as a source or reference" in skipped.message
+    assert [j.rel_path for j in store.list()] == ["r/x.jpg"]
 
 
 def test_changed_sidecar_applies_to_later_files_only(env) -> None:

@@ -11,7 +11,8 @@ import logging
 import os
 import stat as statmod
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -20,6 +21,7 @@ import yaml
 from ffwatchd.errors import JobError, short_repr
 from ffwatchd.fs import safefs
 from ffwatchd.processors import default_processors, processors
+from ffwatchd.schema import photo_paths
 from ffwatchd.spec import jobspec
 from ffwatchd.spec.safeyaml import UnsafeYaml, load_yaml, yaml_problem
 from ffwatchd.spec.sniff import read_head, sniff_bytes
@@ -181,9 +183,11 @@ def _resolve_layer(raw: Mapping[str, Any], base: Path, watch: WatchSettings, whe
                             for i, v in enumerate(layer["sources"])]
     selector = layer.get("face_selector")
     if isinstance(selector, dict) and selector.get("reference"):
+        one = isinstance(selector["reference"], str)          # a single photo keeps its key unnumbered
         selector = dict(selector)
-        selector["reference"] = str(resolve_entry(selector["reference"], base, watch, where,
-                                                  "face_selector.reference"))
+        selector["reference"] = [str(resolve_entry(v, base, watch, where, "face_selector.reference"
+                                                   + ("" if one else f"[{i}]")))
+                                 for i, v in enumerate(photo_paths(selector["reference"]))]
         layer["face_selector"] = selector
     return layer
 
@@ -251,15 +255,24 @@ def _needing_sources(names: Iterable[str]) -> list[str]:
     return [n for n in names if n in installed and installed[n].needs_sources]
 
 
+class PhotoRole(StrEnum):
+    """What a photo named by a sidecar is to its job (the `role` of a job's sources column)."""
+    SOURCE = "source"
+    REFERENCE = "reference"
+
+
 @dataclass(frozen=True)
 class Resolved:
     """The effective settings of one file."""
-    mapping: dict                              # merged, sources/reference absolute
+    mapping: dict                              # merged, sources/reference absolute (reference a list)
     spec: jobspec.JobSpec
     sidecars: tuple[Path, ...]                 # files merged, weakest first
     sources: tuple[Path, ...] = ()
-    reference: Path | None = None
-    references: frozenset[Path] = field(default_factory=frozenset)
+    reference: tuple[Path, ...] = ()           # face_selector.reference's photos
+
+    def photos(self) -> list[tuple[PhotoRole, Path]]:
+        """Every photo the job reads besides its target, with its role: recorded and checked alike."""
+        return [*((PhotoRole.SOURCE, p) for p in self.sources), *((PhotoRole.REFERENCE, p) for p in self.reference)]
 
 
 def resolve_spec(watch: WatchSettings, path: Path, known_models: Mapping[str, str]) -> Resolved:
@@ -278,9 +291,8 @@ def resolve_spec(watch: WatchSettings, path: Path, known_models: Mapping[str, st
     check_targets(merged, watch, where)
     spec = jobspec.JobSpec.from_mapping(merged)
     sources = tuple(Path(s) for s in spec.sources)
-    reference = Path(spec.face_selector.reference) if spec.face_selector.reference else None
     return Resolved(mapping=merged, spec=spec, sidecars=tuple(sidecars), sources=sources,
-                    reference=reference, references=frozenset((*sources, *([reference] if reference else []))))
+                    reference=tuple(Path(r) for r in spec.face_selector.reference))
 
 
 def referenced_by(sidecar: Path, raw: Any) -> set[Path]:
@@ -291,12 +303,28 @@ def referenced_by(sidecar: Path, raw: Any) -> set[Path]:
     values: list[Any] = list(raw.get("sources") or []) if isinstance(raw.get("sources"), list) else []
     selector = raw.get("face_selector")
     if isinstance(selector, dict):
-        values.append(selector.get("reference"))
+        values.extend(photo_paths(selector.get("reference")))
     for v in values:
         if isinstance(v, str) and v:
             p = Path(v)
             out.add(Path(os.path.realpath(p if p.is_absolute() else sidecar.parent / p)))
     return out
+
+
+def named_by(watch: WatchSettings, sidecars: Iterable[Path | str], photo: Path) -> str | None:
+    """Where a job's source or reference photo is named: the strongest of the job's sidecars that
+    names it now (`sidecar PATH`), else the watch's defaults; None when none does any more."""
+    real = Path(os.path.realpath(photo))
+    for sc in reversed([Path(s) for s in sidecars]):
+        try:
+            raw = read_sidecar(sc, watch.inbox)
+        except JobError:
+            continue
+        if real in referenced_by(sc, raw):
+            return f"sidecar {sc}"
+    if real in referenced_by(watch.inbox / SIDECAR_NAME, watch.defaults):
+        return f"watch {watch.name} defaults"
+    return None
 
 
 class SourceIndex:

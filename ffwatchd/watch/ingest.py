@@ -277,14 +277,10 @@ def snapshot_for(settings: Settings, watch: WatchSettings, path: Path, read_from
 
 
 def _hash_sources(watch: WatchSettings, resolved: Resolved, hashes: HashCache) -> list[dict]:
-    """Each source with its hash and where it lies on the share (`root` and `rel`, so that a host
-    that mounts the share elsewhere finds it)."""
-    out = [{"path": str(p), "sha256": hashes.sha256(p), "role": "source", **(locate(watch, p) or {})}
-           for p in resolved.sources]
-    if resolved.reference is not None:
-        out.append({"path": str(resolved.reference), "sha256": hashes.sha256(resolved.reference),
-                    "role": "reference", **(locate(watch, resolved.reference) or {})})
-    return out
+    """Each source and reference photo with its hash and where it lies on the share (`root` and
+    `rel`, so that a host that mounts the share elsewhere finds it)."""
+    return [{"path": str(p), "sha256": hashes.sha256(p), "role": str(role), **(locate(watch, p) or {})}
+            for role, p in resolved.photos()]
 
 
 def _os_trouble(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: FileState,
