@@ -15,7 +15,8 @@ _META = "ffwatchd.config.key"
 @dataclass(frozen=True)
 class Key:
     name: str                               # as the config writes it
-    parse: Callable[..., Any] | None        # value -> setting, raising ValueError; None: its section reads it
+    parse: Callable[..., Any] | None        # value -> setting, raising ValueError (Reader.path_value: a
+                                            # required path); None: its section's own code reads it
     default: Any                            # REQUIRED: none
     doc: str
     field: str = ""                         # the settings field it fills ("": none, or the same as name)
@@ -55,6 +56,3 @@ def names(table: tuple[Key, ...]) -> set[str]:
     """The keys a section allows."""
     return {k.name for k in table}
 
-
-def key(table: tuple[Key, ...], name: str) -> Key:
-    return next(k for k in table if k.name == name)

@@ -1,6 +1,6 @@
 """Config file -> validated, frozen settings; every problem reported by key path.
-The settings dataclasses live in config/settings.py, the reader and config value parsers in
-config/values.py, the values sidecars share in spec/values.py."""
+The settings dataclasses, each key on its field, live in config/settings.py (keys.py: how), the
+reader and config value parsers in config/values.py, the values sidecars share in spec/values.py."""
 
 from __future__ import annotations
 
@@ -65,6 +65,8 @@ PROVENANCE_KEYS = (Key("metadata", boolean, True, "what was done (AI-modified or
                                                   "output's metadata; sidecars cannot turn it off"),
                    Key("c2pa", None, None, "sign every changed output: {cert, key, timestamp_url} "
                                            "(provenance.c2pa)"))
+MODELS_KEYS = (Key("licences_allowed", None, None, "refuse a pipeline using a model under any other licence "
+                                                  "(SPDX ids, non-commercial, research-only); none: any"),)
 MODEL_KEYS = (Key("path", None, REQUIRED, "the model file (.onnx)"),
               Key("family", None, REQUIRED, f"{' | '.join(FAMILIES)} (docs/pipeline.md)"),
               Key("kind", None, None, "the older name of family"),

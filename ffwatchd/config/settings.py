@@ -54,8 +54,8 @@ class WatchSettings:
     output: Path = setting(REQUIRED, _PATH, "results, at the same relative path as the input")
     done: Path = setting(REQUIRED, _PATH, "originals after success")
     failed: Path = setting(REQUIRED, _PATH, "originals after final failure, with <name>.error.json")
-    mode: str = setting("auto", choice(WATCH_MODES), "auto | inotify | poll; auto polls on nfs, cifs/smb3 and "
-                                                     "fuse mounts")
+    mode: str = setting("auto", choice(WATCH_MODES), f"{' | '.join(WATCH_MODES)}; auto polls on nfs, cifs/smb3 "
+                                                     "and fuse mounts")
     poll_interval: float = setting(5.0, positive_duration, "how often polling mode looks (poll mode only)")
     rescan_interval: float = setting(600.0, positive_duration, "full rescan as a safety net for missed events")
     settle: float = setting(10.0, parse_duration, "size, mtime and inode unchanged this long: the copy has finished")
@@ -80,7 +80,7 @@ class WatchSettings:
     starvation_age: float = setting(1800.0, positive_duration, "a low-priority job queued this long is raised "
                                                                "to normal")
     notify: WatchNotify = setting(WatchNotify(), None, "what sidecars may ask for (watches[].notify); "
-                                                       "without it: no notifications", shown="none")
+                                                       "without it: no notifications")
     public: dict = setting(None, None, "role (inbox, output, done, failed) -> the prefix people open it by",
                            factory=dict)
     defaults: dict = setting(None, None, "sidecar settings every ffwatch.yaml in this watch merges over "
@@ -111,7 +111,7 @@ class WorkerSettings:
                                                        "(0, 1, ...); [] = watch only")
     per_gpu: int | None = setting(None, per_gpu_value, "worker processes per CUDA device: auto (from cores, host "
                                                        "and GPU memory; see `ffwatchd check`) or 1..64", shown="auto")
-    providers: tuple[str, ...] = setting(PROVIDERS, None, "onnxruntime providers in order (cuda, cpu)")
+    providers: tuple[str, ...] = setting(PROVIDERS, None, f"onnxruntime providers in order ({', '.join(PROVIDERS)})")
     cpu_threads: int = setting(0, int_at_least(0), "onnxruntime intra-op threads on CPU; 0: its own choice")
     max_attempts: int = setting(3, int_at_least(1), "transient failures retry up to this many attempts in all")
     retry_backoff: float = setting(30.0, parse_duration, "wait before a retry (doubles with each attempt)")
@@ -158,8 +158,8 @@ class RetentionSettings:
 
 @dataclass(frozen=True)
 class LogSettings:
-    level: str = setting("info", choice(LOG_LEVELS), "debug | info | warning | error")
-    format: str = setting("text", choice(LOG_FORMATS), "text | json, to stderr (journald)")
+    level: str = setting("info", choice(LOG_LEVELS), " | ".join(LOG_LEVELS))
+    format: str = setting("text", choice(LOG_FORMATS), f"{' | '.join(LOG_FORMATS)}, to stderr (journald)")
 
 
 @dataclass(frozen=True)
@@ -194,13 +194,12 @@ class Settings:
     temp_dir: Path = setting(REQUIRED, _PATH, "per-job temp folders; local disk, outside every inbox")
     models_dir: Path = setting(REQUIRED, _PATH, "model files (`ffwatchd models list`, `ffwatchd models fetch`)")
     watches: tuple[WatchSettings, ...] = setting(REQUIRED, None, "the watched folders, a list (watches[])")
-    workers: WorkerSettings = setting(WorkerSettings(), None, "the worker processes (workers)", shown="below")
-    metrics: MetricsSettings = setting(MetricsSettings(), None, "the Prometheus endpoint (metrics)", shown="below")
-    retention: RetentionSettings = setting(RetentionSettings(), None, "what housekeeping removes (retention)",
-                                           shown="below")
-    log: LogSettings = setting(LogSettings(), None, "the log (log)", shown="below")
+    workers: WorkerSettings = setting(WorkerSettings(), None, "the worker processes (workers)")
+    metrics: MetricsSettings = setting(MetricsSettings(), None, "the Prometheus endpoint (metrics)")
+    retention: RetentionSettings = setting(RetentionSettings(), None, "what housekeeping removes (retention)")
+    log: LogSettings = setting(LogSettings(), None, "the log (log)")
     models: tuple[Model, ...] = setting((), None, "custom models besides the built-in ones (models.NAME), and "
-                                                  "licences_allowed", shown="none")
+                                                  "licences_allowed", shown="{}")
     licences_allowed: tuple[str, ...] | None = None   # models.licences_allowed; None: any licence
     ffmpeg: str | None = setting(None, ffmpeg_path, "the ffmpeg executable; else $FFMPEG_BINARY, `ffmpeg` on PATH, "
                                                     "then imageio-ffmpeg's")
@@ -208,11 +207,10 @@ class Settings:
                                            "or {metadata, c2pa} (provenance)")
     c2pa: C2paSettings | None = None      # provenance.c2pa; None: C2PA signing is off
     smtp: SmtpSettings | None = setting(None, None, "the mail server for e-mail notifications (smtp)")
-    notify: NotifySettings = setting(NotifySettings(), None, "delivery of webhooks and e-mails (notify)",
-                                     shown="below")
+    notify: NotifySettings = setting(NotifySettings(), None, "delivery of webhooks and e-mails (notify)")
     queue: QueueSettings = setting(QueueSettings(), None, "the job table: sqlite (state_dir/ffwatchd.db, one host) "
                                                           "or {url, password_file} (queue)", shown="sqlite")
-    web: WebSettings = setting(WebSettings(), None, "the operator's page (web); without it: no page", shown="none")
+    web: WebSettings = setting(WebSettings(), None, "the operator's page (web); without the section: no page")
 
     def known_models(self) -> dict[str, str]:
         """Model name -> kind, built-in and custom."""

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from ffwatchd.config.keys import REQUIRED, Key
+from ffwatchd.config.keys import Key
 from ffwatchd.errors import short_repr
 from ffwatchd.spec import jobspec
 from ffwatchd.spec.values import parse_duration
@@ -45,12 +45,12 @@ class Reader:
             return default
 
     def read(self, raw: dict, path: str, table: tuple[Key, ...]) -> dict[str, Any]:
-        """The table's keys that it can read (a parser, or a required path) -> their fields' values."""
+        """The table's keys that have a parser (or are required paths) -> their fields' values."""
         out: dict[str, Any] = {}
         for k in table:
-            if k.parse is Reader.path_value and k.default is REQUIRED:
+            if k.parse is Reader.path_value:            # a required path, against the config's folder
                 out[k.fills[0]] = self.path(raw, k.name, path, None)
-            elif k.parse is not None and k.parse is not Reader.path_value:
+            elif k.parse is not None:
                 value = self.get(raw, k.name, path, k.parse, k.default)
                 out.update(zip(k.fills, value if k.into else (value,)))
         return out

@@ -28,7 +28,8 @@ def host_names(v: Any) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class WebSettings:
     """`enabled` is true when the config has a `web:` section (and does not say enabled: false)."""
-    enabled: bool = setting(False, None, "false turns the page off", shown="true (with the section)")
+    enabled: bool = setting(False, None, "a web: section turns the page on; false turns it off",
+                           shown="true")
     host: str = setting("127.0.0.1", listen_address, "host:port of the page (behind a reverse proxy for other "
                                                      "hosts); a change needs a restart",
                         name="listen", into=("host", "port"), shown='"127.0.0.1:9810"')
