@@ -1,5 +1,5 @@
-"""config: the config file -> validated, frozen settings (load), its value parsers and the
-reader that records every problem by key path (values), the notification sections (notify) and
-the settings dataclasses (settings).
+"""config: the config file -> validated, frozen settings (load); each key stated once on the
+settings field it fills (keys, settings); value parsers and the reader that records every problem
+by key path (values); the notification sections (notify), `web:` (web), public paths (public).
 
 May import: spec, store (queue URLs), fs, errors."""

@@ -1,6 +1,6 @@
 """Config file -> validated, frozen settings; every problem reported by key path.
-The settings dataclasses live in config/settings.py, the reader and config value parsers in
-config/values.py, the values sidecars share in spec/values.py."""
+The settings dataclasses, each key on its field, live in config/settings.py (keys.py: how), the
+reader and config value parsers in config/values.py, the values sidecars share in spec/values.py."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from typing import Any
 
 import yaml
 
+from ffwatchd.config.keys import REQUIRED, Key, keys, names
 from ffwatchd.config.notify import read_notify, read_smtp, read_watch_notify
 from ffwatchd.config.public import read_public
 from ffwatchd.config.settings import (
-    DEFAULT_IGNORE,
-    DEFAULT_INCLUDE,
+    PROVIDERS,
     C2paSettings,
     LogSettings,
     MetricsSettings,
@@ -31,15 +31,8 @@ from ffwatchd.config.values import (
     boolean,
     choice,
     device_id,
-    glob_patterns,
-    group_id,
-    int_at_least,
     is_within,
-    listen_address,
     name_value,
-    octal_mode,
-    per_gpu_value,
-    positive_duration,
 )
 from ffwatchd.config.web import read_web
 from ffwatchd.errors import ConfigError, short_repr
@@ -55,39 +48,39 @@ from ffwatchd.faces.models import (
 )
 from ffwatchd.spec import jobspec
 from ffwatchd.spec.safeyaml import UnsafeYaml, load_yaml, yaml_problem
-from ffwatchd.spec.values import parse_duration, parse_size, priority_value
 from ffwatchd.store.urls import redact_url
 
 CONFIG_ENV = "FFWATCHD_CONFIG"
 MAX_CONFIG_BYTES = 1 << 20          # a config is a few KiB; anything near this is a mistake
 
-WATCH_MODES = ("auto", "inotify", "poll")
-PROVIDERS = ("cuda", "cpu")
-LOG_LEVELS = ("debug", "info", "warning", "error")
-LOG_FORMATS = ("text", "json")
-
-
-_TOP_KEYS = {"state_dir", "temp_dir", "models_dir", "watches", "workers", "metrics",
-             "retention", "log", "models", "ffmpeg", "provenance", "smtp", "notify",
-             "queue", "web"}
-_WATCH_KEYS = {"name", "inbox", "output", "done", "failed", "mode", "poll_interval",
-               "rescan_interval", "settle", "sidecar_wait", "unfinished_wait", "include", "ignore",
-               "source_roots", "defaults", "batch_quiet", "batch_quiet_max", "priority_max",
-               "starvation_age", "notify", "ingest", "file_mode", "dir_mode", "group",
-               "public", "make_folders"}
-_WORKER_KEYS = {"devices", "per_gpu", "providers", "cpu_threads", "max_attempts", "retry_backoff", "lease",
-                "job_timeout", "grace_period", "ram_limit", "vram_limit", "max_pixels",
-                "recycle_after", "video_segment"}
-_RETENTION_KEYS = {"interval", "temp_max_age", "done_max_age", "failed_max_age",
-                   "jobs_max_age", "output_max_age", "min_free_disk"}
+TOP_KEYS = keys(Settings)
+WATCH_KEYS = keys(WatchSettings)
+WORKER_KEYS = keys(WorkerSettings)
+METRICS_KEYS = keys(MetricsSettings)
+RETENTION_KEYS = keys(RetentionSettings)
+LOG_KEYS = keys(LogSettings)
+QUEUE_KEYS = keys(QueueSettings)
+C2PA_KEYS = keys(C2paSettings)
+PROVENANCE_KEYS = (Key("metadata", boolean, True, "what was done (AI-modified or edited), in every changed "
+                                                  "output's metadata; sidecars cannot turn it off"),
+                   Key("c2pa", None, None, "sign every changed output: {cert, key, timestamp_url} "
+                                           "(provenance.c2pa)"))
+MODELS_KEYS = (Key("licences_allowed", None, None, "refuse a pipeline using a model under any other licence "
+                                                  "(SPDX ids, non-commercial, research-only); none: any"),)
+MODEL_KEYS = (Key("path", None, REQUIRED, "the model file (.onnx)"),
+              Key("family", None, REQUIRED, f"{' | '.join(FAMILIES)} (docs/pipeline.md)"),
+              Key("kind", None, None, "the older name of family"),
+              Key("sha256", None, None, "the file's sha256 hex digest, checked when it is loaded"),
+              Key("licence", None, "unknown", "an SPDX id, non-commercial, research-only or unknown, "
+                                              "or {id, url}"),
+              Key("url", None, None, "where it came from (http(s))"))
 
 
 def _read_watch(r: Reader, raw: Any, path: str, index: int,
                 known_models: dict[str, str]) -> WatchSettings | None:
-    raw = r.section(raw, path, _WATCH_KEYS)
+    raw = r.section(raw, path, names(WATCH_KEYS))
     if not raw and not isinstance(raw, dict):
         return None
-    d = WatchSettings
     name = r.get(raw, "name", path, name_value, f"watch{index}")
     source_roots: tuple[Path, ...] = ()
     if "source_roots" in raw:
@@ -103,37 +96,17 @@ def _read_watch(r: Reader, raw: Any, path: str, index: int,
         defaults = {}
     else:
         r.problems.extend(jobspec.validate(defaults, f"{path}.defaults", known_models))
-    quiet = r.get(raw, "batch_quiet", path, parse_duration, d.batch_quiet)
-    quiet_max = r.get(raw, "batch_quiet_max", path, parse_duration, d.batch_quiet_max)
-    if quiet > quiet_max:
-        r.problem(f"{path}.batch_quiet", f"{quiet:g} s is longer than batch_quiet_max ({quiet_max:g} s)")
+    values = r.read(raw, path, WATCH_KEYS)
+    if values["batch_quiet"] > values["batch_quiet_max"]:
+        r.problem(f"{path}.batch_quiet", f"{values['batch_quiet']:g} s is longer than batch_quiet_max "
+                                         f"({values['batch_quiet_max']:g} s)")
     return WatchSettings(
         name=name,
-        inbox=r.path(raw, "inbox", path, None),
-        output=r.path(raw, "output", path, None),
-        done=r.path(raw, "done", path, None),
-        failed=r.path(raw, "failed", path, None),
-        mode=r.get(raw, "mode", path, choice(WATCH_MODES), d.mode),
-        poll_interval=r.get(raw, "poll_interval", path, positive_duration, d.poll_interval),
-        rescan_interval=r.get(raw, "rescan_interval", path, positive_duration, d.rescan_interval),
-        settle=r.get(raw, "settle", path, parse_duration, d.settle),
-        sidecar_wait=r.get(raw, "sidecar_wait", path, parse_duration, d.sidecar_wait),
-        unfinished_wait=r.get(raw, "unfinished_wait", path, parse_duration, d.unfinished_wait),
-        include=r.get(raw, "include", path, glob_patterns, DEFAULT_INCLUDE),
-        ignore=r.get(raw, "ignore", path, glob_patterns, DEFAULT_IGNORE),
         source_roots=source_roots,
-        ingest=r.get(raw, "ingest", path, boolean, d.ingest),
-        make_folders=r.get(raw, "make_folders", path, boolean, d.make_folders),
-        batch_quiet=quiet,
-        batch_quiet_max=quiet_max,
-        priority_max=r.get(raw, "priority_max", path, priority_value, d.priority_max),
-        starvation_age=r.get(raw, "starvation_age", path, positive_duration, d.starvation_age),
-        notify=read_watch_notify(r, raw.get("notify"), f"{path}.notify", parse_duration),
+        notify=read_watch_notify(r, raw.get("notify"), f"{path}.notify"),
         public=read_public(r, raw.get("public"), f"{path}.public"),
         defaults=copy.deepcopy(defaults),
-        file_mode=r.get(raw, "file_mode", path, octal_mode(0o666), d.file_mode),
-        dir_mode=r.get(raw, "dir_mode", path, octal_mode(0o7777), d.dir_mode),
-        group=r.get(raw, "group", path, group_id, None),
+        **values,
     )
 
 
@@ -155,7 +128,7 @@ def _read_models(r: Reader, raw: Any) -> tuple[tuple[Model, ...], tuple[str, ...
             else:
                 allowed = tuple(x.strip() for x in spec)
             continue
-        spec = r.section(spec, path, {"path", "family", "kind", "sha256", "licence", "url"})
+        spec = r.section(spec, path, names(MODEL_KEYS))
         if not isinstance(spec, dict) or not spec:
             if spec == {}:
                 r.problem(path, "needs path and family")
@@ -217,7 +190,7 @@ def _read_queue(r: Reader, raw: Any) -> QueueSettings:
     if not isinstance(raw, dict):
         r.problem("queue", f"{raw!r} is neither sqlite nor a mapping {{url: postgresql://…}}")
         return QueueSettings()
-    raw = r.section(raw, "queue", {"url", "password_file"})
+    raw = r.section(raw, "queue", names(QUEUE_KEYS))
     url = raw.get("url")
     if not isinstance(url, str) or not re.match(r"^postgres(ql)?://", url):
 
@@ -237,21 +210,16 @@ def _read_provenance(r: Reader, raw: Any) -> tuple[bool, C2paSettings | None]:
     """`provenance: true|false` (metadata on or off), or `{metadata: BOOL, c2pa: {cert, key}}`."""
     if raw is None or isinstance(raw, bool):
         return raw is not False, None
-    rp = r.section(raw, "provenance", {"metadata", "c2pa"})
+    rp = r.section(raw, "provenance", names(PROVENANCE_KEYS))
     if not isinstance(raw, dict):
         return True, None
-    metadata = r.get(rp, "metadata", "provenance", boolean, True)
+    metadata = r.read(rp, "provenance", PROVENANCE_KEYS)["metadata"]
     if rp.get("c2pa") is None:
         return metadata, None
-    rc = r.section(rp["c2pa"], "provenance.c2pa", {"cert", "key", "timestamp_url"})
+    rc = r.section(rp["c2pa"], "provenance.c2pa", names(C2PA_KEYS))
     if not isinstance(rp["c2pa"], dict):
         return metadata, None
-    url = rc.get("timestamp_url")
-    if url is not None and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
-        r.problem("provenance.c2pa.timestamp_url", f"{short_repr(url)} is not an http(s) URL")
-        url = None
-    return metadata, C2paSettings(cert=r.path(rc, "cert", "provenance.c2pa", None),
-                                  key=r.path(rc, "key", "provenance.c2pa", None), timestamp_url=url)
+    return metadata, C2paSettings(**r.read(rc, "provenance.c2pa", C2PA_KEYS))
 
 
 def _check_folders(r: Reader, state_dir: Path, temp_dir: Path,
@@ -288,10 +256,9 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
     where = str(source) if source else "<config>"
     if not isinstance(raw, dict):
         raise ConfigError(where, ["(top): the config must be a YAML mapping"])
-    r.section(raw, "", _TOP_KEYS)
-    state_dir = r.path(raw, "state_dir", "", None)
-    temp_dir = r.path(raw, "temp_dir", "", None)
-    models_dir = r.path(raw, "models_dir", "", None)
+    r.section(raw, "", names(TOP_KEYS))
+    top = r.read(raw, "", TOP_KEYS)         # the folders and ffmpeg; the sections are read below
+    state_dir, temp_dir = top["state_dir"], top["temp_dir"]
     models, licences_allowed = _read_models(r, raw.get("models"))
     watches = _read_watches(r, raw.get("watches"), registry.known_models(models))
     _licence_problems(r, watches, models, licences_allowed)
@@ -303,23 +270,21 @@ def load_settings(raw: Any, base: Path, source: Path | None = None) -> Settings:
     metrics = _read_metrics(r, raw.get("metrics"))
     retention = _read_retention(r, raw.get("retention"))
     log = _read_log(r, raw.get("log"))
-    ffmpeg = _read_ffmpeg(r, raw.get("ffmpeg"))
     provenance, c2pa = _read_provenance(r, raw.get("provenance", True))
-    smtp = read_smtp(r, raw.get("smtp"), parse_duration, int_at_least, boolean)
-    notify = read_notify(r, raw.get("notify"), parse_duration, int_at_least)
+    smtp = read_smtp(r, raw.get("smtp"))
+    notify = read_notify(r, raw.get("notify"))
     for i, w in enumerate(watches):
         if w.notify.email_domains and smtp is None:
             r.problem(f"watches[{i}].notify.email_domains", "e-mail needs the global smtp: section")
     queue = _read_queue(r, raw.get("queue"))
-    web = read_web(r, raw.get("web"), listen_address, boolean)
+    web = read_web(r, raw.get("web"))
     if web.enabled and metrics.enabled and (web.host, web.port) == (metrics.host, metrics.port):
         r.problem("web.listen", f"{web.host}:{web.port} is metrics.listen too; give the page a port of its own")
     if r.problems:
         raise ConfigError(where, r.problems)
-    return Settings(source=source, state_dir=state_dir, temp_dir=temp_dir, models_dir=models_dir,
-                    watches=tuple(watches), workers=workers, metrics=metrics, retention=retention,
-                    log=log, models=models, licences_allowed=licences_allowed, ffmpeg=ffmpeg, provenance=provenance,
-                    c2pa=c2pa, smtp=smtp, notify=notify, queue=queue, web=web)
+    return Settings(source=source, watches=tuple(watches), workers=workers, metrics=metrics, retention=retention,
+                    log=log, models=models, licences_allowed=licences_allowed, provenance=provenance,
+                    c2pa=c2pa, smtp=smtp, notify=notify, queue=queue, web=web, **top)
 
 
 def _read_watches(r: Reader, raw: Any, known_models: dict[str, str]) -> list[WatchSettings]:
@@ -345,60 +310,29 @@ def _read_list(r: Reader, rw: dict, key: str, parse: Any, default: tuple, empty_
 
 
 def _read_workers(r: Reader, raw: Any) -> WorkerSettings:
-    rw = r.section(raw, "workers", _WORKER_KEYS)
+    rw = r.section(raw, "workers", names(WORKER_KEYS))
     d = WorkerSettings
     return WorkerSettings(
         devices=_read_list(r, rw, "devices", device_id, d.devices, True,
                            "must be a list (cpu, or CUDA device ids; [] for a host that only watches and "
                            "leaves the work to other hosts)"),
-        per_gpu=r.get(rw, "per_gpu", "workers", per_gpu_value, d.per_gpu),
         providers=_read_list(r, rw, "providers", choice(PROVIDERS), d.providers, False,
                              "must be a non-empty list of cuda, cpu"),
-        cpu_threads=r.get(rw, "cpu_threads", "workers", int_at_least(0), d.cpu_threads),
-        max_attempts=r.get(rw, "max_attempts", "workers", int_at_least(1), d.max_attempts),
-        retry_backoff=r.get(rw, "retry_backoff", "workers", parse_duration, d.retry_backoff),
-        lease=r.get(rw, "lease", "workers", positive_duration, d.lease),
-        job_timeout=r.get(rw, "job_timeout", "workers", positive_duration, d.job_timeout),
-        grace_period=r.get(rw, "grace_period", "workers", parse_duration, d.grace_period),
-        ram_limit=r.get(rw, "ram_limit", "workers", parse_size, d.ram_limit),
-        vram_limit=r.get(rw, "vram_limit", "workers", parse_size, d.vram_limit),
-        max_pixels=r.get(rw, "max_pixels", "workers", int_at_least(1), d.max_pixels),
-        recycle_after=r.get(rw, "recycle_after", "workers", int_at_least(1), d.recycle_after),
-        video_segment=r.get(rw, "video_segment", "workers", positive_duration, d.video_segment),
+        **r.read(rw, "workers", WORKER_KEYS),
     )
 
 
 def _read_metrics(r: Reader, raw: Any) -> MetricsSettings:
-    rm = r.section(raw, "metrics", {"enabled", "listen"})
-    host, port = r.get(rm, "listen", "metrics", listen_address, ("127.0.0.1", 9808))
-    return MetricsSettings(enabled=r.get(rm, "enabled", "metrics", boolean, True), host=host, port=port)
+    return MetricsSettings(**r.read(r.section(raw, "metrics", names(METRICS_KEYS)), "metrics", METRICS_KEYS))
 
 
 def _read_retention(r: Reader, raw: Any) -> RetentionSettings:
-    rr = r.section(raw, "retention", _RETENTION_KEYS)
-    dr = RetentionSettings
-    return RetentionSettings(
-        interval=r.get(rr, "interval", "retention", positive_duration, dr.interval),
-        temp_max_age=r.get(rr, "temp_max_age", "retention", parse_duration, dr.temp_max_age),
-        done_max_age=r.get(rr, "done_max_age", "retention", parse_duration, dr.done_max_age),
-        failed_max_age=r.get(rr, "failed_max_age", "retention", parse_duration, dr.failed_max_age),
-        jobs_max_age=r.get(rr, "jobs_max_age", "retention", parse_duration, dr.jobs_max_age),
-        output_max_age=r.get(rr, "output_max_age", "retention", parse_duration, dr.output_max_age),
-        min_free_disk=r.get(rr, "min_free_disk", "retention", parse_size, dr.min_free_disk),
-    )
+    return RetentionSettings(**r.read(r.section(raw, "retention", names(RETENTION_KEYS)), "retention",
+                                      RETENTION_KEYS))
 
 
 def _read_log(r: Reader, raw: Any) -> LogSettings:
-    rl = r.section(raw, "log", {"level", "format"})
-    return LogSettings(level=r.get(rl, "level", "log", choice(LOG_LEVELS), "info"),
-                       format=r.get(rl, "format", "log", choice(LOG_FORMATS), "text"))
-
-
-def _read_ffmpeg(r: Reader, raw: Any) -> str | None:
-    if raw is not None and not isinstance(raw, str):
-        r.problem("ffmpeg", f"{short_repr(raw)} is not a path to an ffmpeg executable")
-        return None
-    return raw
+    return LogSettings(**r.read(r.section(raw, "log", names(LOG_KEYS)), "log", LOG_KEYS))
 
 
 def resolve_config_path(path: str | os.PathLike | None) -> Path:

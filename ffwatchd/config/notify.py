@@ -7,48 +7,57 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from ffwatchd.backoff import Backoff
+from ffwatchd.config.keys import REQUIRED, Key, keys, names, setting
+from ffwatchd.config.values import Reader, boolean, int_at_least, port_number
 from ffwatchd.errors import short_repr
-from ffwatchd.spec.values import email_domain
+from ffwatchd.spec.values import email_domain, parse_duration
 
 
 @dataclass(frozen=True)
 class WatchNotify:
     """What notifications a watch's sidecars may ask for."""
-    webhook_prefixes: tuple[str, ...] = ()
-    email_domains: tuple[str, ...] = ()
+    webhook_prefixes: tuple[str, ...] = setting((), None, "http(s) URL prefixes ending in '/' a sidecar's webhooks "
+                                                          "must start with (scheme, host, port and path)")
+    email_domains: tuple[str, ...] = setting((), None, "e-mail recipients outside these domains are refused "
+                                                       "(needs smtp)")
     webhook_secret: str | None = field(default=None, repr=False, compare=False)
     secret_source: str | None = None          # where the secret came from (for `check`), never its value
 
 
+WATCH_NOTIFY_KEYS = keys(WatchNotify,
+                         Key("webhook_secret_file", None, None, "a file holding the webhooks' HMAC-SHA256 key "
+                                                                "(16 characters or more); needed for webhooks"),
+                         Key("webhook_secret_env", None, None, "or the environment variable holding it"))
+
+
 @dataclass(frozen=True)
 class SmtpSettings:
-    server: str
-    port: int = 587
-    starttls: bool = True
-    credentials_file: Path | None = None      # first line `user:password`; read at send time
-    sender: str = "ffwatchd@localhost"
-    timeout: float = 30.0
-    ca_file: Path | None = None               # to trust a private CA for STARTTLS
+    server: str = setting(REQUIRED, None, "the mail server's host name")
+    port: int = setting(587, port_number, "its SMTP port")
+    starttls: bool = setting(True, boolean, "STARTTLS before logging in")
+    credentials_file: Path | None = setting(None, None, "first line USER:PASSWORD, mode 0600; read at each send")
+    sender: str = setting("ffwatchd@localhost", None, "the From: address", name="from")
+    timeout: float = setting(30.0, parse_duration, "one connection to the mail server")
+    ca_file: Path | None = setting(None, None, "a CA to trust for STARTTLS (a private one)")
 
 
 @dataclass(frozen=True)
 class NotifySettings:
-    max_attempts: int = 10
-    backoff: float = 30.0                     # first retry; doubles up to backoff_max
-    backoff_max: float = 3600.0
-    timeout: float = 10.0                     # one webhook request
+    max_attempts: int = setting(10, int_at_least(1), "tries before a notification is given up")
+    backoff: float = setting(30.0, parse_duration, "wait before the second try; doubles with each try ...")
+    backoff_max: float = setting(3600.0, parse_duration, "... up to this")
+    timeout: float = setting(10.0, parse_duration, "one webhook try, connect to the last byte of the answer")
 
     def retry_delay(self, attempts: int) -> float:
         return Backoff(self.backoff, self.backoff_max).delay(attempts)
 
 
-def read_watch_notify(r: Any, raw: Any, path: str, duration: Callable[[Any], float]) -> WatchNotify:
-    raw = r.section(raw, path, {"webhook_prefixes", "email_domains", "webhook_secret_file",
-                                "webhook_secret_env"})
+def read_watch_notify(r: Reader, raw: Any, path: str) -> WatchNotify:
+    raw = r.section(raw, path, names(WATCH_NOTIFY_KEYS))
     prefixes: tuple[str, ...] = ()
     if "webhook_prefixes" in raw:
         value = raw["webhook_prefixes"]
@@ -93,11 +102,14 @@ def read_watch_notify(r: Any, raw: Any, path: str, duration: Callable[[Any], flo
                        secret_source=source)
 
 
-def read_smtp(r: Any, raw: Any, duration: Callable[[Any], float], integer: Callable[[int], Any],
-              boolean: Callable[[Any], bool]) -> SmtpSettings | None:
+SMTP_KEYS = keys(SmtpSettings)
+NOTIFY_KEYS = keys(NotifySettings)
+
+
+def read_smtp(r: Reader, raw: Any) -> SmtpSettings | None:
     if raw is None:
         return None
-    raw = r.section(raw, "smtp", {"server", "port", "starttls", "credentials_file", "from", "timeout", "ca_file"})
+    raw = r.section(raw, "smtp", names(SMTP_KEYS))
     server = raw.get("server")
     if not isinstance(server, str) or not server.strip():
         r.problem("smtp.server", f"{short_repr(server)} is not a host name" if server is not None else "is required")
@@ -119,21 +131,11 @@ def read_smtp(r: Any, raw: Any, duration: Callable[[Any], float], integer: Calla
         elif not creds.exists():
             r.problem("smtp.credentials_file", f"{creds} does not exist")
     ca = r.path(raw, "ca_file", "smtp", None) if "ca_file" in raw else None
-    port = r.get(raw, "port", "smtp", integer(1), 587)
-    if port > 65535:
-        r.problem("smtp.port", f"{port} is not a port")
-    return SmtpSettings(server=server.strip(), port=port,
-                        starttls=r.get(raw, "starttls", "smtp", boolean, True), credentials_file=creds,
-                        sender=sender, timeout=r.get(raw, "timeout", "smtp", duration, 30.0), ca_file=ca)
+    return SmtpSettings(server=server.strip(), credentials_file=creds, sender=sender, ca_file=ca,
+                        **r.read(raw, "smtp", SMTP_KEYS))
 
 
-def read_notify(r: Any, raw: Any, duration: Callable[[Any], float],
-                integer: Callable[[int], Any]) -> NotifySettings:
-    raw = r.section(raw, "notify", {"max_attempts", "backoff", "backoff_max", "timeout"})
-    d = NotifySettings
-    return NotifySettings(max_attempts=r.get(raw, "max_attempts", "notify", integer(1), d.max_attempts),
-                          backoff=r.get(raw, "backoff", "notify", duration, d.backoff),
-                          backoff_max=r.get(raw, "backoff_max", "notify", duration, d.backoff_max),
-                          timeout=r.get(raw, "timeout", "notify", duration, d.timeout))
+def read_notify(r: Reader, raw: Any) -> NotifySettings:
+    return NotifySettings(**r.read(r.section(raw, "notify", names(NOTIFY_KEYS)), "notify", NOTIFY_KEYS))
 
 

@@ -9,16 +9,19 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ffwatchd.config.keys import Key, names
 from ffwatchd.errors import short_repr
 
 ROLES = ("inbox", "output", "done", "failed")
+PUBLIC_KEYS = tuple(Key(role, None, None, f"the prefix people open {role}/ by (a UNC path, smb://... or https://...)")
+                    for role in ROLES)
 
 
 def read_public(r: Any, raw: Any, path: str) -> dict[str, str]:
     """The `public:` mapping of one watch (role -> prefix), checked."""
     if raw is None:
         return {}
-    raw = r.section(raw, path, set(ROLES))
+    raw = r.section(raw, path, names(PUBLIC_KEYS))
     out = {}
     for role, prefix in raw.items():
         if not isinstance(prefix, str) or not prefix.strip() or any(c in prefix for c in "\r\n\t"):

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
+from ffwatchd.config.keys import Key
 from ffwatchd.errors import short_repr
 from ffwatchd.spec import jobspec
 from ffwatchd.spec.values import parse_duration
@@ -42,6 +43,17 @@ class Reader:
         except (ValueError, TypeError) as e:
             self.problem(join_key(path, key), str(e))
             return default
+
+    def read(self, raw: dict, path: str, table: tuple[Key, ...]) -> dict[str, Any]:
+        """The table's keys that have a parser (or are required paths) -> their fields' values."""
+        out: dict[str, Any] = {}
+        for k in table:
+            if k.parse is Reader.path_value:            # a required path, against the config's folder
+                out[k.fills[0]] = self.path(raw, k.name, path, None)
+            elif k.parse is not None:
+                value = self.get(raw, k.name, path, k.parse, k.default)
+                out.update(zip(k.fills, value if k.into else (value,)))
+        return out
 
     def value(self, value: Any, path: str, conv: Callable[[Any], Any], default: Any) -> Any:
         """Convert one value found at `path` (a list item, say)."""
@@ -87,6 +99,13 @@ def int_at_least(minimum: int) -> Callable[[Any], int]:
     return conv
 
 
+def port_number(v: Any) -> int:
+    port = int_at_least(1)(v)
+    if port > 65535:
+        raise ValueError(f"{port} is not a port")
+    return port
+
+
 def boolean(v: Any) -> bool:
     if not isinstance(v, bool):
         raise ValueError(f"{short_repr(v)} is not true or false")
@@ -104,6 +123,18 @@ def glob_patterns(v: Any) -> tuple[str, ...]:
     if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
         raise ValueError(f"{short_repr(v)} is not a list of glob patterns")
     return tuple(v)
+
+
+def http_url(v: Any) -> str | None:
+    if v is not None and not (isinstance(v, str) and v.startswith(("http://", "https://"))):
+        raise ValueError(f"{short_repr(v)} is not an http(s) URL")
+    return v
+
+
+def ffmpeg_path(v: Any) -> str | None:
+    if v is not None and not isinstance(v, str):
+        raise ValueError(f"{short_repr(v)} is not a path to an ffmpeg executable")
+    return v
 
 
 def name_value(v: Any) -> str:

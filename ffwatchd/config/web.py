@@ -7,38 +7,12 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-WEB_KEYS = {"enabled", "listen", "token_file", "hosts"}
-DEFAULT_LISTEN = ("127.0.0.1", 9810)
+from ffwatchd.config.keys import keys, names, setting
+from ffwatchd.config.values import Reader, boolean, listen_address
+
 MIN_TOKEN_LENGTH = 16
-
-
-@dataclass(frozen=True)
-class WebSettings:
-    """`enabled` is true when the config has a `web:` section (and does not say enabled: false)."""
-    enabled: bool = False
-    host: str = DEFAULT_LISTEN[0]
-    port: int = DEFAULT_LISTEN[1]
-    token_file: Path | None = None            # None: the page is read-only
-    hosts: tuple[str, ...] = ()               # names the Host header may carry besides localhost and IPs
-    token: str | None = field(default=None, repr=False, compare=False)
-
-
-def read_web(r: Any, raw: Any, listen_address: Callable[[Any], tuple[str, int]],
-             boolean: Callable[[Any], bool]) -> WebSettings:
-    """`web: {enabled, listen, token_file, hosts}`; every problem by key path."""
-    if raw is None:
-        return WebSettings()
-    rw = r.section(raw, "web", WEB_KEYS)
-    enabled = r.get(rw, "enabled", "web", boolean, True)
-    host, port = r.get(rw, "listen", "web", listen_address, DEFAULT_LISTEN)
-    token_file = token = None
-    if rw.get("token_file") is not None:
-        token_file = r.path(rw, "token_file", "web", None)
-        token = _read_token(r, token_file)
-    hosts = r.get(rw, "hosts", "web", host_names, ())
-    return WebSettings(enabled=enabled, host=host, port=port, token_file=token_file, token=token, hosts=hosts)
 
 
 def host_names(v: Any) -> tuple[str, ...]:
@@ -49,6 +23,37 @@ def host_names(v: Any) -> tuple[str, ...]:
     if bad:
         raise ValueError(f"{bad[0][:100]!r} is not a host name (no port, no scheme)")
     return tuple(h.lower() for h in v)
+
+
+@dataclass(frozen=True)
+class WebSettings:
+    """`enabled` is true when the config has a `web:` section (and does not say enabled: false)."""
+    enabled: bool = setting(False, None, "a web: section turns the page on; false turns it off",
+                           shown="true")
+    host: str = setting("127.0.0.1", listen_address, "host:port of the page (behind a reverse proxy for other "
+                                                     "hosts); a change needs a restart",
+                        name="listen", into=("host", "port"), shown='"127.0.0.1:9810"')
+    port: int = 9810
+    token_file: Path | None = setting(None, None, "mode 600, first line a token of 16 characters or more; "
+                                                  "without it the page is read-only")
+    hosts: tuple[str, ...] = setting((), host_names, "names the page answers to besides localhost and IP addresses")
+    token: str | None = field(default=None, repr=False, compare=False)
+
+
+WEB_KEYS = keys(WebSettings)
+
+
+def read_web(r: Reader, raw: Any) -> WebSettings:
+    """`web: {enabled, listen, token_file, hosts}`; every problem by key path."""
+    if raw is None:
+        return WebSettings()
+    rw = r.section(raw, "web", names(WEB_KEYS))
+    enabled = r.get(rw, "enabled", "web", boolean, True)      # a web: section turns the page on
+    token_file = token = None
+    if rw.get("token_file") is not None:
+        token_file = r.path(rw, "token_file", "web", None)
+        token = _read_token(r, token_file)
+    return WebSettings(enabled=enabled, token_file=token_file, token=token, **r.read(rw, "web", WEB_KEYS))
 
 
 def _read_token(r: Any, path: Path) -> str | None:
