@@ -147,3 +147,38 @@ def test_a_fresh_worker_process_starts_its_jobs_run_at_zero(tmp_path: Path) -> N
     slot.jobs_done, slot.restarts = 500, 1
     sup.spawn_worker(slot)
     assert slot.pid == 5151 and slot.info()["jobs_done"] == 0 and slot.info()["restarts"] == 1
+
+
+def test_worker_events_cross_a_process_queue_and_move_the_slot(tmp_path: Path) -> None:
+    """Each event is a typed value that survives the pickling of a multiprocessing queue; the
+    supervisor's dispatch moves the slot through ready, busy, idle, down-table and recycle."""
+    import multiprocessing
+
+    from ffwatchd.store import Unreachable
+    from ffwatchd.work.events import Beat, Finished, QueueReport, Ready, Recycle, Started
+    from ffwatchd.work.outcome import Ending, Outcome
+
+    sup = Supervisor(_settings(tmp_path), None)
+    sup.events = multiprocessing.get_context("spawn").Queue()
+    sup._next_status = 99.0
+    slot = sup.slots[0]
+    sup.events.put(Ready(0, 4242, "cpu"))
+    sup.handle_events(timeout=10)
+    assert (slot.pid, slot.provider, slot.state, sup._next_status) == (4242, "cpu", "idle", 0.0)
+    sup.events.put(Started(0, 7, 1000.0))
+    sup.events.put(Beat(0, 7, 1001.0))
+    sup.handle_events(timeout=10)
+    assert (slot.state, slot.jobs) == ("busy", {7: 1000.0})
+    sup.events.put(Finished(0, Outcome(7, "studio", "image", Ending.DONE, fatal=True)))
+    sup.events.put(QueueReport(0, Unreachable(1000.0, "disk full")))
+    sup.handle_events(timeout=10)
+    if slot.queue_down is None:          # the second event may not have crossed yet
+        sup.handle_events(timeout=10)
+    assert (slot.state, slot.jobs, slot.jobs_done, slot.exit_reason) == ("idle", {}, 1, "memory")
+    assert sup.queue_unreachable() == Unreachable(1000.0, "disk full")
+    sup.events.put(QueueReport(0, None))
+    sup.events.put(Recycle(0, 4242, 500))
+    sup.handle_events(timeout=10)
+    if slot.exit_reason != "recycled":
+        sup.handle_events(timeout=10)
+    assert slot.queue_down is None and slot.exit_reason == "recycled"

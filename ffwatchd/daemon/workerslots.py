@@ -14,7 +14,18 @@ from typing import Any
 
 from ffwatchd.backoff import Backoff
 from ffwatchd.daemon.recovery import give_back, give_back_untouched
-from ffwatchd.store import Unreachable
+from ffwatchd.work.events import (
+    Beat,
+    FailedStart,
+    Finished,
+    LeasesExpired,
+    QueueReport,
+    Ready,
+    Recycle,
+    Started,
+    WorkerEvent,
+)
+from ffwatchd.work.outcome import Ending, Outcome
 from ffwatchd.work.touched import Touched
 from ffwatchd.work.worker import worker_main, worker_owner
 
@@ -232,65 +243,64 @@ class WorkerSlots:
             except queue.Empty:
                 return
 
-    def _on_event(self, event: tuple) -> None:
-        kind, index = event[0], event[1]
-        slot = self.slots[index]
-        if kind == "ready":
-            slot.pid, slot.provider, slot.state = event[2], event[3], "idle"
-            self._next_status = 0.0          # show the new worker at once
-            asked = slot.device != "cpu" and "cuda" in self.settings.workers.providers
-            if asked and slot.provider != "cuda":
-                self.warnings.append(f"device {slot.device}: CUDA asked for, running on {slot.provider}")
-            if self.metrics is not None:
-                self.metrics.set_worker_provider(slot.device, slot.provider)
-        elif kind == "failed_start":
-            log.error("worker %d could not start: %s", index, event[3])
-            self.warnings.append(f"worker {index} could not start: {event[3]}")
-        elif kind == "start":
-            slot.state = "busy"
-            slot.jobs[event[2]] = event[3]
-            slot.last_beat = time.monotonic()
-        elif kind == "beat":
-            slot.last_beat = time.monotonic()
-        elif kind == "finish":
-            outcome = event[2]
-            slot.jobs.pop(outcome["job_id"], None)
-            slot.state = "busy" if slot.jobs else "idle"
-            slot.jobs_done += 1
-            if outcome.get("fatal"):
-                slot.exit_reason = "memory"
-            tracker = self.batches.tracker if self.batches is not None else None
-            if outcome.get("thumbs") and tracker is not None:
-                for path, uri in outcome["thumbs"].items():
-                    tracker.thumbs.put(outcome["job_id"], path, uri)
-            self._record_outcome(outcome)
-        elif kind == "leases_expired":
-            if self.metrics is not None:
-                self.metrics.leases_expired(event[2], event[3] if len(event) > 3 else ())
-        elif kind == "queue":          # its store lost (since) or regained (None) the job table
-            slot.queue_down = Unreachable(event[2], event[3]) if event[2] is not None else None
-            if event[2] is not None:
-                log.warning("worker %d: the job table is out of reach since %s: %s", index,
-                            time.strftime("%H:%M:%S", time.localtime(event[2])), event[3])
-            else:
-                log.info("worker %d: the job table is reachable again", index)
-            self._next_status = 0.0
-        elif kind == "recycle":
-            slot.exit_reason = "recycled"
-            log.info("worker %d recycles after %d jobs", index, event[3])
+    def _on_event(self, event: WorkerEvent) -> None:
+        slot = self.slots[event.index]
+        match event:
+            case Ready(pid=pid, provider=provider):
+                slot.pid, slot.provider, slot.state = pid, provider, "idle"
+                self._next_status = 0.0          # show the new worker at once
+                asked = slot.device != "cpu" and "cuda" in self.settings.workers.providers
+                if asked and provider != "cuda":
+                    self.warnings.append(f"device {slot.device}: CUDA asked for, running on {provider}")
+                if self.metrics is not None:
+                    self.metrics.set_worker_provider(slot.device, provider)
+            case FailedStart(why=why):
+                log.error("worker %d could not start: %s", event.index, why)
+                self.warnings.append(f"worker {event.index} could not start: {why}")
+            case Started(job_id=job_id, at=at):
+                slot.state = "busy"
+                slot.jobs[job_id] = at
+                slot.last_beat = time.monotonic()
+            case Beat():
+                slot.last_beat = time.monotonic()
+            case Finished(outcome=outcome):
+                slot.jobs.pop(outcome.job_id, None)
+                slot.state = "busy" if slot.jobs else "idle"
+                slot.jobs_done += 1
+                if outcome.fatal:
+                    slot.exit_reason = "memory"
+                tracker = self.batches.tracker if self.batches is not None else None
+                if outcome.thumbs and tracker is not None:
+                    for path, uri in outcome.thumbs.items():
+                        tracker.thumbs.put(outcome.job_id, path, uri)
+                self._record_outcome(outcome)
+            case LeasesExpired(count=count, requeued=requeued):
+                if self.metrics is not None:
+                    self.metrics.leases_expired(count, requeued)
+            case QueueReport(down=down):       # its store lost (down) or regained (None) the job table
+                slot.queue_down = down
+                if down is not None:
+                    log.warning("worker %d: the job table is out of reach since %s: %s", event.index,
+                                time.strftime("%H:%M:%S", time.localtime(down.since)), down.reason)
+                else:
+                    log.info("worker %d: the job table is reachable again", event.index)
+                self._next_status = 0.0
+            case Recycle(jobs=jobs):
+                slot.exit_reason = "recycled"
+                log.info("worker %d recycles after %d jobs", event.index, jobs)
         if self.metrics is not None:
             self.metrics.set_busy_workers(sum(1 for s in self.slots if s.state == "busy"))
 
-    def _record_outcome(self, o: dict) -> None:
+    def _record_outcome(self, o: Outcome) -> None:
         if self.metrics is None:
             return
         m = self.metrics
-        m.job_finished(o["watch"], o["kind"], o["outcome"], o["duration"], o["queue_wait"], o.get("error_kind"))
-        if o["outcome"] in ("done", "failed"):
-            m.bytes_processed(o["watch"], o["bytes"])
-            m.frames_processed(o["watch"], o["frames"])
-        if o["outcome"] == "done":
-            m.faces_processed(o["watch"], o.get("faces", 0), o.get("similarities") or [])
+        m.job_finished(o.watch, o.kind, o.outcome, o.duration, o.queue_wait, o.error_kind)
+        if o.outcome in (Ending.DONE, Ending.FAILED):
+            m.bytes_processed(o.watch, o.bytes)
+            m.frames_processed(o.watch, o.frames)
+        if o.outcome == Ending.DONE:
+            m.faces_processed(o.watch, o.faces, o.similarities)
 
     def wake_workers(self) -> None:
         for slot in self.slots:

@@ -25,6 +25,7 @@ from ffwatchd.store.rows import (
     Filing,
     Heartbeat,
     Job,
+    LeaseStatus,
     Stats,
     Unreachable,
     WorkerRow,
@@ -113,7 +114,7 @@ def _open(settings: Settings) -> JobQueue:
 
 
 __all__ = ["DriverMissing", "FINISHED", "KINDS", "PRIORITIES", "STATES", "Batch", "Delivery", "Filing", "priority_name",
-           "Heartbeat", "Job",
+           "Heartbeat", "Job", "LeaseStatus",
            "JobQueue", "JobStore", "NotFound", "QueueUnavailable", "SchemaMismatch", "Use", "SqliteJobStore", "Stats",
            "TransitionError", "open_store",
            "queue_password", "redact_url", "store_errors", "Unreachable", "WorkerRow"]

@@ -23,7 +23,7 @@ from ffwatchd.store.contract import NotFound, TransitionError, fence_refusal
 from ffwatchd.store.dialect import Tx
 from ffwatchd.store.names import decode_path, shown
 from ffwatchd.store.outbox import NEW_GENERATION
-from ffwatchd.store.rows import KINDS, Job, Stats
+from ffwatchd.store.rows import KINDS, Job, LeaseStatus, Stats
 
 log = logging.getLogger(__name__)
 
@@ -161,17 +161,17 @@ _HEARTBEAT = """lease_until = {now} + :lease, progress_done = coalesce(CAST(:don
 
 
 def heartbeat(tx: Tx, job_id: int, owner: str, lease: float, progress: tuple[int, int] | None,
-              attempt: int | None) -> str:
-    """'ok' (lease extended), 'cancelled' (an operator cancelled it: stop) or 'lost'."""
+              attempt: int | None) -> LeaseStatus:
+    """The lease extended (OK), or why not."""
     done, total = progress if progress is not None else (None, None)
     if tx.one(fenced_sql(_HEARTBEAT, False, "id"), id=job_id, owner=owner, attempt=attempt, lease=lease,
               done=done, total=total) is not None:
-        return "ok"
+        return LeaseStatus.OK
     row = tx.one("SELECT state, lease_owner, claims FROM jobs WHERE id = :id", id=job_id)
     if row is not None and row["lease_owner"] == owner and row["state"] == "cancelled" \
             and (attempt is None or row["claims"] == attempt):
-        return "cancelled"
-    return "lost"
+        return LeaseStatus.CANCELLED
+    return LeaseStatus.LOST
 
 
 SET_FILING = "filing = :filing"

@@ -15,6 +15,7 @@ from ffwatchd.backoff import Backoff
 from ffwatchd.config.settings import Settings
 from ffwatchd.filing.shares import ShareCheck
 from ffwatchd.store import Job, JobQueue, QueueUnavailable, Unreachable, store_errors
+from ffwatchd.work.events import Beat, Finished, LeasesExpired, QueueReport, Recycle, Started
 from ffwatchd.work.runner import JobRunner
 
 log = logging.getLogger(__name__)
@@ -28,8 +29,8 @@ QUEUE_LOOK_EVERY = 1.0    # seconds between looks at whether the store reaches i
 
 
 class QueueReports:
-    """Tells the supervisor when this worker's store loses and regains its table (event
-    ("queue", index, since, reason), since None when it is back), from a thread that reads
+    """Tells the supervisor when this worker's store loses and regains its table (a QueueReport,
+    `down` None when it is back), from a thread that reads
     `store.unreachable()` only: a claim or heartbeat waiting on the table delays no report."""
 
     def __init__(self, store: Any, events: Any, index: int) -> None:
@@ -49,7 +50,7 @@ class QueueReports:
         now = failed or self.store.unreachable()
         if (now is None) != (self._said is None):
             self._said = now
-            self.events.put(("queue", self.index, now.since if now else None, now.reason if now else None))
+            self.events.put(QueueReport(self.index, now))
 
     def _run(self) -> None:
         while not self._stop.wait(QUEUE_LOOK_EVERY):
@@ -128,7 +129,7 @@ class WorkerLoop:
     def report_expired(self) -> None:
         stats = self.store.stats
         if stats.expired_leases or stats.requeued:         # leases a claim found expired
-            self.events.put(("leases_expired", self.index, stats.expired_leases, stats.requeued))
+            self.events.put(LeasesExpired(self.index, stats.expired_leases, tuple(stats.requeued)))
             stats.expired_leases = 0
             stats.requeued = []
 
@@ -137,7 +138,7 @@ class WorkerLoop:
         in flight."""
         while self.inflight and (len(self.inflight) > keep or self.inflight[0][1].done()):
             outcome = self.inflight.popleft()[1].result()
-            self.events.put(("finish", self.index, outcome.__dict__))
+            self.events.put(Finished(self.index, outcome))
             self.report_expired()
 
     # -- claiming ---------------------------------------------------------------------------------
@@ -273,10 +274,10 @@ class WorkerLoop:
             self.hand_back_held(run_number)
         if self.touched is not None:
             self.touched.running(job.id)        # before the work: read by the supervisor if we die
-        self.events.put(("start", self.index, job.id, time.time()))
+        self.events.put(Started(self.index, job.id, time.time()))
         try:
-            processed = self.runner.start(job, beat=lambda job_id: self.events.put(("beat", self.index, job_id,
-                                                                                     time.time())))
+            processed = self.runner.start(job, beat=lambda job_id: self.events.put(Beat(self.index, job_id,
+                                                                                        time.time())))
         finally:
             if timer is not None:
                 timer.cancel()
@@ -310,7 +311,7 @@ class WorkerLoop:
                     break
                 if self.done >= self.recycle_after:
                     self.report_filed(0)
-                    self.events.put(("recycle", self.index, os.getpid(), self.done))
+                    self.events.put(Recycle(self.index, os.getpid(), self.done))
                     break
                 if job is None:
                     job = self.next_job()
