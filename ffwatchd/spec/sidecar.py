@@ -13,7 +13,7 @@ import stat as statmod
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Protocol, runtime_checkable
 
 import yaml
 
@@ -25,10 +25,40 @@ from ffwatchd.spec.safeyaml import UnsafeYaml, load_yaml, yaml_problem
 from ffwatchd.spec.sniff import read_head, sniff_bytes
 from ffwatchd.spec.values import email_domain, url_allowed
 
-if TYPE_CHECKING:     # a watch's settings are handed in; config sits above spec
-    from ffwatchd.config.settings import WatchSettings
-
 log = logging.getLogger(__name__)
+
+
+class NotifyAllowed(Protocol):
+    """The notifications a watch lets its sidecars ask for (config's WatchNotify is one)."""
+
+    @property
+    def webhook_prefixes(self) -> tuple[str, ...]: ...
+
+    @property
+    def email_domains(self) -> tuple[str, ...]: ...
+
+
+@runtime_checkable
+class SidecarWatch(Protocol):
+    """What sidecars read of a watch's settings (config's WatchSettings is one: config sits above spec)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def inbox(self) -> Path: ...
+
+    @property
+    def source_roots(self) -> tuple[Path, ...]: ...
+
+    @property
+    def defaults(self) -> dict: ...
+
+    @property
+    def batch_quiet_max(self) -> float: ...
+
+    @property
+    def notify(self) -> NotifyAllowed: ...
 
 SIDECAR_NAME = "ffwatch.yaml"
 SIDECAR_SUFFIX = ".ffwatch.yaml"
@@ -142,7 +172,7 @@ def is_within(child: Path, parent: Path) -> bool:
     return child == parent or parent in child.parents
 
 
-def allowed_roots(watch: WatchSettings) -> list[Path]:
+def allowed_roots(watch: SidecarWatch) -> list[Path]:
     """Where sources may live, after symlinks: the inbox root and the configured source roots."""
     return [Path(os.path.realpath(p)) for p in (watch.inbox, *watch.source_roots)]
 
@@ -151,7 +181,7 @@ class MissingSource(JobError):
     """A source or reference a sidecar names is not there (yet: folders arrive in any order)."""
 
 
-def resolve_entry(value: str, base: Path, watch: WatchSettings, where: str, key: str) -> Path:
+def resolve_entry(value: str, base: Path, watch: SidecarWatch, where: str, key: str) -> Path:
     """A `sources`/`reference` entry -> its real absolute path, checked before anything reads it."""
     raw = Path(value)
     real = Path(os.path.realpath(raw if raw.is_absolute() else base / raw))
@@ -173,7 +203,7 @@ def resolve_entry(value: str, base: Path, watch: WatchSettings, where: str, key:
     return real
 
 
-def _resolve_layer(raw: Mapping[str, Any], base: Path, watch: WatchSettings, where: str) -> dict:
+def _resolve_layer(raw: Mapping[str, Any], base: Path, watch: SidecarWatch, where: str) -> dict:
     """One validated layer with its paths made absolute and checked."""
     layer = dict(raw)
     if "sources" in layer:
@@ -207,7 +237,7 @@ def check_complete(merged: Mapping[str, Any], where: str) -> None:
                                       "reference image")
 
 
-def check_targets(merged: Mapping[str, Any], watch: WatchSettings, where: str) -> None:
+def check_targets(merged: Mapping[str, Any], watch: SidecarWatch, where: str) -> None:
     """Notification targets and the quiet period within what the watch's config allows: a
     sidecar is written by anyone on the share, so nothing outside the allow-lists is contacted."""
 
@@ -239,7 +269,7 @@ def batch_folder(inbox: Path, sidecars: Iterable[Path | str]) -> str:
     return ""
 
 
-def defaults_suffice(watch: WatchSettings) -> bool:
+def defaults_suffice(watch: SidecarWatch) -> bool:
     """Whether a file may run on the watch defaults alone (they name sources, or need none)."""
     return bool(watch.defaults.get("sources")) or not _needing_sources(
         watch.defaults.get("processors") or default_processors())
@@ -262,7 +292,7 @@ class Resolved:
     references: frozenset[Path] = field(default_factory=frozenset)
 
 
-def resolve_spec(watch: WatchSettings, path: Path, known_models: Mapping[str, str]) -> Resolved:
+def resolve_spec(watch: SidecarWatch, path: Path, known_models: Mapping[str, str]) -> Resolved:
     """Find, validate and merge the sidecars for `path` over the watch defaults.
 
     Raises JobError('bad_sidecar') naming the sidecar and the key."""
@@ -302,7 +332,7 @@ def referenced_by(sidecar: Path, raw: Any) -> set[Path]:
 class SourceIndex:
     """Every file some sidecar of a watch names as a source or reference, so it never becomes a job."""
 
-    def __init__(self, watch: WatchSettings) -> None:
+    def __init__(self, watch: SidecarWatch) -> None:
         self.watch = watch
         self._by_sidecar: dict[Path, set[Path]] = {}
         self._defaults = referenced_by(watch.inbox / SIDECAR_NAME, watch.defaults)
@@ -332,7 +362,7 @@ class SourceIndex:
         return Path(os.path.realpath(path)) in self._all
 
     @classmethod
-    def from_disk(cls, watch: WatchSettings, sidecars: Iterable[Path] | None = None) -> "SourceIndex":
+    def from_disk(cls, watch: SidecarWatch, sidecars: Iterable[Path] | None = None) -> "SourceIndex":
         """Walk the inbox for sidecars (the CLI's way; the watcher feeds them as it finds them)."""
         index = cls(watch)
         if sidecars is None:
