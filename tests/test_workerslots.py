@@ -1,5 +1,5 @@
-"""The supervisor's reaping of a killed worker: every job it held goes back, also one the
-supervisor had not heard of yet."""
+"""The supervisor's worker slots: the reaping of a killed worker (every job it held goes back,
+also one the supervisor had not heard of yet), a fresh process, the workers' events."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from ffwatchd.config.load import load_settings
-from ffwatchd.daemon.workerslots import WorkerSlot, WorkerSlots
+from ffwatchd.daemon.supervisor import Supervisor
 from ffwatchd.store import JobStore
 from ffwatchd.work.worker import worker_owner
 
@@ -23,11 +23,13 @@ class Killed:
         return None
 
 
-class Supervisor(WorkerSlots):
-    def __init__(self, settings, store) -> None:
-        self.settings, self.store, self.metrics, self.batches = settings, store, None, None
-        self.stopping, self.warnings = False, []
-        self.slots = [WorkerSlot(index=0, device="cpu", process=Killed(), pid=4242)]
+def supervisor(tmp_path: Path, store: JobStore | None = None) -> Supervisor:
+    """The daemon's supervisor, not started: its one cpu slot served by a process that died."""
+    sup = Supervisor(tmp_path / "c.yaml", _settings(tmp_path))
+    sup.store = store
+    [slot] = sup.slots
+    slot.process, slot.pid = Killed(), 4242
+    return sup
 
 
 def _settings(tmp_path: Path):
@@ -53,7 +55,6 @@ def test_a_killed_workers_jobs_all_go_back_only_those_it_touched_counted(tmp_pat
 
     from ffwatchd.work.touched import Touched
 
-    settings = _settings(tmp_path)
     store = JobStore(tmp_path / "q.db")
     owner = worker_owner("cpu", 4242)
     for name in ("a.jpg", "b.jpg", "c.jpg", "d.jpg", "e.jpg"):
@@ -63,7 +64,7 @@ def test_a_killed_workers_jobs_all_go_back_only_those_it_touched_counted(tmp_pat
     decoding = store.claim(owner, 600)              # claimed ahead, its prefetch decoding it
     ahead = store.claim(owner, 600)                 # claimed ahead (or by a filing's finish), untouched
     other = store.claim(worker_owner("cpu", 4343), 600)
-    sup = Supervisor(settings, store)
+    sup = supervisor(tmp_path, store)
     slot = sup.slots[0]
     slot.jobs = {reported.id: time.monotonic()}
     slot.touched = Touched.new(multiprocessing.get_context("spawn"))
@@ -141,8 +142,8 @@ class _Ctx:
 def test_a_fresh_worker_process_starts_its_jobs_run_at_zero(tmp_path: Path) -> None:
     """status's `jobs run` is the worker process's (the row names its pid): a worker started after a
     recycle or a crash showed the jobs of the processes before it in that slot."""
-    sup = Supervisor(None, None)
-    sup.ctx, sup.events, sup.claim_ok = _Ctx(), None, None
+    sup = supervisor(tmp_path)
+    sup.ctx = _Ctx()
     slot = sup.slots[0]
     slot.jobs_done, slot.restarts = 500, 1
     sup.spawn_worker(slot)
@@ -152,14 +153,11 @@ def test_a_fresh_worker_process_starts_its_jobs_run_at_zero(tmp_path: Path) -> N
 def test_worker_events_cross_a_process_queue_and_move_the_slot(tmp_path: Path) -> None:
     """Each event is a typed value that survives the pickling of a multiprocessing queue; the
     supervisor's dispatch moves the slot through ready, busy, idle, down-table and recycle."""
-    import multiprocessing
-
     from ffwatchd.store import Unreachable
     from ffwatchd.work.events import Beat, Finished, QueueReport, Ready, Recycle, Started
     from ffwatchd.work.outcome import Ending, Outcome
 
-    sup = Supervisor(_settings(tmp_path), None)
-    sup.events = multiprocessing.get_context("spawn").Queue()
+    sup = supervisor(tmp_path)
     sup._next_status = 99.0
     slot = sup.slots[0]
     sup.events.put(Ready(0, 4242, "cpu"))
