@@ -180,3 +180,46 @@ def test_worker_events_cross_a_process_queue_and_move_the_slot(tmp_path: Path) -
     if slot.exit_reason != "recycled":
         sup.handle_events(timeout=10)
     assert slot.queue_down is None and slot.exit_reason == "recycled"
+
+
+
+
+def test_a_watcher_built_without_metrics_wakes_an_idle_worker_on_enqueue(tmp_path: Path, monkeypatch) -> None:
+    """SQLite pushes nothing: the watcher's enqueue, committed through the supervisor's store, wakes
+    its idle workers (the wake-up rode on the metrics hooks: a watcher without them woke nobody)."""
+    import threading
+
+    from ffwatchd.watch.service import WatchService
+    from ffwatchd.work import workloop
+
+    monkeypatch.setattr(workloop, "IDLE_POLL", 120.0)     # only a wake-up ends the idle wait in time
+    face = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100 + b"\x00\x00\x00\x00IEND\xaeB`\x82"
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib/me.png").write_bytes(face)
+    folders = {d: str(tmp_path / d) for d in ("inbox", "output", "done", "failed")}
+    settings = load_settings({"state_dir": str(tmp_path / "st"), "temp_dir": str(tmp_path / "t"),
+                              "models_dir": str(tmp_path / "m"),
+                              "watches": [{"name": "studio", **folders, "mode": "poll", "settle": 0.2,
+                                           "poll_interval": 0.1, "source_roots": [str(tmp_path / "lib")],
+                                           "defaults": {"sources": [str(tmp_path / "lib/me.png")]}}]}, tmp_path)
+    for folder in settings.watches[0].folders().values():
+        folder.mkdir(parents=True, exist_ok=True)
+    sup = Supervisor(tmp_path / "c.yaml", settings)
+    sup.store = sup.open_job_table()
+    sup.store.upgrade_schema()
+    slot = sup.slots[0]
+    slot.wake, stop = threading.Event(), threading.Event()
+    idle = threading.Thread(target=workloop.wait_for_work, args=(sup.store, slot.wake, stop), daemon=True)
+    idle.start()
+    watcher = WatchService(settings, sup.store)               # no metrics
+    watcher.start()
+    try:
+        (settings.watches[0].inbox / "a.jpg").write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100 + b"\xff\xd9")
+        idle.join(30)
+        assert not idle.is_alive(), "the idle worker was not woken by the enqueue"
+        assert [j.rel_path for j in sup.store.list(state="queued")] == ["a.jpg"]
+    finally:
+        stop.set()
+        slot.wake.set()
+        watcher.stop()
+        sup.store.close()

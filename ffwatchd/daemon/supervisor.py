@@ -20,7 +20,7 @@ from multiprocessing.context import SpawnContext
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Event
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from ffwatchd.config.load import load_config, resolve_config_path
 from ffwatchd.config.settings import Settings
@@ -132,7 +132,7 @@ class Supervisor:
             make_private(folder)
         s.models_dir.mkdir(parents=True, exist_ok=True)
         self._lock_file = lock_state_dir(s)
-        self.store = open_store(s, Use.UNCHECKED)
+        self.store = self.open_job_table()
         try:
             upgrade_queue(self.store, lease=s.workers.lease, daemon=True)    # the one place that migrates
         except UpgradeRefused as e:
@@ -164,6 +164,13 @@ class Supervisor:
             if plan.device != "cpu":
                 log.info("device %s: %d worker process(es) (%s)", plan.device, plan.workers, plan.why)
         log.info("ffwatchd ready: %d watch(es), %d worker(s)", len(s.watches), len(self.slots))
+
+    def open_job_table(self) -> JobQueue:
+        """The supervisor's store: work committed through it (the watcher's enqueues, a job given
+        back) wakes the idle workers at once, as PostgreSQL's NOTIFY wakes other hosts'."""
+        store = open_store(self.settings, Use.UNCHECKED)
+        store.on_work = self.wake_workers
+        return store
 
     def check_ledger(self) -> None:
         """At start-up (in a thread: the walk may be long on a big share): how many files of done/,
@@ -268,7 +275,7 @@ class Supervisor:
         # Imported here: watchdog loads in the daemon only, not in the commands that import this module.
         from ffwatchd.watch.service import WatchService
 
-        self.watcher = WatchService(self.settings, self.store, metrics=_WakingHooks(self), notices_from=notices_from)
+        self.watcher = WatchService(self.settings, self.store, metrics=self.metrics, notices_from=notices_from)
         self.watcher.start()
 
     def _wait_for_workers(self) -> None:
@@ -780,20 +787,6 @@ class Supervisor:
             self._maybe_retention(now)
             self.stalls.tick()
             self.notifier.watchdog()
-
-
-class _WakingHooks:
-    """Metrics hooks for the watcher that also wake idle workers when a job is enqueued."""
-
-    def __init__(self, sup: Supervisor) -> None:
-        self.sup = sup
-
-    def job_enqueued(self, watch: str) -> None:
-        self.sup.metrics.job_enqueued(watch)
-        self.sup.wake_workers()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.sup.metrics, name)
 
 
 def unreachable_doc(away: Unreachable | None) -> dict | None:

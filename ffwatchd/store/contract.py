@@ -81,6 +81,9 @@ class JobQueue(abc.ABC):
     where: str = ""
     #: whether `wait_for_work` really waits for a push (else callers keep their own wake-up)
     pushes_work: bool = False
+    #: called in this process after a commit that made work claimable (enqueue, retry, release,
+    #: requeue): the push's in-process form, by which the daemon wakes its idle workers
+    on_work: Callable[[], None] | None = None
 
     def unreachable(self) -> Unreachable | None:
         """Since when (and why) this store has not reached its table, or None; read without
