@@ -101,7 +101,7 @@ class Supervisor:
         self.stopping = False
         self.warnings: list[str] = []
         self.reload_refused: str | None = None     # the last reload's refusal, until one succeeds
-        self.models_missing: list[str] = []
+        self.models_missing: dict[str, str] = {}     # watch -> why its defaults' models are missing
         #: the job table's schema is no longer this version's (a newer ffwatchd upgraded it): claiming stops
         self.schema_problem: str | None = None
         #: watches whose folders are not all there now (their jobs wait, unclaimed): watch -> why
@@ -193,7 +193,7 @@ class Supervisor:
         whether C2PA signing can work."""
 
         self.models_missing = missing_default_models(self.settings)
-        for line in self.models_missing:
+        for line in self.models_missing.values():
             log.warning("%s", line)
         problem = c2pa_problem(self.settings)
         if problem:
@@ -209,11 +209,10 @@ class Supervisor:
         before = self.models_missing
         if now == before:
             return
-        gone = {line.split(":", 1)[0] for line in before} - {line.split(":", 1)[0] for line in now}
-        for watch in sorted(gone):
-            log.info("the model(s) needed by %s are now in place", watch)
-        for line in now:
-            if line not in before:
+        for watch in sorted(before.keys() - now.keys()):
+            log.info("the model(s) needed by watch %s are now in place", watch)
+        for watch, line in now.items():
+            if before.get(watch) != line:
                 log.warning("%s", line)
         self.models_missing = now
 
@@ -644,7 +643,7 @@ class Supervisor:
                 "unsettled": self.watcher.unsettled_count() if self.watcher is not None else {},
                 "waiting": self.watcher.waiting_files() if self.watcher is not None else {},
                 "unfiled": self.watcher.unfiled_files() if self.watcher is not None else {},
-                "warnings": self.current_warnings(unavailable), "models_missing": self.models_missing,
+                "warnings": self.current_warnings(unavailable), "models_missing": list(self.models_missing.values()),
                 "stopping": self.stopping, "queue_unreachable": unreachable_doc(self.table_unreachable()),
                 "metrics": (f"{self.settings.metrics.host}:{self.settings.metrics.port}"
                             if self.metrics is not None and self.settings.metrics.enabled else None),
