@@ -37,7 +37,7 @@ from ffwatchd.daemon.reloading import (
 )
 from ffwatchd.daemon.systemd import Notifier
 from ffwatchd.daemon.tablechores import TableChores
-from ffwatchd.daemon.workerslots import SlotState, WorkerSlot
+from ffwatchd.daemon.workerslots import ExitReason, SlotState, WorkerSlot
 from ffwatchd.errors import ConfigError
 from ffwatchd.filing.shares import ShareCheck, ShareFolders
 from ffwatchd.fs.writefs import make_private
@@ -290,7 +290,7 @@ class Supervisor:
     # -- the worker processes: spawn, reap (say why, give back their jobs), kill the stuck, respawn
     # with backoff, and the events the workers send -------------------------------------------
 
-    def replace_workers(self, reason: str) -> None:
+    def replace_workers(self, reason: ExitReason) -> None:
         """Every running worker finishes its current job and exits; a fresh one takes its place."""
         for slot in self.slots:
             if slot.process is not None and slot.stop is not None:
@@ -322,12 +322,12 @@ class Supervisor:
             p.join(timeout=0)
             code = p.exitcode
             how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
-            reason = slot.exit_reason or ("stopped" if code == 0 else "crashed")
-            unasked = reason == "stopped" and not self.stopping and slot.exit_reason is None
+            reason = slot.exit_reason or (ExitReason.STOPPED if code == 0 else ExitReason.CRASHED)
+            unasked = reason is ExitReason.STOPPED and not self.stopping and slot.exit_reason is None
             if unasked:   # a worker exits 0 only when told to stop: a SIGTERM sent to the whole
                 # process group (timeout, a container runtime) reached it before ours was handled
                 log.info("worker %d (pid %s) stopped on a signal of its own (exit code 0)", slot.index, slot.pid)
-            elif reason == "crashed":
+            elif reason is ExitReason.CRASHED:
                 log.error("worker %d (pid %s, device %s) died: %s", slot.index, slot.pid, slot.device, how)
                 self.warnings.append(f"worker {slot.index} died ({how}) at {time.strftime('%H:%M:%S')}")
                 self.warnings = self.warnings[-10:]
@@ -342,10 +342,10 @@ class Supervisor:
             slot.jobs = {}
             if not self.stopping and self.metrics is not None:
                 self.metrics.worker_restarted(slot.device, "other" if unasked else
-                                              reason if reason != "stopped" else "crashed")
+                                              reason if reason is not ExitReason.STOPPED else ExitReason.CRASHED)
             slot.process = None
             slot.state = SlotState.DOWN
-            if reason == "crashed":
+            if reason is ExitReason.CRASHED:
                 slot.restarts += 1
                 slot.next_spawn = time.monotonic() + SPAWN_BACKOFF.delay(slot.restarts)
             else:           # after an unasked stop, a moment for our own pending signal first
@@ -365,7 +365,7 @@ class Supervisor:
         else:
             self.chores.submit_once(what, chore)
 
-    def _give_back_jobs(self, owner: str, jobs: dict, current: int | None, touched: set, reason: str,
+    def _give_back_jobs(self, owner: str, jobs: dict, current: int | None, touched: set, reason: ExitReason,
                         code: int | None, how: str) -> None:
         """An exited worker's row removed and every job it held back to the queue (or failed)."""
         try:
@@ -378,8 +378,8 @@ class Supervisor:
                 if job_id not in held:
                     (held if job_id in touched else untouched).append(job_id)
         for job_id in held:
-            kind = "worker_crashed" if reason == "crashed" else reason
-            if kind in ("memory", "timeout", "stalled") and job_id != current:
+            kind = "worker_crashed" if reason is ExitReason.CRASHED else reason.value
+            if kind in (ExitReason.MEMORY, ExitReason.TIMEOUT, ExitReason.STALLED) and job_id != current:
                 kind = "worker_crashed"     # the job being filed, not the one that ran over
             give_back(self.settings, self.store, self.metrics, job_id, owner, kind, how, self.stopping)
         for job_id in untouched:
@@ -407,14 +407,14 @@ class Supervisor:
         for slot in self.slots:
             if slot.process is None or not slot.process.is_alive() or slot.exit_reason:
                 continue
-            reason = None
+            reason: ExitReason | None = None
             oldest = min(slot.jobs.values(), default=None)
             if oldest is not None and time.time() - oldest > w.job_timeout:
-                reason = "timeout"
+                reason = ExitReason.TIMEOUT
             elif slot.jobs and now - slot.last_beat > max(w.lease, 3 * LOOP_TICK) * 1.5 and not self._table_away():
-                reason = "stalled"      # (no heartbeat gets through while the table is away: not a stall)
+                reason = ExitReason.STALLED      # (no heartbeat gets through while the table is away: not a stall)
             elif slot.rss() > w.ram_limit * 1.1:
-                reason = "memory"
+                reason = ExitReason.MEMORY
             if reason:
                 log.error("killing worker %d (pid %s): %s (job %s)", slot.index, slot.pid, reason, slot.job_id)
                 slot.exit_reason = reason
@@ -475,7 +475,7 @@ class Supervisor:
                 slot.state = SlotState.BUSY if slot.jobs else SlotState.IDLE
                 slot.jobs_done += 1
                 if outcome.fatal:
-                    slot.exit_reason = "memory"
+                    slot.exit_reason = ExitReason.MEMORY
                 tracker = self.batches.tracker if self.batches is not None else None
                 if outcome.thumbs and tracker is not None:
                     for path, uri in outcome.thumbs.items():
@@ -493,7 +493,7 @@ class Supervisor:
                     log.info("worker %d: the job table is reachable again", event.index)
                 self._next_status = 0.0
             case Recycle(jobs=jobs):
-                slot.exit_reason = "recycled"
+                slot.exit_reason = ExitReason.RECYCLED
                 log.info("worker %d recycles after %d jobs", event.index, jobs)
         if self.metrics is not None:
             self.metrics.set_busy_workers(sum(1 for s in self.slots if s.state is SlotState.BUSY))
@@ -688,7 +688,7 @@ class Supervisor:
         self.diskguard = None
         self._start_diskguard()
         if not unchanged:
-            self.replace_workers("reload")  # they pick up the new settings after their current job
+            self.replace_workers(ExitReason.RELOAD)  # they pick up the new settings after their current job
         self.report_models()
         self.write_status()                 # `status` shows the reload's warnings once it is logged
         log.info("config reloaded from %s%s", self.config_path,
@@ -712,7 +712,7 @@ class Supervisor:
             self.handle_events(timeout=0.2)
             for s in self.slots:
                 if s.process is not None and not s.process.is_alive():
-                    s.exit_reason = s.exit_reason or "stopped"
+                    s.exit_reason = s.exit_reason or ExitReason.STOPPED
             self.reap_workers()
             self.stalls.tick()
             self.notifier.watchdog()
@@ -721,7 +721,7 @@ class Supervisor:
                 log.warning("worker %d still busy with job %s after the grace period: "
                             "killing it, job back to the queue",
                             slot.index, slot.job_id)
-                slot.exit_reason = "stopped"
+                slot.exit_reason = ExitReason.STOPPED
                 slot.process.kill()
                 slot.process.join(10)
         self.reap_workers()

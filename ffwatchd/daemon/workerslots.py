@@ -21,6 +21,17 @@ class SlotState(StrEnum):
     DOWN = "down"                  # exited; spawned again after its backoff
 
 
+class ExitReason(StrEnum):
+    """Why a slot's process exited: the restart metric's reason, what its jobs are given back as."""
+    CRASHED = "crashed"            # nobody asked it to
+    STOPPED = "stopped"            # the daemon stops (or a signal of its own: said as such)
+    RECYCLED = "recycled"          # workers.recycle_after jobs run
+    RELOAD = "reload"              # a reload changed what the workers hold
+    TIMEOUT = "timeout"            # killed: its job ran past workers.job_timeout
+    STALLED = "stalled"            # killed: its heartbeats stopped
+    MEMORY = "memory"              # killed, or exited, over workers.ram_limit
+
+
 @dataclass
 class WorkerSlot:
     """One configured device and the process currently serving it."""
@@ -35,7 +46,7 @@ class WorkerSlot:
     jobs: dict[int, float] = field(default_factory=dict)   # job id -> start time: one processing, one being filed
     last_beat: float = 0.0
     jobs_done: int = 0
-    exit_reason: str | None = None   # set when we decided the exit (recycle, timeout, memory)
+    exit_reason: ExitReason | None = None   # set when we decided the exit (recycle, timeout, memory)
     restarts: int = 0
     touched: Touched | None = None   # what the process works on, read after it died
     next_spawn: float = 0.0
