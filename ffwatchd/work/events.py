@@ -4,6 +4,7 @@ the worker's slot (`index`). They cross a multiprocessing queue, so each is plai
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from ffwatchd.store import Unreachable
 from ffwatchd.work.outcome import Outcome
@@ -72,3 +73,9 @@ class Recycle:
 
 
 WorkerEvent = Ready | FailedStart | Started | Beat | Finished | LeasesExpired | QueueReport | Recycle
+
+
+class Events(Protocol):
+    """Where a worker puts its events: the supervisor's multiprocessing queue."""
+
+    def put(self, event: WorkerEvent) -> None: ...

@@ -20,7 +20,7 @@ from ffwatchd.logs import setup_logging
 from ffwatchd.store import Use, open_store
 from ffwatchd.work.benchstage import ENV as BENCH_ENV
 from ffwatchd.work.benchstage import bench_pipeline
-from ffwatchd.work.events import FailedStart, Ready
+from ffwatchd.work.events import Events, FailedStart, Ready
 
 if TYPE_CHECKING:
     from ffwatchd.pipeline.contract import JobPipeline
@@ -91,7 +91,7 @@ def load_pipeline(settings: Settings, device: str) -> "JobPipeline":
                     licences_allowed=settings.licences_allowed, ram_limit=w.ram_limit)
 
 
-def worker_main(settings: Settings, device: str, index: int, events: Any, wake: Any, stop: Any,
+def worker_main(settings: Settings, device: str, index: int, events: Events, wake: Any, stop: Any,
                 claim_ok: Any, touched: Any = None) -> None:
     """Entry point of a spawned worker process."""
     # The job's code (models, media) is imported in the worker process only, not by the supervisor.

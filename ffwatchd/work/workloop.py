@@ -15,7 +15,7 @@ from ffwatchd.backoff import Backoff
 from ffwatchd.config.settings import Settings
 from ffwatchd.filing.shares import ShareCheck
 from ffwatchd.store import Job, JobQueue, QueueUnavailable, Unreachable, store_errors
-from ffwatchd.work.events import Beat, Finished, LeasesExpired, QueueReport, Recycle, Started
+from ffwatchd.work.events import Beat, Events, Finished, LeasesExpired, QueueReport, Recycle, Started
 from ffwatchd.work.runner import JobRunner
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ class QueueReports:
     `down` None when it is back), from a thread that reads
     `store.unreachable()` only: a claim or heartbeat waiting on the table delays no report."""
 
-    def __init__(self, store: Any, events: Any, index: int) -> None:
+    def __init__(self, store: JobQueue, events: Events, index: int) -> None:
         self.store, self.events, self.index = store, events, index
         self._said: Unreachable | None = None
         self._stop = threading.Event()
@@ -101,7 +101,7 @@ class WorkerLoop:
     queueing one after another."""
 
     def __init__(self, settings: Settings, store: JobQueue, runner: JobRunner, owner: str, index: int,
-                 worker_info: dict, events: Any, wake: Any, stop: Any, claim_ok: Any) -> None:
+                 worker_info: dict, events: Events, wake: Any, stop: Any, claim_ok: Any) -> None:
         self.settings, self.store, self.runner, self.owner, self.index = settings, store, runner, owner, index
         self.worker_info, self.events, self.wake, self.stop, self.claim_ok = worker_info, events, wake, stop, claim_ok
         self.lease, self.recycle_after = settings.workers.lease, settings.workers.recycle_after
