@@ -11,6 +11,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Callable
 
+from ffwatchd.work.touched import Touched
+
 log = logging.getLogger(__name__)
 
 
@@ -59,7 +61,7 @@ class Prefetcher:
         self._check, self._decode, self._share, self._prepare = check, decode, share, prepare
         self._pool: ThreadPoolExecutor | None = None
         self._futures: dict[int, Future] = {}
-        self.touched: Any = None             # work/touched.py: the decode in progress, for the supervisor
+        self.touched: Touched | None = None  # the decode in progress, for the supervisor
 
     def submit(self, job: Any, original: Path) -> None:
         """Start checking and decoding `job`'s original (an image) in the stage's thread."""

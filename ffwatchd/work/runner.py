@@ -14,7 +14,7 @@ import stat as statmod
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.errors import JobError
@@ -95,7 +95,7 @@ class JobRunner:
         self.failures = FailurePolicy(settings, store, owner, self.waiter, self._clean_temp, self._checked)
         make_private(settings.temp_dir)
 
-    def run(self, job: Job, beat: Any = None) -> Outcome:
+    def run(self, job: Job, beat: Callable[[int], None] | None = None) -> Outcome:
         """Process and file one job, start to end."""
         return self.start(job, beat).finish()
 
@@ -138,7 +138,7 @@ class JobRunner:
     def close(self) -> None:
         self.prefetcher.close()
 
-    def start(self, job: Job, beat: Any = None) -> "Pending":
+    def start(self, job: Job, beat: Callable[[int], None] | None = None) -> "Pending":
         """Process one job under its lease; the filing of a success is left to `Pending.finish`,
         so a worker can file one job (mostly waiting on fsync) while it processes the next."""
         out = Outcome(job.id, job.watch, job.kind, Ending.FAILED,

@@ -21,6 +21,7 @@ from ffwatchd.store import Use, open_store
 from ffwatchd.work.benchstage import ENV as BENCH_ENV
 from ffwatchd.work.benchstage import bench_pipeline
 from ffwatchd.work.events import Events, FailedStart, Ready
+from ffwatchd.work.touched import Touched
 
 if TYPE_CHECKING:
     from ffwatchd.pipeline.contract import JobPipeline
@@ -92,7 +93,7 @@ def load_pipeline(settings: Settings, device: str) -> "JobPipeline":
 
 
 def worker_main(settings: Settings, device: str, index: int, events: Events, wake: Any, stop: Any,
-                claim_ok: Any, touched: Any = None) -> None:
+                claim_ok: Any, touched: Touched | None = None) -> None:
     """Entry point of a spawned worker process."""
     # The job's code (models, media) is imported in the worker process only, not by the supervisor.
     from ffwatchd.work.runner import JobRunner

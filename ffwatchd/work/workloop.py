@@ -16,7 +16,9 @@ from ffwatchd.config.settings import Settings
 from ffwatchd.filing.shares import ShareCheck
 from ffwatchd.store import Job, JobQueue, QueueUnavailable, Unreachable, store_errors
 from ffwatchd.work.events import Beat, Events, Finished, LeasesExpired, QueueReport, Recycle, Started
-from ffwatchd.work.runner import JobRunner
+from ffwatchd.work.outcome import Outcome
+from ffwatchd.work.runner import JobRunner, Pending
+from ffwatchd.work.touched import Touched
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +64,7 @@ class PausedWatches:
     PAUSED_EVERY seconds (so a claim costs no extra query), and again when the supervisor wakes
     the worker (a pause on this host is seen at once, on the others within PAUSED_EVERY)."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: JobQueue) -> None:
         self.store = store
         self._names: set[str] = set()
         self._read_at = -PAUSED_EVERY
@@ -79,7 +81,7 @@ class PausedWatches:
         return self._names
 
 
-def wait_for_work(store: Any, wake: Any, stop: Any) -> None:
+def wait_for_work(store: JobQueue, wake: Any, stop: Any) -> None:
     """Idle: until work may be there, a stop, or the slow poll (IDLE_POLL) as a safety net.
 
     PostgreSQL pushes (LISTEN/NOTIFY from any host's enqueue); SQLite does not, and the
@@ -110,9 +112,9 @@ class WorkerLoop:
         self.shares = ShareCheck(settings)
         self.paused = PausedWatches(store)
         self.filer = ThreadPoolExecutor(max_workers=FILING_DEPTH, thread_name_prefix="filing")
-        self.inflight: deque[tuple[Any, Future]] = deque()   # (the runner's Pending, its filing), oldest first
+        self.inflight: deque[tuple[Pending, Future[Outcome]]] = deque()   # a Pending and its filing, oldest first
         self.claimed: list[Job] = []                         # jobs a filing claimed with its finish, held
-        self.touched: Any = None                             # work/touched.py, set by worker_main
+        self.touched: Touched | None = None                  # set by worker_main
         self.claimed_lock = threading.Lock()
         self.reserved = 0                                    # filings about to claim one with their finish
         self.done = 0
@@ -204,7 +206,7 @@ class WorkerLoop:
             return {"watches": self.claimable(), "worker": self.worker_info}
         return args, mine
 
-    def file(self, processed: Any, mine: dict) -> Any:
+    def file(self, processed: Pending, mine: dict) -> Outcome:
         """One filing, in a filing thread; a job its finish claimed goes to `claimed` (or straight
         back to the queue while long work runs: it would wait behind it)."""
         back = None
