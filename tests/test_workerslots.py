@@ -223,3 +223,14 @@ def test_a_watcher_built_without_metrics_wakes_an_idle_worker_on_enqueue(tmp_pat
         slot.wake.set()
         watcher.stop()
         sup.store.close()
+
+
+def test_the_metrics_label_sets_hold_every_outcome_and_exit_reason() -> None:
+    """ops (below work and the daemon) bounds its labels by sets of its own: every value of the
+    typed vocabularies is in them, so none is counted as `other`."""
+    from ffwatchd.daemon.workerslots import ExitReason
+    from ffwatchd.ops.metrics_labels import OUTCOMES, RESTART_REASONS
+    from ffwatchd.work.outcome import Ending
+
+    assert set(Ending) == set(OUTCOMES) - {"other"}
+    assert set(ExitReason) - {ExitReason.STOPPED} <= set(RESTART_REASONS), "a stop is counted as crashed"
