@@ -1,13 +1,15 @@
 """Per-image time of each face stage on CPU (real detectors and recognizer from the shared
 assets, synthetic swapper and enhancer), and our region-only paste-back at 1080p against
 insightface's `INSwapper.get(..., paste_back=True)` on the same frame and face, in the same run;
-then the CPU cost per face of each face_mask type (synthetic mask models).
+then the CPU cost per face of each face_mask type (synthetic mask models), of each enhancer
+family's crop size, and per megapixel of the x2/x4 frame upscaler (bench/upscale.py model_section).
 
     python bench/pipeline.py [--runs 30]      # writes the `pipeline` and `pixel_boost` sections of docs/benchmarks.md
     python bench/pipeline.py --pixel-boost-only   # only the cost per face of pixel boost
     python bench/pipeline.py [--runs 30]      # writes the `pipeline` and `pipeline_masks` sections
     python bench/pipeline.py --masks-only     # only the masks' section
     python bench/pipeline.py --enhancers-only # only the cost per face of each enhancer family's crop size
+    python bench/pipeline.py --upscaler-only  # only the x2/x4 upscaler's cost per megapixel (`upscale_models`)
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import synthetic_models as sm  # noqa: E402
 import synthetic_enhancers as se  # noqa: E402
 import synthetic_swappers as ss  # noqa: E402
+import upscale  # noqa: E402 - bench/upscale.py, beside this script
 from _record import record  # noqa: E402 - bench/ is the script's folder, first on the path
 
 
@@ -138,7 +141,13 @@ def main() -> int:
     ap.add_argument("--pixel-boost-only", action="store_true")
     ap.add_argument("--masks-only", action="store_true", help="only the face_mask section")
     ap.add_argument("--enhancers-only", action="store_true", help="only the enhancer families' section")
+    ap.add_argument("--upscaler-only", action="store_true", help="only the x2/x4 upscaler's cost per megapixel")
+    ap.add_argument("--upscaler-runs", type=int, default=3, help="runs of the upscaler (seconds per tile each)")
     args = ap.parse_args()
+    if args.upscaler_only or not (args.masks_only or args.enhancers_only or args.pixel_boost_only):
+        upscaler_section(args)             # needs no assets: first, so --upscaler-only runs anywhere
+    if args.upscaler_only:
+        return 0
     assets = Path(os.environ.get("FFWATCHD_ASSETS") or ROOT.parent / "shared" / "assets")
     if not (assets / "models" / "det_500m.onnx").is_file():
         print(f"bench/pipeline.py needs the shared test assets at {assets} (set FFWATCHD_ASSETS)", file=sys.stderr)
@@ -243,6 +252,14 @@ def main() -> int:
         print(f"\nrecorded in {ROOT / 'docs' / 'benchmarks.md'}")
     masks_rc = mask_costs(args, tmp, synth, frame, face, latent)
     return 0 if speedup >= 5 and masks_rc == 0 else 1
+
+
+def upscaler_section(args) -> None:
+    """The x2/x4 upscaler's CPU cost per megapixel (bench/upscale.py's measurement), recorded."""
+    text = upscale.model_section(Path(tempfile.mkdtemp(prefix="ffwatchd-bench-upscale-")), args.upscaler_runs)
+    print(text)
+    if not args.no_record:
+        record("upscale_models", text)
 
 
 def paired(fns, runs: int, clock=time.process_time) -> list[float]:

@@ -97,6 +97,33 @@ class NumbersBetween:
         return f"{short_repr(bad[0])} is not between {self.lo} and {self.hi}" if bad else None
 
 
+@dataclass(frozen=True)
+class Photos:
+    """Photo paths (`sources`, `face_selector.reference`): a list of non-empty strings, at most
+    `most` of them; with `alone`, one string too; without `empty`, never an empty list."""
+    most: int | None = None
+    alone: bool = False
+    empty: bool = True
+
+    def __call__(self, given: Any) -> str | None:
+        v = [given] if self.alone and isinstance(given, str) else given
+        said = "a photo path or a list of them" if self.alone else "a list of file paths"
+        if not isinstance(v, list) or not all(isinstance(s, str) and s.strip() for s in v):
+            return f"{short_repr(given)} is not {said}"
+        if not v and not self.empty:
+            return f"{short_repr(v)} is an empty list: name at least one photo"
+        if self.most is not None and len(v) > self.most:
+            return f"names {len(v)} photos; at most {self.most} are taken"
+        return None
+
+
+def photo_paths(value: Any) -> list[str]:
+    """The paths a `Photos` key names, as a list (one string is a list of one)."""
+    if isinstance(value, str):
+        return [value] if value else []
+    return [v for v in value if isinstance(v, str) and v] if isinstance(value, list) else []
+
+
 def is_text(v: Any) -> str | None:
     return None if isinstance(v, str) and v.strip() else f"{short_repr(v)} is not a non-empty string"
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import cv2
+import numpy as np
 import pytest
 import yaml
 from PIL import Image
@@ -233,3 +234,39 @@ def test_face_mask_types_by_flag_load_their_model(files, config, capsys, tmp_pat
     err = capsys.readouterr().err
     assert rc == 1 and "model_missing" in err and "xseg_1" in err          # the occluder is needed now
     assert run_process(argv + ["--face-mask", "box"]) == 0                # box alone needs no model
+
+
+def test_a_reference_of_two_photos_picks_one_person_of_two(config, tmp_path, capsys, monkeypatch):
+    """`ffwatchd process --selector reference --reference A1 A2`: a brighter and a darker photo of
+    A, averaged as -s photos are, pick A out of a picture of A and B (each photo alone is too far
+    for --max-distance 0.03); a sidecar's list works the same, relative to the sidecar."""
+    monkeypatch.delenv("FFWATCHD_CONFIG", raising=False)
+    two = sm.make_scrfd_like(tmp_path / "synth_two.onnx", faces=(sm.FACE_A, sm.FACE_B))
+    cfg = yaml.safe_load(config.read_text())
+    cfg["models"]["synth_two"] = {"path": str(two), "kind": "detector"}
+    config.write_text(yaml.safe_dump(cfg))
+    frame = sm.two_people_image()
+    cv2.imwrite(str(tmp_path / "two.png"), frame)
+    photos = []
+    for name, colour, seed in (("a_bright.png", (90, 175, 255), 11), ("a_dark.png", (30, 115, 200), 12)):
+        cv2.imwrite(str(tmp_path / name), sm.two_people_image((colour, seed), (colour, seed + 10), seed=seed + 20))
+        photos.append(str(tmp_path / name))
+    flags = ["-c", str(config), "-t", str(tmp_path / "two.png"), "--processors", "face_anonymizer",
+             "--detector", "synth_two", "--recognizer", "synth_arcface", "--max-distance", "0.03"]
+
+    def changed(out) -> set[str]:
+        after = cv2.imread(str(out))
+        return {name for name, ((x1, y1, x2, y2), _) in (("A", sm.FACE_A), ("B", sm.FACE_B))
+                if np.abs(after[int(y1):int(y2), int(x1):int(x2)].astype(int)
+                          - frame[int(y1):int(y2), int(x1):int(x2)]).mean() > 2}
+
+    assert run_process([*flags, "-o", str(tmp_path / "one.png"), "--selector", "reference",
+                        "--reference", photos[0]]) == 1
+    err = capsys.readouterr().err
+    assert "no_face" in err and "within 0.03 of the reference" in err and not (tmp_path / "one.png").exists()
+    assert run_process([*flags, "-o", str(tmp_path / "both.png"), "--selector", "reference",
+                        "--reference", *photos, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["faces"] == 1 and changed(tmp_path / "both.png") == {"A"}
+    (tmp_path / "ffwatch.yaml").write_text("face_selector: {mode: reference, reference: [a_bright.png, a_dark.png]}\n")
+    assert run_process([*flags, "-o", str(tmp_path / "sidecar.png"), "--sidecar", str(tmp_path / "ffwatch.yaml")]) == 0
+    assert changed(tmp_path / "sidecar.png") == {"A"}

@@ -1,11 +1,12 @@
-"""Names in the code that must stay true: each module logs under its own name, and every module
-a docstring or comment names exists."""
+"""Names in the code that must stay true: each module logs under its own name, every module a
+docstring or comment names exists, and names are taken public and from where they live."""
 
 from __future__ import annotations
 
 import ast
 import re
 from pathlib import Path
+from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ffwatchd"
@@ -36,6 +37,84 @@ def test_every_module_a_docstring_or_comment_names_exists():
                 if name not in ours and name not in foreign:
                     missing.append(f"{path.relative_to(ROOT)}:{n}: {name}")
     assert not missing, "names of modules that do not exist:\n" + "\n".join(missing)
+
+
+def _module_file(name: str) -> Path | None:
+    """The file of module `ffwatchd.a.b` (`a/b.py` or `a/b/__init__.py`), or None when it is not one."""
+    base = ROOT.joinpath(*name.split("."))
+    return next((f for f in (base.with_suffix(".py"), base / "__init__.py") if f.is_file()), None)
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _uses_of_ours(tree: ast.Module) -> list[tuple[int, str, str]]:
+    """(line, module, name) for each name this module takes from another module of ours: `from
+    ffwatchd.x import name`, and `x.name` where `x` is a module of ours it imported."""
+    uses, modules = [], {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("ffwatchd"):
+            for a in node.names:
+                if _module_file(f"{node.module}.{a.name}") is not None:
+                    modules[a.asname or a.name] = f"{node.module}.{a.name}"
+                else:
+                    uses.append((node.lineno, node.module, a.name))
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname: a.name for a in node.names if a.asname and a.name.startswith("ffwatchd")}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules:
+            uses.append((node.lineno, modules[node.value.id], node.attr))
+    return uses
+
+
+def _own_names(module: str) -> tuple[set[str], set[str]]:
+    """(names a module defines or declares in `__all__`, names it only imports), at its top level."""
+    tree = ast.parse(_module_file(module).read_text(encoding="utf-8"))
+    defined, imported = set(), set()
+    body = list(tree.body)
+    while body:
+        node = body.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                defined |= set(ast.literal_eval(node.value))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            imported |= {a.asname or a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.If, ast.Try)):
+            body += node.body + node.orelse + getattr(node, "finalbody", [])
+            body += [n for h in getattr(node, "handlers", []) for n in h.body]
+    return defined, imported - defined
+
+
+def _each_use() -> Iterator[tuple[str, str, str, str]]:
+    """(where, using module, module used, name) over the package."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for line, module, name in _uses_of_ours(ast.parse(path.read_text(encoding="utf-8"))):
+            yield f"{path.relative_to(ROOT)}:{line}", _module_name(path), module, name
+
+
+def test_no_module_uses_a_private_name_of_another():
+    """`from ffwatchd.x import _name` or `x._name` in another module: a name other modules need is
+    public, or its user lives next to it."""
+    wrong = [f"{where}: {module}.{name}" for where, me, module, name in _each_use()
+             if name.startswith("_") and not name.startswith("__") and module != me]
+    assert not wrong, "private names used outside their module:\n" + "\n".join(wrong)
+
+
+def test_names_are_imported_from_the_module_they_live_in():
+    """A module's names are what it defines (or declares in `__all__`, as a package's `__init__`
+    does); a name it only imported is taken from where it lives (`filing.plan` is no façade of
+    `filing.placing`)."""
+    wrong = []
+    for where, _me, module, name in _each_use():
+        if _module_file(module).name != "__init__.py" and name in _own_names(module)[1]:
+            wrong.append(f"{where}: {module}.{name}")
+    assert not wrong, "names taken from a module that only imports them:\n" + "\n".join(wrong)
 
 
 #: where text is read back into data, each with why it has to be: (path, line's code, why)

@@ -82,7 +82,25 @@ def test_video_kind_and_reference(env) -> None:
     r = ingest_file(settings, watch, store, put(watch.inbox / "v/clip.mov", MP4), 0.0)
     assert r.status == "enqueued" and r.job.kind == "video"
     assert [s["role"] for s in r.job.sources] == ["source", "reference"]
-    assert r.job.spec["face_selector"]["reference"] == str(Path(os.path.realpath(watch.inbox / "faces/alice.png")))
+    assert r.job.spec["face_selector"]["reference"] == [str(Path(os.path.realpath(watch.inbox / "faces/alice.png")))]
+
+
+def test_a_reference_of_two_photos_records_both_and_neither_becomes_a_job(env) -> None:
+    """Each reference photo is recorded with its sha256 like a source (the worker checks them all
+    again: one changed fails the job as source_changed); the photos themselves are never jobs."""
+    settings, watch, store = env
+    me = [put(watch.inbox / f"faces/me_{i}.png", FACE + bytes([i])) for i in (1, 2)]
+    put(watch.inbox / "r/ffwatch.yaml", "processors: [face_anonymizer]\nface_selector: {mode: reference, "
+                                        "reference: [../faces/me_1.png, ../faces/me_2.png]}\n")
+    r = ingest_file(settings, watch, store, put(watch.inbox / "r/x.jpg"), 0.0)
+    assert r.status == "enqueued"
+    assert [(s["role"], s["path"], s["rel"]) for s in r.job.sources] == \
+        [("reference", os.path.realpath(p), f"faces/me_{i}.png") for i, p in enumerate(me, 1)]
+    assert r.job.sources[0]["sha256"] != r.job.sources[1]["sha256"]
+    for p in me:
+        skipped = ingest_file(settings, watch, store, p, 0.0)
+        assert skipped.status == "skipped" and "named as a source or reference" in skipped.message
+    assert [j.rel_path for j in store.list()] == ["r/x.jpg"]
 
 
 def test_changed_sidecar_applies_to_later_files_only(env) -> None:
@@ -360,6 +378,68 @@ def test_redrop_of_refused_content_is_a_duplicate_with_retry_advice(env) -> None
     assert find_failed_original(watch, store.get(first.job.id)) is None
 
 
+class Killed(BaseException):
+    """The daemon is killed (kill -9) here: nothing after this line of the filing runs."""
+
+
+def done_and_dropped_again(settings, watch, store) -> tuple[int, Path]:
+    """A job done with a/x.jpg, and the same content dropped at a/x.jpg again: (its id, the drop)."""
+    img = put(watch.inbox / "a/x.jpg")
+    job = ingest_file(settings, watch, store, img, 0.0).job
+    store.claim("w1", 60)
+    os.replace(img, watch.done / "x.jpg")
+    store.finish(job.id, "w1", output_path=str(watch.output / "a/x.jpg"))
+    return job.id, put(img)
+
+
+@pytest.mark.parametrize("step", ["file_original", "unlink_original"])
+def test_a_duplicate_whose_filing_was_killed_is_filed_once_when_seen_again(env, monkeypatch, step) -> None:
+    """A re-drop is filed by its plan from its inbox name (no row could resume a staged name): killed
+    before its link, or between the link and the unlink, it is still in the inbox, and the next look
+    files it under the name the killed run took (that name holds this very file), with its report
+    and ledger row, and leaves no second copy."""
+    from ffwatchd.filing import placing
+
+    settings, watch, store = env
+    job_id, img = done_and_dropped_again(settings, watch, store)
+
+    def killed_at(name: str, jid: int) -> None:
+        if name == step:
+            raise Killed(step)
+    monkeypatch.setattr(placing, "before_step", killed_at)
+    with pytest.raises(Killed):
+        ingest_file(settings, watch, store, img, 0.0)
+    assert img.exists() and not (watch.failed / "a/x.jpg.error.json").exists()
+    monkeypatch.setattr(placing, "before_step", lambda name, jid: None)
+    r = ingest_file(settings, watch, store, img, 0.0)
+    assert r.status == "duplicate" and r.message.endswith(f"(filed as {watch.failed / 'a/x.jpg'})")
+    assert not img.exists() and sorted(p.name for p in (watch.failed / "a").iterdir()) == ["x.jpg", "x.jpg.error.json"]
+    assert report_of(watch, "a/x.jpg")["duplicate_of"] == job_id and report_of(watch, "a/x.jpg")["job_id"] is None
+    entry = store.filings("w", "failed")["a/x.jpg"]
+    assert entry.job_id == job_id and entry.inode == os.stat(watch.failed / "a/x.jpg").st_ino
+
+
+def test_a_duplicate_replaced_right_before_its_move_is_left_for_its_own_turn(env, monkeypatch) -> None:
+    """The plan records the re-drop as it was looked at; a new file dropped at the name after that
+    (a host frozen in between) is checked at the move and never filed as the duplicate."""
+    from ffwatchd.filing import plan as filing_plan
+
+    settings, watch, store = env
+    _, img = done_and_dropped_again(settings, watch, store)
+    real = filing_plan.plan_duplicate
+
+    def planned_then_a_new_drop(*args, **kwargs):
+        plan = real(*args, **kwargs)
+        put(img.with_name("new.tmp"), JPEG + b"another picture")
+        os.replace(img.with_name("new.tmp"), img)
+        return plan
+    monkeypatch.setattr(filing_plan, "plan_duplicate", planned_then_a_new_drop)
+    r = ingest_file(settings, watch, store, img, 0.0)
+    assert r.status == "changed", r
+    assert img.read_bytes() == JPEG + b"another picture" and not (watch.failed / "a").exists()
+    assert store.filings("w", "failed") == {}
+
+
 def test_find_watch(env, tmp_path: Path) -> None:
     settings, watch, _ = env
     w, rel = find_watch(settings, watch.inbox / "a/b.jpg")
@@ -412,3 +492,41 @@ def test_a_report_of_a_file_refused_on_arrival_names_its_sidecars_and_spec_and_o
         retry_job(store, settings, store.get(r.job.id))
     sc.write_text("sources: [../faces/alice.png]\n")                # fixed: the command works
     assert "queued again" in retry_job(store, settings, store.get(r.job.id))
+
+
+def _ingest_killed_at(settings, watch, db: Path, path: Path, step: str) -> int:
+    """ingest_file in a child process that SIGKILLs itself at filing step `step`: nothing after
+    that line runs, no handler either (a raised exception would run them). Its exit status."""
+    import multiprocessing as mp
+    import signal
+
+    def child() -> None:
+        from ffwatchd.filing import placing
+
+        def killed_at(name: str, jid: int) -> None:
+            if name == step:
+                os.kill(os.getpid(), signal.SIGKILL)
+        placing.before_step = killed_at
+        ingest_file(settings, watch, JobStore(db), path, 0.0)
+    proc = mp.get_context("fork").Process(target=child)
+    proc.start()
+    proc.join(60)
+    return proc.exitcode
+
+
+@pytest.mark.parametrize("step", ["file_original", "unlink_original"])
+def test_a_refused_file_whose_filing_was_killed_is_filed_once_when_seen_again(env, step) -> None:
+    """A refusal's plan is in no row (no worker ever holds a job born failed), so it is placed from
+    its inbox name, as a re-drop is: killed -9 before the unlink it is still there for the next look,
+    which files it once with its report. Staged to a hidden name first, a kill before the link left
+    it where nothing would ever look again."""
+    settings, watch, store = env
+    img = put(watch.inbox / "sub/notes.jpg", "hello")
+    assert _ingest_killed_at(settings, watch, store.path, img, step) == -9
+    assert [p.name for p in img.parent.iterdir()] == ["notes.jpg"], "the file left its name, or a hidden one"
+    r = ingest_file(settings, watch, store, img, 0.0)
+    assert r.status == "failed", r
+    assert not img.exists() and (watch.failed / "sub/notes.jpg").read_text() == "hello"
+    assert sorted(p.name for p in (watch.failed / "sub").iterdir()) == ["notes.jpg", "notes.jpg.error.json"]
+    assert report_of(watch, "sub/notes.jpg")["error_kind"] == "bad_input"
+    assert set(store.filings("w", "failed")) == {"sub/notes.jpg"}

@@ -212,6 +212,29 @@ def test_a_changed_source_fails_the_job_as_source_changed(env, tmp_path: Path, c
     assert json.loads((watch.failed / "t.jpg.error.json").read_text())["error_kind"] == "source_changed"
 
 
+def test_a_changed_photo_of_a_reference_of_two_fails_the_job_as_source_changed(env) -> None:
+    """A reference of several photos, each recorded at ingest as a source is: the second one
+    rewritten after the job was queued fails it, naming that photo."""
+    from ffwatchd.watch.ingest import ingest_file
+
+    settings, store, watch = env
+    png = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100 + b"\x00\x00\x00\x00IEND\xaeB`\x82"
+    (watch.inbox / "faces").mkdir()
+    photos = [watch.inbox / f"faces/me_{i}.png" for i in (1, 2)]
+    for i, p in enumerate(photos):
+        p.write_bytes(png + bytes([i]))
+    (watch.inbox / "ffwatch.yaml").write_text("processors: [face_anonymizer]\nface_selector: {mode: reference, "
+                                              "reference: [faces/me_1.png, faces/me_2.png]}\n")
+    (watch.inbox / "t.jpg").write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100 + b"\xff\xd9")
+    queued = ingest_file(settings, watch, store, watch.inbox / "t.jpg", 0.0)
+    assert queued.status == "enqueued", queued.message
+    photos[1].write_bytes(png + b"another face")
+    out = run_next(settings, store)
+    job = store.get(queued.job.id)
+    assert (out.outcome, job.error_kind) == ("failed", "source_changed"), job.error_message
+    assert job.error_message.startswith(f"reference {os.path.realpath(photos[1])} changed after the job was queued")
+
+
 def test_an_unchanged_source_passes_the_check(env) -> None:
     settings, store, watch = env
     source = watch.inbox / "faces/me.jpg"
@@ -306,3 +329,59 @@ def test_an_original_missed_during_a_drop_out_that_ended_before_the_share_check_
     assert out.outcome == "done", (out.error_kind, out.message)
     assert len(calls) == 2 and store.get(job_id).attempts == 1
     assert (watch.done / "m.jpg").read_bytes() == b"mmm" and not (watch.failed / "m.jpg").exists()
+
+
+@pytest.mark.parametrize("trouble", ["no_face", "bad_input"])
+def test_a_reference_photo_that_cannot_be_used_is_named_with_the_sidecar_that_named_it(tmp_path: Path,
+                                                                                      trouble: str) -> None:
+    """The real pipeline on synthetic models: a photo of a reference of two in which the detector
+    finds no face, or that does not decode, fails the job naming the photo and its sidecar."""
+    import cv2
+    import yaml
+
+    import tests.synthetic_models as sm
+    from ffwatchd.faces.models import custom_model
+    from ffwatchd.pipeline.pipeline import Pipeline
+    from ffwatchd.watch.ingest import ingest_file
+
+    models = sm.build_all(tmp_path / "m")
+    nodet = sm.make_scrfd_like(tmp_path / "m" / "nodet.onnx", faces=())
+    entries = {**{m.name: m.config_entry() for m in models.values()}, "nodet": {"path": str(nodet), "kind": "detector"}}
+    share = tmp_path / "share"
+    (share / "inbox" / "shoot").mkdir(parents=True)
+    for d in ("output", "done", "failed"):
+        (share / d).mkdir()
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"),
+                                   "models_dir": str(tmp_path / "models"), "models": entries,
+                                   "watches": [{"name": "studio", **{d: str(share / d) for d in
+                                                                     ("inbox", "output", "done", "failed")}}]}))
+    settings = load_config(cfg)
+    watch = settings.watches[0]
+    shoot = watch.inbox / "shoot"
+    cv2.imwrite(str(shoot / "me_1.png"), sm.make_face_image(seed=41))
+    if trouble == "bad_input":          # a PNG by its first bytes, which does not decode
+        (shoot / "me_2.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x01" * 100 + b"\x00\x00\x00\x00IEND\xaeB`\x82")
+    else:
+        cv2.imwrite(str(shoot / "me_2.png"), sm.make_face_image(seed=42))
+    detector = "nodet" if trouble == "no_face" else "synth_scrfd"
+    sidecar = shoot / "ffwatch.yaml"
+    sidecar.write_text(f"processors: [face_anonymizer]\nface_detector: {{model: {detector}}}\n"
+                       "face_recognizer: {model: synth_arcface}\n"
+                       "face_selector: {mode: reference, reference: [me_1.png, me_2.png]}\n")
+    cv2.imwrite(str(shoot / "t.png"), sm.make_face_image())
+    store = JobStore(settings.db_path)
+    try:
+        queued = ingest_file(settings, watch, store, shoot / "t.png", 0.0)
+        assert queued.status == "enqueued", queued.message
+        pipeline = Pipeline(settings.models_dir, tuple(custom_model(n, Path(e["path"]), e["kind"])
+                                                       for n, e in entries.items()))
+        out = JobRunner(settings, store, pipeline, "test-owner").run(store.claim("test-owner", 60))
+        job = store.get(queued.job.id)
+    finally:
+        store.close()
+    bad = os.path.realpath(shoot / ("me_1.png" if trouble == "no_face" else "me_2.png"))
+    said = f"no face found in reference {bad}" if trouble == "no_face" else f"reference {bad}: "
+    assert (out.outcome, job.error_kind) == ("failed", trouble), job.error_message
+    assert job.error_message.startswith(said) and job.error_message.endswith(f"; named by sidecar {sidecar}")
+    assert json.loads((watch.failed / "shoot/t.png.error.json").read_text())["error_kind"] == trouble

@@ -11,7 +11,16 @@ from ffwatchd.config.load import load_settings
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.errors import JobError
 from ffwatchd.fs import safefs
-from ffwatchd.spec.sidecar import MAX_SIDECAR_BYTES, SourceIndex, defaults_suffice, find_sidecars, resolve_spec
+from ffwatchd.spec.jobspec import JobSpec
+from ffwatchd.spec.sidecar import (
+    MAX_SIDECAR_BYTES,
+    MissingSource,
+    PhotoRole,
+    SourceIndex,
+    defaults_suffice,
+    find_sidecars,
+    resolve_spec,
+)
 
 JPEG = b"\xff\xd8\xff\xe0" + b"\x00" * 64 + b"\xff\xd9"
 KNOWN = {"yunet": "detector", "scrfd_10g": "detector", "arcface_w600k_r50": "recognizer",
@@ -428,3 +437,64 @@ def test_nesting_counts_open_collections_only() -> None:
     assert _refusal(deep_after_a_sibling).startswith(f"nesting deeper than {MAX_DEPTH} levels")
     many_then_deep = "[" + "[], " * 100 + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "]"
     assert _refusal(many_then_deep).startswith(f"nesting deeper than {MAX_DEPTH} levels")
+
+
+# -- several reference photos ----------------------------------------------------------------------
+
+REFERENCE_OF_TWO = ("face_selector: {mode: reference, reference: [faces/me_1.jpg, faces/me_2.jpg]}\n"
+                    "processors: [face_anonymizer]\n")
+
+
+def test_a_reference_may_name_several_photos_each_resolved_recorded_and_never_a_job(watch: WatchSettings) -> None:
+    inbox = watch.inbox
+    photos = tuple(Path(os.path.realpath(put(inbox / f"faces/me_{i}.jpg"))) for i in (1, 2))
+    put(inbox / "ffwatch.yaml", REFERENCE_OF_TWO)
+    r = resolve_spec(watch, put(inbox / "x.jpg"), KNOWN)
+    assert r.reference == photos and r.spec.face_selector.reference == tuple(map(str, photos))
+    assert r.photos() == [(PhotoRole.REFERENCE, photos[0]), (PhotoRole.REFERENCE, photos[1])]
+    assert all(SourceIndex.from_disk(watch).contains(p) for p in photos)
+    snapshot = r.spec.to_snapshot()
+    assert snapshot["face_selector"]["reference"] == list(map(str, photos))
+    assert JobSpec.from_snapshot(snapshot) == r.spec
+    # a row queued before reference took a list: its one photo, as a string, reads back the same
+    older = {**snapshot, "face_selector": {**snapshot["face_selector"], "reference": str(photos[0])}}
+    assert JobSpec.from_snapshot(older).face_selector.reference == (str(photos[0]),)
+    # one photo, as a string, is still a reference of one (the key unnumbered in messages)
+    put(inbox / "ffwatch.yaml", "face_selector: {mode: reference, reference: faces/me_1.jpg}\n"
+                                "processors: [face_anonymizer]\n")
+    assert resolve_spec(watch, put(inbox / "x.jpg"), KNOWN).reference == photos[:1]
+
+
+@pytest.mark.parametrize("value, problem", [
+    ("[]", "face_selector.reference: [] is an empty list: name at least one photo"),
+    ("[" + ", ".join(f"r{i}.jpg" for i in range(17)) + "]",
+     "face_selector.reference: names 17 photos; at most 16 are taken"),
+    ("[faces/me_1.jpg, 3]", "face_selector.reference: ['faces/me_1.jpg', 3] is not a photo path or a list of them"),
+    ("''", "face_selector.reference: '' is not a photo path or a list of them"),
+])
+def test_a_bad_reference_list_is_refused_naming_the_sidecar(watch: WatchSettings, value: str, problem: str) -> None:
+    put(watch.inbox / "faces/me_1.jpg")
+    sc = put(watch.inbox / "ffwatch.yaml", f"face_selector: {{mode: reference, reference: {value}}}\n")
+    with pytest.raises(JobError) as e:
+        resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+    assert e.value.kind == "bad_sidecar" and e.value.message == f"sidecar {sc}: {problem}"
+
+
+def test_a_missing_or_bad_reference_photo_is_named_with_its_sidecar(watch: WatchSettings, tmp_path: Path) -> None:
+    """The second photo missing: named by its sidecar and its place in the list, and a
+    MissingSource (waited for as a late source); outside the roots or not an image: refused."""
+    put(watch.inbox / "faces/me_1.jpg")
+    sc = put(watch.inbox / "ffwatch.yaml", REFERENCE_OF_TWO)
+    with pytest.raises(MissingSource) as e:
+        resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+    assert e.value.message.startswith(f"sidecar {sc}: face_selector.reference[1]: 'faces/me_2.jpg' does not exist")
+    put(watch.inbox / "faces/me_2.jpg", "not a photo")
+    with pytest.raises(JobError) as e:
+        resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+    assert e.value.message == (f"sidecar {sc}: face_selector.reference[1]: 'faces/me_2.jpg' is not an image "
+                               "(JPEG, PNG, WebP, BMP or TIFF)")
+    outside = put(tmp_path / "elsewhere/me.jpg")
+    put(watch.inbox / "ffwatch.yaml", f"face_selector: {{mode: reference, reference: [faces/me_1.jpg, '{outside}']}}\n")
+    with pytest.raises(JobError) as e:
+        resolve_spec(watch, put(watch.inbox / "x.jpg"), KNOWN)
+    assert "face_selector.reference[1]" in e.value.message and "outside the inbox" in e.value.message

@@ -649,11 +649,11 @@ def test_the_same_original_linked_by_another_host_meanwhile_is_one_move(tmp_path
 
 
 def test_no_free_name_left_is_a_final_io_error_naming_the_last_one_tried(tmp_path: Path) -> None:
-    from ffwatchd.filing.placing import _candidates
+    from ffwatchd.filing.placing import candidate_names
 
     root = tmp_path / "done"
     root.mkdir()
-    names = _candidates("a.jpg", 7)
+    names = candidate_names("a.jpg", 7)
     for name in names:
         (root / name).write_bytes(b"someone's")
     src = tmp_path / "inbox-a.jpg"
@@ -995,3 +995,14 @@ def test_a_link_above_a_destination_folder_is_not_followed_either(env, tmp_path:
     out = JobRunner(settings, store, FakePipeline(), "o").run(store.claim("o", 60))
     assert out.outcome == "failed" and store.get(job_id).error_kind == "io"
     assert list(private.iterdir()) == []
+
+
+def test_a_jobs_stored_plan_keeps_its_keys_and_a_drops_plan_says_it_is_one() -> None:
+    """`drop` marks a re-drop's plan (never stored); a job's plan in its row has no such key, so a
+    daemon that predates it reads the row as before."""
+    from ffwatchd.filing.plan import Plan
+
+    plan = Plan(outcome="done", original_src="/in/a.jpg", original_dst="/done/a.jpg")
+    assert "drop" not in plan.to_dict() and Plan.from_dict(plan.to_dict()) == plan
+    drop = Plan(outcome="failed", original_src="/in/a.jpg", original_dst="/failed/a.jpg", drop=True)
+    assert drop.to_dict()["drop"] is True and Plan.from_dict(drop.to_dict()) == drop

@@ -12,7 +12,7 @@ from typing import Any
 
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, config_arg, json_arg
 from ffwatchd.config.load import CONFIG_ENV, load_config
-from ffwatchd.faces.models import RESTRICTED, UNKNOWN, Model
+from ffwatchd.faces.models import BUILTIN_MODELS, RESTRICTED, UNKNOWN, Model
 from ffwatchd.errors import ConfigError, JobError, NoConfigGiven
 from ffwatchd.faces import registry
 from ffwatchd.faces.fetch import FetchError, fetch_model
@@ -148,7 +148,7 @@ def cmd_verify(args: argparse.Namespace, models_dir: Path, custom: tuple[Model, 
 def cmd_fetch(args: argparse.Namespace, models_dir: Path, custom: tuple[Model, ...]) -> int:
 
     models = registry.all_models(custom)
-    names = list(registry.BUILTIN_MODELS) if args.all else registry.with_converters(args.names, custom)
+    names = list(BUILTIN_MODELS) if args.all else registry.with_converters(args.names, custom)
     if not names:
         print("ffwatchd models fetch: name the models to fetch, or use --all", file=sys.stderr)
         return EXIT_USAGE

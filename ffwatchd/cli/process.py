@@ -21,7 +21,7 @@ from ffwatchd.errors import ConfigError, JobError
 from ffwatchd.faces import registry
 from ffwatchd.faces.maskspec import MaskType
 from ffwatchd.processors import default_processors, processors
-from ffwatchd.schema import IntBetween, NumberBetween, OneOf
+from ffwatchd.schema import IntBetween, NumberBetween, OneOf, photo_paths
 from ffwatchd.spec import jobspec
 from ffwatchd.spec.safeyaml import load_yaml, yaml_problem
 from ffwatchd.spec.sniff import sniff_file
@@ -52,8 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--det-size", type=int, help="face_detector.size")
     g.add_argument("--recognizer", help="face_recognizer.model")
     g.add_argument("--selector", choices=jobspec.SELECTOR_MODES, help="face_selector.mode")
-    g.add_argument("--reference", help="face_selector.reference (an image of the face to pick; with "
-                                        "--selector except_reference, of the people to leave alone)")
+    g.add_argument("--reference", action="extend", nargs="+", default=[], metavar="PHOTO",
+                   help="face_selector.reference: photo(s) of the face to pick, averaged as -s photos are "
+                        "(with --selector except_reference, of the people to leave alone)")
     g.add_argument("--max-distance", type=float, help="face_selector.max_distance")
     g.add_argument("--face-mask", nargs="+", choices=list(MaskType), metavar="TYPE",
                    help=f"face_mask.types, combined by their minimum: {', '.join(MaskType)} (default box)")
@@ -115,15 +116,15 @@ def spec_mapping(args: argparse.Namespace, output: Path,
         if isinstance(base.get("sources"), list):
             base["sources"] = [str((folder / s).resolve()) for s in base["sources"] if isinstance(s, str)]
         ref = (base.get("face_selector") or {}).get("reference")
-        if isinstance(ref, str):
-            base["face_selector"]["reference"] = str((folder / ref).resolve())
+        if ref:
+            base["face_selector"]["reference"] = [str((folder / r).resolve()) for r in photo_paths(ref)]
     flags: dict[str, Any] = {}
     for attr, (section, key) in {**_SHARED_FLAGS, **_processor_flags()}.items():
         value = getattr(args, attr)
         if value is not None:
             flags.setdefault(section, {})[key] = value
     if args.reference:
-        flags.setdefault("face_selector", {})["reference"] = str(Path(args.reference).resolve())
+        flags.setdefault("face_selector", {})["reference"] = [str(Path(r).resolve()) for r in args.reference]
         flags["face_selector"].setdefault("mode", "reference")
     if args.sources:
         flags["sources"] = [str(Path(s).resolve()) for s in args.sources]
@@ -282,11 +283,12 @@ def _check_photos(raw: dict[str, Any]) -> None:
                            f"without {', '.join(needing)})")
     selector = raw.get("face_selector") or {}
     if selector.get("mode") in jobspec.REFERENCE_MODES:
-        ref = selector.get("reference")
-        if not ref:
+        refs = photo_paths(selector.get("reference"))
+        if not refs:
             raise UsageProblem(f"--selector {selector['mode']} needs --reference PHOTO")
-        if not Path(ref).is_file():
-            raise UsageProblem(f"reference {ref} is not a file")
+        for ref in refs:
+            if not Path(ref).is_file():
+                raise UsageProblem(f"reference {ref} is not a file")
 
 
 def _settings(args: argparse.Namespace) -> Settings | None:

@@ -1,5 +1,12 @@
-"""filing: where a finished job's files go. The filing plan and its execution (plan), placing a
-file without ever replacing one it did not write (placing), the share's availability and marker
-(shares), waiting for a share that went away (sharewait), and share paths per host (sharepaths).
+"""filing: where a finished job's files go, and a refused or re-dropped file. What it offers, each
+name from the module it lives in:
+
+- plan: the filing plan (`Plan`; `plan_done`, `plan_failed`, `plan_duplicate`) and the one way to
+  carry it out, `execute_plan`; the error reports, finding and restoring a failed original;
+- placing: placing one file without replacing one it did not write (`place_file`), and the names
+  filing gives (`candidate_names`, `with_job_id`, `report_name`, `TEMP_PREFIX`);
+- staging: taking an original out of its inbox name so that a stale worker cannot move it;
+- complete: finishing a done plan whose worker died; leftovers: copies a dead writer left;
+- shares, sharewait, sharepaths: the share's availability and marker, waiting for it, its paths per host.
 
 May import: config, spec, store, fs, errors."""

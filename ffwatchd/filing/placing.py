@@ -44,7 +44,8 @@ def temp_name(tag: str, name: str) -> str:
     return fit_name(f"{TEMP_PREFIX}{tag}-{name}", ".tmp")
 
 
-def _same_file(a: Path, b: Path) -> bool:
+def same_file(a: Path, b: Path) -> bool:
+    """Whether `a` and `b` name one file (False when either is missing)."""
     try:
         return os.path.samefile(a, b)
     except OSError:
@@ -56,12 +57,12 @@ def choose_destination(dest: Path, job_id: int, src: Path | None = None) -> Path
 
     `dest` is also the answer when it already is `src` (another host of the cluster is moving the
     same original there right now), so both finish the one move instead of filing it twice."""
-    if not os.path.lexists(dest) or (src is not None and _same_file(src, dest)):
+    if not os.path.lexists(dest) or (src is not None and same_file(src, dest)):
         return dest
     return with_job_id(dest, job_id)
 
 
-def _candidates(name: str, job_id: int) -> list[str]:
+def candidate_names(name: str, job_id: int) -> list[str]:
     """The names a file may take, in order: its own, `-<job id>`, then `-<job id>-2`, ... ."""
     p = PurePosixPath(name)
     return [name, fit_name(p.stem, f"-{job_id}{p.suffix}")] + \
@@ -153,7 +154,7 @@ def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True, 
     except FileNotFoundError:
         src_st = None
     with Folder(root, rel_dir, perms) as folder:
-        names = _candidates(name, job_id)
+        names = candidate_names(name, job_id)
         if src_st is None:
             for candidate in names[:2]:      # spelled exactly: on a case-insensitive share a lookup
                 if folder.lstat(candidate) is not None and named_exactly(folder, candidate):  # finds others

@@ -22,12 +22,12 @@ from ffwatchd.errors import CONTENT_KINDS, SIDECAR_KINDS, JobError
 from ffwatchd.filing import placing
 from ffwatchd.filing.placing import (
     TEMP_PREFIX,
-    _candidates,
-    _same_file,
+    candidate_names,
     choose_destination,
     exists_exactly,
     place_file,
     report_name,
+    same_file,
     with_job_id,
     write_report,
 )
@@ -123,10 +123,14 @@ class Plan:
     result_size: int | None = None   # the synced result's size: a resumed filing checks it
     original_state: dict | None = None   # the original as the job checked it: filed only while it still is
     result: dict | None = None   # what the pipeline reported (JobResult.to_dict): the job row's once done
+    drop: bool = False           # a re-drop that never became a job (plan_duplicate): never stored in a row
 
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        d = dict(self.__dict__)
+        if not self.drop:     # a job's plan in its row reads as before to a daemon that predates `drop`
+            del d["drop"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "Plan":
@@ -172,12 +176,12 @@ def _failed_destination(watch: WatchSettings, job: Job) -> Path:
     """The original's name in failed/: free (or this very file), and with its report's name free
     or already this job's report, so no report of ours ever replaces a file it did not write."""
     src, dest = _original_now(watch, job), watch.failed / job.rel_path
-    names = [dest] + [dest.with_name(n) for n in _candidates(dest.name, job.id)[1:]]
+    names = [dest] + [dest.with_name(n) for n in candidate_names(dest.name, job.id)[1:]]
     for c in names:
-        if os.path.lexists(c) and not _same_file(src, c):
+        if os.path.lexists(c) and not same_file(src, c):
             continue
         report = report_path(c)
-        if not os.path.lexists(report) or _report_is_for(watch.failed, report, job.id):
+        if not os.path.lexists(report) or report_is_for(watch.failed, report, job.id):
             return c
     return choose_destination(dest, job.id, src)      # place_file finds a free one, or says none is
 
@@ -193,6 +197,21 @@ def plan_failed(watch: WatchSettings, job: Job, kind: str, message: str, checked
     return Plan(outcome="failed", original_src=str(watch.inbox / rel),
                 original_dst=str(_failed_destination(watch, job)),
                 error_kind=kind, message=message, roots=folder_roots(watch), original_state=checked)
+
+
+def plan_duplicate(watch: WatchSettings, earlier: Job, rel: str, message: str, checked: dict) -> Plan:
+    """The plan of a re-drop of `earlier`'s content at `rel`: to failed/ as `x.jpg`, `x-<id>.jpg` or
+    `x-<id>-dup<k>.jpg`, the first whose report's name is free too and that is free or already
+    this very file (a run killed between its link and the unlink); only while it is `checked`."""
+    src, base = watch.inbox / rel, watch.failed / rel
+    names = [base, with_job_id(base, earlier.id)]
+    names += [base.with_name(fit_name(base.stem, f"-{earlier.id}-dup{k}{base.suffix}")) for k in range(2, 1000)]
+    for c in names:
+        if (not os.path.lexists(c) or same_file(src, c)) and not os.path.lexists(report_path(c)):
+            return Plan(outcome="failed", original_src=str(src), original_dst=str(c), error_kind="duplicate",
+                        message=message, roots=folder_roots(watch), original_state=checked, drop=True)
+    raise JobError("io", f"no free name for {base} in failed/ (the names up to {names[-1].name} are taken)",
+                   transient=False)
 
 
 @dataclass(frozen=True)
@@ -276,7 +295,8 @@ class Holder:
 
 
 def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, ledger: Any = None,
-                 share_problem: Callable[[], str | None] | None = None, holder: Holder | None = None) -> Filed:
+                 share_problem: Callable[[], str | None] | None = None, holder: Holder | None = None,
+                 stored: bool = True) -> Filed:
     """Carry out (or finish) a plan; safe to run again after a crash at any step.
 
     `watch` gives the configured roots (nothing below them is followed) and the modes; `ledger`
@@ -287,7 +307,11 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
     a copy is linked, and fencing the ledger write (TransitionError when lost: what is not moved
     yet stays, the staged original for the next attempt); None for the supervisor and the
     command line, which hold no lease. The original is staged first (staging.py), so every later
-    step touches only names of this job and attempt."""
+    step touches only names of this job and attempt. A plan no row records (`stored` False: a
+    refusal, a final failure the supervisor files; `plan.drop`: a re-drop of `job`'s content) is
+    placed from its inbox name instead: nothing could resume a staged name after a kill, and a
+    name left in the inbox is seen and filed again."""
+    in_place = plan.drop or not stored
     perms = watch.perms if watch is not None else Perms()
     fence = holder.confirm if holder is not None else None
     attempt = holder.attempt if holder else job.claims
@@ -295,7 +319,7 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
     try:
         check_original(plan)
     except OriginalChanged:           # another file at the inbox name: is the plan's original long gone from it?
-        left = _left_its_inbox(plan, job.id, attempt)
+        left = None if in_place else _left_its_inbox(plan, job.id, attempt)
         if left is None:
             raise
         placed = left if isinstance(left, Path) else None      # else staged: stage_original takes it
@@ -304,15 +328,15 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
             root = root_of(watch, Path(dest))
             os.close(open_folder(root, split_under(root, Path(dest))[0], perms))
     src = Path(plan.original_src)
-    staged = None if placed else stage_original(src, job.id, attempt, plan.original_state,
-                                                None if holder is not None and holder.fresh else fence)
+    staged = None if placed or in_place else stage_original(
+        src, job.id, attempt, plan.original_state, None if holder is not None and holder.fresh else fence)
     # a result this run places is recorded in the ledger (retention.output_max_age ages from now);
     # one an earlier run placed is recorded again: that run's entry may have died with it
     placing_result = plan.outcome == "done" and bool(plan.result_src) and os.path.lexists(plan.result_src)
     try:
         result = _place_result(plan, job, watch, perms, fence, ledger)
         original, moving = (placed, False) if placed else \
-            _place_original(plan, job, watch, perms, staged, fence, share_problem)
+            _place_original(plan, job, watch, perms, staged, in_place, fence, share_problem)
     except (TransitionError, ShareUnavailable):
         raise                  # the next attempt (or this one, when the share is back) takes the staged name
     except BaseException:      # not filed now (no room, no free name, a link in the way, ...): the
@@ -329,7 +353,8 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
                    owner=holder.owner if holder else None, attempt=holder.attempt if holder else None)
     if plan.outcome == "failed":
         filed_as = original or Path(plan.original_dst)
-        report = error_report(job, plan.error_kind or "internal", plan.message or "", src, filed_as)
+        report = duplicate_report(job, plan.message or "", src, filed_as) if plan.drop else \
+            error_report(job, plan.error_kind or "internal", plan.message or "", src, filed_as)
         placing.before_step("report", job.id)
         try:
             write_report(root_of(watch, filed_as), report_path(filed_as), report, job.id, perms)
@@ -337,8 +362,8 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
             if original is None:
                 raise
             raise ReportNotWritten(filed_as, report, e) from e
-    log.info("job %d: filed %s: original -> %s%s", job.id, plan.outcome, original,
-             f", result -> {result}" if result else "")
+    log.info("job %d: filed %s: original -> %s%s", job.id, "a duplicate of it" if plan.drop else plan.outcome,
+             original, f", result -> {result}" if result else "")
     return Filed(plan.outcome, original, result)
 
 
@@ -352,7 +377,7 @@ def _left_its_inbox(plan: Plan, job_id: int, attempt: int) -> Path | bool | None
     if not plan.original_dst or not plan.original_state:
         return None
     dst = Path(plan.original_dst)
-    for name in _candidates(dst.name, job_id):
+    for name in candidate_names(dst.name, job_id):
         if is_the_original(dst.with_name(name), plan.original_state):
             return dst.with_name(name)
     return None
@@ -379,15 +404,17 @@ def _place_result(plan: Plan, job: Job, watch: WatchSettings | None, perms: Perm
 
 
 def _place_original(plan: Plan, job: Job, watch: WatchSettings | None, perms: Perms, staged: Path | None,
-                    fence: Callable[[], None] | None,
+                    in_place: bool, fence: Callable[[], None] | None,
                     share_problem: Callable[[], str | None] | None) -> tuple[Path | None, bool]:
-    """The staged original placed into done/ or failed/: (where it landed or None when it was
-    gone, whether this run moved it)."""
+    """The staged original (`in_place`: from its inbox name) placed into done/ or failed/: (where it
+    landed or None when it was gone, whether this run moved it)."""
     src, dst = Path(plan.original_src), Path(plan.original_dst)
+    moving = staged is not None or (in_place and os.path.lexists(src))
     try:
-        return place_file(staged or src, dst, job.id, root=root_of(watch, dst), perms=perms,
-                          fence=fence), staged is not None
+        return place_file(staged or src, dst, job.id, root=root_of(watch, dst), perms=perms, fence=fence), moving
     except FileNotFoundError:
+        if plan.drop:
+            raise                     # gone meanwhile (another host filed it): no report beside nothing
         why = share_problem() if share_problem is not None else None
         if why:
             raise ShareUnavailable(why) from None
@@ -441,8 +468,9 @@ def remove_partials(plan: Plan, job_id: int) -> list[Path]:
 
 def file_failed_original(watch: WatchSettings, job: Job, ledger: Any = None) -> Path:
     """Move a refused file (a job born failed at ingest) to failed/ with its report."""
-    plan = job_plan(job, watch) or plan_failed(watch, job, job.error_kind or "internal", job.error_message or "")
-    filed = execute_plan(plan, job, watch, ledger=ledger)
+    stored = job_plan(job, watch)
+    plan = stored or plan_failed(watch, job, job.error_kind or "internal", job.error_message or "")
+    filed = execute_plan(plan, job, watch, ledger=ledger, stored=stored is not None)
     return filed.original or Path(plan.original_dst)
 
 
@@ -457,7 +485,7 @@ def find_failed_original(watch: WatchSettings, job: Job) -> Path | None:
         candidates.append(Path(plan.original_dst))
     candidates += [watch.failed / job.rel_path, with_job_id(watch.failed / job.rel_path, job.id)]
     for c in candidates:       # only a regular file reached below failed/ without a link counts
-        if _regular_below(watch.failed, c) and _report_is_for(watch.failed, report_path(c), job.id):
+        if _regular_below(watch.failed, c) and report_is_for(watch.failed, report_path(c), job.id):
             return c
     return None
 
@@ -479,7 +507,8 @@ def restore_original(watch: WatchSettings, job: Job, found: Path) -> Path:
     return landed
 
 
-def _report_is_for(root: Path, report: Path, job_id: int) -> bool:
+def report_is_for(root: Path, report: Path, job_id: int) -> bool:
+    """Whether `report` (reached below `root` without a link) is job `job_id`'s own error report."""
     try:
         return json.loads(read_regular(root, report, 1 << 20)).get("job_id") == job_id
     except (OSError, ValueError, AttributeError):

@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ffwatchd.config.settings import WatchSettings
+from ffwatchd.schema import photo_paths
 
 
 def folder_roots(watch: WatchSettings, real: bool = False) -> dict[str, str]:
@@ -75,8 +76,8 @@ def localize_spec(spec: dict, sources: list[dict], watch: WatchSettings) -> dict
     if isinstance(out.get("sources"), list):
         out["sources"] = [moved.get(p, p) for p in out["sources"]]
     selector = out.get("face_selector")
-    if isinstance(selector, dict) and selector.get("reference") in moved:
-        out["face_selector"] = {**selector, "reference": moved[selector["reference"]]}
+    if isinstance(selector, dict) and selector.get("reference"):
+        out["face_selector"] = {**selector, "reference": [moved.get(p, p) for p in photo_paths(selector["reference"])]}
     return out
 
 

@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from ffwatchd.errors import JobError
 from ffwatchd.filing import placing
-from ffwatchd.filing.placing import TEMP_PREFIX, _candidates
+from ffwatchd.filing.placing import TEMP_PREFIX, candidate_names
 from ffwatchd.fs.mounts import inode_numbers_stable
 from ffwatchd.fs.writefs import fit_name, fsync_dir, move_no_replace
 
@@ -211,7 +211,7 @@ def put_back(staged: Path, src: Path, job_id: int) -> None:
     """A file that took the original's name was renamed by mistake: back to its name, never
     replacing one that took the name meanwhile (then the next free `-<job id>` name, visible,
     so it still becomes a job of its own)."""
-    for name in _candidates(src.name, job_id):
+    for name in candidate_names(src.name, job_id):
         try:
             move_no_replace(staged, src.with_name(name))     # also where the share has no hard links
         except FileExistsError:

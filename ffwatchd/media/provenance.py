@@ -8,6 +8,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 from xml.sax.saxutils import escape, unescape
 
 from ffwatchd import __version__
@@ -16,6 +17,10 @@ IPTC_DST = "http://cv.iptc.org/newscodes/digitalsourcetype/"
 AI_COMPOSITE = IPTC_DST + "compositeWithTrainedAlgorithmicMedia"
 PROVENANCE_NS = "urn:ffwatchd:provenance:1"
 PNG_PROVENANCE_KEY = "ffwatchd:provenance"
+Made = Literal["faces", "frame"]             # what a processor that generates pixels worked on
+_MADE_WORDS = {("faces",): "faces changed by trained models",
+               ("frame",): "the whole picture remade by trained models",
+               ("faces", "frame"): "faces changed and the whole picture remade by trained models"}
 
 
 @dataclass(frozen=True)
@@ -45,13 +50,14 @@ class Provenance:
     generator: str = f"ffwatchd {__version__}"
     settings: str = ""                # how processors' settings were applied (`name: note; …`)
     output_size: tuple[int, int] | None = None         # (width, height) when a processor resized the frame
+    made: tuple[Made, ...] = ("faces",)                # with `ai`: what the generating processors worked on
 
     @property
     def digital_source_type(self) -> str | None:
         return AI_COMPOSITE if self.ai else None
 
     def description(self) -> str:
-        what = "AI-modified: faces changed by trained models" if self.ai else "Edited"
+        what = f"AI-modified: {_MADE_WORDS[tuple(sorted(set(self.made)))]}" if self.ai else "Edited"
         return (f"{what} ({self.generator}; processors: {', '.join(self.processors)}"
                 + (f"; models: {', '.join(self.models)}" if self.models else "")
                 + (f"; settings: {self.settings}" if self.settings else "")

@@ -12,8 +12,23 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
+from ffwatchd.errors import JobError
 from ffwatchd.media.provenance import Provenance
 from ffwatchd.spec.jobspec import JobSpec
+from ffwatchd.spec.sidecar import PhotoRole
+
+
+class PhotoProblem(JobError):
+    """A source or reference photo that cannot be used (unreadable, or no face in it). The pipeline
+    names the file; which sidecar named the photo only the job's row tells (the runner adds it)."""
+
+    def __init__(self, kind: str, message: str, photo: Path, role: PhotoRole) -> None:
+        super().__init__(kind, message)
+        self.photo, self.role = photo, role
+
+    def named_by(self, where: str | None) -> JobError:
+        """This error, saying where the photo was named (`sidecar PATH`), when that is known."""
+        return JobError(self.kind, f"{self.message}; named by {where}") if where else self
 
 
 def job_report(faces: int, frames: int, provenance: dict | None, *, copied: bool, signed: bool = False,

@@ -13,7 +13,8 @@ from ffwatchd.faces.classify import Classifier
 from ffwatchd.faces.detect import Detector
 from ffwatchd.faces.embed import Recognizer
 from ffwatchd.faces.masks import FaceMasks, Landmarker, refine
-from ffwatchd.faces.select import in_order, select_faces, traits_match
+from ffwatchd.faces.order import in_order
+from ffwatchd.faces.select import select_faces, traits_match
 from ffwatchd.faces.track import FaceTracker
 from ffwatchd.faces.types import Embedding, Face, Frame
 from ffwatchd.processors import Change, FaceScore, Processor, ResizingStep, Scope, Step

@@ -27,7 +27,8 @@ from ffwatchd.faces.classify import Classifier
 from ffwatchd.faces.detect import Detector, load_detector
 from ffwatchd.faces.embed import Recognizer, combine_embeddings, cosine_similarity
 from ffwatchd.faces.enhance import Enhancer
-from ffwatchd.faces.masks import FaceMasks, Landmarker, MaskType, Occluder, Parser
+from ffwatchd.faces.masks import FaceMasks, Landmarker, Occluder, Parser
+from ffwatchd.faces.maskspec import MaskType
 from ffwatchd.faces.models import Model, ModelKind
 from ffwatchd.faces.sessions import SessionConfig, probe_providers, provider_kind
 from ffwatchd.faces.swap import Converter, Swapper
@@ -47,10 +48,11 @@ from ffwatchd.media.image import (
 )
 from ffwatchd.media.identifying import strip_identifying_exif
 from ffwatchd.media.provenance import ModelFile, Provenance
-from ffwatchd.pipeline.contract import ImageResult, RenderedImage
+from ffwatchd.pipeline.contract import ImageResult, PhotoProblem, RenderedImage
 from ffwatchd.pipeline.frames import FrameProcessor
 from ffwatchd.processors import FaceScore, Processor, Scope
 from ffwatchd.spec.jobspec import JobSpec
+from ffwatchd.spec.sidecar import PhotoRole
 
 if TYPE_CHECKING:
     from ffwatchd.media.c2pa_sign import ManifestSigner
@@ -187,6 +189,8 @@ class Pipeline:
         notes = ((p.name, p.provenance_note(processor.spec.settings_of(p.name))) for p in applied)
         return Provenance(tuple(p.name for p in applied), tuple(models), self.model_files(models),
                           ai=any(p.generates_pixels for p in applied),
+                          made=tuple(sorted({"faces" if p.scope is Scope.FACES else "frame"
+                                             for p in applied if p.generates_pixels})) or ("faces",),
                           settings="; ".join(f"{name}: {note}" for name, note in notes if note))
 
     def execution_providers(self) -> dict[str, list[str]]:
@@ -211,12 +215,12 @@ class Pipeline:
         try:
             image = read_image(path, self.max_pixels)
         except JobError as e:
-            raise JobError(e.kind, f"{what} {path}: {e.message}") from e
+            raise PhotoProblem(e.kind, f"{what} {path}: {e.message}", path, PhotoRole(what)) from e
         d = spec.face_detector
         faces = detector.detect(image.bgr, d.score, d.size)
         if not faces:
-            raise JobError("no_face", f"no face found in {what} {path} (detector {detector.name}, "
-                           f"score >= {d.score})")
+            raise PhotoProblem("no_face", f"no face found in {what} {path} (detector {detector.name}, "
+                               f"score >= {d.score})", path, PhotoRole(what))
         if len(faces) > 1:
             log.info("%s %s has %d faces; using the largest", what, path.name, len(faces))
         return image.bgr, max(faces, key=lambda f: f.area)
@@ -273,11 +277,12 @@ class Pipeline:
             try:
                 image = read_image(path, self.max_pixels)
             except JobError as e:
-                raise JobError(e.kind, f"reference {path}: {e.message}") from e
+                raise PhotoProblem(e.kind, f"reference {path}: {e.message}", path, PhotoRole.REFERENCE) from e
             faces = detector.detect(image.bgr, d.score, d.size)
             if not faces:
-                raise JobError("no_face", f"no face found in reference {path} (detector {detector.name}, "
-                               f"score >= {d.score}): except_reference would leave nobody out")
+                raise PhotoProblem("no_face", f"no face found in reference {path} (detector {detector.name}, "
+                                   f"score >= {d.score}): except_reference would leave nobody out", path,
+                                   PhotoRole.REFERENCE)
             cached = [recognizer.embed(image.bgr, f) for f in faces]
             if len(self._identities) >= _IDENTITY_CACHE_SIZE:
                 self._identities.pop(next(iter(self._identities)))
@@ -306,11 +311,11 @@ class Pipeline:
         if detector is not None and mode in ("reference", "except_reference"):
             if not spec.face_selector.reference:
                 raise JobError("bad_sidecar", f"face_selector.mode is {mode} but no reference image is given")
-            if mode == "reference":
-                reference = self.identity([Path(spec.face_selector.reference)], "reference", spec,
-                                                   detector, recognizer)
-            else:
-                reference = self._people(Path(spec.face_selector.reference), spec, detector, recognizer)
+            photos = [Path(p) for p in spec.face_selector.reference]
+            if mode == "reference":            # several photos of one person: averaged as sources are
+                reference = self.identity(photos, "reference", spec, detector, recognizer)
+            else:                              # everyone in every photo is left alone
+                reference = [e for p in photos for e in self._people(p, spec, detector, recognizer)]
         refiner = (self.load_model(spec.face_landmarker.model, ModelKind.LANDMARKER)
                    if detector is not None and spec.face_landmarker.refine else None)
         return FrameProcessor(spec, detector, recognizer, reference, steps, names, job.scores, classifier,

@@ -27,16 +27,21 @@ from ffwatchd.schema import (
     NumberBetween,
     NumbersBetween,
     OneOf,
+    Photos,
     SubsetOf,
     check_value,
     is_bool,
     is_text,
+    photo_paths,
 )
 from ffwatchd.spec.values import email_problem, parse_duration, priority_value, webhook_url_problem
 
 SELECTOR_MODES = ("all", "largest", "one", "reference", "except_reference")
 REFERENCE_MODES = ("reference", "except_reference")   # both need face_selector.reference
 SINGLE_MODES = ("largest", "one")                     # pick one face per frame
+MAX_REFERENCE_PHOTOS = 16     # each is detected and embedded once per worker; more adds nothing but cost
+SOURCES = Photos()
+REFERENCE = Photos(most=MAX_REFERENCE_PHOTOS, alone=True, empty=False)
 OUTPUT_FORMATS = ("keep", "jpeg", "png", "webp")
 VIDEO_CODECS = ("auto", "libx264", "h264_nvenc", "libx265")
 ON_NO_FACE = ("fail", "copy")
@@ -62,7 +67,8 @@ class LandmarkerSpec:
 @dataclass(frozen=True)
 class SelectorSpec:
     mode: str = "all"
-    reference: str | None = None      # absolute path once resolved by the sidecar module
+    reference: tuple[str, ...] = ()   # photos of the person (averaged) or of the people left alone;
+                                      # absolute paths once resolved by the sidecar module
     max_distance: float = 0.6         # cosine distance (1 - similarity)
     order: Order | None = None        # None: the detector's (reference: nearest first)
     age: tuple[int, int] | None = None   # years, both included: faces whose age span overlaps it
@@ -71,6 +77,9 @@ class SelectorSpec:
     tracker_overlap: float = 0.5      # video: a selected face stays selected while its box overlaps this much; 0 off
 
     def __post_init__(self) -> None:
+        # a sidecar (and a snapshot of before lists) may name one photo as a string
+        if not isinstance(self.reference, tuple):
+            object.__setattr__(self, "reference", tuple(photo_paths(self.reference)))
         if self.age is not None:
             object.__setattr__(self, "age", (int(self.age[0]), int(self.age[1])))
         if self.order is not None:
@@ -186,6 +195,7 @@ class JobSpec:
         d["processors"] = list(self.processors)
         # plain strings, as any serialiser reads them (order, gender are StrEnums)
         d["face_selector"] = {k: str(v) if isinstance(v, StrEnum) else v for k, v in d["face_selector"].items()}
+        d["face_selector"]["reference"] = list(self.face_selector.reference)
         d["notify"] = {"webhook": self.notify.webhook, "email": list(self.notify.email), "on": list(self.notify.on)}
         return d
 
@@ -291,7 +301,7 @@ _SHARED_SECTIONS: dict[str, Mapping[str, Check]] = {
     "face_detector": {"model": ModelKey(ModelKind.DETECTOR), "score": NumberBetween(0.0, 1.0),
                       "size": IntBetween(128, 2048, 32)},
     "face_recognizer": {"model": ModelKey(ModelKind.RECOGNIZER)},
-    "face_selector": {"mode": OneOf(SELECTOR_MODES), "reference": is_text,
+    "face_selector": {"mode": OneOf(SELECTOR_MODES), "reference": REFERENCE,
                       "max_distance": NumberBetween(0.0, 2.0), "order": OneOf(tuple(Order)),
                       "age": IntRange(0, 100), "gender": OneOf(tuple(Gender)),
                       "classifier": ModelKey(ModelKind.CLASSIFIER), "tracker_overlap": NumberBetween(0.0, 1.0)},
@@ -343,9 +353,8 @@ def validate(raw: Any, where: str, known_models: Mapping[str, str]) -> list[str]
 def _check_top_value(key: str, value: Any, path: str) -> list[str]:
     """A top-level key that is not a section: sources, processors, on_no_face, priority, notify, ..."""
     if key == "sources":
-        if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value):
-            return [f"{path}: {short_repr(value)} is not a list of file paths"]
-        return []
+        err = SOURCES(value)
+        return [f"{path}: {err}"] if err else []
     if key == "processors":
         if not isinstance(value, list) or not value:
             return [f"{path}: {short_repr(value)} is not a non-empty list of processors"]

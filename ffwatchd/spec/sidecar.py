@@ -11,7 +11,8 @@ import logging
 import os
 import stat as statmod
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol, runtime_checkable
 
@@ -20,10 +21,11 @@ import yaml
 from ffwatchd.errors import JobError, short_repr
 from ffwatchd.fs import safefs
 from ffwatchd.processors import default_processors, processors
+from ffwatchd.schema import photo_paths
 from ffwatchd.spec import jobspec
 from ffwatchd.spec.safeyaml import UnsafeYaml, load_yaml, yaml_problem
 from ffwatchd.spec.sniff import read_head, sniff_bytes
-from ffwatchd.spec.values import email_domain, url_allowed
+from ffwatchd.spec.values import email_domain, parse_duration, url_allowed
 
 log = logging.getLogger(__name__)
 
@@ -211,9 +213,11 @@ def _resolve_layer(raw: Mapping[str, Any], base: Path, watch: SidecarWatch, wher
                             for i, v in enumerate(layer["sources"])]
     selector = layer.get("face_selector")
     if isinstance(selector, dict) and selector.get("reference"):
+        one = isinstance(selector["reference"], str)          # a single photo keeps its key unnumbered
         selector = dict(selector)
-        selector["reference"] = str(resolve_entry(selector["reference"], base, watch, where,
-                                                  "face_selector.reference"))
+        selector["reference"] = [str(resolve_entry(v, base, watch, where, "face_selector.reference"
+                                                   + ("" if one else f"[{i}]")))
+                                 for i, v in enumerate(photo_paths(selector["reference"]))]
         layer["face_selector"] = selector
     return layer
 
@@ -255,7 +259,7 @@ def check_targets(merged: Mapping[str, Any], watch: SidecarWatch, where: str) ->
                            f"{where}: notify.email[{i}]: {short_repr(addr)} is not in an allowed domain of "
                            f"watch {watch.name} ({', '.join(allowed.email_domains) or 'none configured'})")
     quiet = merged.get("batch_quiet")
-    if quiet is not None and jobspec._duration(quiet) > watch.batch_quiet_max:
+    if quiet is not None and parse_duration(quiet) > watch.batch_quiet_max:
         raise JobError("bad_sidecar", f"{where}: batch_quiet: {short_repr(quiet)} is longer than the watch's "
                                       f"batch_quiet_max ({watch.batch_quiet_max:g} s)")
 
@@ -281,15 +285,24 @@ def _needing_sources(names: Iterable[str]) -> list[str]:
     return [n for n in names if n in installed and installed[n].needs_sources]
 
 
+class PhotoRole(StrEnum):
+    """What a photo named by a sidecar is to its job (the `role` of a job's sources column)."""
+    SOURCE = "source"
+    REFERENCE = "reference"
+
+
 @dataclass(frozen=True)
 class Resolved:
     """The effective settings of one file."""
-    mapping: dict                              # merged, sources/reference absolute
+    mapping: dict                              # merged, sources/reference absolute (reference a list)
     spec: jobspec.JobSpec
     sidecars: tuple[Path, ...]                 # files merged, weakest first
     sources: tuple[Path, ...] = ()
-    reference: Path | None = None
-    references: frozenset[Path] = field(default_factory=frozenset)
+    reference: tuple[Path, ...] = ()           # face_selector.reference's photos
+
+    def photos(self) -> list[tuple[PhotoRole, Path]]:
+        """Every photo the job reads besides its target, with its role: recorded and checked alike."""
+        return [*((PhotoRole.SOURCE, p) for p in self.sources), *((PhotoRole.REFERENCE, p) for p in self.reference)]
 
 
 def resolve_spec(watch: SidecarWatch, path: Path, known_models: Mapping[str, str]) -> Resolved:
@@ -308,9 +321,8 @@ def resolve_spec(watch: SidecarWatch, path: Path, known_models: Mapping[str, str
     check_targets(merged, watch, where)
     spec = jobspec.JobSpec.from_mapping(merged)
     sources = tuple(Path(s) for s in spec.sources)
-    reference = Path(spec.face_selector.reference) if spec.face_selector.reference else None
     return Resolved(mapping=merged, spec=spec, sidecars=tuple(sidecars), sources=sources,
-                    reference=reference, references=frozenset((*sources, *([reference] if reference else []))))
+                    reference=tuple(Path(r) for r in spec.face_selector.reference))
 
 
 def referenced_by(sidecar: Path, raw: Any) -> set[Path]:
@@ -321,12 +333,28 @@ def referenced_by(sidecar: Path, raw: Any) -> set[Path]:
     values: list[Any] = list(raw.get("sources") or []) if isinstance(raw.get("sources"), list) else []
     selector = raw.get("face_selector")
     if isinstance(selector, dict):
-        values.append(selector.get("reference"))
+        values.extend(photo_paths(selector.get("reference")))
     for v in values:
         if isinstance(v, str) and v:
             p = Path(v)
             out.add(Path(os.path.realpath(p if p.is_absolute() else sidecar.parent / p)))
     return out
+
+
+def named_by(watch: SidecarWatch, sidecars: Iterable[Path | str], photo: Path) -> str | None:
+    """Where a job's source or reference photo is named: the strongest of the job's sidecars that
+    names it now (`sidecar PATH`), else the watch's defaults; None when none does any more."""
+    real = Path(os.path.realpath(photo))
+    for sc in reversed([Path(s) for s in sidecars]):
+        try:
+            raw = read_sidecar(sc, watch.inbox)
+        except JobError:
+            continue
+        if real in referenced_by(sc, raw):
+            return f"sidecar {sc}"
+    if real in referenced_by(watch.inbox / SIDECAR_NAME, watch.defaults):
+        return f"watch {watch.name} defaults"
+    return None
 
 
 class SourceIndex:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from typing import Any, Sequence
 
 from ffwatchd.store.names import ESCAPED_PREFIX, decode_path
@@ -31,7 +30,6 @@ from ffwatchd.store.rows import Batch, Delivery, Filing, Job, WorkerRow
 
 JOB_FIELDS = Job.__dataclass_fields__.keys()
 
-_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _PATH_COLUMNS = ("rel_path", "output_path", "batch")
 _JSON_COLUMNS = ("spec", "sources", "sidecars", "filing", "worker", "result")
 

@@ -178,7 +178,8 @@ SET_FILING = "filing = :filing"
 CONFIRM = "lease_until = {now} + :lease"
 FINISH = """state = 'done', finished_at = {now}, output_path = :output, lease_until = NULL, error_kind = NULL,
             error_message = NULL, progress_done = coalesce(progress_total, progress_done), result = {plan_result}"""
-RELEASE = """state = 'queued', attempts = greatest(0, attempts - 1), queued_at = {now},
+#: handed back (a worker stopping, a claim made ahead): not the job's fault, so its place in the queue kept
+RELEASE = """state = 'queued', attempts = greatest(0, attempts - 1),
              not_before = CASE WHEN :delay > 0 THEN {now} + :delay ELSE 0 END,
              lease_owner = NULL, lease_until = NULL, error_kind = coalesce(:kind, error_kind),
              error_message = coalesce(:message, error_message)"""

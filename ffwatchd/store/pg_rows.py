@@ -4,11 +4,12 @@ clock, row locks, `= ANY` lists, jsonb-safe JSON, NOTIFY."""
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any, Sequence
 
 from psycopg.types.json import Json
 
-from ffwatchd.store.dialect import _PARAM, Dialect
+from ffwatchd.store.dialect import Dialect
 from ffwatchd.store.names import decode_json, decode_path, encode_json
 from ffwatchd.store.rows import Job
 
@@ -16,6 +17,7 @@ from ffwatchd.store.rows import Job
 NOW = "coalesce(%(now)s::float8, extract(epoch FROM now())::float8)"
 
 CHANNEL = "ffwatchd_jobs"
+_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")     # the shared SQL's `:name` parameters
 
 
 class PgDialect(Dialect):

@@ -93,7 +93,8 @@ class SqlJobStore(JobQueue):
 
     def claim(self, owner: str, lease: float, *, watches: Sequence[str] | None = None,
               worker: dict | None = None) -> Job | None:
-        if watches is not None and not watches:
+        if watches is not None and not watches:    # all paused or away: leases that ran out still go back
+            self.requeue_expired()
             return None
         p = self._claim_params(owner, lease, watches, worker)
         return self._run(lambda tx: self._claim_in(tx, p), single=True, replayed=lambda tx: self._claimed_by(tx, p))

@@ -9,10 +9,8 @@ import re
 from functools import lru_cache
 
 from ffwatchd.config.settings import WatchSettings
-from ffwatchd.filing import plan as filing
+from ffwatchd.filing.placing import TEMP_PREFIX
 from ffwatchd.spec.sidecar import is_sidecar_name
-
-DAEMON_PREFIX = filing.TEMP_PREFIX       # ".ffwatchd-": never an input, whatever `ignore` says
 
 
 @lru_cache(maxsize=64)
@@ -31,7 +29,7 @@ def _matches(patterns: tuple[str, ...], name: str, rel: str) -> bool:
 
 def is_ignored_dir(watch: WatchSettings, name: str) -> bool:
     """Folders the scan does not enter: the daemon's own, and those matching `ignore`."""
-    return name.startswith(DAEMON_PREFIX) or _matches(watch.ignore, name, name)
+    return name.startswith(TEMP_PREFIX) or _matches(watch.ignore, name, name)
 
 
 def classify_name(watch: WatchSettings, rel: str) -> str | None:
@@ -39,7 +37,7 @@ def classify_name(watch: WatchSettings, rel: str) -> str | None:
     name = rel.rsplit("/", 1)[-1]
     if is_sidecar_name(name):
         return "sidecar"
-    if name.startswith(DAEMON_PREFIX):
+    if name.startswith(TEMP_PREFIX):          # ".ffwatchd-": never an input, whatever `ignore` says
         return "daemon temp"
     if _matches(watch.ignore, name, rel):
         return "ignored"

@@ -17,9 +17,10 @@ from typing import Callable
 from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.errors import JobError
 from ffwatchd.filing import plan as filing
+from ffwatchd.filing.placing import exists_exactly, with_job_id
 from ffwatchd.filing.sharepaths import locate
+from ffwatchd.filing.staging import OriginalChanged, original_state
 from ffwatchd.fs import safefs
-from ffwatchd.fs.writefs import fit_name
 from ffwatchd.spec.sidecar import (
     MissingSource,
     Resolved,
@@ -276,14 +277,10 @@ def snapshot_for(settings: Settings, watch: WatchSettings, path: Path, read_from
 
 
 def _hash_sources(watch: WatchSettings, resolved: Resolved, hashes: HashCache) -> list[dict]:
-    """Each source with its hash and where it lies on the share (`root` and `rel`, so that a host
-    that mounts the share elsewhere finds it)."""
-    out = [{"path": str(p), "sha256": hashes.sha256(p), "role": "source", **(locate(watch, p) or {})}
-           for p in resolved.sources]
-    if resolved.reference is not None:
-        out.append({"path": str(resolved.reference), "sha256": hashes.sha256(resolved.reference),
-                    "role": "reference", **(locate(watch, resolved.reference) or {})})
-    return out
+    """Each source and reference photo with its hash and where it lies on the share (`root` and
+    `rel`, so that a host that mounts the share elsewhere finds it)."""
+    return [{"path": str(p), "sha256": hashes.sha256(p), "role": str(role), **(locate(watch, p) or {})}
+            for role, p in resolved.photos()]
 
 
 def _os_trouble(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: FileState,
@@ -339,11 +336,11 @@ def _file_refused(watch: WatchSettings, path: Path, job: Job, store: JobQueue | 
 
 def _report_exists(watch: WatchSettings, job: Job) -> bool:
     """Whether job's original was already filed to failed/ with its report."""
-    candidates = [watch.failed / job.rel_path, filing.with_job_id(watch.failed / job.rel_path, job.id)]
+    candidates = [watch.failed / job.rel_path, with_job_id(watch.failed / job.rel_path, job.id)]
     plan = filing.job_plan(job, watch)
     if plan is not None and plan.original_dst:
         candidates.insert(0, Path(plan.original_dst))
-    return any(filing._report_is_for(watch.failed, filing.report_path(c), job.id) for c in candidates)
+    return any(filing.report_is_for(watch.failed, filing.report_path(c), job.id) for c in candidates)
 
 
 def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobQueue | None = None,
@@ -361,15 +358,15 @@ def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobQu
         return IngestResult("failed", path, f"{rel}: job {job.id} failed earlier; filed as {filed}", job)
     plan = filing.job_plan(job, watch)
     if job.state == "done" and plan is not None and plan.original_dst and plan.original_src == str(path) \
-            and not filing.exists_exactly(Path(plan.original_dst)):   # not another file's spelling
+            and not exists_exactly(Path(plan.original_dst)):   # not another file's spelling
         return IngestResult("exists", path, f"{rel}: job {job.id} is done and its filing is unfinished", job)
     return _file_duplicate(watch, path, rel, job, store, seen)
 
 
 def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job,
                     store: JobQueue | None = None, seen: FileState | None = None) -> IngestResult:
-    """A re-drop of content already finished at this path: filed to failed/ as `duplicate`,
-    only while the file there is still the one that was read (`seen`)."""
+    """A re-drop of content already finished at this path: filed to failed/ as `duplicate` by
+    its plan (plan_duplicate), only while the file there is still the one that was read (`seen`)."""
     if not os.path.lexists(path):
         # Another host filed it while we read it (several hosts watch one share): no re-drop.
         return IngestResult("vanished", path, f"{rel}: job {job.id} ({job.state}) filed it meanwhile", job)
@@ -386,17 +383,12 @@ def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job,
         advice = f"run `ffwatchd jobs retry {job.id}` to run that job again"
     message = (f"{rel} has the same content as job {job.id}, which is already {job.state}; "
                f"it was not processed again: {advice}")
-    base = watch.failed / rel
-    candidates = [base, filing.with_job_id(base, job.id)]
-    candidates += [base.with_name(fit_name(base.stem, f"-{job.id}-dup{k}{base.suffix}")) for k in range(2, 1000)]
-    dest = next(c for c in candidates if not os.path.lexists(c) and not os.path.lexists(filing.report_path(c)))
     log.warning("duplicate of job %d: %s", job.id, message)
     try:
-        dest = filing.place_file(path, dest, job.id, root=watch.failed, perms=watch.perms)
-        report = filing.duplicate_report(job, message, path, dest)
-        filing.write_report(watch.failed, filing.report_path(dest), report, job.id, watch.perms)
-        if store is not None:
-            filing.note_filed(store, watch, job.id, "failed", dest)
+        plan = filing.plan_duplicate(watch, job, rel, message, original_state(os.lstat(path), path))
+        filed = filing.execute_plan(plan, job, watch, ledger=store)
+    except OriginalChanged:              # replaced between the look above and the move: nothing moved
+        return IngestResult("changed", path, f"{rel}: replaced since it was read; looked at again")
     except (OSError, JobError) as e:     # failed/ missing, read-only, full, a link, no free name
         return _unfiled(path, rel, replace(job, error_kind="duplicate"), message, e)
-    return IngestResult("duplicate", path, f"{message} (filed as {dest})", job)
+    return IngestResult("duplicate", path, f"{message} (filed as {filed.original})", job)

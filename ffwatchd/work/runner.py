@@ -28,8 +28,9 @@ from ffwatchd.filing.staging import OriginalChanged, original_state, unstage
 from ffwatchd.fs import safefs
 from ffwatchd.fs.writefs import make_private
 from ffwatchd.media.ffmpeg import find_ffmpeg
-from ffwatchd.pipeline.contract import JobPipeline, RenderedImage
+from ffwatchd.pipeline.contract import JobPipeline, PhotoProblem, RenderedImage
 from ffwatchd.spec.jobspec import JobSpec
+from ffwatchd.spec.sidecar import named_by
 from ffwatchd.store import Job, JobQueue, QueueUnavailable, TransitionError
 from ffwatchd.watch.hashing import hash_file
 from ffwatchd.work.failing import FailurePolicy
@@ -217,6 +218,9 @@ class JobRunner:
             out.frames = processed.frames
         except (TransitionError, QueueUnavailable):
             raise
+        except PhotoProblem as e:              # the pipeline names the photo; the job's row, its sidecar
+            self.failures.handle(e.named_by(named_by(watch, job.sidecars, e.photo)), watch, job, lease, out, workdir)
+            return None
         except Exception as e:  # noqa: BLE001 - every failure ends as a job error with a kind
             self.failures.handle(e, watch, job, lease, out, workdir)
             return None

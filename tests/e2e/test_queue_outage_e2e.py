@@ -125,7 +125,6 @@ def test_two_daemons_wait_out_a_90s_database_stop_and_a_crash_restart(tmp_path, 
 
         # 2. A crash restart, mid-batch.
         _pause(url, True)
-        # (a lease that ran out stays `running` until a claim sweeps it: none is made while paused)
         wait_for(lambda: _count(url, "state = 'running' AND lease_until > extract(epoch FROM now())") == 0, 120,
                  "the running jobs to end")
         done_before = _count(url, "state = 'done'")

@@ -159,6 +159,8 @@ def test_every_facefusion_enhancer_is_built_in_with_its_home_and_licence():
     assert licences["codeformer"].url == "https://github.com/sczhou/CodeFormer/blob/master/LICENSE"
     assert {n for n, lic in licences.items() if lic.id == "Apache-2.0"} == \
         {"gfpgan_1.2", "gfpgan_1.3", "gfpgan_1.4", "restoreformer_plus_plus"}
+    # every enhancer family of the table is stated by the tests (so each runs in images and video)
+    assert {BUILTIN_MODELS[n].family for n in licences} == set(ENHANCERS)
     for family, sig in ENHANCERS.items():                    # the families agree with the tests' statement
         fam = FAMILIES[family]
         assert (fam.size, fam.template, fam.weight_input is not None) == (sig.size, sig.template, sig.weight)
@@ -175,9 +177,10 @@ def _frames(path: Path) -> list[np.ndarray]:
         out.append(image)
 
 
-@pytest.mark.parametrize("family", ["codeformer", "gpen_256", "gpen_1024"])
+@pytest.mark.parametrize("family", FAMILY_NAMES)
 def test_a_video_is_enhanced_by_a_family_frame_by_frame(family, tmp_path, customs, frame):
-    """Video goes through the same frame processor: every frame's eyes marked, the rest kept."""
+    """Video goes through the same frame processor, in every family (each size): every frame's
+    eyes marked, the rest kept."""
     import subprocess
 
     from ffwatchd.media.ffmpeg import find_ffmpeg

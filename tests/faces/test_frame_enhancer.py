@@ -12,6 +12,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+from PIL import Image
 import pytest
 import synthetic_models as sm
 from synthetic_models import synthetic_spec as synth_spec
@@ -56,6 +57,8 @@ def test_an_upscaled_image_is_the_upscaled_size_and_says_so(pipe, tmp_path):
     prov = read_provenance(out)
     assert prov["processors"] == ["frame_enhancer"] and prov["ai_generated"] is True
     assert prov["output_size"] == [311 * 4, 203 * 4] and result.provenance["output_size"] == [1244, 812]
+    with Image.open(out) as im:                    # no face was touched: the claim says what was
+        assert im.text["Description"].startswith("AI-modified: the whole picture remade by trained models")
 
 
 def test_after_the_face_processors_the_faces_are_processed_then_upscaled(pipe, tmp_path, face_frame,
@@ -75,6 +78,8 @@ def test_after_the_face_processors_the_faces_are_processed_then_upscaled(pipe, t
     ys, xs = np.nonzero(differs)
     assert ys.min() > got.shape[0] * 0.7 and xs.min() > got.shape[1] * 0.5   # only in its corner
     assert read_provenance(both)["output_size"] == [got.shape[1], got.shape[0]]
+    with Image.open(both) as im:
+        assert "AI-modified: faces changed and the whole picture remade by trained models" in im.text["Description"]
 
 
 def test_blend_mixes_the_model_with_the_frame_resized(pipe, tmp_path):

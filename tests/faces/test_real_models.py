@@ -8,6 +8,7 @@ import pytest
 
 from ffwatchd.faces.models import custom_model
 from ffwatchd.faces.anonymize import anonymized_region
+from ffwatchd.errors import JobError
 from ffwatchd.faces.embed import cosine_similarity
 from ffwatchd.pipeline.pipeline import Pipeline
 from ffwatchd.faces.registry import sha256_file
@@ -150,3 +151,38 @@ def test_except_reference_anonymizes_everyone_but_the_people_of_the_reference_ph
     spec_fail = JobSpec.from_mapping({**spec.to_snapshot(), "on_no_face": "fail"})
     result = real.process_image(only, tmp_path / "only_out.png", spec_fail)
     assert result.faces == 0 and not result.copied
+
+
+def test_two_reference_photos_of_one_person_pick_her_out_against_another(real, assets, tmp_path):
+    """Two photos of the astronaut (one lit brighter and mirrored) make the reference; in a picture
+    of her (smaller, softer) beside Grace Hopper only her face is chosen and anonymized."""
+    astronaut, hopper = image(assets, "astronaut.png"), image(assets, "grace_hopper.jpg")
+    refs = [tmp_path / "ref_1.png", tmp_path / "ref_2.jpg"]
+    cv2.imwrite(str(refs[0]), astronaut)
+    cv2.imwrite(str(refs[1]), cv2.convertScaleAbs(astronaut, alpha=1.15, beta=10)[:, ::-1])
+    her = cv2.GaussianBlur(cv2.resize(astronaut, (440, 440), interpolation=cv2.INTER_AREA), (3, 3), 0)
+    frame = np.full((600, 440 + 512, 3), 128, np.uint8)
+    frame[80:520, :440], frame[:, 440:] = her, hopper
+    target = tmp_path / "two.png"
+    cv2.imwrite(str(target), frame)
+    spec = JobSpec.from_mapping({"processors": ["face_anonymizer"], "output": {"format": "png"},
+                                 "face_detector": {"model": "scrfd_500m"},
+                                 "face_recognizer": {"model": "mbf_int8"},
+                                 "face_selector": {"mode": "reference", "reference": [str(r) for r in refs],
+                                                   "max_distance": 0.6}})
+    faces = sorted(real.load_model("scrfd_500m", "detector").detect(frame, 0.5, 640), key=lambda f: f.bbox[0])
+    assert len(faces) == 2 and faces[0].bbox[2] < 440 < faces[1].bbox[0]
+    chosen = real.prepare(spec).find_faces(frame)
+    assert len(chosen) == 1 and iou(chosen[0].bbox, faces[0].bbox) > 0.8
+    result = real.process_image(target, tmp_path / "out.png", spec)
+    after = cv2.imread(str(tmp_path / "out.png"))
+    changed = [np.any(frame[y0:y1, x0:x1] != after[y0:y1, x0:x1], axis=2).mean()
+               for x0, y0, x1, y1 in (anonymized_region(f, frame.shape) for f in faces)]
+    assert result.faces == 1 and changed[0] > 0.5 and changed[1] < 0.05, changed
+    # a photo of the list in which no face is found fails the job, naming that photo
+    blank = assets / "images" / "mask_white.jpg"
+    faceless = JobSpec.from_mapping({**spec.to_snapshot(), "face_selector": {
+        **spec.to_snapshot()["face_selector"], "reference": [str(refs[0]), str(blank)]}})
+    with pytest.raises(JobError) as e:
+        real.prepare(faceless)
+    assert e.value.kind == "no_face" and e.value.message.startswith(f"no face found in reference {blank}")

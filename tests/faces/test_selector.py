@@ -4,11 +4,13 @@ that filter) and the tracker that keeps a video's selection on the same person."
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
 import synthetic_models
+from synthetic_models import draw_face, face_at
 
 from ffwatchd.errors import JobError
 from ffwatchd.faces.classify import Classifier
@@ -21,31 +23,6 @@ from ffwatchd.pipeline.frames import FrameProcessor
 from ffwatchd.pipeline.pipeline import Pipeline
 from ffwatchd.spec import jobspec
 from ffwatchd.spec.jobspec import JobSpec
-
-# DEFAULT_FACE's keypoints as fractions of its box, to draw and report faces anywhere.
-_BOX, _KPS = synthetic_models.DEFAULT_FACE
-_REL = [((kx - _BOX[0]) / (_BOX[2] - _BOX[0]), (ky - _BOX[1]) / (_BOX[3] - _BOX[1])) for kx, ky in _KPS]
-
-
-def face_at(x1: float, y1: float, w: float, h: float):
-    """(box, keypoints) of a face whose box is at x1, y1 of w x h."""
-    return (x1, y1, x1 + w, y1 + h), tuple((x1 + fx * w, y1 + fy * h) for fx, fy in _REL)
-
-
-def draw_face(img: np.ndarray, face, colour: tuple[int, int, int], seed: int = 0) -> None:
-    """A filled face of `colour` (BGR) with eyes, nose and mouth, a little texture of its own."""
-    (x1, y1, x2, y2), kps = face
-    centre, axes = (int((x1 + x2) / 2), int((y1 + y2) / 2)), (int((x2 - x1) / 2), int((y2 - y1) / 2))
-    mask = np.zeros(img.shape[:2], np.uint8)
-    cv2.ellipse(mask, centre, axes, 0, 0, 360, 255, -1)
-    rng = np.random.default_rng(seed)
-    texture = np.clip(np.array(colour, np.int16) + rng.integers(-12, 13, img.shape, dtype=np.int16), 0, 255)
-    img[mask > 0] = texture.astype(np.uint8)[mask > 0]
-    for kx, ky in kps[:2]:
-        cv2.circle(img, (int(kx), int(ky)), 8, (40, 30, 30), -1)
-    cv2.circle(img, (int(kps[2][0]), int(kps[2][1])), 5, (90, 100, 150), -1)
-    cv2.line(img, (int(kps[3][0]), int(kps[3][1])), (int(kps[4][0]), int(kps[4][1])), (60, 60, 160), 4)
-
 
 def faces_of(*faces, score: float = 0.9) -> list[Face]:
     return [Face(np.array(box, np.float32), np.array(kps, np.float32), score) for box, kps in faces]
@@ -90,8 +67,8 @@ def test_the_selector_keys_are_checked_with_the_problem_named():
 # -- the classifier and the filters ----------------------------------------------------------
 
 # Two people side by side: A red-faced (the synthetic fairface says female, 40-49), B blue (male, 20-29).
-FACE_A, FACE_B = face_at(70, 185, 200, 270), face_at(370, 185, 200, 270)
-COLOUR_A, COLOUR_B = (60, 145, 230), (220, 30, 50)
+FACE_A, FACE_B = synthetic_models.FACE_A, synthetic_models.FACE_B
+COLOUR_A, COLOUR_B = synthetic_models.COLOUR_A, synthetic_models.COLOUR_B
 
 
 @pytest.fixture(scope="module")
@@ -215,6 +192,44 @@ def test_a_wrong_fairface_convention_gives_other_traits(two_people, monkeypatch,
 
 
 # -- the tracker -------------------------------------------------------------------------------
+
+# -- several reference photos -------------------------------------------------------------------
+
+def _photo_of(path, colour: tuple[int, int, int], seed: int) -> str:
+    """A photo with one person in both places the two-face detector reports (so the largest face is theirs)."""
+    cv2.imwrite(str(path), synthetic_models.two_people_image((colour, seed), (colour, seed + 10), seed=seed + 20))
+    return str(path)
+
+
+def test_several_reference_photos_are_averaged_into_one_identity(two_people, tmp_path):
+    """A brighter and a darker photo of A: each alone is too far from A in the picture for
+    max_distance 0.03 (0.05 and 0.07 away), their average, made as several sources are, is near
+    (0.008); B is never taken. A photo rewritten makes another identity (the cache keys on each)."""
+    customs, frame, *_ = two_people
+    photos = [_photo_of(tmp_path / "a_bright.png", (90, 175, 255), 11),
+              _photo_of(tmp_path / "a_dark.png", (30, 115, 200), 12)]
+    p = Pipeline(tmp_path, customs)
+    for one in photos:
+        assert p.prepare(_spec(mode="reference", reference=one, max_distance=0.03)).process_frame(frame)[1] == 0
+    proc = p.prepare(_spec(mode="reference", reference=photos, max_distance=0.03))
+    out, faces = proc.process_frame(frame)
+    assert faces == 1 and _changed(frame, out) == {"A"}
+    sources = p.identity([Path(x) for x in photos], "source", proc.spec, proc.detector, proc.recognizer)
+    assert np.allclose(proc.reference, sources)            # the one rule: as sources make one identity
+    _photo_of(tmp_path / "a_dark.png", COLOUR_B, 13)         # the second photo is now of B
+    assert not np.allclose(p.prepare(_spec(mode="reference", reference=photos)).reference, proc.reference)
+
+
+def test_except_reference_leaves_alone_everyone_in_every_photo(two_people, tmp_path):
+    customs, frame, *_ = two_people
+    of_a, of_b = _photo_of(tmp_path / "a.png", COLOUR_A, 14), _photo_of(tmp_path / "b.png", COLOUR_B, 15)
+    p = Pipeline(tmp_path, customs)
+    out, faces = p.prepare(_spec(mode="except_reference", reference=[of_a], max_distance=0.3)).process_frame(frame)
+    assert faces == 1 and _changed(frame, out) == {"B"}
+    out, faces = p.prepare(_spec(mode="except_reference", reference=[of_a, of_b],
+                                 max_distance=0.3)).process_frame(frame)
+    assert faces == 0 and _changed(frame, out) == set()
+
 
 class ScriptedDetector:
     """Reports, frame after frame, the faces the clip drew (the detector is not under test)."""

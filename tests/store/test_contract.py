@@ -307,6 +307,19 @@ def test_release_gives_the_job_back_without_counting(store: JobQueue) -> None:
     assert back.state == "queued" and back.attempts == 0
 
 
+def test_a_job_handed_back_keeps_its_place_before_later_arrivals(store: JobQueue, clock: Clock) -> None:
+    """A worker stopping (or a claim made ahead) gives its job back: the job is not its holder's
+    fault and goes first again, not behind the files dropped since."""
+    first, _ = add(store, "first.jpg")
+    assert store.claim("w1", 60).id == first.id
+    clock.t += 30
+    later, _ = add(store, "later.jpg", "h2")
+    clock.t += 30
+    store.release(first.id, "w1")
+    assert store.claim("w2", 60).id == first.id
+    assert store.claim("w2", 60).id == later.id
+
+
 def test_purge_only_finished_and_old(store: JobQueue, clock: Clock) -> None:
     old, _ = add(store, "old.jpg")
     store.claim("w", 60)
@@ -836,3 +849,13 @@ def test_the_ledger_keeps_names_that_are_not_utf8(store: JobQueue) -> None:
     assert list(store.filings("studio", "failed")) == [name]
     store.forget_filing("studio", "failed", name)
     assert store.filings("studio", "failed") == {}
+
+
+def test_a_claim_with_every_watch_paused_still_sends_expired_leases_back(store: JobQueue, clock: Clock) -> None:
+    """Claiming paused (the page's pause, every share away) left a dead holder's job `running`
+    until the pause ended; the sweep runs all the same, the job waits `queued`."""
+    job, _ = add(store)
+    store.claim("dead-host", 10)
+    clock.t += 11
+    assert store.claim("w", 60, watches=[]) is None
+    assert store.get(job.id).state == "queued"
