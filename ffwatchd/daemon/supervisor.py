@@ -22,9 +22,9 @@ from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from ffwatchd.backoff import Backoff
 from ffwatchd.config.load import load_config, resolve_config_path
 from ffwatchd.config.settings import Settings
-from ffwatchd.backoff import Backoff
 from ffwatchd.daemon.housekeeping import prune_lost_workers, start_retention
 from ffwatchd.daemon.recovery import give_back, give_back_untouched, lock_state_dir, recover_at_start
 from ffwatchd.daemon.stalls import LoopStalls
@@ -287,8 +287,7 @@ class Supervisor:
             if s.state is SlotState.STARTING:
                 log.error("worker for device %s did not become ready in %.0f s", s.device, WORKER_START_TIMEOUT)
 
-    # -- the worker processes: spawn, reap (say why, give back their jobs), kill the stuck, respawn
-    # with backoff, and the events the workers send -------------------------------------------
+    # -- the worker processes, one per slot, and the events they send ---------------------
 
     def replace_workers(self, reason: ExitReason) -> None:
         """Every running worker finishes its current job and exits; a fresh one takes its place."""
