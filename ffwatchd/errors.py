@@ -51,6 +51,13 @@ class ConfigError(Exception):
             super().__init__(f"{source}: invalid config:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
+class NoConfigGiven(ConfigError):
+    """No config named at all (no -c, no $FFWATCHD_CONFIG): a usage error, not an invalid config."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__("<config>", [f"no config given: {how}"])
+
+
 
 REPR_LIMIT = 200
 

@@ -33,7 +33,7 @@ def test_a_backoff_that_would_not_wait_or_would_shrink_is_refused(args: tuple) -
 
 def test_the_loops_wait_by_it_with_their_own_figures() -> None:
     from ffwatchd.config.notify import NotifySettings
-    from ffwatchd.daemon.workerslots import SPAWN_BACKOFF
+    from ffwatchd.daemon.supervisor import SPAWN_BACKOFF
     from ffwatchd.watch.unfiled import RETRY
 
     n = NotifySettings(backoff=30.0, backoff_max=3600.0)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import socket
 import textwrap
+
+import pytest
 from pathlib import Path
 
 from ffwatchd.config.load import load_config
@@ -80,3 +82,25 @@ def test_check_says_per_watch_which_licences_its_default_pipeline_depends_on(tmp
     assert "check them before selling the results" in swaps
     assert next(n for n in notes if n.startswith("watch blurs:")) == \
         "watch blurs: its default pipeline depends on the licences MIT (yunet)"
+
+
+def test_a_queue_that_cannot_be_reached_is_said_once_by_its_redacted_name(tmp_path: Path) -> None:
+    """`check` names the queue itself: the store's reason follows, without the store naming it again
+    (and without the password)."""
+    pytest.importorskip("psycopg")
+    from ffwatchd.config.load import load_settings
+    from ffwatchd.ops.checks import check_queue
+
+    with socket.socket() as s:                 # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"postgresql://ffw:s3cret@127.0.0.1:{port}/ffw?connect_timeout=5"
+    settings = load_settings({"state_dir": str(tmp_path / "st"), "temp_dir": str(tmp_path / "t"),
+                              "models_dir": str(tmp_path / "m"), "queue": {"url": url},
+                              "watches": [{"name": "w", **{d: str(tmp_path / d) for d in ("inbox", "output", "done",
+                                                                                          "failed")}}]}, tmp_path)
+    problems: list[str] = []
+    check_queue(settings, problems, [])
+    [said] = problems
+    assert said.startswith(f"queue {settings.queue.describe()}: cannot open: cannot connect: "), said
+    assert "s3cret" not in said and said.count(settings.queue.describe()) == 1, said

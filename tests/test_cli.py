@@ -84,9 +84,20 @@ def test_config_from_environment_and_usage_errors(cfg: Path, monkeypatch, capsys
     assert main(["jobs", "list"]) == 0
     monkeypatch.delenv("FFWATCHD_CONFIG")
     assert main(["jobs", "list"]) == 2
+    assert main(["queue", "upgrade"]) == 2 and main(["models", "list"]) == 2, "no config given: usage, not a failure"
+    assert "no config given" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
         main(["jobs", "frobnicate"])
     assert e.value.code == 2
+
+
+def test_a_refused_verb_says_why_once_without_naming_the_job_again(cfg: Path, capsys) -> None:
+    job_id = add_job(cfg)
+    assert main(["jobs", "retry", str(job_id), "-c", str(cfg), "--json"]) == 1
+    [said] = json.loads(capsys.readouterr().out)
+    assert said == {"id": job_id, "ok": False, "message": "is queued: only failed or cancelled jobs can be retried"}
+    assert main(["jobs", "retry", str(job_id), "-c", str(cfg)]) == 1
+    assert capsys.readouterr().err == f"job {job_id}: is queued: only failed or cancelled jobs can be retried\n"
 
 
 def test_invalid_config_exits_1_naming_the_key(tmp_path: Path, capsys) -> None:

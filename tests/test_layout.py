@@ -53,3 +53,18 @@ def test_the_supervisor_and_the_command_line_load_no_model_or_image_code() -> No
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_what_spec_and_store_read_of_the_settings_the_config_gives() -> None:
+    """spec and store sit below config: they state what they read of a watch's or the daemon's
+    settings as protocols, and config's classes are what they are handed."""
+    from ffwatchd.config.load import load_settings
+    from ffwatchd.spec.sidecar import SidecarWatch
+    from ffwatchd.store import TableSettings
+
+    settings = load_settings({"state_dir": "/srv/st", "temp_dir": "/srv/t", "models_dir": "/srv/m",
+                              "watches": [{"name": "w", "inbox": "/srv/in", "output": "/srv/out",
+                                           "done": "/srv/done", "failed": "/srv/failed"}]}, Path("/srv"))
+    assert isinstance(settings, TableSettings) and isinstance(settings.watches[0], SidecarWatch)
+    assert not isinstance(settings.watches[0], TableSettings) and not isinstance(settings, SidecarWatch), \
+        "a protocol that anything satisfies checks nothing"

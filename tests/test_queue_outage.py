@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ffwatchd.store import JobStore, QueueUnavailable
+from ffwatchd.work.events import QueueReport
 from ffwatchd.work.runner import JobRunner
 from ffwatchd.work.workloop import WorkerLoop
 from tests.test_scaleout import ReadingPipeline, host_settings
@@ -68,12 +69,13 @@ def test_a_workers_claim_waits_out_a_table_out_of_reach_and_says_so(tmp_path: Pa
     loop = _loop(tmp_path, store, events)
     store._db.execute("PRAGMA query_only = ON")      # SQLITE_READONLY, as a disk remounted read-only
     assert loop.claim() is None, "a claim the disk refuses is no job, and no exception"
-    kind, index, since, reason = events.get(timeout=5)
-    assert (kind, index) == ("queue", 0) and since > 0 and "readonly" in reason
+    said = events.get(timeout=5)
+    assert isinstance(said, QueueReport) and said.index == 0 and said.down is not None
+    assert said.down.since > 0 and "readonly" in said.down.reason
     store._db.execute("PRAGMA query_only = OFF")
     job = loop.claim()
     assert job is not None and job.rel_path == "x0.jpg"
-    assert events.get(timeout=5) == ("queue", 0, None, None), "back: said once"
+    assert events.get(timeout=5) == QueueReport(0, None), "back: said once"
     store.close()
 
 

@@ -1,5 +1,5 @@
-"""The supervisor's reaping of a killed worker: every job it held goes back, also one the
-supervisor had not heard of yet."""
+"""The supervisor's worker slots: the reaping of a killed worker (every job it held goes back,
+also one the supervisor had not heard of yet), a fresh process, the workers' events."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from ffwatchd.config.load import load_settings
-from ffwatchd.daemon.workerslots import WorkerSlot, WorkerSlots
+from ffwatchd.daemon.supervisor import Supervisor
 from ffwatchd.store import JobStore
 from ffwatchd.work.worker import worker_owner
 
@@ -23,11 +23,13 @@ class Killed:
         return None
 
 
-class Supervisor(WorkerSlots):
-    def __init__(self, settings, store) -> None:
-        self.settings, self.store, self.metrics, self.batches = settings, store, None, None
-        self.stopping, self.warnings = False, []
-        self.slots = [WorkerSlot(index=0, device="cpu", process=Killed(), pid=4242)]
+def supervisor(tmp_path: Path, store: JobStore | None = None) -> Supervisor:
+    """The daemon's supervisor, not started: its one cpu slot served by a process that died."""
+    sup = Supervisor(tmp_path / "c.yaml", _settings(tmp_path))
+    sup.store = store
+    [slot] = sup.slots
+    slot.process, slot.pid = Killed(), 4242
+    return sup
 
 
 def _settings(tmp_path: Path):
@@ -53,7 +55,6 @@ def test_a_killed_workers_jobs_all_go_back_only_those_it_touched_counted(tmp_pat
 
     from ffwatchd.work.touched import Touched
 
-    settings = _settings(tmp_path)
     store = JobStore(tmp_path / "q.db")
     owner = worker_owner("cpu", 4242)
     for name in ("a.jpg", "b.jpg", "c.jpg", "d.jpg", "e.jpg"):
@@ -63,7 +64,7 @@ def test_a_killed_workers_jobs_all_go_back_only_those_it_touched_counted(tmp_pat
     decoding = store.claim(owner, 600)              # claimed ahead, its prefetch decoding it
     ahead = store.claim(owner, 600)                 # claimed ahead (or by a filing's finish), untouched
     other = store.claim(worker_owner("cpu", 4343), 600)
-    sup = Supervisor(settings, store)
+    sup = supervisor(tmp_path, store)
     slot = sup.slots[0]
     slot.jobs = {reported.id: time.monotonic()}
     slot.touched = Touched.new(multiprocessing.get_context("spawn"))
@@ -141,9 +142,95 @@ class _Ctx:
 def test_a_fresh_worker_process_starts_its_jobs_run_at_zero(tmp_path: Path) -> None:
     """status's `jobs run` is the worker process's (the row names its pid): a worker started after a
     recycle or a crash showed the jobs of the processes before it in that slot."""
-    sup = Supervisor(None, None)
-    sup.ctx, sup.events, sup.claim_ok = _Ctx(), None, None
+    sup = supervisor(tmp_path)
+    sup.ctx = _Ctx()
     slot = sup.slots[0]
     slot.jobs_done, slot.restarts = 500, 1
     sup.spawn_worker(slot)
     assert slot.pid == 5151 and slot.info()["jobs_done"] == 0 and slot.info()["restarts"] == 1
+
+
+def test_worker_events_cross_a_process_queue_and_move_the_slot(tmp_path: Path) -> None:
+    """Each event is a typed value that survives the pickling of a multiprocessing queue; the
+    supervisor's dispatch moves the slot through ready, busy, idle, down-table and recycle."""
+    from ffwatchd.store import Unreachable
+    from ffwatchd.work.events import Beat, Finished, QueueReport, Ready, Recycle, Started
+    from ffwatchd.work.outcome import Ending, Outcome
+
+    sup = supervisor(tmp_path)
+    sup._next_status = 99.0
+    slot = sup.slots[0]
+    sup.events.put(Ready(0, 4242, "cpu"))
+    sup.handle_events(timeout=10)
+    assert (slot.pid, slot.provider, slot.state, sup._next_status) == (4242, "cpu", "idle", 0.0)
+    sup.events.put(Started(0, 7, 1000.0))
+    sup.events.put(Beat(0, 7, 1001.0))
+    sup.handle_events(timeout=10)
+    assert (slot.state, slot.jobs) == ("busy", {7: 1000.0})
+    sup.events.put(Finished(0, Outcome(7, "studio", "image", Ending.DONE, fatal=True)))
+    sup.events.put(QueueReport(0, Unreachable(1000.0, "disk full")))
+    sup.handle_events(timeout=10)
+    if slot.queue_down is None:          # the second event may not have crossed yet
+        sup.handle_events(timeout=10)
+    assert (slot.state, slot.jobs, slot.jobs_done, slot.exit_reason) == ("idle", {}, 1, "memory")
+    assert sup.queue_unreachable() == Unreachable(1000.0, "disk full")
+    sup.events.put(QueueReport(0, None))
+    sup.events.put(Recycle(0, 4242, 500))
+    sup.handle_events(timeout=10)
+    if slot.exit_reason != "recycled":
+        sup.handle_events(timeout=10)
+    assert slot.queue_down is None and slot.exit_reason == "recycled"
+
+
+
+
+def test_a_watcher_built_without_metrics_wakes_an_idle_worker_on_enqueue(tmp_path: Path, monkeypatch) -> None:
+    """SQLite pushes nothing: the watcher's enqueue, committed through the supervisor's store, wakes
+    its idle workers (the wake-up rode on the metrics hooks: a watcher without them woke nobody)."""
+    import threading
+
+    from ffwatchd.watch.service import WatchService
+    from ffwatchd.work import workloop
+
+    monkeypatch.setattr(workloop, "IDLE_POLL", 120.0)     # only a wake-up ends the idle wait in time
+    face = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100 + b"\x00\x00\x00\x00IEND\xaeB`\x82"
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib/me.png").write_bytes(face)
+    folders = {d: str(tmp_path / d) for d in ("inbox", "output", "done", "failed")}
+    settings = load_settings({"state_dir": str(tmp_path / "st"), "temp_dir": str(tmp_path / "t"),
+                              "models_dir": str(tmp_path / "m"),
+                              "watches": [{"name": "studio", **folders, "mode": "poll", "settle": 0.2,
+                                           "poll_interval": 0.1, "source_roots": [str(tmp_path / "lib")],
+                                           "defaults": {"sources": [str(tmp_path / "lib/me.png")]}}]}, tmp_path)
+    for folder in settings.watches[0].folders().values():
+        folder.mkdir(parents=True, exist_ok=True)
+    sup = Supervisor(tmp_path / "c.yaml", settings)
+    sup.store = sup.open_job_table()
+    sup.store.upgrade_schema()
+    slot = sup.slots[0]
+    slot.wake, stop = threading.Event(), threading.Event()
+    idle = threading.Thread(target=workloop.wait_for_work, args=(sup.store, slot.wake, stop), daemon=True)
+    idle.start()
+    watcher = WatchService(settings, sup.store)               # no metrics
+    watcher.start()
+    try:
+        (settings.watches[0].inbox / "a.jpg").write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100 + b"\xff\xd9")
+        idle.join(30)
+        assert not idle.is_alive(), "the idle worker was not woken by the enqueue"
+        assert [j.rel_path for j in sup.store.list(state="queued")] == ["a.jpg"]
+    finally:
+        stop.set()
+        slot.wake.set()
+        watcher.stop()
+        sup.store.close()
+
+
+def test_the_metrics_label_sets_hold_every_outcome_and_exit_reason() -> None:
+    """ops (below work and the daemon) bounds its labels by sets of its own: every value of the
+    typed vocabularies is in them, so none is counted as `other`."""
+    from ffwatchd.daemon.workerslots import ExitReason
+    from ffwatchd.ops.metrics_labels import OUTCOMES, RESTART_REASONS
+    from ffwatchd.work.outcome import Ending
+
+    assert set(Ending) == set(OUTCOMES) - {"other"}
+    assert set(ExitReason) - {ExitReason.STOPPED} <= set(RESTART_REASONS), "a stop is counted as crashed"

@@ -11,7 +11,7 @@ import queue
 import textwrap
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import pytest
 
@@ -21,12 +21,16 @@ from ffwatchd.pipeline.contract import RenderedImage
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import Job, JobQueue, JobStore
 from ffwatchd.work import workloop
+from ffwatchd.work.events import Beat, Finished, Recycle, Started, WorkerEvent
 from ffwatchd.work.heartbeats import Lease
+from ffwatchd.work.outcome import Ending
 from ffwatchd.work.runner import JobRunner
 from ffwatchd.work.touched import SLOTS, Touched
 from ffwatchd.work.workloop import WorkerLoop
 from tests.fake_pipeline import FakePipeline
 from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
+
+E = TypeVar("E")
 
 OWNER, OTHER = "host-a:1/cpu", "host-b:2/cpu"
 WAIT = 30.0                                # seconds a gate waits before the test fails
@@ -130,13 +134,13 @@ class World:
         return j.state == "done" and (self.watch.output / job.rel_path).read_bytes() == \
             b"processed:picture " + job.rel_path.encode()
 
-    def reported(self, kind: str) -> list[tuple]:
+    def reported(self, kind: type[E]) -> list[E]:
         seen = []
         while True:
             try:
                 e = self.events.get_nowait()
             except queue.Empty:
-                return [x for x in seen if x[0] == kind]
+                return [x for x in seen if isinstance(x, kind)]
             seen.append(e)
 
     def close(self) -> None:
@@ -158,7 +162,7 @@ def world(tmp_path: Path, backend: Callable[[], JobQueue]):
 
 
 def finishes(world: World) -> list[int]:
-    return [e[2]["job_id"] for e in world.reported("finish")]
+    return [e.outcome.job_id for e in world.reported(Finished)]
 
 
 # -- claim-ahead and the claim in the finish's transaction ------------------------------------------
@@ -173,8 +177,8 @@ def test_the_next_image_is_claimed_ahead_and_the_one_after_with_the_finish(world
     assert world.touched.ids() == {a.id}, "what the supervisor reads if this worker dies now"
     assert world.job(a).worker == world.job(b).worker == {"device": "cpu"}, "the claims name the worker"
     world.runner.heartbeats.beat_one(Lease(world.runner.heartbeats, world.job(b)))
-    [beat] = world.reported("beat")
-    assert beat[:3] == ("beat", 0, b.id), "a heartbeat of a held job tells the supervisor"
+    [beat] = world.reported(Beat)
+    assert (beat.index, beat.job_id) == (0, b.id), "a heartbeat of a held job tells the supervisor"
     assert (nxt.id, ahead.id, fatal) == (b.id, b.id, False)
     world.loop.report_filed(0)
     assert world.filed(a)
@@ -280,8 +284,8 @@ def test_a_lease_lost_before_the_finish_claims_nothing_and_the_next_finish_still
     monkeypatch.setattr(placing, "before_step", before_step)
     nxt, _, _ = world.loop.run_one(world.loop.next_job())
     world.loop.report_filed(0)
-    [outcome] = [e[2] for e in world.reported("finish")]
-    assert outcome["outcome"] == "lost" and world.job(a).lease_owner == OTHER
+    [outcome] = [e.outcome for e in world.reported(Finished)]
+    assert outcome.outcome is Ending.LOST and world.job(a).lease_owner == OTHER
     assert world.unspent(c, 0), "the finish refused, its claim rolled back with it"
     assert world.loop.claimed == [] and world.loop.reserved == 0
     world.loop.run_one(nxt)                                    # b: c ahead, its finish claims d
@@ -296,7 +300,7 @@ def test_a_job_claimed_ahead_whose_lease_is_lost_is_not_filed_by_this_worker(wor
     assert nxt.id == b.id                                      # held ahead: the loop does not know yet
     world.loop.run_one(nxt)
     world.loop.report_filed(0)
-    assert [e[2]["outcome"] for e in world.reported("finish")] == ["done", "lost"]
+    assert [e.outcome.outcome for e in world.reported(Finished)] == [Ending.DONE, Ending.LOST]
     assert world.filed(a)
     j = world.job(b)
     assert (j.state, j.lease_owner) == ("running", OTHER), "still the other worker's"
@@ -320,8 +324,8 @@ def test_a_job_held_behind_a_video_goes_back_to_the_queue(world: World, caplog: 
     at_start: dict[str, Any] = {}
     put = world.events.put
 
-    def on_event(event: tuple) -> None:
-        if event[0] == "start" and event[2] == v.id:
+    def on_event(event: WorkerEvent) -> None:
+        if isinstance(event, Started) and event.job_id == v.id:
             at_start.update(c=world.unspent(c, 1), long=world.loop.long_work.is_set())
         put(event)
     world.loop.events.put = on_event
@@ -412,7 +416,7 @@ def test_a_stop_while_filing_files_what_ran_and_hands_back_what_did_not(world: W
     assert done == 2 and world.filed(a) and world.filed(b)
     assert world.unspent(c, 1), "claimed ahead of b, never started: back, unspent"
     assert world.unspent(d, 0), "no finish claimed once stopping"
-    assert sorted(finishes(world)) == [a.id, b.id] and world.reported("recycle") == []
+    assert sorted(finishes(world)) == [a.id, b.id] and world.reported(Recycle) == []
     assert world.loop.filer._shutdown
     assert OWNER not in [w.owner for w in world.table.workers()] and not world.runner.heartbeats.registered
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("ffwatchd.work")], \
@@ -424,12 +428,12 @@ def test_recycling_files_everything_and_says_so(world: World) -> None:
     world.loop.recycle_after = 2
     seen: dict[str, bool] = {}
     world.pipeline.inferring["a.jpg"] = lambda: seen.update(b=world.held_by_us(b))
-    events: list[tuple] = []
+    events: list[WorkerEvent] = []
     world.loop.events = type("Events", (), {"put": staticmethod(events.append)})()
     assert world.loop.run(os.getppid()) == 2
     assert world.filed(a) and world.filed(b) and world.unspent(c, 0)
-    assert [e[2]["job_id"] for e in events if e[0] == "finish"] == [a.id, b.id]
-    assert [e[0] for e in events][-1] == "recycle" and events[-1][3] == 2
+    assert [e.outcome.job_id for e in events if isinstance(e, Finished)] == [a.id, b.id]
+    assert events[-1] == Recycle(0, os.getpid(), 2)
     assert seen == {"b": True}, "the last job before recycling is still claimed ahead"
 
 

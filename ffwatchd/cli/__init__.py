@@ -29,7 +29,7 @@ from ffwatchd.cli import (
     watches,
 )
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CommandFailed, UsageError
-from ffwatchd.errors import ConfigError
+from ffwatchd.errors import ConfigError, NoConfigGiven
 from ffwatchd.store import DriverMissing, SchemaMismatch
 
 # Each command's module says its arguments (`add_arguments`) and runs it (`run`); heavy parts are
@@ -74,8 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except (ConfigError, UsageError, DriverMissing, CommandFailed, SchemaMismatch) as e:
         print(f"ffwatchd: {e}", file=sys.stderr)
-        usage = isinstance(e, UsageError) or (isinstance(e, ConfigError) and "no config given" in str(e))
-        return EXIT_USAGE if usage else EXIT_FAIL
+        return EXIT_USAGE if isinstance(e, (UsageError, NoConfigGiven)) else EXIT_FAIL
     except KeyboardInterrupt:
         return EXIT_FAIL
     except BrokenPipeError:

@@ -215,8 +215,7 @@ def each_job(args: argparse.Namespace, verb: Callable[[JobQueue, Settings, Job],
                 results.append({"id": job_id, "ok": False, "message": NO_SUCH_JOB})
                 failures += 1
             except TransitionError as e:
-                text = str(e).removeprefix(f'job {job_id} ').removeprefix(f'job {job_id}: ')
-                results.append({"id": job_id, "ok": False, "message": text})
+                results.append({"id": job_id, "ok": False, "message": e.reason})
                 failures += 1
             if not results[-1]["ok"] and not args.json:
                 print(f"job {job_id}: {shown(results[-1]['message'])}", file=sys.stderr)

@@ -13,7 +13,7 @@ from typing import Any
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, config_arg, json_arg
 from ffwatchd.config.load import CONFIG_ENV, load_config
 from ffwatchd.faces.models import BUILTIN_MODELS, RESTRICTED, UNKNOWN, Model
-from ffwatchd.errors import ConfigError, JobError
+from ffwatchd.errors import ConfigError, JobError, NoConfigGiven
 from ffwatchd.faces import registry
 from ffwatchd.faces.fetch import FetchError, fetch_model
 
@@ -57,7 +57,7 @@ def models_location(args: argparse.Namespace) -> tuple[Path, tuple[Model, ...]]:
     if getattr(args, "models_dir", None):
         models_dir = Path(args.models_dir)
     if models_dir is None:
-        raise ConfigError("<config>", [f"no config given: use --models-dir DIR, -c CONFIG or set {CONFIG_ENV}"])
+        raise NoConfigGiven(f"use --models-dir DIR, -c CONFIG or set {CONFIG_ENV}")
     return Path(models_dir), custom
 
 
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         models_dir, custom = models_location(args)
     except ConfigError as e:
         print(f"ffwatchd models: {e}", file=sys.stderr)
-        return EXIT_USAGE if "no config given" in str(e) else EXIT_FAIL
+        return EXIT_USAGE if isinstance(e, NoConfigGiven) else EXIT_FAIL
     command = {"list": cmd_list, "verify": cmd_verify, "fetch": cmd_fetch}[args.models_command]
     return command(args, models_dir, custom)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, json_arg
 from ffwatchd.config.load import load_config
 from ffwatchd.config.settings import Settings
-from ffwatchd.errors import ConfigError
+from ffwatchd.errors import ConfigError, NoConfigGiven
 from ffwatchd.filing.shares import FOLDER_KEYS, hand_over_marker, marker_holder
 from ffwatchd.ops.statusfile import STATUS_NAME, pid_alive
 from ffwatchd.ops.upgrade import PG_BACKUP, UpgradeRefused, upgrade_queue
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         settings = load_config(getattr(args, "config", None))
     except ConfigError as e:
         print(f"ffwatchd queue: {e}", file=sys.stderr)
-        return EXIT_USAGE if "no config given" in str(e) else EXIT_FAIL
+        return EXIT_USAGE if isinstance(e, NoConfigGiven) else EXIT_FAIL
     if args.queue_command == "upgrade":
         return run_upgrade(settings, args.json)
     return run_migrate(settings, args)

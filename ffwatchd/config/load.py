@@ -35,7 +35,7 @@ from ffwatchd.config.values import (
     name_value,
 )
 from ffwatchd.config.web import read_web
-from ffwatchd.errors import ConfigError, short_repr
+from ffwatchd.errors import ConfigError, NoConfigGiven, short_repr
 from ffwatchd.faces import registry
 from ffwatchd.faces.models import (
     FAMILIES,
@@ -342,7 +342,7 @@ def resolve_config_path(path: str | os.PathLike | None) -> Path:
     env = os.environ.get(CONFIG_ENV)
     if env:
         return Path(env)
-    raise ConfigError("<config>", [f"no config given: use -c CONFIG or set {CONFIG_ENV}"])
+    raise NoConfigGiven(f"use -c CONFIG or set {CONFIG_ENV}")
 
 
 def load_config(path: str | os.PathLike | None = None) -> Settings:

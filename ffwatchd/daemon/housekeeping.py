@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from ffwatchd.config.settings import Settings
 from ffwatchd.ops.retention import run_retention
 from ffwatchd.store import JobQueue
 from ffwatchd.store.rows import prune_after
 
+if TYPE_CHECKING:    # prometheus_client loads where the daemon starts its metrics
+    from ffwatchd.ops.metrics import Metrics
+
 log = logging.getLogger(__name__)
 
-def start_retention(settings: Settings, open_store: Callable[[], JobQueue], metrics: Any) -> threading.Thread:
+
+def start_retention(settings: Settings, open_store: Callable[[], JobQueue],
+                    metrics: Metrics | None) -> threading.Thread:
     """One retention run in a thread of its own, on its own store; skipped when another host runs it."""
 
     def run() -> None:

@@ -7,7 +7,7 @@ import logging
 import socket
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
 
 from ffwatchd.config.settings import Settings
 from ffwatchd.filing.complete import complete_done_plan
@@ -16,8 +16,11 @@ from ffwatchd.filing.plan import Plan, file_failed_original, remove_partials
 from ffwatchd.filing.staging import OriginalChanged
 from ffwatchd.ops.retention import clean_temp_at_startup
 from ffwatchd.ops.statusfile import pid_alive
-from ffwatchd.store import JobQueue, TransitionError
+from ffwatchd.store import Job, JobQueue, TransitionError
 from ffwatchd.work.worker import owner_pid
+
+if TYPE_CHECKING:    # prometheus_client loads where the daemon starts its metrics
+    from ffwatchd.ops.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +78,7 @@ def recover_at_start(settings: Settings, store: JobQueue) -> None:
                 log.info("job %d: removed a partial file left by a crash: %s", job.id, path)
 
 
-def give_back(settings: Settings, store: JobQueue, metrics: Any, job_id: int, owner: str, kind: str,
+def give_back(settings: Settings, store: JobQueue, metrics: Metrics | None, job_id: int, owner: str, kind: str,
               how: str, stopping: bool) -> None:
     """A worker exited holding `job_id`: back to the queue (shutdown), retried, or failed and filed."""
     w = settings.workers
@@ -126,7 +129,7 @@ def give_back_untouched(store: JobQueue, job_id: int, owner: str) -> None:
         log.exception("job %s: could not give it back after its worker exited", job_id)
 
 
-def _remove_copies_of(settings: Settings, store: JobQueue, job: Any) -> None:
+def _remove_copies_of(settings: Settings, store: JobQueue, job: Job) -> None:
     """The copies into the share a worker that exited left for `job` (its pid is gone: removed)."""
     if not job.filing:
         return

@@ -2,7 +2,7 @@
 
 It reads like gunicorn's arbiter: signal handlers only queue the signal; one short loop takes
 them off the queue and calls the verbs `spawn_worker`, `reap_workers`, `murder_workers`,
-`manage_workers` (the worker processes, workerslots.py), `reload`, `stop`.
+`manage_workers` (the worker processes, each in a `WorkerSlot`, workerslots.py), `reload`, `stop`.
 """
 
 from __future__ import annotations
@@ -16,13 +16,17 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from multiprocessing.context import SpawnContext
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Event
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Callable
 
+from ffwatchd.backoff import Backoff
 from ffwatchd.config.load import load_config, resolve_config_path
 from ffwatchd.config.settings import Settings
 from ffwatchd.daemon.housekeeping import prune_lost_workers, start_retention
-from ffwatchd.daemon.recovery import lock_state_dir, recover_at_start
+from ffwatchd.daemon.recovery import give_back, give_back_untouched, lock_state_dir, recover_at_start
 from ffwatchd.daemon.stalls import LoopStalls
 from ffwatchd.daemon.reloading import (
     RESTART_NEEDED,
@@ -33,7 +37,7 @@ from ffwatchd.daemon.reloading import (
 )
 from ffwatchd.daemon.systemd import Notifier
 from ffwatchd.daemon.tablechores import TableChores
-from ffwatchd.daemon.workerslots import LOOP_TICK, WorkerSlot, WorkerSlots
+from ffwatchd.daemon.workerslots import ExitReason, SlotState, WorkerSlot
 from ffwatchd.errors import ConfigError
 from ffwatchd.filing.shares import ShareCheck, ShareFolders
 from ffwatchd.fs.writefs import make_private
@@ -46,8 +50,31 @@ from ffwatchd.ops.statusfile import StatusWriter, unreachable_line, write_status
 from ffwatchd.ops.upgrade import UpgradeRefused, upgrade_queue
 from ffwatchd.store import JobQueue, SchemaMismatch, Unreachable, Use, open_store, store_errors
 from ffwatchd.store.leadership import Leadership
+from ffwatchd.work.events import (
+    Beat,
+    FailedStart,
+    Finished,
+    LeasesExpired,
+    QueueReport,
+    Ready,
+    Recycle,
+    Started,
+    WorkerEvent,
+)
+from ffwatchd.work.outcome import Ending, Outcome
+from ffwatchd.work.touched import Touched
+from ffwatchd.work.worker import worker_main, worker_owner
+
+if TYPE_CHECKING:    # imported where they start: their libraries load in the daemon only
+    from ffwatchd.batches.tracker import BatchService
+    from ffwatchd.ops.metrics import Metrics
+    from ffwatchd.watch.service import WatchService
+    from ffwatchd.web.server import WebServer
 
 log = logging.getLogger(__name__)
+
+LOOP_TICK = 0.5                 # the supervisor's loop; heartbeats stall after max(lease, 3 ticks) * 1.5
+SPAWN_BACKOFF = Backoff(first=0.5, cap=16.0)   # seconds before a crashed worker is started again
 
 STATUS_EVERY = 2.0
 ROLE_EVERY = 1.0           # seconds between asks for the cluster singletons this host may take
@@ -58,15 +85,15 @@ WORKER_START_TIMEOUT = 120.0
 
 
 @dataclass
-class Supervisor(WorkerSlots):
+class Supervisor:
     config_path: Path
     settings: Settings
     notifier: Notifier = field(default_factory=Notifier)
 
     def __post_init__(self) -> None:
-        self.ctx = mp.get_context("spawn")
-        self.events = self.ctx.Queue()
-        self.claim_ok = self.ctx.Event()
+        self.ctx: SpawnContext = mp.get_context("spawn")
+        self.events: Queue[WorkerEvent] = self.ctx.Queue()
+        self.claim_ok: Event = self.ctx.Event()
         self.signals: "queue.SimpleQueue[int]" = queue.SimpleQueue()
         self.plans = plan_workers(self.settings.workers)
         self.slots = [WorkerSlot(i, d) for i, d in enumerate(worker_devices(self.plans))]
@@ -74,19 +101,20 @@ class Supervisor(WorkerSlots):
         self.stopping = False
         self.warnings: list[str] = []
         self.reload_refused: str | None = None     # the last reload's refusal, until one succeeds
-        self.models_missing: list[str] = []
+        self.models_missing: dict[str, str] = {}     # watch -> why its defaults' models are missing
         #: the job table's schema is no longer this version's (a newer ffwatchd upgraded it): claiming stops
         self.schema_problem: str | None = None
         #: watches whose folders are not all there now (their jobs wait, unclaimed): watch -> why
         self.folders_waiting: dict[str, str] = {}
         self.store: JobQueue | None = None
         self.chores: TableChores | None = None     # the main loop's calls on the job table, off its thread
-        self.metrics: Any = None
-        self.web: Any = None
+        self.metrics: Metrics | None = None
+        self.web: WebServer | None = None
         self.web_address: str | None = None
-        self.watcher: Any = None
-        self.diskguard: Any = None
-        self.batches: Any = None
+        self.watcher: WatchService | None = None
+        self.diskguard: DiskGuard | None = None
+        self.batches: BatchService | None = None
+        self._table_back_at = float("-inf")         # when the job table was last seen out of reach
         self._retention_thread: threading.Thread | None = None
         self._disk_thread: threading.Thread | None = None
         self._models_thread: threading.Thread | None = None
@@ -104,7 +132,7 @@ class Supervisor(WorkerSlots):
             make_private(folder)
         s.models_dir.mkdir(parents=True, exist_ok=True)
         self._lock_file = lock_state_dir(s)
-        self.store = open_store(s, Use.UNCHECKED)
+        self.store = self.open_job_table()
         try:
             upgrade_queue(self.store, lease=s.workers.lease, daemon=True)    # the one place that migrates
         except UpgradeRefused as e:
@@ -137,6 +165,13 @@ class Supervisor(WorkerSlots):
                 log.info("device %s: %d worker process(es) (%s)", plan.device, plan.workers, plan.why)
         log.info("ffwatchd ready: %d watch(es), %d worker(s)", len(s.watches), len(self.slots))
 
+    def open_job_table(self) -> JobQueue:
+        """The supervisor's store: work committed through it (the watcher's enqueues, a job given
+        back) wakes the idle workers at once, as PostgreSQL's NOTIFY wakes other hosts'."""
+        store = open_store(self.settings, Use.UNCHECKED)
+        store.on_work = self.wake_workers
+        return store
+
     def check_ledger(self) -> None:
         """At start-up (in a thread: the walk may be long on a big share): how many files of done/,
         failed/ and output/ the filing ledger does not know, said in the log and in status."""
@@ -158,7 +193,7 @@ class Supervisor(WorkerSlots):
         whether C2PA signing can work."""
 
         self.models_missing = missing_default_models(self.settings)
-        for line in self.models_missing:
+        for line in self.models_missing.values():
             log.warning("%s", line)
         problem = c2pa_problem(self.settings)
         if problem:
@@ -174,11 +209,10 @@ class Supervisor(WorkerSlots):
         before = self.models_missing
         if now == before:
             return
-        gone = {line.split(":", 1)[0] for line in before} - {line.split(":", 1)[0] for line in now}
-        for watch in sorted(gone):
-            log.info("the model(s) needed by %s are now in place", watch)
-        for line in now:
-            if line not in before:
+        for watch in sorted(before.keys() - now.keys()):
+            log.info("the model(s) needed by watch %s are now in place", watch)
+        for watch, line in now.items():
+            if before.get(watch) != line:
                 log.warning("%s", line)
         self.models_missing = now
 
@@ -236,22 +270,248 @@ class Supervisor(WorkerSlots):
         self.diskguard = DiskGuard.from_settings(self.settings, self.metrics)
         self._update_claiming()
 
-    def _start_watcher(self, notices_from: Any = None) -> None:
+    def _start_watcher(self, notices_from: WatchService | None = None) -> None:
         # Imported here: watchdog loads in the daemon only, not in the commands that import this module.
         from ffwatchd.watch.service import WatchService
 
-        self.watcher = WatchService(self.settings, self.store, metrics=_WakingHooks(self), notices_from=notices_from)
+        self.watcher = WatchService(self.settings, self.store, metrics=self.metrics, notices_from=notices_from)
         self.watcher.start()
 
     def _wait_for_workers(self) -> None:
         deadline = time.monotonic() + WORKER_START_TIMEOUT
-        while any(s.state == "starting" for s in self.slots) and time.monotonic() < deadline:
+        while any(s.state is SlotState.STARTING for s in self.slots) and time.monotonic() < deadline:
             self.handle_events(timeout=LOOP_TICK)
             self.reap_workers()
             self.notifier.watchdog()
         for s in self.slots:
-            if s.state == "starting":
+            if s.state is SlotState.STARTING:
                 log.error("worker for device %s did not become ready in %.0f s", s.device, WORKER_START_TIMEOUT)
+
+    # -- the worker processes, one per slot, and the events they send ---------------------
+
+    def replace_workers(self, reason: ExitReason) -> None:
+        """Every running worker finishes its current job and exits; a fresh one takes its place."""
+        for slot in self.slots:
+            if slot.process is not None and slot.stop is not None:
+                slot.exit_reason = reason     # the restart metric's reason (not `recycled`)
+                slot.stop.set()
+                slot.wake.set()
+
+    def spawn_worker(self, slot: WorkerSlot) -> None:
+        slot.wake, slot.stop = self.ctx.Event(), self.ctx.Event()
+        slot.wake.set()
+        slot.touched = Touched.new(self.ctx)
+        p = self.ctx.Process(target=worker_main, name=f"ffwatchd-worker-{slot.index}",
+                             args=(self.settings, slot.device, slot.index, self.events, slot.wake,
+                                   slot.stop, self.claim_ok, slot.touched), daemon=False)
+        p.start()
+        slot.process, slot.pid, slot.state = p, p.pid, SlotState.STARTING
+        slot.jobs = {}
+        slot.jobs_done = 0                # "jobs run" in status: this process's, not the slot's
+        slot.exit_reason = None
+        slot.last_beat = time.monotonic()
+        log.info("spawned worker %d (pid %d) for device %s", slot.index, p.pid, slot.device)
+
+    def reap_workers(self) -> None:
+        """Collect exited workers, say why, and give back any job they held."""
+        for slot in self.slots:
+            p = slot.process
+            if p is None or p.is_alive():
+                continue
+            p.join(timeout=0)
+            code = p.exitcode
+            how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
+            reason = slot.exit_reason or (ExitReason.STOPPED if code == 0 else ExitReason.CRASHED)
+            unasked = reason is ExitReason.STOPPED and not self.stopping and slot.exit_reason is None
+            if unasked:   # a worker exits 0 only when told to stop: a SIGTERM sent to the whole
+                # process group (timeout, a container runtime) reached it before ours was handled
+                log.info("worker %d (pid %s) stopped on a signal of its own (exit code 0)", slot.index, slot.pid)
+            elif reason is ExitReason.CRASHED:
+                log.error("worker %d (pid %s, device %s) died: %s", slot.index, slot.pid, slot.device, how)
+                self.warnings.append(f"worker {slot.index} died ({how}) at {time.strftime('%H:%M:%S')}")
+                self.warnings = self.warnings[-10:]
+            else:
+                log.info("worker %d (pid %s) exited (%s, %s)", slot.index, slot.pid, reason, how)
+            owner = worker_owner(slot.device, slot.pid)
+            touched = slot.touched.ids() if slot.touched is not None and code != 0 else set()
+            self.table_chore(f"giving back the jobs of worker {slot.index} (pid {slot.pid})",
+                             lambda o=owner, j=dict(slot.jobs), c=slot.job_id, t=touched, r=reason, k=code, h=how:
+                             self._give_back_jobs(o, j, c, t, r, k, h))
+            slot.queue_down = None
+            slot.jobs = {}
+            if not self.stopping and self.metrics is not None:
+                self.metrics.worker_restarted(slot.device, "other" if unasked else
+                                              reason if reason is not ExitReason.STOPPED else ExitReason.CRASHED)
+            slot.process = None
+            slot.state = SlotState.DOWN
+            if reason is ExitReason.CRASHED:
+                slot.restarts += 1
+                slot.next_spawn = time.monotonic() + SPAWN_BACKOFF.delay(slot.restarts)
+            else:           # after an unasked stop, a moment for our own pending signal first
+                slot.next_spawn = time.monotonic() + 1.0 if unasked else 0.0
+
+    def table_chore(self, what: str, chore: Callable[[], object]) -> None:
+        """A call on the job table, off the main loop (TableChores) once there is one."""
+        if self.chores is None:
+            chore()
+        else:
+            self.chores.submit(what, chore)
+
+    def table_chore_once(self, what: str, chore: Callable[[], object]) -> None:
+        """`table_chore` for a periodic one: not handed over again while the last one waits or runs."""
+        if self.chores is None:
+            chore()
+        else:
+            self.chores.submit_once(what, chore)
+
+    def _give_back_jobs(self, owner: str, jobs: dict, current: int | None, touched: set, reason: ExitReason,
+                        code: int | None, how: str) -> None:
+        """An exited worker's row removed and every job it held back to the queue (or failed)."""
+        try:
+            self.store.remove_worker(owner)       # its own exit path may not have run
+        except Exception as e:  # noqa: BLE001 - informational row; pruned later if left
+            log.warning("could not remove worker %s from the workers table: %s", owner, e)
+        held, untouched = list(jobs), []
+        if code != 0:       # killed: what it worked on may not be reported yet (work/touched.py)
+            for job_id in self._held_in_table(owner):
+                if job_id not in held:
+                    (held if job_id in touched else untouched).append(job_id)
+        for job_id in held:
+            kind = "worker_crashed" if reason is ExitReason.CRASHED else reason.value
+            if kind in (ExitReason.MEMORY, ExitReason.TIMEOUT, ExitReason.STALLED) and job_id != current:
+                kind = "worker_crashed"     # the job being filed, not the one that ran over
+            give_back(self.settings, self.store, self.metrics, job_id, owner, kind, how, self.stopping)
+        for job_id in untouched:
+            give_back_untouched(self.store, job_id, owner)
+
+    def queue_unreachable(self) -> Unreachable | None:
+        """The earliest report, of any worker, of its store out of reach of the job table (or None)."""
+        downs = [s.queue_down for s in self.slots if s.queue_down is not None]
+        return min(downs, key=lambda u: u.since) if downs else None
+
+    def _held_in_table(self, owner: str) -> list[int]:
+        """Running jobs the job table says `owner` holds. A worker killed while a filing had just
+        claimed its next job (with the `done`) held one the supervisor had not heard of yet; it
+        stayed `running` until its lease ran out."""
+        try:
+            return [j.id for j in self.store.iter_jobs(["running"]) if j.lease_owner == owner]
+        except Exception as e:  # noqa: BLE001 - the lease sweep still returns them later
+            log.warning("could not read the jobs %s held: %s", owner, e)
+            return []
+
+    def murder_workers(self) -> None:
+        """Kill workers whose job ran past job_timeout, whose heartbeats stalled, or that ate too much RAM."""
+        now = time.monotonic()
+        w = self.settings.workers
+        for slot in self.slots:
+            if slot.process is None or not slot.process.is_alive() or slot.exit_reason:
+                continue
+            reason: ExitReason | None = None
+            oldest = min(slot.jobs.values(), default=None)
+            if oldest is not None and time.time() - oldest > w.job_timeout:
+                reason = ExitReason.TIMEOUT
+            elif slot.jobs and now - slot.last_beat > max(w.lease, 3 * LOOP_TICK) * 1.5 and not self._table_away():
+                reason = ExitReason.STALLED      # (no heartbeat gets through while the table is away: not a stall)
+            elif slot.rss() > w.ram_limit * 1.1:
+                reason = ExitReason.MEMORY
+            if reason:
+                log.error("killing worker %d (pid %s): %s (job %s)", slot.index, slot.pid, reason, slot.job_id)
+                slot.exit_reason = reason
+                slot.process.kill()
+
+    def _table_away(self) -> bool:
+        """Whether the job table is (or was, within the last lease) out of reach for anyone here."""
+        now = time.monotonic()
+        if self.queue_unreachable() is not None or (self.chores is not None
+                                                    and self.chores.unreachable() is not None):
+            self._table_back_at = now
+            return True
+        settle = max(self.settings.workers.lease, 3 * LOOP_TICK) * 1.5
+        return now - self._table_back_at < settle
+
+    def manage_workers(self) -> None:
+        if self.stopping:
+            return
+        now = time.monotonic()
+        for slot in self.slots:
+            if slot.process is None and now >= slot.next_spawn:
+                self.spawn_worker(slot)
+
+    def handle_events(self, timeout: float) -> None:
+        try:
+            event = self.events.get(timeout=timeout)
+        except queue.Empty:
+            return
+        while True:
+            self._on_event(event)
+            try:
+                event = self.events.get_nowait()
+            except queue.Empty:
+                return
+
+    def _on_event(self, event: WorkerEvent) -> None:
+        slot = self.slots[event.index]
+        match event:
+            case Ready(pid=pid, provider=provider):
+                slot.pid, slot.provider, slot.state = pid, provider, SlotState.IDLE
+                self._next_status = 0.0          # show the new worker at once
+                asked = slot.device != "cpu" and "cuda" in self.settings.workers.providers
+                if asked and provider != "cuda":
+                    self.warnings.append(f"device {slot.device}: CUDA asked for, running on {provider}")
+                if self.metrics is not None:
+                    self.metrics.set_worker_provider(slot.device, provider)
+            case FailedStart(why=why):
+                log.error("worker %d could not start: %s", event.index, why)
+                self.warnings.append(f"worker {event.index} could not start: {why}")
+            case Started(job_id=job_id, at=at):
+                slot.state = SlotState.BUSY
+                slot.jobs[job_id] = at
+                slot.last_beat = time.monotonic()
+            case Beat():
+                slot.last_beat = time.monotonic()
+            case Finished(outcome=outcome):
+                slot.jobs.pop(outcome.job_id, None)
+                slot.state = SlotState.BUSY if slot.jobs else SlotState.IDLE
+                slot.jobs_done += 1
+                if outcome.fatal:
+                    slot.exit_reason = ExitReason.MEMORY
+                tracker = self.batches.tracker if self.batches is not None else None
+                if outcome.thumbs and tracker is not None:
+                    for path, uri in outcome.thumbs.items():
+                        tracker.thumbs.put(outcome.job_id, path, uri)
+                self._record_outcome(outcome)
+            case LeasesExpired(count=count, requeued=requeued):
+                if self.metrics is not None:
+                    self.metrics.leases_expired(count, requeued)
+            case QueueReport(down=down):       # its store lost (down) or regained (None) the job table
+                slot.queue_down = down
+                if down is not None:
+                    log.warning("worker %d: the job table is out of reach since %s: %s", event.index,
+                                time.strftime("%H:%M:%S", time.localtime(down.since)), down.reason)
+                else:
+                    log.info("worker %d: the job table is reachable again", event.index)
+                self._next_status = 0.0
+            case Recycle(jobs=jobs):
+                slot.exit_reason = ExitReason.RECYCLED
+                log.info("worker %d recycles after %d jobs", event.index, jobs)
+        if self.metrics is not None:
+            self.metrics.set_busy_workers(sum(1 for s in self.slots if s.state is SlotState.BUSY))
+
+    def _record_outcome(self, o: Outcome) -> None:
+        if self.metrics is None:
+            return
+        m = self.metrics
+        m.job_finished(o.watch, o.kind, o.outcome, o.duration, o.queue_wait, o.error_kind)
+        if o.outcome in (Ending.DONE, Ending.FAILED):
+            m.bytes_processed(o.watch, o.bytes)
+            m.frames_processed(o.watch, o.frames)
+        if o.outcome == Ending.DONE:
+            m.faces_processed(o.watch, o.faces, o.similarities)
+
+    def wake_workers(self) -> None:
+        for slot in self.slots:
+            if slot.wake is not None:
+                slot.wake.set()
 
     # -- housekeeping ----------------------------------------------------------------------
 
@@ -330,7 +590,7 @@ class Supervisor(WorkerSlots):
 
     def status_line(self) -> str:
         c = self.chores.counts if self.chores is not None else self.store.counts()   # never waits on the table
-        busy = sum(1 for s in self.slots if s.state == "busy")
+        busy = sum(1 for s in self.slots if s.state is SlotState.BUSY)
         paused = ("" if self.claim_ok.is_set() or self.stopping else
                   " (claiming stopped: newer job table schema)" if self.schema_problem else
                   " (claiming paused: disk low)")
@@ -382,7 +642,7 @@ class Supervisor(WorkerSlots):
                 "unsettled": self.watcher.unsettled_count() if self.watcher is not None else {},
                 "waiting": self.watcher.waiting_files() if self.watcher is not None else {},
                 "unfiled": self.watcher.unfiled_files() if self.watcher is not None else {},
-                "warnings": self.current_warnings(unavailable), "models_missing": self.models_missing,
+                "warnings": self.current_warnings(unavailable), "models_missing": list(self.models_missing.values()),
                 "stopping": self.stopping, "queue_unreachable": unreachable_doc(self.table_unreachable()),
                 "metrics": (f"{self.settings.metrics.host}:{self.settings.metrics.port}"
                             if self.metrics is not None and self.settings.metrics.enabled else None),
@@ -427,7 +687,7 @@ class Supervisor(WorkerSlots):
         self.diskguard = None
         self._start_diskguard()
         if not unchanged:
-            self.replace_workers("reload")  # they pick up the new settings after their current job
+            self.replace_workers(ExitReason.RELOAD)  # they pick up the new settings after their current job
         self.report_models()
         self.write_status()                 # `status` shows the reload's warnings once it is logged
         log.info("config reloaded from %s%s", self.config_path,
@@ -451,7 +711,7 @@ class Supervisor(WorkerSlots):
             self.handle_events(timeout=0.2)
             for s in self.slots:
                 if s.process is not None and not s.process.is_alive():
-                    s.exit_reason = s.exit_reason or "stopped"
+                    s.exit_reason = s.exit_reason or ExitReason.STOPPED
             self.reap_workers()
             self.stalls.tick()
             self.notifier.watchdog()
@@ -460,7 +720,7 @@ class Supervisor(WorkerSlots):
                 log.warning("worker %d still busy with job %s after the grace period: "
                             "killing it, job back to the queue",
                             slot.index, slot.job_id)
-                slot.exit_reason = "stopped"
+                slot.exit_reason = ExitReason.STOPPED
                 slot.process.kill()
                 slot.process.join(10)
         self.reap_workers()
@@ -525,20 +785,6 @@ class Supervisor(WorkerSlots):
             self._maybe_retention(now)
             self.stalls.tick()
             self.notifier.watchdog()
-
-
-class _WakingHooks:
-    """Metrics hooks for the watcher that also wake idle workers when a job is enqueued."""
-
-    def __init__(self, sup: Supervisor) -> None:
-        self.sup = sup
-
-    def job_enqueued(self, watch: str) -> None:
-        self.sup.metrics.job_enqueued(watch)
-        self.sup.wake_workers()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.sup.metrics, name)
 
 
 def unreachable_doc(away: Unreachable | None) -> dict | None:

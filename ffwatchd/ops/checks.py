@@ -20,7 +20,7 @@ from ffwatchd.ops.install import owners
 from ffwatchd.ops.retention import unknown_to_ledger, unrecorded_line
 from ffwatchd.ops.statusfile import read_status
 from ffwatchd.spec.jobspec import JobSpec
-from ffwatchd.store import SchemaMismatch, Use, open_store, redact_url
+from ffwatchd.store import QueueUnavailable, SchemaMismatch, Use, open_store, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -123,11 +123,11 @@ def licences_line(watch: str, names: list[str], settings: Settings) -> str:
                if restricted else ""))
 
 
-def missing_default_models(settings: Settings) -> list[str]:
-    """One sentence per watch whose defaults need models that are not in models_dir (file and size
-    only: no hashing at start), naming them and the fetch command; [] when none is missing."""
+def missing_default_models(settings: Settings) -> dict[str, str]:
+    """Watch name -> a sentence, for each watch whose defaults need models that are not in models_dir
+    (file and size only: no hashing at start), naming them and the fetch command."""
 
-    out = []
+    out = {}
     for w in settings.watches:
         try:
             names = JobSpec.from_mapping(w.defaults).models_used()
@@ -135,9 +135,9 @@ def missing_default_models(settings: Settings) -> list[str]:
             continue
         missing = [n for n, _ in missing_models(names, settings.models_dir, settings.models, quick=True)]
         if missing:
-            out.append(f"watch {w.name}: its defaults need model(s) {', '.join(missing)}, missing from "
-                       f"{settings.models_dir}; jobs that need them fail as model_missing; "
-                       f"{fetch_hint(missing, settings.models)}")
+            out[w.name] = (f"watch {w.name}: its defaults need model(s) {', '.join(missing)}, missing from "
+                           f"{settings.models_dir}; jobs that need them fail as model_missing; "
+                           f"{fetch_hint(missing, settings.models)}")
     return out
 
 
@@ -282,10 +282,10 @@ def check_queue(settings: Settings, problems: list[str], notes: list[str], warni
                 warnings.append(unrecorded_line(unknown))
     except Exception as e:  # noqa: BLE001 - every reason the queue cannot open is a problem to show
 
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
+        said = (e.reason if isinstance(e, QueueUnavailable) else str(e)).strip()   # `where` names the table
+        reason = said.splitlines()[0] if said else e.__class__.__name__
         if settings.queue.url:
             reason = reason.replace(settings.queue.url, redact_url(settings.queue.url))
-            reason = reason.removeprefix(f"job queue {redact_url(settings.queue.url)}: ")
         problems.append(f"queue {where}: cannot open: {reason}")
 
 

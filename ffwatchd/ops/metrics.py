@@ -67,7 +67,7 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         if store is not None:        # first: a scrape syncs the counters before they are read
-            r.register(OperatorCollector(self, store, leads))
+            r.register(OperatorCollector(self._operator_retried, self._operator_cancelled, store, leads))
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
         self._lock = threading.Lock()
@@ -95,6 +95,12 @@ class Metrics:
             self.retention_removed.labels(what)
         for what in RETENTION_FILE_WHATS:                # a row frees no bytes of its own on the share
             self.retention_removed_bytes.labels(what)
+
+    def _operator_retried(self, watch: str, n: int) -> None:
+        self.retries.labels(watch, "operator").inc(n)
+
+    def _operator_cancelled(self, watch: str, kind: str, n: int) -> None:
+        self.jobs_finished.labels(watch, kind, "cancelled").inc(n)
 
     def _define_counters(self, r: CollectorRegistry) -> None:
         """What happened to files and jobs."""

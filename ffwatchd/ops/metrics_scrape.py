@@ -17,7 +17,6 @@ from ffwatchd.ops.tablereads import TableReads
 from ffwatchd.store import store_errors
 
 if TYPE_CHECKING:
-    from ffwatchd.ops.metrics import Metrics
     from ffwatchd.store import JobQueue
 
 log = logging.getLogger(__name__)
@@ -102,8 +101,10 @@ class OperatorCollector(Collector):
     The table is the cluster's: only the host that `leads` counts them; the others take note of
     what they saw, so a new leader counts only what happens after it took over."""
 
-    def __init__(self, metrics: "Metrics", store: "JobQueue", leads: Callable[[], bool] | None = None) -> None:
-        self.metrics, self.store, self.leads = metrics, store, leads
+    def __init__(self, retried: Callable[[str, int], None], cancelled: Callable[[str, str, int], None],
+                 store: "JobQueue", leads: Callable[[], bool] | None = None) -> None:
+        """`retried(watch, n)` and `cancelled(watch, kind, n)` count into the daemon's counters."""
+        self.retried, self.cancelled, self.store, self.leads = retried, cancelled, store, leads
         self._seen: dict[tuple[str, str, str], int] = {}
         self._lock = threading.Lock()
         self.reads = TableReads()
@@ -126,10 +127,9 @@ class OperatorCollector(Collector):
                 if not leading:
                     continue
                 if action == "retry":
-                    self.metrics.retries.labels(watch, "operator").inc(delta)
+                    self.retried(watch, delta)
                 elif action == "cancel_queued":     # a running job's cancel is its worker's outcome
-                    self.metrics.jobs_finished.labels(watch, bounded(kind, JOB_KINDS, "job kind"),
-                                                      "cancelled").inc(delta)
+                    self.cancelled(watch, bounded(kind, JOB_KINDS, "job kind"), delta)
         return iter(())
 
     def describe(self) -> list[Metric]:

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Protocol, runtime_checkable
 
 import yaml
 
@@ -27,10 +27,40 @@ from ffwatchd.spec.safeyaml import UnsafeYaml, load_yaml, yaml_problem
 from ffwatchd.spec.sniff import read_head, sniff_bytes
 from ffwatchd.spec.values import email_domain, parse_duration, url_allowed
 
-if TYPE_CHECKING:     # a watch's settings are handed in; config sits above spec
-    from ffwatchd.config.settings import WatchSettings
-
 log = logging.getLogger(__name__)
+
+
+class NotifyAllowed(Protocol):
+    """The notifications a watch lets its sidecars ask for (config's WatchNotify is one)."""
+
+    @property
+    def webhook_prefixes(self) -> tuple[str, ...]: ...
+
+    @property
+    def email_domains(self) -> tuple[str, ...]: ...
+
+
+@runtime_checkable
+class SidecarWatch(Protocol):
+    """What sidecars read of a watch's settings (config's WatchSettings is one: config sits above spec)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def inbox(self) -> Path: ...
+
+    @property
+    def source_roots(self) -> tuple[Path, ...]: ...
+
+    @property
+    def defaults(self) -> dict: ...
+
+    @property
+    def batch_quiet_max(self) -> float: ...
+
+    @property
+    def notify(self) -> NotifyAllowed: ...
 
 SIDECAR_NAME = "ffwatch.yaml"
 SIDECAR_SUFFIX = ".ffwatch.yaml"
@@ -144,7 +174,7 @@ def is_within(child: Path, parent: Path) -> bool:
     return child == parent or parent in child.parents
 
 
-def allowed_roots(watch: WatchSettings) -> list[Path]:
+def allowed_roots(watch: SidecarWatch) -> list[Path]:
     """Where sources may live, after symlinks: the inbox root and the configured source roots."""
     return [Path(os.path.realpath(p)) for p in (watch.inbox, *watch.source_roots)]
 
@@ -153,7 +183,7 @@ class MissingSource(JobError):
     """A source or reference a sidecar names is not there (yet: folders arrive in any order)."""
 
 
-def resolve_entry(value: str, base: Path, watch: WatchSettings, where: str, key: str) -> Path:
+def resolve_entry(value: str, base: Path, watch: SidecarWatch, where: str, key: str) -> Path:
     """A `sources`/`reference` entry -> its real absolute path, checked before anything reads it."""
     raw = Path(value)
     real = Path(os.path.realpath(raw if raw.is_absolute() else base / raw))
@@ -175,7 +205,7 @@ def resolve_entry(value: str, base: Path, watch: WatchSettings, where: str, key:
     return real
 
 
-def _resolve_layer(raw: Mapping[str, Any], base: Path, watch: WatchSettings, where: str) -> dict:
+def _resolve_layer(raw: Mapping[str, Any], base: Path, watch: SidecarWatch, where: str) -> dict:
     """One validated layer with its paths made absolute and checked."""
     layer = dict(raw)
     if "sources" in layer:
@@ -211,7 +241,7 @@ def check_complete(merged: Mapping[str, Any], where: str) -> None:
                                       "reference image")
 
 
-def check_targets(merged: Mapping[str, Any], watch: WatchSettings, where: str) -> None:
+def check_targets(merged: Mapping[str, Any], watch: SidecarWatch, where: str) -> None:
     """Notification targets and the quiet period within what the watch's config allows: a
     sidecar is written by anyone on the share, so nothing outside the allow-lists is contacted."""
 
@@ -243,7 +273,7 @@ def batch_folder(inbox: Path, sidecars: Iterable[Path | str]) -> str:
     return ""
 
 
-def defaults_suffice(watch: WatchSettings) -> bool:
+def defaults_suffice(watch: SidecarWatch) -> bool:
     """Whether a file may run on the watch defaults alone (they name sources, or need none)."""
     return bool(watch.defaults.get("sources")) or not _needing_sources(
         watch.defaults.get("processors") or default_processors())
@@ -275,7 +305,7 @@ class Resolved:
         return [*((PhotoRole.SOURCE, p) for p in self.sources), *((PhotoRole.REFERENCE, p) for p in self.reference)]
 
 
-def resolve_spec(watch: WatchSettings, path: Path, known_models: Mapping[str, str]) -> Resolved:
+def resolve_spec(watch: SidecarWatch, path: Path, known_models: Mapping[str, str]) -> Resolved:
     """Find, validate and merge the sidecars for `path` over the watch defaults.
 
     Raises JobError('bad_sidecar') naming the sidecar and the key."""
@@ -311,7 +341,7 @@ def referenced_by(sidecar: Path, raw: Any) -> set[Path]:
     return out
 
 
-def named_by(watch: WatchSettings, sidecars: Iterable[Path | str], photo: Path) -> str | None:
+def named_by(watch: SidecarWatch, sidecars: Iterable[Path | str], photo: Path) -> str | None:
     """Where a job's source or reference photo is named: the strongest of the job's sidecars that
     names it now (`sidecar PATH`), else the watch's defaults; None when none does any more."""
     real = Path(os.path.realpath(photo))
@@ -330,7 +360,7 @@ def named_by(watch: WatchSettings, sidecars: Iterable[Path | str], photo: Path) 
 class SourceIndex:
     """Every file some sidecar of a watch names as a source or reference, so it never becomes a job."""
 
-    def __init__(self, watch: WatchSettings) -> None:
+    def __init__(self, watch: SidecarWatch) -> None:
         self.watch = watch
         self._by_sidecar: dict[Path, set[Path]] = {}
         self._defaults = referenced_by(watch.inbox / SIDECAR_NAME, watch.defaults)
@@ -360,7 +390,7 @@ class SourceIndex:
         return Path(os.path.realpath(path)) in self._all
 
     @classmethod
-    def from_disk(cls, watch: WatchSettings, sidecars: Iterable[Path] | None = None) -> "SourceIndex":
+    def from_disk(cls, watch: SidecarWatch, sidecars: Iterable[Path] | None = None) -> "SourceIndex":
         """Walk the inbox for sidecars (the CLI's way; the watcher feeds them as it finds them)."""
         index = cls(watch)
         if sidecars is None:

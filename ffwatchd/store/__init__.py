@@ -1,7 +1,7 @@
 """The job table: the contract (`contract.py`), its rules stated once for both backends
 (`jobrules.py`, `outbox.py`, over `sqlstore.SqlJobStore`, in the spelling of `dialect.py`),
 and one small class per backend (`sqlite.py`, `postgres.py`). Imports nothing of ffwatchd
-outside this package (the settings only for type checking; import-linter, pyproject.toml).
+outside this package (import-linter, pyproject.toml): the settings are read through `TableSettings`.
 
 `JobStore` is the SQLite backend, the embedded default; `open_store(settings)` opens the
 backend the config names (`queue: sqlite` or `queue: {url: postgresql://…}`).
@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import sqlite3
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from ffwatchd.store.contract import JobQueue, NotFound, QueueUnavailable, SchemaMismatch, TransitionError
 from ffwatchd.store.rows import (
@@ -25,6 +26,7 @@ from ffwatchd.store.rows import (
     Filing,
     Heartbeat,
     Job,
+    LeaseStatus,
     Stats,
     Unreachable,
     WorkerRow,
@@ -34,15 +36,46 @@ from ffwatchd.store.sqlite import SqliteJobStore
 from ffwatchd.store.sqlite_schema import MIGRATIONS as SQLITE_MIGRATIONS
 from ffwatchd.store.urls import redact_url
 
-if TYPE_CHECKING:
-    from ffwatchd.config.settings import QueueSettings, Settings
-
 JobStore = SqliteJobStore
 
 PASSWORD_ENV = "FFWATCHD_QUEUE_PASSWORD"
 
 
-def queue_password(queue: "QueueSettings") -> str | None:
+class QueueLocation(Protocol):
+    """Where the job table lives (config's QueueSettings is one): SQLite (url None) or PostgreSQL."""
+
+    @property
+    def url(self) -> str | None: ...
+
+    @property
+    def password_file(self) -> Path | None: ...
+
+
+class Retrying(Protocol):
+    """How failed jobs are retried (config's WorkerSettings is one)."""
+
+    @property
+    def max_attempts(self) -> int: ...
+
+    @property
+    def retry_backoff(self) -> float: ...
+
+
+@runtime_checkable
+class TableSettings(Protocol):
+    """What `open_store` reads of the settings (config's Settings is one: config sits above store)."""
+
+    @property
+    def queue(self) -> QueueLocation: ...
+
+    @property
+    def db_path(self) -> Path: ...
+
+    @property
+    def workers(self) -> Retrying: ...
+
+
+def queue_password(queue: QueueLocation) -> str | None:
     """The PostgreSQL password: password_file, else $FFWATCHD_QUEUE_PASSWORD, else None
     (libpq then reads $PGPASSWORD or ~/.pgpass itself)."""
     if queue.password_file is not None:
@@ -78,7 +111,7 @@ class Use(StrEnum):
     UNCHECKED = "unchecked"  # the daemon's own parts (its supervisor watches the version) and `check`
 
 
-def open_store(settings: Settings, use: Use = Use.READ) -> JobQueue:
+def open_store(settings: TableSettings, use: Use = Use.READ) -> JobQueue:
     """The job table the settings name, with their attempts and backoff, opened for `use`;
     SchemaMismatch for a table at another schema version than this ffwatchd's (READ, WRITE)."""
     if use is Use.READ and settings.queue.url is None and not settings.db_path.exists() and \
@@ -96,7 +129,7 @@ def open_store(settings: Settings, use: Use = Use.READ) -> JobQueue:
     return store
 
 
-def _open(settings: Settings) -> JobQueue:
+def _open(settings: TableSettings) -> JobQueue:
     q = settings.queue
     w = settings.workers
     if q.url is None:
@@ -113,7 +146,7 @@ def _open(settings: Settings) -> JobQueue:
 
 
 __all__ = ["DriverMissing", "FINISHED", "KINDS", "PRIORITIES", "STATES", "Batch", "Delivery", "Filing", "priority_name",
-           "Heartbeat", "Job",
+           "Heartbeat", "Job", "LeaseStatus",
            "JobQueue", "JobStore", "NotFound", "QueueUnavailable", "SchemaMismatch", "Use", "SqliteJobStore", "Stats",
-           "TransitionError", "open_store",
+           "TableSettings", "TransitionError", "open_store",
            "queue_password", "redact_url", "store_errors", "Unreachable", "WorkerRow"]

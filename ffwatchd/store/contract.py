@@ -16,7 +16,12 @@ from ffwatchd.store.rows import FINISHED, Batch, Delivery, Filing, Heartbeat, Jo
 
 
 class TransitionError(Exception):
-    """A state change the job's current state does not allow."""
+    """A state change the row's current state does not allow. `reason` says why without naming the
+    row (what a caller that names it shows: `jobs retry 7`, the page); `subject` names it ("job 7")."""
+
+    def __init__(self, reason: str, subject: str | None = None, *, sep: str = " ") -> None:
+        super().__init__(f"{subject}{sep}{reason}" if subject else reason)
+        self.reason, self.subject = reason, subject
 
 
 class NotFound(KeyError):
@@ -25,7 +30,12 @@ class NotFound(KeyError):
 
 class QueueUnavailable(ConnectionError):
     """The job table could not be reached (PostgreSQL: within the reconnect window) or written
-    (SQLite: its disk full, read-only or failing); the caller waits and tries again."""
+    (SQLite: its disk full, read-only or failing); the caller waits and tries again. `reason`
+    says why without naming the table; `subject` names it ("job queue postgresql://db/q")."""
+
+    def __init__(self, reason: str, subject: str | None = None) -> None:
+        super().__init__(f"{subject}: {reason}" if subject else reason)
+        self.reason, self.subject = reason, subject
 
 
 class SchemaMismatch(RuntimeError):
@@ -57,13 +67,14 @@ def fence_refusal(job_id: int, owner: str, attempt: int | None, row: Any, lease_
     running, leased to it, on its attempt and (where the verb asks) before its lease ran out.
     `row` has the job's state, lease_owner and claims. None: allowed; else why not."""
     if row["state"] != "running" or row["lease_owner"] != owner:
-        return TransitionError(f"job {job_id} is {row['state']} and not held by {owner} "
-                               f"(lease owner {row['lease_owner']})")
+        return TransitionError(f"is {row['state']} and not held by {owner} (lease owner {row['lease_owner']})",
+                               f"job {job_id}")
     if attempt is not None and row["claims"] != attempt:
-        return TransitionError(f"job {job_id} is on claim {row['claims']}, not {attempt}: "
-                               f"the lease of that attempt (claim {attempt}) was lost")
+        return TransitionError(f"is on claim {row['claims']}, not {attempt}: the lease of that attempt "
+                               f"(claim {attempt}) was lost", f"job {job_id}")
     if not lease_live:
-        return TransitionError(f"job {job_id}: the lease of {owner} expired; it may be running elsewhere")
+        return TransitionError(f"the lease of {owner} expired; it may be running elsewhere", f"job {job_id}",
+                               sep=": ")
     return None
 
 
@@ -81,6 +92,9 @@ class JobQueue(abc.ABC):
     where: str = ""
     #: whether `wait_for_work` really waits for a push (else callers keep their own wake-up)
     pushes_work: bool = False
+    #: called in this process after a commit that made work claimable (enqueue, retry, release,
+    #: requeue): the push's in-process form, by which the daemon wakes its idle workers
+    on_work: Callable[[], None] | None = None
 
     def unreachable(self) -> Unreachable | None:
         """Since when (and why) this store has not reached its table, or None; read without

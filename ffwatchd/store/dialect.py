@@ -130,10 +130,11 @@ class Tx:
     """One transaction (or one autocommitted statement) of a backend: runs shared SQL in its
     dialect with the transaction's time bound as `now`."""
 
-    __slots__ = ("cur", "d", "now")
+    __slots__ = ("announced", "cur", "d", "now")
 
     def __init__(self, cur: Any, dialect: Dialect, now: float | None) -> None:
         self.cur, self.d, self.now = cur, dialect, now
+        self.announced = False          # work made claimable: the store's `on_work` after the commit
 
     def execute(self, sql: str, p: dict[str, Any]) -> Any:
         p["now"] = self.now
@@ -150,4 +151,5 @@ class Tx:
         return self.execute(sql, p).rowcount
 
     def announce(self) -> None:
+        self.announced = True
         self.d.announce(self.cur)

@@ -23,7 +23,7 @@ from ffwatchd.store.contract import NotFound, TransitionError, fence_refusal
 from ffwatchd.store.dialect import Tx
 from ffwatchd.store.names import decode_path, shown
 from ffwatchd.store.outbox import NEW_GENERATION
-from ffwatchd.store.rows import KINDS, Job, Stats
+from ffwatchd.store.rows import KINDS, Job, LeaseStatus, Stats
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ def refusal(tx: Tx, job_id: int, owner: str, attempt: int | None) -> TransitionE
         raise NotFound(job_id)
     # held on this attempt, yet not matched: its lease ran out
     return fence_refusal(job_id, owner, attempt, row, lease_live=False) or \
-        TransitionError(f"job {job_id} changed while {owner} changed it")
+        TransitionError(f"changed while {owner} changed it", f"job {job_id}")
 
 
 _HEARTBEAT = """lease_until = {now} + :lease, progress_done = coalesce(CAST(:done AS INTEGER), progress_done),
@@ -161,17 +161,17 @@ _HEARTBEAT = """lease_until = {now} + :lease, progress_done = coalesce(CAST(:don
 
 
 def heartbeat(tx: Tx, job_id: int, owner: str, lease: float, progress: tuple[int, int] | None,
-              attempt: int | None) -> str:
-    """'ok' (lease extended), 'cancelled' (an operator cancelled it: stop) or 'lost'."""
+              attempt: int | None) -> LeaseStatus:
+    """The lease extended (OK), or why not."""
     done, total = progress if progress is not None else (None, None)
     if tx.one(fenced_sql(_HEARTBEAT, False, "id"), id=job_id, owner=owner, attempt=attempt, lease=lease,
               done=done, total=total) is not None:
-        return "ok"
+        return LeaseStatus.OK
     row = tx.one("SELECT state, lease_owner, claims FROM jobs WHERE id = :id", id=job_id)
     if row is not None and row["lease_owner"] == owner and row["state"] == "cancelled" \
             and (attempt is None or row["claims"] == attempt):
-        return "cancelled"
-    return "lost"
+        return LeaseStatus.CANCELLED
+    return LeaseStatus.LOST
 
 
 SET_FILING = "filing = :filing"
@@ -208,7 +208,7 @@ def finish_filed(tx: Tx, job_id: int, output_path: str | None) -> Job:
     """queued -> done, for a queued job whose recorded done plan was completed outside a worker."""
     row = locked_row(tx, job_id)
     if row["state"] != "queued" or (tx.d.json_value(row["filing"]) or {}).get("outcome") != "done":
-        raise TransitionError(f"job {job_id} is {row['state']} without a done plan: not finished here")
+        raise TransitionError(f"is {row['state']} without a done plan: not finished here", f"job {job_id}")
     return tx.d.job(tx.one("""UPDATE jobs SET state = 'done', finished_at = {now}, output_path = :output,
                                               lease_owner = NULL, lease_until = NULL, error_kind = NULL,
                                               error_message = NULL, result = {plan_result}
@@ -232,7 +232,7 @@ def retry(tx: Tx, job_id: int, **p: Any) -> Job:
     """failed or cancelled -> queued, attempts counted afresh, with the spec given (else kept)."""
     row = locked_row(tx, job_id)
     if row["state"] not in ("failed", "cancelled"):
-        raise TransitionError(f"job {job_id} is {row['state']}: only failed or cancelled jobs can be retried")
+        raise TransitionError(f"is {row['state']}: only failed or cancelled jobs can be retried", f"job {job_id}")
     row = tx.one(_RETRY, id=job_id, **p)
     tx.run(_COUNT_OPERATOR, watch=row["watch"], kind=row["kind"], action="retry")
     tx.announce()
@@ -243,10 +243,10 @@ def cancel(tx: Tx, job_id: int) -> Job:
     """queued or running -> cancelled; a running job's owner sees it at its next heartbeat."""
     row = locked_row(tx, job_id)
     if row["state"] not in ("queued", "running"):
-        raise TransitionError(f"job {job_id} is {row['state']}: only queued or running jobs can be cancelled")
+        raise TransitionError(f"is {row['state']}: only queued or running jobs can be cancelled", f"job {job_id}")
     if (tx.d.json_value(row["filing"]) or {}).get("outcome") == "done":
-        raise TransitionError(f"job {job_id} has a result being filed to output/ and done/: "
-                              "it is no longer cancelled, its filing is completed")
+        raise TransitionError("has a result being filed to output/ and done/: it is no longer cancelled, its "
+                              "filing is completed", f"job {job_id}")
     was = row["state"]
     row = tx.one("""UPDATE jobs SET state = 'cancelled', finished_at = {now}, lease_until = NULL,
                                     error_kind = 'cancelled', error_message = 'cancelled by an operator'
@@ -259,7 +259,7 @@ def set_priority(tx: Tx, job_id: int, priority: int) -> Job:
     """A queued job's priority; refused (TransitionError) in any other state."""
     row = locked_row(tx, job_id)
     if row["state"] != "queued":
-        raise TransitionError(f"job {job_id} is {row['state']}: only a queued job's priority can change")
+        raise TransitionError(f"is {row['state']}: only a queued job's priority can change", f"job {job_id}")
     return tx.d.job(tx.one("UPDATE jobs SET priority = :priority WHERE id = :id RETURNING *",
                            id=job_id, priority=priority))
 

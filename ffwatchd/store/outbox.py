@@ -86,8 +86,8 @@ def finish(tx: Tx, batch_id: int, *, activity: float, counts: dict, report_path:
     if row["version"] == (expected_version or 0) + 1 and row["finished_activity"] == activity \
             and row["state"] == "finished":
         return tx.d.batch(row)               # the same finish, already made (a replay)
-    raise TransitionError(f"batch {batch_id} is at version {row['version']}, not {expected_version}: "
-                          "another finish came first")
+    raise TransitionError(f"is at version {row['version']}, not {expected_version}: another finish came first",
+                          f"batch {batch_id}")
 
 
 def set_report(tx: Tx, batch_id: int, report_path: str, counts: dict) -> None:
@@ -203,7 +203,7 @@ def operator_change(tx: Tx, sql: str, delivery_id: int, verb: str) -> Delivery:
         row = tx.one("SELECT * FROM outbox WHERE id = :id", id=delivery_id)
         if row is None:
             raise NotFound(delivery_id)
-        raise TransitionError(f"notification {delivery_id} is {row['state']}: cannot {verb} it")
+        raise TransitionError(f"is {row['state']}: cannot {verb} it", f"notification {delivery_id}")
     return tx.d.delivery(row)
 
 

@@ -47,8 +47,7 @@ class PgSession:
         try:                                  # the first connection fails at once, with its reason
             self._conns["durable"] = self.new_connection()
         except psycopg.OperationalError as e:  # a sentence for status, jobs and run, not a traceback
-            raise QueueUnavailable(f"job queue {self.where}: cannot connect: "
-                                   f"{' '.join(str(e).split())}") from e
+            raise QueueUnavailable(f"cannot connect: {' '.join(str(e).split())}", f"job queue {self.where}") from e
 
     def new_connection(self, kind: str = "durable") -> psycopg.Connection:
         kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(1, int(self.connect_timeout)),
@@ -135,7 +134,7 @@ class PgSession:
                         raise
                     deadline = deadline or time.monotonic() + self.reconnect_for
                     if time.monotonic() > deadline:
-                        raise QueueUnavailable(f"job queue {self.where}: connection lost ({e})") from e
+                        raise QueueUnavailable(f"connection lost ({e})", f"job queue {self.where}") from e
                     log.warning("job queue %s: connection lost (%s); reconnecting to run the "
                                 "transaction again", self.where, str(e).strip() or e.__class__.__name__)
                     self._conns[kind] = None

@@ -121,8 +121,16 @@ class PostgresJobStore(SqlJobStore):
         """`durable=False` runs on the fast connection (synchronous_commit off), as SQLite's store
         commits without a sync; reads run on the durable one."""
         now = self._clock() if self._clock is not None else None
-        return self._pg.run(lambda cur: body(Tx(cur, PG, now)), durable=durable or not write, single=single,
-                            replayed=(lambda cur: replayed(Tx(cur, PG, now))) if replayed is not None else None)
+        ran: list[Tx] = []              # the attempt that committed is the last
+
+        def run(cur: Any) -> T:
+            ran.append(Tx(cur, PG, now))
+            return body(ran[-1])
+        out = self._pg.run(run, durable=durable or not write, single=single,
+                           replayed=(lambda cur: replayed(Tx(cur, PG, now))) if replayed is not None else None)
+        if ran and ran[-1].announced and self.on_work is not None:
+            self.on_work()
+        return out
 
     # -- the claim ---------------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ ledger, workers, batches and the outbox."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 STATES = ("queued", "running", "done", "failed", "cancelled")
@@ -78,14 +79,21 @@ class Filing:
     job_id: int | None = None
 
 
+class LeaseStatus(StrEnum):
+    """What a heartbeat found of a job's lease."""
+    OK = "ok"                       # extended
+    CANCELLED = "cancelled"         # an operator cancelled the job: stop now
+    LOST = "lost"                   # someone else holds it, or it ran out
+
+
 @dataclass(frozen=True)
 class Heartbeat:
-    """What a heartbeat found: `ok`, `cancelled` (stop now) or `lost` (someone else owns it)."""
-    status: str
+    """What a heartbeat found."""
+    status: LeaseStatus
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status is LeaseStatus.OK
 
 
 @dataclass(frozen=True)

@@ -133,7 +133,8 @@ class SqliteJobStore(SqlJobStore):
                 return body(Tx(self._db, SQLITE, self.clock()))
         try:
             with self._write(durable) as db:
-                out = body(Tx(db, SQLITE, self.clock()))
+                tx = Tx(db, SQLITE, self.clock())
+                out = body(tx)
         except sqlite3.OperationalError as e:
             if getattr(e, "sqlite_errorcode", 0) & 0xFF not in _OUT_OF_REACH:
                 raise
@@ -143,6 +144,8 @@ class SqliteJobStore(SqlJobStore):
         if self._unreachable is not None:
             log.warning("job table %s writable again after %.0f s", self.path, time.time() - self._unreachable.since)
             self._unreachable = None
+        if tx.announced and self.on_work is not None:
+            self.on_work()
         return out
 
     def unreachable(self) -> Unreachable | None:

@@ -47,4 +47,4 @@ def run_action(store: JobQueue, settings: Settings, what: str, target: str, verb
     except NotFound:
         raise ActionError(404, f"no job {target}") from None
     except TransitionError as e:
-        raise ActionError(409, str(e).removeprefix(f"job {target} ").removeprefix(f"job {target}: ")) from None
+        raise ActionError(409, e.reason) from None

@@ -19,9 +19,9 @@ from ffwatchd.filing.sharewait import ShareWaiter, WaitKind
 from ffwatchd.filing.staging import OriginalChanged
 from ffwatchd.fs.writefs import LinkRefused, open_folder, split_under
 from ffwatchd.ops.diskguard import disk_full_error, is_enospc
-from ffwatchd.store import Job, JobQueue
+from ffwatchd.store import Job, JobQueue, LeaseStatus
 from ffwatchd.work.heartbeats import Lease
-from ffwatchd.work.outcome import Outcome
+from ffwatchd.work.outcome import Ending, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class FailurePolicy:
         if err.transient and job.attempts < job.max_attempts:
             self.store.fail(job.id, self.owner, error_kind=err.kind, message=err.message, transient=True,
                             attempt=job.claims)
-            out.outcome = "retried"
+            out.outcome = Ending.RETRIED
             if job.kind == "image":
                 self.clean_temp(job.id)    # videos keep finished segments to resume
             return
@@ -134,7 +134,7 @@ class FailurePolicy:
             return
         self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
                         attempt=job.claims)
-        out.outcome, out.error_kind, out.message = "failed", kind, message
+        out.outcome, out.error_kind, out.message = Ending.FAILED, kind, message
         self.clean_temp(job.id)
 
     def _withdraw_result(self, watch: WatchSettings, job: Job) -> None:
@@ -187,10 +187,10 @@ class FailurePolicy:
         log.warning("job %d: %s: %s", job.id, kind, message)
         self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
                         attempt=job.claims)
-        out.outcome, out.error_kind, out.message = "failed", kind, message
+        out.outcome, out.error_kind, out.message = Ending.FAILED, kind, message
 
     def stopped(self, watch: WatchSettings, job: Job, lease: Lease, out: Outcome, workdir: Path) -> None:
-        if lease.status == "cancelled":
+        if lease.status is LeaseStatus.CANCELLED:
             plan = plan_failed(watch, job, "cancelled", "cancelled by an operator while running",
                                self.checked.get(job.id))
             try:
@@ -198,7 +198,7 @@ class FailurePolicy:
             except (LinkRefused, OriginalChanged) as e:
                 log.error("job %d: cancelled; its original stays in the inbox: %s", job.id, e.message)
             self.clean_temp(job.id)
-            out.outcome, out.error_kind = "cancelled", "cancelled"
+            out.outcome, out.error_kind = Ending.CANCELLED, "cancelled"
         else:
-            out.outcome = "lost"
+            out.outcome = Ending.LOST
         log.info("job %d: stopped (%s); nothing filed as done", job.id, lease.status)

@@ -7,7 +7,7 @@ import logging
 import threading
 from typing import Callable
 
-from ffwatchd.store import Job, JobQueue
+from ffwatchd.store import Job, JobQueue, LeaseStatus
 
 log = logging.getLogger(__name__)
 
@@ -17,7 +17,7 @@ class Lease:
 
     def __init__(self, heartbeats: "Heartbeats", job: Job) -> None:
         self.heartbeats, self.job_id, self.attempt = heartbeats, job.id, job.claims
-        self.status = "ok"
+        self.status = LeaseStatus.OK
         self.progress: tuple[int, int] | None = None
 
     def start(self) -> "Lease":
@@ -36,7 +36,7 @@ class Lease:
 
     @property
     def should_stop(self) -> bool:
-        return self.status != "ok"
+        return self.status is not LeaseStatus.OK
 
 
 class Heartbeats:
@@ -101,7 +101,7 @@ class Heartbeats:
             return
         if self.beat is not None:
             self.beat(lease.job_id)
-        if lease.status != "ok":
+        if lease.status is not LeaseStatus.OK:
             with self._lock:
                 ours = lease in self._leases
             if ours:        # not one released or filed while this beat was under way

@@ -4,6 +4,16 @@ the worker loop for the supervisor's metrics and logs."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Ending(StrEnum):
+    """How a job's run ended (the metrics' `outcome` label)."""
+    DONE = "done"
+    FAILED = "failed"
+    RETRIED = "retried"
+    CANCELLED = "cancelled"
+    LOST = "lost"
 
 
 @dataclass
@@ -12,7 +22,7 @@ class Outcome:
     job_id: int
     watch: str
     kind: str
-    outcome: str                        # done | failed | retried | cancelled | lost
+    outcome: Ending
     error_kind: str | None = None
     message: str | None = None
     duration: float = 0.0

@@ -7,10 +7,27 @@ from __future__ import annotations
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Callable
 
+from ffwatchd.work.touched import Touched
+
 log = logging.getLogger(__name__)
+
+
+class ProblemKind(StrEnum):
+    """What is wrong with a job's original at its inbox path when the job comes to run."""
+    GONE = "gone"                  # not there (deleted, moved away, or its share dropped out)
+    SUPERSEDED = "superseded"      # changed after it was queued: the new content is its own job
+    BAD_INPUT = "bad_input"        # now a link, not a regular file, or unreadable
+
+
+@dataclass(frozen=True)
+class OriginalProblem:
+    """Why a job's original is not the one queued: its kind and the sentence said of it."""
+    kind: ProblemKind
+    message: str
 
 
 @dataclass
@@ -18,7 +35,7 @@ class Prefetched:
     """What the stage found for one job: a problem with the original, or its decoded image, or
     the error decoding raised (the job then decodes again when it runs: an error found ahead may be
     stale, the share gone for that moment)."""
-    problem: str | None = None
+    problem: OriginalProblem | None = None
     image: Any = None
     error: BaseException | None = None
     #: the share's problem found ahead (the original was then not read): looked at again
@@ -38,13 +55,13 @@ class Ready:
 class Prefetcher:
     """One thread; at most a few jobs ahead (the worker claims one ahead)."""
 
-    def __init__(self, check: Callable[[Any, Path], str | None], decode: Callable[[Path], Any], *,
+    def __init__(self, check: Callable[[Any, Path], OriginalProblem | None], decode: Callable[[Path], Any], *,
                  share: Callable[[Any], str | None] | None = None,
                  prepare: Callable[[Any, Path], Any] | None = None) -> None:
         self._check, self._decode, self._share, self._prepare = check, decode, share, prepare
         self._pool: ThreadPoolExecutor | None = None
         self._futures: dict[int, Future] = {}
-        self.touched: Any = None             # work/touched.py: the decode in progress, for the supervisor
+        self.touched: Touched | None = None  # the decode in progress, for the supervisor
 
     def submit(self, job: Any, original: Path) -> None:
         """Start checking and decoding `job`'s original (an image) in the stage's thread."""

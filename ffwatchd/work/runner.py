@@ -14,7 +14,7 @@ import stat as statmod
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.errors import JobError
@@ -35,19 +35,12 @@ from ffwatchd.store import Job, JobQueue, QueueUnavailable, TransitionError
 from ffwatchd.watch.hashing import hash_file
 from ffwatchd.work.failing import FailurePolicy
 from ffwatchd.work.heartbeats import Heartbeats, Lease
-from ffwatchd.work.outcome import Outcome
-from ffwatchd.work.prefetch import Prefetched, Prefetcher, Ready
+from ffwatchd.work.outcome import Ending, Outcome
+from ffwatchd.work.prefetch import OriginalProblem, Prefetched, Prefetcher, ProblemKind, Ready
 from ffwatchd.work.verify import SourceHashes, check_sources
 from ffwatchd.work.videojob import process_video_file
 
 log = logging.getLogger(__name__)
-
-_GONE = "gone"          # _original_problem: the original is not at its inbox path
-
-
-class _Superseded(str):
-    """_original_problem: the original changed after it was queued (its new content is its own job)."""
-
 
 def report_thumbs(rendered: RenderedImage, plan: Plan, spec: dict | None) -> dict | None:
     """Thumbnails of an image job's original (unless its `spec` anonymizes) and result, keyed
@@ -103,7 +96,7 @@ class JobRunner:
         self.failures = FailurePolicy(settings, store, owner, self.waiter, self._clean_temp, self._checked)
         make_private(settings.temp_dir)
 
-    def run(self, job: Job, beat: Any = None) -> Outcome:
+    def run(self, job: Job, beat: Callable[[int], None] | None = None) -> Outcome:
         """Process and file one job, start to end."""
         return self.start(job, beat).finish()
 
@@ -146,11 +139,11 @@ class JobRunner:
     def close(self) -> None:
         self.prefetcher.close()
 
-    def start(self, job: Job, beat: Any = None) -> "Pending":
+    def start(self, job: Job, beat: Callable[[int], None] | None = None) -> "Pending":
         """Process one job under its lease; the filing of a success is left to `Pending.finish`,
         so a worker can file one job (mostly waiting on fsync) while it processes the next."""
-        out = Outcome(job.id, job.watch, job.kind, "failed", queue_wait=max(0.0, time.time() - job.queued_at),
-                      bytes=job.size)
+        out = Outcome(job.id, job.watch, job.kind, Ending.FAILED,
+                      queue_wait=max(0.0, time.time() - job.queued_at), bytes=job.size)
         if beat is not None:
             self.heartbeats.beat = beat
         lease = self._held.pop(job.id, None) or Lease(self.heartbeats, job).start()
@@ -159,10 +152,10 @@ class JobRunner:
             filing = self._run(job, lease, out)
         except TransitionError as e:         # the lease went to someone else, or a cancel
             log.warning("job %d: %s", job.id, e)
-            out.outcome = "lost"
+            out.outcome = Ending.LOST
         except QueueUnavailable as e:        # its lease runs out; the job returns to the queue
             log.warning("job %d: left to its lease: %s", job.id, e)
-            out.outcome = "lost"
+            out.outcome = Ending.LOST
         except ShareWaitTooLong as e:
             self.waiter.release(job, out, str(e), lease)
         except BaseException:
@@ -203,13 +196,13 @@ class JobRunner:
         problem = pre.problem if pre is not None else self._original_problem(job, original)
         if problem and pre is not None:        # found ahead of time (during a drop-out since over?): look again
             problem = self._original_problem(job, original)
-        if problem == _GONE:
+        if problem is not None and problem.kind is ProblemKind.GONE:
             why = self.shares.problem(watch)
             if why:
                 self.waiter.release(job, out, why, lease)
                 return None
             problem = self._original_problem(job, original)   # back with its share from a drop-out just now?
-            if problem == _GONE:               # really gone while its inbox is there: said in a report
+            if problem is not None and problem.kind is ProblemKind.GONE:   # really gone, its inbox there: reported
                 self.failures.fail_final(watch, job, out, "vanished", f"{original} left the inbox before it "
                                          "was processed (deleted or moved away while queued)", workdir, lease)
                 return None
@@ -233,7 +226,8 @@ class JobRunner:
             return None
         return lambda pending=None: self._file_done(watch, job, lease, out, processed, workdir, pending)
 
-    def _not_processed(self, watch: WatchSettings, job: Job, lease: Lease, out: Outcome, problem: str | None,
+    def _not_processed(self, watch: WatchSettings, job: Job, lease: Lease, out: Outcome,
+                       problem: OriginalProblem | None,
                        source_error: JobError | None, workdir: Path) -> None:
         """The original or a source is not right: the share went meanwhile (the job waits, unspent),
         the original is not the one queued (not this job's to file), or a source failed its check."""
@@ -241,8 +235,7 @@ class JobRunner:
         if why:                                # the share went meanwhile: not the job's fault
             self.waiter.release(job, out, why, lease)
         elif problem:
-            kind = "superseded" if isinstance(problem, _Superseded) else "bad_input"
-            self.failures.fail_without_filing(job, out, kind, problem)
+            self.failures.fail_without_filing(job, out, problem.kind.value, problem.message)
         elif source_error is not None:
             self.failures.failed(watch, job, lease, out, source_error, workdir)
 
@@ -275,7 +268,7 @@ class JobRunner:
             if rendered is not None:
                 out.thumbs = report_thumbs(rendered, plan, job.spec)
             self._finish(job, _landed(filed.result, plan), pending)
-            out.outcome = "done"
+            out.outcome = Ending.DONE
             self._clean_temp(job.id, None if job.kind != "image" else result)
         except (TransitionError, QueueUnavailable):
             if job.kind == "image":             # the lease went: this attempt's own result, no one else's
@@ -346,28 +339,30 @@ class JobRunner:
         spec = JobSpec.from_snapshot(localize_spec(job.spec, job.sources, watch))
         return Ready(spec, self.pipeline.output_suffix(original, spec))
 
-    def _original_problem(self, job: Job, original: Path) -> str | None:
+    def _original_problem(self, job: Job, original: Path) -> OriginalProblem | None:
         inbox = self.settings.watch(job.watch).inbox
         try:
             st = safefs.lstat_below(inbox, original)     # no link on the way is followed
         except safefs.LinkInPath as e:
-            return f"{original}: {e.filename} is now a symbolic link; it was not followed"
+            return OriginalProblem(ProblemKind.BAD_INPUT,
+                                   f"{original}: {e.filename} is now a symbolic link; it was not followed")
         except FileNotFoundError:
-            return _GONE
+            return OriginalProblem(ProblemKind.GONE, f"{original} is not in the inbox")
         except OSError as e:
-            return f"{original} cannot be read: {e.strerror}"
+            return OriginalProblem(ProblemKind.BAD_INPUT, f"{original} cannot be read: {e.strerror}")
         if not statmod.S_ISREG(st.st_mode):
-            return f"{original} is now {safefs.describe_mode(st.st_mode)}; it was not opened"
+            return OriginalProblem(ProblemKind.BAD_INPUT,
+                                   f"{original} is now {safefs.describe_mode(st.st_mode)}; it was not opened")
         if st.st_size != job.size or abs(st.st_mtime - job.mtime) > 1e-3:
-            return _Superseded(f"{original} changed after it was queued (size {job.size} -> {st.st_size}); "
-                               "the new content is queued as its own job")
+            return OriginalProblem(ProblemKind.SUPERSEDED, f"{original} changed after it was queued (size "
+                                   f"{job.size} -> {st.st_size}); the new content is queued as its own job")
         try:
             digest, _state = hash_file(original, inbox)
         except OSError as e:
-            return f"{original} cannot be read: {e.strerror}"
+            return OriginalProblem(ProblemKind.BAD_INPUT, f"{original} cannot be read: {e.strerror}")
         if digest != job.content_hash:
-            return _Superseded(f"{original} changed after it was queued (same size and time, other content); "
-                               "the new content is queued as its own job")
+            return OriginalProblem(ProblemKind.SUPERSEDED, f"{original} changed after it was queued (same size "
+                                   "and time, other content); the new content is queued as its own job")
         self._checked[job.id] = original_state(st, original)
         while len(self._checked) > 64:           # jobs that ended without a filing
             self._checked.pop(next(iter(self._checked)))
@@ -399,11 +394,11 @@ class JobRunner:
             return True
         if plan.outcome == "done":
             self.store.finish(job.id, self.owner, output_path=_landed(filed.result, plan), attempt=job.claims)
-            out.outcome = "done"
+            out.outcome = Ending.DONE
         else:
             self.store.fail(job.id, self.owner, error_kind=plan.error_kind or "internal",
                             message=plan.message or "", transient=False, attempt=job.claims)
-            out.outcome, out.error_kind, out.message = "failed", plan.error_kind, plan.message
+            out.outcome, out.error_kind, out.message = Ending.FAILED, plan.error_kind, plan.message
         self._clean_temp(job.id)
         return True
 
@@ -433,10 +428,10 @@ class Pending:
                     filing(self)
                 except TransitionError as e:
                     log.warning("job %d: %s", self.job.id, e)
-                    self.out.outcome = "lost"
+                    self.out.outcome = Ending.LOST
                 except QueueUnavailable as e:   # the durable plan (if recorded) is resumed after its lease
                     log.warning("job %d: filing left to its lease: %s", self.job.id, e)
-                    self.out.outcome = "lost"
+                    self.out.outcome = Ending.LOST
                 except ShareWaitTooLong as e:
                     self.runner.waiter.release(self.job, self.out, str(e), self.lease)
         finally:

@@ -1,7 +1,7 @@
 """The worker process: models loaded once, then claim, run, file, repeat; memory guards.
 
 A worker is spawned by the supervisor, one per configured device. It talks back through a
-queue of small event tuples; it never touches the supervisor's state directly.
+queue of small events (events.py); it never touches the supervisor's state directly.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from ffwatchd.logs import setup_logging
 from ffwatchd.store import Use, open_store
 from ffwatchd.work.benchstage import ENV as BENCH_ENV
 from ffwatchd.work.benchstage import bench_pipeline
+from ffwatchd.work.events import Events, FailedStart, Ready
+from ffwatchd.work.touched import Touched
 
 if TYPE_CHECKING:
     from ffwatchd.pipeline.contract import JobPipeline
@@ -90,8 +92,8 @@ def load_pipeline(settings: Settings, device: str) -> "JobPipeline":
                     licences_allowed=settings.licences_allowed, ram_limit=w.ram_limit)
 
 
-def worker_main(settings: Settings, device: str, index: int, events: Any, wake: Any, stop: Any,
-                claim_ok: Any, touched: Any = None) -> None:
+def worker_main(settings: Settings, device: str, index: int, events: Events, wake: Any, stop: Any,
+                claim_ok: Any, touched: Touched | None = None) -> None:
     """Entry point of a spawned worker process."""
     # The job's code (models, media) is imported in the worker process only, not by the supervisor.
     from ffwatchd.work.runner import JobRunner
@@ -107,14 +109,14 @@ def worker_main(settings: Settings, device: str, index: int, events: Any, wake: 
         guard = limit_memory(settings.workers.ram_limit, device)
     except Exception as e:  # report why the worker could not start, then exit
         log.exception("worker could not start")
-        events.put(("failed_start", index, os.getpid(), f"{e.__class__.__name__}: {e}"))
+        events.put(FailedStart(index, os.getpid(), f"{e.__class__.__name__}: {e}"))
         sys.exit(3)
     asked_cuda = device != "cpu" and "cuda" in settings.workers.providers
     if asked_cuda and provider != "cuda":
         log.error("device %s: CUDA was asked for but sessions run on %s (onnxruntime fell back "
                   "silently); jobs run on CPU", device, provider)
     log.info("worker ready: device %s, execution provider %s, memory guard %s", device, provider, guard)
-    events.put(("ready", index, os.getpid(), provider))
+    events.put(Ready(index, os.getpid(), provider))
     runner = JobRunner(settings, store, pipeline, owner, on_cuda=provider == "cuda")
     runner.prefetcher.touched = touched          # the supervisor reads it if this process dies
     worker_info = {"device": device, "provider": provider, "pid": os.getpid(), "host": socket.gethostname()}

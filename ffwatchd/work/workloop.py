@@ -15,7 +15,10 @@ from ffwatchd.backoff import Backoff
 from ffwatchd.config.settings import Settings
 from ffwatchd.filing.shares import ShareCheck
 from ffwatchd.store import Job, JobQueue, QueueUnavailable, Unreachable, store_errors
-from ffwatchd.work.runner import JobRunner
+from ffwatchd.work.events import Beat, Events, Finished, LeasesExpired, QueueReport, Recycle, Started
+from ffwatchd.work.outcome import Outcome
+from ffwatchd.work.runner import JobRunner, Pending
+from ffwatchd.work.touched import Touched
 
 log = logging.getLogger(__name__)
 
@@ -28,11 +31,11 @@ QUEUE_LOOK_EVERY = 1.0    # seconds between looks at whether the store reaches i
 
 
 class QueueReports:
-    """Tells the supervisor when this worker's store loses and regains its table (event
-    ("queue", index, since, reason), since None when it is back), from a thread that reads
+    """Tells the supervisor when this worker's store loses and regains its table (a QueueReport,
+    `down` None when it is back), from a thread that reads
     `store.unreachable()` only: a claim or heartbeat waiting on the table delays no report."""
 
-    def __init__(self, store: Any, events: Any, index: int) -> None:
+    def __init__(self, store: JobQueue, events: Events, index: int) -> None:
         self.store, self.events, self.index = store, events, index
         self._said: Unreachable | None = None
         self._stop = threading.Event()
@@ -49,7 +52,7 @@ class QueueReports:
         now = failed or self.store.unreachable()
         if (now is None) != (self._said is None):
             self._said = now
-            self.events.put(("queue", self.index, now.since if now else None, now.reason if now else None))
+            self.events.put(QueueReport(self.index, now))
 
     def _run(self) -> None:
         while not self._stop.wait(QUEUE_LOOK_EVERY):
@@ -61,7 +64,7 @@ class PausedWatches:
     PAUSED_EVERY seconds (so a claim costs no extra query), and again when the supervisor wakes
     the worker (a pause on this host is seen at once, on the others within PAUSED_EVERY)."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: JobQueue) -> None:
         self.store = store
         self._names: set[str] = set()
         self._read_at = -PAUSED_EVERY
@@ -78,7 +81,7 @@ class PausedWatches:
         return self._names
 
 
-def wait_for_work(store: Any, wake: Any, stop: Any) -> None:
+def wait_for_work(store: JobQueue, wake: Any, stop: Any) -> None:
     """Idle: until work may be there, a stop, or the slow poll (IDLE_POLL) as a safety net.
 
     PostgreSQL pushes (LISTEN/NOTIFY from any host's enqueue); SQLite does not, and the
@@ -100,7 +103,7 @@ class WorkerLoop:
     queueing one after another."""
 
     def __init__(self, settings: Settings, store: JobQueue, runner: JobRunner, owner: str, index: int,
-                 worker_info: dict, events: Any, wake: Any, stop: Any, claim_ok: Any) -> None:
+                 worker_info: dict, events: Events, wake: Any, stop: Any, claim_ok: Any) -> None:
         self.settings, self.store, self.runner, self.owner, self.index = settings, store, runner, owner, index
         self.worker_info, self.events, self.wake, self.stop, self.claim_ok = worker_info, events, wake, stop, claim_ok
         self.lease, self.recycle_after = settings.workers.lease, settings.workers.recycle_after
@@ -109,9 +112,9 @@ class WorkerLoop:
         self.shares = ShareCheck(settings)
         self.paused = PausedWatches(store)
         self.filer = ThreadPoolExecutor(max_workers=FILING_DEPTH, thread_name_prefix="filing")
-        self.inflight: deque[tuple[Any, Future]] = deque()   # (the runner's Pending, its filing), oldest first
+        self.inflight: deque[tuple[Pending, Future[Outcome]]] = deque()   # a Pending and its filing, oldest first
         self.claimed: list[Job] = []                         # jobs a filing claimed with its finish, held
-        self.touched: Any = None                             # work/touched.py, set by worker_main
+        self.touched: Touched | None = None                  # set by worker_main
         self.claimed_lock = threading.Lock()
         self.reserved = 0                                    # filings about to claim one with their finish
         self.done = 0
@@ -128,7 +131,7 @@ class WorkerLoop:
     def report_expired(self) -> None:
         stats = self.store.stats
         if stats.expired_leases or stats.requeued:         # leases a claim found expired
-            self.events.put(("leases_expired", self.index, stats.expired_leases, stats.requeued))
+            self.events.put(LeasesExpired(self.index, stats.expired_leases, tuple(stats.requeued)))
             stats.expired_leases = 0
             stats.requeued = []
 
@@ -137,7 +140,7 @@ class WorkerLoop:
         in flight."""
         while self.inflight and (len(self.inflight) > keep or self.inflight[0][1].done()):
             outcome = self.inflight.popleft()[1].result()
-            self.events.put(("finish", self.index, outcome.__dict__))
+            self.events.put(Finished(self.index, outcome))
             self.report_expired()
 
     # -- claiming ---------------------------------------------------------------------------------
@@ -203,7 +206,7 @@ class WorkerLoop:
             return {"watches": self.claimable(), "worker": self.worker_info}
         return args, mine
 
-    def file(self, processed: Any, mine: dict) -> Any:
+    def file(self, processed: Pending, mine: dict) -> Outcome:
         """One filing, in a filing thread; a job its finish claimed goes to `claimed` (or straight
         back to the queue while long work runs: it would wait behind it)."""
         back = None
@@ -273,10 +276,10 @@ class WorkerLoop:
             self.hand_back_held(run_number)
         if self.touched is not None:
             self.touched.running(job.id)        # before the work: read by the supervisor if we die
-        self.events.put(("start", self.index, job.id, time.time()))
+        self.events.put(Started(self.index, job.id, time.time()))
         try:
-            processed = self.runner.start(job, beat=lambda job_id: self.events.put(("beat", self.index, job_id,
-                                                                                     time.time())))
+            processed = self.runner.start(job, beat=lambda job_id: self.events.put(Beat(self.index, job_id,
+                                                                                        time.time())))
         finally:
             if timer is not None:
                 timer.cancel()
@@ -310,7 +313,7 @@ class WorkerLoop:
                     break
                 if self.done >= self.recycle_after:
                     self.report_filed(0)
-                    self.events.put(("recycle", self.index, os.getpid(), self.done))
+                    self.events.put(Recycle(self.index, os.getpid(), self.done))
                     break
                 if job is None:
                     job = self.next_job()

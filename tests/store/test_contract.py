@@ -615,6 +615,24 @@ def test_an_idle_worker_wakes_on_work_from_another_connection(make_store: Callab
     assert waiter.wait_for_work(0.05) is False
 
 
+def test_work_committed_here_is_announced_in_process_after_its_commit(make_store: Callable[..., JobQueue]) -> None:
+    """`on_work`, the push's in-process form: after an enqueue, a release and a retry commit (the
+    job claimable when it is called), not for what makes no new work (a claim, a heartbeat, a
+    duplicate enqueue)."""
+    store = make_store()
+    seen: list[list[str]] = []
+    store.on_work = lambda: seen.append([j.rel_path for j in store.list(state="queued")])
+    add(store, "a.jpg")
+    assert seen == [["a.jpg"]], "after the commit: the new job is there to claim"
+    job = store.claim("w", 60)
+    store.heartbeat(job.id, "w", 60)
+    add(store, "a.jpg")
+    assert len(seen) == 1
+    store.release(job.id, "w")
+    store.retry(store.cancel(job.id).id)
+    assert seen[1:] == [["a.jpg"], ["a.jpg"]]
+
+
 # -- PostgreSQL specifics: the database's clock, restarts ------------------------------------------
 
 def test_leases_use_the_database_clock(pg_url: str) -> None:
