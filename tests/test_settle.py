@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ffwatchd.watch.settle import FileState, SettleTracker
+from ffwatchd.fs.version import FileVersion
+from ffwatchd.watch.settle import SettleTracker
 
 
 class Clock:
@@ -15,8 +16,8 @@ class Clock:
         return self.t
 
 
-def state(size: int, mtime: int = 1, inode: int = 7) -> FileState:
-    return FileState(size=size, mtime_ns=mtime, inode=inode, dev=1)
+def state(size: int, mtime: int = 1, inode: int = 7) -> FileVersion:
+    return FileVersion(size=size, mtime_ns=mtime, inode=inode, dev=1)
 
 
 P = Path("/inbox/a.jpg")
@@ -116,18 +117,18 @@ def test_a_file_rewritten_in_place_at_its_final_size_restarts_the_wait(tmp_path:
     os.utime(path, ns=(1_000_000_000, 1_000_000_000))
     clock = Clock()
     t = SettleTracker(1.0, clock)
-    t.observe(path, FileState.from_stat(os.stat(path)))
+    t.observe(path, FileVersion.from_stat(os.stat(path)))
     clock.t += 0.6
     _rewrite_in_place(path, b"x" * 32, 2_000_000_000)      # an event for the write arrives
-    t.observe(path, FileState.from_stat(os.stat(path)))
+    t.observe(path, FileVersion.from_stat(os.stat(path)))
     clock.t += 0.6
     assert t.due() == [], "the write restarted the wait"
     _rewrite_in_place(path, b"y" * 64, 3_000_000_000)      # a write no event announced
     clock.t += 0.4
     assert t.due() == [path]
-    assert t.confirm(path, FileState.from_stat(os.stat(path))) is None, "the fresh stat sees the new mtime"
+    assert t.confirm(path, FileVersion.from_stat(os.stat(path))) is None, "the fresh stat sees the new mtime"
     clock.t += 1.0
-    settled = t.confirm(path, FileState.from_stat(os.stat(path)))
+    settled = t.confirm(path, FileVersion.from_stat(os.stat(path)))
     assert settled is not None and settled.state.mtime_ns == 3_000_000_000
 
 
@@ -146,7 +147,8 @@ def test_a_state_from_stat_carries_size_mtime_inode_and_device(tmp_path: Path) -
     path = tmp_path / "a.jpg"
     path.write_bytes(b"abc")
     st = os.stat(path)
-    assert FileState.from_stat(st) == FileState(size=3, mtime_ns=st.st_mtime_ns, inode=st.st_ino, dev=st.st_dev)
+    v = FileVersion.from_stat(st)
+    assert (v.size, v.mtime_ns, v.inode, v.dev) == (3, st.st_mtime_ns, st.st_ino, st.st_dev)
 
 
 def test_an_unchanged_file_confirmed_too_early_keeps_waiting() -> None:

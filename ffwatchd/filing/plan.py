@@ -41,8 +41,8 @@ from ffwatchd.filing.staging import (
     stage_original,
     unstage_quietly,
 )
-from ffwatchd.fs.mounts import inode_numbers_stable
 from ffwatchd.fs.safefs import lstat_below, read_regular
+from ffwatchd.fs.version import FileVersion
 from ffwatchd.fs.writefs import Perms, fit_name, fsync_file, open_folder, split_under
 from ffwatchd.store import Filing, Job, TransitionError
 
@@ -447,7 +447,7 @@ def note_filed(ledger: Any, watch: WatchSettings, job_id: int | None, folder: st
     root = {"done": watch.done, "failed": watch.failed, "output": watch.output}[folder]
     st = os.stat(path, follow_symlinks=False)
     entry = Filing(watch=watch.name, folder=folder, rel_path=Path(path).relative_to(root).as_posix(),
-                   size=st.st_size, inode=st.st_ino if inode_numbers_stable(path) else 0,
+                   size=st.st_size, inode=FileVersion.from_stat(st, path).inode or 0,
                    filed_at=time.time(), job_id=job_id)
     if owner is None:
         ledger.record_filing(entry)

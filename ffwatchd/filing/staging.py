@@ -32,7 +32,7 @@ from typing import Any, Callable
 from ffwatchd.errors import JobError
 from ffwatchd.filing import placing
 from ffwatchd.filing.placing import TEMP_PREFIX, candidate_names
-from ffwatchd.fs.mounts import inode_numbers_stable
+from ffwatchd.fs.version import FileVersion
 from ffwatchd.fs.writefs import fit_name, fsync_dir, move_no_replace
 
 log = logging.getLogger(__name__)
@@ -56,8 +56,8 @@ def original_state(st: os.stat_result, path: Path) -> dict:
     """What identifies the original a job checked: size, mtime, and its inode on this host where
     the filesystem keeps inode numbers (`inode` None where it makes them up anew: FUSE mounts such
     as smbnetfs, the FAT family; fs/mounts.py)."""
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns,
-            "inode": st.st_ino if inode_numbers_stable(path) else None, "host": socket.gethostname()}
+    v = FileVersion.from_stat(st, path)
+    return {"size": v.size, "mtime_ns": v.mtime_ns, "inode": v.inode, "host": socket.gethostname()}
 
 
 def check_original(plan: Any) -> None:
@@ -135,12 +135,14 @@ def identity_problem(st: os.stat_result, want: dict | None, path: Path | str | N
         return None
     if not stat.S_ISREG(st.st_mode):
         return "it is no longer a regular file"
-    if want.get("inode") is not None and want.get("host") == socket.gethostname() and st.st_ino != want["inode"] \
-            and (path is None or inode_numbers_stable(path)):
+    here = want.get("host") == socket.gethostname()          # another host's inode numbers mean nothing here
+    was = FileVersion(want.get("size"), int(want.get("mtime_ns") or 0), want.get("inode") if here else None)
+    change = FileVersion.from_stat(st, path).change_from(was, MTIME_SLACK_NS)
+    if change == "replaced":
         return "another file was put in its place"
-    if st.st_size != want.get("size"):
+    if change == "resized":
         return f"its size went from {want.get('size')} to {st.st_size} bytes"
-    if abs(st.st_mtime_ns - int(want.get("mtime_ns") or 0)) > MTIME_SLACK_NS:
+    if change == "written":
         return "it was written to"
     return None
 

@@ -17,6 +17,7 @@ from ffwatchd.filing.leftovers import walk_leftovers
 from ffwatchd.filing.placing import TEMP_PREFIX, report_name
 from ffwatchd.filing.shares import MARKER_NAME
 from ffwatchd.fs.mounts import inode_numbers_stable
+from ffwatchd.fs.version import FileVersion
 from ffwatchd.store import FINISHED, Filing, NotFound
 
 if TYPE_CHECKING:
@@ -60,6 +61,15 @@ def _lstat(path: Path) -> os.stat_result | None:
         return os.lstat(path)
     except FileNotFoundError:
         return None
+
+
+def _version(st: os.stat_result, inodes_count: bool) -> FileVersion:
+    return FileVersion.from_stat(st, inode_stable=inodes_count)
+
+
+def filed_version(entry: Filing) -> FileVersion:
+    """What the ledger knows of a filed file: its size, and its inode where one was recorded (0: none)."""
+    return FileVersion(entry.size, inode=entry.inode or None)
 
 
 def newest_mtime(folder: Path) -> float:
@@ -259,7 +269,7 @@ class _FolderAging:
             return
         rel = (here / name).relative_to(self.root).as_posix()
         entry = self.filed.get(rel)
-        if entry is None or entry.size != st.st_size or (self.inodes_count and entry.inode not in (0, st.st_ino)):
+        if entry is None or _version(st, self.inodes_count) != filed_version(entry):
             return             # not filed by this job table (or replaced since): its age is unknown
         age = self.now - entry.filed_at
         if age <= self.max_age:
@@ -409,8 +419,7 @@ def unknown_to_ledger(settings: "Settings", store: "JobQueue") -> list[Unrecorde
                     if st is None:
                         continue
                     entry = filed.get((here / name).relative_to(root).as_posix())
-                    if entry is None or entry.size != st.st_size or \
-                            (inodes_count and entry.inode not in (0, st.st_ino)):
+                    if entry is None or _version(st, inodes_count) != filed_version(entry):
                         out.append(Unrecorded(w.name, what, here / name))
     return out
 

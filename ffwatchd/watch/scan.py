@@ -15,8 +15,8 @@ from pathlib import Path
 
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.fs import safefs
+from ffwatchd.fs.version import FileVersion
 from ffwatchd.watch.inboxnames import classify_name, is_ignored_dir
-from ffwatchd.watch.settle import FileState
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +31,9 @@ class InboxUnavailable(Exception):
 @dataclass
 class ScanResult:
     top: Path
-    files: dict[Path, FileState] = field(default_factory=dict)
-    sidecars: dict[Path, FileState] = field(default_factory=dict)
-    left_alone: dict[Path, tuple[str, FileState]] = field(default_factory=dict)   # kind, state
+    files: dict[Path, FileVersion] = field(default_factory=dict)
+    sidecars: dict[Path, FileVersion] = field(default_factory=dict)
+    left_alone: dict[Path, tuple[str, FileVersion]] = field(default_factory=dict)   # kind, state
     failed_dirs: list[Path] = field(default_factory=list)   # could not be listed: forget nothing there
     missing: bool = False                                   # `top` (below the root) is gone
     not_included: list[Path] = field(default_factory=list)  # regular files no `include` pattern matches
@@ -102,7 +102,7 @@ def _note_linked_top(watch: WatchSettings, result: ScanResult, top: Path) -> Non
     except OSError:
         return                                 # behind a link, or gone: nothing there is ours
     if statmod.S_ISLNK(st.st_mode):
-        result.left_alone[top] = ("link", FileState.from_stat(st))
+        result.left_alone[top] = ("link", FileVersion.from_stat(st))
 
 
 def _sort_entry(watch: WatchSettings, result: ScanResult, folder: Path, parts: tuple[str, ...], prefix: str,
@@ -119,11 +119,11 @@ def _sort_entry(watch: WatchSettings, result: ScanResult, folder: Path, parts: t
         return
     why = classify_name(watch, prefix + name)
     if why == "sidecar":                       # any type: reading it refuses what is not a regular file
-        result.sidecars[path] = FileState.from_stat(st)
+        result.sidecars[path] = FileVersion.from_stat(st)
     elif not statmod.S_ISREG(st.st_mode):
         if why not in ("ignored", "daemon temp"):
-            result.left_alone[path] = (left_alone_kind(st.st_mode), FileState.from_stat(st))
+            result.left_alone[path] = (left_alone_kind(st.st_mode), FileVersion.from_stat(st))
     elif why is None:
-        result.files[path] = FileState.from_stat(st)
+        result.files[path] = FileVersion.from_stat(st)
     elif why == "not included":
         result.not_included.append(path)

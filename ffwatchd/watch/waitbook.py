@@ -20,10 +20,10 @@ import re
 import time
 from pathlib import Path
 
+from ffwatchd.fs.version import FileVersion
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.filing.placing import write_json_atomic
 from ffwatchd.store.names import decode_path, encode_path
-from ffwatchd.watch.settle import FileState
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +70,10 @@ class WaitBook:
             return {k: {} for k in KINDS}
         return empty
 
-    def recall(self, kind: str, path: Path, state: FileState) -> float | None:
+    def recall(self, kind: str, path: Path, state: FileVersion) -> float | None:
         """When the wait of `path` began in an earlier process, if the file is unchanged since."""
         entry = self.remembered[kind].get(path)
-        if entry is None or entry[1:] != (state.inode, state.size, state.mtime_ns):
+        if entry is None or FileVersion(entry[2], entry[3], entry[1]) != state:
             return None
         return entry[0]
 
@@ -81,7 +81,7 @@ class WaitBook:
         """`path` no longer waits so (taken, refused, or waiting for something else)."""
         self.remembered[kind].pop(path, None)
 
-    def save(self, running: dict[str, dict[Path, tuple[float, FileState | None]]]) -> None:
+    def save(self, running: dict[str, dict[Path, tuple[float, FileVersion | None]]]) -> None:
         """Write the waits under way (`running`, by kind) with the remembered ones not taken over
         yet whose file is still there, when that changed since the last write. Cheap when nothing
         changed (one comparison; the remembered files are looked at every PRUNE_EVERY)."""
