@@ -14,7 +14,7 @@ from ffwatchd.config.settings import Settings
 from ffwatchd.filing.plan import plan_done
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import JobStore
-from ffwatchd.watch import hashing
+from ffwatchd.fs import hashing
 from ffwatchd.watch import ingest as ingest_mod
 from ffwatchd.watch.ingest import ingest_file
 from ffwatchd.watch.service import WatchService

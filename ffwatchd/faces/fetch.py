@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import time
@@ -15,6 +14,7 @@ from ffwatchd import __version__
 from ffwatchd.backoff import Backoff
 from ffwatchd.faces.models import Model
 from ffwatchd.faces.registry import pinned, record_pin
+from ffwatchd.fs.hashing import sha256_file
 from ffwatchd.fs.writefs import fsync_dir
 
 log = logging.getLogger(__name__)
@@ -77,15 +77,12 @@ def verify_part(info: Model, part: Path) -> str:
     if info.size is not None and size != info.size:
         part.unlink()
         raise FetchError(f"{info.name}: downloaded {size} bytes, expected {info.size}; the partial file was removed")
-    digest = hashlib.sha256()
-    with open(part, "rb") as f:
-        for chunk in iter(lambda: f.read(4 * CHUNK), b""):
-            digest.update(chunk)
-    if info.sha256 is not None and digest.hexdigest() != info.sha256.lower():
+    digest = sha256_file(part)
+    if info.sha256 is not None and digest != info.sha256.lower():
         part.unlink()
-        raise FetchError(f"{info.name}: sha256 {digest.hexdigest()} does not match the pinned "
+        raise FetchError(f"{info.name}: sha256 {digest} does not match the pinned "
                          f"{info.sha256}; the download was removed")
-    return digest.hexdigest()
+    return digest
 
 
 def _download(url: str, part: Path, timeout: float, expected: int | None, progress: Progress | None) -> None:

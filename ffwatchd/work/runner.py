@@ -26,18 +26,18 @@ from ffwatchd.filing.sharewait import ShareWaiter, ShareWaitTooLong
 from ffwatchd.filing import placing
 from ffwatchd.filing.staging import OriginalChanged, original_state, unstage
 from ffwatchd.fs import safefs
+from ffwatchd.fs.hashing import SourceHashes, hash_file
 from ffwatchd.fs.writefs import make_private
 from ffwatchd.media.ffmpeg import find_ffmpeg
 from ffwatchd.pipeline.contract import JobPipeline, PhotoProblem, RenderedImage
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.spec.sidecar import named_by
 from ffwatchd.store import Job, JobQueue, QueueUnavailable, TransitionError
-from ffwatchd.watch.hashing import hash_file
 from ffwatchd.work.failing import FailurePolicy
 from ffwatchd.work.heartbeats import Heartbeats, Lease
 from ffwatchd.work.outcome import Ending, Outcome
 from ffwatchd.work.prefetch import OriginalProblem, Prefetched, Prefetcher, ProblemKind, Ready
-from ffwatchd.work.verify import SourceHashes, check_sources
+from ffwatchd.work.verify import check_sources
 from ffwatchd.work.videojob import process_video_file
 
 log = logging.getLogger(__name__)

@@ -8,38 +8,17 @@ was not the one used.
 from __future__ import annotations
 
 import errno
-from collections import OrderedDict
 from pathlib import Path
 
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.errors import JobError
 from ffwatchd.filing.sharepaths import folder_roots
 from ffwatchd.fs import safefs
+from ffwatchd.fs.hashing import TRANSIENT_ERRNOS, SourceHashes
 from ffwatchd.spec.sidecar import allowed_roots, is_within
 from ffwatchd.store import Job
-from ffwatchd.watch.hashing import TRANSIENT_ERRNOS, hash_file
-from ffwatchd.watch.settle import FileState
 
 _HINT = "run `ffwatchd jobs retry {id}` to run it with the sidecar and sources as they are now"
-
-
-class SourceHashes:
-    """sha256 of sources by (path, full state incl. ctime): a file rewritten in any way is read again."""
-
-    def __init__(self, size: int = 256) -> None:
-        self.size = size
-        self._data: OrderedDict[tuple, str] = OrderedDict()
-
-    def sha256(self, root: Path, path: Path) -> str:
-        st = safefs.lstat_below(root, path)
-        key = (str(path), FileState.from_stat(st), st.st_ctime_ns, st.st_mode)
-        digest = self._data.get(key)
-        if digest is None:
-            digest, _state = hash_file(path, root)
-            self._data[key] = digest
-            while len(self._data) > self.size:
-                self._data.popitem(last=False)
-        return digest
 
 
 def check_sources(watch: WatchSettings, job: Job, hashes: SourceHashes) -> JobError | None:
@@ -60,7 +39,7 @@ def check_sources(watch: WatchSettings, job: Job, hashes: SourceHashes) -> JobEr
         if root is None or path == root or not is_within(path, root):
             return _changed(job, f"{what} is no longer inside the inbox or a configured source root")
         try:
-            digest = hashes.sha256(root, path)
+            digest = hashes.sha256(path, root)
         except safefs.LinkInPath as e:
             return _changed(job, f"{what}: {e.filename} is now a symbolic link; it was not followed")
         except safefs.NotRegular as e:
