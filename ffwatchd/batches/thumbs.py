@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import io
 import os
-import threading
 from pathlib import Path
 from typing import Iterable
 
@@ -15,6 +14,7 @@ import cv2
 import numpy as np
 from PIL import Image
 
+from ffwatchd.cache import BoundedCache
 from ffwatchd.fs.safefs import open_regular, read_up_to
 from ffwatchd.processors import processors as all_processors
 
@@ -111,27 +111,13 @@ class ThumbCache:
 
     def __init__(self, limit: int = 20000) -> None:
         self.limit = limit
-        self._data: dict[tuple[int, str], str | None] = {}
-        self._lock = threading.Lock()
+        self._data: BoundedCache[str | None] = BoundedCache(limit)     # None: no thumbnail could be made
 
     def get(self, job_id: int, path: Path | None, root: Path) -> str | None:
         if path is None:
             return None
-        key = (job_id, str(path))
-        with self._lock:
-            if key in self._data:
-                self._data[key] = self._data.pop(key)      # the newest last: evicted last
-                return self._data[key]
-        uri = thumbnail(path, root=root)
-        self._put(key, uri)
-        return uri
+        return self._data.get_or_make((job_id, str(path)), lambda: thumbnail(path, root=root))
 
     def put(self, job_id: int, path: str, uri: str) -> None:
         """A thumbnail the worker made of the picture it filed at `path` for `job_id`."""
-        self._put((job_id, str(path)), uri)
-
-    def _put(self, key: tuple[int, str], uri: str | None) -> None:
-        with self._lock:
-            if key not in self._data and len(self._data) >= self.limit:
-                self._data.pop(next(iter(self._data)))
-            self._data[key] = uri
+        self._data.put((job_id, str(path)), uri)

@@ -12,6 +12,7 @@ from ffwatchd.config.notify import NotifySettings
 from ffwatchd.config.settings import MetricsSettings, RetentionSettings, Settings
 from ffwatchd.config.web import WebSettings
 from ffwatchd.errors import ConfigError
+from ffwatchd.fs.version import FileVersion
 from ffwatchd.store.urls import redact_url
 
 RESTART_NEEDED = "restart needed"
@@ -92,4 +93,4 @@ def _file_state(path: Path) -> tuple:
         st = os.stat(path)
     except OSError as e:
         return str(path), e.errno
-    return str(path), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns
+    return str(path), FileVersion.from_stat(st), st.st_ctime_ns

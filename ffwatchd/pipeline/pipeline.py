@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import cv2
 import onnxruntime as ort
 
+from ffwatchd.cache import BoundedCache
 from ffwatchd.config.settings import C2paSettings, WorkerSettings
 from ffwatchd.errors import JobError
 from ffwatchd.faces import registry
@@ -35,6 +36,7 @@ from ffwatchd.faces.swap import Converter, Swapper
 from ffwatchd.faces.types import Embedding, Face, Frame
 from ffwatchd.faces.upscale import Upscaler
 from ffwatchd.fs.hashing import sha256_file
+from ffwatchd.fs.version import FileVersion
 from ffwatchd.media.c2pa_sign import ManifestSigner, load_credentials
 from ffwatchd.media.image import (
     SUFFIXES,
@@ -102,8 +104,8 @@ class Pipeline:
         self._model_hashes: dict[str, str] = {}
         self._lock = threading.Lock()
         self._probe: list[str] | None = None
-        self._identities: dict[tuple, Embedding] = {}
-        self._source_faces: dict[tuple, tuple[Frame, Face]] = {}
+        self._identities: BoundedCache[Any] = BoundedCache(_IDENTITY_CACHE_SIZE)   # Embedding, or a list of them
+        self._source_faces: BoundedCache[tuple[Frame, Face]] = BoundedCache(_SOURCE_FACE_CACHE_SIZE)
 
     # -- models and providers --------------------------------------------------------
 
@@ -232,14 +234,8 @@ class Pipeline:
         except OSError as e:
             raise JobError("bad_input", f"cannot read source {e.filename}: {e.strerror}") from e
         d = spec.face_detector
-        key = (str(path), st.st_size, st.st_mtime_ns, detector.name, d.score, d.size)
-        cached = self._source_faces.get(key)
-        if cached is None:
-            cached = self.largest_face(path, "source", spec, detector)
-            if len(self._source_faces) >= _SOURCE_FACE_CACHE_SIZE:
-                self._source_faces.pop(next(iter(self._source_faces)))
-            self._source_faces[key] = cached
-        return cached
+        key = (str(path), FileVersion.from_stat(st), detector.name, d.score, d.size)
+        return self._source_faces.get_or_make(key, lambda: self.largest_face(path, "source", spec, detector))
 
     def _largest_face_embedding(self, path: Path, what: str, spec: JobSpec,
                                 detector: Detector, recognizer: Recognizer) -> Embedding:
@@ -249,19 +245,12 @@ class Pipeline:
     def identity(self, paths: list[Path], what: str, spec: JobSpec,
                           detector: Detector, recognizer: Recognizer) -> Embedding:
         try:
-            stats = tuple((str(p), os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in paths)
+            stats = tuple((str(p), FileVersion.from_stat(os.stat(p))) for p in paths)
         except OSError as e:
             raise JobError("bad_input", f"cannot read {what} {e.filename}: {e.strerror}") from e
         key = (what, stats, detector.name, recognizer.name, spec.face_detector.score, spec.face_detector.size)
-        cached = self._identities.get(key)
-        if cached is not None:
-            return cached
-        value = combine_embeddings([self._largest_face_embedding(p, what, spec, detector, recognizer)
-                                    for p in paths])
-        if len(self._identities) >= _IDENTITY_CACHE_SIZE:
-            self._identities.pop(next(iter(self._identities)))
-        self._identities[key] = value
-        return value
+        return self._identities.get_or_make(key, lambda: combine_embeddings(
+            [self._largest_face_embedding(p, what, spec, detector, recognizer) for p in paths]))
 
     def _people(self, path: Path, spec: JobSpec, detector: Detector, recognizer: Recognizer) -> list[Embedding]:
         """Every face of `path`, each a person to leave alone (`except_reference`): one photo may
@@ -271,7 +260,7 @@ class Pipeline:
         except OSError as e:
             raise JobError("bad_input", f"cannot read reference {e.filename}: {e.strerror}") from e
         d = spec.face_detector
-        key = ("people", str(path), st.st_size, st.st_mtime_ns, detector.name, recognizer.name, d.score, d.size)
+        key = ("people", str(path), FileVersion.from_stat(st), detector.name, recognizer.name, d.score, d.size)
         cached = self._identities.get(key)
         if cached is None:
             try:
@@ -284,10 +273,8 @@ class Pipeline:
                                    f"score >= {d.score}): except_reference would leave nobody out", path,
                                    PhotoRole.REFERENCE)
             cached = [recognizer.embed(image.bgr, f) for f in faces]
-            if len(self._identities) >= _IDENTITY_CACHE_SIZE:
-                self._identities.pop(next(iter(self._identities)))
-            self._identities[key] = cached
-        return cached  # type: ignore[return-value]
+            self._identities.put(key, cached)
+        return cached
 
     # -- jobs ------------------------------------------------------------------------
 

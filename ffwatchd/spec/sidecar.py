@@ -10,7 +10,6 @@ import copy
 import logging
 import os
 import stat as statmod
-from collections import OrderedDict
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -18,8 +17,10 @@ from typing import Any, Iterable, Mapping, Protocol, runtime_checkable
 
 import yaml
 
+from ffwatchd.cache import BoundedCache
 from ffwatchd.errors import JobError, short_repr
 from ffwatchd.fs import safefs
+from ffwatchd.fs.version import FileVersion
 from ffwatchd.processors import default_processors, processors
 from ffwatchd.schema import photo_paths
 from ffwatchd.spec import jobspec
@@ -104,10 +105,9 @@ def _present(inbox: Path, path: Path) -> bool:
     return not statmod.S_ISDIR(st.st_mode)
 
 
-# Parsed sidecars by (path, device, inode, size, mtime, ctime): a sidecar is read once per
-# version, a refused one too, so a hostile file costs one read however often it is looked at.
-_CACHE: "OrderedDict[tuple, dict | JobError]" = OrderedDict()
-_CACHE_SIZE = 512
+# Parsed sidecars by (path, version, ctime, mode): a sidecar is read once per version, a
+# refused one too, so a hostile file costs one read however often it is looked at.
+_CACHE: "BoundedCache[dict | JobError]" = BoundedCache(512)
 
 
 def read_sidecar(path: Path, root: Path | None = None) -> dict:
@@ -122,21 +122,18 @@ def read_sidecar(path: Path, root: Path | None = None) -> dict:
         raise JobError("bad_sidecar", f"sidecar {path}: {e.filename} is a symbolic link; it was not followed") from e
     except OSError as e:
         raise JobError("bad_sidecar", f"sidecar {path} cannot be read: {e.strerror or e}") from e
-    key = (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
-    cached = _CACHE.get(key)
-    if cached is None:
-        try:
-            cached = _parse_sidecar(path, root, st)
-        except JobError as e:
-            cached = e
-        _CACHE[key] = cached
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    else:
-        _CACHE.move_to_end(key)
+    key = (str(path), FileVersion.from_stat(st), st.st_ctime_ns, st.st_mode)
+    cached = _CACHE.get_or_make(key, lambda: _parsed_or_refused(path, root, st))
     if isinstance(cached, JobError):
         raise JobError(cached.kind, cached.message)
     return copy.deepcopy(cached)
+
+
+def _parsed_or_refused(path: Path, root: Path, st: os.stat_result) -> dict | JobError:
+    try:
+        return _parse_sidecar(path, root, st)
+    except JobError as e:
+        return e
 
 
 def _parse_sidecar(path: Path, root: Path, st: os.stat_result) -> dict:
