@@ -21,10 +21,9 @@ from ffwatchd.batches.thumbs import ThumbCache
 from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
 from ffwatchd.filing.placing import TEMP_PREFIX
-from ffwatchd.fs.safefs import open_dir, relative_parts
+from ffwatchd.fs.safefs import is_within, open_dir, relative_parts
 from ffwatchd.fs.writefs import stale_temp
 from ffwatchd.spec.jobspec import JobSpec
-from ffwatchd.spec.sidecar import is_within
 from ffwatchd.store import Batch, Job, JobQueue, TransitionError, Use, open_store, store_errors
 from ffwatchd.store.leadership import Leadership
 

@@ -31,7 +31,6 @@ from ffwatchd.config.values import (
     boolean,
     choice,
     device_id,
-    is_within,
     name_value,
 )
 from ffwatchd.config.web import read_web
@@ -46,6 +45,7 @@ from ffwatchd.faces.models import (
     custom_model,
     family_named,
 )
+from ffwatchd.fs.safefs import is_within
 from ffwatchd.spec import jobspec
 from ffwatchd.spec.safeyaml import UnsafeYaml, load_yaml, yaml_problem
 from ffwatchd.store.urls import redact_url

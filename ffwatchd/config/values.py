@@ -196,11 +196,3 @@ def group_id(v: Any) -> int | None:
         except KeyError:
             raise ValueError(f"{v!r} is not a group on this host") from None
     raise ValueError(f"{v!r} is not a group name or id")
-
-
-def is_within(child: Path, parent: Path) -> bool:
-    try:
-        child.relative_to(parent)
-        return True
-    except ValueError:
-        return False

@@ -37,6 +37,11 @@ def describe_mode(mode: int) -> str:
     return "not a regular file"
 
 
+def is_within(child: Path, parent: Path) -> bool:
+    """Whether `child` is `parent` or below it, by their names alone (links are not looked at)."""
+    return child == parent or parent in child.parents
+
+
 def relative_parts(root: Path, path: Path) -> tuple[str, ...]:
     """`path`'s components below `root`; ValueError when it is not below it."""
     parts = Path(os.path.abspath(path)).relative_to(os.path.abspath(root)).parts

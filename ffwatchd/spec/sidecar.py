@@ -20,6 +20,7 @@ import yaml
 from ffwatchd.cache import BoundedCache
 from ffwatchd.errors import JobError, short_repr
 from ffwatchd.fs import safefs
+from ffwatchd.fs.safefs import is_within
 from ffwatchd.fs.version import FileVersion
 from ffwatchd.processors import default_processors, processors
 from ffwatchd.schema import photo_paths
@@ -165,10 +166,6 @@ def _parse_sidecar(path: Path, root: Path, st: os.stat_result) -> dict:
     if not isinstance(raw, dict):
         raise JobError("bad_sidecar", f"sidecar {path} must be a mapping of settings, not {type(raw).__name__}")
     return raw
-
-
-def is_within(child: Path, parent: Path) -> bool:
-    return child == parent or parent in child.parents
 
 
 def allowed_roots(watch: SidecarWatch) -> list[Path]:

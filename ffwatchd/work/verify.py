@@ -15,7 +15,8 @@ from ffwatchd.errors import JobError
 from ffwatchd.filing.sharepaths import folder_roots
 from ffwatchd.fs import safefs
 from ffwatchd.fs.hashing import TRANSIENT_ERRNOS, SourceHashes
-from ffwatchd.spec.sidecar import allowed_roots, is_within
+from ffwatchd.fs.safefs import is_within
+from ffwatchd.spec.sidecar import allowed_roots
 from ffwatchd.store import Job
 
 _HINT = "run `ffwatchd jobs retry {id}` to run it with the sidecar and sources as they are now"
