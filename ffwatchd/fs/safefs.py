@@ -10,13 +10,16 @@ import errno
 import os
 import stat as statmod
 from pathlib import Path
+from typing import Callable
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
 class LinkInPath(OSError):
-    """A folder on the way below the root is a symbolic link (or not a folder): not followed."""
+    """A folder on the way below the root is a symbolic link (or not a folder): not followed.
+    `what` says which ('a symbolic link', 'not a folder'; None when it was gone by the look)."""
+    what: str | None = None
 
 
 class NotRegular(OSError):
@@ -50,24 +53,49 @@ def relative_parts(root: Path, path: Path) -> tuple[str, ...]:
     return parts
 
 
-def open_dir(root: Path, parts: tuple[str, ...] | list[str]) -> int:
-    """An fd of folder `root/parts...`, no component below `root` followed if it is a link."""
+def open_dir(root: Path, parts: tuple[str, ...] | list[str],
+             make: Callable[[int, str, Path], int] | None = None) -> int:
+    """An fd of folder `root/parts...`, no component below `root` followed if it is a link
+    (LinkInPath). A missing folder is FileNotFoundError, or, with `make`, made by
+    `make(fd of its parent, name, path)`, which returns its fd. The one walker reads and writes share."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for i, name in enumerate(parts):
+            where = Path(root, *parts[:i + 1])
             try:
-                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            except OSError as e:
-                if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                    where = Path(root, *parts[:i + 1])
-                    raise LinkInPath(e.errno, "a symbolic link or not a folder; not followed", str(where)) from None
-                raise
+                nfd = open_child(fd, name, where)
+            except FileNotFoundError:
+                if make is None:
+                    raise
+                nfd = make(fd, name, where)
             os.close(fd)
             fd = nfd
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def open_child(fd: int, name: str, where: Path) -> int:
+    """An fd of the folder `name` in the open folder `fd` (`where`: its path), never through a link."""
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=fd)
+    except OSError as e:
+        if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        refused = LinkInPath(e.errno, "a symbolic link or not a folder; not followed", str(where))
+        refused.what = _what_is(fd, name)
+        raise refused from None
+
+
+def _what_is(fd: int, name: str) -> str | None:
+    try:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return None
+    if statmod.S_ISLNK(st.st_mode):
+        return "a symbolic link"
+    return None if statmod.S_ISDIR(st.st_mode) else "not a folder"
 
 
 def lstat_below(root: Path, path: Path) -> os.stat_result:

@@ -5,18 +5,18 @@ those folder descriptors, and everything written gets the configured modes (neve
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import os
 import re
 import socket
-import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
 from ffwatchd.errors import JobError
+from ffwatchd.fs import safefs
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _CHUNK = 1 << 20
 NAME_MAX = 255                  # bytes in one file name (ext4, xfs, btrfs, NFS, SMB)
 
@@ -29,14 +29,15 @@ class Perms:
     gid: int | None = None
 
 
-class LinkRefused(JobError, OSError):
-    """A destination path goes through a symbolic link (or a non-folder) ffwatchd will not follow.
-    Also an OSError, so callers that give up on a failed move give up on this too."""
+class LinkRefused(JobError, safefs.LinkInPath):
+    """A destination path goes through a symbolic link (or a non-folder) ffwatchd will not follow:
+    the writing side's LinkInPath, with what to do about it. Also an OSError, so callers that give
+    up on a failed move give up on this too."""
 
     def __init__(self, path: Path, what: str = "a symbolic link") -> None:
         super().__init__("io", f"{path} is {what}; ffwatchd never writes through links "
                                "(remove it, or make it a real folder)", transient=False)
-        self.path = path
+        self.path, self.what = path, what
 
 
 def fit_name(stem: str, tail: str) -> str:
@@ -65,56 +66,39 @@ def apply_perms(fd: int, perms: Perms, is_dir: bool) -> None:
     os.fchmod(fd, perms.dir_mode if is_dir else perms.file_mode)
 
 
-def _refuse_if_not_folder(parent_fd: int, name: str, where: Path) -> None:
-    try:
-        st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return
-    if stat.S_ISLNK(st.st_mode):
-        raise LinkRefused(where)
-    if not stat.S_ISDIR(st.st_mode):
-        raise LinkRefused(where, "not a folder")
-
-
 def open_folder(root: Path, rel: str | PurePosixPath, perms: Perms | None, *, create: bool = True) -> int:
     """A descriptor of `root/rel`. `root` is the configured folder (opened as configured); below
-    it no link is followed, and missing folders are made with `perms` (None: never made)."""
-    fd = os.open(root, _DIR_FLAGS)
-    where = Path(root)
+    it no link is followed (safefs.open_dir, LinkRefused), and missing folders are made with
+    `perms` (None: never made)."""
+    parts = PurePosixPath(rel).parts
+    for i, part in enumerate(parts):
+        if part in ("", ".", ".."):
+            raise LinkRefused(Path(root, *parts[:i + 1]), "not a plain folder name")
+    make = functools.partial(_make_folder, perms) if create and perms is not None else None
     try:
-        for part in PurePosixPath(rel).parts:
-            if part in ("", ".", ".."):
-                raise LinkRefused(where / part, "not a plain folder name")
-            where = where / part
-            try:
-                nfd = os.open(part, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
-            except FileNotFoundError:
-                if not create or perms is None:
-                    raise
-                try:
-                    os.mkdir(part, 0o700, dir_fd=fd)
-                    made = True
-                except FileExistsError:
-                    made = False
-                try:
-                    nfd = os.open(part, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
-                except OSError as e:
-                    if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                        _refuse_if_not_folder(fd, part, where)
-                    raise
-                if made:
-                    apply_perms(nfd, perms, True)
-                    _fsync_quiet(fd)
-            except OSError as e:
-                if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                    _refuse_if_not_folder(fd, part, where)
-                raise
-            os.close(fd)
-            fd = nfd
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        return safefs.open_dir(Path(root), parts, make)
+    except safefs.LinkInPath as e:
+        if e.what is None:                  # gone (or a folder again) by the look: as the kernel said
+            raise
+        raise LinkRefused(Path(e.filename), e.what) from None
+
+
+def _make_folder(perms: Perms, fd: int, name: str, where: Path) -> int:
+    """Make the missing folder `name` in `fd` (0700 until its modes are set) and open it."""
+    try:
+        os.mkdir(name, 0o700, dir_fd=fd)
+        made = True
+    except FileExistsError:
+        made = False
+    nfd = safefs.open_child(fd, name, where)
+    if made:
+        try:
+            apply_perms(nfd, perms, True)
+        except BaseException:
+            os.close(nfd)
+            raise
+        _fsync_quiet(fd)
+    return nfd
 
 
 def _fsync_quiet(fd: int) -> None:
