@@ -32,13 +32,12 @@ from typing import Any, Callable
 from ffwatchd.errors import JobError
 from ffwatchd.filing import placing
 from ffwatchd.filing.placing import TEMP_PREFIX, candidate_names
-from ffwatchd.fs.version import FileVersion
+from ffwatchd.fs.version import MTIME_SLACK_NS, FileVersion
 from ffwatchd.fs.writefs import fit_name, fsync_dir, move_no_replace
 
 log = logging.getLogger(__name__)
 
 STAGED_TAG = "filing"
-MTIME_SLACK_NS = 1_000_000      # 1 ms: another host's client may round the time
 
 
 class OriginalChanged(JobError):

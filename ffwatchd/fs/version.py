@@ -11,6 +11,9 @@ from ffwatchd.fs.mounts import inode_numbers_stable
 # How a version differs from an earlier one, in the order it is checked.
 Change = Literal["replaced", "resized", "written"]
 
+MTIME_SLACK_NS = 1_000_000      # 1 ms: another host's client may round the time
+SECONDS_SLACK_NS = 1_000        # an mtime kept as float seconds (a job row) is exact to ~0.25 µs
+
 
 @dataclass(frozen=True, eq=False)
 class FileVersion:
@@ -31,6 +34,12 @@ class FileVersion:
         if inode_stable is None:
             inode_stable = path is None or inode_numbers_stable(path)
         return cls(st.st_size, st.st_mtime_ns, st.st_ino if inode_stable else None, st.st_dev)
+
+    @classmethod
+    def from_seconds(cls, size: int, mtime: float) -> "FileVersion":
+        """A version recorded as size and float seconds (a job row); compare it with SECONDS_SLACK_NS
+        at least."""
+        return cls(size, round(mtime * 1e9))
 
     def change_from(self, earlier: "FileVersion", mtime_slack_ns: int = 0) -> Change | None:
         """How this version differs from `earlier`, comparing only what both know; None when the same."""

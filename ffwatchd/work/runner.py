@@ -27,6 +27,7 @@ from ffwatchd.filing import placing
 from ffwatchd.filing.staging import OriginalChanged, original_state, unstage
 from ffwatchd.fs import safefs
 from ffwatchd.fs.hashing import SourceHashes, hash_file
+from ffwatchd.fs.version import MTIME_SLACK_NS, FileVersion
 from ffwatchd.fs.writefs import make_private
 from ffwatchd.media.ffmpeg import find_ffmpeg
 from ffwatchd.pipeline.contract import JobPipeline, PhotoProblem, RenderedImage
@@ -353,7 +354,7 @@ class JobRunner:
         if not statmod.S_ISREG(st.st_mode):
             return OriginalProblem(ProblemKind.BAD_INPUT,
                                    f"{original} is now {safefs.describe_mode(st.st_mode)}; it was not opened")
-        if st.st_size != job.size or abs(st.st_mtime - job.mtime) > 1e-3:
+        if FileVersion.from_stat(st).change_from(FileVersion.from_seconds(job.size, job.mtime), MTIME_SLACK_NS):
             return OriginalProblem(ProblemKind.SUPERSEDED, f"{original} changed after it was queued (size "
                                    f"{job.size} -> {st.st_size}); the new content is queued as its own job")
         try:

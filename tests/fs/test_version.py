@@ -59,3 +59,17 @@ def test_mtime_slack_is_asked_for_not_assumed() -> None:
     later = FileVersion(10, 1_000_400_000)
     assert later.change_from(was) == "written"
     assert later.change_from(was, mtime_slack_ns=1_000_000) is None
+
+
+def test_a_version_kept_as_float_seconds_matches_within_its_slack(tmp_path: Path) -> None:
+    from ffwatchd.fs.version import SECONDS_SLACK_NS
+
+    f = tmp_path / "a.jpg"
+    f.write_bytes(b"x" * 10)
+    os.utime(f, ns=(1_700_000_000_123_456_789, 1_700_000_000_123_456_789))
+    st = os.lstat(f)
+    row = FileVersion.from_seconds(st.st_size, st.st_mtime)            # what a job row keeps
+    assert row.mtime_ns != st.st_mtime_ns, "float seconds do not keep every nanosecond"
+    assert FileVersion.from_stat(st).change_from(row, SECONDS_SLACK_NS) is None
+    os.utime(f, ns=(st.st_mtime_ns, st.st_mtime_ns + 2_000))
+    assert FileVersion.from_stat(os.lstat(f)).change_from(row, SECONDS_SLACK_NS) == "written"
