@@ -11,8 +11,7 @@ from ffwatchd.fs.mounts import inode_numbers_stable
 # How a version differs from an earlier one, in the order it is checked.
 Change = Literal["replaced", "resized", "written"]
 
-MTIME_SLACK_NS = 1_000_000      # 1 ms: another host's client may round the time
-SECONDS_SLACK_NS = 1_000        # an mtime kept as float seconds (a job row) is exact to ~0.25 µs
+MTIME_SLACK_NS = 1_000_000      # 1 ms: another host's client may round the time (and float seconds keep ~0.25 µs)
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,8 +36,7 @@ class FileVersion:
 
     @classmethod
     def from_seconds(cls, size: int, mtime: float) -> "FileVersion":
-        """A version recorded as size and float seconds (a job row); compare it with SECONDS_SLACK_NS
-        at least."""
+        """A version recorded as size and float seconds (a job row): compare it with a slack."""
         return cls(size, round(mtime * 1e9))
 
     def change_from(self, earlier: "FileVersion", mtime_slack_ns: int = 0) -> Change | None:

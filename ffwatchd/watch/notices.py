@@ -7,9 +7,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ffwatchd.fs.version import FileVersion
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.watch.scan import ScanResult
+from ffwatchd.watch.settle import FileState
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ class Notices:
     def __init__(self, watch: WatchSettings, metrics: Any = None) -> None:
         self.watch, self.metrics = watch, metrics
         self.not_included: set[Path] = set()
-        self.left_alone: dict[Path, FileVersion] = {}
+        self.left_alone: dict[Path, FileState] = {}
 
     def apply_scan(self, result: ScanResult) -> None:
         if result.top == self.watch.inbox and not result.failed_dirs:    # forget the ones gone
@@ -40,7 +40,7 @@ class Notices:
         if self.metrics:
             self.metrics.file_ignored(self.watch.name)
 
-    def leave_alone(self, path: Path, what: str, state: FileVersion) -> None:
+    def leave_alone(self, path: Path, what: str, state: FileState) -> None:
         """A link, FIFO, device or socket: said once per version (WARNING) and counted."""
         self.not_included.discard(path)
         if self.left_alone.get(path) == state or len(self.left_alone) >= MAX_REMEMBERED:

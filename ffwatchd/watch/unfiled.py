@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ffwatchd.fs.version import FileVersion
 from ffwatchd.backoff import Backoff
+from ffwatchd.watch.settle import FileState
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ RETRY = Backoff(first=5.0, cap=300.0)     # seconds before the next try of a ref
 
 @dataclass
 class Unfiled:
-    state: FileVersion         # the version of the file that was refused
+    state: FileState         # the version of the file that was refused
     since: float             # wall-clock time of the first failed move
     reason: str              # the refusal and why failed/ did not take it
     tries: int
@@ -41,7 +41,7 @@ class UnfiledRefusals:
     def __contains__(self, path: object) -> bool:
         return path in self.files
 
-    def failed(self, path: Path, state: FileVersion, reason: str, pending_report: Any = None) -> tuple[bool, float]:
+    def failed(self, path: Path, state: FileState, reason: str, pending_report: Any = None) -> tuple[bool, float]:
         """Note another failed move; (whether it is new or its reason changed: worth a WARNING,
         seconds until the next try)."""
         old = self.files.get(path)
@@ -51,7 +51,7 @@ class UnfiledRefusals:
         self.files[path] = Unfiled(state, since, reason, tries, time.monotonic() + delay, pending_report)
         return old is None or tries == 1 or old.reason != reason, delay
 
-    def failed_move(self, watch: Any, path: Path, state: FileVersion, r: Any, metrics: Any) -> None:
+    def failed_move(self, watch: Any, path: Path, state: FileState, r: Any, metrics: Any) -> None:
         """An ingest result `unfiled`: said at WARNING (once per reason, then INFO), counted once
         in the metrics, and tried again later (`retry`)."""
         first = path not in self.files
@@ -66,8 +66,8 @@ class UnfiledRefusals:
         if first and metrics is not None and r.job is not None:
             metrics.job_refused(watch.name, r.job.kind, kind)
 
-    def retry(self, lstat: Callable[[Path], "os.stat_result | None"], seen_again: Callable[[Path, FileVersion], Any],
-              ingest: Callable[[Path, FileVersion, float], Any], stopping: Callable[[], bool],
+    def retry(self, lstat: Callable[[Path], "os.stat_result | None"], seen_again: Callable[[Path, FileState], Any],
+              ingest: Callable[[Path, FileState, float], Any], stopping: Callable[[], bool],
               write_report: Callable[[Any], None]) -> None:
         """Ingest again each file whose delay is over; one gone or changed is dropped (a changed
         one goes back to settling through `seen_again`); one filed without its report gets it
@@ -76,7 +76,7 @@ class UnfiledRefusals:
             if stopping():
                 break
             st = lstat(path)
-            fresh = FileVersion.from_stat(st) if st is not None else None
+            fresh = FileState.from_stat(st) if st is not None else None
             pending = self.files[path].pending_report
             if fresh is None and pending is not None:
                 try:
@@ -96,7 +96,7 @@ class UnfiledRefusals:
                 continue
             ingest(path, state, time.time())
 
-    def due(self, now: float) -> list[tuple[Path, FileVersion]]:
+    def due(self, now: float) -> list[tuple[Path, FileState]]:
         return [(p, u.state) for p, u in list(self.files.items()) if u.next_try <= now]
 
     def all_due(self) -> None:

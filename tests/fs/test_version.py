@@ -62,14 +62,12 @@ def test_mtime_slack_is_asked_for_not_assumed() -> None:
 
 
 def test_a_version_kept_as_float_seconds_matches_within_its_slack(tmp_path: Path) -> None:
-    from ffwatchd.fs.version import SECONDS_SLACK_NS
-
     f = tmp_path / "a.jpg"
     f.write_bytes(b"x" * 10)
     os.utime(f, ns=(1_700_000_000_123_456_789, 1_700_000_000_123_456_789))
     st = os.lstat(f)
     row = FileVersion.from_seconds(st.st_size, st.st_mtime)            # what a job row keeps
     assert row.mtime_ns != st.st_mtime_ns, "float seconds do not keep every nanosecond"
-    assert FileVersion.from_stat(st).change_from(row, SECONDS_SLACK_NS) is None
+    assert FileVersion.from_stat(st).change_from(row, 1_000) is None
     os.utime(f, ns=(st.st_mtime_ns, st.st_mtime_ns + 2_000))
-    assert FileVersion.from_stat(os.lstat(f)).change_from(row, SECONDS_SLACK_NS) == "written"
+    assert FileVersion.from_stat(os.lstat(f)).change_from(row, 1_000) == "written"
