@@ -21,6 +21,7 @@ from ffwatchd.filing.placing import exists_exactly, with_job_id
 from ffwatchd.filing.sharepaths import locate
 from ffwatchd.filing.staging import OriginalChanged, original_state
 from ffwatchd.fs import safefs
+from ffwatchd.fs.safefs import is_within
 from ffwatchd.spec.sidecar import (
     MissingSource,
     Resolved,
@@ -28,7 +29,6 @@ from ffwatchd.spec.sidecar import (
     batch_folder,
     defaults_suffice,
     find_sidecars,
-    is_within,
     resolve_spec,
 )
 from ffwatchd.spec.sniff import Sniffed, describe_head, sniff_bytes, sniff_file

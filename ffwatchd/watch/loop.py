@@ -19,7 +19,8 @@ from ffwatchd.filing.plan import write_pending_report
 from ffwatchd.filing.shares import ShareCheck
 from ffwatchd.fs import safefs
 from ffwatchd.fs.mounts import detect_mode
-from ffwatchd.spec.sidecar import SIDECAR_NAME, SIDECAR_SUFFIX, SourceIndex, is_sidecar_name, is_within
+from ffwatchd.fs.safefs import is_within
+from ffwatchd.spec.sidecar import SIDECAR_NAME, SIDECAR_SUFFIX, SourceIndex, is_sidecar_name
 from ffwatchd.spec.values import format_duration
 from ffwatchd.store import JobQueue, store_errors
 from ffwatchd.store.leadership import Leadership
