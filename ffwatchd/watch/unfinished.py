@@ -18,8 +18,7 @@ from ffwatchd.config.settings import WatchSettings
 from ffwatchd.fs import safefs
 from ffwatchd.spec.complete import unfinished
 from ffwatchd.spec.values import format_duration
-from ffwatchd.fs.version import FileVersion
-from ffwatchd.watch.settle import SettleTracker
+from ffwatchd.watch.settle import FileState, SettleTracker
 
 log = logging.getLogger(__name__)
 
@@ -35,14 +34,14 @@ class Unfinished:
     def __init__(self, watch: WatchSettings, tracker: SettleTracker) -> None:
         self.watch, self.tracker = watch, tracker
         self.files: dict[Path, tuple[float, float]] = {}
-        self.states: dict[Path, FileVersion] = {}   # which file each wait is for (kept in the WaitBook)
+        self.states: dict[Path, FileState] = {}   # which file each wait is for (kept in the WaitBook)
         self.held: dict[Path, str] = {}          # file -> the process said to hold it open (said once)
 
     def since(self, path: Path) -> float:
         """When `path` was first found to end early (now, the first time)."""
         return self.files[path][0] if path in self.files else time.time()
 
-    def again(self, path: Path, state: FileVersion, why: str, since: float | None = None) -> None:
+    def again(self, path: Path, state: FileState, why: str, since: float | None = None) -> None:
         """Settle `path` again, waiting longer than the last time (never past unfinished_wait).
         `since`: when its wait began, for a file first seen so by an earlier process (WaitBook)."""
         now = time.time()
@@ -59,7 +58,7 @@ class Unfinished:
         self.states[path] = state
         self.tracker.hold(path, state, wait)
 
-    def still_open(self, path: Path, state: FileVersion, holder: str) -> None:
+    def still_open(self, path: Path, state: FileState, holder: str) -> None:
         """`path` is held open for writing by the file server: settle it again, said once."""
         if self.held.get(path) != holder:
             log.info("watch %s: %s is still open for writing by %s; it waits until it is closed",
@@ -82,7 +81,7 @@ class Unfinished:
     def listing(self) -> dict[Path, float]:
         return {p: since for p, (since, _wait) in self.files.items()}
 
-    def running(self) -> dict[Path, tuple[float, FileVersion | None]]:
+    def running(self) -> dict[Path, tuple[float, FileState | None]]:
         """The waits under way, as the WaitBook keeps them: (since, the file's state) by file."""
         return {p: (since, self.states.get(p)) for p, (since, _wait) in self.files.items()}
 
