@@ -12,7 +12,7 @@ import stat as statmod
 import threading
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.filing.plan import write_pending_report
@@ -25,7 +25,8 @@ from ffwatchd.store import JobQueue, store_errors
 from ffwatchd.store.leadership import Leadership
 from ffwatchd.watch.hashing import HashCache
 from ffwatchd.watch.inboxnames import classify_name, is_ignored_dir
-from ffwatchd.watch.ingest import IngestResult, ingest_file
+from ffwatchd.watch.ingest import SIDECAR_AWAITED, IngestResult, IngestStatus, ingest_file
+from ffwatchd.watch.metrics import WatchMetrics
 from ffwatchd.watch.notices import Notices
 from ffwatchd.watch.observer import InboxObserver
 from ffwatchd.watch.scan import InboxUnavailable, ScanResult, left_alone_kind, scan_inbox
@@ -38,14 +39,6 @@ log = logging.getLogger(__name__)
 
 WAITING_RECHECK = 1.0        # seconds between looks for a late sidecar
 
-
-class WatchMetrics(Protocol):
-    def file_discovered(self, watch: str) -> None: ...
-    def job_enqueued(self, watch: str) -> None: ...
-    def job_refused(self, watch: str, kind: str, error_kind: str) -> None: ...
-    def settle_wait(self, watch: str, seconds: float) -> None: ...
-    def file_ignored(self, watch: str) -> None: ...
-    def file_left_alone(self, watch: str, what: str) -> None: ...
 
 __all__ = ["InboxUnavailable", "ScanResult", "WatchLoop", "scan_inbox"]
 
@@ -123,7 +116,7 @@ class WatchLoop(InboxObserver):
         unfinished = self.unfinished.listing()
         rows = [{"path": p.relative_to(self.watch.inbox).as_posix(), "since": since,
                  "deadline": since + self.watch.sidecar_wait,
-                 "waits_for": self.waiting_for.get(p, "its sidecar (ffwatch.yaml)")}
+                 "waits_for": self.waiting_for.get(p, SIDECAR_AWAITED)}
                 for p, (since, _state, _next) in waiting.items()]
         rows += [{"path": p.relative_to(self.watch.inbox).as_posix(), "since": since,
                   "deadline": since + self.watch.unfinished_wait,
@@ -372,9 +365,8 @@ class WatchLoop(InboxObserver):
         for kind in ("waiting", "unfinished"):
             if r.status != kind:
                 self.book.settled(kind, path)
-        if r.status == "waiting":
-            reason = r.message.split(": ", 1)[-1]
-            reason = "its sidecar (ffwatch.yaml)" if reason == "no sidecar yet" else reason.removeprefix("waiting for ")
+        if r.status is IngestStatus.WAITING:
+            reason = r.waits_for or SIDECAR_AWAITED
             if self.waiting_for.get(path) != reason:       # said once when the wait starts (or changes)
                 log.info("watch %s: %s waits up to %s for %s", self.watch.name,
                          path.relative_to(self.watch.inbox), format_duration(self.watch.sidecar_wait), reason)
@@ -382,16 +374,16 @@ class WatchLoop(InboxObserver):
             self.waiting[path] = (waiting_since, state, time.monotonic() + WAITING_RECHECK)
             return r
         self.waiting_for.pop(path, None)
-        if r.status == "unfinished":
-            self.unfinished.again(path, state, r.message.split(": ", 1)[-1], unfinished_since)
+        if r.status is IngestStatus.UNFINISHED:
+            self.unfinished.again(path, state, r.unfinished or "it ends early", unfinished_since)
             return r
         self.unfinished.forget(path)
-        if r.status in ("changed", "retry"):
+        if r.status in (IngestStatus.CHANGED, IngestStatus.RETRY):
             log.info("watch %s: %s", self.watch.name, r.message)
             self.tracker.observe(path, state)
-        elif r.status == "vanished":
+        elif r.status is IngestStatus.VANISHED:
             self._vanish(path)
-        elif r.status == "unfiled":
+        elif r.status is IngestStatus.UNFILED:
             self.unfiled.failed_move(self.watch, path, state, r, self.metrics)
         else:
             self.handled[path] = state
@@ -399,14 +391,15 @@ class WatchLoop(InboxObserver):
             if counted is not None:
                 log.info("watch %s: %s is filed now: %s", self.watch.name,
                          path.relative_to(self.watch.inbox), r.message)
-            if r.status == "enqueued" and self.metrics:
+            if r.status is IngestStatus.ENQUEUED and self.metrics:
                 self.metrics.job_enqueued(self.watch.name)
-            if r.status in ("failed", "duplicate") and self.metrics and r.job is not None and counted is None:
-                self.metrics.job_refused(self.watch.name, r.job.kind,
-                                         "duplicate" if r.status == "duplicate" else r.job.error_kind or "internal")
-            if r.status == "skipped":
+            refused = r.status in (IngestStatus.FAILED, IngestStatus.DUPLICATE)
+            if refused and self.metrics and r.job is not None and counted is None:
+                kind = "duplicate" if r.status is IngestStatus.DUPLICATE else r.job.error_kind or "internal"
+                self.metrics.job_refused(self.watch.name, r.job.kind, kind)
+            if r.status is IngestStatus.SKIPPED:
                 log.debug("watch %s: %s", self.watch.name, r.message)
-            elif r.status == "left_alone":            # said once per version (handled above)
+            elif r.status is IngestStatus.LEFT_ALONE:            # said once per version (handled above)
                 log.warning("watch %s: %s", self.watch.name, r.message)
                 if self.metrics:
                     self.metrics.file_left_alone(self.watch.name, "long_path")

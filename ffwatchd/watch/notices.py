@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
-
 from ffwatchd.config.settings import WatchSettings
+from ffwatchd.watch.metrics import WatchMetrics
 from ffwatchd.watch.scan import ScanResult
 from ffwatchd.watch.settle import FileState
 
@@ -19,7 +18,7 @@ MAX_REMEMBERED = 100_000
 class Notices:
     """Each name logged and counted once (once per version for what is left alone)."""
 
-    def __init__(self, watch: WatchSettings, metrics: Any = None) -> None:
+    def __init__(self, watch: WatchSettings, metrics: WatchMetrics | None = None) -> None:
         self.watch, self.metrics = watch, metrics
         self.not_included: set[Path] = set()
         self.left_alone: dict[Path, FileState] = {}

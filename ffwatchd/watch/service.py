@@ -7,7 +7,8 @@ from pathlib import Path
 
 from ffwatchd.config.settings import Settings
 from ffwatchd.store import JobQueue
-from ffwatchd.watch.loop import WatchLoop, WatchMetrics
+from ffwatchd.watch.loop import WatchLoop
+from ffwatchd.watch.metrics import WatchMetrics
 
 
 class WatchService:

@@ -9,9 +9,13 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from ffwatchd.backoff import Backoff
+from ffwatchd.config.settings import WatchSettings
+from ffwatchd.filing.plan import ReportNotWritten
+from ffwatchd.watch.ingest import IngestResult
+from ffwatchd.watch.metrics import WatchMetrics
 from ffwatchd.watch.settle import FileState
 
 log = logging.getLogger(__name__)
@@ -26,7 +30,7 @@ class Unfiled:
     reason: str              # the refusal and why failed/ did not take it
     tries: int
     next_try: float          # monotonic
-    pending_report: Any = None   # filing.ReportNotWritten: the original left the inbox, its report is due
+    pending_report: ReportNotWritten | None = None   # the original left the inbox, its report is due
 
 
 class UnfiledRefusals:
@@ -41,7 +45,8 @@ class UnfiledRefusals:
     def __contains__(self, path: object) -> bool:
         return path in self.files
 
-    def failed(self, path: Path, state: FileState, reason: str, pending_report: Any = None) -> tuple[bool, float]:
+    def failed(self, path: Path, state: FileState, reason: str,
+               pending_report: ReportNotWritten | None = None) -> tuple[bool, float]:
         """Note another failed move; (whether it is new or its reason changed: worth a WARNING,
         seconds until the next try)."""
         old = self.files.get(path)
@@ -51,24 +56,25 @@ class UnfiledRefusals:
         self.files[path] = Unfiled(state, since, reason, tries, time.monotonic() + delay, pending_report)
         return old is None or tries == 1 or old.reason != reason, delay
 
-    def failed_move(self, watch: Any, path: Path, state: FileState, r: Any, metrics: Any) -> None:
+    def failed_move(self, watch: WatchSettings, path: Path, state: FileState, r: IngestResult,
+                    metrics: WatchMetrics | None) -> None:
         """An ingest result `unfiled`: said at WARNING (once per reason, then INFO), counted once
         in the metrics, and tried again later (`retry`)."""
         first = path not in self.files
         loud, delay = self.failed(path, state, r.message, r.pending_report)
         kind = r.job.error_kind if r.job is not None and r.job.error_kind else "duplicate"
-        what = ("was filed to failed/ but its error report could not be written; it is tried again"
+        what = ("filed to failed/ but its error report could not be written; it is tried again"
                 if r.pending_report is not None else
                 "could not be moved to failed/; it stays in the inbox and is tried again")
         (log.warning if loud else log.info)(
             "watch %s: %s was refused (%s) and %s in %.0f s: %s", watch.name, path.relative_to(watch.inbox),
-            kind, what.removeprefix("was "), delay, r.message)
+            kind, what, delay, r.message)
         if first and metrics is not None and r.job is not None:
             metrics.job_refused(watch.name, r.job.kind, kind)
 
-    def retry(self, lstat: Callable[[Path], "os.stat_result | None"], seen_again: Callable[[Path, FileState], Any],
-              ingest: Callable[[Path, FileState, float], Any], stopping: Callable[[], bool],
-              write_report: Callable[[Any], None]) -> None:
+    def retry(self, lstat: Callable[[Path], "os.stat_result | None"], seen_again: Callable[[Path, FileState], object],
+              ingest: Callable[[Path, FileState, float], object], stopping: Callable[[], bool],
+              write_report: Callable[[ReportNotWritten], None]) -> None:
         """Ingest again each file whose delay is over; one gone or changed is dropped (a changed
         one goes back to settling through `seen_again`); one filed without its report gets it
         written (`write_report`), else is tried again later."""
