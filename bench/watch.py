@@ -115,7 +115,7 @@ def measure_poll_pass(files: int) -> dict[str, float]:
             (inbox / f"set{i // 500:03d}" / f".junk{i}.part").write_bytes(b"x")
         store = JobStore(root / "state/ffwatchd.db")
         loop = WatchLoop(settings, settings.watches[0], store)       # not started: no other thread
-        loop.available = True
+        loop.observer.available = True
         baseline = cpu(lambda: walk_baseline(inbox))
         scan_only = cpu(lambda: scan_inbox(settings.watches[0]))
         t0 = time.process_time()

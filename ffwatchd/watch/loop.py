@@ -12,7 +12,6 @@ import stat as statmod
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.filing.plan import write_pending_report
@@ -45,14 +44,14 @@ __all__ = ["InboxUnavailable", "ScanResult", "WatchLoop", "scan_inbox"]
 
 # -- one watch ---------------------------------------------------------------------------------
 
-class WatchLoop(InboxObserver):
+class WatchLoop:
     """One watch: its observer, its thread, its tracker and its memory of handled files."""
 
     def __init__(self, settings: Settings, watch: WatchSettings, store: JobQueue,
                  metrics: WatchMetrics | None = None, mountinfo: str | None = None) -> None:
         self.settings, self.watch, self.store, self.metrics = settings, watch, store, metrics
-        self.mode, self.fstype = (detect_mode(watch.inbox, mountinfo) if watch.mode == "auto"
-                                  else (watch.mode, "configured"))
+        mode, self.fstype = (detect_mode(watch.inbox, mountinfo) if watch.mode == "auto"
+                             else (watch.mode, "configured"))
         self.tracker = SettleTracker(watch.settle)
         self.unfinished = Unfinished(watch, self.tracker)   # settled, not finished: ends early, still open
         self.book = WaitBook(settings.state_dir, watch)     # the waits under way, kept over a restart
@@ -64,13 +63,8 @@ class WatchLoop(InboxObserver):
         self.unfiled = UnfiledRefusals()         # refused files failed/ did not take: tried again
         self.index = SourceIndex(watch)
         self.hashes = HashCache()
-        self.shares = ShareCheck(settings)
-        self.available = False
-        self.unavailable_why: str | None = None  # why the inbox is not watched now (status, page)
+        self.observer = InboxObserver(watch, ShareCheck(settings), mode, self.note_paths, self.full_scan)
         self.tick = min(0.5, max(0.05, watch.settle / 4), watch.poll_interval)
-        self._ever_available = False
-        self._root_id: tuple[int, int] | None = None
-        self._observer: Any = None
         self._lock = threading.Lock()
         self._dirty: set[Path] = set()
         self._dirty_dirs: set[Path] = set()
@@ -82,6 +76,18 @@ class WatchLoop(InboxObserver):
         self.rescans = Leadership(store, f"rescan:{watch.name}")
         self._next_check = self._next_poll = self._next_rescan = 0.0
         self._thread = threading.Thread(target=self._run, name=f"watch-{watch.name}", daemon=True)
+
+    @property
+    def mode(self) -> str:
+        return self.observer.mode          # "poll" once the kernel refused an inotify observer
+
+    @property
+    def available(self) -> bool:
+        return self.observer.available
+
+    @property
+    def unavailable_why(self) -> str | None:
+        return self.observer.unavailable_why
 
     # -- called from other threads --------------------------------------------------------
 
@@ -95,7 +101,7 @@ class WatchLoop(InboxObserver):
         self._wake.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
-        self._stop_observer()
+        self.observer.stop()
         self.rescans.release()
 
     def request_rescan(self) -> None:
@@ -148,7 +154,7 @@ class WatchLoop(InboxObserver):
     def _step(self, now: float) -> None:
         if now >= self._next_check:
             self._next_check = now + self.watch.poll_interval
-            self._check_availability()
+            self.observer.check()
         if not self.available:
             return
         self._drain_events()
@@ -173,7 +179,7 @@ class WatchLoop(InboxObserver):
         try:
             result = scan_inbox(self.watch)
         except InboxUnavailable as e:
-            self._set_unavailable(str(e))
+            self.observer.set_unavailable(str(e))
             return
         self.unfiled.all_due()
         self._apply_scan(result)
