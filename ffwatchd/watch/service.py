@@ -1,4 +1,4 @@
-"""All watches of a config, one WatchLoop (watch.py) each in its own thread: start, stop, rescans and
+"""All watches of a config, one WatchLoop (loop.py) each in its own thread: start, stop, rescans and
 what status shows per watch."""
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ class WatchService:
         for name, loop in self.loops.items():
             before = notices_from.loops.get(name) if notices_from is not None else None
             if before is not None and before.watch.inbox == loop.watch.inbox:
-                loop.notices.carry_over(before.notices)
-                loop.carry_over_waits(before)
+                loop.carry_over(before)
         self._started = self._stopped = False
 
     def start(self) -> None:
