@@ -32,6 +32,14 @@ def test_every_stage_has_its_moves_and_is_reachable() -> None:
     assert reached == {None, *Stage}
 
 
+def test_the_stages_are_drawn_in_the_docs_as_in_the_code() -> None:
+    import ffwatchd.watch.files as files_mod
+    docs = (Path(__file__).resolve().parents[1] / "docs/watching.md").read_text()
+    drawn = docs[docs.index("## A file's stages"):docs.index("## Names")]
+    for stage in Stage:
+        assert stage.name in drawn and stage.name in files_mod.__doc__, stage
+
+
 @pytest.mark.parametrize(("start", "to"), [(None, Stage.HANDLED), (Stage.HANDLED, Stage.WAITING),
                                            (Stage.SETTLING, Stage.HANDLED), (Stage.WAITING, Stage.UNFILED),
                                            (Stage.SIDECAR, Stage.HANDLED)])

@@ -1,6 +1,7 @@
 """One watch's files: one record each, its stage and the data of that stage; the stages and the
 moves between them stated once. Only the watch's thread writes the table; status reads it from
-other threads, so records are frozen and replaced whole (a reader holds one consistent version).
+other threads, so records are frozen and replaced whole (a reader holds one consistent version;
+the settle entry inside one is the settle tracker's, changed in place by the watch's thread).
 
     (an event or a scan sees a path)
         |
@@ -30,7 +31,6 @@ from collections.abc import ItemsView, Iterator, MutableMapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 from ffwatchd.filing.plan import ReportNotWritten
 from ffwatchd.watch.settle import FileState, SettleEntry
@@ -152,7 +152,7 @@ class FileTable:
     def count(self, *stages: Stage) -> int:
         return sum(len(self._by_stage[s]) for s in stages)
 
-    def move(self, path: Path, stage: Stage, **data: Any) -> FileRecord:
+    def move(self, path: Path, stage: Stage, **data: object) -> FileRecord:
         """Move `path` to `stage` with that stage's data; the notes go along unless given anew."""
         old = self._records.get(path)
         if old is None or old.stage is not stage:
@@ -164,7 +164,7 @@ class FileTable:
         blank = {f: FileRecord.__dataclass_fields__[f].default for f in gone}
         return self._put(path, replace(old, stage=stage, **blank, **data))
 
-    def note(self, path: Path, **notes: Any) -> FileRecord:
+    def note(self, path: Path, **notes: object) -> FileRecord:
         """Change a record's notes (unfinished, holder, unfiled); its stage stays."""
         return self._put(path, replace(self._records[path], **notes))
 
@@ -200,7 +200,7 @@ class FileTable:
 
 class _Settling(MutableMapping[Path, SettleEntry]):
     """The settle tracker's entries, kept in the records: a new entry moves a record to SETTLING,
-    a removed one (settled) to SETTLED."""
+    a removed one (settled) to SETTLED. A file gone is forgotten by `FileTable.forget`."""
 
     def __init__(self, table: FileTable) -> None:
         self.table = table

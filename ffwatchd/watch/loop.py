@@ -168,9 +168,8 @@ class WatchLoop:
         self._retry_waiting()
         self.unfiled.retry(self._lstat, self.tracker.observe, self._ingest, self._stop.is_set,
                            lambda pending: write_pending_report(self.watch, pending))
-        self.book.save({"unfinished": self.unfinished.running(),
-                        "waiting": {p: (r.waiting.since, r.waiting.state) for p, r in self.files.in_stage(Stage.WAITING)
-                                    if r.waiting is not None}})
+        waiting = {p: (r.waiting.since, r.waiting.state) for p, r in self.files.in_stage(Stage.WAITING) if r.waiting}
+        self.book.save({"unfinished": self.unfinished.running(), "waiting": waiting})
 
     def full_scan(self) -> None:
         now = time.monotonic()

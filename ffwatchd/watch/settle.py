@@ -96,12 +96,6 @@ class SettleTracker:
         entry = self._entries.get(path)
         return entry.since if entry else None
 
-    def carry_over(self, before: "SettleTracker") -> None:
-        """The files the tracker of a replaced loop (a reload, same process and clock) was
-        settling, each with its observations: their settle goes on, not over."""
-        for p, e in list(before._entries.items()):
-            self._entries[p] = SettleEntry(e.state, e.since, e.first_seen, e.wait)
-
     def forget(self, path: Path) -> bool:
         """A vanished (or handled) file leaves the tracker; returns whether it was there."""
         return self._entries.pop(path, None) is not None
