@@ -169,7 +169,7 @@ class WatchLoop:
         self.unfiled.retry(self._lstat, self.tracker.observe, self._ingest, self._stop.is_set,
                            lambda pending: write_pending_report(self.watch, pending))
         waiting = {p: (r.waiting.since, r.waiting.state) for p, r in self.files.in_stage(Stage.WAITING) if r.waiting}
-        self.book.save({"unfinished": self.unfinished.running(), "waiting": waiting})
+        self.book.save({Stage.UNFINISHED: self.unfinished.running(), Stage.WAITING: waiting})
 
     def full_scan(self) -> None:
         now = time.monotonic()
@@ -356,10 +356,10 @@ class WatchLoop:
         if record is not None and record.stage is Stage.WAITING:
             self.files.move(path, Stage.SETTLED)               # looked at again
         else:                                                  # a wait an earlier process began goes on
-            waiting_since = self.book.recall("waiting", path, state) or waiting_since
+            waiting_since = self.book.recall(Stage.WAITING, path, state) or waiting_since
         unfinished = record.unfinished if record is not None else None
         unfinished_since = (unfinished.since if unfinished is not None else
-                            self.book.recall("unfinished", path, state) or time.time())
+                            self.book.recall(Stage.UNFINISHED, path, state) or time.time())
         try:
             r = ingest_file(self.settings, self.watch, self.store, path, time.time(), expected=state,
                             waiting_since=waiting_since, unfinished_since=unfinished_since,
@@ -368,9 +368,10 @@ class WatchLoop:
             log.error("watch %s: could not ingest %s: %s; will try again", self.watch.name, path, e)
             self.tracker.observe(path, state)
             return None
-        for kind in ("waiting", "unfinished"):
-            if r.status != kind:
-                self.book.settled(kind, path)
+        if r.status is not IngestStatus.WAITING:
+            self.book.settled(Stage.WAITING, path)
+        if r.status is not IngestStatus.UNFINISHED:
+            self.book.settled(Stage.UNFINISHED, path)
         if r.status is IngestStatus.WAITING:
             reason = r.waits_for or SIDECAR_AWAITED
             before = record.waiting if record is not None else None
