@@ -24,7 +24,7 @@ from ffwatchd.spec.values import format_duration
 from ffwatchd.store import JobQueue, store_errors
 from ffwatchd.store.leadership import Leadership
 from ffwatchd.watch.hashing import HashCache
-from ffwatchd.watch.inboxnames import classify_name, is_ignored_dir
+from ffwatchd.watch.inboxnames import SILENT, NotInput, classify_name, is_ignored_dir
 from ffwatchd.watch.files import SETTLING_STAGES, FileTable, Stage, Waiting
 from ffwatchd.watch.ingest import SIDECAR_AWAITED, IngestResult, IngestStatus, ingest_file
 from ffwatchd.watch.metrics import WatchMetrics
@@ -261,18 +261,18 @@ class WatchLoop:
             if p == self.watch.inbox or not is_within(p, self.watch.inbox) or self._in_ignored_dir(p, False):
                 continue
             why = classify_name(self.watch, p.relative_to(self.watch.inbox).as_posix())
-            if why in ("ignored", "daemon temp"):
+            if why in SILENT:
                 continue
             st = self._lstat(p)
             if st is None:
                 continue
             if statmod.S_ISDIR(st.st_mode):
                 self._apply_scan(scan_inbox(self.watch, p))
-            elif why == "sidecar":
+            elif why is NotInput.SIDECAR:
                 self._observe_sidecar(p, FileState.from_stat(st))
             elif not statmod.S_ISREG(st.st_mode):
                 self._leave_alone(p, left_alone_kind(st.st_mode), FileState.from_stat(st))
-            elif why == "not included":
+            elif why is NotInput.NOT_INCLUDED:
                 self.notices.note_not_included(p)
             else:
                 self._observe(p, FileState.from_stat(st))
