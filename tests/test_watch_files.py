@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import FrozenInstanceError
@@ -12,6 +13,7 @@ import pytest
 from ffwatchd.config.load import load_settings
 from ffwatchd.store import JobStore
 from ffwatchd.watch.files import MOVES, SETTLING_STAGES, FileTable, IllegalMove, Stage, UnfinishedWait, Waiting
+from ffwatchd.watch.ingest import SIDECAR_AWAITED
 from ffwatchd.watch.loop import WatchLoop
 from ffwatchd.watch.settle import FileState, SettleTracker
 
@@ -62,7 +64,7 @@ def test_a_move_takes_the_old_stage_data_away_and_keeps_the_notes() -> None:
     assert files.get(P).settle is not None and P in tracker
     assert tracker.confirm(P, V1, now=200.0) is not None     # settled: out of the tracker
     assert files.stage(P) is Stage.SETTLED and files.get(P).settle is None and P not in tracker
-    files.move(P, Stage.WAITING, waiting=Waiting(1.0, V1, 0.0, "its sidecar"))
+    files.move(P, Stage.WAITING, waiting=Waiting(1.0, V1, 0.0))
     record = files.get(P)
     assert record.unfinished == UnfinishedWait(5.0, 2.0, V1) and record.holder == "smbd (pid 1)"
     with pytest.raises(FrozenInstanceError):
@@ -81,7 +83,7 @@ def test_forgetting_a_file_removes_its_one_record() -> None:
     assert files.in_stage(*SETTLING_STAGES, Stage.WAITING) == []
 
 
-def test_the_loop_keeps_one_record_per_file_and_forgets_a_file_gone(tmp_path: Path) -> None:
+def test_the_loop_keeps_one_record_per_file_and_forgets_a_file_gone(tmp_path: Path, caplog) -> None:
     raw = {"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"),
            "models_dir": str(tmp_path / "models"),
            "watches": [{"name": "w", "inbox": str(tmp_path / "in"), "output": str(tmp_path / "out"),
@@ -95,6 +97,7 @@ def test_the_loop_keeps_one_record_per_file_and_forgets_a_file_gone(tmp_path: Pa
     img.write_bytes(JPEG)
     note.write_text("not an image")
     os.symlink(img, link)
+    caplog.set_level(logging.INFO, logger="ffwatchd.watch.loop")
     with JobStore(tmp_path / "state/ffwatchd.db") as store:
         loop = WatchLoop(settings, watch, store)           # not started: no other thread
         loop.observer.available = True
@@ -104,7 +107,15 @@ def test_the_loop_keeps_one_record_per_file_and_forgets_a_file_gone(tmp_path: Pa
         time.sleep(0.1)
         loop._settle_due()                                  # no sidecar yet: it waits for one
         assert loop.files.stage(img) is Stage.WAITING and loop.unsettled() == 1
-        assert [f["path"] for f in loop.waiting_files()] == ["a.jpg"]
+        assert [(f["path"], f["waits_for"]) for f in loop.waiting_files()] == [("a.jpg", SIDECAR_AWAITED)]
+        img.write_bytes(JPEG + b"more")                     # changed while it waits: settled again
+        loop.full_scan()
+        assert loop.files.stage(img) is Stage.SETTLING
+        time.sleep(0.1)
+        loop._settle_due()
+        assert loop.files.stage(img) is Stage.WAITING
+        said = [r for r in caplog.records if "a.jpg waits up to" in r.getMessage()]
+        assert len(said) == 1, "what a file waits for is said once"
         for p in (img, note, link):
             p.unlink()
         loop.full_scan()
@@ -119,7 +130,7 @@ def _walk_to(files: FileTable, stage: Stage | None) -> Path:
              Stage.WAITING: [Stage.SETTLED, Stage.WAITING], Stage.SIDECAR: [Stage.SETTLED, Stage.SIDECAR]}[stage]
     SettleTracker(1.0, entries=files.settling).observe(P, V1)
     for s in route:
-        data = {Stage.WAITING: {"waiting": Waiting(1.0, V1, 0.0, "its sidecar")},
+        data = {Stage.WAITING: {"waiting": Waiting(1.0, V1, 0.0)},
                 Stage.HANDLED: {"version": V1}, Stage.SIDECAR: {"version": V1}}.get(s, {})
         files.move(P, s, **data)
     assert files.stage(P) is stage

@@ -20,9 +20,10 @@ the settle entry inside one is the settle tracker's, changed in place by the wat
      LEFT_ALONE (a link, FIFO, device or socket) and NOT_INCLUDED (no include pattern): said once.
      Any record may be forgotten (the path is gone): a file is forgotten by removing its record.
 
-A record also keeps three notes from one stage to the next until the file has an outcome: its
+A record also keeps four notes from one stage to the next until the file has an outcome: its
 unfinished wait (when the content was first seen to end early), the writer said to hold it
-open, and its unfiled refusal (so that a refused file that waits again is counted once).
+open, its unfiled refusal (so that a refused file that waits again is counted once), and what
+it waits for (said once, also when it changed meanwhile).
 """
 
 from __future__ import annotations
@@ -79,7 +80,6 @@ class Waiting:
     since: float
     state: FileState
     next_try: float
-    waits_for: str
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,7 @@ class FileRecord:
     unfinished: UnfinishedWait | None = None
     holder: str | None = None              # "smbd (pid N)"
     unfiled: Unfiled | None = None
+    waits_for: str | None = None           # what it waits for, said once: its sidecar, or which source
 
 
 #: the fields that belong to a stage; a move clears the others (the notes are no stage's)

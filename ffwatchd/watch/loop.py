@@ -119,10 +119,10 @@ class WatchLoop:
     def waiting_files(self) -> list[dict]:
         """Files waiting for a sidecar or a source, or for the rest of an unfinished copy: path (in
         the inbox), since (unix time), deadline, what they wait for."""
-        waiting = {p: r.waiting for p, r in self.files.in_stage(Stage.WAITING) if r.waiting is not None}
-        rows = [{"path": p.relative_to(self.watch.inbox).as_posix(), "since": w.since,
-                 "deadline": w.since + self.watch.sidecar_wait, "waits_for": w.waits_for}
-                for p, w in waiting.items()]
+        waiting = {p: r for p, r in self.files.in_stage(Stage.WAITING) if r.waiting is not None}
+        rows = [{"path": p.relative_to(self.watch.inbox).as_posix(), "since": r.waiting.since,
+                 "deadline": r.waiting.since + self.watch.sidecar_wait, "waits_for": r.waits_for or SIDECAR_AWAITED}
+                for p, r in waiting.items() if r.waiting is not None]
         rows += [{"path": p.relative_to(self.watch.inbox).as_posix(), "since": since,
                   "deadline": since + self.watch.unfinished_wait,
                   "waits_for": "the rest of its content (the copy has not finished)"}
@@ -374,13 +374,14 @@ class WatchLoop:
             self.book.settled(Stage.UNFINISHED, path)
         if r.status is IngestStatus.WAITING:
             reason = r.waits_for or SIDECAR_AWAITED
-            before = record.waiting if record is not None else None
-            if before is None or before.waits_for != reason:    # said once when the wait starts (or changes)
+            if record is None or record.waits_for != reason:    # said once when the wait starts (or changes)
                 log.info("watch %s: %s waits up to %s for %s", self.watch.name,
                          path.relative_to(self.watch.inbox), format_duration(self.watch.sidecar_wait), reason)
-            self.files.move(path, Stage.WAITING, waiting=Waiting(waiting_since, state,
-                                                                 time.monotonic() + WAITING_RECHECK, reason))
+            self.files.move(path, Stage.WAITING, waits_for=reason,
+                            waiting=Waiting(waiting_since, state, time.monotonic() + WAITING_RECHECK))
             return r
+        if record is not None and record.waits_for is not None:
+            self.files.note(path, waits_for=None)
         if r.status is IngestStatus.UNFINISHED:
             self.unfinished.again(path, state, r.unfinished or "it ends early", unfinished_since)
             return r

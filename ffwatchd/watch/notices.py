@@ -46,7 +46,7 @@ class Notices:
             self.files.forget(path)                 # not remembered: nothing else is done with it either
             return
         self.files.move(path, Stage.LEFT_ALONE, version=state, what=what, unfinished=None, holder=None,
-                        unfiled=None)
+                        unfiled=None, waits_for=None)
         log.warning("watch %s: %s is a %s; left alone (links are never followed, FIFOs and devices never "
                     "opened)", self.watch.name, path, "symbolic link" if what == "link" else what)
         if self.metrics:
