@@ -135,3 +135,23 @@ def _walk_to(files: FileTable, stage: Stage | None) -> Path:
         files.move(P, s, **data)
     assert files.stage(P) is stage
     return P
+
+
+def test_the_watch_modules_import_in_no_circle_even_for_type_checking() -> None:
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("ffwatchd", exclude_type_checking_imports=False)
+    watch = {m for m in graph.modules if m.startswith("ffwatchd.watch.")}
+    edges = {m: graph.find_modules_directly_imported_by(m) & watch for m in watch}
+    done: set[str] = set()
+
+    def visit(m: str, path: list[str]) -> None:
+        if m in path:
+            raise AssertionError(" -> ".join(path[path.index(m):] + [m]))
+        if m in done:
+            return
+        for n in sorted(edges[m]):
+            visit(n, [*path, m])
+        done.add(m)
+
+    for m in sorted(watch):
+        visit(m, [])
