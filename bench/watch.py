@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the checkout
 from bench._record import record
 from ffwatchd.config.load import load_settings
 from ffwatchd.store import JobStore
+from ffwatchd.watch.files import Stage
 from ffwatchd.watch.loop import WatchLoop
 from ffwatchd.watch.scan import scan_inbox
 from ffwatchd.watch.service import WatchService
@@ -115,16 +116,17 @@ def measure_poll_pass(files: int) -> dict[str, float]:
             (inbox / f"set{i // 500:03d}" / f".junk{i}.part").write_bytes(b"x")
         store = JobStore(root / "state/ffwatchd.db")
         loop = WatchLoop(settings, settings.watches[0], store)       # not started: no other thread
-        loop.available = True
+        loop.observer.available = True
         baseline = cpu(lambda: walk_baseline(inbox))
         scan_only = cpu(lambda: scan_inbox(settings.watches[0]))
         t0 = time.process_time()
         loop.full_scan()                                             # first pass: all new
         first = time.process_time() - t0
         settling = cpu(loop.full_scan)                               # files still settling
-        loop.handled.update({p: loop.tracker.state_of(p) for p in loop.tracker})
-        for p in list(loop.tracker):
-            loop.tracker.forget(p)
+        for p in loop.tracker:                                       # as if each became a job
+            state = loop.tracker.state_of(p)
+            loop.files.move(p, Stage.SETTLED)
+            loop.files.move(p, Stage.HANDLED, version=state)
         steady = cpu(loop.full_scan)                                 # all files already jobs
         store.close()
         return {"files": files, "baseline": baseline, "scan": scan_only, "first": first,

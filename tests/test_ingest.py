@@ -17,7 +17,7 @@ from ffwatchd.store import JobStore
 from ffwatchd.fs import hashing
 from ffwatchd.watch import ingest as ingest_mod
 from ffwatchd.watch.inboxnames import classify_name
-from ffwatchd.watch.ingest import find_watch, ingest_file
+from ffwatchd.watch.ingest import SIDECAR_AWAITED, IngestResult, IngestStatus, find_watch, ingest_file
 from ffwatchd.watch.settle import FileState
 
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100 + b"\xff\xd9"   # a whole JPEG: ends with EOI
@@ -142,7 +142,8 @@ def test_no_sidecar_waits_then_fails(tmp_path: Path) -> None:
     watch = settings.watches[0]
     with JobStore(tmp_path / "db") as store:
         img = put(watch.inbox / "x.jpg")
-        assert ingest_file(settings, watch, store, img, 105.0, waiting_since=100.0).status == "waiting"
+        waiting = ingest_file(settings, watch, store, img, 105.0, waiting_since=100.0)
+        assert waiting.status is IngestStatus.WAITING and waiting.waits_for == SIDECAR_AWAITED
         assert store.counts()["failed"] == 0 and img.exists()
         r = ingest_file(settings, watch, store, img, 110.0, waiting_since=100.0)
         assert r.status == "failed" and r.job.error_kind == "no_sidecar"
@@ -530,3 +531,33 @@ def test_a_refused_file_whose_filing_was_killed_is_filed_once_when_seen_again(en
     assert sorted(p.name for p in (watch.failed / "sub").iterdir()) == ["notes.jpg", "notes.jpg.error.json"]
     assert report_of(watch, "sub/notes.jpg")["error_kind"] == "bad_input"
     assert set(store.filings("w", "failed")) == {"sub/notes.jpg"}
+
+
+def test_a_late_source_is_waited_for_by_name(env) -> None:
+    settings, watch, store = env
+    put(watch.inbox / "late/ffwatch.yaml", "sources: [bob.png]\n")
+    r = ingest_file(settings, watch, store, put(watch.inbox / "late/x.jpg"), 1.0, waiting_since=0.0)
+    assert r.status is IngestStatus.WAITING and r.waits_for.startswith("a source (") and "bob.png" in r.waits_for
+
+
+def test_an_unfinished_file_says_why_in_a_field(env) -> None:
+    settings, watch, store = env
+    r = ingest_file(settings, watch, store, put(watch.inbox / "cut.jpg", b""), 1.0, unfinished_since=0.0)
+    assert r.status is IngestStatus.UNFINISHED and r.unfinished == "it is empty"
+
+
+def test_the_status_is_a_closed_vocabulary() -> None:
+    assert IngestResult("enqueued", Path("x")).status is IngestStatus.ENQUEUED
+    with pytest.raises(ValueError):
+        IngestResult("enqeued", Path("x"))
+
+
+def test_the_watcher_reads_no_data_back_out_of_a_message() -> None:
+    """Seams carry typed fields; a message is for people only."""
+    import re
+    watch_pkg = Path(ingest_mod.__file__).parent
+    parsing = re.compile(r"\.message\.(split|partition|removeprefix|removesuffix|startswith|endswith)|"
+                         r"\.removeprefix\(|\.split\(\": \"")
+    found = [f"{p.name}:{n}" for p in sorted(watch_pkg.glob("*.py"))
+             for n, line in enumerate(p.read_text().splitlines(), 1) if parsing.search(line)]
+    assert found == []

@@ -161,6 +161,18 @@ def test_enqueue_of_a_file_that_ends_early_fails_it_as_truncated_at_once(tmp_pat
     assert (watch.failed / "cut.jpg.error.json").exists()
 
 
+def unfinished_since(loop, path):
+    """When the unfinished wait of `path` began (None: it has none)."""
+    record = loop.files.get(path)
+    return record.unfinished.since if record is not None and record.unfinished is not None else None
+
+
+def waiting_since(loop, path):
+    """When `path` began to wait for its sidecar or a source (None: it does not wait)."""
+    record = loop.files.get(path)
+    return record.waiting.since if record is not None and record.waiting is not None else None
+
+
 def _two_waits(make_env):
     """A watch running with an empty file (unfinished) and a file whose sidecar names a source that
     is not there (waiting), both with 10 min waits."""
@@ -185,9 +197,9 @@ def test_a_reload_keeps_the_waits_that_were_running(make_env):
 
     env, empty, lonely = _two_waits(make_env)
     loop = env.service.loops[env.watch.name]
-    wait_for(lambda: empty in loop.unfinished.files and lonely in loop.waiting, 60, "both waits to start")
-    first_unfinished = loop.unfinished.files[empty][0]
-    first_waiting = loop.waiting[lonely][0]
+    wait_for(lambda: unfinished_since(loop, empty) and waiting_since(loop, lonely), 60, "both waits to start")
+    first_unfinished = unfinished_since(loop, empty)
+    first_waiting = waiting_since(loop, lonely)
     shown = {f["path"]: f["waits_for"] for f in loop.waiting_files()}    # what `status` lists
     assert shown["bad/empty.jpg"] == "the rest of its content (the copy has not finished)"
     assert "sc/t1.jpg" in shown
@@ -197,8 +209,8 @@ def test_a_reload_keeps_the_waits_that_were_running(make_env):
     again.start()
     new = again.loops[env.watch.name]
     assert new.unfinished.since(empty) == first_unfinished
-    assert new.waiting[lonely][0] == first_waiting
-    wait_for(lambda: empty in new.tracker or new.unfinished.files[empty][0] == first_unfinished, 30,
+    assert waiting_since(new, lonely) == first_waiting
+    wait_for(lambda: empty in new.tracker or unfinished_since(new, empty) == first_unfinished, 30,
              "the empty file seen again")
     assert new.unfinished.since(empty) == first_unfinished   # still from the first sighting
 
@@ -215,10 +227,10 @@ def test_a_restart_keeps_the_waits_that_were_running(make_env):
     gone = env.inbox / "bad" / "gone.jpg"
     gone.write_bytes(b"")
     loop = env.service.loops[env.watch.name]
-    wait_for(lambda: empty in loop.unfinished.files and gone in loop.unfinished.files and lonely in loop.waiting,
+    wait_for(lambda: unfinished_since(loop, empty) and unfinished_since(loop, gone) and waiting_since(loop, lonely),
              60, "the waits to start")
-    first_unfinished = loop.unfinished.files[empty][0]
-    first_waiting = loop.waiting[lonely][0]
+    first_unfinished = unfinished_since(loop, empty)
+    first_waiting = waiting_since(loop, lonely)
     book = env.settings.state_dir / f"waits-{env.watch.name}.json"
     wait_for(lambda: book.exists() and "gone.jpg" in book.read_text(), 30, "the waits kept in state_dir")
     env.service.stop()                                        # the process ends: its memory is gone
@@ -227,9 +239,9 @@ def test_a_restart_keeps_the_waits_that_were_running(make_env):
     env.service = again                                       # stopped by the fixture
     again.start()
     new = again.loops[env.watch.name]
-    wait_for(lambda: empty in new.unfinished.files and lonely in new.waiting, 60, "both files seen again")
+    wait_for(lambda: unfinished_since(new, empty) and waiting_since(new, lonely), 60, "both files seen again")
     assert new.unfinished.since(empty) == first_unfinished
-    assert new.waiting[lonely][0] == first_waiting
+    assert waiting_since(new, lonely) == first_waiting
     shown = {f["path"]: f for f in new.waiting_files()}      # what `status` lists, with its deadline
     assert shown["sc/t1.jpg"]["deadline"] == pytest.approx(first_waiting + 600, abs=1)
     wait_for(lambda: "gone.jpg" not in book.read_text(), 30, "the file gone meanwhile forgotten")
@@ -322,6 +334,7 @@ def test_the_wait_lines_write_durations_as_the_config_does(make_env, caplog):
 
     from ffwatchd.spec.values import format_duration
     from ffwatchd.watch.settle import FileState, SettleTracker
+    from ffwatchd.watch.files import FileTable
     from ffwatchd.watch.unfinished import Unfinished
 
     assert [format_duration(s) for s in (0.3, 2.35, 59.6, 410.24, 3660, 90061)] == [
@@ -330,7 +343,8 @@ def test_the_wait_lines_write_durations_as_the_config_does(make_env, caplog):
     cut = env.inbox / "cut.jpg"
     cut.write_bytes(jpeg(seed=3)[:20_000])
     with caplog.at_level(logging.INFO, logger="ffwatchd.watch.unfinished"):
-        Unfinished(env.watch, SettleTracker(0.3)).again(cut, FileState.from_stat(cut.stat()), "it ends early",
-                                                         since=time.time() - 410.24)
+        files = FileTable()
+        Unfinished(env.watch, SettleTracker(0.3, entries=files.settling), files).again(
+            cut, FileState.from_stat(cut.stat()), "it ends early", since=time.time() - 410.24)
     (line,) = [r.getMessage() for r in caplog.records if "cut.jpg is not finished" in r.getMessage()]
     assert "waiting since 6m50s ago (before a restart)" in line and "for up to 10m in all" in line, line

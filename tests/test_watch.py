@@ -184,7 +184,7 @@ def test_file_created_while_observer_stopped_is_found_by_rescan(make_env, mode: 
     env.service.start()
     loop = env.service.loops["w"]
     wait_for(lambda: loop.available, what="the watch to start")
-    loop._stop_observer()                     # no events from now on
+    loop.observer.stop()                     # no events from now on
     put(env.inbox / "missed.jpg")
     wait_for(lambda: env.jobs(), what="the rescan to find the file")
     assert env.jobs()[0].rel_path == "missed.jpg"
@@ -203,7 +203,7 @@ def test_inbox_removed_and_recreated_is_watched_again(make_env, mode: str) -> No
     loop = env.service.loops["w"]
     wait_for(lambda: env.service.available()["w"], what="the inbox to be back")
     if mode == "inotify":                                     # events again, on the new folder
-        wait_for(lambda: loop._observer is not None and loop._observer.is_alive(), what="a new observer")
+        wait_for(lambda: loop.observer.inotify is not None and loop.observer.inotify.is_alive(), what="a new observer")
         loop._next_rescan = float("inf")
     put(env.inbox / "after.jpg", JPEG + b"after")            # found by events (inotify) or polls
     wait_for(lambda: len(env.jobs()) == 2, what="the second job")
@@ -458,7 +458,7 @@ def test_the_observer_is_not_told_of_opens_and_reads(make_env, monkeypatch) -> N
     env = make_env("inotify")
     env.service.start()
     loop = env.service.loops["w"]
-    wait_for(lambda: loop.available and loop._observer is not None, what="the watch to start")
+    wait_for(lambda: loop.available and loop.observer.inotify is not None, what="the watch to start")
     put(env.inbox / "a.jpg")
     wait_for(lambda: env.jobs(), what="a.jpg to be enqueued (hashed and sniffed: opened and read)")
     for _ in range(20):

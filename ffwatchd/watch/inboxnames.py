@@ -6,6 +6,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from enum import StrEnum
 from functools import lru_cache
 
 from ffwatchd.config.settings import WatchSettings
@@ -32,17 +33,29 @@ def is_ignored_dir(watch: WatchSettings, name: str) -> bool:
     return name.startswith(TEMP_PREFIX) or _matches(watch.ignore, name, name)
 
 
-def classify_name(watch: WatchSettings, rel: str) -> str | None:
-    """Why a relative path is not an input ('sidecar', 'daemon temp', 'ignored', 'not included'), or None."""
+class NotInput(StrEnum):
+    """Why a name in an inbox is not an input (its value is said in the log)."""
+    SIDECAR = "sidecar"
+    DAEMON_TEMP = "daemon temp"
+    IGNORED = "ignored"                # matches `ignore`
+    NOT_INCLUDED = "not included"      # matches no `include` pattern
+
+
+#: names the watch passes over without a word
+SILENT = frozenset({NotInput.DAEMON_TEMP, NotInput.IGNORED})
+
+
+def classify_name(watch: WatchSettings, rel: str) -> NotInput | None:
+    """Why a relative path is not an input, or None."""
     name = rel.rsplit("/", 1)[-1]
     if is_sidecar_name(name):
-        return "sidecar"
-    if name.startswith(TEMP_PREFIX):          # ".ffwatchd-": never an input, whatever `ignore` says
-        return "daemon temp"
+        return NotInput.SIDECAR
+    if name.startswith(TEMP_PREFIX):
+        return NotInput.DAEMON_TEMP
     if _matches(watch.ignore, name, rel):
-        return "ignored"
+        return NotInput.IGNORED
     if not _matches(watch.include, name, rel):
-        return "not included"
+        return NotInput.NOT_INCLUDED
     return None
 
 

@@ -11,6 +11,7 @@ import logging
 import os
 import stat as statmod
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
@@ -42,23 +43,40 @@ from ffwatchd.watch.unfinished import ends_early
 log = logging.getLogger(__name__)
 
 
+class IngestStatus(StrEnum):
+    """What became of one file."""
+    ENQUEUED = "enqueued"        # a new job
+    EXISTS = "exists"            # a job queued or running already has it
+    DUPLICATE = "duplicate"      # a re-drop of a finished job's content, filed to failed/
+    FAILED = "failed"            # refused: a failed job recorded, the original filed to failed/
+    WAITING = "waiting"          # its sidecar or a source photo has not arrived yet (`waits_for`)
+    SKIPPED = "skipped"          # not an input: its name, a source, not a regular file
+    VANISHED = "vanished"        # gone before or while it was read
+    UNFINISHED = "unfinished"    # its content ends early (`unfinished`): settled again up to unfinished_wait
+    CHANGED = "changed"          # changed while it was read
+    RETRY = "retry"              # I/O trouble: try again later
+    LEFT_ALONE = "left_alone"    # a path too long to file: never a job, said once per version
+    UNFILED = "unfiled"          # refused (or a duplicate) but failed/ did not take it: tried again
+
+
+#: what a file with no sidecar yet waits for (`IngestResult.waits_for`)
+SIDECAR_AWAITED = "its sidecar (ffwatch.yaml)"
+
+
 @dataclass(frozen=True)
 class IngestResult:
-    """What became of one file.
-
-    status: enqueued (new job) | exists (job queued or running) | duplicate (finished job, re-drop
-    filed to failed/) | failed (refused, failed job recorded) | waiting (no sidecar yet) |
-    skipped (not an input: name, source, not a regular file) | vanished (gone before or while read) |
-    unfinished (its content ends early: the watcher settles it again, up to `unfinished_wait`) |
-    changed (changed while read) | retry (I/O trouble: try again later) | left_alone (a path too
-    long to file: never a job, said once per version) | unfiled (refused, or a duplicate, but
-    failed/ did not take it: it stays in the inbox and is tried again)."""
-    status: str
+    """What became of one file; `message` is for people (log, CLI), the fields for code."""
+    status: IngestStatus
     path: Path
     message: str = ""
     job: Job | None = None
     created: bool = False
     pending_report: "filing.ReportNotWritten | None" = None   # unfiled: the original is filed, its report not
+    waits_for: str | None = None      # waiting: the sidecar, or which source photo
+    unfinished: str | None = None     # unfinished: why its content ends early ("it is empty", ...)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", IngestStatus(self.status))   # a misspelt status raises
 
     def __str__(self) -> str:
         return f"{self.status}: {self.message}"
@@ -109,7 +127,7 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
         _check_name(watch, path, rel)
         lstate, st = _stat_regular(watch, path, rel, expected)
         if (referenced or SourceIndex.from_disk(watch).contains)(path):
-            return IngestResult("skipped", path, f"{rel}: named as a source or reference by a sidecar")
+            return IngestResult(IngestStatus.SKIPPED, path, f"{rel}: named as a source or reference by a sidecar")
         _check_queued(store, watch, path, rel, st)
         # Sidecar before hashing: waiting for one must not re-read a large video every second.
         resolved, sidecar_error = _resolve_sidecar(settings, watch, path, rel, now, waiting_since)
@@ -133,7 +151,7 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
     try:
         sources = _hash_sources(watch, resolved, hashes or HashCache())
     except OSError as e:
-        return IngestResult("retry", path, f"{rel}: a source could not be read: {e.strerror or e}")
+        return IngestResult(IngestStatus.RETRY, path, f"{rel}: a source could not be read: {e.strerror or e}")
     job, created = store.enqueue(
         watch=watch.name, rel_path=rel, size=hstate.size, mtime=hstate.mtime_ns / 1e9, content_hash=digest,
         kind=sniffed.kind, spec=resolved.spec.to_snapshot(), sources=sources,
@@ -141,7 +159,7 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
         batch=batch_folder(watch.inbox, resolved.sidecars))
     if created:
         log.info("job %d: enqueued %s (%s, %s, %d bytes)", job.id, rel, watch.name, sniffed.format, hstate.size)
-        return IngestResult("enqueued", path, f"{rel}: job {job.id}", job, True)
+        return IngestResult(IngestStatus.ENQUEUED, path, f"{rel}: job {job.id}", job, True)
     return _existing(watch, path, rel, job, store, hstate)
 
 
@@ -149,12 +167,13 @@ def _check_name(watch: WatchSettings, path: Path, rel: str) -> None:
     """Names that are never inputs, and paths too long to file."""
     why = classify_name(watch, rel)
     if why:
-        raise _Decided(IngestResult("skipped", path, f"{rel}: {why}"))
+        raise _Decided(IngestResult(IngestStatus.SKIPPED, path, f"{rel}: {why}"))
     longest = path_too_long(watch, rel)
     if longest is not None:
-        raise _Decided(IngestResult("left_alone", path, f"{rel}: its path is too long to file ({longest}; the "
-                                                        f"limit is {PATH_MAX - PATH_MARGIN} bytes); left alone, "
-                                                        "never a job: move it to a shorter folder"))
+        raise _Decided(IngestResult(IngestStatus.LEFT_ALONE, path,
+                                    f"{rel}: its path is too long to file ({longest}; the limit is "
+                                    f"{PATH_MAX - PATH_MARGIN} bytes); left alone, never a job: move it "
+                                    "to a shorter folder"))
 
 
 def _stat_regular(watch: WatchSettings, path: Path, rel: str,
@@ -163,19 +182,19 @@ def _stat_regular(watch: WatchSettings, path: Path, rel: str,
     try:
         lst = safefs.lstat_below(watch.inbox, path)
     except safefs.LinkInPath as e:
-        raise _Decided(IngestResult("skipped", path, f"{rel}: {e.filename} is a symbolic link; links are "
-                                                     "never followed and are left alone")) from None
+        raise _Decided(IngestResult(IngestStatus.SKIPPED, path, f"{rel}: {e.filename} is a symbolic link; links are "
+                                                                "never followed and are left alone")) from None
     except FileNotFoundError:
-        raise _Decided(IngestResult("vanished", path, f"{rel}: vanished")) from None
+        raise _Decided(IngestResult(IngestStatus.VANISHED, path, f"{rel}: vanished")) from None
     except OSError as e:
-        raise _Decided(IngestResult("retry", path, f"{rel}: cannot stat: {e.strerror or e}")) from None
+        raise _Decided(IngestResult(IngestStatus.RETRY, path, f"{rel}: cannot stat: {e.strerror or e}")) from None
     lstate = FileState.from_stat(lst)
     if not statmod.S_ISREG(lst.st_mode):
         # Links (to anything), FIFOs, devices, sockets: never opened, never moved, left alone.
-        raise _Decided(IngestResult("skipped", path, f"{rel} is {safefs.describe_mode(lst.st_mode)}; left "
-                                                     "alone, not opened"))
+        raise _Decided(IngestResult(IngestStatus.SKIPPED, path, f"{rel} is {safefs.describe_mode(lst.st_mode)}; left "
+                                                                "alone, not opened"))
     if expected is not None and lstate != expected:
-        raise _Decided(IngestResult("changed", path, f"{rel}: changed since it settled"))
+        raise _Decided(IngestResult(IngestStatus.CHANGED, path, f"{rel}: changed since it settled"))
     return lstate, lst
 
 
@@ -184,7 +203,8 @@ def _check_queued(store: JobQueue, watch: WatchSettings, path: Path, rel: str, s
     if active is not None and active.size == st.st_size and abs(active.mtime - st.st_mtime_ns / 1e9) < 1e-6:
         # Already queued (a restart or rescan saw it again): no need to read it once more. The
         # worker checks the content hash before processing, so a same-size rewrite is still caught.
-        raise _Decided(IngestResult("exists", path, f"{rel}: job {active.id} is {active.state}", active, False))
+        raise _Decided(IngestResult(IngestStatus.EXISTS, path, f"{rel}: job {active.id} is {active.state}",
+                                    active, False))
 
 
 def _resolve_sidecar(settings: Settings, watch: WatchSettings, path: Path, rel: str, now: float,
@@ -194,7 +214,8 @@ def _resolve_sidecar(settings: Settings, watch: WatchSettings, path: Path, rel: 
     waiting = waiting_since is not None and now - waiting_since < watch.sidecar_wait
     if not find_sidecars(watch.inbox, path) and not defaults_suffice(watch):
         if waiting:
-            raise _Decided(IngestResult("waiting", path, f"{rel}: no sidecar yet"))
+            raise _Decided(IngestResult(IngestStatus.WAITING, path, f"{rel}: no sidecar yet",
+                                        waits_for=SIDECAR_AWAITED))
         return None, JobError("no_sidecar", f"{rel} has no ffwatch.yaml in its folder or above (up to the "
                                             f"inbox) and no {path.name}.ffwatch.yaml, and the defaults of "
                                             f"watch {watch.name} name no sources")
@@ -203,7 +224,8 @@ def _resolve_sidecar(settings: Settings, watch: WatchSettings, path: Path, rel: 
     except MissingSource as e:
         # A source photo copied after its targets: wait for it as for a late sidecar.
         if waiting:
-            raise _Decided(IngestResult("waiting", path, f"{rel}: waiting for a source ({e.message})")) from None
+            raise _Decided(IngestResult(IngestStatus.WAITING, path, f"{rel}: waiting for a source ({e.message})",
+                                        waits_for=f"a source ({e.message})")) from None
         return None, e
     except JobError as e:
         return None, e
@@ -216,20 +238,20 @@ def _read_unchanged(watch: WatchSettings, store: JobQueue, path: Path, rel: str,
     try:
         head, digest, hstate = read_inbox_file(watch.inbox, path)
     except safefs.LinkInPath:
-        raise _Decided(IngestResult("skipped", path, f"{rel}: a folder on its way became a symbolic link; "
-                                                     "left alone")) from None
+        raise _Decided(IngestResult(IngestStatus.SKIPPED, path, f"{rel}: a folder on its way became a symbolic link; "
+                                                                "left alone")) from None
     except safefs.NotRegular as e:
-        raise _Decided(IngestResult("skipped", path, f"{rel} is {e.what}; left alone, not opened")) from None
+        raise _Decided(IngestResult(IngestStatus.SKIPPED, path, f"{rel} is {e.what}; left alone, not opened")) from None
     except OSError as e:
         raise _Decided(_os_trouble(watch, store, path, rel, lstate, e, "read")) from None
     try:
         after = FileState.from_stat(safefs.lstat_below(watch.inbox, path))
     except FileNotFoundError:
-        raise _Decided(IngestResult("vanished", path, f"{rel}: vanished while it was read")) from None
+        raise _Decided(IngestResult(IngestStatus.VANISHED, path, f"{rel}: vanished while it was read")) from None
     except OSError as e:
-        raise _Decided(IngestResult("retry", path, f"{rel}: cannot stat: {e.strerror or e}")) from None
+        raise _Decided(IngestResult(IngestStatus.RETRY, path, f"{rel}: cannot stat: {e.strerror or e}")) from None
     if hstate != FileState.from_stat(st) or after != lstate:
-        raise _Decided(IngestResult("changed", path, f"{rel}: changed while it was read"))
+        raise _Decided(IngestResult(IngestStatus.CHANGED, path, f"{rel}: changed while it was read"))
     return head, digest, hstate
 def _check_finished(watch: WatchSettings, store: JobQueue, path: Path, rel: str, now: float,
                     unfinished_since: float | None, head: bytes, digest: str, hstate: FileState,
@@ -241,13 +263,13 @@ def _check_finished(watch: WatchSettings, store: JobQueue, path: Path, rel: str,
     try:
         early = "it is empty" if sniffed is None else ends_early(watch.inbox, path, sniffed.format, hstate.size)
     except FileNotFoundError:
-        return IngestResult("vanished", path, f"{rel}: vanished while it was read")
+        return IngestResult(IngestStatus.VANISHED, path, f"{rel}: vanished while it was read")
     except OSError as e:
-        return IngestResult("retry", path, f"{rel}: cannot read its end: {e.strerror or e}")
+        return IngestResult(IngestStatus.RETRY, path, f"{rel}: cannot read its end: {e.strerror or e}")
     if early is None:
         return None
     if unfinished_since is not None and now - unfinished_since < watch.unfinished_wait:
-        return IngestResult("unfinished", path, f"{rel}: {early}")
+        return IngestResult(IngestStatus.UNFINISHED, path, f"{rel}: {early}", unfinished=early)
     waited = ("" if unfinished_since is None else
               f"; waited {format_duration(now - unfinished_since)} for the rest of it (unfinished_wait "
               f"{format_duration(watch.unfinished_wait)}): copy it again")
@@ -286,12 +308,12 @@ def _hash_sources(watch: WatchSettings, resolved: Resolved, hashes: HashCache) -
 def _os_trouble(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: FileState,
                 e: OSError, what: str) -> IngestResult:
     if isinstance(e, FileNotFoundError):
-        return IngestResult("vanished", path, f"{rel}: vanished while it was read")
+        return IngestResult(IngestStatus.VANISHED, path, f"{rel}: vanished while it was read")
     if e.errno in (errno.EACCES, errno.EPERM):
         return _refuse(watch, store, path, rel, state, f"unreadable:{state.size}:{state.mtime_ns}", "image",
                        "unreadable", f"{rel} cannot be read ({what}: {e.strerror or e}); "
                                      f"check its permissions and drop it again")
-    return IngestResult("retry", path, f"{rel}: cannot {what}: {e.strerror or e}")
+    return IngestResult(IngestStatus.RETRY, path, f"{rel}: cannot {what}: {e.strerror or e}")
 
 
 # -- refusals and re-drops ------------------------------------------------------------------
@@ -313,21 +335,21 @@ def _refuse(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: 
     if not created and _report_exists(watch, job):
         return _file_duplicate(watch, path, rel, job, store, state)
     if not created and not os.path.lexists(path):      # another host refused and filed it meanwhile
-        return IngestResult("vanished", path, f"{rel}: job {job.id} filed it meanwhile", job)
+        return IngestResult(IngestStatus.VANISHED, path, f"{rel}: job {job.id} filed it meanwhile", job)
     log.warning("job %d: refused %s (%s): %s", job.id, rel, error_kind, message)
     try:
         filed = _file_refused(watch, path, job, store)
     except (OSError, JobError) as e:     # failed/ missing, read-only, full, a link, no free name
         return _unfiled(path, rel, job, message, e, created)
-    return IngestResult("failed", path, f"{message} (filed as {filed})", job, created)
+    return IngestResult(IngestStatus.FAILED, path, f"{message} (filed as {filed})", job, created)
 
 
 def _unfiled(path: Path, rel: str, job: Job, message: str, e: Exception, created: bool = False) -> IngestResult:
     """A refused file failed/ did not take: it stays in the inbox; the watch tries again."""
     log.debug("job %d: could not move %s to failed/: %s", job.id, rel, e)
     if isinstance(e, filing.ReportNotWritten):          # the original is in failed/: its report is due
-        return IngestResult("unfiled", path, f"{message} ({e.strerror})", job, created, e)
-    return IngestResult("unfiled", path, f"{message} (not filed: {e})", job, created)
+        return IngestResult(IngestStatus.UNFILED, path, f"{message} ({e.strerror})", job, created, e)
+    return IngestResult(IngestStatus.UNFILED, path, f"{message} (not filed: {e})", job, created)
 
 
 def _file_refused(watch: WatchSettings, path: Path, job: Job, store: JobQueue | None = None) -> Path:
@@ -347,7 +369,7 @@ def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobQu
               seen: FileState | None = None) -> IngestResult:
     """The same content at the same path already has a job."""
     if job.state not in FINISHED:
-        return IngestResult("exists", path, f"{rel}: already job {job.id} ({job.state})", job)
+        return IngestResult(IngestStatus.EXISTS, path, f"{rel}: already job {job.id} ({job.state})", job)
     if job.state == "failed" and not _report_exists(watch, job):
         # An earlier filing did not finish (crash between the row and the move, or failed/ did
         # not take it): finish it.
@@ -355,11 +377,11 @@ def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobQu
             filed = _file_refused(watch, path, job, store)
         except (OSError, JobError) as e:
             return _unfiled(path, rel, job, job.error_message or f"job {job.id} failed", e)
-        return IngestResult("failed", path, f"{rel}: job {job.id} failed earlier; filed as {filed}", job)
+        return IngestResult(IngestStatus.FAILED, path, f"{rel}: job {job.id} failed earlier; filed as {filed}", job)
     plan = filing.job_plan(job, watch)
     if job.state == "done" and plan is not None and plan.original_dst and plan.original_src == str(path) \
             and not exists_exactly(Path(plan.original_dst)):   # not another file's spelling
-        return IngestResult("exists", path, f"{rel}: job {job.id} is done and its filing is unfinished", job)
+        return IngestResult(IngestStatus.EXISTS, path, f"{rel}: job {job.id} is done and its filing is unfinished", job)
     return _file_duplicate(watch, path, rel, job, store, seen)
 
 

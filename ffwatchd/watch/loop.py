@@ -1,5 +1,5 @@
 """Watching one inbox: inotify or polling, start-up scan, periodic rescans; availability and the
-inotify observer in observer.py, all watches together in watches.py.
+inotify observer in observer.py, each file's record in files.py, all watches together in service.py.
 
 Events and scans only say "look at this path"; the settle tracker decides when a file is ready.
 """
@@ -11,8 +11,8 @@ import os
 import stat as statmod
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
 
 from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.filing.plan import write_pending_report
@@ -25,8 +25,10 @@ from ffwatchd.spec.values import format_duration
 from ffwatchd.store import JobQueue, store_errors
 from ffwatchd.store.leadership import Leadership
 from ffwatchd.watch.hashing import HashCache
-from ffwatchd.watch.inboxnames import classify_name, is_ignored_dir
-from ffwatchd.watch.ingest import IngestResult, ingest_file
+from ffwatchd.watch.inboxnames import SILENT, NotInput, classify_name, is_ignored_dir
+from ffwatchd.watch.files import SETTLING_STAGES, FileTable, Stage, Waiting
+from ffwatchd.watch.ingest import SIDECAR_AWAITED, IngestResult, IngestStatus, ingest_file
+from ffwatchd.watch.metrics import WatchMetrics
 from ffwatchd.watch.notices import Notices
 from ffwatchd.watch.observer import InboxObserver
 from ffwatchd.watch.scan import InboxUnavailable, ScanResult, left_alone_kind, scan_inbox
@@ -38,47 +40,33 @@ from ffwatchd.watch.unfinished import Unfinished, open_for_writing
 log = logging.getLogger(__name__)
 
 WAITING_RECHECK = 1.0        # seconds between looks for a late sidecar
+#: what a reload carries over: the waits under way (settling included) and what was said once
+CARRIED_OVER = frozenset({*SETTLING_STAGES, Stage.WAITING, Stage.LEFT_ALONE, Stage.NOT_INCLUDED})
 
-
-class WatchMetrics(Protocol):
-    def file_discovered(self, watch: str) -> None: ...
-    def job_enqueued(self, watch: str) -> None: ...
-    def job_refused(self, watch: str, kind: str, error_kind: str) -> None: ...
-    def settle_wait(self, watch: str, seconds: float) -> None: ...
-    def file_ignored(self, watch: str) -> None: ...
-    def file_left_alone(self, watch: str, what: str) -> None: ...
 
 __all__ = ["InboxUnavailable", "ScanResult", "WatchLoop", "scan_inbox"]
 
 
 # -- one watch ---------------------------------------------------------------------------------
 
-class WatchLoop(InboxObserver):
-    """One watch: its observer, its thread, its tracker and its memory of handled files."""
+class WatchLoop:
+    """One watch: its observer, its thread, and its files (one record each, files.py)."""
 
     def __init__(self, settings: Settings, watch: WatchSettings, store: JobQueue,
                  metrics: WatchMetrics | None = None, mountinfo: str | None = None) -> None:
         self.settings, self.watch, self.store, self.metrics = settings, watch, store, metrics
-        self.mode, self.fstype = (detect_mode(watch.inbox, mountinfo) if watch.mode == "auto"
-                                  else (watch.mode, "configured"))
-        self.tracker = SettleTracker(watch.settle)
-        self.unfinished = Unfinished(watch, self.tracker)   # settled, not finished: ends early, still open
+        mode, self.fstype = (detect_mode(watch.inbox, mountinfo) if watch.mode == "auto"
+                             else (watch.mode, "configured"))
+        self.files = FileTable()                            # every file the watch knows of, one record each
+        self.tracker = SettleTracker(watch.settle, entries=self.files.settling)
+        self.unfinished = Unfinished(watch, self.tracker, self.files)   # settled, not finished
         self.book = WaitBook(settings.state_dir, watch)     # the waits under way, kept over a restart
-        self.handled: dict[Path, FileState] = {}
-        self.waiting: dict[Path, tuple[float, FileState, float]] = {}   # since (wall), state, next try
-        self.sidecar_states: dict[Path, FileState] = {}
-        self.notices = Notices(watch, metrics)  # links, FIFOs, devices, names not included: said once
-        self.waiting_for: dict[Path, str] = {}   # what a waiting file waits for (its last answer)
-        self.unfiled = UnfiledRefusals()         # refused files failed/ did not take: tried again
+        self.notices = Notices(watch, self.files, metrics)  # links, FIFOs, devices, names not included
+        self.unfiled = UnfiledRefusals(self.files)          # refused files failed/ did not take: tried again
         self.index = SourceIndex(watch)
         self.hashes = HashCache()
-        self.shares = ShareCheck(settings)
-        self.available = False
-        self.unavailable_why: str | None = None  # why the inbox is not watched now (status, page)
+        self.observer = InboxObserver(watch, ShareCheck(settings), mode, self.note_paths, self.full_scan)
         self.tick = min(0.5, max(0.05, watch.settle / 4), watch.poll_interval)
-        self._ever_available = False
-        self._root_id: tuple[int, int] | None = None
-        self._observer: Any = None
         self._lock = threading.Lock()
         self._dirty: set[Path] = set()
         self._dirty_dirs: set[Path] = set()
@@ -90,6 +78,18 @@ class WatchLoop(InboxObserver):
         self.rescans = Leadership(store, f"rescan:{watch.name}")
         self._next_check = self._next_poll = self._next_rescan = 0.0
         self._thread = threading.Thread(target=self._run, name=f"watch-{watch.name}", daemon=True)
+
+    @property
+    def mode(self) -> str:
+        return self.observer.mode          # "poll" once the kernel refused an inotify observer
+
+    @property
+    def available(self) -> bool:
+        return self.observer.available
+
+    @property
+    def unavailable_why(self) -> str | None:
+        return self.observer.unavailable_why
 
     # -- called from other threads --------------------------------------------------------
 
@@ -103,7 +103,7 @@ class WatchLoop(InboxObserver):
         self._wake.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
-        self._stop_observer()
+        self.observer.stop()
         self.rescans.release()
 
     def request_rescan(self) -> None:
@@ -115,21 +115,19 @@ class WatchLoop(InboxObserver):
             (self._dirty_dirs if directory else self._dirty).update(Path(p) for p in paths)
 
     def unsettled(self) -> int:
-        return len(self.tracker) + len(self.waiting)
+        return self.files.count(*SETTLING_STAGES, Stage.WAITING)
 
     def waiting_files(self) -> list[dict]:
         """Files waiting for a sidecar or a source, or for the rest of an unfinished copy: path (in
         the inbox), since (unix time), deadline, what they wait for."""
-        waiting = dict(self.waiting)          # a copy by the C loop: safe against the watch thread
-        unfinished = self.unfinished.listing()
-        rows = [{"path": p.relative_to(self.watch.inbox).as_posix(), "since": since,
-                 "deadline": since + self.watch.sidecar_wait,
-                 "waits_for": self.waiting_for.get(p, "its sidecar (ffwatch.yaml)")}
-                for p, (since, _state, _next) in waiting.items()]
+        waiting = {p: r for p, r in self.files.in_stage(Stage.WAITING) if r.waiting is not None}
+        rows = [{"path": p.relative_to(self.watch.inbox).as_posix(), "since": r.waiting.since,
+                 "deadline": r.waiting.since + self.watch.sidecar_wait, "waits_for": r.waits_for or SIDECAR_AWAITED}
+                for p, r in waiting.items() if r.waiting is not None]
         rows += [{"path": p.relative_to(self.watch.inbox).as_posix(), "since": since,
                   "deadline": since + self.watch.unfinished_wait,
                   "waits_for": "the rest of its content (the copy has not finished)"}
-                 for p, since in unfinished.items() if p not in waiting]
+                 for p, since in self.unfinished.listing().items() if p not in waiting]
         return sorted(rows, key=lambda r: r["path"])
 
     def unfiled_files(self) -> list[dict]:
@@ -138,7 +136,7 @@ class WatchLoop(InboxObserver):
 
     def unsettled_paths(self) -> list[Path]:
         """Files settling or waiting for their sidecar (a copy; safe from other threads)."""
-        return [*self.tracker, *list(self.waiting)]
+        return [p for p, _ in self.files.in_stage(*SETTLING_STAGES, Stage.WAITING)]
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -156,7 +154,7 @@ class WatchLoop(InboxObserver):
     def _step(self, now: float) -> None:
         if now >= self._next_check:
             self._next_check = now + self.watch.poll_interval
-            self._check_availability()
+            self.observer.check()
         if not self.available:
             return
         self._drain_events()
@@ -171,8 +169,8 @@ class WatchLoop(InboxObserver):
         self._retry_waiting()
         self.unfiled.retry(self._lstat, self.tracker.observe, self._ingest, self._stop.is_set,
                            lambda pending: write_pending_report(self.watch, pending))
-        self.book.save({"unfinished": self.unfinished.running(),
-                        "waiting": {p: (since, st) for p, (since, st, _) in self.waiting.items()}})
+        waiting = {p: (r.waiting.since, r.waiting.state) for p, r in self.files.in_stage(Stage.WAITING) if r.waiting}
+        self.book.save({Stage.UNFINISHED: self.unfinished.running(), Stage.WAITING: waiting})
 
     def full_scan(self) -> None:
         now = time.monotonic()
@@ -181,7 +179,7 @@ class WatchLoop(InboxObserver):
         try:
             result = scan_inbox(self.watch)
         except InboxUnavailable as e:
-            self._set_unavailable(str(e))
+            self.observer.set_unavailable(str(e))
             return
         self.unfiled.all_due()
         self._apply_scan(result)
@@ -196,10 +194,8 @@ class WatchLoop(InboxObserver):
             self._observe(path, state)
         for path, (what, state) in result.left_alone.items():
             self._leave_alone(path, what, state)
-        seen = result.files.keys() | result.sidecars.keys() | result.left_alone.keys()
-        known = (set(self.tracker) | self.handled.keys() | self.waiting.keys() | self.sidecar_states.keys()
-                 | self.notices.left_alone.keys() | self.unfiled.files.keys())
-        for path in known - seen:
+        seen = result.files.keys() | result.sidecars.keys() | result.left_alone.keys() | set(result.not_included)
+        for path in set(self.files.paths()) - seen:
             if not is_within(path, result.top):
                 continue
             if result.failed_dirs and any(is_within(path, d) for d in result.failed_dirs):
@@ -207,30 +203,28 @@ class WatchLoop(InboxObserver):
             self._vanish(path)
 
     def _observe(self, path: Path, state: FileState) -> None:
-        if path in self.unfiled:
-            if self.unfiled.files[path].state == state:
-                return                                 # tried again by _step, not settled again
-            self.unfiled.drop(path)
-        if path in self.handled:
-            if self.handled[path] == state:
+        """A sighting: a new version settles (again); the version already handled, waiting or
+        refused is left where it is (tried again by _step, not settled again)."""
+        record = self.files.get(path)
+        if record is not None:
+            if record.unfiled is not None:
+                if record.unfiled.state == state:
+                    return
+                self.unfiled.drop(path)
+            if record.stage is Stage.HANDLED and record.version == state:
                 return
-            del self.handled[path]
-        if path in self.waiting:
-            if self.waiting[path][1] == state:
+            if record.stage is Stage.WAITING and record.waiting is not None and record.waiting.state == state:
                 return
-            del self.waiting[path]
         if self.tracker.observe(path, state) and self.metrics:
             self.metrics.file_discovered(self.watch.name)
 
     def _observe_sidecar(self, path: Path, state: FileState) -> None:
-        if self.sidecar_states.get(path) != state:
+        record = self.files.get(path)
+        if record is None or record.stage is not Stage.SIDECAR or record.version != state:
             self.tracker.observe(path, state)
 
     def _leave_alone(self, path: Path, what: str, state: FileState) -> None:
         """A link, FIFO, device or socket: never followed or opened, never a job; said once."""
-        self.tracker.forget(path)
-        self.handled.pop(path, None)
-        self.waiting.pop(path, None)
         self.notices.leave_alone(path, what, state)
 
     def _lstat(self, path: Path) -> os.stat_result | None:
@@ -244,15 +238,15 @@ class WatchLoop(InboxObserver):
         return None
 
     def _vanish(self, path: Path) -> None:
-        self.tracker.forget(path)
-        self.handled.pop(path, None)
-        self.waiting.pop(path, None)
-        self.waiting_for.pop(path, None)
-        self.unfinished.forget(path)
-        self.unfiled.forget(path)
-        self.notices.forget(path)
-        if self.sidecar_states.pop(path, None) is not None:
+        """The path is gone: its record goes (a refused file filed without its report stays until
+        the report is written)."""
+        if is_sidecar_name(path.name):
             self.index.remove(path)
+        if self.unfiled.keeps(path):
+            return
+        record = self.files.forget(path)
+        if record is not None and record.holder is not None:
+            log.debug("watch %s: %s was closed", self.watch.name, path)
 
     def _drain_events(self) -> None:
         with self._lock:
@@ -268,18 +262,18 @@ class WatchLoop(InboxObserver):
             if p == self.watch.inbox or not is_within(p, self.watch.inbox) or self._in_ignored_dir(p, False):
                 continue
             why = classify_name(self.watch, p.relative_to(self.watch.inbox).as_posix())
-            if why in ("ignored", "daemon temp"):
+            if why in SILENT:
                 continue
             st = self._lstat(p)
             if st is None:
                 continue
             if statmod.S_ISDIR(st.st_mode):
                 self._apply_scan(scan_inbox(self.watch, p))
-            elif why == "sidecar":
+            elif why is NotInput.SIDECAR:
                 self._observe_sidecar(p, FileState.from_stat(st))
             elif not statmod.S_ISREG(st.st_mode):
                 self._leave_alone(p, left_alone_kind(st.st_mode), FileState.from_stat(st))
-            elif why == "not included":
+            elif why is NotInput.NOT_INCLUDED:
                 self.notices.note_not_included(p)
             else:
                 self._observe(p, FileState.from_stat(st))
@@ -307,9 +301,11 @@ class WatchLoop(InboxObserver):
             state = FileState.from_stat(st)
             if is_sidecar_name(path.name):
                 if self.tracker.confirm(path, state, now):
-                    self.sidecar_states[path] = state
+                    self.files.move(path, Stage.SIDECAR, version=state)
                     self.index.update(path)
-                    self.waiting = {p: (s, st, 0.0) for p, (s, st, _) in self.waiting.items()}
+                    for p, r in self.files.in_stage(Stage.WAITING):    # looked at again at once
+                        if r.waiting is not None:
+                            self.files.move(p, Stage.WAITING, waiting=replace(r.waiting, next_try=0.0))
                 continue
             if pending is None:
                 pending = {p for p in self.tracker if is_sidecar_name(p.name)}
@@ -333,35 +329,38 @@ class WatchLoop(InboxObserver):
             return True
         return any(p.name == SIDECAR_NAME and p.parent in path.parents for p in pending)
 
-    def carry_over_waits(self, before: "WatchLoop") -> None:
+    def carry_over(self, before: "WatchLoop") -> None:
         """After a reload: the waits of the loop this one replaces, settling included, go on from
-        when they started (read from the old loop's thread, which has stopped)."""
-        self.tracker.carry_over(before.tracker)
-        self.waiting = {p: (since, st, 0.0) for p, (since, st, _) in before.waiting.items()}
-        self.waiting_for = dict(before.waiting_for)
-        self.unfinished.carry_over(before.unfinished)
+        when they started, and what it said once is not said again (read from the old loop's
+        thread, which has stopped)."""
+        self.files.carry_over(before.files, CARRIED_OVER)
 
     def _retry_waiting(self) -> None:
         now = time.monotonic()
-        for path, (since, state, next_try) in list(self.waiting.items()):
-            if next_try > now or self._stop.is_set():
+        for path, record in self.files.in_stage(Stage.WAITING):
+            w = record.waiting
+            if w is None or w.next_try > now or self._stop.is_set():
                 continue
             st = self._lstat(path)
             if st is None:
                 continue
             fresh = FileState.from_stat(st)
-            if fresh != state:
-                del self.waiting[path]
+            if fresh != w.state:
                 self.tracker.observe(path, fresh)
                 continue
-            del self.waiting[path]
-            self._ingest(path, state, since)
+            self._ingest(path, w.state, w.since)
 
     def _ingest(self, path: Path, state: FileState, waiting_since: float) -> IngestResult | None:
-        if path not in self.waiting:             # a wait an earlier process began goes on
-            waiting_since = self.book.recall("waiting", path, state) or waiting_since
-        unfinished_since = (self.unfinished.since(path) if path in self.unfinished.files else
-                            self.book.recall("unfinished", path, state) or self.unfinished.since(path))
+        """Ingest a settled file (SETTLED), one whose wait is due (WAITING) or a refusal tried again
+        (UNFILED), and move its record on by the result."""
+        record = self.files.get(path)
+        if record is not None and record.stage is Stage.WAITING:
+            self.files.move(path, Stage.SETTLED)               # looked at again
+        else:                                                  # a wait an earlier process began goes on
+            waiting_since = self.book.recall(Stage.WAITING, path, state) or waiting_since
+        unfinished = record.unfinished if record is not None else None
+        unfinished_since = (unfinished.since if unfinished is not None else
+                            self.book.recall(Stage.UNFINISHED, path, state) or time.time())
         try:
             r = ingest_file(self.settings, self.watch, self.store, path, time.time(), expected=state,
                             waiting_since=waiting_since, unfinished_since=unfinished_since,
@@ -370,44 +369,46 @@ class WatchLoop(InboxObserver):
             log.error("watch %s: could not ingest %s: %s; will try again", self.watch.name, path, e)
             self.tracker.observe(path, state)
             return None
-        for kind in ("waiting", "unfinished"):
-            if r.status != kind:
-                self.book.settled(kind, path)
-        if r.status == "waiting":
-            reason = r.message.split(": ", 1)[-1]
-            reason = "its sidecar (ffwatch.yaml)" if reason == "no sidecar yet" else reason.removeprefix("waiting for ")
-            if self.waiting_for.get(path) != reason:       # said once when the wait starts (or changes)
+        if r.status is not IngestStatus.WAITING:
+            self.book.settled(Stage.WAITING, path)
+        if r.status is not IngestStatus.UNFINISHED:
+            self.book.settled(Stage.UNFINISHED, path)
+        if r.status is IngestStatus.WAITING:
+            reason = r.waits_for or SIDECAR_AWAITED
+            if record is None or record.waits_for != reason:    # said once when the wait starts (or changes)
                 log.info("watch %s: %s waits up to %s for %s", self.watch.name,
                          path.relative_to(self.watch.inbox), format_duration(self.watch.sidecar_wait), reason)
-            self.waiting_for[path] = reason
-            self.waiting[path] = (waiting_since, state, time.monotonic() + WAITING_RECHECK)
+            self.files.move(path, Stage.WAITING, waits_for=reason,
+                            waiting=Waiting(waiting_since, state, time.monotonic() + WAITING_RECHECK))
             return r
-        self.waiting_for.pop(path, None)
-        if r.status == "unfinished":
-            self.unfinished.again(path, state, r.message.split(": ", 1)[-1], unfinished_since)
+        if record is not None and record.waits_for is not None:
+            self.files.note(path, waits_for=None)
+        if r.status is IngestStatus.UNFINISHED:
+            self.unfinished.again(path, state, r.unfinished or "it ends early", unfinished_since)
             return r
-        self.unfinished.forget(path)
-        if r.status in ("changed", "retry"):
+        self.unfinished.done(path)
+        if r.status in (IngestStatus.CHANGED, IngestStatus.RETRY):
             log.info("watch %s: %s", self.watch.name, r.message)
             self.tracker.observe(path, state)
-        elif r.status == "vanished":
+        elif r.status is IngestStatus.VANISHED:
             self._vanish(path)
-        elif r.status == "unfiled":
+        elif r.status is IngestStatus.UNFILED:
             self.unfiled.failed_move(self.watch, path, state, r, self.metrics)
         else:
-            self.handled[path] = state
             counted = self.unfiled.drop(path)      # its refusal was counted when it was first made
+            self.files.move(path, Stage.HANDLED, version=state)
             if counted is not None:
                 log.info("watch %s: %s is filed now: %s", self.watch.name,
                          path.relative_to(self.watch.inbox), r.message)
-            if r.status == "enqueued" and self.metrics:
+            if r.status is IngestStatus.ENQUEUED and self.metrics:
                 self.metrics.job_enqueued(self.watch.name)
-            if r.status in ("failed", "duplicate") and self.metrics and r.job is not None and counted is None:
-                self.metrics.job_refused(self.watch.name, r.job.kind,
-                                         "duplicate" if r.status == "duplicate" else r.job.error_kind or "internal")
-            if r.status == "skipped":
+            refused = r.status in (IngestStatus.FAILED, IngestStatus.DUPLICATE)
+            if refused and self.metrics and r.job is not None and counted is None:
+                kind = "duplicate" if r.status is IngestStatus.DUPLICATE else r.job.error_kind or "internal"
+                self.metrics.job_refused(self.watch.name, r.job.kind, kind)
+            if r.status is IngestStatus.SKIPPED:
                 log.debug("watch %s: %s", self.watch.name, r.message)
-            elif r.status == "left_alone":            # said once per version (handled above)
+            elif r.status is IngestStatus.LEFT_ALONE:            # said once per version (handled above)
                 log.warning("watch %s: %s", self.watch.name, r.message)
                 if self.metrics:
                     self.metrics.file_left_alone(self.watch.name, "long_path")

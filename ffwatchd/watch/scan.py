@@ -16,13 +16,9 @@ from pathlib import Path
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.fs import safefs
 from ffwatchd.fs.version import FileVersion
-from ffwatchd.watch.inboxnames import classify_name, is_ignored_dir
+from ffwatchd.watch.inboxnames import SILENT, NotInput, classify_name, is_ignored_dir
 
 log = logging.getLogger(__name__)
-
-# What a name that is not a regular file or folder is, for logs and the metric's label.
-LEFT_ALONE_KINDS = ("link", "fifo", "device", "socket", "other")
-
 
 class InboxUnavailable(Exception):
     """The inbox root cannot be listed (missing, share gone, stale handle)."""
@@ -40,6 +36,8 @@ class ScanResult:
 
 
 def left_alone_kind(mode: int) -> str:
+    """What a name that is not a regular file or folder is, for logs and the metric's label
+    (ops/metrics_labels.LEFT_ALONE_KINDS)."""
     if statmod.S_ISLNK(mode):
         return "link"
     if statmod.S_ISFIFO(mode):
@@ -118,12 +116,12 @@ def _sort_entry(watch: WatchSettings, result: ScanResult, folder: Path, parts: t
             stack.append((*parts, name))
         return
     why = classify_name(watch, prefix + name)
-    if why == "sidecar":                       # any type: reading it refuses what is not a regular file
+    if why is NotInput.SIDECAR:                # any type: reading it refuses what is not a regular file
         result.sidecars[path] = FileVersion.from_stat(st)
     elif not statmod.S_ISREG(st.st_mode):
-        if why not in ("ignored", "daemon temp"):
+        if why not in SILENT:
             result.left_alone[path] = (left_alone_kind(st.st_mode), FileVersion.from_stat(st))
     elif why is None:
         result.files[path] = FileVersion.from_stat(st)
-    elif why == "not included":
+    elif why is NotInput.NOT_INCLUDED:
         result.not_included.append(path)

@@ -1,4 +1,4 @@
-"""All watches of a config, one WatchLoop (watch.py) each in its own thread: start, stop, rescans and
+"""All watches of a config, one WatchLoop (loop.py) each in its own thread: start, stop, rescans and
 what status shows per watch."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from pathlib import Path
 
 from ffwatchd.config.settings import Settings
 from ffwatchd.store import JobQueue
-from ffwatchd.watch.loop import WatchLoop, WatchMetrics
+from ffwatchd.watch.loop import WatchLoop
+from ffwatchd.watch.metrics import WatchMetrics
 
 
 class WatchService:
@@ -27,8 +28,7 @@ class WatchService:
         for name, loop in self.loops.items():
             before = notices_from.loops.get(name) if notices_from is not None else None
             if before is not None and before.watch.inbox == loop.watch.inbox:
-                loop.notices.carry_over(before.notices)
-                loop.carry_over_waits(before)
+                loop.carry_over(before)
         self._started = self._stopped = False
 
     def start(self) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, MutableMapping
 
 from ffwatchd.fs.version import FileVersion
 
@@ -26,7 +26,8 @@ class Settled:
 
 
 @dataclass
-class _Entry:
+class SettleEntry:
+    """One path settling; changed in place by its tracker."""
     state: FileState
     since: float          # when `state` was first observed
     first_seen: float     # when the path was first observed at all
@@ -40,12 +41,14 @@ class SettleTracker:
     """Paths not yet settled, with the state and time of their last change.
 
     Not thread-safe: one watch loop owns it. `observe` may be called any number of times with
-    the same state (duplicate events); only a different state restarts the wait."""
+    the same state (duplicate events); only a different state restarts the wait. `entries`: where
+    the entries live (the watch loop keeps them in its file records, files.py)."""
 
-    def __init__(self, settle: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, settle: float, clock: Callable[[], float] = time.monotonic,
+                 entries: MutableMapping[Path, SettleEntry] | None = None) -> None:
         self.settle = float(settle)
         self.clock = clock
-        self._entries: dict[Path, _Entry] = {}
+        self._entries: MutableMapping[Path, SettleEntry] = {} if entries is None else entries
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -65,7 +68,7 @@ class SettleTracker:
         now = self.clock() if now is None else now
         entry = self._entries.get(path)
         if entry is None:
-            self._entries[path] = _Entry(state, now, now)
+            self._entries[path] = SettleEntry(state, now, now)
             return True
         if entry.state != state:
             entry.state, entry.since, entry.wait = state, now, None
@@ -77,18 +80,13 @@ class SettleTracker:
         now = self.clock() if now is None else now
         entry = self._entries.get(path)
         if entry is None:
-            entry = self._entries[path] = _Entry(state, now, now)
+            entry = self._entries[path] = SettleEntry(state, now, now)
         entry.state, entry.since, entry.wait = state, now, wait
 
     def since(self, path: Path) -> float | None:
         """When the tracked state of `path` was first observed (its settle counts from then)."""
         entry = self._entries.get(path)
         return entry.since if entry else None
-
-    def carry_over(self, before: "SettleTracker") -> None:
-        """The files the tracker of a replaced loop (a reload, same process and clock) was
-        settling, each with its observations: their settle goes on, not over."""
-        self._entries = {p: _Entry(e.state, e.since, e.first_seen, e.wait) for p, e in before._entries.items()}
 
     def forget(self, path: Path) -> bool:
         """A vanished (or handled) file leaves the tracker; returns whether it was there."""

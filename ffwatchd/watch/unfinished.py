@@ -18,6 +18,7 @@ from ffwatchd.config.settings import WatchSettings
 from ffwatchd.fs import safefs
 from ffwatchd.spec.complete import unfinished
 from ffwatchd.spec.values import format_duration
+from ffwatchd.watch.files import SETTLING_STAGES, FileTable, Stage, UnfinishedWait
 from ffwatchd.watch.settle import FileState, SettleTracker
 
 log = logging.getLogger(__name__)
@@ -29,61 +30,68 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR
 
 
 class Unfinished:
-    """One watch's files that ended early: when first seen so (wall time) and the current wait."""
+    """One watch's files that ended early or are held open: the notes of their records (files.py)."""
 
-    def __init__(self, watch: WatchSettings, tracker: SettleTracker) -> None:
-        self.watch, self.tracker = watch, tracker
-        self.files: dict[Path, tuple[float, float]] = {}
-        self.states: dict[Path, FileState] = {}   # which file each wait is for (kept in the WaitBook)
-        self.held: dict[Path, str] = {}          # file -> the process said to hold it open (said once)
+    def __init__(self, watch: WatchSettings, tracker: SettleTracker, files: FileTable) -> None:
+        self.watch, self.tracker, self.files = watch, tracker, files
 
     def since(self, path: Path) -> float:
         """When `path` was first found to end early (now, the first time)."""
-        return self.files[path][0] if path in self.files else time.time()
+        note = self._note(path)
+        return note.since if note is not None else time.time()
 
     def again(self, path: Path, state: FileState, why: str, since: float | None = None) -> None:
         """Settle `path` again, waiting longer than the last time (never past unfinished_wait).
         `since`: when its wait began, for a file first seen so by an earlier process (WaitBook)."""
         now = time.time()
-        since, wait = self.files.get(path, (now if since is None else since, 0.0))
+        note = self._note(path)
+        since, wait = (note.since, note.wait) if note is not None else (now if since is None else since, 0.0)
         wait = max(FIRST_WAIT, self.watch.settle, wait * 2)
         wait = min(wait, max(0.5, since + self.watch.unfinished_wait - now))
-        if path not in self.files:
+        if note is None:
             earlier = (f", waiting since {format_duration(now - since)} ago (before a restart)"
                        if now - since > 1 else "")
             log.info("watch %s: %s is not finished (%s%s); looking again in %s, for up to %s in all before "
                      "it fails as %s", self.watch.name, path.relative_to(self.watch.inbox), why, earlier,
                      format_duration(wait), format_duration(self.watch.unfinished_wait), failure_kind(why))
-        self.files[path] = (since, wait)
-        self.states[path] = state
         self.tracker.hold(path, state, wait)
+        self.files.move(path, Stage.UNFINISHED, unfinished=UnfinishedWait(since, wait, state))
 
     def still_open(self, path: Path, state: FileState, holder: str) -> None:
         """`path` is held open for writing by the file server: settle it again, said once."""
-        if self.held.get(path) != holder:
+        record = self.files.get(path)
+        if record is None or record.holder != holder:
             log.info("watch %s: %s is still open for writing by %s; it waits until it is closed",
                      self.watch.name, path.relative_to(self.watch.inbox), holder)
-        self.held[path] = holder
         self.tracker.hold(path, state, max(self.watch.settle, 0.5))
+        self.files.move(path, Stage.OPEN, holder=holder)
 
-    def carry_over(self, before: "Unfinished") -> None:
-        """The files the replaced watch found unfinished, with when it first did (a reload)."""
-        self.files = dict(before.files)
-        self.states = dict(before.states)
-        self.held = dict(before.held)
-
-    def forget(self, path: Path) -> None:
-        self.files.pop(path, None)
-        self.states.pop(path, None)
-        if self.held.pop(path, None) is not None:
+    def done(self, path: Path) -> None:
+        """`path` has an outcome: its notes go."""
+        record = self.files.get(path)
+        if record is None or (record.unfinished is None and record.holder is None):
+            return
+        if record.holder is not None:
             log.debug("watch %s: %s was closed", self.watch.name, path)
+        self.files.note(path, unfinished=None, holder=None)
 
     def listing(self) -> dict[Path, float]:
-        return {p: since for p, (since, _wait) in self.files.items()}
+        return {p: note.since for p, note in self.running_notes()}
 
     def running(self) -> dict[Path, tuple[float, FileState | None]]:
         """The waits under way, as the WaitBook keeps them: (since, the file's state) by file."""
-        return {p: (since, self.states.get(p)) for p, (since, _wait) in self.files.items()}
+        return {p: (note.since, note.state) for p, note in self.running_notes()}
+
+    def running_notes(self) -> list[tuple[Path, UnfinishedWait]]:
+        return [(p, r.unfinished) for p, r in self.files.in_stage(*_NOTED) if r.unfinished is not None]
+
+    def _note(self, path: Path) -> UnfinishedWait | None:
+        record = self.files.get(path)
+        return record.unfinished if record is not None else None
+
+
+#: the stages a record with an unfinished note can be in (an outcome ends the note)
+_NOTED = (*SETTLING_STAGES, Stage.SETTLED, Stage.WAITING)
 
 
 def failure_kind(why: str) -> str:

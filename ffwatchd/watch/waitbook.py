@@ -19,15 +19,19 @@ import os
 import re
 import time
 from pathlib import Path
+from typing import Literal
 
 from ffwatchd.fs.version import FileVersion
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.filing.placing import write_json_atomic
 from ffwatchd.store.names import decode_path, encode_path
+from ffwatchd.watch.files import Stage
 
 log = logging.getLogger(__name__)
 
-KINDS = ("unfinished", "waiting")
+#: the waits kept, by the stage of their file (its value is the key in the book)
+WaitKind = Literal[Stage.UNFINISHED, Stage.WAITING]
+KINDS: tuple[WaitKind, ...] = (Stage.UNFINISHED, Stage.WAITING)
 PRUNE_EVERY = 30.0        # seconds between looks whether the files of remembered waits are still there
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -70,18 +74,18 @@ class WaitBook:
             return {k: {} for k in KINDS}
         return empty
 
-    def recall(self, kind: str, path: Path, state: FileVersion) -> float | None:
+    def recall(self, kind: WaitKind, path: Path, state: FileVersion) -> float | None:
         """When the wait of `path` began in an earlier process, if the file is unchanged since."""
         entry = self.remembered[kind].get(path)
         if entry is None or FileVersion(entry[2], entry[3], entry[1]) != state:
             return None
         return entry[0]
 
-    def settled(self, kind: str, path: Path) -> None:
+    def settled(self, kind: WaitKind, path: Path) -> None:
         """`path` no longer waits so (taken, refused, or waiting for something else)."""
         self.remembered[kind].pop(path, None)
 
-    def save(self, running: dict[str, dict[Path, tuple[float, FileVersion | None]]]) -> None:
+    def save(self, running: dict[WaitKind, dict[Path, tuple[float, FileVersion | None]]]) -> None:
         """Write the waits under way (`running`, by kind) with the remembered ones not taken over
         yet whose file is still there, when that changed since the last write. Cheap when nothing
         changed (one comparison; the remembered files are looked at every PRUNE_EVERY)."""
