@@ -18,7 +18,7 @@ from ffwatchd.fs import hashing
 from ffwatchd.watch import ingest as ingest_mod
 from ffwatchd.watch.inboxnames import classify_name
 from ffwatchd.watch.ingest import SIDECAR_AWAITED, IngestResult, IngestStatus, find_watch, ingest_file
-from ffwatchd.watch.settle import FileState
+from ffwatchd.fs.version import FileVersion
 
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100 + b"\xff\xd9"   # a whole JPEG: ends with EOI
 FACE = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100 + b"\x00\x00\x00\x00IEND\xaeB`\x82"   # ends with IEND
@@ -305,7 +305,7 @@ def test_file_changed_mid_hash_comes_back_as_changed(env, monkeypatch: pytest.Mo
                 f.write(b"more")
         return out
     monkeypatch.setattr(ingest_mod, "read_inbox_file", hash_then_append)
-    r = ingest_file(settings, watch, store, img, 0.0, expected=FileState.from_stat(img.stat()))
+    r = ingest_file(settings, watch, store, img, 0.0, expected=FileVersion.from_stat(img.stat()))
     assert r.status == "changed" and sum(store.counts().values()) == 0
 
 

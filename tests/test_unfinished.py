@@ -257,7 +257,7 @@ def test_the_wait_book_takes_over_only_the_same_unchanged_file_and_survives_a_ba
     that cannot be read is said once and the waits start afresh, nothing raised; the book is
     written only when the waits change."""
     from ffwatchd.config.settings import WatchSettings
-    from ffwatchd.watch.settle import FileState
+    from ffwatchd.fs.version import FileVersion
     from ffwatchd.watch.waitbook import WaitBook
 
     inbox = tmp_path / "in"
@@ -266,7 +266,7 @@ def test_the_wait_book_takes_over_only_the_same_unchanged_file_and_survives_a_ba
                           failed=tmp_path / "f")
     a = inbox / "a.jpg"
     a.write_bytes(b"\xff\xd8 half")
-    was = FileState.from_stat(a.stat())
+    was = FileVersion.from_stat(a.stat())
     book = WaitBook(tmp_path / "st", watch)
     book.save({"unfinished": {a: (100.0, was)}, "waiting": {}})
     written = book.path.stat().st_mtime_ns
@@ -275,11 +275,11 @@ def test_the_wait_book_takes_over_only_the_same_unchanged_file_and_survives_a_ba
     later = WaitBook(tmp_path / "st", watch)
     assert later.recall("unfinished", a, was) == 100.0
     assert later.recall("waiting", a, was) is None
-    same_inode_other_file = FileState(was.size + 7, was.mtime_ns + 10**9, was.inode, was.dev)
+    same_inode_other_file = FileVersion(was.size + 7, was.mtime_ns + 10**9, was.inode, was.dev)
     assert later.recall("unfinished", a, same_inode_other_file) is None
     a.unlink()
     a.write_bytes(b"\xff\xd8 another, also half")               # the freed inode, often
-    assert later.recall("unfinished", a, FileState.from_stat(a.stat())) is None
+    assert later.recall("unfinished", a, FileVersion.from_stat(a.stat())) is None
     book.path.write_text("{not json")
     with caplog.at_level(logging.WARNING):
         broken = WaitBook(tmp_path / "st", watch)
@@ -312,9 +312,9 @@ def test_a_reload_keeps_a_file_settling_where_it_was(make_env):
     env.service.start()
     target = env.inbox / "fresh.jpg"
     target.write_bytes(jpeg(seed=6))
-    from ffwatchd.watch.settle import FileState
+    from ffwatchd.fs.version import FileVersion
 
-    final = FileState.from_stat(target.stat())           # (its create event saw it empty, a moment earlier)
+    final = FileVersion.from_stat(target.stat())           # (its create event saw it empty, a moment earlier)
     loop = env.service.loops[env.watch.name]
     wait_for(lambda: loop.tracker.state_of(target) == final, 30, "the whole file to be settling")
     since = loop.tracker.since(target)
@@ -333,7 +333,8 @@ def test_the_wait_lines_write_durations_as_the_config_does(make_env, caplog):
     import time
 
     from ffwatchd.spec.values import format_duration
-    from ffwatchd.watch.settle import FileState, SettleTracker
+    from ffwatchd.fs.version import FileVersion
+    from ffwatchd.watch.settle import SettleTracker
     from ffwatchd.watch.files import FileTable
     from ffwatchd.watch.unfinished import Unfinished
 
@@ -345,6 +346,6 @@ def test_the_wait_lines_write_durations_as_the_config_does(make_env, caplog):
     with caplog.at_level(logging.INFO, logger="ffwatchd.watch.unfinished"):
         files = FileTable()
         Unfinished(env.watch, SettleTracker(0.3, entries=files.settling), files).again(
-            cut, FileState.from_stat(cut.stat()), "it ends early", since=time.time() - 410.24)
+            cut, FileVersion.from_stat(cut.stat()), "it ends early", since=time.time() - 410.24)
     (line,) = [r.getMessage() for r in caplog.records if "cut.jpg is not finished" in r.getMessage()]
     assert "waiting since 6m50s ago (before a restart)" in line and "for up to 10m in all" in line, line

@@ -15,11 +15,12 @@ from ffwatchd.store import JobStore
 from ffwatchd.watch.files import MOVES, SETTLING_STAGES, FileTable, IllegalMove, Stage, UnfinishedWait, Waiting
 from ffwatchd.watch.ingest import SIDECAR_AWAITED
 from ffwatchd.watch.loop import WatchLoop
-from ffwatchd.watch.settle import FileState, SettleTracker
+from ffwatchd.fs.version import FileVersion
+from ffwatchd.watch.settle import SettleTracker
 
 P = Path("/inbox/a.jpg")
-V1 = FileState(size=10, mtime_ns=1, inode=7, dev=1)
-V2 = FileState(size=20, mtime_ns=2, inode=7, dev=1)
+V1 = FileVersion(size=10, mtime_ns=1, inode=7, dev=1)
+V2 = FileVersion(size=20, mtime_ns=2, inode=7, dev=1)
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100 + b"\xff\xd9"
 
 

@@ -34,7 +34,8 @@ from enum import StrEnum
 from pathlib import Path
 
 from ffwatchd.filing.plan import ReportNotWritten
-from ffwatchd.watch.settle import FileState, SettleEntry
+from ffwatchd.fs.version import FileVersion
+from ffwatchd.watch.settle import SettleEntry
 
 
 class Stage(StrEnum):
@@ -78,7 +79,7 @@ class IllegalMove(RuntimeError):
 class Waiting:
     """WAITING: since when (wall time), the version that waits, when to look again (monotonic)."""
     since: float
-    state: FileState
+    state: FileVersion
     next_try: float
 
 
@@ -87,13 +88,13 @@ class UnfinishedWait:
     """Note: the content ended early, first seen so at `since` (wall); the current hold (seconds)."""
     since: float
     wait: float
-    state: FileState                  # the version last seen so (kept in the WaitBook)
+    state: FileVersion                  # the version last seen so (kept in the WaitBook)
 
 
 @dataclass(frozen=True)
 class Unfiled:
     """Note: a refusal failed/ did not take."""
-    state: FileState                  # the version of the file that was refused
+    state: FileVersion                  # the version of the file that was refused
     since: float                      # wall-clock time of the first failed move
     reason: str                       # the refusal and why failed/ did not take it
     tries: int
@@ -106,7 +107,7 @@ class FileRecord:
     stage: Stage
     settle: SettleEntry | None = None      # SETTLING, UNFINISHED, OPEN: the settle tracker's entry
     waiting: Waiting | None = None         # WAITING
-    version: FileState | None = None       # HANDLED, SIDECAR, LEFT_ALONE: the version handled, read or said
+    version: FileVersion | None = None       # HANDLED, SIDECAR, LEFT_ALONE: the version handled, read or said
     what: str = ""                         # LEFT_ALONE: link, fifo, device, socket
     unfinished: UnfinishedWait | None = None
     holder: str | None = None              # "smbd (pid N)"

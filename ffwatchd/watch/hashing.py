@@ -14,6 +14,3 @@ def read_inbox_file(root: Path, path: Path) -> tuple[bytes, str, FileVersion]:
     """First bytes (for sniffing), sha256 and version of a regular file below `root`, from one open."""
     return hashing.read_regular(root, path, HEAD_SIZE)
 
-
-# watch/loop.py's name for it, kept while that module is restructured (watchsm).
-HashCache = hashing.SourceHashes

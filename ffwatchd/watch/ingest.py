@@ -35,9 +35,10 @@ from ffwatchd.spec.sidecar import (
 from ffwatchd.spec.sniff import Sniffed, describe_head, sniff_bytes, sniff_file
 from ffwatchd.spec.values import format_duration
 from ffwatchd.store import FINISHED, Job, JobQueue
-from ffwatchd.watch.hashing import HashCache, read_inbox_file
+from ffwatchd.fs.hashing import SourceHashes
+from ffwatchd.watch.hashing import read_inbox_file
 from ffwatchd.watch.inboxnames import PATH_MARGIN, PATH_MAX, classify_name, path_too_long
-from ffwatchd.watch.settle import FileState
+from ffwatchd.fs.version import FileVersion
 from ffwatchd.watch.unfinished import ends_early
 
 log = logging.getLogger(__name__)
@@ -107,9 +108,9 @@ class _Decided(Exception):
 
 
 def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path: Path, now: float, *,
-                expected: FileState | None = None, waiting_since: float | None = None,
+                expected: FileVersion | None = None, waiting_since: float | None = None,
                 unfinished_since: float | None = None, referenced: Callable[[Path], bool] | None = None,
-                hashes: HashCache | None = None) -> IngestResult:
+                hashes: SourceHashes | None = None) -> IngestResult:
     """Turn one file of `watch`'s inbox into a job row (or a failed job, or nothing).
 
     `now` is wall-clock time; `waiting_since` (watcher only) is when the file started waiting
@@ -149,7 +150,7 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
         return _refuse(watch, store, path, rel, hstate, digest, sniffed.kind, err.kind, err.message,
                        sidecars=[str(p) for p in find_sidecars(watch.inbox, path)])
     try:
-        sources = _hash_sources(watch, resolved, hashes or HashCache())
+        sources = _hash_sources(watch, resolved, hashes or SourceHashes())
     except OSError as e:
         return IngestResult(IngestStatus.RETRY, path, f"{rel}: a source could not be read: {e.strerror or e}")
     job, created = store.enqueue(
@@ -177,7 +178,7 @@ def _check_name(watch: WatchSettings, path: Path, rel: str) -> None:
 
 
 def _stat_regular(watch: WatchSettings, path: Path, rel: str,
-                  expected: FileState | None) -> tuple[FileState, os.stat_result]:
+                  expected: FileVersion | None) -> tuple[FileVersion, os.stat_result]:
     """The file's state, reached without following links; only a regular file as it settled."""
     try:
         lst = safefs.lstat_below(watch.inbox, path)
@@ -188,7 +189,7 @@ def _stat_regular(watch: WatchSettings, path: Path, rel: str,
         raise _Decided(IngestResult(IngestStatus.VANISHED, path, f"{rel}: vanished")) from None
     except OSError as e:
         raise _Decided(IngestResult(IngestStatus.RETRY, path, f"{rel}: cannot stat: {e.strerror or e}")) from None
-    lstate = FileState.from_stat(lst)
+    lstate = FileVersion.from_stat(lst)
     if not statmod.S_ISREG(lst.st_mode):
         # Links (to anything), FIFOs, devices, sockets: never opened, never moved, left alone.
         raise _Decided(IngestResult(IngestStatus.SKIPPED, path, f"{rel} is {safefs.describe_mode(lst.st_mode)}; left "
@@ -231,8 +232,8 @@ def _resolve_sidecar(settings: Settings, watch: WatchSettings, path: Path, rel: 
         return None, e
 
 
-def _read_unchanged(watch: WatchSettings, store: JobQueue, path: Path, rel: str, lstate: FileState,
-                    st: os.stat_result) -> tuple[bytes, str, FileState]:
+def _read_unchanged(watch: WatchSettings, store: JobQueue, path: Path, rel: str, lstate: FileVersion,
+                    st: os.stat_result) -> tuple[bytes, str, FileVersion]:
     """Head, sha256 and state of the file, read once without following links; the file must not
     have changed while it was read."""
     try:
@@ -245,16 +246,16 @@ def _read_unchanged(watch: WatchSettings, store: JobQueue, path: Path, rel: str,
     except OSError as e:
         raise _Decided(_os_trouble(watch, store, path, rel, lstate, e, "read")) from None
     try:
-        after = FileState.from_stat(safefs.lstat_below(watch.inbox, path))
+        after = FileVersion.from_stat(safefs.lstat_below(watch.inbox, path))
     except FileNotFoundError:
         raise _Decided(IngestResult(IngestStatus.VANISHED, path, f"{rel}: vanished while it was read")) from None
     except OSError as e:
         raise _Decided(IngestResult(IngestStatus.RETRY, path, f"{rel}: cannot stat: {e.strerror or e}")) from None
-    if hstate != FileState.from_stat(st) or after != lstate:
+    if hstate != FileVersion.from_stat(st) or after != lstate:
         raise _Decided(IngestResult(IngestStatus.CHANGED, path, f"{rel}: changed while it was read"))
     return head, digest, hstate
 def _check_finished(watch: WatchSettings, store: JobQueue, path: Path, rel: str, now: float,
-                    unfinished_since: float | None, head: bytes, digest: str, hstate: FileState,
+                    unfinished_since: float | None, head: bytes, digest: str, hstate: FileVersion,
                     sniffed: Sniffed | None, resolved: Resolved | None = None) -> IngestResult | None:
     """None when the file's content is all there. A file whose content ends early (a stalled copy),
     or an empty one (a client creates it first and fills it later, as macOS Finder does), is
@@ -293,19 +294,19 @@ def snapshot_for(settings: Settings, watch: WatchSettings, path: Path, read_from
     resolved = resolve_spec(watch, path, settings.known_models())
     sniffed = sniff_file(read_from or path)
     return {"kind": sniffed.kind, "spec": resolved.spec.to_snapshot(),
-            "sources": _hash_sources(watch, resolved, HashCache()),
+            "sources": _hash_sources(watch, resolved, SourceHashes()),
             "sidecars": [str(p) for p in resolved.sidecars],
             "priority": min(resolved.spec.priority, watch.priority_max)}
 
 
-def _hash_sources(watch: WatchSettings, resolved: Resolved, hashes: HashCache) -> list[dict]:
+def _hash_sources(watch: WatchSettings, resolved: Resolved, hashes: SourceHashes) -> list[dict]:
     """Each source and reference photo with its hash and where it lies on the share (`root` and
     `rel`, so that a host that mounts the share elsewhere finds it)."""
     return [{"path": str(p), "sha256": hashes.sha256(p), "role": str(role), **(locate(watch, p) or {})}
             for role, p in resolved.photos()]
 
 
-def _os_trouble(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: FileState,
+def _os_trouble(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: FileVersion,
                 e: OSError, what: str) -> IngestResult:
     if isinstance(e, FileNotFoundError):
         return IngestResult(IngestStatus.VANISHED, path, f"{rel}: vanished while it was read")
@@ -318,7 +319,7 @@ def _os_trouble(watch: WatchSettings, store: JobQueue, path: Path, rel: str, sta
 
 # -- refusals and re-drops ------------------------------------------------------------------
 
-def _refuse(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: FileState, content_hash: str,
+def _refuse(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: FileVersion, content_hash: str,
             kind: str, error_kind: str, message: str, sidecars: list[str] | None = None,
             resolved: Resolved | None = None) -> IngestResult:
     """Record a job born failed and move the original to failed/ with its report, which names the
@@ -366,7 +367,7 @@ def _report_exists(watch: WatchSettings, job: Job) -> bool:
 
 
 def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobQueue | None = None,
-              seen: FileState | None = None) -> IngestResult:
+              seen: FileVersion | None = None) -> IngestResult:
     """The same content at the same path already has a job."""
     if job.state not in FINISHED:
         return IngestResult(IngestStatus.EXISTS, path, f"{rel}: already job {job.id} ({job.state})", job)
@@ -386,7 +387,7 @@ def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobQu
 
 
 def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job,
-                    store: JobQueue | None = None, seen: FileState | None = None) -> IngestResult:
+                    store: JobQueue | None = None, seen: FileVersion | None = None) -> IngestResult:
     """A re-drop of content already finished at this path: filed to failed/ as `duplicate` by
     its plan (plan_duplicate), only while the file there is still the one that was read (`seen`)."""
     if not os.path.lexists(path):
@@ -394,7 +395,7 @@ def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job,
         return IngestResult("vanished", path, f"{rel}: job {job.id} ({job.state}) filed it meanwhile", job)
     if seen is not None:
         try:
-            now = FileState.from_stat(os.lstat(path))
+            now = FileVersion.from_stat(os.lstat(path))
         except FileNotFoundError:
             return IngestResult("vanished", path, f"{rel}: job {job.id} ({job.state}) filed it meanwhile", job)
         if now != seen:          # another file was dropped at the name since it was read: its own turn

@@ -24,7 +24,7 @@ from ffwatchd.spec.sidecar import SIDECAR_NAME, SIDECAR_SUFFIX, SourceIndex, is_
 from ffwatchd.spec.values import format_duration
 from ffwatchd.store import JobQueue, store_errors
 from ffwatchd.store.leadership import Leadership
-from ffwatchd.watch.hashing import HashCache
+from ffwatchd.fs.hashing import SourceHashes
 from ffwatchd.watch.inboxnames import SILENT, NotInput, classify_name, is_ignored_dir
 from ffwatchd.watch.files import SETTLING_STAGES, FileTable, Stage, Waiting
 from ffwatchd.watch.ingest import SIDECAR_AWAITED, IngestResult, IngestStatus, ingest_file
@@ -32,7 +32,8 @@ from ffwatchd.watch.metrics import WatchMetrics
 from ffwatchd.watch.notices import Notices
 from ffwatchd.watch.observer import InboxObserver
 from ffwatchd.watch.scan import InboxUnavailable, ScanResult, left_alone_kind, scan_inbox
-from ffwatchd.watch.settle import FileState, SettleTracker
+from ffwatchd.fs.version import FileVersion
+from ffwatchd.watch.settle import SettleTracker
 from ffwatchd.watch.unfiled import UnfiledRefusals
 from ffwatchd.watch.waitbook import WaitBook
 from ffwatchd.watch.unfinished import Unfinished, open_for_writing
@@ -64,7 +65,7 @@ class WatchLoop:
         self.notices = Notices(watch, self.files, metrics)  # links, FIFOs, devices, names not included
         self.unfiled = UnfiledRefusals(self.files)          # refused files failed/ did not take: tried again
         self.index = SourceIndex(watch)
-        self.hashes = HashCache()
+        self.hashes = SourceHashes()
         self.observer = InboxObserver(watch, ShareCheck(settings), mode, self.note_paths, self.full_scan)
         self.tick = min(0.5, max(0.05, watch.settle / 4), watch.poll_interval)
         self._lock = threading.Lock()
@@ -202,7 +203,7 @@ class WatchLoop:
                 continue
             self._vanish(path)
 
-    def _observe(self, path: Path, state: FileState) -> None:
+    def _observe(self, path: Path, state: FileVersion) -> None:
         """A sighting: a new version settles (again); the version already handled, waiting or
         refused is left where it is (tried again by _step, not settled again)."""
         record = self.files.get(path)
@@ -218,12 +219,12 @@ class WatchLoop:
         if self.tracker.observe(path, state) and self.metrics:
             self.metrics.file_discovered(self.watch.name)
 
-    def _observe_sidecar(self, path: Path, state: FileState) -> None:
+    def _observe_sidecar(self, path: Path, state: FileVersion) -> None:
         record = self.files.get(path)
         if record is None or record.stage is not Stage.SIDECAR or record.version != state:
             self.tracker.observe(path, state)
 
-    def _leave_alone(self, path: Path, what: str, state: FileState) -> None:
+    def _leave_alone(self, path: Path, what: str, state: FileVersion) -> None:
         """A link, FIFO, device or socket: never followed or opened, never a job; said once."""
         self.notices.leave_alone(path, what, state)
 
@@ -270,13 +271,13 @@ class WatchLoop:
             if statmod.S_ISDIR(st.st_mode):
                 self._apply_scan(scan_inbox(self.watch, p))
             elif why is NotInput.SIDECAR:
-                self._observe_sidecar(p, FileState.from_stat(st))
+                self._observe_sidecar(p, FileVersion.from_stat(st))
             elif not statmod.S_ISREG(st.st_mode):
-                self._leave_alone(p, left_alone_kind(st.st_mode), FileState.from_stat(st))
+                self._leave_alone(p, left_alone_kind(st.st_mode), FileVersion.from_stat(st))
             elif why is NotInput.NOT_INCLUDED:
                 self.notices.note_not_included(p)
             else:
-                self._observe(p, FileState.from_stat(st))
+                self._observe(p, FileVersion.from_stat(st))
 
     def _in_ignored_dir(self, path: Path, include_self: bool) -> bool:
         parts = path.relative_to(self.watch.inbox).parts
@@ -298,7 +299,7 @@ class WatchLoop:
             st = self._lstat(path)
             if st is None:
                 continue
-            state = FileState.from_stat(st)
+            state = FileVersion.from_stat(st)
             if is_sidecar_name(path.name):
                 if self.tracker.confirm(path, state, now):
                     self.files.move(path, Stage.SIDECAR, version=state)
@@ -344,13 +345,13 @@ class WatchLoop:
             st = self._lstat(path)
             if st is None:
                 continue
-            fresh = FileState.from_stat(st)
+            fresh = FileVersion.from_stat(st)
             if fresh != w.state:
                 self.tracker.observe(path, fresh)
                 continue
             self._ingest(path, w.state, w.since)
 
-    def _ingest(self, path: Path, state: FileState, waiting_since: float) -> IngestResult | None:
+    def _ingest(self, path: Path, state: FileVersion, waiting_since: float) -> IngestResult | None:
         """Ingest a settled file (SETTLED), one whose wait is due (WAITING) or a refusal tried again
         (UNFILED), and move its record on by the result."""
         record = self.files.get(path)

@@ -9,7 +9,7 @@ from ffwatchd.config.settings import WatchSettings
 from ffwatchd.watch.files import FileTable, Stage
 from ffwatchd.watch.metrics import WatchMetrics
 from ffwatchd.watch.scan import ScanResult
-from ffwatchd.watch.settle import FileState
+from ffwatchd.fs.version import FileVersion
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class Notices:
         if self.metrics:
             self.metrics.file_ignored(self.watch.name)
 
-    def leave_alone(self, path: Path, what: str, state: FileState) -> None:
+    def leave_alone(self, path: Path, what: str, state: FileVersion) -> None:
         """A link, FIFO, device or socket: said once per version (WARNING) and counted."""
         record = self.files.get(path)
         if record is not None and record.stage is Stage.LEFT_ALONE and record.version == state:

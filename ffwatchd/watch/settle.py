@@ -13,22 +13,19 @@ from typing import Callable, Iterator, MutableMapping
 from ffwatchd.fs.version import FileVersion
 
 
-# The watcher's old name for a FileVersion, kept while watch/loop.py's per-file maps are redone.
-FileState = FileVersion
-
 
 @dataclass(frozen=True)
 class Settled:
     """A file that has been unchanged for `settle`; `waited` counts from its first sighting."""
     path: Path
-    state: FileState
+    state: FileVersion
     waited: float
 
 
 @dataclass
 class SettleEntry:
     """One path settling; changed in place by its tracker."""
-    state: FileState
+    state: FileVersion
     since: float          # when `state` was first observed
     first_seen: float     # when the path was first observed at all
     wait: float | None = None   # a longer wait than `settle` (a file whose content ends early)
@@ -59,11 +56,11 @@ class SettleTracker:
     def __iter__(self) -> Iterator[Path]:
         return iter(list(self._entries))
 
-    def state_of(self, path: Path) -> FileState | None:
+    def state_of(self, path: Path) -> FileVersion | None:
         entry = self._entries.get(path)
         return entry.state if entry else None
 
-    def observe(self, path: Path, state: FileState, now: float | None = None) -> bool:
+    def observe(self, path: Path, state: FileVersion, now: float | None = None) -> bool:
         """Record a sighting; returns True when the path was not tracked before."""
         now = self.clock() if now is None else now
         entry = self._entries.get(path)
@@ -74,7 +71,7 @@ class SettleTracker:
             entry.state, entry.since, entry.wait = state, now, None
         return False
 
-    def hold(self, path: Path, state: FileState, wait: float, now: float | None = None) -> None:
+    def hold(self, path: Path, state: FileVersion, wait: float, now: float | None = None) -> None:
         """Track `path` again, ready only after `wait` unchanged (not `settle`): a file whose
         content ends early. A change to it restarts the usual settle."""
         now = self.clock() if now is None else now
@@ -97,7 +94,7 @@ class SettleTracker:
         now = self.clock() if now is None else now
         return [p for p, e in self._entries.items() if now - e.since >= e.settle(self.settle)]
 
-    def confirm(self, path: Path, state: FileState, now: float | None = None) -> Settled | None:
+    def confirm(self, path: Path, state: FileVersion, now: float | None = None) -> Settled | None:
         """Check a due path against a fresh stat: unchanged and old enough -> Settled (and forgotten).
 
         A changed state restarts the wait; an untracked path gives None."""

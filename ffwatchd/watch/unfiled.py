@@ -17,7 +17,7 @@ from ffwatchd.filing.plan import ReportNotWritten
 from ffwatchd.watch.ingest import IngestResult
 from ffwatchd.watch.files import SETTLING_STAGES, FileTable, Stage, Unfiled
 from ffwatchd.watch.metrics import WatchMetrics
-from ffwatchd.watch.settle import FileState
+from ffwatchd.fs.version import FileVersion
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class UnfiledRefusals:
         sidecar, or for the rest of their content)."""
         return [(p, r.unfiled) for p, r in self.files.in_stage(*_NOTED) if r.unfiled is not None]
 
-    def failed(self, path: Path, state: FileState, reason: str,
+    def failed(self, path: Path, state: FileVersion, reason: str,
                pending_report: ReportNotWritten | None = None) -> tuple[bool, float]:
         """Note another failed move; (whether it is new or its reason changed: worth a WARNING,
         seconds until the next try)."""
@@ -59,7 +59,7 @@ class UnfiledRefusals:
                                                              pending_report))
         return old is None or tries == 1 or old.reason != reason, delay
 
-    def failed_move(self, watch: WatchSettings, path: Path, state: FileState, r: IngestResult,
+    def failed_move(self, watch: WatchSettings, path: Path, state: FileVersion, r: IngestResult,
                     metrics: WatchMetrics | None) -> None:
         """An ingest result `unfiled`: said at WARNING (once per reason, then INFO), counted once
         in the metrics, and tried again later (`retry`)."""
@@ -75,8 +75,8 @@ class UnfiledRefusals:
         if first and metrics is not None and r.job is not None:
             metrics.job_refused(watch.name, r.job.kind, kind)
 
-    def retry(self, lstat: Callable[[Path], "os.stat_result | None"], seen_again: Callable[[Path, FileState], object],
-              ingest: Callable[[Path, FileState, float], object], stopping: Callable[[], bool],
+    def retry(self, lstat: Callable[[Path], "os.stat_result | None"], seen_again: Callable[[Path, FileVersion], object],
+              ingest: Callable[[Path, FileVersion, float], object], stopping: Callable[[], bool],
               write_report: Callable[[ReportNotWritten], None]) -> None:
         """Ingest again each file whose delay is over; one gone or changed is dropped (a changed
         one goes back to settling through `seen_again`); one filed without its report gets it
@@ -85,7 +85,7 @@ class UnfiledRefusals:
             if stopping():
                 break
             st = lstat(path)
-            fresh = FileState.from_stat(st) if st is not None else None
+            fresh = FileVersion.from_stat(st) if st is not None else None
             pending = u.pending_report
             if fresh is None and pending is not None:
                 try:

@@ -19,7 +19,8 @@ from ffwatchd.fs import safefs
 from ffwatchd.spec.complete import unfinished
 from ffwatchd.spec.values import format_duration
 from ffwatchd.watch.files import SETTLING_STAGES, FileTable, Stage, UnfinishedWait
-from ffwatchd.watch.settle import FileState, SettleTracker
+from ffwatchd.fs.version import FileVersion
+from ffwatchd.watch.settle import SettleTracker
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ class Unfinished:
         note = self._note(path)
         return note.since if note is not None else time.time()
 
-    def again(self, path: Path, state: FileState, why: str, since: float | None = None) -> None:
+    def again(self, path: Path, state: FileVersion, why: str, since: float | None = None) -> None:
         """Settle `path` again, waiting longer than the last time (never past unfinished_wait).
         `since`: when its wait began, for a file first seen so by an earlier process (WaitBook)."""
         now = time.time()
@@ -57,7 +58,7 @@ class Unfinished:
         self.tracker.hold(path, state, wait)
         self.files.move(path, Stage.UNFINISHED, unfinished=UnfinishedWait(since, wait, state))
 
-    def still_open(self, path: Path, state: FileState, holder: str) -> None:
+    def still_open(self, path: Path, state: FileVersion, holder: str) -> None:
         """`path` is held open for writing by the file server: settle it again, said once."""
         record = self.files.get(path)
         if record is None or record.holder != holder:
@@ -78,7 +79,7 @@ class Unfinished:
     def listing(self) -> dict[Path, float]:
         return {p: note.since for p, note in self.running_notes()}
 
-    def running(self) -> dict[Path, tuple[float, FileState | None]]:
+    def running(self) -> dict[Path, tuple[float, FileVersion | None]]:
         """The waits under way, as the WaitBook keeps them: (since, the file's state) by file."""
         return {p: (note.since, note.state) for p, note in self.running_notes()}
 
