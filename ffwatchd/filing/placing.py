@@ -133,19 +133,11 @@ def _same_content(folder: Folder, name: str, st: os.stat_result, src: Path, src_
 def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True, root: Path | None = None,
                perms: Perms | None = None, own: bool = False, fence: Callable[[], None] | None = None,
                step: str = "file_original") -> Path:
-    """Move `src` to `dest` without overwriting another file; returns where it landed.
-
-    `root` is the configured folder `dest` lies under: below it no link is followed and missing
-    folders are made with `perms`. A name already taken by a file that is not this one (another
-    inode, other content) is never replaced: the next free `-<job id>[-k]` name is used.
-    The placed file gets `perms`' file mode; `own=False` (an original someone else may own): when
-    that is not allowed it keeps its mode, with a warning. An original with other hard links
-    (`st_nlink > 1`: the same file also lives elsewhere, maybe outside the share) is copied, never
-    linked, so its mode, group and content outside the share are never changed. Idempotent: when `src`
-    is gone and one of the names exists, that is taken as already done. `sync_source=False` skips
-    syncing the source folder after the unlink (for our temp files). `fence` (the lease
-    confirmed, fenced) runs after a copy's long part, right before the copy is linked into place;
-    `step` names the link for `before_step`."""
+    """Move `src` to `dest`, never replacing another file; returns where it landed (docs/daemon.md,
+    "Filing": the rules in full). Below `root` no link is followed and missing folders get `perms`;
+    a taken name moves on to `-<job id>[-k]`; an original with other hard links is copied, not
+    linked; `src` gone and a name holding it means done already. `fence` runs right before a copy
+    is linked; `step` names that link for `before_step`."""
     root = Path(root) if root is not None else Path(dest).parent
     perms = perms or Perms()
     rel_dir, name = split_under(root, Path(dest))

@@ -297,20 +297,16 @@ class Holder:
 def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, ledger: Any = None,
                  share_problem: Callable[[], str | None] | None = None, holder: Holder | None = None,
                  stored: bool = True) -> Filed:
-    """Carry out (or finish) a plan; safe to run again after a crash at any step.
+    """Carry out (or finish) a plan; safe to run again after a crash at any step (docs/daemon.md,
+    "Filing"). `holder`: a worker's lease, confirmed before each step that moves a file (None for
+    the supervisor and the command line). `stored`: the plan is in the job's row, so a staged
+    original can be resumed; one that is not (a refusal, `plan.drop`) is placed from its inbox name.
 
-    `watch` gives the configured roots (nothing below them is followed) and the modes; `ledger`
-    (the job table) records where the original was filed and when; `share_problem` tells a
-    missing original whose inbox is unavailable (ShareUnavailable: try again later) from one
-    that is really gone. OriginalChanged (nothing moved) when the original is not the one the
-    job checked. `holder`: a worker's lease, confirmed before the original is staged and before
-    a copy is linked, and fencing the ledger write (TransitionError when lost: what is not moved
-    yet stays, the staged original for the next attempt); None for the supervisor and the
-    command line, which hold no lease. The original is staged first (staging.py), so every later
-    step touches only names of this job and attempt. A plan no row records (`stored` False: a
-    refusal, a final failure the supervisor files; `plan.drop`: a re-drop of `job`'s content) is
-    placed from its inbox name instead: nothing could resume a staged name after a kill, and a
-    name left in the inbox is seen and filed again."""
+    1. the original is checked (OriginalChanged: nothing moved) and every destination opened;
+    2. it is staged under a name of this job and attempt (staging.py), unless placed in place;
+    3. the result, then the original, are placed (placing.place_file, never replacing a file);
+    4. the ledger records what landed, fenced by `holder`;
+    5. a failure's report is written beside the original (ReportNotWritten: due later)."""
     in_place = plan.drop or not stored
     perms = watch.perms if watch is not None else Perms()
     fence = holder.confirm if holder is not None else None
