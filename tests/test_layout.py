@@ -68,3 +68,38 @@ def test_what_spec_and_store_read_of_the_settings_the_config_gives() -> None:
     assert isinstance(settings, TableSettings) and isinstance(settings.watches[0], SidecarWatch)
     assert not isinstance(settings.watches[0], TableSettings) and not isinstance(settings, SidecarWatch), \
         "a protocol that anything satisfies checks nothing"
+
+
+def _layers() -> list[str]:
+    import tomllib
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    return [m.strip() for layer in contracts[0]["layers"] for m in layer.split("|")]
+
+
+def test_each_package_s_init_names_every_module_it_holds() -> None:
+    """The folder listing tells how a file travels; each package's docstring says what each of its
+    modules is for, so a module added or renamed is described where people look first."""
+    import ast
+    import re
+
+    missing = {}
+    for init in sorted((ROOT / "ffwatchd").rglob("__init__.py")):
+        pkg = init.parent
+        if pkg == ROOT / "ffwatchd":
+            continue
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        parts = [p.stem for p in pkg.glob("*.py") if p.stem not in ("__init__", "__main__")]
+        parts += [p.name for p in pkg.iterdir() if (p / "__init__.py").exists()]
+        unnamed = sorted(m for m in parts if not re.search(rf"\b{re.escape(m)}\b", doc))
+        if unnamed:
+            missing[str(pkg.relative_to(ROOT))] = unnamed
+    assert not missing, f"modules their package's __init__ docstring does not name: {missing}"
+
+
+def test_the_readme_table_names_every_layer_in_its_order_one_short_line_each() -> None:
+    import re
+
+    rows = re.findall(r"^\| `ffwatchd/([a-z_]+)(?:/|\.py)` \| (.*) \|$", (ROOT / "README.md").read_text(), re.M)
+    assert [f"ffwatchd.{name}" for name, _ in rows] == _layers()
+    long = [name for name, what in rows if len(what) > 100]
+    assert not long, f"a row says more than a line: {long} (the detail goes in the package's __init__)"

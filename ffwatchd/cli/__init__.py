@@ -1,5 +1,6 @@
-"""The `ffwatchd` command line: run, check, status, jobs, enqueue, process, models, retention,
-batches, queue, watches, provenance."""
+"""The `ffwatchd` command line: the parser and `main` here, one module per command (run, check,
+status, jobs, enqueue, process, models, retention, batches, queue, watches, provenance), each with
+`add_arguments` and `run`; exit codes, reading the job table, tables and JSON (common)."""
 
 from __future__ import annotations
 

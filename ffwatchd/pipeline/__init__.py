@@ -1,1 +1,2 @@
-"""The worker's pipeline: a job's processors run frame by frame on models loaded once (contract.py)."""
+"""The worker's pipeline: the `JobPipeline` contract (contract), the `Pipeline` with its models
+loaded once (pipeline), one job's processors run frame by frame (frames)."""

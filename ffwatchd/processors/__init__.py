@@ -1,4 +1,5 @@
-"""Processors as plug-ins: each one module implementing `Processor`; one registry lists them."""
+"""Processors as plug-ins: the `Processor` protocol (protocol), the one registry (registry), the
+built-in processors, one module each (builtin/), and any package's `ffwatchd.processors` entry point."""
 
 from ffwatchd.processors.protocol import Box, Change, FaceScore, JobContext, Processor, ResizingStep, Scope, Step
 from ffwatchd.processors.registry import (

@@ -1,7 +1,11 @@
-"""The job table: the contract (`contract.py`), its rules stated once for both backends
-(`jobrules.py`, `outbox.py`, over `sqlstore.SqlJobStore`, in the spelling of `dialect.py`),
-and one small class per backend (`sqlite.py`, `postgres.py`). Imports nothing of ffwatchd
-outside this package (import-linter, pyproject.toml): the settings are read through `TableSettings`.
+"""The job table: the contract (`contract.py`) and the rows it returns (`rows.py`), names that are
+not UTF-8 (`names.py`), queue URLs made safe to show (`urls.py`); its rules stated once for both
+backends (`jobrules.py`, `outbox.py`, over `sqlstore.SqlJobStore`, in the spelling of `dialect.py`);
+one small class per backend: `sqlite.py` with its migrations (`sqlite_schema.py`), `postgres.py`
+with its connections (`pg_connection.py`), dialect (`pg_rows.py`) and migrations (`pgschema.py`);
+`queue migrate` (`pgmigrate.py`); singletons held for a host's life (`leadership.py`). Imports
+nothing of ffwatchd outside this package (import-linter, pyproject.toml): the settings are read
+through `TableSettings`.
 
 `JobStore` is the SQLite backend, the embedded default; `open_store(settings)` opens the
 backend the config names (`queue: sqlite` or `queue: {url: postgresql://…}`).

@@ -1,1 +1,2 @@
-"""The built-in processors, one module each; the registry finds every module here."""
+"""The built-in processors, one module each; the registry finds every module here: face_swapper,
+face_enhancer, face_anonymizer, frame_enhancer (the upscaler), label."""
