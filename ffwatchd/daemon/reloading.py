@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from ffwatchd.config.notify import NotifySettings
 from ffwatchd.config.settings import MetricsSettings, RetentionSettings, Settings
@@ -26,43 +28,58 @@ def refusal_line(e: ConfigError) -> str:
 
 
 def _queue_name(s: Settings) -> str:
-
     return "sqlite" if s.queue.url is None else redact_url(s.queue.url)
 
 
+def _keep_web(new: Settings, old: Settings) -> Settings:
+    """The page keeps its listener; a new token (or none) is taken at once."""
+    web = (dataclasses.replace(old.web, token_file=new.web.token_file, token=new.web.token) if old.web.enabled
+           else old.web)
+    return dataclasses.replace(new, web=web)
+
+
+def _keep_workers(*fields: str) -> Callable[[Settings, Settings], Settings]:
+    def keep(new: Settings, old: Settings) -> Settings:
+        return dataclasses.replace(new, workers=dataclasses.replace(
+            new.workers, **{f: getattr(old.workers, f) for f in fields}))
+    return keep
+
+
+@dataclass(frozen=True)
+class RestartKey:
+    """A key a reload cannot change: how it is read, shown in the warning, and kept as it was."""
+    key: str
+    read: Callable[[Settings], object]
+    keep: Callable[[Settings, Settings], Settings]
+    shown: Callable[[Settings], str] | None = None     # None: the key alone, no values
+
+
+#: the job table (queue, state_dir: workers, watcher and batches must all read the same one), the
+#: worker devices, the metrics endpoint and the page's listener
+RESTART_KEYS = (
+    RestartKey("queue", lambda s: s.queue, lambda n, o: dataclasses.replace(n, queue=o.queue), _queue_name),
+    RestartKey("state_dir", lambda s: s.state_dir, lambda n, o: dataclasses.replace(n, state_dir=o.state_dir),
+               lambda s: str(s.state_dir)),
+    RestartKey("workers.devices", lambda s: s.workers.devices, _keep_workers("devices"),
+               lambda s: str(list(s.workers.devices))),
+    RestartKey("workers.per_gpu", lambda s: s.workers.per_gpu, _keep_workers("per_gpu"),
+               lambda s: str(s.workers.per_gpu or "auto")),
+    RestartKey("metrics", lambda s: s.metrics, lambda n, o: dataclasses.replace(n, metrics=o.metrics)),
+    RestartKey("web.listen", lambda s: (s.web.enabled, s.web.host, s.web.port), _keep_web),
+)
+
+
 def needs_restart(new: Settings, old: Settings) -> list[str]:
-    """The changes a reload cannot make, each as `key (old -> new)`: the job table (queue and
-    state_dir: the workers, the watcher and the batches must all read the same one), the worker
-    devices and the metrics endpoint."""
-    changed = []
-    if new.queue != old.queue:
-        changed.append(f"queue ({_queue_name(old)} -> {_queue_name(new)})")
-    if new.state_dir != old.state_dir:
-        changed.append(f"state_dir ({old.state_dir} -> {new.state_dir})")
-    if new.workers.devices != old.workers.devices:
-        changed.append(f"workers.devices ({list(old.workers.devices)} -> {list(new.workers.devices)})")
-    if new.workers.per_gpu != old.workers.per_gpu:
-        changed.append(f"workers.per_gpu ({old.workers.per_gpu or 'auto'} -> {new.workers.per_gpu or 'auto'})")
-    if new.metrics != old.metrics:
-        changed.append("metrics")
-    if _listen(new) != _listen(old):
-        changed.append("web.listen")
-    return changed
-
-
-def _listen(s: Settings) -> tuple:
-    return s.web.enabled, s.web.host, s.web.port
+    """The changes a reload cannot make (RESTART_KEYS), each as `key (old -> new)` or `key`."""
+    return [f"{k.key} ({k.shown(old)} -> {k.shown(new)})" if k.shown else k.key
+            for k in RESTART_KEYS if k.read(new) != k.read(old)]
 
 
 def keep_what_needs_a_restart(new: Settings, old: Settings) -> Settings:
-    """The new settings with what needs a restart as it was (needs_restart)."""
-
-    # the page keeps its listener; a new token (or none) is taken at once
-    web = (dataclasses.replace(old.web, token_file=new.web.token_file, token=new.web.token) if old.web.enabled
-           else old.web)
-    return dataclasses.replace(new, state_dir=old.state_dir, metrics=old.metrics, queue=old.queue, web=web,
-                               workers=dataclasses.replace(new.workers, devices=old.workers.devices,
-                                                           per_gpu=old.workers.per_gpu))
+    """The new settings with every key of RESTART_KEYS as it was."""
+    for k in RESTART_KEYS:
+        new = k.keep(new, old)
+    return new
 
 
 def worker_inputs(s: Settings) -> tuple:
