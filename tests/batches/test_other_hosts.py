@@ -19,8 +19,8 @@ from ffwatchd.config.load import load_settings
 from ffwatchd.filing.sharepaths import folder_roots
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import JobStore
+from tests.helpers.batches import image
 from tests.html_check import check_report_html
-from tests.batches.test_tracker import image
 
 SPEC = {"package": "zip", "notify": {"webhook": "http://127.0.0.1:9/hooks/b", "on": ["finished"]}}
 

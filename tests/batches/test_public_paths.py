@@ -19,10 +19,9 @@ from ffwatchd.errors import ConfigError
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import JobStore
 from tests.browser import CHROMIUM, Browser
+from tests.helpers.batches import image, two_watches
 from tests.html_check import check_report_html
 from tests.servers import MailSink, WebhookReceiver
-from tests.batches.test_tracker import image
-from tests.batches.notify.test_poison import two_watches
 
 
 def finished_batch(tmp_path: Path, hook: WebhookReceiver, mail: MailSink):

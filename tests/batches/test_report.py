@@ -16,39 +16,14 @@ import pytest
 
 from ffwatchd.batches.report import render_html, write_report
 from ffwatchd.batches.thumbs import ThumbCache, thumbnail, thumbnail_of
-from ffwatchd.config.load import load_settings
 from ffwatchd.store import JobStore
+from tests.helpers.batches import make_batch
 from tests.html_check import check_report_html
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import synthetic_models
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def make_batch(tmp_path: Path, n_done: int = 6, names: tuple[str, ...] = ()):
-    raw = {"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"), "models_dir": str(tmp_path / "m"),
-           "watches": [{"name": "w", "inbox": str(tmp_path / "in"), "output": str(tmp_path / "out"),
-                        "done": str(tmp_path / "done"), "failed": str(tmp_path / "failed")}]}
-    settings = load_settings(raw, tmp_path)
-    w = settings.watches[0]
-    store = JobStore(settings.db_path)
-    rels = list(names) or [f"b/img{i}.jpg" for i in range(n_done)]
-    for i, rel in enumerate(rels):
-        img = synthetic_models.make_face_image(size=480, seed=i)
-        for folder, picture in ((w.done, img), (w.output, cv2.GaussianBlur(img, (9, 9), 0))):
-            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-            (folder / rel).write_bytes(cv2.imencode(".jpg", picture)[1].tobytes())   # any name, not UTF-8 too
-        store.enqueue(watch="w", rel_path=rel, size=1, mtime=1, content_hash=f"h{i}", kind="image",
-                      spec={"processors": ["face_swapper"]}, batch="b")
-        job = store.claim("t", 60)
-        store.set_filing(job.id, "t", {"outcome": "done", "original_src": "x", "original_dst": str(w.done / rel)})
-        store.finish(job.id, "t", output_path=str(w.output / rel))
-    store.record_failure(watch="w", rel_path="b/notes.jpg", size=1, mtime=1, content_hash="bad", kind="image",
-                         error_kind="bad_input", message="b/notes.jpg is not an image", batch="b")
-    jobs = store.batch_jobs("w", "b")
-    store.close()
-    return w, jobs
 
 
 def test_thumbnails_are_small_inline_jpegs(tmp_path: Path) -> None:

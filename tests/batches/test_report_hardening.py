@@ -16,7 +16,7 @@ from ffwatchd.batches.thumbs import ThumbCache
 from ffwatchd.batches.tracker import BatchTracker
 from ffwatchd.config.load import load_settings
 from ffwatchd.store import JobStore
-from tests.batches.test_report import make_batch
+from tests.helpers.batches import make_batch
 
 
 def test_the_report_carries_a_content_security_policy(tmp_path: Path) -> None:

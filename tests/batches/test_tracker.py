@@ -9,14 +9,13 @@ import time
 import zipfile
 from pathlib import Path
 
-import cv2
-import numpy as np
 import pytest
 
 from ffwatchd.batches.tracker import BatchTracker
 from ffwatchd.config.load import load_settings
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import JobStore
+from tests.helpers.batches import image
 from tests.html_check import check_report_html
 from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 
@@ -54,13 +53,6 @@ def env(tmp_path: Path, request: pytest.FixtureRequest):
     tracker = BatchTracker(settings, store, unsettled=lambda: unsettled)
     yield settings, store, clock, tracker, unsettled
     store.close()
-
-
-def image(path: Path, seed: int) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    img = np.random.default_rng(seed).integers(0, 255, (200, 300, 3), dtype=np.uint8)
-    cv2.imwrite(str(path), img)
-    return path
 
 
 def run_job(settings, store, clock, rel: str, seed: int, spec: dict, ok: bool = True):

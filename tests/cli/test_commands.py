@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from ffwatchd.cli import main
 from ffwatchd.config.load import load_config
 from ffwatchd.filing.plan import file_failed_original
-from ffwatchd.store import JobStore
+from tests.helpers.configs import add_job, jpeg, store_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,49 +18,6 @@ ROOT = Path(__file__).resolve().parents[2]
 def load_config_raw_state_dir(cfg: Path) -> Path:
     """The state_dir a config names, resolved against the config's folder (absolute)."""
     return load_config(str(cfg)).state_dir
-
-
-def jpeg(seed: int = 0) -> bytes:
-    import cv2
-    import numpy as np
-
-    ok, buf = cv2.imencode(".jpg", np.full((16, 16, 3), seed, np.uint8))
-    return buf.tobytes()
-
-
-@pytest.fixture
-def cfg(tmp_path: Path) -> Path:
-    for d in ("inbox", "output", "done", "failed"):
-        (tmp_path / "share" / d).mkdir(parents=True)
-    (tmp_path / "share/inbox/faces").mkdir()
-    (tmp_path / "share/inbox/faces/me.jpg").write_bytes(jpeg(200))
-    (tmp_path / "share/inbox/ffwatch.yaml").write_text("sources: [faces/me.jpg]\n")
-    p = tmp_path / "config.yaml"
-    p.write_text(textwrap.dedent("""
-        state_dir: state
-        temp_dir: tmp
-        models_dir: models
-        metrics: {enabled: false}
-        watches:
-          - name: studio
-            inbox: share/inbox
-            output: share/output
-            done: share/done
-            failed: share/failed
-    """))
-    return p
-
-
-def store_for(cfg: Path) -> JobStore:
-    s = load_config(cfg)
-    return JobStore(s.db_path)
-
-
-def add_job(cfg: Path, rel: str = "a.jpg") -> int:
-    with store_for(cfg) as s:
-        job, _ = s.enqueue(watch="studio", rel_path=rel, size=3, mtime=1.0, content_hash=rel,
-                           kind="image", spec={"processors": ["face_swapper"]})
-        return job.id
 
 
 def test_list_and_show_human_and_json(cfg: Path, capsys) -> None:
@@ -464,7 +420,6 @@ def test_a_broken_config_is_warned_about_once_per_command_naming_the_real_state_
         err = capsys.readouterr().err
         assert err.count("watches[0].mode") == 1 and err.count("anyway") == 1, err
         assert f"reading the job table in {state_dir} anyway" in err
-
 
 
 def test_a_closed_pipe_ends_quietly(cfg: Path) -> None:

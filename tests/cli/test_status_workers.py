@@ -12,7 +12,7 @@ import pytest
 
 from ffwatchd.cli import main
 from ffwatchd.store import SqliteJobStore
-from tests.store.test_open_store import write_config
+from tests.helpers.configs import write_config
 
 
 def test_status_shows_what_the_tables_know_of_another_hosts_workers(tmp_path: Path,

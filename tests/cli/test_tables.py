@@ -12,7 +12,7 @@ from pathlib import Path
 from ffwatchd.cli import main
 from ffwatchd.cli.common import display_width
 from ffwatchd.store import SqliteJobStore
-from tests.store.test_open_store import write_config
+from tests.helpers.configs import write_config
 
 NAMES = ("写真/花火大会.jpg", "a.jpg", "é́.jpg")      # wide, narrow, a combining accent
 

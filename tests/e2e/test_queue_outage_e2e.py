@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.cluster import assert_exactly_once, rel_files, scrape
 from tests.e2e.harness import ROOT, Daemon, NotifyListener, face_jpeg, free_port, stop_all, wait_for
-from tests.e2e.test_scaleout_e2e import assert_exactly_once, rel_files, scrape
 
 _pg = pytest.importorskip("tests.pg", reason="the PostgreSQL test fixtures (tests/pg.py) are not in this tree")
 

@@ -16,7 +16,7 @@ import pytest
 from ffwatchd.filing import placing
 from ffwatchd.filing.placing import place_file
 from ffwatchd.filing.plan import Plan, result_trusted
-from tests.work.test_runner import enqueue, env  # noqa: F401 - env is a fixture
+from tests.helpers.jobs import enqueue
 
 PICTURE = b"the same picture, byte for byte"
 

@@ -19,8 +19,7 @@ from ffwatchd.ops.retention import run_retention
 from ffwatchd.store import JobStore
 from ffwatchd.watch.ingest import ingest_file
 from ffwatchd.work.runner import JobRunner
-from tests.work.test_scaleout import JPEG, ReadingPipeline, host_settings
-from tests.work.test_stale_worker import share  # noqa: F401 - fixture
+from tests.helpers.hosts import JPEG, ReadingPipeline, host_settings
 
 HOST = socket.gethostname()
 

@@ -26,7 +26,8 @@ from ffwatchd.filing.plan import plan_done
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import TransitionError
 from ffwatchd.work.runner import JobRunner
-from tests.work.test_runner import FakePipeline, enqueue, env, run_next  # noqa: F401 - env is a fixture
+from tests.fake_pipeline import FakePipeline
+from tests.helpers.jobs import enqueue, run_next
 
 try:
     from ffwatchd.filing.shares import MARKER_NAME, ShareCheck, ShareOwned, claim_share_folders
@@ -156,7 +157,7 @@ def test_crash_recovery_completes_a_recorded_done_plan(env) -> None:
 def test_a_job_given_back_after_its_worker_died_counts_as_a_retry_caused_by_the_worker(env) -> None:
     """ffwatchd_retries_total{cause="worker"} stayed 0: a dead worker's job counted as `failure`."""
     from ffwatchd.ops.metrics import Metrics
-    from tests.ops.test_metrics import value
+    from tests.helpers.metrics import value
 
     settings, store, watch = env
     metrics = Metrics(folders={"studio": {}})

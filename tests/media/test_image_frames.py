@@ -12,7 +12,6 @@ from PIL import Image, TiffImagePlugin
 
 from ffwatchd.errors import JobError
 from ffwatchd.media.image import read_image, sniff_format
-from tests.work.test_runner import env  # noqa: F401 - env is a fixture
 
 
 def _pictures(n: int, size: tuple[int, int] = (32, 24)) -> list[Image.Image]:
@@ -80,7 +79,8 @@ def test_a_multi_page_tiff_ends_in_failed_with_a_readable_report(env) -> None:
     import json
 
     from ffwatchd.work.runner import JobRunner
-    from tests.work.test_runner import FakePipeline, enqueue
+    from tests.fake_pipeline import FakePipeline
+    from tests.helpers.jobs import enqueue
 
     class Decoding(FakePipeline):
         def process_image(self, target: Path, output: Path, spec) -> None:

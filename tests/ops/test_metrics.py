@@ -10,28 +10,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from ffwatchd.ops.metrics import DURATION_BUCKETS, Metrics
 from ffwatchd.ops.metrics_labels import normalize_provider
 from ffwatchd.store import JobStore
+from tests.helpers.metrics import samples, value
 
 HOST = socket.gethostname()
-
-
-def samples(text: bytes | str) -> dict[tuple[str, frozenset], float]:
-    """(sample name, labels) -> value."""
-    if isinstance(text, bytes):
-        text = text.decode()
-    out = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out[(s.name, frozenset(s.labels.items()))] = s.value
-    return out
-
-
-def value(text: bytes | str, name: str, **labels: str) -> float:
-    return samples(text)[(name, frozenset(labels.items()))]
 
 
 def scrape(port: int) -> str:

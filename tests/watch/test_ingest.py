@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from ffwatchd.config.load import load_settings
-from ffwatchd.config.settings import Settings
 from ffwatchd.filing.plan import find_failed_original
 from ffwatchd.fs import safefs
 from ffwatchd.store import JobStore
@@ -19,28 +17,12 @@ from ffwatchd.watch import ingest as ingest_mod
 from ffwatchd.watch.inboxnames import classify_name
 from ffwatchd.watch.ingest import find_watch, ingest_file
 from ffwatchd.watch.settle import FileState
+from tests.helpers.ingest import make_settings, put
 
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100 + b"\xff\xd9"   # a whole JPEG: ends with EOI
 FACE = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100 + b"\x00\x00\x00\x00IEND\xaeB`\x82"   # ends with IEND
 # with its index
 MP4 = b"\x00\x00\x00\x20ftypisom\x00\x00\x02\x00isomiso2" + b"\x00" * 8 + b"\x00\x00\x00\x6cmoov" + b"\x00" * 100
-
-
-def make_settings(tmp_path: Path, **extra: object) -> Settings:
-    raw = {"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"),
-           "models_dir": str(tmp_path / "models"),
-           "watches": [{"name": "w", "inbox": str(tmp_path / "inbox"), "output": str(tmp_path / "out"),
-                        "done": str(tmp_path / "done"), "failed": str(tmp_path / "failed"), **extra}]}
-    settings = load_settings(raw, tmp_path)
-    for folder in settings.watches[0].folders().values():
-        folder.mkdir(parents=True, exist_ok=True)
-    return settings
-
-
-def put(path: Path, data: bytes | str = JPEG) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(data) if isinstance(data, str) else path.write_bytes(data)
-    return path
 
 
 @pytest.fixture

@@ -7,9 +7,8 @@ import logging
 
 import pytest
 
+from tests.helpers.folders import jpeg, wait_for
 from tests.smb import serving
-from tests.watch.test_unfinished import jpeg
-from tests.watch.test_service import make_env, wait_for  # noqa: F401  (fixture)
 
 
 @pytest.fixture

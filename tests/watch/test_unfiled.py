@@ -9,7 +9,7 @@ import logging
 import shutil
 
 from ffwatchd.cli.common import print_unfiled
-from tests.watch.test_service import JPEG, make_env, put, wait_for  # noqa: F401 - make_env is a fixture
+from tests.helpers.folders import JPEG, put, wait_for
 
 
 def test_a_refused_file_failed_cannot_take_is_retried_shown_and_filed_later(make_env, caplog) -> None:
@@ -75,7 +75,7 @@ def test_every_name_taken_in_failed_is_unfiled_and_tried_again_not_an_error(tmp_
 
     from ffwatchd.store import JobStore
     from ffwatchd.watch.ingest import ingest_file
-    from tests.watch.test_service import make_settings
+    from tests.helpers.folders import make_settings
 
     settings = make_settings(tmp_path, "poll")
     watch = settings.watches[0]

@@ -1,7 +1,7 @@
 """A file whose content ends early is not finished: a stalled copy, a client that set the final
 size first. It is settled again with a growing wait (up to `unfinished_wait`, then failed as
 `truncated` naming the wait), never taken half-written and filed to failed/ while its writer
-still writes. The file server's own open files (smbd) are in tests/test_samba_watch.py."""
+still writes. The file server's own open files (smbd) are in tests/watch/test_samba_watch.py."""
 
 from __future__ import annotations
 
@@ -15,14 +15,7 @@ import numpy as np
 import pytest
 
 from ffwatchd.spec.complete import unfinished
-from tests.watch.test_service import make_env, wait_for  # noqa: F401  (fixture)
-
-
-def jpeg(seed: int = 1, size: int = 400) -> bytes:
-    img = np.random.default_rng(seed).integers(0, 255, (size, size, 3), dtype=np.uint8)
-    ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 90])
-    assert ok
-    return buf.tobytes()
+from tests.helpers.folders import jpeg, wait_for
 
 
 def png(seed: int = 1) -> bytes:
@@ -148,7 +141,7 @@ def test_enqueue_of_a_file_that_ends_early_fails_it_as_truncated_at_once(tmp_pat
     """`ffwatchd enqueue PATH` (ingest without the watcher's wait) does not wait: truncated."""
     from ffwatchd.store import JobStore
     from ffwatchd.watch.ingest import ingest_file
-    from tests.watch.test_service import make_settings
+    from tests.helpers.folders import make_settings
 
     settings = make_settings(tmp_path, "inotify")
     watch = settings.watches[0]

@@ -13,7 +13,7 @@ from ffwatchd.filing.staging import original_state
 from ffwatchd.work.failing import FailurePolicy
 from ffwatchd.work.heartbeats import Heartbeats, Lease
 from ffwatchd.work.outcome import Outcome
-from tests.work.test_runner import enqueue, env  # noqa: F401 - env is a fixture
+from tests.helpers.jobs import enqueue
 
 
 def test_a_failure_policy_alone_files_a_final_failure_to_failed_with_its_report(env) -> None:
@@ -54,8 +54,8 @@ def test_a_stale_attempt_that_fails_never_withdraws_the_result_the_new_holder_pl
     import pytest
 
     from ffwatchd.store import TransitionError
-    from tests.work.test_runner import FakePipeline
     from ffwatchd.work.runner import JobRunner
+    from tests.fake_pipeline import FakePipeline
 
     settings, store, watch = env
     enqueue(store, watch, "a.jpg", b"abc")

@@ -16,7 +16,7 @@ from ffwatchd.filing import placing
 from ffwatchd.store import JobStore
 from ffwatchd.watch.ingest import ingest_file
 from ffwatchd.work.runner import JobRunner
-from tests.work.test_scaleout import FACE, Clock, ReadingPipeline, host_settings
+from tests.helpers.hosts import FACE, Clock, ReadingPipeline, host_settings
 
 _pg = pytest.importorskip("tests.pg", reason="the PostgreSQL test fixtures (tests/pg.py) are not in this tree")
 pg_server, pg_url = _pg.pg_server, _pg.pg_url

@@ -16,8 +16,10 @@ from ffwatchd.fs.safefs import lstat_below
 from ffwatchd.fs.writefs import Perms
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.work.runner import JobRunner
-from tests.cli.test_commands import add_job, cfg  # noqa: F401 - cfg is a fixture
-from tests.work.test_runner import FakePipeline, enqueue, env  # noqa: F401 - env is a fixture
+from tests.fake_pipeline import FakePipeline
+from tests.helpers.configs import add_job
+from tests.helpers.jobs import enqueue
+from tests.helpers.names import FORGED, make_deep
 
 NAME_MAX = 255
 
@@ -179,9 +181,6 @@ def test_an_original_replaced_before_a_failed_filing_stays_in_the_inbox(env) -> 
 
 # -- names people see: a newline or an escape sequence in a name never reaches a terminal or a log
 
-FORGED = "x.jpg\n42  done    studio  forged.jpg\x1b]0;pwned\x07\x1b[2J\r\t.jpg"
-
-
 def test_control_characters_in_names_are_escaped_in_jobs_list_and_show(cfg: Path, capsys) -> None:
     from ffwatchd.cli import main
 
@@ -260,31 +259,12 @@ def test_a_transient_error_that_used_up_its_attempts_says_so_in_the_report(env) 
 
 # -- paths too long to file ---------------------------------------------------------------------
 
-def make_deep(root: Path, depth: int = 25, name: str = "deep.jpg", data: bytes = b"\xff\xd8\xff\xe0\xff\xd9") -> Path:
-    """A file ~5,000 bytes of path below `root` (over PATH_MAX), made through folder descriptors."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    parts = []
-    try:
-        for _ in range(depth):
-            os.mkdir("d" * 200, dir_fd=fd)
-            nfd = os.open("d" * 200, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
-            parts.append("d" * 200)
-        f = os.open(name, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
-        os.write(f, data)
-        os.close(f)
-    finally:
-        os.close(fd)
-    return root.joinpath(*parts, name)
-
-
 def test_a_file_too_deep_to_file_is_left_alone_not_made_a_job(tmp_path: Path) -> None:
     """A path over PATH_MAX (4096 bytes) in the inbox, done/, failed/ or output/ could be read
     (folder by folder) but not filed: the worker died on ENAMETOOLONG while filing it, again at
     each restart (the job stayed queued). It is left alone and said, never a job."""
     from ffwatchd.watch.ingest import ingest_file
-    from tests.watch.test_ingest import make_settings, put
+    from tests.helpers.ingest import make_settings, put
 
     settings = make_settings(tmp_path)
     watch = settings.watches[0]

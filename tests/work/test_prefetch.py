@@ -10,13 +10,11 @@ from pathlib import Path
 import pytest
 
 from ffwatchd.errors import JobError
+from ffwatchd.pipeline.contract import ImageResult, RenderedImage
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.work.runner import JobRunner
-from tests.work.test_runner import _with_source, enqueue, env  # noqa: F401 - the fixture
-
-
-from ffwatchd.pipeline.contract import ImageResult, RenderedImage
 from tests.fake_pipeline import FakePipeline
+from tests.helpers.jobs import enqueue, enqueue_with_source
 
 
 class StagedPipeline(FakePipeline):
@@ -189,7 +187,7 @@ def test_a_source_found_changed_ahead_is_looked_at_again_when_the_job_runs(env, 
     source.write_bytes(b"face one")
     pipeline = StagedPipeline()
     runner = JobRunner(settings, store, pipeline, "me")
-    job_id = _with_source(store, watch, source)
+    job_id = enqueue_with_source(store, watch, source)
     job = store.claim("me", 60)
     source.write_bytes(b"face two")
     runner.hold(job)
@@ -274,7 +272,7 @@ def test_an_original_gone_when_it_is_opened_is_retried_not_failed_as_bad_input(e
     """Nothing at the original's name when it is opened is no verdict on the file (its share may
     have gone for that moment): the attempt is retried (it was failed at once as `bad_input: no
     such file`); the next attempt looks at the original first and fails a file really gone as
-    `vanished` (tests/test_trust_filing.py)."""
+    `vanished` (tests/filing/test_share_filing.py)."""
     import os
 
     from ffwatchd.media.source import open_file

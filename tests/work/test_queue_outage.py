@@ -17,7 +17,7 @@ import pytest
 from ffwatchd.store import JobStore, QueueUnavailable
 from ffwatchd.work.runner import JobRunner
 from ffwatchd.work.workloop import WorkerLoop
-from tests.work.test_scaleout import ReadingPipeline, host_settings
+from tests.helpers.hosts import ReadingPipeline, host_settings
 
 
 def _fill(store: JobStore) -> None:

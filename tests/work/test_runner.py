@@ -6,53 +6,16 @@ import hashlib
 import json
 import os
 import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from ffwatchd.config.load import load_config
 from ffwatchd.filing.plan import execute_plan, plan_done
-from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import JobStore
 from ffwatchd.work.runner import JobRunner
-
-from tests.fake_pipeline import FakePipeline, NoFaces  # noqa: F401 - others import them from here
-
-
-@pytest.fixture
-def env(tmp_path: Path):
-    for d in ("inbox", "output", "done", "failed"):
-        (tmp_path / "share" / d).mkdir(parents=True)
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text(textwrap.dedent("""
-        state_dir: state
-        temp_dir: tmp
-        models_dir: models
-        watches:
-          - {name: studio, inbox: share/inbox, output: share/output, done: share/done, failed: share/failed}
-    """))
-    settings = load_config(cfg)
-    store = JobStore(settings.db_path)
-    yield settings, store, settings.watches[0]
-    store.close()
-
-
-def enqueue(store: JobStore, watch, name: str, data: bytes, kind: str = "image", **spec) -> int:
-    path = watch.inbox / name
-    path.write_bytes(data)
-    st = path.stat()
-    job, _ = store.enqueue(watch="studio", rel_path=name, size=st.st_size, mtime=st.st_mtime,
-                           content_hash=hashlib.sha256(data).hexdigest(), kind=kind,
-                           spec=JobSpec.from_mapping(spec).to_snapshot())
-    return job.id
-
-
-def run_next(settings, store) -> object:
-    runner = JobRunner(settings, store, FakePipeline(), "test-owner")
-    job = store.claim("test-owner", 60)
-    assert job is not None
-    return runner.run(job)
+from tests.fake_pipeline import FakePipeline
+from tests.helpers.jobs import enqueue, enqueue_with_source, run_next
 
 
 def test_a_done_job_files_result_and_original(env) -> None:
@@ -168,18 +131,6 @@ def test_partial_copies_of_an_interrupted_plan_are_found_and_removed(env) -> Non
     assert not partial.exists() and other.exists()
 
 
-def _with_source(store: JobStore, watch, source: Path) -> int:
-    data = b"target"
-    (watch.inbox / "t.jpg").write_bytes(data)
-    st = (watch.inbox / "t.jpg").stat()
-    job, _ = store.enqueue(watch="studio", rel_path="t.jpg", size=st.st_size, mtime=st.st_mtime,
-                           content_hash=hashlib.sha256(data).hexdigest(), kind="image",
-                           spec=JobSpec.from_mapping({"sources": [str(source)]}).to_snapshot(),
-                           sources=[{"path": str(source), "role": "source",
-                                     "sha256": hashlib.sha256(source.read_bytes()).hexdigest()}])
-    return job.id
-
-
 @pytest.mark.parametrize("change", ["rewritten", "linked", "gone", "outside"])
 def test_a_changed_source_fails_the_job_as_source_changed(env, tmp_path: Path, change: str) -> None:
     """Issue 10 point 12: the worker checks each source's sha256 and roots again before use."""
@@ -187,7 +138,7 @@ def test_a_changed_source_fails_the_job_as_source_changed(env, tmp_path: Path, c
     source = watch.inbox / "faces/me.jpg"
     source.parent.mkdir()
     source.write_bytes(b"face one")
-    job_id = _with_source(store, watch, source)
+    job_id = enqueue_with_source(store, watch, source)
     if change == "rewritten":
         source.write_bytes(b"face two")
     elif change == "linked":                       # same bytes, but reached through a link now
@@ -240,7 +191,7 @@ def test_an_unchanged_source_passes_the_check(env) -> None:
     source = watch.inbox / "faces/me.jpg"
     source.parent.mkdir()
     source.write_bytes(b"face one")
-    job_id = _with_source(store, watch, source)
+    job_id = enqueue_with_source(store, watch, source)
     assert run_next(settings, store).outcome == "done" and store.get(job_id).state == "done"
 
 

@@ -10,43 +10,14 @@ from pathlib import Path
 import pytest
 
 from ffwatchd.config.load import load_settings
-from ffwatchd.config.settings import Settings
 from ffwatchd.filing.plan import plan_done
-from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import JobStore
 from ffwatchd.watch import hashing
 from ffwatchd.watch import ingest as ingest_mod
 from ffwatchd.watch.ingest import ingest_file
 from ffwatchd.watch.service import WatchService
 from ffwatchd.work.runner import JobRunner
-
-JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100 + b"\xff\xd9"   # a whole JPEG: ends with EOI
-FACE = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100 + b"\x00\x00\x00\x00IEND\xaeB`\x82"   # ends with IEND
-
-
-def host_settings(tmp_path: Path, mount: Path, name: str = "host", **watch: object) -> Settings:
-    """One host's config: its own state, the share's folders under its own mount path."""
-    raw = {"state_dir": str(tmp_path / name / "state"), "temp_dir": str(tmp_path / name / "tmp"),
-           "models_dir": str(tmp_path / name / "models"),
-           "watches": [{"name": "studio", "inbox": str(mount / "inbox"), "output": str(mount / "output"),
-                        "done": str(mount / "done"), "failed": str(mount / "failed"), **watch}]}
-    return load_settings(raw, tmp_path)
-
-
-from tests.fake_pipeline import FakePipeline  # noqa: E402
-
-
-class ReadingPipeline(FakePipeline):
-    """Reads the sources the spec names, as the real pipeline does, and copies the target."""
-
-    def __init__(self) -> None:
-        self.sources_read: list[Path] = []
-
-    def process_image(self, target: Path, output: Path, spec: JobSpec) -> None:
-        for s in spec.sources:
-            Path(s).read_bytes()                 # FileNotFoundError on a path of another host's mount
-            self.sources_read.append(Path(s))
-        output.write_bytes(b"processed:" + target.read_bytes())
+from tests.helpers.hosts import FACE, JPEG, Clock, ReadingPipeline, host_settings
 
 
 @pytest.fixture
@@ -110,14 +81,6 @@ def test_a_filing_interrupted_on_one_host_is_finished_on_another_mount(tmp_path,
     assert (share_b / "done/y.jpg").read_bytes() == data and not (share_b / "inbox/y.jpg").exists()
     assert store.get(job.id).output_path == str(share_b / "output/y.jpg")
     store.close()
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 @pytest.mark.parametrize("next_owner", ["host-a:1/cpu", "host-b:9/0"], ids=["same-worker", "other-host"])

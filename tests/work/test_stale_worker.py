@@ -20,7 +20,7 @@ from ffwatchd.ops.retention import age_watch_folders
 from ffwatchd.store import JobStore
 from ffwatchd.watch.ingest import ingest_file
 from ffwatchd.work.runner import JobRunner
-from tests.work.test_scaleout import FACE, Clock, ReadingPipeline, host_settings
+from tests.helpers.hosts import Clock, ReadingPipeline, host_settings
 
 OLD = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100 + b"old"
 NEW = b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 200 + b"new, never processed"
@@ -32,16 +32,6 @@ class FailingPipeline(ReadingPipeline):
         from ffwatchd.errors import JobError
 
         raise JobError("bad_input", f"{target}: not a picture this test can use", transient=False)
-
-
-@pytest.fixture
-def share(tmp_path: Path) -> Path:
-    mount = tmp_path / "share"
-    for d in ("inbox/faces", "output", "done", "failed"):
-        (mount / d).mkdir(parents=True)
-    (mount / "inbox/faces/alice.png").write_bytes(FACE)
-    (mount / "inbox/ffwatch.yaml").write_text("sources: [faces/alice.png]\n")
-    return mount
 
 
 def _files(root: Path) -> list[Path]:

@@ -14,8 +14,8 @@ from ffwatchd.batches.tracker import BatchTracker
 from ffwatchd.config.load import load_settings
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import JobStore
+from tests.helpers.batches import two_watches
 from tests.servers import MailSink, WebhookReceiver
-from tests.batches.notify.test_poison import two_watches
 
 
 def test_300_failed_files_make_one_digest_per_channel_refused_ones_included(tmp_path: Path) -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 from ffwatchd.batches.notify.sender import deliver_due
 from ffwatchd.batches.tracker import BatchService, BatchTracker
 from ffwatchd.config.load import load_settings
+from tests.helpers.batches import row, two_watches
 from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 from tests.servers import MailSink, WebhookReceiver
-from tests.batches.notify.test_poison import row, two_watches
 
 
 def pg_store(url: str):

@@ -15,24 +15,9 @@ from ffwatchd.cli import main
 from ffwatchd.config.load import load_settings
 from ffwatchd.spec.jobspec import validate
 from ffwatchd.store import JobStore
+from tests.helpers.batches import row, two_watches
 from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 from tests.servers import MailSink, WebhookReceiver
-
-SECRET = "0123456789abcdef-secret"
-
-
-def two_watches(tmp_path: Path, port: int, smtp_port: int) -> dict:
-    secret = tmp_path / "secret"
-    secret.write_text(SECRET)
-    notify = {"webhook_prefixes": [f"http://127.0.0.1:{port}/hooks/"], "webhook_secret_file": str(secret),
-              "email_domains": ["example.com"]}
-    watches = [{"name": n, "inbox": str(tmp_path / n / "in"), "output": str(tmp_path / n / "out"),
-                "done": str(tmp_path / n / "done"), "failed": str(tmp_path / n / "failed"), "notify": notify}
-               for n in ("w1", "w2")]
-    return {"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"),
-            "models_dir": str(tmp_path / "models"), "metrics": {"enabled": False}, "watches": watches,
-            "smtp": {"server": "127.0.0.1", "port": smtp_port, "starttls": False},
-            "notify": {"backoff": "10s", "backoff_max": "40s", "max_attempts": 5}}
 
 
 def store_of(backend: str, tmp_path: Path, request: pytest.FixtureRequest, clock=None):
@@ -41,13 +26,6 @@ def store_of(backend: str, tmp_path: Path, request: pytest.FixtureRequest, clock
     from ffwatchd.store.postgres import PostgresJobStore
 
     return PostgresJobStore(request.getfixturevalue("pg_url"), clock=clock)
-
-
-def row(channel: str, target: str, key: str, watch: str = "w1", **payload) -> dict:
-    payload = payload or {"event": "batch.finished", "watch": watch, "batch": "b", "version": 1,
-                          "counts": {"done": 1}, "report": "/r.html", "package": None, "failed": []}
-    return {"channel": channel, "event": "finished", "target": target, "payload": {"watch": watch, **payload},
-            "idempotency_key": key}
 
 
 POISON = {   # key -> (channel, target, extra payload): each kind raised out of the sender before

@@ -14,8 +14,8 @@ from ffwatchd.batches.report import build_report
 from ffwatchd.config.load import load_settings
 from ffwatchd.spec.values import url_allowed
 from ffwatchd.store import JobStore
+from tests.helpers.batches import row, two_watches
 from tests.servers import MailSink, WebhookReceiver
-from tests.batches.notify.test_poison import row, two_watches
 
 PREFIX = ("https://hooks.example.com/hooks/",)
 
@@ -75,7 +75,7 @@ def test_a_prefix_the_operator_removed_stops_receiving_and_no_url_is_logged_or_s
 
 
 def test_the_report_on_the_share_shows_no_webhook_url(tmp_path: Path) -> None:
-    from tests.batches.test_report import make_batch
+    from tests.helpers.batches import make_batch
 
     w, jobs = make_batch(tmp_path, n_done=1)
     store = JobStore(tmp_path / "state" / "ffwatchd.db")

@@ -12,8 +12,8 @@ import pytest
 from ffwatchd.batches.notify.sender import deliver_due
 from ffwatchd.config.load import load_settings
 from ffwatchd.store import JobStore
+from tests.helpers.batches import row
 from tests.servers import DripReceiver, WebhookReceiver
-from tests.batches.notify.test_poison import row
 
 SECRET = "0123456789abcdef-secret"
 
