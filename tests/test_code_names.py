@@ -143,5 +143,5 @@ def test_no_test_module_imports_another_test_module():
     wrong = [f"{path.relative_to(ROOT)}:{line}: {module}"
              for path in sorted((ROOT / "tests").rglob("test_*.py"))
              for line, module in _test_modules_imported(ast.parse(path.read_text(encoding="utf-8")))]
-    assert not wrong, "test modules importing test modules (move the shared part to conftest.py or tests/helpers/):\n" + \
+    assert not wrong, "test modules importing test modules (share through conftest.py or tests/helpers/):\n" + \
         "\n".join(wrong)
