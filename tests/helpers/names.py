@@ -1,4 +1,4 @@
-"""Hostile file names: one that forges a table row and terminal controls, one below PATH_MAX."""
+"""Hostile file names: one that forges a table row and terminal controls, one deeper than PATH_MAX."""
 from __future__ import annotations
 
 import os

@@ -13,7 +13,7 @@ from tests.smb import serving
 
 @pytest.fixture
 def inbox_share(tmp_path):
-    """smbd exporting the watch's inbox (tmp_path/inbox, as tests.watch.test_service makes it)."""
+    """smbd exporting the watch's inbox (tmp_path/inbox, as make_env makes it)."""
     yield from serving(tmp_path, tmp_path / "inbox")
 
 
