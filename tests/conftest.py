@@ -2,8 +2,15 @@
 from __future__ import annotations
 
 import logging
+import textwrap
+from pathlib import Path
 
 import pytest
+
+from ffwatchd.config.load import load_config
+from ffwatchd.store import JobStore
+from tests.helpers.configs import jpeg
+from tests.helpers.folders import FACE
 
 
 @pytest.fixture(autouse=True)
@@ -18,6 +25,60 @@ def _root_log_handlers_do_not_outlive_a_test():
     for handler in [h for h in root.handlers if h not in before]:
         root.removeHandler(handler)
     root.setLevel(level)
+
+
+@pytest.fixture
+def env(tmp_path: Path):
+    """One watch `studio` on share/ under a real SQLite job table: (settings, store, watch)."""
+    for d in ("inbox", "output", "done", "failed"):
+        (tmp_path / "share" / d).mkdir(parents=True)
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(textwrap.dedent("""
+        state_dir: state
+        temp_dir: tmp
+        models_dir: models
+        watches:
+          - {name: studio, inbox: share/inbox, output: share/output, done: share/done, failed: share/failed}
+    """))
+    settings = load_config(cfg)
+    store = JobStore(settings.db_path)
+    yield settings, store, settings.watches[0]
+    store.close()
+
+
+@pytest.fixture
+def cfg(tmp_path: Path) -> Path:
+    """A config file of one watch `studio` on share/, its inbox naming a reference photo."""
+    for d in ("inbox", "output", "done", "failed"):
+        (tmp_path / "share" / d).mkdir(parents=True)
+    (tmp_path / "share/inbox/faces").mkdir()
+    (tmp_path / "share/inbox/faces/me.jpg").write_bytes(jpeg(200))
+    (tmp_path / "share/inbox/ffwatch.yaml").write_text("sources: [faces/me.jpg]\n")
+    p = tmp_path / "config.yaml"
+    p.write_text(textwrap.dedent("""
+        state_dir: state
+        temp_dir: tmp
+        models_dir: models
+        metrics: {enabled: false}
+        watches:
+          - name: studio
+            inbox: share/inbox
+            output: share/output
+            done: share/done
+            failed: share/failed
+    """))
+    return p
+
+
+@pytest.fixture
+def share(tmp_path: Path) -> Path:
+    """A share mounted at tmp_path/share with its folders and a reference photo the sidecar names."""
+    mount = tmp_path / "share"
+    for d in ("inbox/faces", "output", "done", "failed"):
+        (mount / d).mkdir(parents=True)
+    (mount / "inbox/faces/alice.png").write_bytes(FACE)
+    (mount / "inbox/ffwatch.yaml").write_text("sources: [faces/alice.png]\n")
+    return mount
 
 
 def _utf8_safe(value):
@@ -39,7 +100,7 @@ def _utf8_safe(value):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_report_to_serializable(config: pytest.Config, report):
     """A pytest-xdist worker sends each test's report as UTF-8: the captured log of a test on names
-    that are not UTF-8 (tests/test_ingest.py) stopped the worker with UnicodeEncodeError."""
+    that are not UTF-8 (tests/watch/test_ingest.py) stopped the worker with UnicodeEncodeError."""
     outcome = yield
     data = outcome.get_result()
     if data is not None:

@@ -172,3 +172,33 @@ def test_the_scan_for_text_read_back_finds_each_form():
              'w = "full" not in str(err).lower()', 'v = m.partition(": ")']
     assert [len(_text_read_back(ast.parse(f))) for f in forms] == [1, 1, 1, 1, 1]
     assert not _text_read_back(ast.parse('a = line.split(":", 1); b = "x" in names; c = str(e).splitlines()'))
+
+
+def _test_modules_imported(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, module) for each test module (`test_*`) a module imports: `from tests.x.test_y import
+    name`, `from tests.x import test_y`, `import tests.x.test_y`, or `import test_y` beside it."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.split(".")[-1].startswith("test_"):
+                found.append((node.lineno, node.module))
+            found += [(node.lineno, f"{node.module}.{a.name}") for a in node.names if a.name.startswith("test_")]
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[-1].startswith("test_")]
+    return found
+
+
+def test_the_import_check_finds_each_way_to_import_a_test_module():
+    source = ("from tests.work.test_runner import enqueue\nfrom tests.e2e import test_daemon_video\n"
+              "import tests.watch.test_service\nimport test_image\nfrom tests.helpers.jobs import enqueue\n")
+    assert [line for line, _ in _test_modules_imported(ast.parse(source))] == [1, 2, 3, 4]
+
+
+def test_no_test_module_imports_another_test_module():
+    """Fixtures live in a conftest.py above their users and helpers in a plain module (tests/helpers/):
+    an imported fixture hides in an import line, and an imported test function is collected twice."""
+    wrong = [f"{path.relative_to(ROOT)}:{line}: {module}"
+             for path in sorted((ROOT / "tests").rglob("test_*.py"))
+             for line, module in _test_modules_imported(ast.parse(path.read_text(encoding="utf-8")))]
+    assert not wrong, "test modules importing test modules (share through conftest.py or tests/helpers/):\n" + \
+        "\n".join(wrong)

@@ -92,7 +92,7 @@ def worker_inputs(s: Settings) -> tuple:
     so a certificate renewed in place or a model replaced under its name is taken up by a SIGHUP,
     as an edited config is; logrotate's SIGHUP, which changes none of it, keeps them."""
     files: list[Path] = [m.path for m in s.models]
-    # what only the supervisor reads (tests/test_reloading.py holds the worker's code to that)
+    # what only the supervisor reads (tests/daemon/test_reloading.py holds the worker's code to that)
     s = dataclasses.replace(s, retention=RetentionSettings(), notify=NotifySettings(), smtp=None,
                             web=WebSettings(), metrics=MetricsSettings())
     if s.c2pa is not None:

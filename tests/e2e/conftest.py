@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
+import cv2
 import pytest
 
 from tests.e2e.harness import Daemon, synthetic_models
@@ -36,8 +38,38 @@ def make_daemon(tmp_path, synth_models):
 E2E_TIMEOUT_S = 900
 HERE = Path(__file__).resolve().parent
 
+# 30 s in 4 s segments: about 12 s of work, so the `status` and `jobs show` calls (a Python start each,
+# seconds on a loaded machine) and the wait for the first segment end before the job does (a 10 s clip
+# was done before the kill once the suite ran on 4 workers)
+FPS, SECONDS = 25, 30
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.is_relative_to(HERE) and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(E2E_TIMEOUT_S))
+
+
+# 30 s in 4 s segments: about 12 s of work, so the `status` and `jobs show` calls (a Python start each,
+# seconds on a loaded machine) and the wait for the first segment end before the job does (a 10 s clip
+# was done before the kill once the suite ran on 4 workers)
+FPS, SECONDS = 25, 30
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    """A 30 s clip of a face with sound: (path, probe info, ffmpeg)."""
+    from ffwatchd.media.ffmpeg import find_ffmpeg
+    from ffwatchd.media.probe import probe
+
+    ffmpeg = find_ffmpeg(None)
+    d = tmp_path_factory.mktemp("clip")
+    face = d / "face.png"
+    cv2.imwrite(str(face), cv2.resize(synthetic_models.make_face_image(640, seed=5), (320, 320)))
+    out = d / "clip.mp4"
+    subprocess.run([ffmpeg, "-v", "error", "-y", "-loop", "1", "-framerate", str(FPS), "-i", str(face),
+                    "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+                    "-vf", "noise=alls=8:allf=t", "-t", str(SECONDS), "-c:v", "libx264", "-preset", "veryfast",
+                    "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", str(out)], check=True)
+    info = probe(out, ffmpeg)
+    return out, info, ffmpeg

@@ -6,33 +6,7 @@ import re
 import subprocess
 import sys
 
-import cv2
-import pytest
-
-from tests.e2e.harness import ROOT, synthetic_models, wait_for
-
-# 30 s in 4 s segments: about 12 s of work, so the `status` and `jobs show` calls (a Python start each,
-# seconds on a loaded machine) and the wait for the first segment end before the job does (a 10 s clip
-# was done before the kill once the suite ran on 4 workers)
-FPS, SECONDS = 25, 30
-
-
-@pytest.fixture(scope="module")
-def clip(tmp_path_factory):
-    from ffwatchd.media.ffmpeg import find_ffmpeg
-    from ffwatchd.media.probe import probe
-
-    ffmpeg = find_ffmpeg(None)
-    d = tmp_path_factory.mktemp("clip")
-    face = d / "face.png"
-    cv2.imwrite(str(face), cv2.resize(synthetic_models.make_face_image(640, seed=5), (320, 320)))
-    out = d / "clip.mp4"
-    subprocess.run([ffmpeg, "-v", "error", "-y", "-loop", "1", "-framerate", str(FPS), "-i", str(face),
-                    "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
-                    "-vf", "noise=alls=8:allf=t", "-t", str(SECONDS), "-c:v", "libx264", "-preset", "veryfast",
-                    "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", str(out)], check=True)
-    info = probe(out, ffmpeg)
-    return out, info, ffmpeg
+from tests.e2e.harness import ROOT, wait_for
 
 
 def _cli(d, *args: str) -> str:

@@ -21,7 +21,7 @@ from ffwatchd.config.load import load_config
 from ffwatchd.filing.plan import find_failed_original
 from ffwatchd.fs.safefs import lstat_below
 from tests.e2e.harness import SYNTH_SIDECAR, face_jpeg, wait_for
-from tests.test_trust_originals import FORGED, make_deep
+from tests.helpers.names import FORGED, make_deep
 
 LONG_BAD = "b" * 251 + ".jpg"              # 255 bytes: its report name must be cut
 LONG_GOOD = "g" * 251 + ".jpg"             # 255 bytes, and the name is taken in done/ already

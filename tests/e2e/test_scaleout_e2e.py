@@ -7,7 +7,7 @@ bind mount of it when `mount --bind` works (root); otherwise all three use the s
 Sizes are kept modest for two cores: 300 files for the plain run, 120 for the kill -9 run and 30
 for the SIGSTOP run. A daemon stopped as a whole usually has its worker killed as `stalled` by its
 own supervisor on SIGCONT, before the worker runs again; when the worker runs first, fencing
-refuses its filing. Either way it files nothing for the job it lost (tests/test_scaleout.py
+refuses its filing. Either way it files nothing for the job it lost (tests/work/test_scaleout.py
 checks the fencing itself deterministically).
 """
 
@@ -20,14 +20,12 @@ import re
 import signal
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from ffwatchd.filing.shares import MARKER_NAME
-from tests.e2e.harness import ROOT, Daemon, decodes, face_jpeg, stop_all, wait_for
+from tests.e2e.cluster import assert_exactly_once, scrape
+from tests.e2e.harness import ROOT, Daemon, face_jpeg, stop_all, wait_for
 
 _pg = pytest.importorskip("tests.pg", reason="the PostgreSQL test fixtures (tests/pg.py) are not in this tree")
 pg_server, pg_url = _pg.pg_server, _pg.pg_url     # fixtures: a throwaway cluster, a fresh database
@@ -96,45 +94,12 @@ def wait_finished(d: Daemon, n: int, timeout: float) -> None:
         raise AssertionError(f"{e}; now {d.counts()}\n{d.log_tail()}") from None
 
 
-def rel_files(root: Path) -> list[str]:
-    """Files under `root`, without error reports and the share marker."""
-    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
-                  if p.is_file() and not p.name.endswith(".error.json") and p.name != MARKER_NAME)
-
-
-def assert_exactly_once(d: Daemon, share: Path, names: list[str]) -> list:
-    """Each original once in done/ or failed/, one job per file, each done job one decodable output."""
-    with d.store() as s:
-        jobs = [j for j in s.list(limit=100_000) if j.rel_path in set(names)]
-    assert sorted(j.rel_path for j in jobs) == sorted(names), "one job per file"
-    filed = rel_files(share / "done") + rel_files(share / "failed")
-    batch = [f for f in filed if f.split("/")[0] == names[0].split("/")[0]]
-    assert sorted(batch) == sorted(names), "each original exactly once in done/ or failed/"
-    done = sorted(j.rel_path for j in jobs if j.state == "done")
-    assert sorted(rel_files(share / "done")) == sorted(f for f in rel_files(share / "done") if f in done)
-    outputs = [f for f in rel_files(share / "output") if f.split("/")[0] == names[0].split("/")[0]]
-    assert sorted(outputs) == done, "one output per done job, under its own name (none filed twice)"
-    assert all(decodes(share / "output" / f) for f in outputs)
-    for j in jobs:
-        if j.state == "failed":
-            assert (share / "failed" / (j.rel_path + ".error.json")).exists()
-    assert not [p for p in (share / "inbox").rglob("*.jpg") if names[0].split("/")[0] in p.parts]
-    return jobs
-
-
 def status_json(d: Daemon) -> dict:
     r = subprocess.run([sys.executable, "-m", "ffwatchd", "status", "--json", "-c", str(d.config_path)],
                        cwd=ROOT, capture_output=True, text=True, timeout=60,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
-
-
-def scrape(d: Daemon) -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{d.metrics_port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for fam in text_string_to_metric_families(text) for s in fam.samples}
 
 
 def test_three_daemons_file_300_images_exactly_once(cluster) -> None:

@@ -15,7 +15,6 @@ import yaml
 
 from tests.browser import CHROMIUM, Browser
 from tests.e2e.harness import SYNTH_SIDECAR, face_jpeg, free_port, wait_for
-from tests.e2e.test_daemon_video import clip  # noqa: F401 - the fixture: a 10 s clip of a face
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 

@@ -16,7 +16,7 @@ from ffwatchd.pipeline.pipeline import Pipeline
 from ffwatchd.work.runner import JobRunner
 from tests import synthetic_models
 from tests.browser import CHROMIUM, Browser
-from tests.test_runner import enqueue, env  # noqa: F401 - the fixture
+from tests.helpers.jobs import enqueue
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -17,14 +17,8 @@ import pytest
 
 from ffwatchd.store import JobQueue, NotFound, TransitionError, pgschema, sqlite_schema
 from ffwatchd.store import sqlite as sqlite_backend
+from tests.helpers.jobs import add
 from tests.store.conftest import Clock, open_spec
-
-
-def add(store: JobQueue, name: str = "a.jpg", content: str = "h1", priority: int = 0):
-    return store.enqueue(watch="w", rel_path=name, size=10, mtime=1.0, content_hash=content,
-                         kind="image", spec={"processors": ["face_swapper"]},
-                         sources=[{"path": "/s.jpg", "sha256": "x"}], priority=priority)
-
 
 # -- schema and migrations -------------------------------------------------------------------
 

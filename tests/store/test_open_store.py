@@ -4,7 +4,6 @@ from a file or the environment and never shown, `check` and the `jobs` verbs on 
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -14,22 +13,8 @@ from ffwatchd.config.load import load_config
 from ffwatchd.errors import ConfigError
 from ffwatchd.ops.upgrade import upgrade_queue
 from ffwatchd.store import SqliteJobStore, Use, open_store, redact_url
+from tests.helpers.configs import write_config
 from tests.pg import TCP_PASSWORD
-
-
-def write_config(tmp_path: Path, queue: str | None) -> Path:
-    for d in ("inbox", "output", "done", "failed"):
-        (tmp_path / "share" / d).mkdir(parents=True, exist_ok=True)
-    p = tmp_path / "config.yaml"
-    p.write_text(textwrap.dedent("""
-        state_dir: state
-        temp_dir: tmp
-        models_dir: models
-        metrics: {enabled: false}
-        watches:
-          - {name: studio, inbox: share/inbox, output: share/output, done: share/done, failed: share/failed}
-    """) + (f"queue: {queue}\n" if queue is not None else ""))
-    return p
 
 
 def made_store(settings):

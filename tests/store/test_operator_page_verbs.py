@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ffwatchd.store import JobQueue, TransitionError
-from tests.store.test_contract import add
+from tests.helpers.jobs import add
 
 
 def test_a_queued_jobs_priority_changes_and_the_claim_order_follows(store: JobQueue) -> None:

@@ -13,7 +13,7 @@ from ffwatchd.cli import main
 from ffwatchd.store import SqliteJobStore
 from ffwatchd.store.postgres import PostgresJobStore
 from ffwatchd.store.rows import Filing
-from tests.store.test_open_store import write_config
+from tests.helpers.configs import write_config
 
 
 def fill(db: Path) -> dict[str, int]:
