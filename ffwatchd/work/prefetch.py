@@ -11,6 +11,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Callable
 
+from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.work.touched import Touched
 
 log = logging.getLogger(__name__)
@@ -36,19 +37,19 @@ class Prefetched:
     the error decoding raised (the job then decodes again when it runs: an error found ahead may be
     stale, the share gone for that moment)."""
     problem: OriginalProblem | None = None
-    image: Any = None
+    image: Any = None                       # what the pipeline's decode_image gave (JobPipeline)
     error: BaseException | None = None
     #: the share's problem found ahead (the original was then not read): looked at again
     share: str | None = None
     #: what `prepare` worked out after the decode (None: worked out when the job runs)
-    ready: Any = None
+    ready: "Ready | None" = None
 
 
 @dataclass(frozen=True)
 class Ready:
     """What the runner worked out ahead for a held image (its sources were checked): its
-    settings (a JobSpec) and output suffix."""
-    spec: Any
+    settings and output suffix."""
+    spec: JobSpec
     suffix: str
 
 

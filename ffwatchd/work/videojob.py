@@ -9,7 +9,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.errors import JobError
@@ -19,6 +19,9 @@ from ffwatchd.media.identifying import VIDEO_TAGS as IDENTIFYING_VIDEO_TAGS
 from ffwatchd.media.source import open_input
 from ffwatchd.pipeline.contract import job_report
 from ffwatchd.spec.jobspec import JobSpec
+
+if TYPE_CHECKING:                 # the supervisor imports this module: no video code loaded for a hint
+    from ffwatchd.media.video import VideoResult
 
 log = logging.getLogger(__name__)
 
@@ -93,5 +96,5 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
 @dataclass(frozen=True)
 class VideoOutcome:
     """A processed video and what its job row keeps of it (pipeline/contract.py job_report)."""
-    video: Any                    # media/video.py VideoResult
+    video: VideoResult
     report: dict
