@@ -9,7 +9,7 @@ import pytest
 
 from ffwatchd.config.load import load_config
 from ffwatchd.store import JobStore
-from tests.helpers.configs import jpeg
+from tests.helpers.configs import jpeg, studio_config
 from tests.helpers.folders import FACE
 
 
@@ -30,16 +30,7 @@ def _root_log_handlers_do_not_outlive_a_test():
 @pytest.fixture
 def env(tmp_path: Path):
     """One watch `studio` on share/ under a real SQLite job table: (settings, store, watch)."""
-    for d in ("inbox", "output", "done", "failed"):
-        (tmp_path / "share" / d).mkdir(parents=True)
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text(textwrap.dedent("""
-        state_dir: state
-        temp_dir: tmp
-        models_dir: models
-        watches:
-          - {name: studio, inbox: share/inbox, output: share/output, done: share/done, failed: share/failed}
-    """))
+    cfg = studio_config(tmp_path)
     settings = load_config(cfg)
     store = JobStore(settings.db_path)
     yield settings, store, settings.watches[0]
@@ -66,7 +57,7 @@ def cfg(tmp_path: Path) -> Path:
             output: share/output
             done: share/done
             failed: share/failed
-    """))
+    """))     # block style: tests edit the watch's keys as text
     return p
 
 

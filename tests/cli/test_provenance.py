@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,7 @@ from ffwatchd.errors import ConfigError
 from ffwatchd.media.c2pa_sign import ManifestSigner, load_credentials
 from ffwatchd.media.image import write_image
 from ffwatchd.media.provenance import ModelFile, Provenance
+from tests.helpers.configs import studio_config
 
 PROV = Provenance(("face_swapper",), ("yunet", "inswapper_128"),
                   (ModelFile("inswapper_128", "ab" * 32, "non-commercial", "https://github.com/deepinsight/insightface#license"),),
@@ -27,18 +27,7 @@ PROV = Provenance(("face_swapper",), ("yunet", "inswapper_128"),
 
 
 def config(tmp_path: Path, provenance: str) -> Path:
-    for d in ("inbox", "output", "done", "failed"):
-        (tmp_path / "share" / d).mkdir(parents=True, exist_ok=True)
-    p = tmp_path / "config.yaml"
-    p.write_text(textwrap.dedent("""
-        state_dir: state
-        temp_dir: tmp
-        models_dir: models
-        metrics: {enabled: false}
-        watches:
-          - {name: studio, inbox: share/inbox, output: share/output, done: share/done, failed: share/failed}
-    """) + provenance + "\n")
-    return p
+    return studio_config(tmp_path, provenance + "\n")
 
 
 @pytest.fixture(scope="module")

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-import cv2
 import pytest
 
-from tests.e2e.harness import Daemon, synthetic_models
+from tests.e2e.harness import Daemon, face_clip, synthetic_models
 
 
 @pytest.fixture(scope="session")
@@ -62,14 +60,6 @@ def clip(tmp_path_factory):
     from ffwatchd.media.ffmpeg import find_ffmpeg
     from ffwatchd.media.probe import probe
 
+    out = face_clip(tmp_path_factory.mktemp("clip"), SECONDS, FPS, audio=True)
     ffmpeg = find_ffmpeg(None)
-    d = tmp_path_factory.mktemp("clip")
-    face = d / "face.png"
-    cv2.imwrite(str(face), cv2.resize(synthetic_models.make_face_image(640, seed=5), (320, 320)))
-    out = d / "clip.mp4"
-    subprocess.run([ffmpeg, "-v", "error", "-y", "-loop", "1", "-framerate", str(FPS), "-i", str(face),
-                    "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
-                    "-vf", "noise=alls=8:allf=t", "-t", str(SECONDS), "-c:v", "libx264", "-preset", "veryfast",
-                    "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", str(out)], check=True)
-    info = probe(out, ffmpeg)
-    return out, info, ffmpeg
+    return out, probe(out, ffmpeg), ffmpeg

@@ -304,3 +304,19 @@ class NotifyListener:
         self._stop = True
         self._thread.join(5)
         self.sock.close()
+
+
+def face_clip(folder: Path, seconds: float, fps: int = 25, audio: bool = False) -> Path:
+    """folder/clip.mp4: `seconds` of one synthetic face with moving noise (every frame differs),
+    with a 440 Hz tone when `audio`."""
+    from ffwatchd.media.ffmpeg import find_ffmpeg
+
+    ffmpeg = find_ffmpeg(None)
+    face = folder / "face.png"
+    cv2.imwrite(str(face), cv2.resize(synthetic_models.make_face_image(640, seed=5), (320, 320)))
+    out = folder / "clip.mp4"
+    sound = ["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"] if audio else []
+    subprocess.run([ffmpeg, "-v", "error", "-y", "-loop", "1", "-framerate", str(fps), "-i", str(face), *sound,
+                    "-vf", "noise=alls=8:allf=t", "-t", str(seconds), "-c:v", "libx264", "-preset", "veryfast",
+                    "-pix_fmt", "yuv420p", *(["-c:a", "aac", "-shortest"] if audio else []), str(out)], check=True)
+    return out

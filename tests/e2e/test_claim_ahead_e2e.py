@@ -15,29 +15,17 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
-import subprocess
 
-import cv2
 import pytest
 
-from tests.e2e.harness import face_jpeg, synthetic_models, wait_for
+from tests.e2e.harness import face_clip, face_jpeg, wait_for
 
 FPS, SECONDS = 25, 20
 
 
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory):
-    from ffwatchd.media.ffmpeg import find_ffmpeg
-
-    ffmpeg = find_ffmpeg(None)
-    d = tmp_path_factory.mktemp("clip")
-    face = d / "face.png"
-    cv2.imwrite(str(face), cv2.resize(synthetic_models.make_face_image(640, seed=5), (320, 320)))
-    out = d / "clip.mp4"
-    subprocess.run([ffmpeg, "-v", "error", "-y", "-loop", "1", "-framerate", str(FPS), "-i", str(face),
-                    "-vf", "noise=alls=8:allf=t", "-t", str(SECONDS), "-c:v", "libx264", "-preset", "veryfast",
-                    "-pix_fmt", "yuv420p", str(out)], check=True)
-    return out.read_bytes()
+    return face_clip(tmp_path_factory.mktemp("clip"), SECONDS, FPS).read_bytes()
 
 
 def _stop_idle(d, pid: int) -> None:

@@ -8,7 +8,9 @@ from ffwatchd.config.load import load_config
 from ffwatchd.store import JobStore
 
 
-def write_config(tmp_path: Path, queue: str | None) -> Path:
+def studio_config(tmp_path: Path, extra: str = "") -> Path:
+    """tmp_path/config.yaml: one watch `studio` on tmp_path/share (its folders made), then `extra`
+    (more top-level keys, as YAML)."""
     for d in ("inbox", "output", "done", "failed"):
         (tmp_path / "share" / d).mkdir(parents=True, exist_ok=True)
     p = tmp_path / "config.yaml"
@@ -19,8 +21,12 @@ def write_config(tmp_path: Path, queue: str | None) -> Path:
         metrics: {enabled: false}
         watches:
           - {name: studio, inbox: share/inbox, output: share/output, done: share/done, failed: share/failed}
-    """) + (f"queue: {queue}\n" if queue is not None else ""))
+    """) + extra)
     return p
+
+
+def write_config(tmp_path: Path, queue: str | None) -> Path:
+    return studio_config(tmp_path, f"queue: {queue}\n" if queue is not None else "")
 
 
 def jpeg(seed: int = 0) -> bytes:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import socket
-import textwrap
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -19,6 +18,7 @@ from ffwatchd.store import JobStore, Use, open_store
 from ffwatchd.web.auth import check_action, operator_of, same_origin
 from ffwatchd.web.redact import REDACTED, redact, redact_url
 from ffwatchd.web.server import WebApp, WebServer
+from tests.helpers.configs import studio_config
 
 TOKEN = "t0ken-for-the-tests-0123456789"
 HOOK = "https://hooks.example.com/services/T000/B000/XXXXsecretXXXX"
@@ -92,18 +92,7 @@ def test_webhook_urls_and_credentials_never_leave_the_listener() -> None:
 # -- the web: section ------------------------------------------------------------------------
 
 def _config(tmp_path: Path, web: str) -> Path:
-    p = tmp_path / "config.yaml"
-    p.write_text(textwrap.dedent("""
-        state_dir: state
-        temp_dir: tmp
-        models_dir: models
-        metrics: {enabled: false}
-        watches:
-          - {name: studio, inbox: share/inbox, output: share/output, done: share/done, failed: share/failed}
-    """) + web)
-    for d in ("inbox", "output", "done", "failed"):
-        (tmp_path / "share" / d).mkdir(parents=True, exist_ok=True)
-    return p
+    return studio_config(tmp_path, web)
 
 
 def _token_file(tmp_path: Path, text: str = TOKEN + "\n", mode: int = 0o600) -> Path:

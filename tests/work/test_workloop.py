@@ -8,7 +8,6 @@ import hashlib
 import logging
 import os
 import queue
-import textwrap
 import threading
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -27,6 +26,7 @@ from ffwatchd.work.outcome import Ending
 from ffwatchd.work.runner import JobRunner
 from ffwatchd.work.touched import SLOTS, Touched
 from ffwatchd.work.workloop import WorkerLoop
+from tests.helpers.configs import studio_config
 from tests.fake_pipeline import FakePipeline
 from tests.pg import pg_server, pg_url  # noqa: F401 - fixtures
 
@@ -80,16 +80,7 @@ class World:
     """The settings, the watch, a table to look at (and to act as another worker), the loop."""
 
     def __init__(self, tmp_path: Path, open_store: Callable[[], JobQueue]) -> None:
-        for d in ("inbox", "output", "done", "failed"):
-            (tmp_path / "share" / d).mkdir(parents=True)
-        cfg = tmp_path / "config.yaml"
-        cfg.write_text(textwrap.dedent("""
-            state_dir: state
-            temp_dir: tmp
-            models_dir: models
-            watches:
-              - {name: studio, inbox: share/inbox, output: share/output, done: share/done, failed: share/failed}
-        """))
+        cfg = studio_config(tmp_path)
         self.settings = load_config(cfg)
         self.watch = self.settings.watches[0]
         self.open_store = open_store
