@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable
 
 from ffwatchd.errors import JobError
-from ffwatchd.fs.writefs import NO_HARD_LINKS, Folder, Perms, fit_name, fsync_dir, split_under
+from ffwatchd.fs.writefs import NO_HARD_LINKS, Folder, Perms, fit_name, fsync_dir, fsync_file, split_under
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +204,8 @@ def _link_or_copy(src: Path, folder: Folder, name: str, job_id: int, copy: bool 
     (`copy`: always, for a file that has other hard links); `fence` runs after the copy, right
     before its link (TransitionError: nothing is placed, the temp copy goes)."""
     if not copy:
+        if stat.S_ISREG(os.lstat(src).st_mode):
+            fsync_file(src)               # custody: its bytes durable before a second name relies on them
         before_step(step, job_id)
         try:
             folder.link_from(src, name)

@@ -14,13 +14,14 @@ import os
 import stat
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import AbstractSet, Any, Callable
 
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.errors import CONTENT_KINDS, SIDECAR_KINDS, JobError
 from ffwatchd.filing import placing
 from ffwatchd.filing.placing import (
+    REPORT_SUFFIX,
     TEMP_PREFIX,
     candidate_names,
     choose_destination,
@@ -103,8 +104,44 @@ def duplicate_report(earlier: Job, message: str, original: Path, filed_as: Path)
             "retry_needs": None}
 
 
+def duplicate_message(rel: str, job: Job) -> str:
+    """What a duplicate's report says about a re-drop of `rel` with the content of `job`."""
+    if job.state == "done":
+        advice = "rename the file (or put it in another folder) to process it again"
+    else:
+        advice = f"run `ffwatchd jobs retry {job.id}` to run that job again"
+    return (f"{rel} has the same content as job {job.id}, which is already {job.state}; "
+            f"it was not processed again: {advice}")
+
+
 def report_path(filed_as: Path) -> Path:
     return filed_as.with_name(report_name(filed_as.name))
+
+
+def redo_missing_report(watch: WatchSettings, job: Job, report: Path) -> Path | None:
+    """A report a crash left as its temp only (filing/leftovers.py), written again from the job's
+    row when the original it describes lies beside it and no report is there: the job's own
+    report (a failed job's original, at its name or its `-<job id>` names), else a duplicate's.
+    Returns the report written, or None when none was due."""
+    filed_as = report.with_name(report.name[:-len(REPORT_SUFFIX)]) if report.name.endswith(REPORT_SUFFIX) else None
+    if filed_as is None or os.path.lexists(report) or not os.path.isfile(filed_as):
+        return None
+    if job.state not in ("done", "failed"):
+        return None                         # queued or running: its own plan writes the report
+    try:
+        rel_dir = PurePosixPath(filed_as.parent.relative_to(watch.failed).as_posix())
+    except ValueError:
+        return None                         # reports lie in failed/ only
+    job_rel = PurePosixPath(job.rel_path)
+    original = watch.inbox / job.rel_path
+    own = job.state == "failed" and rel_dir == job_rel.parent and \
+        filed_as.name in candidate_names(job_rel.name, job.id)
+    if own:
+        data = error_report(job, job.error_kind or "internal", job.error_message or "", original, filed_as)
+    else:
+        data = duplicate_report(job, duplicate_message(job.rel_path, job), original, filed_as)
+    write_report(watch.failed, report, data, job.id, watch.perms)
+    return report
 
 
 # -- plans ------------------------------------------------------------------------------

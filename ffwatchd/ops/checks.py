@@ -17,7 +17,7 @@ from ffwatchd.media.ffmpeg import FfmpegNotFound, find_ffmpeg
 from ffwatchd.ops.diskguard import UNKNOWN_SIZE, free_bytes_or_none
 from ffwatchd.ops.gpusizing import plan_workers
 from ffwatchd.ops.install import owners
-from ffwatchd.ops.retention import unknown_to_ledger, unrecorded_line
+from ffwatchd.ops.retention import clean_share_leftovers, unknown_to_ledger, unrecorded_line
 from ffwatchd.ops.statusfile import read_status
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import QueueUnavailable, SchemaMismatch, Use, open_store, redact_url
@@ -280,6 +280,8 @@ def check_queue(settings: Settings, problems: list[str], notes: list[str], warni
             unknown = unknown_to_ledger(settings, store) if version and warnings is not None else []
             if unknown:
                 warnings.append(unrecorded_line(unknown))
+            if version and warnings is not None:
+                warnings.extend(leftover_lines(settings, store))
     except Exception as e:  # noqa: BLE001 - every reason the queue cannot open is a problem to show
 
         said = (e.reason if isinstance(e, QueueUnavailable) else str(e)).strip()   # `where` names the table
@@ -287,6 +289,16 @@ def check_queue(settings: Settings, problems: list[str], notes: list[str], warni
         if settings.queue.url:
             reason = reason.replace(settings.queue.url, redact_url(settings.queue.url))
         problems.append(f"queue {where}: cannot open: {reason}")
+
+
+def leftover_lines(settings: Settings, store) -> list[str]:
+    """Temps of ours a crash left on the share (the next start or retention pass removes them)."""
+    found = clean_share_leftovers(settings, store, dry_run=True)
+    if not found:
+        return []
+    shown = ", ".join(str(d.path) for d in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+    return [f"{len(found)} temp file(s) left on the share by a crash: {shown} (removed at the next start; "
+            "a missing error report is written again)"]
 
 
 def run_checks(settings: Settings) -> tuple[list[str], list[str], list[str]]:

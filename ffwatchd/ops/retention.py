@@ -13,15 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from ffwatchd.filing.leftovers import walk_leftovers
+from ffwatchd.filing.leftovers import Leftover, TempKind, parse_temp, walk_leftovers
 from ffwatchd.filing.placing import TEMP_PREFIX, report_name
+from ffwatchd.filing.plan import redo_missing_report
 from ffwatchd.filing.shares import MARKER_NAME
 from ffwatchd.fs.mounts import inode_numbers_stable
 from ffwatchd.fs.version import FileVersion
 from ffwatchd.store import FINISHED, Filing, NotFound
 
 if TYPE_CHECKING:
-    from ffwatchd.config.settings import Settings
+    from ffwatchd.config.settings import Settings, WatchSettings
     from ffwatchd.store import JobQueue
 
 log = logging.getLogger(__name__)
@@ -180,10 +181,36 @@ def clean_share_leftovers(settings: "Settings", store: "JobQueue", *, now: float
     """Hidden copies a killed or stale worker left in output/, done/ or failed/ (any host's),
     once their writer is provably gone (filing/leftovers.py); never one its writer may still write."""
     now = time.time() if now is None else now
-    roots = [r for w in settings.watches for r in (w.output, w.done, w.failed)]
-    return [_apply(Deletion("temp", f.path, 1, f.age, f"a copy left on the share by {f.host}:{f.pid}; {f.why}",
-                            f.size), dry_run)
-            for f in walk_leftovers(roots, store, now=now, lease=settings.workers.lease)]
+    out = []
+    for watch in settings.watches:
+        for f in walk_leftovers([watch.output, watch.done, watch.failed], store, now=now,
+                                lease=settings.workers.lease):
+            who = f"by {f.host}:{f.pid}; " if f.kind is not TempKind.REPORT else ""
+            out.append(_apply(Deletion("temp", f.path, 1, f.age, f"a {f.kind} temp left on the share {who}{f.why}",
+                                       f.size), dry_run))
+            if f.kind is TempKind.REPORT and not dry_run:
+                _redo_report(watch, store, f)
+    return out
+
+
+def _redo_report(watch: "WatchSettings", store: "JobQueue", f: Leftover) -> None:
+    """The report a removed report temp was for, written again when it is missing."""
+    temp = parse_temp(f.path.name)
+    if temp is None or temp.target is None:
+        return
+    try:
+        job = store.get(f.job_id)
+    except (NotFound, KeyError):
+        return
+    try:
+        written = redo_missing_report(watch, job, f.path.with_name(temp.target))
+    except OSError as e:
+        log.warning("job %d: the report %s could not be written again: %s", f.job_id,
+                    f.path.with_name(temp.target), e.strerror or e)
+        return
+    if written is not None:
+        log.warning("job %d: its report %s was missing (a crash stopped its write); written again",
+                    f.job_id, written)
 
 
 def clean_temp_at_startup(settings: "Settings", store: "JobQueue", *,

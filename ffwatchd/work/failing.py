@@ -13,11 +13,11 @@ from typing import Callable, Mapping
 
 from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.errors import JobError
-from ffwatchd.filing.placing import with_job_id
+from ffwatchd.filing.placing import candidate_names, with_job_id
 from ffwatchd.filing.plan import Plan, execute_plan, others_outputs, plan_failed
 from ffwatchd.filing.sharewait import ShareWaiter, WaitKind
-from ffwatchd.filing.staging import OriginalChanged
-from ffwatchd.fs.writefs import LinkRefused, open_folder, split_under
+from ffwatchd.filing.staging import OriginalChanged, staged_paths
+from ffwatchd.fs.writefs import LinkRefused, fsync_dir, open_folder, split_under
 from ffwatchd.ops.diskguard import disk_full_error, is_enospc
 from ffwatchd.store import Job, JobQueue, LeaseStatus
 from ffwatchd.work.heartbeats import Lease
@@ -116,20 +116,19 @@ class FailurePolicy:
                 execute_plan(plan, job, watch, ledger=self.store)
         except LinkRefused as e:              # failed/ goes through a link: nothing is written there
             self.fail_without_filing(job, out, "io", f"{e.message}; the original stays in the inbox "
-                                     f"(the job failed first as {kind}: {message})")
+                                     f"(the job failed first as {kind}: {message})", watch)
             return
         except OriginalChanged as e:          # the file there now is another job's: left in the inbox
-            self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
-            self.fail_without_filing(job, out, e.kind, f"{e.message} (the job failed first as {kind}: {message})")
+            self.fail_without_filing(job, out, e.kind, f"{e.message} (the job failed first as {kind}: {message})",
+                                     watch)
             self.clean_temp(job.id)
             return
         except OSError as e:                  # not the share going (that waits): failed/ refuses it
             if lease is not None and self.unspent(watch, job, lease, out, e, None):
                 return                        # failed/ is full: filed when there is room again
-            self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
             self.fail_without_filing(job, out, "io", f"the original could not be filed to failed/ "
                                      f"({e.strerror or e}); it stays in the inbox (the job failed first as "
-                                     f"{kind}: {message})")
+                                     f"{kind}: {message})", watch)
             self.clean_temp(job.id)
             return
         self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
@@ -182,8 +181,59 @@ class FailurePolicy:
         finally:
             os.close(fd)
 
-    def fail_without_filing(self, job: Job, out: Outcome, kind: str, message: str) -> None:
-        """The original is not ours to move (gone, or replaced by new content)."""
+    def withdraw_plan(self, watch: WatchSettings, job: Job) -> None:
+        """The job's recorded plan is given up (the job ends another way, or is done again): what
+        it placed and has not handed over goes, then the plan is cleared.
+
+        1. its result in output/ (`_withdraw_result`);
+        2. a second name it gave the original in done/ or failed/ while the original still has its
+           inbox (or staged) name: the same inode, so removing that link loses no byte;
+        3. the plan is cleared from the row."""
+        self._withdraw_result(watch, job)
+        self._withdraw_original_link(watch, job)
+        self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
+
+    def _withdraw_original_link(self, watch: WatchSettings, job: Job) -> None:
+        try:
+            row = self.store.get(job.id)
+        except Exception:  # noqa: BLE001 - nothing to withdraw when the row cannot be read
+            return
+        if (row.lease_owner, row.claims) != (self.owner, job.claims) or not row.filing:
+            return
+        plan = Plan.from_dict(row.filing).localized(watch)
+        if not plan.original_dst or plan.drop:
+            return
+        src = Path(plan.original_src)
+        held = []
+        for p in [src] + staged_paths(src, job.id, job.claims + 1):
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            if statmod.S_ISREG(st.st_mode):
+                held.append((st.st_dev, st.st_ino))
+        if not held:
+            return                        # the move finished: the filed name is the only one
+        dst = Path(plan.original_dst)
+        for name in candidate_names(dst.name, job.id)[:2]:
+            where = dst.with_name(name)
+            try:
+                st = os.lstat(where)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) in held and st.st_nlink > 1:
+                self.store.confirm_lease(job.id, self.owner, attempt=job.claims, lease=self.settings.workers.lease)
+                os.unlink(where)
+                fsync_dir(where.parent)
+                log.warning("job %d: its plan is given up; the link %s to the original in the inbox removed",
+                            job.id, where)
+
+    def fail_without_filing(self, job: Job, out: Outcome, kind: str, message: str,
+                            watch: WatchSettings | None = None) -> None:
+        """The original is not ours to move (gone, or replaced by new content); what a plan of
+        the job placed is withdrawn first (`watch` given)."""
+        if watch is not None:
+            self.withdraw_plan(watch, job)
         log.warning("job %d: %s: %s", job.id, kind, message)
         self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
                         attempt=job.claims)
