@@ -4,7 +4,6 @@ and web ports."""
 from __future__ import annotations
 
 import logging
-import os
 import socket
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from ffwatchd.config.settings import Settings
 from ffwatchd.faces import registry
 from ffwatchd.faces.registry import fetch_hint, missing_models
 from ffwatchd.fs.mounts import filesystem_type, is_network_fs
+from ffwatchd.fs.writefs import writer_temp_name
 from ffwatchd.media.c2pa_sign import load_credentials, self_test
 from ffwatchd.media.ffmpeg import FfmpegNotFound, find_ffmpeg
 from ffwatchd.ops.diskguard import UNKNOWN_SIZE, free_bytes_or_none
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 def _writable(folder: Path) -> str | None:
     """None when a file can really be created in `folder`, else the reason."""
-    probe = folder / f".ffwatchd-check-{os.getpid()}"
+    probe = folder / writer_temp_name("check")     # a kind the start-up sweep knows, should `check` die here
     try:
         probe.write_bytes(b"")
         probe.unlink()
