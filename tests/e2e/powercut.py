@@ -196,6 +196,7 @@ class CutRun:
     def _check_after_cut(self, cut: Cut) -> None:
         if self.unsynced:
             self.outcome.problems += [f"after {cut.label()}: {p}" for p in self._custody()]
+            self._copy_again()
             return
         filed = 0
         for name in self.names:
@@ -207,6 +208,17 @@ class CutRun:
         problem = self._integrity()
         if problem:
             self.outcome.problems.append(f"after {cut.label()}: {problem}")
+
+    def _copy_again(self) -> None:
+        """What a client does whose unsynced copy a cut took: an original no folder holds with its
+        bytes is copied into the inbox again (unsynced once more at the next start)."""
+        for name in self.names:
+            if self._where(name):
+                continue
+            p = self._disk(self.d.inbox) / name
+            if p.exists():
+                p.unlink()            # its 0-byte remains: the client overwrites them
+            p.write_bytes(self.originals[name])
 
     def _custody(self) -> list[str]:
         """What custody forbids in the durable image, after any cut: a `done` job whose original
@@ -250,10 +262,13 @@ class CutRun:
                     problems.append(f"job {job_id} ({rel}) is {st} and has a result in output/: {placed}")
         for rel in by_rel:
             ids = [i for i, _s in by_rel[rel]]
-            in_done = {n for i in ids for n in _names_of(rel, i) if (done / n).is_file()}
-            in_failed = {n for i in ids for n in _names_of(rel, i) if (failed / n).is_file()}
-            if in_done and in_failed:
-                problems.append(f"{rel} is in both done/ ({sorted(in_done)}) and failed/ ({sorted(in_failed)})")
+            in_done = [done / n for i in ids for n in _names_of(rel, i) if (done / n).is_file()]
+            in_failed = [failed / n for i in ids for n in _names_of(rel, i) if (failed / n).is_file()]
+            for a in in_done:
+                for b in in_failed:
+                    if _one_file(a, b):
+                        problems.append(f"{rel}: one file in both done/{a.relative_to(done)} and "
+                                        f"failed/{b.relative_to(failed)}")
         return problems
 
     def unfiled(self) -> int:
@@ -387,14 +402,16 @@ class CutRun:
         o = self.outcome
         for name in self.names:
             rel = Path(name)
-            places = []
+            places: list[tuple[str, Path]] = []
             for label, folder in (("inbox", self.d.inbox), ("done", self.d.done), ("failed", self.d.failed)):
                 base = self._disk(folder) / rel.parent
                 if base.is_dir():
-                    places += [f"{label}/{e}" for e in os.listdir(base)
+                    places += [(label, base / e) for e in os.listdir(base)
                                if e == rel.name or (e.startswith(rel.stem + "-") and e.endswith(rel.suffix))]
-            if len({p.split("/", 1)[0] for p in places}) > 1:
-                o.doubled.append(f"{name}: {', '.join(places)}")
+            for i, (la, a) in enumerate(places):
+                for lb, b in places[i + 1:]:
+                    if la != lb and _one_file(a, b):
+                        o.doubled.append(f"{name}: {la}/{a.name} and {lb}/{b.name}")
         for folder, root in (("done", self.d.done), ("failed", self.d.failed), ("output", self.d.output)):
             for p in sorted(self._disk(root).rglob(f"{TEMP_PREFIX}*")):
                 o.problems.append(f"a temp left in {folder}/ after the last start: {p.relative_to(self._disk(root))}")
@@ -409,6 +426,15 @@ class CutRun:
         self.fs.close()
         if pgid is not None:
             self._wait_gone(pgid)
+
+
+def _one_file(a: Path, b: Path) -> bool:
+    """Whether `a` and `b` are one original: one inode, or the same bytes (not empty: an empty
+    file is what a cut leaves of any unsynced copy, not a copy of another)."""
+    sa, sb = a.stat(), b.stat()
+    if (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino):
+        return True
+    return sa.st_size == sb.st_size > 0 and a.read_bytes() == b.read_bytes()
 
 
 def _names_of(rel: str, job_id: int) -> list[str]:
