@@ -6,8 +6,8 @@ How a process is known to be the run's:
    first pytest process makes one; a nested run adds to it) and FFWATCHD_TEST_OWNER (`<pid>:<scope>`:
    the pytest process and the test, or the broader fixture scope, that was running when it started),
    read back from /proc/<pid>/environ;
-2. a descendant (by parent pid) of a process so marked: a server that overwrites its environment
-   block with its process title (PostgreSQL does) is still the child of a marked one;
+2. a descendant (by parent pid) of a process so marked: one started with an environment of its own
+   (or that overwrote it) is still the child of a marked one;
 3. under `run` (the wrapper .ci/run starts pytest with): a descendant of the wrapper, which is a child
    subreaper, so a daemonized or orphaned process comes back to it instead of to init.
 
