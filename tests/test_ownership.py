@@ -28,12 +28,16 @@ def test_a_cut_run_leaves_no_process_it_started(tmp_path: Path, how: str) -> Non
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests/helpers/hung_case.py"),
             "--basetemp", str(tmp_path / "inner")]
     argv += ["-n", "1"] if how == "sigterm_xdist" else ["-p", "no:xdist"]
-    argv += ["--timeout", "20"] if how == "timeout" else ["--timeout", "600"]
+    # the limit well past the daemon's and the cluster's start on a loaded machine
+    argv += ["--timeout", "45"] if how == "timeout" else ["--timeout", "600"]
     env = {**os.environ, RUN_ENV: run, "HUNG_CASE_PIDS": str(pids_file)}
     with open(tmp_path / "inner.log", "w") as log:
         inner = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_for(lambda: pids_file.exists() and pids_file.read_text(), 180, "the inner test to start its processes")
+        def started_all() -> str:
+            assert inner.poll() is None, (tmp_path / "inner.log").read_text()
+            return pids_file.exists() and pids_file.read_text()
+        wait_for(started_all, 180, "the inner test to start its processes")
         shown = json.loads(pids_file.read_text())
         started = shown["pids"]
         if how.startswith("sigterm"):
