@@ -40,11 +40,12 @@ from ffwatchd.filing.staging import (
     find_staged,
     is_the_original,
     stage_original,
+    staged_paths,
     unstage_quietly,
 )
 from ffwatchd.fs.safefs import lstat_below, read_regular
 from ffwatchd.fs.version import FileVersion
-from ffwatchd.fs.writefs import Perms, fit_name, fsync_file, open_folder, split_under
+from ffwatchd.fs.writefs import Perms, fit_name, fsync_dir, fsync_file, open_folder, split_under
 from ffwatchd.store import Filing, Job, TransitionError
 
 log = logging.getLogger(__name__)
@@ -433,7 +434,7 @@ def _place_result(plan: Plan, job: Job, watch: WatchSettings | None, perms: Perm
     if fence is not None:
         fence()                       # a stale attempt publishes nothing: the lease confirmed first
     return place_file(src, dst, job.id, sync_source=False, root=root_of(watch, dst), perms=perms, own=True,
-                      fence=fence, step="place_result")
+                      fence=fence, step="place_result", synced=True)
 
 
 def _place_original(plan: Plan, job: Job, watch: WatchSettings | None, perms: Perms, staged: Path | None,
@@ -444,7 +445,8 @@ def _place_original(plan: Plan, job: Job, watch: WatchSettings | None, perms: Pe
     src, dst = Path(plan.original_src), Path(plan.original_dst)
     moving = staged is not None or (in_place and os.path.lexists(src))
     try:
-        return place_file(staged or src, dst, job.id, root=root_of(watch, dst), perms=perms, fence=fence), moving
+        return place_file(staged or src, dst, job.id, root=root_of(watch, dst), perms=perms, fence=fence,
+                          synced=staged is not None), moving      # a staged original was synced by staging
     except FileNotFoundError:
         if plan.drop:
             raise                     # gone meanwhile (another host filed it): no report beside nothing
@@ -500,8 +502,16 @@ def remove_partials(plan: Plan, job_id: int) -> list[Path]:
 
 
 def file_failed_original(watch: WatchSettings, job: Job, ledger: Any = None) -> Path:
-    """Move a refused file (a job born failed at ingest) to failed/ with its report."""
+    """Move a refused file (a job born failed at ingest), or a failed job's original nobody holds
+    (its worker died), to failed/ with its report. A done plan a dead worker recorded is given up
+    first (filing/withdraw.py): a job that is not done never keeps its result or a done/ name."""
     stored = job_plan(job, watch)
+    if stored is not None and stored.outcome == "done":
+        withdraw_placed(stored, job, watch, others=others_outputs(ledger, watch, job.id), attempt=job.claims)
+        # to failed/ from where the done plan left it (maybe staged), only while it is that original
+        plan = plan_failed(watch, job, job.error_kind or "internal", job.error_message or "", stored.original_state)
+        filed = execute_plan(plan, job, watch, ledger=ledger, stored=True)
+        return filed.original or Path(plan.original_dst)
     plan = stored or plan_failed(watch, job, job.error_kind or "internal", job.error_message or "")
     filed = execute_plan(plan, job, watch, ledger=ledger, stored=stored is not None)
     return filed.original or Path(plan.original_dst)
@@ -546,3 +556,94 @@ def report_is_for(root: Path, report: Path, job_id: int) -> bool:
         return json.loads(read_regular(root, report, 1 << 20)).get("job_id") == job_id
     except (OSError, ValueError, AttributeError):
         return False
+
+
+# -- withdrawal ---------------------------------------------------------------------------
+# What a given-up plan placed and has not handed over, taken back: the one rule every way a job
+# ends otherwise than `done` goes through (a worker's failure or supersession, work/failing.py;
+# a dead worker's job filed to failed/ by the supervisor, `file_failed_original`), so no result of
+# a job that is not done stays in output/ and no original keeps a name in two folders:
+# 1. a done plan's result in output/: the file at the plan's name (or the job's `-<id>` name) with
+#    the plan's size, reached without following a link, not a result the ledger names for another job;
+# 2. a second name the plan gave the original in done/ or failed/ while the original still has its
+#    inbox or staged name: the same inode with more than one link, so removing it loses no byte
+#    (once the move finished, the filed name is the original's only name and stays).
+# `confirm` runs right before each unlink (a worker's lease: TransitionError, nothing removed once
+# the job is another attempt's); None for a caller that holds no lease.
+
+def withdraw_placed(plan: Plan, job: Job, watch: WatchSettings, *, others: AbstractSet[Path], attempt: int,
+                    confirm: Callable[[], None] | None = None) -> list[Path]:
+    """Steps 1-2 above for `plan` (localized to this host's mount); returns what was removed.
+    `others`: the results the ledger names for other jobs (plan.others_outputs); `attempt`: the
+    highest attempt whose staged name may hold the original."""
+    removed = []
+    result = _withdraw_result(plan, job, watch, others, confirm)
+    if result is not None:
+        removed.append(result)
+    removed += _withdraw_original_link(plan, job, attempt, confirm)
+    return removed
+
+
+def _withdraw_result(plan: Plan, job: Job, watch: WatchSettings, others: AbstractSet[Path],
+                     confirm: Callable[[], None] | None) -> Path | None:
+    if plan.outcome != "done" or not plan.result_dst or plan.result_size is None:
+        return None
+    dst = Path(plan.result_dst)
+    try:
+        rel, _name = split_under(watch.output, dst)
+        fd = open_folder(watch.output, rel, None, create=False)
+    except (OSError, ValueError):
+        return None
+    try:
+        for name in (dst.name, with_job_id(dst, job.id).name):
+            if dst.parent / name in others:
+                continue
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_size == plan.result_size:
+                if confirm is not None:
+                    confirm()
+                os.unlink(name, dir_fd=fd)
+                os.fsync(fd)                  # the withdrawal durable before the job's end is recorded
+                log.warning("job %d: ends without its plan; its placed result %s removed", job.id, dst.parent / name)
+                return dst.parent / name
+    except OSError as e:
+        log.warning("job %d: its placed result %s stays: %s", job.id, dst, e.strerror or e)
+    finally:
+        os.close(fd)
+    return None
+
+
+def _withdraw_original_link(plan: Plan, job: Job, attempt: int, confirm: Callable[[], None] | None) -> list[Path]:
+    if not plan.original_dst or plan.drop:
+        return []
+    src = Path(plan.original_src)
+    held = set()
+    for p in [src] + staged_paths(src, job.id, attempt + 1):
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            held.add((st.st_dev, st.st_ino))
+    if not held:
+        return []                             # the move finished: the filed name is the only one
+    removed = []
+    dst = Path(plan.original_dst)
+    for name in candidate_names(dst.name, job.id)[:2]:
+        where = dst.with_name(name)
+        try:
+            st = os.lstat(where)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) in held and st.st_nlink > 1:
+            if confirm is not None:
+                confirm()
+            os.unlink(where)
+            fsync_dir(where.parent)
+            log.warning("job %d: ends without its plan; the link %s to the original in the inbox removed",
+                        job.id, where)
+            removed.append(where)
+    return removed
