@@ -32,11 +32,12 @@ DB = "ffwatchd.db"
 WATCH = "studio"
 
 # The paths the file system sees, relative to its root: the daemon's folders are under /d.
-INBOX, DONE, OUTPUT = "/d/share/inbox/k", "/d/share/done/k", "/d/share/output/k"
+INBOX, DONE, OUTPUT, FAILED = "/d/share/inbox/k", "/d/share/done/k", "/d/share/output/k", "/d/share/failed/k"
 STAGED_PREFIX = f"{TEMP_PREFIX}{STAGED_TAG}-"
 STAGED = re.escape(STAGED_PREFIX)
 WAL = r"^/d/state/ffwatchd\.db-wal$"
 RESULT_TMP = r"^/d/tmp/job-"
+REPORT_TMP = rf"^{FAILED}/{re.escape(TEMP_PREFIX)}\d+-.*\.error\.json\.tmp$"     # placing.write_report's
 
 # A spread of moments, in the order a file meets them: the job table's commits (ingest, claim,
 # the filing plan, done: only the plan's is synced), inference's temp result, each step of
@@ -68,6 +69,16 @@ SHORT_CUTS: dict[str, list[Cut]] = {
     "table-inference-result": [CUTS[i] for i in (0, 1, 2, 3, 5, 6, 7, 9, 10, 11, 13)],
     "original-finish": [CUTS[i] for i in (8, 14, 15, 16, 17, 18, 19, 20, 22)] + FINISH_CUTS,
 }
+# The custody run (issue 41): originals whose writer never fsynced (`CutRun(unsynced=True)`), cut
+# at each filing step, in two halves side by side: the original's own steps (staging rename,
+# result and original links, each folder's sync, the unlinks); then the job table's writes and
+# syncs, the result's create and fsync, a refused file's error report (create, and right after
+# it), and the batch report's renames.
+REPORT_CUTS: list[Cut] = [Cut("create", REPORT_TMP, 1), Cut("create", REPORT_TMP, 1, after=True)]
+UNSYNCED_CUTS: dict[str, list[Cut]] = {
+    "original-steps": [CUTS[i] for i in (7, 8, 9, 10, 14, 15, 16, 17, 18, 19, 20, 21)],
+    "table-result-report": REPORT_CUTS + [CUTS[i] for i in (0, 1, 2, 3, 5, 6, 22, 23)] + FINISH_CUTS,
+}
 SECRET = "s3cret-for-the-power-cut-test-0123456789"
 
 
@@ -88,7 +99,7 @@ class CutRun:
     """`files` originals under inbox/k/, on a PowerFS at `tmp`/mnt (durable image `tmp`/disk)."""
 
     def __init__(self, tmp: Path, models: dict, files: int, workers: dict | None = None,
-                 unsynced: bool = False) -> None:
+                 unsynced: bool = False, refused: int = 0) -> None:
         self.tmp = tmp
         #: the originals as a writer that never fsyncs leaves them (most SMB copies): at each start
         #: the ones in the inbox have durable names but not durable bytes; a cut takes those
@@ -113,8 +124,14 @@ class CutRun:
              "notify": {"webhook": self.hooks.url("/hooks/k")}}))
         self.names = [f"k/img{i:03d}.jpg" for i in range(files)]
         self.originals = {n: face_jpeg(seed=3000 + i, size=160) for i, n in enumerate(self.names)}
+        #: files the daemon refuses at ingest (not a picture): each filed to failed/ with an error report
+        self.refused = [f"k/bad{i:03d}.jpg" for i in range(refused)]
+        self.originals.update({n: f"not a picture, file {n}\n".encode() * 40 for n in self.refused})
+        self.names += self.refused
         for n, data in self.originals.items():
             self.d.drop(n, data)
+        #: each original's mtime as dropped: a client copying it again keeps it (as SMB copies do)
+        self.mtimes = {n: os.stat(self.d.inbox / n).st_mtime_ns for n in self.originals}
         self.fs.checkpoint()           # the people who copied them in are done: all on disk
         self.fs.drop()
         self.outcome = Outcome()
@@ -132,7 +149,7 @@ class CutRun:
         t0 = time.monotonic()
         self.fs.mount(cut, timeout=120)          # a loaded machine: the mount's copy takes its time
         if self.unsynced:
-            self.fs.unsync(rf"^{INBOX}/img\d+\.jpg$")
+            self.fs.unsync(rf"^{INBOX}/(img|bad)\d+\.jpg$")
         self.d.start(wait=False)
         hit = self._wait_cut_or_exit(timeout)
         pgid = self._kill9()
@@ -211,14 +228,15 @@ class CutRun:
 
     def _copy_again(self) -> None:
         """What a client does whose unsynced copy a cut took: an original no folder holds with its
-        bytes is copied into the inbox again (unsynced once more at the next start)."""
+        bytes is copied into the inbox again (unsynced once more at the next start), over what
+        the cut left at its name (the same file, as an SMB overwrite) and with its mtime kept."""
         for name in self.names:
             if self._where(name):
                 continue
             p = self._disk(self.d.inbox) / name
-            if p.exists():
-                p.unlink()            # its 0-byte remains: the client overwrites them
-            p.write_bytes(self.originals[name])
+            with open(p, "wb") as f:
+                f.write(self.originals[name])
+            os.utime(p, ns=(self.mtimes[name], self.mtimes[name]))
 
     def _custody(self) -> list[str]:
         """What custody forbids in the durable image, after any cut: a `done` job whose original
@@ -333,7 +351,7 @@ class CutRun:
         c = self.d.counts()
         if c.get("queued", 0) or c.get("running", 0) or not sum(c.values()):
             return False
-        return not any(p.name.startswith("img") for p in (self.d.inbox / "k").iterdir())
+        return not any(p.name.startswith(("img", "bad")) for p in (self.d.inbox / "k").iterdir())
 
     def _finish_announced(self) -> bool:
         for h in self.hooks.delivered()[self.outcome.announced:]:
