@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from ffwatchd.filing.leftovers import judge, parse_copy
 from ffwatchd.filing.placing import temp_name
 from ffwatchd.filing.plan import plan_done
@@ -237,4 +239,37 @@ def test_a_refused_files_report_temp_goes_at_the_start_and_its_report_is_written
     report = json.loads((share / "failed" / ("x.jpg" + REPORT_SUFFIX)).read_text())
     assert (report["job_id"], report["error_kind"], report["message"]) == (job.id, "corrupt", "x.jpg: not a picture")
     assert report["retry"] and leftover_lines(settings, store) == []
+    store.close()
+
+
+@pytest.mark.parametrize("ledger", ["recorded", "lost"])
+def test_a_refused_files_report_a_cut_came_before_is_written_at_the_next_start(share, tmp_path, ledger) -> None:
+    """A cut after a refused original was placed in failed/ and before its report's temp was
+    made: no temp tells of it, yet the next start writes `<name>.error.json` from the job's row
+    (the job found by the ledger, or by the file's content at its inbox name when the ledger's
+    row died with the cut); a file in failed/ of no job is left without one."""
+    import json
+
+    from ffwatchd.daemon.recovery import recover_at_start
+    from ffwatchd.filing.placing import REPORT_SUFFIX
+    from ffwatchd.store import Filing
+
+    settings = host_settings(tmp_path, share, "a")
+    store = JobStore(tmp_path / "queue.db")
+    (share / "inbox/x.jpg").write_bytes(JPEG)
+    job = ingest_file(settings, settings.watches[0], store, share / "inbox/x.jpg", 0.0).job
+    owner = f"{HOST}:{os.getpid()}/cpu"
+    store.claim(owner, 60)
+    store.fail(job.id, owner, error_kind="corrupt", message="x.jpg: not a picture", transient=False, attempt=1)
+    # filed as x-<id>.jpg (x.jpg was taken in failed/ by a file of no job)
+    (share / "failed/x.jpg").write_bytes(b"someone else's file")
+    filed = share / "failed" / f"x-{job.id}.jpg"
+    os.replace(share / "inbox/x.jpg", filed)
+    if ledger == "recorded":
+        st = filed.stat()
+        store.record_filing(Filing("studio", "failed", filed.name, st.st_size, st.st_ino, time.time(), job.id))
+    recover_at_start(settings, store)
+    report = json.loads((share / "failed" / (filed.name + REPORT_SUFFIX)).read_text())
+    assert (report["job_id"], report["error_kind"], report["message"]) == (job.id, "corrupt", "x.jpg: not a picture")
+    assert not (share / "failed" / ("x.jpg" + REPORT_SUFFIX)).exists(), "a file of no job gets no report"
     store.close()
