@@ -91,22 +91,25 @@ def compare(where: str, base: Path, share_of, models: dict, shim: Path, images: 
 
 def smb_compare(tmp: Path, models: dict, shim: Path, images: list[bytes], rounds: int) -> dict | str:
     """The same over smbnetfs; the reason instead when Samba or FUSE cannot run here."""
+    import fcntl
     import shutil
 
-    from tests.smb import SambaServer, SmbnetfsMount, skip_reason
+    from tests.smb import PORT_445_LOCK, SambaServer, SmbnetfsMount, skip_reason
 
-    why = skip_reason(445) or (None if shutil.which("smbnetfs") else "no smbnetfs (Debian: smbnetfs)")
-    if why:
-        return why
-    server = SambaServer(tmp / "samba", tmp / "export", 445)
-    server.start()
-    mount = SmbnetfsMount(tmp / "smbnetfs", server)
-    try:
-        share = mount.mount()
-        return compare("smbnetfs", tmp / "smb", lambda side: share / side, models, shim, images, rounds)
-    finally:
-        mount.unmount()
-        server.stop()
+    with open(PORT_445_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)           # port 445 is one test's or bench's at a time
+        why = skip_reason(445) or (None if shutil.which("smbnetfs") else "no smbnetfs (Debian: smbnetfs)")
+        if why:
+            return why
+        server = SambaServer(tmp / "samba", tmp / "export", 445)
+        server.start()
+        mount = SmbnetfsMount(tmp / "smbnetfs", server)
+        try:
+            share = mount.mount()
+            return compare("smbnetfs", tmp / "smb", lambda side: share / side, models, shim, images, rounds)
+        finally:
+            mount.unmount()
+            server.stop()
 
 
 def main() -> None:

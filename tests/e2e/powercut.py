@@ -430,9 +430,14 @@ class CutRun:
                 for lb, b in places[i + 1:]:
                     if la != lb and _one_file(a, b):
                         o.doubled.append(f"{name}: {la}/{a.name} and {lb}/{b.name}")
-        for folder, root in (("done", self.d.done), ("failed", self.d.failed), ("output", self.d.output)):
+        for folder, root in (("inbox", self.d.inbox), ("done", self.d.done), ("failed", self.d.failed),
+                             ("output", self.d.output)):
             for p in sorted(self._disk(root).rglob(f"{TEMP_PREFIX}*")):
-                o.problems.append(f"a temp left in {folder}/ after the last start: {p.relative_to(self._disk(root))}")
+                if p.name != MARKER_NAME:          # the share's marker: no temp
+                    o.problems.append(f"a temp left in {folder}/ after the last start: "
+                                      f"{p.relative_to(self._disk(root))}")
+        for p in sorted(self._disk(self.d.temp_dir).glob("job-*")):
+            o.problems.append(f"a job's temp left in temp_dir after the last start: {p.name}")
             if folder == "failed":
                 for p in sorted(self._disk(root).rglob("*.jpg")):
                     if not p.with_name(p.name + ".error.json").exists():
