@@ -46,7 +46,7 @@ from ffwatchd.filing.staging import (
 from ffwatchd.fs.safefs import lstat_below, read_regular
 from ffwatchd.fs.version import FileVersion
 from ffwatchd.fs.writefs import Perms, fit_name, fsync_dir, fsync_file, open_folder, split_under
-from ffwatchd.store import Filing, Job, TransitionError
+from ffwatchd.store import Filing, Job, QueueUnavailable, TransitionError
 
 log = logging.getLogger(__name__)
 
@@ -609,6 +609,8 @@ def _withdraw_result(plan: Plan, job: Job, watch: WatchSettings, others: Abstrac
                 os.fsync(fd)                  # the withdrawal durable before the job's end is recorded
                 log.warning("job %d: ends without its plan; its placed result %s removed", job.id, dst.parent / name)
                 return dst.parent / name
+    except QueueUnavailable:
+        raise                                 # the lease could not be confirmed: nothing more is removed
     except OSError as e:
         log.warning("job %d: its placed result %s stays: %s", job.id, dst, e.strerror or e)
     finally:

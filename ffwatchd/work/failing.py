@@ -16,7 +16,7 @@ from ffwatchd.filing.sharewait import ShareWaiter, WaitKind
 from ffwatchd.filing.staging import OriginalChanged
 from ffwatchd.fs.writefs import LinkRefused
 from ffwatchd.ops.diskguard import disk_full_error, is_enospc
-from ffwatchd.store import Job, JobQueue, LeaseStatus
+from ffwatchd.store import Job, JobQueue, LeaseStatus, QueueUnavailable
 from ffwatchd.work.heartbeats import Lease
 from ffwatchd.work.outcome import Ending, Outcome
 
@@ -151,6 +151,8 @@ class FailurePolicy:
                                 others=others_outputs(self.store, watch, job.id),
                                 attempt=job.claims, confirm=lambda: self.store.confirm_lease(
                                     job.id, self.owner, attempt=job.claims, lease=self.settings.workers.lease))
+            except QueueUnavailable:
+                raise
             except OSError as e:
                 log.warning("job %d: what its plan placed could not all be withdrawn: %s", job.id, e.strerror or e)
             self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
