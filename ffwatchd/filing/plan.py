@@ -507,7 +507,7 @@ def file_failed_original(watch: WatchSettings, job: Job, ledger: Any = None) -> 
     first (filing/withdraw.py): a job that is not done never keeps its result or a done/ name."""
     stored = job_plan(job, watch)
     if stored is not None and stored.outcome == "done":
-        withdraw_placed(stored, job, watch, others=others_outputs(ledger, watch, job.id), attempt=job.claims)
+        withdraw_placed(stored, job, watch, ledger=ledger, attempt=job.claims)
         # to failed/ from where the done plan left it (maybe staged), only while it is that original
         plan = plan_failed(watch, job, job.error_kind or "internal", job.error_message or "", stored.original_state)
         filed = execute_plan(plan, job, watch, ledger=ledger, stored=True)
@@ -566,22 +566,42 @@ def report_is_for(root: Path, report: Path, job_id: int) -> bool:
 # 1. a done plan's result in output/: the file at the plan's name (or the job's `-<id>` name) with
 #    the plan's size, reached without following a link, not a result the ledger names for another job;
 # 2. a second name the plan gave the original in done/ or failed/ while the original still has its
-#    inbox or staged name: the same inode with more than one link, so removing it loses no byte
-#    (once the move finished, the filed name is the original's only name and stays).
+#    inbox or staged name: the same inode with more than one link, or a copy (across filesystems, a
+#    share without hard links) with the very bytes of that inbox or staged file, never a file the
+#    ledger names for another job, so removing it loses no byte (once the move finished, the filed
+#    name is the original's only name and stays; a copy of bytes since changed stays too).
 # `confirm` runs right before each unlink (a worker's lease: TransitionError, nothing removed once
 # the job is another attempt's); None for a caller that holds no lease.
 
-def withdraw_placed(plan: Plan, job: Job, watch: WatchSettings, *, others: AbstractSet[Path], attempt: int,
+def withdraw_placed(plan: Plan, job: Job, watch: WatchSettings, *, ledger: Any, attempt: int,
                     confirm: Callable[[], None] | None = None) -> list[Path]:
     """Steps 1-2 above for `plan` (localized to this host's mount); returns what was removed.
-    `others`: the results the ledger names for other jobs (plan.others_outputs); `attempt`: the
+    `ledger`: the job table (what it names for other jobs is never removed); `attempt`: the
     highest attempt whose staged name may hold the original."""
     removed = []
-    result = _withdraw_result(plan, job, watch, others, confirm)
+    result = _withdraw_result(plan, job, watch, others_outputs(ledger, watch, job.id), confirm)
     if result is not None:
         removed.append(result)
-    removed += _withdraw_original_link(plan, job, attempt, confirm)
+    removed += _withdraw_original_link(plan, job, watch, ledger, attempt, confirm)
     return removed
+
+
+def _others_filed(ledger: Any, watch: WatchSettings, job_id: int, dst: Path) -> set[Path]:
+    """The files the ledger names for other jobs in the done/ or failed/ folder `dst` is in."""
+    for folder, root in (("done", watch.done), ("failed", watch.failed)):
+        if ledger is not None and dst.is_relative_to(root):
+            return {root / rel for rel, f in ledger.filings(watch.name, folder).items() if f.job_id != job_id}
+    return set()
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            x, y = fa.read(1 << 20), fb.read(1 << 20)
+            if x != y:
+                return False
+            if not x:
+                return True
 
 
 def _withdraw_result(plan: Plan, job: Job, watch: WatchSettings, others: AbstractSet[Path],
@@ -618,34 +638,43 @@ def _withdraw_result(plan: Plan, job: Job, watch: WatchSettings, others: Abstrac
     return None
 
 
-def _withdraw_original_link(plan: Plan, job: Job, attempt: int, confirm: Callable[[], None] | None) -> list[Path]:
+def _withdraw_original_link(plan: Plan, job: Job, watch: WatchSettings, ledger: Any, attempt: int,
+                            confirm: Callable[[], None] | None) -> list[Path]:
     if not plan.original_dst or plan.drop:
         return []
     src = Path(plan.original_src)
-    held = set()
+    held: dict[tuple[int, int], tuple[Path, int]] = {}
     for p in [src] + staged_paths(src, job.id, attempt + 1):
         try:
             st = os.lstat(p)
         except OSError:
             continue
         if stat.S_ISREG(st.st_mode):
-            held.add((st.st_dev, st.st_ino))
+            held[(st.st_dev, st.st_ino)] = (p, st.st_size)
     if not held:
         return []                             # the move finished: the filed name is the only one
     removed = []
     dst = Path(plan.original_dst)
+    others = _others_filed(ledger, watch, job.id, dst)
     for name in candidate_names(dst.name, job.id)[:2]:
         where = dst.with_name(name)
         try:
             st = os.lstat(where)
         except OSError:
             continue
-        if (st.st_dev, st.st_ino) in held and st.st_nlink > 1:
+        if not stat.S_ISREG(st.st_mode) or where in others:
+            continue
+        linked = (st.st_dev, st.st_ino) in held and st.st_nlink > 1
+        # a copy (across filesystems, or a share without hard links): only when it holds the very
+        # bytes a name in the inbox still holds, so no byte is lost with it
+        copied = (st.st_dev, st.st_ino) not in held and \
+            any(size == st.st_size and _same_bytes(p, where) for p, size in held.values())
+        if linked or copied:
             if confirm is not None:
                 confirm()
             os.unlink(where)
             fsync_dir(where.parent)
-            log.warning("job %d: ends without its plan; the link %s to the original in the inbox removed",
-                        job.id, where)
+            log.warning("job %d: ends without its plan; the %s %s of the original in the inbox removed",
+                        job.id, "link" if linked else "copy", where)
             removed.append(where)
     return removed

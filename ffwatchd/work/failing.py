@@ -11,7 +11,7 @@ from typing import Callable, Mapping
 
 from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.errors import JobError
-from ffwatchd.filing.plan import Plan, execute_plan, others_outputs, plan_failed, withdraw_placed
+from ffwatchd.filing.plan import Plan, execute_plan, plan_failed, withdraw_placed
 from ffwatchd.filing.sharewait import ShareWaiter, WaitKind
 from ffwatchd.filing.staging import OriginalChanged
 from ffwatchd.fs.writefs import LinkRefused
@@ -147,8 +147,7 @@ class FailurePolicy:
             return                        # another attempt's plan, if any; the fenced failure says so
         if row.filing:
             try:
-                withdraw_placed(Plan.from_dict(row.filing).localized(watch), job, watch,
-                                others=others_outputs(self.store, watch, job.id),
+                withdraw_placed(Plan.from_dict(row.filing).localized(watch), job, watch, ledger=self.store,
                                 attempt=job.claims, confirm=lambda: self.store.confirm_lease(
                                     job.id, self.owner, attempt=job.claims, lease=self.settings.workers.lease))
             except QueueUnavailable:

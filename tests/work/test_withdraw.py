@@ -85,13 +85,19 @@ def _files(folder: Path) -> list[str]:
                   and p.name != ".ffwatchd-owner.json")
 
 
-def _assert_custody(share: Path) -> None:
-    assert _files(share / "output") == [], "no result of a job that is not done"
-    inodes = {}
+def _assert_custody(share: Path, done: bool = False) -> None:
+    """No result unless the job is `done`; no original under two names (one inode, or a copy of
+    the same bytes) in inbox/done/failed; no temp or staged name left."""
+    if not done:
+        assert _files(share / "output") == [], "no result of a job that is not done"
+    seen: dict = {}
     for folder in ("inbox", "done", "failed"):
         for p in (share / folder).rglob("*.jpg"):
-            inodes.setdefault(os.lstat(p).st_ino, []).append(f"{folder}/{p.relative_to(share / folder)}")
-    assert all(len(names) == 1 for names in inodes.values()), f"one original under two names: {inodes}"
+            st = os.lstat(p)
+            for key in {("inode", st.st_ino), ("bytes", p.read_bytes() or str(p))}:
+                seen.setdefault(key, []).append(f"{folder}/{p.relative_to(share / folder)}")
+    twice = {k[0]: names for k, names in seen.items() if len(names) > 1}
+    assert not twice, f"one original under two names: {twice}"
     assert not [p for p in share.rglob(".ffwatchd-*") if p.name != ".ffwatchd-owner.json"], "no temp or staged name"
 
 
@@ -147,11 +153,13 @@ def test_a_dead_workers_job_out_of_attempts_is_filed_failed_without_its_done_pla
     store.close()
 
 
-def test_a_dead_workers_job_out_of_attempts_goes_to_failed_once(share, tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("placed", ["link", "copy"])
+def test_a_dead_workers_job_out_of_attempts_goes_to_failed_once(placed, share, tmp_path) -> None:
     """The same ending with the original as processed and its result lost: one name, in failed/,
-    with its report (the done/ link of the given-up plan removed, the staged name filed)."""
+    with its report (the done/ link, or copy, of the given-up plan removed, the staged name filed)."""
     settings = _settings(tmp_path, share)
     store = JobStore(tmp_path / "queue.db", clock=Clock(), max_attempts=1)
+    _copied_when(placed, share, tmp_path)
     job = _killed_at("unlink_original", settings, store, share, tmp_path)
     (share / "output/x.jpg").unlink()          # its result lost: the plan cannot be completed as done
     give_back(settings, store, None, job.id, A, "worker_crashed", "killed by signal 9", stopping=False)
@@ -161,3 +169,30 @@ def test_a_dead_workers_job_out_of_attempts_goes_to_failed_once(share, tmp_path,
     assert _files(share / "failed") == ["x.jpg", "x.jpg.error.json"]
     assert (share / "failed/x.jpg").read_bytes() == PHOTO
     store.close()
+
+
+@pytest.mark.parametrize("placed", ["link", "copy"])
+def test_a_plan_given_up_to_process_again_leaves_one_original_in_done(placed, share, tmp_path) -> None:
+    """The result a killed worker placed is gone (not trusted): the resumed attempt gives the plan
+    up and processes the job again. The original's name in done/ the old plan made (a link, or a
+    copy where the file has other links) goes first, so the new plan files it once, at its name."""
+    settings = _settings(tmp_path, share)
+    clock = Clock()
+    store = JobStore(tmp_path / "queue.db", clock=clock)
+    _copied_when(placed, share, tmp_path)
+    job = _killed_at("unlink_original", settings, store, share, tmp_path)
+    assert _files(share / "done") == ["x.jpg"]
+    (share / "output/x.jpg").unlink()
+    clock.t += settings.workers.lease + 1
+    out = JobRunner(settings, store, ReadingPipeline(), B).run(store.claim(B, 60))
+    assert out.outcome == "done", out
+    _assert_custody(share, done=True)
+    assert _files(share / "done") == ["x.jpg"] and (share / "done/x.jpg").read_bytes() == PHOTO
+    assert _files(share / "output") == ["x.jpg"] and store.get(job.id).state == "done"
+    store.close()
+
+
+def _copied_when(placed: str, share: Path, tmp_path: Path) -> None:
+    """`copy`: the original gets a hard link outside the share, so filing copies it (never links)."""
+    if placed == "copy":
+        os.link(share / "inbox/x.jpg", tmp_path / "elsewhere.jpg")
