@@ -10,7 +10,7 @@ from pathlib import Path
 from ffwatchd.config.settings import Settings
 from ffwatchd.faces import registry
 from ffwatchd.faces.registry import fetch_hint, missing_models
-from ffwatchd.fs.mounts import filesystem_type, is_network_fs
+from ffwatchd.fs.mounts import filesystem_type, fsync_reaches_storage, is_network_fs
 from ffwatchd.fs.writefs import writer_temp_name
 from ffwatchd.media.c2pa_sign import load_credentials, self_test
 from ffwatchd.media.ffmpeg import FfmpegNotFound, find_ffmpeg
@@ -38,6 +38,7 @@ def _writable(folder: Path) -> str | None:
 
 def check_folders(settings: Settings, problems: list[str], notes: list[str], warnings: list[str]) -> None:
     for w in settings.watches:
+        _check_custody(w.name, {r: f for r, f in w.folders().items() if r in ("inbox", "done", "failed")}, warnings)
         for role, folder in w.folders().items():
             where = f"watch {w.name}: {role} {folder}"
             if not folder.exists():
@@ -51,6 +52,18 @@ def check_folders(settings: Settings, problems: list[str], notes: list[str], war
                 else:
                     notes.append(f"{where} is writable ({filesystem_type(folder) or 'unknown fs'})")
                     _check_measurable(where, folder, warnings)
+
+
+def _check_custody(watch: str, folders: dict[str, Path], warnings: list[str]) -> None:
+    """Originals on a mount whose fsync never reaches the server: the daemon's custody fsync
+    (docs/daemon.md, "Filing") cannot make a copy its client never fsynced durable there."""
+    found = {role: filesystem_type(f) for role, f in folders.items() if f.exists() and not fsync_reaches_storage(f)}
+    if found:
+        kinds = ", ".join(sorted(set(found.values())))
+        warnings.append(f"watch {watch}: {', '.join(found)} on {kinds}, whose fsync never reaches the file server: "
+                        "an original its client never fsynced is durable only once the server writes it, "
+                        "and a power cut of the server can empty one filed done; mount the share with the "
+                        "kernel's client (mount -t cifs), which sends SMB2 FLUSH")
 
 
 def _check_measurable(where: str, folder: Path, warnings: list[str]) -> None:
