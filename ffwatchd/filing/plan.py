@@ -644,7 +644,8 @@ def _withdraw_original_link(plan: Plan, job: Job, watch: WatchSettings, ledger: 
         return []
     src = Path(plan.original_src)
     held: dict[tuple[int, int], tuple[Path, int]] = {}
-    for p in [src] + staged_paths(src, job.id, attempt + 1):
+    # its inbox name, the `-<id>` name staging.put_back gives it when that is taken, its staged names
+    for p in [src.with_name(n) for n in candidate_names(src.name, job.id)[:2]] + staged_paths(src, job.id, attempt + 1):
         try:
             st = os.lstat(p)
         except OSError:

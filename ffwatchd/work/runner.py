@@ -373,8 +373,8 @@ class JobRunner:
         folders = sorted({Path(p).parent for p in (plan.result_dst, plan.original_dst) if p})
         remove_leftovers(folders, self.store, now=time.time(), lease=self.settings.workers.lease, job_id=job.id)
         if plan.outcome == "done" and not result_trusted(plan, job.id, others_outputs(self.store, watch, job.id)):
+            unstage(Path(plan.original_src), job.id, job.claims)    # back at its name before the plan goes
             self.failures.withdraw_plan(watch, job)     # its placed links go before it is done again
-            unstage(Path(plan.original_src), job.id, job.claims)
             return False
         log.info("job %d: finishing the filing an earlier attempt started (a crash or an error stopped it)", job.id)
         try:
@@ -384,8 +384,8 @@ class JobRunner:
             return True
         except OriginalChanged as e:           # the original is not the one processed: look at it again
             log.warning("job %d: %s", job.id, e.message)
+            unstage(Path(plan.original_src), job.id, job.claims)    # back at its name before the plan goes
             self.failures.withdraw_plan(watch, job)     # nothing of the given-up plan stays placed
-            unstage(Path(plan.original_src), job.id, job.claims)
             return False
         except QueueUnavailable:
             raise
