@@ -213,6 +213,9 @@ class CutRun:
     def _check_after_cut(self, cut: Cut) -> None:
         if self.unsynced:
             self.outcome.problems += [f"after {cut.label()}: {p}" for p in self._custody()]
+            problem = self._integrity()
+            if problem:
+                self.outcome.problems.append(f"after {cut.label()}: {problem}")
             self._copy_again()
             return
         filed = 0
