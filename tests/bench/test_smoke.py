@@ -16,7 +16,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
-SCRIPTS = sorted(p.name for p in BENCH.glob("*.py") if not p.name.startswith("_"))
+
+
+def scripts(folder: Path) -> list[str]:
+    """The bench scripts of `folder`: every *.py but the helpers (_record.py)."""
+    return sorted(p.name for p in folder.glob("*.py") if not p.name.startswith("_"))
+
+
+def without_smoke(folder: Path) -> list[str]:
+    """The scripts of `folder` whose source takes no --smoke."""
+    return [name for name in scripts(folder)
+            if not re.search(r"add_smoke\(|[\"']--smoke[\"']", (folder / name).read_text())]
+
+
+SCRIPTS = scripts(BENCH)
 EXIT_UNAVAILABLE = 77            # bench/_record.py: what the bench needs is not on this machine
 # A smoke run another test makes already (the same command, with more checks): run once, not twice.
 SMOKE_ELSEWHERE = {"gpu.py": (ROOT / "tests" / "test_gpu_bench.py", "test_without_cuda_out_is_a_cpu_dry_run")}
@@ -29,11 +42,19 @@ def digest(path: Path) -> str | None:
 
 def test_bench_has_scripts_and_each_takes_smoke() -> None:
     assert len(SCRIPTS) >= 10, SCRIPTS
-    without = [name for name in SCRIPTS
-               if not re.search(r"add_smoke\(|\"--smoke\"", (BENCH / name).read_text())]
+    without = without_smoke(BENCH)
     assert not without, f"bench scripts without a --smoke run (bench/_record.py add_smoke): {without}"
     for name, (module, test) in SMOKE_ELSEWHERE.items():
         assert f"def {test}(" in module.read_text(), f"{name}'s smoke is said to run in {module}::{test}"
+
+
+def test_a_script_without_smoke_is_named(tmp_path: Path) -> None:
+    (tmp_path / "_helper.py").write_text("def record(): ...\n")
+    (tmp_path / "old.py").write_text('ap.add_argument("--runs", type=int)\n')
+    (tmp_path / "new.py").write_text('ap.add_argument("--smoke", action="store_true")\n')
+    (tmp_path / "shared.py").write_text("add_smoke(ap)\n")
+    assert scripts(tmp_path) == ["new.py", "old.py", "shared.py"]
+    assert without_smoke(tmp_path) == ["old.py"]
 
 
 @pytest.mark.timeout(400)
