@@ -4,6 +4,7 @@ recorded, so a change that breaks a bench fails the suite instead of rotting uns
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import re
 import signal
@@ -30,7 +31,11 @@ def without_smoke(folder: Path) -> list[str]:
 
 
 SCRIPTS = scripts(BENCH)
-EXIT_UNAVAILABLE = 77            # bench/_record.py: what the bench needs is not on this machine
+_spec = importlib.util.spec_from_file_location("bench_record", BENCH / "_record.py")
+assert _spec and _spec.loader
+_record = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_record)
+EXIT_UNAVAILABLE = _record.EXIT_UNAVAILABLE      # what the bench needs is not on this machine
 # A smoke run another test makes already (the same command, with more checks): run once, not twice.
 SMOKE_ELSEWHERE = {"gpu.py": (ROOT / "tests" / "test_gpu_bench.py", "test_without_cuda_out_is_a_cpu_dry_run")}
 WRITTEN_BY_BENCHES = [ROOT / "docs" / "benchmarks.md", ROOT / "docs" / "testing.md"]
