@@ -194,7 +194,10 @@ def _prepare(args: argparse.Namespace) -> tuple[Settings | None, jobspec.JobSpec
             raise UsageProblem("invalid settings:\n" + "\n".join(f"  - {p}" for p in problems))
         _check_photos(raw)
         spec = jobspec.JobSpec.from_mapping(raw)
-        return settings, spec, Pipeline(models_dir, custom, **_worker_options(args, settings))
+        opts = _worker_options(args, settings)
+        if settings is not None:       # the workers' own construction: the config's licence rule included
+            return settings, spec, Pipeline.for_settings(settings, opts.pop("device"), models_dir, **opts)
+        return settings, spec, Pipeline(models_dir, custom, **opts)
     except UsageProblem as e:
         raise _Exit(EXIT_USAGE, str(e)) from None
     except ConfigError as e:
@@ -297,17 +300,9 @@ def _settings(args: argparse.Namespace) -> Settings | None:
 
 
 def _worker_options(args: argparse.Namespace, settings: Settings | None) -> dict[str, Any]:
+    """The flags' worker settings over the config's (Pipeline.for_settings), else over Pipeline's CPU defaults."""
     w = settings.workers if settings else None
-    opts: dict[str, Any] = {
-        "providers": tuple(w.providers) if w else ("cpu",),
-        "device": w.devices[0] if w and w.devices else "cpu",   # a watch-only host: process on CPU
-        "cpu_threads": w.cpu_threads if w else 0,
-        "vram_limit": w.vram_limit if w else 12 * 2**30,
-        "ram_limit": w.ram_limit if w else WorkerSettings.ram_limit,
-        "max_pixels": w.max_pixels if w else 80_000_000,
-        "provenance": settings.provenance if settings else True,
-        "c2pa": settings.c2pa if settings else None,
-    }
+    opts: dict[str, Any] = {"device": w.devices[0] if w and w.devices else "cpu"}   # a watch-only host: CPU
     if args.providers:
         opts["providers"] = tuple(p.strip() for p in args.providers.split(",") if p.strip())
         bad = [p for p in opts["providers"] if p not in ("cuda", "cpu")]
