@@ -20,7 +20,7 @@ from ffwatchd.config.settings import Settings, WorkerSettings
 from ffwatchd.errors import ConfigError, JobError
 from ffwatchd.faces import registry
 from ffwatchd.faces.maskspec import MaskType
-from ffwatchd.processors import default_processors, processors
+from ffwatchd.processors import ProcessorError, default_processors, processors, require_plugins
 from ffwatchd.schema import IntBetween, NumberBetween, OneOf, photo_paths
 from ffwatchd.spec import jobspec
 from ffwatchd.spec.safeyaml import load_yaml, yaml_problem
@@ -182,6 +182,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Settings | None, jobspec.JobSpec
     from ffwatchd.pipeline.pipeline import Pipeline
 
     try:
+        require_plugins()
         settings = _settings(args)
         models_dir = Path(args.models_dir) if args.models_dir else (settings.models_dir if settings else None)
         if models_dir is None:
@@ -200,7 +201,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Settings | None, jobspec.JobSpec
         return settings, spec, Pipeline(models_dir, custom, **opts)
     except UsageProblem as e:
         raise _Exit(EXIT_USAGE, str(e)) from None
-    except ConfigError as e:
+    except (ConfigError, ProcessorError) as e:
         raise _Exit(EXIT_FAIL, str(e)) from None
 
 

@@ -19,6 +19,7 @@ from ffwatchd.ops.gpusizing import plan_workers
 from ffwatchd.ops.install import owners
 from ffwatchd.ops.retention import unknown_to_ledger, unrecorded_line
 from ffwatchd.ops.statusfile import read_status
+from ffwatchd.processors import broken_plugins, processors
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import QueueUnavailable, SchemaMismatch, Use, open_store, redact_url
 
@@ -184,6 +185,17 @@ def check_packages(warnings: list[str], notes: list[str], path: list[str] | None
             notes.append(f"{top}/ is owned by {names} alone")
 
 
+def check_processors(problems: list[str], notes: list[str]) -> None:
+    """The processors this host's daemon would run, plug-ins named as such; a broken plug-in is a
+    problem (`run` and `process` refuse to start with one)."""
+    found = processors()
+    builtin = [n for n, p in found.items() if type(p).__module__.startswith("ffwatchd.processors.builtin")]
+    plugins = [n for n in found if n not in builtin]
+    notes.append(f"processors installed: {', '.join(builtin)}"
+                 + (f"; plug-ins: {', '.join(plugins)}" if plugins else "; no plug-ins"))
+    problems.extend(b.sentence() for b in broken_plugins())
+
+
 def check_ffmpeg(settings: Settings, warnings: list[str], notes: list[str]) -> None:
 
     try:
@@ -299,6 +311,7 @@ def run_checks(settings: Settings) -> tuple[list[str], list[str], list[str]]:
     check_queue(settings, problems, notes, warnings)
     check_models(settings, warnings, notes)
     check_packages(warnings, notes)
+    check_processors(problems, notes)
     check_providers(settings, problems, warnings, notes)
     check_workers(settings, notes)
     check_ffmpeg(settings, warnings, notes)

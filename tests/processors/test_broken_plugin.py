@@ -1,0 +1,75 @@
+"""A broken plug-in (installed as a package's entry point, in real new processes) is named by
+the daemon, `process` and `check`; every read-only command works without it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers.configs import studio_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+BROKEN = '''
+from dataclasses import dataclass
+
+from ffwatchd.processors import Processor, Scope
+from ffwatchd.schema import IntBetween
+
+
+@dataclass(frozen=True)
+class BrokenSettings:
+    amount: int = 4
+
+
+class Broken(Processor):
+    name = "broken"
+    summary = "checks a key its settings do not have"
+    settings = BrokenSettings
+    checks = {"levels": IntBetween(2, 64)}
+    scope = Scope.FRAME
+
+    def prepare(self, settings, job):
+        return None
+
+
+PROCESSOR = Broken()
+'''
+
+
+def _site(root: Path) -> Path:
+    """The package as pip leaves it: a module and its dist-info with the entry point."""
+    site = root / "site"
+    info = site / "ffw_broken-1.0.dist-info"
+    info.mkdir(parents=True)
+    (site / "ffw_broken.py").write_text(BROKEN)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ffw-broken\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[ffwatchd.processors]\nbroken = ffw_broken:PROCESSOR\n")
+    return site
+
+
+def _ffwatchd(site: Path, *argv: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
+    env.pop("FFWATCHD_CONFIG", None)
+    return subprocess.run([sys.executable, "-m", "ffwatchd", *argv], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=120)
+
+
+def test_a_broken_plugin_is_named_by_run_process_and_check_and_read_only_commands_work(tmp_path):
+    site, cfg = _site(tmp_path), str(studio_config(tmp_path))
+    named = "plug-in package ffw-broken is broken: entry point broken = ffw_broken:PROCESSOR: broken.checks"
+    for argv in (["--help"], ["status", "-c", cfg], ["jobs", "-c", cfg, "list"], ["models", "-c", cfg, "list"]):
+        ran = _ffwatchd(site, *argv)
+        assert ran.returncode == 0 and "Traceback" not in ran.stderr, (argv, ran.stderr)
+    check = _ffwatchd(site, "check", "-c", cfg)
+    assert check.returncode == 1 and "Traceback" not in check.stderr
+    assert [line for line in check.stdout.splitlines() if "ffw-broken" in line] \
+        == [f"PROBLEM  {named} (levels) does not match its settings fields (amount); fix it or uninstall it"]
+    assert any(line.startswith("ok       processors installed: ") for line in check.stdout.splitlines())
+    for argv in (["run", "-c", cfg],
+                 ["process", "-c", cfg, "-t", str(tmp_path / "t.jpg"), "-o", str(tmp_path / "o.jpg")]):
+        ran = _ffwatchd(site, *argv)
+        assert ran.returncode == 1 and "Traceback" not in ran.stderr, (argv, ran.stderr)
+        assert named in ran.stderr, (argv, ran.stderr)
