@@ -41,8 +41,11 @@ def check_folders(settings: Settings, problems: list[str], notes: list[str], war
     for w in settings.watches:
         for role, folder in w.folders().items():
             where = f"watch {w.name}: {role} {folder}"
-            if not folder.exists():
-                problems.append(f"{where} does not exist" + (" (is the share mounted?)" if role == "inbox" else ""))
+            if not folder.exists() and role != "inbox" and w.make_folders:
+                _check_makeable(where, folder, problems, notes)    # `run` makes it, as shares.py does
+            elif not folder.exists():
+                problems.append(f"{where} does not exist" + (" (is the share mounted?)" if role == "inbox" else "")
+                                + (" and make_folders is off" if role != "inbox" else ""))
             elif not folder.is_dir():
                 problems.append(f"{where} is not a folder")
             else:
@@ -52,6 +55,19 @@ def check_folders(settings: Settings, problems: list[str], notes: list[str], war
                 else:
                     notes.append(f"{where} is writable ({filesystem_type(folder) or 'unknown fs'})")
                     _check_measurable(where, folder, warnings)
+
+
+def _check_makeable(where: str, folder: Path, problems: list[str], notes: list[str]) -> None:
+    """A missing output/, done/ or failed/ that `run` makes (make_folders): fine where the nearest
+    existing folder above it is writable."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    reason = _writable(existing) if existing.is_dir() else "not a folder"
+    if reason:
+        problems.append(f"{where} does not exist and cannot be made ({existing}: {reason})")
+    else:
+        notes.append(f"{where} does not exist yet; `run` makes it (make_folders)")
 
 
 def _check_measurable(where: str, folder: Path, warnings: list[str]) -> None:
