@@ -44,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     installed = processors()
     parser.add_argument("--processors", nargs="+", choices=list(installed), metavar="PROC",
                         help=f"in order, from: {', '.join(installed)} (default {', '.join(default_processors())})")
+    parser.add_argument("--watch", metavar="NAME",
+                        help="start from this watch's `defaults` in the config, as its daemon jobs do "
+                             "(then --sidecar, then the flags)")
     parser.add_argument("--sidecar", help="take settings from this sidecar YAML (flags override it)")
     parser.add_argument("--models-dir", help="model folder (default: the config's models_dir)")
     g = parser.add_argument_group("face settings (as in a sidecar)")
@@ -95,9 +98,10 @@ class UsageProblem(Exception):
 
 
 def spec_mapping(args: argparse.Namespace, output: Path,
-                 known: dict[str, str] | None = None) -> dict[str, Any]:
-    """The sidecar-shaped mapping: --sidecar (paths relative to it), then the flags over it. The
-    sidecar's own problems are named by its path (they were all `arguments.KEY`)."""
+                 known: dict[str, str] | None = None, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The sidecar-shaped mapping: the watch's `defaults`, --sidecar (paths relative to it) over
+    them, then the flags over both. The sidecar's own problems are named by its path (they were
+    all `arguments.KEY`)."""
     base: dict[str, Any] = {}
     if args.sidecar:
         sidecar = Path(args.sidecar)
@@ -137,7 +141,7 @@ def spec_mapping(args: argparse.Namespace, output: Path,
         merged_fmt = (base.get("output") or {}).get("format")
         if merged_fmt in (None, "keep"):
             flags.setdefault("output", {})["format"] = fmt
-    return jobspec.merge(base, flags)
+    return jobspec.merge(defaults, base, flags)
 
 
 class _Exit(Exception):
@@ -189,7 +193,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Settings | None, jobspec.JobSpec
             raise UsageProblem(f"no model folder: use --models-dir DIR, or -c CONFIG (or set {CONFIG_ENV})")
         custom = settings.models if settings else ()
         known = registry.known_models(custom)
-        raw = spec_mapping(args, Path(args.output), known)
+        raw = spec_mapping(args, Path(args.output), known, _watch_defaults(args, settings))
         problems = jobspec.validate(raw, "arguments", known)
         if problems:
             raise UsageProblem("invalid settings:\n" + "\n".join(f"  - {p}" for p in problems))
@@ -293,6 +297,19 @@ def _check_photos(raw: dict[str, Any]) -> None:
         for ref in refs:
             if not Path(ref).is_file():
                 raise UsageProblem(f"reference {ref} is not a file")
+
+
+def _watch_defaults(args: argparse.Namespace, settings: Settings | None) -> dict[str, Any] | None:
+    """--watch NAME: that watch's `defaults` (what a job in its inbox starts from)."""
+    if not getattr(args, "watch", None):
+        return None
+    if settings is None:
+        raise UsageProblem(f"--watch {args.watch} needs a config: -c CONFIG (or set {CONFIG_ENV})")
+    for w in settings.watches:
+        if w.name == args.watch:
+            return dict(w.defaults)
+    raise UsageProblem(f"--watch {args.watch}: {settings.source} has no such watch "
+                       f"(its watches: {', '.join(w.name for w in settings.watches)})")
 
 
 def _settings(args: argparse.Namespace) -> Settings | None:
