@@ -73,3 +73,18 @@ def test_a_broken_plugin_is_named_by_run_process_and_check_and_read_only_command
         ran = _ffwatchd(site, *argv)
         assert ran.returncode == 1 and "Traceback" not in ran.stderr, (argv, ran.stderr)
         assert named in ran.stderr, (argv, ran.stderr)
+
+
+def test_writing_a_processor_says_what_a_third_party_author_needs():
+    """docs/pipeline.md "Writing a processor": every Face field by name (`f.box` was a guess),
+    what `touched` holds, the `kind` job.load takes, where to install, that a restart is needed."""
+    import dataclasses
+
+    from ffwatchd.faces.types import Face
+    text = (REPO / "docs" / "pipeline.md").read_text(encoding="utf-8")
+    section = text.split("### Writing a processor", 1)[1].split("\n## ", 1)[0]
+    assert all(f"`{f.name}`" in section for f in dataclasses.fields(Face))
+    for needed in ("`touched`: a list of `Box` tuples", "`ffwatchd.faces.models.ModelKind` member",
+                   "same virtual environment as the daemon",
+                   "restart it", "SIGHUP\ndoes not load processors", "`ffwatchd check` lists the processors installed"):
+        assert needed in section, needed
