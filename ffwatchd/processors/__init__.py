@@ -9,6 +9,7 @@ from ffwatchd.processors.registry import (
     broken_plugins,
     check_processor,
     default_processors,
+    installed_since_start,
     names,
     order_problem,
     processor,
@@ -18,4 +19,5 @@ from ffwatchd.processors.registry import (
 
 __all__ = ["BrokenPlugin", "Box", "Change", "ENTRY_POINT_GROUP", "FaceScore", "JobContext", "Processor",
            "ProcessorError", "ResizingStep", "Scope", "Step", "broken_plugins", "check_processor",
-           "default_processors", "names", "order_problem", "processor", "processors", "require_plugins"]
+           "default_processors", "installed_since_start", "names", "order_problem", "processor", "processors",
+           "require_plugins"]

@@ -84,6 +84,14 @@ def require_plugins() -> None:
         raise ProcessorError("; ".join(b.sentence() for b in broken))
 
 
+def installed_since_start(name: str) -> bool:
+    """Whether `name` is a plug-in installed after this process read the registry (it runs
+    nothing new until restarted): an entry point now that the start-up scan did not see."""
+    if name in _load() or name in {b.entry_point.split(" = ")[0] for b in broken_plugins()}:
+        return False
+    return any(ep.name == name for ep in entry_points(group=ENTRY_POINT_GROUP))
+
+
 def _load() -> dict[str, Processor]:
     return _scan()[0]
 

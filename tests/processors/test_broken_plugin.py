@@ -88,3 +88,40 @@ def test_writing_a_processor_says_what_a_third_party_author_needs():
                    "same virtual environment as the daemon",
                    "restart it", "SIGHUP\ndoes not load processors", "`ffwatchd check` lists the processors installed"):
         assert needed in section, needed
+
+
+POSTERIZE = BROKEN.replace("checks = {\"levels\": IntBetween(2, 64)}", "checks = {\"amount\": IntBetween(2, 64)}") \
+    .replace('name = "broken"', 'name = "posterize"')
+
+
+def test_a_plugin_installed_after_a_process_started_is_told_to_restart_it(tmp_path):
+    """A running process (the daemon stands for it) read its processors at start; a plug-in
+    installed since is named as such, not as an unknown processor."""
+    site = tmp_path / "site"
+    site.mkdir()
+    script = ("import sys, json\n"
+              "from ffwatchd.processors import processors\n"
+              "from ffwatchd.spec import jobspec\n"
+              "assert 'posterize' not in processors()\n"
+              "print('ready', flush=True)\n"
+              "sys.stdin.readline()\n"
+              "print(json.dumps(jobspec.validate({'processors': ['posterize']}, 's', {})), flush=True)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
+    with subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          text=True, env=env, cwd=REPO) as proc:
+        try:
+            assert proc.stdout.readline().strip() == "ready"
+            info = site / "ffw_posterize-1.0.dist-info"
+            info.mkdir()
+            (site / "ffw_posterize.py").write_text(POSTERIZE)
+            (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ffw-posterize\nVersion: 1.0\n")
+            (info / "entry_points.txt").write_text("[ffwatchd.processors]\nposterize = ffw_posterize:PROCESSOR\n")
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            said = proc.stdout.readline()
+        finally:
+            proc.stdin.close()
+            proc.wait(timeout=60)
+    assert proc.returncode == 0
+    assert __import__("json").loads(said) == \
+        ["s.processors[0]: 'posterize' installed after this daemon started: restart it to use it"]
