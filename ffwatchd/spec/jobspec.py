@@ -155,6 +155,15 @@ class JobSpec:
         """Processor `name`'s section (KeyError when no such processor is installed here)."""
         return self.sections[name]
 
+    def refusals(self, models: Mapping[str, Any]) -> list[str]:
+        """What the worker's pipeline would refuse before any frame, known without loading a model
+        (`models`: every model by name): processors not installed here, then each one's own rule."""
+        try:
+            found = self.installed()
+        except JobError as e:
+            return [e.message]
+        return [why for p in found if (why := p.refusal(self.settings_of(p.name), models))]
+
     def installed(self) -> list[Processor]:
         """This job's processors, in order; JobError naming any not installed on this host."""
         known = all_processors()
