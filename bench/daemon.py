@@ -355,10 +355,7 @@ def main() -> int:
     spec = JobSpec.from_snapshot(spec_snapshot)
 
     settings = load_config(d.config_path)
-    w = settings.workers
-    pipeline = Pipeline(settings.models_dir, settings.models, providers=w.providers, device="cpu",
-                        vram_limit=w.vram_limit, cpu_threads=w.cpu_threads, max_pixels=w.max_pixels,
-                        provenance=settings.provenance)
+    pipeline = Pipeline.for_settings(settings, "cpu")       # as the daemon's workers build theirs
     pipeline.process_image(src_dir / "warm.jpg", tmp / "warm-out.jpg", spec)   # model load + warm-up
 
     inproc, daemon = [], []

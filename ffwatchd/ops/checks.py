@@ -19,6 +19,7 @@ from ffwatchd.ops.gpusizing import plan_workers
 from ffwatchd.ops.install import owners
 from ffwatchd.ops.retention import clean_share_leftovers, unknown_to_ledger, unrecorded_line
 from ffwatchd.ops.statusfile import read_status
+from ffwatchd.processors import broken_plugins, processors
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import QueueUnavailable, SchemaMismatch, Use, open_store, redact_url
 
@@ -41,8 +42,11 @@ def check_folders(settings: Settings, problems: list[str], notes: list[str], war
         _check_custody(w.name, {r: f for r, f in w.folders().items() if r in ("inbox", "done", "failed")}, warnings)
         for role, folder in w.folders().items():
             where = f"watch {w.name}: {role} {folder}"
-            if not folder.exists():
-                problems.append(f"{where} does not exist" + (" (is the share mounted?)" if role == "inbox" else ""))
+            if not folder.exists() and role != "inbox" and w.make_folders:
+                _check_makeable(where, folder, problems, notes)    # `run` makes it, as shares.py does
+            elif not folder.exists():
+                problems.append(f"{where} does not exist" + (" (is the share mounted?)" if role == "inbox" else "")
+                                + (" and make_folders is off" if role != "inbox" else ""))
             elif not folder.is_dir():
                 problems.append(f"{where} is not a folder")
             else:
@@ -64,6 +68,19 @@ def _check_custody(watch: str, folders: dict[str, Path], warnings: list[str]) ->
                         "an original its client never fsynced is durable only once the server writes it, "
                         "and a power cut of the server can empty one filed done; mount the share with the "
                         "kernel's client (mount -t cifs), which sends SMB2 FLUSH")
+
+
+def _check_makeable(where: str, folder: Path, problems: list[str], notes: list[str]) -> None:
+    """A missing output/, done/ or failed/ that `run` makes (make_folders): fine where the nearest
+    existing folder above it is writable."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    reason = _writable(existing) if existing.is_dir() else "not a folder"
+    if reason:
+        problems.append(f"{where} does not exist and cannot be made ({existing}: {reason})")
+    else:
+        notes.append(f"{where} does not exist yet; `run` makes it (make_folders)")
 
 
 def _check_measurable(where: str, folder: Path, warnings: list[str]) -> None:
@@ -197,6 +214,17 @@ def check_packages(warnings: list[str], notes: list[str], path: list[str] | None
             notes.append(f"{top}/ is owned by {names} alone")
 
 
+def check_processors(problems: list[str], notes: list[str]) -> None:
+    """The processors this host's daemon would run, plug-ins named as such; a broken plug-in is a
+    problem (`run` and `process` refuse to start with one)."""
+    found = processors()
+    builtin = [n for n, p in found.items() if type(p).__module__.startswith("ffwatchd.processors.builtin")]
+    plugins = [n for n in found if n not in builtin]
+    notes.append(f"processors installed: {', '.join(builtin)}"
+                 + (f"; plug-ins: {', '.join(plugins)}" if plugins else "; no plug-ins"))
+    problems.extend(b.sentence() for b in broken_plugins())
+
+
 def check_ffmpeg(settings: Settings, warnings: list[str], notes: list[str]) -> None:
 
     try:
@@ -324,6 +352,7 @@ def run_checks(settings: Settings) -> tuple[list[str], list[str], list[str]]:
     check_queue(settings, problems, notes, warnings)
     check_models(settings, warnings, notes)
     check_packages(warnings, notes)
+    check_processors(problems, notes)
     check_providers(settings, problems, warnings, notes)
     check_workers(settings, notes)
     check_ffmpeg(settings, warnings, notes)
