@@ -642,7 +642,8 @@ class Supervisor:
                 "unsettled": self.watcher.unsettled_count() if self.watcher is not None else {},
                 "waiting": self.watcher.waiting_files() if self.watcher is not None else {},
                 "unfiled": self.watcher.unfiled_files() if self.watcher is not None else {},
-                "warnings": self.current_warnings(unavailable), "models_missing": [line for (_, trouble), line in self.models_missing.items() if trouble == "missing"],
+                "warnings": self.current_warnings(unavailable),
+                "models_missing": [line for (_, trouble), line in self.models_missing.items() if trouble == "missing"],
                 "models_corrupt": [line for (_, trouble), line in self.models_missing.items() if trouble == "corrupt"],
                 "stopping": self.stopping, "queue_unreachable": unreachable_doc(self.table_unreachable()),
                 "metrics": (f"{self.settings.metrics.host}:{self.settings.metrics.port}"
