@@ -166,7 +166,7 @@ def available() -> str | None:
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        return "psycopg is not installed (pip install 'ffwatchd[postgres]')"
+        return "psycopg is not installed (sh scripts/install.sh --extras postgres)"
     return None
 
 

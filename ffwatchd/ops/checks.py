@@ -6,8 +6,10 @@ from __future__ import annotations
 import logging
 import socket
 from pathlib import Path
+from typing import Literal
 
 from ffwatchd.config.settings import Settings
+from ffwatchd.errors import JobError
 from ffwatchd.faces import registry
 from ffwatchd.faces.registry import fetch_hint, missing_models
 from ffwatchd.fs.mounts import filesystem_type, fsync_reaches_storage, is_network_fs
@@ -153,9 +155,13 @@ def licences_line(watch: str, names: list[str], settings: Settings) -> str:
                if restricted else ""))
 
 
-def missing_default_models(settings: Settings) -> dict[str, str]:
-    """Watch name -> a sentence, for each watch whose defaults need models that are not in models_dir
-    (file and size only: no hashing at start), naming them and the fetch command."""
+ModelTrouble = Literal["missing", "corrupt"]
+
+
+def missing_default_models(settings: Settings) -> dict[tuple[str, ModelTrouble], str]:
+    """(watch name, missing | corrupt) -> a sentence, for each watch whose defaults need models that
+    are not in models_dir, or whose file there is not the one pinned (file and size only: no hashing at
+    start), naming them and what to do."""
 
     out = {}
     for w in settings.watches:
@@ -163,12 +169,28 @@ def missing_default_models(settings: Settings) -> dict[str, str]:
             names = JobSpec.from_mapping(w.defaults).models_used()
         except (TypeError, ValueError):
             continue
-        missing = [n for n, _ in missing_models(names, settings.models_dir, settings.models, quick=True)]
+        found = missing_models(names, settings.models_dir, settings.models, quick=True)
+        corrupt = [(n, detail) for n, detail in found if _file_there(n, settings)]
+        missing = [n for n, _ in found if n not in dict(corrupt)]
         if missing:
-            out[w.name] = (f"watch {w.name}: its defaults need model(s) {', '.join(missing)}, missing from "
-                           f"{settings.models_dir}; jobs that need them fail as model_missing; "
-                           f"{fetch_hint(missing, settings.models)}")
+            out[(w.name, "missing")] = (f"watch {w.name}: its defaults need model(s) {', '.join(missing)}, missing "
+                                        f"from {settings.models_dir}; jobs that need them fail as model_missing; "
+                                        f"{fetch_hint(missing, settings.models)}")
+        if corrupt:
+            out[(w.name, "corrupt")] = (f"watch {w.name}: its defaults need model(s) "
+                                        f"{', '.join(n for n, _ in corrupt)}, whose file is not the one expected ("
+                                        + "; ".join(d for _, d in corrupt) + "); jobs that need them fail as "
+                                        "model_missing; `ffwatchd models verify NAME` says more, "
+                                        f"{fetch_hint([n for n, _ in corrupt], settings.models)} to replace it")
     return out
+
+
+def _file_there(name: str, settings: Settings) -> bool:
+    """Whether a model the quick check refused has a file in models_dir (then it is corrupt, not missing)."""
+    try:
+        return registry.find_model(name, settings.models).file_in(settings.models_dir).is_file()
+    except JobError:               # an unknown name has no file to be corrupt
+        return False
 
 
 def check_providers(settings: Settings, problems: list[str], warnings: list[str], notes: list[str]) -> None:
