@@ -212,8 +212,8 @@ class Supervisor:
             return
         for watch in sorted({w for w, _ in before} - {w for w, _ in now}):
             log.info("the model(s) needed by watch %s are now in place", watch)
-        for watch, line in now.items():
-            if before.get(watch) != line:
+        for key, line in now.items():
+            if before.get(key) != line:
                 log.warning("%s", line)
         self.models_missing = now
 

@@ -163,7 +163,7 @@ def missing_default_models(settings: Settings) -> dict[tuple[str, ModelTrouble],
     are not in models_dir, or whose file there is not the one pinned (file and size only: no hashing at
     start), naming them and what to do."""
 
-    out = {}
+    out: dict[tuple[str, ModelTrouble], str] = {}
     for w in settings.watches:
         try:
             names = JobSpec.from_mapping(w.defaults).models_used()
