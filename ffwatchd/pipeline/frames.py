@@ -14,9 +14,10 @@ from ffwatchd.faces.detect import Detector
 from ffwatchd.faces.embed import Recognizer
 from ffwatchd.faces.masks import FaceMasks, Landmarker, refine
 from ffwatchd.faces.order import in_order
-from ffwatchd.faces.select import select_faces, traits_match
+from ffwatchd.faces.select import select_faces
 from ffwatchd.faces.track import FaceTracker
 from ffwatchd.faces.types import Embedding, Face, Frame
+from ffwatchd.pipeline.noface import SelectionCount
 from ffwatchd.processors import Change, FaceScore, Processor, ResizingStep, Scope, Step
 from ffwatchd.spec.jobspec import SINGLE_MODES, JobSpec
 
@@ -43,6 +44,7 @@ class FrameProcessor:
         self.scores = scores if scores is not None else []   # each swapped face's, as the steps record them
         self.processors = [p.name for p, _ in steps]
         self.detected = 0                 # faces the detector found in the last frame, before selection
+        self.count = SelectionCount()     # faces found and filtered in every frame so far (noface.py)
 
     def applied(self, faces: int) -> list[Processor]:
         """The processors that changed a frame in which `faces` faces were processed."""
@@ -55,6 +57,7 @@ class FrameProcessor:
         d, s = self.spec.face_detector, self.spec.face_selector
         faces = self.detector.detect(frame, d.score, d.size)
         self.detected = len(faces)
+        self.count.found += len(faces)
         if self.tracker is not None and s.filters():
             self.tracker.inherit(faces)
         chosen = select_faces(faces, s.mode, frame=frame,
@@ -72,8 +75,8 @@ class FrameProcessor:
             return None
         if self.classifier is None:
             raise JobError("internal", "face_selector's age and gender filters need the classifier")
-        classifier = self.classifier
-        return lambda face: traits_match(face.traits or classifier.classify(frame, face), s.age, s.gender)
+        classifier, judge = self.classifier, self.count.judge
+        return lambda face: judge(face.traits or classifier.classify(frame, face), s.age, s.gender)
 
     @property
     def resizing(self) -> list[str]:

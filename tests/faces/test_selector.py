@@ -121,9 +121,30 @@ def test_a_picture_where_the_filters_leave_nobody_says_so(two_people, tmp_path):
     customs, frame, *_ = two_people
     target = tmp_path / "two.png"
     cv2.imwrite(str(target), frame)
-    with pytest.raises(JobError, match=r"aged 40-49, male \(classifier synth_fairface\)") as e:
+    with pytest.raises(JobError) as e:
         Pipeline(tmp_path, customs).process_image(target, tmp_path / "out.png", _spec(age=[40, 49], gender="male"))
     assert e.value.kind == "no_face" and "two.png" in e.value.message
+    # issue 42, item 17: it said "no face found" though both faces were found and the filters removed them
+    assert e.value.message.startswith("2 face(s) found in two.png (detector synth_two, score >= ")
+    assert ("the face_selector (classifier synth_fairface) kept none: the gender filter removed 1 (not male); "
+            "the age filter removed 1 (not aged 40-49)") in e.value.message
+    assert "no face found" not in e.value.message
+
+
+def test_a_video_where_the_filters_leave_nobody_counts_the_faces_found(two_people, tmp_path):
+    """Issue 42, item 17, for a video: the job counts the faces found and filtered over every frame."""
+    from ffwatchd.pipeline.noface import SelectionCount, no_face_reason
+
+    customs, frame, *_ = two_people
+    spec = _spec(gender="female", age=[0, 25])
+    processor = Pipeline(tmp_path, customs).prepare(spec)
+    for _ in range(3):
+        assert processor.process_frame(frame)[1] == 0
+    assert processor.count.found == 6 and processor.count.failed == {"gender": 3, "age": 3}
+    said = no_face_reason(spec, "the 3 frames of clip.mp4", processor.count)
+    assert said.startswith("6 face(s) found in the 3 frames of clip.mp4 (detector synth_two")
+    assert said.endswith("the gender filter removed 3 (not female); the age filter removed 3 (not aged 0-25)")
+    assert no_face_reason(spec, "x.jpg", SelectionCount()).startswith("no face found in x.jpg (detector synth_two")
 
 
 def test_the_classifier_is_loaded_only_by_jobs_that_filter(two_people, tmp_path):
