@@ -48,6 +48,7 @@ from ffwatchd.ops.gpusizing import plan_workers, worker_devices
 from ffwatchd.ops.retention import unknown_to_ledger, unrecorded_line
 from ffwatchd.ops.statusfile import StatusWriter, unreachable_line, write_status
 from ffwatchd.ops.upgrade import UpgradeRefused, upgrade_queue
+from ffwatchd.processors import require_plugins
 from ffwatchd.store import JobQueue, SchemaMismatch, Unreachable, Use, open_store, store_errors
 from ffwatchd.store.leadership import Leadership
 from ffwatchd.work.events import (
@@ -800,6 +801,7 @@ def run_daemon(config_path: str | None) -> int:
 
     path = resolve_config_path(config_path)
     settings = load_config(path)
+    require_plugins()              # ProcessorError: a broken plug-in is named before anything starts
     setup_logging(settings.log.level, settings.log.format, process="main")
     sup = Supervisor(path.resolve(), settings)
     try:
