@@ -300,7 +300,8 @@ def test_an_anonymize_reports_captions_are_whole_at_1280_px(tmp_path: Path) -> N
         b.wait_for("document.readyState === 'complete'")
         captions = b.evaluate("""Array.from(document.querySelectorAll('.noimg')).map(e => {
             const box = e.getBoundingClientRect(), cell = e.closest('td').getBoundingClientRect();
-            return {text: e.textContent, fits: e.scrollWidth <= e.clientWidth + 1 && e.scrollHeight <= e.clientHeight + 1,
+            return {text: e.textContent,
+                    fits: e.scrollWidth <= e.clientWidth + 1 && e.scrollHeight <= e.clientHeight + 1,
                     inside: box.left >= cell.left - 1 && box.right <= cell.right + 1};
         })""")
         assert b.evaluate("window.innerWidth") == 1280
