@@ -4,6 +4,7 @@ the frame (an upscaler) hands on a new one."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 import numpy as np
@@ -90,6 +91,14 @@ class FrameProcessor:
                 width, height = step.output_size(width, height)  # type: ignore[union-attr]
         return width, height
 
+    def _rescale_scores(self, first: int, sx: float, sy: float) -> None:
+        """This frame's swap scores from `first` on, their boxes put in the resized frame's coordinates
+        (an upscaler after the swapper: the report's and webhook's boxes are the output's)."""
+        for i in range(first, len(self.scores)):
+            x0, y0, x1, y1 = self.scores[i].box
+            box = (round(x0 * sx), round(y0 * sy), round(x1 * sx), round(y1 * sy))
+            self.scores[i] = dataclasses.replace(self.scores[i], box=box)
+
     def process_frame(self, frame_bgr: np.ndarray) -> tuple[np.ndarray, int]:
         """(the processed frame, a new array, of output_size; the number of faces processed)."""
         frame = np.array(frame_bgr, dtype=np.uint8, order="C", copy=True)
@@ -117,11 +126,14 @@ class FrameProcessor:
             self.masks.begin_frame(frame, faces)     # before any step changes the frame
         touched: list[tuple[int, int, int, int]] = []
         whole = False
+        scored = len(self.scores)                    # this frame's swap scores start here
         for p, step in self.steps:
             if step is None:
                 continue
             if p.resizes:
+                h, w = frame.shape[:2]
                 frame, whole = step(frame, faces, touched), True
+                self._rescale_scores(scored, frame.shape[1] / w, frame.shape[0] / h)
             elif step(frame, faces, touched) is Change.WHOLE:
                 whole = True
         return frame, len(faces), (None if whole else touched)
