@@ -323,3 +323,25 @@ def test_the_classifier_runs_once_per_track_in_a_video(two_people):
                         classifier=classifier)
     assert [_who(fp.find_faces(frame), [FACE_A, FACE_B]) for _ in range(10)] == ["A"] * 10
     assert Counting.calls == 2
+
+
+def test_the_tracker_numbers_each_track_and_a_face_keeps_its_number():
+    """Issue 42, item 23: the swap score runs once per track (face_swapper), so a face continuing
+    a track keeps its number and a face continuing none starts a new one."""
+    from ffwatchd.faces.track import FaceTracker
+    from ffwatchd.faces.types import Face
+
+    def face(x: float) -> Face:
+        return Face(bbox=np.array([x, 10, x + 50, 60], np.float32), kps=np.zeros((5, 2), np.float32), score=0.9)
+
+    tracker = FaceTracker(0.5, single=False)
+    a, b = face(0), face(200)
+    tracker.follow([a, b], [a, b])
+    assert {a.track, b.track} == {1, 2}
+    a2, b2, c = face(2), face(203), face(400)          # a and b moved a little; c is new
+    tracker.follow([a2, b2, c], [a2, b2, c])
+    assert (a2.track, b2.track, c.track) == (a.track, b.track, 3)
+    tracker.follow([], [])                             # nobody: every track ends
+    again = face(0)
+    tracker.follow([again], [again])
+    assert again.track == 4
