@@ -20,7 +20,7 @@ from ffwatchd.errors import ConfigError
 from ffwatchd.fs.mounts import nearest_existing
 from ffwatchd.ops.documents import to_json
 from ffwatchd.spec.safeyaml import load_yaml
-from ffwatchd.store import Job, JobQueue, SchemaMismatch, SqliteJobStore, open_store
+from ffwatchd.store import Job, JobQueue, Pace, SchemaMismatch, SqliteJobStore, open_store
 from ffwatchd.store.names import shown
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -148,11 +148,15 @@ def format_time(t: float | None) -> str:
     return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
 
 
-def format_progress(job: Job) -> str:
-    if job.progress_total:
-        done = job.progress_done or 0
-        return f"{done}/{job.progress_total} ({100 * done // job.progress_total}%)"
-    return "-"
+def format_progress(job: Job, now: float | None = None) -> str:
+    """`120/300 (40%)`; a running video, given `now` by the table's clock, adds its rate and time left."""
+    if not job.progress_total:
+        return "-"
+    done = job.progress_done or 0
+    said = f"{done}/{job.progress_total} ({100 * done // job.progress_total}%)"
+    running_for = now - job.started_at if now is not None and job.started_at is not None else None
+    pace = Pace.of(job.kind, done, job.progress_total, running_for) if job.state == "running" else None
+    return said if pace is None else f"{said}, {pace.text()}"
 
 
 def display_width(text: str) -> int:

@@ -83,6 +83,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     with open_store_for_reading(args.config) as store:
         jobs, more = jobs_list(store, state=args.state, watch=args.watch, limit=args.limit)
         not_yet = store.where if isinstance(store, NotCreatedYet) else None
+        now = None if not_yet else store.now()          # a running video's rate, by the table's clock
     if not_yet and not args.json:
         print(f"no jobs yet: job table {not_yet}")
         return EXIT_OK
@@ -91,7 +92,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         return EXIT_OK
     # `queued`: when the file arrived (a retry's re-queue is in `jobs show` as queued_at)
     print_table([(j.id, j.state, j.watch, j.rel_path, j.kind, priority_name(j.priority), j.attempts,
-                  format_progress(j), j.error_kind or "", format_time(j.created_at)) for j in jobs],
+                  format_progress(j, now), j.error_kind or "", format_time(j.created_at)) for j in jobs],
                 ["id", "state", "watch", "path", "kind", "priority", "tries", "progress", "error", "queued"])
     if more:
         print(f"(the newest {args.limit} shown; there are more: --limit N, --state S or --watch W)")
@@ -111,6 +112,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         except NotFound:
             print(f"ffwatchd: no job {args.id}", file=sys.stderr)
             return EXIT_FAIL
+        now = store.now()
     if args.json:
         dump_json(job_document(job))
         return EXIT_OK
@@ -122,7 +124,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         if key == "rel_path":       # the batch: the folder (with its sidecar) the file belongs to
             batch = "-" if job.batch is None else shown(job.batch) or "/"   # "": the inbox itself
             print(f"{'batch':14} {batch}")
-    print(f"{'progress':14} {format_progress(job)}")
+    print(f"{'progress':14} {format_progress(job, now)}")
     for key in ("created_at", "queued_at", "started_at", "finished_at"):
         print(f"{key:14} {format_time(d[key])}")
     if job.worker:

@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     print_unfiled(daemon)
     if running:
         print()
-        print_table([(j.id, j.watch, j.rel_path, j.kind, j.lease_owner, format_progress(j),
+        print_table([(j.id, j.watch, j.rel_path, j.kind, j.lease_owner, format_progress(j, parts["table_now"]),
                       f"{int(max(0.0, parts['table_now'] - (j.started_at or parts['table_now'])))} s")
                      for j in running],
                     ["id", "watch", "path", "kind", "worker", "progress", "running for"])

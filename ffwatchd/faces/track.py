@@ -26,6 +26,7 @@ class _Track:
     bbox: np.ndarray
     selected: bool
     traits: Traits | None = None
+    number: int = 0
 
 
 class FaceTracker:
@@ -35,7 +36,8 @@ class FaceTracker:
        at least `min_overlap` (each track continued by one face at most, best overlaps first).
     2. A face continuing a selected track stays selected. In a mode that picks one face (`single`),
        while one does no other face is taken; otherwise the frame's own choice is added to them.
-    3. The faces of this frame become the tracks of the next, each marked selected or not.
+    3. The faces of this frame become the tracks of the next, each marked selected or not; each
+       face carries its track's number (`Face.track`), a new one for a face continuing none.
     A face continuing a track also inherits its traits (`inherit`, before the filters), so the
     classifier runs once per track, not once per frame.
     """
@@ -46,6 +48,7 @@ class FaceTracker:
         self.min_overlap = min_overlap
         self.single = single
         self._tracks: list[_Track] = []
+        self._numbers = 0                 # tracks begun so far: a new face's track is the next number
 
     def inherit(self, faces: list[Face]) -> None:
         """Give each face continuing a track the traits the classifier gave that track."""
@@ -56,13 +59,20 @@ class FaceTracker:
     def follow(self, faces: list[Face], chosen: list[Face]) -> list[Face]:
         """The faces to process in this frame: `chosen` (this frame's own selection among `faces`)
         corrected by the tracks of the frame before."""
-        kept = [f for f, track in self._continued(faces) if track.selected]
+        continued = self._continued(faces)
+        kept = [f for f, track in continued if track.selected]
         if self.single and kept:
             picked = kept[:1]
         else:
             picked = list(chosen) + [f for f in kept if not any(f is c for c in chosen)]
-        self._tracks = [_Track(np.asarray(f.bbox, np.float32).copy(), any(f is p for p in picked), f.traits)
-                        for f in faces]
+        for f, track in continued:          # numbered: a face continuing a track keeps its number
+            f.track = track.number
+        for f in faces:
+            if f.track is None:
+                self._numbers += 1
+                f.track = self._numbers
+        self._tracks = [_Track(np.asarray(f.bbox, np.float32).copy(), any(f is p for p in picked), f.traits,
+                               f.track or 0) for f in faces]
         return picked
 
     def _continued(self, faces: list[Face]) -> list[tuple[Face, _Track]]:

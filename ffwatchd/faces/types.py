@@ -30,6 +30,7 @@ class Face:
     embedding: Embedding | None = field(default=None, repr=False)
     landmarks: np.ndarray | None = field(default=None, repr=False)   # (68, 2) float32, when a landmarker ran
     traits: Traits | None = field(default=None, repr=False)
+    track: int | None = None          # a video's track (faces/track.py): the same number while it continues
 
     @property
     def area(self) -> float:

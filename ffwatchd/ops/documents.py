@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ffwatchd.store import Batch, Job, JobQueue, priority_name
+from ffwatchd.store import Batch, Job, JobQueue, Pace, priority_name
 from ffwatchd.store.rows import lost_after
 
 
@@ -54,10 +54,13 @@ def worker_entries(store: JobQueue, lease: float, local: dict | None = None,
 
 def running_entry(j: Job, table_now: float) -> dict[str, Any]:
     """A running job; `running_for` by the table's clock (which stamped `started_at`)."""
+    running_for = max(0.0, table_now - j.started_at) if j.started_at is not None else None
+    pace = Pace.of(j.kind, j.progress_done, j.progress_total, running_for)
     return {"id": j.id, "watch": j.watch, "path": j.rel_path, "kind": j.kind,
-            "owner": j.lease_owner, "started_at": j.started_at,
-            "running_for": max(0.0, table_now - j.started_at) if j.started_at is not None else None,
-            "progress_done": j.progress_done, "progress_total": j.progress_total}
+            "owner": j.lease_owner, "started_at": j.started_at, "running_for": running_for,
+            "progress_done": j.progress_done, "progress_total": j.progress_total,
+            "frames_per_s": None if pace is None else round(pace.fps, 2),
+            "seconds_left": None if pace is None else round(pace.seconds_left, 1)}
 
 
 def status_parts(store: JobQueue, lease: float, daemon: dict | None) -> dict[str, Any]:

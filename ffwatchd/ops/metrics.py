@@ -82,9 +82,9 @@ class Metrics:
         self._define_service_counters(r)
         self._define_gauges(r)
         self._define_histograms(r)
-        if store is not None:
-            r.register(JobTableCollector(store, leads))
         self.disk = DiskCollector(folders or {})
+        if store is not None:
+            r.register(JobTableCollector(store, leads, lambda: list(self.disk.folders)))
         r.register(self.disk)
         for watch in folders or {}:
             self.init_watch(watch)

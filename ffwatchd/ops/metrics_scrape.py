@@ -7,7 +7,7 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -29,9 +29,12 @@ class JobTableCollector(Collector):
     exports the queue gauges, so summing over every scraped host does not count a job twice.
     `ffwatchd_queue_metrics_leader` says which host it is."""
 
-    def __init__(self, store: "JobQueue", leads: Callable[[], bool] | None = None) -> None:
+    def __init__(self, store: "JobQueue", leads: Callable[[], bool] | None = None,
+                 watches: Callable[[], Iterable[str]] = tuple) -> None:
+        """`watches`: the running config's watch names, each given `ffwatchd_watch_paused` (0 or 1)."""
         self.store = store
         self.leads = leads
+        self.watches = watches
         self.reads = TableReads()
 
     def _read(self) -> tuple:
@@ -40,7 +43,7 @@ class JobTableCollector(Collector):
         oldest = self.store.oldest_queued_at()
         table_now = self.store.now() if oldest is not None else 0.0    # the ages go by the table's clock
         running = self.store.list_jobs(state="running", limit=1000) if leading else []
-        return leading, counts, oldest, table_now, running
+        return leading, counts, oldest, table_now, running, self.store.paused_watches()
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("ffwatchd_job_table_up",
@@ -48,7 +51,7 @@ class JobTableCollector(Collector):
         leader = GaugeMetricFamily("ffwatchd_queue_metrics_leader",
                                    "1 on the one host of the cluster that exports the queue gauges")
         try:
-            leading, counts, oldest, table_now, running = self.reads.read(self._read)
+            leading, counts, oldest, table_now, running, paused = self.reads.read(self._read)
         except Exception as e:  # noqa: BLE001 - sqlite3 or the server's driver: the table is down
             log.warning("metrics: cannot read the job table: %s", e)
             up.add_metric([], 0)
@@ -58,6 +61,12 @@ class JobTableCollector(Collector):
         yield up
         leader.add_metric([], 1 if leading else 0)
         yield leader
+        # every host: a pause holds on all of them, and each host's config names its own watches
+        held = GaugeMetricFamily("ffwatchd_watch_paused", "1 while a watch's claiming is paused (the page or "
+                                 "`ffwatchd watches pause`) on every host, else 0", labels=["watch"])
+        for watch in sorted(set(self.watches()) | set(paused)):
+            held.add_metric([watch], 1 if watch in paused else 0)
+        yield held
         if not leading:
             return
         jobs = GaugeMetricFamily("ffwatchd_jobs", "Jobs in the table by state", labels=["state"])

@@ -4,6 +4,7 @@ the frame (an upscaler) hands on a new one."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 import numpy as np
@@ -14,9 +15,10 @@ from ffwatchd.faces.detect import Detector
 from ffwatchd.faces.embed import Recognizer
 from ffwatchd.faces.masks import FaceMasks, Landmarker, refine
 from ffwatchd.faces.order import in_order
-from ffwatchd.faces.select import select_faces, traits_match
+from ffwatchd.faces.select import select_faces
 from ffwatchd.faces.track import FaceTracker
 from ffwatchd.faces.types import Embedding, Face, Frame
+from ffwatchd.pipeline.noface import SelectionCount
 from ffwatchd.processors import Change, FaceScore, Processor, ResizingStep, Scope, Step
 from ffwatchd.spec.jobspec import SINGLE_MODES, JobSpec
 
@@ -43,6 +45,7 @@ class FrameProcessor:
         self.scores = scores if scores is not None else []   # each swapped face's, as the steps record them
         self.processors = [p.name for p, _ in steps]
         self.detected = 0                 # faces the detector found in the last frame, before selection
+        self.count = SelectionCount()     # faces found and filtered in every frame so far (noface.py)
 
     def applied(self, faces: int) -> list[Processor]:
         """The processors that changed a frame in which `faces` faces were processed."""
@@ -55,6 +58,7 @@ class FrameProcessor:
         d, s = self.spec.face_detector, self.spec.face_selector
         faces = self.detector.detect(frame, d.score, d.size)
         self.detected = len(faces)
+        self.count.found += len(faces)
         if self.tracker is not None and s.filters():
             self.tracker.inherit(faces)
         chosen = select_faces(faces, s.mode, frame=frame,
@@ -72,8 +76,8 @@ class FrameProcessor:
             return None
         if self.classifier is None:
             raise JobError("internal", "face_selector's age and gender filters need the classifier")
-        classifier = self.classifier
-        return lambda face: traits_match(face.traits or classifier.classify(frame, face), s.age, s.gender)
+        classifier, judge = self.classifier, self.count.judge
+        return lambda face: judge(face.traits or classifier.classify(frame, face), s.age, s.gender)
 
     @property
     def resizing(self) -> list[str]:
@@ -86,6 +90,14 @@ class FrameProcessor:
             if step is not None and p.resizes:
                 width, height = step.output_size(width, height)  # type: ignore[union-attr]
         return width, height
+
+    def _rescale_scores(self, first: int, sx: float, sy: float) -> None:
+        """This frame's swap scores from `first` on, their boxes put in the resized frame's coordinates
+        (an upscaler after the swapper: the report's and webhook's boxes are the output's)."""
+        for i in range(first, len(self.scores)):
+            x0, y0, x1, y1 = self.scores[i].box
+            box = (round(x0 * sx), round(y0 * sy), round(x1 * sx), round(y1 * sy))
+            self.scores[i] = dataclasses.replace(self.scores[i], box=box)
 
     def process_frame(self, frame_bgr: np.ndarray) -> tuple[np.ndarray, int]:
         """(the processed frame, a new array, of output_size; the number of faces processed)."""
@@ -114,11 +126,14 @@ class FrameProcessor:
             self.masks.begin_frame(frame, faces)     # before any step changes the frame
         touched: list[tuple[int, int, int, int]] = []
         whole = False
+        scored = len(self.scores)                    # this frame's swap scores start here
         for p, step in self.steps:
             if step is None:
                 continue
             if p.resizes:
+                h, w = frame.shape[:2]
                 frame, whole = step(frame, faces, touched), True
+                self._rescale_scores(scored, frame.shape[1] / w, frame.shape[0] / h)
             elif step(frame, faces, touched) is Change.WHOLE:
                 whole = True
         return frame, len(faces), (None if whole else touched)

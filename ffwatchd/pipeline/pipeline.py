@@ -52,6 +52,7 @@ from ffwatchd.media.identifying import strip_identifying_exif
 from ffwatchd.media.provenance import ModelFile, Provenance
 from ffwatchd.pipeline.contract import ImageResult, PhotoProblem, RenderedImage
 from ffwatchd.pipeline.frames import FrameProcessor
+from ffwatchd.pipeline.noface import no_face_reason
 from ffwatchd.processors import FaceScore, Processor, Scope
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.spec.sidecar import PhotoRole
@@ -355,15 +356,10 @@ class Pipeline:
         # except_reference: faces found, all of them people to leave alone -- nothing to do, no failure
         everyone_left_alone = spec.face_selector.mode == "except_reference" and processor.detected > 0
         if face_job and faces == 0 and not everyone_left_alone:
-            where = f"detector {spec.face_detector.model}, score >= {spec.face_detector.score}"
-            if spec.face_selector.mode == "reference":
-                where += f", within {spec.face_selector.max_distance} of the reference"
-            if spec.face_selector.filters():
-                where += f", {spec.face_selector.filters_text()} (classifier {spec.face_selector.classifier})"
+            reason = no_face_reason(spec, target.name, processor.count)
             if spec.on_no_face == "fail":
-                raise JobError("no_face", f"no face found in {target.name} ({where}); "
-                                          "on_no_face: copy would pass it through unchanged")
-            log.info("no face in %s (%s); on_no_face: copy", target.name, where)
+                raise JobError("no_face", f"{reason}; on_no_face: copy would pass it through unchanged")
+            log.info("%s; on_no_face: copy", reason)
 
             def write_copy(output: Path) -> ImageResult:
                 with _job_errors(target):

@@ -113,9 +113,14 @@ class Processor(ABC):
     resizes: ClassVar[bool] = False         # its step is a ResizingStep (whole-frame processors only)
 
     def models(self, settings: Any) -> tuple[str, ...]:
-        """The model names this processor's settings name (in `model_kinds` order)."""
-        return tuple(getattr(settings, key) for key, check in self.checks.items()
-                     if isinstance(check, ModelKey))
+        """The model names this processor's settings name (in `model_kinds` order); a
+        `ModelKey(many=True)` key gives each of its names, never a tuple among the names."""
+        names: list[str] = []
+        for key, check in self.checks.items():
+            if isinstance(check, ModelKey):
+                value = getattr(settings, key)
+                names.extend([value] if isinstance(value, str) else value)
+        return tuple(names)
 
     def strips_metadata(self, settings: Any) -> bool:
         """Whether the job's outputs lose what identifies a person, a place or a camera (GPS,

@@ -32,6 +32,7 @@ from ffwatchd.store.rows import (
     Heartbeat,
     Job,
     LeaseStatus,
+    Pace,
     Stats,
     Unreachable,
     WorkerRow,
@@ -151,7 +152,7 @@ def _open(settings: TableSettings) -> JobQueue:
 
 
 __all__ = ["DriverMissing", "FINISHED", "KINDS", "PRIORITIES", "STATES", "Batch", "Delivery", "Filing", "priority_name",
-           "Heartbeat", "Job", "LeaseStatus",
+           "Heartbeat", "Job", "LeaseStatus", "Pace",
            "JobQueue", "JobStore", "NotFound", "QueueUnavailable", "SchemaMismatch", "Use", "SqliteJobStore", "Stats",
            "TableSettings", "TransitionError", "open_store",
            "queue_password", "redact_url", "store_errors", "Unreachable", "WorkerRow"]

@@ -66,6 +66,29 @@ _JOB_FIELDS = Job.__dataclass_fields__.keys()
 
 
 @dataclass(frozen=True)
+class Pace:
+    """A running video's rate, frames per second since its job started (opening the video and a
+    first model load included: the rate is a little low at first), and the time left at it."""
+    fps: float
+    seconds_left: float
+
+    @classmethod
+    def of(cls, kind: str | None, done: int | None, total: int | None, running_for: float | None) -> "Pace | None":
+        """None for an image, before the first frames or with no start time."""
+        if kind != "video" or not total or not done or not running_for or running_for <= 0:
+            return None
+        fps = done / running_for
+        return cls(fps, max(0, total - done) / fps)
+
+    def text(self) -> str:
+        """`24.5 frames/s, 2 min 5 s left`: what `status`, `jobs` and the page show after the frames."""
+        s = round(self.seconds_left)
+        left = (f"{s} s" if s < 120 else f"{s // 60} min {s % 60} s" if s < 7200
+                else f"{s // 3600} h {s % 3600 // 60} min")
+        return f"{self.fps:.1f} frames/s, {left} left"
+
+
+@dataclass(frozen=True)
 class Filing:
     """One file ffwatchd put into done/ or failed/ (`folder`), and when: the ledger retention ages by.
     Size and inode recognise the same file (inode 0: not recorded, on a filesystem that makes its

@@ -23,7 +23,7 @@ from ffwatchd.ops.documents import (
     status_parts,
 )
 from ffwatchd.ops.statusfile import read_status, unreachable_line
-from ffwatchd.store import STATES, JobQueue, Unreachable, priority_name
+from ffwatchd.store import STATES, JobQueue, Pace, Unreachable, priority_name
 from ffwatchd.web.redact import redact
 
 THROUGHPUT_WINDOW = 600.0      # seconds behind the throughput figure
@@ -93,7 +93,11 @@ def jobs(store: JobQueue, *, state: str | None, watch: str | None, limit: int) -
 
 def job(store: JobQueue, job_id: int) -> dict[str, Any]:
     """`jobs show --json`, redacted (NotFound when there is none)."""
-    return redact(job_document(store.get(job_id)))
+    found = store.get(job_id)
+    doc = job_document(found)
+    if found.state == "running" and found.started_at is not None:   # the progress's rate, by the table's clock
+        doc["running_for"] = max(0.0, store.now() - found.started_at)
+    return redact(doc)
 
 
 def batches(store: JobQueue, *, watch: str | None, state: str | None, limit: int) -> list[dict]:
@@ -154,12 +158,15 @@ def overview(store: JobQueue, state_dir: Path, lease: float, *, actions: bool,
     }   # each part redacted where it is read, once (redaction is a good part of a refresh's time)
 
 
-def progress_text(kind: str | None, done: int | None, total: int | None) -> str:
-    """`120/300 frames (40 %)` for a video, `3/4 (75 %)` otherwise; '-' with no progress yet."""
+def progress_text(kind: str | None, done: int | None, total: int | None, running_for: float | None = None) -> str:
+    """`120/300 frames (40 %)` for a video, `3/4 (75 %)` otherwise; '-' with no progress yet.
+    A running video (`running_for` given) adds its rate and time left: `..., 24.5 frames/s, 7 s left`."""
     if not total:
         return "-"
     unit = " frames" if kind == "video" else ""
-    return f"{done or 0}/{total}{unit} ({100 * (done or 0) // total} %)"
+    said = f"{done or 0}/{total}{unit} ({100 * (done or 0) // total} %)"
+    pace = Pace.of(kind, done, total, running_for)
+    return said if pace is None else f"{said}, {pace.text()}"
 
 
 def age_text(seconds: float | None) -> str:

@@ -18,6 +18,7 @@ from ffwatchd.fs.hashing import sha256_file
 from ffwatchd.media.identifying import VIDEO_TAGS as IDENTIFYING_VIDEO_TAGS
 from ffwatchd.media.source import open_input
 from ffwatchd.pipeline.contract import job_report
+from ffwatchd.pipeline.noface import no_face_reason
 from ffwatchd.spec.jobspec import JobSpec
 
 if TYPE_CHECKING:                 # the supervisor imports this module: no video code loaded for a hint
@@ -67,11 +68,10 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
                           ffmpeg=ffmpeg, max_pixels=max_pixels, on_cuda=on_cuda, progress=progress,
                           should_stop=should_stop, segment_seconds=segment_seconds, metadata=metadata)
     if video.faces_total == 0 and spec.works_on_faces():
+        reason = no_face_reason(spec, f"the {video.frames} frames of {target.name}", processor.count)
         if spec.on_no_face == "fail":
-            raise JobError("no_face", f"no face found in any of the {video.frames} frames of {target.name} "
-                                      f"(detector {spec.face_detector.model}, score >= {spec.face_detector.score}); "
-                                      "on_no_face: copy would pass it through unchanged")
-        log.info("%s: no face in any frame; the original is copied unchanged (on_no_face: copy)", target.name)
+            raise JobError("no_face", f"{reason}; on_no_face: copy would pass it through unchanged")
+        log.info("%s; the original is copied unchanged (on_no_face: copy)", reason)
         if strip:                       # the streams copied, the identifying tags left out
             copy_without_tags(src, result, ffmpeg, IDENTIFYING_VIDEO_TAGS, should_stop)
         else:

@@ -286,6 +286,31 @@ def test_chromium_renders_the_report_with_visible_thumbnails(tmp_path: Path) -> 
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_an_anonymize_reports_captions_are_whole_at_1280_px(tmp_path: Path) -> None:
+    """Issue 42, item 15: "original not shown (anonymize job)" was cut off at 1280 px wide (a
+    96 px box that does not wrap); every caption's text must fit its box, in a real browser."""
+    from tests.browser import Browser
+
+    w, jobs = make_batch(tmp_path, n_done=3, processors=("face_anonymizer",))
+    html_path, _report = write_report(w, "b", jobs, ThumbCache(), batch_id=1, version=1, final=True)
+    with Browser(tmp_path / "profile") as b:
+        b.call("Emulation.setDeviceMetricsOverride", session=True, width=1280, height=900,
+               deviceScaleFactor=1, mobile=False)
+        b.open(html_path.as_uri())
+        b.wait_for("document.readyState === 'complete'")
+        captions = b.evaluate("""Array.from(document.querySelectorAll('.noimg')).map(e => {
+            const box = e.getBoundingClientRect(), cell = e.closest('td').getBoundingClientRect();
+            return {text: e.textContent,
+                    fits: e.scrollWidth <= e.clientWidth + 1 && e.scrollHeight <= e.clientHeight + 1,
+                    inside: box.left >= cell.left - 1 && box.right <= cell.right + 1};
+        })""")
+        assert b.evaluate("window.innerWidth") == 1280
+    withheld = [c for c in captions if c["text"] == "original not shown (anonymize job)"]
+    assert len(withheld) == 3, captions
+    assert all(c["fits"] and c["inside"] for c in captions), captions
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 def test_before_and_after_stay_side_by_side_beside_a_long_reason(tmp_path: Path) -> None:
     """A long failure reason widens its column; each done row's two pictures still sit on one line."""
     w, jobs = make_batch(tmp_path, n_done=2)

@@ -124,3 +124,51 @@ def test_a_frozen_worker_is_lost_once_its_heartbeat_is_older_than_a_lease(tmp_pa
     (w,) = worker_entries(s, 60.0, local)
     assert (w["lost"], w["state"]) == (True, "lost")
     s.close()
+
+
+def test_a_running_videos_progress_shows_its_rate_and_time_left_everywhere(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture) -> None:
+    """Issue 42, item 20: video progress showed frames and elapsed time only. 100 of 400 frames in
+    50 s by the table's clock: 2.0 frames/s and 2 min 30 s left, on the page (the overview's running
+    jobs and workers, the job's page), in `status` (text and JSON), `jobs list` and `jobs show`."""
+    import re
+
+    from ffwatchd.web.pages import job as job_page
+    from ffwatchd.web.pages import overview
+    from ffwatchd.web.render import Renderer
+
+    cfg = write_config(tmp_path, None)
+    (tmp_path / "state").mkdir()
+    started = time.time() - 50
+    clock = [started]
+    s = SqliteJobStore(tmp_path / "state" / "ffwatchd.db", clock=lambda: clock[0])
+    s.enqueue(watch="studio", rel_path="clip.mp4", size=1, mtime=1.0, content_hash="v", kind="video", spec={})
+    s.enqueue(watch="studio", rel_path="a.jpg", size=1, mtime=1.0, content_hash="i", kind="image", spec={})
+    s.register_worker("far:11/cpu", host="far", pid=11, device="cpu", requested_provider="cpu", provider="cpu")
+    video = s.claim("far:11/cpu", 6000)
+    image = s.claim("far:12/cpu", 6000)
+    assert (video.kind, image.kind) == ("video", "image")
+    clock[0] += 50
+    s.heartbeat(video.id, "far:11/cpu", 6000, progress=(100, 400))
+    s.heartbeat(image.id, "far:12/cpu", 6000, progress=(1, 4))
+    s.worker_heartbeat("far:11/cpu", video.id)
+
+    said = "100/400 frames (25 %), 2.0 frames/s, 2 min 30 s left"
+    html = Renderer().fragment("overview_body.html", overview(s, tmp_path / "state", 600.0, actions=False))
+    assert html.count(said) == 2, "the running jobs' table and the workers' table"
+    assert "1/4 (25 %)<" in html, "an image has no rate"
+    assert said in Renderer().fragment("job_body.html", {"job": job_page(s, video.id), "actions": False})
+    s.close()
+
+    # the commands read the host's clock: 50 s and a little more since the start
+    pace = r"100/400 \(25%\), (2\.0|1\.9) frames/s, 2 min [2-5]\d s left"
+    assert main(["status", "-c", str(cfg)]) == 0
+    assert re.search(pace, capsys.readouterr().out)
+    assert main(["status", "-c", str(cfg), "--json"]) == 0
+    running = {j["path"]: j for j in json.loads(capsys.readouterr().out)["running"]}
+    assert 1.8 < running["clip.mp4"]["frames_per_s"] <= 2.0 and 150 <= running["clip.mp4"]["seconds_left"] < 170
+    assert running["a.jpg"]["frames_per_s"] is None
+    assert main(["jobs", "list", "-c", str(cfg)]) == 0
+    assert re.search(pace, capsys.readouterr().out)
+    assert main(["jobs", "show", "-c", str(cfg), str(video.id)]) == 0
+    assert re.search(pace, capsys.readouterr().out)

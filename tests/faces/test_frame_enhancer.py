@@ -231,3 +231,15 @@ def test_ffwatchd_process_upscales_after_anonymizing_and_refuses_the_other_order
     assert "arguments.processors: frame_enhancer changes the frame's size, so it must come after the " \
            "processors that work on faces (face_anonymizer)" in capsys.readouterr().err
     assert not (tmp_path / "frame_enhancer.png").exists()
+
+
+def test_the_swap_scores_boxes_are_the_upscaled_outputs(pipe, tmp_path, face_frame, source_image):
+    """Issue 42, item 23: after an upscaler the swap-quality boxes stayed in the original's
+    coordinates; the report and the webhook point at the output, which is twice the size."""
+    target = write_png(tmp_path / "party.png", face_frame)
+    plain = pipe.process_image(target, tmp_path / "plain.png", spec(["face_swapper"], sources=[str(source_image)]))
+    both = pipe.process_image(target, tmp_path / "both.png", spec(["face_swapper", "frame_enhancer"],
+                                                                  sources=[str(source_image)], model="synth_up_x4"))
+    assert len(plain.scores) == len(both.scores) == 1
+    assert both.scores[0]["box"] == [4 * v for v in plain.scores[0]["box"]]
+    assert both.scores[0]["similarity"] == pytest.approx(plain.scores[0]["similarity"], abs=1e-6)

@@ -121,9 +121,30 @@ def test_a_picture_where_the_filters_leave_nobody_says_so(two_people, tmp_path):
     customs, frame, *_ = two_people
     target = tmp_path / "two.png"
     cv2.imwrite(str(target), frame)
-    with pytest.raises(JobError, match=r"aged 40-49, male \(classifier synth_fairface\)") as e:
+    with pytest.raises(JobError) as e:
         Pipeline(tmp_path, customs).process_image(target, tmp_path / "out.png", _spec(age=[40, 49], gender="male"))
     assert e.value.kind == "no_face" and "two.png" in e.value.message
+    # issue 42, item 17: it said "no face found" though both faces were found and the filters removed them
+    assert e.value.message.startswith("2 face(s) found in two.png (detector synth_two, score >= ")
+    assert ("the face_selector (classifier synth_fairface) kept none: the gender filter removed 1 (not male); "
+            "the age filter removed 1 (not aged 40-49)") in e.value.message
+    assert "no face found" not in e.value.message
+
+
+def test_a_video_where_the_filters_leave_nobody_counts_the_faces_found(two_people, tmp_path):
+    """Issue 42, item 17, for a video: the job counts the faces found and filtered over every frame."""
+    from ffwatchd.pipeline.noface import SelectionCount, no_face_reason
+
+    customs, frame, *_ = two_people
+    spec = _spec(gender="female", age=[0, 25])
+    processor = Pipeline(tmp_path, customs).prepare(spec)
+    for _ in range(3):
+        assert processor.process_frame(frame)[1] == 0
+    assert processor.count.found == 6 and processor.count.failed == {"gender": 3, "age": 3}
+    said = no_face_reason(spec, "the 3 frames of clip.mp4", processor.count)
+    assert said.startswith("6 face(s) found in the 3 frames of clip.mp4 (detector synth_two")
+    assert said.endswith("the gender filter removed 3 (not female); the age filter removed 3 (not aged 0-25)")
+    assert no_face_reason(spec, "x.jpg", SelectionCount()).startswith("no face found in x.jpg (detector synth_two")
 
 
 def test_the_classifier_is_loaded_only_by_jobs_that_filter(two_people, tmp_path):
@@ -302,3 +323,25 @@ def test_the_classifier_runs_once_per_track_in_a_video(two_people):
                         classifier=classifier)
     assert [_who(fp.find_faces(frame), [FACE_A, FACE_B]) for _ in range(10)] == ["A"] * 10
     assert Counting.calls == 2
+
+
+def test_the_tracker_numbers_each_track_and_a_face_keeps_its_number():
+    """Issue 42, item 23: the swap score runs once per track (face_swapper), so a face continuing
+    a track keeps its number and a face continuing none starts a new one."""
+    from ffwatchd.faces.track import FaceTracker
+    from ffwatchd.faces.types import Face
+
+    def face(x: float) -> Face:
+        return Face(bbox=np.array([x, 10, x + 50, 60], np.float32), kps=np.zeros((5, 2), np.float32), score=0.9)
+
+    tracker = FaceTracker(0.5, single=False)
+    a, b = face(0), face(200)
+    tracker.follow([a, b], [a, b])
+    assert {a.track, b.track} == {1, 2}
+    a2, b2, c = face(2), face(203), face(400)          # a and b moved a little; c is new
+    tracker.follow([a2, b2, c], [a2, b2, c])
+    assert (a2.track, b2.track, c.track) == (a.track, b.track, 3)
+    tracker.follow([], [])                             # nobody: every track ends
+    again = face(0)
+    tracker.follow([again], [again])
+    assert again.track == 4

@@ -45,6 +45,28 @@ def test_each_swapped_face_gets_the_recognizer_s_similarity_of_what_was_written(
                                  "mean": result.scores[0]["similarity"], "review": review}
 
 
+def test_a_video_scores_each_tracked_face_once_not_every_frame(pipeline, face_frame, source_image):
+    """Issue 42, item 23: the swap score ran the recognizer twice per face on every video frame;
+    a face continuing its track is scored once (its first frame), and a job without the tracker
+    (tracker_overlap 0) still scores every frame (test_selector.py numbers the tracks)."""
+    spec = synthetic_spec(sources=[str(source_image)], processors=["face_swapper"])
+    tracked = pipeline.prepare(spec)
+    calls = []
+    real = tracked.recognizer.embed
+    tracked.recognizer.embed = lambda *a, **k: calls.append(1) or real(*a, **k)   # counted, still run
+    try:
+        for _ in range(5):
+            assert tracked.process_frame(face_frame)[1] == 1
+        assert len(tracked.scores) == 1 and len(calls) == 2, "one track: one score, two recognizer runs"
+    finally:
+        del tracked.recognizer.embed
+    untracked = pipeline.prepare(synthetic_spec(sources=[str(source_image)], processors=["face_swapper"],
+                                                face_selector={"tracker_overlap": 0}))
+    for _ in range(3):
+        untracked.process_frame(face_frame)
+    assert len(untracked.scores) == 3
+
+
 @needs_assets
 def test_on_real_photos_the_score_tells_the_same_person_from_another(tmp_path):
     """With a swapper that changes nothing, the score is the real recognizer's verdict on the

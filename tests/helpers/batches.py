@@ -19,7 +19,8 @@ def image(path: Path, seed: int) -> Path:
     return path
 
 
-def make_batch(tmp_path: Path, n_done: int = 6, names: tuple[str, ...] = ()):
+def make_batch(tmp_path: Path, n_done: int = 6, names: tuple[str, ...] = (),
+               processors: tuple[str, ...] = ("face_swapper",)):
     raw = {"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"), "models_dir": str(tmp_path / "m"),
            "watches": [{"name": "w", "inbox": str(tmp_path / "in"), "output": str(tmp_path / "out"),
                         "done": str(tmp_path / "done"), "failed": str(tmp_path / "failed")}]}
@@ -33,7 +34,7 @@ def make_batch(tmp_path: Path, n_done: int = 6, names: tuple[str, ...] = ()):
             (folder / rel).parent.mkdir(parents=True, exist_ok=True)
             (folder / rel).write_bytes(cv2.imencode(".jpg", picture)[1].tobytes())   # any name, not UTF-8 too
         store.enqueue(watch="w", rel_path=rel, size=1, mtime=1, content_hash=f"h{i}", kind="image",
-                      spec={"processors": ["face_swapper"]}, batch="b")
+                      spec={"processors": list(processors)}, batch="b")
         job = store.claim("t", 60)
         store.set_filing(job.id, "t", {"outcome": "done", "original_src": "x", "original_dst": str(w.done / rel)})
         store.finish(job.id, "t", output_path=str(w.output / rel))

@@ -162,6 +162,22 @@ def test_claiming_paused_gauge_and_reason():
     assert m.claiming_pause_reason == ""
 
 
+def test_a_paused_watch_has_a_gauge_of_its_own(store, tmp_path):
+    """Issue 42, item 18: `watches pause` (or the page) paused a watch and no metric said so;
+    ffwatchd_claiming_paused is the disk guard's only."""
+    m = Metrics(store=store, folders={"studio": {"output": tmp_path}, "press": {"output": tmp_path}})
+    assert value(m.render(), "ffwatchd_watch_paused", watch="studio") == 0
+    store.set_watch_paused("studio", True, "paused by ann")
+    text = m.render()
+    assert value(text, "ffwatchd_watch_paused", watch="studio") == 1
+    assert value(text, "ffwatchd_watch_paused", watch="press") == 0
+    assert value(text, "ffwatchd_claiming_paused") == 0
+    store.set_watch_paused("studio", False)
+    assert value(m.render(), "ffwatchd_watch_paused", watch="studio") == 0
+    m.set_folders({"press": {"output": tmp_path}})             # a watch taken out by a reload is gone
+    assert ("ffwatchd_watch_paused", frozenset({("watch", "studio")})) not in samples(m.render())
+
+
 def test_disk_free_per_watch_and_folder_never_labelled_by_path(tmp_path):
     out, missing = tmp_path / "out", tmp_path / "missing"
     out.mkdir()

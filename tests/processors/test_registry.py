@@ -88,3 +88,26 @@ def test_the_docs_processor_table_is_the_registry_s():
     block = docs[docs.index("\n", start) + 1:docs.index("<!-- end of processors table -->")].strip()
     assert block.splitlines() == table(), "docs/pipeline.md's processor table is not the registry's: " \
                                           "regenerate it from ffwatchd.processors.registry.table()"
+
+
+def test_a_many_model_key_gives_each_name_not_a_tuple():
+    """Issue 42, item 23: `ModelKey(many=True)` put the whole tuple among `Processor.models()`'s
+    names, which the type says are strings (the job's model list, its licences, its provenance)."""
+    from ffwatchd.faces.models import ModelKind
+    from ffwatchd.schema import ModelKey
+
+    @dataclass(frozen=True)
+    class Several:
+        model: str = "inswapper_128"
+        helpers: tuple[str, ...] | str = ("xseg_1", "xseg_2")
+
+    class Multi(Processor):
+        name, summary, settings = "multi", "a processor naming several models", Several
+        checks = {"model": ModelKey(ModelKind.SWAPPER), "helpers": ModelKey(ModelKind.OCCLUDER, many=True)}
+
+        def prepare(self, settings, job):
+            return None
+
+    assert Multi().models(Several()) == ("inswapper_128", "xseg_1", "xseg_2")
+    assert Multi().models(Several(helpers="xseg_1")) == ("inswapper_128", "xseg_1")
+    assert all(isinstance(m, str) for m in Multi().models(Several()))

@@ -55,13 +55,19 @@ class FaceSwapper(Processor):
             latent = swapper.latent(identity, converter)
         masks = job.face_masks()
 
+        scored: set[int] = set()       # a video's tracks already scored: two recognizer runs per track, not per frame
+
         def step(frame: Frame, faces: list[Face], touched: list[Box]) -> Change:
             for face in faces:
-                before = job.similarity(frame, face, identity)
+                due = face.track is None or face.track not in scored
+                before = job.similarity(frame, face, identity) if due else 0.0
                 n = len(touched)
                 swapper.swap(frame, face, latent, touched, boost, masks)
-                box = touched[n] if len(touched) > n else tuple(int(v) for v in face.bbox)
-                job.record(FaceScore(box, job.similarity(frame, face, identity), before, settings.review_below))
+                if due:
+                    box = touched[n] if len(touched) > n else tuple(int(v) for v in face.bbox)
+                    job.record(FaceScore(box, job.similarity(frame, face, identity), before, settings.review_below))
+                    if face.track is not None:
+                        scored.add(face.track)
             return Change.BOXES if faces else Change.NONE
         return step
 
