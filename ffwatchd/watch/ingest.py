@@ -161,8 +161,9 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
     if created:
         log.info("job %d: enqueued %s (%s, %s, %d bytes)", job.id, rel, watch.name, sniffed.format, hstate.size)
         return IngestResult(IngestStatus.ENQUEUED, path, f"{rel}: job {job.id}", job, True)
-    if job.state not in FINISHED and compare_content(hstate, FileVersion.from_seconds(job.size, job.mtime),
-                                                     lambda: digest == job.content_hash) is Verdict.TOUCHED:
+    queued_as = FileVersion.from_seconds(job.size, job.mtime)
+    if job.state not in FINISHED and hstate.mtime_ns is not None and \
+            compare_content(hstate, queued_as, lambda: digest == job.content_hash) is Verdict.TOUCHED:
         store.refresh_mtime(job.id, content_hash=digest, mtime=hstate.mtime_ns / 1e9)   # a touch: the same job
     return _existing(watch, path, rel, job, store, hstate)
 
