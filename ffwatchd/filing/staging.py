@@ -32,7 +32,8 @@ from typing import Any, Callable
 from ffwatchd.errors import JobError
 from ffwatchd.filing import placing
 from ffwatchd.filing.placing import TEMP_PREFIX, candidate_names
-from ffwatchd.fs.version import MTIME_SLACK_NS, FileVersion
+from ffwatchd.fs.hashing import hash_file
+from ffwatchd.fs.version import FileVersion, Verdict, compare_content
 from ffwatchd.fs.writefs import fit_name, fsync_dir, move_no_replace
 
 log = logging.getLogger(__name__)
@@ -51,12 +52,14 @@ class OriginalChanged(JobError):
                          transient=False)
 
 
-def original_state(st: os.stat_result, path: Path) -> dict:
-    """What identifies the original a job checked: size, mtime, and its inode on this host where
+def original_state(st: os.stat_result, path: Path, content_hash: str | None = None) -> dict:
+    """What identifies the original a job checked: size, mtime, its inode on this host where
     the filesystem keeps inode numbers (`inode` None where it makes them up anew: FUSE mounts such
-    as smbnetfs, the FAT family; fs/mounts.py)."""
+    as smbnetfs, the FAT family; fs/mounts.py), and the sha256 it was read with (a same-size
+    time change is settled by the bytes: fs/version.compare_content)."""
     v = FileVersion.from_stat(st, path)
-    return {"size": v.size, "mtime_ns": v.mtime_ns, "inode": v.inode, "host": socket.gethostname()}
+    return {"size": v.size, "mtime_ns": v.mtime_ns, "inode": v.inode, "host": socket.gethostname(),
+            "sha256": content_hash}
 
 
 def check_original(plan: Any) -> None:
@@ -136,13 +139,22 @@ def identity_problem(st: os.stat_result, want: dict | None, path: Path | str | N
         return "it is no longer a regular file"
     here = want.get("host") == socket.gethostname()          # another host's inode numbers mean nothing here
     was = FileVersion(want.get("size"), int(want.get("mtime_ns") or 0), want.get("inode") if here else None)
-    change = FileVersion.from_stat(st, path).change_from(was, MTIME_SLACK_NS)
-    if change == "replaced":
+    sha = want.get("sha256")
+
+    def same_bytes() -> bool:                # unknown bytes (no hash recorded, no path) are other bytes
+        return bool(sha) and path is not None and hash_file(Path(path))[0] == sha
+    try:
+        verdict = compare_content(FileVersion.from_stat(st, path), was, same_bytes)
+    except OSError as e:
+        return f"it cannot be read ({e.strerror or e})"
+    if verdict is Verdict.REPLACED:
         return "another file was put in its place"
-    if change == "resized":
+    if verdict is Verdict.RESIZED:
         return f"its size went from {want.get('size')} to {st.st_size} bytes"
-    if change == "written":
+    if verdict is Verdict.WRITTEN:
         return "it was written to"
+    if verdict is Verdict.TOUCHED:
+        log.info("%s: touched since it was checked (same bytes): still the original", path)
     return None
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Literal
+from enum import StrEnum
+from typing import Callable, Literal
 
 from ffwatchd.fs.mounts import inode_numbers_stable
 
@@ -57,6 +58,33 @@ class FileVersion:
 
     def __hash__(self) -> int:
         return hash(self.size)          # the one field always known: equal versions hash alike
+
+
+class Verdict(StrEnum):
+    """The file at a path against the version a job recorded, the bytes read where the
+    attributes cannot tell (`compare_content`)."""
+    SAME = "same"            # what was recorded, bytes and all
+    TOUCHED = "touched"      # only its time moved, the bytes are the same: the job goes on, its time refreshed
+    REPLACED = "replaced"    # another inode took the name
+    RESIZED = "resized"      # another size: other bytes, not read
+    WRITTEN = "written"      # the same size, other bytes
+
+
+def compare_content(now: FileVersion, was: FileVersion, same_bytes: Callable[[], bool], *,
+                    slack_ns: int = MTIME_SLACK_NS, always_read: bool = False) -> Verdict:
+    """The rule, stated once: a version of a file is its content. Another inode or size is
+    another version (nothing read); the same size with another time is read, and the same bytes
+    are TOUCHED, not a new version (a touch, a backup tool, an SMB client setting the last-write
+    time). `always_read`: read even when every attribute agrees (a same-size, same-time rewrite).
+    `same_bytes` may raise OSError: the caller says what a file it cannot read means."""
+    change = now.change_from(was, slack_ns)
+    if change == "replaced" or change == "resized":
+        return Verdict(change)
+    if change is None and not always_read:
+        return Verdict.SAME
+    if not same_bytes():
+        return Verdict.WRITTEN
+    return Verdict.TOUCHED if change == "written" else Verdict.SAME
 
 
 def _agree(a: int | None, b: int | None) -> bool:

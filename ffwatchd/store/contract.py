@@ -206,6 +206,12 @@ class JobQueue(abc.ABC):
     def set_output(self, job_id: int, output_path: str | None) -> None: ...
 
     @abc.abstractmethod
+    def refresh_mtime(self, job_id: int, *, content_hash: str, mtime: float) -> None:
+        """The job's original was touched, its bytes the same (`fs.version.Verdict.TOUCHED`): its
+        row keeps the new time, only while the row names that content. Not synced: lost, the file
+        is read once more."""
+
+    @abc.abstractmethod
     def finish(self, job_id: int, owner: str, *, output_path: str | None, attempt: int | None = None) -> Job:
         """running -> done, only by the lease owner (on `attempt`, when given)."""
 

@@ -1,7 +1,10 @@
 """Copy one host's SQLite job table into PostgreSQL (`ffwatchd queue migrate`).
 
 Nothing is merged by id: the PostgreSQL queue may already hold another host's jobs under the
-same numbers. Every copied row gets a new id (the report keeps the map, old -> new); a job that
+same numbers. A copied row keeps its id where that id is free there (the first host's jobs keep
+theirs, so the error reports and retry commands on the share still name them; the sequence moves
+past them); only a row whose id is taken gets a new one (the report keeps the map, old -> new).
+A row already there is looked up before anything is inserted, so a rerun consumes no ids. A job that
 is really already there is matched by its file (watch, path, content hash), a batch by its
 folder (watch, folder), a filing by its path; batches, notifications and filings follow their
 jobs' new ids, and notification keys and payloads name the new ids (a key made from an old id
@@ -89,7 +92,12 @@ def _values(table: str, row: dict[str, Any]) -> dict[str, Any]:
             for k, v in row.items() if k != "id"}
 
 
-def _insert(cur: Any, table: str, values: dict[str, Any], conflict: str = "DO NOTHING") -> int | None:
+def _insert(cur: Any, table: str, values: dict[str, Any], conflict: str = "DO NOTHING",
+            keep_id: int | None = None) -> int | None:
+    """The row inserted (None: one with its key is there); `keep_id`, its id where free there."""
+    if keep_id is not None and cur.execute(f"SELECT 1 FROM {table} WHERE id = %s", (keep_id,)).fetchone() is None:
+        values = {"id": keep_id, **values}
+        conflict = "DO NOTHING"                # the id or the key: either found is a row already there
     columns = ", ".join(values)
     marks = ", ".join(f"%({k})s" for k in values)
     returning = " RETURNING id" if table != "filings" else ""
@@ -105,7 +113,7 @@ def _copy_batches(cur: Any, rows: list[dict], earlier: dict, report: MigrateRepo
         there = cur.execute("SELECT id FROM batches WHERE watch = %s AND folder = %s AND generation = %s",
                             (row["watch"], row["folder"], row["generation"])).fetchone()
         if there is None:
-            new = _insert(cur, "batches", _values("batches", row))
+            new = _insert(cur, "batches", _values("batches", row), keep_id=row["id"])
             report.ids["batches"][row["id"]] = new
             report.count("batches", True)
             continue
@@ -134,15 +142,19 @@ def _copy_jobs(cur: Any, rows: list[dict], earlier: dict, copied_states: dict, r
         row = dict(row)
         running = _prepare_job(row)
         report.states[old] = row["state"]
-        new = _insert(cur, "jobs", _values("jobs", row), "(watch, rel_path, content_hash) DO NOTHING")
+        there = cur.execute("SELECT id, state FROM jobs WHERE watch = %s AND rel_path = %s AND content_hash = %s",
+                            (row["watch"], row["rel_path"], row["content_hash"])).fetchone()
+        new = None if there is not None else _insert(cur, "jobs", _values("jobs", row),
+                                                     "(watch, rel_path, content_hash) DO NOTHING", keep_id=old)
         if new is not None:
             report.ids["jobs"][old] = new
             report.count("jobs", True)
             if running:
                 report.requeued.append(new)
             continue
-        there = cur.execute("SELECT id, state FROM jobs WHERE watch = %s AND rel_path = %s AND content_hash = %s",
-                            (row["watch"], row["rel_path"], row["content_hash"])).fetchone()
+        there = there or cur.execute("SELECT id, state FROM jobs WHERE watch = %s AND rel_path = %s "
+                                     "AND content_hash = %s",
+                                     (row["watch"], row["rel_path"], row["content_hash"])).fetchone()
         report.ids["jobs"][old] = there["id"]
         report.count("jobs", False)
         if earlier.get(str(old)) != there["id"]:
@@ -190,13 +202,15 @@ def _copy_outbox(cur: Any, rows: list[dict], earlier: dict, report: MigrateRepor
                                     "without a batch")
         row["idempotency_key"] = _renumber(row["idempotency_key"], report)
         row["payload"] = json.dumps(_renumber_payload(json.loads(row["payload"]), report))
-        new = _insert(cur, "outbox", _values("outbox", row))
+        there = cur.execute("SELECT id FROM outbox WHERE channel = %s AND idempotency_key = %s",
+                            (row["channel"], row["idempotency_key"])).fetchone()
+        new = None if there is not None else _insert(cur, "outbox", _values("outbox", row), keep_id=old)
         if new is not None:
             report.ids["outbox"][old] = new
             report.count("outbox", True)
             continue
-        there = cur.execute("SELECT id FROM outbox WHERE channel = %s AND idempotency_key = %s",
-                            (row["channel"], row["idempotency_key"])).fetchone()
+        there = there or cur.execute("SELECT id FROM outbox WHERE channel = %s AND idempotency_key = %s",
+                                     (row["channel"], row["idempotency_key"])).fetchone()
         report.ids["outbox"][old] = there["id"]
         report.count("outbox", False)
         if earlier.get(str(old)) != there["id"]:
@@ -227,6 +241,14 @@ def _add_operator_counts(cur: Any, rows: list[dict], earlier: dict) -> dict[str,
     return {**earlier, **now}
 
 
+def _past_kept_ids(cur: Any, table: str) -> None:
+    """The table's id sequence moved past the ids kept (never back: a purged id is not given again)."""
+    seq = cur.execute("SELECT pg_get_serial_sequence(%s, 'id') AS s", (table,)).fetchone()["s"]
+    cur.execute(f"SELECT setval(%s, GREATEST((SELECT coalesce(max(id), 1) FROM {table}), "
+                f"(SELECT last_value FROM {seq})), (SELECT is_called FROM {seq}) OR EXISTS (SELECT 1 FROM {table}))",
+                (seq,))
+
+
 def copy_sqlite_to_postgres(path: Path, store: PostgresJobStore) -> MigrateReport:
     """One transaction: everything is copied, or nothing."""
     if not path.is_file():
@@ -245,6 +267,8 @@ def copy_sqlite_to_postgres(path: Path, store: PostgresJobStore) -> MigrateRepor
         _copy_jobs(cur, tables["jobs"], ids.get("jobs", {}), earlier.get("states", {}), report)
         _copy_outbox(cur, tables["outbox"], ids.get("outbox", {}), report)
         _copy_filings(cur, tables["filings"], report)
+        for table in ("batches", "jobs", "outbox"):
+            _past_kept_ids(cur, table)
         counts = _add_operator_counts(cur, tables["operator_counts"], earlier.get("operator_counts", {}))
         for table in _TABLES:
             report.copied.setdefault(table, 0)

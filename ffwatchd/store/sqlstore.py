@@ -121,6 +121,10 @@ class SqlJobStore(JobQueue):
         self._run(lambda tx: tx.run("UPDATE jobs SET output_path = :out WHERE id = :id",
                                     out=encode_path(output_path), id=job_id), durable=True)
 
+    def refresh_mtime(self, job_id: int, *, content_hash: str, mtime: float) -> None:
+        self._run(lambda tx: tx.run("UPDATE jobs SET mtime = :mtime WHERE id = :id AND content_hash = :hash",
+                                    mtime=float(mtime), id=job_id, hash=content_hash))
+
     def finish(self, job_id: int, owner: str, *, output_path: str | None, attempt: int | None = None) -> Job:
         rows = self._take_filings(job_id)
         if not rows:

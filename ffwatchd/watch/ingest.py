@@ -38,7 +38,7 @@ from ffwatchd.store import FINISHED, Job, JobQueue
 from ffwatchd.fs.hashing import SourceHashes
 from ffwatchd.watch.hashing import read_inbox_file
 from ffwatchd.watch.inboxnames import PATH_MARGIN, PATH_MAX, classify_name, path_too_long
-from ffwatchd.fs.version import FileVersion
+from ffwatchd.fs.version import FileVersion, Verdict, compare_content
 from ffwatchd.watch.unfinished import ends_early
 
 log = logging.getLogger(__name__)
@@ -161,6 +161,10 @@ def ingest_file(settings: Settings, watch: WatchSettings, store: JobQueue, path:
     if created:
         log.info("job %d: enqueued %s (%s, %s, %d bytes)", job.id, rel, watch.name, sniffed.format, hstate.size)
         return IngestResult(IngestStatus.ENQUEUED, path, f"{rel}: job {job.id}", job, True)
+    queued_as = FileVersion.from_seconds(job.size, job.mtime)
+    if job.state not in FINISHED and hstate.mtime_ns is not None and \
+            compare_content(hstate, queued_as, lambda: digest == job.content_hash) is Verdict.TOUCHED:
+        store.refresh_mtime(job.id, content_hash=digest, mtime=hstate.mtime_ns / 1e9)   # a touch: the same job
     return _existing(watch, path, rel, job, store, hstate)
 
 
@@ -403,7 +407,7 @@ def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job,
     message = filing.duplicate_message(rel, job)
     log.warning("duplicate of job %d: %s", job.id, message)
     try:
-        plan = filing.plan_duplicate(watch, job, rel, message, original_state(os.lstat(path), path))
+        plan = filing.plan_duplicate(watch, job, rel, message, original_state(os.lstat(path), path, job.content_hash))
         filed = filing.execute_plan(plan, job, watch, ledger=store)
     except OriginalChanged:              # replaced between the look above and the move: nothing moved
         return IngestResult("changed", path, f"{rel}: replaced since it was read; looked at again")

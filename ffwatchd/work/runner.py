@@ -27,7 +27,7 @@ from ffwatchd.filing import placing
 from ffwatchd.filing.staging import OriginalChanged, original_state, unstage
 from ffwatchd.fs import safefs
 from ffwatchd.fs.hashing import SourceHashes, hash_file
-from ffwatchd.fs.version import MTIME_SLACK_NS, FileVersion
+from ffwatchd.fs.version import FileVersion, Verdict, compare_content
 from ffwatchd.fs.writefs import make_private
 from ffwatchd.media.ffmpeg import find_ffmpeg
 from ffwatchd.pipeline.contract import JobPipeline, PhotoProblem, RenderedImage
@@ -353,17 +353,30 @@ class JobRunner:
         if not statmod.S_ISREG(st.st_mode):
             return OriginalProblem(ProblemKind.BAD_INPUT,
                                    f"{original} is now {safefs.describe_mode(st.st_mode)}; it was not opened")
-        if FileVersion.from_stat(st).change_from(FileVersion.from_seconds(job.size, job.mtime), MTIME_SLACK_NS):
-            return OriginalProblem(ProblemKind.SUPERSEDED, f"{original} changed after it was queued (size "
-                                   f"{job.size} -> {st.st_size}); the new content is queued as its own job")
+        hashed: list[FileVersion] = []
+
+        def same_bytes() -> bool:              # always read: a same-size, same-time rewrite is caught too
+            digest, state = hash_file(original, inbox)
+            hashed.append(state)
+            return digest == job.content_hash
         try:
-            digest, _state = hash_file(original, inbox)
+            verdict = compare_content(FileVersion.from_stat(st), FileVersion.from_seconds(job.size, job.mtime),
+                                      same_bytes, always_read=True)
         except OSError as e:
             return OriginalProblem(ProblemKind.BAD_INPUT, f"{original} cannot be read: {e.strerror}")
-        if digest != job.content_hash:
-            return OriginalProblem(ProblemKind.SUPERSEDED, f"{original} changed after it was queued (same size "
-                                   "and time, other content); the new content is queued as its own job")
-        self._checked[job.id] = original_state(st, original)
+        if verdict is Verdict.RESIZED:
+            return OriginalProblem(ProblemKind.SUPERSEDED, f"{original} changed after it was queued (size "
+                                   f"{job.size} -> {st.st_size}); the new content is queued as its own job")
+        if verdict is Verdict.WRITTEN:
+            return OriginalProblem(ProblemKind.SUPERSEDED, f"{original} changed after it was queued (same size, "
+                                   "other content); the new content is queued as its own job")
+        if verdict is Verdict.TOUCHED and hashed and hashed[0].mtime_ns is not None:
+            log.info("job %d: %s was touched after it was queued (same bytes); it goes on", job.id, original)
+            try:
+                self.store.refresh_mtime(job.id, content_hash=job.content_hash, mtime=hashed[0].mtime_ns / 1e9)
+            except QueueUnavailable as e:      # not kept: it is read once more next time
+                log.warning("job %d: its new time not recorded: %s", job.id, e)
+        self._checked[job.id] = original_state(st, original, job.content_hash)
         while len(self._checked) > 64:           # jobs that ended without a filing
             self._checked.pop(next(iter(self._checked)))
         return None

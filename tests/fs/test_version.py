@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ffwatchd.fs.version import FileVersion
+from ffwatchd.fs.version import FileVersion, Verdict, compare_content
 
 
 def _version(path: Path, **kw: bool) -> FileVersion:
@@ -71,3 +71,26 @@ def test_a_version_kept_as_float_seconds_matches_within_its_slack(tmp_path: Path
     assert FileVersion.from_stat(st).change_from(row, 1_000) is None
     os.utime(f, ns=(st.st_mtime_ns, st.st_mtime_ns + 2_000))
     assert FileVersion.from_stat(os.lstat(f)).change_from(row, 1_000) == "written"
+
+
+def test_a_version_is_its_content_a_same_size_time_change_is_read() -> None:
+    was = FileVersion(10, 1_000_000_000, 7)
+    reads: list[str] = []
+
+    def bytes_are(same: bool):
+        def read() -> bool:
+            reads.append("read")
+            return same
+        return read
+    touched = FileVersion(10, 3_000_000_000, 7)
+    assert compare_content(touched, was, bytes_are(True)) is Verdict.TOUCHED
+    assert compare_content(touched, was, bytes_are(False)) is Verdict.WRITTEN
+    assert len(reads) == 2, "a same-size time change is always read"
+    assert compare_content(FileVersion(11, 3_000_000_000, 7), was, bytes_are(True)) is Verdict.RESIZED
+    assert compare_content(FileVersion(10, 1_000_000_000, 8), was, bytes_are(True)) is Verdict.REPLACED
+    assert compare_content(FileVersion(10, 1_000_000_000, 7), was, bytes_are(False)) is Verdict.SAME
+    assert len(reads) == 2, "another size, another inode, or every field the same: nothing read"
+    assert compare_content(FileVersion(10, 1_000_000_000, 7), was, bytes_are(False),
+                           always_read=True) is Verdict.WRITTEN, "a same-size, same-time rewrite, when asked"
+    assert compare_content(FileVersion(10, 1_000_000_000, 7), was, bytes_are(True),
+                           always_read=True) is Verdict.SAME

@@ -853,3 +853,13 @@ def test_a_claim_with_every_watch_paused_still_sends_expired_leases_back(store: 
     clock.t += 11
     assert store.claim("w", 60, watches=[]) is None
     assert store.get(job.id).state == "queued"
+
+
+def test_a_touch_refreshes_the_time_of_a_job_only_while_it_names_that_content(store: JobQueue) -> None:
+    job, _ = add(store, "a.jpg", content="h1")
+    store.refresh_mtime(job.id, content_hash="h2", mtime=5.0)
+    assert store.get(job.id).mtime == 1.0, "another content's time is not this job's"
+    store.refresh_mtime(job.id, content_hash="h1", mtime=5.0)
+    assert store.get(job.id).mtime == 5.0
+    again, created = add(store, "a.jpg", content="h1")
+    assert not created and again.id == job.id and again.mtime == 5.0

@@ -1,6 +1,6 @@
-"""`ffwatchd queue migrate`: one host's SQLite table copied into PostgreSQL under new ids (a
-second host's table numbers its rows alike), history kept, running jobs queued again, and a
-second run copies nothing twice."""
+"""`ffwatchd queue migrate`: one host's SQLite table copied into PostgreSQL, its ids kept where
+free there (a second host's table numbers its rows alike: those get new ids), history kept,
+running jobs queued again, and a second run copies nothing twice."""
 
 from __future__ import annotations
 
@@ -235,3 +235,62 @@ def test_migrate_is_refused_while_a_daemon_holds_the_sqlite_table(tmp_path: Path
         assert sum(pg.counts().values()) == 0
     assert main(["queue", "migrate", "-c", str(cfg)]) == 0                   # nobody holds it now
     assert json.loads(marker.read_text())["queue_id"] != read_queue_id(db)   # marked for PostgreSQL
+
+
+def test_ids_survive_the_move_so_a_report_on_the_share_retries_its_own_file(
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture) -> None:
+    """Issue 41 item 5: a gap in the ids (a purged job) renumbered 92 -> 91, and the report of
+    grace_hopper.jpg then named another file's job."""
+    from ffwatchd.config.load import load_config
+    from ffwatchd.watch.ingest import ingest_file
+    from tests.helpers.configs import jpeg, studio_config
+
+    cfg = studio_config(tmp_path)
+    settings = load_config(cfg)
+    watch = settings.watch("studio")
+    with SqliteJobStore(settings.db_path) as s:
+        gone, _ = s.enqueue(watch="studio", rel_path="gone.jpg", size=1, mtime=1.0, content_hash="g",
+                            kind="image", spec={})
+        s.cancel(gone.id)
+        s.purge(-1, ["cancelled"])                           # the gap a renumbering closed
+        for seed, name in enumerate(("ada.jpg", "grace_hopper.jpg")):     # no sidecar yet: refused
+            (watch.inbox / name).write_bytes(jpeg(seed))
+            assert ingest_file(settings, watch, s, watch.inbox / name, 0.0).status == "failed"
+    reports = {p.name: json.loads(p.read_text()) for p in watch.failed.rglob("*.error.json")}
+    named = reports["grace_hopper.jpg.error.json"]["job_id"]
+    assert named == 3 and reports["grace_hopper.jpg.error.json"]["retry"] == f"ffwatchd jobs retry {named}"
+
+    pg_cfg = write_config(tmp_path, f"{{url: '{pg_url}'}}")
+    assert main(["queue", "migrate", "--from", str(settings.db_path), "-c", str(pg_cfg), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ids"]["jobs"] == {"2": 2, "3": 3}, "every id kept: none was taken there"
+    (watch.inbox / "faces").mkdir()
+    (watch.inbox / "faces/alice.jpg").write_bytes(jpeg(9))
+    (watch.inbox / "ffwatch.yaml").write_text("sources: [faces/alice.jpg]\n")     # the report's advice
+    assert main(["jobs", "retry", str(named), "-c", str(pg_cfg)]) == 0, capsys.readouterr()
+    capsys.readouterr()
+    assert (watch.inbox / "grace_hopper.jpg").read_bytes() == jpeg(1)
+    assert not (watch.inbox / "ada.jpg").exists() and (watch.failed / "ada.jpg").exists()
+    with PostgresJobStore(pg_url) as pg:
+        assert pg.get(named).rel_path == "grace_hopper.jpg" and pg.get(named).state == "queued"
+
+
+def test_a_rerun_that_copies_nothing_consumes_no_ids(tmp_path: Path, pg_url: str,
+                                                     capsys: pytest.CaptureFixture) -> None:
+    db = tmp_path / "old.db"
+    ids = fill(db)
+    cfg = write_config(tmp_path, f"{{url: '{pg_url}'}}")
+    assert main(["queue", "migrate", "--from", str(db), "-c", str(cfg), "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert all(int(old) == new for old, new in first["ids"]["jobs"].items()), first["ids"]["jobs"]
+    for _ in range(2):
+        assert main(["queue", "migrate", "--from", str(db), "-c", str(cfg), "--json"]) == 0
+        again = json.loads(capsys.readouterr().out)
+        assert again["copied"] == {"jobs": 0, "batches": 0, "outbox": 0, "filings": 0}
+        assert again["ids"] == first["ids"]
+    with PostgresJobStore(pg_url) as pg:
+        fresh, _ = pg.enqueue(watch="studio", rel_path="new.jpg", size=1, mtime=1.0, content_hash="n",
+                              kind="image", spec={})
+        assert fresh.id == max(ids.values()) + 1, "the reruns took no ids"
+        (batch,) = pg.list_batches()
+        assert pg.touch_batch("studio", "other", 10.0).id == batch.id + 1

@@ -57,6 +57,23 @@ def test_good_file_is_enqueued_with_snapshot_and_sources(env) -> None:
     assert store.counts()["queued"] == 1
 
 
+def test_a_queued_file_touched_with_the_same_bytes_stays_its_job_and_other_bytes_are_a_new_one(env) -> None:
+    settings, watch, store = env
+    img = put(watch.inbox / "x.jpg")
+    job = ingest_file(settings, watch, store, img, 0.0).job
+    st = img.stat()
+    os.utime(img, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))
+    again = ingest_file(settings, watch, store, img, 0.0)
+    assert again.status == "exists" and again.job.id == job.id
+    assert abs(store.get(job.id).mtime - img.stat().st_mtime) < 1e-3, "its row keeps the new time"
+    assert store.counts()["queued"] == 1 and store.counts()["failed"] == 0
+    img.write_bytes(JPEG.replace(b"JFIF", b"JFIX"))                 # other bytes, the same size
+    os.utime(img, ns=(st.st_atime_ns, st.st_mtime_ns + 4_000_000_000))
+    other = ingest_file(settings, watch, store, img, 0.0)
+    assert other.status == "enqueued" and other.created and other.job.id != job.id
+    assert store.get(job.id).mtime != img.stat().st_mtime, "the old job keeps the version it was queued with"
+
+
 def test_video_kind_and_reference(env) -> None:
     settings, watch, store = env
     put(watch.inbox / "v/ffwatch.yaml", "sources: [../faces/alice.png]\n"

@@ -42,6 +42,35 @@ def test_content_replaced_in_place_is_not_processed_under_the_old_job(env) -> No
     assert not (watch.output / "a.jpg").exists() and not (watch.failed / "a.jpg").exists()
 
 
+def test_a_touched_original_with_the_same_bytes_is_processed_by_its_job(env) -> None:
+    """A touch, a backup tool or an SMB client setting the time is no new version (issue 41)."""
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "a.jpg", b"abc")
+    path = watch.inbox / "a.jpg"
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))
+    out = run_next(settings, store)
+    job = store.get(job_id)
+    assert out.outcome == "done" and job.state == "done", job
+    assert abs(job.mtime - (st.st_mtime_ns + 2_000_000_000) / 1e9) < 1e-3, "its row keeps the new time"
+    assert (watch.done / "a.jpg").read_bytes() == b"abc" and (watch.output / "a.jpg").read_bytes() == b"processed:abc"
+    assert store.counts().get("failed", 0) == 0
+
+
+def test_other_bytes_of_the_same_size_with_a_new_time_supersede_the_job(env) -> None:
+    settings, store, watch = env
+    job_id = enqueue(store, watch, "a.jpg", b"old")
+    path = watch.inbox / "a.jpg"
+    st = path.stat()
+    path.write_bytes(b"new")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))
+    out = run_next(settings, store)
+    job = store.get(job_id)
+    assert out.outcome == "failed" and job.error_kind == "superseded" and "other content" in job.error_message
+    assert job.mtime == st.st_mtime, "a superseded job's row keeps the version it was queued with"
+    assert path.read_bytes() == b"new" and not (watch.done / "a.jpg").exists()
+
+
 def test_interrupted_filing_is_finished_without_processing_again(env) -> None:
     settings, store, watch = env
     job_id = enqueue(store, watch, "a.jpg", b"abc")

@@ -142,14 +142,15 @@ def test_a_dead_workers_job_out_of_attempts_is_filed_failed_without_its_done_pla
     store = JobStore(tmp_path / "queue.db", clock=Clock(), max_attempts=1)
     job = _killed_at("unlink_original", settings, store, share, tmp_path)
     staged = _staged(share)
-    staged.write_bytes(PHOTO)                  # the same bytes, written again: not the file processed
+    other = PHOTO[:-1] + bytes([PHOTO[-1] ^ 1])   # other bytes of the same size: not the file processed
+    staged.write_bytes(other)                  # (the same bytes written again would be: a version is its content)
     os.utime(staged, ns=(os.stat(staged).st_mtime_ns + 5 * 10**9,) * 2)
     give_back(settings, store, None, job.id, A, "worker_crashed", "killed by signal 9", stopping=False)
     after = store.get(job.id)
     assert (after.state, after.error_kind) == ("failed", "worker_crashed"), after
     _assert_custody(share)
     assert _files(share / "done") == [], "a failed job keeps no name in done/"
-    assert (share / "inbox/x.jpg").read_bytes() == PHOTO, "changed since it was processed: back in the inbox"
+    assert (share / "inbox/x.jpg").read_bytes() == other, "changed since it was processed: back in the inbox"
     store.close()
 
 
