@@ -615,6 +615,7 @@ class Supervisor:
         else:
             write_status(self.settings.state_dir, data)
         if self.metrics is not None:
+            self.metrics.health.put(data)
             away = self.table_unreachable()
             self.metrics.set_queue_unreachable(away.since if away is not None else None)
         if self.metrics is not None and self.watcher is not None:
@@ -674,7 +675,7 @@ class Supervisor:
         inputs = worker_inputs(new)
         unchanged = inputs == self._worker_inputs
         self.settings, self._worker_inputs = new, inputs
-        setup_logging(new.log.level, new.log.format, process="main")
+        setup_logging(new.log.level, new.log.format, process="main", stream=new.log.stream)
         if self.metrics is not None:        # a watch added by reload: its series at 0, as at start
             for watch in new.watches:
                 self.metrics.init_watch(watch.name)
@@ -698,6 +699,8 @@ class Supervisor:
         """Graceful: stop claiming, let running jobs finish within the grace period, give back the rest."""
         self.stopping = True
         self.notifier.stopping()
+        if self.metrics is not None:        # /readyz says so at once: no new work routed here
+            self.metrics.health.put(self.status_document())
         log.info("stopping: no new claims; running jobs get %.0f s to finish", self.settings.workers.grace_period)
         self.claim_ok.clear()
         if self.watcher is not None:
@@ -798,7 +801,7 @@ def run_daemon(config_path: str | None) -> int:
 
     path = resolve_config_path(config_path)
     settings = load_config(path)
-    setup_logging(settings.log.level, settings.log.format, process="main")
+    setup_logging(settings.log.level, settings.log.format, process="main", stream=settings.log.stream)
     sup = Supervisor(path.resolve(), settings)
     try:
         sup.start()
