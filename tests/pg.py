@@ -13,7 +13,6 @@ import itertools
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
@@ -22,17 +21,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from tests.helpers.ports import free_port
+
 PG_BIN = Path(os.environ.get("FFWATCHD_PG_BIN", "/usr/lib/postgresql/15/bin"))
 URL_ENV = "FFWATCHD_TEST_PG_URL"
 ROOT_ENV = "FFWATCHD_TEST_PG_ROOT"         # where clusters go (.ci/run stops any left there)
 TCP_USER, TCP_PASSWORD = "ffwatchd", "s3cret-for-tests"
 _names = itertools.count()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _run_as() -> list[str]:
@@ -55,7 +50,7 @@ class Cluster:
     def __init__(self, *, durable: bool = False) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="ffwatchd-pg-", dir=os.environ.get(ROOT_ENV) or None))
         self.data, self.sock = self.root / "data", self.root / "sock"
-        self.port = _free_port()
+        self.port = free_port()
         self.durable = durable
         self.prefix = _run_as()
         self.started = False

@@ -66,6 +66,13 @@ def _mount_of(path: str | os.PathLike, mountinfo: str | None) -> tuple[str, str]
     return found
 
 
+def nearest_existing(path: Path) -> Path:
+    """`path`, or the closest folder above it that exists: what a path that need not exist yet is on."""
+    while not os.path.lexists(path) and path != path.parent:
+        path = path.parent
+    return path
+
+
 def filesystem_type(path: str | os.PathLike, mountinfo: str | None = None) -> str:
     """The type of the filesystem holding `path` (which need not exist yet); 'unknown' when
     mountinfo cannot be read."""

@@ -25,7 +25,8 @@ import pytest
 from ffwatchd.filing.placing import TEMP_PREFIX
 
 from tests.e2e.cluster import assert_exactly_once, rel_files, scrape
-from tests.e2e.harness import ROOT, Daemon, NotifyListener, face_jpeg, free_port, stop_all, wait_for
+from tests.e2e.harness import ROOT, Daemon, NotifyListener, face_jpeg, stop_all, wait_for
+from tests.helpers.ports import free_port
 
 _pg = pytest.importorskip("tests.pg", reason="the PostgreSQL test fixtures (tests/pg.py) are not in this tree")
 

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from tests.browser import CHROMIUM, Browser
-from tests.e2e.harness import SYNTH_SIDECAR, face_jpeg, free_port, wait_for
+from tests.e2e.harness import SYNTH_SIDECAR, face_jpeg, wait_for
+from tests.helpers.ports import free_port
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 
