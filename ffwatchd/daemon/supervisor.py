@@ -157,7 +157,10 @@ class Supervisor:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda signum, _frame: self.signals.put(signum))
         self.report_models()
-        write_status(s.state_dir, self.status_document())    # there before READY=1 is sent
+        first = self.status_document()
+        write_status(s.state_dir, first)    # there before READY=1 is sent
+        if self.metrics is not None:        # /readyz can say ready from now on
+            self.metrics.health.put(first)
         self.status_file = StatusWriter(s.state_dir)
         self.notifier.ready(self.status_line())
         for plan in self.plans:

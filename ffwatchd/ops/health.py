@@ -9,7 +9,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Callable
 
 # A loop that has not handed over a status document for this long is hung (the systemd unit's
 # WatchdogSec is 60 s; a probe should notice first).
@@ -58,21 +58,23 @@ def readiness(doc: dict[str, Any]) -> list[Verdict]:
 class Health:
     """The last status document and when it came; safe to read from the listener's threads."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
         self._doc: dict[str, Any] | None = None
         self._at = 0.0
 
     def put(self, doc: dict[str, Any]) -> None:
         with self._lock:
-            self._doc, self._at = doc, time.monotonic()
+            self._doc, self._at = doc, self._clock()
 
     def live(self) -> tuple[bool, dict[str, Any]]:
         with self._lock:
             doc, at = self._doc, self._at
-        if doc is None:
-            return False, {"live": False, "reason": "the daemon is starting: no status yet"}
-        age = time.monotonic() - at
+        if doc is None:             # models loading (minutes for a big set): alive, not ready
+            return True, {"live": True, "status_age_seconds": None,
+                          "reason": "the daemon is starting: its workers load their models"}
+        age = self._clock() - at
         ok = age <= LIVE_WITHIN
         return ok, {"live": ok, "status_age_seconds": round(age, 3),
                     "reason": "the main loop runs" if ok else f"the main loop has not reported for {age:.0f} s"}
@@ -81,7 +83,9 @@ class Health:
         live, about = self.live()
         with self._lock:
             doc = self._doc
-        if not live or doc is None:
+        if doc is None:
+            return False, {"ready": False, "checks": [], "reason": about["reason"]}
+        if not live:
             return False, {"ready": False, "checks": [], "reason": about["reason"]}
         verdicts = readiness(doc)
         ok = all(v.ok for v in verdicts)
