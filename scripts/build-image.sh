@@ -43,10 +43,14 @@ extra=""
 [ "$variant" = cuda ] && extra="onnxruntime-gpu[cuda,cudnn]>=1.19"
 # shellcheck disable=SC2086
 python3 -m pip wheel --quiet --wheel-dir "$work/wheels" "$here[postgres]" $extra
+# ffwatchd.install swaps opencv-python for the headless build of the same version: its wheel too
+cvver=$(ls "$work/wheels" | sed -n 's/^opencv_python-\([^-]*\)-.*/\1/p' | head -1)
+[ -z "$cvver" ] || python3 -m pip wheel --quiet --no-deps --wheel-dir "$work/wheels" "opencv-python-headless==$cvver"
 
 # 2-4. the root file system; hooks run inside it with /proc and /dev mounted by mmdebstrap
 cat > "$work/setup.sh" <<EOF
 set -eu
+export PIP_NO_INDEX=1 PIP_FIND_LINKS=/tmp/wheels PIP_DISABLE_PIP_VERSION_CHECK=1    # the wheel set only: no index
 python3 -m venv /opt/ffwatchd/venv
 pip=/opt/ffwatchd/venv/bin/pip
 \$pip install --quiet --no-index --find-links /tmp/wheels 'ffwatchd[postgres]' $( [ "$variant" = cuda ] && echo "'$extra'" )
