@@ -15,7 +15,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -139,7 +138,8 @@ def test_check_and_a_daemon_file_a_photo_inside_the_image(bundle, tmp_path) -> N
         (share / "inbox/ffwatch.yaml").write_text(yaml.safe_dump(SYNTH_SIDECAR))
         subprocess.run(["chown", "-R", USER, str(share)], check=True)
         config = {
-            "state_dir": "/var/lib/ffwatchd", "temp_dir": "/var/cache/ffwatchd", "models_dir": "/var/lib/ffwatchd-models",
+            "state_dir": "/var/lib/ffwatchd", "temp_dir": "/var/cache/ffwatchd",
+            "models_dir": "/var/lib/ffwatchd-models",
             "models": {m.name: {"path": f"/var/lib/ffwatchd-models/{Path(m.path).name}", "kind": m.kind,
                                 "sha256": m.sha256} for m in models.values()},
             "watches": [{"name": "studio", "inbox": "/srv/share/inbox", "output": "/srv/share/output",
