@@ -1,6 +1,7 @@
 """deploy/kubernetes/: what `kustomize build` makes of each overlay validates offline against the
-Kubernetes schemas (kubernetes-validate --strict) and its KEDA objects against KEDA's own CRDs
-(check-jsonschema; the CRDs vendored in tests/deploy/keda/, strict as the API server's field
+Kubernetes schemas (kubernetes-validate --strict), its KEDA objects against KEDA's own CRDs and
+its ServiceMonitor against the Prometheus Operator's (check-jsonschema; the CRDs vendored in
+tests/deploy/keda/ and tests/deploy/prometheus-operator/, strict as the API server's field
 validation: no field a schema does not name); the ConfigMaps are configs ffwatchd itself loads,
 and what ties the manifests to them holds (grace periods, GPU per pod, KEDA's jobs per pod, the
 share's mount, the systemd unit's hardening). kustomize: a `kustomize` on PATH, else `kubectl
@@ -21,12 +22,12 @@ from ffwatchd.config.load import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "kubernetes"
-CRDS = Path(__file__).with_name("keda")
+HERE = Path(__file__).parent
 OVERLAYS = ("cpu", "gpu")
-KEDA_KINDS = {"ScaledObject": "keda.sh_scaledobjects.yaml",
-              "TriggerAuthentication": "keda.sh_triggerauthentications.yaml"}
-# No schema of the Prometheus Operator is vendored: its ServiceMonitor is checked by hand below.
-UNCHECKED_KINDS = {"ServiceMonitor"}
+# The custom resources, each against its project's own CRD (vendored with its licence beside it).
+CRD_FILES = {"ScaledObject": HERE / "keda" / "keda.sh_scaledobjects.yaml",
+             "TriggerAuthentication": HERE / "keda" / "keda.sh_triggerauthentications.yaml",
+             "ServiceMonitor": HERE / "prometheus-operator" / "monitoring.coreos.com_servicemonitors.yaml"}
 SECRETS_AT = "/run/secrets/ffwatchd"          # the Secret's mount in the pods
 
 
@@ -68,7 +69,7 @@ def strict(schema: object) -> object:
 
 
 def crd_schema(kind: str, version: str) -> dict:
-    crd = yaml.safe_load((CRDS / KEDA_KINDS[kind]).read_text())
+    crd = yaml.safe_load(CRD_FILES[kind].read_text())
     assert crd["spec"]["names"]["kind"] == kind
     v = next(v for v in crd["spec"]["versions"] if v["name"] == version)
     schema = strict(v["schema"]["openAPIV3Schema"])
@@ -85,7 +86,7 @@ def rendered(request, tmp_path_factory) -> tuple[str, list[dict], Path]:
 
 def test_every_kubernetes_object_validates_strictly(rendered) -> None:
     overlay, docs, folder = rendered
-    core = [d for d in docs if d["kind"] not in KEDA_KINDS and d["kind"] not in UNCHECKED_KINDS]
+    core = [d for d in docs if d["kind"] not in CRD_FILES]
     paths = []
     for i, d in enumerate(core):
         p = folder / f"{i:02d}-{d['kind']}.yaml"
@@ -99,11 +100,11 @@ def test_every_kubernetes_object_validates_strictly(rendered) -> None:
                                          "PersistentVolume", "PersistentVolumeClaim"}
 
 
-def test_the_keda_objects_validate_against_kedas_crds(rendered) -> None:
+def test_the_custom_resources_validate_against_their_crds(rendered) -> None:
     overlay, docs, folder = rendered
-    keda = [d for d in docs if d["kind"] in KEDA_KINDS]
-    assert sorted(d["kind"] for d in keda) == sorted(KEDA_KINDS)
-    for d in keda:
+    custom = [d for d in docs if d["kind"] in CRD_FILES]
+    assert sorted(d["kind"] for d in custom) == sorted(CRD_FILES)
+    for d in custom:
         schema, instance = folder / f"{d['kind']}.schema.json", folder / f"{d['kind']}.json"
         schema.write_text(json.dumps(crd_schema(d["kind"], d["apiVersion"].split("/")[1])))
         instance.write_text(json.dumps(d))
