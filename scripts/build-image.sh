@@ -7,7 +7,7 @@
 #   2. the root file system from Debian packages (`mmdebstrap --variant=minbase`: python3, tini);
 #      ffmpeg is imageio-ffmpeg's static binary from its wheel, not Debian's (hundreds of MB less);
 #   3. the wheels into /opt/ffwatchd/venv, then one owner of onnxruntime/ (onnxruntime, or
-#      onnxruntime-gpu[cuda,cudnn] for cuda) and of cv2/ (python -m ffwatchd.install); pip removed;
+#      onnxruntime-gpu[cuda,cudnn] for cuda) and of cv2/ (ffwatchd.install's steps); pip removed;
 #   4. the user ffwatchd (uid/gid 10001), the volumes' folders, the licences of what it ships;
 #   5. one layer written with umoci, its config (user, entrypoint, volumes, labels), then the tar.
 # Needs root (mmdebstrap's root mode), mmdebstrap and umoci (Debian packages). Mirror: $FFWATCHD_DEBIAN_MIRROR,
@@ -39,8 +39,8 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
 
 # 1. wheels (the CUDA variant adds onnxruntime-gpu with its CUDA and cuDNN wheels, ~1.4 GB)
-extra=""
-[ "$variant" = cuda ] && extra="onnxruntime-gpu[cuda,cudnn]>=1.19"
+extra=""   # the cuda variant: the very pin `python -m ffwatchd.install --gpu` installs (ffwatchd/ops/install.py)
+[ "$variant" = cuda ] && extra=$(PYTHONPATH="$here" python3 -c 'from ffwatchd.ops.install import ORT_GPU; print(ORT_GPU)')
 # shellcheck disable=SC2086
 python3 -m pip wheel --quiet --wheel-dir "$work/wheels" "$here[postgres]" $extra
 # ffwatchd.install swaps opencv-python for the headless build of the same version: its wheel too
@@ -53,8 +53,19 @@ set -eu
 export PIP_NO_INDEX=1 PIP_FIND_LINKS=/tmp/wheels PIP_DISABLE_PIP_VERSION_CHECK=1    # the wheel set only: no index
 python3 -m venv /opt/ffwatchd/venv
 pip=/opt/ffwatchd/venv/bin/pip
-\$pip install --quiet --no-index --find-links /tmp/wheels 'ffwatchd[postgres]' $( [ "$variant" = cuda ] && echo "'$extra'" )
-/opt/ffwatchd/venv/bin/python -m ffwatchd.install $( [ "$variant" = cuda ] && echo --gpu --dry-run ) >/tmp/install.log 2>&1 || { cat /tmp/install.log; exit 1; }
+\$pip install --quiet 'ffwatchd[postgres]'
+# one owner of onnxruntime/ and cv2/: the steps of \`python -m ffwatchd.install [--gpu]\`, from the wheel set;
+# for cuda without its CUDA session probe (no GPU at build time: \`ffwatchd check\` on a GPU node does it)
+/opt/ffwatchd/venv/bin/python - >/tmp/install.log 2>&1 <<'PY' || { cat /tmp/install.log; exit 1; }
+import sys
+from ffwatchd.ops.install import owners, pip, plan, verify
+gpu = "$variant" == "cuda"
+for step in plan(gpu, owners("onnxruntime"), owners("cv2")):
+    if pip(step, False):
+        sys.exit(f"pip {' '.join(step)} failed")
+problems = verify(False, 0)
+sys.exit("; ".join(problems) or None)
+PY
 /opt/ffwatchd/venv/bin/python - <<'PY'
 import importlib.metadata as md, json
 def licence(m):
