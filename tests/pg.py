@@ -21,6 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from tests.helpers.ownership import OWNER_ENV
 from tests.helpers.ports import free_port
 
 PG_BIN = Path(os.environ.get("FFWATCHD_PG_BIN", "/usr/lib/postgresql/15/bin"))
@@ -54,6 +55,14 @@ class Cluster:
         self.durable = durable
         self.prefix = _run_as()
         self.started = False
+        # a server restarted inside a test stays the fixture's that made it, not that test's to end
+        self.owner = os.environ.get(OWNER_ENV)
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.owner is not None:
+            env[OWNER_ENV] = self.owner
+        return env
 
     def start(self) -> "Cluster":
         self.sock.mkdir()
@@ -84,7 +93,7 @@ class Cluster:
         with open(self.root / "pg_ctl.out", "a") as out:
             result = subprocess.run([*self.prefix, str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-w", "-t", "120",
                                      "-l", str(self.root / "server.log"), "-o", " ".join(opts), "start"],
-                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=self._env())
         if result.returncode != 0:
             log = (self.root / "server.log").read_text(errors="replace") if (self.root / "server.log").exists() else ""
             raise RuntimeError(f"pg_ctl start failed: {(self.root / 'pg_ctl.out').read_text()}\n{log}")
@@ -108,7 +117,8 @@ class Cluster:
         no checkpoint, what the WAL did not hold yet is lost)."""
         with open(self.root / "pg_ctl.out", "a") as out:
             subprocess.run([*self.prefix, str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w",
-                            "restart"], check=True, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+                            "restart"], check=True, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                           env=self._env())
 
     def url(self, db: str = "postgres") -> str:
         """Unix socket, trust auth, no password."""
@@ -166,7 +176,7 @@ def available() -> str | None:
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        return "psycopg is not installed (pip install 'ffwatchd[postgres]')"
+        return "psycopg is not installed (sh scripts/install.sh --extras postgres)"
     return None
 
 

@@ -145,7 +145,7 @@ def _open(settings: TableSettings) -> JobQueue:
         from ffwatchd.store.postgres import PostgresJobStore
     except ImportError as e:           # the single-host install carries no PostgreSQL driver
         raise DriverMissing(f"queue {redact_url(q.url)}: the PostgreSQL driver is missing "
-                          f"(pip install 'ffwatchd[postgres]'): {e}") from e
+                          f"(sh scripts/install.sh --extras postgres VENV; docs/scale-out.md): {e}") from e
     return PostgresJobStore(q.url, password=queue_password(q), max_attempts=w.max_attempts,
                             retry_backoff=w.retry_backoff, migrate_schema=False)
 

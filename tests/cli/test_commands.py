@@ -126,6 +126,29 @@ def test_retry_is_refused_while_the_sidecar_is_still_broken(cfg: Path, capsys) -
     assert (watch.inbox / "sub/z.jpg").exists()
 
 
+def test_retry_refuses_what_the_worker_would_refuse_again_and_failed_exits_1(cfg: Path, capsys) -> None:
+    """A pixel boost that is no multiple of the model's crop, an anonymizer under the floor: the
+    worker refused both; a retry moved the original in and out again (and --failed said 0)."""
+    settings = load_config(cfg)
+    watch = settings.watches[0]
+    sidecars = {"boost": "sources: [../faces/me.jpg]\nface_swapper: {model: simswap_256, pixel_boost: 384}\n",
+                "weak": "processors: [face_anonymizer]\nface_anonymizer: {method: blur, strength: 0.1}\n",
+                "fine": "sources: [../faces/me.jpg]\nface_swapper: {pixel_boost: 384}\n"}
+    ids = {}
+    for i, (sub, text) in enumerate(sidecars.items()):
+        (watch.inbox / sub).mkdir()
+        (watch.inbox / sub / "ffwatch.yaml").write_text(text)
+        ids[sub] = refuse(cfg, f"{sub}/z.jpg", jpeg(10 + i), "bad_sidecar")
+    capsys.readouterr()
+    assert main(["jobs", "retry", "--failed", "-c", str(cfg)]) == 1
+    err = capsys.readouterr().err
+    assert (f"job {ids['boost']}: not retried, it would be refused again: face_swapper.pixel_boost: 384 is not "
+            "a multiple of the 256 px crop of model simswap_256 (family simswap)") in err
+    assert f"job {ids['weak']}: not retried, it would be refused again: face_anonymizer: " in err
+    assert (watch.failed / "boost/z.jpg").exists() and (watch.failed / "weak/z.jpg").exists()
+    assert (watch.inbox / "fine/z.jpg").exists()          # 384 is 3 x inswapper_128's crop
+
+
 def test_job_ids_are_never_reused(cfg: Path) -> None:
     first = add_job(cfg, "p.jpg")
     with store_for(cfg) as s:

@@ -53,7 +53,7 @@ def test_sigterm_gives_the_running_job_back_to_another_host(tmp_path, synth_mode
 
         def running_video():
             with a.store() as s:
-                return next((j for j in s.list(limit=100) if j.rel_path == "film/clip.mp4" and j.state == "running"
+                return next((j for j in s.list_jobs(limit=100) if j.rel_path == "film/clip.mp4" and j.state == "running"
                              and j.progress_done), None)
         before = wait_for(running_video, 120, "host A to be processing the video")
         photos = [f"stills/img{i}.jpg" for i in range(3)]
@@ -85,8 +85,8 @@ def test_sigterm_gives_the_running_job_back_to_another_host(tmp_path, synth_mode
         assert f"still busy with job {before.id} after the grace period" in log, a.log_tail()
 
         with a.store() as s:
-            after = next(j for j in s.list(limit=100) if j.id == before.id)
-            states = {j.rel_path: j.state for j in s.list(limit=100)}
+            after = next(j for j in s.list_jobs(limit=100) if j.id == before.id)
+            states = {j.rel_path: j.state for j in s.list_jobs(limit=100)}
         assert after.state == "queued" and after.attempts == before.attempts - 1, after   # claim not counted
         assert set(states) >= {"film/clip.mp4", *photos} and "running" not in states.values(), states
         assert "failed" not in states.values(), states
@@ -96,13 +96,13 @@ def test_sigterm_gives_the_running_job_back_to_another_host(tmp_path, synth_mode
         b.wait_done(300, 4)
         names = ["film/clip.mp4", *photos]
         with b.store() as s:
-            assert sorted(j.rel_path for j in s.list(limit=100) if j.rel_path in names) == sorted(names)
+            assert sorted(j.rel_path for j in s.list_jobs(limit=100) if j.rel_path in names) == sorted(names)
         assert rel_files(share / "done") == sorted(names), "each original exactly once in done/"
         assert [f for f in rel_files(share / "output") if not is_batch_file(f.split("/")[-1])] == sorted(names), \
             "one output each, none twice"
         assert not [p for p in (share / "inbox").rglob("*") if p.is_file() and p.parent.name in ("film", "stills")]
         with b.store() as s:
-            finished = next(j for j in s.list(limit=100) if j.id == before.id)
+            finished = next(j for j in s.list_jobs(limit=100) if j.id == before.id)
         assert finished.state == "done" and finished.worker["pid"] in b_workers, finished.worker
         assert not list((share / "failed").rglob("*.error.json"))
     finally:
