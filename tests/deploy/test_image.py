@@ -4,7 +4,7 @@ mounted read-only, with only the image's volumes writable: `ffwatchd check` pass
 one dropped photo end to end. Also what the image says of itself: its user, volumes, labels (version,
 licences), ffmpeg inside, one owner of cv2/ and of onnxruntime/, no model baked in.
 
-The build takes minutes (232-294 s on this 2-core machine under load; docs/benchmarks.md): set
+The build takes minutes (232-355 s on this 2-core machine under load; docs/benchmarks.md): set
 FFWATCHD_IMAGE to an archive already built to test that one instead. Needs root (mmdebstrap, mount,
 chroot), mmdebstrap and umoci (Debian packages .ci/run installs); skips with the reason without them."""
 
