@@ -17,6 +17,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml
@@ -40,30 +41,33 @@ def need() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def image(tmp_path_factory) -> Path:
+def image(tmp_path_factory) -> Iterator[Path]:
     if (why := need()) is not None:
         pytest.skip(why)
     given = os.environ.get("FFWATCHD_IMAGE")
     if given:
-        return Path(given)
+        yield Path(given)
+        return
     out = tmp_path_factory.mktemp("image")
     start = time.monotonic()
     run = subprocess.run(["sh", str(ROOT / "scripts" / "build-image.sh"), "cpu", str(out)], capture_output=True,
                          text=True, timeout=1200)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     print(f"built in {time.monotonic() - start:.0f} s: {run.stdout.strip().splitlines()[-1]}")
-    return out / f"ffwatchd-{__version__}-cpu.oci.tar"
+    yield out / f"ffwatchd-{__version__}-cpu.oci.tar"
+    shutil.rmtree(out, ignore_errors=True)           # 347 MiB: not left for pytest's last three runs
 
 
 @pytest.fixture(scope="module")
-def bundle(image, tmp_path_factory) -> Path:
+def bundle(image, tmp_path_factory) -> Iterator[Path]:
     assert image.name == f"ffwatchd-{__version__}-cpu.oci.tar" and image.stat().st_size > 0
     where = tmp_path_factory.mktemp("unpacked")
     (where / "oci").mkdir()
     subprocess.run(["tar", "-xf", str(image), "-C", str(where / "oci")], check=True)
     subprocess.run(["umoci", "unpack", "--image", f"{where / 'oci'}:ffwatchd-{__version__}-cpu",
                     str(where / "bundle")], check=True, capture_output=True)
-    return where / "bundle"
+    yield where / "bundle"
+    shutil.rmtree(where, ignore_errors=True)         # ~1.3 GB unpacked
 
 
 def test_the_image_says_what_it_is(bundle) -> None:
