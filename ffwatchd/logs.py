@@ -1,4 +1,4 @@
-"""Logging to stderr (journald) as text or JSON, the same in the supervisor and its workers."""
+"""Logging to stderr (journald) or stdout (a container) as text or JSON, the same in the supervisor and its workers."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ class TextFormatter(logging.Formatter):
         return super().formatMessage(record)
 
 
-def setup_logging(level: str = "info", fmt: str = "text", process: str = "main") -> None:
-    handler = logging.StreamHandler(sys.stderr)
+def setup_logging(level: str = "info", fmt: str = "text", process: str = "main", stream: str = "stderr") -> None:
+    handler = logging.StreamHandler(sys.stdout if stream == "stdout" else sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:

@@ -44,6 +44,7 @@ WATCH_MODES = ("auto", "inotify", "poll")
 PROVIDERS = ("cuda", "cpu")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
+LOG_STREAMS = ("stderr", "stdout")
 _PATH = Reader.path_value                 # a path; relative ones resolve against the config's folder
 
 
@@ -159,7 +160,9 @@ class RetentionSettings:
 @dataclass(frozen=True)
 class LogSettings:
     level: str = setting("info", choice(LOG_LEVELS), " | ".join(LOG_LEVELS))
-    format: str = setting("text", choice(LOG_FORMATS), f"{' | '.join(LOG_FORMATS)}, to stderr (journald)")
+    format: str = setting("text", choice(LOG_FORMATS), f"{' | '.join(LOG_FORMATS)}")
+    stream: str = setting("stderr", choice(LOG_STREAMS), f"{' | '.join(LOG_STREAMS)}: stderr for journald, stdout "
+                                                         "for a container's log collector")
 
 
 @dataclass(frozen=True)

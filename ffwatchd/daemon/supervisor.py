@@ -158,7 +158,10 @@ class Supervisor:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda signum, _frame: self.signals.put(signum))
         self.report_models()
-        write_status(s.state_dir, self.status_document())    # there before READY=1 is sent
+        first = self.status_document()
+        write_status(s.state_dir, first)    # there before READY=1 is sent
+        if self.metrics is not None:        # /readyz can say ready from now on
+            self.metrics.health.put(first)
         self.status_file = StatusWriter(s.state_dir)
         self.notifier.ready(self.status_line())
         for plan in self.plans:
@@ -616,6 +619,7 @@ class Supervisor:
         else:
             write_status(self.settings.state_dir, data)
         if self.metrics is not None:
+            self.metrics.health.put(data)
             away = self.table_unreachable()
             self.metrics.set_queue_unreachable(away.since if away is not None else None)
         if self.metrics is not None and self.watcher is not None:
@@ -677,7 +681,7 @@ class Supervisor:
         inputs = worker_inputs(new)
         unchanged = inputs == self._worker_inputs
         self.settings, self._worker_inputs = new, inputs
-        setup_logging(new.log.level, new.log.format, process="main")
+        setup_logging(new.log.level, new.log.format, process="main", stream=new.log.stream)
         if self.metrics is not None:        # a watch added by reload: its series at 0, as at start
             for watch in new.watches:
                 self.metrics.init_watch(watch.name)
@@ -701,6 +705,8 @@ class Supervisor:
         """Graceful: stop claiming, let running jobs finish within the grace period, give back the rest."""
         self.stopping = True
         self.notifier.stopping()
+        if self.metrics is not None:        # /readyz says so at once: no new work routed here
+            self.metrics.health.put(self.status_document())
         log.info("stopping: no new claims; running jobs get %.0f s to finish", self.settings.workers.grace_period)
         self.claim_ok.clear()
         if self.watcher is not None:
@@ -802,7 +808,7 @@ def run_daemon(config_path: str | None) -> int:
     path = resolve_config_path(config_path)
     settings = load_config(path)
     require_plugins()              # ProcessorError: a broken plug-in is named before anything starts
-    setup_logging(settings.log.level, settings.log.format, process="main")
+    setup_logging(settings.log.level, settings.log.format, process="main", stream=settings.log.stream)
     sup = Supervisor(path.resolve(), settings)
     try:
         sup.start()

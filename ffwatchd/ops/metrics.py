@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client import (
     CollectorRegistry,
@@ -21,10 +22,13 @@ from prometheus_client import (
     ProcessCollector,
     disable_created_metrics,
     generate_latest,
-    start_http_server,
+    make_wsgi_app,
 )
+from prometheus_client.exposition import ThreadingWSGIServer
+
 
 from ffwatchd import __version__
+from ffwatchd.ops.health import Health, respond
 from ffwatchd.ops.metrics_labels import (
     ERROR_KINDS,
     JOB_KINDS,
@@ -74,6 +78,8 @@ class Metrics:
         self._providers: dict[str, set[str]] = {}
         self._server: "WSGIServer | None" = None
         self._thread: threading.Thread | None = None
+        self.health = Health()
+        self._metrics_app = make_wsgi_app(self.registry)         # /livez and /readyz on the same listener
         self.claiming_paused = False
         self.claiming_pause_reason = ""
 
@@ -363,14 +369,25 @@ class Metrics:
 
     # -- the endpoint -------------------------------------------------------------------------
 
+    def _app(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+        answer = respond(self.health, environ.get("PATH_INFO", ""))
+        if answer is None:
+            return self._metrics_app(environ, start_response)
+        status, body = answer
+        start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
+                                ("Cache-Control", "no-store")])
+        return [body]
+
     def start(self, host: str = "127.0.0.1", port: int = 9808) -> int:
-        """Serve `/metrics` on host:port (port 0 picks a free one); returns the bound port."""
+        """Serve `/metrics`, `/livez` and `/readyz` on host:port (port 0 picks a free one); returns the bound port."""
         if self._server is not None:
             raise RuntimeError("metrics endpoint already started")
-        server, thread = start_http_server(port, addr=host, registry=self.registry)
+        server = _listener(host, port, self._app)
+        thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
+        thread.start()
         self._server, self._thread = server, thread
         bound = server.server_port
-        log.info("metrics: serving http://%s:%d/metrics", host, bound)
+        log.info("metrics: serving http://%s:%d/metrics (and /livez, /readyz)", host, bound)
         return bound
 
     @property
@@ -391,3 +408,15 @@ class Metrics:
     def render(self) -> bytes:
         """The exposition text, as a scrape would see it."""
         return generate_latest(self.registry)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:   # a scrape or probe a second: not logged
+        pass
+
+
+def _listener(host: str, port: int, app: Callable) -> "WSGIServer":
+    """A threading WSGI server on host:port, IPv6 when host is an IPv6 address."""
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+    server_class = type("Listener", (ThreadingWSGIServer,), {"address_family": family})
+    return make_server(host, port, app, server_class, handler_class=_QuietHandler)

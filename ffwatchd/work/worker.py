@@ -71,7 +71,8 @@ def start_worker_process(settings: Settings, device: str, index: int, stop: Any)
     signal.signal(signal.SIGINT, signal.SIG_IGN)       # the supervisor decides when we stop
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    setup_logging(settings.log.level, settings.log.format, process=f"worker-{index}/{device}")
+    setup_logging(settings.log.level, settings.log.format, process=f"worker-{index}/{device}",
+                  stream=settings.log.stream)
 
 
 def load_pipeline(settings: Settings, device: str) -> "JobPipeline":
