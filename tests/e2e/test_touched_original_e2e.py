@@ -22,7 +22,7 @@ def _same_size(a: bytes, b: bytes) -> tuple[bytes, bytes]:
 
 def _queued(d, rel: str, n: int) -> list:
     with d.store() as s:
-        jobs = [j for j in s.list(watch="studio") if j.rel_path == rel]
+        jobs = [j for j in s.list_jobs(watch="studio") if j.rel_path == rel]
     return jobs if len(jobs) >= n and all(j.state == "queued" for j in jobs) else None
 
 
@@ -42,7 +42,7 @@ def test_a_touched_queued_photo_is_processed_once_by_its_job(make_daemon) -> Non
     _pause(d, "resume")
     d.wait_done(180, 1)
     with d.store() as s:
-        jobs = s.list(watch="studio")
+        jobs = s.list_jobs(watch="studio")
         assert [(j.id, j.state) for j in jobs] == [(job.id, "done")], "one job, done: processed exactly once"
     assert (d.done / "touched.jpg").read_bytes() == data and not photo.exists()
     assert [p.name for p in d.results()] == ["touched.jpg"]
@@ -68,7 +68,7 @@ def test_other_bytes_of_the_same_size_are_a_new_job_and_the_old_one_is_supersede
     with d.store() as s:
         assert s.get(first.id).state == "failed" and s.get(first.id).error_kind == "superseded"
         assert s.get(second.id).state == "done"
-        assert len(s.list(watch="studio")) == 2
+        assert len(s.list_jobs(watch="studio")) == 2
     assert (d.done / "rewritten.jpg").read_bytes() == new and not photo.exists()
     assert [p.name for p in d.results()] == ["rewritten.jpg"]
     assert not list(d.failed.rglob("rewritten*")), "a superseded job files nothing"
