@@ -107,7 +107,7 @@ def warm_up(d: Daemon, data: bytes) -> dict:
         if c.get("queued", 0) or c.get("running", 0):
             return None
         with d.store() as s:
-            jobs = [j for j in s.list(state="done", limit=100) if j.rel_path == "warm.jpg"]
+            jobs = [j for j in s.list_jobs(state="done", limit=100) if j.rel_path == "warm.jpg"]
         return jobs[0].spec if jobs else None
     return wait_for(settled, 120, "the warm-up job", interval=0.05)
 
@@ -152,7 +152,7 @@ def daemon_batch(d: Daemon, images: list[bytes], tag: str) -> dict:
     cpu = (cpu_s(worker) - cpu0[0], cpu_s(supervisor) - cpu0[1], own_cpu_s() - cpu0[2])
     check_no_failures(d)
     with d.store() as s:
-        jobs = sorted((j for j in s.list(state="done", limit=100_000) if j.rel_path.startswith(tag + "_")),
+        jobs = sorted((j for j in s.list_jobs(state="done", limit=100_000) if j.rel_path.startswith(tag + "_")),
                       key=lambda j: j.started_at)
     assert len(jobs) == n, (len(jobs), n)
     tail = wait_quiet(worker, supervisor)

@@ -61,7 +61,7 @@ def measure(tmp: Path, url: str, jobs: int, job_time: float, n_daemons: int, n_w
             return c.get("done", 0) + c.get("failed", 0) >= jobs
         wait_for(all_done, 60 + 10 * jobs * job_time / (n_daemons * n_workers), "every job done", interval=0.5)
         with first.store() as store:
-            rows = [j for j in store.list(limit=jobs * 2) if j.rel_path.startswith("bench/")]
+            rows = [j for j in store.list_jobs(limit=jobs * 2) if j.rel_path.startswith("bench/")]
     finally:
         for d in daemons:
             d.stop(timeout=120)

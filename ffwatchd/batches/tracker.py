@@ -87,7 +87,8 @@ class BatchTracker:
         self.thumbs = ThumbCache()
         self.rows: dict[int, RowCache] = {}      # batch id -> its jobs' report rows, made once each
         self._since = 0.0
-        self._reported: dict[int, tuple[float, float]] = {}     # batch id -> (monotonic, activity)
+        # batch id -> (monotonic, what the report showed: activity, job states, frames done)
+        self._reported: dict[int, tuple[float, tuple[float, tuple[tuple[int, str], ...], int]]] = {}
         self._next_starvation = 0.0
         self._refused: dict[int, str] = {}      # batch id -> the problem last logged for it
         #: batch id -> when to try again a report or package that could not be written (EIO while

@@ -222,7 +222,7 @@ def test_a_watcher_built_without_metrics_wakes_an_idle_worker_on_enqueue(tmp_pat
         (settings.watches[0].inbox / "a.jpg").write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 100 + b"\xff\xd9")
         idle.join(30)
         assert not idle.is_alive(), "the idle worker was not woken by the enqueue"
-        assert [j.rel_path for j in sup.store.list(state="queued")] == ["a.jpg"]
+        assert [j.rel_path for j in sup.store.list_jobs(state="queued")] == ["a.jpg"]
     finally:
         stop.set()
         slot.wake.set()

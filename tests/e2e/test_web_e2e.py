@@ -34,7 +34,7 @@ def with_page(d, token_file=None) -> str:
 
 def job_of(d, rel: str):
     with d.store() as s:
-        jobs = [j for j in s.list(limit=1000) if j.rel_path == rel]
+        jobs = [j for j in s.list_jobs(limit=1000) if j.rel_path == rel]
     return jobs[0] if jobs else None
 
 
