@@ -6,12 +6,13 @@ from __future__ import annotations
 import logging
 
 from ffwatchd.errors import PERMANENT_KINDS, TRANSIENT_KINDS
+from ffwatchd.store.rows import JobKind, JobState
 
 log = logging.getLogger(__name__)
 
 # Every label value is drawn from a bounded set; anything else is counted as "other".
-JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
-JOB_KINDS = ("image", "video")
+JOB_STATES = tuple(s.value for s in JobState)
+JOB_KINDS = tuple(k.value for k in JobKind)
 LEFT_ALONE_KINDS = ("link", "fifo", "device", "socket", "long_path", "other")  # scan, and ingest (long_path)
 OUTCOMES = ("done", "failed", "retried", "cancelled", "lost", "other")   # lost: lease gone, no verdict
 ERROR_KINDS = tuple(sorted(PERMANENT_KINDS | TRANSIENT_KINDS)) + ("other",)

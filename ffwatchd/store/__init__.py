@@ -24,6 +24,8 @@ from ffwatchd.store.contract import JobQueue, NotFound, QueueUnavailable, Schema
 from ffwatchd.store.rows import (
     FINISHED,
     KINDS,
+    JobKind,
+    JobState,
     PRIORITIES,
     STATES,
     Batch,
@@ -151,7 +153,8 @@ def _open(settings: TableSettings) -> JobQueue:
                             retry_backoff=w.retry_backoff, migrate_schema=False)
 
 
-__all__ = ["DriverMissing", "FINISHED", "KINDS", "PRIORITIES", "STATES", "Batch", "Delivery", "Filing", "priority_name",
+__all__ = ["DriverMissing", "FINISHED", "KINDS", "JobKind", "JobState",
+           "PRIORITIES", "STATES", "Batch", "Delivery", "Filing", "priority_name",
            "Heartbeat", "Job", "LeaseStatus", "Pace",
            "JobQueue", "JobStore", "NotFound", "QueueUnavailable", "SchemaMismatch", "Use", "SqliteJobStore", "Stats",
            "TableSettings", "TransitionError", "open_store",

@@ -7,9 +7,25 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-STATES = ("queued", "running", "done", "failed", "cancelled")
-FINISHED = ("done", "failed", "cancelled")
-KINDS = ("image", "video")
+
+
+class JobState(StrEnum):
+    """A job row's state, in the order the table's counts list them."""
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class JobKind(StrEnum):
+    IMAGE = "image"
+    VIDEO = "video"
+
+
+STATES = tuple(s.value for s in JobState)
+FINISHED = (JobState.DONE.value, JobState.FAILED.value, JobState.CANCELLED.value)
+KINDS = tuple(k.value for k in JobKind)
 
 
 @dataclass(frozen=True)
@@ -20,12 +36,12 @@ class Job:
     size: int
     mtime: float
     content_hash: str
-    kind: str
+    kind: JobKind
     priority: int
     spec: dict
     sources: list
     sidecars: list
-    state: str
+    state: JobState
     attempts: int
     max_attempts: int
     not_before: float
@@ -55,6 +71,7 @@ class Job:
         """A Job from a dict with every field, already decoded (a backend's row). Skips the frozen
         dataclass's per-field `object.__setattr__` (a third of a claim's Python time); any other
         set of keys goes through the checking constructor."""
+        values["state"], values["kind"] = JobState(values["state"]), JobKind(values["kind"])
         if values.keys() != _JOB_FIELDS:
             return cls(**values)
         job = object.__new__(cls)
