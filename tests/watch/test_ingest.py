@@ -494,23 +494,31 @@ def test_a_report_of_a_file_refused_on_arrival_names_its_sidecars_and_spec_and_o
     assert "queued again" in retry_job(store, settings, store.get(r.job.id))
 
 
-def _ingest_killed_at(settings, watch, db: Path, path: Path, step: str) -> int:
-    """ingest_file in a child process that SIGKILLs itself at filing step `step`: nothing after
-    that line runs, no handler either (a raised exception would run them). Its exit status."""
-    import multiprocessing as mp
+def _ingest_child(settings, watch, db: Path, path: Path, step: str) -> None:
     import signal
 
-    def child() -> None:
-        from ffwatchd.filing import placing
+    from ffwatchd.filing import placing
 
-        def killed_at(name: str, jid: int) -> None:
-            if name == step:
-                os.kill(os.getpid(), signal.SIGKILL)
-        placing.before_step = killed_at
-        ingest_file(settings, watch, JobStore(db), path, 0.0)
-    proc = mp.get_context("fork").Process(target=child)
+    def killed_at(name: str, jid: int) -> None:
+        if name == step:
+            os.kill(os.getpid(), signal.SIGKILL)
+    placing.before_step = killed_at
+    ingest_file(settings, watch, JobStore(db), path, 0.0)
+
+
+def _ingest_killed_at(settings, watch, db: Path, path: Path, step: str) -> int | None:
+    """ingest_file in a child process that SIGKILLs itself at filing step `step`: nothing after
+    that line runs, no handler either (a raised exception would run them). Its exit status.
+    Spawned, not forked: a fork of this multi-threaded test process can inherit a held lock."""
+    import multiprocessing as mp
+
+    proc = mp.get_context("spawn").Process(target=_ingest_child, args=(settings, watch, db, path, step))
     proc.start()
-    proc.join(60)
+    proc.join(120)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+        pytest.fail(f"the ingest child did not reach {step} in 120 s")
     return proc.exitcode
 
 

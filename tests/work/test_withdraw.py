@@ -12,6 +12,7 @@ SQLite table; the kill is the `before_step` hook.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import traceback
 from pathlib import Path
@@ -49,29 +50,39 @@ def _settings(tmp_path: Path, share: Path):
     return load_settings(raw, tmp_path)
 
 
+def _worker_a(step: str, job_id: int, tmp_path: Path, share: Path) -> None:
+    """Worker A, in a process of its own: processes the job and ends by `os._exit` right before `step`."""
+    why = tmp_path / "worker-a.err"
+    code = 1
+    try:
+        def stop(name: str, jid: int) -> None:
+            if name == step and jid == job_id:
+                os._exit(KILLED)
+        placing.before_step = stop
+        own = JobStore(tmp_path / "queue.db", clock=Clock())
+        JobRunner(_settings(tmp_path, share), own, ReadingPipeline(), A).start(own.claim(A, 5)).finish()
+        why.write_text(f"the filing never reached {step}")
+    except BaseException:  # noqa: BLE001 - said to the test, whatever it was
+        why.write_text(traceback.format_exc())
+    finally:
+        os._exit(code)
+
+
 def _killed_at(step: str, settings, store, share: Path, tmp_path: Path):
     """Job of inbox/x.jpg, processed by A and killed right before `step` of its done filing: A is
-    a forked process that ends there by `os._exit`, so nothing of the filing after it runs (no
-    exception handler puts a staged original back, as none would after a SIGKILL)."""
+    a spawned process that ends there by `os._exit`, so nothing of the filing after it runs (no
+    exception handler puts a staged original back, as none would after a SIGKILL). Spawned, not
+    forked: a fork of this multi-threaded test process can inherit a lock another thread held."""
     job = ingest_file(settings, settings.watches[0], store, share / "inbox/x.jpg", 0.0).job
     why = tmp_path / "worker-a.err"
-    pid = os.fork()
-    if pid == 0:                                 # worker A
-        code = 1
-        try:
-            def stop(name: str, jid: int) -> None:
-                if name == step and jid == job.id:
-                    os._exit(KILLED)
-            placing.before_step = stop
-            own = JobStore(tmp_path / "queue.db", clock=Clock())
-            JobRunner(settings, own, ReadingPipeline(), A).start(own.claim(A, 5)).finish()
-            why.write_text(f"the filing never reached {step}")
-        except BaseException:  # noqa: BLE001 - said to the test, whatever it was
-            why.write_text(traceback.format_exc())
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == KILLED, why.read_text() if why.exists() else status
+    worker = multiprocessing.get_context("spawn").Process(target=_worker_a, args=(step, job.id, tmp_path, share))
+    worker.start()
+    worker.join(timeout=120)
+    if worker.is_alive():
+        worker.kill()
+        worker.join()
+        pytest.fail(f"worker A did not reach {step} in 120 s")
+    assert worker.exitcode == KILLED, why.read_text() if why.exists() else worker.exitcode
     return job
 
 
