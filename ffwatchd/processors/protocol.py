@@ -1,7 +1,8 @@
 """What a processor is: one module's class, checked when the registry loads it.
 
 A processor states its name, its sidecar section (a frozen dataclass of defaults and a check per
-key), the model kinds it needs, whether it needs source faces, whether it generates pixels (the
+key), the model kinds it needs and the model set it brings (kinds with their engines, families,
+models: faces/models.py ModelSet), whether it needs source faces, whether it generates pixels (the
 provenance's AI claim), whether it works on the selected faces or the whole frame, and whether it
 changes the frame's size; `prepare` turns one job's settings into the step run on every frame.
 """
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol
 
-from ffwatchd.faces.models import ModelKind
+from ffwatchd.faces.models import ModelKind, ModelSet
 from ffwatchd.faces.types import Embedding, Face, Frame
 from ffwatchd.schema import Check, ModelKey
 
@@ -102,6 +103,7 @@ class Processor(ABC):
     checks: ClassVar[Mapping[str, Check]]   # sidecar key -> its check (a key per settings field)
     flags: ClassVar[Mapping[str, str]] = {}   # `ffwatchd process --FLAG` -> sidecar key
     model_kinds: ClassVar[tuple[ModelKind, ...]] = ()
+    model_set: ClassVar[ModelSet] = ModelSet()   # the kinds (with engines), families and models it brings
     needs_sources: ClassVar[bool] = False
     generates_pixels: ClassVar[bool] = False
     scope: ClassVar[Scope] = Scope.FACES

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ffwatchd.processors import Change, Processor, ProcessorError, Scope, check_processor, names, processor
+from ffwatchd.processors import Change, Processor, ProcessorError, Scope, check_processor, names, processor, processors
 from ffwatchd.schema import IntBetween
 from ffwatchd.spec import jobspec
 
@@ -81,6 +81,13 @@ def test_a_processor_section_is_validated_by_its_own_checks():
     assert Change.WHOLE != Change.BOXES
 
 
+def test_the_docs_generated_tables_are_the_registry_s():
+    from ffwatchd.processors import docs as generated
+    text = (PACKAGE.parent / "docs" / "pipeline.md").read_text()
+    assert generated.rewrite(text) == text, "docs/pipeline.md's processor or model table is not the " \
+                                            "registry's: python -m ffwatchd.processors.docs docs/pipeline.md"
+
+
 def test_the_docs_processor_table_is_the_registry_s():
     from ffwatchd.processors.registry import table
     docs = (PACKAGE.parent / "docs" / "pipeline.md").read_text()
@@ -88,3 +95,29 @@ def test_the_docs_processor_table_is_the_registry_s():
     block = docs[docs.index("\n", start) + 1:docs.index("<!-- end of processors table -->")].strip()
     assert block.splitlines() == table(), "docs/pipeline.md's processor table is not the registry's: " \
                                           "regenerate it from ffwatchd.processors.registry.table()"
+
+
+def test_the_catalogue_refuses_a_name_declared_twice_and_what_no_set_declares():
+    from ffwatchd.faces.models import Catalogue, CatalogueError, KindSpec, Model, ModelFamily, ModelKind, ModelSet
+
+    matte = ModelKind("matte")
+    cat = Catalogue()
+    cat.add(ModelSet(kinds=(KindSpec(matte, object, "m"),), families=(ModelFamily("m", matte),),
+                     models=(Model("m1", "m", "m1.onnx"),)), "plug-in a")
+    with pytest.raises(CatalogueError, match="plug-in b: model 'm1' is already declared by plug-in a"):
+        cat.add(ModelSet(models=(Model("m1", "m", "other.onnx"),)), "plug-in b")
+    cat.add(ModelSet(families=(ModelFamily("t", ModelKind("tinter")),), models=(Model("x", "nofamily", "x.onnx"),)),
+            "plug-in c")
+    with pytest.raises(CatalogueError) as e:
+        cat.check()
+    assert "plug-in c: family t is of kind 'tinter', which no model set declares" in str(e.value)
+    assert "plug-in c: model x is of family 'nofamily'" in str(e.value)
+
+
+def test_every_processor_s_model_kinds_are_declared_and_every_model_listed_once():
+    from ffwatchd.faces.models import CATALOGUE, KINDS, MODELS
+
+    for p in processors().values():
+        assert all(str(k) in KINDS for k in p.model_kinds), p.name
+        for m in p.model_set.models:
+            assert MODELS[m.name] is m and CATALOGUE.where["model:" + m.name].startswith(f"processor {p.name} ")
