@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 import cv2
+import numpy as np
 import onnxruntime as ort
 
 from ffwatchd.cache import BoundedCache
@@ -36,6 +37,7 @@ from ffwatchd.fs.hashing import sha256_file
 from ffwatchd.fs.version import FileVersion
 from ffwatchd.media.c2pa_sign import ManifestSigner, load_credentials
 from ffwatchd.media.image import (
+    ALPHA_FORMATS,
     SUFFIXES,
     DecodedImage,
     encode_image,
@@ -295,8 +297,8 @@ class Pipeline:
         refiner = (self.load_model(spec.face_landmarker.model, LANDMARKER)
                    if detector is not None and spec.face_landmarker.refine else None)
         return FrameProcessor(spec, detector, recognizer, reference, steps, names, job.scores, classifier,
-                              masks=job.masks,
-                              refiner=refiner)
+                              masks=job.masks, refiner=refiner, alpha=job.alpha,
+                              makes_alpha=[p.name for p in processors if p.makes_alpha(spec.settings_of(p.name))])
 
     def output_suffix(self, target: Path, spec: JobSpec) -> str:
         return output_suffix(target, spec)
@@ -353,6 +355,13 @@ class Pipeline:
             return RenderedImage(write_copy, image.bgr, image.bgr)
         prov = self.provenance_for(processor, faces)
         alpha = image.alpha             # `exif`: already stripped where the job anonymizes
+        if processor.makes_alpha:
+            if fmt not in ALPHA_FORMATS:
+                raise JobError("bad_sidecar", f"{target.name}: {', '.join(processor.makes_alpha)} gives the output an "
+                                              f"alpha channel, which {fmt} cannot keep: set output.format: png "
+                                              "or webp (or a background that is not cut out)")
+            if processor.alpha:                 # the lower of the input's alpha and the step's
+                alpha = processor.alpha[0] if alpha is None else np.minimum(alpha, processor.alpha[0])
         if frame.shape != image.bgr.shape:            # resized (an upscaler): alpha and EXIF follow
             size = (frame.shape[1], frame.shape[0])
             if alpha is not None:
@@ -406,6 +415,7 @@ class _Job:
         self.detector, self.recognizer = detector, recognizer
         self.masks: FaceMasks | None = None
         self.scores: list[FaceScore] = []
+        self.alpha: list[Any] = []       # the last frame's alpha a step set (set_alpha); the FrameProcessor's too
 
     def load(self, name: str, kind: ModelKind) -> Any:
         return self.pipeline.load_model(name, kind)
@@ -447,6 +457,9 @@ class _Job:
 
     def record(self, score: FaceScore) -> None:
         self.scores.append(score)
+
+    def set_alpha(self, alpha: Any) -> None:
+        self.alpha[:] = [alpha]
 
 
 def write_bytes(path: Path, data: bytes) -> None:

@@ -93,6 +93,10 @@ class JobContext(Protocol):
     def record(self, score: FaceScore) -> None:
         """Keep a swapped face's score for the job's result (jobs show, the report, metrics)."""
 
+    def set_alpha(self, alpha: Any) -> None:
+        """The frame's alpha (H x W uint8) as this step leaves it, for a processor whose
+        `makes_alpha`: the output gets it (with the input's own alpha, the lower of the two)."""
+
 
 class Processor(ABC):
     """Subclass per processor module; the module exposes an instance as `PROCESSOR`."""
@@ -121,6 +125,11 @@ class Processor(ABC):
     def strips_metadata(self, settings: Any) -> bool:
         """Whether the job's outputs lose what identifies a person, a place or a camera (GPS,
         maker notes, serial numbers, owner names: media/identifying.py)."""
+        return False
+
+    def makes_alpha(self, settings: Any) -> bool:
+        """Whether its step gives the output an alpha channel (JobContext.set_alpha): the job then
+        needs an output format that keeps one, and cannot make a video."""
         return False
 
     def provenance_note(self, settings: Any) -> str:
