@@ -103,3 +103,15 @@ def test_the_readme_table_names_every_layer_in_its_order_one_short_line_each() -
     assert [f"ffwatchd.{name}" for name, _ in rows] == _layers()
     long = [name for name, what in rows if len(what) > 100]
     assert not long, f"a row says more than a line: {long} (the detail goes in the package's __init__)"
+
+
+def test_the_checkout_tracks_nothing_in_the_example_watch_s_filed_folders():
+    """A fresh clone warned of 3 files the filing ledger does not know: the tracked .gitkeep of
+    output/, done/, failed/; `run` makes those folders (make_folders), only the inbox is tracked."""
+    from ffwatchd.config.load import load_config
+    root = Path(__file__).resolve().parents[1]
+    settings = load_config(root / "config.example.yaml")
+    folders = [str(getattr(w, f).relative_to(root)) for w in settings.watches for f in ("output", "done", "failed")]
+    tracked = subprocess.run(["git", "ls-files", "--", *folders], capture_output=True, text=True, cwd=root,
+                             check=True).stdout.split()
+    assert tracked == []

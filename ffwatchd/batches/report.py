@@ -153,8 +153,10 @@ def _models(spec: dict) -> list[str]:
 def swap_quality(job: Job) -> dict:
     """A done job's worst swapped face (its identity similarity to the source) and whether a face
     was under the job's `review_below`, so an editor knows which files to look at."""
-    quality = ((job.result or {}).get("quality") or {}) if job.state == "done" else {}
-    return {"quality": quality.get("min"), "review": bool(quality.get("review"))}
+    result = (job.result or {}) if job.state == "done" else {}
+    quality = result.get("quality") or {}
+    return {"quality": quality.get("min"), "review": bool(quality.get("review")),
+            "review_faces": sum(1 for s in result.get("scores") or [] if s.get("review"))}   # a picture's
 
 
 def _model_files(files: list[dict]) -> list[dict]:
@@ -186,6 +188,8 @@ def build_report(watch: WatchSettings, folder: str, jobs: Iterable[Job], *, batc
         "format": "ffwatchd-batch-report/1", "watch": watch.name, "batch": folder or "/", "generation": generation,
         "batch_id": batch_id, "version": version, "state": "finished" if final else "running",
         "generated_at": _iso(now or time.time()), "counts": counts, "package": package,
+        "review": {"files": sum(1 for f in files if f.get("review")),
+                   "faces": sum(f.get("review_faces") or 0 for f in files)},
         "package_missing": list(package_missing),
         "provenance": {"models": sorted({m for f in files for m in f["models"]}),
                        "model_files": _model_files(files),

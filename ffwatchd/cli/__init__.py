@@ -31,6 +31,7 @@ from ffwatchd.cli import (
 )
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CommandFailed, UsageError
 from ffwatchd.errors import ConfigError, NoConfigGiven
+from ffwatchd.processors import ProcessorError
 from ffwatchd.store import DriverMissing, SchemaMismatch
 
 # Each command's module says its arguments (`add_arguments`) and runs it (`run`); heavy parts are
@@ -73,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     common.WARNED.clear()
     try:
         return args.func(args)
-    except (ConfigError, UsageError, DriverMissing, CommandFailed, SchemaMismatch) as e:
+    except (ConfigError, UsageError, DriverMissing, CommandFailed, SchemaMismatch, ProcessorError) as e:
         print(f"ffwatchd: {e}", file=sys.stderr)
         return EXIT_USAGE if isinstance(e, (UsageError, NoConfigGiven)) else EXIT_FAIL
     except KeyboardInterrupt:

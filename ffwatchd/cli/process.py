@@ -20,7 +20,7 @@ from ffwatchd.config.settings import Settings, WorkerSettings
 from ffwatchd.errors import ConfigError, JobError
 from ffwatchd.faces import registry
 from ffwatchd.faces.maskspec import MaskType
-from ffwatchd.processors import default_processors, processors
+from ffwatchd.processors import ProcessorError, default_processors, processors, require_plugins
 from ffwatchd.schema import IntBetween, NumberBetween, OneOf, photo_paths
 from ffwatchd.spec import jobspec
 from ffwatchd.spec.safeyaml import load_yaml, yaml_problem
@@ -44,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     installed = processors()
     parser.add_argument("--processors", nargs="+", choices=list(installed), metavar="PROC",
                         help=f"in order, from: {', '.join(installed)} (default {', '.join(default_processors())})")
+    parser.add_argument("--watch", metavar="NAME",
+                        help="start from this watch's `defaults` in the config, as its daemon jobs do "
+                             "(then --sidecar, then the flags)")
     parser.add_argument("--sidecar", help="take settings from this sidecar YAML (flags override it)")
     parser.add_argument("--models-dir", help="model folder (default: the config's models_dir)")
     g = parser.add_argument_group("face settings (as in a sidecar)")
@@ -95,9 +98,10 @@ class UsageProblem(Exception):
 
 
 def spec_mapping(args: argparse.Namespace, output: Path,
-                 known: dict[str, str] | None = None) -> dict[str, Any]:
-    """The sidecar-shaped mapping: --sidecar (paths relative to it), then the flags over it. The
-    sidecar's own problems are named by its path (they were all `arguments.KEY`)."""
+                 known: dict[str, str] | None = None, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The sidecar-shaped mapping: the watch's `defaults`, --sidecar (paths relative to it) over
+    them, then the flags over both. The sidecar's own problems are named by its path (they were
+    all `arguments.KEY`)."""
     base: dict[str, Any] = {}
     if args.sidecar:
         sidecar = Path(args.sidecar)
@@ -137,7 +141,7 @@ def spec_mapping(args: argparse.Namespace, output: Path,
         merged_fmt = (base.get("output") or {}).get("format")
         if merged_fmt in (None, "keep"):
             flags.setdefault("output", {})["format"] = fmt
-    return jobspec.merge(base, flags)
+    return jobspec.merge(defaults, base, flags)
 
 
 class _Exit(Exception):
@@ -182,22 +186,26 @@ def _prepare(args: argparse.Namespace) -> tuple[Settings | None, jobspec.JobSpec
     from ffwatchd.pipeline.pipeline import Pipeline
 
     try:
+        require_plugins()
         settings = _settings(args)
         models_dir = Path(args.models_dir) if args.models_dir else (settings.models_dir if settings else None)
         if models_dir is None:
             raise UsageProblem(f"no model folder: use --models-dir DIR, or -c CONFIG (or set {CONFIG_ENV})")
         custom = settings.models if settings else ()
         known = registry.known_models(custom)
-        raw = spec_mapping(args, Path(args.output), known)
+        raw = spec_mapping(args, Path(args.output), known, _watch_defaults(args, settings))
         problems = jobspec.validate(raw, "arguments", known)
         if problems:
             raise UsageProblem("invalid settings:\n" + "\n".join(f"  - {p}" for p in problems))
         _check_photos(raw)
         spec = jobspec.JobSpec.from_mapping(raw)
-        return settings, spec, Pipeline(models_dir, custom, **_worker_options(args, settings))
+        opts = _worker_options(args, settings)
+        if settings is not None:       # the workers' own construction: the config's licence rule included
+            return settings, spec, Pipeline.for_settings(settings, opts.pop("device"), models_dir, **opts)
+        return settings, spec, Pipeline(models_dir, custom, **opts)
     except UsageProblem as e:
         raise _Exit(EXIT_USAGE, str(e)) from None
-    except ConfigError as e:
+    except (ConfigError, ProcessorError) as e:
         raise _Exit(EXIT_FAIL, str(e)) from None
 
 
@@ -291,23 +299,28 @@ def _check_photos(raw: dict[str, Any]) -> None:
                 raise UsageProblem(f"reference {ref} is not a file")
 
 
+def _watch_defaults(args: argparse.Namespace, settings: Settings | None) -> dict[str, Any] | None:
+    """--watch NAME: that watch's `defaults` (what a job in its inbox starts from)."""
+    if not getattr(args, "watch", None):
+        return None
+    if settings is None:
+        raise UsageProblem(f"--watch {args.watch} needs a config: -c CONFIG (or set {CONFIG_ENV})")
+    for w in settings.watches:
+        if w.name == args.watch:
+            return dict(w.defaults)
+    raise UsageProblem(f"--watch {args.watch}: {settings.source} has no such watch "
+                       f"(its watches: {', '.join(w.name for w in settings.watches)})")
+
+
 def _settings(args: argparse.Namespace) -> Settings | None:
     config = getattr(args, "config", None) or os.environ.get(CONFIG_ENV)
     return load_config(config) if config else None
 
 
 def _worker_options(args: argparse.Namespace, settings: Settings | None) -> dict[str, Any]:
+    """The flags' worker settings over the config's (Pipeline.for_settings), else over Pipeline's CPU defaults."""
     w = settings.workers if settings else None
-    opts: dict[str, Any] = {
-        "providers": tuple(w.providers) if w else ("cpu",),
-        "device": w.devices[0] if w and w.devices else "cpu",   # a watch-only host: process on CPU
-        "cpu_threads": w.cpu_threads if w else 0,
-        "vram_limit": w.vram_limit if w else 12 * 2**30,
-        "ram_limit": w.ram_limit if w else WorkerSettings.ram_limit,
-        "max_pixels": w.max_pixels if w else 80_000_000,
-        "provenance": settings.provenance if settings else True,
-        "c2pa": settings.c2pa if settings else None,
-    }
+    opts: dict[str, Any] = {"device": w.devices[0] if w and w.devices else "cpu"}   # a watch-only host: CPU
     if args.providers:
         opts["providers"] = tuple(p.strip() for p in args.providers.split(",") if p.strip())
         bad = [p for p in opts["providers"] if p not in ("cuda", "cpu")]

@@ -19,14 +19,12 @@ FFHQ_512 = np.array([[192.98138, 239.94708], [318.90277, 240.1936], [256.63416, 
 
 @lru_cache(maxsize=8)
 def arcface_template(size: int) -> np.ndarray:
-    """The ArcFace template for a crop of `size` (multiples of 112 or 128, as insightface)."""
+    """A recognizer's ArcFace template, by insightface's rule for its input size (112 or 128 px);
+    a swapper's crop names its template (template_points), never guesses it from the size."""
     if size % 112 == 0:
-        return ARCFACE_112 * (size / 112.0)
+        return template_points("arcface_112_v2", size)
     if size % 128 == 0:
-        ratio = size / 128.0
-        dst = ARCFACE_112 * ratio
-        dst[:, 0] += 8.0 * ratio
-        return dst
+        return template_points("arcface_128", size)
     raise ValueError(f"no ArcFace template for a {size} px crop")
 
 
@@ -45,8 +43,11 @@ def template_points(name: str, size: int) -> np.ndarray:
     """The five points of alignment template `name` (TEMPLATES) for a crop of `size` px."""
     if name == "arcface_112_v2":
         return ARCFACE_112 * (size / 112.0)
-    if name == "arcface_128":
-        return arcface_template(size)
+    if name == "arcface_128":      # the 112 template scaled to 128 and shifted 8 px right, then to `size`
+        ratio = size / 128.0
+        dst = ARCFACE_112 * ratio
+        dst[:, 0] += 8.0 * ratio
+        return dst
     if name == "ffhq_512":
         return FFHQ_512 * (size / 512.0)
     if name == "arcface_112_v1":

@@ -273,11 +273,11 @@ class FaceMasks:
         self.spec = spec
         self.occluders = [occluder] if isinstance(occluder, Occluder) else list(occluder or ())
         self.parser, self.landmarker = parser, landmarker
+        self._faces: dict[int, FaceAnalysis] = {}
 
     @property
     def occluder(self) -> Occluder | None:
         return self.occluders[0] if self.occluders else None
-        self._faces: dict[int, FaceAnalysis] = {}
 
     @property
     def analyses(self) -> bool:

@@ -158,13 +158,15 @@ def resolve_model(name: str, models_dir: Path | str, custom_models: Iterable[Mod
 
 
 def licence_problem(models: Iterable[Model], allowed: Iterable[str] | None) -> str | None:
-    """A sentence naming each model whose licence is not in `allowed` (None: anything goes)."""
+    """What follows "uses" in a refusal: each model whose licence is not in `allowed` (None: anything goes)."""
     if allowed is None:
         return None
     allowed = tuple(allowed)
     refused = [m for m in models if m.licence.id not in allowed]
     if not refused:
         return None
-    names = "; ".join(f"model {m.name} is licensed {m.licence}" + (f" ({m.licence.url})" if m.licence.url else "")
-                      for m in refused)
-    return f"{names}, which models.licences_allowed ({', '.join(allowed) or 'nothing'}) does not list"
+    each = [f"{m.name} (licensed {m.licence}" + (f", {m.licence.url})" if m.licence.url else ")") for m in refused]
+    names = each[0] if len(each) == 1 else ", ".join(each[:-1]) + " and " + each[-1]
+    return (f"{'model' if len(each) == 1 else 'models'} {names}, whose licence"
+            f"{'' if len(each) == 1 else 's'} models.licences_allowed ({', '.join(allowed) or 'nothing'}) "
+            "does not list")

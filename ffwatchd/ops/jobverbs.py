@@ -10,7 +10,7 @@ from enum import StrEnum
 
 from ffwatchd.config.settings import Settings
 from ffwatchd.errors import JobError
-from ffwatchd.faces.registry import fetch_hint, missing_models
+from ffwatchd.faces.registry import all_models, fetch_hint, missing_models
 from ffwatchd.filing.plan import file_failed_original, find_failed_original, restore_original
 from ffwatchd.filing.staging import OriginalChanged
 from ffwatchd.spec.jobspec import JobSpec
@@ -49,6 +49,9 @@ def retry_job(store: JobQueue, settings: Settings, job: Job, priority: str | Non
         snap = snapshot_for(settings, watch, watch.inbox / job.rel_path, read_from=found)
     except JobError as e:
         raise TransitionError(f"not retried, it would be refused again: {e}; fix that, then retry") from None
+    refused = JobSpec.from_snapshot(snap["spec"]).refusals(all_models(settings.models))
+    if refused:                       # as the worker's pipeline would, before the original moves
+        raise TransitionError(f"not retried, it would be refused again: {'; '.join(refused)}; fix that, then retry")
     if job.error_kind == "model_missing":
 
         missing = missing_models(JobSpec.from_snapshot(snap["spec"]).models_used(), settings.models_dir,

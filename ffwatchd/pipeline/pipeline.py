@@ -22,7 +22,7 @@ import numpy as np
 import onnxruntime as ort
 
 from ffwatchd.cache import BoundedCache
-from ffwatchd.config.settings import C2paSettings, WorkerSettings
+from ffwatchd.config.settings import C2paSettings, Settings, WorkerSettings
 from ffwatchd.errors import JobError
 from ffwatchd.faces import registry
 from ffwatchd.faces.analysis import CLASSIFIER, DETECTOR, LANDMARKER, OCCLUDER, PARSER, RECOGNIZER
@@ -97,6 +97,19 @@ class Pipeline:
         self._probe: list[str] | None = None
         self._identities: BoundedCache[Any] = BoundedCache(_IDENTITY_CACHE_SIZE)   # Embedding, or a list of them
         self._source_faces: BoundedCache[tuple[Frame, Face]] = BoundedCache(_SOURCE_FACE_CACHE_SIZE)
+
+    @classmethod
+    def for_settings(cls, settings: Settings, device: str, models_dir: Path | None = None,
+                     **overrides: Any) -> "Pipeline":
+        """The pipeline a config asks for: every path that runs jobs under a config (the workers,
+        `process -c`) is built here, so none leaves out its licence rule or its limits."""
+        w = settings.workers
+        opts: dict[str, Any] = {"providers": tuple(w.providers), "device": device, "vram_limit": w.vram_limit,
+                                "cpu_threads": w.cpu_threads, "max_pixels": w.max_pixels,
+                                "provenance": settings.provenance, "c2pa": settings.c2pa,
+                                "ram_limit": w.ram_limit, **overrides}
+        return cls(models_dir or settings.models_dir, settings.models, licences_allowed=settings.licences_allowed,
+                   **opts)
 
     # -- models and providers --------------------------------------------------------
 

@@ -5,15 +5,20 @@ module each (builtin/), and any package's `ffwatchd.processors` entry point."""
 from ffwatchd.processors.protocol import Box, Change, FaceScore, JobContext, Processor, ResizingStep, Scope, Step
 from ffwatchd.processors.registry import (
     ENTRY_POINT_GROUP,
+    BrokenPlugin,
     ProcessorError,
+    broken_plugins,
     check_processor,
     default_processors,
+    installed_since_start,
     names,
     order_problem,
     processor,
     processors,
+    require_plugins,
 )
 
-__all__ = ["Box", "Change", "ENTRY_POINT_GROUP", "FaceScore", "JobContext", "Processor", "ProcessorError",
-           "ResizingStep", "Scope", "Step", "check_processor", "default_processors", "names", "order_problem",
-           "processor", "processors"]
+__all__ = ["BrokenPlugin", "Box", "Change", "ENTRY_POINT_GROUP", "FaceScore", "JobContext", "Processor",
+           "ProcessorError", "ResizingStep", "Scope", "Step", "broken_plugins", "check_processor",
+           "default_processors", "installed_since_start", "names", "order_problem", "processor", "processors",
+           "require_plugins"]

@@ -20,6 +20,7 @@ from ffwatchd.schema import Check, ModelKey
 
 if TYPE_CHECKING:     # the masks' code loads in the worker only
     from ffwatchd.faces.masks import FaceMasks
+    from ffwatchd.faces.models import Model
 
 Box = tuple[int, int, int, int]             # x0, y0, x1, y1 of a frame region that may have changed
 
@@ -135,6 +136,11 @@ class Processor(ABC):
     def provenance_note(self, settings: Any) -> str:
         """How its settings were applied, as the output's provenance records it ("": nothing)."""
         return ""
+
+    def refusal(self, settings: Any, models: Mapping[str, "Model"]) -> str | None:
+        """Why `prepare` would refuse these settings, known without loading a model (`models`: every
+        model by name), or None; `jobs retry` asks it as the worker will."""
+        return None
 
     @abstractmethod
     def prepare(self, settings: Any, job: JobContext) -> Step | ResizingStep | None:

@@ -69,9 +69,45 @@ def check_processor(p: object, where: str) -> Processor:
     return p
 
 
-@lru_cache(maxsize=1)
+@dataclasses.dataclass(frozen=True)
+class BrokenPlugin:
+    """An installed package whose processor does not load or does not implement the protocol."""
+    package: str
+    entry_point: str
+    problem: str
+
+    def sentence(self) -> str:
+        return f"plug-in package {self.package} is broken: {self.problem}; fix it or uninstall it"
+
+
+def broken_plugins() -> tuple[BrokenPlugin, ...]:
+    """The plug-ins left out of the registry (read-only commands work without them)."""
+    return _scan()[1]
+
+
+def require_plugins() -> None:
+    """ProcessorError naming each broken plug-in: the daemon and `process` run none of them."""
+    broken = broken_plugins()
+    if broken:
+        raise ProcessorError("; ".join(b.sentence() for b in broken))
+
+
+def installed_since_start(name: str) -> bool:
+    """Whether `name` is a plug-in installed after this process read the registry (it runs
+    nothing new until restarted): an entry point now that the start-up scan did not see."""
+    if name in _load() or name in {b.entry_point.split(" = ")[0] for b in broken_plugins()}:
+        return False
+    return any(ep.name == name for ep in entry_points(group=ENTRY_POINT_GROUP))
+
+
 def _load() -> dict[str, Processor]:
+    return _scan()[0]
+
+
+@lru_cache(maxsize=1)
+def _scan() -> tuple[dict[str, Processor], tuple[BrokenPlugin, ...]]:
     found: dict[str, Processor] = {}
+    broken: list[BrokenPlugin] = []
 
     def add(p: Processor, where: str) -> None:
         if p.name in found:
@@ -83,9 +119,15 @@ def _load() -> dict[str, Processor]:
         add(check_processor(getattr(module, "PROCESSOR", None), module.__name__), module.__name__)
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         where = f"entry point {ep.name} = {ep.value}"
-        add(check_processor(ep.load(), where), where)
+        try:
+            add(check_processor(ep.load(), where), where)
+        except Exception as e:  # noqa: BLE001 - a third party's import can raise anything; it is named, not run
+            package = ep.dist.name if ep.dist is not None else ep.value.split(":")[0]
+            why = str(e) if isinstance(e, ProcessorError) else f"{where}: {type(e).__name__}: {e}"
+            broken.append(BrokenPlugin(package, f"{ep.name} = {ep.value}", why))
+            continue
         log.debug("processor %s from %s", ep.name, ep.value)
-    return found
+    return found, tuple(broken)
 
 
 def gather_models() -> None:

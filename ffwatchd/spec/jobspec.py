@@ -18,7 +18,7 @@ from ffwatchd.faces.maskspec import Area, MaskSpec, MaskType, Region
 from ffwatchd.faces.analysis import CLASSIFIER, DETECTOR, LANDMARKER, OCCLUDER, PARSER, RECOGNIZER
 from ffwatchd.faces.models import Gender
 from ffwatchd.faces.order import Order
-from ffwatchd.processors import Processor, Scope, default_processors, order_problem
+from ffwatchd.processors import Processor, Scope, default_processors, installed_since_start, order_problem
 from ffwatchd.processors import processors as all_processors
 from ffwatchd.schema import (
     Check,
@@ -36,6 +36,9 @@ from ffwatchd.schema import (
     photo_paths,
 )
 from ffwatchd.spec.values import email_problem, parse_duration, priority_value, webhook_url_problem
+
+# What a sidecar naming a plug-in this process has not loaded is told (processors load at start).
+RESTART_HINT = "installed after this daemon started: restart it to use it"
 
 SELECTOR_MODES = ("all", "largest", "one", "reference", "except_reference")
 REFERENCE_MODES = ("reference", "except_reference")   # both need face_selector.reference
@@ -153,13 +156,24 @@ class JobSpec:
         """Processor `name`'s section (KeyError when no such processor is installed here)."""
         return self.sections[name]
 
+    def refusals(self, models: Mapping[str, Any]) -> list[str]:
+        """What the worker's pipeline would refuse before any frame, known without loading a model
+        (`models`: every model by name): processors not installed here, then each one's own rule."""
+        try:
+            found = self.installed()
+        except JobError as e:
+            return [e.message]
+        return [why for p in found if (why := p.refusal(self.settings_of(p.name), models))]
+
     def installed(self) -> list[Processor]:
         """This job's processors, in order; JobError naming any not installed on this host."""
         known = all_processors()
         missing = [n for n in self.processors if n not in known]
         if missing:
+            late = [n for n in missing if installed_since_start(n)]
             raise JobError("bad_sidecar", f"processor {', '.join(missing)} is not installed on this host "
-                                          f"(installed: {', '.join(known)})")
+                                          f"(installed: {', '.join(known)})"
+                           + (f"; {', '.join(late)} was {RESTART_HINT}" if late else ""))
         why = order_problem(self.processors)
         if why:
             raise JobError("bad_sidecar", f"processors: {why}")
@@ -360,7 +374,9 @@ def _check_top_value(key: str, value: Any, path: str) -> list[str]:
         if not isinstance(value, list) or not value:
             return [f"{path}: {short_repr(value)} is not a non-empty list of processors"]
         known = tuple(all_processors())
-        problems = [f"{path}[{i}]: {short_repr(p)} is not one of {', '.join(known)}"
+        problems = [f"{path}[{i}]: {short_repr(p)} "
+                    + (RESTART_HINT if isinstance(p, str) and installed_since_start(p)
+                       else f"is not one of {', '.join(known)}")
                     for i, p in enumerate(value) if p not in known]
         if len(set(map(str, value))) != len(value):
             problems.append(f"{path}: a processor is listed twice")

@@ -5,13 +5,24 @@ document the web listener serves, JSON and HTML alike."""
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
+
+from ffwatchd.faces.models import MODELS
 
 REDACTED = "[redacted]"
 SECRET_KEYS = {"password", "secret", "token", "credentials", "credentials_file", "webhook_secret",
                "authorization", "api_key", "apikey", "private_key"}
 _URL = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*)://[^\s\"'<>]+")
+
+
+@cache
+def public_urls() -> frozenset[str]:
+    """Addresses the declared model sets write in code, never a config: nothing secret in them
+    (read on first use: the catalogue is gathered then)."""
+    return frozenset({m.url for m in MODELS.values() if m.url}
+                     | {m.licence.url for m in MODELS.values() if m.licence.url})
 
 
 def redact_url(url: str) -> str:
@@ -29,7 +40,14 @@ def redact_url(url: str) -> str:
 
 
 def redact_text(text: str) -> str:
-    return _URL.sub(lambda m: redact_url(m.group(0)), text)
+    return _URL.sub(_shown, text)
+
+
+def _shown(match: re.Match) -> str:
+    url = match.group(0)
+    if url.rstrip(").,;:") in public_urls():      # a sentence's closing bracket or stop is not the address's
+        return url
+    return redact_url(url)
 
 
 def redact(doc: Any) -> Any:

@@ -80,16 +80,12 @@ def load_pipeline(settings: Settings, device: str) -> "JobPipeline":
     # load onnxruntime, OpenCV and the models' code.
     from ffwatchd.pipeline.pipeline import Pipeline
 
-    w = settings.workers
     pipeline = bench_pipeline()
     if pipeline is not None:
         log.warning("BENCH ONLY: %s is set; jobs sleep %.3g s and copy the input, no models run",
                     BENCH_ENV, pipeline.seconds)
         return pipeline
-    return Pipeline(settings.models_dir, settings.models, providers=w.providers, device=device,
-                    vram_limit=w.vram_limit, cpu_threads=w.cpu_threads, max_pixels=w.max_pixels,
-                    provenance=settings.provenance, c2pa=settings.c2pa,
-                    licences_allowed=settings.licences_allowed, ram_limit=w.ram_limit)
+    return Pipeline.for_settings(settings, device)
 
 
 def worker_main(settings: Settings, device: str, index: int, events: Events, wake: Any, stop: Any,

@@ -371,3 +371,31 @@ def test_a_big_file_that_is_no_picture_is_not_read_into_memory_for_a_thumbnail(t
     assert thumbnail(video, root=tmp_path) is None
     assert thumbnail(huge, root=tmp_path) is None
     assert total[0] <= 2 * 2**20, f"{total[0]} bytes read"
+
+
+def test_the_header_counts_the_faces_and_files_to_review(tmp_path: Path) -> None:
+    """A file with a swapped face under review_below was flagged in its row only; the header
+    now says how many to look at."""
+    from dataclasses import replace
+    w, jobs = make_batch(tmp_path, n_done=3)
+    scores = [{"box": [0, 0, 9, 9], "similarity": 0.12, "original": 0.05, "review": True},
+              {"box": [20, 0, 29, 9], "similarity": 0.11, "original": 0.04, "review": True},
+              {"box": [40, 0, 49, 9], "similarity": 0.61, "original": 0.05, "review": False}]
+    done = [j for j in jobs if j.state == "done"]
+    flagged = replace(done[0], result={"faces": 3, "scores": scores,
+                                       "quality": {"scored": 3, "min": 0.11, "mean": 0.28, "review": True}})
+    jobs = [flagged if j.id == flagged.id else j for j in jobs]
+    html_path, report = write_report(w, "b", jobs, ThumbCache(), batch_id=1, version=1, final=True)
+    assert report["review"] == {"files": 1, "faces": 2}
+    assert "to review: 1 file(s), 2 face(s) in pictures" in html_path.read_text()
+
+
+def test_the_swap_quality_score_and_where_review_shows_are_documented() -> None:
+    root = Path(__file__).resolve().parents[2]
+    pipeline = (root / "docs" / "pipeline.md").read_text(encoding="utf-8")
+    section = pipeline.split("### Swap quality", 1)[1].split("\n## ", 1)[0]
+    for needed in ("cosine similarity", "`face_swapper.review_below`", "**swap quality** column", "`review`",
+                   "to review: N file(s), M face(s) in pictures", "`review_not_listed`", "ffwatchd_swap_similarity"):
+        assert needed in section, needed
+    batches = (root / "docs" / "batches.md").read_text(encoding="utf-8")
+    assert "`review` (up to 100 done files" in batches and "`review_not_listed`" in batches

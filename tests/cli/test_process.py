@@ -270,3 +270,17 @@ def test_a_reference_of_two_photos_picks_one_person_of_two(config, tmp_path, cap
     (tmp_path / "ffwatch.yaml").write_text("face_selector: {mode: reference, reference: [a_bright.png, a_dark.png]}\n")
     assert run_process([*flags, "-o", str(tmp_path / "sidecar.png"), "--sidecar", str(tmp_path / "ffwatch.yaml")]) == 0
     assert changed(tmp_path / "sidecar.png") == {"A"}
+
+
+def test_watch_starts_from_that_watch_s_defaults_as_its_daemon_jobs_do(files, config, capsys, monkeypatch):
+    monkeypatch.delenv("FFWATCHD_CONFIG", raising=False)
+    cfg = yaml.safe_load(config.read_text())
+    cfg["watches"][0]["defaults"] = {"processors": ["face_anonymizer"], "face_detector": {"model": "synth_scrfd"}}
+    config.write_text(yaml.safe_dump(cfg))
+    out = files / "anon.jpg"
+    rc = run_process(["-c", str(config), "--watch", "w", "-t", str(files / "target.jpg"), "-o", str(out), "--json"])
+    summary = json.loads(capsys.readouterr().out)
+    assert rc == 0 and summary["processors"] == ["face_anonymizer"] and summary["faces"] == 1
+    assert summary["models"] == ["synth_scrfd"]
+    assert run_process(["-c", str(config), "--watch", "nope", "-t", str(files / "target.jpg"), "-o", str(out)]) == 2
+    assert "has no such watch (its watches: w)" in capsys.readouterr().err

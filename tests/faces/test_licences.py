@@ -33,10 +33,11 @@ def test_licences_allowed_refuses_a_watch_default_at_load_naming_model_and_licen
     with pytest.raises(ConfigError) as e:
         load_settings(_config(tmp_path, {"licences_allowed": ["MIT", "Apache-2.0"]},
                               {"processors": ["face_anonymizer"], "face_detector": {"model": "scrfd_500m"}}), tmp_path)
-    assert ("watches[0].defaults: its pipeline uses model scrfd_500m is licensed non-commercial "
-            "(https://github.com/deepinsight/insightface#license)") in str(e.value)
+    assert ("watches[0].defaults: its pipeline uses model scrfd_500m (licensed non-commercial, "
+            "https://github.com/deepinsight/insightface#license), whose licence models.licences_allowed "
+            "(MIT, Apache-2.0) does not list") in str(e.value)
     custom = {"mine": {"path": "m.onnx", "family": "scrfd", "licence": "BSD-3-Clause"}, "licences_allowed": ["MIT"]}
-    with pytest.raises(ConfigError, match="model mine is licensed BSD-3-Clause"):
+    with pytest.raises(ConfigError, match=r"model mine \(licensed BSD-3-Clause\)"):
         load_settings(_config(tmp_path, custom,
                               {"processors": ["face_anonymizer"], "face_detector": {"model": "mine"}}),
                       tmp_path)
@@ -54,8 +55,29 @@ def test_licences_allowed_refuses_a_job_whose_sidecar_uses_another_licence(synth
     assert anon.faces == 1
     with pytest.raises(JobError) as e:
         p.process_image(target, tmp_path / "b.png", synth_spec(processors=["face_enhancer"]))
-    assert e.value.kind == "licence" and "model synth_gfpgan is licensed non-commercial" in e.value.message
+    assert e.value.kind == "licence" and "model synth_gfpgan (licensed non-commercial)" in e.value.message
     assert "models.licences_allowed (MIT)" in e.value.message
+
+
+def test_process_with_a_config_keeps_its_licence_rule_and_names_each_refused_model(tmp_path, synth, face_frame,
+                                                                                    source_image, capsys):
+    import cv2
+    import yaml
+    from ffwatchd.cli import main
+    models = {m.name: {**m.config_entry(), "licence": "MIT" if m.kind == "detector" else "non-commercial"}
+              for m in synth.values()}
+    cfg = _config(tmp_path, {**models, "licences_allowed": ["MIT", "Apache-2.0"]},
+                  {"processors": ["face_anonymizer"], "face_detector": {"model": "synth_scrfd"}})
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    target = tmp_path / "t.png"
+    cv2.imwrite(str(target), face_frame)
+    rc = main(["process", "-c", str(tmp_path / "c.yaml"), "-s", str(source_image), "-t", str(target),
+               "-o", str(tmp_path / "out.png"), "--processors", "face_swapper", "--detector", "synth_scrfd",
+               "--recognizer", "synth_arcface", "--swapper", "synth_inswapper"])
+    err = capsys.readouterr().err
+    assert rc == 1 and not (tmp_path / "out.png").exists()
+    assert ("licence: this job's pipeline uses models synth_arcface (licensed non-commercial) and synth_inswapper "
+            "(licensed non-commercial), whose licences models.licences_allowed (MIT, Apache-2.0) does not list") in err
 
 
 def test_models_list_shows_each_licence_and_notes_the_restricted_ones(tmp_path):

@@ -130,6 +130,15 @@ def test_the_occlusion_mask_is_zero_exactly_on_what_covers_the_face(engines):
     assert w[face_box].min() > 0.99                        # the rest of the face shows
 
 
+def test_a_mask_asked_for_before_the_frame_is_analysed_is_a_job_error_naming_it(engines):
+    masks = FaceMasks(MaskSpec(types=("occlusion",)), occluder=engines["occ"])
+    face = the_face()
+    _, m = warp_face(cup_frame(), face.kps, 128, template_points("arcface_128", 128))
+    with pytest.raises(JobError) as e:
+        masks.crop_mask(face, m, 128)
+    assert e.value.kind == "internal" and "the frame's analysis did not see" in e.value.message
+
+
 def test_the_occlusion_mask_maps_the_occluders_own_rectangle_back_to_the_frame(tmp_path):
     rect = (100, 140, 160, 180)                            # in the occluder's 256 crop
     path = sm.make_xseg_like(tmp_path / "rect.onnx", rect=rect)

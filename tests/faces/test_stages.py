@@ -11,7 +11,7 @@ import synthetic_models as sm
 from synthetic_models import synthetic_spec as synth_spec
 
 from ffwatchd.errors import JobError
-from ffwatchd.faces.align import arcface_template, estimate_similarity
+from ffwatchd.faces.align import ARCFACE_112, arcface_template, estimate_similarity, template_points
 from ffwatchd.faces.anonymize import AnonymizeMethod, AnonymizeSettings, anonymize_face, anonymized_region
 from ffwatchd.faces.detect import load_detector
 from ffwatchd.faces.embed import Recognizer, combine_embeddings, cosine_similarity
@@ -47,6 +47,14 @@ def test_similarity_estimate_recovers_a_known_transform():
     dst = src @ rot.T + shift
     m = estimate_similarity(src, dst)
     assert np.allclose(m[:, :2], rot, atol=1e-6) and np.allclose(m[:, 2], shift, atol=1e-4)
+
+
+@pytest.mark.parametrize("boost", [128, 256, 384, 512, 768, 896, 1024])
+def test_the_128_template_at_every_pixel_boost_is_the_128_crop_scaled(boost):
+    """896 is a multiple of 112 too: the 128 swapper's crop must not take the 112 template there."""
+    at_128 = ARCFACE_112 + [8.0, 0.0]
+    assert np.allclose(template_points("arcface_128", boost), at_128 * (boost / 128), atol=1e-9)
+    assert np.allclose(template_points("arcface_112_v2", boost), ARCFACE_112 * (boost / 112), atol=1e-9)
 
 
 def test_scrfd_like_detector_finds_the_face(models, face_frame):

@@ -378,7 +378,7 @@ def test_families_are_configured_validated_and_their_converters_count_for_licenc
     # simswap is non-commercial; the converter it cannot work without has no known licence
     with pytest.raises(ConfigError) as e:
         load_settings(config({"licences_allowed": ["non-commercial"]}, {"model": "simswap_256"}), tmp_path)
-    assert "model crossface_simswap is licensed unknown" in str(e.value)
+    assert "crossface_simswap (licensed unknown, " in str(e.value)
     assert "simswap_256 is" not in str(e.value)
 
 

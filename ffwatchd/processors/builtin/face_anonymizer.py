@@ -4,7 +4,10 @@ hold (faces/anonymize.py, docs/pipeline.md); a plain edit, no model but the dete
 from __future__ import annotations
 
 from ffwatchd.errors import JobError
+from typing import Mapping
+
 from ffwatchd.faces.anonymize import METHODS, AnonymizeSettings, anonymize_face
+from ffwatchd.faces.models import Model
 from ffwatchd.faces.types import Face, Frame
 from ffwatchd.processors.protocol import Box, Change, JobContext, Processor, Step
 from ffwatchd.schema import IntBetween, NumberBetween, OneOf, is_bool
@@ -27,12 +30,18 @@ class FaceAnonymizer(Processor):
     def provenance_note(self, settings: AnonymizeSettings) -> str:
         return settings.describe()
 
-    def prepare(self, settings: AnonymizeSettings, job: JobContext) -> Step:
-        weak = settings.weaker_than_floor()        # once per job, before any frame
+    def refusal(self, settings: AnonymizeSettings, models: Mapping[str, Model]) -> str | None:
+        weak = settings.weaker_than_floor()
         if weak and not settings.allow_weak:
-            raise JobError("bad_sidecar", f"{self.name}: {'; '.join(weak)} is below the floor that keeps faces "
-                                          f"undetectable (docs/pipeline.md); set {self.name}.allow_weak: true to "
-                                          "use it anyway (the output's provenance then records it)")
+            return (f"{self.name}: {'; '.join(weak)} is below the floor that keeps faces undetectable "
+                    f"(docs/pipeline.md); set {self.name}.allow_weak: true to use it anyway (the output's "
+                    "provenance then records it)")
+        return None
+
+    def prepare(self, settings: AnonymizeSettings, job: JobContext) -> Step:
+        why = self.refusal(settings, {})           # once per job, before any frame
+        if why:
+            raise JobError("bad_sidecar", why)
 
         def step(frame: Frame, faces: list[Face], touched: list[Box]) -> Change:
             for face in faces:

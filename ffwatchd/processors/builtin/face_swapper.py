@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 from ffwatchd.errors import JobError
 from ffwatchd.faces.analysis import INSIGHTFACE_TERMS
@@ -125,12 +126,20 @@ class FaceSwapper(Processor):
     default = True
     uses_face_mask = True
 
+    def refusal(self, settings: SwapperSettings, models: Mapping[str, Model]) -> str | None:
+        model = models.get(settings.model)
+        if model is None:
+            return None                                # an unknown model is the sidecar check's to say
+        if model.conventions.size is None:                 # every swapper family states its crop
+            raise ValueError(f"swapper model {settings.model} states no crop size")
+        return _boost_problem(settings, model.conventions.size, model.family)
+
     def prepare(self, settings: SwapperSettings, job: JobContext) -> Step:
         swapper = job.load(settings.model, SWAPPER)
+        why = _boost_problem(settings, swapper.size, swapper.family.name)
+        if why:
+            raise JobError("bad_sidecar", why)
         boost = settings.pixel_boost or swapper.size
-        if boost % swapper.size:
-            raise JobError("bad_sidecar", f"face_swapper.pixel_boost: {boost} is not a multiple of the "
-                           f"{swapper.size} px crop of model {settings.model} (family {swapper.family.name})")
         fam = swapper.family
         identity = job.source_identity()              # also what each swapped face is scored against
         if fam.identity is Identity.SOURCE_CROP:
@@ -149,6 +158,14 @@ class FaceSwapper(Processor):
                 job.record(FaceScore(box, job.similarity(frame, face, identity), before, settings.review_below))
             return Change.BOXES if faces else Change.NONE
         return step
+
+
+def _boost_problem(settings: SwapperSettings, size: int, family: str) -> str | None:
+    """The one pixel boost rule: a multiple of the model's crop (0: the crop itself)."""
+    if settings.pixel_boost % size:
+        return (f"face_swapper.pixel_boost: {settings.pixel_boost} is not a multiple of the {size} px crop "
+                f"of model {settings.model} (family {family})")
+    return None
 
 
 PROCESSOR = FaceSwapper()
