@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 import synthetic_models as sm  # noqa: E402
 from _record import add_smoke, record  # noqa: E402 - bench/ is the script's folder, first on the path
 
+import ffwatchd.processors  # noqa: E402,F401 - its registry gathers the model sets FAMILIES reads
 from ffwatchd.faces.models import FAMILIES  # noqa: E402
 from ffwatchd.faces.upscale import TILE_SHARE, tile_side  # noqa: E402
 

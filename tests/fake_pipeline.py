@@ -17,6 +17,7 @@ from ffwatchd.spec.jobspec import JobSpec
 class NoFaces:
     """A video job's frame processor that finds nothing."""
     detected = 0
+    makes_alpha: tuple[str, ...] = ()
 
     def process_in_place(self, frame: np.ndarray) -> tuple[int, list | None]:
         return 0, []

@@ -12,7 +12,7 @@ from typing import Any
 
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, config_arg, json_arg
 from ffwatchd.config.load import CONFIG_ENV, load_config
-from ffwatchd.faces.models import BUILTIN_MODELS, RESTRICTED, UNKNOWN, Model
+from ffwatchd.faces.models import MODELS, RESTRICTED, UNKNOWN, Model
 from ffwatchd.errors import ConfigError, JobError, NoConfigGiven
 from ffwatchd.faces import registry
 from ffwatchd.faces.fetch import FetchError, fetch_model
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("fetch", help="download models (with timeouts, resume and a sha256 check)")
     common(p, verb=True)
     p.add_argument("names", nargs="*", metavar="NAME", help="models to download (or --all)")
-    p.add_argument("--all", action="store_true", help="every built-in model")
+    p.add_argument("--all", action="store_true", help="every declared model (built-in and plug-ins')")
     p.add_argument("--force", action="store_true", help="download even when the file is present and valid")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to connect and per read (default 30)")
     p.add_argument("--attempts", type=int, default=3, help="tries per model, resuming (default 3)")
@@ -148,7 +148,7 @@ def cmd_verify(args: argparse.Namespace, models_dir: Path, custom: tuple[Model, 
 def cmd_fetch(args: argparse.Namespace, models_dir: Path, custom: tuple[Model, ...]) -> int:
 
     models = registry.all_models(custom)
-    names = list(BUILTIN_MODELS) if args.all else registry.with_converters(args.names, custom)
+    names = list(MODELS) if args.all else registry.with_converters(args.names, custom)
     if not names:
         print("ffwatchd models fetch: name the models to fetch, or use --all", file=sys.stderr)
         return EXIT_USAGE

@@ -68,7 +68,8 @@ PROVENANCE_KEYS = (Key("metadata", boolean, True, "what was done (AI-modified or
 MODELS_KEYS = (Key("licences_allowed", None, None, "refuse a pipeline using a model under any other licence "
                                                   "(SPDX ids, non-commercial, research-only); none: any"),)
 MODEL_KEYS = (Key("path", None, REQUIRED, "the model file (.onnx)"),
-              Key("family", None, REQUIRED, f"{' | '.join(FAMILIES)} (docs/pipeline.md)"),
+              Key("family", None, REQUIRED, "a model family (`ffwatchd models list` shows each model's; "
+                                            "docs/pipeline.md)"),
               Key("kind", None, None, "the older name of family"),
               Key("sha256", None, None, "the file's sha256 hex digest, checked when it is loaded"),
               Key("licence", None, "unknown", "an SPDX id, non-commercial, research-only or unknown, "

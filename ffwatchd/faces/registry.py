@@ -14,7 +14,7 @@ from typing import Iterable
 from ffwatchd.fs.hashing import sha256_file
 from ffwatchd.fs.writefs import fsync_dir
 from ffwatchd.errors import JobError
-from ffwatchd.faces.models import BUILTIN_MODELS, Model, with_pin
+from ffwatchd.faces.models import MODELS, Model, with_pin
 
 log = logging.getLogger(__name__)
 
@@ -22,8 +22,9 @@ PINS_FILE = ".ffwatchd-pins.json"   # in models_dir: sha256 recorded at the firs
 
 
 def all_models(custom_models: Iterable[Model] = ()) -> dict[str, Model]:
-    """Built-in models, then the config's custom ones (a custom name overrides a built-in)."""
-    out = dict(BUILTIN_MODELS)
+    """The declared models (built-in and plug-ins'), then the config's custom ones (a custom name
+    overrides a declared one)."""
+    out = dict(MODELS)
     for m in custom_models:
         out[m.name] = m
     return out
@@ -128,7 +129,7 @@ def missing_models(names: Iterable[str], models_dir: Path, custom_models: Iterab
 def fetch_hint(names: Iterable[str], custom_models: Iterable[Model] = ()) -> str:
     """How to get these models: one `ffwatchd models fetch` for the built-in ones."""
     names = list(names)
-    builtin = [n for n in names if n in BUILTIN_MODELS and n not in {m.name for m in custom_models}]
+    builtin = [n for n in names if n in MODELS and n not in {m.name for m in custom_models}]
     others = [n for n in names if n not in builtin]
     parts = [f"run `ffwatchd models fetch {' '.join(builtin)}`"] if builtin else []
     if others:

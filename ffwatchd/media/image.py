@@ -36,6 +36,7 @@ SUFFIXES = {"JPEG": ".jpg", "PNG": ".png", "WEBP": ".webp", "TIFF": ".tif"}
 KEPT_AS = {"HEIF": "JPEG", RAW_FORMAT: "JPEG"}
 # `output.format` in a sidecar -> Pillow name.
 SPEC_FORMATS = {"jpeg": "JPEG", "png": "PNG", "webp": "WEBP"}
+ALPHA_FORMATS = ("PNG", "WEBP", "TIFF")      # the output formats that keep an alpha channel (JPEG flattens it)
 _EXIF_ORIENTATION, _EXIF_DESCRIPTION, _EXIF_SOFTWARE = 0x0112, 0x010E, 0x0131
 _EXIF_IFD, _PIXEL_X, _PIXEL_Y = 0x8769, 0xA002, 0xA003
 _TIFF_DESCRIPTION, _TIFF_SOFTWARE, _TIFF_XMP = 270, 305, 700

@@ -31,7 +31,8 @@ class FrameProcessor:
                  reference: Embedding | list[Embedding] | None,
                  steps: list[tuple[Processor, Step | ResizingStep | None]], models_used: list[str],
                  scores: list[FaceScore] | None = None, classifier: Classifier | None = None,
-                 masks: FaceMasks | None = None, refiner: Landmarker | None = None) -> None:
+                 masks: FaceMasks | None = None, refiner: Landmarker | None = None,
+                 alpha: list[np.ndarray] | None = None, makes_alpha: list[str] | None = None) -> None:
         self.spec = spec
         self.detector, self.recognizer = detector, recognizer
         self.classifier = classifier      # only where a filter needs it
@@ -44,6 +45,8 @@ class FrameProcessor:
         self.refiner = refiner            # face_landmarker.refine: the five points from 68
         self.scores = scores if scores is not None else []   # each swapped face's, as the steps record them
         self.processors = [p.name for p, _ in steps]
+        self.alpha = alpha if alpha is not None else []     # the last frame's alpha, when a step set one
+        self.makes_alpha = makes_alpha or []                # the processors that give the output an alpha
         self.detected = 0                 # faces the detector found in the last frame, before selection
         self.count = SelectionCount()     # faces found and filtered in every frame so far (noface.py)
 

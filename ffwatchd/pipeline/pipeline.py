@@ -18,27 +18,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 import cv2
+import numpy as np
 import onnxruntime as ort
 
 from ffwatchd.cache import BoundedCache
 from ffwatchd.config.settings import C2paSettings, Settings, WorkerSettings
 from ffwatchd.errors import JobError
 from ffwatchd.faces import registry
-from ffwatchd.faces.classify import Classifier
-from ffwatchd.faces.detect import Detector, load_detector
+from ffwatchd.faces.analysis import CLASSIFIER, DETECTOR, LANDMARKER, OCCLUDER, PARSER, RECOGNIZER
+from ffwatchd.faces.detect import Detector
 from ffwatchd.faces.embed import Recognizer, combine_embeddings, cosine_similarity
-from ffwatchd.faces.enhance import Enhancer
-from ffwatchd.faces.masks import FaceMasks, Landmarker, Occluder, Parser
+from ffwatchd.faces.masks import FaceMasks
 from ffwatchd.faces.maskspec import MaskType
-from ffwatchd.faces.models import Model, ModelKind
+from ffwatchd.faces.models import CATALOGUE, Model, ModelKind
 from ffwatchd.faces.sessions import SessionConfig, probe_providers, provider_kind
-from ffwatchd.faces.swap import Converter, Swapper
 from ffwatchd.faces.types import Embedding, Face, Frame
-from ffwatchd.faces.upscale import Upscaler
 from ffwatchd.fs.hashing import sha256_file
 from ffwatchd.fs.version import FileVersion
 from ffwatchd.media.c2pa_sign import ManifestSigner, load_credentials
 from ffwatchd.media.image import (
+    ALPHA_FORMATS,
     SUFFIXES,
     DecodedImage,
     encode_image,
@@ -66,14 +65,6 @@ _SUFFIX_ALIASES = {"JPEG": (".jpg", ".jpeg", ".jpe", ".jfif"), "PNG": (".png",),
                    "TIFF": (".tif", ".tiff")}
 _IDENTITY_CACHE_SIZE = 32
 _SOURCE_FACE_CACHE_SIZE = 2           # whole decoded photos: few
-
-
-# The engine that runs each kind of model, built from its file and its family's conventions.
-_ENGINES = {ModelKind.DETECTOR: load_detector, ModelKind.RECOGNIZER: Recognizer,
-            ModelKind.SWAPPER: Swapper, ModelKind.ENHANCER: Enhancer, ModelKind.CONVERTER: Converter,
-            ModelKind.UPSCALER: Upscaler,
-            ModelKind.OCCLUDER: Occluder, ModelKind.PARSER: Parser, ModelKind.LANDMARKER: Landmarker,
-            ModelKind.CLASSIFIER: Classifier}
 
 
 def output_suffix(target: Path, spec: JobSpec) -> str:
@@ -134,7 +125,7 @@ class Pipeline:
             if info.kind != kind:
                 raise JobError("model_missing", f"model {name} is a {info.kind}, not a {kind}")
             path = registry.resolve_model(name, self.models_dir, self.custom_models)
-            model = _ENGINES[info.kind](info, path, self.session_config)
+            model = CATALOGUE.kind_spec(info.kind).engine(info, path, self.session_config)  # its declarer's engine
             self._models[name] = model
             self._model_hashes[name] = sha256_file(path)
             log.info("loaded model %s (%s, family %s) from %s on %s", name, kind, info.family, path,
@@ -300,12 +291,12 @@ class Pipeline:
         self.check_models(names)
         detector = recognizer = reference = None
         if spec.works_on_faces():
-            detector = self.load_model(spec.face_detector.model, ModelKind.DETECTOR)
+            detector = self.load_model(spec.face_detector.model, DETECTOR)
         if spec.face_recognizer.model in names:
-            recognizer = self.load_model(spec.face_recognizer.model, ModelKind.RECOGNIZER)
+            recognizer = self.load_model(spec.face_recognizer.model, RECOGNIZER)
         classifier = None
         if detector is not None and spec.face_selector.filters():
-            classifier = self.load_model(spec.face_selector.classifier, ModelKind.CLASSIFIER)
+            classifier = self.load_model(spec.face_selector.classifier, CLASSIFIER)
         job = _Job(self, spec, tuple(processors), detector, recognizer)
         steps = [(p, p.prepare(spec.settings_of(p.name), job)) for p in processors]
         mode = spec.face_selector.mode
@@ -317,11 +308,11 @@ class Pipeline:
                 reference = self.identity(photos, "reference", spec, detector, recognizer)
             else:                              # everyone in every photo is left alone
                 reference = [e for p in photos for e in self._people(p, spec, detector, recognizer)]
-        refiner = (self.load_model(spec.face_landmarker.model, ModelKind.LANDMARKER)
+        refiner = (self.load_model(spec.face_landmarker.model, LANDMARKER)
                    if detector is not None and spec.face_landmarker.refine else None)
         return FrameProcessor(spec, detector, recognizer, reference, steps, names, job.scores, classifier,
-                              masks=job.masks,
-                              refiner=refiner)
+                              masks=job.masks, refiner=refiner, alpha=job.alpha,
+                              makes_alpha=[p.name for p in processors if p.makes_alpha(spec.settings_of(p.name))])
 
     def output_suffix(self, target: Path, spec: JobSpec) -> str:
         return output_suffix(target, spec)
@@ -373,6 +364,13 @@ class Pipeline:
             return RenderedImage(write_copy, image.bgr, image.bgr)
         prov = self.provenance_for(processor, faces)
         alpha = image.alpha             # `exif`: already stripped where the job anonymizes
+        if processor.makes_alpha:
+            if fmt not in ALPHA_FORMATS:
+                raise JobError("bad_sidecar", f"{target.name}: {', '.join(processor.makes_alpha)} gives the output an "
+                                              f"alpha channel, which {fmt} cannot keep: set output.format: png "
+                                              "or webp (or a background that is not cut out)")
+            if processor.alpha:                 # the lower of the input's alpha and the step's
+                alpha = processor.alpha[0] if alpha is None else np.minimum(alpha, processor.alpha[0])
         if frame.shape != image.bgr.shape:            # resized (an upscaler): alpha and EXIF follow
             size = (frame.shape[1], frame.shape[0])
             if alpha is not None:
@@ -426,6 +424,7 @@ class _Job:
         self.detector, self.recognizer = detector, recognizer
         self.masks: FaceMasks | None = None
         self.scores: list[FaceScore] = []
+        self.alpha: list[Any] = []       # the last frame's alpha a step set (set_alpha); the FrameProcessor's too
 
     def load(self, name: str, kind: ModelKind) -> Any:
         return self.pipeline.load_model(name, kind)
@@ -454,9 +453,9 @@ class _Job:
             need = fm.needs
             self.masks = FaceMasks(
                 fm,
-                occluder=[self.load(n, ModelKind.OCCLUDER) for n in fm.occluder] if need(MaskType.OCCLUSION) else None,
-                parser=self.load(fm.parser, ModelKind.PARSER) if need(MaskType.REGION) else None,
-                landmarker=(self.load(self.spec.face_landmarker.model, ModelKind.LANDMARKER)
+                occluder=[self.load(n, OCCLUDER) for n in fm.occluder] if need(MaskType.OCCLUSION) else None,
+                parser=self.load(fm.parser, PARSER) if need(MaskType.REGION) else None,
+                landmarker=(self.load(self.spec.face_landmarker.model, LANDMARKER)
                             if need(MaskType.AREA) else None))
         return self.masks
 
@@ -467,6 +466,9 @@ class _Job:
 
     def record(self, score: FaceScore) -> None:
         self.scores.append(score)
+
+    def set_alpha(self, alpha: Any) -> None:
+        self.alpha[:] = [alpha]
 
 
 def write_bytes(path: Path, data: bytes) -> None:

@@ -1,5 +1,6 @@
-"""Processors as plug-ins: the `Processor` protocol (protocol), the one registry (registry), the
-built-in processors, one module each (builtin/), and any package's `ffwatchd.processors` entry point."""
+"""Processors as plug-ins: the `Processor` protocol (protocol), the one registry (registry) that
+also gathers their model sets, the docs' generated tables (docs), the built-in processors, one
+module each (builtin/), and any package's `ffwatchd.processors` entry point."""
 
 from ffwatchd.processors.protocol import Box, Change, FaceScore, JobContext, Processor, ResizingStep, Scope, Step
 from ffwatchd.processors.registry import (

@@ -1,7 +1,8 @@
 """What a processor is: one module's class, checked when the registry loads it.
 
 A processor states its name, its sidecar section (a frozen dataclass of defaults and a check per
-key), the model kinds it needs, whether it needs source faces, whether it generates pixels (the
+key), the model kinds it needs and the model set it brings (kinds with their engines, families,
+models: faces/models.py ModelSet), whether it needs source faces, whether it generates pixels (the
 provenance's AI claim), whether it works on the selected faces or the whole frame, and whether it
 changes the frame's size; `prepare` turns one job's settings into the step run on every frame.
 """
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol
 
-from ffwatchd.faces.models import ModelKind
+from ffwatchd.faces.models import ModelKind, ModelSet
 from ffwatchd.faces.types import Embedding, Face, Frame
 from ffwatchd.schema import Check, ModelKey
 
@@ -93,6 +94,10 @@ class JobContext(Protocol):
     def record(self, score: FaceScore) -> None:
         """Keep a swapped face's score for the job's result (jobs show, the report, metrics)."""
 
+    def set_alpha(self, alpha: Any) -> None:
+        """The frame's alpha (H x W uint8) as this step leaves it, for a processor whose
+        `makes_alpha`: the output gets it (with the input's own alpha, the lower of the two)."""
+
 
 class Processor(ABC):
     """Subclass per processor module; the module exposes an instance as `PROCESSOR`."""
@@ -103,6 +108,7 @@ class Processor(ABC):
     checks: ClassVar[Mapping[str, Check]]   # sidecar key -> its check (a key per settings field)
     flags: ClassVar[Mapping[str, str]] = {}   # `ffwatchd process --FLAG` -> sidecar key
     model_kinds: ClassVar[tuple[ModelKind, ...]] = ()
+    model_set: ClassVar[ModelSet] = ModelSet()   # the kinds (with engines), families and models it brings
     needs_sources: ClassVar[bool] = False
     generates_pixels: ClassVar[bool] = False
     scope: ClassVar[Scope] = Scope.FACES
@@ -125,6 +131,11 @@ class Processor(ABC):
     def strips_metadata(self, settings: Any) -> bool:
         """Whether the job's outputs lose what identifies a person, a place or a camera (GPS,
         maker notes, serial numbers, owner names: media/identifying.py)."""
+        return False
+
+    def makes_alpha(self, settings: Any) -> bool:
+        """Whether its step gives the output an alpha channel (JobContext.set_alpha): the job then
+        needs an output format that keeps one, and cannot make a video."""
         return False
 
     def provenance_note(self, settings: Any) -> str:

@@ -1,5 +1,8 @@
 """The one list of processors: the built-in modules under `processors/builtin/`, then any
-installed package's entry point in the group `ffwatchd.processors`; each checked as it loads."""
+installed package's entry point in the group `ffwatchd.processors`; each checked as it loads.
+
+It also gathers the models: the face analysis's set (faces/analysis.py), then each processor's
+`model_set`, into the one catalogue (faces/models.py CATALOGUE) every model lookup reads."""
 
 from __future__ import annotations
 
@@ -11,8 +14,11 @@ from functools import lru_cache
 from importlib.metadata import entry_points
 from typing import Sequence
 
+from ffwatchd.faces import analysis
+from ffwatchd.faces.models import CATALOGUE, CatalogueError, ModelSet
 from ffwatchd.processors import builtin
 from ffwatchd.processors.protocol import Processor, Scope
+from ffwatchd.schema import ModelKey
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +60,8 @@ def check_processor(p: object, where: str) -> Processor:
         raise ProcessorError(f"{where}: {p.name}.scope is not a Scope")
     if p.resizes and p.scope is not Scope.FRAME:
         raise ProcessorError(f"{where}: {p.name} resizes the frame, so its scope must be {Scope.FRAME}")
+    if not isinstance(p.model_set, ModelSet):
+        raise ProcessorError(f"{where}: {p.name}.model_set is not a ffwatchd.faces.models.ModelSet")
     try:
         p.settings()
     except TypeError as e:
@@ -122,6 +130,29 @@ def _scan() -> tuple[dict[str, Processor], tuple[BrokenPlugin, ...]]:
     return found, tuple(broken)
 
 
+def gather_models() -> None:
+    """Put every model set into the catalogue: the face analysis's, then each processor's in the
+    registry's order; ProcessorError naming the module when a set clashes or names an undeclared
+    kind, or a processor needs a kind nobody declares."""
+    found = _load()
+    try:
+        CATALOGUE.add(analysis.MODEL_SET, analysis.__name__)
+        for p in found.values():
+            CATALOGUE.add(p.model_set, f"processor {p.name} ({type(p).__module__})")
+        CATALOGUE.check()
+    except CatalogueError as e:
+        raise ProcessorError(str(e)) from e
+    for p in found.values():
+        needed = set(p.model_kinds) | {c.kind for c in p.checks.values() if isinstance(c, ModelKey)}
+        unknown = sorted(str(k) for k in needed if str(k) not in CATALOGUE.kinds)
+        if unknown:
+            raise ProcessorError(f"processor {p.name} ({type(p).__module__}) needs model kind(s) "
+                                 f"{', '.join(unknown)}, which no model set declares")
+
+
+CATALOGUE.gatherer = gather_models
+
+
 def processors() -> dict[str, Processor]:
     """Every processor by name: built-ins first (in their documented order), then plug-ins."""
     return dict(_load())
@@ -166,3 +197,17 @@ def table() -> list[str]:
         rows.append(f"| `{name}` | {p.scope} | {'yes' if p.needs_sources else 'no'} | "
                     f"{'yes' if p.generates_pixels else 'no'} | {keys} | {p.summary} |")
     return rows
+
+
+def models_table() -> list[str]:
+    """The docs' table of every declared model (docs/pipeline.md), from the catalogue: its kind,
+    family, licence, whether that licence allows commercial use, and the module that declares it."""
+    CATALOGUE.ensure()
+    rows = ["| model | kind | family | licence | commercial use | declared by |", "|---|---|---|---|---|---|"]
+    for name, m in CATALOGUE.models.items():
+        lic = m.licence
+        free = "no" if lic.restricted else "yes"
+        rows.append(f"| `{name}` | {m.kind} | `{m.family}` | {lic.id} | {free} | "
+                    f"{CATALOGUE.where['model:' + name]} |")
+    return rows
+

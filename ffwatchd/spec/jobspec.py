@@ -15,7 +15,8 @@ from typing import Any, Mapping
 
 from ffwatchd.errors import JobError, short_repr
 from ffwatchd.faces.maskspec import Area, MaskSpec, MaskType, Region
-from ffwatchd.faces.models import Gender, ModelKind
+from ffwatchd.faces.analysis import CLASSIFIER, DETECTOR, LANDMARKER, OCCLUDER, PARSER, RECOGNIZER
+from ffwatchd.faces.models import Gender
 from ffwatchd.faces.order import Order
 from ffwatchd.processors import Processor, Scope, default_processors, installed_since_start, order_problem
 from ffwatchd.processors import processors as all_processors
@@ -312,18 +313,18 @@ def _check_notify(value: Any, path: str) -> list[str]:
 # Validation of one partial mapping (a sidecar file or a watch's defaults).
 
 _SHARED_SECTIONS: dict[str, Mapping[str, Check]] = {
-    "face_detector": {"model": ModelKey(ModelKind.DETECTOR), "score": NumberBetween(0.0, 1.0),
+    "face_detector": {"model": ModelKey(DETECTOR), "score": NumberBetween(0.0, 1.0),
                       "size": IntBetween(128, 2048, 32)},
-    "face_recognizer": {"model": ModelKey(ModelKind.RECOGNIZER)},
+    "face_recognizer": {"model": ModelKey(RECOGNIZER)},
     "face_selector": {"mode": OneOf(SELECTOR_MODES), "reference": REFERENCE,
                       "max_distance": NumberBetween(0.0, 2.0), "order": OneOf(tuple(Order)),
                       "age": IntRange(0, 100), "gender": OneOf(tuple(Gender)),
-                      "classifier": ModelKey(ModelKind.CLASSIFIER), "tracker_overlap": NumberBetween(0.0, 1.0)},
+                      "classifier": ModelKey(CLASSIFIER), "tracker_overlap": NumberBetween(0.0, 1.0)},
     "face_mask": {"types": SubsetOf(tuple(MaskType)), "blur": NumberBetween(0.0, 1.0),
                   "padding": NumbersBetween(4, 0.0, 100.0), "regions": SubsetOf(tuple(Region)),
-                  "areas": SubsetOf(tuple(Area)), "occluder": ModelKey(ModelKind.OCCLUDER, many=True),
-                  "parser": ModelKey(ModelKind.PARSER)},
-    "face_landmarker": {"model": ModelKey(ModelKind.LANDMARKER), "refine": is_bool},
+                  "areas": SubsetOf(tuple(Area)), "occluder": ModelKey(OCCLUDER, many=True),
+                  "parser": ModelKey(PARSER)},
+    "face_landmarker": {"model": ModelKey(LANDMARKER), "refine": is_bool},
     "output": {"format": OneOf(OUTPUT_FORMATS), "image_quality": IntBetween(1, 100),
                "video_codec": OneOf(VIDEO_CODECS), "video_crf": IntBetween(0, 51),
                "video_preset": is_text, "keep_audio": is_bool},

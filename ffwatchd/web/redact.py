@@ -5,18 +5,24 @@ document the web listener serves, JSON and HTML alike."""
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
 
-from ffwatchd.faces.models import BUILTIN_MODELS
+from ffwatchd.faces.models import MODELS
 
 REDACTED = "[redacted]"
 SECRET_KEYS = {"password", "secret", "token", "credentials", "credentials_file", "webhook_secret",
                "authorization", "api_key", "apikey", "private_key"}
 _URL = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*)://[^\s\"'<>]+")
-# addresses written in ffwatchd's own code, never in a config: nothing secret in them
-PUBLIC_URLS = frozenset({m.url for m in BUILTIN_MODELS.values() if m.url}
-                        | {m.licence.url for m in BUILTIN_MODELS.values() if m.licence.url})
+
+
+@cache
+def public_urls() -> frozenset[str]:
+    """Addresses the declared model sets write in code, never a config: nothing secret in them
+    (read on first use: the catalogue is gathered then)."""
+    return frozenset({m.url for m in MODELS.values() if m.url}
+                     | {m.licence.url for m in MODELS.values() if m.licence.url})
 
 
 def redact_url(url: str) -> str:
@@ -39,7 +45,7 @@ def redact_text(text: str) -> str:
 
 def _shown(match: re.Match) -> str:
     url = match.group(0)
-    if url.rstrip(").,;:") in PUBLIC_URLS:      # a sentence's closing bracket or stop is not the address's
+    if url.rstrip(").,;:") in public_urls():      # a sentence's closing bracket or stop is not the address's
         return url
     return redact_url(url)
 

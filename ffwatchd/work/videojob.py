@@ -55,6 +55,10 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
     from ffwatchd.media.video import copy_without_tags, process_video
 
     processor = pipeline.prepare(spec)
+    if processor.makes_alpha:
+        raise JobError("bad_sidecar", f"{target.name}: {', '.join(processor.makes_alpha)} gives the output an alpha "
+                                      "channel, which a video output here cannot keep: choose settings that give an "
+                                      "opaque frame (docs/pipeline.md)")
     signer = pipeline.signer()
     if signer is not None and result.suffix.lower() not in MIME_BY_SUFFIX:
         raise JobError("provenance", f"C2PA signing is configured but {result.suffix} videos cannot carry "

@@ -35,7 +35,7 @@ def served(tmp_path, monkeypatch):
     root.mkdir()
     data = os.urandom(2 * 2**20 + 7)
     (root / "gfpgan_1.4.onnx").write_bytes(data)
-    monkeypatch.setitem(registry.BUILTIN_MODELS, "gfpgan_1.4",
+    monkeypatch.setitem(registry.MODELS, "gfpgan_1.4",
                         Model("gfpgan_1.4", "gfpgan", "gfpgan_1.4.onnx", url="https://example.invalid/gfpgan_1.4.onnx",
                               sha256=hashlib.sha256(data).hexdigest(), size=len(data)))
     handler = functools.partial(SimpleHTTPRequestHandler, directory=str(root))
@@ -53,7 +53,7 @@ def test_list_shows_every_model_with_its_state(tmp_path, capsys):
     (tmp_path / "det_500m.onnx").write_bytes(b"not the model")
     assert run_models(["--models-dir", str(tmp_path), "list", "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
-    assert set(registry.BUILTIN_MODELS) <= set(rows)
+    assert set(registry.MODELS) <= set(rows)
     assert rows["scrfd_500m"]["state"] == "corrupt" and rows["yunet"]["state"] == "missing"
     assert rows["inswapper_128"]["sha256"] and rows["inswapper_128"]["url"].startswith("https://")
     assert run_models(["list", "--models-dir", str(tmp_path)]) == 0

@@ -75,7 +75,7 @@ def test_swap_with_a_config_into_a_folder(files, config, capsys, monkeypatch):
 def test_without_a_config_using_models_dir(files, models, monkeypatch, capsys):
     monkeypatch.delenv("FFWATCHD_CONFIG", raising=False)
     det = models["synth_scrfd"]
-    monkeypatch.setitem(registry.BUILTIN_MODELS, "scrfd_500m",
+    monkeypatch.setitem(registry.MODELS, "scrfd_500m",
                         Model("scrfd_500m", "scrfd", det.path.name, sha256=det.sha256, size=det.path.stat().st_size))
     out = files / "anon.png"                                   # the suffix picks the format
     rc = run_process(["-t", str(files / "target.jpg"), "-o", str(out), "--models-dir", str(det.path.parent),

@@ -18,10 +18,12 @@ from synthetic_enhancers import ENHANCERS, EnhancerSignature, make_enhancer_like
 from synthetic_models import make_face_image, synthetic_spec
 from synthetic_swappers import template
 
+from ffwatchd.faces.analysis import DETECTOR
+from ffwatchd.processors.builtin.face_enhancer import ENHANCER
 from ffwatchd.errors import JobError
 from ffwatchd.faces.align import warp_face
 from ffwatchd.faces.enhance import Enhancer
-from ffwatchd.faces.models import BUILTIN_MODELS, FAMILIES, NON_COMMERCIAL, Colour, ModelKind, custom_model
+from ffwatchd.faces.models import MODELS, FAMILIES, NON_COMMERCIAL, Colour, custom_model
 from ffwatchd.faces.pasteback import paste_back
 from ffwatchd.faces.sessions import SessionConfig
 from ffwatchd.pipeline.pipeline import Pipeline
@@ -64,7 +66,7 @@ def enhance_file(tmp_path, customs, family, target, **enhancer) -> tuple[np.ndar
 
 
 def detected(pipeline: Pipeline, frame: np.ndarray):
-    (face,) = pipeline.load_model("synth_scrfd", ModelKind.DETECTOR).detect(frame, 0.5, 640)
+    (face,) = pipeline.load_model("synth_scrfd", DETECTOR).detect(frame, 0.5, 640)
     return face
 
 
@@ -147,12 +149,12 @@ def test_a_model_of_another_signature_is_refused_naming_what_was_expected(enhanc
 
 
 def test_every_facefusion_enhancer_is_built_in_with_its_home_and_licence():
-    licences = {n: BUILTIN_MODELS[n].licence for n in (
+    licences = {n: MODELS[n].licence for n in (
         "gfpgan_1.2", "gfpgan_1.3", "gfpgan_1.4", "restoreformer_plus_plus", "codeformer",
         "gpen_bfr_256", "gpen_bfr_512", "gpen_bfr_1024", "gpen_bfr_2048")}
     for n, lic in licences.items():
-        m = BUILTIN_MODELS[n]
-        assert m.kind is ModelKind.ENHANCER and m.url == \
+        m = MODELS[n]
+        assert m.kind == ENHANCER and m.url == \
             f"https://huggingface.co/facefusion/models-3.0.0/resolve/main/{n}.onnx" and lic.url
     assert {n for n, lic in licences.items() if lic.id == NON_COMMERCIAL} == \
         {"codeformer", "gpen_bfr_256", "gpen_bfr_512", "gpen_bfr_1024", "gpen_bfr_2048"}
@@ -160,11 +162,11 @@ def test_every_facefusion_enhancer_is_built_in_with_its_home_and_licence():
     assert {n for n, lic in licences.items() if lic.id == "Apache-2.0"} == \
         {"gfpgan_1.2", "gfpgan_1.3", "gfpgan_1.4", "restoreformer_plus_plus"}
     # every enhancer family of the table is stated by the tests (so each runs in images and video)
-    assert {BUILTIN_MODELS[n].family for n in licences} == set(ENHANCERS)
+    assert {MODELS[n].family for n in licences} == set(ENHANCERS)
     for family, sig in ENHANCERS.items():                    # the families agree with the tests' statement
         fam = FAMILIES[family]
         assert (fam.size, fam.template, fam.weight_input is not None) == (sig.size, sig.template, sig.weight)
-    assert BUILTIN_MODELS["gpen_bfr_2048"].family == "gpen_2048"
+    assert MODELS["gpen_bfr_2048"].family == "gpen_2048"
 
 
 def _frames(path: Path) -> list[np.ndarray]:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import synthetic_models as sm
+from ffwatchd.faces.analysis import DETECTOR, LANDMARKER, OCCLUDER, PARSER
 from ffwatchd.errors import JobError
 from ffwatchd.faces.align import template_points, warp_face
 from ffwatchd.faces.masks import (
@@ -25,7 +26,7 @@ from ffwatchd.faces.masks import (
     Region,
     box_mask,
 )
-from ffwatchd.faces.models import BUILTIN_MODELS, FAMILIES, Colour, ModelKind, custom_model
+from ffwatchd.faces.models import MODELS, FAMILIES, Colour, custom_model
 from ffwatchd.faces.pasteback import feather_mask
 from ffwatchd.faces.registry import known_models
 from ffwatchd.faces.sessions import SessionConfig
@@ -347,13 +348,13 @@ def test_face_mask_is_validated_key_by_key():
 
 
 def test_the_mask_models_are_families_and_built_in_models():
-    for name, family, kind, licence in (("xseg_1", "xseg", ModelKind.OCCLUDER, "GPL-3.0"),
-                                        ("xseg_2", "xseg", ModelKind.OCCLUDER, "GPL-3.0"),
-                                        ("xseg_3", "xseg", ModelKind.OCCLUDER, "GPL-3.0"),
-                                        ("bisenet_resnet_18", "bisenet", ModelKind.PARSER, "MIT"),
-                                        ("bisenet_resnet_34", "bisenet", ModelKind.PARSER, "MIT"),
-                                        ("2dfan4", "2dfan4", ModelKind.LANDMARKER, "MIT")):
-        m = BUILTIN_MODELS[name]
+    for name, family, kind, licence in (("xseg_1", "xseg", OCCLUDER, "GPL-3.0"),
+                                        ("xseg_2", "xseg", OCCLUDER, "GPL-3.0"),
+                                        ("xseg_3", "xseg", OCCLUDER, "GPL-3.0"),
+                                        ("bisenet_resnet_18", "bisenet", PARSER, "MIT"),
+                                        ("bisenet_resnet_34", "bisenet", PARSER, "MIT"),
+                                        ("2dfan4", "2dfan4", LANDMARKER, "MIT")):
+        m = MODELS[name]
         assert (m.family, m.kind, m.licence.id) == (family, kind, licence)
         assert m.url == f"https://huggingface.co/facefusion/models-{m.url.split('models-')[1].split('/')[0]}" \
                         f"/resolve/main/{name}.onnx"
@@ -381,7 +382,7 @@ def real_spec(assets, detector: str = "scrfd_500m", **face_mask) -> JobSpec:
 @pytest.mark.parametrize("detector", ["yunet", "scrfd_500m"])
 def test_landmarks_on_the_astronaut_sit_in_the_detected_face(real, assets, engines, detector):
     frame = cv2.imread(str(assets / "images" / "astronaut.png"))
-    (face,) = real.load_model(detector, ModelKind.DETECTOR).detect(frame, 0.5, 640)
+    (face,) = real.load_model(detector, DETECTOR).detect(frame, 0.5, 640)
     pts, _ = engines["lm"].landmarks(frame, face)
     assert np.allclose(pts, expected_points(face), atol=0.05)       # eyes level: no turn
     x1, y1, x2, y2 = face.bbox
@@ -391,7 +392,7 @@ def test_landmarks_on_the_astronaut_sit_in_the_detected_face(real, assets, engin
 
 def test_a_cup_over_the_astronauts_mouth_stays_through_swap_and_enhance(real, assets):
     frame = cv2.imread(str(assets / "images" / "astronaut.png"))
-    (face,) = real.load_model("scrfd_500m", ModelKind.DETECTOR).detect(frame, 0.5, 640)
+    (face,) = real.load_model("scrfd_500m", DETECTOR).detect(frame, 0.5, 640)
     nose, mouth_l, mouth_r = face.kps[2], face.kps[3], face.kps[4]
     cup_rect = (int(mouth_l[0]) - 4, int(nose[1]) + 4, int(mouth_r[0]) + 4, int(mouth_l[1]) + 12)
     x0, y0, x1, y1 = cup_rect
@@ -520,7 +521,7 @@ def test_a_mask_model_fetched_by_name_is_pinned_at_first_fetch_and_runs(tmp_path
     models_dir = tmp_path / "models"
     models_dir.mkdir()
     try:
-        path = fetch_model(BUILTIN_MODELS["xseg_1"], models_dir,
+        path = fetch_model(MODELS["xseg_1"], models_dir,
                            url=f"http://127.0.0.1:{server.server_address[1]}/xseg_1.onnx", timeout=5)
     finally:
         server.shutdown()

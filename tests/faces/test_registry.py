@@ -20,7 +20,7 @@ UNPINNED = ("real_esrgan_x2", "real_esrgan_x4", "xseg_1", "xseg_2", "xseg_3", "b
 
 
 def test_builtins_have_a_family_a_licence_and_pins():
-    for name, info in registry.BUILTIN_MODELS.items():
+    for name, info in registry.MODELS.items():
         assert info.family in FAMILIES and info.licence.id and (info.licence.url or "").startswith("https://")
         assert info.url.startswith("https://") and info.url.endswith(info.filename)
         if info.sha256 is None:                # no published hash: pinned at its first fetch
@@ -43,9 +43,9 @@ def test_corrupt_model_is_model_missing(tmp_path):
     with pytest.raises(JobError) as e:
         registry.resolve_model("scrfd_500m", tmp_path)
     assert e.value.kind == "model_missing" and "corrupt" in e.value.message
-    assert registry.model_status(registry.BUILTIN_MODELS["scrfd_500m"], tmp_path)[0] == "corrupt"
+    assert registry.model_status(registry.MODELS["scrfd_500m"], tmp_path)[0] == "corrupt"
     (tmp_path / "det_500m.onnx").write_bytes(b"short")
-    assert registry.model_status(registry.BUILTIN_MODELS["scrfd_500m"], tmp_path)[0] == "corrupt"
+    assert registry.model_status(registry.MODELS["scrfd_500m"], tmp_path)[0] == "corrupt"
 
 
 def test_custom_models_resolve_by_path_and_hash(tmp_path):
@@ -84,4 +84,4 @@ def test_hash_is_computed_once_per_path_size_and_mtime(tmp_path, monkeypatch):
 
 def test_real_asset_files_match_the_builtin_pins(assets):
     for name in ("yunet", "scrfd_500m"):
-        assert registry.model_status(registry.BUILTIN_MODELS[name], assets / "models")[0] == "present"
+        assert registry.model_status(registry.MODELS[name], assets / "models")[0] == "present"

@@ -20,11 +20,13 @@ from synthetic_models import synthetic_spec
 from synthetic_swappers import SIGNATURES, Signature, converter_matrix, make_converter_like, make_swapper_like, \
     mark_boxes, template
 
+from ffwatchd.faces.analysis import DETECTOR
+from ffwatchd.processors.builtin.face_swapper import CONVERTER, SWAPPER
 from ffwatchd.errors import JobError
 from ffwatchd.faces import models as models_mod
 from ffwatchd.faces.align import template_points, warp_face
-from ffwatchd.faces.models import BUILTIN_MODELS, FAMILIES, NON_COMMERCIAL, RESEARCH_ONLY, UNKNOWN, Colour, \
-    Identity, ModelKind, custom_model
+from ffwatchd.faces.models import MODELS, FAMILIES, NON_COMMERCIAL, RESEARCH_ONLY, UNKNOWN, Colour, \
+    Identity, custom_model
 from ffwatchd.faces.pasteback import paste_back
 from ffwatchd.faces.sessions import SessionConfig
 from ffwatchd.faces.swap import Converter, Swapper
@@ -69,7 +71,7 @@ def spec(family: str, source: Path, **swapper):
 
 
 def detected(pipeline: Pipeline, frame: np.ndarray):
-    (face,) = pipeline.load_model("synth_scrfd", ModelKind.DETECTOR).detect(frame, 0.5, 640)
+    (face,) = pipeline.load_model("synth_scrfd", DETECTOR).detect(frame, 0.5, 640)
     return face
 
 
@@ -242,14 +244,14 @@ def test_every_facefusion_swapper_is_built_in_with_its_home_and_licence():
     names = {"hyperswap_1a_256", "hyperswap_1b_256", "hyperswap_1c_256", "ghost_1_256", "ghost_2_256",
              "ghost_3_256", "simswap_256", "simswap_unofficial_512", "blendswap_256", "uniface_256",
              "hififace_unofficial_256", "inswapper_128"}
-    assert names <= set(BUILTIN_MODELS)
-    licences = {n: BUILTIN_MODELS[n].licence for n in names}
+    assert names <= set(MODELS)
+    licences = {n: MODELS[n].licence for n in names}
     for n, lic in licences.items():
-        m = BUILTIN_MODELS[n]
-        assert m.kind is ModelKind.SWAPPER and m.url and m.url.startswith("https://") and lic.url
+        m = MODELS[n]
+        assert m.kind == SWAPPER and m.url and m.url.startswith("https://") and lic.url
         assert lic.restricted, f"{n}: {lic}"
         converter = m.conventions.converter
-        assert converter is None or BUILTIN_MODELS[converter].kind is ModelKind.CONVERTER
+        assert converter is None or MODELS[converter].kind == CONVERTER
     assert {n for n, lic in licences.items() if lic.id == NON_COMMERCIAL} == \
         {"inswapper_128", "simswap_256", "simswap_unofficial_512", "blendswap_256"}
     assert {n for n, lic in licences.items() if lic.id == RESEARCH_ONLY} == \
@@ -258,12 +260,12 @@ def test_every_facefusion_swapper_is_built_in_with_its_home_and_licence():
         {"ghost_1_256", "ghost_2_256", "ghost_3_256", "uniface_256", "hififace_unofficial_256"}
     assert "Apache-2.0" in licences["ghost_1_256"].note
     # FaceFusion publishes CRC32 files, not sha256: these are pinned at their first fetch
-    assert all(BUILTIN_MODELS[n].sha256 is None for n in names - {"inswapper_128"})
+    assert all(MODELS[n].sha256 is None for n in names - {"inswapper_128"})
     # the families agree with the reference statement the tests use
     for family, sig in SIGNATURES.items():
         fam = FAMILIES[family]
         assert (fam.size, fam.template, (fam.mean, fam.std)) == (sig.size, sig.template, sig.norm)
-        assert fam.converter == sig.converter and fam.kind is ModelKind.SWAPPER
+        assert fam.converter == sig.converter and fam.kind == SWAPPER
     assert models_mod.family_named("converter") is FAMILIES["crossface"]
 
 
@@ -395,7 +397,7 @@ def test_on_a_real_photo_pixel_boost_keeps_the_face_s_own_detail(family, assets,
     pipeline = Pipeline(assets / "models", customs)
     target = assets / "images" / "grace_hopper.jpg"
     original = cv2.imread(str(target))
-    face = max(pipeline.load_model("scrfd_500m", ModelKind.DETECTOR).detect(original, 0.5, 640), key=lambda f: f.area)
+    face = max(pipeline.load_model("scrfd_500m", DETECTOR).detect(original, 0.5, 640), key=lambda f: f.area)
     x0, y0, x1, y1 = (int(v) for v in face.bbox)
     errors = {}
     for boost in (sig.size, 1024):
@@ -447,7 +449,7 @@ def test_process_command_runs_a_family_with_its_converter_boosted(tmp_path, synt
 
 def test_an_fp16_export_is_fed_half_precision_and_swaps_alike(tmp_path, synth, swappers, face_frame_module):
     """inswapper_128_fp16: float16 inputs, output and emap; the swap matches the float32 one."""
-    assert BUILTIN_MODELS["inswapper_128_fp16"].family == "inswapper"
+    assert MODELS["inswapper_128_fp16"].family == "inswapper"
     sig = SIGNATURES["inswapper"]
     half = make_swapper_like(tmp_path / "half.onnx", sig, half=True)
     full = swappers["synth_inswapper"]

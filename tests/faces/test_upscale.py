@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 import synthetic_models as sm
+from ffwatchd.processors.builtin.frame_enhancer import UPSCALER
 from ffwatchd.errors import JobError
 from ffwatchd.faces.convention import from_blob, to_blob
-from ffwatchd.faces.models import BUILTIN_MODELS, Colour, ModelKind, custom_model
+from ffwatchd.faces.models import MODELS, Colour, custom_model
 from ffwatchd.faces.sessions import SessionConfig
 from ffwatchd.faces.upscale import TILE_SHARE, Upscaler, tile_side, windows
 
@@ -138,6 +139,6 @@ def test_a_model_that_is_not_an_upscaler_is_refused(tmp_path):
 
 def test_the_builtin_real_esrgan_models():
     for name in ("real_esrgan_x2", "real_esrgan_x4"):
-        m = BUILTIN_MODELS[name]
-        assert m.kind is ModelKind.UPSCALER and m.licence.id == "BSD-3-Clause"
+        m = MODELS[name]
+        assert m.kind == UPSCALER and m.licence.id == "BSD-3-Clause"
         assert m.url and m.url.endswith(f"/{name}.onnx")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ffwatchd.processors import Change, Processor, ProcessorError, Scope, check_processor, names, processor
+from ffwatchd.processors import Change, Processor, ProcessorError, Scope, check_processor, names, processor, processors
 from ffwatchd.schema import IntBetween
 from ffwatchd.spec import jobspec
 
@@ -81,6 +81,13 @@ def test_a_processor_section_is_validated_by_its_own_checks():
     assert Change.WHOLE != Change.BOXES
 
 
+def test_the_docs_generated_tables_are_the_registry_s():
+    from ffwatchd.processors import docs as generated
+    text = (PACKAGE.parent / "docs" / "pipeline.md").read_text()
+    assert generated.rewrite(text) == text, "docs/pipeline.md's processor or model table is not the " \
+                                            "registry's: python -m ffwatchd.processors.docs docs/pipeline.md"
+
+
 def test_the_docs_processor_table_is_the_registry_s():
     from ffwatchd.processors.registry import table
     docs = (PACKAGE.parent / "docs" / "pipeline.md").read_text()
@@ -93,7 +100,8 @@ def test_the_docs_processor_table_is_the_registry_s():
 def test_a_many_model_key_gives_each_name_not_a_tuple():
     """Issue 42, item 23: `ModelKey(many=True)` put the whole tuple among `Processor.models()`'s
     names, which the type says are strings (the job's model list, its licences, its provenance)."""
-    from ffwatchd.faces.models import ModelKind
+    from ffwatchd.faces.analysis import OCCLUDER
+    from ffwatchd.processors.builtin.face_swapper import SWAPPER
     from ffwatchd.schema import ModelKey
 
     @dataclass(frozen=True)
@@ -103,7 +111,7 @@ def test_a_many_model_key_gives_each_name_not_a_tuple():
 
     class Multi(Processor):
         name, summary, settings = "multi", "a processor naming several models", Several
-        checks = {"model": ModelKey(ModelKind.SWAPPER), "helpers": ModelKey(ModelKind.OCCLUDER, many=True)}
+        checks = {"model": ModelKey(SWAPPER), "helpers": ModelKey(OCCLUDER, many=True)}
 
         def prepare(self, settings, job):
             return None
@@ -111,3 +119,29 @@ def test_a_many_model_key_gives_each_name_not_a_tuple():
     assert Multi().models(Several()) == ("inswapper_128", "xseg_1", "xseg_2")
     assert Multi().models(Several(helpers="xseg_1")) == ("inswapper_128", "xseg_1")
     assert all(isinstance(m, str) for m in Multi().models(Several()))
+
+
+def test_the_catalogue_refuses_a_name_declared_twice_and_what_no_set_declares():
+    from ffwatchd.faces.models import Catalogue, CatalogueError, KindSpec, Model, ModelFamily, ModelKind, ModelSet
+
+    matte = ModelKind("matte")
+    cat = Catalogue()
+    cat.add(ModelSet(kinds=(KindSpec(matte, object, "m"),), families=(ModelFamily("m", matte),),
+                     models=(Model("m1", "m", "m1.onnx"),)), "plug-in a")
+    with pytest.raises(CatalogueError, match="plug-in b: model 'm1' is already declared by plug-in a"):
+        cat.add(ModelSet(models=(Model("m1", "m", "other.onnx"),)), "plug-in b")
+    cat.add(ModelSet(families=(ModelFamily("t", ModelKind("tinter")),), models=(Model("x", "nofamily", "x.onnx"),)),
+            "plug-in c")
+    with pytest.raises(CatalogueError) as e:
+        cat.check()
+    assert "plug-in c: family t is of kind 'tinter', which no model set declares" in str(e.value)
+    assert "plug-in c: model x is of family 'nofamily'" in str(e.value)
+
+
+def test_every_processor_s_model_kinds_are_declared_and_every_model_listed_once():
+    from ffwatchd.faces.models import CATALOGUE, KINDS, MODELS
+
+    for p in processors().values():
+        assert all(str(k) in KINDS for k in p.model_kinds), p.name
+        for m in p.model_set.models:
+            assert MODELS[m.name] is m and CATALOGUE.where["model:" + m.name].startswith(f"processor {p.name} ")

@@ -1,0 +1,108 @@
+"""The whole-frame processors FaceFusion has and ffwatchd gained in round five, on the CPU: what
+each costs per megapixel through `Pipeline.process_image` (decode, the step, encode), against the
+`label` processor on the same photo in the same run (the baseline: decode, a drawn label, encode).
+
+The models are the synthetic ones of the real signatures (tests/synthetic_*.py): their network is
+trivial, so the rows are ffwatchd's cost around a model (resizes, normalisation, read-back,
+compositing, encode); a real network runs once per frame at its family's fixed size and adds its
+own, per frame, not per megapixel (the weights cannot be had on these machines).
+
+    python bench/frame_processors.py [--runs 5] [--no-record] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
+
+from _record import record  # noqa: E402 - bench/ is the script's folder, first on the path
+from synthetic_mattes import MATTES, make_matte_like  # noqa: E402
+from synthetic_models import synthetic_spec  # noqa: E402
+
+from ffwatchd.faces.models import custom_model  # noqa: E402
+from ffwatchd.pipeline.pipeline import Pipeline  # noqa: E402
+
+SIZES = ((1200, 800), (3000, 2000))          # about 1 and 6 megapixels
+SMOKE_SIZES = ((120, 80), (300, 200))        # --smoke: a few seconds, the script's paths only
+
+
+def cases() -> list[tuple[str, dict]]:
+    """(row label, sidecar) per case; the first is the baseline."""
+    out = [("label (baseline)", {"processors": ["label"], "label": {"text": "x"}, "output": {"format": "png"}})]
+    for family in ("u2net", "modnet", "birefnet"):
+        for how in ("cutout", "colour", "blur"):
+            out.append((f"background_remover {family} ({MATTES[family].size} px), {how}",
+                        {"processors": ["background_remover"], "output": {"format": "png"},
+                         "background_remover": {"model": f"synth_{family}", "background": how}}))
+    return out
+
+
+def customs(root: Path) -> tuple:
+    models = []
+    for family in ("u2net", "modnet", "birefnet"):
+        models.append(custom_model(f"synth_{family}", make_matte_like(root / f"{family}.onnx", MATTES[family]), family))
+    return tuple(models)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--no-record", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, one round; never writes docs/benchmarks.md")
+    args = ap.parse_args()
+    sizes = SMOKE_SIZES if args.smoke else SIZES
+    runs = 1 if args.smoke else args.runs
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        pipe = Pipeline(root / "models", customs(root), cpu_threads=0)
+        rng = np.random.default_rng(1)
+        rows = cases()
+        seconds: dict[tuple[str, tuple[int, int]], list[float]] = {}
+        for size in sizes:
+            frame = cv2.GaussianBlur(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8), (0, 0), 3)
+            target = root / f"photo_{size[0]}.png"
+            cv2.imwrite(str(target), frame)
+            specs = [(label, synthetic_spec(**sidecar)) for label, sidecar in rows]
+            for label, spec in specs:                      # warm-up: sessions loaded
+                pipe.process_image(target, root / "out.png", spec)
+            for _ in range(runs):                      # the cases take turns within a round
+                for label, spec in specs:
+                    t = time.perf_counter()
+                    pipe.process_image(target, root / "out.png", spec)
+                    seconds.setdefault((label, size), []).append(time.perf_counter() - t)
+    mp = {s: s[0] * s[1] / 1e6 for s in sizes}
+    base = {s: statistics.median(seconds[(rows[0][0], s)]) for s in sizes}
+    lines = ["| case | " + " | ".join(f"s per MP at {w}x{h}" for w, h in sizes) + " | vs label (6 MP) |",
+             "|---|" + "---:|" * (len(sizes) + 1)]
+    for label, _ in rows:
+        per = [statistics.median(seconds[(label, s)]) / mp[s] for s in sizes]
+        ratio = statistics.median(seconds[(label, sizes[-1])]) / base[sizes[-1]]
+        lines.append(f"| {label} | " + " | ".join(f"{p:.3f}" for p in per) + f" | {ratio:.2f}x |")
+    text = ("## Whole-frame processors per megapixel (`bench/frame_processors.py`)\n\n"
+            "CPU only (onnxruntime's default threads: every core); `Pipeline.process_image` on a PNG (decode, "
+            f"the step, PNG encode), median of {runs} rounds in which the cases take turns, after a warm-up. "
+            "The models are the synthetic ones of the real signatures (`tests/synthetic_mattes.py`): a trivial "
+            "network, so the rows are ffwatchd's cost around the model (the resize to the family's size and back, "
+            "normalisation, read-back, the composite or the blur, the encode of an RGBA or RGB PNG). A real "
+            "network runs once per frame at its family's fixed size (320, 512, 1024 or 2048 px) and adds its own "
+            "cost per frame, not per megapixel; its weights cannot be had on these machines.\n\n"
+            + "\n".join(lines) + "\n")
+    print(text)
+    if not (args.no_record or args.smoke):
+        record("frame_processors", text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
