@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import os
 import platform
 import re
+import sys
 from pathlib import Path
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
@@ -16,12 +18,24 @@ measured as ratios against a baseline in the same run, since the machines are sh
 """
 
 
+# Exit status of a bench whose needs are missing here (its message says which): the smoke test skips on it.
+EXIT_UNAVAILABLE = 77
+SMOKE_HELP = "tiny sizes, a few seconds, never recorded (tests/bench/test_smoke.py runs it)"
+
+
+def add_smoke(ap: argparse.ArgumentParser) -> None:
+    """Every bench takes --smoke: the suite runs it so a change that breaks a bench fails CI."""
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+
+
 def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def record(section: str, markdown: str) -> None:
-    """Replace (or append) the block between the section's markers."""
+    """Replace (or append) the block between the section's markers; never from a --smoke run."""
+    if "--smoke" in sys.argv[1:]:
+        raise SystemExit(f"bench: a --smoke run is never recorded (section {section!r} left alone)")
     start, end = f"<!-- bench:{section} -->", f"<!-- /bench:{section} -->"
     stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     block = f"{start}\n{markdown.rstrip()}\n\n_Recorded {stamp} on {machine()}._\n{end}"

@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
 import gpu  # noqa: E402
+from _record import EXIT_UNAVAILABLE, add_smoke  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
 INSIDE = [0.0]
@@ -214,11 +215,14 @@ def main() -> int:
     ap.add_argument("--record", action="store_true", help="with --baseline or --pixel-boosts: write docs/benchmarks.md")
     ap.add_argument("--pixel-boosts", help="comma-separated face_swapper.pixel_boost values to measure in turns")
     ap.add_argument("--note", default="", help="with --record: a paragraph under the table")
+    add_smoke(ap)
     args = ap.parse_args()
+    if args.smoke:
+        args.images, args.rounds, args.record = 2, 1, False
     if not (args.assets / "models" / "det_2.5g.onnx").is_file():
         print(f"bench/cpu_outside.py needs the shared test assets at {args.assets} (set FFWATCHD_ASSETS)",
               file=sys.stderr)
-        return 2
+        return EXIT_UNAVAILABLE
     if args.baseline:
         return against(args)
     if args.pixel_boosts:

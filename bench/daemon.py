@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _record import record  # noqa: E402 - bench/ is the script's folder, first on the path
+from _record import add_smoke, record  # noqa: E402 - bench/ is the script's folder, first on the path
 
 from ffwatchd.config.load import load_config  # noqa: E402
 from ffwatchd.pipeline.pipeline import Pipeline  # noqa: E402
@@ -107,7 +107,7 @@ def warm_up(d: Daemon, data: bytes) -> dict:
         if c.get("queued", 0) or c.get("running", 0):
             return None
         with d.store() as s:
-            jobs = [j for j in s.list(state="done", limit=100) if j.rel_path == "warm.jpg"]
+            jobs = [j for j in s.list_jobs(state="done", limit=100) if j.rel_path == "warm.jpg"]
         return jobs[0].spec if jobs else None
     return wait_for(settled, 120, "the warm-up job", interval=0.05)
 
@@ -152,7 +152,7 @@ def daemon_batch(d: Daemon, images: list[bytes], tag: str) -> dict:
     cpu = (cpu_s(worker) - cpu0[0], cpu_s(supervisor) - cpu0[1], own_cpu_s() - cpu0[2])
     check_no_failures(d)
     with d.store() as s:
-        jobs = sorted((j for j in s.list(state="done", limit=100_000) if j.rel_path.startswith(tag + "_")),
+        jobs = sorted((j for j in s.list_jobs(state="done", limit=100_000) if j.rel_path.startswith(tag + "_")),
                       key=lambda j: j.started_at)
     assert len(jobs) == n, (len(jobs), n)
     tail = wait_quiet(worker, supervisor)
@@ -314,9 +314,13 @@ def main() -> int:
     ap.add_argument("--new-series", action="store_true",
                     help="start the recorded list of runs afresh (else this run is added to it)")
     ap.add_argument("--keep", action="store_true", help="keep the temp folder")
+    add_smoke(ap)
     args = ap.parse_args()
     if args.quick:
         args.images, args.rounds, args.per_file, args.rss_jobs, args.no_record = 20, 1, 3, 200, True
+    if args.smoke:
+        args.images, args.rounds, args.per_file, args.rss_jobs, args.rss_batch = 3, 1, 1, 10, 5
+        args.size, args.rss_size, args.no_record = 160, 96, True
     if args.rss_jobs < 2 * args.rss_batch:
         args.rss_batch = max(1, args.rss_jobs // 10)
 

@@ -1,8 +1,11 @@
 """GPU figures in one short run (about 3 minutes, at most --budget seconds of measuring):
 
-    python bench/gpu.py --out gpu.json [--assets DIR] [--device 0]   # needs CUDA; prints markdown
+    python bench/gpu.py --out gpu.json [--assets DIR] [--device 0]   # on CUDA; prints markdown
     python bench/gpu.py --record gpu.json                            # folds it into docs/benchmarks.md
-    python bench/gpu.py --out dry.json --allow-cpu --quick           # the same code on CPU, never recorded
+    python bench/gpu.py --smoke                                      # CPU dry run, tiny sizes (the suite's)
+
+Without CUDA, `--out` makes a CPU dry run at the --smoke sizes and says so (in its output and in the
+JSON, which --record refuses); --allow-cpu keeps the sizes given.
 
 Measures, on one GPU: images/s of the in-process loop over `Pipeline.process_image` and of the whole
 daemon (real SCRFD det_2.5g and det_500m, real ArcFace w600k_mbf_int8 from the assets, a synthetic
@@ -10,7 +13,10 @@ swapper with inswapper_128's inputs, outputs and parameter count) with 1, 2, 4 a
 on the one GPU and the default sizing (`--workers`; each row with the GPU's busy time sampled by
 nvidia-smi, the daemon's CPU ms per image and each worker's peak GPU memory), 1080p video frames/s,
 whether `workers.vram_limit` is honoured (nvidia-smi), and the providers each session really runs on
-(`session.get_providers()`). Without CUDA it exits 3 and records nothing.
+(`session.get_providers()`); beside the plain in-process figure, faces/s with face_swapper.pixel_boost
+512 and with 512 + face_mask box+occlusion (a synthetic xseg-signature occluder), and with the swap
+score off (the recognizer's two reads per swapped face replaced by nothing, in the bench only), so
+the score's share of the time reads off. Every row names the device it ran on.
 
 What each part needs (a part whose needs are missing is reported as not measured, with why):
   every part    onnxruntime with CUDAExecutionProvider (onnxruntime-gpu), numpy, onnx, opencv, Pillow, pyyaml
@@ -38,7 +44,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
-EXIT_NO_CUDA = 3
+from _record import add_smoke  # noqa: E402 - bench/ is on the path (above)
+
+EXIT_NO_CUDA = 3                 # --require-cuda without CUDA
+SMOKE = {"images": 1, "seconds": 0.5, "daemon_images": 3, "workers": "1", "vram_small": 256, "video_frames": 3,
+         "width": 480, "frame_height": 360}
 NEEDS = {"insightface": "real models (SCRFD, ArcFace wrappers)", "watchdog": "daemon rows",
          "prometheus_client": "daemon rows", "yaml": "every part (config)", "PIL": "every part (images)",
          "onnx": "every part (synthetic swapper)", "cv2": "every part"}
@@ -210,6 +220,7 @@ class Bench:
         import synthetic_models
 
         self.args, self.tmp = args, tmp
+        self.device_name = device_label(args)
         self.cuda = not args.allow_cpu
         self.providers = ("cuda", "cpu") if self.cuda else ("cpu",)
         self.device = str(args.device) if self.cuda else "cpu"
@@ -218,6 +229,7 @@ class Bench:
         self.swapper_path = tmp / "models" / "inswapper_sized.onnx"
         self.swapper_path.parent.mkdir(parents=True)
         self.swapper = make_heavy_swapper(self.swapper_path, width, blocks)
+        occluder = synthetic_models.make_xseg_like(tmp / "models" / "synth_xseg.onnx")
         sha = synthetic_models._sha256
         self.models = {
             "gpu_swapper": synthetic_models.SynthModel("gpu_swapper", "swapper", self.swapper_path,
@@ -231,6 +243,7 @@ class Bench:
             "mbf": synthetic_models.SynthModel("asset_mbf", "recognizer",
                                                self.assets / "models" / "w600k_mbf_int8.onnx",
                                                sha(self.assets / "models" / "w600k_mbf_int8.onnx")),
+            "occluder": synthetic_models.SynthModel("synth_xseg", "occluder", occluder, sha(occluder)),
         }
         import cv2
 
@@ -242,10 +255,11 @@ class Bench:
                 "face_detector": {"model": self.models[detector].name},
                 "face_recognizer": {"model": "asset_mbf"}, "face_swapper": {"model": "gpu_swapper"}}
 
-    def image(self, seed: int, width: int = 1280) -> bytes:
+    def image(self, seed: int, width: int = 0) -> bytes:
         import cv2
         import numpy as np
 
+        width = width or getattr(self.args, "width", 0) or 1280
         h, w = self.photo.shape[:2]
         img = cv2.resize(self.photo, (width, round(h * width / w)))
         noise = np.random.default_rng(seed).integers(-2, 3, img.shape, dtype=np.int16)
@@ -261,33 +275,50 @@ class Bench:
         return Pipeline(self.tmp / "models", custom, providers=self.providers, device=self.device,
                         vram_limit=vram_limit, cpu_threads=0)
 
-    def spec(self, detector: str):
+    def spec(self, detector: str, boost: int = 0, masks: tuple[str, ...] = ()):
         from ffwatchd.spec.jobspec import JobSpec
 
         side = dict(self.sidecar(detector), sources=[str(self.source)])
+        if boost:
+            side["face_swapper"] = dict(side["face_swapper"], pixel_boost=boost)
+        if masks:
+            side["face_mask"] = {"types": list(masks), "occluder": ["synth_xseg"]}
         return JobSpec.from_mapping(side)
 
     # in-process loop ---------------------------------------------------------------------
 
-    def inprocess(self, detector: str, seconds: float) -> dict:
+    def inprocess(self, detector: str, seconds: float, boost: int = 0, masks: tuple[str, ...] = (),
+                  score: bool = True) -> dict:
+        """Images (and faces) per second of `process_image` in a loop; `score` False: the swap score's
+        two recognizer reads per swapped face replaced by nothing (this process only)."""
+        from ffwatchd.pipeline import pipeline as pipeline_mod
+
+        if not score:
+            real = pipeline_mod._Job.similarity
+            pipeline_mod._Job.similarity = lambda self, frame, face, identity: 0.0
+            try:
+                return dict(self.inprocess(detector, seconds, boost, masks), swap_score=False)
+            finally:
+                pipeline_mod._Job.similarity = real
         files = []
-        folder = self.tmp / f"in-{detector}"
-        folder.mkdir()
+        folder = Path(tempfile.mkdtemp(prefix=f"in-{detector}-", dir=self.tmp))
         for i in range(self.args.images):
             f = folder / f"{i:04d}.jpg"
             f.write_bytes(self.image(i))
             files.append(f)
-        pipeline, spec = self.pipeline(), self.spec(detector)
+        pipeline, spec = self.pipeline(), self.spec(detector, boost, masks)
         pipeline.process_image(files[0], folder / "warm.out.jpg", spec)      # load + warm-up
-        n, t0 = 0, time.perf_counter()
+        n, faces, t0 = 0, 0, time.perf_counter()
         while True:
             for f in files:
-                pipeline.process_image(f, folder / "out.jpg", spec)
+                faces += pipeline.process_image(f, folder / "out.jpg", spec).faces
                 n += 1
             if time.perf_counter() - t0 >= seconds:
                 break
         elapsed = time.perf_counter() - t0
-        return {"images": n, "seconds": elapsed, "images_per_s": n / elapsed,
+        return {"device": self.device_name, "detector": detector, "pixel_boost": boost or 128,
+                "masks": list(masks) or ["box"], "swap_score": score, "images": n, "faces": faces,
+                "seconds": elapsed, "images_per_s": n / elapsed, "faces_per_s": faces / elapsed,
                 "providers": pipeline.execution_providers()}
 
     def frames_1080p(self, seconds: float) -> dict:
@@ -296,14 +327,16 @@ class Bench:
 
         pipeline, spec = self.pipeline(), self.spec("det_2.5g")
         proc = pipeline.prepare(spec)
-        frame = cv2.resize(self.photo, (1920, 1080))
+        height = getattr(self.args, "frame_height", 0) or 1080
+        frame = cv2.resize(self.photo, (height * 16 // 9, height))
         proc.process_frame(frame)
         n, t0 = 0, time.perf_counter()
         while time.perf_counter() - t0 < seconds:
             proc.process_frame(frame)
             n += 1
         elapsed = time.perf_counter() - t0
-        return {"frames": n, "seconds": elapsed, "frames_per_s": n / elapsed, "what": "inference only"}
+        return {"device": self.device_name, "frames": n, "seconds": elapsed, "frames_per_s": n / elapsed,
+                "what": "inference only", "height": height}
 
     def video_1080p(self, ffmpeg: str) -> dict:
         """A 1080p 25 fps clip through process_video: decode, per-frame inference, encode, mux."""
@@ -311,7 +344,7 @@ class Bench:
         from ffwatchd.spec.jobspec import OutputSpec
 
         clip = self.tmp / "clip.mp4"
-        frames = 25 * (4 if self.args.quick else 10)
+        frames = self.args.video_frames or 25 * (4 if self.args.quick else 10)
         face = self.tmp / "face.png"
         import cv2
 
@@ -326,8 +359,8 @@ class Bench:
         res = process_video(clip, self.tmp / "clip.out.mp4", proc, workdir=self.tmp / "vw", spec_output=OutputSpec(),
                             ffmpeg=ffmpeg, max_pixels=80_000_000, on_cuda=self.cuda)
         elapsed = time.perf_counter() - t0
-        return {"frames": res.frames, "seconds": elapsed, "frames_per_s": res.frames / elapsed,
-                "what": "process_video (decode, inference, libx264 encode, mux)"}
+        return {"device": self.device_name, "frames": res.frames, "seconds": elapsed,
+                "frames_per_s": res.frames / elapsed, "what": "process_video (decode, inference, libx264 encode, mux)"}
 
     # the daemon --------------------------------------------------------------------------
 
@@ -372,7 +405,7 @@ class Bench:
             sampled = sampler.stop()
             if d.counts().get("failed"):
                 raise RuntimeError(f"daemon jobs failed:\n{d.log_tail()}")
-            return {"workers": count, "asked": workers, "images": n, "seconds": elapsed,
+            return {"device": self.device_name, "workers": count, "asked": workers, "images": n, "seconds": elapsed,
                     "images_per_s": n / elapsed, "worker_providers": [w.get("provider") for w in procs],
                     "cpu_ms_per_image": 1000 * sampled["cpu_seconds"] / n,
                     "worker_cpu_ms_per_image": 1000 * sampled["worker_cpu_seconds"] / n,
@@ -385,15 +418,16 @@ class Bench:
 
     def vram(self, limit_mib: int) -> dict:
         """A child process runs 1080p frames with `vram_limit` = limit_mib; nvidia-smi reads its peak."""
+        height = getattr(self.args, "frame_height", 0) or 1080
         code = (f"import sys, json; sys.path[:0] = {[str(ROOT), str(ROOT / 'tests'), str(ROOT / 'bench')]!r}\n"
                 "import gpu, argparse\n"
                 f"a = argparse.Namespace(**{vars_for_child(self.args)!r})\n"
                 "from pathlib import Path\n"
                 f"b = gpu.Bench.__new__(gpu.Bench); b.reuse(a, Path({str(self.tmp)!r}))\n"
                 f"p = b.pipeline(vram_limit={limit_mib} * 2**20); proc = p.prepare(b.spec('det_2.5g'))\n"
-                "import cv2, time; f = cv2.resize(b.photo, (1920, 1080))\n"
+                f"import cv2, time; f = cv2.resize(b.photo, ({height * 16 // 9}, {height}))\n"
                 "t = time.time()\n"
-                "while time.time() - t < 6: proc.process_frame(f)\n"
+                f"while time.time() - t < {min(6.0, self.args.seconds)}: proc.process_frame(f)\n"
                 "print('providers', json.dumps(p.execution_providers()), flush=True)\n")
         child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True, cwd=ROOT)
@@ -405,8 +439,9 @@ class Bench:
             time.sleep(0.2)
         out, err = child.communicate()
         if child.returncode:
-            return {"limit_mib": limit_mib, "error": err.strip().splitlines()[-1] if err.strip() else "failed"}
-        return {"limit_mib": limit_mib, "peak_mib": peak}
+            return {"device": self.device_name, "limit_mib": limit_mib,
+                    "error": err.strip().splitlines()[-1] if err.strip() else "failed"}
+        return {"device": self.device_name, "limit_mib": limit_mib, "peak_mib": peak}
 
     def reuse(self, args: argparse.Namespace, tmp: Path) -> None:
         """In a child: the parent's models and photo, without building them again."""
@@ -414,6 +449,7 @@ class Bench:
         import synthetic_models
 
         self.args, self.tmp, self.cuda = args, tmp, not args.allow_cpu
+        self.device_name = device_label(args)
         self.providers = ("cuda", "cpu") if self.cuda else ("cpu",)
         self.device = str(args.device) if self.cuda else "cpu"
         self.assets = Path(args.assets)
@@ -426,6 +462,13 @@ class Bench:
             ("mbf", "asset_mbf", "recognizer", self.assets / "models" / "w600k_mbf_int8.onnx"))}
         self.photo = cv2.imread(str(self.assets / "images" / "grace_hopper.jpg"))
         self.source = self.assets / "images" / "astronaut.png"
+
+
+def device_label(args: argparse.Namespace) -> str:
+    """The device every row names: the GPU's name, or that this is a CPU dry run."""
+    if args.allow_cpu:
+        return f"CPU dry run ({platform.processor() or platform.machine()}, {os.cpu_count()} cores), not a GPU"
+    return gpu_name(args.device) or f"CUDA device {args.device} (nvidia-smi gives no name)"
 
 
 def vars_for_child(args: argparse.Namespace) -> dict:
@@ -448,13 +491,20 @@ def measure(args: argparse.Namespace) -> dict:
     name = gpu_name(args.device)
     active, ort_words = cuda_session_providers(args.device)
     if active[:1] != ["CUDAExecutionProvider"] and not args.allow_cpu:
-        print(f"bench/gpu.py: no CUDA here: a real session asked for CUDA device {args.device} runs on "
-              f"{', '.join(active) or 'nothing'} ({ort_words}; GPU: {name or 'nvidia-smi finds none'}). "
-              "Install onnxruntime-gpu (bench/GPU_RUN.md) or pass --allow-cpu for a dry run. "
-              "Nothing measured, nothing recorded.", file=sys.stderr)
-        sys.exit(EXIT_NO_CUDA)
+        words = (f"no CUDA here: a real session asked for CUDA device {args.device} runs on "
+                 f"{', '.join(active) or 'nothing'} ({ort_words}; GPU: {name or 'nvidia-smi finds none'})")
+        if args.require_cuda:
+            print(f"bench/gpu.py: {words}. Install onnxruntime-gpu (bench/GPU_RUN.md). "
+                  "Nothing measured, nothing recorded.", file=sys.stderr)
+            sys.exit(EXIT_NO_CUDA)
+        print(f"bench/gpu.py: {words}: a CPU DRY RUN at the --smoke sizes follows; its figures are not GPU "
+              "figures and --record refuses them.", file=sys.stderr, flush=True)
+        args.allow_cpu, args.quick = True, True
+        for key, value in SMOKE.items():
+            setattr(args, key, value)
     missing = {m: why for m, why in NEEDS.items() if not have(m)}
-    result: dict = {"dry_run": bool(args.allow_cpu), "device": name or "CPU (dry run)", "onnxruntime": ort_words,
+    device = device_label(args)
+    result: dict = {"dry_run": bool(args.allow_cpu), "device": device, "width": args.width, "onnxruntime": ort_words,
                     "probe_providers": active, "python": platform.python_version(), "skipped": {},
                     "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     for m in ("yaml", "PIL", "onnx", "cv2", "insightface"):
@@ -464,8 +514,15 @@ def measure(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="ffwatchd-gpu-") as d:
         b = Bench(args, Path(d))
         result["swapper"] = b.swapper
-        secs = 3.0 if args.quick else args.seconds
+        secs = min(3.0, args.seconds) if args.quick else args.seconds
         result["inprocess"] = {det: b.inprocess(det, secs) for det in ("det_2.5g", "det_500m")}
+        # face_swapper's features on the plain workload: pixel boost, masks, the swap score off
+        result["features"] = {
+            "plain": result["inprocess"]["det_2.5g"],
+            "swap score off": b.inprocess("det_2.5g", secs, score=False),
+            "pixel boost 512": b.inprocess("det_2.5g", secs, boost=512),
+            "pixel boost 512, box+occlusion": b.inprocess("det_2.5g", secs, boost=512, masks=("box", "occlusion")),
+        }
         result["frames_1080p_inference"] = b.frames_1080p(secs)
         ffmpeg = find_ffmpeg_or_none()
         if ffmpeg:
@@ -479,7 +536,7 @@ def measure(args: argparse.Namespace) -> dict:
         if daemon_missing:
             result["skipped"]["daemon"] = f"needs {', '.join(daemon_missing)}"
         else:
-            n = 40 if args.quick else args.daemon_images
+            n = min(40, args.daemon_images) if args.quick else args.daemon_images
             counts: list[int | str] = [int(c) if c.isdigit() else c for c in args.workers.split(",")]
             result["daemon"] = {}
             for c in counts:
@@ -497,17 +554,37 @@ def measure(args: argparse.Namespace) -> dict:
 def markdown(r: dict) -> str:
     dry = " (CPU DRY RUN, not GPU figures)" if r["dry_run"] else ""
     s = r["swapper"]
-    lines = [f"Device: **{r['device']}**{dry}; {r['onnxruntime']}; a probe session asked for CUDA runs on "
+    dev = r["device"]
+
+    def on(x: dict) -> str:                  # each row's device (files from before the column: the run's)
+        return x.get("device", dev)
+    lines = [f"Device: **{dev}**{dry}; {r['onnxruntime']}; a probe session asked for CUDA runs on "
              f"{', '.join(r['probe_providers'])}. Python {r['python']}, measured {r['when']}.", "",
-             "| way (1280 px JPEG, real det + w600k_mbf_int8, synthetic swapper) | images/s | providers really used |",
-             "|---|---|---|"]
+             f"| way ({r.get('width', 1280)} px JPEG, real det + w600k_mbf_int8, synthetic swapper) | device | "
+             "images/s | providers really used |", "|---|---|---|---|"]
     for det, x in r["inprocess"].items():
         provs = "; ".join(f"{m}: {p[0] if p else '?'}" for m, p in x["providers"].items())
-        lines.append(f"| in-process loop, {det} ({x['images']} images, {x['seconds']:.1f} s) | "
+        lines.append(f"| in-process loop, {det} ({x['images']} images, {x['seconds']:.1f} s) | {on(x)} | "
                      f"{x['images_per_s']:.1f} | {provs} |")
+    if "features" in r:
+        feats = r["features"]
+        plain = feats["plain"]["faces_per_s"]
+        lines += ["", "| face_swapper, det_2.5g, in-process loop | device | faces/s | images/s | vs plain |",
+                  "|---|---|---|---|---|"]
+        for label, x in feats.items():
+            lines.append(f"| {label} (pixel boost {x['pixel_boost']}, face_mask {'+'.join(x['masks'])}, swap score "
+                         f"{'on' if x['swap_score'] else 'off'}) | {on(x)} | {x['faces_per_s']:.1f} | "
+                         f"{x['images_per_s']:.1f} | {x['faces_per_s'] / plain:.2f}x |" if plain else
+                         f"| {label} | {on(x)} | {x['faces_per_s']:.1f} | {x['images_per_s']:.1f} | - |")
+        off = feats["swap score off"]["images_per_s"]
+        if off:
+            share = 1 - feats["plain"]["images_per_s"] / off
+            lines.append(f"The swap score (the recognizer read twice per swapped face) takes **{share:.0%}** of "
+                         "the plain loop's time (1 - plain / score off; the score-off row replaces those reads "
+                         "by nothing, in the bench only).")
     if "daemon" in r:
-        lines += ["", "| daemon on one GPU, det_2.5g | workers | images/s | GPU busy | CPU ms/image (workers) | "
-                  "peak GPU MiB per worker | providers |", "|---|---|---|---|---|---|---|"]
+        lines += ["", "| daemon on one GPU, det_2.5g | device | workers | images/s | GPU busy | "
+                  "CPU ms/image (workers) | peak GPU MiB per worker | providers |", "|---|---|---|---|---|---|---|---|"]
         for key, x in r["daemon"].items():
             if "asked" not in x:                 # a file written before the rows had these columns
                 continue
@@ -515,21 +592,23 @@ def markdown(r: dict) -> str:
             peaks = [p for p in x.get("gpu_peak_mib_per_worker") or [] if p is not None]
             peak = f"{max(peaks):.0f}" if peaks else "not read"
             lines.append(f"| per_gpu: {x['asked']} ({x['images']} images dropped at once, until done) | "
-                         f"{x['workers']} | {x['images_per_s']:.1f} | {busy} | {x['cpu_ms_per_image']:.0f} "
+                         f"{on(x)} | {x['workers']} | {x['images_per_s']:.1f} | {busy} | {x['cpu_ms_per_image']:.0f} "
                          f"({x['worker_cpu_ms_per_image']:.0f}) | {peak} | "
                          f"{', '.join(str(p) for p in x['worker_providers'])} |")
     f = r["frames_1080p_inference"]
-    lines += ["", "| 1080p video | frames/s |", "|---|---|",
-              f"| per-frame inference alone (detect, swap, paste-back; 1920x1080) | {f['frames_per_s']:.1f} |"]
+    lines += ["", "| 1080p video | device | frames/s |", "|---|---|---|",
+              f"| per-frame inference alone (detect, swap, paste-back; {f.get('height', 1080)}p) | {on(f)} | "
+              f"{f['frames_per_s']:.1f} |"]
     if "video_1080p" in r:
         v = r["video_1080p"]
-        lines.append(f"| {v['what']}, {v['frames']} frames | {v['frames_per_s']:.1f} |")
+        lines.append(f"| {v['what']}, {v['frames']} frames | {on(v)} | {v['frames_per_s']:.1f} |")
     if "vram" in r:
-        lines += ["", "| `workers.vram_limit` | peak GPU memory of the process (nvidia-smi) |", "|---|---|"]
+        lines += ["", "| `workers.vram_limit` | device | peak GPU memory of the process (nvidia-smi) |",
+                  "|---|---|---|"]
         for v in r["vram"]:
             got = (f"failed: {v['error']}" if "error" in v else
                    f"{v['peak_mib']:.0f} MiB" if v.get("peak_mib") is not None else "not read")
-            lines.append(f"| {v['limit_mib']} MiB | {got} |")
+            lines.append(f"| {v['limit_mib']} MiB | {on(v)} | {got} |")
         lines.append("The limit caps onnxruntime's CUDA arena (`gpu_mem_limit`, `kSameAsRequested`); the CUDA "
                      "context and cuDNN workspaces come on top (docs/daemon.md, Limits).")
     lines += ["", f"Synthetic swapper: inswapper_128's inputs and outputs, {s['params_m']:.0f} M parameters "
@@ -571,11 +650,22 @@ def main() -> int:
     ap.add_argument("--workers", default="1,2,4,8,auto",
                     help="worker counts of the daemon rows (workers.per_gpu), comma-separated; auto = the default")
     ap.add_argument("--vram-small", type=int, default=1024, help="the small vram_limit to try, MiB")
-    ap.add_argument("--allow-cpu", action="store_true", help="dry run on CPU (never recordable)")
-    ap.add_argument("--quick", action="store_true", help="small swapper, short parts (with --allow-cpu: the CI check)")
+    ap.add_argument("--video-frames", type=int, default=0, help="frames of the 1080p clip (0: 250, --quick 100)")
+    ap.add_argument("--width", type=int, default=1280, help="width of the JPEGs of the image rows")
+    ap.add_argument("--frame-height", type=int, default=1080, help="height of the inference-alone frames")
+    ap.add_argument("--allow-cpu", action="store_true", help="dry run on CPU at the sizes given (never recordable)")
+    ap.add_argument("--require-cuda", action="store_true", help="without CUDA, exit 3 instead of a CPU dry run")
+    ap.add_argument("--quick", action="store_true", help="small swapper, short parts")
+    add_smoke(ap)
     args = ap.parse_args()
     if args.record:
         return record_file(args.record)
+    if args.smoke:
+        args.allow_cpu, args.quick = True, True
+        for key, value in SMOKE.items():
+            setattr(args, key, value)
+        if not args.out:
+            args.out = Path(tempfile.mkdtemp(prefix="ffwatchd-gpu-smoke-")) / "gpu.json"
     if not args.out:
         ap.error("--out FILE.json is needed (or --record FILE.json)")
     for f in ("det_2.5g.onnx", "det_500m.onnx", "w600k_mbf_int8.onnx"):
@@ -584,6 +674,7 @@ def main() -> int:
     result = measure(args)
     args.out.write_text(json.dumps(result, indent=1))
     print(markdown(result))
+    print(f"wrote {args.out}" + (" (a CPU dry run: --record refuses it)" if result["dry_run"] else ""))
     return 0
 
 

@@ -16,4 +16,5 @@ export LD_LIBRARY_PATH=$sp/nvidia/cu13/lib:$sp/nvidia/cudnn/lib:${LD_LIBRARY_PAT
 export FFWATCHD_ASSETS=${FFWATCHD_ASSETS:-$PWD/.whl/assets}
 python3 -c "import onnxruntime as o; print('onnxruntime', o.__version__, o.__file__, o.get_available_providers())"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-python3 bench/gpu.py --out "$out/gpu.json" "$@" 2>&1 | tee "$out/gpu.md"
+# --require-cuda: a CUDA set-up that failed stops here (exit 3) instead of spending the lease on a CPU dry run
+python3 bench/gpu.py --out "$out/gpu.json" --require-cuda "$@" 2>&1 | tee "$out/gpu.md"

@@ -33,7 +33,7 @@ import synthetic_models as sm  # noqa: E402
 import synthetic_enhancers as se  # noqa: E402
 import synthetic_swappers as ss  # noqa: E402
 import upscale  # noqa: E402 - bench/upscale.py, beside this script
-from _record import record  # noqa: E402 - bench/ is the script's folder, first on the path
+from _record import EXIT_UNAVAILABLE, add_smoke, record  # noqa: E402 - bench/ is the script's folder, first on the path
 
 
 
@@ -143,7 +143,10 @@ def main() -> int:
     ap.add_argument("--enhancers-only", action="store_true", help="only the enhancer families' section")
     ap.add_argument("--upscaler-only", action="store_true", help="only the x2/x4 upscaler's cost per megapixel")
     ap.add_argument("--upscaler-runs", type=int, default=3, help="runs of the upscaler (seconds per tile each)")
+    add_smoke(ap)
     args = ap.parse_args()
+    if args.smoke:
+        args.runs, args.upscaler_runs, args.no_record = 1, 1, True
     if args.upscaler_only or not (args.masks_only or args.enhancers_only or args.pixel_boost_only):
         upscaler_section(args)             # needs no assets: first, so --upscaler-only runs anywhere
     if args.upscaler_only:
@@ -151,7 +154,7 @@ def main() -> int:
     assets = Path(os.environ.get("FFWATCHD_ASSETS") or ROOT.parent / "shared" / "assets")
     if not (assets / "models" / "det_500m.onnx").is_file():
         print(f"bench/pipeline.py needs the shared test assets at {assets} (set FFWATCHD_ASSETS)", file=sys.stderr)
-        return 2
+        return EXIT_UNAVAILABLE
     cfg = SessionConfig()
     tmp = Path(tempfile.mkdtemp(prefix="ffwatchd-bench-"))
     synth = sm.build_all(tmp)
@@ -251,12 +254,15 @@ def main() -> int:
         record("pipeline", text)
         print(f"\nrecorded in {ROOT / 'docs' / 'benchmarks.md'}")
     masks_rc = mask_costs(args, tmp, synth, frame, face, latent)
+    if args.smoke:                         # one run: the figures are noise, the targets not judged
+        return 0
     return 0 if speedup >= 5 and masks_rc == 0 else 1
 
 
 def upscaler_section(args) -> None:
     """The x2/x4 upscaler's CPU cost per megapixel (bench/upscale.py's measurement), recorded."""
-    text = upscale.model_section(Path(tempfile.mkdtemp(prefix="ffwatchd-bench-upscale-")), args.upscaler_runs)
+    text = upscale.model_section(Path(tempfile.mkdtemp(prefix="ffwatchd-bench-upscale-")), args.upscaler_runs,
+                                 side=16 if args.smoke else 96, blocks=1 if args.smoke else 23)
     print(text)
     if not args.no_record:
         record("upscale_models", text)

@@ -37,6 +37,9 @@ from tests.e2e.harness import synthetic_models  # noqa: E402
 from tests.e2e.powercut import CUTS, FINISH_CUTS, CutRun  # noqa: E402
 from tests.powerfs import Cut, unavailable  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "bench"))
+from _record import EXIT_UNAVAILABLE, SMOKE_HELP  # noqa: E402
+
 DOC = ROOT / "docs" / "testing.md"
 FINISH_LEFT = 3                   # files left unfiled when the cuts move on to the batch's finish
 START, END = "<!-- bench:powercut -->", "<!-- /bench:powercut -->"
@@ -49,26 +52,32 @@ def main() -> int:
     ap.add_argument("--random", type=int, default=20, help="cuts at the n-th operation of any kind")
     ap.add_argument("--seed", type=int, default=33)
     ap.add_argument("--record", action="store_true", help="write the outcome into docs/testing.md")
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP + "; one cut point, 6 files, no finish cuts")
     a = ap.parse_args()
+    if a.smoke:
+        a.files, a.nth, a.random, a.record = 6, "1", 0, False
     why = unavailable()
     if why:
         print(f"powercut: cannot mount the power-cut file system: {why}", file=sys.stderr)
-        return 1
+        return EXIT_UNAVAILABLE
     rng = random.Random(a.seed)
     cuts = [replace(c, nth=c.nth * n) for n in (int(x) for x in a.nth.split(",")) for c in CUTS]
     cuts += [Cut("*", "", rng.randint(50, 3000), after=rng.random() < 0.5) for _ in range(a.random)]
     rng.shuffle(cuts)             # every kind of moment early and late in the batch
+    finish_cuts = [] if a.smoke else FINISH_CUTS
+    if a.smoke:
+        cuts = cuts[:1]
     t0 = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="ffwatchd-powercut-"))
     models = synthetic_models.build_all(tmp / "models")
     run = CutRun(tmp / "run", models, files=a.files)
     try:
-        for i, cut in enumerate(cuts + FINISH_CUTS, 1):
-            if cut not in FINISH_CUTS and run.unfiled() <= FINISH_LEFT:
+        for i, cut in enumerate(cuts + finish_cuts, 1):
+            if cut not in finish_cuts and run.unfiled() <= FINISH_LEFT:
                 print(f"[{i}] {run.unfiled()} files left: on to the batch's finish", flush=True)
                 continue          # the finish's cut points need the batch's last files
-            hit = run.cut(cut, timeout=120 if cut in FINISH_CUTS else 60)
-            print(f"[{i}/{len(cuts) + len(FINISH_CUTS)}] {cut.label()}: {'cut' if hit else 'not reached'} "
+            hit = run.cut(cut, timeout=120 if cut in finish_cuts else 60)
+            print(f"[{i}/{len(cuts) + len(finish_cuts)}] {cut.label()}: {'cut' if hit else 'not reached'} "
                   f"({run.outcome.seconds[-1]:.0f} s)", flush=True)
         o = run.finish(timeout=1800)
     except BaseException:

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from _record import record  # noqa: E402 - bench/ is the script's folder, first on the path
+from _record import add_smoke, record  # noqa: E402 - bench/ is the script's folder, first on the path
 from c2pa_certs import make_chain  # noqa: E402
 
 from ffwatchd.media.c2pa_sign import ManifestSigner, load_credentials  # noqa: E402
@@ -48,7 +48,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--no-record", action="store_true")
+    add_smoke(ap)
     args = ap.parse_args()
+    if args.smoke:
+        args.runs, args.no_record = 1, True
+    seconds = 1 if args.smoke else 10
     tmp = Path(tempfile.mkdtemp(prefix="ffwatchd-bench-prov-"))
     chain = make_chain(tmp / "c2pa")
     signer = ManifestSigner(load_credentials(chain.cert, chain.key))
@@ -72,7 +76,8 @@ def main() -> int:
     ffmpeg = find_ffmpeg(None)
     clip, made = tmp / "clip.mp4", tmp / "made.mp4"
     for path in (clip, made):
-        subprocess.run([ffmpeg, "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30:duration=10",
+        subprocess.run([ffmpeg, "-v", "error", "-y", "-f", "lavfi",
+                        "-i", f"testsrc2=size=1280x720:rate=30:duration={seconds}",
                         "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", str(path)], check=True)
     sha = hashlib.sha256(clip.read_bytes()).hexdigest()
     mp4_sign = timed(lambda: signer.sign(made, tmp / "signed.mp4", original=clip, original_sha256=sha,
@@ -85,7 +90,7 @@ def main() -> int:
              "parent ingredient.", "",
              "| output | encode + XMP (ms) | encode + XMP + signed manifest (ms) | ratio |", "|---|---:|---:|---:|"]
     lines += [f"| {name} | {a:.1f} | {b:.1f} | {b / a:.2f}x |" for name, a, b in rows]
-    lines += ["", f"MP4, 10 s 720p30 H.264 ({size / 2**20:.1f} MiB): signing the finished file (hashing it, "
+    lines += ["", f"MP4, {seconds} s 720p30 H.264 ({size / 2**20:.1f} MiB): signing the finished file (hashing it, "
               f"writing the signed copy) takes {mp4_sign:.0f} ms, against the tens of seconds its frames "
               "take through the pipeline."]
     text = "\n".join(lines) + "\n"

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _record import record  # noqa: E402
+from _record import add_smoke, record  # noqa: E402
 
 CHILD = r"""
 import json, sys, tempfile, time
@@ -113,11 +113,17 @@ def markdown(baseline: str, n: int, results: dict, load: tuple[float, float]) ->
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--baseline", required=True, help="a git revision whose store to measure against this checkout's")
+    ap.add_argument("--baseline", help="a git revision whose store to measure against this checkout's "
+                                       "(needed; --smoke: HEAD)")
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=3000)
     ap.add_argument("--record", action="store_true", help="write the figures to docs/benchmarks.md")
+    add_smoke(ap)
     args = ap.parse_args()
+    if args.smoke:
+        args.baseline, args.pairs, args.jobs, args.record = args.baseline or "HEAD", 1, 30, False
+    if not args.baseline:
+        ap.error("--baseline REV is needed: the git revision whose store to measure against this checkout's")
     from tests.pg import Cluster, available
 
     load_before = os.getloadavg()[0]

@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _record import record
+from _record import add_smoke, record
 
 from ffwatchd.store import JobStore
 
@@ -208,9 +208,12 @@ def main() -> None:
     ap.add_argument("--dir", help="folder on the disk to measure (default: a temp folder)")
     ap.add_argument("--skip-backends", action="store_true", help="only the huey comparison")
     ap.add_argument("--backends-only", action="store_true", help="only SQLite against PostgreSQL")
+    add_smoke(ap)
     args = ap.parse_args()
+    if args.smoke:
+        args.jobs, args.runs = 100, 1
     if not args.skip_backends:
-        main_backends(args.jobs, args.dir)
+        main_backends(args.jobs, args.dir, clients=2 if args.smoke else 4, smoke=args.smoke)
     if args.backends_only:
         return
     runs, load_before = [], os.getloadavg()[0]
@@ -221,7 +224,8 @@ def main() -> None:
         f"\n\nLoad average {load_before:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores during the runs; "
         "where the time goes: \"Queue: where the time goes\" and \"Queue profile\" below.")
     print(text)
-    record("queue", "## Queue (`bench/queue_bench.py`)\n\n" + text)
+    if not args.smoke:
+        record("queue", "## Queue (`bench/queue_bench.py`)\n\n" + text)
 
 
 # -- the two backends side by side (SQLite, PostgreSQL) ---------------------------------------
@@ -287,7 +291,7 @@ def bench_concurrent(spec: tuple, n: int, clients: int) -> float:
     return n / elapsed
 
 
-def main_backends(n: int, folder: str | None = None, clients: int = 4) -> None:
+def main_backends(n: int, folder: str | None = None, clients: int = 4, smoke: bool = False) -> None:
     from ffwatchd.store.postgres import PostgresJobStore
     from tests.pg import Cluster, available
 
@@ -323,7 +327,8 @@ def main_backends(n: int, folder: str | None = None, clients: int = 4) -> None:
     ]
     text = "\n".join(lines)
     print(text)
-    record("queue-backends", "## Queue backends: SQLite and PostgreSQL (`bench/queue_bench.py`)\n\n" + text)
+    if not smoke:
+        record("queue-backends", "## Queue backends: SQLite and PostgreSQL (`bench/queue_bench.py`)\n\n" + text)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _record import record  # noqa: E402
+from _record import add_smoke, record  # noqa: E402
 
 import queue_bench as bq  # noqa: E402
 
@@ -244,7 +244,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--jobs", type=int, default=3000)
     ap.add_argument("--no-record", action="store_true")
+    add_smoke(ap)
     args = ap.parse_args()
+    if args.smoke:
+        args.jobs, args.no_record = 100, True
     n = args.jobs
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as d:

@@ -24,9 +24,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _record import record  # noqa: E402 - bench/ is the script's folder, first on the path
+from _record import EXIT_UNAVAILABLE, add_smoke, record  # noqa: E402 - bench/ is the script's folder, first on the path
 
 from ffwatchd.config.load import load_config  # noqa: E402
+from ffwatchd.ops.upgrade import upgrade_queue  # noqa: E402
+from ffwatchd.store import Use, open_store  # noqa: E402
 from ffwatchd.watch.ingest import ingest_file  # noqa: E402
 from ffwatchd.work.benchstage import ENV  # noqa: E402
 from tests import pg  # noqa: E402
@@ -45,7 +47,8 @@ def measure(tmp: Path, url: str, jobs: int, job_time: float, n_daemons: int, n_w
     first = daemons[0]
     settings = load_config(first.config_path)
     watch = settings.watches[0]
-    with first.store() as store:                     # everything queued before any worker runs
+    with open_store(settings, Use.UNCHECKED) as store:     # everything queued before any worker runs
+        upgrade_queue(store, lease=settings.workers.lease, daemon=False)    # the table, as the daemon makes it
         for i in range(jobs):
             path = first.drop(f"bench/{i // 100}/img{i:04d}.jpg", face_jpeg(seed=i, size=96))
             result = ingest_file(settings, watch, store, path, time.time())
@@ -61,7 +64,7 @@ def measure(tmp: Path, url: str, jobs: int, job_time: float, n_daemons: int, n_w
             return c.get("done", 0) + c.get("failed", 0) >= jobs
         wait_for(all_done, 60 + 10 * jobs * job_time / (n_daemons * n_workers), "every job done", interval=0.5)
         with first.store() as store:
-            rows = [j for j in store.list(limit=jobs * 2) if j.rel_path.startswith("bench/")]
+            rows = [j for j in store.list_jobs(limit=jobs * 2) if j.rel_path.startswith("bench/")]
     finally:
         for d in daemons:
             d.stop(timeout=120)
@@ -94,13 +97,16 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="60 jobs of 0.5 s; nothing recorded")
     ap.add_argument("--no-record", action="store_true")
+    add_smoke(ap)
     args = ap.parse_args()
     if args.quick:
         args.jobs, args.job_time = 60, 0.5
+    if args.smoke:
+        args.jobs, args.job_time, args.daemons, args.workers, args.no_record = 8, 0.1, 2, 1, True
     why = pg.available()
     if why:
         print(f"bench/scale.py needs PostgreSQL: {why}")
-        return 2
+        return EXIT_UNAVAILABLE
     server = pg.External(os.environ[pg.URL_ENV]) if os.environ.get(pg.URL_ENV) else pg.Cluster().start()
     try:
         url = server.url(server.create_database())
@@ -137,7 +143,7 @@ start-up stagger and the last partial wave included, took {r['wall_s']:.1f} s ({
 What the gap is made of: per job, a claim (one `UPDATE ... SKIP LOCKED`), the
 durable filing plan, two file moves with their fsyncs and `finish`, done by the worker while it
 already processes the next job (the next claim is made before the last filing).""")
-    return 0 if r["ratio"] >= 0.9 else 1
+    return 0 if args.smoke or r["ratio"] >= 0.9 else 1     # a smoke's few short jobs judge nothing
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _record import record  # noqa: E402
+from _record import EXIT_UNAVAILABLE, add_smoke, record  # noqa: E402
 
 from ffwatchd.store import jobrules  # noqa: E402
 from ffwatchd.store.dialect import SQLITE, Tx  # noqa: E402
@@ -110,12 +110,15 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=20000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--record", action="store_true")
+    add_smoke(ap)
     args = ap.parse_args()
+    if args.smoke:
+        args.n, args.rounds, args.record = 200, 1, False
     try:
         import sqlalchemy
     except ImportError:
-        print("needs SQLAlchemy: pip install sqlalchemy (this measurement only)")
-        return 2
+        print("bench/sql_layer.py needs SQLAlchemy: pip install sqlalchemy (this measurement only)")
+        return EXIT_UNAVAILABLE
     with tempfile.TemporaryDirectory() as d:
         path, job_id, attempt = prepared_table(Path(d))
         runs, close = layers(path, job_id, attempt)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the checkout: ffwatchd and bench._record
 
-from bench._record import record
+from bench._record import add_smoke, record
 from ffwatchd.config.load import load_settings
 from ffwatchd.store import JobStore
 from ffwatchd.watch.files import Stage
@@ -137,7 +137,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--files", type=int, default=10_000)
     ap.add_argument("--drops", type=int, default=8)
+    add_smoke(ap)
     args = ap.parse_args()
+    if args.smoke:
+        args.files, args.drops = 200, 2
 
     lat = {mode: measure_latency(mode, args.drops) for mode in ("inotify", "poll")}
     poll = measure_poll_pass(args.files)
@@ -171,7 +174,8 @@ def main() -> None:
     ]
     md = "\n".join(lines)
     print(md)
-    record("watch", md)
+    if not args.smoke:
+        record("watch", md)
 
 
 if __name__ == "__main__":

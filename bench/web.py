@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _record import record  # noqa: E402 - bench/ is the script's folder, first on the path
+from _record import add_smoke, record  # noqa: E402 - bench/ is the script's folder, first on the path
 
 from ffwatchd.config.load import load_settings  # noqa: E402
 from ffwatchd.ops.documents import jobs_document, jobs_list, status_document, status_parts, to_json  # noqa: E402
@@ -191,9 +191,12 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2, help="rounds of each (page closed, page open), alternating")
     ap.add_argument("--quick", action="store_true", help="smoke run: 1,000 jobs, 5 repeats, 20 images, 1 round")
     ap.add_argument("--no-record", action="store_true")
+    add_smoke(ap)
     args = ap.parse_args()
     if args.quick:
         args.jobs, args.repeat, args.images, args.rounds, args.no_record = 1000, 5, 20, 1, True
+    if args.smoke:
+        args.jobs, args.repeat, args.images, args.rounds, args.no_record = 100, 1, 3, 1, True
     load_start = os.getloadavg()[0]
     tmp = Path(tempfile.mkdtemp(prefix="ffwatchd-bench-web-"))
     print(f"working in {tmp}", flush=True)

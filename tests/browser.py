@@ -36,7 +36,8 @@ class Browser:
         self.pid = os.posix_spawn(CHROMIUM, argv, dict(os.environ), file_actions=[
             (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
             (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
-            (os.POSIX_SPAWN_DUP2, to_child_r, 3), (os.POSIX_SPAWN_DUP2, from_child_w, 4)])
+            (os.POSIX_SPAWN_DUP2, to_child_r, 3), (os.POSIX_SPAWN_DUP2, from_child_w, 4)],
+            setsid=True)            # its own session: its zygote and renderers end with it (close)
         os.close(to_child_r)
         os.close(from_child_w)
         self._buf = b""
@@ -119,10 +120,14 @@ class Browser:
         deadline = time.monotonic() + 20
         while os.waitpid(self.pid, os.WNOHANG) == (0, 0):
             if time.monotonic() > deadline:
-                os.kill(self.pid, signal.SIGKILL)
+                os.killpg(self.pid, signal.SIGKILL)
                 os.waitpid(self.pid, 0)
                 break
             time.sleep(0.1)
+        try:                        # a helper of its own that outlived the browser
+            os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         os.close(self._to_child)
         os.close(self._from_child)
 

@@ -11,6 +11,12 @@ from ffwatchd.config.load import load_config
 from ffwatchd.store import JobStore
 from tests.helpers.configs import jpeg, studio_config
 from tests.helpers.folders import FACE
+from tests.helpers.ownership import Owner
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every process a test starts ends with it, and none outlives the run (tests/helpers/ownership.py)."""
+    config.pluginmanager.register(Owner(worker=hasattr(config, "workerinput")), "ffwatchd-ownership")
 
 
 @pytest.fixture(autouse=True)

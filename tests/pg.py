@@ -13,7 +13,6 @@ import itertools
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
@@ -22,17 +21,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from tests.helpers.ownership import OWNER_ENV
+from tests.helpers.ports import free_port
+
 PG_BIN = Path(os.environ.get("FFWATCHD_PG_BIN", "/usr/lib/postgresql/15/bin"))
 URL_ENV = "FFWATCHD_TEST_PG_URL"
 ROOT_ENV = "FFWATCHD_TEST_PG_ROOT"         # where clusters go (.ci/run stops any left there)
 TCP_USER, TCP_PASSWORD = "ffwatchd", "s3cret-for-tests"
 _names = itertools.count()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _run_as() -> list[str]:
@@ -55,10 +51,18 @@ class Cluster:
     def __init__(self, *, durable: bool = False) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="ffwatchd-pg-", dir=os.environ.get(ROOT_ENV) or None))
         self.data, self.sock = self.root / "data", self.root / "sock"
-        self.port = _free_port()
+        self.port = free_port()
         self.durable = durable
         self.prefix = _run_as()
         self.started = False
+        # a server restarted inside a test stays the fixture's that made it, not that test's to end
+        self.owner = os.environ.get(OWNER_ENV)
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.owner is not None:
+            env[OWNER_ENV] = self.owner
+        return env
 
     def start(self) -> "Cluster":
         self.sock.mkdir()
@@ -89,7 +93,7 @@ class Cluster:
         with open(self.root / "pg_ctl.out", "a") as out:
             result = subprocess.run([*self.prefix, str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-w", "-t", "120",
                                      "-l", str(self.root / "server.log"), "-o", " ".join(opts), "start"],
-                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=self._env())
         if result.returncode != 0:
             log = (self.root / "server.log").read_text(errors="replace") if (self.root / "server.log").exists() else ""
             raise RuntimeError(f"pg_ctl start failed: {(self.root / 'pg_ctl.out').read_text()}\n{log}")
@@ -113,7 +117,8 @@ class Cluster:
         no checkpoint, what the WAL did not hold yet is lost)."""
         with open(self.root / "pg_ctl.out", "a") as out:
             subprocess.run([*self.prefix, str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w",
-                            "restart"], check=True, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+                            "restart"], check=True, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                           env=self._env())
 
     def url(self, db: str = "postgres") -> str:
         """Unix socket, trust auth, no password."""
@@ -171,7 +176,7 @@ def available() -> str | None:
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        return "psycopg is not installed (pip install 'ffwatchd[postgres]')"
+        return "psycopg is not installed (sh scripts/install.sh --extras postgres)"
     return None
 
 

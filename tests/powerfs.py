@@ -152,6 +152,22 @@ class Durable:
             nodes[self.id_of(st)] = _Node("dir", stat.S_IMODE(st.st_mode), st.st_mtime_ns, entries=entries)
         self.nodes = nodes
 
+    def unsync(self, pattern: "re.Pattern[str]") -> int:
+        """The regular files whose path (from the root, `/a/b`) matches `pattern` keep their entries
+        but lose their durable bytes: what a writer that never fsyncs leaves (a cut empties them)."""
+        n = 0
+        for dirpath, _dirnames, filenames in os.walk(self.live):
+            for name in filenames:
+                p = Path(dirpath) / name
+                if not pattern.search("/" + p.relative_to(self.live).as_posix()):
+                    continue
+                st = os.lstat(p)
+                node = self.nodes.get(self.id_of(st))
+                if node is not None and node.kind == "file":
+                    node.data = b""
+                    n += 1
+        return n
+
     def pending(self) -> int:
         """How many files and folders differ from their durable image (for `stats`)."""
         n = 0
@@ -407,6 +423,11 @@ def _operations_class() -> type:
                 with self.mutex:
                     self.durable.snapshot_all()
                 return {"ok": "checkpoint"}
+            if line.startswith("unsync "):   # a writer that never fsyncs: its files' bytes not durable
+                pattern = re.compile(line[len("unsync "):])
+                with self.mutex:
+                    n = self.durable.unsync(pattern)
+                return {"ok": "unsync", "files": n}
             if line == "stats":
                 with self.mutex:
                     return {"ok": "stats", "pending": self.durable.pending()}
@@ -583,6 +604,10 @@ class PowerFS:
 
     def pending(self) -> int:
         return self._command("stats")["pending"]
+
+    def unsync(self, pattern: str) -> int:
+        """The files at paths matching `pattern` as a writer that never fsyncs left them (see `Durable.unsync`)."""
+        return self._command(f"unsync {pattern}")["files"]
 
     def drop(self) -> dict:
         """Forget every unsynced write and unmount; `backing` is then what survived."""

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.ports import free_port
+
 USER, PASSWORD = "root", "smb-test-pw"
 PORT_445_LOCK = Path(tempfile.gettempdir()) / "ffwatchd-tests-port445.lock"
 SHARE = "share"
@@ -42,12 +44,6 @@ def _port_free(port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def skip_reason(port: int | None = None) -> str | None:
@@ -264,7 +260,7 @@ def serving(tmp_path: Path, export: Path):
     reason = skip_reason()
     if reason:
         pytest.skip(reason)
-    server = SambaServer(tmp_path / "samba", export, _free_port())
+    server = SambaServer(tmp_path / "samba", export, free_port())
     try:
         yield server.start()
     finally:

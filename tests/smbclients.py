@@ -65,12 +65,27 @@ class SmbWriter:
             for i in range(0, len(data), CHUNK):
                 f.seek(i)
                 f.write(data[i:i + CHUNK])
-        smbclient.utime(self.unc(rel), times=(mtime, mtime), port=self.port)
+            f.flush()
+            # SetInfo FileBasicInformation on the open handle, before the close, as Explorer does: a
+            # utime by path after the close raced the daemon, which may rightly have filed the
+            # closed file by then (issue 40: ENOENT on img001.jpg under load)
+            self._set_mtime(f.raw, mtime)
         folder = rel.rsplit("/", 1)[0] + "/" if "/" in rel else ""
         for name, body in (("Thumbs.db", b"\xd0\xcf\x11\xe0" + b"\0" * 4092),
                            ("desktop.ini", b"[.ShellClassInfo]\r\nIconResource=x\r\n")):
             with self.open(folder + name) as f:
                 f.write(body)
+
+    @staticmethod
+    def _set_mtime(raw, mtime: float) -> None:
+        from smbclient._io import SMBFileTransaction, set_info
+        from smbprotocol.file_info import FileBasicInformation
+        from smbprotocol.structure import DateTimeField
+
+        info = FileBasicInformation()     # 0: leave that time as it is
+        info["last_write_time"] = int(mtime * 10_000_000) + DateTimeField.EPOCH_FILETIME
+        with SMBFileTransaction(raw) as transaction:
+            set_info(transaction, info)
 
     def macos(self, rel: str, data: bytes, between: Callable[[], None] | None = None) -> None:
         """Finder: `._name` and `.DS_Store`, the file created empty first and filled later."""

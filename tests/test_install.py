@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -88,7 +89,7 @@ def test_install_script_refuses_an_option_it_does_not_know_before_creating_anyth
                          capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 2 and not (tmp_path / "v").exists()
     assert "unknown option --dry-run; options for the step after pip install go after --" in out.stderr
-    assert "usage: sh scripts/install.sh [--gpu] [VENV]" in out.stderr
+    assert "usage: sh scripts/install.sh [--gpu] [--extras LIST] [--editable] [VENV]" in out.stderr
 
 
 def test_install_script_with_only_arguments_after_the_dash_dash_uses_the_default_venv(tmp_path: Path) -> None:
@@ -122,3 +123,32 @@ def test_the_install_step_runs_as_the_readme_says() -> None:
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert "usage: python -m ffwatchd.install" in done.stdout
+
+
+def test_install_script_installs_the_extras_before_its_last_step(tmp_path: Path) -> None:
+    """Issue 42, item 12: the script took no extras, so the README's test block and the PostgreSQL
+    docs said `pip install '.[EXTRA]'`, which put opencv-python back beside the headless one."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    log = tmp_path / "calls"
+    fake = venv / "bin" / "python"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\n")
+    fake.chmod(0o755)
+    subprocess.run(["sh", str(ROOT / "scripts" / "install.sh"), "--editable", "--extras", "postgres,test", str(venv)],
+                   check=True)
+    assert log.read_text().splitlines() == [f"-m pip install -e {ROOT}[postgres,test]", "-m ffwatchd.install"]
+    bad = subprocess.run(["sh", str(ROOT / "scripts" / "install.sh"), "--extras", "x y", str(tmp_path / "v")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "a comma-separated list of pyproject extras" in bad.stderr
+    assert not (tmp_path / "v").exists()
+
+
+def test_no_doc_tells_a_user_to_pip_install_the_checkout_with_extras() -> None:
+    """Issue 42, item 12: every install of an extra the docs give goes through scripts/install.sh."""
+    pages = [ROOT / "README.md", ROOT / ".ci" / "run", *sorted((ROOT / "docs").glob("*.md"))]
+    told = [(p.name, line.strip()) for p in pages for line in p.read_text().splitlines()
+            if re.search(r"pip install (-e )?'?\.\[", line) and "not `pip install" not in line
+            and "after the script" not in line and "afterwards" not in line]
+    assert told == []
+    block = re.findall(r"```sh\n(.*?)```", (ROOT / "README.md").read_text(), re.S)[1]
+    assert block.splitlines()[0] == "sh scripts/install.sh --editable --extras test"

@@ -74,6 +74,10 @@ def test_check_and_metrics_on_the_smbnetfs_mount(smb_mount, tmp_path):
     # the share reports no size for every folder; smbnetfs answered one folder's statvfs otherwise
     # once in a full run (a transient answer), so three of the four are enough to show the rule
     assert len(measured) >= 3 and all("reports no size" in w for w in measured), warnings
+    custody = [w for w in warnings if "fsync never reaches the file server" in w]
+    # custody: the mount's fsync is answered by the kernel, never sent to smbd (said once per watch)
+    assert len(custody) == 1 and custody[0].startswith(
+        "watch w: inbox, done, failed on fuse.smbnetfs, whose fsync never reaches the file server"), warnings
     text = Metrics(folders={"w": {"output": folders["output"]}}).render().decode()
     assert 'ffwatchd_folder_up{folder="output",watch="w"} 1.0' in text
     assert "ffwatchd_disk_free_bytes{" not in text, "unknown is not 0 B free (the alert would fire)"

@@ -9,10 +9,9 @@ import zipfile
 from pathlib import Path
 
 from ffwatchd.config.settings import WatchSettings
-from ffwatchd.filing.placing import TEMP_PREFIX
 from ffwatchd.filing.sharepaths import job_output
 from ffwatchd.fs.safefs import open_regular
-from ffwatchd.fs.writefs import Folder, apply_perms, split_under, temp_tag
+from ffwatchd.fs.writefs import Folder, apply_perms, split_under, writer_temp_name
 from ffwatchd.store import Job
 from ffwatchd.store.names import printable
 
@@ -52,7 +51,7 @@ def write_zip(watch: WatchSettings, folder: str, jobs: list[Job], generation: in
     dest = package_path(watch, folder, generation)
     base = dest.parent
     rel, name = split_under(watch.output, dest)
-    tmp = f"{TEMP_PREFIX}{temp_tag()}-{name}.tmp"
+    tmp = writer_temp_name(name)
     count, missing = 0, []
     with Folder(watch.output, rel, watch.perms) as out:
         try:

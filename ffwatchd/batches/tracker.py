@@ -27,6 +27,9 @@ from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.store import Batch, Job, JobQueue, TransitionError, Use, open_store, store_errors
 from ffwatchd.store.leadership import Leadership
 
+# what a report showed: the last activity, each job's (id, state), the frames done of running videos
+ReportMark = tuple[float, tuple[tuple[int, str], ...], int]
+
 log = logging.getLogger(__name__)
 
 TICK = 1.0                  # how often batches are looked at
@@ -87,7 +90,7 @@ class BatchTracker:
         self.thumbs = ThumbCache()
         self.rows: dict[int, RowCache] = {}      # batch id -> its jobs' report rows, made once each
         self._since = 0.0
-        self._reported: dict[int, tuple[float, float]] = {}     # batch id -> (monotonic, activity)
+        self._reported: dict[int, tuple[float, ReportMark | None]] = {}   # batch id -> (monotonic, what it showed)
         self._next_starvation = 0.0
         self._refused: dict[int, str] = {}      # batch id -> the problem last logged for it
         #: batch id -> when to try again a report or package that could not be written (EIO while
@@ -232,7 +235,8 @@ class BatchTracker:
     def finish(self, watch: WatchSettings, batch: Batch, jobs: list[Job], spec: JobSpec | None,
                last: float) -> Batch:
         version = batch.version + 1
-        package, missing = None, []
+        package: str | None = None
+        missing: list[str] = []
         if spec is not None and spec.package == "zip":
             path, n, missing = write_zip(watch, batch.folder, jobs, batch.generation)
             package = str(path)

@@ -17,6 +17,7 @@ import yaml
 from ffwatchd.config.load import load_config, resolve_config_path
 from ffwatchd.config.settings import Settings
 from ffwatchd.errors import ConfigError
+from ffwatchd.fs.mounts import nearest_existing
 from ffwatchd.ops.documents import to_json
 from ffwatchd.spec.safeyaml import load_yaml
 from ffwatchd.store import Job, JobQueue, SchemaMismatch, SqliteJobStore, open_store
@@ -94,23 +95,23 @@ def open_store_for_reading(config: str | None) -> JobQueue:
                 raise
             return NotCreatedYet(settings.db_path, e.where)      # read as empty, as an SQLite table not made yet
     path = settings.db_path if settings is not None else state_dir / "ffwatchd.db"
-    if not path.exists() and _nearest_existing(path.parent).is_dir():   # (a file in the way: its error below)
+    if not path.exists() and nearest_existing(path.parent).is_dir():   # (a file in the way: its error below)
         return NotCreatedYet(path)
-    if settings is not None:
-        return open_store(settings)
-    store = SqliteJobStore(path, migrate_schema=False)     # reading never migrates (open_store's rule)
     try:
-        store.require_known_schema()
-    except BaseException:
-        store.close()
-        raise
-    return store
-
-
-def _nearest_existing(path: Path) -> Path:
-    while not os.path.lexists(path) and path != path.parent:
-        path = path.parent
-    return path
+        if settings is not None:
+            return open_store(settings)
+        store = SqliteJobStore(path, migrate_schema=False)     # reading never migrates (open_store's rule)
+        try:
+            store.require_known_schema()
+        except BaseException:
+            store.close()
+            raise
+        return store
+    except SchemaMismatch as e:
+        if e.found:
+            raise
+        # a file with no table in it yet (the daemon making it, or an older `retention` that made it empty)
+        return NotCreatedYet(path, f"sqlite {path} (no job table in it yet: the daemon creates it when it starts)")
 
 
 class NotCreatedYet(SqliteJobStore):

@@ -12,6 +12,7 @@ from typing import Callable
 from ffwatchd.cli.common import (
     EXIT_FAIL,
     EXIT_OK,
+    NotCreatedYet,
     UsageError,
     check_watch_name,
     config_arg,
@@ -81,6 +82,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     check_watch_name(args.config, args.watch)
     with open_store_for_reading(args.config) as store:
         jobs, more = jobs_list(store, state=args.state, watch=args.watch, limit=args.limit)
+        not_yet = store.where if isinstance(store, NotCreatedYet) else None
+    if not_yet and not args.json:
+        print(f"no jobs yet: job table {not_yet}")
+        return EXIT_OK
     if args.json:               # more: 50 of 227 were shown as if they were all
         dump_json(jobs_document(jobs))
         return EXIT_OK

@@ -8,7 +8,7 @@ import logging
 import sys
 from typing import TextIO
 
-from ffwatchd.cli.common import config_arg, json_arg
+from ffwatchd.cli.common import NotCreatedYet, config_arg, json_arg, open_store_for_reading
 from ffwatchd.config.load import load_config, resolve_config_path
 from ffwatchd.errors import ConfigError
 from ffwatchd.ops.diskguard import format_bytes
@@ -58,8 +58,11 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         print(str(e), file=sys.stderr)
         return 1
     dry_run = bool(getattr(args, "dry_run", False))
+    not_yet = None
     try:
-        with open_store(settings, Use.READ if dry_run else Use.WRITE) as store:
+        # a dry run only reads: before the first start its table is the empty one of "nothing yet"
+        with open_store_for_reading(str(path)) if dry_run else open_store(settings, Use.WRITE) as store:
+            not_yet = store.where if isinstance(store, NotCreatedYet) else None
             deletions = run_retention(settings, store, dry_run=dry_run)
             unknown = unknown_to_ledger(settings, store) if dry_run else []
     except store_errors() as e:
@@ -74,6 +77,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
                if dry_run else {})}, indent=2) + "\n")
     else:
         out.write(format_table(deletions, dry_run))
+        if not_yet:
+            out.write(f"job table {not_yet}: nothing filed yet, so nothing to remove\n")
         if unknown:
             out.write(f"\nkept, never removed by age: {len(unknown)} file(s) the filing ledger does not know\n")
             out.write("".join(f"  {u.watch}  {u.folder}  {u.path}\n" for u in unknown))

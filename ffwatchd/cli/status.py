@@ -102,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
                   "the disk guard does not pause for it")
         for msg in daemon.get("models_missing", []):
             print(f"MODELS MISSING: {msg}")
+        for msg in daemon.get("models_corrupt", []):      # a stand-in under a built-in name, say: there, but not it
+            print(f"MODELS CORRUPT: {msg}")
         for name, why in sorted((daemon.get("folders_waiting") or {}).items()):
             print(f"WAITING: watch {shown(name)} waits for its folders ({why}); its jobs are not claimed until "
                   "they are there")

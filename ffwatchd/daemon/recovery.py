@@ -14,7 +14,7 @@ from ffwatchd.filing.complete import complete_done_plan
 from ffwatchd.filing.leftovers import remove_leftovers
 from ffwatchd.filing.plan import Plan, file_failed_original, remove_partials
 from ffwatchd.filing.staging import OriginalChanged
-from ffwatchd.ops.retention import clean_temp_at_startup
+from ffwatchd.ops.retention import clean_share_leftovers, clean_temp_at_startup, write_missing_reports
 from ffwatchd.ops.statusfile import pid_alive
 from ffwatchd.store import Job, JobQueue, TransitionError
 from ffwatchd.work.worker import owner_pid
@@ -64,6 +64,8 @@ def recover_at_start(settings: Settings, store: JobQueue) -> None:
     try:
 
         clean_temp_at_startup(settings, store)
+        clean_share_leftovers(settings, store)      # every temp of ours a crash left; missing reports again
+        write_missing_reports(settings, store)      # a report a crash came before, temp or none
     except OSError as e:
         log.warning("start-up temp cleanup failed: %s", e)
     # Only the folders of unfinished plans are looked at, never the whole share; a running job

@@ -42,7 +42,7 @@ from ffwatchd.errors import ConfigError
 from ffwatchd.filing.shares import ShareCheck, ShareFolders
 from ffwatchd.fs.writefs import make_private
 from ffwatchd.logs import setup_logging
-from ffwatchd.ops.checks import c2pa_problem, missing_default_models
+from ffwatchd.ops.checks import ModelTrouble, c2pa_problem, missing_default_models
 from ffwatchd.ops.diskguard import DiskGuard
 from ffwatchd.ops.gpusizing import plan_workers, worker_devices
 from ffwatchd.ops.retention import unknown_to_ledger, unrecorded_line
@@ -102,7 +102,7 @@ class Supervisor:
         self.stopping = False
         self.warnings: list[str] = []
         self.reload_refused: str | None = None     # the last reload's refusal, until one succeeds
-        self.models_missing: dict[str, str] = {}     # watch -> why its defaults' models are missing
+        self.models_missing: dict[tuple[str, ModelTrouble], str] = {}   # (watch, missing | corrupt) -> why
         #: the job table's schema is no longer this version's (a newer ffwatchd upgraded it): claiming stops
         self.schema_problem: str | None = None
         #: watches whose folders are not all there now (their jobs wait, unclaimed): watch -> why
@@ -210,10 +210,10 @@ class Supervisor:
         before = self.models_missing
         if now == before:
             return
-        for watch in sorted(before.keys() - now.keys()):
+        for watch in sorted({w for w, _ in before} - {w for w, _ in now}):
             log.info("the model(s) needed by watch %s are now in place", watch)
-        for watch, line in now.items():
-            if before.get(watch) != line:
+        for key, line in now.items():
+            if before.get(key) != line:
                 log.warning("%s", line)
         self.models_missing = now
 
@@ -644,7 +644,9 @@ class Supervisor:
                 "unsettled": self.watcher.unsettled_count() if self.watcher is not None else {},
                 "waiting": self.watcher.waiting_files() if self.watcher is not None else {},
                 "unfiled": self.watcher.unfiled_files() if self.watcher is not None else {},
-                "warnings": self.current_warnings(unavailable), "models_missing": list(self.models_missing.values()),
+                "warnings": self.current_warnings(unavailable),
+                "models_missing": [line for (_, trouble), line in self.models_missing.items() if trouble == "missing"],
+                "models_corrupt": [line for (_, trouble), line in self.models_missing.items() if trouble == "corrupt"],
                 "stopping": self.stopping, "queue_unreachable": unreachable_doc(self.table_unreachable()),
                 "metrics": (f"{self.settings.metrics.host}:{self.settings.metrics.port}"
                             if self.metrics is not None and self.settings.metrics.enabled else None),

@@ -11,6 +11,13 @@ another host may still be writing:
   attempt): the writer can never link it into place (the lease is confirmed after a copy, and
   refused to it), so it is removed once it was untouched (ctime) for longer than a lease: a
   writer still copying touches it all the time.
+
+Every other hidden temp name the daemon makes on the share is known here too (`TempKind`,
+`parse_temp`): an error report's `.ffwatchd-<job>-<name>.error.json.tmp` (removed once its job
+is not running, or untouched for longer than a lease; its missing report is written again by
+the caller, ops/retention.py) and a whole-file write's `.ffwatchd-<host>~<pid>-<name>.tmp`
+(batch reports and zips: `stale_temp`). A staged original (`.ffwatchd-filing-...`, staging.py)
+is known and kept: its job's plan takes it back.
 """
 
 from __future__ import annotations
@@ -21,15 +28,52 @@ import re
 import socket
 import stat
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ffwatchd.filing.placing import TEMP_PREFIX
+from ffwatchd.filing.placing import REPORT_SUFFIX, TEMP_PREFIX
+from ffwatchd.filing.staging import STAGED_TAG
+from ffwatchd.fs.writefs import stale_temp
 from ffwatchd.store import Job, NotFound
 
 log = logging.getLogger(__name__)
 
 _COPY = re.compile(re.escape(TEMP_PREFIX) + r"(\d+)-([A-Za-z0-9][A-Za-z0-9.-]*?)\.(\d+)-.*\.tmp\Z", re.S)
+_REPORT = re.compile(re.escape(TEMP_PREFIX) + r"(\d+)-(.*" + re.escape(REPORT_SUFFIX) + r")\.tmp\Z", re.S)
+_WRITER = re.compile(re.escape(TEMP_PREFIX) + r"([A-Za-z0-9_.]*~\d+)-.*\.tmp\Z", re.S)
+_STAGED = re.compile(re.escape(TEMP_PREFIX) + re.escape(STAGED_TAG) + r"-(\d+)-(\d+)-", re.S)
+
+
+class TempKind(StrEnum):
+    """The hidden temp names the daemon makes on the share (each maker's name parses as one)."""
+    COPY = "copy"            # placing._link_or_copy: .ffwatchd-<job>-<host>.<pid>-<name>.tmp
+    REPORT = "report"        # placing.write_report: .ffwatchd-<job>-<name>.error.json.tmp
+    WRITER = "writer"        # writefs.writer_temp_name: .ffwatchd-<host>~<pid>-<name>.tmp
+    STAGED = "staged"        # staging.staged_name: .ffwatchd-filing-<job>-<attempt>-<name>
+
+
+@dataclass(frozen=True)
+class TempName:
+    kind: TempKind
+    job_id: int | None       # the job it belongs to (None for a whole-file write's temp)
+    host: str
+    pid: int | None
+    target: str | None       # a report temp: the report's own name
+
+
+def parse_temp(name: str) -> TempName | None:
+    """What a hidden name of ours is, or None when it is none of ours."""
+    if m := _STAGED.match(name):
+        return TempName(TempKind.STAGED, int(m.group(1)), "", None, None)
+    if m := _WRITER.match(name):
+        host, _, pid = m.group(1).rpartition("~")
+        return TempName(TempKind.WRITER, None, host, int(pid), None)
+    if m := _REPORT.match(name):           # before COPY: a report's name may look like host.pid
+        return TempName(TempKind.REPORT, int(m.group(1)), "", None, m.group(2))
+    if m := _COPY.match(name):
+        return TempName(TempKind.COPY, int(m.group(1)), m.group(2), int(m.group(3)), None)
+    return None
 
 
 @dataclass(frozen=True)
@@ -41,6 +85,7 @@ class Leftover:
     size: int
     age: float          # seconds since it was last touched (ctime)
     why: str
+    kind: TempKind = TempKind.COPY
 
 
 def parse_copy(name: str) -> tuple[int, str, int] | None:
@@ -73,13 +118,30 @@ def _local_pid_gone(pid: int) -> bool:
 
 def judge(path: Path, st: os.stat_result, job: Job | None, *, now: float, lease: float,
           host: str | None = None, pid_gone: Callable[[int], bool] = _local_pid_gone) -> Leftover | None:
-    """The copy temp at `path` as a leftover to remove (with why), or None to keep it."""
+    """The temp at `path` as a leftover to remove (with why), or None to keep it."""
+    temp = parse_temp(path.name)
+    if temp is None or not stat.S_ISREG(st.st_mode):
+        return None
+    age = max(0.0, now - st.st_ctime)
+    if temp.kind is TempKind.STAGED:
+        return None                               # its job's plan takes it back (staging.py)
+    if temp.kind is TempKind.WRITER:
+        if not stale_temp(f"{temp.host}~{temp.pid}", age, lambda p: not pid_gone(p)):
+            return None
+        return Leftover(path, 0, temp.host, temp.pid or 0, st.st_size, age,
+                        "a whole-file write's temp whose writer is gone", TempKind.WRITER)
+    if temp.kind is TempKind.REPORT:
+        assert temp.job_id is not None
+        if job is not None and job.state == "running" and age <= lease:
+            return None                           # its writer may be renaming it into place now
+        state = "not in the job table" if job is None else job.state
+        return Leftover(path, temp.job_id, "", 0, st.st_size, age,
+                        f"an error report's temp of job {temp.job_id}, which is {state}", TempKind.REPORT)
     parsed = parse_copy(path.name)
-    if parsed is None or not stat.S_ISREG(st.st_mode):
+    if parsed is None:
         return None
     job_id, writer_host, pid = parsed
     host = host or socket.gethostname()
-    age = max(0.0, now - st.st_ctime)
     holder = _holder(job)
     if path.name.startswith(f"{TEMP_PREFIX}{job_id}-{host}.{pid}-") and pid_gone(pid):
         why = f"its writer, process {pid} of this host, is gone"
@@ -102,14 +164,14 @@ def leftovers_in(folder: Path, get_job: Callable[[int], Job | None], *, now: flo
     except OSError:
         return
     for name in names:
-        parsed = parse_copy(name)
-        if parsed is None or (job_id is not None and parsed[0] != job_id):
+        temp = parse_temp(name)
+        if temp is None or (job_id is not None and temp.job_id != job_id):
             continue
         try:
             st = os.stat(folder / name, follow_symlinks=False)
         except OSError:
             continue
-        found = judge(folder / name, st, get_job(parsed[0]), now=now, lease=lease)
+        found = judge(folder / name, st, None if temp.job_id is None else get_job(temp.job_id), now=now, lease=lease)
         if found is not None:
             yield found
 
@@ -144,9 +206,9 @@ def remove_leftovers(folders: list[Path], store, *, now: float, lease: float,
 
 
 def walk_leftovers(roots: list[Path], store, *, now: float, lease: float) -> Iterator[Leftover]:
-    """Every removable copy temp below `roots` (output/, done/, failed/), links not followed."""
+    """Every removable temp of ours below `roots` (output/, done/, failed/), links not followed."""
     get = job_getter(store)
     for root in roots:
         for dirpath, _dirs, files in os.walk(root, followlinks=False):
-            if any(parse_copy(n) for n in files):
+            if any(n.startswith(TEMP_PREFIX) and parse_temp(n) for n in files):
                 yield from leftovers_in(Path(dirpath), get, now=now, lease=lease)

@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable
 
 from ffwatchd.errors import JobError
-from ffwatchd.fs.writefs import NO_HARD_LINKS, Folder, Perms, fit_name, fsync_dir, split_under
+from ffwatchd.fs.writefs import NO_HARD_LINKS, Folder, Perms, fit_name, fsync_dir, fsync_file, split_under
 
 log = logging.getLogger(__name__)
 
@@ -132,9 +132,10 @@ def _same_content(folder: Folder, name: str, st: os.stat_result, src: Path, src_
 
 def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True, root: Path | None = None,
                perms: Perms | None = None, own: bool = False, fence: Callable[[], None] | None = None,
-               step: str = "file_original") -> Path:
+               step: str = "file_original", synced: bool = False) -> Path:
     """Move `src` to `dest`, never replacing another file; returns where it landed (docs/daemon.md,
-    "Filing": the rules in full). Below `root` no link is followed and missing folders get `perms`;
+    "Filing": the rules in full). Its bytes are fsynced before its second name (`synced`: the
+    caller did that already). Below `root` no link is followed and missing folders get `perms`;
     a taken name moves on to `-<job id>[-k]`; an original with other hard links is copied, not
     linked; `src` gone and a name holding it means done already. `fence` runs right before a copy
     is linked; `step` names that link for `before_step`."""
@@ -161,7 +162,7 @@ def place_file(src: Path, dest: Path, job_id: int, *, sync_source: bool = True, 
                 try:
                     _link_or_copy(src, folder, candidate, job_id,
                                   copy=not own and stat.S_ISREG(src_st.st_mode) and src_st.st_nlink > 1,
-                                  fence=fence, step=step)
+                                  fence=fence, step=step, synced=synced)
                 except FileExistsError:           # taken a moment ago: by another host moving this file?
                     st = folder.lstat(candidate)
                     if st is None or not _ours_at(folder, candidate, st, src, src_st):
@@ -199,11 +200,13 @@ def _unlink_moved(src: Path, sync: bool) -> None:
 
 
 def _link_or_copy(src: Path, folder: Folder, name: str, job_id: int, copy: bool = False,
-                  fence: Callable[[], None] | None = None, step: str = "file_original") -> None:
+                  fence: Callable[[], None] | None = None, step: str = "file_original", synced: bool = False) -> None:
     """Hard-link `src` at `name` (same filesystem) or copy it there through a hidden, synced temp
     (`copy`: always, for a file that has other hard links); `fence` runs after the copy, right
     before its link (TransitionError: nothing is placed, the temp copy goes)."""
     if not copy:
+        if not synced and stat.S_ISREG(os.lstat(src).st_mode):
+            fsync_file(src)               # custody: its bytes durable before a second name relies on them
         before_step(step, job_id)
         try:
             folder.link_from(src, name)

@@ -14,13 +14,14 @@ import os
 import stat
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import AbstractSet, Any, Callable
 
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.errors import CONTENT_KINDS, SIDECAR_KINDS, JobError
 from ffwatchd.filing import placing
 from ffwatchd.filing.placing import (
+    REPORT_SUFFIX,
     TEMP_PREFIX,
     candidate_names,
     choose_destination,
@@ -39,12 +40,13 @@ from ffwatchd.filing.staging import (
     find_staged,
     is_the_original,
     stage_original,
+    staged_paths,
     unstage_quietly,
 )
 from ffwatchd.fs.safefs import lstat_below, read_regular
 from ffwatchd.fs.version import FileVersion
-from ffwatchd.fs.writefs import Perms, fit_name, fsync_file, open_folder, split_under
-from ffwatchd.store import Filing, Job, TransitionError
+from ffwatchd.fs.writefs import Perms, fit_name, fsync_dir, fsync_file, open_folder, split_under
+from ffwatchd.store import Filing, Job, QueueUnavailable, TransitionError
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +105,44 @@ def duplicate_report(earlier: Job, message: str, original: Path, filed_as: Path)
             "retry_needs": None}
 
 
+def duplicate_message(rel: str, job: Job) -> str:
+    """What a duplicate's report says about a re-drop of `rel` with the content of `job`."""
+    if job.state == "done":
+        advice = "rename the file (or put it in another folder) to process it again"
+    else:
+        advice = f"run `ffwatchd jobs retry {job.id}` to run that job again"
+    return (f"{rel} has the same content as job {job.id}, which is already {job.state}; "
+            f"it was not processed again: {advice}")
+
+
 def report_path(filed_as: Path) -> Path:
     return filed_as.with_name(report_name(filed_as.name))
+
+
+def redo_missing_report(watch: WatchSettings, job: Job, report: Path) -> Path | None:
+    """A report a crash left as its temp only (filing/leftovers.py), written again from the job's
+    row when the original it describes lies beside it and no report is there: the job's own
+    report (a failed job's original, at its name or its `-<job id>` names), else a duplicate's.
+    Returns the report written, or None when none was due."""
+    filed_as = report.with_name(report.name[:-len(REPORT_SUFFIX)]) if report.name.endswith(REPORT_SUFFIX) else None
+    if filed_as is None or os.path.lexists(report) or not os.path.isfile(filed_as):
+        return None
+    if job.state not in ("done", "failed"):
+        return None                         # queued or running: its own plan writes the report
+    try:
+        rel_dir = PurePosixPath(filed_as.parent.relative_to(watch.failed).as_posix())
+    except ValueError:
+        return None                         # reports lie in failed/ only
+    job_rel = PurePosixPath(job.rel_path)
+    original = watch.inbox / job.rel_path
+    own = job.state == "failed" and rel_dir == job_rel.parent and \
+        filed_as.name in candidate_names(job_rel.name, job.id)
+    if own:
+        data = error_report(job, job.error_kind or "internal", job.error_message or "", original, filed_as)
+    else:
+        data = duplicate_report(job, duplicate_message(job.rel_path, job), original, filed_as)
+    write_report(watch.failed, report, data, job.id, watch.perms)
+    return report
 
 
 # -- plans ------------------------------------------------------------------------------
@@ -396,7 +434,7 @@ def _place_result(plan: Plan, job: Job, watch: WatchSettings | None, perms: Perm
     if fence is not None:
         fence()                       # a stale attempt publishes nothing: the lease confirmed first
     return place_file(src, dst, job.id, sync_source=False, root=root_of(watch, dst), perms=perms, own=True,
-                      fence=fence, step="place_result")
+                      fence=fence, step="place_result", synced=True)
 
 
 def _place_original(plan: Plan, job: Job, watch: WatchSettings | None, perms: Perms, staged: Path | None,
@@ -407,7 +445,8 @@ def _place_original(plan: Plan, job: Job, watch: WatchSettings | None, perms: Pe
     src, dst = Path(plan.original_src), Path(plan.original_dst)
     moving = staged is not None or (in_place and os.path.lexists(src))
     try:
-        return place_file(staged or src, dst, job.id, root=root_of(watch, dst), perms=perms, fence=fence), moving
+        return place_file(staged or src, dst, job.id, root=root_of(watch, dst), perms=perms, fence=fence,
+                          synced=staged is not None), moving      # a staged original was synced by staging
     except FileNotFoundError:
         if plan.drop:
             raise                     # gone meanwhile (another host filed it): no report beside nothing
@@ -463,8 +502,16 @@ def remove_partials(plan: Plan, job_id: int) -> list[Path]:
 
 
 def file_failed_original(watch: WatchSettings, job: Job, ledger: Any = None) -> Path:
-    """Move a refused file (a job born failed at ingest) to failed/ with its report."""
+    """Move a refused file (a job born failed at ingest), or a failed job's original nobody holds
+    (its worker died), to failed/ with its report. A done plan a dead worker recorded is given up
+    first (filing/withdraw.py): a job that is not done never keeps its result or a done/ name."""
     stored = job_plan(job, watch)
+    if stored is not None and stored.outcome == "done":
+        withdraw_placed(stored, job, watch, ledger=ledger, attempt=job.claims)
+        # to failed/ from where the done plan left it (maybe staged), only while it is that original
+        plan = plan_failed(watch, job, job.error_kind or "internal", job.error_message or "", stored.original_state)
+        filed = execute_plan(plan, job, watch, ledger=ledger, stored=True)
+        return filed.original or Path(plan.original_dst)
     plan = stored or plan_failed(watch, job, job.error_kind or "internal", job.error_message or "")
     filed = execute_plan(plan, job, watch, ledger=ledger, stored=stored is not None)
     return filed.original or Path(plan.original_dst)
@@ -509,3 +556,126 @@ def report_is_for(root: Path, report: Path, job_id: int) -> bool:
         return json.loads(read_regular(root, report, 1 << 20)).get("job_id") == job_id
     except (OSError, ValueError, AttributeError):
         return False
+
+
+# -- withdrawal ---------------------------------------------------------------------------
+# What a given-up plan placed and has not handed over, taken back: the one rule every way a job
+# ends otherwise than `done` goes through (a worker's failure or supersession, work/failing.py;
+# a dead worker's job filed to failed/ by the supervisor, `file_failed_original`), so no result of
+# a job that is not done stays in output/ and no original keeps a name in two folders:
+# 1. a done plan's result in output/: the file at the plan's name (or the job's `-<id>` name) with
+#    the plan's size, reached without following a link, not a result the ledger names for another job;
+# 2. a second name the plan gave the original in done/ or failed/ while the original still has its
+#    inbox or staged name: the same inode with more than one link, or a copy (across filesystems, a
+#    share without hard links) with the very bytes of that inbox or staged file, never a file the
+#    ledger names for another job, so removing it loses no byte (once the move finished, the filed
+#    name is the original's only name and stays; a copy of bytes since changed stays too).
+# `confirm` runs right before each unlink (a worker's lease: TransitionError, nothing removed once
+# the job is another attempt's); None for a caller that holds no lease.
+
+def withdraw_placed(plan: Plan, job: Job, watch: WatchSettings, *, ledger: Any, attempt: int,
+                    confirm: Callable[[], None] | None = None) -> list[Path]:
+    """Steps 1-2 above for `plan` (localized to this host's mount); returns what was removed.
+    `ledger`: the job table (what it names for other jobs is never removed); `attempt`: the
+    highest attempt whose staged name may hold the original."""
+    removed = []
+    result = _withdraw_result(plan, job, watch, others_outputs(ledger, watch, job.id), confirm)
+    if result is not None:
+        removed.append(result)
+    removed += _withdraw_original_link(plan, job, watch, ledger, attempt, confirm)
+    return removed
+
+
+def _others_filed(ledger: Any, watch: WatchSettings, job_id: int, dst: Path) -> set[Path]:
+    """The files the ledger names for other jobs in the done/ or failed/ folder `dst` is in."""
+    for folder, root in (("done", watch.done), ("failed", watch.failed)):
+        if ledger is not None and dst.is_relative_to(root):
+            return {root / rel for rel, f in ledger.filings(watch.name, folder).items() if f.job_id != job_id}
+    return set()
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            x, y = fa.read(1 << 20), fb.read(1 << 20)
+            if x != y:
+                return False
+            if not x:
+                return True
+
+
+def _withdraw_result(plan: Plan, job: Job, watch: WatchSettings, others: AbstractSet[Path],
+                     confirm: Callable[[], None] | None) -> Path | None:
+    if plan.outcome != "done" or not plan.result_dst or plan.result_size is None:
+        return None
+    dst = Path(plan.result_dst)
+    try:
+        rel, _name = split_under(watch.output, dst)
+        fd = open_folder(watch.output, rel, None, create=False)
+    except (OSError, ValueError):
+        return None
+    try:
+        for name in (dst.name, with_job_id(dst, job.id).name):
+            if dst.parent / name in others:
+                continue
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_size == plan.result_size:
+                if confirm is not None:
+                    confirm()
+                os.unlink(name, dir_fd=fd)
+                os.fsync(fd)                  # the withdrawal durable before the job's end is recorded
+                log.warning("job %d: ends without its plan; its placed result %s removed", job.id, dst.parent / name)
+                return dst.parent / name
+    except QueueUnavailable:
+        raise                                 # the lease could not be confirmed: nothing more is removed
+    except OSError as e:
+        log.warning("job %d: its placed result %s stays: %s", job.id, dst, e.strerror or e)
+    finally:
+        os.close(fd)
+    return None
+
+
+def _withdraw_original_link(plan: Plan, job: Job, watch: WatchSettings, ledger: Any, attempt: int,
+                            confirm: Callable[[], None] | None) -> list[Path]:
+    if not plan.original_dst or plan.drop:
+        return []
+    src = Path(plan.original_src)
+    held: dict[tuple[int, int], tuple[Path, int]] = {}
+    # its inbox name, the `-<id>` name staging.put_back gives it when that is taken, its staged names
+    for p in [src.with_name(n) for n in candidate_names(src.name, job.id)[:2]] + staged_paths(src, job.id, attempt + 1):
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            held[(st.st_dev, st.st_ino)] = (p, st.st_size)
+    if not held:
+        return []                             # the move finished: the filed name is the only one
+    removed = []
+    dst = Path(plan.original_dst)
+    others = _others_filed(ledger, watch, job.id, dst)
+    for name in candidate_names(dst.name, job.id)[:2]:
+        where = dst.with_name(name)
+        try:
+            st = os.lstat(where)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode) or where in others:
+            continue
+        linked = (st.st_dev, st.st_ino) in held and st.st_nlink > 1
+        # a copy (across filesystems, or a share without hard links): only when it holds the very
+        # bytes a name in the inbox still holds, so no byte is lost with it
+        copied = (st.st_dev, st.st_ino) not in held and \
+            any(size == st.st_size and _same_bytes(p, where) for p, size in held.values())
+        if linked or copied:
+            if confirm is not None:
+                confirm()
+            os.unlink(where)
+            fsync_dir(where.parent)
+            log.warning("job %d: ends without its plan; the %s %s of the original in the inbox removed",
+                        job.id, "link" if linked else "copy", where)
+            removed.append(where)
+    return removed

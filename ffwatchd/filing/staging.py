@@ -187,6 +187,8 @@ def _stage_from_inbox(src: Path, own: Path, job_id: int, want: dict | None,
         what = identity_problem(checked, want, src)
         if what:
             raise OriginalChanged(src, what)
+        if stat.S_ISREG(checked.st_mode):
+            _fsync_opened(fd)                  # custody: its bytes durable before its inbox name goes
         _fenced(fence, "stage_original", job_id)
         try:
             os.rename(src, own)
@@ -197,6 +199,17 @@ def _stage_from_inbox(src: Path, own: Path, job_id: int, want: dict | None,
             put_back(own, src, job_id)
             raise OriginalChanged(src, "another file was put in its place")
         return own
+    finally:
+        os.close(fd)
+
+
+def _fsync_opened(path_fd: int) -> None:
+    """fsync the file an O_PATH descriptor names (opened again for reading through /proc: the
+    same inode, never whatever now has its name). A writer that never fsyncs (most SMB copies)
+    leaves its bytes to the daemon to make durable."""
+    fd = os.open(f"/proc/self/fd/{path_fd}", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
     finally:
         os.close(fd)
 

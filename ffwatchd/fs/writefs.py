@@ -246,11 +246,17 @@ def stale_temp(tag: str, age: float, pid_alive: Callable[[int], bool], max_age: 
         return False
 
 
+def writer_temp_name(name: str) -> str:
+    """`.ffwatchd-<host>~<pid>-<name>.tmp`: the hidden temp a whole-file write of this process goes
+    through (batch reports, their zips); filing/leftovers.py knows it (`stale_temp` judges it)."""
+    return fit_name(f".ffwatchd-{temp_tag()}-{name}", ".tmp")
+
+
 def write_file_atomic(root: Path, dest: Path, data: bytes, perms: Perms) -> None:
     """Write `dest` (below `root`) whole through a hidden temp name and a rename, synced, without
     following a link anywhere below `root` (a link at `dest` itself is replaced, never written through)."""
     rel, name = split_under(root, dest)
-    tmp = fit_name(f".ffwatchd-{temp_tag()}-{name}", ".tmp")
+    tmp = writer_temp_name(name)
     with Folder(root, rel, perms) as folder:
         folder.write_new(tmp, data)
         try:

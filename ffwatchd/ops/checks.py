@@ -4,20 +4,22 @@ and web ports."""
 from __future__ import annotations
 
 import logging
-import os
 import socket
 from pathlib import Path
+from typing import Literal
 
 from ffwatchd.config.settings import Settings
+from ffwatchd.errors import JobError
 from ffwatchd.faces import registry
 from ffwatchd.faces.registry import fetch_hint, missing_models
-from ffwatchd.fs.mounts import filesystem_type, is_network_fs
+from ffwatchd.fs.mounts import filesystem_type, fsync_reaches_storage, is_network_fs
+from ffwatchd.fs.writefs import writer_temp_name
 from ffwatchd.media.c2pa_sign import load_credentials, self_test
 from ffwatchd.media.ffmpeg import FfmpegNotFound, find_ffmpeg
 from ffwatchd.ops.diskguard import UNKNOWN_SIZE, free_bytes_or_none
 from ffwatchd.ops.gpusizing import plan_workers
 from ffwatchd.ops.install import owners
-from ffwatchd.ops.retention import unknown_to_ledger, unrecorded_line
+from ffwatchd.ops.retention import clean_share_leftovers, unknown_to_ledger, unrecorded_line
 from ffwatchd.ops.statusfile import read_status
 from ffwatchd.processors import broken_plugins, processors
 from ffwatchd.spec.jobspec import JobSpec
@@ -28,7 +30,7 @@ log = logging.getLogger(__name__)
 
 def _writable(folder: Path) -> str | None:
     """None when a file can really be created in `folder`, else the reason."""
-    probe = folder / f".ffwatchd-check-{os.getpid()}"
+    probe = folder / writer_temp_name("check")     # a kind the start-up sweep knows, should `check` die here
     try:
         probe.write_bytes(b"")
         probe.unlink()
@@ -39,6 +41,7 @@ def _writable(folder: Path) -> str | None:
 
 def check_folders(settings: Settings, problems: list[str], notes: list[str], warnings: list[str]) -> None:
     for w in settings.watches:
+        _check_custody(w.name, {r: f for r, f in w.folders().items() if r in ("inbox", "done", "failed")}, warnings)
         for role, folder in w.folders().items():
             where = f"watch {w.name}: {role} {folder}"
             if not folder.exists() and role != "inbox" and w.make_folders:
@@ -55,6 +58,18 @@ def check_folders(settings: Settings, problems: list[str], notes: list[str], war
                 else:
                     notes.append(f"{where} is writable ({filesystem_type(folder) or 'unknown fs'})")
                     _check_measurable(where, folder, warnings)
+
+
+def _check_custody(watch: str, folders: dict[str, Path], warnings: list[str]) -> None:
+    """Originals on a mount whose fsync never reaches the server: the daemon's custody fsync
+    (docs/daemon.md, "Filing") cannot make a copy its client never fsynced durable there."""
+    found = {role: filesystem_type(f) for role, f in folders.items() if f.exists() and not fsync_reaches_storage(f)}
+    if found:
+        kinds = ", ".join(sorted(set(found.values())))
+        warnings.append(f"watch {watch}: {', '.join(found)} on {kinds}, whose fsync never reaches the file server: "
+                        "an original its client never fsynced is durable only once the server writes it, "
+                        "and a power cut of the server can empty one filed done; mount the share with the "
+                        "kernel's client (mount -t cifs), which sends SMB2 FLUSH")
 
 
 def _check_makeable(where: str, folder: Path, problems: list[str], notes: list[str]) -> None:
@@ -140,22 +155,42 @@ def licences_line(watch: str, names: list[str], settings: Settings) -> str:
                if restricted else ""))
 
 
-def missing_default_models(settings: Settings) -> dict[str, str]:
-    """Watch name -> a sentence, for each watch whose defaults need models that are not in models_dir
-    (file and size only: no hashing at start), naming them and the fetch command."""
+ModelTrouble = Literal["missing", "corrupt"]
 
-    out = {}
+
+def missing_default_models(settings: Settings) -> dict[tuple[str, ModelTrouble], str]:
+    """(watch name, missing | corrupt) -> a sentence, for each watch whose defaults need models that
+    are not in models_dir, or whose file there is not the one pinned (file and size only: no hashing at
+    start), naming them and what to do."""
+
+    out: dict[tuple[str, ModelTrouble], str] = {}
     for w in settings.watches:
         try:
             names = JobSpec.from_mapping(w.defaults).models_used()
         except (TypeError, ValueError):
             continue
-        missing = [n for n, _ in missing_models(names, settings.models_dir, settings.models, quick=True)]
+        found = missing_models(names, settings.models_dir, settings.models, quick=True)
+        corrupt = [(n, detail) for n, detail in found if _file_there(n, settings)]
+        missing = [n for n, _ in found if n not in dict(corrupt)]
         if missing:
-            out[w.name] = (f"watch {w.name}: its defaults need model(s) {', '.join(missing)}, missing from "
-                           f"{settings.models_dir}; jobs that need them fail as model_missing; "
-                           f"{fetch_hint(missing, settings.models)}")
+            out[(w.name, "missing")] = (f"watch {w.name}: its defaults need model(s) {', '.join(missing)}, missing "
+                                        f"from {settings.models_dir}; jobs that need them fail as model_missing; "
+                                        f"{fetch_hint(missing, settings.models)}")
+        if corrupt:
+            out[(w.name, "corrupt")] = (f"watch {w.name}: its defaults need model(s) "
+                                        f"{', '.join(n for n, _ in corrupt)}, whose file is not the one expected ("
+                                        + "; ".join(d for _, d in corrupt) + "); jobs that need them fail as "
+                                        "model_missing; `ffwatchd models verify NAME` says more, "
+                                        f"{fetch_hint([n for n, _ in corrupt], settings.models)} to replace it")
     return out
+
+
+def _file_there(name: str, settings: Settings) -> bool:
+    """Whether a model the quick check refused has a file in models_dir (then it is corrupt, not missing)."""
+    try:
+        return registry.find_model(name, settings.models).file_in(settings.models_dir).is_file()
+    except JobError:               # an unknown name has no file to be corrupt
+        return False
 
 
 def check_providers(settings: Settings, problems: list[str], warnings: list[str], notes: list[str]) -> None:
@@ -308,6 +343,8 @@ def check_queue(settings: Settings, problems: list[str], notes: list[str], warni
             unknown = unknown_to_ledger(settings, store) if version and warnings is not None else []
             if unknown:
                 warnings.append(unrecorded_line(unknown))
+            if version and warnings is not None:
+                warnings.extend(leftover_lines(settings, store))
     except Exception as e:  # noqa: BLE001 - every reason the queue cannot open is a problem to show
 
         said = (e.reason if isinstance(e, QueueUnavailable) else str(e)).strip()   # `where` names the table
@@ -315,6 +352,16 @@ def check_queue(settings: Settings, problems: list[str], notes: list[str], warni
         if settings.queue.url:
             reason = reason.replace(settings.queue.url, redact_url(settings.queue.url))
         problems.append(f"queue {where}: cannot open: {reason}")
+
+
+def leftover_lines(settings: Settings, store) -> list[str]:
+    """Temps of ours a crash left on the share (the next start or retention pass removes them)."""
+    found = clean_share_leftovers(settings, store, dry_run=True)
+    if not found:
+        return []
+    shown = ", ".join(str(d.path) for d in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+    return [f"{len(found)} temp file(s) left on the share by a crash: {shown} (removed at the next start; "
+            "a missing error report is written again)"]
 
 
 def run_checks(settings: Settings) -> tuple[list[str], list[str], list[str]]:

@@ -29,7 +29,7 @@ def worker_entries(store: JobQueue, lease: float, local: dict | None = None,
     are its own."""
     mine = {w.get("pid"): w for w in (local or {}).get("workers", [])}
     if running is None:
-        running = store.list(state="running", limit=1000, order="started_at")
+        running = store.list_jobs(state="running", limit=1000, order="started_at")
     held: dict[str, list[int]] = {}
     for j in running:
         if j.lease_owner:
@@ -62,7 +62,7 @@ def running_entry(j: Job, table_now: float) -> dict[str, Any]:
 
 def status_parts(store: JobQueue, lease: float, daemon: dict | None) -> dict[str, Any]:
     """What `status` shows, read from the table: counts, running jobs (as Jobs), workers, where."""
-    running = store.list(state="running", limit=1000, order="started_at")
+    running = store.list_jobs(state="running", limit=1000, order="started_at")
     return {"counts": store.counts(), "running": running, "table_now": store.now(),
             "workers": worker_entries(store, lease, daemon, running), "queue": store.where}
 
@@ -79,7 +79,7 @@ def status_document(parts: dict[str, Any], daemon: dict | None) -> dict[str, Any
 
 def jobs_list(store: JobQueue, *, state: str | None, watch: str | None, limit: int) -> tuple[list[Job], bool]:
     """The newest `limit` jobs, and whether there are more."""
-    jobs = store.list(state=state, watch=watch, limit=limit + 1)
+    jobs = store.list_jobs(state=state, watch=watch, limit=limit + 1)
     return jobs[:limit], len(jobs) > limit
 
 

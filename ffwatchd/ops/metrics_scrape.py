@@ -39,7 +39,7 @@ class JobTableCollector(Collector):
         counts = self.store.counts()
         oldest = self.store.oldest_queued_at()
         table_now = self.store.now() if oldest is not None else 0.0    # the ages go by the table's clock
-        running = self.store.list(state="running", limit=1000) if leading else []
+        running = self.store.list_jobs(state="running", limit=1000) if leading else []
         return leading, counts, oldest, table_now, running
 
     def collect(self) -> Iterator[Metric]:

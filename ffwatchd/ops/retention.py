@@ -13,15 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from ffwatchd.filing.leftovers import walk_leftovers
-from ffwatchd.filing.placing import TEMP_PREFIX, report_name
+from ffwatchd.filing.leftovers import Leftover, TempKind, parse_temp, walk_leftovers
+from ffwatchd.filing.placing import REPORT_SUFFIX, TEMP_PREFIX, report_name
+from ffwatchd.filing.plan import redo_missing_report
 from ffwatchd.filing.shares import MARKER_NAME
+from ffwatchd.fs.hashing import hash_file
 from ffwatchd.fs.mounts import inode_numbers_stable
 from ffwatchd.fs.version import FileVersion
 from ffwatchd.store import FINISHED, Filing, NotFound
 
 if TYPE_CHECKING:
-    from ffwatchd.config.settings import Settings
+    from ffwatchd.config.settings import Settings, WatchSettings
     from ffwatchd.store import JobQueue
 
 log = logging.getLogger(__name__)
@@ -180,10 +182,93 @@ def clean_share_leftovers(settings: "Settings", store: "JobQueue", *, now: float
     """Hidden copies a killed or stale worker left in output/, done/ or failed/ (any host's),
     once their writer is provably gone (filing/leftovers.py); never one its writer may still write."""
     now = time.time() if now is None else now
-    roots = [r for w in settings.watches for r in (w.output, w.done, w.failed)]
-    return [_apply(Deletion("temp", f.path, 1, f.age, f"a copy left on the share by {f.host}:{f.pid}; {f.why}",
-                            f.size), dry_run)
-            for f in walk_leftovers(roots, store, now=now, lease=settings.workers.lease)]
+    out = []
+    for watch in settings.watches:
+        for f in walk_leftovers([watch.output, watch.done, watch.failed], store, now=now,
+                                lease=settings.workers.lease):
+            who = f"by {f.host}:{f.pid}; " if f.kind is not TempKind.REPORT else ""
+            out.append(_apply(Deletion("temp", f.path, 1, f.age, f"a {f.kind} temp left on the share {who}{f.why}",
+                                       f.size), dry_run))
+            if f.kind is TempKind.REPORT and not dry_run:
+                _redo_report(watch, store, f)
+    return out
+
+
+def _redo_report(watch: "WatchSettings", store: "JobQueue", f: Leftover) -> None:
+    """The report a removed report temp was for, written again when it is missing."""
+    temp = parse_temp(f.path.name)
+    if temp is None or temp.target is None:
+        return
+    try:
+        job = store.get(f.job_id)
+    except (NotFound, KeyError):
+        return
+    try:
+        written = redo_missing_report(watch, job, f.path.with_name(temp.target))
+    except OSError as e:
+        log.warning("job %d: the report %s could not be written again: %s", f.job_id,
+                    f.path.with_name(temp.target), e.strerror or e)
+        return
+    if written is not None:
+        log.warning("job %d: its report %s was missing (a crash stopped its write); written again",
+                    f.job_id, written)
+
+
+_ID_SUFFIX = re.compile(r"-\d+(?:-dup\d+)?\Z")       # placing.with_job_id, plan.plan_duplicate
+
+
+def write_missing_reports(settings: "Settings", store: "JobQueue") -> list[Path]:
+    """At start: the originals in failed/ a crash left without their error report (it is written
+    right after the original is placed, filing/plan.py step 5), each written again from its job's
+    row. The job is the one the ledger names for the file, else the one of the file's content at
+    its inbox name (the ledger's row may have died with the crash); files of no job stay as they are."""
+    written = []
+    for watch in settings.watches:
+        ledger: dict[str, Filing] | None = None
+        for dirpath, _dirs, files in os.walk(watch.failed, followlinks=False):
+            names = set(files)
+            for name in files:
+                if name.startswith(TEMP_PREFIX) or name.endswith(REPORT_SUFFIX) or report_name(name) in names:
+                    continue
+                path = Path(dirpath) / name
+                st = _lstat(path)
+                if st is None or not stat.S_ISREG(st.st_mode):
+                    continue
+                if ledger is None:
+                    ledger = store.filings(watch.name, "failed")
+                job = _job_of_filed(watch, store, ledger, path)
+                if job is None:
+                    continue
+                try:
+                    done = redo_missing_report(watch, job, path.with_name(report_name(name)))
+                except OSError as e:
+                    log.warning("job %d: the report of %s could not be written again: %s", job.id, path,
+                                e.strerror or e)
+                    continue
+                if done is not None:
+                    log.warning("job %d: the report of %s was missing (a crash came before it); written again",
+                                job.id, path)
+                    written.append(done)
+    return written
+
+
+def _job_of_filed(watch: "WatchSettings", store: "JobQueue", ledger: dict[str, Filing], path: Path) -> Any:
+    rel = path.relative_to(watch.failed)
+    entry = ledger.get(rel.as_posix())
+    if entry is not None and entry.job_id is not None:
+        try:
+            return store.get(entry.job_id)
+        except NotFound:
+            return None
+    try:
+        digest, _version = hash_file(path, watch.failed)
+    except OSError:
+        return None
+    for stem in dict.fromkeys((rel.stem, _ID_SUFFIX.sub("", rel.stem))):
+        job = store.find(watch.name, (rel.parent / f"{stem}{rel.suffix}").as_posix(), digest)
+        if job is not None:
+            return job
+    return None
 
 
 def clean_temp_at_startup(settings: "Settings", store: "JobQueue", *,

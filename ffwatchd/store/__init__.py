@@ -19,6 +19,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from ffwatchd.fs.mounts import nearest_existing
 from ffwatchd.store.contract import JobQueue, NotFound, QueueUnavailable, SchemaMismatch, TransitionError
 from ffwatchd.store.rows import (
     FINISHED,
@@ -119,7 +120,7 @@ def open_store(settings: TableSettings, use: Use = Use.READ) -> JobQueue:
     """The job table the settings name, with their attempts and backoff, opened for `use`;
     SchemaMismatch for a table at another schema version than this ffwatchd's (READ, WRITE)."""
     if use is Use.READ and settings.queue.url is None and not settings.db_path.exists() and \
-            settings.db_path.parent.is_dir():       # (a file in the way: SQLite's error names it)
+            nearest_existing(settings.db_path.parent).is_dir():   # no state_dir made (a file in the way: SQLite says)
         raise SchemaMismatch(f"sqlite {settings.db_path}", 0, len(SQLITE_MIGRATIONS))   # never made empty here
     store = _open(settings)
     try:
@@ -144,7 +145,7 @@ def _open(settings: TableSettings) -> JobQueue:
         from ffwatchd.store.postgres import PostgresJobStore
     except ImportError as e:           # the single-host install carries no PostgreSQL driver
         raise DriverMissing(f"queue {redact_url(q.url)}: the PostgreSQL driver is missing "
-                          f"(pip install 'ffwatchd[postgres]'): {e}") from e
+                          f"(sh scripts/install.sh --extras postgres VENV; docs/scale-out.md): {e}") from e
     return PostgresJobStore(q.url, password=queue_password(q), max_attempts=w.max_attempts,
                             retry_backoff=w.retry_backoff, migrate_schema=False)
 

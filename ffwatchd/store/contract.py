@@ -287,7 +287,7 @@ class JobQueue(abc.ABC):
         (action retry, cancel_queued or cancel_running) in their own transaction."""
 
     @abc.abstractmethod
-    def list(self, *, state: str | None = None, watch: str | None = None, limit: int = 100,
+    def list_jobs(self, *, state: str | None = None, watch: str | None = None, limit: int = 100,
              order: str = "id DESC") -> list[Job]: ...
 
     @abc.abstractmethod

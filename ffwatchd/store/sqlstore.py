@@ -154,7 +154,8 @@ class SqlJobStore(JobQueue):
     def fail(self, job_id: int, owner: str, *, error_kind: str, message: str, transient: bool,
              attempt: int | None = None) -> Job:
         rows = self._take_filings(job_id)
-        p = dict(transient=transient, backoff=float(self.retry_backoff), kind=error_kind, message=printable(message))
+        p: dict[str, Any] = dict(transient=transient, backoff=float(self.retry_backoff), kind=error_kind,
+                                 message=printable(message))
         if rows:
             def body(tx: Tx) -> Any:
                 self._insert_filings(tx, rows)
@@ -244,7 +245,7 @@ class SqlJobStore(JobQueue):
         rows = self._read("SELECT watch, kind, action, n FROM operator_counts")
         return {(r["watch"], r["kind"], r["action"]): r["n"] for r in rows}
 
-    def list(self, *, state: str | None = None, watch: str | None = None, limit: int = 100,
+    def list_jobs(self, *, state: str | None = None, watch: str | None = None, limit: int = 100,
              order: str = "id DESC") -> list[Job]:
         if state is not None and state not in STATES:
             raise ValueError(f"unknown state {state!r} (one of {', '.join(STATES)})")

@@ -32,6 +32,7 @@ from collections.abc import ItemsView, Iterator, MutableMapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from ffwatchd.filing.plan import ReportNotWritten
 from ffwatchd.fs.version import FileVersion
@@ -154,7 +155,7 @@ class FileTable:
     def count(self, *stages: Stage) -> int:
         return sum(len(self._by_stage[s]) for s in stages)
 
-    def move(self, path: Path, stage: Stage, **data: object) -> FileRecord:
+    def move(self, path: Path, stage: Stage, **data: Any) -> FileRecord:   # data: per stage, as _STAGE_DATA says
         """Move `path` to `stage` with that stage's data; the notes go along unless given anew."""
         old = self._records.get(path)
         if old is None or old.stage is not stage:
@@ -166,7 +167,7 @@ class FileTable:
         blank = {f: FileRecord.__dataclass_fields__[f].default for f in gone}
         return self._put(path, replace(old, stage=stage, **blank, **data))
 
-    def note(self, path: Path, **notes: object) -> FileRecord:
+    def note(self, path: Path, **notes: Any) -> FileRecord:
         """Change a record's notes (unfinished, holder, unfiled); its stage stays."""
         return self._put(path, replace(self._records[path], **notes))
 

@@ -400,12 +400,7 @@ def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job,
             return IngestResult("vanished", path, f"{rel}: job {job.id} ({job.state}) filed it meanwhile", job)
         if now != seen:          # another file was dropped at the name since it was read: its own turn
             return IngestResult("changed", path, f"{rel}: replaced since it was read; looked at again")
-    if job.state == "done":
-        advice = "rename the file (or put it in another folder) to process it again"
-    else:
-        advice = f"run `ffwatchd jobs retry {job.id}` to run that job again"
-    message = (f"{rel} has the same content as job {job.id}, which is already {job.state}; "
-               f"it was not processed again: {advice}")
+    message = filing.duplicate_message(rel, job)
     log.warning("duplicate of job %d: %s", job.id, message)
     try:
         plan = filing.plan_duplicate(watch, job, rel, message, original_state(os.lstat(path), path))

@@ -8,10 +8,15 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
+from ffwatchd.faces.models import BUILTIN_MODELS
+
 REDACTED = "[redacted]"
 SECRET_KEYS = {"password", "secret", "token", "credentials", "credentials_file", "webhook_secret",
                "authorization", "api_key", "apikey", "private_key"}
 _URL = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*)://[^\s\"'<>]+")
+# addresses written in ffwatchd's own code, never in a config: nothing secret in them
+PUBLIC_URLS = frozenset({m.url for m in BUILTIN_MODELS.values() if m.url}
+                        | {m.licence.url for m in BUILTIN_MODELS.values() if m.licence.url})
 
 
 def redact_url(url: str) -> str:
@@ -29,7 +34,14 @@ def redact_url(url: str) -> str:
 
 
 def redact_text(text: str) -> str:
-    return _URL.sub(lambda m: redact_url(m.group(0)), text)
+    return _URL.sub(_shown, text)
+
+
+def _shown(match: re.Match) -> str:
+    url = match.group(0)
+    if url.rstrip(").,;:") in PUBLIC_URLS:      # a sentence's closing bracket or stop is not the address's
+        return url
+    return redact_url(url)
 
 
 def redact(doc: Any) -> Any:

@@ -6,20 +6,17 @@ under the lease, a release when the share went), a temp cleaner and the original
 from __future__ import annotations
 
 import logging
-import os
-import stat as statmod
 from pathlib import Path
 from typing import Callable, Mapping
 
 from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.errors import JobError
-from ffwatchd.filing.placing import with_job_id
-from ffwatchd.filing.plan import Plan, execute_plan, others_outputs, plan_failed
+from ffwatchd.filing.plan import Plan, execute_plan, plan_failed, withdraw_placed
 from ffwatchd.filing.sharewait import ShareWaiter, WaitKind
 from ffwatchd.filing.staging import OriginalChanged
-from ffwatchd.fs.writefs import LinkRefused, open_folder, split_under
+from ffwatchd.fs.writefs import LinkRefused
 from ffwatchd.ops.diskguard import disk_full_error, is_enospc
-from ffwatchd.store import Job, JobQueue, LeaseStatus
+from ffwatchd.store import Job, JobQueue, LeaseStatus, QueueUnavailable
 from ffwatchd.work.heartbeats import Lease
 from ffwatchd.work.outcome import Ending, Outcome
 
@@ -106,7 +103,7 @@ class FailurePolicy:
 
     def fail_final(self, watch: WatchSettings, job: Job, out: Outcome, kind: str, message: str, workdir: Path,
                    lease: Lease | None = None) -> None:
-        self._withdraw_result(watch, job)
+        self.withdraw_plan(watch, job)        # a done plan's result and done/ link go first
         plan = plan_failed(watch, job, kind, message, self.checked.get(job.id))
         self.store.set_filing(job.id, self.owner, plan.to_dict(), attempt=job.claims)
         try:
@@ -116,20 +113,19 @@ class FailurePolicy:
                 execute_plan(plan, job, watch, ledger=self.store)
         except LinkRefused as e:              # failed/ goes through a link: nothing is written there
             self.fail_without_filing(job, out, "io", f"{e.message}; the original stays in the inbox "
-                                     f"(the job failed first as {kind}: {message})")
+                                     f"(the job failed first as {kind}: {message})", watch)
             return
         except OriginalChanged as e:          # the file there now is another job's: left in the inbox
-            self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
-            self.fail_without_filing(job, out, e.kind, f"{e.message} (the job failed first as {kind}: {message})")
+            self.fail_without_filing(job, out, e.kind, f"{e.message} (the job failed first as {kind}: {message})",
+                                     watch)
             self.clean_temp(job.id)
             return
         except OSError as e:                  # not the share going (that waits): failed/ refuses it
             if lease is not None and self.unspent(watch, job, lease, out, e, None):
                 return                        # failed/ is full: filed when there is room again
-            self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
             self.fail_without_filing(job, out, "io", f"the original could not be filed to failed/ "
                                      f"({e.strerror or e}); it stays in the inbox (the job failed first as "
-                                     f"{kind}: {message})")
+                                     f"{kind}: {message})", watch)
             self.clean_temp(job.id)
             return
         self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
@@ -137,53 +133,35 @@ class FailurePolicy:
         out.outcome, out.error_kind, out.message = Ending.FAILED, kind, message
         self.clean_temp(job.id)
 
-    def _withdraw_result(self, watch: WatchSettings, job: Job) -> None:
-        """A job that recorded a done plan (its result maybe placed in output/) and now fails:
-        the result it placed goes, so no output of a failed job stays. Only the file at the
-        plan's name with the plan's size, reached without following a link, is removed, and only
-        while this attempt holds the job: the plan in the row is another attempt's once the lease
-        went (the same output name, maybe the same size), so the row must name this owner and
-        claim, and the lease is confirmed right before the unlink (TransitionError: not ours)."""
+    def withdraw_plan(self, watch: WatchSettings, job: Job) -> None:
+        """The job's recorded plan is given up (the job ends another way, or is done again): what
+        it placed and has not handed over goes (filing/withdraw.py), then the plan is cleared.
+        Only while this attempt holds the job: the plan in the row is another attempt's once the
+        lease went, so the row must name this owner and claim, and the lease is confirmed right
+        before each unlink (TransitionError: not ours)."""
         try:
             row = self.store.get(job.id)
         except Exception:  # noqa: BLE001 - the row is read again by the failure that follows
             return
-        current = row.filing
         if (row.lease_owner, row.claims) != (self.owner, job.claims):
             return                        # another attempt's plan, if any; the fenced failure says so
-        if not current or current.get("outcome") != "done":
-            return
-        plan = Plan.from_dict(current).localized(watch)
-        if not plan.result_dst or plan.result_size is None:
-            return
-        dst = Path(plan.result_dst)
-        try:
-            rel, _name = split_under(watch.output, dst)
-            fd = open_folder(watch.output, rel, None, create=False)
-        except (OSError, ValueError):
-            return
-        try:
-            others = others_outputs(self.store, watch, job.id)      # a new file's result may hold the plan's name
-            for name in (dst.name, with_job_id(dst, job.id).name):
-                if dst.parent / name in others:
-                    continue
-                try:
-                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                if statmod.S_ISREG(st.st_mode) and st.st_size == plan.result_size:
-                    self.store.confirm_lease(job.id, self.owner, attempt=job.claims,
-                                             lease=self.settings.workers.lease)
-                    os.unlink(name, dir_fd=fd)
-                    log.warning("job %d: fails after its result was placed; %s removed", job.id, dst.parent / name)
-                    return
-        except OSError as e:
-            log.warning("job %d: its placed result %s stays: %s", job.id, dst, e.strerror or e)
-        finally:
-            os.close(fd)
+        if row.filing:
+            try:
+                withdraw_placed(Plan.from_dict(row.filing).localized(watch), job, watch, ledger=self.store,
+                                attempt=job.claims, confirm=lambda: self.store.confirm_lease(
+                                    job.id, self.owner, attempt=job.claims, lease=self.settings.workers.lease))
+            except QueueUnavailable:
+                raise
+            except OSError as e:
+                log.warning("job %d: what its plan placed could not all be withdrawn: %s", job.id, e.strerror or e)
+            self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
 
-    def fail_without_filing(self, job: Job, out: Outcome, kind: str, message: str) -> None:
-        """The original is not ours to move (gone, or replaced by new content)."""
+    def fail_without_filing(self, job: Job, out: Outcome, kind: str, message: str,
+                            watch: WatchSettings | None = None) -> None:
+        """The original is not ours to move (gone, or replaced by new content); what a plan of
+        the job placed is withdrawn first (`watch` given)."""
+        if watch is not None:
+            self.withdraw_plan(watch, job)
         log.warning("job %d: %s: %s", job.id, kind, message)
         self.store.fail(job.id, self.owner, error_kind=kind, message=message, transient=False,
                         attempt=job.claims)

@@ -236,7 +236,7 @@ class JobRunner:
         if why:                                # the share went meanwhile: not the job's fault
             self.waiter.release(job, out, why, lease)
         elif problem:
-            self.failures.fail_without_filing(job, out, problem.kind.value, problem.message)
+            self.failures.fail_without_filing(job, out, problem.kind.value, problem.message, watch)
         elif source_error is not None:
             self.failures.failed(watch, job, lease, out, source_error, workdir)
 
@@ -262,8 +262,7 @@ class JobRunner:
             try:
                 filed = self.waiter.file_plan(watch, plan, job, lease, fresh=True)
             except OriginalChanged as e:      # replaced or rewritten meanwhile: not this job's to file
-                self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
-                self.failures.fail_without_filing(job, out, e.kind, e.message)
+                self.failures.fail_without_filing(job, out, e.kind, e.message, watch)
                 self._clean_temp(job.id, None if job.kind != "image" else result)
                 return
             if rendered is not None:
@@ -374,8 +373,8 @@ class JobRunner:
         folders = sorted({Path(p).parent for p in (plan.result_dst, plan.original_dst) if p})
         remove_leftovers(folders, self.store, now=time.time(), lease=self.settings.workers.lease, job_id=job.id)
         if plan.outcome == "done" and not result_trusted(plan, job.id, others_outputs(self.store, watch, job.id)):
-            self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
-            unstage(Path(plan.original_src), job.id, job.claims)
+            unstage(Path(plan.original_src), job.id, job.claims)    # back at its name before the plan goes
+            self.failures.withdraw_plan(watch, job)     # its placed links go before it is done again
             return False
         log.info("job %d: finishing the filing an earlier attempt started (a crash or an error stopped it)", job.id)
         try:
@@ -385,8 +384,8 @@ class JobRunner:
             return True
         except OriginalChanged as e:           # the original is not the one processed: look at it again
             log.warning("job %d: %s", job.id, e.message)
-            self.store.set_filing(job.id, self.owner, None, attempt=job.claims)
-            unstage(Path(plan.original_src), job.id, job.claims)
+            unstage(Path(plan.original_src), job.id, job.claims)    # back at its name before the plan goes
+            self.failures.withdraw_plan(watch, job)     # nothing of the given-up plan stays placed
             return False
         except QueueUnavailable:
             raise

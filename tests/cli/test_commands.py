@@ -11,6 +11,7 @@ from ffwatchd.cli import main
 from ffwatchd.config.load import load_config
 from ffwatchd.filing.plan import file_failed_original
 from tests.helpers.configs import add_job, jpeg, store_for
+from tests.helpers.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -208,9 +209,19 @@ def test_status_without_a_daemon(cfg: Path, capsys) -> None:
     assert data["counts"]["queued"] == 1 and data["daemon"] is None
 
 
-def test_check_passes_on_the_example_config(capsys) -> None:
-    assert main(["check", "-c", str(ROOT / "config.example.yaml")]) == 0
-    assert "is valid" in capsys.readouterr().out
+def test_check_passes_on_the_example_config(tmp_path: Path, capsys) -> None:
+    """The example as shipped, with its listen addresses moved to free ports: the README's own
+    daemon (or anything else) on 9808/9810 is no failure of this test."""
+    text = (ROOT / "config.example.yaml").read_text()
+    for fixed in ("127.0.0.1:9808", "127.0.0.1:9810"):
+        assert f'listen: "{fixed}"' in text, fixed
+        text = text.replace(f'listen: "{fixed}"', f'listen: "127.0.0.1:{free_port()}"')
+    for d in ("inbox", "output", "done", "failed"):        # the example's relative share, beside the copy
+        (tmp_path / "var/share" / d).mkdir(parents=True)
+    (tmp_path / "config.yaml").write_text(text)
+    assert main(["check", "-c", str(tmp_path / "config.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "is valid" in out and out.count(" is free") == 2, out
 
 
 def test_check_says_plainly_when_cuda_is_asked_for_but_not_active(cfg: Path, capsys) -> None:
@@ -441,6 +452,37 @@ def test_reading_commands_on_a_state_dir_the_daemon_never_used_create_nothing(tm
     assert not (tmp_path / "st").exists(), "a reading command created state_dir"
     assert main(["jobs", "show", "1", "-c", str(cfg)]) == 1 and "no job 1" in capsys.readouterr().err
     assert not (tmp_path / "st").exists()
+
+
+@pytest.mark.parametrize("leftover", ["nothing", "empty_db"])
+def test_read_only_commands_on_a_fresh_install_answer_nothing_yet_and_exit_0(tmp_path: Path, capsys,
+                                                                            leftover: str) -> None:
+    """Issue 40: before the first start `retention --dry-run` made var/state/ffwatchd.db empty and
+    exited 1 ("no job table there yet"), and so did `jobs list` and `status` after it. The answer
+    is "nothing yet", in a sentence, exit 0, and nothing made (an empty file left by that bug too)."""
+    for d in ("in", "out", "done", "failed"):
+        (tmp_path / d).mkdir()
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("state_dir: var/state\ntemp_dir: var/tmp\nmodels_dir: m\nwatches:\n  - name: w\n    inbox: in\n"
+                   "    output: out\n    done: done\n    failed: failed\n")
+    if leftover == "empty_db":
+        (tmp_path / "var/state").mkdir(parents=True)
+        (tmp_path / "var/state/ffwatchd.db").touch()
+    answers = {("retention", "--dry-run"): "nothing filed yet, so nothing to remove",
+               ("jobs", "list"): "no jobs yet: job table sqlite ",
+               ("status",): "jobs: queued 0, running 0, done 0, failed 0, cancelled 0"}
+    for argv, sentence in answers.items():
+        assert main([*argv, "-c", str(cfg)]) == 0, (argv, capsys.readouterr())
+        got = capsys.readouterr()
+        assert sentence in got.out and not got.err, (argv, got)
+    assert main(["retention", "--dry-run", "--json", "-c", str(cfg)]) == 0
+    assert json.loads(capsys.readouterr().out)["removed"] == []
+    if leftover == "nothing":
+        assert not (tmp_path / "var").exists(), "a read-only command made state_dir"
+    else:
+        assert [p.name for p in (tmp_path / "var").iterdir()] == ["state"]
+    assert main(["retention", "-c", str(cfg)]) == 0       # a real pass makes the table: it writes
+    assert (tmp_path / "var/state/ffwatchd.db").stat().st_size > 0
 
 
 def test_a_broken_config_is_warned_about_once_per_command_naming_the_real_state_dir(cfg: Path, capsys) -> None:

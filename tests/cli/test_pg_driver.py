@@ -31,4 +31,4 @@ def test_missing_postgres_driver_is_a_plain_error(tmp_path: Path, monkeypatch, c
     err = capsys.readouterr().err
     assert code == 1, err
     assert "Traceback" not in err
-    assert "the PostgreSQL driver is missing (pip install 'ffwatchd[postgres]')" in err
+    assert "the PostgreSQL driver is missing (sh scripts/install.sh --extras postgres VENV" in err

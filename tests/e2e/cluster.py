@@ -20,7 +20,7 @@ def rel_files(root: Path) -> list[str]:
 def assert_exactly_once(d: Daemon, share: Path, names: list[str]) -> list:
     """Each original once in done/ or failed/, one job per file, each done job one decodable output."""
     with d.store() as s:
-        jobs = [j for j in s.list(limit=100_000) if j.rel_path in set(names)]
+        jobs = [j for j in s.list_jobs(limit=100_000) if j.rel_path in set(names)]
     assert sorted(j.rel_path for j in jobs) == sorted(names), "one job per file"
     filed = rel_files(share / "done") + rel_files(share / "failed")
     batch = [f for f in filed if f.split("/")[0] == names[0].split("/")[0]]

@@ -28,6 +28,7 @@ import synthetic_models  # noqa: E402
 from ffwatchd.batches.report import is_batch_file  # noqa: E402
 from ffwatchd.filing.shares import MARKER_NAME  # noqa: E402
 from ffwatchd.store import JobStore  # noqa: E402
+from tests.helpers.ports import free_port  # noqa: E402
 
 SYNTH_SIDECAR = {
     "sources": ["faces/alice.jpg"],
@@ -48,12 +49,6 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(interval)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def face_jpeg(seed: int, size: int = 320) -> bytes:
@@ -93,7 +88,7 @@ class Daemon:
             "workers": {"devices": ["cpu"], "providers": ["cpu"], "cpu_threads": 1, "lease": "3s",
                         "retry_backoff": "0.2s", "max_attempts": 3, "grace_period": "10s",
                         "ram_limit": "3GiB", **(workers or {})},
-            "metrics": {"enabled": metrics, "listen": f"127.0.0.1:{self.metrics_port or 9808}"},
+            "metrics": {"enabled": metrics, "listen": f"127.0.0.1:{self.metrics_port or free_port()}"},
             "retention": {"interval": "1h", "min_free_disk": "1MiB", **(retention or {})},
             "log": {"level": "info"},
             **({"queue": queue} if queue else {}),

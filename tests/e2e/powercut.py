@@ -6,6 +6,7 @@ run) and bench/powercut.py (a long one); what is checked: docs/testing.md, "Powe
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -31,11 +32,12 @@ DB = "ffwatchd.db"
 WATCH = "studio"
 
 # The paths the file system sees, relative to its root: the daemon's folders are under /d.
-INBOX, DONE, OUTPUT = "/d/share/inbox/k", "/d/share/done/k", "/d/share/output/k"
+INBOX, DONE, OUTPUT, FAILED = "/d/share/inbox/k", "/d/share/done/k", "/d/share/output/k", "/d/share/failed/k"
 STAGED_PREFIX = f"{TEMP_PREFIX}{STAGED_TAG}-"
 STAGED = re.escape(STAGED_PREFIX)
 WAL = r"^/d/state/ffwatchd\.db-wal$"
 RESULT_TMP = r"^/d/tmp/job-"
+REPORT_TMP = rf"^{FAILED}/{re.escape(TEMP_PREFIX)}\d+-.*\.error\.json\.tmp$"     # placing.write_report's
 
 # A spread of moments, in the order a file meets them: the job table's commits (ingest, claim,
 # the filing plan, done: only the plan's is synced), inference's temp result, each step of
@@ -67,6 +69,16 @@ SHORT_CUTS: dict[str, list[Cut]] = {
     "table-inference-result": [CUTS[i] for i in (0, 1, 2, 3, 5, 6, 7, 9, 10, 11, 13)],
     "original-finish": [CUTS[i] for i in (8, 14, 15, 16, 17, 18, 19, 20, 22)] + FINISH_CUTS,
 }
+# The custody run (issue 41): originals whose writer never fsynced (`CutRun(unsynced=True)`), cut
+# at each filing step, in two halves side by side: the original's own steps (staging rename,
+# result and original links, each folder's sync, the unlinks); then the job table's writes and
+# syncs, the result's create and fsync, a refused file's error report (create, and right after
+# it), and the batch report's renames.
+REPORT_CUTS: list[Cut] = [Cut("create", REPORT_TMP, 1), Cut("create", REPORT_TMP, 1, after=True)]
+UNSYNCED_CUTS: dict[str, list[Cut]] = {
+    "original-steps": [CUTS[i] for i in (7, 8, 9, 10, 14, 15, 16, 17, 18, 19, 20, 21)],
+    "table-result-report": REPORT_CUTS + [CUTS[i] for i in (0, 1, 2, 3, 5, 6, 22, 23)] + FINISH_CUTS,
+}
 SECRET = "s3cret-for-the-power-cut-test-0123456789"
 
 
@@ -86,8 +98,13 @@ class Outcome:
 class CutRun:
     """`files` originals under inbox/k/, on a PowerFS at `tmp`/mnt (durable image `tmp`/disk)."""
 
-    def __init__(self, tmp: Path, models: dict, files: int, workers: dict | None = None) -> None:
+    def __init__(self, tmp: Path, models: dict, files: int, workers: dict | None = None,
+                 unsynced: bool = False, refused: int = 0) -> None:
         self.tmp = tmp
+        #: the originals as a writer that never fsyncs leaves them (most SMB copies): at each start
+        #: the ones in the inbox have durable names but not durable bytes; a cut takes those
+        #: the daemon did not sync itself, so only custody (checked by `_custody`) is asked of it
+        self.unsynced = unsynced
         self.fs = PowerFS(tmp / "disk", tmp / "mnt", tmp / "live")
         self.fs.mount()
         self.hooks = WebhookReceiver()
@@ -107,8 +124,14 @@ class CutRun:
              "notify": {"webhook": self.hooks.url("/hooks/k")}}))
         self.names = [f"k/img{i:03d}.jpg" for i in range(files)]
         self.originals = {n: face_jpeg(seed=3000 + i, size=160) for i, n in enumerate(self.names)}
+        #: files the daemon refuses at ingest (not a picture): each filed to failed/ with an error report
+        self.refused = [f"k/bad{i:03d}.jpg" for i in range(refused)]
+        self.originals.update({n: f"not a picture, file {n}\n".encode() * 40 for n in self.refused})
+        self.names += self.refused
         for n, data in self.originals.items():
             self.d.drop(n, data)
+        #: each original's mtime as dropped: a client copying it again keeps it (as SMB copies do)
+        self.mtimes = {n: os.stat(self.d.inbox / n).st_mtime_ns for n in self.originals}
         self.fs.checkpoint()           # the people who copied them in are done: all on disk
         self.fs.drop()
         self.outcome = Outcome()
@@ -125,6 +148,8 @@ class CutRun:
         after `timeout`), drop what was not synced, check the durable image. True when it was hit."""
         t0 = time.monotonic()
         self.fs.mount(cut, timeout=120)          # a loaded machine: the mount's copy takes its time
+        if self.unsynced:
+            self.fs.unsync(rf"^{INBOX}/(img|bad)\d+\.jpg$")
         self.d.start(wait=False)
         hit = self._wait_cut_or_exit(timeout)
         pgid = self._kill9()
@@ -186,6 +211,13 @@ class CutRun:
         return found
 
     def _check_after_cut(self, cut: Cut) -> None:
+        if self.unsynced:
+            self.outcome.problems += [f"after {cut.label()}: {p}" for p in self._custody()]
+            problem = self._integrity()
+            if problem:
+                self.outcome.problems.append(f"after {cut.label()}: {problem}")
+            self._copy_again()
+            return
         filed = 0
         for name in self.names:
             where = self._where(name)
@@ -196,6 +228,69 @@ class CutRun:
         problem = self._integrity()
         if problem:
             self.outcome.problems.append(f"after {cut.label()}: {problem}")
+
+    def _copy_again(self) -> None:
+        """What a client does whose unsynced copy a cut took: an original no folder holds with its
+        bytes is copied into the inbox again (unsynced once more at the next start), over what
+        the cut left at its name (the same file, as an SMB overwrite) and with its mtime kept."""
+        for name in self.names:
+            if self._where(name):
+                continue
+            p = self._disk(self.d.inbox) / name
+            with open(p, "wb") as f:
+                f.write(self.originals[name])
+            os.utime(p, ns=(self.mtimes[name], self.mtimes[name]))
+
+    def _custody(self) -> list[str]:
+        """What custody forbids in the durable image, after any cut: a `done` job whose original
+        in done/ is not the content it recorded, an original in both done/ and failed/, a result
+        in output/ of a job that ended otherwise than done."""
+        state = self._disk(self.d.state_dir)
+        if not (state / DB).exists():
+            return []
+        with tempfile.TemporaryDirectory() as t:
+            for suffix in ("", "-wal"):
+                if (state / (DB + suffix)).exists():
+                    shutil.copy2(state / (DB + suffix), Path(t) / (DB + suffix))
+            db = sqlite3.connect(Path(t) / DB)
+            try:
+                rows = db.execute("SELECT id, rel_path, state, content_hash FROM jobs WHERE rel_path LIKE 'k/%'"
+                                  ).fetchall()
+            except sqlite3.DatabaseError as e:
+                return [f"the job table cannot be read: {e}"]
+            finally:
+                db.close()
+        done, failed, output = (self._disk(f) for f in (self.d.done, self.d.failed, self.d.output))
+        by_rel: dict[str, list[tuple[int, str]]] = {}
+        for job_id, rel, st, _h in rows:
+            by_rel.setdefault(rel, []).append((job_id, st))
+        problems = []
+        for job_id, rel, st, content_hash in rows:
+            names = _names_of(rel, job_id)
+            if st == "done":
+                there = [done / n for n in names if (done / n).is_file()]
+                if not there:
+                    problems.append(f"job {job_id} ({rel}) is done and its original is not in done/")
+                for p in there:
+                    got = hashlib.sha256(p.read_bytes()).hexdigest()
+                    if got not in content_hash:
+                        problems.append(f"job {job_id} ({rel}) is done; done/{p.relative_to(done)} is not "
+                                        f"its content ({p.stat().st_size} bytes, sha256 {got[:12]}...)")
+            elif st in ("failed", "cancelled", "superseded") and \
+                    not any(s == "done" for _i, s in by_rel[rel]):
+                placed = [n for n in names if (output / n).exists()]
+                if placed:
+                    problems.append(f"job {job_id} ({rel}) is {st} and has a result in output/: {placed}")
+        for rel in by_rel:
+            ids = [i for i, _s in by_rel[rel]]
+            in_done = [done / n for i in ids for n in _names_of(rel, i) if (done / n).is_file()]
+            in_failed = [failed / n for i in ids for n in _names_of(rel, i) if (failed / n).is_file()]
+            for a in in_done:
+                for b in in_failed:
+                    if _one_file(a, b):
+                        problems.append(f"{rel}: one file in both done/{a.relative_to(done)} and "
+                                        f"failed/{b.relative_to(failed)}")
+        return problems
 
     def unfiled(self) -> int:
         """How many originals the durable image has not filed yet (in done/ or failed/)."""
@@ -241,8 +336,11 @@ class CutRun:
         self.fs.mount(timeout=120)
         try:
             self.d.start()
-            self.d.wait_counts(timeout, done=len(self.names))
-            wait_for(lambda: self._finish_announced(), timeout, "the webhook of the batch's finish")
+            if self.unsynced:            # some originals may have come back empty: every one ends, somehow
+                wait_for(self._all_ended, timeout, "every original filed")
+            else:
+                self.d.wait_counts(timeout, done=len(self.names))
+                wait_for(lambda: self._finish_announced(), timeout, "the webhook of the batch's finish")
             assert self.d.stop() == 0, self.d.log_tail()
         finally:
             if self.d.proc is not None and self.d.proc.poll() is None:
@@ -250,6 +348,13 @@ class CutRun:
             self.fs.unmount()
         self._check_end()
         return self.outcome
+
+    def _all_ended(self) -> bool:
+        """No job queued or running, and no original of ours left in the inbox (live view)."""
+        c = self.d.counts()
+        if c.get("queued", 0) or c.get("running", 0) or not sum(c.values()):
+            return False
+        return not any(p.name.startswith(("img", "bad")) for p in (self.d.inbox / "k").iterdir())
 
     def _finish_announced(self) -> bool:
         for h in self.hooks.delivered()[self.outcome.announced:]:
@@ -259,6 +364,10 @@ class CutRun:
 
     def _check_end(self) -> None:
         o = self.outcome
+        if self.unsynced:
+            o.problems += [f"at the end: {p}" for p in self._custody()]
+            self._check_end_unsynced()
+            return
         self._check_announced(len(self.names), "at the end")
         if not o.announced:
             o.problems.append("no webhook announced the batch's finish")
@@ -308,12 +417,56 @@ class CutRun:
         if results != sorted(self.names):
             o.problems.append(f"{len(results)} results in output/ for {len(self.names)} files")
 
+    def _check_end_unsynced(self) -> None:
+        """After the last start: each original's name in one of inbox/done/failed at most, and no
+        hidden temp of ours left in done/, failed/ or output/ (a refused file's report written)."""
+        o = self.outcome
+        for name in self.names:
+            rel = Path(name)
+            places: list[tuple[str, Path]] = []
+            for label, folder in (("inbox", self.d.inbox), ("done", self.d.done), ("failed", self.d.failed)):
+                base = self._disk(folder) / rel.parent
+                if base.is_dir():
+                    places += [(label, base / e) for e in os.listdir(base)
+                               if e == rel.name or (e.startswith(rel.stem + "-") and e.endswith(rel.suffix))]
+            for i, (la, a) in enumerate(places):
+                for lb, b in places[i + 1:]:
+                    if la != lb and _one_file(a, b):
+                        o.doubled.append(f"{name}: {la}/{a.name} and {lb}/{b.name}")
+        for folder, root in (("inbox", self.d.inbox), ("done", self.d.done), ("failed", self.d.failed),
+                             ("output", self.d.output)):
+            for p in sorted(self._disk(root).rglob(f"{TEMP_PREFIX}*")):
+                if p.name != MARKER_NAME:          # the share's marker: no temp
+                    o.problems.append(f"a temp left in {folder}/ after the last start: "
+                                      f"{p.relative_to(self._disk(root))}")
+        for p in sorted(self._disk(self.d.temp_dir).glob("job-*")):
+            o.problems.append(f"a job's temp left in temp_dir after the last start: {p.name}")
+            if folder == "failed":
+                for p in sorted(self._disk(root).rglob("*.jpg")):
+                    if not p.with_name(p.name + ".error.json").exists():
+                        o.problems.append(f"failed/{p.relative_to(self._disk(root))} has no error report")
+
     def close(self) -> None:
         self.hooks.close()
         pgid = self._kill9() if self.d.proc is not None and self.d.proc.poll() is None else None
         self.fs.close()
         if pgid is not None:
             self._wait_gone(pgid)
+
+
+def _one_file(a: Path, b: Path) -> bool:
+    """Whether `a` and `b` are one original: one inode, or the same bytes (not empty: an empty
+    file is what a cut leaves of any unsynced copy, not a copy of another)."""
+    sa, sb = a.stat(), b.stat()
+    if (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino):
+        return True
+    return sa.st_size == sb.st_size > 0 and a.read_bytes() == b.read_bytes()
+
+
+def _names_of(rel: str, job_id: int) -> list[str]:
+    """`rel` and its `-<job id>` name: where a job's original or result may be filed."""
+    p = Path(rel)
+    return [rel, (p.parent / f"{p.stem}-{job_id}{p.suffix}").as_posix()]
 
 
 def _group_alive(pgid: int) -> bool:

@@ -119,7 +119,7 @@ def check_outcome(d: Daemon, drops: Drops, share: Path) -> None:
     """Every real input processed once with its whole content, after its client finished; every
     original in done/ exactly once; every artefact still in the inbox, untouched."""
     with d.store() as s:
-        jobs = [j for j in s.list(limit=10000) if not j.rel_path.startswith("faces/")]
+        jobs = [j for j in s.list_jobs(limit=10000) if not j.rel_path.startswith("faces/")]
     by_path: dict[str, list] = {}
     for j in jobs:
         by_path.setdefault(j.rel_path, []).append(j)
@@ -145,7 +145,7 @@ def figures(d: Daemon, drops: Drops, started: float) -> dict[str, float]:
     """What a run measured: files/s dropped over SMB and filed (done), and seconds from each
     client's last write to its job row (median, 95th percentile, most)."""
     with d.store() as s:
-        jobs = {j.rel_path: j for j in s.list(limit=10000) if j.rel_path in drops.inputs}
+        jobs = {j.rel_path: j for j in s.list_jobs(limit=10000) if j.rel_path in drops.inputs}
     lat = sorted(jobs[n].created_at - drops.finished[n] for n in jobs)
     last_drop = max(drops.finished.values())
     last_filed = max(j.finished_at or 0.0 for j in jobs.values())

@@ -94,7 +94,7 @@ def test_batch_of_30_with_3_bad_files_report_webhook_and_mail(make_daemon, tmp_p
 
     report = json.loads((d.output / "shoot/ffwatch-report.json").read_text())
     with d.store() as s:
-        jobs = {j.id: j for j in s.list(limit=1000) if j.batch == "shoot"}
+        jobs = {j.id: j for j in s.list_jobs(limit=1000) if j.batch == "shoot"}
     assert report["state"] == "finished" and report["counts"]["done"] == 27 and report["counts"]["failed"] == 3
     assert {f["job_id"]: (f["state"], f["error_kind"]) for f in report["files"]} == \
         {j.id: (j.state, j.error_kind if j.state != "done" else None) for j in jobs.values()}
@@ -210,7 +210,7 @@ def test_a_high_priority_file_dropped_after_20_low_ones_runs_next(make_daemon) -
     d.signal(signal.SIGHUP)
     d.wait_counts(240, done=21)
     with d.store() as s:
-        jobs = s.list(limit=100)
+        jobs = s.list_jobs(limit=100)
     (high,) = [j for j in jobs if j.batch == "urgent"]
     lows = [j for j in jobs if j.batch == "low"]
     assert high.priority == 10 and {j.priority for j in lows} == {-10}
@@ -267,7 +267,7 @@ def test_with_the_one_worker_busy_on_a_video_the_high_priority_file_runs_next(ma
 
     def video_running():
         with d.store() as s:
-            return [j for j in s.list(state="running") if j.kind == "video"]
+            return [j for j in s.list_jobs(state="running") if j.kind == "video"]
     (video,) = wait_for(video_running, 120, "the worker to be busy with the clip")
     for i in range(20):
         d.drop(f"low/img{i:02d}.jpg", face_jpeg(seed=600 + i))
@@ -278,7 +278,7 @@ def test_with_the_one_worker_busy_on_a_video_the_high_priority_file_runs_next(ma
         assert s.get(video.id).state == "running", "the clip ended too soon: the test proves nothing"
     d.wait_counts(300, done=22)
     with d.store() as s:
-        jobs = s.list(limit=100)
+        jobs = s.list_jobs(limit=100)
     (high,) = [j for j in jobs if j.batch == "urgent"]
     lows = [j for j in jobs if j.batch == "low"]
     assert all(j.created_at < high.created_at for j in lows)
@@ -304,7 +304,7 @@ def test_a_file_changed_while_queued_ends_done_and_its_batch_reports_no_failure(
     d.start()
     d.wait_counts(120, queued=0, running=0, done=1, failed=1)
     with d.store() as s:
-        jobs = sorted(s.list(watch="studio", limit=10), key=lambda j: j.id)
+        jobs = sorted(s.list_jobs(watch="studio", limit=10), key=lambda j: j.id)
     assert [(j.state, j.error_kind) for j in jobs] == [("failed", "superseded"), ("done", None)]
     assert (d.done / name).read_bytes().endswith(b"\0" * 512), "the new content was filed"
     assert not (d.inbox / name).exists() and not (d.failed / "b").exists()

@@ -86,7 +86,7 @@ def test_a_batch_run_on_two_hosts_finishes_once_whole_and_notifies_once(hosts) -
     wait_for(lambda: receiver.delivered() and mail.messages, 60, "the webhook and the mail")
 
     with a.store() as s:
-        jobs = [j for j in s.list(limit=1000) if j.batch == "shoot"]
+        jobs = [j for j in s.list_jobs(limit=1000) if j.batch == "shoot"]
         (batch,) = [x for x in s.list_batches() if x.folder == "shoot"]
         rows = s.deliveries(batch.id)
     assert len(jobs) == N and {j.state for j in jobs} == {"done"}

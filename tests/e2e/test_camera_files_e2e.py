@@ -48,7 +48,7 @@ def test_heic_and_raw_are_processed_and_the_rest_is_listed_as_not_taken(make_dae
     assert page.count("not taken: notes.txt — its name matches no include pattern") == 1
     assert page.count("not taken: scan.xyz — ") == 1
     with d.store() as s:
-        jobs = {j.rel_path: j for j in s.list(limit=10)}
+        jobs = {j.rel_path: j for j in s.list_jobs(limit=10)}
     assert set(jobs) == {"IMG_1234.HEIC", "DSC_0001.DNG"}
 
 

@@ -48,7 +48,7 @@ def _stop_idle(d, pid: int) -> None:
 
 def _job(d, rel: str):
     with d.store() as s:
-        return next((j for j in s.list(limit=100) if j.rel_path == rel), None)
+        return next((j for j in s.list_jobs(limit=100) if j.rel_path == rel), None)
 
 
 def test_an_image_held_behind_a_video_goes_to_the_idle_worker(make_daemon, clip) -> None:

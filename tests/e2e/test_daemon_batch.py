@@ -20,9 +20,9 @@ def test_fifty_images_with_a_sidecar(make_daemon) -> None:
     assert d.stop() == 0
     assert list(d.temp_dir.iterdir()) == []
     with d.store() as s:
-        job = s.list(state="done", limit=1)[0]
+        job = s.list_jobs(state="done", limit=1)[0]
         assert job.sources and job.sources[0]["sha256"] and job.spec["face_swapper"]["model"] == "synth_inswapper"
-        jobs = s.list(state="done", limit=100)
+        jobs = s.list_jobs(state="done", limit=100)
     # A filing claims the job after next with its `done` (finish_and_claim, one transaction on
     # one clock reading): that job started at the very time the other finished.
     finished = {j.finished_at for j in jobs}

@@ -84,7 +84,7 @@ def test_a_job_over_ram_limit_fails_as_memory_and_the_next_succeeds(make_daemon)
     d.drop("huge.png", buf.tobytes())
     d.wait_counts(120, failed=1)
     with d.store() as s:
-        j = s.list(state="failed")[0]
+        j = s.list_jobs(state="failed")[0]
         assert j.error_kind == "memory", (j.error_kind, j.error_message)
     assert (d.failed / "huge.png").exists() and (d.failed / "huge.png.error.json").exists()
     d.drop("after.jpg", face_jpeg(seed=5))
@@ -102,7 +102,7 @@ def test_sigterm_mid_job_exits_in_grace_and_loses_nothing(make_daemon) -> None:
     assert code == 0
     assert time.monotonic() - t0 < 20
     with d.store() as s:
-        state = s.list()[0].state
+        state = s.list_jobs()[0].state
     assert state in ("done", "queued")
     if state == "queued":
         assert (d.inbox / "a.jpg").exists()
@@ -132,7 +132,7 @@ def test_sighup_with_a_broken_config_keeps_the_old_one(make_daemon) -> None:
 
 def _running(d) -> int | None:
     with d.store() as s:
-        jobs = s.list(state="running")
+        jobs = s.list_jobs(state="running")
     return jobs[0].id if jobs else None
 
 

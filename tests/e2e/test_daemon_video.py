@@ -18,7 +18,7 @@ def _cli(d, *args: str) -> str:
 
 def _running_video(d):
     with d.store() as s:
-        jobs = [j for j in s.list(state="running") if j.kind == "video" and j.progress_total]
+        jobs = [j for j in s.list_jobs(state="running") if j.kind == "video" and j.progress_total]
     return jobs[0] if jobs else None
 
 

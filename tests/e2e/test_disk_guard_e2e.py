@@ -114,7 +114,7 @@ def test_enospc_half_way_through_a_result_leaves_nothing_and_waits_unspent(make_
 
     def waiting():
         with d.store() as s:
-            jobs = s.list(limit=5)
+            jobs = s.list_jobs(limit=5)
         return jobs and jobs[0].error_kind == "disk_full" and jobs[0].state == "queued" and jobs[0]
     job = wait_for(waiting, 90, "the job to meet ENOSPC writing its result and go back to the queue")
     assert job.attempts == 0 and "no space left" in job.error_message    # none spent; why it waits

@@ -183,7 +183,7 @@ def test_hostile_inbox(make_daemon, tmp_path: Path, elsewhere: Path) -> None:
         text = open(os.fsencode(d.failed) + b"/" + n, "rb").read()
         assert b"hunter2" not in text and b"password" not in text and len(text) < 16 * 1024, n
     with d.store() as s:
-        jobs = s.list(limit=100)
+        jobs = s.list_jobs(limit=100)
     assert len(jobs) == 9 and {os.fsencode(j.rel_path) for j in jobs if j.state == "done"} >= {b"bad\xffbyte.jpg"}
     # The supervisor's memory stayed bounded through the alias bomb (it took 9 GiB before).
     assert hwm_after - hwm_before < 200 * 1024, (hwm_before, hwm_after)

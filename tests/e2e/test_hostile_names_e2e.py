@@ -74,7 +74,7 @@ def test_a_hostile_batch_of_links_long_names_control_characters_and_bombs(make_d
     expected = {"done": 3, "failed": 4}      # linked, LONG_GOOD, FORGED | linked-bad, LONG_BAD, bomb, thin
     d.wait_counts(180, **expected)
     with d.store() as s:
-        jobs = {j.rel_path: j for j in s.list(limit=100)}
+        jobs = {j.rel_path: j for j in s.list_jobs(limit=100)}
     assert jobs["bomb.jpg"].error_kind == "too_large" and jobs["thin.webp"].error_kind == "no_face", \
         {k: (j.state, j.error_kind, j.error_message) for k, j in jobs.items()}
     assert jobs[LONG_BAD].error_kind == "bad_input" and jobs["linked-bad.jpg"].error_kind == "bad_input"

@@ -15,7 +15,8 @@ import sys
 import pytest
 
 from tests.browser import CHROMIUM, Browser
-from tests.e2e.harness import ROOT, face_jpeg, free_port
+from tests.e2e.harness import ROOT, face_jpeg
+from tests.helpers.ports import free_port
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 

@@ -21,7 +21,8 @@ import pytest
 import yaml
 
 from ffwatchd.ops.metrics_labels import ERROR_KINDS, JOB_KINDS, OUTCOMES, RESTART_REASONS
-from tests.e2e.harness import ROOT, free_port, wait_for
+from tests.e2e.harness import ROOT, wait_for
+from tests.helpers.ports import free_port
 
 DOCS = ROOT / "docs"
 PROMETHEUS = shutil.which("prometheus") or next(

@@ -68,7 +68,7 @@ def test_queue_change_needs_a_restart_and_migrate_waits_for_the_daemon(make_daem
     assert report["ids"]["jobs"] == {"1": 3, "2": 4, "3": 5}    # ids 1 and 2 were the other host's
     assert str(d.inbox) in report["share_folders_marked"]       # the restarted daemon may hold them
     with d.store() as pg:
-        names = {j.id: j.rel_path for j in pg.list(limit=100)}
+        names = {j.id: j.rel_path for j in pg.list_jobs(limit=100)}
     assert {names[1], names[2]} == {"other1.jpg", "other2.jpg"}
     assert {names[3], names[4]} == {"sqlite1.jpg", "sqlite2.jpg"} and names[5] == "after_reload.jpg"
 

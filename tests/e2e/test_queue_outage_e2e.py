@@ -25,7 +25,8 @@ import pytest
 from ffwatchd.filing.placing import TEMP_PREFIX
 
 from tests.e2e.cluster import assert_exactly_once, rel_files, scrape
-from tests.e2e.harness import ROOT, Daemon, NotifyListener, face_jpeg, free_port, stop_all, wait_for
+from tests.e2e.harness import ROOT, Daemon, NotifyListener, face_jpeg, stop_all, wait_for
+from tests.helpers.ports import free_port
 
 _pg = pytest.importorskip("tests.pg", reason="the PostgreSQL test fixtures (tests/pg.py) are not in this tree")
 
@@ -148,7 +149,7 @@ def test_two_daemons_wait_out_a_90s_database_stop_and_a_crash_restart(tmp_path, 
         with daemons[0].store() as s:
             ledger = {f: set(s.filings("studio", f)) for f in ("done", "failed", "output")}
         with daemons[0].store() as s:
-            not_done = [(j.id, j.rel_path, j.state, j.error_kind, j.error_message) for j in s.list(limit=1000)
+            not_done = [(j.id, j.rel_path, j.state, j.error_kind, j.error_message) for j in s.list_jobs(limit=1000)
                         if j.state != "done"]
         assert not not_done, not_done
         assert_exactly_once(daemons[0], share, names)

@@ -152,7 +152,7 @@ def test_a_daemon_stopped_past_its_lease_files_nothing_for_the_job_it_lost(clust
 
         def held_by_stopped():
             with stopped.store() as s:
-                running = s.list(state="running", limit=100)
+                running = s.list_jobs(state="running", limit=100)
             return next((j for j in running if j.lease_owner and j.lease_owner.split(":")[1].split("/")[0] in pids),
                         None)
         job = wait_for(held_by_stopped, 300, "a job held by the daemon to stop", interval=0.05)

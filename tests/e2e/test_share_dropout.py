@@ -39,6 +39,6 @@ def test_inbox_renamed_away_mid_batch_and_back_loses_and_fails_nothing(make_daem
     assert sorted(p.relative_to(d.output).as_posix() for p in outputs) == sorted(names)
     assert all(decodes(p) for p in outputs)
     with d.store() as s:
-        assert all(j.attempts == 1 for j in s.list(limit=1000) if j.rel_path.startswith("k/")), \
+        assert all(j.attempts == 1 for j in s.list_jobs(limit=1000) if j.rel_path.startswith("k/")), \
             "no attempt was spent on the drop-out"
 

@@ -116,7 +116,7 @@ def test_a_worker_frozen_while_placing_a_large_result_never_moves_the_new_file(m
     d.wait_counts(120, done=2)
     assert d.stop() == 0
     with d.store() as s:
-        jobs = [j for j in s.list(limit=10) if j.rel_path == "big.png"]
+        jobs = [j for j in s.list_jobs(limit=10) if j.rel_path == "big.png"]
     assert sorted(j.content_hash for j in jobs) == sorted(hashlib.sha256(b).hexdigest() for b in (old, new))
     filed = sorted(p.read_bytes() for p in d.files(d.done))
     assert filed == sorted([old, new]), "each original exactly once in done/"

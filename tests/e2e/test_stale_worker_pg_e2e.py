@@ -73,7 +73,7 @@ def _when_it_holds_a_job(d: Daemon, within: float = 5.0) -> None:
     with d.store() as s:
         while time.monotonic() < deadline:
             if any(j.lease_owner and j.lease_owner.split(":")[1].split("/")[0] in pids
-                   for j in s.list(state="running", limit=100)):
+                   for j in s.list_jobs(state="running", limit=100)):
                 return
             time.sleep(0.01)
 
@@ -124,7 +124,7 @@ def test_two_daemons_one_stopped_three_times_while_names_are_reused(pair) -> Non
             not [p for p in (share / "inbox/r").rglob("*") if p.is_file()]
     wait_for(settled, 900, "every file to be filed", interval=0.5)
     with steady.store() as s:
-        jobs = [j for j in s.list(limit=10_000) if j.rel_path.startswith("r/")]
+        jobs = [j for j in s.list_jobs(limit=10_000) if j.rel_path.startswith("r/")]
         ledger = s.filings("studio", "done")
     # every original exactly once in done/ or failed/
     filed = [hashlib.sha256(p.read_bytes()).hexdigest() for p in _filed(share / "done") + _filed(share / "failed")]

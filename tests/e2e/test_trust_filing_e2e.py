@@ -59,7 +59,7 @@ def test_share_dropout_mid_batch_loses_nothing_and_spends_no_attempt(make_daemon
     assert _names(d.output) == names
     assert [n for n in _names(d.inbox) if n.startswith("batch/")] == []
     with d.store() as s:
-        attempts = {j.rel_path: j.attempts for j in s.list(state="done", limit=100)}
+        attempts = {j.rel_path: j.attempts for j in s.list_jobs(state="done", limit=100)}
     assert attempts == {n: 1 for n in names}, "no attempt was spent on the drop-out"
     # The job running when the share went waited for it (filing) or went back to the queue unspent.
     assert "the share is unavailable" in d.log_path.read_text() or during["running"] == 0
@@ -121,7 +121,7 @@ def test_links_planted_in_failed_and_output_are_never_written_through(make_daemo
     d.drop("sub2/face.jpg", face_jpeg(seed=11))            # a success: its result would go to output/sub2
     d.wait_counts(120, failed=2)
     with d.store() as s:
-        jobs = {j.rel_path: j for j in s.list(state="failed", limit=10)}
+        jobs = {j.rel_path: j for j in s.list_jobs(state="failed", limit=10)}
     face = jobs["sub2/face.jpg"]
     assert face.error_kind == "io" and str(d.output / "sub2") in face.error_message, face
     report = json.loads((d.failed / "sub2/face.jpg.error.json").read_text())

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from tests.browser import CHROMIUM, Browser
-from tests.e2e.harness import SYNTH_SIDECAR, face_jpeg, free_port, wait_for
+from tests.e2e.harness import SYNTH_SIDECAR, face_jpeg, wait_for
+from tests.helpers.ports import free_port
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 
@@ -33,7 +34,7 @@ def with_page(d, token_file=None) -> str:
 
 def job_of(d, rel: str):
     with d.store() as s:
-        jobs = [j for j in s.list(limit=1000) if j.rel_path == rel]
+        jobs = [j for j in s.list_jobs(limit=1000) if j.rel_path == rel]
     return jobs[0] if jobs else None
 
 

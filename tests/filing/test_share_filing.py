@@ -877,7 +877,7 @@ def test_partial_copies_a_crash_left_are_removed_only_if_they_are_the_jobs(env) 
 
     settings, store, watch = env
     plan = Plan(outcome="done", original_src=str(watch.inbox / "a.jpg"), original_dst=str(watch.done / "a.jpg"),
-                result_src="/tmp/x", result_dst=str(watch.output / "b" / "a.jpg"))
+                result_src=str(settings.temp_dir / "x"), result_dst=str(watch.output / "b" / "a.jpg"))
     (watch.output / "b").mkdir()
     ours = [watch.done / f"{TEMP_PREFIX}7-h.1-a.jpg.tmp", watch.output / "b" / f"{TEMP_PREFIX}7-h.2-a.jpg.tmp"]
     theirs = [watch.done / f"{TEMP_PREFIX}17-h.1-a.jpg.tmp", watch.done / "a.jpg"]

@@ -85,7 +85,7 @@ class Env:
         self.service = WatchService(self.settings, self.store, metrics=self.metrics)
 
     def jobs(self, state: str | None = None) -> list:
-        return self.store.list(state=state, limit=100000)
+        return self.store.list_jobs(state=state, limit=100000)
 
     def close(self) -> None:
         self.service.stop()

@@ -130,3 +130,39 @@ def test_missing_output_done_failed_are_problems_only_when_run_would_not_make_th
             == [f"{m} does not exist yet; `run` makes it (make_folders)" for m in missing]
     else:
         assert problems == [f"{m} does not exist and make_folders is off" for m in missing]
+
+
+def test_a_stand_in_file_under_a_built_in_name_is_corrupt_not_missing(tmp_path: Path, capsys) -> None:
+    """Issue 42, item 13: `models list` called a stand-in file under a built-in name `corrupt`, but the
+    daemon's start check and `status` said MODELS MISSING for it."""
+    import os
+    import time
+
+    from ffwatchd.faces.registry import find_model
+    from ffwatchd.ops.checks import missing_default_models
+    from ffwatchd.ops.statusfile import write_status
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(textwrap.dedent("""
+        state_dir: s
+        temp_dir: t
+        models_dir: m
+        watches:
+          - {name: blurs, inbox: i2, output: o2, done: d2, failed: f2,
+             defaults: {processors: [face_anonymizer], face_detector: {model: yunet}}}
+    """))
+    settings = load_config(cfg)
+    assert set(missing_default_models(settings)) == {("blurs", "missing")}
+    stand_in = find_model("yunet", ()).file_in(settings.models_dir)
+    stand_in.parent.mkdir(parents=True)
+    stand_in.write_bytes(b"not the model")
+    found = missing_default_models(settings)
+    assert set(found) == {("blurs", "corrupt")}
+    assert "whose file is not the one expected" in found[("blurs", "corrupt")]
+    assert "has 13 bytes, expected" in found[("blurs", "corrupt")]
+    settings.state_dir.mkdir()
+    write_status(settings.state_dir, {"pid": os.getpid(), "host": "here", "started_at": time.time(),
+                                      "models_missing": [], "models_corrupt": [found[("blurs", "corrupt")]]})
+    assert main(["status", "-c", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "MODELS CORRUPT: watch blurs: its defaults need model(s) yunet" in out and "MODELS MISSING" not in out

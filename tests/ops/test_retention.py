@@ -359,7 +359,7 @@ def test_finished_job_rows_are_purged_after_jobs_max_age(tmp_path):
 
         real = run_retention(s, st, now=NOW)
         assert [(d.what, d.count) for d in real] == [("job_rows", 2)]
-        remaining = {j.id for j in st.list(limit=10)}
+        remaining = {j.id for j in st.list_jobs(limit=10)}
         assert remaining == {old_queued, fresh_done}
         assert old_done not in remaining and old_failed not in remaining
 

@@ -324,7 +324,7 @@ def test_purge_only_finished_and_old(store: JobQueue, clock: Clock) -> None:
     store.finish(new.id, "w", output_path=None)
     queued, _ = add(store, "q.jpg")
     assert store.purge(30 * 86400) == 1
-    assert {j.rel_path for j in store.list()} == {"new.jpg", "q.jpg"}
+    assert {j.rel_path for j in store.list_jobs()} == {"new.jpg", "q.jpg"}
     with pytest.raises(ValueError):
         store.purge(0, states=["queued"])
 
@@ -341,11 +341,11 @@ def test_list_filters(store: JobQueue) -> None:
     for i in range(5):
         add(store, f"{i}.jpg")
     store.claim("w", 60)
-    assert len(store.list(state="queued")) == 4
-    assert len(store.list(limit=2)) == 2
-    assert store.list(watch="nope") == []
+    assert len(store.list_jobs(state="queued")) == 4
+    assert len(store.list_jobs(limit=2)) == 2
+    assert store.list_jobs(watch="nope") == []
     with pytest.raises(ValueError):
-        store.list(state="weird")
+        store.list_jobs(state="weird")
 
 
 # -- fencing ---------------------------------------------------------------------------------
@@ -615,7 +615,7 @@ def test_work_committed_here_is_announced_in_process_after_its_commit(make_store
     duplicate enqueue)."""
     store = make_store()
     seen: list[list[str]] = []
-    store.on_work = lambda: seen.append([j.rel_path for j in store.list(state="queued")])
+    store.on_work = lambda: seen.append([j.rel_path for j in store.list_jobs(state="queued")])
     add(store, "a.jpg")
     assert seen == [["a.jpg"]], "after the commit: the new job is there to claim"
     job = store.claim("w", 60)
@@ -730,7 +730,7 @@ def test_four_processes_claim_2000_jobs_each_exactly_once(make_store: Callable[.
     print("claims per process:", [len(r) for r in results])
     assert sum(1 for r in results if r) >= 2, "the processes really competed"
     assert s.counts() == {"queued": 0, "running": 0, "done": 2000, "failed": 0, "cancelled": 0}
-    assert all(j.attempts == 1 for j in s.list(limit=5000))
+    assert all(j.attempts == 1 for j in s.list_jobs(limit=5000))
 
 
 HOLDER = """
@@ -796,7 +796,7 @@ def test_paths_that_are_not_utf8_are_stored_losslessly(store: JobQueue, name: st
                                      kind="image", error_kind="bad_input", message=f"{name} is bad")
     assert failed.rel_path == name
     failed.error_message.encode("utf-8")         # a message for people: bytes shown as \xHH
-    assert [j.rel_path for j in store.list(limit=10)].count(name) == 2
+    assert [j.rel_path for j in store.list_jobs(limit=10)].count(name) == 2
 
 
 # -- the table's identity and the ledger of filings (issue 10) ---------------------------------

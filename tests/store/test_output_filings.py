@@ -54,7 +54,7 @@ def test_a_job_running_when_the_table_is_upgraded_keeps_its_fence(tmp_path: Path
     conn.commit()
     conn.close()
     with SqliteJobStore(db) as store:
-        (job,) = store.list(limit=10)
+        (job,) = store.list_jobs(limit=10)
         assert (job.attempts, job.claims) == (2, 2)
         assert store.heartbeat(job.id, "w1", 60, attempt=2).status == "ok"
         assert store.finish(job.id, "w1", output_path=None, attempt=2).state == "done"

@@ -43,7 +43,7 @@ def test_a_claim_whose_answer_was_lost_is_not_run_again(pg_url: str) -> None:
         job = store.claim("host:1/cpu", 60, worker={"device": "cpu"})
         assert len(calls) == 1                           # found committed, not run again
         assert job is not None and job.id == first and job.attempts == 1 and job.worker == {"device": "cpu"}
-        running = store.list(state="running")
+        running = store.list_jobs(state="running")
         assert [j.id for j in running] == [first]        # no second job held by nobody
     finally:
         store.close()
@@ -78,7 +78,7 @@ def test_a_finish_and_claim_whose_answer_was_lost_returns_its_claim(pg_url: str)
         assert dropped == [1]
         assert store.get(a).state == "done"              # not refused as lost: it was this attempt's finish
         assert nxt is not None and nxt.id == b
-        assert [j.id for j in store.list(state="running")] == [b]
+        assert [j.id for j in store.list_jobs(state="running")] == [b]
     finally:
         store.close()
 
@@ -105,7 +105,7 @@ def test_a_lost_connection_before_the_commit_still_runs_the_claim_again(pg_url: 
         dropped = drop_before_claim(store)
         job = store.claim("host:1/cpu", 60)
         assert dropped == [1]
-        assert job is not None and job.id == first and [j.id for j in store.list(state="running")] == [first]
+        assert job is not None and job.id == first and [j.id for j in store.list_jobs(state="running")] == [first]
     finally:
         store.close()
 
@@ -122,7 +122,7 @@ def test_a_finish_and_claim_lost_before_its_commit_runs_again(pg_url: str) -> No
         nxt = store.finish_and_claim(a, "host:1/cpu", output_path="/out/a.jpg", lease=60, attempt=job.attempts)
         assert dropped == [1]
         assert store.get(a).state == "done" and store.get(a).output_path == "/out/a.jpg"
-        assert nxt is not None and nxt.id == b and [j.id for j in store.list(state="running")] == [b]
+        assert nxt is not None and nxt.id == b and [j.id for j in store.list_jobs(state="running")] == [b]
     finally:
         store.close()
 

@@ -55,7 +55,7 @@ def test_migrate_copies_everything_once_and_requeues_running_jobs(tmp_path: Path
     db = tmp_path / "old.db"
     ids = fill(db)
     with SqliteJobStore(db) as old:
-        before = {j.id: j for j in old.list(limit=100)}
+        before = {j.id: j for j in old.list_jobs(limit=100)}
         counts = old.operator_counts()
         old.record_filing(Filing(watch="studio", folder="done", rel_path="b/done.jpg", size=3, inode=7,
                                  filed_at=5.0, job_id=ids["done"]))
@@ -71,7 +71,7 @@ def test_migrate_copies_everything_once_and_requeues_running_jobs(tmp_path: Path
     assert report["notes"] == []
 
     with PostgresJobStore(pg_url) as pg:
-        after = {j.id: j for j in pg.list(limit=100)}
+        after = {j.id: j for j in pg.list_jobs(limit=100)}
         assert set(after) == set(new_id.values())
         for job_id, old in before.items():
             new = after[new_id[job_id]]
@@ -117,7 +117,7 @@ def host_table(db: Path, host: str, folders: list[str], to: str) -> None:
             s.record_filing(Filing(watch="studio", folder="done", rel_path=j.rel_path, size=3, inode=j.id,
                                    filed_at=5.0, job_id=j.id))
         batch = s.touch_batch("studio", folder, 10.0)
-        jobs = [j for j in s.list(limit=100) if j.batch == folder]
+        jobs = [j for j in s.list_jobs(limit=100) if j.batch == folder]
         first = min(j.id for j in jobs)
         key = f"ffwatchd-batch-{batch.id}-v1-finished"
         s.finish_batch(batch.id, activity=10.0, counts={"done": 3}, report_path=f"/o/{folder}/r.html",
@@ -147,7 +147,7 @@ def test_a_second_hosts_table_gets_new_ids_and_keeps_its_batches_and_deliveries(
         batches = {b.folder: b for b in pg.list_batches()}
         assert sorted(batches) == ["shoot1", "shoot2", "shoot3", "shoot4"]
         for folder in batches:
-            jobs = [j for j in pg.list(limit=100) if j.batch == folder]
+            jobs = [j for j in pg.list_jobs(limit=100) if j.batch == folder]
             host = "a" if folder in ("shoot1", "shoot2") else "b"
             assert len(jobs) == 3 and all(j.rel_path.startswith(f"{folder}/{host}-") for j in jobs)
         mails = {d.batch_id: d for d in pg.deliveries()}
@@ -156,10 +156,10 @@ def test_a_second_hosts_table_gets_new_ids_and_keeps_its_batches_and_deliveries(
         assert editor.target == "editor@studio.test"
         assert editor.idempotency_key == f"ffwatchd-batch-{batches['shoot3'].id}-v1-finished"
         assert editor.payload["batch_id"] == batches["shoot3"].id
-        first = min(j.id for j in pg.list(limit=100) if j.batch == "shoot3")
+        first = min(j.id for j in pg.list_jobs(limit=100) if j.batch == "shoot3")
         assert editor.payload["failed"] == [{"job_id": first, "retry": f"ffwatchd jobs retry {first}"}]
         ledger = pg.filings("studio", "done")
-        assert {ledger[j.rel_path].job_id for j in pg.list(limit=100)} == {j.id for j in pg.list(limit=100)}
+        assert {ledger[j.rel_path].job_id for j in pg.list_jobs(limit=100)} == {j.id for j in pg.list_jobs(limit=100)}
     assert main(["queue", "migrate", "--from", str(tmp_path / "b.db"), "-c", str(cfg), "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["copied"] == {"jobs": 0, "batches": 0, "outbox": 0, "filings": 0}

@@ -60,7 +60,7 @@ def test_an_older_table_is_upgraded_after_a_backup_and_keeps_its_jobs(spec: tupl
     with older_table(spec) as store:
         done = upgrade_queue(store, lease=60.0, daemon=False)
         assert (done.before, done.after) == (OLD, store.known_schema()) and store.schema_version() == done.after
-        assert [j.rel_path for j in store.list()] == ["a.jpg"]
+        assert [j.rel_path for j in store.list_jobs()] == ["a.jpg"]
         if spec[0] == "sqlite":
             assert done.backup is not None and done.backup.parent == Path(spec[1]).parent
             backup = sqlite3.connect(done.backup)

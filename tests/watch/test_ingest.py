@@ -82,7 +82,7 @@ def test_a_reference_of_two_photos_records_both_and_neither_becomes_a_job(env) -
     for p in me:
         skipped = ingest_file(settings, watch, store, p, 0.0)
         assert skipped.status == "skipped" and "named as a source or reference" in skipped.message
-    assert [j.rel_path for j in store.list()] == ["r/x.jpg"]
+    assert [j.rel_path for j in store.list_jobs()] == ["r/x.jpg"]
 
 
 def test_changed_sidecar_applies_to_later_files_only(env) -> None:

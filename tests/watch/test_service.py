@@ -278,6 +278,19 @@ def test_inode_numbers_count_only_where_the_filesystem_keeps_them(path: str, sta
     assert inode_numbers_stable(Path(path), info) is stable
 
 
+@pytest.mark.parametrize("path, reaches", [
+    ("/srv/share/inbox", True), ("/mnt/smb/in", True), ("/mnt/sshfs/a", True), ("/home/me/x", True),
+    ("/mnt/smbnetfs/127.0.0.1/share/inbox", False),
+])
+def test_an_fsync_reaches_the_server_except_through_smbnetfs(path: str, reaches: bool) -> None:
+    """smbnetfs has no fsync: the kernel answers it (0.00 ms, bench/custody.py) and nothing reaches
+    smbd, so custody of a copy its client never fsynced is the server's (`check` warns)."""
+    from ffwatchd.fs.mounts import fsync_reaches_storage
+
+    info = MOUNTINFO + "45 22 0:40 / /mnt/smbnetfs rw,nosuid,nodev - fuse.smbnetfs smbnetfs rw,user_id=0\n"
+    assert fsync_reaches_storage(Path(path), info) is reaches
+
+
 def test_parse_mountinfo_skips_junk() -> None:
     assert parse_mountinfo("garbage\n" + MOUNTINFO)[0] == ("/", "ext4")
 

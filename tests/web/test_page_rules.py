@@ -89,6 +89,24 @@ def test_webhook_urls_and_credentials_never_leave_the_listener() -> None:
     assert redact_url("http://[::1]:8080") == "http://[::1]:8080"
 
 
+
+def test_a_built_in_models_public_download_address_is_shown_whole(tmp_path: Path) -> None:
+    """Issue 42, item 14: a job's model_missing hint on the page read `https://huggingface.co/[redacted]`;
+    the built-in models' addresses and licence pages are ffwatchd's own public constants."""
+    from ffwatchd.errors import JobError
+    from ffwatchd.faces.models import BUILTIN_MODELS
+    from ffwatchd.faces.registry import licence_problem, resolve_model
+
+    with pytest.raises(JobError) as e:
+        resolve_model("inswapper_128", tmp_path)
+    url = BUILTIN_MODELS["inswapper_128"].url
+    assert url in e.value.message and redact({"error": e.value.message}) == {"error": e.value.message}
+    refused = licence_problem([BUILTIN_MODELS["inswapper_128"]], ["MIT"])
+    assert redact(refused) == refused and "https://" in refused
+    # the same host with another path, or a public address with a query after it, is cut as before
+    assert redact(f"{url}?token=x") == f"https://huggingface.co/{REDACTED}"
+    assert redact(f"see {url}x.") == f"see https://huggingface.co/{REDACTED}"
+
 # -- the web: section ------------------------------------------------------------------------
 
 def _config(tmp_path: Path, web: str) -> Path:

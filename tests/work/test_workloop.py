@@ -137,7 +137,7 @@ class World:
     def close(self) -> None:
         if not self.loop.filer._shutdown:
             self.loop.report_filed(0)
-            for job in self.table.list(state="running"):      # held by a test that stopped mid-way
+            for job in self.table.list_jobs(state="running"):      # held by a test that stopped mid-way
                 if job.lease_owner == OWNER:
                     self.runner.give_back(job)
             self.loop.claimed = []
@@ -544,4 +544,4 @@ def test_an_idle_loop_claims_what_arrives_when_woken(world: World) -> None:
     world.loop.wake = world.wake = wake = EnqueuedWhileIdle(lambda: world.enqueue("a.jpg"))
     world.pipeline.inferring["a.jpg"] = world.stop.set
     assert world.loop.run(os.getppid()) == 1
-    assert wake.waits == 1 and world.filed(world.table.list(state="done")[0])
+    assert wake.waits == 1 and world.filed(world.table.list_jobs(state="done")[0])

@@ -36,6 +36,8 @@ class FaceSwapper(Processor):
         model = models.get(settings.model)
         if model is None:
             return None                                # an unknown model is the sidecar check's to say
+        if model.conventions.size is None:                 # every swapper family states its crop
+            raise ValueError(f"swapper model {settings.model} states no crop size")
         return _boost_problem(settings, model.conventions.size, model.family)
 
     def prepare(self, settings: SwapperSettings, job: JobContext) -> Step:
