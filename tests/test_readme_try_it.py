@@ -26,9 +26,12 @@ def test_every_photo_the_try_it_copies_is_shipped_or_made_first(tmp_path: Path) 
     made = [line for line in lines if line.startswith(".venv/bin/python -c ")]
     assert made, "no line makes the photos"
     code = shlex.split(made[0])[2]
+    for line in lines[:lines.index(made[0])]:
+        if line.startswith("mkdir -p "):
+            subprocess.run(shlex.split(line), cwd=tmp_path, check=True)
     subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True, capture_output=True)
     copied = [w for line in lines if line.startswith("cp ") for w in shlex.split(line)[1:-1]]
-    assert copied == ["alice1.jpg", "alice2.jpg", "crowd.jpg"]
+    assert copied == ["var/photos/alice1.jpg", "var/photos/alice2.jpg", "var/photos/crowd.jpg"]
     for name in copied:
         picture = cv2.imread(str(tmp_path / name))
         assert picture is not None and picture.shape[0] >= 200, name
@@ -56,3 +59,19 @@ def test_the_first_command_gives_the_clean_install_of_the_install_script() -> No
     script = (ROOT / "scripts/install.sh").read_text()
     assert "venv=${1:-.venv}" in script and script.rstrip().splitlines()[-1].startswith(
         'exec "$venv/bin/python" -m ffwatchd.install')
+
+
+def test_the_readme_writes_its_photos_and_results_under_var_not_the_checkout_root(tmp_path: Path) -> None:
+    """Issue 42, item 22: "Try it" left alice1.jpg, crowd.jpg and out.jpg in the checkout's root;
+    every file the README's shell lines write (the photos made, process's -o) lies under var/."""
+    text = (ROOT / "README.md").read_text().replace("\\\n", " ")
+    commands = [line for block in re.findall(r"```sh\n(.*?)```", text, re.S) for line in block.splitlines()
+                if line.strip() and not line.lstrip().startswith("#")]
+    made = [m for line in commands for m in re.findall(r"imsave\('([^']+)'", line)]
+    outputs = [w[i + 1] for line in commands if "ffwatchd process" in line
+               for w in [shlex.split(line.split("#")[0])] for i, x in enumerate(w) if x == "-o"]
+    assert made and outputs, (made, outputs)
+    for path in made + outputs:
+        assert path.startswith("var/"), f"the README writes {path} into the checkout's root"
+    gitignore = (ROOT / ".gitignore").read_text().splitlines()
+    assert "/var/*" in gitignore, "var/ is ignored, so the photos are not files git sees"

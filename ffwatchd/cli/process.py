@@ -26,6 +26,7 @@ from ffwatchd.spec import jobspec
 from ffwatchd.spec.safeyaml import load_yaml, yaml_problem
 from ffwatchd.spec.sniff import sniff_file
 from ffwatchd.spec.values import parse_size
+from ffwatchd.work.failing import as_job_error
 from ffwatchd.work.videojob import process_video_file
 
 log = logging.getLogger(__name__)
@@ -256,6 +257,11 @@ def _process(args: argparse.Namespace, settings: Settings | None, pipeline: Any,
         raise _Exit(EXIT_FAIL, f"{e.kind}: {e.message}") from None
     except OSError as e:
         raise _Exit(EXIT_FAIL, f"io: cannot write {output}: {e.strerror or e}") from None
+    except _Exit:
+        raise
+    except Exception as e:  # noqa: BLE001 - a processor's bug (a plug-in's): one line, as the worker files it
+        err = as_job_error(e, target)
+        raise _Exit(EXIT_FAIL, f"{err.kind}: {err.message}") from None
     finally:
         if tmp is not None and tmp.exists():
             tmp.unlink()

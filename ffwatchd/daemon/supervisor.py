@@ -48,7 +48,7 @@ from ffwatchd.ops.gpusizing import plan_workers, worker_devices
 from ffwatchd.ops.retention import unknown_to_ledger, unrecorded_line
 from ffwatchd.ops.statusfile import StatusWriter, unreachable_line, write_status
 from ffwatchd.ops.upgrade import UpgradeRefused, upgrade_queue
-from ffwatchd.processors import require_plugins
+from ffwatchd.processors import processors, require_plugins
 from ffwatchd.store import JobQueue, SchemaMismatch, Unreachable, Use, open_store, store_errors
 from ffwatchd.store.leadership import Leadership
 from ffwatchd.work.events import (
@@ -637,6 +637,7 @@ class Supervisor:
         data = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": self.started_at,
                 "updated_at": time.time(),
                 "config": str(self.config_path), "queue": self.store.where, "workers": [s.info() for s in self.slots],
+                "processors": list(processors()),     # read at start: what `jobs retry` may hand this daemon
                 "claiming_paused": self.claiming_paused(),
                 "disk_unmeasured": ([str(p) for p in self.diskguard.unknown] if self.diskguard is not None else []),
                 "watches_available": ({n: ok and n not in self.folders_waiting

@@ -13,7 +13,8 @@ from ffwatchd.errors import JobError
 from ffwatchd.faces.registry import all_models, fetch_hint, missing_models
 from ffwatchd.filing.plan import file_failed_original, find_failed_original, restore_original
 from ffwatchd.filing.staging import OriginalChanged
-from ffwatchd.spec.jobspec import JobSpec
+from ffwatchd.ops.statusfile import read_status
+from ffwatchd.spec.jobspec import RESTART_HINT, JobSpec
 from ffwatchd.store import PRIORITIES, Job, JobQueue, TransitionError, priority_name
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,13 @@ def retry_job(store: JobQueue, settings: Settings, job: Job, priority: str | Non
         snap = snapshot_for(settings, watch, watch.inbox / job.rel_path, read_from=found)
     except JobError as e:
         raise TransitionError(f"not retried, it would be refused again: {e}; fix that, then retry") from None
-    refused = JobSpec.from_snapshot(snap["spec"]).refusals(all_models(settings.models))
+    spec = JobSpec.from_snapshot(snap["spec"])
+    running = read_status(settings.state_dir)          # this host's daemon, when one runs
+    if running is not None and isinstance(running.get("processors"), list):
+        late = [n for n in spec.processors if n not in running["processors"]]
+        if late:
+            raise TransitionError(f"not retried: processor {', '.join(late)} was {RESTART_HINT}, then retry")
+    refused = spec.refusals(all_models(settings.models))
     if refused:                       # as the worker's pipeline would, before the original moves
         raise TransitionError(f"not retried, it would be refused again: {'; '.join(refused)}; fix that, then retry")
     if job.error_kind == "model_missing":

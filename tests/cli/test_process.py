@@ -285,3 +285,53 @@ def test_watch_starts_from_that_watch_s_defaults_as_its_daemon_jobs_do(files, co
     assert summary["models"] == ["synth_scrfd"]
     assert run_process(["-c", str(config), "--watch", "nope", "-t", str(files / "target.jpg"), "-o", str(out)]) == 2
     assert "has no such watch (its watches: w)" in capsys.readouterr().err
+
+
+RAISING_PLUGIN = '''
+from dataclasses import dataclass
+
+from ffwatchd.processors import Processor, Scope
+
+
+@dataclass(frozen=True)
+class BoomSettings:
+    pass
+
+
+class Boom(Processor):
+    name = "boom"
+    summary = "raises on every frame (a test-only plug-in)"
+    settings = BoomSettings
+    checks = {}
+    scope = Scope.FRAME
+
+    def prepare(self, settings, job):
+        def run(frame, faces, touched):
+            raise ValueError("boom went the plug-in")
+        return run
+
+
+PROCESSOR = Boom()
+'''
+
+
+def test_a_plugin_exception_in_process_is_the_one_line_internal_message(files, config, tmp_path):
+    """A plug-in's bug ends `ffwatchd process` (its own process) with the worker's one line, no traceback."""
+    import os
+    import subprocess
+    site = tmp_path / "site"
+    (site / "ffw_boom-1.0.dist-info").mkdir(parents=True)
+    (site / "ffw_boom.py").write_text(RAISING_PLUGIN)
+    (site / "ffw_boom-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: ffw-boom\nVersion: 1.0\n")
+    (site / "ffw_boom-1.0.dist-info" / "entry_points.txt").write_text(
+        "[ffwatchd.processors]\nboom = ffw_boom:PROCESSOR\n")
+    (files / "ffwatch.yaml").write_text(yaml.safe_dump({"processors": ["boom"]}))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    env.pop("FFWATCHD_CONFIG", None)
+    proc = subprocess.run([sys.executable, "-m", "ffwatchd", "process", "-c", str(config), "--sidecar",
+                           str(files / "ffwatch.yaml"), "-t", str(files / "target.jpg"),
+                           "-o", str(tmp_path / "res.jpg")], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "internal: ValueError: boom went the plug-in" in proc.stderr
+    assert not (tmp_path / "res.jpg").exists()

@@ -73,3 +73,32 @@ def test_a_plugin_processor_runs_through_the_daemon(tmp_path, make_daemon):
     assert np.array_equal(out, picture // 32 * 32)
     report = next(d.failed.rglob("shot.png.error.json")).read_text()
     assert "posterize.levels: 1 is not between 2 and 64" in report
+
+
+def test_a_plugin_installed_after_the_daemon_started_is_refused_by_ingest_and_retry_saying_restart(tmp_path,
+                                                                                                    make_daemon):
+    """Ingest (the daemon) and `jobs retry` (a new process, which sees the plug-in) both say the
+    daemon must be restarted; retry no longer hands its workers what they cannot run."""
+    import json
+    import subprocess
+    import sys
+    site = tmp_path / "site"
+    site.mkdir()                                   # on the daemon's path, empty when it starts
+    env = {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    d = make_daemon(sidecar={"processors": ["posterize"]})
+    d.start(env=env)
+    install_plugin(tmp_path)                       # now: pip install while the daemon runs
+    ok, png = cv2.imencode(".png", synthetic_models.make_face_image(size=200, seed=6))
+    d.drop("late.png", png.tobytes())
+    d.wait_counts(120, failed=2)                  # the harness's faces/alice.jpg is refused too
+    report = next(d.failed.rglob("late.png.error.json")).read_text()
+    assert "'posterize' installed after this daemon started: restart it" in report
+    cli_env = {**os.environ, **env}
+    listed = subprocess.run([sys.executable, "-m", "ffwatchd", "jobs", "-c", str(d.config_path), "list", "--json",
+                             "--state", "failed"], capture_output=True, text=True, env=cli_env, timeout=60)
+    job_id = next(j["id"] for j in json.loads(listed.stdout) if j["rel_path"] == "late.png")
+    retry = subprocess.run([sys.executable, "-m", "ffwatchd", "jobs", "-c", str(d.config_path), "retry",
+                            str(job_id)], capture_output=True, text=True, env=cli_env, timeout=60)
+    assert retry.returncode == 1, retry.stdout + retry.stderr
+    assert "processor posterize was installed after this daemon started: restart it" in retry.stderr
+    assert next(d.failed.rglob("late.png")).is_file()          # the original stays in failed/
