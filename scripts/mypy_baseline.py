@@ -19,12 +19,18 @@ BASELINE = ROOT / "tests" / "mypy-baseline.txt"
 ERROR = re.compile(r"^(?P<path>[^:]+):\d+(?::\d+)?: error: (?P<message>.*?)\s+\[(?P<code>[a-z-]+)\]$")
 
 
-def run_mypy(root: Path = ROOT) -> Counter[str]:
+SUMMARY = re.compile(r"^(Success: no issues found|Found \d+ errors? in \d+ files?)")
+
+
+def run_mypy(root: Path = ROOT, python: str = sys.executable) -> Counter[str]:
     """Today's errors, each `path: [code] message` with its count."""
-    done = subprocess.run([sys.executable, "-m", "mypy", "ffwatchd"], cwd=root, capture_output=True,
+    done = subprocess.run([python, "-m", "mypy", "ffwatchd"], cwd=root, capture_output=True,
                           text=True, timeout=600)
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"mypy itself failed (exit {done.returncode}):\n{done.stdout}{done.stderr}")
+    # exit 1 is also Python's "No module named mypy": only mypy's own summary line counts as a run
+    lines = done.stdout.strip().splitlines()
+    if done.returncode not in (0, 1) or not lines or not SUMMARY.match(lines[-1]):
+        raise SystemExit(f"mypy itself failed (exit {done.returncode}; is it installed in this venv?):\n"
+                         f"{done.stdout}{done.stderr}")
     found: Counter[str] = Counter()
     for line in done.stdout.splitlines():
         match = ERROR.match(line)

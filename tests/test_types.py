@@ -35,3 +35,12 @@ def test_a_new_type_error_is_caught(tmp_path: Path) -> None:
     grown = mypy_baseline.new_errors(mypy_baseline.run_mypy(tmp_path), mypy_baseline.read_baseline())
     assert list(grown) == ['ffwatchd/errors.py: [return-value] Incompatible return value type '
                            '(got "str", expected "int")']
+
+
+def test_a_venv_without_mypy_fails_the_check_not_passes_it(tmp_path: Path) -> None:
+    """`python -m mypy` without mypy exits 1, as mypy does when it finds errors: that is no run."""
+    no_mypy = tmp_path / "python"
+    no_mypy.write_text("#!/bin/sh\necho 'python: No module named mypy' >&2\nexit 1\n")
+    no_mypy.chmod(0o755)
+    with pytest.raises(SystemExit, match="mypy itself failed .exit 1; is it installed"):
+        mypy_baseline.run_mypy(python=str(no_mypy))
