@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ffwatchd.config.notify import NotifySettings
+from ffwatchd.config.notify import NotifySettings, WatchNotify
 from ffwatchd.config.settings import MetricsSettings, RetentionSettings, Settings
 from ffwatchd.config.web import WebSettings
 from ffwatchd.errors import ConfigError
@@ -94,7 +94,9 @@ def worker_inputs(s: Settings) -> tuple:
     files: list[Path] = [m.path for m in s.models]
     # what only the supervisor reads (tests/daemon/test_reloading.py holds the worker's code to that)
     s = dataclasses.replace(s, retention=RetentionSettings(), notify=NotifySettings(), smtp=None,
-                            web=WebSettings(), metrics=MetricsSettings())
+                            web=WebSettings(), metrics=MetricsSettings(),
+                            # a watch's notify allow-lists are checked at ingest, by the supervisor
+                            watches=tuple(dataclasses.replace(w, notify=WatchNotify()) for w in s.watches))
     if s.c2pa is not None:
         files += [s.c2pa.cert, s.c2pa.key]
     try:

@@ -95,6 +95,32 @@ def test_a_change_of_what_only_the_supervisor_reads_keeps_the_workers(tmp_path: 
     assert worker_inputs(dataclasses.replace(s, workers=WorkerSettings(max_attempts=5))) != before
 
 
+def test_a_change_of_only_a_watchs_notify_keeps_the_workers(tmp_path: Path) -> None:
+    """Issue 42, item 19: a SIGHUP that only widened a watch's webhook allow-list replaced the workers
+    (a model reload on a GPU host for a webhook edit); the allow-lists are checked at ingest. A change
+    of the watch's folders or defaults still counts."""
+    from ffwatchd.config.notify import WatchNotify
+    from ffwatchd.daemon.reloading import worker_inputs
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"""state_dir: {tmp_path}/s
+temp_dir: {tmp_path}/t
+models_dir: {tmp_path}/m
+watches:
+  - {{name: w, inbox: {tmp_path}/i, output: {tmp_path}/o, done: {tmp_path}/d, failed: {tmp_path}/f}}
+""")
+    from ffwatchd.config.load import load_config
+
+    s = load_config(cfg)
+    before = worker_inputs(s)
+    [w] = s.watches
+    widened = dataclasses.replace(w, notify=WatchNotify(webhook_prefixes=("https://hooks.example.com/",)))
+    assert widened != w
+    assert worker_inputs(dataclasses.replace(s, watches=(widened,))) == before
+    moved = dataclasses.replace(w, output=tmp_path / "elsewhere")
+    assert worker_inputs(dataclasses.replace(s, watches=(moved,))) != before
+
+
 def test_the_workers_code_never_reads_what_a_reload_leaves_out_of_their_settings() -> None:
     """worker_inputs leaves retention, notify, smtp, web and metrics out: the code a worker runs
     (work, faces, media, filing, spec, store, fs) must not read them from its settings, or a
@@ -102,9 +128,14 @@ def test_the_workers_code_never_reads_what_a_reload_leaves_out_of_their_settings
     import re
 
     root = Path(__file__).resolve().parents[2] / "ffwatchd"
-    reads = re.compile(r"settings\.(retention|notify|smtp|web|metrics)\b")
+    # and no watch's notify (spec/sidecar.py's check_targets reads it: ingest's, not a worker's)
+    reads = re.compile(r"settings\.(retention|notify|smtp|web|metrics)\b|\b(watch|w)\.notify\b")
     found = [f"{p.relative_to(root)}:{n}: {line.strip()}"
              for pkg in ("work", "faces", "media", "filing", "spec", "store", "fs")
              for p in sorted((root / pkg).rglob("*.py"))
              for n, line in enumerate(p.read_text().splitlines(), 1) if reads.search(line)]
-    assert found == []
+    # the one reader of a watch's notify: resolve_spec's check_targets, which only ingest calls
+    assert [f for f in found if not f.startswith("spec/sidecar.py:") or "watch.notify" not in f] == []
+    workers_code = [p for pkg in ("work", "faces", "media", "filing", "pipeline", "processors")
+                    for p in sorted((root / pkg).rglob("*.py")) if "resolve_spec" in p.read_text()]
+    assert workers_code == []
