@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ffwatchd.pipeline.contract import ImageResult, RenderedImage
+from ffwatchd.pipeline.noface import SelectionCount
 from ffwatchd.spec.jobspec import JobSpec
 
 
@@ -18,6 +19,9 @@ class NoFaces:
     """A video job's frame processor that finds nothing."""
     detected = 0
     makes_alpha: tuple[str, ...] = ()
+
+    def __init__(self) -> None:
+        self.count = SelectionCount()         # nothing found, nothing filtered
 
     def process_in_place(self, frame: np.ndarray) -> tuple[int, list | None]:
         return 0, []

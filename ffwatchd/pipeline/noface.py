@@ -8,7 +8,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ffwatchd.faces.models import Gender
-from ffwatchd.faces.select import traits_match
 from ffwatchd.faces.types import Traits
 from ffwatchd.spec.jobspec import JobSpec
 
@@ -22,6 +21,7 @@ class SelectionCount:
 
     def judge(self, traits: Traits, age: tuple[int, int] | None, gender: Gender | None) -> bool:
         """Whether a face of `traits` passes the filters (both included), counting the ones it fails."""
+        from ffwatchd.faces.select import traits_match   # in the worker only: faces.select loads cv2, onnxruntime
         fails = [name for name, passes in (("gender", traits_match(traits, None, gender)),
                                            ("age", traits_match(traits, age, None))) if not passes]
         self.failed.update(fails)

@@ -14,6 +14,7 @@ from ffwatchd.errors import JobError
 from ffwatchd.media.probe import probe
 from ffwatchd.media.source import open_input
 from ffwatchd.media.video import process_video
+from ffwatchd.pipeline.noface import SelectionCount
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.work.videojob import process_video_file
 
@@ -47,9 +48,11 @@ def _folder_swapped(s: dict[str, Path]) -> None:
 
 class Frames:
     """A frame processor that notes the size of every frame it is given."""
+    makes_alpha: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self.shapes: set[tuple[int, ...]] = set()
+        self.count = SelectionCount()
 
     def process_frame(self, frame: np.ndarray) -> tuple[np.ndarray, int]:
         self.shapes.add(frame.shape)
