@@ -15,6 +15,7 @@ import dataclasses
 import cv2
 import numpy as np
 import pytest
+from PIL import Image
 from synthetic_colorizers import COLORIZERS, MODELS, make_colorizer_like, oracle, tinted_frame
 from synthetic_models import synthetic_spec
 
@@ -157,3 +158,5 @@ def test_the_processor_colours_a_photo_and_says_it_is_ai(synth, tmp_path):
     prov = read_provenance(out)
     assert prov["ai_generated"] is True and prov["processors"] == ["frame_colorizer"]
     assert "colourised at 384 px, blend 0.6 (model synth_deoldify)" in prov["settings"]
+    with Image.open(out) as im:
+        assert im.text["Description"].startswith("AI-modified: the whole picture remade by trained models")
