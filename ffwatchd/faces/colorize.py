@@ -46,7 +46,8 @@ _CHANNELS = {ColorizerType.DDCOLOR: 2, ColorizerType.DEOLDIFY: 3}
 @dataclass(frozen=True)
 class ColorizeFamily(ModelFamily):
     """A colouriser family. mean/std apply to the grey's x/255; `output_range` is what the model
-    emits, mapped onto what its type's merge reads (ddcolor: a/b in -128..127, deoldify: 0..255)."""
+    emits, mapped onto what its type's merge reads (ddcolor: a/b in -128..127, deoldify: 0..255);
+    `colour` is deoldify's output order (ddcolor's a, b have none; its grey input has no order)."""
     colorizer: ColorizerType = ColorizerType.DDCOLOR
 
 
