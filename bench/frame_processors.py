@@ -1,4 +1,5 @@
-"""The whole-frame processors FaceFusion has and ffwatchd gained in round five, on the CPU: what
+"""The whole-frame processors FaceFusion has and ffwatchd gained in round five (background_remover,
+frame_colorizer), on the CPU: what
 each costs per megapixel through `Pipeline.process_image` (decode, the step, encode), against the
 `label` processor on the same photo in the same run (the baseline: decode, a drawn label, encode).
 
@@ -27,6 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
 from _record import record  # noqa: E402 - bench/ is the script's folder, first on the path
+from synthetic_colorizers import COLORIZERS, make_colorizer_like  # noqa: E402
 from synthetic_mattes import MATTES, make_matte_like  # noqa: E402
 from synthetic_models import synthetic_spec  # noqa: E402
 
@@ -45,6 +47,11 @@ def cases() -> list[tuple[str, dict]]:
             out.append((f"background_remover {family} ({MATTES[family].size} px), {how}",
                         {"processors": ["background_remover"], "output": {"format": "png"},
                          "background_remover": {"model": f"synth_{family}", "background": how}}))
+    for family in COLORIZERS:
+        for size in (256, 512):
+            out.append((f"frame_colorizer {family} ({size} px)",
+                        {"processors": ["frame_colorizer"], "output": {"format": "png"},
+                         "frame_colorizer": {"model": f"synth_{family}", "size": size}}))
     return out
 
 
@@ -52,6 +59,8 @@ def customs(root: Path) -> tuple:
     models = []
     for family in ("u2net", "modnet", "birefnet"):
         models.append(custom_model(f"synth_{family}", make_matte_like(root / f"{family}.onnx", MATTES[family]), family))
+    for family, sig in COLORIZERS.items():
+        models.append(custom_model(f"synth_{family}", make_colorizer_like(root / f"{family}.onnx", sig), family))
     return tuple(models)
 
 
@@ -92,11 +101,13 @@ def main() -> int:
     text = ("## Whole-frame processors per megapixel (`bench/frame_processors.py`)\n\n"
             "CPU only (onnxruntime's default threads: every core); `Pipeline.process_image` on a PNG (decode, "
             f"the step, PNG encode), median of {runs} rounds in which the cases take turns, after a warm-up. "
-            "The models are the synthetic ones of the real signatures (`tests/synthetic_mattes.py`): a trivial "
-            "network, so the rows are ffwatchd's cost around the model (the resize to the family's size and back, "
-            "normalisation, read-back, the composite or the blur, the encode of an RGBA or RGB PNG). A real "
-            "network runs once per frame at its family's fixed size (320, 512, 1024 or 2048 px) and adds its own "
-            "cost per frame, not per megapixel; its weights cannot be had on these machines.\n\n"
+            "The models are the synthetic ones of the real signatures (`tests/synthetic_mattes.py`, "
+            "`tests/synthetic_colorizers.py`): a trivial network, so the rows are ffwatchd's cost around the model "
+            "(the resize to the family's size and back, normalisation, read-back, the composite or the blur; the "
+            "colouriser's grey, its LAB conversions at the frame's size, the merge and the blend; the encode of an "
+            "RGBA or RGB PNG). A real network runs once per frame at its family's fixed size (320, 512, 1024 or "
+            "2048 px; a colouriser at the job's size, 192 to 512 px) and adds its own cost per frame, not per "
+            "megapixel; its weights cannot be had on these machines.\n\n"
             + "\n".join(lines) + "\n")
     print(text)
     if not (args.no_record or args.smoke):

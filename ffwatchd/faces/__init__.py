@@ -4,4 +4,5 @@ that gathers them, licences), the face analysis's model set (analysis), how each
 (detect), align to a model's template (align), embed (embed), classify age and gender (classify),
 order and select faces (order, select), track them through a video (track); swap (swap), paste
 back (pasteback), masks (masks, their vocabulary in maskspec), enhance (enhance), anonymize
-(anonymize), upscale tiled (upscale), label (label); the background's matte (matte); shared typed values (types)."""
+(anonymize), upscale tiled (upscale), label (label); the background's matte (matte); the frame's colour
+(colorize); shared typed values (types)."""

@@ -600,3 +600,11 @@ def test_every_option_and_argument_of_every_command_says_what_it_is_for() -> Non
 
     walk(build_parser(), ["ffwatchd"])
     assert bare == []
+
+
+def test_process_help_lists_the_colouriser_and_its_flags(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["process", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "frame_colorizer" in out and "--colorizer-size {192,256,384,512} frame_colorizer.size" in out
+    assert "--colorizer COLORIZER frame_colorizer.model" in out and "--colorizer-blend" in out

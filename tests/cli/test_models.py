@@ -131,3 +131,15 @@ def test_verify_points_at_the_custom_models_entry(tmp_path, capsys):
     write("a" * 64)
     assert run_models(["-c", str(config), "verify", "tuned_swap"]) == 1
     assert "(the sha256 given for models.tuned_swap in the config)" in capsys.readouterr().out
+
+
+def test_list_shows_the_five_colourisers_with_family_and_licence(tmp_path, capsys):
+    assert run_models(["--models-dir", str(tmp_path), "list", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out) if r["kind"] == "colorizer"}
+    assert {n: (r["family"], r["licence"]) for n, r in rows.items()} == {
+        "ddcolor": ("ddcolor", "Apache-2.0"), "ddcolor_artistic": ("ddcolor", "Apache-2.0"),
+        "deoldify": ("deoldify", "MIT"), "deoldify_artistic": ("deoldify", "MIT"),
+        "deoldify_stable": ("deoldify", "MIT")}
+    assert run_models(["list", "--models-dir", str(tmp_path)]) == 0
+    lines = [ln.split() for ln in capsys.readouterr().out.splitlines() if "colorizer" in ln]
+    assert [ln[:4] for ln in lines][:1] == [["ddcolor", "colorizer", "ddcolor", "Apache-2.0"]] and len(lines) == 5
