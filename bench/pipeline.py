@@ -2,14 +2,14 @@
 assets, synthetic swapper and enhancer), and our region-only paste-back at 1080p against
 insightface's `INSwapper.get(..., paste_back=True)` on the same frame and face, in the same run;
 then the CPU cost per face of each face_mask type (synthetic mask models), of each enhancer
-family's crop size, and per megapixel of the x2/x4 frame upscaler (bench/upscale.py model_section).
+family's crop size, and per megapixel of the x2/x4/x8 frame upscaler (bench/upscale.py model_section).
 
     python bench/pipeline.py [--runs 30]      # writes the `pipeline` and `pixel_boost` sections of docs/benchmarks.md
     python bench/pipeline.py --pixel-boost-only   # only the cost per face of pixel boost
     python bench/pipeline.py [--runs 30]      # writes the `pipeline` and `pipeline_masks` sections
     python bench/pipeline.py --masks-only     # only the masks' section
     python bench/pipeline.py --enhancers-only # only the cost per face of each enhancer family's crop size
-    python bench/pipeline.py --upscaler-only  # only the x2/x4 upscaler's cost per megapixel (`upscale_models`)
+    python bench/pipeline.py --upscaler-only  # only the x2/x4/x8 upscaler's cost per megapixel (`upscale_models`)
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def main() -> int:
     ap.add_argument("--pixel-boost-only", action="store_true")
     ap.add_argument("--masks-only", action="store_true", help="only the face_mask section")
     ap.add_argument("--enhancers-only", action="store_true", help="only the enhancer families' section")
-    ap.add_argument("--upscaler-only", action="store_true", help="only the x2/x4 upscaler's cost per megapixel")
+    ap.add_argument("--upscaler-only", action="store_true", help="only the x2/x4/x8 upscaler's cost per megapixel")
     ap.add_argument("--swap-score-only", action="store_true", help="only a video's swap score cost per frame")
     ap.add_argument("--upscaler-runs", type=int, default=3, help="runs of the upscaler (seconds per tile each)")
     add_smoke(ap)
@@ -307,7 +307,7 @@ def swap_score_section(tmp: Path, assets: Path, synth: dict, frame, runs: int, f
 
 
 def upscaler_section(args) -> None:
-    """The x2/x4 upscaler's CPU cost per megapixel (bench/upscale.py's measurement), recorded."""
+    """The x2/x4/x8 upscaler's CPU cost per megapixel (bench/upscale.py's measurement), recorded."""
     text = upscale.model_section(Path(tempfile.mkdtemp(prefix="ffwatchd-bench-upscale-")), args.upscaler_runs,
                                  side=16 if args.smoke else 96, blocks=1 if args.smoke else 23)
     print(text)
