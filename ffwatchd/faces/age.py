@@ -1,6 +1,6 @@
 """A face made older or younger by an age model (FRAN, StyleGANEX), pasted back through the face
-mask. Conventions as FaceFusion 3.8.1's processors/modules/age_modifier/core.py states them,
-written again from the families (processors/builtin/age_modifier.py declares them)."""
+mask. Conventions as FaceFusion 3.8.1's age modifier (its processors/modules folder, core.py)
+states them, written again from the families (the processor that runs them declares them)."""
 
 from __future__ import annotations
 
