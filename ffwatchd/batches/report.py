@@ -390,11 +390,14 @@ def write_report(watch: WatchSettings, folder: str, jobs: list[Job], cache: Thum
     thumbs: dict[int, tuple[str | None, str | None]] = {}
     for i in order[:THUMB_ROWS]:
         j = jobs[i]
-        if j.state in ("done", "failed", "cancelled") and j.kind == "image":
+        # a video's middle frame, done ones only: a failed video may be what broke its decoder
+        video = j.kind == "video" and j.state == "done"
+        if j.state in ("done", "failed", "cancelled") and (j.kind == "image" or video):
             out = job_output(watch, j) if j.state == "done" else None
             after = Path(out) if out else None
             before = _before_path(watch, j) if original_shown((j.spec or {}).get("processors")) else None
-            thumbs[j.id] = (cache.get(j.id, before, _root_of(watch, before)), cache.get(j.id, after, watch.output))
+            thumbs[j.id] = (cache.get(j.id, before, _root_of(watch, before), video=video),
+                            cache.get(j.id, after, watch.output, video=video))
     html_path, json_path = report_paths(watch, folder, generation)
     # printable: a name that is not UTF-8 shows as \xHH in the page (the JSON keeps it exactly)
     public = watch.shown_path(html_path)
