@@ -20,12 +20,15 @@ from ffwatchd.config.settings import Settings, WorkerSettings
 from ffwatchd.errors import ConfigError, JobError
 from ffwatchd.faces import registry
 from ffwatchd.faces.maskspec import MaskType
+from ffwatchd.faces.order import REFERENCE_MODES
 from ffwatchd.processors import ProcessorError, default_processors, processors, require_plugins
 from ffwatchd.schema import IntBetween, NumberBetween, OneOf, photo_paths
 from ffwatchd.spec import jobspec
+from ffwatchd.spec.jobspec import OutputFormat
 from ffwatchd.spec.safeyaml import load_yaml, yaml_problem
 from ffwatchd.spec.sniff import sniff_file
 from ffwatchd.spec.values import parse_size
+from ffwatchd.store.rows import JobKind
 from ffwatchd.work.failing import as_job_error
 from ffwatchd.work.videojob import process_video_file
 
@@ -140,7 +143,7 @@ def spec_mapping(args: argparse.Namespace, output: Path,
     fmt = _SUFFIX_FORMATS.get(output.suffix.lower())
     if args.format is None and fmt and not output.is_dir():
         merged_fmt = (base.get("output") or {}).get("format")
-        if merged_fmt in (None, "keep"):
+        if merged_fmt in (None, OutputFormat.KEEP):
             flags.setdefault("output", {})["format"] = fmt
     return jobspec.merge(defaults, base, flags)
 
@@ -168,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
     else:
         what = "copied unchanged (no face)" if summary["copied"] else f"{summary['faces']} face(s)"
-        if kind == "video":
+        if kind == JobKind.VIDEO:
             what += f" in {summary['frames']} frames"
         print(f"{output}: {what}, {', '.join(summary['processors']) or '-'} on {summary['provider']}")
     return EXIT_OK
@@ -210,7 +213,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Settings | None, jobspec.JobSpec
         raise _Exit(EXIT_FAIL, str(e)) from None
 
 
-def _target_kind(args: argparse.Namespace, target: Path, output: Path) -> str:
+def _target_kind(args: argparse.Namespace, target: Path, output: Path) -> JobKind:
     """image or video, by content; an output named with the other kind's suffix is refused."""
     if not target.is_file():
         raise _Exit(EXIT_USAGE, f"target {target} is not a file")
@@ -219,17 +222,17 @@ def _target_kind(args: argparse.Namespace, target: Path, output: Path) -> str:
     except JobError as e:
         raise _Exit(EXIT_FAIL, f"{e.kind}: {e.message}") from None
     if not output.is_dir() and not args.output.endswith(("/", os.sep)):
-        wrong = _VIDEO_SUFFIXES if kind == "image" else _IMAGE_SUFFIXES     # a video written as out.jpg, say
+        wrong = _VIDEO_SUFFIXES if kind == JobKind.IMAGE else _IMAGE_SUFFIXES     # a video written as out.jpg, say
         if output.suffix.lower() in wrong:
-            raise _Exit(EXIT_USAGE, f"-o {output}: the target is {'an image' if kind == 'image' else 'a video'}, "
+            raise _Exit(EXIT_USAGE, f"-o {output}: the target is {'an image' if kind == JobKind.IMAGE else 'a video'}, "
                                     f"and so is its result; give the output a"
-                                    f"{'n image' if kind == 'image' else ' video'} suffix (like the target's "
+                                    f"{'n image' if kind == JobKind.IMAGE else ' video'} suffix (like the target's "
                                     f"{target.suffix or 'own'}) or a folder")
     return kind
 
 
 def _process(args: argparse.Namespace, settings: Settings | None, pipeline: Any, spec: jobspec.JobSpec,
-             target: Path, output: Path, kind: str) -> tuple[Path, dict]:
+             target: Path, output: Path, kind: JobKind) -> tuple[Path, dict]:
     """Run the target through a hidden temp file beside the output, renamed into place at the end."""
     tmp = None
     workdir = None
@@ -237,13 +240,13 @@ def _process(args: argparse.Namespace, settings: Settings | None, pipeline: Any,
         if args.output.endswith(("/", os.sep)) and not output.is_dir():   # "-o outdir/": a folder, made if missing
             output.mkdir(parents=True)
         if output.is_dir():
-            suffix = pipeline.output_suffix(target, spec) if kind == "image" else target.suffix
+            suffix = pipeline.output_suffix(target, spec) if kind == JobKind.IMAGE else target.suffix
             output = output / (target.stem + suffix)
         if output.exists() and os.path.samefile(output, target):     # `-o .` beside it, or -o = -t
             raise _Exit(EXIT_USAGE, f"-o {output} is the target itself; the original would be replaced: "
                                     "give another name or folder")
         tmp = output.with_name(f".{output.name}.ffwatchd-{os.getpid()}.tmp{output.suffix}")
-        if kind == "image":
+        if kind == JobKind.IMAGE:
             result = pipeline.process_image(target, tmp, spec)
             summary = {"faces": result.faces, "processors": result.processors, "models": result.models,
                        "output_format": result.output_format, "copied": result.copied}
@@ -296,7 +299,7 @@ def _check_photos(raw: dict[str, Any]) -> None:
         raise UsageProblem(f"{', '.join(needing)} needs at least one source photo: -s SRC (or --processors "
                            f"without {', '.join(needing)})")
     selector = raw.get("face_selector") or {}
-    if selector.get("mode") in jobspec.REFERENCE_MODES:
+    if selector.get("mode") in REFERENCE_MODES:
         refs = photo_paths(selector.get("reference"))
         if not refs:
             raise UsageProblem(f"--selector {selector['mode']} needs --reference PHOTO")

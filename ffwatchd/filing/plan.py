@@ -47,6 +47,7 @@ from ffwatchd.fs.safefs import lstat_below, read_regular
 from ffwatchd.fs.version import FileVersion
 from ffwatchd.fs.writefs import Perms, fit_name, fsync_dir, fsync_file, open_folder, split_under
 from ffwatchd.store import Filing, Job, QueueUnavailable, TransitionError
+from ffwatchd.store.rows import JobState, PlanOutcome
 
 log = logging.getLogger(__name__)
 
@@ -101,13 +102,13 @@ def duplicate_report(earlier: Job, message: str, original: Path, filed_as: Path)
     return {**error_report(earlier, "duplicate", message, original, filed_as),
             "job_id": None, "attempts": 0, "created_at": now, "started_at": None, "failed_at": now,
             "sidecars": [], "spec": None, "duplicate_of": earlier.id, "earlier_state": earlier.state,
-            "retry": None if earlier.state == "done" else f"ffwatchd jobs retry {earlier.id}",
+            "retry": None if earlier.state == JobState.DONE else f"ffwatchd jobs retry {earlier.id}",
             "retry_needs": None}
 
 
 def duplicate_message(rel: str, job: Job) -> str:
     """What a duplicate's report says about a re-drop of `rel` with the content of `job`."""
-    if job.state == "done":
+    if job.state == JobState.DONE:
         advice = "rename the file (or put it in another folder) to process it again"
     else:
         advice = f"run `ffwatchd jobs retry {job.id}` to run that job again"
@@ -127,7 +128,7 @@ def redo_missing_report(watch: WatchSettings, job: Job, report: Path) -> Path | 
     filed_as = report.with_name(report.name[:-len(REPORT_SUFFIX)]) if report.name.endswith(REPORT_SUFFIX) else None
     if filed_as is None or os.path.lexists(report) or not os.path.isfile(filed_as):
         return None
-    if job.state not in ("done", "failed"):
+    if job.state not in (JobState.DONE, JobState.FAILED):
         return None                         # queued or running: its own plan writes the report
     try:
         rel_dir = PurePosixPath(filed_as.parent.relative_to(watch.failed).as_posix())
@@ -135,7 +136,7 @@ def redo_missing_report(watch: WatchSettings, job: Job, report: Path) -> Path | 
         return None                         # reports lie in failed/ only
     job_rel = PurePosixPath(job.rel_path)
     original = watch.inbox / job.rel_path
-    own = job.state == "failed" and rel_dir == job_rel.parent and \
+    own = job.state == JobState.FAILED and rel_dir == job_rel.parent and \
         filed_as.name in candidate_names(job_rel.name, job.id)
     if own:
         data = error_report(job, job.error_kind or "internal", job.error_message or "", original, filed_as)
@@ -150,7 +151,7 @@ def redo_missing_report(watch: WatchSettings, job: Job, report: Path) -> Path | 
 @dataclass(frozen=True)
 class Plan:
     """What finalising one job moves where; stored as JSON in the job row."""
-    outcome: str                 # done | failed
+    outcome: PlanOutcome
     original_src: str
     original_dst: str
     result_src: str | None = None
@@ -164,8 +165,12 @@ class Plan:
     drop: bool = False           # a re-drop that never became a job (plan_duplicate): never stored in a row
 
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "outcome", PlanOutcome(self.outcome))    # a row's JSON holds the string
+
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
+        d["outcome"] = str(self.outcome)
         if not self.drop:     # a job's plan in its row reads as before to a daemon that predates `drop`
             del d["drop"]
         return d
@@ -204,7 +209,7 @@ def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: s
         size = os.stat(result_src).st_size
     base = watch.output / rel
     result_dst = choose_destination(base.with_name(fit_name(base.stem, result_suffix)), job.id)
-    return Plan(outcome="done", original_src=str(watch.inbox / rel),
+    return Plan(outcome=PlanOutcome.DONE, original_src=str(watch.inbox / rel),
                 original_dst=str(choose_destination(watch.done / rel, job.id, _original_now(watch, job))),
                 result_src=str(result_src), result_dst=str(result_dst), roots=folder_roots(watch),
                 result_size=size, original_state=checked, result=result)
@@ -232,7 +237,7 @@ def _original_now(watch: WatchSettings, job: Job) -> Path:
 
 def plan_failed(watch: WatchSettings, job: Job, kind: str, message: str, checked: dict | None = None) -> Plan:
     rel = Path(job.rel_path)
-    return Plan(outcome="failed", original_src=str(watch.inbox / rel),
+    return Plan(outcome=PlanOutcome.FAILED, original_src=str(watch.inbox / rel),
                 original_dst=str(_failed_destination(watch, job)),
                 error_kind=kind, message=message, roots=folder_roots(watch), original_state=checked)
 
@@ -246,7 +251,7 @@ def plan_duplicate(watch: WatchSettings, earlier: Job, rel: str, message: str, c
     names += [base.with_name(fit_name(base.stem, f"-{earlier.id}-dup{k}{base.suffix}")) for k in range(2, 1000)]
     for c in names:
         if (not os.path.lexists(c) or same_file(src, c)) and not os.path.lexists(report_path(c)):
-            return Plan(outcome="failed", original_src=str(src), original_dst=str(c), error_kind="duplicate",
+            return Plan(outcome=PlanOutcome.FAILED, original_src=str(src), original_dst=str(c), error_kind="duplicate",
                         message=message, roots=folder_roots(watch), original_state=checked, drop=True)
     raise JobError("io", f"no free name for {base} in failed/ (the names up to {names[-1].name} are taken)",
                    transient=False)
@@ -254,7 +259,7 @@ def plan_duplicate(watch: WatchSettings, earlier: Job, rel: str, message: str, c
 
 @dataclass(frozen=True)
 class Filed:
-    outcome: str
+    outcome: PlanOutcome
     original: Path | None        # where the original landed (None: it was already gone)
     result: Path | None
 
@@ -366,7 +371,7 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
         src, job.id, attempt, plan.original_state, None if holder is not None and holder.fresh else fence)
     # a result this run places is recorded in the ledger (retention.output_max_age ages from now);
     # one an earlier run placed is recorded again: that run's entry may have died with it
-    placing_result = plan.outcome == "done" and bool(plan.result_src) and os.path.lexists(plan.result_src)
+    placing_result = plan.outcome == PlanOutcome.DONE and bool(plan.result_src) and os.path.lexists(plan.result_src)
     try:
         result = _place_result(plan, job, watch, perms, fence, ledger)
         original, moving = (placed, False) if placed else \
@@ -379,13 +384,13 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
     if original is not None and ledger is not None and watch is not None and \
             (moving or is_the_original(original, plan.original_state)):
         placing.before_step("ledger", job.id)
-        note_filed(ledger, watch, job.id, "done" if plan.outcome == "done" else "failed", original,
+        note_filed(ledger, watch, job.id, plan.outcome, original,
                    owner=holder.owner if holder else None, attempt=holder.attempt if holder else None)
     if result is not None and (placing_result or result_intact(plan, result)) and ledger is not None \
             and watch is not None:
         note_filed(ledger, watch, job.id, "output", result,
                    owner=holder.owner if holder else None, attempt=holder.attempt if holder else None)
-    if plan.outcome == "failed":
+    if plan.outcome == PlanOutcome.FAILED:
         filed_as = original or Path(plan.original_dst)
         report = duplicate_report(job, plan.message or "", src, filed_as) if plan.drop else \
             error_report(job, plan.error_kind or "internal", plan.message or "", src, filed_as)
@@ -421,7 +426,7 @@ def _place_result(plan: Plan, job: Job, watch: WatchSettings | None, perms: Perm
                   fence: Callable[[], None] | None, ledger: Any = None) -> Path | None:
     """The result into output/: where it landed (the plan's name may have been taken meanwhile),
     published only while the lease holds (`fence`, confirmed right before its link)."""
-    if plan.outcome != "done":
+    if plan.outcome != PlanOutcome.DONE:
         return None
     assert plan.result_src and plan.result_dst
     src, dst = Path(plan.result_src), Path(plan.result_dst)
@@ -506,7 +511,7 @@ def file_failed_original(watch: WatchSettings, job: Job, ledger: Any = None) -> 
     (its worker died), to failed/ with its report. A done plan a dead worker recorded is given up
     first (filing/withdraw.py): a job that is not done never keeps its result or a done/ name."""
     stored = job_plan(job, watch)
-    if stored is not None and stored.outcome == "done":
+    if stored is not None and stored.outcome == PlanOutcome.DONE:
         withdraw_placed(stored, job, watch, ledger=ledger, attempt=job.claims)
         # to failed/ from where the done plan left it (maybe staged), only while it is that original
         plan = plan_failed(watch, job, job.error_kind or "internal", job.error_message or "", stored.original_state)
@@ -606,7 +611,7 @@ def _same_bytes(a: Path, b: Path) -> bool:
 
 def _withdraw_result(plan: Plan, job: Job, watch: WatchSettings, others: AbstractSet[Path],
                      confirm: Callable[[], None] | None) -> Path | None:
-    if plan.outcome != "done" or not plan.result_dst or plan.result_size is None:
+    if plan.outcome != PlanOutcome.DONE or not plan.result_dst or plan.result_size is None:
         return None
     dst = Path(plan.result_dst)
     try:

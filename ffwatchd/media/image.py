@@ -25,6 +25,7 @@ from ffwatchd.media.jpegout import encode_jpeg
 from ffwatchd.media.provenance import PNG_PROVENANCE_KEY, Provenance, read_provenance  # noqa: F401
 from ffwatchd.media.raw import RAW_FORMAT, raw_kind, read_head_of, read_raw
 from ffwatchd.media.source import open_file
+from ffwatchd.spec.jobspec import OutputFormat
 
 log = logging.getLogger(__name__)
 
@@ -300,7 +301,7 @@ def _to_bgr(im: Image.Image) -> tuple[np.ndarray, np.ndarray | None, int]:
 def output_format(input_format: str, requested: str = "keep") -> str:
     """The Pillow format an output is written in: the sidecar's choice, else the input's
     (HEIF and RAW become JPEG; formats that cannot carry metadata, such as BMP or GIF, PNG)."""
-    if requested != "keep":
+    if requested != OutputFormat.KEEP:
         return SPEC_FORMATS[requested]
     if input_format in KEPT_AS:
         return KEPT_AS[input_format]

@@ -31,6 +31,7 @@ from ffwatchd.faces.embed import Recognizer, combine_embeddings, cosine_similari
 from ffwatchd.faces.masks import FaceMasks
 from ffwatchd.faces.maskspec import MaskType
 from ffwatchd.faces.models import CATALOGUE, Model, ModelKind
+from ffwatchd.faces.order import REFERENCE_MODES, SelectorMode
 from ffwatchd.faces.sessions import SessionConfig, probe_providers, provider_kind
 from ffwatchd.faces.types import Embedding, Face, Frame
 from ffwatchd.fs.hashing import sha256_file
@@ -53,7 +54,7 @@ from ffwatchd.pipeline.contract import ImageResult, PhotoProblem, RenderedImage
 from ffwatchd.pipeline.frames import FrameProcessor
 from ffwatchd.pipeline.noface import no_face_reason
 from ffwatchd.processors import FaceScore, Processor, Scope
-from ffwatchd.spec.jobspec import JobSpec
+from ffwatchd.spec.jobspec import JobSpec, OnNoFace
 from ffwatchd.spec.sidecar import PhotoRole
 
 if TYPE_CHECKING:
@@ -300,11 +301,11 @@ class Pipeline:
         job = _Job(self, spec, tuple(processors), detector, recognizer)
         steps = [(p, p.prepare(spec.settings_of(p.name), job)) for p in processors]
         mode = spec.face_selector.mode
-        if detector is not None and mode in ("reference", "except_reference"):
+        if detector is not None and mode in REFERENCE_MODES:
             if not spec.face_selector.reference:
                 raise JobError("bad_sidecar", f"face_selector.mode is {mode} but no reference image is given")
             photos = [Path(p) for p in spec.face_selector.reference]
-            if mode == "reference":            # several photos of one person: averaged as sources are
+            if mode == SelectorMode.REFERENCE:     # several photos of one person: averaged as sources are
                 reference = self.identity(photos, "reference", spec, detector, recognizer)
             else:                              # everyone in every photo is left alone
                 reference = [e for p in photos for e in self._people(p, spec, detector, recognizer)]
@@ -345,10 +346,10 @@ class Pipeline:
         exif = strip_identifying_exif(image.exif) if strip else image.exif
         face_job = spec.works_on_faces()
         # except_reference: faces found, all of them people to leave alone -- nothing to do, no failure
-        everyone_left_alone = spec.face_selector.mode == "except_reference" and processor.detected > 0
+        everyone_left_alone = spec.face_selector.mode == SelectorMode.EXCEPT_REFERENCE and processor.detected > 0
         if face_job and faces == 0 and not everyone_left_alone:
             reason = no_face_reason(spec, target.name, processor.count)
-            if spec.on_no_face == "fail":
+            if spec.on_no_face == OnNoFace.FAIL:
                 raise JobError("no_face", f"{reason}; on_no_face: copy would pass it through unchanged")
             log.info("%s; on_no_face: copy", reason)
 

@@ -36,6 +36,7 @@ from ffwatchd.spec.sniff import Sniffed, describe_head, sniff_bytes, sniff_file
 from ffwatchd.spec.values import format_duration
 from ffwatchd.store import FINISHED, Job, JobQueue
 from ffwatchd.fs.hashing import SourceHashes
+from ffwatchd.store.rows import JobState
 from ffwatchd.watch.hashing import read_inbox_file
 from ffwatchd.watch.inboxnames import PATH_MARGIN, PATH_MAX, classify_name, path_too_long
 from ffwatchd.fs.version import FileVersion, Verdict, compare_content
@@ -375,7 +376,7 @@ def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobQu
     """The same content at the same path already has a job."""
     if job.state not in FINISHED:
         return IngestResult(IngestStatus.EXISTS, path, f"{rel}: already job {job.id} ({job.state})", job)
-    if job.state == "failed" and not _report_exists(watch, job):
+    if job.state == JobState.FAILED and not _report_exists(watch, job):
         # An earlier filing did not finish (crash between the row and the move, or failed/ did
         # not take it): finish it.
         try:
@@ -384,7 +385,7 @@ def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobQu
             return _unfiled(path, rel, job, job.error_message or f"job {job.id} failed", e)
         return IngestResult(IngestStatus.FAILED, path, f"{rel}: job {job.id} failed earlier; filed as {filed}", job)
     plan = filing.job_plan(job, watch)
-    if job.state == "done" and plan is not None and plan.original_dst and plan.original_src == str(path) \
+    if job.state == JobState.DONE and plan is not None and plan.original_dst and plan.original_src == str(path) \
             and not exists_exactly(Path(plan.original_dst)):   # not another file's spelling
         return IngestResult(IngestStatus.EXISTS, path, f"{rel}: job {job.id} is done and its filing is unfinished", job)
     return _file_duplicate(watch, path, rel, job, store, seen)
