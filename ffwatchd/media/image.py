@@ -65,6 +65,7 @@ class DecodedImage:
 # workers.max_pixels, checked from the header below, is the one limit; Pillow's own bomb limit
 # (about 179 Mpx) would otherwise refuse images an operator allowed.
 Image.MAX_IMAGE_PIXELS = None
+ANY_SIZE = 2**62                # a reader given no limit (a header's format needs none)
 register_heif_opener()          # Pillow opens HEIC/HEIF (iPhone photos) as format "HEIF"
 
 
@@ -167,8 +168,9 @@ def _raw_fd(path: Path) -> int | None:
     return None
 
 
-def sniff_format(path: Path, max_pixels: int = 2**62) -> str:
-    """Pillow's format name of an image file, from its header (RAW_FORMAT for a camera RAW)."""
+def sniff_format(path: Path, max_pixels: int = ANY_SIZE) -> str:
+    """Pillow's format name of an image file, from its header (RAW_FORMAT for a camera RAW); no size
+    limit unless one is given (the header is all it reads)."""
     fd = _raw_fd(path)
     if fd is not None:
         os.close(fd)

@@ -41,7 +41,7 @@ from ffwatchd.ops.metrics_labels import Ending
 from ffwatchd.work.outcome import Outcome
 from ffwatchd.work.prefetch import OriginalProblem, Prefetched, Prefetcher, ProblemKind, Ready
 from ffwatchd.work.verify import check_sources
-from ffwatchd.work.videojob import process_video_file
+from ffwatchd.work.videojob import process_video_file, worker_limits
 
 log = logging.getLogger(__name__)
 
@@ -312,11 +312,9 @@ class JobRunner:
         workdir.mkdir(parents=True, exist_ok=True)
         result = workdir / f"result-{job.claims}{suffix}"   # the folder is the job's; the result its attempt's
         video = process_video_file(self.pipeline, original, result, spec, workdir=workdir / "video",
-                                   ffmpeg=self._ffmpeg, max_pixels=self.settings.workers.max_pixels,
-                                   on_cuda=self.on_cuda,
+                                   ffmpeg=self._ffmpeg, on_cuda=self.on_cuda,
                                    progress=lease.set_progress, should_stop=lambda: lease.should_stop,
-                                   segment_seconds=self.settings.workers.video_segment,
-                                   root=self.settings.watch(job.watch).inbox)
+                                   root=self.settings.watch(job.watch).inbox, **worker_limits(self.settings.workers))
         # the name keeps its case, as an image's does
         return Processed(result, original.suffix, video.video.frames, None, video.report)
 

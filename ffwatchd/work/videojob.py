@@ -27,6 +27,11 @@ if TYPE_CHECKING:                 # the supervisor imports this module: no video
 log = logging.getLogger(__name__)
 
 
+def worker_limits(workers: WorkerSettings) -> dict[str, Any]:
+    """process_video_file's limits, from the workers' settings (the runner and `process` alike)."""
+    return {"max_pixels": workers.max_pixels, "segment_seconds": workers.video_segment}
+
+
 def process_video_file(pipeline: Any, target: Path, result: Path, spec: JobSpec, *, workdir: Path, ffmpeg: str,
                        max_pixels: int, on_cuda: bool = False,
                        progress: Callable[[int, int], None] | None = None,

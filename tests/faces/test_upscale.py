@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import synthetic_models as sm
+from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.processors.builtin.frame_enhancer import UPSCALER
 from ffwatchd.errors import JobError
 from ffwatchd.faces.convention import from_blob, to_blob
@@ -17,7 +18,7 @@ from ffwatchd.faces.models import MODELS, Colour, custom_model
 from ffwatchd.faces.sessions import SessionConfig
 from ffwatchd.faces.upscale import TILE_SHARE, Upscaler, tile_side, windows
 
-CFG = SessionConfig()
+CFG = SessionConfig(WorkerSettings())
 
 
 @pytest.fixture(scope="module")
@@ -109,21 +110,21 @@ def test_blend_tile_by_tile_equals_the_whole_frame_resized_and_mixed(ups):
 
 def test_tile_size_follows_the_memory_limit(ups):
     small, large = 2**30, 8 * 2**30
-    a = upscaler(ups, "synth_up_x4", SessionConfig(ram_limit=small))
-    b = upscaler(ups, "synth_up_x4", SessionConfig(ram_limit=large))
+    a = upscaler(ups, "synth_up_x4", SessionConfig(WorkerSettings(ram_limit=small)))
+    b = upscaler(ups, "synth_up_x4", SessionConfig(WorkerSettings(ram_limit=large)))
     fam = a.family
     assert a.tile == tile_side(int(small * TILE_SHARE), 4, fam) < b.tile
     assert fam.bytes_per_output_pixel * (a.tile * 4) ** 2 <= small * TILE_SHARE
     assert a.tile % 8 == 0 and a.tile > 2 * fam.tile_margin
-    x2 = upscaler(ups, "synth_up_x2", SessionConfig(ram_limit=small))
+    x2 = upscaler(ups, "synth_up_x2", SessionConfig(WorkerSettings(ram_limit=small)))
     assert x2.tile > a.tile                                   # a smaller scale, larger tiles
     with pytest.raises(JobError) as e:
-        upscaler(ups, "synth_up_x4", SessionConfig(ram_limit=16 * 2**20))
+        upscaler(ups, "synth_up_x4", SessionConfig(WorkerSettings(ram_limit=16 * 2**20)))
     assert e.value.kind == "memory" and "workers.ram_limit" in e.value.message
 
 
 def test_a_result_larger_than_ram_limit_is_refused_before_it_is_made(ups):
-    up = upscaler(ups, "synth_up_x2", SessionConfig(ram_limit=256 * 2**20))
+    up = upscaler(ups, "synth_up_x2", SessionConfig(WorkerSettings(ram_limit=256 * 2**20)))
     with pytest.raises(JobError) as e:
         up.upscale(np.zeros((3000, 4000, 3), np.uint8))
     assert e.value.kind == "memory"
