@@ -22,7 +22,8 @@ from ffwatchd.batches.package import PACKAGE_NAME, numbered
 from ffwatchd.batches.thumbs import ThumbCache, original_shown
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
-from ffwatchd.filing.plan import find_failed_original, retry_advice
+from ffwatchd.filing.plan import find_failed_original
+from ffwatchd.filing.reports import retry_advice
 from ffwatchd.filing.sharepaths import job_original, job_output
 from ffwatchd.fs.writefs import write_file_atomic
 from ffwatchd.spec.values import redact_notify

@@ -70,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         check = installed[section].checks[key]
         kind = {IntBetween: int, NumberBetween: float}.get(type(check))
         g.add_argument(f"--{flag.replace('_', '-')}", dest=flag, help=f"{section}.{key}",
-                       choices=check.options if isinstance(check, OneOf) else None, **({"type": kind} if kind else {}))
+                       choices=check.options if isinstance(check, OneOf) else None, type=kind or str)
     g.add_argument("--format", choices=jobspec.OUTPUT_FORMATS, help="output.format (default keep)")
     g.add_argument("--quality", type=int, help="output.image_quality")
     g.add_argument("--on-no-face", choices=jobspec.ON_NO_FACE, help="on_no_face")

@@ -18,6 +18,7 @@ from typing import Callable
 from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.errors import JobError
 from ffwatchd.filing import plan as filing
+from ffwatchd.filing import reports
 from ffwatchd.filing.placing import exists_exactly, with_job_id
 from ffwatchd.filing.sharepaths import locate
 from ffwatchd.filing.staging import OriginalChanged, original_state
@@ -73,7 +74,7 @@ class IngestResult:
     message: str = ""
     job: Job | None = None
     created: bool = False
-    pending_report: "filing.ReportNotWritten | None" = None   # unfiled: the original is filed, its report not
+    pending_report: "reports.ReportNotWritten | None" = None   # unfiled: the original is filed, its report not
     waits_for: str | None = None      # waiting: the sidecar, or which source photo
     unfinished: str | None = None     # unfinished: why its content ends early ("it is empty", ...)
 
@@ -353,7 +354,7 @@ def _refuse(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: 
 def _unfiled(path: Path, rel: str, job: Job, message: str, e: Exception, created: bool = False) -> IngestResult:
     """A refused file failed/ did not take: it stays in the inbox; the watch tries again."""
     log.debug("job %d: could not move %s to failed/: %s", job.id, rel, e)
-    if isinstance(e, filing.ReportNotWritten):          # the original is in failed/: its report is due
+    if isinstance(e, reports.ReportNotWritten):          # the original is in failed/: its report is due
         return IngestResult(IngestStatus.UNFILED, path, f"{message} ({e.strerror})", job, created, e)
     return IngestResult(IngestStatus.UNFILED, path, f"{message} (not filed: {e})", job, created)
 
@@ -368,7 +369,7 @@ def _report_exists(watch: WatchSettings, job: Job) -> bool:
     plan = filing.job_plan(job, watch)
     if plan is not None and plan.original_dst:
         candidates.insert(0, Path(plan.original_dst))
-    return any(filing.report_is_for(watch.failed, filing.report_path(c), job.id) for c in candidates)
+    return any(reports.report_is_for(watch.failed, reports.report_path(c), job.id) for c in candidates)
 
 
 def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobQueue | None = None,
@@ -405,7 +406,7 @@ def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job,
             return IngestResult("vanished", path, f"{rel}: job {job.id} ({job.state}) filed it meanwhile", job)
         if now != seen:          # another file was dropped at the name since it was read: its own turn
             return IngestResult("changed", path, f"{rel}: replaced since it was read; looked at again")
-    message = filing.duplicate_message(rel, job)
+    message = reports.duplicate_message(rel, job)
     log.warning("duplicate of job %d: %s", job.id, message)
     try:
         plan = filing.plan_duplicate(watch, job, rel, message, original_state(os.lstat(path), path, job.content_hash))

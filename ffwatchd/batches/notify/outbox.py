@@ -14,7 +14,7 @@ from ffwatchd.batches.notify.webhook import DeliveryError
 from ffwatchd.batches.report import swap_quality
 from ffwatchd.config.settings import Settings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
-from ffwatchd.filing.plan import retry_advice
+from ffwatchd.filing.reports import retry_advice
 from ffwatchd.spec.jobspec import NotifyEvent, NotifySpec
 from ffwatchd.spec.values import email_domain, email_problem, redact_url, url_allowed, webhook_url_problem
 from ffwatchd.store import Batch, Delivery, Job, JobQueue
