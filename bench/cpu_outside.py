@@ -41,6 +41,17 @@ INSIDE = [0.0]
 _real_run = ort.InferenceSession.run
 
 
+def _cpu_pipeline(Pipeline, models_dir: Path, custom: tuple):
+    """A pipeline on one CPU thread; a --baseline from before WorkerSettings was passed whole takes
+    the loose options (its third argument was the providers)."""
+    try:
+        from ffwatchd.config.settings import WorkerSettings
+
+        return Pipeline(models_dir, custom, WorkerSettings(providers=("cpu",), cpu_threads=1), "cpu")
+    except TypeError:
+        return Pipeline(models_dir, custom, providers=("cpu",), device="cpu", cpu_threads=1)
+
+
 def _timed_run(self, *args, **kwargs):
     t = time.process_time()
     try:
@@ -82,7 +93,7 @@ def measure(args: argparse.Namespace) -> dict:
             from ffwatchd.faces.pipeline import Pipeline  # type: ignore[no-redef]
 
         custom = tuple(custom_model(m.name, m.path, m.kind, m.sha256) for m in b.models.values())
-        pipeline = Pipeline(Path(d) / "models", custom, providers=("cpu",), device="cpu", cpu_threads=1)
+        pipeline = _cpu_pipeline(Pipeline, Path(d) / "models", custom)
         spec = b.spec("det_2.5g")
         out = Path(d) / "out.jpg"
         pipeline.process_image(files[0], out, spec)                     # load and warm up
@@ -120,7 +131,7 @@ def boosts(args: argparse.Namespace) -> int:
         from ffwatchd.pipeline.pipeline import Pipeline
 
         custom = tuple(custom_model(m.name, m.path, m.kind, m.sha256) for m in b.models.values())
-        pipeline = Pipeline(Path(d) / "models", custom, providers=("cpu",), device="cpu", cpu_threads=1)
+        pipeline = _cpu_pipeline(Pipeline, Path(d) / "models", custom)
         base = b.spec("det_2.5g")
         specs = {v: dataclasses.replace(base, sections={**base.sections, "face_swapper": dataclasses.replace(
             base.sections["face_swapper"], pixel_boost=v)}) for v in values}

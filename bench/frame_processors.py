@@ -33,6 +33,7 @@ from synthetic_mattes import MATTES, make_matte_like  # noqa: E402
 from synthetic_models import synthetic_spec  # noqa: E402
 
 from ffwatchd.faces.models import custom_model  # noqa: E402
+from ffwatchd.config.settings import WorkerSettings  # noqa: E402
 from ffwatchd.pipeline.pipeline import Pipeline  # noqa: E402
 
 SIZES = ((1200, 800), (3000, 2000))          # about 1 and 6 megapixels
@@ -74,7 +75,7 @@ def main() -> int:
     runs = 1 if args.smoke else args.runs
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        pipe = Pipeline(root / "models", customs(root), cpu_threads=0)
+        pipe = Pipeline(root / "models", customs(root), WorkerSettings(cpu_threads=0))
         rng = np.random.default_rng(1)
         rows = cases()
         seconds: dict[tuple[str, tuple[int, int]], list[float]] = {}

@@ -141,10 +141,11 @@ def cuda_session_providers(device: int) -> tuple[list[str], str]:
     """Providers a real session gets when CUDA is asked for, and onnxruntime's own words."""
     import onnxruntime as ort
 
+    from ffwatchd.config.settings import WorkerSettings
     from ffwatchd.faces.sessions import probe_cuda
 
-    return probe_cuda(device, 2**30), (f"onnxruntime {ort.__version__}, "
-                                       f"available: {', '.join(ort.get_available_providers())}")
+    active = probe_cuda(device, WorkerSettings(vram_limit=2**30))      # a probe needs little
+    return active, f"onnxruntime {ort.__version__}, available: {', '.join(ort.get_available_providers())}"
 
 
 def gpu_mib(pid: int) -> float | None:
@@ -267,13 +268,15 @@ class Bench:
                                [cv2.IMWRITE_JPEG_QUALITY, 90])
         return buf.tobytes()
 
-    def pipeline(self, vram_limit: int = 12 * 2**30):
+    def pipeline(self, vram_limit: int | None = None):
+        from ffwatchd.config.settings import WorkerSettings
         from ffwatchd.faces.models import custom_model
         from ffwatchd.pipeline.pipeline import Pipeline
 
         custom = tuple(custom_model(m.name, m.path, m.kind, m.sha256) for m in self.models.values())
-        return Pipeline(self.tmp / "models", custom, providers=self.providers, device=self.device,
-                        vram_limit=vram_limit, cpu_threads=0)
+        workers = WorkerSettings(providers=tuple(self.providers), cpu_threads=0,
+                                 vram_limit=WorkerSettings.vram_limit if vram_limit is None else vram_limit)
+        return Pipeline(self.tmp / "models", custom, workers, self.device)
 
     def spec(self, detector: str, boost: int = 0, masks: tuple[str, ...] = ()):
         from ffwatchd.spec.jobspec import JobSpec

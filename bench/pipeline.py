@@ -39,6 +39,7 @@ from _record import EXIT_UNAVAILABLE, add_smoke, record  # noqa: E402 - bench/ i
 
 
 
+from ffwatchd.config.settings import WorkerSettings  # noqa: E402
 from ffwatchd.faces.anonymize import AnonymizeMethod, AnonymizeSettings, anonymize_face  # noqa: E402
 from ffwatchd.faces.models import custom_model  # noqa: E402
 from ffwatchd.faces.detect import load_detector  # noqa: E402
@@ -69,7 +70,7 @@ def pixel_boost_section(tmp: Path, frame, face, identity, runs: int) -> str:
     boost: one thread, the process's CPU clock, the cases interleaved round by round."""
     import numpy as np
 
-    cfg = SessionConfig(cpu_threads=1)
+    cfg = SessionConfig(WorkerSettings(cpu_threads=1))
     cases = []
     for family, batch, boosts in (("inswapper", False, (128, 256, 512)), ("hyperswap", False, (256, 512, 1024)),
                                   ("hyperswap", True, (256, 512, 1024))):
@@ -108,7 +109,7 @@ def pixel_boost_section(tmp: Path, frame, face, identity, runs: int) -> str:
 def enhancer_section(tmp: Path, frame, face, runs: int) -> str:
     """CPU cost per face of an enhancement (warp, normalisation, model, read-back, blend,
     paste-back) for each enhancer family's crop size: one thread, the cases taking turns."""
-    cfg = SessionConfig(cpu_threads=1)
+    cfg = SessionConfig(WorkerSettings(cpu_threads=1))
     cases = []
     for family, sig in se.ENHANCERS.items():
         path = se.make_enhancer_like(tmp / f"enh_{family}.onnx", sig)
@@ -142,7 +143,7 @@ def age_section(tmp: Path, frame, face, runs: int) -> str:
     from ffwatchd.faces.age import AgeModifier
     from synthetic_ages import AGE_MODELS
 
-    cfg = SessionConfig(cpu_threads=1)
+    cfg = SessionConfig(WorkerSettings(cpu_threads=1))
     gfpgan = se.ENHANCERS["gfpgan"]
     path = se.make_enhancer_like(tmp / "age_base_gfpgan.onnx", gfpgan)
     base = Enhancer(custom_model("synth_gfpgan", path, "gfpgan"), path, cfg)
@@ -198,7 +199,7 @@ def main() -> int:
     if not (assets / "models" / "det_500m.onnx").is_file():
         print(f"bench/pipeline.py needs the shared test assets at {assets} (set FFWATCHD_ASSETS)", file=sys.stderr)
         return EXIT_UNAVAILABLE
-    cfg = SessionConfig()
+    cfg = SessionConfig(WorkerSettings())
     tmp = Path(tempfile.mkdtemp(prefix="ffwatchd-bench-"))
     synth = sm.build_all(tmp)
     def model(name: str, path: Path, family: str) -> tuple:
@@ -383,7 +384,7 @@ def mask_costs(args, tmp: Path, synth: dict, frame, face, latent) -> int:
     our pre- and post-processing), then swap + enhance pasted back through it. One onnxruntime
     thread, so the CPU clock is not filled by its threads spinning on a loaded machine."""
     ms = {**sm.build_masks(tmp), **synth}
-    cfg = SessionConfig(cpu_threads=1)
+    cfg = SessionConfig(WorkerSettings(cpu_threads=1))
 
     def engine(cls, name):
         return cls(custom_model(name, ms[name].path, ms[name].kind), ms[name].path, cfg)

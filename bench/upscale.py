@@ -69,6 +69,7 @@ from pathlib import Path
 import synthetic_models as sm
 import ffwatchd.faces.upscale as upscale
 from ffwatchd.faces.models import custom_model
+from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.pipeline.pipeline import Pipeline
 from ffwatchd.work.worker import limit_memory
 ram, model, photo, out, tile = (int(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]),
@@ -77,7 +78,7 @@ if tile:                      # a set tile, whatever the memory allows
     upscale.fits = lambda *a: False
     upscale.tile_side = lambda *a: tile
 limit_memory(ram, "cpu")
-p = Pipeline(out.parent, (custom_model("x2", model, "real_esrgan"),), ram_limit=ram)
+p = Pipeline(out.parent, (custom_model("x2", model, "real_esrgan"),), WorkerSettings(ram_limit=ram))
 spec = sm.synthetic_spec(processors=["frame_enhancer"], frame_enhancer={"model": "x2", "blend": 1.0})
 t = time.perf_counter()
 p.process_image(photo, out, spec)

@@ -55,13 +55,14 @@ def build_processor(assets: Path, tmp: Path):
     """Real detector (YuNet) and recognizer, synthetic swapper, through ffwatchd's face pipeline."""
     import synthetic_models
 
+    from ffwatchd.config.settings import WorkerSettings
     from ffwatchd.pipeline.pipeline import Pipeline
 
     swapper = synthetic_models.make_inswapper_like(tmp / "models" / "synth_inswapper.onnx")
     recognizer = assets / "models" / "w600k_mbf_int8.onnx"
     custom = (custom_model("synth_inswapper", swapper, "swapper", sha256(swapper)),
               custom_model("mbf_int8", recognizer, "recognizer", sha256(recognizer)))
-    pipeline = Pipeline(assets / "models", custom, providers=("cpu",))
+    pipeline = Pipeline(assets / "models", custom, WorkerSettings(providers=("cpu",)))
     spec = JobSpec(sources=(str(assets / "images" / "grace_hopper.jpg"),), processors=("face_swapper",),
                    face_detector=DetectorSpec("yunet"), face_recognizer=RecognizerSpec("mbf_int8"),
                    sections={"face_swapper": SwapperSettings("synth_inswapper")}, output=SPEC_OUTPUT)

@@ -14,6 +14,7 @@ from ffwatchd.fs.safefs import open_regular
 from ffwatchd.fs.writefs import Folder, apply_perms, split_under, writer_temp_name
 from ffwatchd.store import Job
 from ffwatchd.store.names import printable
+from ffwatchd.store.rows import JobState
 
 PACKAGE_NAME = "ffwatch-results.zip"
 
@@ -63,7 +64,7 @@ def write_zip(watch: WatchSettings, folder: str, jobs: list[Job], generation: in
             with os.fdopen(fd, "w+b") as f:
                 with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as z:   # JPEG/MP4 do not shrink
                     for job in jobs:
-                        if job.state != "done":
+                        if job.state != JobState.DONE:
                             continue
                         result = job_output(watch, job)
                         try:

@@ -22,12 +22,14 @@ from ffwatchd.batches.package import PACKAGE_NAME, numbered
 from ffwatchd.batches.thumbs import ThumbCache, original_shown
 from ffwatchd.config.settings import WatchSettings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
-from ffwatchd.filing.plan import find_failed_original, retry_advice
+from ffwatchd.filing.plan import find_failed_original
+from ffwatchd.filing.reports import retry_advice
 from ffwatchd.filing.sharepaths import job_original, job_output
 from ffwatchd.fs.writefs import write_file_atomic
 from ffwatchd.spec.values import redact_notify
 from ffwatchd.store import Job, Pace, priority_name
 from ffwatchd.store.names import printable
+from ffwatchd.store.rows import FINISHED, JobKind, JobState
 
 REPORT_HTML = "ffwatch-report.html"
 REPORT_JSON = "ffwatch-report.json"
@@ -54,10 +56,10 @@ def _iso(t: float | None) -> str | None:
 
 
 def _before_path(watch: WatchSettings, job: Job) -> Path | None:
-    if job.state == "done":
+    if job.state == JobState.DONE:
         dst = job_original(watch, job)           # filed by any host: on this host's mount
         return Path(dst) if dst and os.path.lexists(dst) else None
-    if job.state in ("failed", "cancelled"):
+    if job.state in (JobState.FAILED, JobState.CANCELLED):
         return find_failed_original(watch, job)
     return None
 
@@ -73,7 +75,7 @@ def _root_of(watch: WatchSettings, path: Path | None) -> Path:
 def outcome_of(job: Job) -> str:
     """What the report counts a job as: its state, except a failed job that is no failure of the
     file (its original changed and the new content is its own job): "superseded"."""
-    return "superseded" if job.state == "failed" and job.error_kind in NOT_A_FILE_FAILURE else job.state
+    return "superseded" if job.state == JobState.FAILED and job.error_kind in NOT_A_FILE_FAILURE else job.state
 
 
 def _rel_under(path: str | None, root: Path) -> str | None:
@@ -116,17 +118,18 @@ def file_entry(watch: WatchSettings, job: Job, table_now: float | None = None) -
         "duration_s": round(duration, 3) if duration is not None else None,
         "queue_wait_s": round(wait, 3) if wait is not None else None,
         "output": _output_rel(watch, job),
-        "original": _rel_under(job_original(watch, job), watch.done) if job.state == "done" else None,
-        "error_kind": job.error_kind if job.state != "done" else None,
-        "message": job.error_message if job.state != "done" else None,
-        "retry": (retry_advice(job, job.error_kind or "")[0] if outcome_of(job) in ("failed", "cancelled") else None),
+        "original": _rel_under(job_original(watch, job), watch.done) if job.state == JobState.DONE else None,
+        "error_kind": job.error_kind if job.state != JobState.DONE else None,
+        "message": job.error_message if job.state != JobState.DONE else None,
+        "retry": (retry_advice(job, job.error_kind or "")[0]
+                  if outcome_of(job) in (JobState.FAILED, JobState.CANCELLED) else None),
         "processors": spec.get("processors", []),
         "models": _models(spec),
-        "faces": (job.result or {}).get("faces") if job.state == "done" else None,
-        "model_files": (job.result or {}).get("models", []) if job.state == "done" else [],
+        "faces": (job.result or {}).get("faces") if job.state == JobState.DONE else None,
+        "model_files": (job.result or {}).get("models", []) if job.state == JobState.DONE else [],
         **swap_quality(job),
         "worker": job.worker,
-        "progress": (_progress(job, table_now) if job.state == "running" and job.progress_total else None),
+        "progress": (_progress(job, table_now) if job.state == JobState.RUNNING and job.progress_total else None),
     }
     return entry
 
@@ -167,7 +170,7 @@ def _models(spec: dict) -> list[str]:
 def swap_quality(job: Job) -> dict:
     """A done job's worst swapped face (its identity similarity to the source) and whether a face
     was under the job's `review_below`, so an editor knows which files to look at."""
-    result = (job.result or {}) if job.state == "done" else {}
+    result = (job.result or {}) if job.state == JobState.DONE else {}
     quality = result.get("quality") or {}
     return {"quality": quality.get("min"), "review": bool(quality.get("review")),
             "review_faces": sum(1 for s in result.get("scores") or [] if s.get("review"))}   # a picture's
@@ -270,8 +273,8 @@ def row_view(f: dict, pics: tuple[str | None, str | None] | None, links: dict[st
             "quality": f"{f['quality']:.2f}" if f.get("quality") is not None else "",
             "quality_value": "" if f.get("quality") is None else repr(float(f["quality"])),
             "faces": "" if f.get("faces") is None else str(f["faces"]),
-            "withheld": not shown and pics is not None and f["state"] in ("done", "failed", "cancelled")}
-    if f["state"] == "done":
+            "withheld": not shown and pics is not None and f["state"] in FINISHED}
+    if f["state"] == JobState.DONE:
         pictures = ((before, "before"), (after, "after")) if shown else ((after, "anonymized"),)
         view.update(kind="done", pictures=None if pics is None else pictures,
                     output_text=f"output/{f['output']}" if f["output"] else "",
@@ -280,7 +283,7 @@ def row_view(f: dict, pics: tuple[str | None, str | None] | None, links: dict[st
                                    else None))
     elif f["outcome"] == "superseded":
         view.update(kind="superseded", message=f["message"] or "")
-    elif f["state"] in ("failed", "cancelled"):
+    elif f["state"] in (JobState.FAILED, JobState.CANCELLED):
         view.update(kind="failed", pictures=None if pics is None else ((before, "original"),) if shown else (),
                     error_kind=f["error_kind"] or "", message=f["message"] or "", retry=f["retry"] or "")
     else:
@@ -391,9 +394,9 @@ def write_report(watch: WatchSettings, folder: str, jobs: list[Job], cache: Thum
     for i in order[:THUMB_ROWS]:
         j = jobs[i]
         # a video's middle frame, done ones only: a failed video may be what broke its decoder
-        video = j.kind == "video" and j.state == "done"
-        if j.state in ("done", "failed", "cancelled") and (j.kind == "image" or video):
-            out = job_output(watch, j) if j.state == "done" else None
+        video = j.kind == JobKind.VIDEO and j.state == JobState.DONE
+        if j.state in (JobState.DONE, JobState.FAILED, JobState.CANCELLED) and (j.kind == JobKind.IMAGE or video):
+            out = job_output(watch, j) if j.state == JobState.DONE else None
             after = Path(out) if out else None
             before = _before_path(watch, j) if original_shown((j.spec or {}).get("processors")) else None
             thumbs[j.id] = (cache.get(j.id, before, _root_of(watch, before), video=video),

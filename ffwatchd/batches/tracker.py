@@ -23,9 +23,10 @@ from ffwatchd.errors import NOT_A_FILE_FAILURE
 from ffwatchd.filing.placing import TEMP_PREFIX
 from ffwatchd.fs.safefs import is_within, open_dir, relative_parts
 from ffwatchd.fs.writefs import stale_temp
-from ffwatchd.spec.jobspec import JobSpec
+from ffwatchd.spec.jobspec import JobSpec, Package
 from ffwatchd.store import Batch, Job, JobQueue, TransitionError, Use, open_store, store_errors
 from ffwatchd.store.leadership import Leadership
+from ffwatchd.store.rows import JobState
 
 # what a report showed: the last activity, each job's (id, state), the frames done of running videos
 ReportMark = tuple[float, tuple[tuple[int, str], ...], int]
@@ -203,10 +204,11 @@ class BatchTracker:
             return
         last = max(_activity(j) for j in jobs)
         base = watch.inbox / batch.folder if batch.folder else watch.inbox
-        busy = any(j.state in ("queued", "running") for j in jobs) or any(is_within(p, base) for p in unsettled)
+        busy = (any(j.state in (JobState.QUEUED, JobState.RUNNING) for j in jobs)
+                or any(is_within(p, base) for p in unsettled))
         spec = batch_spec(jobs)
         quiet = spec.batch_quiet if spec is not None and spec.batch_quiet is not None else watch.batch_quiet
-        self._read[batch.id] = (time.monotonic(), (sum(j.state in ("queued", "running") for j in jobs),
+        self._read[batch.id] = (time.monotonic(), (sum(j.state in (JobState.QUEUED, JobState.RUNNING) for j in jobs),
                                                    batch.last_activity), quiet)
         if not busy and now - last >= quiet:
             self.finish(watch, batch, jobs, spec, last)
@@ -215,7 +217,7 @@ class BatchTracker:
         # what the report shows: the last activity, each job's state (two changes may share a clock
         # tick) and the frames done of running videos
         mark = (last, tuple(sorted((j.id, j.state) for j in jobs)),
-                sum(j.progress_done or 0 for j in jobs if j.state == "running"))
+                sum(j.progress_done or 0 for j in jobs if j.state == JobState.RUNNING))
         if seen == mark:
             return
         if time.monotonic() - done_at < REPORT_EVERY:      # rewritten a moment ago: this news waits
@@ -224,7 +226,7 @@ class BatchTracker:
         html, report = write_report(watch, batch.folder, jobs, self.thumbs, batch_id=batch.id,
                                     version=batch.version + 1, final=False,
                                     rows=self.rows.setdefault(batch.id, RowCache()), generation=batch.generation,
-                                    table_now=self.store.now() if any(j.state == "running" for j in jobs) else None)
+                                    table_now=self.store.now() if any(j.state == JobState.RUNNING for j in jobs) else None)
         self.store.set_batch_report(batch.id, str(html), report["counts"])
         self._reported[batch.id] = (time.monotonic(), mark)
         self._held_until.pop(batch.id, None)
@@ -238,7 +240,7 @@ class BatchTracker:
         version = batch.version + 1
         package: str | None = None
         missing: list[str] = []
-        if spec is not None and spec.package == "zip":
+        if spec is not None and spec.package == Package.ZIP:
             path, n, missing = write_zip(watch, batch.folder, jobs, batch.generation)
             package = str(path)
             log.info("batch %d (%s %s): %d result(s) packed into %s", batch.id, watch.name,
@@ -253,7 +255,7 @@ class BatchTracker:
         deliveries = []
         if spec is not None:
             since = batch.finished_activity if batch.finished_activity is not None else float("-inf")
-            failed = [j for j in jobs if j.state == "failed" and j.error_kind not in NOT_A_FILE_FAILURE
+            failed = [j for j in jobs if j.state == JobState.FAILED and j.error_kind not in NOT_A_FILE_FAILURE
                       and (j.finished_at or 0.0) > since]        # refused before they ran too
             shown_html, shown_zip = watch.shown_path(html), watch.shown_path(package)   # as people open them
             deliveries = [*finished_deliveries(spec.notify, batch, version, counts, jobs, shown_html, shown_zip,

@@ -22,6 +22,7 @@ from ffwatchd.ops.documents import to_json
 from ffwatchd.spec.safeyaml import load_yaml
 from ffwatchd.store import Job, JobQueue, Pace, SchemaMismatch, SqliteJobStore, open_store
 from ffwatchd.store.names import shown
+from ffwatchd.store.rows import JobState
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -155,7 +156,7 @@ def format_progress(job: Job, now: float | None = None) -> str:
     done = job.progress_done or 0
     said = f"{done}/{job.progress_total} ({100 * done // job.progress_total}%)"
     running_for = now - job.started_at if now is not None and job.started_at is not None else None
-    pace = Pace.of(job.kind, done, job.progress_total, running_for) if job.state == "running" else None
+    pace = Pace.of(job.kind, done, job.progress_total, running_for) if job.state == JobState.RUNNING else None
     return said if pace is None else f"{said}, {pace.text()}"
 
 

@@ -34,6 +34,7 @@ from ffwatchd.ops.statusfile import read_status
 from ffwatchd.spec.values import parse_duration
 from ffwatchd.store import PRIORITIES, STATES, Job, JobQueue, NotFound, TransitionError, Use, open_store, priority_name
 from ffwatchd.store.names import shown
+from ffwatchd.store.rows import JobKind, JobState
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,7 +98,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                 ["id", "state", "watch", "path", "kind", "priority", "tries", "progress", "error", "queued"])
     if more:
         print(f"(the newest {args.limit} shown; there are more: --limit N, --state S or --watch W)")
-    if args.state in (None, "queued"):
+    if args.state in (None, JobState.QUEUED):
 
         daemon = read_status(state_dir_for_reading(args.config))
         if daemon and args.watch:
@@ -166,9 +167,9 @@ def print_result(job: Job) -> None:
 
 def print_output_provenance(job: Job) -> None:
     """What the job's output says about how it was made, each model with its sha256 and licence."""
-    if job.state != "done" or not job.output_path:
+    if job.state != JobState.DONE or not job.output_path:
         return
-    if job.kind != "image":
+    if job.kind != JobKind.IMAGE:
         print(f"provenance: `ffwatchd provenance show {shown(job.output_path)}` reads the video's tags")
         return
     # Imported here: Pillow loads only where a picture is read.

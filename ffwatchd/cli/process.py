@@ -9,25 +9,29 @@ import os
 import shutil
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from ffwatchd.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE
-from ffwatchd.config.load import CONFIG_ENV, load_config
+from ffwatchd.config.keys import add_flags, flag_values
+from ffwatchd.config.load import CONFIG_ENV, WORKER_KEYS, load_config
 from ffwatchd.config.settings import Settings, WorkerSettings
 from ffwatchd.errors import ConfigError, JobError
 from ffwatchd.faces import registry
 from ffwatchd.faces.maskspec import MaskType
+from ffwatchd.faces.order import REFERENCE_MODES
 from ffwatchd.processors import ProcessorError, default_processors, processors, require_plugins
 from ffwatchd.schema import IntBetween, IntOneOf, NumberBetween, OneOf, photo_paths
 from ffwatchd.spec import jobspec
+from ffwatchd.spec.jobspec import OutputFormat
 from ffwatchd.spec.safeyaml import load_yaml, yaml_problem
 from ffwatchd.spec.sniff import sniff_file
-from ffwatchd.spec.values import parse_size
+from ffwatchd.store.rows import JobKind
 from ffwatchd.work.failing import as_job_error
-from ffwatchd.work.videojob import process_video_file
+from ffwatchd.work.videojob import process_video_file, worker_limits
 
 log = logging.getLogger(__name__)
 _SUFFIX_FORMATS = {".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".webp": "webp"}
@@ -66,18 +70,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         check = installed[section].checks[key]
         kind = {IntBetween: int, IntOneOf: int, NumberBetween: float}.get(type(check))
         g.add_argument(f"--{flag.replace('_', '-')}", dest=flag, help=f"{section}.{key}",
-                       choices=check.options if isinstance(check, (OneOf, IntOneOf)) else None,
-                       **({"type": kind} if kind else {}))
+                       choices=check.options if isinstance(check, (OneOf, IntOneOf)) else None, type=kind or str)
     g.add_argument("--format", choices=jobspec.OUTPUT_FORMATS, help="output.format (default keep)")
     g.add_argument("--quality", type=int, help="output.image_quality")
     g.add_argument("--on-no-face", choices=jobspec.ON_NO_FACE, help="on_no_face")
-    w = parser.add_argument_group("worker settings (default: the config's, else CPU)")
-    w.add_argument("--providers", help="comma-separated preference, e.g. cuda,cpu")
-    w.add_argument("--device", help="cpu, or a CUDA device id")
-    w.add_argument("--cpu-threads", type=int,
-                   help="onnxruntime threads per model on the CPU (0: its default)")
-    w.add_argument("--vram-limit", help="e.g. 8GiB")
-    w.add_argument("--max-pixels", type=int, help="refuse a picture or video frame larger than this")
+    w = parser.add_argument_group("worker settings (default: the config's workers, else theirs: CPU)")
+    add_flags(w, WORKER_KEYS)       # each worker key states its own flag (config/settings.py)
     w.add_argument("--no-provenance", action="store_true",
                    help="write no provenance metadata and sign no C2PA manifest")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -141,7 +139,7 @@ def spec_mapping(args: argparse.Namespace, output: Path,
     fmt = _SUFFIX_FORMATS.get(output.suffix.lower())
     if args.format is None and fmt and not output.is_dir():
         merged_fmt = (base.get("output") or {}).get("format")
-        if merged_fmt in (None, "keep"):
+        if merged_fmt in (None, OutputFormat.KEEP):
             flags.setdefault("output", {})["format"] = fmt
     return jobspec.merge(defaults, base, flags)
 
@@ -169,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
     else:
         what = "copied unchanged (no face)" if summary["copied"] else f"{summary['faces']} face(s)"
-        if kind == "video":
+        if kind == JobKind.VIDEO:
             what += f" in {summary['frames']} frames"
         print(f"{output}: {what}, {', '.join(summary['processors']) or '-'} on {summary['provider']}")
     return EXIT_OK
@@ -201,17 +199,18 @@ def _prepare(args: argparse.Namespace) -> tuple[Settings | None, jobspec.JobSpec
             raise UsageProblem("invalid settings:\n" + "\n".join(f"  - {p}" for p in problems))
         _check_photos(raw)
         spec = jobspec.JobSpec.from_mapping(raw)
-        opts = _worker_options(args, settings)
+        workers = _worker_settings(args, settings)
         if settings is not None:       # the workers' own construction: the config's licence rule included
-            return settings, spec, Pipeline.for_settings(settings, opts.pop("device"), models_dir, **opts)
-        return settings, spec, Pipeline(models_dir, custom, **opts)
+            return settings, spec, Pipeline.for_settings(settings, None, models_dir, workers=workers,
+                                                         provenance=not args.no_provenance)
+        return settings, spec, Pipeline(models_dir, custom, workers, provenance=not args.no_provenance)
     except UsageProblem as e:
         raise _Exit(EXIT_USAGE, str(e)) from None
     except (ConfigError, ProcessorError) as e:
         raise _Exit(EXIT_FAIL, str(e)) from None
 
 
-def _target_kind(args: argparse.Namespace, target: Path, output: Path) -> str:
+def _target_kind(args: argparse.Namespace, target: Path, output: Path) -> JobKind:
     """image or video, by content; an output named with the other kind's suffix is refused."""
     if not target.is_file():
         raise _Exit(EXIT_USAGE, f"target {target} is not a file")
@@ -220,17 +219,17 @@ def _target_kind(args: argparse.Namespace, target: Path, output: Path) -> str:
     except JobError as e:
         raise _Exit(EXIT_FAIL, f"{e.kind}: {e.message}") from None
     if not output.is_dir() and not args.output.endswith(("/", os.sep)):
-        wrong = _VIDEO_SUFFIXES if kind == "image" else _IMAGE_SUFFIXES     # a video written as out.jpg, say
+        wrong = _VIDEO_SUFFIXES if kind == JobKind.IMAGE else _IMAGE_SUFFIXES     # a video written as out.jpg, say
         if output.suffix.lower() in wrong:
-            raise _Exit(EXIT_USAGE, f"-o {output}: the target is {'an image' if kind == 'image' else 'a video'}, "
+            raise _Exit(EXIT_USAGE, f"-o {output}: the target is {'an image' if kind == JobKind.IMAGE else 'a video'}, "
                                     f"and so is its result; give the output a"
-                                    f"{'n image' if kind == 'image' else ' video'} suffix (like the target's "
+                                    f"{'n image' if kind == JobKind.IMAGE else ' video'} suffix (like the target's "
                                     f"{target.suffix or 'own'}) or a folder")
     return kind
 
 
 def _process(args: argparse.Namespace, settings: Settings | None, pipeline: Any, spec: jobspec.JobSpec,
-             target: Path, output: Path, kind: str) -> tuple[Path, dict]:
+             target: Path, output: Path, kind: JobKind) -> tuple[Path, dict]:
     """Run the target through a hidden temp file beside the output, renamed into place at the end."""
     tmp = None
     workdir = None
@@ -238,13 +237,13 @@ def _process(args: argparse.Namespace, settings: Settings | None, pipeline: Any,
         if args.output.endswith(("/", os.sep)) and not output.is_dir():   # "-o outdir/": a folder, made if missing
             output.mkdir(parents=True)
         if output.is_dir():
-            suffix = pipeline.output_suffix(target, spec) if kind == "image" else target.suffix
+            suffix = pipeline.output_suffix(target, spec) if kind == JobKind.IMAGE else target.suffix
             output = output / (target.stem + suffix)
         if output.exists() and os.path.samefile(output, target):     # `-o .` beside it, or -o = -t
             raise _Exit(EXIT_USAGE, f"-o {output} is the target itself; the original would be replaced: "
                                     "give another name or folder")
         tmp = output.with_name(f".{output.name}.ffwatchd-{os.getpid()}.tmp{output.suffix}")
-        if kind == "image":
+        if kind == JobKind.IMAGE:
             result = pipeline.process_image(target, tmp, spec)
             summary = {"faces": result.faces, "processors": result.processors, "models": result.models,
                        "output_format": result.output_format, "copied": result.copied}
@@ -277,8 +276,7 @@ def _process_video(settings: Settings | None, pipeline: Any, spec: jobspec.JobSp
 
     outcome = process_video_file(pipeline, target, tmp, spec, workdir=workdir,
                                  ffmpeg=find_ffmpeg(settings.ffmpeg if settings else None),
-                                 max_pixels=pipeline.max_pixels, on_cuda=pipeline.active_provider() == "cuda",
-                                 segment_seconds=(settings.workers if settings else WorkerSettings()).video_segment)
+                                 on_cuda=pipeline.active_provider() == "cuda", **worker_limits(pipeline.workers))
     video = outcome.video
     return {"faces": video.faces_total, "frames": video.frames, "processors": list(spec.processors),
             "models": spec.models_used(), "has_audio": video.has_audio, "copied": video.faces_total == 0}
@@ -297,7 +295,7 @@ def _check_photos(raw: dict[str, Any]) -> None:
         raise UsageProblem(f"{', '.join(needing)} needs at least one source photo: -s SRC (or --processors "
                            f"without {', '.join(needing)})")
     selector = raw.get("face_selector") or {}
-    if selector.get("mode") in jobspec.REFERENCE_MODES:
+    if selector.get("mode") in REFERENCE_MODES:
         refs = photo_paths(selector.get("reference"))
         if not refs:
             raise UsageProblem(f"--selector {selector['mode']} needs --reference PHOTO")
@@ -324,31 +322,12 @@ def _settings(args: argparse.Namespace) -> Settings | None:
     return load_config(config) if config else None
 
 
-def _worker_options(args: argparse.Namespace, settings: Settings | None) -> dict[str, Any]:
-    """The flags' worker settings over the config's (Pipeline.for_settings), else over Pipeline's CPU defaults."""
-    w = settings.workers if settings else None
-    opts: dict[str, Any] = {"device": w.devices[0] if w and w.devices else "cpu"}   # a watch-only host: CPU
-    if args.providers:
-        opts["providers"] = tuple(p.strip() for p in args.providers.split(",") if p.strip())
-        bad = [p for p in opts["providers"] if p not in ("cuda", "cpu")]
-        if bad:
-            raise UsageProblem(f"--providers: {', '.join(bad)} not one of cuda, cpu")
-    if args.device:
-        if args.device != "cpu" and not args.device.isdigit():
-            raise UsageProblem(f"--device {args.device!r}: use cpu or a CUDA device id")
-        opts["device"] = args.device
-    if args.cpu_threads is not None:
-        opts["cpu_threads"] = args.cpu_threads
-    if args.vram_limit:
-        try:
-            opts["vram_limit"] = parse_size(args.vram_limit)
-        except ValueError as e:
-            raise UsageProblem(f"--vram-limit: {e}") from e
-    if args.max_pixels is not None:
-        opts["max_pixels"] = args.max_pixels
-    if args.no_provenance:
-        opts["provenance"], opts["c2pa"] = False, None
-    return opts
+def _worker_settings(args: argparse.Namespace, settings: Settings | None) -> WorkerSettings:
+    """The workers' flags over the config's worker settings, else over their defaults."""
+    try:
+        return replace(settings.workers if settings else WorkerSettings(), **flag_values(args, WORKER_KEYS))
+    except ValueError as e:
+        raise UsageProblem(str(e)) from e
 
 
 if __name__ == "__main__":

@@ -6,12 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ffwatchd.config.keys import REQUIRED, setting
+from ffwatchd.config.keys import REQUIRED, Flag, setting
 from ffwatchd.config.notify import NotifySettings, SmtpSettings, WatchNotify
 from ffwatchd.config.values import (
     Reader,
     boolean,
     choice,
+    comma_list,
     ffmpeg_path,
     glob_patterns,
     group_id,
@@ -19,6 +20,7 @@ from ffwatchd.config.values import (
     int_at_least,
     listen_address,
     octal_mode,
+    one_device,
     per_gpu_value,
     positive_duration,
 )
@@ -109,11 +111,16 @@ class WatchSettings:
 @dataclass(frozen=True)
 class WorkerSettings:
     devices: tuple[str, ...] = setting(("cpu",), None, "cpu (one worker process an entry), or a CUDA device id "
-                                                       "(0, 1, ...); [] = watch only")
+                                                       "(0, 1, ...); [] = watch only",
+                                       cli=Flag("--device", "cpu, or a CUDA device id", parse=one_device))
     per_gpu: int | None = setting(None, per_gpu_value, "worker processes per CUDA device: auto (from cores, host "
                                                        "and GPU memory; see `ffwatchd check`) or 1..64", shown="auto")
-    providers: tuple[str, ...] = setting(PROVIDERS, None, f"onnxruntime providers in order ({', '.join(PROVIDERS)})")
-    cpu_threads: int = setting(0, int_at_least(0), "onnxruntime intra-op threads on CPU; 0: its own choice")
+    providers: tuple[str, ...] = setting(PROVIDERS, None, f"onnxruntime providers in order ({', '.join(PROVIDERS)})",
+                                         cli=Flag("--providers", "comma-separated preference, e.g. cuda,cpu",
+                                                  parse=comma_list(choice(PROVIDERS))))
+    cpu_threads: int = setting(0, int_at_least(0), "onnxruntime intra-op threads on CPU; 0: its own choice",
+                               cli=Flag("--cpu-threads", "onnxruntime threads per model on the CPU (0: its default)",
+                                        read=int))
     max_attempts: int = setting(3, int_at_least(1), "transient failures retry up to this many attempts in all")
     retry_backoff: float = setting(30.0, parse_duration, "wait before a retry (doubles with each attempt)")
     lease: float = setting(60.0, positive_duration, "a claimed job goes back to the queue if its worker stops "
@@ -124,9 +131,11 @@ class WorkerSettings:
                                                         "goes back to the queue")
     ram_limit: int = setting(8 * 2**30, parse_size, "per worker process (address space); over it the job fails "
                                                     "as memory")
-    vram_limit: int = setting(12 * 2**30, parse_size, "per worker, handed to the CUDA provider as gpu_mem_limit")
+    vram_limit: int = setting(12 * 2**30, parse_size, "per worker, handed to the CUDA provider as gpu_mem_limit",
+                              cli=Flag("--vram-limit", "e.g. 8GiB"))
     max_pixels: int = setting(80_000_000, int_at_least(1), "per image or video frame; bigger inputs fail as "
-                                                           "too_large before decoding")
+                                                           "too_large before decoding",
+                              cli=Flag("--max-pixels", "refuse a picture or video frame larger than this", read=int))
     recycle_after: int = setting(500, int_at_least(1), "a worker process is replaced after this many jobs "
                                                        "(bounds leaks)")
     video_segment: float = setting(30.0, positive_duration, "longest video segment (seconds of video); a crashed "

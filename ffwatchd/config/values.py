@@ -89,6 +89,21 @@ def choice(options: tuple[str, ...]) -> Callable[[Any], str]:
     return conv
 
 
+def comma_list(item: Callable[[Any], Any]) -> Callable[[str], tuple]:
+    """`cuda,cpu` -> ('cuda', 'cpu'), each item checked by `item`: a list key's flag."""
+    def conv(text: str) -> tuple:
+        items = tuple(item(p.strip()) for p in text.split(",") if p.strip())
+        if not items:
+            raise ValueError(f"{short_repr(text)} names none")
+        return items
+    return conv
+
+
+def one_device(text: str) -> tuple[str, ...]:
+    """`--device 0`: the one device a run without the daemon uses, as workers.devices holds it."""
+    return (device_id(text),)
+
+
 def int_at_least(minimum: int) -> Callable[[Any], int]:
     def conv(v: Any) -> int:
         if isinstance(v, bool) or not isinstance(v, int):

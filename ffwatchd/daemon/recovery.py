@@ -17,6 +17,8 @@ from ffwatchd.filing.staging import OriginalChanged
 from ffwatchd.ops.retention import clean_share_leftovers, clean_temp_at_startup, write_missing_reports
 from ffwatchd.ops.statusfile import pid_alive
 from ffwatchd.store import Job, JobQueue, TransitionError
+from ffwatchd.ops.metrics_labels import Ending
+from ffwatchd.store.rows import JobState, PlanOutcome
 from ffwatchd.work.worker import owner_pid
 
 if TYPE_CHECKING:    # prometheus_client loads where the daemon starts its metrics
@@ -91,9 +93,9 @@ def give_back(settings: Settings, store: JobQueue, metrics: Metrics | None, job_
     try:
         job = store.get(job_id)
         _remove_copies_of(settings, store, job)
-        if job.state != "running" or job.lease_owner != owner:
+        if job.state != JobState.RUNNING or job.lease_owner != owner:
             return
-        if job.filing and job.filing.get("outcome") == "done" and \
+        if job.filing and job.filing.get("outcome") == PlanOutcome.DONE and \
                 complete_done_plan(settings, store, job, owner, metrics):
             return
         if stopping and kind == "stopped":
@@ -104,14 +106,15 @@ def give_back(settings: Settings, store: JobQueue, metrics: Metrics | None, job_
         after = store.fail(job_id, owner, error_kind=err_kind, message=messages.get(kind, kind),
                            transient=err_kind != "memory")
         log.warning("job %d: %s; now %s", job_id, messages.get(kind, kind), after.state)
-        if after.state == "failed":               # out of attempts: file the original like any failure
+        if after.state == JobState.FAILED:      # out of attempts: file the original like any failure
             try:
                 file_failed_original(settings.watch(job.watch), after, ledger=store)
             except (KeyError, OSError, OriginalChanged) as e:
                 log.error("job %d: could not file the original to failed/: %s", job.id, e)
         if metrics is not None:
             started = job.started_at or time.time()
-            metrics.job_finished(job.watch, job.kind, "failed" if after.state == "failed" else "retried",
+            ending = Ending.FAILED if after.state == JobState.FAILED else Ending.RETRIED
+            metrics.job_finished(job.watch, job.kind, ending,
                                  time.time() - started, max(0.0, started - job.queued_at), error_kind=err_kind,
                                  retry_cause="worker")
     except Exception:  # never let one job's bookkeeping stop the supervisor

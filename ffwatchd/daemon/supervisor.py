@@ -62,7 +62,8 @@ from ffwatchd.work.events import (
     Started,
     WorkerEvent,
 )
-from ffwatchd.work.outcome import Ending, Outcome
+from ffwatchd.ops.metrics_labels import Ending
+from ffwatchd.work.outcome import Outcome
 from ffwatchd.work.touched import Touched
 from ffwatchd.work.worker import worker_main, worker_owner
 

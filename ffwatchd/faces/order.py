@@ -1,4 +1,5 @@
-"""The orders a job's faces can be put in (face_selector.order). Light: the sidecar checks name them."""
+"""The face selector's words: its modes (face_selector.mode) and the orders a job's faces can be put in
+(face_selector.order). Light: the sidecar checks and the pipeline name them (faces/select.py uses them)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,19 @@ from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from ffwatchd.faces.types import Face
+
+
+class SelectorMode(StrEnum):
+    """A sidecar's `face_selector.mode`: which detected faces a job processes (faces/select.py)."""
+    ALL = "all"
+    LARGEST = "largest"
+    ONE = "one"
+    REFERENCE = "reference"
+    EXCEPT_REFERENCE = "except_reference"
+
+
+REFERENCE_MODES = (SelectorMode.REFERENCE, SelectorMode.EXCEPT_REFERENCE)   # both need face_selector.reference
+SINGLE_MODES = (SelectorMode.LARGEST, SelectorMode.ONE)                     # pick one face per frame
 
 
 class Order(StrEnum):

@@ -8,7 +8,7 @@ from typing import Callable
 
 from ffwatchd.faces.embed import cosine_similarity
 from ffwatchd.faces.models import Gender
-from ffwatchd.faces.order import Order, in_order
+from ffwatchd.faces.order import Order, SelectorMode, in_order
 from ffwatchd.faces.types import Embedding, Face, Frame, Traits
 
 
@@ -20,7 +20,7 @@ def traits_match(traits: Traits, age: tuple[int, int] | None, gender: Gender | s
     return age is None or (traits.age[0] <= age[1] and age[0] <= traits.age[1])
 
 
-def select_faces(faces: list[Face], mode: str, frame: Frame | None = None,
+def select_faces(faces: list[Face], mode: SelectorMode | str, frame: Frame | None = None,
                  embed: Callable[[Frame, Face], Embedding] | None = None,
                  reference: Embedding | list[Embedding] | None = None, max_distance: float = 0.6,
                  order: Order | str | None = None, keep: Callable[[Face], bool] | None = None) -> list[Face]:
@@ -34,15 +34,15 @@ def select_faces(faces: list[Face], mode: str, frame: Frame | None = None,
         faces = [f for f in faces if keep(f)]
     if not faces:
         return []
-    if mode == "one":
+    if mode == SelectorMode.ONE:
         return in_order(faces, order or Order.LARGE_SMALL)[:1]
-    if order is not None and mode != "largest":
+    if order is not None and mode != SelectorMode.LARGEST:
         return in_order(select_faces(faces, mode, frame, embed, reference, max_distance), order)
-    if mode == "all":
+    if mode == SelectorMode.ALL:
         return list(faces)
-    if mode == "largest":
+    if mode == SelectorMode.LARGEST:
         return [max(faces, key=lambda f: f.area)]
-    if mode == "reference":
+    if mode == SelectorMode.REFERENCE:
         if reference is None or embed is None or frame is None:
             raise ValueError("reference selection needs the frame, a recognizer and a reference embedding")
         scored = []
@@ -53,7 +53,7 @@ def select_faces(faces: list[Face], mode: str, frame: Frame | None = None,
                 scored.append((distance, face))
         scored.sort(key=lambda t: t[0])
         return [f for _, f in scored]
-    if mode == "except_reference":
+    if mode == SelectorMode.EXCEPT_REFERENCE:
         if reference is None or embed is None or frame is None:
             raise ValueError("except_reference selection needs the frame, a recognizer and the reference embeddings")
         people = reference if isinstance(reference, list) else [reference]

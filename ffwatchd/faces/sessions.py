@@ -12,6 +12,7 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import onnxruntime as ort
 
@@ -22,13 +23,43 @@ CPU = "CPUExecutionProvider"
 _ORT_NAMES = {"cuda": CUDA, "cpu": CPU}
 
 
+class SessionSettings(Protocol):
+    """What sessions read of the workers' settings (config's WorkerSettings is one: config sits above faces)."""
+
+    @property
+    def providers(self) -> tuple[str, ...]: ...    # preference order, config names: cuda, cpu
+
+    @property
+    def vram_limit(self) -> int: ...
+
+    @property
+    def cpu_threads(self) -> int: ...              # 0: onnxruntime's choice
+
+    @property
+    def ram_limit(self) -> int: ...                # what a CPU worker may use in all
+
+
 @dataclass(frozen=True)
 class SessionConfig:
-    providers: tuple[str, ...] = ("cpu",)   # preference order, config names: cuda, cpu
+    """The workers' settings, whole, and the one device this process runs on."""
+    workers: SessionSettings
     device: str = "cpu"                     # "cpu" or a CUDA device id as a string
-    vram_limit: int = 12 * 2**30
-    cpu_threads: int = 0                    # 0: onnxruntime's choice
-    ram_limit: int = 8 * 2**30              # workers.ram_limit: what a CPU worker may use in all
+
+    @property
+    def providers(self) -> tuple[str, ...]:
+        return tuple(self.workers.providers)
+
+    @property
+    def vram_limit(self) -> int:
+        return int(self.workers.vram_limit)
+
+    @property
+    def cpu_threads(self) -> int:
+        return int(self.workers.cpu_threads)
+
+    @property
+    def ram_limit(self) -> int:
+        return int(self.workers.ram_limit)
 
     @property
     def wants_cuda(self) -> bool:
@@ -143,6 +174,26 @@ def probe_providers(cfg: SessionConfig) -> list[str]:
     return list(create_session(model.SerializeToString(), cfg, "provider probe").get_providers())
 
 
-def probe_cuda(device_id: int, vram_limit: int) -> list[str]:
-    """Providers a real (tiny) session gets when CUDA on `device_id` is asked for."""
-    return probe_providers(SessionConfig(("cuda", "cpu"), str(device_id), vram_limit))
+def probe_cuda(device_id: int, workers: SessionSettings) -> list[str]:
+    """Providers a real (tiny) session gets when CUDA on `device_id` is asked for (cuda first,
+    whatever `workers` prefers, under its vram_limit)."""
+    return probe_providers(SessionConfig(_CudaFirst(workers), str(device_id)))
+
+
+@dataclass(frozen=True)
+class _CudaFirst:
+    """`workers` with CUDA asked for first: what the probe tries."""
+    of: SessionSettings
+    providers: tuple[str, ...] = ("cuda", "cpu")
+
+    @property
+    def vram_limit(self) -> int:
+        return self.of.vram_limit
+
+    @property
+    def cpu_threads(self) -> int:
+        return self.of.cpu_threads
+
+    @property
+    def ram_limit(self) -> int:
+        return self.of.ram_limit

@@ -2,7 +2,10 @@
 name from the module it lives in:
 
 - plan: the filing plan (`Plan`; `plan_done`, `plan_failed`, `plan_duplicate`) and the one way to
-  carry it out, `execute_plan`; the error reports, finding and restoring a failed original;
+  carry it out, `execute_plan`; the filings ledger it writes (`Ledger`), finding and restoring a
+  failed original;
+- reports: the error reports beside a file in failed/ (`error_report`, `duplicate_report`), their
+  retry advice, whose report one is, one a crash left unwritten;
 - placing: placing one file without replacing one it did not write (`place_file`), and the names
   filing gives (`candidate_names`, `with_job_id`, `report_name`, `TEMP_PREFIX`);
 - staging: taking an original out of its inbox name so that a stale worker cannot move it;

@@ -36,6 +36,7 @@ from ffwatchd.filing.placing import REPORT_SUFFIX, TEMP_PREFIX
 from ffwatchd.filing.staging import STAGED_TAG
 from ffwatchd.fs.writefs import stale_temp
 from ffwatchd.store import Job, NotFound
+from ffwatchd.store.rows import JobState
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ def parse_copy(name: str) -> tuple[int, str, int] | None:
 
 
 def _holder(job: Job | None) -> tuple[str, int] | None:
-    if job is None or job.state != "running" or not job.lease_owner:
+    if job is None or job.state != JobState.RUNNING or not job.lease_owner:
         return None
     host, _, rest = job.lease_owner.partition(":")
     pid = rest.split("/", 1)[0]
@@ -132,7 +133,7 @@ def judge(path: Path, st: os.stat_result, job: Job | None, *, now: float, lease:
                         "a whole-file write's temp whose writer is gone", TempKind.WRITER)
     if temp.kind is TempKind.REPORT:
         assert temp.job_id is not None
-        if job is not None and job.state == "running" and age <= lease:
+        if job is not None and job.state == JobState.RUNNING and age <= lease:
             return None                           # its writer may be renaming it into place now
         state = "not in the job table" if job is None else job.state
         return Leftover(path, temp.job_id, "", 0, st.st_size, age,

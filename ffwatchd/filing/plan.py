@@ -1,4 +1,4 @@
-"""Filing: results into output/, originals into done/ or failed/ with an error report.
+"""Filing: results into output/, originals into done/ or failed/ with an error report (reports.py).
 
 Every step is idempotent. The plan (which file goes where) is recorded in the job row before
 any file moves, so a crash between two steps is repaired by running the same plan again.
@@ -8,26 +8,30 @@ copy to a hidden temporary name in the destination, fsync, link into place, unli
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import stat
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path, PurePosixPath
-from typing import AbstractSet, Any, Callable
+from pathlib import Path
+from typing import AbstractSet, Callable, Protocol, runtime_checkable
 
 from ffwatchd.config.settings import WatchSettings
-from ffwatchd.errors import CONTENT_KINDS, SIDECAR_KINDS, JobError
+from ffwatchd.errors import JobError
 from ffwatchd.filing import placing
+from ffwatchd.filing.reports import (
+    ReportNotWritten,
+    duplicate_report,
+    error_report,
+    report_is_for,
+    report_path,
+)
 from ffwatchd.filing.placing import (
-    REPORT_SUFFIX,
     TEMP_PREFIX,
     candidate_names,
     choose_destination,
     exists_exactly,
     place_file,
-    report_name,
     same_file,
     with_job_id,
     write_report,
@@ -43,79 +47,26 @@ from ffwatchd.filing.staging import (
     staged_paths,
     unstage_quietly,
 )
-from ffwatchd.fs.safefs import lstat_below, read_regular
+from ffwatchd.fs.safefs import lstat_below
 from ffwatchd.fs.version import FileVersion
 from ffwatchd.fs.writefs import Perms, fit_name, fsync_dir, fsync_file, open_folder, split_under
 from ffwatchd.store import Filing, Job, QueueUnavailable, TransitionError
+from ffwatchd.store.rows import PlanOutcome
 
 log = logging.getLogger(__name__)
 
 
-def _iso(t: float | None) -> str | None:
-    return None if t is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+@runtime_checkable
+class Ledger(Protocol):
+    """What filing reads and writes of the filings ledger (the store's JobQueue is one): which
+    files ffwatchd put where, so that no file it did not write is ever moved or removed."""
+
+    def filings(self, watch: str, folder: str) -> dict[str, Filing]: ...
+
+    def record_filing(self, filing: Filing, *, owner: str | None = None, attempt: int | None = None) -> None: ...
 
 
-def retry_advice(job: Job, kind: str) -> tuple[str | None, str | None]:
-    """(the retry command, what it needs first): a file refused on arrival got `ffwatchd jobs
-    retry N` in its report, which `jobs retry` refused while the file or its sidecar stayed as it was."""
-    command = f"ffwatchd jobs retry {job.id}"
-    if job.attempts > 0 or job.started_at is not None:      # it ran: a retry is taken as it is
-        return command, None
-    if kind in SIDECAR_KINDS:
-        return command, "its sidecar fixed first (jobs retry refuses the job while the sidecar is as it was)"
-    if kind in CONTENT_KINDS:
-        return None, "a good copy of the file dropped into the inbox again: this copy is refused as it is"
-    if kind == "duplicate":            # a re-drop: its earlier job is the one to retry (its message says)
-        return None, "the earlier job it names retried, or the file renamed to process it again"
-    return command, None
-
-
-def error_report(job: Job, kind: str, message: str, original: Path, filed_as: Path) -> dict:
-    retry, retry_needs = retry_advice(job, kind)
-    return {
-        "job_id": job.id,
-        "watch": job.watch,
-        "path": job.rel_path,
-        "error_kind": kind,
-        "message": message,
-        "attempts": job.attempts,
-        "max_attempts": job.max_attempts,
-        "created_at": _iso(job.created_at),
-        "started_at": _iso(job.started_at),
-        "failed_at": _iso(time.time()),
-        "original": str(original),
-        "filed_as": str(filed_as),
-        "content_sha256": job.content_hash,
-        "sidecars": job.sidecars,
-        "spec": job.spec,
-        "retry": retry,
-        "retry_needs": retry_needs,
-    }
-
-
-def duplicate_report(earlier: Job, message: str, original: Path, filed_as: Path) -> dict:
-    """The report of a re-drop refused as a duplicate of `earlier` (the same content at the same
-    path, already finished). It is the drop's own: the drop never became a job, so it has no job
-    id, attempts, start or spec; it names the earlier job (`duplicate_of`, `earlier_state`), and a
-    retry of that job when it can be retried. With no job id, nothing that looks for a job's own
-    original in failed/ (`jobs retry`, the filing's resume) takes the duplicate for it."""
-    now = _iso(time.time())
-    return {**error_report(earlier, "duplicate", message, original, filed_as),
-            "job_id": None, "attempts": 0, "created_at": now, "started_at": None, "failed_at": now,
-            "sidecars": [], "spec": None, "duplicate_of": earlier.id, "earlier_state": earlier.state,
-            "retry": None if earlier.state == "done" else f"ffwatchd jobs retry {earlier.id}",
-            "retry_needs": None}
-
-
-def duplicate_message(rel: str, job: Job) -> str:
-    """What a duplicate's report says about a re-drop of `rel` with the content of `job`."""
-    if job.state == "done":
-        advice = "rename the file (or put it in another folder) to process it again"
-    else:
-        advice = f"run `ffwatchd jobs retry {job.id}` to run that job again"
-    return (f"{rel} has the same content as job {job.id}, which is already {job.state}; "
-            f"it was not processed again: {advice}")
-
+# -- plans ------------------------------------------------------------------------------
 
 #: a duplicate's row: its content hash key (the unique key is watch, path and content, which the
 #: earlier job holds) names the earlier job and this drop's version, so each re-drop is a row of
@@ -138,42 +89,10 @@ def duplicate_of(job: Job) -> int | None:
     return int(head) if head.isdigit() else None
 
 
-def report_path(filed_as: Path) -> Path:
-    return filed_as.with_name(report_name(filed_as.name))
-
-
-def redo_missing_report(watch: WatchSettings, job: Job, report: Path) -> Path | None:
-    """A report a crash left as its temp only (filing/leftovers.py), written again from the job's
-    row when the original it describes lies beside it and no report is there: the job's own
-    report (a failed job's original, at its name or its `-<job id>` names), else a duplicate's.
-    Returns the report written, or None when none was due."""
-    filed_as = report.with_name(report.name[:-len(REPORT_SUFFIX)]) if report.name.endswith(REPORT_SUFFIX) else None
-    if filed_as is None or os.path.lexists(report) or not os.path.isfile(filed_as):
-        return None
-    if job.state not in ("done", "failed"):
-        return None                         # queued or running: its own plan writes the report
-    try:
-        rel_dir = PurePosixPath(filed_as.parent.relative_to(watch.failed).as_posix())
-    except ValueError:
-        return None                         # reports lie in failed/ only
-    job_rel = PurePosixPath(job.rel_path)
-    original = watch.inbox / job.rel_path
-    own = job.state == "failed" and rel_dir == job_rel.parent and \
-        filed_as.name in candidate_names(job_rel.name, job.id)
-    if own:
-        data = error_report(job, job.error_kind or "internal", job.error_message or "", original, filed_as)
-    else:
-        data = duplicate_report(job, duplicate_message(job.rel_path, job), original, filed_as)
-    write_report(watch.failed, report, data, job.id, watch.perms)
-    return report
-
-
-# -- plans ------------------------------------------------------------------------------
-
 @dataclass(frozen=True)
 class Plan:
     """What finalising one job moves where; stored as JSON in the job row."""
-    outcome: str                 # done | failed
+    outcome: PlanOutcome
     original_src: str
     original_dst: str
     result_src: str | None = None
@@ -187,8 +106,12 @@ class Plan:
     drop: bool = False           # a re-drop that never became a job (plan_duplicate): never stored in a row
 
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "outcome", PlanOutcome(self.outcome))    # a row's JSON holds the string
+
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
+        d["outcome"] = str(self.outcome)
         if not self.drop:     # a job's plan in its row reads as before to a daemon that predates `drop`
             del d["drop"]
         return d
@@ -227,7 +150,7 @@ def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: s
         size = os.stat(result_src).st_size
     base = watch.output / rel
     result_dst = choose_destination(base.with_name(fit_name(base.stem, result_suffix)), job.id)
-    return Plan(outcome="done", original_src=str(watch.inbox / rel),
+    return Plan(outcome=PlanOutcome.DONE, original_src=str(watch.inbox / rel),
                 original_dst=str(choose_destination(watch.done / rel, job.id, _original_now(watch, job))),
                 result_src=str(result_src), result_dst=str(result_dst), roots=folder_roots(watch),
                 result_size=size, original_state=checked, result=result)
@@ -255,7 +178,7 @@ def _original_now(watch: WatchSettings, job: Job) -> Path:
 
 def plan_failed(watch: WatchSettings, job: Job, kind: str, message: str, checked: dict | None = None) -> Plan:
     rel = Path(job.rel_path)
-    return Plan(outcome="failed", original_src=str(watch.inbox / rel),
+    return Plan(outcome=PlanOutcome.FAILED, original_src=str(watch.inbox / rel),
                 original_dst=str(_failed_destination(watch, job)),
                 error_kind=kind, message=message, roots=folder_roots(watch), original_state=checked)
 
@@ -269,7 +192,7 @@ def plan_duplicate(watch: WatchSettings, earlier: Job, rel: str, message: str, c
     names += [base.with_name(fit_name(base.stem, f"-{earlier.id}-dup{k}{base.suffix}")) for k in range(2, 1000)]
     for c in names:
         if (not os.path.lexists(c) or same_file(src, c)) and not os.path.lexists(report_path(c)):
-            return Plan(outcome="failed", original_src=str(src), original_dst=str(c), error_kind="duplicate",
+            return Plan(outcome=PlanOutcome.FAILED, original_src=str(src), original_dst=str(c), error_kind="duplicate",
                         message=message, roots=folder_roots(watch), original_state=checked, drop=True)
     raise JobError("io", f"no free name for {base} in failed/ (the names up to {names[-1].name} are taken)",
                    transient=False)
@@ -277,7 +200,7 @@ def plan_duplicate(watch: WatchSettings, earlier: Job, rel: str, message: str, c
 
 @dataclass(frozen=True)
 class Filed:
-    outcome: str
+    outcome: PlanOutcome
     original: Path | None        # where the original landed (None: it was already gone)
     result: Path | None
 
@@ -304,7 +227,7 @@ def result_intact(plan: Plan, where: Path) -> bool:
         return False
 
 
-def others_outputs(ledger: Any, watch: WatchSettings | None, job_id: int) -> set[Path]:
+def others_outputs(ledger: Ledger | None, watch: WatchSettings | None, job_id: int) -> set[Path]:
     """The results the ledger names for other jobs in `watch`'s output folder (never this job's)."""
     if ledger is None or watch is None:
         return set()
@@ -355,7 +278,7 @@ class Holder:
     fresh: bool = False
 
 
-def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, ledger: Any = None,
+def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, ledger: Ledger | None = None,
                  share_problem: Callable[[], str | None] | None = None, holder: Holder | None = None,
                  stored: bool = True) -> Filed:
     """Carry out (or finish) a plan; safe to run again after a crash at any step (docs/daemon.md,
@@ -389,7 +312,7 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
         src, job.id, attempt, plan.original_state, None if holder is not None and holder.fresh else fence)
     # a result this run places is recorded in the ledger (retention.output_max_age ages from now);
     # one an earlier run placed is recorded again: that run's entry may have died with it
-    placing_result = plan.outcome == "done" and bool(plan.result_src) and os.path.lexists(plan.result_src)
+    placing_result = plan.outcome == PlanOutcome.DONE and bool(plan.result_src) and os.path.lexists(plan.result_src)
     try:
         result = _place_result(plan, job, watch, perms, fence, ledger)
         original, moving = (placed, False) if placed else \
@@ -402,13 +325,13 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
     if original is not None and ledger is not None and watch is not None and \
             (moving or is_the_original(original, plan.original_state)):
         placing.before_step("ledger", job.id)
-        note_filed(ledger, watch, job.id, "done" if plan.outcome == "done" else "failed", original,
+        note_filed(ledger, watch, job.id, plan.outcome, original,
                    owner=holder.owner if holder else None, attempt=holder.attempt if holder else None)
     if result is not None and (placing_result or result_intact(plan, result)) and ledger is not None \
             and watch is not None:
         note_filed(ledger, watch, job.id, "output", result,
                    owner=holder.owner if holder else None, attempt=holder.attempt if holder else None)
-    if plan.outcome == "failed":
+    if plan.outcome == PlanOutcome.FAILED:
         filed_as = original or Path(plan.original_dst)
         report = duplicate_report(job, plan.message or "", src, filed_as) if plan.drop else \
             error_report(job, plan.error_kind or "internal", plan.message or "", src, filed_as)
@@ -441,10 +364,10 @@ def _left_its_inbox(plan: Plan, job_id: int, attempt: int) -> Path | bool | None
 
 
 def _place_result(plan: Plan, job: Job, watch: WatchSettings | None, perms: Perms,
-                  fence: Callable[[], None] | None, ledger: Any = None) -> Path | None:
+                  fence: Callable[[], None] | None, ledger: Ledger | None = None) -> Path | None:
     """The result into output/: where it landed (the plan's name may have been taken meanwhile),
     published only while the lease holds (`fence`, confirmed right before its link)."""
-    if plan.outcome != "done":
+    if plan.outcome != PlanOutcome.DONE:
         return None
     assert plan.result_src and plan.result_dst
     src, dst = Path(plan.result_src), Path(plan.result_dst)
@@ -481,24 +404,13 @@ def _place_original(plan: Plan, job: Job, watch: WatchSettings | None, perms: Pe
         return None, False
 
 
-class ReportNotWritten(OSError):
-    """The original was filed to failed/ but its error report could not be written (say, failed/
-    filled up: the move by a link needed no room, the report does). `filed_as` and `report` let
-    a later try write just the report."""
-
-    def __init__(self, filed_as: Path, report: dict, e: OSError) -> None:
-        super().__init__(e.errno, f"{filed_as.name} was filed but its report could not be written "
-                         f"({e.strerror or e})", str(report_path(filed_as)))
-        self.filed_as, self.report = Path(filed_as), report
-
-
 def write_pending_report(watch: WatchSettings, pending: "ReportNotWritten") -> None:
     """Write the report a filing could not write (OSError while it still cannot)."""
     write_report(root_of(watch, pending.filed_as), report_path(pending.filed_as), pending.report,
                  int(pending.report.get("job_id") or 0), watch.perms)
 
 
-def note_filed(ledger: Any, watch: WatchSettings, job_id: int | None, folder: str, path: Path, *,
+def note_filed(ledger: Ledger, watch: WatchSettings, job_id: int | None, folder: str, path: Path, *,
                owner: str | None = None, attempt: int | None = None) -> None:
     """Record in the ledger that ffwatchd filed `path` into done/, failed/ or (a result) output/ now;
     with `owner`, fenced: written only while that owner holds the job on `attempt`."""
@@ -524,12 +436,12 @@ def remove_partials(plan: Plan, job_id: int) -> list[Path]:
     return gone
 
 
-def file_failed_original(watch: WatchSettings, job: Job, ledger: Any = None) -> Path:
+def file_failed_original(watch: WatchSettings, job: Job, ledger: Ledger | None = None) -> Path:
     """Move a refused file (a job born failed at ingest), or a failed job's original nobody holds
     (its worker died), to failed/ with its report. A done plan a dead worker recorded is given up
     first (filing/withdraw.py): a job that is not done never keeps its result or a done/ name."""
     stored = job_plan(job, watch)
-    if stored is not None and stored.outcome == "done":
+    if stored is not None and stored.outcome == PlanOutcome.DONE:
         withdraw_placed(stored, job, watch, ledger=ledger, attempt=job.claims)
         # to failed/ from where the done plan left it (maybe staged), only while it is that original
         plan = plan_failed(watch, job, job.error_kind or "internal", job.error_message or "", stored.original_state)
@@ -573,14 +485,6 @@ def restore_original(watch: WatchSettings, job: Job, found: Path) -> Path:
     return landed
 
 
-def report_is_for(root: Path, report: Path, job_id: int) -> bool:
-    """Whether `report` (reached below `root` without a link) is job `job_id`'s own error report."""
-    try:
-        return json.loads(read_regular(root, report, 1 << 20)).get("job_id") == job_id
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
 # -- withdrawal ---------------------------------------------------------------------------
 # What a given-up plan placed and has not handed over, taken back: the one rule every way a job
 # ends otherwise than `done` goes through (a worker's failure or supersession, work/failing.py;
@@ -596,7 +500,7 @@ def report_is_for(root: Path, report: Path, job_id: int) -> bool:
 # `confirm` runs right before each unlink (a worker's lease: TransitionError, nothing removed once
 # the job is another attempt's); None for a caller that holds no lease.
 
-def withdraw_placed(plan: Plan, job: Job, watch: WatchSettings, *, ledger: Any, attempt: int,
+def withdraw_placed(plan: Plan, job: Job, watch: WatchSettings, *, ledger: Ledger | None, attempt: int,
                     confirm: Callable[[], None] | None = None) -> list[Path]:
     """Steps 1-2 above for `plan` (localized to this host's mount); returns what was removed.
     `ledger`: the job table (what it names for other jobs is never removed); `attempt`: the
@@ -609,7 +513,7 @@ def withdraw_placed(plan: Plan, job: Job, watch: WatchSettings, *, ledger: Any, 
     return removed
 
 
-def _others_filed(ledger: Any, watch: WatchSettings, job_id: int, dst: Path) -> set[Path]:
+def _others_filed(ledger: Ledger | None, watch: WatchSettings, job_id: int, dst: Path) -> set[Path]:
     """The files the ledger names for other jobs in the done/ or failed/ folder `dst` is in."""
     for folder, root in (("done", watch.done), ("failed", watch.failed)):
         if ledger is not None and dst.is_relative_to(root):
@@ -629,7 +533,7 @@ def _same_bytes(a: Path, b: Path) -> bool:
 
 def _withdraw_result(plan: Plan, job: Job, watch: WatchSettings, others: AbstractSet[Path],
                      confirm: Callable[[], None] | None) -> Path | None:
-    if plan.outcome != "done" or not plan.result_dst or plan.result_size is None:
+    if plan.outcome != PlanOutcome.DONE or not plan.result_dst or plan.result_size is None:
         return None
     dst = Path(plan.result_dst)
     try:
@@ -661,7 +565,7 @@ def _withdraw_result(plan: Plan, job: Job, watch: WatchSettings, others: Abstrac
     return None
 
 
-def _withdraw_original_link(plan: Plan, job: Job, watch: WatchSettings, ledger: Any, attempt: int,
+def _withdraw_original_link(plan: Plan, job: Job, watch: WatchSettings, ledger: Ledger | None, attempt: int,
                             confirm: Callable[[], None] | None) -> list[Path]:
     if not plan.original_dst or plan.drop:
         return []

@@ -25,6 +25,7 @@ from ffwatchd.media.jpegout import encode_jpeg
 from ffwatchd.media.provenance import PNG_PROVENANCE_KEY, Provenance, read_provenance  # noqa: F401
 from ffwatchd.media.raw import RAW_FORMAT, raw_kind, read_head_of, read_raw
 from ffwatchd.media.source import open_file
+from ffwatchd.spec.jobspec import OutputFormat
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ class DecodedImage:
 # workers.max_pixels, checked from the header below, is the one limit; Pillow's own bomb limit
 # (about 179 Mpx) would otherwise refuse images an operator allowed.
 Image.MAX_IMAGE_PIXELS = None
+ANY_SIZE = 2**62                # a reader given no limit (a header's format needs none)
 register_heif_opener()          # Pillow opens HEIC/HEIF (iPhone photos) as format "HEIF"
 
 
@@ -166,8 +168,9 @@ def _raw_fd(path: Path) -> int | None:
     return None
 
 
-def sniff_format(path: Path, max_pixels: int = 2**62) -> str:
-    """Pillow's format name of an image file, from its header (RAW_FORMAT for a camera RAW)."""
+def sniff_format(path: Path, max_pixels: int = ANY_SIZE) -> str:
+    """Pillow's format name of an image file, from its header (RAW_FORMAT for a camera RAW); no size
+    limit unless one is given (the header is all it reads)."""
     fd = _raw_fd(path)
     if fd is not None:
         os.close(fd)
@@ -300,7 +303,7 @@ def _to_bgr(im: Image.Image) -> tuple[np.ndarray, np.ndarray | None, int]:
 def output_format(input_format: str, requested: str = "keep") -> str:
     """The Pillow format an output is written in: the sidecar's choice, else the input's
     (HEIF and RAW become JPEG; formats that cannot carry metadata, such as BMP or GIF, PNG)."""
-    if requested != "keep":
+    if requested != OutputFormat.KEEP:
         return SPEC_FORMATS[requested]
     if input_format in KEPT_AS:
         return KEPT_AS[input_format]

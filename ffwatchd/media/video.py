@@ -27,7 +27,7 @@ from ffwatchd.media.segments import (
     write_manifest,
 )
 from ffwatchd.media.source import VideoInput, open_input
-from ffwatchd.spec.jobspec import OutputSpec
+from ffwatchd.spec.jobspec import OutputSpec, VideoCodec
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +67,11 @@ def choose_muxer(target: Path) -> str:
 def choose_codec(spec: OutputSpec, muxer: str, ffmpeg: str, on_cuda: bool) -> str:
     """`auto`: h264_nvenc on a CUDA worker whose ffmpeg can use it, else libx264; webm: VP9."""
     if muxer == "webm":
-        if spec.video_codec != "auto":
+        if spec.video_codec != VideoCodec.AUTO:
             log.warning("video_codec %s cannot be stored in webm; encoding VP9 (libvpx-vp9)",
                         spec.video_codec)
         return "libvpx-vp9"
-    if spec.video_codec == "auto":
+    if spec.video_codec == VideoCodec.AUTO:
         return "h264_nvenc" if on_cuda and encoder_works(ffmpeg, "h264_nvenc") else "libx264"
     if not encoder_works(ffmpeg, spec.video_codec):
         raise JobError("internal", f"video_codec {spec.video_codec} does not work with this "

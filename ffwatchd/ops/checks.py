@@ -207,7 +207,7 @@ def check_providers(settings: Settings, problems: list[str], warnings: list[str]
         problems.append(f"workers.devices names CUDA devices {gpu_devices} but workers.providers has no cuda")
     if gpu_devices:
         for d in gpu_devices:
-            active = probe_cuda(int(d), settings.workers.vram_limit)
+            active = probe_cuda(int(d), settings.workers)
             if "CUDAExecutionProvider" not in active:
                 problems.append(f"device {d}: CUDA was asked for but a real session runs on {', '.join(active)} "
                                 "(onnxruntime falls back silently; see the GPU install step in the README)")

@@ -72,9 +72,10 @@ def verify(gpu: bool, device: int) -> list[str]:
             problems.append(f"{len(got)} packages own {top}/ (want exactly one)")
     if gpu:
         # Imported here: onnxruntime loads only when a CUDA session is probed.
+        from ffwatchd.config.settings import WorkerSettings
         from ffwatchd.faces.sessions import probe_cuda
 
-        active = probe_cuda(device, 2**30)
+        active = probe_cuda(device, WorkerSettings(vram_limit=2**30))     # a probe needs little
         print(f"a real session asked for CUDA device {device} runs on: {', '.join(active)}")
         if not active or active[0] != "CUDAExecutionProvider":
             problems.append(f"device {device}: a real session runs on {', '.join(active)}, not CUDA "

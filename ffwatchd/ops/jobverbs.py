@@ -16,6 +16,7 @@ from ffwatchd.filing.staging import OriginalChanged
 from ffwatchd.ops.statusfile import read_status
 from ffwatchd.spec.jobspec import RESTART_HINT, JobSpec
 from ffwatchd.store import PRIORITIES, Job, JobQueue, TransitionError, priority_name
+from ffwatchd.store.rows import JobState, PlanOutcome
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ def retry_job(store: JobQueue, settings: Settings, job: Job, priority: str | Non
     # Imported here: the sidecar reading loads only for a retry.
     from ffwatchd.watch.ingest import snapshot_for
 
-    if job.state not in ("failed", "cancelled"):
+    if job.state not in (JobState.FAILED, JobState.CANCELLED):
         raise TransitionError(f"is {job.state}: only failed or cancelled jobs can be retried")
     earlier = duplicate_of(job)
     if earlier is not None:           # its content is the earlier job's: running it again is that job's retry
@@ -82,17 +83,17 @@ def retry_job(store: JobQueue, settings: Settings, job: Job, priority: str | Non
 def cancel_job(store: JobQueue, settings: Settings, job: Job) -> str:
 
     was = job.state
-    if was == "queued" and job.filing and job.filing.get("outcome") == "done":
+    if was == JobState.QUEUED and job.filing and job.filing.get("outcome") == PlanOutcome.DONE:
         # Processed, and its filing interrupted: the result is (partly) in place. Finish that.
         from ffwatchd.filing.complete import complete_done_plan
 
         if complete_done_plan(settings, store, job, None):
             now = store.get(job.id)
-            if now.state == "done":
+            if now.state == JobState.DONE:
                 return f"not cancelled: it had been processed; its filing was completed (done, {now.output_path})"
             return "not cancelled: it had been processed; its filing waits for the share"
     cancelled = store.cancel(job.id)
-    if was == "queued":  # nobody holds it: file the original now, so the inbox does not keep it
+    if was == JobState.QUEUED:  # nobody holds it: file the original now, so the inbox does not keep it
         try:
             where = file_failed_original(settings.watch(job.watch), cancelled, ledger=store)
             return f"cancelled; original filed to {where}"

@@ -31,6 +31,7 @@ from ffwatchd import __version__
 from ffwatchd.ops.health import Health, respond
 from ffwatchd.ops.metrics_labels import (
     ERROR_KINDS,
+    Ending,
     JOB_KINDS,
     LEFT_ALONE_KINDS,
     OUTCOMES,
@@ -267,12 +268,12 @@ class Metrics:
         self.jobs_finished.labels(watch, kind, outcome).inc()
         self.job_duration.labels(watch, kind).observe(max(0.0, duration_s))
         self.queue_wait.labels(watch).observe(max(0.0, queue_wait_s))
-        if outcome in ("failed", "retried"):
+        if outcome in (Ending.FAILED, Ending.RETRIED):
             ek = bounded(error_kind, ERROR_KINDS, "error kind")
             self.job_errors.labels(watch, ek, outcome).inc()
-        if outcome == "retried":
+        if outcome == Ending.RETRIED:
             self.retried(watch, retry_cause)
-        elif outcome == "done":
+        elif outcome == Ending.DONE:
             self.last_success()
 
     def job_refused(self, watch: str, kind: str, error_kind: str) -> None:

@@ -4,17 +4,28 @@ as "other" (and logged once), so no label takes an unbounded value."""
 from __future__ import annotations
 
 import logging
+from enum import StrEnum
 
 from ffwatchd.errors import PERMANENT_KINDS, TRANSIENT_KINDS
 from ffwatchd.store.rows import JobKind, JobState
 
 log = logging.getLogger(__name__)
 
+
+class Ending(StrEnum):
+    """How a job's run ended (the metrics' `outcome` label; work/outcome.py's Outcome carries it)."""
+    DONE = "done"
+    FAILED = "failed"
+    RETRIED = "retried"
+    CANCELLED = "cancelled"
+    LOST = "lost"
+
+
 # Every label value is drawn from a bounded set; anything else is counted as "other".
 JOB_STATES = tuple(s.value for s in JobState)
 JOB_KINDS = tuple(k.value for k in JobKind)
 LEFT_ALONE_KINDS = ("link", "fifo", "device", "socket", "long_path", "other")  # scan, and ingest (long_path)
-OUTCOMES = ("done", "failed", "retried", "cancelled", "lost", "other")   # lost: lease gone, no verdict
+OUTCOMES = (*(e.value for e in Ending), "other")
 ERROR_KINDS = tuple(sorted(PERMANENT_KINDS | TRANSIENT_KINDS)) + ("other",)
 RESTART_REASONS = ("crashed", "killed", "recycled", "reload", "memory", "timeout", "stalled", "other")
 RETRY_CAUSES = ("failure", "worker", "lease", "operator", "other")

@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 from ffwatchd.ops.metrics_labels import FOLDER_ROLES, JOB_KINDS, JOB_STATES, bounded
 from ffwatchd.ops.tablereads import TableReads
 from ffwatchd.store import store_errors
+from ffwatchd.store.rows import JobKind
 
 if TYPE_CHECKING:
     from ffwatchd.store import JobQueue
@@ -92,7 +93,7 @@ def _video_progress(running: list) -> Iterator[Metric]:
                               labels=["watch"])
     sums: dict[str, list[int]] = {}
     for j in running:
-        if j.kind == "video" and j.progress_total:
+        if j.kind == JobKind.VIDEO and j.progress_total:
             pair = sums.setdefault(j.watch, [0, 0])
             pair[0] += j.progress_done or 0
             pair[1] += j.progress_total

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ffwatchd.filing.leftovers import Leftover, TempKind, parse_temp, walk_leftovers
 from ffwatchd.filing.placing import REPORT_SUFFIX, TEMP_PREFIX, report_name
-from ffwatchd.filing.plan import redo_missing_report
+from ffwatchd.filing.reports import redo_missing_report
 from ffwatchd.filing.shares import MARKER_NAME
 from ffwatchd.fs.hashing import hash_file
 from ffwatchd.fs.mounts import inode_numbers_stable

@@ -14,13 +14,13 @@ from ffwatchd.faces.classify import Classifier
 from ffwatchd.faces.detect import Detector
 from ffwatchd.faces.embed import Recognizer
 from ffwatchd.faces.masks import FaceMasks, Landmarker, refine
-from ffwatchd.faces.order import in_order
+from ffwatchd.faces.order import SINGLE_MODES, in_order
 from ffwatchd.faces.select import select_faces
 from ffwatchd.faces.track import FaceTracker
 from ffwatchd.faces.types import Embedding, Face, Frame
 from ffwatchd.pipeline.noface import SelectionCount
 from ffwatchd.processors import Change, FaceScore, Processor, ResizingStep, Scope, Step
-from ffwatchd.spec.jobspec import SINGLE_MODES, JobSpec
+from ffwatchd.spec.jobspec import JobSpec
 
 
 class FrameProcessor:

@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ffwatchd.faces.models import Gender
+from ffwatchd.faces.order import SelectorMode
 from ffwatchd.faces.types import Traits
 from ffwatchd.spec.jobspec import JobSpec
 
@@ -33,8 +34,8 @@ def no_face_reason(spec: JobSpec, what: str, count: SelectionCount) -> str:
     """The message for a face job in which no face was kept in `what` (a file, or a video's frames)."""
     d, s = spec.face_detector, spec.face_selector
     found = f"detector {d.model}, score >= {d.score}"
-    if count.found == 0 or not (s.filters() or s.mode == "reference"):
-        kept = [f"within {s.max_distance} of the reference"] if s.mode == "reference" else []
+    if count.found == 0 or not (s.filters() or s.mode == SelectorMode.REFERENCE):
+        kept = [f"within {s.max_distance} of the reference"] if s.mode == SelectorMode.REFERENCE else []
         if s.filters():
             kept.append(f"{s.filters_text()} (classifier {s.classifier})")
         return f"no face found in {what} ({', '.join([found, *kept])})"
@@ -44,7 +45,7 @@ def no_face_reason(spec: JobSpec, what: str, count: SelectionCount) -> str:
     if s.age is not None and count.failed["age"]:
         removed.append(f"the age filter removed {count.failed['age']} (not aged {s.age[0]}-{s.age[1]})")
     far = count.found - count.filtered
-    if s.mode == "reference" and far > 0:
+    if s.mode == SelectorMode.REFERENCE and far > 0:
         removed.append(f"the reference removed {far} (not within {s.max_distance} of the reference)")
     by = f" (classifier {s.classifier})" if s.filters() else ""
     return f"{count.found} face(s) found in {what} ({found}) but the face_selector{by} kept none: " + "; ".join(removed)

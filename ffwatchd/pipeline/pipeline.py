@@ -31,6 +31,7 @@ from ffwatchd.faces.embed import Recognizer, combine_embeddings, cosine_similari
 from ffwatchd.faces.masks import FaceMasks
 from ffwatchd.faces.maskspec import MaskType
 from ffwatchd.faces.models import CATALOGUE, Model, ModelKind
+from ffwatchd.faces.order import REFERENCE_MODES, SelectorMode
 from ffwatchd.faces.sessions import SessionConfig, probe_providers, provider_kind
 from ffwatchd.faces.types import Embedding, Face, Frame
 from ffwatchd.fs.hashing import sha256_file
@@ -53,7 +54,7 @@ from ffwatchd.pipeline.contract import ImageResult, PhotoProblem, RenderedImage
 from ffwatchd.pipeline.frames import FrameProcessor
 from ffwatchd.pipeline.noface import no_face_reason
 from ffwatchd.processors import FaceScore, Processor, Scope
-from ffwatchd.spec.jobspec import JobSpec
+from ffwatchd.spec.jobspec import JobSpec, OnNoFace
 from ffwatchd.spec.sidecar import PhotoRole
 
 if TYPE_CHECKING:
@@ -78,17 +79,17 @@ class Pipeline:
     """Built once per worker process; sessions are created on first use and reused for every job."""
 
     def __init__(self, models_dir: Path, custom_models: tuple[Model, ...] = (),
-                 providers: tuple[str, ...] = ("cpu",), device: str = "cpu",
-                 vram_limit: int = 12 * 2**30, cpu_threads: int = 0,
-                 max_pixels: int = 80_000_000, provenance: bool = True,
-                 c2pa: C2paSettings | None = None, licences_allowed: tuple[str, ...] | None = None,
-                 ram_limit: int = WorkerSettings.ram_limit) -> None:
+                 workers: WorkerSettings | None = None, device: str | None = None, *, provenance: bool = True,
+                 c2pa: C2paSettings | None = None, licences_allowed: tuple[str, ...] | None = None) -> None:
+        """`workers`: the config's worker settings, whole (None: their defaults); `device`: this process's
+        (None: the workers' first, CPU where they list none: a watch-only host's config)."""
         self.models_dir = Path(models_dir)
         self.custom_models = tuple(custom_models)
         self.licences_allowed = licences_allowed
-        self.session_config = SessionConfig(tuple(providers), str(device), int(vram_limit), int(cpu_threads),
-                                            int(ram_limit))
-        self.max_pixels = int(max_pixels)
+        self.workers = workers if workers is not None else WorkerSettings()
+        device = device if device is not None else (self.workers.devices or ("cpu",))[0]
+        self.session_config = SessionConfig(self.workers, str(device))
+        self.max_pixels = self.workers.max_pixels
         self.provenance = bool(provenance)
         self.c2pa = c2pa
         self._signer: "ManifestSigner | None" = None
@@ -100,17 +101,14 @@ class Pipeline:
         self._source_faces: BoundedCache[tuple[Frame, Face]] = BoundedCache(_SOURCE_FACE_CACHE_SIZE)
 
     @classmethod
-    def for_settings(cls, settings: Settings, device: str, models_dir: Path | None = None,
-                     **overrides: Any) -> "Pipeline":
+    def for_settings(cls, settings: Settings, device: str | None, models_dir: Path | None = None, *,
+                     workers: WorkerSettings | None = None, provenance: bool = True) -> "Pipeline":
         """The pipeline a config asks for: every path that runs jobs under a config (the workers,
-        `process -c`) is built here, so none leaves out its licence rule or its limits."""
-        w = settings.workers
-        opts: dict[str, Any] = {"providers": tuple(w.providers), "device": device, "vram_limit": w.vram_limit,
-                                "cpu_threads": w.cpu_threads, "max_pixels": w.max_pixels,
-                                "provenance": settings.provenance, "c2pa": settings.c2pa,
-                                "ram_limit": w.ram_limit, **overrides}
-        return cls(models_dir or settings.models_dir, settings.models, licences_allowed=settings.licences_allowed,
-                   **opts)
+        `process -c`) is built here, so none leaves out its licence rule or its limits. `workers`:
+        in place of the config's (`process`'s flags over them); provenance False: none written or signed."""
+        return cls(models_dir or settings.models_dir, settings.models, workers or settings.workers, device,
+                   provenance=settings.provenance and provenance, c2pa=settings.c2pa if provenance else None,
+                   licences_allowed=settings.licences_allowed)
 
     # -- models and providers --------------------------------------------------------
 
@@ -300,11 +298,11 @@ class Pipeline:
         job = _Job(self, spec, tuple(processors), detector, recognizer)
         steps = [(p, p.prepare(spec.settings_of(p.name), job)) for p in processors]
         mode = spec.face_selector.mode
-        if detector is not None and mode in ("reference", "except_reference"):
+        if detector is not None and mode in REFERENCE_MODES:
             if not spec.face_selector.reference:
                 raise JobError("bad_sidecar", f"face_selector.mode is {mode} but no reference image is given")
             photos = [Path(p) for p in spec.face_selector.reference]
-            if mode == "reference":            # several photos of one person: averaged as sources are
+            if mode == SelectorMode.REFERENCE:     # several photos of one person: averaged as sources are
                 reference = self.identity(photos, "reference", spec, detector, recognizer)
             else:                              # everyone in every photo is left alone
                 reference = [e for p in photos for e in self._people(p, spec, detector, recognizer)]
@@ -345,10 +343,10 @@ class Pipeline:
         exif = strip_identifying_exif(image.exif) if strip else image.exif
         face_job = spec.works_on_faces()
         # except_reference: faces found, all of them people to leave alone -- nothing to do, no failure
-        everyone_left_alone = spec.face_selector.mode == "except_reference" and processor.detected > 0
+        everyone_left_alone = spec.face_selector.mode == SelectorMode.EXCEPT_REFERENCE and processor.detected > 0
         if face_job and faces == 0 and not everyone_left_alone:
             reason = no_face_reason(spec, target.name, processor.count)
-            if spec.on_no_face == "fail":
+            if spec.on_no_face == OnNoFace.FAIL:
                 raise JobError("no_face", f"{reason}; on_no_face: copy would pass it through unchanged")
             log.info("%s; on_no_face: copy", reason)
 

@@ -17,7 +17,7 @@ from ffwatchd.errors import JobError, short_repr
 from ffwatchd.faces.maskspec import Area, MaskSpec, MaskType, Region
 from ffwatchd.faces.analysis import CLASSIFIER, DETECTOR, LANDMARKER, OCCLUDER, PARSER, RECOGNIZER
 from ffwatchd.faces.models import Gender
-from ffwatchd.faces.order import Order
+from ffwatchd.faces.order import REFERENCE_MODES, Order, SelectorMode
 from ffwatchd.processors import Processor, Scope, default_processors, installed_since_start, order_problem
 from ffwatchd.processors import processors as all_processors
 from ffwatchd.schema import (
@@ -40,15 +40,51 @@ from ffwatchd.spec.values import email_problem, parse_duration, priority_value, 
 # What a sidecar naming a plug-in this process has not loaded is told (processors load at start).
 RESTART_HINT = "installed after this daemon started: restart it to use it"
 
-SELECTOR_MODES = ("all", "largest", "one", "reference", "except_reference")
-REFERENCE_MODES = ("reference", "except_reference")   # both need face_selector.reference
-SINGLE_MODES = ("largest", "one")                     # pick one face per frame
+SELECTOR_MODES = tuple(SelectorMode)
 MAX_REFERENCE_PHOTOS = 16     # each is detected and embedded once per worker; more adds nothing but cost
 SOURCES = Photos()
 REFERENCE = Photos(most=MAX_REFERENCE_PHOTOS, alone=True, empty=False)
-OUTPUT_FORMATS = ("keep", "jpeg", "png", "webp")
-VIDEO_CODECS = ("auto", "libx264", "h264_nvenc", "libx265")
-ON_NO_FACE = ("fail", "copy")
+
+
+class OutputFormat(StrEnum):
+    """`output.format`: keep the input's, or one of these."""
+    KEEP = "keep"
+    JPEG = "jpeg"
+    PNG = "png"
+    WEBP = "webp"
+
+
+class VideoCodec(StrEnum):
+    """`output.video_codec`: auto picks by the input and the GPU (media/video.py)."""
+    AUTO = "auto"
+    LIBX264 = "libx264"
+    H264_NVENC = "h264_nvenc"
+    LIBX265 = "libx265"
+
+
+class OnNoFace(StrEnum):
+    """`on_no_face`: what a file with no selected face becomes."""
+    FAIL = "fail"
+    COPY = "copy"
+
+
+class NotifyEvent(StrEnum):
+    """`notify.on`: which batch endings are told."""
+    FINISHED = "finished"
+    FAILED = "failed"
+
+
+class Package(StrEnum):
+    """`package`: whether a finished batch's outputs are zipped."""
+    ZIP = "zip"
+    NONE = "none"
+
+
+OUTPUT_FORMATS = tuple(OutputFormat)
+VIDEO_CODECS = tuple(VideoCodec)
+ON_NO_FACE = tuple(OnNoFace)
+NOTIFY_EVENTS = tuple(NotifyEvent)
+PACKAGES = tuple(Package)
 
 @dataclass(frozen=True)
 class DetectorSpec:
@@ -70,7 +106,7 @@ class LandmarkerSpec:
 
 @dataclass(frozen=True)
 class SelectorSpec:
-    mode: str = "all"
+    mode: SelectorMode = SelectorMode.ALL
     reference: tuple[str, ...] = ()   # photos of the person (averaged) or of the people left alone;
                                       # absolute paths once resolved by the sidecar module
     max_distance: float = 0.6         # cosine distance (1 - similarity)
@@ -86,6 +122,7 @@ class SelectorSpec:
             object.__setattr__(self, "reference", tuple(photo_paths(self.reference)))
         if self.age is not None:
             object.__setattr__(self, "age", (int(self.age[0]), int(self.age[1])))
+        object.__setattr__(self, "mode", SelectorMode(self.mode))
         if self.order is not None:
             object.__setattr__(self, "order", Order(self.order))
         if self.gender is not None:
@@ -103,28 +140,30 @@ class SelectorSpec:
 
 @dataclass(frozen=True)
 class OutputSpec:
-    format: str = "keep"
+    format: OutputFormat = OutputFormat.KEEP
     image_quality: int = 95
-    video_codec: str = "auto"
+    video_codec: VideoCodec = VideoCodec.AUTO
     video_crf: int = 20
     video_preset: str = "medium"
     keep_audio: bool = True
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "format", OutputFormat(self.format))
+        object.__setattr__(self, "video_codec", VideoCodec(self.video_codec))
 
-NOTIFY_EVENTS = ("finished", "failed")
-PACKAGES = ("zip", "none")
+
 
 
 @dataclass(frozen=True)
 class NotifySpec:
     webhook: str | None = None
     email: tuple[str, ...] = ()
-    on: tuple[str, ...] = ("finished",)
+    on: tuple[NotifyEvent, ...] = (NotifyEvent.FINISHED,)
 
     def __post_init__(self) -> None:
         email = (self.email,) if isinstance(self.email, str) else tuple(self.email or ())
         object.__setattr__(self, "email", email)
-        object.__setattr__(self, "on", tuple(self.on or ()))
+        object.__setattr__(self, "on", tuple(NotifyEvent(e) for e in self.on or ()))
 
 
 @dataclass(frozen=True)
@@ -137,10 +176,10 @@ class JobSpec:
     face_mask: MaskSpec = MaskSpec()  # shared by every processor that pastes a face back
     face_landmarker: LandmarkerSpec = LandmarkerSpec()
     output: OutputSpec = OutputSpec()
-    on_no_face: str = "fail"
+    on_no_face: OnNoFace = OnNoFace.FAIL
     priority: int = 0                 # high 10, normal 0, low -10 (older sidecars: any integer)
     notify: NotifySpec = NotifySpec()
-    package: str = "none"
+    package: Package = Package.NONE
     batch_quiet: float | None = None  # seconds; None: the watch's batch_quiet
     extra: dict = field(default_factory=dict, compare=False)  # reserved, always empty
     # Each installed processor's section (processors/), by name; a default one where not given.
@@ -148,6 +187,8 @@ class JobSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "processors", tuple(self.processors))
+        object.__setattr__(self, "on_no_face", OnNoFace(self.on_no_face))
+        object.__setattr__(self, "package", Package(self.package))
         given = dict(self.sections)
         object.__setattr__(self, "sections", {name: given.get(name) or p.settings()
                                               for name, p in all_processors().items()})
@@ -193,10 +234,10 @@ class JobSpec:
             face_mask=sub("face_mask", MaskSpec),
             face_landmarker=sub("face_landmarker", LandmarkerSpec),
             output=sub("output", OutputSpec),
-            on_no_face=raw.get("on_no_face", "fail"),
+            on_no_face=OnNoFace(raw.get("on_no_face", OnNoFace.FAIL)),
             priority=_priority(raw.get("priority", 0)),
             notify=NotifySpec(**dict(notify_mapping(raw.get("notify")) or {})),
-            package=raw.get("package") or "none",
+            package=Package(raw.get("package") or Package.NONE),
             batch_quiet=_duration(raw["batch_quiet"]) if raw.get("batch_quiet") is not None else None,
             sections={name: sub(name, p.settings) for name, p in all_processors().items()},
         )
@@ -208,11 +249,9 @@ class JobSpec:
         d.update({name: asdict(section) for name, section in self.sections.items()})
         d["sources"] = list(self.sources)
         d["processors"] = list(self.processors)
-        # plain strings, as any serialiser reads them (order, gender are StrEnums)
-        d["face_selector"] = {k: str(v) if isinstance(v, StrEnum) else v for k, v in d["face_selector"].items()}
         d["face_selector"]["reference"] = list(self.face_selector.reference)
         d["notify"] = {"webhook": self.notify.webhook, "email": list(self.notify.email), "on": list(self.notify.on)}
-        return d
+        return _plain(d)
 
     @classmethod
     def from_snapshot(cls, snap: Mapping[str, Any]) -> "JobSpec":
@@ -262,6 +301,17 @@ class JobSpec:
         wanted = ((MaskType.OCCLUSION, m.occluder), (MaskType.REGION, (m.parser,)),
                   (MaskType.AREA, (self.face_landmarker.model,)))
         return list(dict.fromkeys(name for kind, names in wanted if m.needs(kind) for name in names))
+
+
+def _plain(value: Any) -> Any:
+    """`value` with every StrEnum a plain string, as any serialiser (YAML's safe dumper too) reads it."""
+    if isinstance(value, StrEnum):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value
 
 
 def _priority(v: Any) -> int:

@@ -19,6 +19,7 @@ import yaml
 
 from ffwatchd.cache import BoundedCache
 from ffwatchd.errors import JobError, short_repr
+from ffwatchd.faces.order import REFERENCE_MODES
 from ffwatchd.fs import safefs
 from ffwatchd.fs.safefs import is_within
 from ffwatchd.fs.version import FileVersion
@@ -28,6 +29,7 @@ from ffwatchd.spec import jobspec
 from ffwatchd.spec.safeyaml import UnsafeYaml, load_yaml, yaml_problem
 from ffwatchd.spec.sniff import read_head, sniff_bytes
 from ffwatchd.spec.values import email_domain, parse_duration, url_allowed
+from ffwatchd.store.rows import JobKind
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +195,7 @@ def resolve_entry(value: str, base: Path, watch: SidecarWatch, where: str, key: 
     except OSError as e:
         raise JobError("bad_sidecar", f"{where}: {key}: {short_repr(value)} cannot be read: {e.strerror or e}") from e
     found = sniff_bytes(head)
-    if found is None or found.kind != "image":
+    if found is None or found.kind != JobKind.IMAGE:
         raise JobError("bad_sidecar",
                        f"{where}: {key}: {short_repr(value)} is not an image (JPEG, PNG, WebP, BMP or TIFF)")
     return real
@@ -230,7 +232,7 @@ def check_complete(merged: Mapping[str, Any], where: str) -> None:
     if needing and not merged.get("sources"):
         raise JobError("bad_sidecar", f"{where}: sources: {', '.join(needing)} needs at least one source image")
     selector = merged.get("face_selector") or {}
-    if selector.get("mode") in jobspec.REFERENCE_MODES and not selector.get("reference"):
+    if selector.get("mode") in REFERENCE_MODES and not selector.get("reference"):
         raise JobError("bad_sidecar", f"{where}: face_selector.reference: mode '{selector['mode']}' needs a "
                                       "reference image")
 

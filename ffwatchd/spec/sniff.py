@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ffwatchd.errors import JobError
 from ffwatchd.fs import safefs
+from ffwatchd.store.rows import JobKind
 
 HEAD_SIZE = 64
 
@@ -26,35 +27,35 @@ _BMP_DIB_SIZES = {12, 40, 52, 56, 64, 108, 124}
 
 @dataclass(frozen=True)
 class Sniffed:
-    kind: str      # image | video
+    kind: JobKind
     format: str    # jpeg, png, webp, bmp, tiff, heif, raw, mp4, mov, matroska
 
 
 def sniff_bytes(head: bytes) -> Sniffed | None:
     """The type named by a file's first bytes, or None when it is nothing we take."""
     if head.startswith(b"\xff\xd8\xff"):
-        return Sniffed("image", "jpeg")
+        return Sniffed(JobKind.IMAGE, "jpeg")
     if head.startswith(b"\x89PNG\r\n\x1a\n"):
-        return Sniffed("image", "png")
+        return Sniffed(JobKind.IMAGE, "png")
     if len(head) >= 12 and head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return Sniffed("image", "webp")
+        return Sniffed(JobKind.IMAGE, "webp")
     if head.startswith(_RAW_MAGIC):
-        return Sniffed("image", "raw")
+        return Sniffed(JobKind.IMAGE, "raw")
     if head[:4] in (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+"):
-        return Sniffed("image", "tiff")
+        return Sniffed(JobKind.IMAGE, "tiff")
     if len(head) >= 18 and head[:2] == b"BM" and int.from_bytes(head[14:18], "little") in _BMP_DIB_SIZES:
-        return Sniffed("image", "bmp")
+        return Sniffed(JobKind.IMAGE, "bmp")
     if head.startswith(b"\x1a\x45\xdf\xa3"):
-        return Sniffed("video", "matroska")
+        return Sniffed(JobKind.VIDEO, "matroska")
     if len(head) >= 12 and head[4:8] == b"ftyp":
         brand = head[8:12]
         if brand in _HEIF_BRANDS:
-            return Sniffed("image", "heif")
+            return Sniffed(JobKind.IMAGE, "heif")
         if brand in _STILL_BRANDS:
             return None
-        return Sniffed("video", "mov" if brand == b"qt  " else "mp4")
+        return Sniffed(JobKind.VIDEO, "mov" if brand == b"qt  " else "mp4")
     if len(head) >= 8 and head[4:8] in _QT_ATOMS:
-        return Sniffed("video", "mov")
+        return Sniffed(JobKind.VIDEO, "mov")
     return None
 
 

@@ -12,7 +12,8 @@ import abc
 import contextlib
 from typing import Any, Callable, ContextManager, Iterator, Sequence
 
-from ffwatchd.store.rows import FINISHED, Batch, Delivery, Filing, Heartbeat, Job, Stats, Unreachable, WorkerRow
+from ffwatchd.store.rows import (Batch, Delivery, FINISHED, Filing, Heartbeat, Job, JobState, Stats, Unreachable,
+                                 WorkerRow)
 
 
 class TransitionError(Exception):
@@ -66,7 +67,7 @@ def fence_refusal(job_id: int, owner: str, attempt: int | None, row: Any, lease_
     """The fencing rule, once for both backends: a holder may change its job only while the job is
     running, leased to it, on its attempt and (where the verb asks) before its lease ran out.
     `row` has the job's state, lease_owner and claims. None: allowed; else why not."""
-    if row["state"] != "running" or row["lease_owner"] != owner:
+    if row["state"] != JobState.RUNNING or row["lease_owner"] != owner:
         return TransitionError(f"is {row['state']} and not held by {owner} (lease owner {row['lease_owner']})",
                                f"job {job_id}")
     if attempt is not None and row["claims"] != attempt:

@@ -23,7 +23,7 @@ from ffwatchd.store.contract import NotFound, TransitionError, fence_refusal
 from ffwatchd.store.dialect import Tx
 from ffwatchd.store.names import decode_path, shown
 from ffwatchd.store.outbox import NEW_GENERATION
-from ffwatchd.store.rows import KINDS, Job, LeaseStatus, Stats
+from ffwatchd.store.rows import Job, JobState, KINDS, LeaseStatus, PlanOutcome, Stats
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def insert(tx: Tx, p: dict[str, Any]) -> tuple[Job, bool]:
     watch, path and content returns the job already there. Returns (job, created)."""
     if p["kind"] not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, not {p['kind']!r}")
-    queued = p["state"] == "queued"
+    queued = p["state"] == JobState.QUEUED
     p["finished"] = None
     row = tx.execute(_INSERT if queued else _INSERT_FAILED, p).fetchone()
     if row is not None:
@@ -168,7 +168,7 @@ def heartbeat(tx: Tx, job_id: int, owner: str, lease: float, progress: tuple[int
               done=done, total=total) is not None:
         return LeaseStatus.OK
     row = tx.one("SELECT state, lease_owner, claims FROM jobs WHERE id = :id", id=job_id)
-    if row is not None and row["lease_owner"] == owner and row["state"] == "cancelled" \
+    if row is not None and row["lease_owner"] == owner and row["state"] == JobState.CANCELLED \
             and (attempt is None or row["claims"] == attempt):
         return LeaseStatus.CANCELLED
     return LeaseStatus.LOST
@@ -207,7 +207,7 @@ def locked_row(tx: Tx, job_id: int) -> Any:
 def finish_filed(tx: Tx, job_id: int, output_path: str | None) -> Job:
     """queued -> done, for a queued job whose recorded done plan was completed outside a worker."""
     row = locked_row(tx, job_id)
-    if row["state"] != "queued" or (tx.d.json_value(row["filing"]) or {}).get("outcome") != "done":
+    if row["state"] != JobState.QUEUED or (tx.d.json_value(row["filing"]) or {}).get("outcome") != PlanOutcome.DONE:
         raise TransitionError(f"is {row['state']} without a done plan: not finished here", f"job {job_id}")
     return tx.d.job(tx.one("""UPDATE jobs SET state = 'done', finished_at = {now}, output_path = :output,
                                               lease_owner = NULL, lease_until = NULL, error_kind = NULL,
@@ -231,7 +231,7 @@ _RETRY = """UPDATE jobs SET state = 'queued', attempts = 0, not_before = 0, queu
 def retry(tx: Tx, job_id: int, **p: Any) -> Job:
     """failed or cancelled -> queued, attempts counted afresh, with the spec given (else kept)."""
     row = locked_row(tx, job_id)
-    if row["state"] not in ("failed", "cancelled"):
+    if row["state"] not in (JobState.FAILED, JobState.CANCELLED):
         raise TransitionError(f"is {row['state']}: only failed or cancelled jobs can be retried", f"job {job_id}")
     row = tx.one(_RETRY, id=job_id, **p)
     tx.run(_COUNT_OPERATOR, watch=row["watch"], kind=row["kind"], action="retry")
@@ -242,9 +242,9 @@ def retry(tx: Tx, job_id: int, **p: Any) -> Job:
 def cancel(tx: Tx, job_id: int) -> Job:
     """queued or running -> cancelled; a running job's owner sees it at its next heartbeat."""
     row = locked_row(tx, job_id)
-    if row["state"] not in ("queued", "running"):
+    if row["state"] not in (JobState.QUEUED, JobState.RUNNING):
         raise TransitionError(f"is {row['state']}: only queued or running jobs can be cancelled", f"job {job_id}")
-    if (tx.d.json_value(row["filing"]) or {}).get("outcome") == "done":
+    if (tx.d.json_value(row["filing"]) or {}).get("outcome") == PlanOutcome.DONE:
         raise TransitionError("has a result being filed to output/ and done/: it is no longer cancelled, its "
                               "filing is completed", f"job {job_id}")
     was = row["state"]
@@ -258,7 +258,7 @@ def cancel(tx: Tx, job_id: int) -> Job:
 def set_priority(tx: Tx, job_id: int, priority: int) -> Job:
     """A queued job's priority; refused (TransitionError) in any other state."""
     row = locked_row(tx, job_id)
-    if row["state"] != "queued":
+    if row["state"] != JobState.QUEUED:
         raise TransitionError(f"is {row['state']}: only a queued job's priority can change", f"job {job_id}")
     return tx.d.job(tx.one("UPDATE jobs SET priority = :priority WHERE id = :id RETURNING *",
                            id=job_id, priority=priority))

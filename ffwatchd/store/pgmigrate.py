@@ -28,6 +28,7 @@ from psycopg.types.json import Json
 
 from ffwatchd.store.names import encode_json
 from ffwatchd.store.postgres import PostgresJobStore
+from ffwatchd.store.rows import JobState
 from ffwatchd.store.sqlite_schema import MIGRATIONS
 
 # table -> its JSON columns (TEXT in SQLite, json in PostgreSQL)
@@ -127,7 +128,7 @@ def _copy_batches(cur: Any, rows: list[dict], earlier: dict, report: MigrateRepo
 
 def _prepare_job(row: dict[str, Any]) -> bool:
     """A running job goes back to the queue, that attempt uncounted; True when it did."""
-    if row["state"] != "running":               # its host is stopped: back to the queue, uncounted
+    if row["state"] != JobState.RUNNING:               # its host is stopped: back to the queue, uncounted
         return False
     row.update(state="queued", lease_owner=None, lease_until=None, not_before=0,
                attempts=max(0, row["attempts"] - 1))

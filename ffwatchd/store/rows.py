@@ -23,6 +23,13 @@ class JobKind(StrEnum):
     VIDEO = "video"
 
 
+class PlanOutcome(StrEnum):
+    """Where a finished job's files go (filing/plan.py Plan.outcome, the `outcome` of a job's recorded
+    filing plan, and the folder a Filing went to): here because the store reads a recorded plan."""
+    DONE = "done"
+    FAILED = "failed"
+
+
 STATES = tuple(s.value for s in JobState)
 FINISHED = (JobState.DONE.value, JobState.FAILED.value, JobState.CANCELLED.value)
 KINDS = tuple(k.value for k in JobKind)
@@ -92,7 +99,7 @@ class Pace:
     @classmethod
     def of(cls, kind: str | None, done: int | None, total: int | None, running_for: float | None) -> "Pace | None":
         """None for an image, before the first frames or with no start time."""
-        if kind != "video" or not total or not done or not running_for or running_for <= 0:
+        if kind != JobKind.VIDEO or not total or not done or not running_for or running_for <= 0:
             return None
         fps = done / running_for
         return cls(fps, max(0, total - done) / fps)
@@ -111,7 +118,7 @@ class Filing:
     Size and inode recognise the same file (inode 0: not recorded, on a filesystem that makes its
     inode numbers up, fs/mounts.py; size alone then); the ledger is not purged with the job rows."""
     watch: str
-    folder: str                 # done | failed
+    folder: str                 # done | failed (a PlanOutcome's value)
     rel_path: str               # relative to that folder
     size: int
     inode: int

@@ -22,7 +22,7 @@ from ffwatchd.store.contract import JobQueue, NotFound
 from ffwatchd.store.dialect import Dialect, Tx
 from ffwatchd.store.names import encode_path, printable
 from ffwatchd.store.rows import (FINISHED, KINDS, PAUSED_PREFIX, STATES, Batch, Delivery, Filing, Heartbeat, Job,
-                                 WorkerRow)
+                                 JobState, WorkerRow)
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ class SqlJobStore(JobQueue):
         def replayed(tx: Tx) -> tuple[bool, Job | None]:
             """The finish committed (this attempt's job is done): then its claim was too, or found none."""
             row = tx.one("SELECT state, claims FROM jobs WHERE id = :id", id=job_id)
-            if row is None or row["state"] != "done" or (attempt is not None and row["claims"] != attempt):
+            if row is None or row["state"] != JobState.DONE or (attempt is not None and row["claims"] != attempt):
                 return False, None
             return True, self._claimed_by(tx, p)[1]
         return self._run(body, replayed=replayed)
@@ -167,7 +167,7 @@ class SqlJobStore(JobQueue):
             job = self.dialect.job(self._run(body, durable=True))
         else:
             job = self.dialect.job(self._fenced(job_id, owner, attempt, rules.FAIL, durable=True, **p))
-        if job.state == "queued":
+        if job.state == JobState.QUEUED:
             self.stats.retries += 1
         return job
 

@@ -34,7 +34,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from ffwatchd.filing.plan import ReportNotWritten
+from ffwatchd.filing.reports import ReportNotWritten
 from ffwatchd.fs.version import FileVersion
 from ffwatchd.watch.settle import SettleEntry
 

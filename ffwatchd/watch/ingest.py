@@ -18,6 +18,7 @@ from typing import Callable
 from ffwatchd.config.settings import Settings, WatchSettings
 from ffwatchd.errors import JobError
 from ffwatchd.filing import plan as filing
+from ffwatchd.filing import reports
 from ffwatchd.filing.placing import exists_exactly, with_job_id
 from ffwatchd.filing.sharepaths import locate
 from ffwatchd.filing.staging import OriginalChanged, original_state
@@ -36,6 +37,7 @@ from ffwatchd.spec.sniff import Sniffed, describe_head, sniff_bytes, sniff_file
 from ffwatchd.spec.values import format_duration
 from ffwatchd.store import FINISHED, Job, JobQueue
 from ffwatchd.fs.hashing import SourceHashes
+from ffwatchd.store.rows import JobState
 from ffwatchd.watch.hashing import read_inbox_file
 from ffwatchd.watch.inboxnames import PATH_MARGIN, PATH_MAX, classify_name, path_too_long
 from ffwatchd.fs.version import FileVersion, Verdict, compare_content
@@ -72,7 +74,7 @@ class IngestResult:
     message: str = ""
     job: Job | None = None
     created: bool = False
-    pending_report: "filing.ReportNotWritten | None" = None   # unfiled: the original is filed, its report not
+    pending_report: "reports.ReportNotWritten | None" = None   # unfiled: the original is filed, its report not
     waits_for: str | None = None      # waiting: the sidecar, or which source photo
     unfinished: str | None = None     # unfinished: why its content ends early ("it is empty", ...)
 
@@ -352,7 +354,7 @@ def _refuse(watch: WatchSettings, store: JobQueue, path: Path, rel: str, state: 
 def _unfiled(path: Path, rel: str, job: Job, message: str, e: Exception, created: bool = False) -> IngestResult:
     """A refused file failed/ did not take: it stays in the inbox; the watch tries again."""
     log.debug("job %d: could not move %s to failed/: %s", job.id, rel, e)
-    if isinstance(e, filing.ReportNotWritten):          # the original is in failed/: its report is due
+    if isinstance(e, reports.ReportNotWritten):          # the original is in failed/: its report is due
         return IngestResult(IngestStatus.UNFILED, path, f"{message} ({e.strerror})", job, created, e)
     return IngestResult(IngestStatus.UNFILED, path, f"{message} (not filed: {e})", job, created)
 
@@ -367,7 +369,7 @@ def _report_exists(watch: WatchSettings, job: Job) -> bool:
     plan = filing.job_plan(job, watch)
     if plan is not None and plan.original_dst:
         candidates.insert(0, Path(plan.original_dst))
-    return any(filing.report_is_for(watch.failed, filing.report_path(c), job.id) for c in candidates)
+    return any(reports.report_is_for(watch.failed, reports.report_path(c), job.id) for c in candidates)
 
 
 def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobQueue | None = None,
@@ -375,7 +377,7 @@ def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobQu
     """The same content at the same path already has a job."""
     if job.state not in FINISHED:
         return IngestResult(IngestStatus.EXISTS, path, f"{rel}: already job {job.id} ({job.state})", job)
-    if job.state == "failed" and not _report_exists(watch, job):
+    if job.state == JobState.FAILED and not _report_exists(watch, job):
         # An earlier filing did not finish (crash between the row and the move, or failed/ did
         # not take it): finish it.
         try:
@@ -384,7 +386,7 @@ def _existing(watch: WatchSettings, path: Path, rel: str, job: Job, store: JobQu
             return _unfiled(path, rel, job, job.error_message or f"job {job.id} failed", e)
         return IngestResult(IngestStatus.FAILED, path, f"{rel}: job {job.id} failed earlier; filed as {filed}", job)
     plan = filing.job_plan(job, watch)
-    if job.state == "done" and plan is not None and plan.original_dst and plan.original_src == str(path) \
+    if job.state == JobState.DONE and plan is not None and plan.original_dst and plan.original_src == str(path) \
             and not exists_exactly(Path(plan.original_dst)):   # not another file's spelling
         return IngestResult(IngestStatus.EXISTS, path, f"{rel}: job {job.id} is done and its filing is unfinished", job)
     return _file_duplicate(watch, path, rel, job, store, seen)
@@ -404,7 +406,7 @@ def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job,
             return IngestResult("vanished", path, f"{rel}: job {job.id} ({job.state}) filed it meanwhile", job)
         if now != seen:          # another file was dropped at the name since it was read: its own turn
             return IngestResult("changed", path, f"{rel}: replaced since it was read; looked at again")
-    message = filing.duplicate_message(rel, job)
+    message = reports.duplicate_message(rel, job)
     try:
         st = os.lstat(path)
     except FileNotFoundError:

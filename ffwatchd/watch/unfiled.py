@@ -13,7 +13,7 @@ from typing import Callable
 
 from ffwatchd.backoff import Backoff
 from ffwatchd.config.settings import WatchSettings
-from ffwatchd.filing.plan import ReportNotWritten
+from ffwatchd.filing.reports import ReportNotWritten
 from ffwatchd.watch.ingest import IngestResult
 from ffwatchd.watch.files import SETTLING_STAGES, FileTable, Stage, Unfiled
 from ffwatchd.watch.metrics import WatchMetrics

@@ -24,6 +24,7 @@ from ffwatchd.ops.documents import (
 )
 from ffwatchd.ops.statusfile import read_status, unreachable_line
 from ffwatchd.store import STATES, JobQueue, Pace, Unreachable, priority_name
+from ffwatchd.store.rows import JobKind, JobState
 from ffwatchd.web.redact import redact
 
 THROUGHPUT_WINDOW = 600.0      # seconds behind the throughput figure
@@ -95,7 +96,7 @@ def job(store: JobQueue, job_id: int) -> dict[str, Any]:
     """`jobs show --json`, redacted (NotFound when there is none)."""
     found = store.get(job_id)
     doc = job_document(found)
-    if found.state == "running" and found.started_at is not None:   # the progress's rate, by the table's clock
+    if found.state == JobState.RUNNING and found.started_at is not None:   # the progress's rate, by the table's clock
         doc["running_for"] = max(0.0, store.now() - found.started_at)
     return redact(doc)
 
@@ -163,7 +164,7 @@ def progress_text(kind: str | None, done: int | None, total: int | None, running
     A running video (`running_for` given) adds its rate and time left: `..., 24.5 frames/s, 7 s left`."""
     if not total:
         return "-"
-    unit = " frames" if kind == "video" else ""
+    unit = " frames" if kind == JobKind.VIDEO else ""
     said = f"{done or 0}/{total}{unit} ({100 * (done or 0) // total} %)"
     pace = Pace.of(kind, done, total, running_for)
     return said if pace is None else f"{said}, {pace.text()}"

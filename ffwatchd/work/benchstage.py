@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.errors import JobError
 from ffwatchd.pipeline.contract import ImageResult, RenderedImage
 
@@ -22,7 +23,7 @@ class SleepPipeline:
 
     provenance = False
 
-    def __init__(self, seconds: float, max_pixels: int = 80_000_000) -> None:
+    def __init__(self, seconds: float, max_pixels: int = WorkerSettings.max_pixels) -> None:
         self.seconds = seconds
         self.max_pixels = max_pixels
 

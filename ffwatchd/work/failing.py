@@ -17,8 +17,10 @@ from ffwatchd.filing.staging import OriginalChanged
 from ffwatchd.fs.writefs import LinkRefused
 from ffwatchd.ops.diskguard import disk_full_error, is_enospc
 from ffwatchd.store import Job, JobQueue, LeaseStatus, QueueUnavailable
+from ffwatchd.store.rows import JobKind
 from ffwatchd.work.heartbeats import Lease
-from ffwatchd.work.outcome import Ending, Outcome
+from ffwatchd.ops.metrics_labels import Ending
+from ffwatchd.work.outcome import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +78,7 @@ class FailurePolicy:
             return True
         if isinstance(exc, OSError) and is_enospc(exc):
             self.waiter.release(job, out, disk_full_error(exc, where).message, lease, kind=WaitKind.DISK_FULL)
-            if job.kind == "image":
+            if job.kind == JobKind.IMAGE:
                 self.clean_temp(job.id)    # videos keep finished segments to resume
             return True
         return False
@@ -93,7 +95,7 @@ class FailurePolicy:
             self.store.fail(job.id, self.owner, error_kind=err.kind, message=err.message, transient=True,
                             attempt=job.claims)
             out.outcome = Ending.RETRIED
-            if job.kind == "image":
+            if job.kind == JobKind.IMAGE:
                 self.clean_temp(job.id)    # videos keep finished segments to resume
             return
         message = err.message

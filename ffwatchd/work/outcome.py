@@ -4,16 +4,8 @@ the worker loop for the supervisor's metrics and logs."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 
-
-class Ending(StrEnum):
-    """How a job's run ended (the metrics' `outcome` label)."""
-    DONE = "done"
-    FAILED = "failed"
-    RETRIED = "retried"
-    CANCELLED = "cancelled"
-    LOST = "lost"
+from ffwatchd.ops.metrics_labels import Ending
 
 
 @dataclass

@@ -34,12 +34,14 @@ from ffwatchd.pipeline.contract import JobPipeline, PhotoProblem, RenderedImage
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.spec.sidecar import named_by
 from ffwatchd.store import Job, JobQueue, QueueUnavailable, TransitionError
+from ffwatchd.store.rows import JobKind, PlanOutcome
 from ffwatchd.work.failing import FailurePolicy
 from ffwatchd.work.heartbeats import Heartbeats, Lease
-from ffwatchd.work.outcome import Ending, Outcome
+from ffwatchd.ops.metrics_labels import Ending
+from ffwatchd.work.outcome import Outcome
 from ffwatchd.work.prefetch import OriginalProblem, Prefetched, Prefetcher, ProblemKind, Ready
 from ffwatchd.work.verify import check_sources
-from ffwatchd.work.videojob import process_video_file
+from ffwatchd.work.videojob import process_video_file, worker_limits
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +107,7 @@ class JobRunner:
         """A job claimed ahead: keep its lease alive from now and, for an image, check and decode
         its original in the prefetch stage while the current job is inferred."""
         self._held[job.id] = Lease(self.heartbeats, job).start()
-        if job.kind != "image" or job.filing or job.attempts > job.max_attempts:
+        if job.kind != JobKind.IMAGE or job.filing or job.attempts > job.max_attempts:
             return
         try:
             watch = self.settings.watch(job.watch)
@@ -263,15 +265,15 @@ class JobRunner:
                 filed = self.waiter.file_plan(watch, plan, job, lease, fresh=True)
             except OriginalChanged as e:      # replaced or rewritten meanwhile: not this job's to file
                 self.failures.fail_without_filing(job, out, e.kind, e.message, watch)
-                self._clean_temp(job.id, None if job.kind != "image" else result)
+                self._clean_temp(job.id, None if job.kind != JobKind.IMAGE else result)
                 return
             if rendered is not None:
                 out.thumbs = report_thumbs(rendered, plan, job.spec)
             self._finish(job, _landed(filed.result, plan), pending)
             out.outcome = Ending.DONE
-            self._clean_temp(job.id, None if job.kind != "image" else result)
+            self._clean_temp(job.id, None if job.kind != JobKind.IMAGE else result)
         except (TransitionError, QueueUnavailable):
-            if job.kind == "image":             # the lease went: this attempt's own result, no one else's
+            if job.kind == JobKind.IMAGE:             # the lease went: this attempt's own result, no one else's
                 result.unlink(missing_ok=True)
             raise
         except ShareWaitTooLong as e:
@@ -297,7 +299,7 @@ class JobRunner:
     def _process(self, job: Job, spec: JobSpec, original: Path, workdir: Path, lease: Lease,
                  pre: Prefetched | None = None) -> "Processed":
         """The job's result before its filing (an image's encode is left to the filing thread)."""
-        if job.kind == "image":   # one temp file, no folder (creating one per job costs a journal wait)
+        if job.kind == JobKind.IMAGE:   # one temp file, no folder (creating one per job costs a journal wait)
             ready = pre.ready if pre is not None else None
             suffix = ready.suffix if ready is not None else self.pipeline.output_suffix(original, spec)
             result = result_temp(self.settings.temp_dir, job, suffix)
@@ -310,11 +312,9 @@ class JobRunner:
         workdir.mkdir(parents=True, exist_ok=True)
         result = workdir / f"result-{job.claims}{suffix}"   # the folder is the job's; the result its attempt's
         video = process_video_file(self.pipeline, original, result, spec, workdir=workdir / "video",
-                                   ffmpeg=self._ffmpeg, max_pixels=self.settings.workers.max_pixels,
-                                   on_cuda=self.on_cuda,
+                                   ffmpeg=self._ffmpeg, on_cuda=self.on_cuda,
                                    progress=lease.set_progress, should_stop=lambda: lease.should_stop,
-                                   segment_seconds=self.settings.workers.video_segment,
-                                   root=self.settings.watch(job.watch).inbox)
+                                   root=self.settings.watch(job.watch).inbox, **worker_limits(self.settings.workers))
         # the name keeps its case, as an image's does
         return Processed(result, original.suffix, video.video.frames, None, video.report)
 
@@ -385,7 +385,8 @@ class JobRunner:
         """True when the plan was completed (or the job released); False when the work must be done again."""
         folders = sorted({Path(p).parent for p in (plan.result_dst, plan.original_dst) if p})
         remove_leftovers(folders, self.store, now=time.time(), lease=self.settings.workers.lease, job_id=job.id)
-        if plan.outcome == "done" and not result_trusted(plan, job.id, others_outputs(self.store, watch, job.id)):
+        if plan.outcome == PlanOutcome.DONE and \
+                not result_trusted(plan, job.id, others_outputs(self.store, watch, job.id)):
             unstage(Path(plan.original_src), job.id, job.claims)    # back at its name before the plan goes
             self.failures.withdraw_plan(watch, job)     # its placed links go before it is done again
             return False
@@ -405,7 +406,7 @@ class JobRunner:
         except (JobError, OSError) as e:      # as any failure of the job (never the worker's end)
             self.failures.handle(e, watch, job, lease, out, Path(plan.result_src or plan.original_src))
             return True
-        if plan.outcome == "done":
+        if plan.outcome == PlanOutcome.DONE:
             self.store.finish(job.id, self.owner, output_path=_landed(filed.result, plan), attempt=job.claims)
             out.outcome = Ending.DONE
         else:

@@ -19,12 +19,17 @@ from ffwatchd.media.identifying import VIDEO_TAGS as IDENTIFYING_VIDEO_TAGS
 from ffwatchd.media.source import open_input
 from ffwatchd.pipeline.contract import job_report
 from ffwatchd.pipeline.noface import no_face_reason
-from ffwatchd.spec.jobspec import JobSpec
+from ffwatchd.spec.jobspec import JobSpec, OnNoFace
 
 if TYPE_CHECKING:                 # the supervisor imports this module: no video code loaded for a hint
     from ffwatchd.media.video import VideoResult
 
 log = logging.getLogger(__name__)
+
+
+def worker_limits(workers: WorkerSettings) -> dict[str, Any]:
+    """process_video_file's limits, from the workers' settings (the runner and `process` alike)."""
+    return {"max_pixels": workers.max_pixels, "segment_seconds": workers.video_segment}
 
 
 def process_video_file(pipeline: Any, target: Path, result: Path, spec: JobSpec, *, workdir: Path, ffmpeg: str,
@@ -73,7 +78,7 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
                           should_stop=should_stop, segment_seconds=segment_seconds, metadata=metadata)
     if video.faces_total == 0 and spec.works_on_faces():
         reason = no_face_reason(spec, f"the {video.frames} frames of {target.name}", processor.count)
-        if spec.on_no_face == "fail":
+        if spec.on_no_face == OnNoFace.FAIL:
             raise JobError("no_face", f"{reason}; on_no_face: copy would pass it through unchanged")
         log.info("%s; the original is copied unchanged (on_no_face: copy)", reason)
         if strip:                       # the streams copied, the identifying tags left out

@@ -15,6 +15,7 @@ from ffwatchd.backoff import Backoff
 from ffwatchd.config.settings import Settings
 from ffwatchd.filing.shares import ShareCheck
 from ffwatchd.store import Job, JobQueue, QueueUnavailable, Unreachable, store_errors
+from ffwatchd.store.rows import JobKind
 from ffwatchd.work.events import Beat, Events, Finished, LeasesExpired, QueueReport, Recycle, Started
 from ffwatchd.work.outcome import Outcome
 from ffwatchd.work.runner import JobRunner, Pending
@@ -263,12 +264,12 @@ class WorkerLoop:
         fatal). An image's successor is claimed before it runs (or taken from those a filing claimed
         with its finish): its check and decode overlap this one's inference, and this one's encode
         and filing overlap the successor's."""
-        ahead = self.claim_ahead(self.done) if job.kind == "image" else None
+        ahead = self.claim_ahead(self.done) if job.kind == JobKind.IMAGE else None
         with self.claimed_lock:
             self.ahead = ahead
             run_number = self._run_number
         timer = None
-        if job.kind == "image":                 # turns out long: what is held behind it goes back
+        if job.kind == JobKind.IMAGE:                 # turns out long: what is held behind it goes back
             timer = threading.Timer(HAND_BACK_AFTER, self.hand_back_held, (run_number,))
             timer.daemon = True
             timer.start()
@@ -292,7 +293,7 @@ class WorkerLoop:
         if nxt is None and not processed.out.fatal:
             nxt = self.claim_ahead(self.done - 1)
         mine = {"reserved": False}
-        if nxt is not None and nxt.kind == "image" and processed.files and not processed.out.fatal:
+        if nxt is not None and nxt.kind == JobKind.IMAGE and processed.files and not processed.out.fatal:
             processed.then_claim, mine = self.claim_with_finish()
         self.inflight.append((processed, self.filer.submit(self.file, processed, mine)))
         self.report_filed(FILING_DEPTH)

@@ -155,7 +155,8 @@ def test_worker_events_cross_a_process_queue_and_move_the_slot(tmp_path: Path) -
     supervisor's dispatch moves the slot through ready, busy, idle, down-table and recycle."""
     from ffwatchd.store import Unreachable
     from ffwatchd.work.events import Beat, Finished, QueueReport, Ready, Recycle, Started
-    from ffwatchd.work.outcome import Ending, Outcome
+    from ffwatchd.ops.metrics_labels import Ending
+    from ffwatchd.work.outcome import Outcome
 
     sup = supervisor(tmp_path)
     sup._next_status = 99.0
@@ -235,7 +236,7 @@ def test_the_metrics_label_sets_hold_every_outcome_and_exit_reason() -> None:
     typed vocabularies is in them, so none is counted as `other`."""
     from ffwatchd.daemon.workerslots import ExitReason
     from ffwatchd.ops.metrics_labels import OUTCOMES, RESTART_REASONS
-    from ffwatchd.work.outcome import Ending
+    from ffwatchd.ops.metrics_labels import Ending
 
     assert set(Ending) == set(OUTCOMES) - {"other"}
     assert set(ExitReason) - {ExitReason.STOPPED} <= set(RESTART_REASONS), "a stop is counted as crashed"

@@ -17,6 +17,7 @@ import pytest
 from synthetic_ages import AGE_MODELS, blob, colour_matched, warp
 from synthetic_models import make_face_image, make_fairface_like, synthetic_spec
 
+from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.errors import JobError
 from ffwatchd.faces.age import AgeModifier, Direction
 from ffwatchd.faces.analysis import CLASSIFIER, DETECTOR
@@ -27,7 +28,7 @@ from ffwatchd.pipeline.pipeline import Pipeline
 from ffwatchd.processors.builtin.age_modifier import AGE_MODIFIER, PROCESSOR, AgeSettings
 from ffwatchd.spec.jobspec import validate
 
-CFG = SessionConfig(("cpu",), "cpu", 2**30, 1)
+CFG = SessionConfig(WorkerSettings(providers=("cpu",), vram_limit=2**30, cpu_threads=1))
 
 
 @pytest.fixture(scope="module")

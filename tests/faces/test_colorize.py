@@ -19,6 +19,7 @@ from PIL import Image
 from synthetic_colorizers import COLORIZERS, MODELS, make_colorizer_like, oracle, tinted_frame
 from synthetic_models import synthetic_spec
 
+from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.errors import JobError
 from ffwatchd.faces.colorize import SIZES, Colorizer, ColorizerType
 from ffwatchd.faces.models import FAMILIES, Colour, custom_model
@@ -28,7 +29,7 @@ from ffwatchd.media.provenance import read_provenance
 from ffwatchd.pipeline.pipeline import Pipeline
 from ffwatchd.spec import jobspec
 
-CFG = SessionConfig(("cpu",), "cpu", 2**30, 1)
+CFG = SessionConfig(WorkerSettings(providers=("cpu",), vram_limit=2**30, cpu_threads=1))
 OTHER = {"ddcolor": "deoldify", "deoldify": "ddcolor"}
 
 

@@ -18,6 +18,7 @@ from synthetic_enhancers import ENHANCERS, EnhancerSignature, make_enhancer_like
 from synthetic_models import make_face_image, synthetic_spec
 from synthetic_swappers import template
 
+from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.faces.analysis import DETECTOR
 from ffwatchd.processors.builtin.face_enhancer import ENHANCER
 from ffwatchd.errors import JobError
@@ -29,7 +30,7 @@ from ffwatchd.faces.sessions import SessionConfig
 from ffwatchd.pipeline.pipeline import Pipeline
 from ffwatchd.spec.jobspec import validate
 
-CFG = SessionConfig(("cpu",), "cpu", 2**30, 1)
+CFG = SessionConfig(WorkerSettings(providers=("cpu",), vram_limit=2**30, cpu_threads=1))
 FAMILY_NAMES = tuple(ENHANCERS)
 
 

@@ -172,11 +172,12 @@ import sys
 from pathlib import Path
 import synthetic_models as sm
 from ffwatchd.faces.models import custom_model
+from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.pipeline.pipeline import Pipeline
 from ffwatchd.work.worker import limit_memory
 ram, model, photo, out = int(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])
 limit_memory(ram, "cpu")                      # the CPU worker's own guard: allocations past ram fail
-p = Pipeline(out.parent, (custom_model("x2", model, "real_esrgan"),), ram_limit=ram)
+p = Pipeline(out.parent, (custom_model("x2", model, "real_esrgan"),), WorkerSettings(ram_limit=ram))
 spec = sm.synthetic_spec(processors=["frame_enhancer"], frame_enhancer={"model": "x2"})
 result = p.process_image(photo, out, spec)
 peak = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:")).split()[1]

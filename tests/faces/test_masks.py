@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import synthetic_models as sm
+from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.faces.analysis import DETECTOR, LANDMARKER, OCCLUDER, PARSER
 from ffwatchd.errors import JobError
 from ffwatchd.faces.align import template_points, warp_face
@@ -34,7 +35,7 @@ from ffwatchd.faces.types import Face
 from ffwatchd.pipeline.pipeline import Pipeline
 from ffwatchd.spec.jobspec import JobSpec, validate
 
-CFG = SessionConfig()
+CFG = SessionConfig(WorkerSettings())
 SWAP_SIZE = 128                       # the crop a processor pastes back: inswapper's
 
 

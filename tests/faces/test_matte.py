@@ -18,6 +18,7 @@ from PIL import Image
 from synthetic_mattes import IMAGENET, MATTES, MODELS, PLAIN, make_matte_like, oracle, striped_frame
 from synthetic_models import synthetic_spec
 
+from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.errors import JobError
 from ffwatchd.faces.matte import Matter
 from ffwatchd.faces.models import FAMILIES, NON_COMMERCIAL, Colour, custom_model
@@ -28,7 +29,7 @@ from ffwatchd.media.provenance import read_provenance
 from ffwatchd.pipeline.pipeline import Pipeline
 from ffwatchd.work.videojob import process_video_file
 
-CFG = SessionConfig(("cpu",), "cpu", 2**30, 1)
+CFG = SessionConfig(WorkerSettings(providers=("cpu",), vram_limit=2**30, cpu_threads=1))
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import pytest
 import synthetic_models
 from synthetic_models import draw_face, face_at
 
+from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.errors import JobError
 from ffwatchd.faces.classify import Classifier
 from ffwatchd.faces.embed import Recognizer
@@ -183,10 +184,10 @@ def test_a_wrong_genderage_convention_gives_other_traits(two_people, monkeypatch
     model = custom_model("g", genderage, "genderage")
     a, b = faces_of(FACE_A, FACE_B)
     expected = [(Gender.FEMALE, (40, 40)), (Gender.MALE, (31, 31))]
-    right = Classifier(model, genderage, SessionConfig())
+    right = Classifier(model, genderage, SessionConfig(WorkerSettings()))
     assert [(t.gender, t.age) for t in (right.classify(frame, a), right.classify(frame, b))] == expected
     monkeypatch.setitem(FAMILIES, "genderage", wrong)
-    other = Classifier(model, genderage, SessionConfig())
+    other = Classifier(model, genderage, SessionConfig(WorkerSettings()))
     assert [(t.gender, t.age) for t in (other.classify(frame, a), other.classify(frame, b))] != expected
 
 
@@ -205,10 +206,10 @@ def test_a_wrong_fairface_convention_gives_other_traits(two_people, monkeypatch,
     model = custom_model("f", fair, "fairface")
     a, b = faces_of(FACE_A, FACE_B)
     expected = [(Gender.FEMALE, (40, 49)), (Gender.MALE, (20, 29))]
-    right = Classifier(model, fair, SessionConfig())
+    right = Classifier(model, fair, SessionConfig(WorkerSettings()))
     assert [(t.gender, t.age) for t in (right.classify(frame, a), right.classify(frame, b))] == expected
     monkeypatch.setitem(FAMILIES, "fairface", wrong)
-    other = Classifier(model, fair, SessionConfig())
+    other = Classifier(model, fair, SessionConfig(WorkerSettings()))
     assert [(t.gender, t.age) for t in (other.classify(frame, a), other.classify(frame, b))] != expected
 
 
@@ -292,7 +293,7 @@ def _who(picked: list[Face], drawn: list) -> str:
 def test_a_selection_stays_on_its_person_while_two_faces_cross(synth, mode):
     frames, drawn = crossing_clip()
     recognizer = Recognizer(custom_model("r", synth["synth_arcface"].path, "recognizer"),
-                            synth["synth_arcface"].path, SessionConfig())
+                            synth["synth_arcface"].path, SessionConfig(WorkerSettings()))
     reference = recognizer.embed(frames[0], faces_of(drawn[0][0])[0])
 
     def run(overlap: float) -> list[str]:
@@ -317,7 +318,7 @@ def test_the_classifier_runs_once_per_track_in_a_video(two_people):
             Counting.calls += 1
             return super().classify(frame, face)
 
-    classifier = Counting(custom_model("f", fair, "fairface"), fair, SessionConfig())
+    classifier = Counting(custom_model("f", fair, "fairface"), fair, SessionConfig(WorkerSettings()))
     spec = JobSpec.from_mapping({"face_selector": {"gender": "female"}})
     fp = FrameProcessor(spec, ScriptedDetector([[FACE_A, FACE_B]] * 10), None, None, [], [],  # type: ignore[arg-type]
                         classifier=classifier)

@@ -6,30 +6,32 @@ import logging
 
 import onnxruntime as ort
 
+from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.pipeline.pipeline import Pipeline
 from ffwatchd.faces.sessions import CPU, CUDA, SessionConfig, create_session, provider_chain
 
 
 def test_cpu_worker_gets_cpu_only():
-    assert provider_chain(SessionConfig(("cuda", "cpu"), "cpu")) == [(CPU, {})]
+    assert provider_chain(SessionConfig(WorkerSettings(providers=("cuda", "cpu")), "cpu")) == [(CPU, {})]
 
 
 def test_cuda_worker_gets_device_memory_limit_and_arena_strategy():
-    chain = provider_chain(SessionConfig(("cuda", "cpu"), "1", vram_limit=8 * 2**30))
+    chain = provider_chain(SessionConfig(WorkerSettings(providers=("cuda", "cpu"), vram_limit=8 * 2**30), "1"))
     assert chain[0] == (CUDA, {"device_id": 1, "gpu_mem_limit": 8 * 2**30,
                                "arena_extend_strategy": "kSameAsRequested"})
     assert chain[1] == (CPU, {})
-    assert provider_chain(SessionConfig(("cuda",), "0"))[-1] == (CPU, {})
+    assert provider_chain(SessionConfig(WorkerSettings(providers=("cuda",)), "0"))[-1] == (CPU, {})
 
 
 def test_cpu_threads_reach_the_session(synth):
-    s = create_session(synth["synth_arcface"].path, SessionConfig(cpu_threads=1), "t")
+    s = create_session(synth["synth_arcface"].path, SessionConfig(WorkerSettings(cpu_threads=1)), "t")
     assert s.get_session_options().intra_op_num_threads == 1
 
 
 def test_missing_cuda_is_said_plainly(synth, caplog):
     caplog.set_level(logging.INFO, logger="ffwatchd.faces.sessions")
-    s = create_session(synth["synth_arcface"].path, SessionConfig(("cuda", "cpu"), "0"), "model x")
+    cfg = SessionConfig(WorkerSettings(providers=("cuda", "cpu")), "0")
+    s = create_session(synth["synth_arcface"].path, cfg, "model x")
     if CUDA in ort.get_available_providers() and CUDA in s.get_providers():
         return                                              # a real GPU: nothing to warn about
     assert s.get_providers() == [CPU]
@@ -60,10 +62,10 @@ def test_cuda_sessions_preload_the_nvidia_libraries_once_and_log_what_it_printed
     monkeypatch.setattr(sessions, "_preloaded", False)
     monkeypatch.setattr(sessions.ort, "preload_dlls", preload, raising=False)
     caplog.set_level(logging.INFO, logger="ffwatchd.faces.sessions")
-    create_session(synth["synth_arcface"].path, SessionConfig(cpu_threads=1), "cpu only")
+    create_session(synth["synth_arcface"].path, SessionConfig(WorkerSettings(cpu_threads=1)), "cpu only")
     assert calls == []                                       # a CPU worker loads nothing
-    create_session(synth["synth_arcface"].path, SessionConfig(("cuda", "cpu"), "0"), "a")
-    create_session(synth["synth_arcface"].path, SessionConfig(("cuda", "cpu"), "0"), "b")
+    create_session(synth["synth_arcface"].path, SessionConfig(WorkerSettings(providers=("cuda", "cpu")), "0"), "a")
+    create_session(synth["synth_arcface"].path, SessionConfig(WorkerSettings(providers=("cuda", "cpu")), "0"), "b")
     assert calls == [1]                                      # once per process
     assert capsys.readouterr().out == ""                     # never printed by the daemon
     assert any("preload_dlls(): Failed to load libcudnn.so.9" in r.getMessage()
@@ -79,7 +81,7 @@ def test_a_failing_preload_is_logged_and_the_session_still_says_what_it_runs_on(
     monkeypatch.setattr(sessions, "_preloaded", False)
     monkeypatch.setattr(sessions.ort, "preload_dlls", preload, raising=False)
     caplog.set_level(logging.INFO, logger="ffwatchd.faces.sessions")
-    s = create_session(synth["synth_arcface"].path, SessionConfig(("cuda", "cpu"), "0"), "m")
+    s = create_session(synth["synth_arcface"].path, SessionConfig(WorkerSettings(providers=("cuda", "cpu")), "0"), "m")
     msgs = [r.getMessage() for r in caplog.records]
     assert any("preload_dlls() failed: Invalid parameter" in m for m in msgs)
     if CUDA not in s.get_providers():

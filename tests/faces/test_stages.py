@@ -6,6 +6,7 @@ import cv2
 import numpy as np
 import pytest
 
+from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.faces.models import custom_model
 import synthetic_models as sm
 from synthetic_models import synthetic_spec as synth_spec
@@ -23,7 +24,7 @@ from ffwatchd.faces.sessions import SessionConfig
 from ffwatchd.faces.swap import Swapper
 from ffwatchd.faces.types import Face
 
-CFG = SessionConfig()
+CFG = SessionConfig(WorkerSettings())
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from synthetic_models import synthetic_spec
 from synthetic_swappers import SIGNATURES, Signature, converter_matrix, make_converter_like, make_swapper_like, \
     mark_boxes, template
 
+from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.faces.analysis import DETECTOR
 from ffwatchd.processors.builtin.face_swapper import CONVERTER, SWAPPER
 from ffwatchd.errors import JobError
@@ -33,7 +34,7 @@ from ffwatchd.faces.swap import Converter, Swapper
 from ffwatchd.pipeline.pipeline import Pipeline
 from ffwatchd.spec.jobspec import validate
 
-CFG = SessionConfig(("cpu",), "cpu", 2**30, 1)
+CFG = SessionConfig(WorkerSettings(providers=("cpu",), vram_limit=2**30, cpu_threads=1))
 FAMILY_NAMES = tuple(SIGNATURES)
 CONVERTERS = ("crossface_ghost", "crossface_simswap", "crossface_hififace")
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import synthetic_models as sm
+from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.processors.builtin.frame_enhancer import UPSCALER
 from ffwatchd.errors import JobError
 from ffwatchd.faces.convention import from_blob, to_blob
@@ -18,7 +19,7 @@ from ffwatchd.faces.models import FAMILIES, MODELS, NON_COMMERCIAL, Colour, Prec
 from ffwatchd.faces.sessions import SessionConfig
 from ffwatchd.faces.upscale import TILE_SHARE, Upscaler, border, tile_side, windows
 
-CFG = SessionConfig()
+CFG = SessionConfig(WorkerSettings())
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,7 @@ def test_a_model_that_looks_around_is_seamless_within_the_overlap(ups):
 @pytest.mark.parametrize("family", ["real_esrgan", "real_hatgan", "sr_tile_128", "sr_tile_64"])
 @pytest.mark.parametrize("h,w", [(301, 517), (50, 70), (240, 112)])
 def test_each_family_is_tiled_as_facefusion_tiles_it(ups, family, h, w):
-    up = upscaler(ups, "synth_up_x4_pool", SessionConfig(ram_limit=64 * 2**30), family=family)
+    up = upscaler(ups, "synth_up_x4_pool", SessionConfig(WorkerSettings(ram_limit=64 * 2**30)), family=family)
     t = FAMILIES[family].tiling
     assert up.tile == t.size
     f = frame(h, w, seed=9)
@@ -153,25 +154,25 @@ def test_blend_tile_by_tile_equals_the_whole_frame_resized_and_mixed(ups):
 
 def test_the_family_tile_is_used_where_it_fits_and_the_largest_that_fits_otherwise(ups, caplog):
     large, small = 64 * 2**30, 2**30
-    full = upscaler(ups, "synth_up_x4", SessionConfig(ram_limit=large))
+    full = upscaler(ups, "synth_up_x4", SessionConfig(WorkerSettings(ram_limit=large)))
     fam = full.family
     assert full.tile == fam.tiling.size == 256
-    a = upscaler(ups, "synth_up_x4", SessionConfig(ram_limit=small))
+    a = upscaler(ups, "synth_up_x4", SessionConfig(WorkerSettings(ram_limit=small)))
     assert a.tile == tile_side(int(small * TILE_SHARE), 4, fam) < 256
     assert "do not fit a memory limit" in caplog.text
     assert fam.bytes_per_output_pixel * (a.tile * 4) ** 2 <= small * TILE_SHARE
     assert a.tile % 8 == 0 and a.tile > 2 * fam.tiling.overlap
-    x2 = upscaler(ups, "synth_up_x2", SessionConfig(ram_limit=small))
+    x2 = upscaler(ups, "synth_up_x2", SessionConfig(WorkerSettings(ram_limit=small)))
     assert x2.tile > a.tile                                   # a smaller scale, larger tiles
     f = frame(301, 517)
     assert np.array_equal(a.upscale(f), f.repeat(4, 0).repeat(4, 1))
     with pytest.raises(JobError) as e:
-        upscaler(ups, "synth_up_x4", SessionConfig(ram_limit=16 * 2**20))
+        upscaler(ups, "synth_up_x4", SessionConfig(WorkerSettings(ram_limit=16 * 2**20)))
     assert e.value.kind == "memory" and "workers.ram_limit" in e.value.message
 
 
 def test_a_result_larger_than_ram_limit_is_refused_before_it_is_made(ups):
-    up = upscaler(ups, "synth_up_x2", SessionConfig(ram_limit=256 * 2**20))
+    up = upscaler(ups, "synth_up_x2", SessionConfig(WorkerSettings(ram_limit=256 * 2**20)))
     with pytest.raises(JobError) as e:
         up.upscale(np.zeros((3000, 4000, 3), np.uint8))
     assert e.value.kind == "memory"

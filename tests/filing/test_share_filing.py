@@ -899,7 +899,8 @@ def test_an_original_changed_meanwhile_is_superseded_for_good_and_says_how(tmp_p
 def test_a_report_that_could_not_be_written_is_written_later_for_its_job(env) -> None:
     import dataclasses
 
-    from ffwatchd.filing.plan import ReportNotWritten, write_pending_report
+    from ffwatchd.filing.plan import write_pending_report
+    from ffwatchd.filing.reports import ReportNotWritten
 
     settings, store, watch = env
     watch = dataclasses.replace(watch, file_mode=0o640)

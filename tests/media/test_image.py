@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from ffwatchd.config.settings import WorkerSettings
 from ffwatchd.errors import JobError
 from ffwatchd.pipeline.pipeline import Pipeline
 from ffwatchd.media.image import Provenance, read_image, read_provenance, write_image
@@ -38,7 +39,7 @@ def png_with_header(path: Path, width: int, height: int) -> Path:
 
 
 def run_label_job(src: Path, out: Path, spec: JobSpec = LABEL_ONLY, max_pixels: int = 80_000_000):
-    return Pipeline(src.parent / "models", max_pixels=max_pixels).process_image(src, out, spec)
+    return Pipeline(src.parent / "models", workers=WorkerSettings(max_pixels=max_pixels)).process_image(src, out, spec)
 
 
 # -- bad inputs: a JobError with its kind, never a crash or a hang ---------------------------

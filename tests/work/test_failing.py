@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from ffwatchd.errors import JobError
-from ffwatchd.filing.plan import report_path
+from ffwatchd.filing.reports import report_path
 from ffwatchd.filing.shares import ShareCheck
 from ffwatchd.filing.sharewait import ShareWaiter
 from ffwatchd.filing.staging import original_state

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ffwatchd.filing.placing import place_file, with_job_id, write_report
-from ffwatchd.filing.plan import report_path
+from ffwatchd.filing.reports import report_path
 from ffwatchd.fs.safefs import lstat_below
 from ffwatchd.fs.writefs import Perms
 from ffwatchd.spec.jobspec import JobSpec

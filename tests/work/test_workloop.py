@@ -22,7 +22,7 @@ from ffwatchd.store import Job, JobQueue, JobStore
 from ffwatchd.work import workloop
 from ffwatchd.work.events import Beat, Finished, Recycle, Started, WorkerEvent
 from ffwatchd.work.heartbeats import Lease
-from ffwatchd.work.outcome import Ending
+from ffwatchd.ops.metrics_labels import Ending
 from ffwatchd.work.runner import JobRunner
 from ffwatchd.work.touched import SLOTS, Touched
 from ffwatchd.work.workloop import WorkerLoop

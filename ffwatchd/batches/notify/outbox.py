@@ -14,11 +14,12 @@ from ffwatchd.batches.notify.webhook import DeliveryError
 from ffwatchd.batches.report import swap_quality
 from ffwatchd.config.settings import Settings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
-from ffwatchd.filing.plan import retry_advice
-from ffwatchd.spec.jobspec import NotifySpec
+from ffwatchd.filing.reports import retry_advice
+from ffwatchd.spec.jobspec import NotifyEvent, NotifySpec
 from ffwatchd.spec.values import email_domain, email_problem, redact_url, url_allowed, webhook_url_problem
 from ffwatchd.store import Batch, Delivery, Job, JobQueue
 from ffwatchd.store.names import shown
+from ffwatchd.store.rows import JobState
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +29,8 @@ MAX_LISTED = 100          # failed files listed in one notification
 def batch_summary(batch: Batch, version: int, counts: dict, jobs: list[Job], report: str | None,
                   package: str | None, key: str, package_missing: int = 0) -> dict:
     failed = [_failed_entry(j) for j in jobs
-              if j.state in ("failed", "cancelled") and j.error_kind not in NOT_A_FILE_FAILURE]
-    scored = [(j, swap_quality(j)) for j in jobs if j.state == "done"]
+              if j.state in (JobState.FAILED, JobState.CANCELLED) and j.error_kind not in NOT_A_FILE_FAILURE]
+    scored = [(j, swap_quality(j)) for j in jobs if j.state == JobState.DONE]
     review = sorted(({"job_id": j.id, "path": j.rel_path, "quality": q["quality"]} for j, q in scored if q["review"]),
                     key=lambda r: r["quality"])
     return {"event": "batch.finished", "idempotency_key": key, "watch": batch.watch, "batch": batch.folder or "/",
@@ -45,7 +46,7 @@ def batch_summary(batch: Batch, version: int, counts: dict, jobs: list[Job], rep
 def finished_deliveries(notify: NotifySpec, batch: Batch, version: int, counts: dict, jobs: list[Job],
                         report: str | None, package: str | None, package_missing: int = 0) -> list[dict]:
     """The outbox rows for one finish of a batch (none when the sidecar asks for none)."""
-    if "finished" not in notify.on:
+    if NotifyEvent.FINISHED not in notify.on:
         return []
     key = f"ffwatchd-batch-{batch.id}-v{version}-finished"
     payload = batch_summary(batch, version, counts, jobs, report, package, key, package_missing)
@@ -62,7 +63,7 @@ def failed_digest(notify: NotifySpec, batch: Batch, version: int, failed: list[J
     """`on: [failed]`: one message per finish of a batch for the files that failed since its
     previous finish (whatever the stage: refused before they ran too), up to MAX_LISTED of
     them listed, never one message per file (a folder of 5,000 broken files is one e-mail)."""
-    if "failed" not in notify.on or not failed:
+    if NotifyEvent.FAILED not in notify.on or not failed:
         return []
     key = f"ffwatchd-batch-{batch.id}-v{version}-failed"
     payload = {"event": "batch.failed", "idempotency_key": key, "watch": batch.watch, "batch": batch.folder or "/",
