@@ -246,7 +246,8 @@ class JobSpec:
             if n in known:
                 names.extend(m for m in known[n].models(self.sections[n]) if m not in names)
         names.extend(m for m in self.mask_models() if m not in names)
-        if self.face_landmarker.refine and self.works_on_faces() and self.face_landmarker.model not in names:
+        asks = any(known[n].uses_landmarker(self.sections[n]) for n in self.processors if n in known)
+        if (self.face_landmarker.refine or asks) and self.works_on_faces() and self.face_landmarker.model not in names:
             names.append(self.face_landmarker.model)
         return names
 
