@@ -132,6 +132,7 @@ class Processor(ABC):
     anonymizes: ClassVar[bool] = False      # hides who is shown: a batch report never shows the original
     resizes: ClassVar[bool] = False         # its step is a ResizingStep (whole-frame processors only)
     changes_output: ClassVar[bool] = True   # False: it leaves the result as it is (face_debugger draws a copy)
+    on_debug: ClassVar[Mapping[str, Any] | None] = None   # a sidecar's `debug: true` adds it, with these settings
 
     def models(self, settings: Any) -> tuple[str, ...]:
         """The model names this processor's settings name (in `model_kinds` order); a

@@ -13,7 +13,7 @@ from ffwatchd.faces.masks import five_of
 from ffwatchd.faces.models import custom_model
 from ffwatchd.pipeline.pipeline import Pipeline, _Job
 from ffwatchd.processors.builtin.face_debugger import GREEN, RED, line_scale
-from ffwatchd.spec.jobspec import validate
+from ffwatchd.spec.jobspec import JobSpec, validate
 
 
 @pytest.fixture(scope="module")
@@ -135,3 +135,17 @@ def test_the_picture_is_a_jpeg_of_what_was_drawn(debug_pipeline, face_frame, sou
     back = cv2.imread(str(tmp_path / "t.debug.jpg"))
     assert back.shape == face_frame.shape and (tmp_path / "t.debug.jpg").read_bytes()[:2] == b"\xff\xd8"
     assert np.abs(back.astype(int) - rendered.frame.astype(int)).mean() < 8      # a JPEG of a noisy frame
+
+
+def test_a_sidecar_s_debug_true_adds_the_debugger_for_flagged_files_only():
+    s = JobSpec.from_mapping({"debug": True, "processors": ["face_swapper", "frame_enhancer"]})
+    assert s.processors == ("face_swapper", "face_debugger", "frame_enhancer"), "before the one that resizes"
+    assert s.settings_of("face_debugger").when == "flagged"
+    again = JobSpec.from_snapshot(s.to_snapshot())
+    assert again.processors == s.processors and again.settings_of("face_debugger").when == "flagged"
+    own = JobSpec.from_mapping({"debug": True, "face_debugger": {"when": "always", "items": ["bounding-box"]}})
+    assert own.settings_of("face_debugger").when == "always", "the sidecar's own section wins"
+    assert JobSpec.from_mapping({"debug": True, "processors": ["label"]}).processors == ("label",), \
+        "no face is found in a frame-only job: nothing to draw"
+    assert "face_debugger" not in JobSpec.from_mapping({"processors": ["face_swapper"]}).processors
+    assert validate({"debug": "yes"}, "x.yaml", {}) and not validate({"debug": True}, "x.yaml", {})

@@ -179,6 +179,7 @@ class FaceDebugger(Processor):
     settings = DebuggerSettings
     checks = {"items": SubsetOf(tuple(Item)), "when": OneOf(tuple(When))}
     changes_output = False                    # never in the result's provenance: it draws a copy
+    on_debug = {"when": When.FLAGGED.value}   # a batch's `debug: true`: copies of its flagged files only
     uses_face_mask = True                     # the mask it draws is the job's face_mask
 
     def uses_landmarker(self, settings: DebuggerSettings) -> bool:
