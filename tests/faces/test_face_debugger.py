@@ -70,6 +70,7 @@ def test_landmarks_are_drawn_at_their_points(debug_pipeline, face_frame, source_
     s = spec(source_image, items=["face-landmark-5", "face-landmark-68"])
     assert "synth_2dfan4" in s.models_used(), "asking for the 68 points makes the landmarker the job's"
     result, picture, _, proc = run(debug_pipeline, face_frame, s)
+    assert "synth_2dfan4" not in proc.models_used, "the result's provenance names no model only the copy used"
     face = proc.detector.detect(face_frame, 0.5, 640)[0]
     landmarks, _ = debug_pipeline.load_model("synth_2dfan4", "landmarker").landmarks(face_frame, face)
     changed = drawn(result, picture)
