@@ -1,8 +1,7 @@
-"""The whole-frame processors FaceFusion has and ffwatchd gained in round five, on the CPU: what
+"""The whole-frame processors FaceFusion has and ffwatchd gained in round five (background_remover,
+frame_colorizer), on the CPU: what
 each costs per megapixel through `Pipeline.process_image` (decode, the step, encode), against the
-`label` processor on the same photo in the same run (the baseline: decode, a drawn label, encode);
-and face_debugger's copy (drawn and JPEG-encoded beside the result) as the difference between a
-synthetic face swap with and without it, on a photo of one face.
+`label` processor on the same photo in the same run (the baseline: decode, a drawn label, encode).
 
 The models are the synthetic ones of the real signatures (tests/synthetic_*.py): their network is
 trivial, so the rows are ffwatchd's cost around a model (resizes, normalisation, read-back,
@@ -32,6 +31,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
 from _record import record  # noqa: E402 - bench/ is the script's folder, first on the path
+from synthetic_colorizers import COLORIZERS, make_colorizer_like  # noqa: E402
 from synthetic_mattes import MATTES, make_matte_like  # noqa: E402
 from synthetic_models import build_all, make_face_image, synthetic_spec  # noqa: E402
 
@@ -50,30 +50,21 @@ def cases() -> list[tuple[str, dict]]:
             out.append((f"background_remover {family} ({MATTES[family].size} px), {how}",
                         {"processors": ["background_remover"], "output": {"format": "png"},
                          "background_remover": {"model": f"synth_{family}", "background": how}}))
-    debug = {"items": ["bounding-box", "face-landmark-5", "face-mask", "face-detector-score", "swap-score"]}
-    out.append((FACE_BASE, {"processors": ["face_swapper"], "output": {"format": "png"}}))
-    out.append(("face_swapper + face_debugger (its copy: drawn, JPEG beside the result)",
-                {"processors": ["face_swapper", "face_debugger"], "output": {"format": "png"},
-                 "face_debugger": debug}))
+    for family in COLORIZERS:
+        for size in (256, 512):
+            out.append((f"frame_colorizer {family} ({size} px)",
+                        {"processors": ["frame_colorizer"], "output": {"format": "png"},
+                         "frame_colorizer": {"model": f"synth_{family}", "size": size}}))
     return out
-
-
-FACE_BASE = "face_swapper (synthetic, one face)"
 
 
 def customs(root: Path) -> tuple:
     models = [custom_model(m.name, m.path, m.kind, m.sha256) for m in build_all(root / "faces").values()]
     for family in ("u2net", "modnet", "birefnet"):
         models.append(custom_model(f"synth_{family}", make_matte_like(root / f"{family}.onnx", MATTES[family]), family))
+    for family, sig in COLORIZERS.items():
+        models.append(custom_model(f"synth_{family}", make_colorizer_like(root / f"{family}.onnx", sig), family))
     return tuple(models)
-
-
-def run_one(pipe: Pipeline, target: Path, out: Path, spec) -> None:
-    """One image job as a worker runs it: decode, render, the result's encode, and the debug copy's."""
-    rendered = pipe.render_image(target, pipe.decode_image(target), spec)
-    rendered.write(out)
-    if rendered.write_debug is not None:
-        rendered.write_debug(out.with_name(out.stem + ".debug.jpg"))
 
 
 DEBUG_ITEMS = ["bounding-box", "face-landmark-5", "face-mask", "face-detector-score", "swap-score"]
@@ -137,22 +128,18 @@ def main() -> int:
             return 0
         rng = np.random.default_rng(1)
         rows = cases()
-        source = root / "source.png"
-        cv2.imwrite(str(source), make_face_image(seed=21))
         seconds: dict[tuple[str, tuple[int, int]], list[float]] = {}
         for size in sizes:
             frame = cv2.GaussianBlur(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8), (0, 0), 3)
-            target, face_target = root / f"photo_{size[0]}.png", root / f"face_{size[0]}.png"
+            target = root / f"photo_{size[0]}.png"
             cv2.imwrite(str(target), frame)
-            cv2.imwrite(str(face_target), cv2.resize(make_face_image(seed=3), size, interpolation=cv2.INTER_LINEAR))
-            specs = [(label, synthetic_spec(**{**sidecar, "sources": [str(source)]}),
-                      face_target if "face_swapper" in sidecar["processors"] else target) for label, sidecar in rows]
-            for label, spec, photo in specs:                      # warm-up: sessions loaded
-                run_one(pipe, photo, root / "out.png", spec)
+            specs = [(label, synthetic_spec(**sidecar)) for label, sidecar in rows]
+            for label, spec in specs:                      # warm-up: sessions loaded
+                pipe.process_image(target, root / "out.png", spec)
             for _ in range(runs):                      # the cases take turns within a round
-                for label, spec, photo in specs:
+                for label, spec in specs:
                     t = time.perf_counter()
-                    run_one(pipe, photo, root / "out.png", spec)
+                    pipe.process_image(target, root / "out.png", spec)
                     seconds.setdefault((label, size), []).append(time.perf_counter() - t)
     mp = {s: s[0] * s[1] / 1e6 for s in sizes}
     base = {s: statistics.median(seconds[(rows[0][0], s)]) for s in sizes}
@@ -162,24 +149,16 @@ def main() -> int:
         per = [statistics.median(seconds[(label, s)]) / mp[s] for s in sizes]
         ratio = statistics.median(seconds[(label, sizes[-1])]) / base[sizes[-1]]
         lines.append(f"| {label} | " + " | ".join(f"{p:.3f}" for p in per) + f" | {ratio:.2f}x |")
-    debug_rows = [label for label, sidecar in rows if "face_debugger" in sidecar["processors"]]
-    for label in debug_rows:                        # the copy's own cost: with it minus without it
-        per = [(statistics.median(seconds[(label, s)]) - statistics.median(seconds[(FACE_BASE, s)])) / mp[s]
-               for s in sizes]
-        lines.append("| face_debugger's copy alone (the two rows above, subtracted) | "
-                     + " | ".join(f"{p:.3f}" for p in per) + " | |")
     text = ("## Whole-frame processors per megapixel (`bench/frame_processors.py`)\n\n"
             "CPU only (onnxruntime's default threads: every core); `Pipeline.process_image` on a PNG (decode, "
             f"the step, PNG encode), median of {runs} rounds in which the cases take turns, after a warm-up. "
-            "The models are the synthetic ones of the real signatures (`tests/synthetic_mattes.py`): a trivial "
-            "network, so the rows are ffwatchd's cost around the model (the resize to the family's size and back, "
-            "normalisation, read-back, the composite or the blur, the encode of an RGBA or RGB PNG). A real "
-            "network runs once per frame at its family's fixed size (320, 512, 1024 or 2048 px) and adds its own "
-            "cost per frame, not per megapixel; its weights cannot be had on these machines.\n\n"
-            "The face_swapper rows run on a photo of one face (the synthetic detector's, scaled with the photo; "
-            "the synthetic swapper and recognizer): the debugger's row adds its drawing (box, five points, the "
-            "face mask's outline, two scores) on a copy of the frame and that copy's JPEG encode (quality 90) "
-            "to the same swap; its cost is the difference between the two.\n\n"
+            "The models are the synthetic ones of the real signatures (`tests/synthetic_mattes.py`, "
+            "`tests/synthetic_colorizers.py`): a trivial network, so the rows are ffwatchd's cost around the model "
+            "(the resize to the family's size and back, normalisation, read-back, the composite or the blur; the "
+            "colouriser's grey, its LAB conversions at the frame's size, the merge and the blend; the encode of an "
+            "RGBA or RGB PNG). A real network runs once per frame at its family's fixed size (320, 512, 1024 or "
+            "2048 px; a colouriser at the job's size, 192 to 512 px) and adds its own cost per frame, not per "
+            "megapixel; its weights cannot be had on these machines.\n\n"
             + "\n".join(lines) + "\n")
     print(text)
     if not (args.no_record or args.smoke):

@@ -2,14 +2,15 @@
 assets, synthetic swapper and enhancer), and our region-only paste-back at 1080p against
 insightface's `INSwapper.get(..., paste_back=True)` on the same frame and face, in the same run;
 then the CPU cost per face of each face_mask type (synthetic mask models), of each enhancer
-family's crop size, and per megapixel of the x2/x4 frame upscaler (bench/upscale.py model_section).
+family's crop size, and per megapixel of the x2/x4/x8 frame upscaler (bench/upscale.py model_section).
 
     python bench/pipeline.py [--runs 30]      # writes the `pipeline` and `pixel_boost` sections of docs/benchmarks.md
     python bench/pipeline.py --pixel-boost-only   # only the cost per face of pixel boost
     python bench/pipeline.py [--runs 30]      # writes the `pipeline` and `pipeline_masks` sections
     python bench/pipeline.py --masks-only     # only the masks' section
     python bench/pipeline.py --enhancers-only # only the cost per face of each enhancer family's crop size
-    python bench/pipeline.py --upscaler-only  # only the x2/x4 upscaler's cost per megapixel (`upscale_models`)
+    python bench/pipeline.py --ages-only      # only the cost per face of age_modifier's two families
+    python bench/pipeline.py --upscaler-only  # only the x2/x4/x8 upscaler's cost per megapixel (`upscale_models`)
 """
 
 from __future__ import annotations
@@ -134,6 +135,45 @@ def enhancer_section(tmp: Path, frame, face, runs: int) -> str:
         "| family | crop px | CPU ms per face | vs gfpgan (512) |", "|---|---:|---:|---:|", *rows])
 
 
+def age_section(tmp: Path, frame, face, runs: int) -> str:
+    """CPU cost per face of age_modifier's families (crops, normalisation, model, read-back, styleganex's
+    resize and colour matching, paste-back) against gfpgan's enhancement in the same rounds: one
+    thread, the cases taking turns."""
+    from ffwatchd.faces.age import AgeModifier
+    from synthetic_ages import AGE_MODELS
+
+    cfg = SessionConfig(cpu_threads=1)
+    gfpgan = se.ENHANCERS["gfpgan"]
+    path = se.make_enhancer_like(tmp / "age_base_gfpgan.onnx", gfpgan)
+    base = Enhancer(custom_model("synth_gfpgan", path, "gfpgan"), path, cfg)
+    ages = {f: AgeModifier(custom_model(f"synth_{f}", make(tmp / f"age_{f}.onnx"), f), tmp / f"age_{f}.onnx", cfg)
+            for f, make in AGE_MODELS.items()}
+    cases = [("face_enhancer gfpgan (baseline)", "512", lambda work: base.enhance(work, face, 0.8)),
+             ("age_modifier fran", "1024", lambda work: ages["fran"].modify(work, face, 20, 30.0)),
+             ("age_modifier styleganex_age", "256 + 384 -> 1024",
+              lambda work: ages["styleganex_age"].modify(work, face, 20))]
+    samples: list[list[float]] = [[] for _ in cases]
+    for r in range(runs + 2):                                  # two warm-up rounds
+        for i, (_, _, fn) in enumerate(cases):
+            work = frame.copy()
+            t = time.process_time()
+            fn(work)
+            if r >= 2:
+                samples[i].append((time.process_time() - t) * 1000)
+    ms = [statistics.median(x) for x in samples]
+    rows = [f"| {name} | {size} | {ms[i]:.2f} | {ms[i] / ms[0]:.2f} |" for i, (name, size, _) in enumerate(cases)]
+    return "\n".join([
+        "## Age modifier per face (`bench/pipeline.py --ages-only`)", "",
+        f"CPU time per face (the process's CPU clock, onnxruntime on one thread), median of {runs} rounds "
+        "in which the cases take turns; one face of t1.jpg (1280x886), direction +20 (fran from age 30), "
+        "pasted back through the box mask (`AgeModifier.modify`), against gfpgan's enhancement of the "
+        "same face in the same rounds. The models are synthetic (tests/synthetic_ages.py: the real "
+        "input names and sizes, a trivial network), so the rows are our cost around the network: "
+        "fran's 1024 crop there and back; styleganex's two crops, its output enlarged to 1024 and "
+        "colour-matched in three passes. A real network's cost comes on top and dominates.", "",
+        "| case | crop px | CPU ms per face | vs baseline |", "|---|---:|---:|---:|", *rows])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=30)
@@ -141,7 +181,8 @@ def main() -> int:
     ap.add_argument("--pixel-boost-only", action="store_true")
     ap.add_argument("--masks-only", action="store_true", help="only the face_mask section")
     ap.add_argument("--enhancers-only", action="store_true", help="only the enhancer families' section")
-    ap.add_argument("--upscaler-only", action="store_true", help="only the x2/x4 upscaler's cost per megapixel")
+    ap.add_argument("--ages-only", action="store_true", help="only age_modifier's cost per face")
+    ap.add_argument("--upscaler-only", action="store_true", help="only the x2/x4/x8 upscaler's cost per megapixel")
     ap.add_argument("--swap-score-only", action="store_true", help="only a video's swap score cost per frame")
     ap.add_argument("--upscaler-runs", type=int, default=3, help="runs of the upscaler (seconds per tile each)")
     add_smoke(ap)
@@ -149,7 +190,7 @@ def main() -> int:
     if args.smoke:
         args.runs, args.upscaler_runs, args.no_record = 1, 1, True
     if args.upscaler_only or not (args.masks_only or args.enhancers_only or args.pixel_boost_only
-                                  or args.swap_score_only):
+                                  or args.swap_score_only or args.ages_only):
         upscaler_section(args)             # needs no assets: first, so --upscaler-only runs anywhere
     if args.upscaler_only:
         return 0
@@ -175,7 +216,8 @@ def main() -> int:
     identity = rec.embed(cv2.imread(str(assets / "images" / "astronaut.png")),
                          max(scrfd.detect(cv2.imread(str(assets / "images" / "astronaut.png")), 0.5, 640),
                              key=lambda f: f.area))
-    if args.swap_score_only or not (args.masks_only or args.enhancers_only or args.pixel_boost_only):
+    if args.swap_score_only or not (args.masks_only or args.enhancers_only or args.pixel_boost_only
+                                    or args.ages_only):
         score_text = swap_score_section(tmp, assets, synth, frame, 1 if args.smoke else max(3, args.runs // 6),
                                         3 if args.smoke else 24)
         print(score_text)
@@ -185,6 +227,13 @@ def main() -> int:
             return 0
     if args.masks_only:
         return mask_costs(args, tmp, synth, frame, face, swapper.latent(identity))
+    if args.ages_only or not (args.enhancers_only or args.pixel_boost_only):
+        age_text = age_section(tmp, frame, face, args.runs)
+        print(age_text)
+        if not args.no_record:
+            record("ages", age_text)
+        if args.ages_only:
+            return 0
     enhancer_text = enhancer_section(tmp, frame, face, args.runs)
     print(enhancer_text)
     if not args.no_record:
@@ -307,7 +356,7 @@ def swap_score_section(tmp: Path, assets: Path, synth: dict, frame, runs: int, f
 
 
 def upscaler_section(args) -> None:
-    """The x2/x4 upscaler's CPU cost per megapixel (bench/upscale.py's measurement), recorded."""
+    """The x2/x4/x8 upscaler's CPU cost per megapixel (bench/upscale.py's measurement), recorded."""
     text = upscale.model_section(Path(tempfile.mkdtemp(prefix="ffwatchd-bench-upscale-")), args.upscaler_runs,
                                  side=16 if args.smoke else 96, blocks=1 if args.smoke else 23)
     print(text)

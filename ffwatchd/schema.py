@@ -69,6 +69,17 @@ class OneOf:
 
 
 @dataclass(frozen=True)
+class IntOneOf:
+    """An integer among `options` (sizes a model is offered at)."""
+    options: tuple[int, ...]
+
+    def __call__(self, v: Any) -> str | None:
+        if isinstance(v, bool) or not isinstance(v, int):
+            return f"{short_repr(v)} is not an integer"
+        return None if v in self.options else f"{short_repr(v)} is not one of {', '.join(map(str, self.options))}"
+
+
+@dataclass(frozen=True)
 class SubsetOf:
     """A non-empty list of distinct `options`."""
     options: tuple[str, ...]

@@ -51,6 +51,7 @@ cvver=$(ls "$work/wheels" | sed -n 's/^opencv_python-\([^-]*\)-.*/\1/p' | head -
 cat > "$work/setup.sh" <<EOF
 set -eu
 export PIP_NO_INDEX=1 PIP_FIND_LINKS=/tmp/wheels PIP_DISABLE_PIP_VERSION_CHECK=1    # the wheel set only: no index
+export PIP_NO_COMPILE=1    # no .pyc: the hook below deletes every __pycache__ anyway (a read-only root)
 python3 -m venv /opt/ffwatchd/venv
 pip=/opt/ffwatchd/venv/bin/pip
 \$pip install --quiet 'ffwatchd[postgres]'

@@ -104,14 +104,18 @@ def pytest_report_to_serializable(config: pytest.Config, report):
         outcome.force_result(_utf8_safe(data))
 
 
+SLOW_DEFAULT_S = 30.0     # a `slow` mark without its seconds
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest tests first: `slow` ones (over ~40 s each), then the whole-daemon tests, then
-    the rest, each group in its own order. The suite runs on four workers fed one test at a time
-    (`-n 4 --dist load --maxschedchunk 1`, .ci/run), so a long test never starts last and holds
-    the run alone at its end."""
-    def rank(item: pytest.Item) -> int:
-        if item.get_closest_marker("slow") is not None:
-            return 0
-        return 1 if "e2e" in item.path.parts else 2
+    """The longest tests first: `slow(seconds)` ones, longest estimate first, then the whole-daemon
+    tests, then the rest, each group in its own order. The suite runs on four workers fed one test at
+    a time (`-n 4 --dist load --maxschedchunk 1`, .ci/run), so a long test never starts last and
+    holds the run alone at its end (the image build, about 5 minutes, starts first)."""
+    def rank(item: pytest.Item) -> tuple[int, float]:
+        slow = item.get_closest_marker("slow")
+        if slow is not None:
+            return 0, -float(slow.args[0]) if slow.args else -SLOW_DEFAULT_S
+        return (1 if "e2e" in item.path.parts else 2), 0.0
     items.sort(key=rank)

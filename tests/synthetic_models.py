@@ -230,42 +230,81 @@ def synthetic_spec(**overrides):
 
 
 def make_upscaler_like(path: Path, scale: int = 2, mark: bool = False, reach: int = 0,
-                       fixed: int | None = None) -> Path:
+                       fixed: int | None = None, pool: bool = False, fp16: str | None = None) -> Path:
     """A Real-ESRGAN-like upscaler: N x 3 x H x W (dynamic H, W) in 0..1 RGB -> N x 3 x sH x sW,
     exact nearest-neighbour. `mark`: the blue channel (RGB's third) comes out inverted, so a wrong
     colour order or range shows. `reach`: a (2 reach + 1)^2 box blur first (zero padded), a
     model that looks `reach` pixels around each one, as a real network does. `fixed`: a square
-    input of that side instead of a dynamic one."""
+    input of that side instead of a dynamic one. `pool`: half of each pixel is the whole tile's
+    mean, so a tile of another size, border or overlap than FaceFusion's shows. `fp16`: "io"
+    takes and gives float16 (onnxruntime refuses float32), "weights" rounds to float16 inside a
+    float32 input and output (an export that kept its I/O types)."""
     nodes, inits = [], [numpy_helper.from_array(np.zeros(0, np.float32), "roi"),
                         _tensor("scales", np.array([1, 1, scale, scale], np.float32))]
     x = "input"
+    if fp16:
+        to = TensorProto.FLOAT if fp16 == "io" else TensorProto.FLOAT16
+        nodes.append(helper.make_node("Cast", [x], ["cast_in"], to=to, name="cast_in"))
+        x = "cast_in"
+        if fp16 == "weights":
+            nodes.append(helper.make_node("Cast", [x], ["as_float"], to=TensorProto.FLOAT, name="back_to_float"))
+            x = "as_float"
     if reach:
         k = 2 * reach + 1
         inits.append(_tensor("box", np.full((3, 1, k, k), 1.0 / (k * k), np.float32)))
         nodes.append(helper.make_node("Conv", [x, "box"], ["blurred"], group=3, pads=[reach] * 4, name="blur"))
         x = "blurred"
-    nodes.append(helper.make_node("Resize", [x, "roi", "scales"], ["up" if mark else "output"], mode="nearest",
+    last = "y_float" if fp16 == "io" else "output"
+    nodes.append(helper.make_node("Resize", [x, "roi", "scales"], ["up" if mark or pool else last], mode="nearest",
                                   coordinate_transformation_mode="asymmetric", nearest_mode="floor",
                                   name="nearest"))
     if mark:
         inits += [_tensor("sign", np.array([1, 1, -1], np.float32).reshape(1, 3, 1, 1)),
                   _tensor("shift", np.array([0, 0, 1], np.float32).reshape(1, 3, 1, 1))]
         nodes += [helper.make_node("Mul", ["up", "sign"], ["flipped"], name="flip_blue"),
-                  helper.make_node("Add", ["flipped", "shift"], ["output"], name="invert_blue")]
+                  helper.make_node("Add", ["flipped", "shift"], [last], name="invert_blue")]
+    elif pool:
+        inits.append(_tensor("half", np.array(0.5, np.float32)))
+        nodes += [helper.make_node("GlobalAveragePool", [x], ["mean"], name="tile_mean"),
+                  helper.make_node("Add", ["up", "mean"], ["sum"], name="add_mean"),
+                  helper.make_node("Mul", ["sum", "half"], [last], name="halve")]
+    if fp16 == "io":
+        nodes.append(helper.make_node("Cast", [last], ["output"], to=TensorProto.FLOAT16, name="cast_out"))
+    io = TensorProto.FLOAT16 if fp16 == "io" else TensorProto.FLOAT
     graph = helper.make_graph(nodes, "upscaler_like",
-                              [helper.make_tensor_value_info("input", TensorProto.FLOAT,
-                                                             [1, 3, fixed or "H", fixed or "W"])],
-                              [helper.make_tensor_value_info("output", TensorProto.FLOAT,
-                                                             [1, 3, "OH", "OW"])],
+                              [helper.make_tensor_value_info("input", io, [1, 3, fixed or "H", fixed or "W"])],
+                              [helper.make_tensor_value_info("output", io, [1, 3, "OH", "OW"])],
                               initializer=inits)
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), path)
 
 
+def ff_tiled(frame: np.ndarray, size: int, pad: int, overlap: int, scale: int, run) -> np.ndarray:
+    """FaceFusion 3.8.1's tiling (vision.py create_tile_frames / merge_tile_frames), written out
+    here as an oracle: `run` maps one BGR uint8 tile to its upscaled BGR uint8 tile."""
+    h, w = frame.shape[:2]
+    core = size - 2 * overlap
+    first = pad + overlap
+    padded = np.pad(frame, ((first, first + core - (h + 2 * pad) % core),
+                            (first, first + core - (w + 2 * pad) % core), (0, 0)))
+    ph, pw = padded.shape[:2]
+    merged = np.zeros(((ph - 2 * overlap) * scale, (pw - 2 * overlap) * scale, 3), np.uint8)
+    o, c = overlap * scale, core * scale
+    for i, top in enumerate(range(0, ph - 2 * overlap - core + 1, core)):
+        for j, left in enumerate(range(0, pw - 2 * overlap - core + 1, core)):
+            up = run(padded[top:top + size, left:left + size])
+            merged[i * c:(i + 1) * c, j * c:(j + 1) * c] = up[o:o + c, o:o + c]
+    return merged[pad * scale:(pad + h) * scale, pad * scale:(pad + w) * scale]
+
+
 def build_upscalers(directory: Path) -> dict[str, SynthModel]:
-    """Upscalers of the real_esrgan family: synth_up_x2, synth_up_x4 (exact nearest-neighbour),
-    synth_up_x2_marked (blue inverted), synth_up_x2_reach (a 5 x 5 blur first)."""
-    specs = {"synth_up_x2": {"scale": 2}, "synth_up_x4": {"scale": 4},
-             "synth_up_x2_marked": {"scale": 2, "mark": True}, "synth_up_x2_reach": {"scale": 2, "reach": 2}}
+    """Upscalers of the real_esrgan family: synth_up_x2, synth_up_x4, synth_up_x8 (exact
+    nearest-neighbour), synth_up_x2_marked (blue inverted), synth_up_x2_reach (a 5 x 5 blur first),
+    synth_up_x4_pool (half the tile's mean), synth_up_x4_fp16 (float16 in and out),
+    synth_up_x2_fp16w (float16 inside float32 I/O)."""
+    specs = {"synth_up_x2": {"scale": 2}, "synth_up_x4": {"scale": 4}, "synth_up_x8": {"scale": 8},
+             "synth_up_x2_marked": {"scale": 2, "mark": True}, "synth_up_x2_reach": {"scale": 2, "reach": 2},
+             "synth_up_x4_pool": {"scale": 4, "pool": True}, "synth_up_x4_fp16": {"scale": 4, "fp16": "io"},
+             "synth_up_x2_fp16w": {"scale": 2, "fp16": "weights"}}
     out = {}
     for name, kw in specs.items():
         path = make_upscaler_like(Path(directory) / f"{name}.onnx", **kw)
@@ -275,8 +314,8 @@ def build_upscalers(directory: Path) -> dict[str, SynthModel]:
 
 def make_rrdb_like(path: Path, scale: int = 4, blocks: int = 23, seed: int = 13) -> Path:
     """An upscaler with Real-ESRGAN's RRDBNet architecture (RealESRGAN_x4plus / _x2plus: 64
-    features, growth 32, `blocks` RRDBs; x2 unshuffles its input first) and random weights: the
-    real model's cost and working memory, not its pictures."""
+    features, growth 32, `blocks` RRDBs; x2 unshuffles its input first, x8 upsamples three times)
+    and random weights: the real model's cost and working memory, not its pictures."""
     rng = np.random.default_rng(seed)
     nodes, inits = [], []
     count = [0]
@@ -325,7 +364,7 @@ def make_rrdb_like(path: Path, scale: int = 4, blocks: int = 23, seed: int = 13)
     inits += [numpy_helper.from_array(np.zeros(0, np.float32), "roi"),
               _tensor("x2", np.array([1, 1, 2, 2], np.float32))]
     x = "trunk"
-    for u in range(2):
+    for u in range(3 if scale == 8 else 2):     # x8: a third x2 stage, as the ESRGAN-type x8 exports have
         nodes.append(helper.make_node("Resize", [x, "roi", "x2"], [f"up{u}"], mode="nearest", name=f"up{u}"))
         x = conv(f"up{u}", 64, 64)
     out = conv(conv(x, 64, 64), 64, 3, act=False)

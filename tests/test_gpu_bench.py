@@ -56,6 +56,7 @@ def record_into(doc: Path, result: Path) -> subprocess.CompletedProcess:
 @needs_assets
 @no_cuda
 @pytest.mark.timeout(600)       # a dry run of every part: about a minute on a loaded 2-core machine
+@pytest.mark.slow(45)
 def test_without_cuda_out_is_a_cpu_dry_run(tmp_path: Path) -> None:
     """Also bench/gpu.py's smoke run (tests/bench/test_smoke.py leaves it to this test)."""
     out = gpu_bench("--out", str(tmp_path / "dry.json"))

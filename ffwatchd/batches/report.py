@@ -26,7 +26,7 @@ from ffwatchd.filing.plan import find_failed_original, retry_advice
 from ffwatchd.filing.sharepaths import job_debug, job_original, job_output
 from ffwatchd.fs.writefs import write_file_atomic
 from ffwatchd.spec.values import redact_notify
-from ffwatchd.store import Job, priority_name
+from ffwatchd.store import Job, Pace, priority_name
 from ffwatchd.store.names import printable
 
 REPORT_HTML = "ffwatch-report.html"
@@ -102,8 +102,9 @@ def links_from(watch: WatchSettings, report_html: Path) -> dict[str, str]:
     return {"output": os.path.relpath(watch.output, here), "done": os.path.relpath(watch.done, here)}
 
 
-def file_entry(watch: WatchSettings, job: Job) -> dict:
-    """One job as the report shows it."""
+def file_entry(watch: WatchSettings, job: Job, table_now: float | None = None) -> dict:
+    """One job as the report shows it; `table_now`: the job table's clock (which stamped
+    `started_at`), for a running video's rate and time left."""
     spec = job.spec or {}
     duration = (job.finished_at - job.started_at) if job.finished_at and job.started_at else None
     wait = (job.started_at - job.queued_at) if job.started_at else None
@@ -126,18 +127,31 @@ def file_entry(watch: WatchSettings, job: Job) -> dict:
         "model_files": (job.result or {}).get("models", []) if job.state == "done" else [],
         **swap_quality(job),
         "worker": job.worker,
-        "progress": ({"done": job.progress_done or 0, "total": job.progress_total}
-                     if job.state == "running" and job.progress_total else None),   # a video's frames
+        "progress": (_progress(job, table_now) if job.state == "running" and job.progress_total else None),
     }
     return entry
 
 
+def _progress(job: Job, table_now: float | None) -> dict:
+    """A running video's frames done, with its rate and time left once it has some (rows.Pace)."""
+    running_for = (max(0.0, table_now - job.started_at)
+                   if table_now is not None and job.started_at is not None else None)
+    pace = Pace.of(job.kind, job.progress_done, job.progress_total, running_for)
+    return {"done": job.progress_done or 0, "total": job.progress_total,
+            "frames_per_s": None if pace is None else round(pace.fps, 2),
+            "seconds_left": None if pace is None else round(pace.seconds_left, 1)}
+
+
 def progress_text(progress: dict | None) -> str:
-    """A running video's frames done, as the report shows it after its state (else nothing)."""
+    """A running video's frames done, rate and time left, as the report shows it after its
+    state (else nothing)."""
     if not progress:
         return ""
     done, total = progress["done"], progress["total"]
-    return f": {done}/{total} frames ({100 * done // total}%)"
+    text = f": {done}/{total} frames ({100 * done // total}%)"
+    if progress.get("frames_per_s"):
+        text += ", " + Pace(progress["frames_per_s"], progress["seconds_left"]).text()
+    return text
 
 
 def _models(spec: dict) -> list[str]:
@@ -339,11 +353,11 @@ class RowCache:
         return (job.state, job.finished_at, job.attempts, job.error_kind, job.output_path, job.started_at,
                 job.progress_done)             # a running video's frames done move its row
 
-    def entry(self, watch: WatchSettings, job: Job) -> tuple[dict, str]:
+    def entry(self, watch: WatchSettings, job: Job, table_now: float | None = None) -> tuple[dict, str]:
         key, hit = self._key(job), self._data.get(job.id)
         if hit is not None and hit[0] == key:
             return hit[1], hit[2]
-        entry = file_entry(watch, job)
+        entry = file_entry(watch, job, table_now)
         text = json.dumps(entry, default=str)
         self._data[job.id] = (key, entry, text)
         self._rows.pop(job.id, None)
@@ -367,11 +381,12 @@ def _report_json(report: dict, entries: list[str]) -> str:
 def write_report(watch: WatchSettings, folder: str, jobs: list[Job], cache: ThumbCache, *, batch_id: int | None,
                  version: int, final: bool, package: str | None = None,
                  package_missing: Iterable[str] = (), rows: RowCache | None = None,
-                 generation: int = 0) -> tuple[Path, dict]:
+                 generation: int = 0, table_now: float | None = None) -> tuple[Path, dict]:
     """Build and write both files atomically; returns the HTML path and the report. Pictures for
-    the first THUMB_ROWS rows only: the page stays small whatever the batch's size."""
+    the first THUMB_ROWS rows only: the page stays small whatever the batch's size. `table_now`:
+    the job table's clock, for a running video's rate and time left."""
     rows = rows if rows is not None else RowCache()
-    pairs = [rows.entry(watch, j) for j in jobs]
+    pairs = [rows.entry(watch, j, table_now) for j in jobs]
     report = build_report(watch, folder, jobs, batch_id=batch_id, version=version, final=final, package=package,
                           package_missing=package_missing, files=[p[0] for p in pairs], generation=generation)
     order = page_order(report["files"])
@@ -379,11 +394,14 @@ def write_report(watch: WatchSettings, folder: str, jobs: list[Job], cache: Thum
     thumbs: dict[int, tuple[str | None, str | None]] = {}
     for i in order[:THUMB_ROWS]:
         j = jobs[i]
-        if j.state in ("done", "failed", "cancelled") and j.kind == "image":
+        # a video's middle frame, done ones only: a failed video may be what broke its decoder
+        video = j.kind == "video" and j.state == "done"
+        if j.state in ("done", "failed", "cancelled") and (j.kind == "image" or video):
             out = job_output(watch, j) if j.state == "done" else None
             after = Path(out) if out else None
             before = _before_path(watch, j) if original_shown((j.spec or {}).get("processors")) else None
-            thumbs[j.id] = (cache.get(j.id, before, _root_of(watch, before)), cache.get(j.id, after, watch.output))
+            thumbs[j.id] = (cache.get(j.id, before, _root_of(watch, before), video=video),
+                            cache.get(j.id, after, watch.output, video=video))
     html_path, json_path = report_paths(watch, folder, generation)
     # printable: a name that is not UTF-8 shows as \xHH in the page (the JSON keeps it exactly)
     public = watch.shown_path(html_path)

@@ -1,6 +1,6 @@
 """Thumbnails for batch reports: small inline JPEGs made from a file once (read without
-following a link, never for a huge or absurdly declared picture) or from a picture a worker
-decoded anyway, kept per (job, file) in a cache."""
+following a link, never for a huge or absurdly declared picture; a video's middle frame) or from
+a picture a worker decoded anyway, kept per (job, file) in a cache."""
 
 from __future__ import annotations
 
@@ -80,6 +80,46 @@ def _pixels_allowed(raw: bytes) -> bool:
     return 0 < w * h <= THUMB_MAX_PIXELS
 
 
+def video_thumbnail(path: Path, *, root: Path, size: int = THUMB_SIZE) -> str | None:
+    """A data-URI JPEG of a video's middle frame (its first where the middle cannot be reached),
+    or None when `path` is no video or declares over THUMB_MAX_PIXELS a frame.
+
+    Opened below `root` without following a link (safefs), then decoded through that very file
+    descriptor (/proc/self/fd), so a link planted meanwhile is never read; only the frames up to
+    the one shown are decoded, never the whole file."""
+    try:
+        fd = open_regular(root, path)
+    except (OSError, ValueError):
+        return None
+    try:
+        frame = _middle_frame(f"/proc/self/fd/{fd}")
+    finally:
+        os.close(fd)
+    return thumbnail_of(frame, size=size)
+
+
+def _middle_frame(source: str) -> np.ndarray | None:
+    cap = cv2.VideoCapture(source, cv2.CAP_FFMPEG)
+    try:
+        if not cap.isOpened():
+            return None
+        w, h = cap.get(cv2.CAP_PROP_FRAME_WIDTH), cap.get(cv2.CAP_PROP_FRAME_HEIGHT)
+        if not 0 < w * h <= THUMB_MAX_PIXELS:
+            return None
+        count = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
+        if count > 2 and cap.set(cv2.CAP_PROP_POS_FRAMES, count // 2):
+            ok, frame = cap.read()
+            if ok:
+                return frame
+            cap.set(cv2.CAP_PROP_POS_FRAMES, 0)      # a container whose seek fails: its first frame
+        ok, frame = cap.read()
+        return frame if ok else None
+    except cv2.error:                                # a broken file, OpenCV's own limits
+        return None
+    finally:
+        cap.release()
+
+
 def thumbnail_of(img: np.ndarray | None, *, size: int = THUMB_SIZE) -> str | None:
     """The data-URI JPEG of a decoded BGR picture (what `thumbnail` makes of a file). A worker
     makes these from the pictures it has decoded anyway, so the report need not read and decode
@@ -113,10 +153,12 @@ class ThumbCache:
         self.limit = limit
         self._data: BoundedCache[str | None] = BoundedCache(limit)     # None: no thumbnail could be made
 
-    def get(self, job_id: int, path: Path | None, root: Path) -> str | None:
+    def get(self, job_id: int, path: Path | None, root: Path, *, video: bool = False) -> str | None:
+        """`path`'s thumbnail (`video`: of its middle frame), made on the first ask."""
         if path is None:
             return None
-        return self._data.get_or_make((job_id, str(path)), lambda: thumbnail(path, root=root))
+        make = video_thumbnail if video else thumbnail
+        return self._data.get_or_make((job_id, str(path)), lambda: make(path, root=root))
 
     def put(self, job_id: int, path: str, uri: str) -> None:
         """A thumbnail the worker made of the picture it filed at `path` for `job_id`."""

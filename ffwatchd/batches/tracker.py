@@ -223,7 +223,8 @@ class BatchTracker:
             return
         html, report = write_report(watch, batch.folder, jobs, self.thumbs, batch_id=batch.id,
                                     version=batch.version + 1, final=False,
-                                    rows=self.rows.setdefault(batch.id, RowCache()), generation=batch.generation)
+                                    rows=self.rows.setdefault(batch.id, RowCache()), generation=batch.generation,
+                                    table_now=self.store.now() if any(j.state == "running" for j in jobs) else None)
         self.store.set_batch_report(batch.id, str(html), report["counts"])
         self._reported[batch.id] = (time.monotonic(), mark)
         self._held_until.pop(batch.id, None)

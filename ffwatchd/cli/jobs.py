@@ -27,6 +27,7 @@ from ffwatchd.cli.common import (
 )
 from ffwatchd.config.load import load_config
 from ffwatchd.config.settings import Settings
+from ffwatchd.filing.plan import duplicate_of
 from ffwatchd.ops.documents import job_document, jobs_document, jobs_list
 from ffwatchd.ops.jobverbs import cancel_job, retry_job
 from ffwatchd.ops.statusfile import read_status
@@ -202,12 +203,16 @@ def each_job(args: argparse.Namespace, verb: Callable[[JobQueue, Settings, Job],
     with open_store(settings, Use.WRITE) as store:
         ids = args.ids
         if getattr(args, "failed", False):
-            ids = [j.id for j in store.iter_jobs(["failed"])]
+            failed = list(store.iter_jobs(["failed"]))
+            ids = [j.id for j in failed if duplicate_of(j) is None]
+            dups = len(failed) - len(ids)
+            if dups and not args.json:     # a re-drop's content is its earlier job's: that one is retried
+                print(f"left out {dups} duplicate(s) of earlier jobs: retry those jobs, or rename the files")
             if not ids:         # said "name job ids or --failed" (exit 2) to a --failed
                 if args.json:
                     dump_json([])
                 else:
-                    print("no failed jobs: nothing to retry")
+                    print("no failed jobs: nothing to retry" if not dups else "nothing else to retry")
                 return EXIT_OK
         if not ids:
             raise UsageError("name job ids" + (" or --failed" if hasattr(args, "failed") else ""))

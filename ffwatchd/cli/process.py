@@ -22,7 +22,7 @@ from ffwatchd.faces import registry
 from ffwatchd.faces.maskspec import MaskType
 from ffwatchd.processors import ProcessorError, default_processors, processors, require_plugins
 from ffwatchd.processors.protocol import DEBUG_SUFFIX
-from ffwatchd.schema import IntBetween, NumberBetween, OneOf, photo_paths
+from ffwatchd.schema import IntBetween, IntOneOf, NumberBetween, OneOf, photo_paths
 from ffwatchd.spec import jobspec
 from ffwatchd.spec.safeyaml import load_yaml, yaml_problem
 from ffwatchd.spec.sniff import sniff_file
@@ -66,9 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help=f"face_mask.types, combined by their minimum: {', '.join(MaskType)} (default box)")
     for flag, (section, key) in _processor_flags().items():   # each processor's own (processors/)
         check = installed[section].checks[key]
-        kind = {IntBetween: int, NumberBetween: float}.get(type(check))
+        kind = {IntBetween: int, IntOneOf: int, NumberBetween: float}.get(type(check))
         g.add_argument(f"--{flag.replace('_', '-')}", dest=flag, help=f"{section}.{key}",
-                       choices=check.options if isinstance(check, OneOf) else None, **({"type": kind} if kind else {}))
+                       choices=check.options if isinstance(check, (OneOf, IntOneOf)) else None,
+                       **({"type": kind} if kind else {}))
     g.add_argument("--format", choices=jobspec.OUTPUT_FORMATS, help="output.format (default keep)")
     g.add_argument("--quality", type=int, help="output.image_quality")
     g.add_argument("--on-no-face", choices=jobspec.ON_NO_FACE, help="on_no_face")
@@ -235,7 +236,7 @@ def _process(args: argparse.Namespace, settings: Settings | None, pipeline: Any,
     """Run the target through a hidden temp file beside the output, renamed into place at the end."""
     tmp = None
     workdir = None
-    debug: Path | None = None                # the debug copy (face_debugger), beside the temp result
+    debug: Path | None = None                # the debug copy (set_debug), beside the temp result
     try:
         if args.output.endswith(("/", os.sep)) and not output.is_dir():   # "-o outdir/": a folder, made if missing
             output.mkdir(parents=True)

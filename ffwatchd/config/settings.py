@@ -149,8 +149,9 @@ class RetentionSettings:
                                                                "(never mtime)")
     failed_max_age: float = setting(30 * 86400.0, parse_duration, "originals and error reports in failed/, "
                                                                   "likewise")
-    jobs_max_age: float = setting(90 * 86400.0, parse_duration, "finished job rows, and sent or given-up "
-                                                                "notifications")
+    jobs_max_age: float = setting(90 * 86400.0, parse_duration, "finished job rows, sent or given-up "
+                                                                "notifications, and the numbered reports of "
+                                                                "inbox root batches finished so long ago")
     output_max_age: float = setting(0.0, parse_duration, "results in output/, counted from their filing; 0: kept",
                                     shown="0")
     min_free_disk: int = setting(5 * 2**30, parse_size, "below this on the output or temp filesystem, no new "

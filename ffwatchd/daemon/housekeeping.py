@@ -1,5 +1,6 @@
-"""The supervisor's periodic chores that touch the whole cluster: retention (once across hosts)
-and forgetting workers whose host stopped heartbeating."""
+"""The supervisor's periodic chores that touch the whole cluster: retention (once across hosts),
+forgetting workers whose host stopped heartbeating, and, while this host claims nothing, sending
+expired leases back to the queue (a claim does that otherwise)."""
 
 from __future__ import annotations
 
@@ -55,3 +56,17 @@ def prune_lost_workers(store: JobQueue, lease: float) -> None:
     for owner in gone:
         log.warning("worker %s lost: no heartbeat for %.0f s; removed from the workers table",
                     owner, prune_after(lease))
+
+
+def requeue_expired_while_paused(store: JobQueue) -> None:
+    """While this host's claiming is paused its workers claim nothing, and a claim is what sends
+    expired leases back to the queue: so with every host paused a job whose worker died would
+    stay `running` for ever. The supervisor sweeps them instead."""
+    try:
+        back = store.requeue_expired()
+    except Exception as e:  # noqa: BLE001 - tried again at the next round
+        log.warning("could not return expired leases to the queue: %s", e)
+        return
+    if back:
+        log.warning("claiming paused here: returned %d job(s) whose leases expired to the queue: %s",
+                    len(back), back)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable
 from ffwatchd.backoff import Backoff
 from ffwatchd.config.load import load_config, resolve_config_path
 from ffwatchd.config.settings import Settings
-from ffwatchd.daemon.housekeeping import prune_lost_workers, start_retention
+from ffwatchd.daemon.housekeeping import prune_lost_workers, requeue_expired_while_paused, start_retention
 from ffwatchd.daemon.recovery import give_back, give_back_untouched, lock_state_dir, recover_at_start
 from ffwatchd.daemon.stalls import LoopStalls
 from ffwatchd.daemon.reloading import (
@@ -791,6 +791,9 @@ class Supervisor:
                     self._next_prune = now + self.settings.workers.lease
                     self.table_chore_once("pruning lost workers",
                                           lambda: prune_lost_workers(self.store, self.settings.workers.lease))
+                    store = self.store
+                    if store is not None and self.claiming_paused() is not None and self.schema_problem is None:
+                        self.table_chore_once("returning expired leases", lambda: requeue_expired_while_paused(store))
                 self.notifier.status(self.status_line())
             self._maybe_retention(now)
             self.stalls.tick()

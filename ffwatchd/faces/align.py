@@ -29,13 +29,16 @@ def arcface_template(size: int) -> np.ndarray:
 
 
 # Templates as fractions of the crop's side (FaceFusion's face_helper.py): the older ArcFace
-# crop simswap and ghost were trained on, and the MTCNN crop of hififace.
+# crop simswap and ghost were trained on, the MTCNN crop of hififace, and styleganex's 384 crop
+# (the face smaller, with the background around it).
 ARCFACE_112_V1 = np.array([[0.35473214, 0.45658929], [0.64526786, 0.45658929], [0.50000000, 0.61154464],
                            [0.37913393, 0.77687500], [0.62086607, 0.77687500]], dtype=np.float64)
 MTCNN_512 = np.array([[0.36562865, 0.46733799], [0.63305391, 0.46585885], [0.50019127, 0.61942959],
                       [0.39032951, 0.77598822], [0.61178945, 0.77476328]], dtype=np.float64)
+STYLEGANEX_384 = np.array([[0.42353745, 0.52289879], [0.57725008, 0.52319972], [0.50123859, 0.61331904],
+                           [0.43364461, 0.68337652], [0.57015325, 0.68306005]], dtype=np.float64)
 
-TEMPLATES = ("arcface_112_v1", "arcface_112_v2", "arcface_128", "ffhq_512", "mtcnn_512")
+TEMPLATES = ("arcface_112_v1", "arcface_112_v2", "arcface_128", "ffhq_512", "mtcnn_512", "styleganex_384")
 
 
 @lru_cache(maxsize=32)
@@ -54,6 +57,8 @@ def template_points(name: str, size: int) -> np.ndarray:
         return ARCFACE_112_V1 * size
     if name == "mtcnn_512":
         return MTCNN_512 * size
+    if name == "styleganex_384":
+        return STYLEGANEX_384 * size
     raise ValueError(f"no alignment template {name!r} (known: {', '.join(TEMPLATES)})")
 
 

@@ -47,6 +47,23 @@ class Identity(StrEnum):
     SOURCE_CROP = "source_crop"   # blendswap, uniface: the source face itself, aligned, RGB 0..1
 
 
+class Precision(StrEnum):
+    """The weights' float type as the model set states it (FaceFusion's `precision`); what a tile
+    is fed follows the file's declared input type, which an fp16 export may keep at float32."""
+    FP32 = "fp32"
+    FP16 = "fp16"
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """How a whole-frame model is tiled, FaceFusion's `size` tuple (vision.py create_tile_frames):
+    tiles of `size` px, of which `overlap` px each side is context that is not kept, and a black
+    border of `pad` px (beyond the overlap) around the frame."""
+    size: int
+    pad: int
+    overlap: int
+
+
 class Layout(StrEnum):
     """Axis order of the model's image input."""
     NCHW = "nchw"
@@ -134,10 +151,11 @@ class ModelFamily:
     source_template: str | None = None        # Identity.SOURCE_CROP: the source crop's template
     source_size: int | None = None            # ... and its side
     layout: Layout = Layout.NCHW
-    # Whole-frame models (upscalers): context a tile needs on each side, and the working memory
-    # per output pixel that sets the tile size from the worker's memory limit.
-    tile_margin: int = 0
+    # Whole-frame models (upscalers): how a frame is tiled, and the working memory per output
+    # pixel that says whether a tile fits the worker's memory limit.
+    tiling: Tiling | None = None
     bytes_per_output_pixel: int = 0
+    precision: Precision = Precision.FP32
     classes: Classes | None = None            # classifiers only
     crop: Crop = Crop.TEMPLATE
     box_scale: float = 1.5                    # Crop.BOX: the crop's side over the box's longer side
@@ -157,6 +175,7 @@ class Model:
     size: int | None = None                   # bytes
     path: Path | None = None                  # custom models: an explicit file; built-ins live in models_dir
     custom: bool = False
+    scale: int | None = None                  # upscalers: the scale the model set states; the file must match
 
     @property
     def conventions(self) -> ModelFamily:

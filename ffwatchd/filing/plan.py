@@ -66,6 +66,8 @@ def retry_advice(job: Job, kind: str) -> tuple[str | None, str | None]:
         return command, "its sidecar fixed first (jobs retry refuses the job while the sidecar is as it was)"
     if kind in CONTENT_KINDS:
         return None, "a good copy of the file dropped into the inbox again: this copy is refused as it is"
+    if kind == "duplicate":            # a re-drop: its earlier job is the one to retry (its message says)
+        return None, "the earlier job it names retried, or the file renamed to process it again"
     return command, None
 
 
@@ -114,6 +116,27 @@ def duplicate_message(rel: str, job: Job) -> str:
         advice = f"run `ffwatchd jobs retry {job.id}` to run that job again"
     return (f"{rel} has the same content as job {job.id}, which is already {job.state}; "
             f"it was not processed again: {advice}")
+
+
+#: a duplicate's row: its content hash key (the unique key is watch, path and content, which the
+#: earlier job holds) names the earlier job and this drop's version, so each re-drop is a row of
+#: its own and the same drop looked at again (its filing interrupted) is the same row
+_DUPLICATE_KEY = "duplicate-of-{earlier}:{hash}:{size}:{mtime_ns}:{inode}"
+
+
+def duplicate_key(earlier: Job, version: FileVersion) -> str:
+    """`version`: the drop's, its inode left out where the share makes them up (two hosts would
+    see two numbers for one drop)."""
+    return _DUPLICATE_KEY.format(earlier=earlier.id, hash=earlier.content_hash, size=version.size,
+                                 mtime_ns=version.mtime_ns, inode=version.inode if version.inode is not None else "-")
+
+
+def duplicate_of(job: Job) -> int | None:
+    """The earlier job a `duplicate` row is a re-drop of (None for any other row)."""
+    if job.error_kind != "duplicate" or not job.content_hash.startswith("duplicate-of-"):
+        return None
+    head = job.content_hash[len("duplicate-of-"):].split(":", 1)[0]
+    return int(head) if head.isdigit() else None
 
 
 def report_path(filed_as: Path) -> Path:

@@ -11,7 +11,7 @@ from enum import StrEnum
 from ffwatchd.config.settings import Settings
 from ffwatchd.errors import JobError
 from ffwatchd.faces.registry import all_models, fetch_hint, missing_models
-from ffwatchd.filing.plan import file_failed_original, find_failed_original, restore_original
+from ffwatchd.filing.plan import duplicate_of, file_failed_original, find_failed_original, restore_original
 from ffwatchd.filing.staging import OriginalChanged
 from ffwatchd.ops.statusfile import read_status
 from ffwatchd.spec.jobspec import RESTART_HINT, JobSpec
@@ -38,6 +38,10 @@ def retry_job(store: JobQueue, settings: Settings, job: Job, priority: str | Non
 
     if job.state not in ("failed", "cancelled"):
         raise TransitionError(f"is {job.state}: only failed or cancelled jobs can be retried")
+    earlier = duplicate_of(job)
+    if earlier is not None:           # its content is the earlier job's: running it again is that job's retry
+        raise TransitionError(f"is a re-drop of job {earlier}'s content (duplicate): retry job {earlier}, or "
+                              "rename the file (or put it in another folder) to process it again")
     try:
         watch = settings.watch(job.watch)
     except KeyError:

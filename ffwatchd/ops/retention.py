@@ -420,6 +420,36 @@ def age_watch_folders(settings: "Settings", store: "JobQueue | None" = None, *,
     return out
 
 
+def age_root_batch_files(settings: "Settings", store: "JobQueue", *, dry_run: bool = False) -> list[Deletion]:
+    """The numbered report, JSON and zip (`ffwatch-report-N.html`, ...) of every inbox root batch
+    after the first that finished longer ago than jobs_max_age (by its finish, on the store's
+    clock): the root starts one per drop, so they would pile up for ever. The first generation's
+    plain names and a folder batch's files (reopened by later drops) are kept."""
+    # Imported here: the batch modules (Jinja2) load only for this pass.
+    from ffwatchd.batches.package import PACKAGE_NAME, numbered
+    from ffwatchd.batches.report import REPORT_HTML, REPORT_JSON
+
+    max_age = settings.retention.jobs_max_age
+    if max_age <= 0:
+        return []
+    now = store.clock()
+    out: list[Deletion] = []
+    for w in settings.watches:
+        finished = [b for b in store.list_batches(watch=w.name, state="finished", limit=1 << 30)
+                    if b.folder == "" and b.generation > 0 and b.finished_at is not None
+                    and now - b.finished_at > max_age]
+        for b in finished:
+            assert b.finished_at is not None
+            reason = f"report of root batch {b.label}, finished longer ago than jobs_max_age {format_age(max_age)}"
+            for name in (REPORT_HTML, REPORT_JSON, PACKAGE_NAME):
+                path = w.output / numbered(name, b.generation)
+                st = _lstat(path)
+                if st is not None and not stat.S_ISDIR(st.st_mode):   # a link goes as a link
+                    out.append(_apply(Deletion("output", path, 1, now - b.finished_at, reason, st.st_size),
+                                      dry_run))
+    return out
+
+
 # -- job rows -------------------------------------------------------------------------------
 
 def purge_job_rows(settings: "Settings", store: "JobQueue", *, dry_run: bool = False) -> list[Deletion]:
@@ -454,6 +484,7 @@ def run_retention(settings: "Settings", store: "JobQueue", *, now: float | None 
     out = clean_temp(settings, store, now=now, dry_run=dry_run)
     out += clean_share_leftovers(settings, store, now=now, dry_run=dry_run)
     out += age_watch_folders(settings, store, now=now, dry_run=dry_run)
+    out += age_root_batch_files(settings, store, dry_run=dry_run)
     out += purge_job_rows(settings, store, dry_run=dry_run)
     return out
 

@@ -310,7 +310,7 @@ class Pipeline:
                 reference = [e for p in photos for e in self._people(p, spec, detector, recognizer)]
         refiner = (self.load_model(spec.face_landmarker.model, LANDMARKER)
                    if detector is not None and spec.face_landmarker.refine else None)
-        # what the result's provenance names: not a model only a copy beside it used (face_debugger's landmarker)
+        # what the result's provenance names: not a model only a copy beside it used (a debugger's landmarker)
         output_spec = replace(spec, processors=tuple(p.name for p in processors if p.changes_output))
         shown = [n for n in registry.with_converters(output_spec.models_used(), self.custom_models) if n in names]
         return FrameProcessor(spec, detector, recognizer, reference, steps, shown, job.scores, classifier,

@@ -405,12 +405,34 @@ def _file_duplicate(watch: WatchSettings, path: Path, rel: str, job: Job,
         if now != seen:          # another file was dropped at the name since it was read: its own turn
             return IngestResult("changed", path, f"{rel}: replaced since it was read; looked at again")
     message = filing.duplicate_message(rel, job)
-    log.warning("duplicate of job %d: %s", job.id, message)
     try:
-        plan = filing.plan_duplicate(watch, job, rel, message, original_state(os.lstat(path), path, job.content_hash))
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return IngestResult(IngestStatus.VANISHED, path, f"{rel}: job {job.id} ({job.state}) filed it meanwhile", job)
+    dup, created = _record_duplicate(watch, store, path, rel, job, message, st)
+    if created or dup is None:
+        log.warning("duplicate of job %d: %s%s", job.id, message, f" (recorded as job {dup.id})" if dup else "")
+    shown = dup if dup is not None else replace(job, error_kind="duplicate")
+    try:
+        plan = filing.plan_duplicate(watch, job, rel, message, original_state(st, path, job.content_hash))
         filed = filing.execute_plan(plan, job, watch, ledger=store)
     except OriginalChanged:              # replaced between the look above and the move: nothing moved
         return IngestResult("changed", path, f"{rel}: replaced since it was read; looked at again")
     except (OSError, JobError) as e:     # failed/ missing, read-only, full, a link, no free name
-        return _unfiled(path, rel, replace(job, error_kind="duplicate"), message, e)
-    return IngestResult("duplicate", path, f"{message} (filed as {filed.original})", job)
+        return _unfiled(path, rel, shown, message, e, created)
+    return IngestResult("duplicate", path, f"{message} (filed as {filed.original})", shown, created)
+
+
+def _record_duplicate(watch: WatchSettings, store: JobQueue | None, path: Path, rel: str, earlier: Job,
+                      message: str, st: os.stat_result) -> tuple[Job | None, bool]:
+    """The re-drop as a row of its own, born failed as `duplicate` with the message naming the
+    earlier job: `jobs list`, the page and its batch show what /metrics counts as failed. The
+    same drop looked at again (its filing interrupted) is the same row (filing.duplicate_key)."""
+    if store is None:
+        return None, False
+    sidecars = [str(p) for p in find_sidecars(watch.inbox, path)]
+    key = filing.duplicate_key(earlier, FileVersion.from_stat(st, path))
+    return store.record_failure(watch=watch.name, rel_path=rel, size=st.st_size, mtime=st.st_mtime_ns / 1e9,
+                                content_hash=key, kind=earlier.kind,
+                                error_kind="duplicate", message=message, sidecars=sidecars,
+                                batch=batch_folder(watch.inbox, sidecars))

@@ -424,3 +424,118 @@ def test_the_swap_quality_score_and_where_review_shows_are_documented() -> None:
         assert needed in section, needed
     batches = (root / "docs" / "batches.md").read_text(encoding="utf-8")
     assert "`review` (up to 100 done files" in batches and "`review_not_listed`" in batches
+
+
+def _video(path: Path, colours: list[tuple[int, int, int]], size: tuple[int, int] = (160, 120)) -> Path:
+    """An H.264 clip (as a job's original or result is), one frame per BGR colour in `colours`."""
+    from ffwatchd.media.ffmpeg import find_ffmpeg
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    w, h = size
+    frames = np.stack([np.full((h, w, 3), c, np.uint8) for c in colours])
+    subprocess.run([find_ffmpeg(None), "-v", "error", "-y", "-f", "rawvideo", "-pix_fmt", "bgr24", "-s", f"{w}x{h}",
+                    "-r", "10", "-i", "-", "-c:v", "libx264", "-preset", "veryfast", "-g", "5",
+                    "-pix_fmt", "yuv420p", str(path)], input=frames.tobytes(), check=True, timeout=60)
+    return path
+
+
+def _video_batch(tmp_path: Path):
+    """Two done video jobs: each original's first half blue and second half green, each result's
+    first half black and second half white, so a thumbnail shows which frame it was made of."""
+    from ffwatchd.config.load import load_settings
+
+    raw = {"state_dir": str(tmp_path / "state"), "temp_dir": str(tmp_path / "tmp"), "models_dir": str(tmp_path / "m"),
+           "watches": [{"name": "w", "inbox": str(tmp_path / "in"), "output": str(tmp_path / "out"),
+                        "done": str(tmp_path / "done"), "failed": str(tmp_path / "failed")}]}
+    w = load_settings(raw, tmp_path).watches[0]
+    store = JobStore(w.done.parent / "state" / "ffwatchd.db")
+    for i in range(2):
+        rel = f"b/clip{i}.mp4"
+        _video(w.done / rel, [(255, 0, 0)] * 10 + [(0, 255, 0)] * 10)
+        _video(w.output / rel, [(0, 0, 0)] * 10 + [(255, 255, 255)] * 10)
+        store.enqueue(watch="w", rel_path=rel, size=1, mtime=1, content_hash=f"v{i}", kind="video",
+                      spec={"processors": ["face_swapper"]}, batch="b")
+        job = store.claim("t", 60)
+        store.set_filing(job.id, "t", {"outcome": "done", "original_src": "x", "original_dst": str(w.done / rel)})
+        store.finish(job.id, "t", output_path=str(w.output / rel))
+    jobs = store.batch_jobs("w", "b")
+    store.close()
+    return w, jobs
+
+
+def _mean_colour(uri: str) -> np.ndarray:
+    img = cv2.imdecode(np.frombuffer(base64.b64decode(uri.split(",", 1)[1]), np.uint8), cv2.IMREAD_COLOR)
+    assert img is not None and max(img.shape[:2]) == 96
+    return img.reshape(-1, 3).mean(axis=0)
+
+
+def test_a_video_rows_thumbnails_are_its_middle_frames_before_and_after(tmp_path: Path) -> None:
+    """Issue 42, item 16: video rows had no preview frame. The original's and the result's middle
+    frame (green and white here; their first frames are blue and black) become its thumbnails."""
+    w, jobs = _video_batch(tmp_path)
+    html_path, _report = write_report(w, "b", jobs, ThumbCache(), batch_id=1, version=1, final=True)
+    page = html_path.read_text()
+    assert page.count("data:image/jpeg;base64,") == 4 and "no preview" not in page
+    uris = [u.split('"')[0] for u in page.split('src="')[1:]]
+    before, after = _mean_colour(uris[0]), _mean_colour(uris[1])
+    assert before[1] > 200 and before[0] < 60 and before[2] < 60, f"before is not the green middle: {before}"
+    assert after.min() > 200, f"after is not the white middle: {after}"
+
+
+def test_a_link_in_place_of_a_video_gives_no_thumbnail(tmp_path: Path) -> None:
+    """A video's thumbnail is read through safefs like a picture's: a link planted where the
+    result lies (to a video outside the share) puts nothing from elsewhere into the report."""
+    w, jobs = _video_batch(tmp_path)
+    outside = _video(tmp_path / "elsewhere" / "secret.mp4", [(0, 0, 255)] * 4)
+    for j in jobs:
+        result = w.output / j.rel_path
+        result.unlink()
+        result.symlink_to(outside)
+    html_path, _report = write_report(w, "b", jobs, ThumbCache(), batch_id=1, version=1, final=True)
+    assert html_path.read_text().count("data:image/jpeg;base64,") == 2     # the originals' only
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_chromium_shows_a_video_rows_before_and_after_frames(tmp_path: Path) -> None:
+    """In a real browser each done video row shows two decoded 96 px pictures side by side."""
+    from tests.browser import Browser
+
+    w, jobs = _video_batch(tmp_path)
+    html_path, _report = write_report(w, "b", jobs, ThumbCache(), batch_id=1, version=1, final=True)
+    with Browser(tmp_path / "profile") as b:
+        b.open(html_path.as_uri())
+        b.wait_for("document.readyState === 'complete'")
+        rows = b.evaluate("""Array.from(document.querySelectorAll('tr.done')).map(tr =>
+            Array.from(tr.querySelectorAll('td.pics img')).map(i => {
+                const r = i.getBoundingClientRect();
+                return {alt: i.alt, w: i.naturalWidth, h: i.naturalHeight, top: r.top, left: r.left,
+                        shown: i.complete && r.width > 0 && r.height > 0};
+            }))""")
+        assert b.errors() == []
+    assert len(rows) == 2, rows
+    for before, after in rows:
+        assert (before["alt"], after["alt"]) == ("before", "after")
+        assert all(p["shown"] and p["w"] == 96 and p["h"] == 72 for p in (before, after)), rows
+        assert abs(before["top"] - after["top"]) <= 2 and after["left"] > before["left"], rows
+
+
+def test_a_failed_video_is_not_decoded_for_a_thumbnail(tmp_path: Path, monkeypatch) -> None:
+    """A failed video may be what broke the worker's decoder: the supervisor never decodes it
+    (docs/operations.md); its row says "no preview"."""
+    import ffwatchd.batches.thumbs as thumbs
+
+    w, jobs = _video_batch(tmp_path)
+    store = JobStore(w.done.parent / "state" / "ffwatchd.db")
+    _video(w.failed / "b" / "broken.mp4", [(0, 0, 255)] * 4)
+    store.record_failure(watch="w", rel_path="b/broken.mp4", size=1, mtime=1, content_hash="broken", kind="video",
+                         error_kind="bad_input", message="b/broken.mp4 cannot be decoded", batch="b")
+    jobs = store.batch_jobs("w", "b")
+    store.close()
+    opened: list[str] = []
+    real = thumbs.video_thumbnail
+    monkeypatch.setattr(thumbs, "video_thumbnail", lambda path, **kw: opened.append(path.name) or real(path, **kw))
+    html_path, _report = write_report(w, "b", jobs, ThumbCache(), batch_id=1, version=1, final=True)
+    assert sorted(opened) == ["clip0.mp4", "clip0.mp4", "clip1.mp4", "clip1.mp4"]
+    page = check_report_html(html_path.read_text())
+    (failed,) = [r for r in page.rows if r["class"] == "failed"]
+    assert "no preview" in failed["cells"][2]

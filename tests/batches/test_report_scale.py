@@ -49,7 +49,7 @@ def test_a_big_batch_has_a_bounded_page_and_refreshes_without_reading_files_agai
     made, entries, pages = [], [], []
     real_thumb, real_entry = thumbs_mod.thumbnail, report_mod.file_entry
     monkeypatch.setattr(thumbs_mod, "thumbnail", lambda path, **kw: made.append(path) or real_thumb(path, **kw))
-    monkeypatch.setattr(report_mod, "file_entry", lambda w, j: entries.append(j.id) or real_entry(w, j))
+    monkeypatch.setattr(report_mod, "file_entry", lambda w, j, *a: entries.append(j.id) or real_entry(w, j, *a))
     real_render = report_mod.render_html
     monkeypatch.setattr(report_mod, "render_html", lambda *a, **k: pages.append(1) or real_render(*a, **k))
     (batch,) = [store.touch_batch("w", "b", 1.0)]

@@ -300,12 +300,14 @@ def test_a_running_videos_frames_done_show_in_the_report_while_it_runs(env, monk
     tracker.step(now=clock.t + 1)
     out = settings.watches[0].output / "v"
     report = json.loads((out / "ffwatch-report.json").read_text())
-    assert report["files"][0]["progress"] == {"done": 120, "total": 1000}
+    assert report["files"][0]["progress"] == {"done": 120, "total": 1000, "frames_per_s": None, "seconds_left": None}
+    clock.t += 20.0                                 # the table's clock: 20 s since the claim
     store.heartbeat(job.id, "t", 60, progress=(500, 1000), attempt=job.attempts)
     tracker.step(now=clock.t + 2)                   # nothing new but the frames done
     report = json.loads((out / "ffwatch-report.json").read_text())
-    assert report["files"][0]["progress"] == {"done": 500, "total": 1000}
-    assert "running: 500/1000 frames (50%)" in (out / "ffwatch-report.html").read_text()
+    # issue 42, item 20: the rate since the start (500 frames in 20 s) and the time left at it
+    assert report["files"][0]["progress"] == {"done": 500, "total": 1000, "frames_per_s": 25.0, "seconds_left": 20.0}
+    assert "running: 500/1000 frames (50%), 25.0 frames/s, 20 s left" in (out / "ffwatch-report.html").read_text()
 def test_a_report_that_could_not_be_written_is_tried_again_without_the_batch_changing(env, tmp_path) -> None:
     """The share away under a busy batch (here: a link where its output folder was, refused like
     EIO): the report is written again once the folder is back, though no job of the batch changed.

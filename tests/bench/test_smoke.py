@@ -64,6 +64,7 @@ def test_a_script_without_smoke_is_named(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.slow(20)
 def test_smoke_run(name: str, tmp_path: Path) -> None:
     if name in SMOKE_ELSEWHERE:
         module, test = SMOKE_ELSEWHERE[name]

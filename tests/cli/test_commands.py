@@ -10,6 +10,7 @@ import pytest
 from ffwatchd.cli import main
 from ffwatchd.config.load import load_config
 from ffwatchd.filing.plan import file_failed_original
+from ffwatchd.fs.version import FileVersion
 from tests.helpers.configs import add_job, jpeg, store_for
 from tests.helpers.ports import free_port
 
@@ -600,3 +601,36 @@ def test_every_option_and_argument_of_every_command_says_what_it_is_for() -> Non
 
     walk(build_parser(), ["ffwatchd"])
     assert bare == []
+
+
+def test_process_help_lists_the_colouriser_and_its_flags(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["process", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "frame_colorizer" in out and "--colorizer-size {192,256,384,512} frame_colorizer.size" in out
+    assert "--colorizer COLORIZER frame_colorizer.model" in out and "--colorizer-blend" in out
+
+
+def test_retry_failed_leaves_out_duplicates_and_retrying_one_names_its_earlier_job(cfg: Path, capsys) -> None:
+    """Issue 42, item 11: a re-drop is a failed `duplicate` row of its own; its content is its
+    earlier job's, so `retry --failed` leaves it out (saying so) and `retry ID` of it names that job."""
+    import os
+
+    from ffwatchd.filing.plan import duplicate_key
+
+    settings = load_config(cfg)
+    watch = settings.watches[0]
+    real = refuse(cfg, "x.jpg", jpeg(1), "no_sidecar")
+    with store_for(cfg) as s:
+        earlier = s.get(real)
+        (watch.inbox / "y.jpg").write_bytes(jpeg(2))
+        key = duplicate_key(earlier, FileVersion.from_stat(os.stat(watch.inbox / "y.jpg")))
+        dup, _ = s.record_failure(watch="studio", rel_path="y.jpg", size=1, mtime=1.0, content_hash=key,
+                                  kind="image", error_kind="duplicate", message=f"same content as job {real}")
+    assert main(["jobs", "retry", str(dup.id), "-c", str(cfg)]) == 1
+    assert f"retry job {real}" in capsys.readouterr().err
+    assert main(["jobs", "retry", "--failed", "-c", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "left out 1 duplicate(s) of earlier jobs" in out and f"job {real}: queued again" in out
+    with store_for(cfg) as s:
+        assert s.get(real).state == "queued" and s.get(dup.id).state == "failed"

@@ -131,3 +131,29 @@ def test_verify_points_at_the_custom_models_entry(tmp_path, capsys):
     write("a" * 64)
     assert run_models(["-c", str(config), "verify", "tuned_swap"]) == 1
     assert "(the sha256 given for models.tuned_swap in the config)" in capsys.readouterr().out
+
+
+def test_list_shows_the_five_colourisers_with_family_and_licence(tmp_path, capsys):
+    assert run_models(["--models-dir", str(tmp_path), "list", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out) if r["kind"] == "colorizer"}
+    assert {n: (r["family"], r["licence"]) for n, r in rows.items()} == {
+        "ddcolor": ("ddcolor", "Apache-2.0"), "ddcolor_artistic": ("ddcolor", "Apache-2.0"),
+        "deoldify": ("deoldify", "MIT"), "deoldify_artistic": ("deoldify", "MIT"),
+        "deoldify_stable": ("deoldify", "MIT")}
+    assert run_models(["list", "--models-dir", str(tmp_path)]) == 0
+    lines = [ln.split() for ln in capsys.readouterr().out.splitlines() if "colorizer" in ln]
+    assert [ln[:4] for ln in lines][:1] == [["ddcolor", "colorizer", "ddcolor", "Apache-2.0"]] and len(lines) == 5
+
+
+def test_list_shows_the_upscalers_with_their_family_and_licence(tmp_path, capsys):
+    assert run_models(["--models-dir", str(tmp_path), "list", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    fp16, sharp = rows["real_esrgan_x8_fp16"], rows["ultra_sharp_2_x4"]
+    assert (fp16["kind"], fp16["family"]) == ("upscaler", "real_esrgan_fp16")
+    assert (sharp["family"], sharp["licence"]) == ("sr_tile_1024", "non-commercial")
+    assert (rows["swin2_sr_x4"]["family"], rows["swin2_sr_x4"]["licence"]) == ("sr_tile_128", "Apache-2.0")
+    assert run_models(["list", "--models-dir", str(tmp_path)]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
+    for name in ("clear_reality_x4", "remacri_x4", "span_kendata_x4", "ultra_sharp_x4", "ultra_sharp_2_x4"):
+        assert any(name in n and "not for commercial use" in n for n in notes), name
+    assert not any("swin2_sr_x4" in n or "tghq_face_x8" in n for n in notes)

@@ -28,7 +28,7 @@ from tests.e2e.harness import SYNTH_SIDECAR, face_jpeg, synthetic_models, wait_f
 ROOT = Path(__file__).resolve().parents[2]
 USER = "10001:10001"
 VOLUMES = ("/var/lib/ffwatchd", "/var/cache/ffwatchd", "/var/lib/ffwatchd-models")
-pytestmark = pytest.mark.timeout(1500)
+pytestmark = [pytest.mark.timeout(1500), pytest.mark.slow(300)]    # first in the run: the build is its longest test
 
 
 def need() -> str | None:
@@ -70,7 +70,8 @@ def bundle(image, tmp_path_factory) -> Iterator[Path]:
     shutil.rmtree(where, ignore_errors=True)         # ~1.3 GB unpacked
 
 
-def test_the_image_says_what_it_is(bundle) -> None:
+def says_what_it_is(bundle: Path) -> None:
+    """Its user, entrypoint, labels, volumes, no model, one owner of cv2/ and onnxruntime/, no pip."""
     config = json.loads((bundle / "config.json").read_text())         # the runtime spec umoci made of it
     assert (config["process"]["user"]["uid"], config["process"]["user"]["gid"]) == (10001, 10001)
     assert config["process"]["args"][-3:] == ["run", "-c", "/etc/ffwatchd/config.yaml"]
@@ -127,7 +128,10 @@ class Chroot:
             subprocess.run(["umount", "-l", m], capture_output=True)
 
 
-def test_check_and_a_daemon_file_a_photo_inside_the_image(bundle, tmp_path) -> None:
+def test_the_image_says_what_it_is_and_check_and_a_daemon_file_a_photo_inside_it(bundle, tmp_path) -> None:
+    """One test, so one xdist worker builds the image once (two tests could land on two workers:
+    two builds, or one worker idle on a lock for minutes)."""
+    says_what_it_is(bundle)
     host = tmp_path / "host"
     root = Chroot(bundle / "rootfs", tmp_path / "root", host)
     proc = None

@@ -243,6 +243,7 @@ def test_batches_command_lists_and_shows_a_batch_with_its_deliveries(make_daemon
     assert json.loads(cli("show", str(b["id"]), "--json"))["deliveries"][0]["state"] == "delivered"
 
 
+@pytest.mark.slow(50)
 def test_with_the_one_worker_busy_on_a_video_the_high_priority_file_runs_next(make_daemon, tmp_path) -> None:
     """The same, with the worker really busy: a 60 s clip is running while the 20 low-priority
     files and then the high one arrive (a 20 s clip, about 4 s of work, was done before the last

@@ -51,6 +51,7 @@ def _job(d, rel: str):
         return next((j for j in s.list_jobs(limit=100) if j.rel_path == rel), None)
 
 
+@pytest.mark.slow(20)
 def test_an_image_held_behind_a_video_goes_to_the_idle_worker(make_daemon, clip) -> None:
     d = make_daemon(workers={"devices": ["cpu", "cpu"]}).start()
     first, second = wait_for(lambda: len(d.worker_pids()) == 2 and d.worker_pids(), 60, "two workers")

@@ -17,7 +17,7 @@ from ffwatchd.filing.shares import MARKER_NAME
 from tests.e2e.harness import decodes, face_jpeg, wait_for
 
 
-@pytest.mark.slow
+@pytest.mark.slow(30)
 def test_kill9_of_the_whole_daemon_at_ten_random_moments(make_daemon) -> None:
     # Enough attempts that ten kills cannot exhaust a job: the point is that nothing is lost.
     d = make_daemon(workers={"max_attempts": 20})

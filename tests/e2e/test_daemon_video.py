@@ -6,6 +6,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.e2e.harness import ROOT, wait_for
 
 
@@ -22,6 +24,7 @@ def _running_video(d):
     return jobs[0] if jobs else None
 
 
+@pytest.mark.slow(30)
 def test_video_job_progress_and_resume_after_kill9(make_daemon, clip) -> None:
     path, info, ffmpeg = clip
     # 4 s segments (the default, 30 s, would make this clip one segment: nothing to resume)

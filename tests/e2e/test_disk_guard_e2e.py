@@ -131,3 +131,30 @@ def test_enospc_half_way_through_a_result_leaves_nothing_and_waits_unspent(make_
     outputs = everything_under(small_fs / "output")
     assert [p.name for p in outputs] == ["big.jpg"] and decodes(outputs[0])
     assert [p.name for p in d.files(d.done)] == ["big.jpg"]
+
+
+def test_an_expired_lease_goes_back_to_the_queue_while_claiming_is_paused(make_daemon, small_fs) -> None:
+    """Issue 42, item 23: a claim is what sends expired leases back, so with every host's claiming
+    paused a job whose worker (on another host) died stayed `running`; the paused daemon's
+    supervisor sweeps them, and the job is done once the disk has room again."""
+    d = make_daemon(output_dir=small_fs / "output", retention={"min_free_disk": "1MiB"}).start()
+    filler = fill(small_fs, leave=256 * KiB)
+    wait_for(lambda: (d.status() or {}).get("claiming_paused"), 60, "the disk guard to pause claiming")
+    d.drop("img.jpg", face_jpeg(seed=510))
+    d.wait_counts(60, queued=1)
+    with d.store() as s:
+        job = s.claim("elsewhere:4242:w0", 1.0)          # another host's worker, which then dies
+        assert job is not None and job.state == "running"
+
+    def back():
+        with d.store() as s:
+            j = s.get(job.id)
+        return j.state == "queued" and j
+    again = wait_for(back, 60, "the expired lease to go back to the queue while claiming is paused")
+    assert again.error_kind == "worker_crashed" and "elsewhere:4242:w0" in again.error_message
+    assert "claiming paused here: returned 1 job(s) whose leases expired" in d.log_path.read_text()
+    assert d.counts()["done"] == 0
+
+    filler.unlink()
+    d.wait_counts(90, done=1)
+    assert [p.name for p in everything_under(small_fs / "output")] == ["img.jpg"]

@@ -11,6 +11,7 @@ from tests.powerfs import unavailable
 
 @pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
 @pytest.mark.parametrize("half", sorted(SHORT_CUTS))
+@pytest.mark.slow(60)
 def test_power_cuts_at_every_step_of_a_batch_lose_and_double_nothing(synth_models, tmp_path, half) -> None:
     cuts = SHORT_CUTS[half]
     run = CutRun(tmp_path, synth_models, files=10)
@@ -31,6 +32,7 @@ def test_power_cuts_at_every_step_of_a_batch_lose_and_double_nothing(synth_model
 
 @pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
 @pytest.mark.parametrize("half", sorted(UNSYNCED_CUTS))
+@pytest.mark.slow(60)
 def test_power_cuts_with_originals_never_fsynced_keep_custody(synth_models, tmp_path, half) -> None:
     """Custody (issue 41): an original is durable before the daemon relies on it. The originals'
     writer never fsynced them (most SMB copies), so each cut takes their bytes unless the daemon

@@ -76,7 +76,7 @@ def wait_batches_finished(d, timeout: float = 120) -> list:
 OUTAGE = 30.0          # seconds smbd is away in the middle of the batch (the scenario, not a wait)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(40)
 def test_daemon_on_a_smbnetfs_mount_survives_a_samba_restart_mid_batch(make_daemon, smb_mount, tmp_path):
     """The GPU host: the share through smbnetfs (no inotify: polling; no size: the disk guard must
     not pause), drops by clients on "another machine", smbd stopped for 30 s mid-batch and started

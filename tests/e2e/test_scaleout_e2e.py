@@ -102,6 +102,7 @@ def status_json(d: Daemon) -> dict:
     return json.loads(r.stdout)
 
 
+@pytest.mark.slow(35)
 def test_three_daemons_file_300_images_exactly_once(cluster) -> None:
     daemons, share, distinct = cluster
     start_all(daemons)
@@ -123,7 +124,7 @@ def test_three_daemons_file_300_images_exactly_once(cluster) -> None:
         assert roots <= {str(d.output) for d in daemons} and len(roots) >= 2, roots
 
 
-@pytest.mark.slow
+@pytest.mark.slow(50)
 def test_kill_9_of_a_whole_daemon_at_5_random_moments(cluster) -> None:
     daemons, share, _ = cluster
     start_all(daemons)

@@ -72,7 +72,7 @@ def shm_temp():
     shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(30)
 def test_a_worker_frozen_while_placing_a_large_result_never_moves_the_new_file(make_daemon, shm_temp) -> None:
     d = make_daemon(settle="4s", workers={"devices": ["cpu", "cpu"], "lease": "30s", "ram_limit": "6GiB",
                                           "max_pixels": 40_000_000})

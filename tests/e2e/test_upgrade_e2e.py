@@ -59,7 +59,7 @@ def old_venv(where: Path) -> Path:
     return py
 
 
-@pytest.mark.slow
+@pytest.mark.slow(40)
 @pytest.mark.timeout(900)
 def test_upgrade_from_the_build_of_2026_11_30(make_daemon, tmp_path: Path) -> None:
     old_py = old_venv(tmp_path / "old")

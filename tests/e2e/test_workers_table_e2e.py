@@ -9,6 +9,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from tests.e2e.harness import ROOT, wait_for
 
 
@@ -24,6 +26,7 @@ def table_workers(d) -> list[dict]:
     return json.loads(r.stdout)["workers"]
 
 
+@pytest.mark.slow(35)
 def test_status_lists_workers_from_the_table_and_marks_a_dead_hosts_rows_lost(make_daemon) -> None:
     d = make_daemon(workers={"devices": ["cpu", "cpu"], "lease": "1s"}).start()
     pids = sorted(d.worker_pids())

@@ -184,6 +184,7 @@ print(result.provenance["output_size"][0], result.provenance["output_size"][1], 
 """
 
 
+@pytest.mark.slow(30)
 def test_a_6000x4000_photo_upscaled_on_the_cpu_stays_under_ram_limit(ups, tmp_path):
     """The worker's guard and pipeline in a process of their own, its peak RSS read from the kernel."""
     ram = 2**30

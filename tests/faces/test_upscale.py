@@ -1,5 +1,6 @@
-"""The tiled upscaler on synthetic Real-ESRGAN-like models: seamless tiles, the family's
-conventions, the tile size from the memory limit."""
+"""The tiled upscaler on synthetic Real-ESRGAN-like models: seamless tiles, FaceFusion's tiling per
+family (tile, border, overlap) against an oracle of its vision.py, the family's conventions, the
+fed float type (fp16 exports), x8, the tile size within the memory limit; the built-in model set."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ import synthetic_models as sm
 from ffwatchd.processors.builtin.frame_enhancer import UPSCALER
 from ffwatchd.errors import JobError
 from ffwatchd.faces.convention import from_blob, to_blob
-from ffwatchd.faces.models import MODELS, Colour, custom_model
+from ffwatchd.faces.models import FAMILIES, MODELS, NON_COMMERCIAL, Colour, Precision, Tiling, custom_model
 from ffwatchd.faces.sessions import SessionConfig
-from ffwatchd.faces.upscale import TILE_SHARE, Upscaler, tile_side, windows
+from ffwatchd.faces.upscale import TILE_SHARE, Upscaler, border, tile_side, windows
 
 CFG = SessionConfig()
 
@@ -25,9 +26,9 @@ def ups(tmp_path_factory):
     return sm.build_upscalers(tmp_path_factory.mktemp("upscalers"))
 
 
-def upscaler(ups, name, cfg=CFG, tile=None) -> Upscaler:
+def upscaler(ups, name, cfg=CFG, tile=None, family="real_esrgan") -> Upscaler:
     m = ups[name]
-    return Upscaler(custom_model(name, m.path, "real_esrgan"), m.path, cfg, tile=tile)
+    return Upscaler(custom_model(name, m.path, family), m.path, cfg, tile=tile)
 
 
 def untiled(up: Upscaler, frame: np.ndarray) -> np.ndarray:
@@ -54,7 +55,7 @@ def test_windows_cover_the_axis_with_cores_that_meet_inside_their_margins(length
         assert w.end == length or w.end - w.keep_to >= margin
 
 
-@pytest.mark.parametrize("name,scale", [("synth_up_x2", 2), ("synth_up_x4", 4)])
+@pytest.mark.parametrize("name,scale", [("synth_up_x2", 2), ("synth_up_x4", 4), ("synth_up_x8", 8)])
 @pytest.mark.parametrize("h,w", [(301, 517), (64, 200), (37, 23)])
 def test_tiled_equals_untiled_and_nearest_neighbour_exactly(ups, name, scale, h, w):
     up = upscaler(ups, name, tile=64)
@@ -63,16 +64,59 @@ def test_tiled_equals_untiled_and_nearest_neighbour_exactly(ups, name, scale, h,
     assert up.scale == scale and out.shape == (h * scale, w * scale, 3)
     assert np.array_equal(out, untiled(up, f))
     assert np.array_equal(out, f.repeat(scale, 0).repeat(scale, 1))
-    if h > 64 or w > 64:
-        assert len(windows(h, 64, up.family.tile_margin)) * len(windows(w, 64, up.family.tile_margin)) > 1
+    tiling = up.family.tiling
+    rows, cols = (h + sum(border(h, 64, tiling)), w + sum(border(w, 64, tiling)))
+    assert len(windows(rows, 64, tiling.overlap)) * len(windows(cols, 64, tiling.overlap)) > 1
 
 
-def test_a_model_that_looks_around_is_seamless_within_the_margin(ups):
+def test_a_model_that_looks_around_is_seamless_within_the_overlap(ups):
     up = upscaler(ups, "synth_up_x2_reach", tile=64)
     f = frame(301, 517)
-    assert np.array_equal(up.upscale(f), untiled(up, f))
-    up.family = dataclasses.replace(up.family, tile_margin=0)    # no margin: the tile borders show
+    assert np.array_equal(up.upscale(f), untiled(up, f))     # its zero padding is the black border
+    up.family = dataclasses.replace(up.family, tiling=Tiling(64, 16, 0))    # no overlap: the seams show
     assert not np.array_equal(up.upscale(f), untiled(up, f))
+
+
+@pytest.mark.parametrize("family", ["real_esrgan", "real_hatgan", "sr_tile_128", "sr_tile_64"])
+@pytest.mark.parametrize("h,w", [(301, 517), (50, 70), (240, 112)])
+def test_each_family_is_tiled_as_facefusion_tiles_it(ups, family, h, w):
+    up = upscaler(ups, "synth_up_x4_pool", SessionConfig(ram_limit=64 * 2**30), family=family)
+    t = FAMILIES[family].tiling
+    assert up.tile == t.size
+    f = frame(h, w, seed=9)
+    want = sm.ff_tiled(f, t.size, t.pad, t.overlap, 4, lambda tile: untiled(up, tile))
+    got = up.upscale(f)
+    assert got.shape == want.shape and np.abs(got.astype(int) - want).max() <= 1
+    if max(h, w) <= t.size:                     # one tile holds it all, as it would with any border
+        return
+    others = [Tiling(t.size // 2, t.pad, t.overlap), Tiling(t.size, 0, t.overlap), Tiling(t.size, t.pad, 2 * t.overlap)]
+    for other in others:                        # the tile's mean shows another size, border or overlap
+        up.family = dataclasses.replace(FAMILIES[family], tiling=other)
+        up.tile = other.size
+        assert np.abs(up.upscale(f).astype(int) - want).max() > 1, other
+
+
+def test_an_fp16_model_is_fed_the_float_type_its_file_declares(ups):
+    f = frame(150, 130)
+    io = upscaler(ups, "synth_up_x4_fp16", family="real_esrgan_fp16")
+    assert io.feed == np.float16 and io.family.precision is Precision.FP16
+    assert np.array_equal(io.upscale(f), f.repeat(4, 0).repeat(4, 1))
+    with pytest.raises(Exception, match="(?i)type"):         # onnxruntime refuses float32 there
+        io.session.run(None, {io.input_name: to_blob(f[:16, :16], io.family)})
+    kept = upscaler(ups, "synth_up_x2_fp16w", family="real_esrgan_fp16")
+    assert kept.feed == np.float32
+    assert np.array_equal(kept.upscale(f), f.repeat(2, 0).repeat(2, 1))
+
+
+def test_an_x8_model_gives_eight_times_the_size_and_a_file_of_another_scale_is_refused(ups):
+    f = frame(61, 47)
+    up = Upscaler(dataclasses.replace(MODELS["real_esrgan_x8"], path=ups["synth_up_x8"].path),
+                  ups["synth_up_x8"].path, CFG)
+    assert up.scale == 8 and up.upscale(f).shape == (61 * 8, 47 * 8, 3)
+    with pytest.raises(JobError) as e:
+        Upscaler(dataclasses.replace(MODELS["tghq_face_x8"], path=ups["synth_up_x4"].path),
+                 ups["synth_up_x4"].path, CFG)
+    assert e.value.kind == "model_missing" and "x4" in e.value.message and "x8" in e.value.message
 
 
 @pytest.mark.parametrize("h,w", [(150, 130), (40, 30)])
@@ -81,8 +125,8 @@ def test_a_model_with_a_fixed_input_is_tiled_at_its_size(tmp_path, h, w):
     up = Upscaler(custom_model("fixed", path, "real_esrgan"), path, CFG)
     f = frame(h, w)
     assert up.tile == 64 and np.array_equal(up.upscale(f), f.repeat(2, 0).repeat(2, 1))
-    small = sm.make_upscaler_like(tmp_path / "tiny.onnx", 2, fixed=32)
-    with pytest.raises(JobError, match="too small for family real_esrgan's margin"):
+    small = sm.make_upscaler_like(tmp_path / "tiny.onnx", 2, fixed=16)
+    with pytest.raises(JobError, match="too small for family real_esrgan's overlap"):
         Upscaler(custom_model("tiny", small, "real_esrgan"), small, CFG)
 
 
@@ -107,16 +151,20 @@ def test_blend_tile_by_tile_equals_the_whole_frame_resized_and_mixed(ups):
     assert np.array_equal(up.upscale(f, 0.3), cv2.addWeighted(full, 0.3, plain, 0.7, 0.0))
 
 
-def test_tile_size_follows_the_memory_limit(ups):
-    small, large = 2**30, 8 * 2**30
+def test_the_family_tile_is_used_where_it_fits_and_the_largest_that_fits_otherwise(ups, caplog):
+    large, small = 64 * 2**30, 2**30
+    full = upscaler(ups, "synth_up_x4", SessionConfig(ram_limit=large))
+    fam = full.family
+    assert full.tile == fam.tiling.size == 256
     a = upscaler(ups, "synth_up_x4", SessionConfig(ram_limit=small))
-    b = upscaler(ups, "synth_up_x4", SessionConfig(ram_limit=large))
-    fam = a.family
-    assert a.tile == tile_side(int(small * TILE_SHARE), 4, fam) < b.tile
+    assert a.tile == tile_side(int(small * TILE_SHARE), 4, fam) < 256
+    assert "do not fit a memory limit" in caplog.text
     assert fam.bytes_per_output_pixel * (a.tile * 4) ** 2 <= small * TILE_SHARE
-    assert a.tile % 8 == 0 and a.tile > 2 * fam.tile_margin
+    assert a.tile % 8 == 0 and a.tile > 2 * fam.tiling.overlap
     x2 = upscaler(ups, "synth_up_x2", SessionConfig(ram_limit=small))
     assert x2.tile > a.tile                                   # a smaller scale, larger tiles
+    f = frame(301, 517)
+    assert np.array_equal(a.upscale(f), f.repeat(4, 0).repeat(4, 1))
     with pytest.raises(JobError) as e:
         upscaler(ups, "synth_up_x4", SessionConfig(ram_limit=16 * 2**20))
     assert e.value.kind == "memory" and "workers.ram_limit" in e.value.message
@@ -137,8 +185,29 @@ def test_a_model_that_is_not_an_upscaler_is_refused(tmp_path):
     assert e.value.kind == "model_missing" and "real_esrgan" in e.value.message
 
 
-def test_the_builtin_real_esrgan_models():
-    for name in ("real_esrgan_x2", "real_esrgan_x4"):
+# FaceFusion 3.8.1's frame_enhancer model set: name -> (scale, size tuple, licence field).
+_FACEFUSION = {
+    "clear_reality_x4": (4, (128, 8, 4), "Non-Commercial"), "face_dat_x4": (4, (128, 8, 4), "CC-BY-4.0"),
+    "nomos8k_sc_x4": (4, (128, 8, 4), "CC-BY-4.0"), "real_esrgan_x2": (2, (256, 16, 8), "BSD-3-Clause"),
+    "real_esrgan_x2_fp16": (2, (256, 16, 8), "BSD-3-Clause"), "real_esrgan_x4": (4, (256, 16, 8), "BSD-3-Clause"),
+    "real_esrgan_x4_fp16": (4, (256, 16, 8), "BSD-3-Clause"), "real_esrgan_x8": (8, (256, 16, 8), "BSD-3-Clause"),
+    "real_esrgan_x8_fp16": (8, (256, 16, 8), "BSD-3-Clause"), "real_hatgan_x4": (4, (256, 16, 8), "Apache-2.0"),
+    "real_web_photo_x4": (4, (64, 4, 2), "CC-BY-4.0"), "realistic_rescaler_x4": (4, (128, 8, 4), "WTFPL"),
+    "remacri_x4": (4, (128, 8, 4), "Non-Commercial"), "siax_x4": (4, (128, 8, 4), "WTFPL"),
+    "span_kendata_x4": (4, (128, 8, 4), "Non-Commercial"), "swin2_sr_x4": (4, (128, 8, 4), "Apache-2.0"),
+    "tghq_face_x8": (8, (128, 8, 4), "GPL-3.0"), "ultra_sharp_x4": (4, (128, 8, 4), "Non-Commercial"),
+    "ultra_sharp_2_x4": (4, (1024, 64, 32), "Non-Commercial"),
+}
+
+
+def test_the_builtin_upscalers_are_facefusions_with_their_scale_tiling_and_licence():
+    ours = {name for name, m in MODELS.items() if m.kind == UPSCALER and not m.custom}
+    assert ours == set(_FACEFUSION)
+    for name, (scale, size, licence) in _FACEFUSION.items():
         m = MODELS[name]
-        assert m.kind == UPSCALER and m.licence.id == "BSD-3-Clause"
+        fam = m.conventions
+        assert m.scale == scale and (fam.tiling.size, fam.tiling.pad, fam.tiling.overlap) == size, name
+        assert m.licence.id == (NON_COMMERCIAL if licence == "Non-Commercial" else licence), name
+        assert m.licence.restricted == (licence == "Non-Commercial"), name
+        assert (fam.precision is Precision.FP16) == name.endswith("_fp16"), name
         assert m.url and m.url.endswith(f"/{name}.onnx")

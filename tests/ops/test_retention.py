@@ -493,3 +493,41 @@ def test_results_in_output_age_like_done_when_asked_and_are_kept_by_default(tmp_
     assert [d.path for d in gone] == [filed_result] and not filed_result.exists()
     assert report.exists() and theirs.exists()                # not filed by ffwatchd: kept
     assert "shoot/a.jpg" not in store.filings("studio", "output")
+
+
+def test_old_numbered_root_batch_reports_go_after_jobs_max_age(tmp_path):
+    """Issue 42, item 23: the inbox root starts a batch per drop, each with `ffwatch-report-N.html`,
+    `.json` and a zip; a finished one goes once it finished longer ago than jobs_max_age. The
+    first generation's plain names, an open root batch's and a folder batch's files stay."""
+    s = make_settings(tmp_path)
+    w = s.watches[0]
+    clock = Clock(NOW)
+    store = JobStore(tmp_path / "state" / "ffwatchd.db", clock=clock)
+    try:
+        def finished(folder: str, generation: int) -> None:
+            b = store.touch_batch("studio", folder, NOW, generation)
+            store.finish_batch(b.id, activity=NOW, counts={}, report_path=None, package_path=None, deliveries=[])
+
+        finished("", 0)
+        finished("", 1)
+        finished("", 2)
+        store.touch_batch("studio", "", NOW, 3)                     # still open
+        finished("shoot", 0)
+        names = ["ffwatch-report.html", "ffwatch-report.json", "ffwatch-results.zip",
+                 "ffwatch-report-1.html", "ffwatch-report-1.json", "ffwatch-results-1.zip",
+                 "ffwatch-report-2.html", "ffwatch-report-2.json", "ffwatch-report-3.html",
+                 "shoot/ffwatch-report.html"]
+        for n in names:
+            touch(w.output / n, 0)
+        clock.t = NOW + 89 * DAY
+        assert [d for d in run_retention(s, store, now=clock.t) if d.what == "output"] == []
+        clock.t = NOW + 91 * DAY
+        dry = [d.path for d in run_retention(s, store, now=clock.t, dry_run=True) if d.what == "output"]
+        assert all((w.output / n).exists() for n in names)
+        gone = [d for d in run_retention(s, store, now=clock.t) if d.what == "output"]
+        expected = {w.output / n for n in names[3:8]}
+        assert {d.path for d in gone} == expected == set(dry)
+        assert all(d.error is None and "root batch / #" in d.reason for d in gone)
+        assert {n for n in names if (w.output / n).exists()} == set(names) - {n for n in names[3:8]}
+    finally:
+        store.close()

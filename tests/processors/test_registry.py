@@ -84,7 +84,7 @@ def test_a_processor_section_is_validated_by_its_own_checks():
 def test_the_docs_generated_tables_are_the_registry_s():
     from ffwatchd.processors import docs as generated
     text = (PACKAGE.parent / "docs" / "pipeline.md").read_text()
-    assert generated.rewrite(text) == text, "docs/pipeline.md's processor or model table is not the " \
+    assert generated.rewrite(text) == text, "docs/pipeline.md's processor, model or upscaler table is not the " \
                                             "registry's: python -m ffwatchd.processors.docs docs/pipeline.md"
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ffwatchd.filing.plan import find_failed_original
+from ffwatchd.filing.plan import duplicate_of, find_failed_original
 from ffwatchd.fs import safefs
 from ffwatchd.store import JobStore
 from ffwatchd.fs import hashing
@@ -318,20 +318,26 @@ def test_redrop_of_done_content_is_filed_as_duplicate(env) -> None:
     store.finish(job.id, "w1", output_path=str(watch.output / "a/x.jpg"))
     put(img)                                                   # the same content dropped again
     r = ingest_file(settings, watch, store, img, 0.0)
-    assert r.status == "duplicate" and r.job.id == job.id
+    # issue 42, item 11: the re-drop is a row of its own (jobs list, the page, its batch), failed
+    # as duplicate, naming the earlier job
+    assert r.status == "duplicate" and r.job.id != job.id and duplicate_of(r.job) == job.id
+    dup = store.get(r.job.id)
+    assert (dup.state, dup.error_kind, dup.rel_path, dup.kind) == ("failed", "duplicate", "a/x.jpg", "image")
+    assert f"same content as job {job.id}" in dup.error_message and dup.attempts == 0
     assert not img.exists() and (watch.failed / "a/x.jpg").read_bytes() == JPEG
     rep = report_of(watch, "a/x.jpg")
     assert rep["error_kind"] == "duplicate" and rep["duplicate_of"] == job.id and str(job.id) in rep["message"]
-    # The drop's own report: it never became a job, so nothing of the earlier job's run is its.
+    # The drop's own report: nothing of the earlier job's run is its (no job id: no retry takes it).
     assert rep["job_id"] is None and rep["attempts"] == 0 and rep["started_at"] is None
     assert rep["earlier_state"] == "done" and rep["retry"] is None and rep["spec"] is None
     assert rep["content_sha256"] == job.content_hash and rep["path"] == "a/x.jpg"
     assert rep["filed_as"] == str(watch.failed / "a/x.jpg") and rep["created_at"] == rep["failed_at"]
-    assert store.get(job.id).state == "done" and sum(store.counts().values()) == 1
+    assert store.get(job.id).state == "done" and store.counts() == {**store.counts(), "done": 1, "failed": 1}
     put(img)                                                   # and again: no overwrite of the first
     r2 = ingest_file(settings, watch, store, img, 0.0)
     assert r2.status == "duplicate" and (watch.failed / f"a/x-{job.id}.jpg").exists()
     assert (watch.failed / "a/x.jpg").exists()
+    assert r2.job.id not in (job.id, dup.id) and duplicate_of(r2.job) == job.id     # each re-drop its own row
 
 
 def test_a_file_replaced_after_it_was_read_is_never_filed_as_the_duplicate_it_was(env, monkeypatch) -> None:
