@@ -8,7 +8,10 @@ trivial, so the rows are ffwatchd's cost around a model (resizes, normalisation,
 compositing, encode); a real network runs once per frame at its family's fixed size and adds its
 own, per frame, not per megapixel (the weights cannot be had on these machines).
 
-    python bench/frame_processors.py [--runs 5] [--no-record] [--smoke]
+A second section times face_debugger's own work directly (its frame step with and without it, the
+copy's JPEG encode), interleaved, many rounds: `--debugger-only` runs just that one.
+
+    python bench/frame_processors.py [--runs 5] [--no-record] [--smoke] [--debugger-only]
 """
 
 from __future__ import annotations
@@ -30,11 +33,11 @@ sys.path.insert(0, str(ROOT))
 from _record import record  # noqa: E402 - bench/ is the script's folder, first on the path
 from synthetic_colorizers import COLORIZERS, make_colorizer_like  # noqa: E402
 from synthetic_mattes import MATTES, make_matte_like  # noqa: E402
-from synthetic_models import synthetic_spec  # noqa: E402
+from synthetic_models import build_all, make_face_image, synthetic_spec  # noqa: E402
 
 from ffwatchd.faces.models import custom_model  # noqa: E402
 from ffwatchd.config.settings import WorkerSettings  # noqa: E402
-from ffwatchd.pipeline.pipeline import Pipeline  # noqa: E402
+from ffwatchd.pipeline.pipeline import Pipeline, debug_writer  # noqa: E402
 
 SIZES = ((1200, 800), (3000, 2000))          # about 1 and 6 megapixels
 SMOKE_SIZES = ((120, 80), (300, 200))        # --smoke: a few seconds, the script's paths only
@@ -57,7 +60,7 @@ def cases() -> list[tuple[str, dict]]:
 
 
 def customs(root: Path) -> tuple:
-    models = []
+    models = [custom_model(m.name, m.path, m.kind, m.sha256) for m in build_all(root / "faces").values()]
     for family in ("u2net", "modnet", "birefnet"):
         models.append(custom_model(f"synth_{family}", make_matte_like(root / f"{family}.onnx", MATTES[family]), family))
     for family, sig in COLORIZERS.items():
@@ -65,17 +68,65 @@ def customs(root: Path) -> tuple:
     return tuple(models)
 
 
+DEBUG_ITEMS = ["bounding-box", "face-landmark-5", "face-mask", "face-detector-score", "swap-score"]
+
+
+def debugger_cost(pipe: Pipeline, root: Path, sizes: tuple, rounds: int) -> str:
+    """face_debugger's own cost per megapixel: the frame step of a one-face swap with and without
+    it (the difference: its drawing on a copy), and the copy's JPEG encode, medians of `rounds`
+    interleaved rounds (the swap is the baseline in the same run)."""
+    source = root / "debug_source.png"
+    cv2.imwrite(str(source), make_face_image(seed=21))
+    plain = synthetic_spec(sources=[str(source)], processors=["face_swapper"])
+    debugged = synthetic_spec(sources=[str(source)], processors=["face_swapper", "face_debugger"],
+                              face_debugger={"items": DEBUG_ITEMS})
+    lines = ["| at | swap step, s per MP | swap + debugger, s per MP | the drawing alone | the copy's JPEG |",
+             "|---|---:|---:|---:|---:|"]
+    for size in sizes:
+        frame = cv2.resize(make_face_image(seed=3), size, interpolation=cv2.INTER_LINEAR)
+        times: dict[str, list[float]] = {"plain": [], "debugged": [], "jpeg": []}
+        for _ in range(rounds + 1):                 # the first round warms the sessions, not counted
+            for name, spec in (("plain", plain), ("debugged", debugged)):
+                proc = pipe.prepare(spec)
+                t = time.perf_counter()
+                proc.process_frame(frame)
+                times[name].append(time.perf_counter() - t)
+                write = debug_writer(proc)
+                if write is not None:
+                    t = time.perf_counter()
+                    write(root / "copy.debug.jpg")
+                    times["jpeg"].append(time.perf_counter() - t)
+        mp = size[0] * size[1] / 1e6
+        med = {k: statistics.median(v[1:]) / mp for k, v in times.items()}
+        lines.append(f"| {size[0]}x{size[1]} | {med['plain']:.3f} | {med['debugged']:.3f} | "
+                     f"{med['debugged'] - med['plain']:.3f} | {med['jpeg']:.3f} |")
+    return ("## face_debugger's copy per megapixel (`bench/frame_processors.py`)\n\n"
+            f"CPU only; `FrameProcessor.process_frame` of a synthetic one-face swap with and without face_debugger "
+            f"(items {', '.join(DEBUG_ITEMS)}), medians of {rounds} interleaved rounds after a warm-up, and the "
+            "copy's JPEG encode (quality 90). The drawing is per face plus the copy of the frame and the mask's "
+            "warp back to it, so its cost per megapixel falls as the picture grows; the result's own decode and "
+            "encode are not in it (they are the same with or without the debugger).\n\n"
+            + "\n".join(lines) + "\n")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--no-record", action="store_true")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, one round; never writes docs/benchmarks.md")
+    ap.add_argument("--debugger-only", action="store_true", help="only face_debugger's own cost (its section)")
     args = ap.parse_args()
     sizes = SMOKE_SIZES if args.smoke else SIZES
     runs = 1 if args.smoke else args.runs
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         pipe = Pipeline(root / "models", customs(root), WorkerSettings(cpu_threads=0))
+        debug_text = debugger_cost(pipe, root, sizes, 1 if args.smoke else max(10, 2 * runs))
+        print(debug_text)
+        if not (args.no_record or args.smoke):
+            record("frame_processors_debugger", debug_text)
+        if args.debugger_only:
+            return 0
         rng = np.random.default_rng(1)
         rows = cases()
         seconds: dict[tuple[str, tuple[int, int]], list[float]] = {}

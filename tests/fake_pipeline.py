@@ -19,6 +19,7 @@ class NoFaces:
     """A video job's frame processor that finds nothing."""
     detected = 0
     makes_alpha: tuple[str, ...] = ()
+    debug: list = []                          # no face_debugger picture (the video stage reads it)
 
     def __init__(self) -> None:
         self.count = SelectionCount()         # nothing found, nothing filtered

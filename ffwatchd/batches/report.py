@@ -24,7 +24,7 @@ from ffwatchd.config.settings import WatchSettings
 from ffwatchd.errors import NOT_A_FILE_FAILURE
 from ffwatchd.filing.plan import find_failed_original
 from ffwatchd.filing.reports import retry_advice
-from ffwatchd.filing.sharepaths import job_original, job_output
+from ffwatchd.filing.sharepaths import job_debug, job_original, job_output
 from ffwatchd.fs.writefs import write_file_atomic
 from ffwatchd.spec.values import redact_notify
 from ffwatchd.store import Job, Pace, priority_name
@@ -118,6 +118,7 @@ def file_entry(watch: WatchSettings, job: Job, table_now: float | None = None) -
         "duration_s": round(duration, 3) if duration is not None else None,
         "queue_wait_s": round(wait, 3) if wait is not None else None,
         "output": _output_rel(watch, job),
+        "debug": _rel_under(job_debug(watch, job), watch.output) if job.state == JobState.DONE else None,
         "original": _rel_under(job_original(watch, job), watch.done) if job.state == JobState.DONE else None,
         "error_kind": job.error_kind if job.state != JobState.DONE else None,
         "message": job.error_message if job.state != JobState.DONE else None,
@@ -279,6 +280,9 @@ def row_view(f: dict, pics: tuple[str | None, str | None] | None, links: dict[st
         view.update(kind="done", pictures=None if pics is None else pictures,
                     output_text=f"output/{f['output']}" if f["output"] else "",
                     output_href=_href(links["output"], f["output"]) if links and f["output"] else None,
+                    # a flagged row links the reviewer to what the face stages found (its debug copy)
+                    debug_href=(_href(links["output"], f["debug"]) if links and f.get("review") and f.get("debug")
+                                else None),
                     original_href=(_href(links["done"], f["original"]) if shown and links and f.get("original")
                                    else None))
     elif f["outcome"] == "superseded":

@@ -223,10 +223,11 @@ class BatchTracker:
         if time.monotonic() - done_at < REPORT_EVERY:      # rewritten a moment ago: this news waits
             self._held_until[batch.id] = done_at + REPORT_EVERY
             return
+        running = any(j.state == JobState.RUNNING for j in jobs)
         html, report = write_report(watch, batch.folder, jobs, self.thumbs, batch_id=batch.id,
                                     version=batch.version + 1, final=False,
                                     rows=self.rows.setdefault(batch.id, RowCache()), generation=batch.generation,
-                                    table_now=self.store.now() if any(j.state == JobState.RUNNING for j in jobs) else None)
+                                    table_now=self.store.now() if running else None)
         self.store.set_batch_report(batch.id, str(html), report["counts"])
         self._reported[batch.id] = (time.monotonic(), mark)
         self._held_until.pop(batch.id, None)

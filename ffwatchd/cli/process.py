@@ -24,6 +24,7 @@ from ffwatchd.faces import registry
 from ffwatchd.faces.maskspec import MaskType
 from ffwatchd.faces.order import REFERENCE_MODES
 from ffwatchd.processors import ProcessorError, default_processors, processors, require_plugins
+from ffwatchd.processors.protocol import DEBUG_SUFFIX
 from ffwatchd.schema import IntBetween, IntOneOf, NumberBetween, OneOf, photo_paths
 from ffwatchd.spec import jobspec
 from ffwatchd.spec.jobspec import OutputFormat
@@ -31,6 +32,7 @@ from ffwatchd.spec.safeyaml import load_yaml, yaml_problem
 from ffwatchd.spec.sniff import sniff_file
 from ffwatchd.store.rows import JobKind
 from ffwatchd.work.failing import as_job_error
+from ffwatchd.pipeline.contract import debug_temp
 from ffwatchd.work.videojob import process_video_file, worker_limits
 
 log = logging.getLogger(__name__)
@@ -233,6 +235,7 @@ def _process(args: argparse.Namespace, settings: Settings | None, pipeline: Any,
     """Run the target through a hidden temp file beside the output, renamed into place at the end."""
     tmp = None
     workdir = None
+    debug: Path | None = None                # the debug copy (set_debug), beside the temp result
     try:
         if args.output.endswith(("/", os.sep)) and not output.is_dir():   # "-o outdir/": a folder, made if missing
             output.mkdir(parents=True)
@@ -244,14 +247,22 @@ def _process(args: argparse.Namespace, settings: Settings | None, pipeline: Any,
                                     "give another name or folder")
         tmp = output.with_name(f".{output.name}.ffwatchd-{os.getpid()}.tmp{output.suffix}")
         if kind == JobKind.IMAGE:
-            result = pipeline.process_image(target, tmp, spec)
+            rendered = pipeline.render_image(target, pipeline.decode_image(target), spec)
+            result = rendered.write(tmp)
+            if rendered.write_debug is not None:
+                debug = debug_temp(tmp)
+                rendered.write_debug(debug)
             summary = {"faces": result.faces, "processors": result.processors, "models": result.models,
                        "output_format": result.output_format, "copied": result.copied}
         else:
             workdir = Path(tempfile.mkdtemp(prefix="ffwatchd-process-"))
-            summary = _process_video(settings, pipeline, spec, target, tmp, workdir)
+            summary, debug = _process_video(settings, pipeline, spec, target, tmp, workdir)
         os.replace(tmp, output)
         tmp = None
+        if debug is not None:               # beside the result, after it (never over it)
+            os.replace(debug, output.with_name(output.stem + DEBUG_SUFFIX))
+            summary["debug"] = str(output.with_name(output.stem + DEBUG_SUFFIX))
+            debug = None
         return output, summary
     except JobError as e:
         raise _Exit(EXIT_FAIL, f"{e.kind}: {e.message}") from None
@@ -265,12 +276,14 @@ def _process(args: argparse.Namespace, settings: Settings | None, pipeline: Any,
     finally:
         if tmp is not None and tmp.exists():
             tmp.unlink()
+        if debug is not None:
+            debug.unlink(missing_ok=True)
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _process_video(settings: Settings | None, pipeline: Any, spec: jobspec.JobSpec, target: Path, tmp: Path,
-                   workdir: Path) -> dict:
+                   workdir: Path) -> tuple[dict, Path | None]:
     # Imported here: only a video needs ffmpeg and the video stage.
     from ffwatchd.media.ffmpeg import find_ffmpeg
 
@@ -278,8 +291,9 @@ def _process_video(settings: Settings | None, pipeline: Any, spec: jobspec.JobSp
                                  ffmpeg=find_ffmpeg(settings.ffmpeg if settings else None),
                                  on_cuda=pipeline.active_provider() == "cuda", **worker_limits(pipeline.workers))
     video = outcome.video
-    return {"faces": video.faces_total, "frames": video.frames, "processors": list(spec.processors),
-            "models": spec.models_used(), "has_audio": video.has_audio, "copied": video.faces_total == 0}
+    return ({"faces": video.faces_total, "frames": video.frames, "processors": list(spec.processors),
+             "models": spec.models_used(), "has_audio": video.has_audio, "copied": video.faces_total == 0},
+            outcome.debug)
 
 
 def _check_photos(raw: dict[str, Any]) -> None:

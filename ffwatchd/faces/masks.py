@@ -221,6 +221,7 @@ def refine(landmarker: "Landmarker", frame: Frame, faces: list[Face]) -> None:
     """Each face's 68 landmarks, and its five points from them where the landmarker is confident."""
     for face in faces:
         face.landmarks, score = landmarker.landmarks(frame, face)
+        face.landmark_score = score
         if score >= REFINE_SCORE:
             face.kps = five_of(face.landmarks)
 

@@ -31,6 +31,7 @@ class Face:
     landmarks: np.ndarray | None = field(default=None, repr=False)   # (68, 2) float32, when a landmarker ran
     traits: Traits | None = field(default=None, repr=False)
     track: int | None = None          # a video's track (faces/track.py): the same number while it continues
+    landmark_score: float | None = None   # the landmarker's confidence in `landmarks`, when it ran
 
     @property
     def area(self) -> float:

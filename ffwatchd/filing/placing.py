@@ -24,7 +24,7 @@ REPORT_SUFFIX = ".error.json"
 
 def before_step(step: str, job_id: int) -> None:
     """Called right before each irreversible step of a filing, after its lease was confirmed
-    (`place_result`, `stage_original`, `take_staged`, `file_original`, `unlink_original`, `ledger`,
+    (`place_result`, `place_debug`, `stage_original`, `take_staged`, `file_original`, `unlink_original`, `ledger`,
     `report`, and `finish` right before a filed job's `done`): a no-op, where tests stop a worker
     to show what a stale one can still do."""
 

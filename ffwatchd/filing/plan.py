@@ -49,6 +49,7 @@ from ffwatchd.filing.staging import (
 )
 from ffwatchd.fs.safefs import lstat_below
 from ffwatchd.fs.version import FileVersion
+from ffwatchd.processors.protocol import DEBUG_SUFFIX
 from ffwatchd.fs.writefs import Perms, fit_name, fsync_dir, fsync_file, open_folder, split_under
 from ffwatchd.store import Filing, Job, QueueUnavailable, TransitionError
 from ffwatchd.store.rows import PlanOutcome
@@ -104,7 +105,9 @@ class Plan:
     original_state: dict | None = None   # the original as the job checked it: filed only while it still is
     result: dict | None = None   # what the pipeline reported (JobResult.to_dict): the job row's once done
     drop: bool = False           # a re-drop that never became a job (plan_duplicate): never stored in a row
-
+    debug_src: str | None = None   # the debug copy (never the deliverable), placed after the result
+    debug_dst: str | None = None
+    debug_size: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "outcome", PlanOutcome(self.outcome))    # a row's JSON holds the string
@@ -114,6 +117,9 @@ class Plan:
         d["outcome"] = str(self.outcome)
         if not self.drop:     # a job's plan in its row reads as before to a daemon that predates `drop`
             del d["drop"]
+        if self.debug_src is None:      # ... and so does a plan without a debug copy
+            for k in ("debug_src", "debug_dst", "debug_size"):
+                del d[k]
         return d
 
     @classmethod
@@ -126,7 +132,8 @@ class Plan:
         The result's temp file stays as recorded: it is on the planning host's local disk."""
         return replace(self, original_src=rebase(self.original_src, self.roots, watch),
                        original_dst=rebase(self.original_dst, self.roots, watch),
-                       result_dst=rebase(self.result_dst, self.roots, watch), roots=folder_roots(watch))
+                       result_dst=rebase(self.result_dst, self.roots, watch),
+                       debug_dst=rebase(self.debug_dst, self.roots, watch), roots=folder_roots(watch))
 
 
 def job_plan(job: Job, watch: WatchSettings) -> "Plan | None":
@@ -141,8 +148,9 @@ def result_temp(temp_dir: Path, job: Job, suffix: str) -> Path:
 
 
 def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: str,
-              checked: dict | None = None, result: dict | None = None) -> Plan:
-    """The plan of a success; the result is synced to disk first (its size goes in the plan)."""
+              checked: dict | None = None, result: dict | None = None, debug_src: Path | None = None) -> Plan:
+    """The plan of a success; the result (and a debug copy: `<stem>.debug.jpg` beside it) is synced
+    to disk first (its size goes in the plan)."""
     rel = Path(job.rel_path)
     size = None
     if os.path.exists(result_src):
@@ -150,10 +158,15 @@ def plan_done(watch: WatchSettings, job: Job, result_src: Path, result_suffix: s
         size = os.stat(result_src).st_size
     base = watch.output / rel
     result_dst = choose_destination(base.with_name(fit_name(base.stem, result_suffix)), job.id)
+    debug: dict = {}
+    if debug_src is not None:
+        fsync_file(debug_src)
+        debug = {"debug_src": str(debug_src), "debug_size": os.stat(debug_src).st_size,
+                 "debug_dst": str(choose_destination(base.with_name(fit_name(base.stem, DEBUG_SUFFIX)), job.id))}
     return Plan(outcome=PlanOutcome.DONE, original_src=str(watch.inbox / rel),
                 original_dst=str(choose_destination(watch.done / rel, job.id, _original_now(watch, job))),
                 result_src=str(result_src), result_dst=str(result_dst), roots=folder_roots(watch),
-                result_size=size, original_state=checked, result=result)
+                result_size=size, original_state=checked, result=result, **debug)
 
 
 def _failed_destination(watch: WatchSettings, job: Job) -> Path:
@@ -303,7 +316,7 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
         if left is None:
             raise
         placed = left if isinstance(left, Path) else None      # else staged: stage_original takes it
-    for dest in (plan.result_dst, plan.original_dst):   # every destination checked before anything moves
+    for dest in (plan.result_dst, plan.debug_dst, plan.original_dst):   # every destination checked first
         if dest:
             root = root_of(watch, Path(dest))
             os.close(open_folder(root, split_under(root, Path(dest))[0], perms))
@@ -315,6 +328,7 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
     placing_result = plan.outcome == PlanOutcome.DONE and bool(plan.result_src) and os.path.lexists(plan.result_src)
     try:
         result = _place_result(plan, job, watch, perms, fence, ledger)
+        debug = _place_debug(plan, job, watch, perms, fence)
         original, moving = (placed, False) if placed else \
             _place_original(plan, job, watch, perms, staged, in_place, fence, share_problem)
     except (TransitionError, ShareUnavailable):
@@ -330,6 +344,9 @@ def execute_plan(plan: Plan, job: Job, watch: WatchSettings | None = None, *, le
     if result is not None and (placing_result or result_intact(plan, result)) and ledger is not None \
             and watch is not None:
         note_filed(ledger, watch, job.id, "output", result,
+                   owner=holder.owner if holder else None, attempt=holder.attempt if holder else None)
+    if debug is not None and ledger is not None and watch is not None:   # retention ages it as a result
+        note_filed(ledger, watch, job.id, "output", debug,
                    owner=holder.owner if holder else None, attempt=holder.attempt if holder else None)
     if plan.outcome == PlanOutcome.FAILED:
         filed_as = original or Path(plan.original_dst)
@@ -383,6 +400,26 @@ def _place_result(plan: Plan, job: Job, watch: WatchSettings | None, perms: Perm
                       fence=fence, step="place_result", synced=True)
 
 
+def _place_debug(plan: Plan, job: Job, watch: WatchSettings | None, perms: Perms,
+                 fence: Callable[[], None] | None) -> Path | None:
+    """The debug copy beside the result, placed as the result is (atomic, never over another
+    file); where it landed, or None. A copy an earlier run placed is found by its names and size;
+    one lost before its filing is not made again: it is never the deliverable."""
+    if plan.outcome != PlanOutcome.DONE or not plan.debug_src or not plan.debug_dst:
+        return None
+    src, dst = Path(plan.debug_src), Path(plan.debug_dst)
+    if not os.path.lexists(src):
+        for placed in (dst, with_job_id(dst, job.id)):
+            if exists_exactly(placed) and os.stat(placed, follow_symlinks=False).st_size == plan.debug_size:
+                return placed
+        log.warning("job %d: its debug copy %s is gone and was not placed as %s; the result is filed "
+                    "without it", job.id, src, dst)
+        return None
+    fsync_file(src)
+    return place_file(src, dst, job.id, sync_source=False, root=root_of(watch, dst), perms=perms, own=True,
+                      fence=fence, step="place_debug", synced=True)
+
+
 def _place_original(plan: Plan, job: Job, watch: WatchSettings | None, perms: Perms, staged: Path | None,
                     in_place: bool, fence: Callable[[], None] | None,
                     share_problem: Callable[[], str | None] | None) -> tuple[Path | None, bool]:
@@ -428,7 +465,7 @@ def note_filed(ledger: Ledger, watch: WatchSettings, job_id: int | None, folder:
 def remove_partials(plan: Plan, job_id: int) -> list[Path]:
     """Hidden partial copies a crash left in a plan's destination folders (ours only)."""
     gone = []
-    folders = {Path(p).parent for p in (plan.result_dst, plan.original_dst) if p}
+    folders = {Path(p).parent for p in (plan.result_dst, plan.debug_dst, plan.original_dst) if p}
     for folder in folders:
         for partial in folder.glob(f"{TEMP_PREFIX}{job_id}-*"):
             partial.unlink(missing_ok=True)
@@ -506,9 +543,15 @@ def withdraw_placed(plan: Plan, job: Job, watch: WatchSettings, *, ledger: Ledge
     `ledger`: the job table (what it names for other jobs is never removed); `attempt`: the
     highest attempt whose staged name may hold the original."""
     removed = []
-    result = _withdraw_result(plan, job, watch, others_outputs(ledger, watch, job.id), confirm)
+    others = others_outputs(ledger, watch, job.id)
+    result = _withdraw_result(plan, job, watch, others, confirm)
     if result is not None:
         removed.append(result)
+    if plan.debug_dst and plan.debug_size is not None:     # its debug copy goes with it
+        debug = _withdraw_result(replace(plan, result_dst=plan.debug_dst, result_size=plan.debug_size), job,
+                                 watch, others, confirm)
+        if debug is not None:
+            removed.append(debug)
     removed += _withdraw_original_link(plan, job, watch, ledger, attempt, confirm)
     return removed
 

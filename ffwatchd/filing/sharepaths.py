@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ffwatchd.config.settings import WatchSettings
+from ffwatchd.filing.placing import with_job_id
 from ffwatchd.schema import photo_paths
 
 
@@ -86,6 +87,16 @@ def job_output(watch: WatchSettings, job: Any) -> str | None:
     it, with the folders of its filing plan (`roots`); a batch finished on another host reads it
     there (its zip, report links and thumbnails)."""
     return rebase(job.output_path, (job.filing or {}).get("roots"), watch)
+
+
+def job_debug(watch: WatchSettings, job: Any) -> str | None:
+    """Where a done job's debug copy (a review picture) landed on this host's mount: the plan's name,
+    or the job's `-<id>` name when that was taken; None when it has none."""
+    filing = job.filing or {}
+    dst = rebase(filing.get("debug_dst"), filing.get("roots"), watch)
+    if dst is None:
+        return None
+    return next((str(p) for p in (Path(dst), with_job_id(Path(dst), job.id)) if os.path.isfile(p)), None)
 
 
 def job_original(watch: WatchSettings, job: Any) -> str | None:

@@ -14,6 +14,7 @@ import numpy as np
 
 from ffwatchd.errors import JobError
 from ffwatchd.media.provenance import Provenance
+from ffwatchd.processors.protocol import DEBUG_SUFFIX
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.spec.sidecar import PhotoRole
 
@@ -72,6 +73,12 @@ class RenderedImage:
     write: Callable[[Path], ImageResult]
     frame: np.ndarray | None      # the result as it will be written (None: no thumbnails)
     source: np.ndarray | None     # the original as decoded
+    write_debug: Callable[[Path], None] | None = None   # the debug copy (set_debug), written at exactly that path
+
+
+def debug_temp(result: Path) -> Path:
+    """Where a job's debug copy (JobContext.set_debug) waits beside its temp result until filed."""
+    return result.with_name(result.name + DEBUG_SUFFIX)
 
 
 @runtime_checkable

@@ -32,7 +32,9 @@ class FrameProcessor:
                  steps: list[tuple[Processor, Step | ResizingStep | None]], models_used: list[str],
                  scores: list[FaceScore] | None = None, classifier: Classifier | None = None,
                  masks: FaceMasks | None = None, refiner: Landmarker | None = None,
-                 alpha: list[np.ndarray] | None = None, makes_alpha: list[str] | None = None) -> None:
+                 alpha: list[np.ndarray] | None = None, makes_alpha: list[str] | None = None,
+                 debug: list[tuple[np.ndarray, bool]] | None = None,
+                 begin_frame: Callable[[], None] | None = None) -> None:
         self.spec = spec
         self.detector, self.recognizer = detector, recognizer
         self.classifier = classifier      # only where a filter needs it
@@ -47,13 +49,15 @@ class FrameProcessor:
         self.processors = [p.name for p, _ in steps]
         self.alpha = alpha if alpha is not None else []     # the last frame's alpha, when a step set one
         self.makes_alpha = makes_alpha or []                # the processors that give the output an alpha
+        self.debug = debug if debug is not None else []     # the debug picture (set_debug): (it, flagged), one kept
+        self.begin_frame = begin_frame    # the job's per-frame state (its frame's swap scores) starts anew
         self.detected = 0                 # faces the detector found in the last frame, before selection
         self.count = SelectionCount()     # faces found and filtered in every frame so far (noface.py)
 
     def applied(self, faces: int) -> list[Processor]:
         """The processors that changed a frame in which `faces` faces were processed."""
         return [p for p, step in self.steps
-                if step is not None and (p.scope is Scope.FRAME or faces > 0)]
+                if step is not None and p.changes_output and (p.scope is Scope.FRAME or faces > 0)]
 
     def find_faces(self, frame: Frame) -> list[Face]:
         if self.detector is None:
@@ -122,6 +126,8 @@ class FrameProcessor:
     def _run(self, frame: np.ndarray) -> tuple[np.ndarray, int, list[tuple[int, int, int, int]] | None]:
         """(the frame out: `frame` itself unless a step resized it; faces processed; the boxes
         changed, None when any pixel may have)."""
+        if self.begin_frame is not None:
+            self.begin_frame()
         faces = self.find_faces(frame)
         if self.refiner is not None:
             refine(self.refiner, frame, faces)

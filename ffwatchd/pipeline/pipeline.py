@@ -15,7 +15,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import cv2
 import numpy as np
@@ -308,8 +308,12 @@ class Pipeline:
                 reference = [e for p in photos for e in self._people(p, spec, detector, recognizer)]
         refiner = (self.load_model(spec.face_landmarker.model, LANDMARKER)
                    if detector is not None and spec.face_landmarker.refine else None)
-        return FrameProcessor(spec, detector, recognizer, reference, steps, names, job.scores, classifier,
-                              masks=job.masks, refiner=refiner, alpha=job.alpha,
+        # what the result's provenance names: not a model only a copy beside it used (a debugger's landmarker)
+        output_spec = replace(spec, processors=tuple(p.name for p in processors if p.changes_output))
+        shown = [n for n in registry.with_converters(output_spec.models_used(), self.custom_models) if n in names]
+        return FrameProcessor(spec, detector, recognizer, reference, steps, shown, job.scores, classifier,
+                              masks=job.masks, refiner=refiner, alpha=job.alpha, debug=job.debug,
+                              begin_frame=job.begin_frame,
                               makes_alpha=[p.name for p in processors if p.makes_alpha(spec.settings_of(p.name))])
 
     def output_suffix(self, target: Path, spec: JobSpec) -> str:
@@ -392,7 +396,22 @@ class Pipeline:
                                provenance=prov.as_dict() if prov else None, signed=signer is not None,
                                faces_found=processor.detected if processor.detector is not None else None,
                                scores=[sc.as_dict() for sc in processor.scores])
-        return RenderedImage(write, frame, image.bgr)
+        return RenderedImage(write, frame, image.bgr, write_debug=debug_writer(processor))
+
+
+DEBUG_QUALITY = 90
+
+
+def debug_writer(processor: FrameProcessor) -> Callable[[Path], None] | None:
+    """The writer of the job's debug copy (JobContext.set_debug), fsynced at exactly its path, or None
+    when the debugger kept no picture (no face, or `when: flagged` and none flagged)."""
+    if not processor.debug:
+        return None
+    picture = processor.debug[0][0]
+
+    def write(path: Path) -> None:
+        write_bytes(Path(path), encode_image(picture, "JPEG", quality=DEBUG_QUALITY))
+    return write
 
 
 def strips_metadata(spec: JobSpec) -> bool:
@@ -423,6 +442,9 @@ class _Job:
         self.masks: FaceMasks | None = None
         self.scores: list[FaceScore] = []
         self.alpha: list[Any] = []       # the last frame's alpha a step set (set_alpha); the FrameProcessor's too
+        self.debug: list[tuple[Any, bool]] = []   # the debug picture (set_debug) and whether it is flagged
+        self._frame_first = 0            # where this frame's swap scores start in `scores`
+        self._landmarker: Any = None
 
     def load(self, name: str, kind: ModelKind) -> Any:
         return self.pipeline.load_model(name, kind)
@@ -464,6 +486,21 @@ class _Job:
 
     def record(self, score: FaceScore) -> None:
         self.scores.append(score)
+
+    def begin_frame(self) -> None:
+        self._frame_first = len(self.scores)
+
+    def frame_scores(self) -> list[FaceScore]:
+        return self.scores[self._frame_first:]
+
+    def landmarks(self, frame: Frame, face: Face) -> tuple[Any, float]:
+        if self._landmarker is None:
+            self._landmarker = self.load(self.spec.face_landmarker.model, LANDMARKER)
+        return self._landmarker.landmarks(frame, replace(face))
+
+    def set_debug(self, picture: Any, flagged: bool) -> None:
+        if not self.debug or (flagged and not self.debug[0][1]):
+            self.debug[:] = [(picture, flagged)]
 
     def set_alpha(self, alpha: Any) -> None:
         self.alpha[:] = [alpha]

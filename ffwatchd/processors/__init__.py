@@ -16,9 +16,10 @@ from ffwatchd.processors.registry import (
     processor,
     processors,
     require_plugins,
+    with_debug,
 )
 
 __all__ = ["BrokenPlugin", "Box", "Change", "ENTRY_POINT_GROUP", "FaceScore", "JobContext", "Processor",
            "ProcessorError", "ResizingStep", "Scope", "Step", "broken_plugins", "check_processor",
            "default_processors", "installed_since_start", "names", "order_problem", "processor", "processors",
-           "require_plugins"]
+           "require_plugins", "with_debug"]

@@ -22,6 +22,8 @@ if TYPE_CHECKING:     # the masks' code loads in the worker only
     from ffwatchd.faces.masks import FaceMasks
     from ffwatchd.faces.models import Model
 
+DEBUG_SUFFIX = ".debug.jpg"      # face_debugger's copy beside the result: `<stem>.debug.jpg`
+
 Box = tuple[int, int, int, int]             # x0, y0, x1, y1 of a frame region that may have changed
 
 
@@ -46,6 +48,7 @@ class FaceScore:
     similarity: float
     original: float
     review_below: float | None = None   # the job's threshold: under it, an editor should look
+    face: int | None = None             # the face's index in its frame's list (the debugger draws it there)
 
     @property
     def review(self) -> bool:
@@ -94,6 +97,17 @@ class JobContext(Protocol):
     def record(self, score: FaceScore) -> None:
         """Keep a swapped face's score for the job's result (jobs show, the report, metrics)."""
 
+    def frame_scores(self) -> list[FaceScore]:
+        """The swap scores recorded so far in the frame being processed."""
+
+    def landmarks(self, frame: Frame, face: Face) -> tuple[Any, float]:
+        """The job's landmarker (face_landmarker.model) on `face`: its 68 points and confidence; the
+        face itself is left as it is."""
+
+    def set_debug(self, picture: Any, flagged: bool) -> None:
+        """A picture drawn for review (face_debugger), written beside the result, never over it;
+        the first is kept, unless a later one is `flagged` and it is not (a video keeps one still)."""
+
     def set_alpha(self, alpha: Any) -> None:
         """The frame's alpha (H x W uint8) as this step leaves it, for a processor whose
         `makes_alpha`: the output gets it (with the input's own alpha, the lower of the two)."""
@@ -117,6 +131,8 @@ class Processor(ABC):
     uses_face_mask: ClassVar[bool] = False  # pastes faces back through the job's face_mask
     anonymizes: ClassVar[bool] = False      # hides who is shown: a batch report never shows the original
     resizes: ClassVar[bool] = False         # its step is a ResizingStep (whole-frame processors only)
+    changes_output: ClassVar[bool] = True   # False: it leaves the result as it is (face_debugger draws a copy)
+    on_debug: ClassVar[Mapping[str, Any] | None] = None   # a sidecar's `debug: true` adds it, with these settings
 
     def models(self, settings: Any) -> tuple[str, ...]:
         """The model names this processor's settings name (in `model_kinds` order); a
@@ -131,6 +147,10 @@ class Processor(ABC):
     def strips_metadata(self, settings: Any) -> bool:
         """Whether the job's outputs lose what identifies a person, a place or a camera (GPS,
         maker notes, serial numbers, owner names: media/identifying.py)."""
+        return False
+
+    def uses_landmarker(self, settings: Any) -> bool:
+        """Whether its step asks the job's landmarker (JobContext.landmarks): the model is then the job's."""
         return False
 
     def makes_alpha(self, settings: Any) -> bool:

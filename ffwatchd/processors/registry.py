@@ -183,6 +183,18 @@ def order_problem(names: Sequence[str]) -> str | None:
             f"faces ({', '.join(after)}); list it after them")
 
 
+def with_debug(names: Sequence[str]) -> tuple[str, ...]:
+    """`names` with each processor a sidecar's `debug: true` adds (`on_debug`) not already there,
+    placed before the first that resizes the frame (the faces' coordinates are the input's)."""
+    found = _load()
+    out = list(names)
+    for name, p in found.items():
+        if p.on_debug is not None and name not in out:
+            at = next((i for i, n in enumerate(out) if n in found and found[n].resizes), len(out))
+            out.insert(at, name)
+    return tuple(out)
+
+
 def default_processors() -> tuple[str, ...]:
     """What a sidecar without `processors:` runs (each processor says whether it is a default)."""
     return tuple(name for name, p in _load().items() if p.default)

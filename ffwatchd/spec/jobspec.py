@@ -18,7 +18,7 @@ from ffwatchd.faces.maskspec import Area, MaskSpec, MaskType, Region
 from ffwatchd.faces.analysis import CLASSIFIER, DETECTOR, LANDMARKER, OCCLUDER, PARSER, RECOGNIZER
 from ffwatchd.faces.models import Gender
 from ffwatchd.faces.order import REFERENCE_MODES, Order, SelectorMode
-from ffwatchd.processors import Processor, Scope, default_processors, installed_since_start, order_problem
+from ffwatchd.processors import Processor, Scope, default_processors, installed_since_start, order_problem, with_debug
 from ffwatchd.processors import processors as all_processors
 from ffwatchd.schema import (
     Check,
@@ -181,6 +181,7 @@ class JobSpec:
     notify: NotifySpec = NotifySpec()
     package: Package = Package.NONE
     batch_quiet: float | None = None  # seconds; None: the watch's batch_quiet
+    debug: bool = False               # review copies of flagged files (the processors whose `on_debug` says so)
     extra: dict = field(default_factory=dict, compare=False)  # reserved, always empty
     # Each installed processor's section (processors/), by name; a default one where not given.
     sections: Mapping[str, Any] = field(default_factory=dict)
@@ -225,9 +226,19 @@ class JobSpec:
         """A validated (see `validate`) mapping -> spec with every default filled."""
         def sub(key: str, kind: type) -> Any:
             return kind(**dict(raw.get(key) or {}))
+        debug = bool(raw.get("debug"))
+        processors = tuple(raw.get("processors") or default_processors())
+        known = all_processors()
+        sections = {name: sub(name, p.settings) for name, p in known.items()}
+        if debug and any(known[n].scope is Scope.FACES for n in processors if n in known):
+            added = [n for n in with_debug(processors) if n not in processors]
+            processors = with_debug(processors)
+            for name in added:             # its `on_debug` settings, under what the sidecar gives it
+                sections[name] = known[name].settings(**{**dict(known[name].on_debug or {}),
+                                                         **dict(raw.get(name) or {})})
         return cls(
             sources=tuple(raw.get("sources") or ()),
-            processors=tuple(raw.get("processors") or default_processors()),
+            processors=processors,
             face_detector=sub("face_detector", DetectorSpec),
             face_recognizer=sub("face_recognizer", RecognizerSpec),
             face_selector=sub("face_selector", SelectorSpec),
@@ -239,7 +250,8 @@ class JobSpec:
             notify=NotifySpec(**dict(notify_mapping(raw.get("notify")) or {})),
             package=Package(raw.get("package") or Package.NONE),
             batch_quiet=_duration(raw["batch_quiet"]) if raw.get("batch_quiet") is not None else None,
-            sections={name: sub(name, p.settings) for name, p in all_processors().items()},
+            debug=debug,
+            sections=sections,
         )
 
     def to_snapshot(self) -> dict:
@@ -285,7 +297,8 @@ class JobSpec:
             if n in known:
                 names.extend(m for m in known[n].models(self.sections[n]) if m not in names)
         names.extend(m for m in self.mask_models() if m not in names)
-        if self.face_landmarker.refine and self.works_on_faces() and self.face_landmarker.model not in names:
+        asks = any(known[n].uses_landmarker(self.sections[n]) for n in self.processors if n in known)
+        if (self.face_landmarker.refine or asks) and self.works_on_faces() and self.face_landmarker.model not in names:
             names.append(self.face_landmarker.model)
         return names
 
@@ -387,7 +400,8 @@ def sections() -> dict[str, Mapping[str, Check]]:
 
 
 def top_keys() -> tuple[str, ...]:
-    return ("sources", "processors", *sections(), "on_no_face", "priority", "notify", "package", "batch_quiet")
+    return ("sources", "processors", *sections(), "on_no_face", "priority", "notify", "package", "batch_quiet",
+            "debug")
 
 
 def key_name(key: Any, limit: int = 60) -> str:
@@ -436,6 +450,9 @@ def _check_top_value(key: str, value: Any, path: str) -> list[str]:
         return problems
     if key == "notify":
         return _check_notify(value, path)
+    if key == "debug":
+        err = is_bool(value)
+        return [f"{path}: {err}"] if err else []
     if key in ("on_no_face", "package"):
         err = OneOf(ON_NO_FACE if key == "on_no_face" else PACKAGES)(value)
         return [f"{path}: {err}"] if err else []

@@ -30,7 +30,7 @@ from ffwatchd.fs.hashing import SourceHashes, hash_file
 from ffwatchd.fs.version import FileVersion, Verdict, compare_content
 from ffwatchd.fs.writefs import make_private
 from ffwatchd.media.ffmpeg import find_ffmpeg
-from ffwatchd.pipeline.contract import JobPipeline, PhotoProblem, RenderedImage
+from ffwatchd.pipeline.contract import JobPipeline, PhotoProblem, RenderedImage, debug_temp
 from ffwatchd.spec.jobspec import JobSpec
 from ffwatchd.spec.sidecar import named_by
 from ffwatchd.store import Job, JobQueue, QueueUnavailable, TransitionError
@@ -74,6 +74,7 @@ class Processed:
     frames: int
     rendered: RenderedImage | None = None
     report: dict | None = None
+    debug: Path | None = None     # a video's debug copy (JobContext.set_debug), written already
 
 
 class JobRunner:
@@ -249,13 +250,17 @@ class JobRunner:
             if lease.should_stop:
                 self.failures.stopped(watch, job, lease, out, workdir)
                 return
-            report = processed.report
+            report, debug = processed.report, processed.debug
             if rendered is not None:          # the image's encode, in the filing thread
                 report = rendered.write(result).report()
+                if rendered.write_debug is not None:
+                    debug = debug_temp(result)
+                    rendered.write_debug(debug)
             why = self.shares.problem(watch)
             if why:
                 self.waiter.wait(watch, job, lease, why)
-            plan = plan_done(watch, job, result, processed.suffix, self._checked.get(job.id), result=report)
+            plan = plan_done(watch, job, result, processed.suffix, self._checked.get(job.id), result=report,
+                             debug_src=debug)
             if report:
                 out.faces = int(report.get("faces") or 0)
                 out.similarities = [s["similarity"] for s in report.get("scores") or []] \
@@ -275,6 +280,7 @@ class JobRunner:
         except (TransitionError, QueueUnavailable):
             if job.kind == JobKind.IMAGE:             # the lease went: this attempt's own result, no one else's
                 result.unlink(missing_ok=True)
+                debug_temp(result).unlink(missing_ok=True)
             raise
         except ShareWaitTooLong as e:
             self.waiter.release(job, out, str(e), lease)
@@ -316,13 +322,14 @@ class JobRunner:
                                    progress=lease.set_progress, should_stop=lambda: lease.should_stop,
                                    root=self.settings.watch(job.watch).inbox, **worker_limits(self.settings.workers))
         # the name keeps its case, as an image's does
-        return Processed(result, original.suffix, video.video.frames, None, video.report)
+        return Processed(result, original.suffix, video.video.frames, None, video.report, video.debug)
 
     def _clean_temp(self, job_id: int, image_result: Path | None = None) -> None:
         """Remove a job's temp folder (videos) and temp result file (images); `image_result`: the
         one temp file an image job made (no folder), so nothing else is looked for."""
         if image_result is not None:
             image_result.unlink(missing_ok=True)
+            debug_temp(image_result).unlink(missing_ok=True)
             return
         shutil.rmtree(self.settings.temp_dir / f"job-{job_id}", ignore_errors=True)
         for pattern in (f"job-{job_id}.result*", f"job-{job_id}-*.result*"):   # a version before, and every attempt's

@@ -17,7 +17,7 @@ from ffwatchd.media.c2pa_sign import MIME_BY_SUFFIX
 from ffwatchd.fs.hashing import sha256_file
 from ffwatchd.media.identifying import VIDEO_TAGS as IDENTIFYING_VIDEO_TAGS
 from ffwatchd.media.source import open_input
-from ffwatchd.pipeline.contract import job_report
+from ffwatchd.pipeline.contract import debug_temp, job_report
 from ffwatchd.pipeline.noface import no_face_reason
 from ffwatchd.spec.jobspec import JobSpec, OnNoFace
 
@@ -56,7 +56,7 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
                          should_stop: Callable[[], bool] | None, segment_seconds: float) -> "VideoOutcome":
     target = src.path
     # Imported here: the models' and video code load in a worker process only.
-    from ffwatchd.pipeline.pipeline import strips_metadata
+    from ffwatchd.pipeline.pipeline import debug_writer, strips_metadata
     from ffwatchd.media.video import copy_without_tags, process_video
 
     processor = pipeline.prepare(spec)
@@ -96,10 +96,15 @@ def _process_video_input(pipeline: Any, src: Any, result: Path, spec: JobSpec, *
                         provenance=prov, original_input=src)
         finally:
             unsigned.unlink(missing_ok=True)
+    debug = None
+    write_debug = debug_writer(processor)
+    if write_debug is not None:              # one still: the first flagged frame, else the first drawn
+        debug = debug_temp(result)
+        write_debug(debug)
     return VideoOutcome(video, job_report(video.faces_total, video.frames, prov.as_dict() if prov else None,
                                           copied=False, signed=signer is not None and prov is not None,
                                           similarities=[s.similarity for s in processor.scores],
-                                          review=any(s.review for s in processor.scores)))
+                                          review=any(s.review for s in processor.scores)), debug)
 
 
 @dataclass(frozen=True)
@@ -107,3 +112,4 @@ class VideoOutcome:
     """A processed video and what its job row keeps of it (pipeline/contract.py job_report)."""
     video: VideoResult
     report: dict
+    debug: Path | None = None     # the debug still (set_debug), beside the temp result (contract.debug_temp)

@@ -335,3 +335,22 @@ def test_a_plugin_exception_in_process_is_the_one_line_internal_message(files, c
     assert "Traceback" not in proc.stderr
     assert "internal: ValueError: boom went the plug-in" in proc.stderr
     assert not (tmp_path / "res.jpg").exists()
+
+
+def test_face_debugger_writes_its_copy_beside_the_output_and_the_output_as_without_it(files, config, capsys,
+                                                                                    monkeypatch):
+    monkeypatch.delenv("FFWATCHD_CONFIG", raising=False)
+    (files / "ffwatch.yaml").write_text(yaml.safe_dump({"face_debugger": {"items": ["bounding-box"]}}))
+    outs = {}
+    for name, procs in (("plain", ["face_swapper"]), ("debugged", ["face_swapper", "face_debugger"])):
+        out_dir = files / name
+        out_dir.mkdir()
+        rc = run_process(["-c", str(config), "--sidecar", str(files / "ffwatch.yaml"), "-s", str(files / "alice.png"),
+                          "-t", str(files / "target.jpg"), "-o", str(out_dir / "r.png"), "--processors", *procs,
+                          "--json", *SYNTH_FLAGS])
+        assert rc == 0, capsys.readouterr().err
+        outs[name] = json.loads(capsys.readouterr().out)
+    assert sorted(p.name for p in (files / "debugged").iterdir()) == ["r.debug.jpg", "r.png"], "no temp file left"
+    assert outs["debugged"]["debug"] == str(files / "debugged" / "r.debug.jpg") and "debug" not in outs["plain"]
+    assert np.array_equal(cv2.imread(str(files / "debugged" / "r.png")), cv2.imread(str(files / "plain" / "r.png")))
+    assert cv2.imread(str(files / "debugged" / "r.debug.jpg")).shape == cv2.imread(str(files / "target.jpg")).shape

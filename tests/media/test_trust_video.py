@@ -49,6 +49,7 @@ def _folder_swapped(s: dict[str, Path]) -> None:
 class Frames:
     """A frame processor that notes the size of every frame it is given."""
     makes_alpha: tuple[str, ...] = ()
+    debug: list = []                          # no face_debugger picture (the video stage reads it)
 
     def __init__(self) -> None:
         self.shapes: set[tuple[int, ...]] = set()

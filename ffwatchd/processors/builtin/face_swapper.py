@@ -152,14 +152,15 @@ class FaceSwapper(Processor):
         scored: set[int] = set()       # a video's tracks already scored: two recognizer runs per track, not per frame
 
         def step(frame: Frame, faces: list[Face], touched: list[Box]) -> Change:
-            for face in faces:
+            for i, face in enumerate(faces):
                 due = face.track is None or face.track not in scored
                 before = job.similarity(frame, face, identity) if due else 0.0
                 n = len(touched)
                 swapper.swap(frame, face, latent, touched, boost, masks)
                 if due:
                     box = touched[n] if len(touched) > n else tuple(int(v) for v in face.bbox)
-                    job.record(FaceScore(box, job.similarity(frame, face, identity), before, settings.review_below))
+                    job.record(FaceScore(box, job.similarity(frame, face, identity), before, settings.review_below,
+                                          face=i))
                     if face.track is not None:
                         scored.add(face.track)
             return Change.BOXES if faces else Change.NONE
