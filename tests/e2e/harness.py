@@ -301,6 +301,33 @@ class NotifyListener:
         self.sock.close()
 
 
+def video_frames(path: Path) -> list[np.ndarray]:
+    """Every frame of a video, decoded (BGR)."""
+    cap = cv2.VideoCapture(str(path))
+    frames = []
+    while True:
+        ok, image = cap.read()
+        if not ok:
+            cap.release()
+            return frames
+        frames.append(image)
+
+
+def drop_image_and_clip(d: "Daemon", tmp_path: Path, name: str, frame: np.ndarray, clip_sidecar: dict) -> Path:
+    """A processor's daemon test: `frame` dropped as the PNG `name` at the inbox's root (the watch's
+    sidecar), then a 1 s face clip of 10 frames into clips/ with `clip_sidecar`; the clip's source."""
+    ok, png = cv2.imencode(".png", frame)
+    assert ok, name
+    d.drop(name, png.tobytes())
+    src = tmp_path / "clipsrc"
+    src.mkdir()
+    clip = face_clip(src, 1.0, fps=10)
+    (d.inbox / "clips").mkdir()
+    (d.inbox / "clips" / "ffwatch.yaml").write_text(yaml.safe_dump(clip_sidecar))
+    d.drop("clips/clip.mp4", clip.read_bytes())
+    return clip
+
+
 def face_clip(folder: Path, seconds: float, fps: int = 25, audio: bool = False) -> Path:
     """folder/clip.mp4: `seconds` of one synthetic face with moving noise (every frame differs),
     with a 440 Hz tone when `audio`."""

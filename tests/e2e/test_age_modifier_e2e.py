@@ -6,23 +6,11 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
-import yaml
 from synthetic_ages import AGE_MODELS
 from synthetic_models import make_face_image, make_fairface_like
 
 from ffwatchd.media.provenance import read_provenance
-from tests.e2e.harness import face_clip
-
-
-def _frames(path) -> list[np.ndarray]:
-    cap = cv2.VideoCapture(str(path))
-    out = []
-    while True:
-        ok, image = cap.read()
-        if not ok:
-            cap.release()
-            return out
-        out.append(image)
+from tests.e2e.harness import drop_image_and_clip, video_frames
 
 
 def test_a_photo_is_made_older_and_a_clip_younger(tmp_path, make_daemon):
@@ -38,17 +26,10 @@ def test_a_photo_is_made_older_and_a_clip_younger(tmp_path, make_daemon):
     d.write_config()
     d.start()
     frame = make_face_image()
-    ok, png = cv2.imencode(".png", frame)
-    d.drop("shot.png", png.tobytes())
-    clip_dir = tmp_path / "clipsrc"
-    clip_dir.mkdir()
-    clip = face_clip(clip_dir, 1.0, fps=10)
-    (d.inbox / "clips").mkdir()
-    (d.inbox / "clips" / "ffwatch.yaml").write_text(yaml.safe_dump(
-        {"processors": ["age_modifier"], "face_detector": {"model": "synth_scrfd"},
-         # a custom model's family is not known when the job's models are listed: the classifier is too
-         "age_modifier": {"model": "synth_styleganex_age", "direction": -100, "classifier": "synth_fairface"}}))
-    d.drop("clips/clip.mp4", clip.read_bytes())
+    clip = drop_image_and_clip(d, tmp_path, "shot.png", frame, {
+        "processors": ["age_modifier"], "face_detector": {"model": "synth_scrfd"},
+        # a custom model's family is not known when the job's models are listed: the classifier is too
+        "age_modifier": {"model": "synth_styleganex_age", "direction": -100, "classifier": "synth_fairface"}})
     d.wait_counts(240, done=3)          # with the harness's faces/alice.jpg, aged too
     out = cv2.imread(str(d.output / "shot.png"))
     # fran's marks on the eyes carry the age wanted ((age + 40) / 100 in red): the eyes were dark
@@ -62,7 +43,7 @@ def test_a_photo_is_made_older_and_a_clip_younger(tmp_path, make_daemon):
     assert prov["ai_generated"] is True and prov["processors"] == ["age_modifier"]
     assert "synth_fran" in prov["models"] and "synth_fairface" in prov["models"]
     assert "age changed: direction +40 (older), model synth_fran" in prov.get("settings", "")
-    frames_in, frames_out = _frames(clip), _frames(d.output / "clips" / "clip.mp4")
+    frames_in, frames_out = video_frames(clip), video_frames(d.output / "clips" / "clip.mp4")
     assert len(frames_out) == len(frames_in) == 10
     # styleganex at -100: latent +2.5, red +1 on the (pulled-in) eyes of every frame, where it was dark
     for a, b in zip(frames_in, frames_out):

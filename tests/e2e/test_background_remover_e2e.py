@@ -4,14 +4,12 @@ replaced by a colour."""
 
 from __future__ import annotations
 
-import cv2
 import numpy as np
-import yaml
 from PIL import Image
 from synthetic_mattes import MATTES, make_matte_like, oracle, striped_frame
 
 from ffwatchd.media.provenance import read_provenance
-from tests.e2e.harness import face_clip
+from tests.e2e.harness import drop_image_and_clip, video_frames
 
 
 def test_a_photo_is_cut_out_and_a_clip_gets_a_colour_behind_it(tmp_path, make_daemon):
@@ -22,16 +20,9 @@ def test_a_photo_is_cut_out_and_a_clip_gets_a_colour_behind_it(tmp_path, make_da
     d.write_config()
     d.start()
     frame = striped_frame()
-    ok, png = cv2.imencode(".png", frame)
-    d.drop("shot.png", png.tobytes())
-    clip_dir = tmp_path / "clipsrc"
-    clip_dir.mkdir()
-    clip = face_clip(clip_dir, 1.0, fps=10)
-    (d.inbox / "clips").mkdir()
-    (d.inbox / "clips" / "ffwatch.yaml").write_text(yaml.safe_dump(
-        {"processors": ["background_remover"],
-         "background_remover": {"model": "synth_modnet", "background": "colour", "colour": [0, 0, 255]}}))
-    d.drop("clips/clip.mp4", clip.read_bytes())
+    clip = drop_image_and_clip(d, tmp_path, "shot.png", frame, {
+        "processors": ["background_remover"],
+        "background_remover": {"model": "synth_modnet", "background": "colour", "colour": [0, 0, 255]}})
     d.wait_counts(180, done=3)          # with the harness's faces/alice.jpg, cut out too
     with Image.open(d.output / "shot.png") as im:
         assert im.mode == "RGBA"
@@ -40,14 +31,9 @@ def test_a_photo_is_cut_out_and_a_clip_gets_a_colour_behind_it(tmp_path, make_da
     assert np.abs(rgba[:, :, 3].astype(int) - want).max() <= 2 and np.array_equal(rgba[:, :, 2::-1], frame)
     prov = read_provenance(d.output / "shot.png")
     assert prov["ai_generated"] is False and prov["processors"] == ["background_remover"]
-    cap = cv2.VideoCapture(str(clip))
-    ok, first_in = cap.read()
-    cap.release()
-    cap = cv2.VideoCapture(str(d.output / "clips" / "clip.mp4"))
-    ok2, first_out = cap.read()
-    frames = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
-    cap.release()
-    assert ok and ok2 and frames == 10
+    ins, outs = video_frames(clip), video_frames(d.output / "clips" / "clip.mp4")
+    first_in, first_out = ins[0], outs[0]
+    assert len(ins) == len(outs) == 10
     alpha, _ = oracle(first_in, MATTES["modnet"])
     a = alpha.astype(np.float32)[:, :, None] / 255
     expected = first_in * a + np.array([255, 0, 0]) * (1 - a)      # RGB (0, 0, 255) is BGR blue

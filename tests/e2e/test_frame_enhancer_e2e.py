@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
-import yaml
 from synthetic_models import make_upscaler_like
 
 from ffwatchd.media.provenance import read_provenance
-from tests.e2e.harness import face_clip
+from tests.e2e.harness import drop_image_and_clip, video_frames
 
 
 def test_a_photo_and_a_clip_are_upscaled_by_an_fp16_model(tmp_path, make_daemon):
@@ -21,26 +20,14 @@ def test_a_photo_and_a_clip_are_upscaled_by_an_fp16_model(tmp_path, make_daemon)
     d.write_config()
     d.start()
     frame = np.random.default_rng(4).integers(0, 256, (150, 211, 3), dtype=np.uint8)
-    ok, png = cv2.imencode(".png", frame)
-    d.drop("shot.png", png.tobytes())
-    clip_dir = tmp_path / "clipsrc"
-    clip_dir.mkdir()
-    clip = face_clip(clip_dir, 1.0, fps=10)
-    (d.inbox / "clips").mkdir()
-    (d.inbox / "clips" / "ffwatch.yaml").write_text(yaml.safe_dump(
-        {"processors": ["frame_enhancer"], "frame_enhancer": {"model": "synth_up_x2_fp16", "blend": 1.0}}))
-    d.drop("clips/clip.mp4", clip.read_bytes())
+    clip = drop_image_and_clip(d, tmp_path, "shot.png", frame, {
+        "processors": ["frame_enhancer"], "frame_enhancer": {"model": "synth_up_x2_fp16", "blend": 1.0}})
     d.wait_counts(240, done=3)          # with the harness's faces/alice.jpg, upscaled too
     got = cv2.imread(str(d.output / "shot.png"))
-    assert ok and np.array_equal(got, frame.repeat(2, 0).repeat(2, 1))
+    assert np.array_equal(got, frame.repeat(2, 0).repeat(2, 1))
     prov = read_provenance(d.output / "shot.png")
     assert prov["processors"] == ["frame_enhancer"] and prov["output_size"] == [422, 300]
-    cap = cv2.VideoCapture(str(clip))
-    ok, first_in = cap.read()
-    cap.release()
-    cap = cv2.VideoCapture(str(d.output / "clips" / "clip.mp4"))
-    ok2, first_out = cap.read()
-    frames = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
-    cap.release()
-    assert ok and ok2 and frames == 10 and first_out.shape == (640, 640, 3)
+    ins, outs = video_frames(clip), video_frames(d.output / "clips" / "clip.mp4")
+    first_in, first_out = ins[0], outs[0]
+    assert len(ins) == len(outs) == 10 and first_out.shape == (640, 640, 3)
     assert np.abs(first_out.astype(float) - first_in.repeat(2, 0).repeat(2, 1)).mean() < 6

@@ -19,6 +19,7 @@ import os
 import shutil
 import signal
 import sqlite3
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -32,6 +33,30 @@ from ffwatchd.filing.shares import MARKER_NAME
 from tests.e2e.harness import face_jpeg, wait_for
 
 SHM = Path("/dev/shm")
+
+
+class KeptUnsettled:
+    """A file whose mtime moves every 0.3 s while inside the `with`: it never settles (a copy under
+    way, to the daemon), so only a stale worker's move could take it from the inbox meanwhile."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.done = path, threading.Event()
+        self.thread = threading.Thread(target=self._touch, daemon=True)
+        self.thread.start()
+
+    def _touch(self) -> None:
+        while not self.done.wait(0.3):
+            try:
+                os.utime(self.path)
+            except FileNotFoundError:
+                return
+
+    def __enter__(self) -> "KeptUnsettled":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join(5)
 
 
 def big_png(seed: int, side: int = 4600) -> bytes:
@@ -106,13 +131,17 @@ def test_a_worker_frozen_while_placing_a_large_result_never_moves_the_new_file(m
         wait_for(lambda: db.execute("SELECT state, attempts FROM jobs WHERE id = ?", (job_id,)).fetchone()
                  == ("done", attempts + 1), 120, "the other worker to file the job")
         assert (d.done / "big.png").read_bytes() == old
-        d.drop("big.png", new)                       # settle is 4 s: still in the inbox when the worker runs
+        d.drop("big.png", new)
+        # kept unsettled (still being written, to the daemon) until the thawed worker has judged: on
+        # a loaded machine its verdict could come after the 4 s settle, the new file already ingested
+        unsettled = KeptUnsettled(d.inbox / "big.png")
     finally:
         os.kill(pid, signal.SIGCONT)
-    wait_for(lambda: not temp.exists(), 60, "the frozen worker's copy to go")
-    wait_for(lambda: f"job {job_id}: job {job_id} is done and not held by" in d.log_tail(400)
-             or not (d.inbox / "big.png").exists(), 60, "the thawed worker to find its job gone")
-    assert (d.inbox / "big.png").read_bytes() == new, "the new file was left where it was dropped"
+    with unsettled:
+        wait_for(lambda: not temp.exists(), 60, "the frozen worker's copy to go")
+        wait_for(lambda: f"job {job_id}: job {job_id} is done and not held by" in d.log_tail(400)
+                 or not (d.inbox / "big.png").exists(), 60, "the thawed worker to find its job gone")
+        assert (d.inbox / "big.png").read_bytes() == new, "the new file was left where it was dropped"
     d.wait_counts(120, done=2)
     assert d.stop() == 0
     with d.store() as s:
