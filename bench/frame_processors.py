@@ -1,5 +1,5 @@
-"""The whole-frame processors FaceFusion has and ffwatchd gained in round five (background_remover,
-frame_colorizer), on the CPU: what
+"""The processors FaceFusion has and ffwatchd gained in round five (background_remover, frame_colorizer;
+age_modifier on a face photo, its own section), on the CPU: what
 each costs per megapixel through `Pipeline.process_image` (decode, the step, encode), against the
 `label` processor on the same photo in the same run (the baseline: decode, a drawn label, encode).
 
@@ -11,7 +11,7 @@ own, per frame, not per megapixel (the weights cannot be had on these machines).
 A second section times face_debugger's own work directly (its frame step with and without it, the
 copy's JPEG encode), interleaved, many rounds: `--debugger-only` runs just that one.
 
-    python bench/frame_processors.py [--runs 5] [--no-record] [--smoke] [--debugger-only]
+    python bench/frame_processors.py [--runs 5] [--no-record] [--smoke] [--debugger-only] [--faces-only]
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
 from _record import record  # noqa: E402 - bench/ is the script's folder, first on the path
+from synthetic_ages import AGE_MODELS  # noqa: E402
 from synthetic_colorizers import COLORIZERS, make_colorizer_like  # noqa: E402
 from synthetic_mattes import MATTES, make_matte_like  # noqa: E402
-from synthetic_models import build_all, make_face_image, synthetic_spec  # noqa: E402
+from synthetic_models import build_all, make_face_image, make_fairface_like, synthetic_spec  # noqa: E402
 
 from ffwatchd.faces.models import custom_model  # noqa: E402
 from ffwatchd.config.settings import WorkerSettings  # noqa: E402
@@ -65,7 +66,54 @@ def customs(root: Path) -> tuple:
         models.append(custom_model(f"synth_{family}", make_matte_like(root / f"{family}.onnx", MATTES[family]), family))
     for family, sig in COLORIZERS.items():
         models.append(custom_model(f"synth_{family}", make_colorizer_like(root / f"{family}.onnx", sig), family))
+    for family, make in AGE_MODELS.items():
+        models.append(custom_model(f"synth_{family}", make(root / f"{family}.onnx"), family))
+    models.append(custom_model("synth_fairface", make_fairface_like(root / "fairface.onnx"), "fairface"))
     return tuple(models)
+
+
+def face_cases() -> list[tuple[str, dict]]:
+    """age_modifier on a one-face photo, against label (the baseline) and gfpgan's enhancement."""
+    age = {"face_detector": {"model": "synth_scrfd"}, "output": {"format": "png"}}
+    return [("label (baseline)", {"processors": ["label"], "label": {"text": "x"}, "output": {"format": "png"}}),
+            ("face_enhancer gfpgan", {**age, "processors": ["face_enhancer"]}),
+            ("age_modifier fran, direction +40", {**age, "processors": ["age_modifier"], "age_modifier": {
+                "model": "synth_fran", "direction": 40, "classifier": "synth_fairface"}}),
+            ("age_modifier styleganex_age, direction -40", {**age, "processors": ["age_modifier"], "age_modifier": {
+                "model": "synth_styleganex_age", "direction": -40, "classifier": "synth_fairface"}})]
+
+
+def face_cost(pipe: Pipeline, root: Path, sizes: tuple, runs: int) -> str:
+    """The face processors per megapixel: `Pipeline.process_image` of one face photo at each size
+    (decode, detection, the step, encode), the cases taking turns, medians of `runs` rounds."""
+    rows = face_cases()
+    seconds: dict[tuple[str, tuple[int, int]], list[float]] = {}
+    for size in sizes:
+        target = root / f"face_{size[0]}.png"
+        cv2.imwrite(str(target), cv2.resize(make_face_image(seed=7), size, interpolation=cv2.INTER_LINEAR))
+        specs = [(label, synthetic_spec(**sidecar)) for label, sidecar in rows]
+        for label, spec in specs:                          # warm-up: sessions loaded
+            pipe.process_image(target, root / "out.png", spec)
+        for _ in range(runs):
+            for label, spec in specs:
+                t = time.perf_counter()
+                pipe.process_image(target, root / "out.png", spec)
+                seconds.setdefault((label, size), []).append(time.perf_counter() - t)
+    lines = ["| case | " + " | ".join(f"s per MP at {w}x{h}" for w, h in sizes) + " | vs label (6 MP) |",
+             "|---|" + "---:|" * (len(sizes) + 1)]
+    base = statistics.median(seconds[(rows[0][0], sizes[-1])])
+    for label, _ in rows:
+        per = [statistics.median(seconds[(label, s)]) / (s[0] * s[1] / 1e6) for s in sizes]
+        lines.append(f"| {label} | " + " | ".join(f"{p:.3f}" for p in per)
+                     + f" | {statistics.median(seconds[(label, sizes[-1])]) / base:.2f}x |")
+    return ("## Face processors per megapixel (`bench/frame_processors.py`)\n\n"
+            "CPU only (onnxruntime's default threads); `Pipeline.process_image` of one synthetic face photo (PNG: "
+            f"decode, the synthetic SCRFD's detection, the step, encode), median of {runs} rounds in which the cases "
+            "take turns, after a warm-up. age_modifier's crops are fixed sizes (fran 1024, styleganex 256 and 384 "
+            "enlarged to 1024) whatever the photo, so its cost is per face plus the paste-back at the frame's size; "
+            "the models are synthetic (tests/synthetic_ages.py, a trivial network), so the rows are ffwatchd's cost "
+            "around them; gfpgan's enhancement is the same kind of face step for scale.\n\n"
+            + "\n".join(lines) + "\n")
 
 
 DEBUG_ITEMS = ["bounding-box", "face-landmark-5", "face-mask", "face-detector-score", "swap-score"]
@@ -115,17 +163,25 @@ def main() -> int:
     ap.add_argument("--no-record", action="store_true")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, one round; never writes docs/benchmarks.md")
     ap.add_argument("--debugger-only", action="store_true", help="only face_debugger's own cost (its section)")
+    ap.add_argument("--faces-only", action="store_true", help="only the face processors' section (age_modifier)")
     args = ap.parse_args()
     sizes = SMOKE_SIZES if args.smoke else SIZES
     runs = 1 if args.smoke else args.runs
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         pipe = Pipeline(root / "models", customs(root), WorkerSettings(cpu_threads=0))
-        debug_text = debugger_cost(pipe, root, sizes, 1 if args.smoke else max(10, 2 * runs))
-        print(debug_text)
+        if not args.faces_only:
+            debug_text = debugger_cost(pipe, root, sizes, 1 if args.smoke else max(10, 2 * runs))
+            print(debug_text)
+            if not (args.no_record or args.smoke):
+                record("frame_processors_debugger", debug_text)
+            if args.debugger_only:
+                return 0
+        face_text = face_cost(pipe, root, sizes, runs)
+        print(face_text)
         if not (args.no_record or args.smoke):
-            record("frame_processors_debugger", debug_text)
-        if args.debugger_only:
+            record("frame_processors_faces", face_text)
+        if args.faces_only:
             return 0
         rng = np.random.default_rng(1)
         rows = cases()
